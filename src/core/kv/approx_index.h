@@ -1,0 +1,56 @@
+// ApproxIndex: the prefix index a router keeps from its own routing history.
+//
+// What SGLang's router does: every decision "request with these block keys went to
+// endpoint E" is recorded, and later requests are assumed to find that prefix there.
+// It needs nothing from the engines, but it cannot see evictions, so entries expire
+// after a TTL (default 120 s, refreshed on reuse), and when the index exceeds its
+// capacity it prunes to 80% of it, deepest blocks first, so that the shared prefixes
+// (system prompts, early turns) survive longest.
+//
+//   ApproxIndex index({.ttl = 120 * kSecond, .capacity_pairs = 1 << 22});
+//   index.Record(endpoint, keys, now);  // after each routing decision
+//   index.Match(keys, now, matches);
+//
+// Thread-safety: none; owned by the router's strand.
+#pragma once
+
+#include <memory>
+
+#include "core/kv/prefix_index.h"
+
+namespace kvgate::kv {
+
+class ApproxIndex final : public PrefixIndex {
+ public:
+  struct Options {
+    Nanos ttl = 120 * kSecond;
+    size_t capacity_pairs = size_t{1} << 22;  // (block, endpoint) pairs kept
+  };
+
+  explicit ApproxIndex(Options options);
+  ~ApproxIndex() override;
+  ApproxIndex(const ApproxIndex&) = delete;
+  ApproxIndex& operator=(const ApproxIndex&) = delete;
+
+  // Records that the request with `keys` was routed to `endpoint` at `now`; refreshes
+  // the TTL of the keys already recorded there.
+  // REQUIRES: endpoint < kMaxEndpoints.
+  void Record(EndpointId endpoint, std::span<const BlockKey> keys, Nanos now);
+
+  // Drops every entry older than now - ttl. Match ignores expired entries anyway; call
+  // this now and then to reclaim their memory.
+  void Expire(Nanos now);
+
+  // PrefixIndex. Everything recorded counts as GPU-resident (gpu_blocks == total_blocks).
+  void Match(std::span<const BlockKey> keys, Nanos now, std::vector<EndpointMatch>& out) override;
+  void RemoveEndpoint(EndpointId endpoint) override;
+  size_t MemoryBytes() const override;
+  size_t DistinctBlocks() const override;
+  size_t HeldPairs() const override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvgate::kv

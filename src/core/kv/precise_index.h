@@ -1,0 +1,95 @@
+// PreciseIndex: the prefix index fed by the engines' KV cache events.
+//
+// vLLM-style engines publish BlockStored / BlockRemoved / AllBlocksCleared events (see
+// docs/protocols.md). Their block hashes are opaque: they depend on engine version,
+// settings and a per-process seed, so the index never tries to reproduce them. It
+// recomputes its own chained keys (block_hash.h) from each event's token ids and keeps,
+// per endpoint, the engine-hash -> own-key mapping that removals and parent lookups need.
+//
+// A bad event (unknown parent, removal of an unknown block, block-size mismatch) never
+// corrupts the index: it is ignored and counted per endpoint in EventStats, and the
+// caller should resync that endpoint (ClearEndpoint, then replay).
+//
+// Memory is bounded by `capacity_blocks` distinct blocks; beyond it the least recently
+// stored-or-matched blocks are forgotten for every endpoint (LRU).
+//
+//   PreciseIndex index({.model = "qwen3", .block_size = 16});
+//   index.ApplyStored(ep, {.block_hashes = h, .token_ids = t, .block_size = 16});
+//   index.Match(request_keys, now, matches);
+//
+// Thread-safety: none; owned by the router's strand.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/kv/prefix_index.h"
+
+namespace kvgate::kv {
+
+struct BlockStoredEvent {
+  std::span<const uint64_t> block_hashes;     // the engine's own hashes, one per block
+  std::optional<uint64_t> parent_block_hash;  // engine hash of the parent; none = root
+  std::span<const TokenId> token_ids;         // block_hashes.size() * block_size tokens
+  uint32_t block_size = 0;
+  std::string_view lora_name;  // empty: the base model
+  Medium medium = Medium::kGpu;
+};
+
+struct BlockRemovedEvent {
+  std::span<const uint64_t> block_hashes;
+  Medium medium = Medium::kGpu;
+};
+
+// Per-endpoint event accounting; the anomalies tell the caller to resync.
+struct EventStats {
+  uint64_t stored_blocks = 0;
+  uint64_t removed_blocks = 0;
+  uint64_t cleared = 0;
+  uint64_t unknown_parent = 0;       // BlockStored whose parent the endpoint never stored
+  uint64_t unknown_removed = 0;      // BlockRemoved of a block the endpoint does not hold
+  uint64_t block_size_mismatch = 0;  // wrong block_size, or token count != n * block_size
+  uint64_t anomalies() const { return unknown_parent + unknown_removed + block_size_mismatch; }
+};
+
+class PreciseIndex final : public PrefixIndex {
+ public:
+  struct Options {
+    std::string model;             // mixed into the root seed (BlockSeed)
+    uint32_t block_size = 16;      // the pool's block size; events must match it
+    size_t capacity_blocks = 0;    // distinct blocks kept; 0 = unbounded
+  };
+
+  explicit PreciseIndex(Options options);
+  ~PreciseIndex() override;
+  PreciseIndex(const PreciseIndex&) = delete;
+  PreciseIndex& operator=(const PreciseIndex&) = delete;
+
+  // REQUIRES: endpoint < kMaxEndpoints (for all endpoint arguments below).
+  void ApplyStored(EndpointId endpoint, const BlockStoredEvent& event);
+  void ApplyRemoved(EndpointId endpoint, const BlockRemovedEvent& event);
+  void ApplyAllCleared(EndpointId endpoint);
+
+  // Forgets what `endpoint` holds but keeps its statistics (for a resync).
+  void ClearEndpoint(EndpointId endpoint);
+
+  // Stats of an endpoint; all zero for one never seen.
+  EventStats Stats(EndpointId endpoint) const;
+  // Distinct blocks `endpoint` holds in any tier.
+  size_t BlocksHeld(EndpointId endpoint) const;
+
+  // PrefixIndex
+  void Match(std::span<const BlockKey> keys, Nanos now, std::vector<EndpointMatch>& out) override;
+  void RemoveEndpoint(EndpointId endpoint) override;
+  size_t MemoryBytes() const override;
+  size_t DistinctBlocks() const override;
+  size_t HeldPairs() const override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvgate::kv

@@ -1,0 +1,62 @@
+// PrefixIndex: which endpoints hold how much of a prompt in their KV cache.
+//
+// Two implementations share this interface: PreciseIndex (fed by the engines' KV
+// events) and ApproxIndex (fed by the router's own decisions). A router may use either,
+// or both and take per endpoint the larger match (MergeMatches).
+//
+// Thread-safety: none. An index is owned by the router's strand (DESIGN.md).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/common/time.h"
+#include "core/kv/block_hash.h"
+
+namespace kvgate::kv {
+
+// Dense endpoint ids, assigned by the caller (the router), small and reused.
+using EndpointId = uint32_t;
+inline constexpr EndpointId kMaxEndpoints = 65535;
+
+// Where an engine holds a block (vLLM's `medium`).
+enum class Medium : uint8_t { kGpu = 1, kCpu = 2 };
+
+// How much of a request one endpoint holds.
+struct EndpointMatch {
+  EndpointId endpoint;
+  // Leading blocks of the request held in GPU memory: prefill skips these for free.
+  uint32_t gpu_blocks;
+  // Leading blocks held in any tier: the GPU run, then blocks the engine can load from
+  // CPU memory. Always >= gpu_blocks.
+  uint32_t total_blocks;
+
+  bool operator==(const EndpointMatch&) const = default;
+};
+
+class PrefixIndex {
+ public:
+  virtual ~PrefixIndex() = default;
+
+  // Appends to `out` one entry per endpoint that holds at least the first block of
+  // `keys`, in no particular order. Stops walking as soon as no endpoint holds the next
+  // block. Counts as a use of the matched keys for LRU and TTL purposes.
+  virtual void Match(std::span<const BlockKey> keys, Nanos now,
+                     std::vector<EndpointMatch>& out) = 0;
+
+  // Forgets everything `endpoint` holds. Its id may then be reused.
+  virtual void RemoveEndpoint(EndpointId endpoint) = 0;
+
+  // Bytes of memory the index uses (its tables, not counting the object itself).
+  virtual size_t MemoryBytes() const = 0;
+
+  // Distinct blocks and (block, endpoint) pairs currently held.
+  virtual size_t DistinctBlocks() const = 0;
+  virtual size_t HeldPairs() const = 0;
+};
+
+// Merges `b` into `a`, keeping per endpoint the larger gpu and total counts.
+void MergeMatches(std::vector<EndpointMatch>& a, std::span<const EndpointMatch> b);
+
+}  // namespace kvgate::kv
