@@ -2,13 +2,13 @@
 
 namespace kvgate::cli {
 namespace {
-int exit_code = 0;
+int g_exit_code = 0;
 }  // namespace
 
-void SetExitCode(int code) { exit_code = code; }
-int ExitCode() { return exit_code; }
+void set_exit_code(int code) { g_exit_code = code; }
+int exit_code() { return g_exit_code; }
 
-void AddCommands(CLI::App& app) {
+void add_commands(CLI::App& app) {
   // One line per subcommand module.
   (void)app;
 }

@@ -1,5 +1,5 @@
 // kvgate: one binary, one subcommand per job. Each subcommand lives in its own module
-// and registers itself here through an Add...Command(CLI::App&) function.
+// and registers itself here through an add_..._command(CLI::App&) function.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
       "servers (vLLM and servers that speak its protocols)."};
   app.set_version_flag("--version", "kvgate 0.1.0");
   app.require_subcommand(0, 1);
-  kvgate::cli::AddCommands(app);
+  kvgate::cli::add_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -21,5 +21,5 @@ int main(int argc, char** argv) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
   }
-  return kvgate::cli::ExitCode();
+  return kvgate::cli::exit_code();
 }

@@ -6,9 +6,9 @@
 // few distributions kvgate needs are here.
 //
 //   Rng rng(42);
-//   double u = rng.Uniform();            // [0, 1)
-//   uint64_t i = rng.Below(n);           // [0, n)
-//   double gap = rng.Exponential(qps);   // Poisson inter-arrival time, seconds
+//   double u = rng.uniform();            // [0, 1)
+//   uint64_t i = rng.below(n);           // [0, n)
+//   double gap = rng.exponential(qps);   // Poisson inter-arrival time, seconds
 #pragma once
 
 #include <cmath>
@@ -19,47 +19,47 @@ namespace kvgate {
 class Rng {
  public:
   explicit Rng(uint64_t seed) {
-    for (uint64_t& s : s_) s = SplitMix(seed);
+    for (uint64_t& s : s_) s = split_mix(seed);
   }
 
-  uint64_t Next() {
-    const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
+  uint64_t next() {
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
     const uint64_t t = s_[1] << 17;
     s_[2] ^= s_[0];
     s_[3] ^= s_[1];
     s_[1] ^= s_[2];
     s_[0] ^= s_[3];
     s_[2] ^= t;
-    s_[3] = Rotl(s_[3], 45);
+    s_[3] = rotl(s_[3], 45);
     return result;
   }
 
   // Uniform in [0, 1).
-  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
   // Uniform integer in [0, n). REQUIRES: n > 0.
-  uint64_t Below(uint64_t n) {
+  uint64_t below(uint64_t n) {
     // Lemire's multiply-shift; the tiny bias is irrelevant for kvgate's uses.
-    return static_cast<uint64_t>((static_cast<__uint128_t>(Next()) * n) >> 64);
+    return static_cast<uint64_t>((static_cast<__uint128_t>(next()) * n) >> 64);
   }
 
   // Exponential with the given rate (mean 1 / rate). REQUIRES: rate > 0.
-  double Exponential(double rate) { return -std::log1p(-Uniform()) / rate; }
+  double exponential(double rate) { return -std::log1p(-uniform()) / rate; }
 
   // Standard normal (Box-Muller; one value per call, the other is discarded).
-  double Normal() {
-    double u1 = Uniform();
-    double u2 = Uniform();
+  double normal() {
+    double u1 = uniform();
+    double u2 = uniform();
     if (u1 < 1e-300) u1 = 1e-300;
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
   }
 
   // An independent generator derived from this one (for per-component streams).
-  Rng Fork() { return Rng(Next()); }
+  Rng fork() { return Rng(next()); }
 
  private:
-  static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  static uint64_t SplitMix(uint64_t& x) {
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  static uint64_t split_mix(uint64_t& x) {
     uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;

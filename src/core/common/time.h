@@ -15,7 +15,7 @@ inline constexpr Nanos kMicrosecond = 1'000;
 inline constexpr Nanos kMillisecond = 1'000'000;
 inline constexpr Nanos kSecond = 1'000'000'000;
 
-constexpr Nanos Seconds(double s) { return static_cast<Nanos>(s * 1e9); }
-constexpr double ToSeconds(Nanos t) { return static_cast<double>(t) / 1e9; }
+constexpr Nanos seconds(double s) { return static_cast<Nanos>(s * 1e9); }
+constexpr double to_seconds(Nanos t) { return static_cast<double>(t) / 1e9; }
 
 }  // namespace kvgate

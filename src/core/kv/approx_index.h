@@ -8,8 +8,8 @@
 // (system prompts, early turns) survive longest.
 //
 //   ApproxIndex index({.ttl = 120 * kSecond, .capacity_pairs = 1 << 22});
-//   index.Record(endpoint, keys, now);  // after each routing decision
-//   index.Match(keys, now, matches);
+//   index.record(endpoint, keys, now);  // after each routing decision
+//   index.match(keys, now, matches);
 //
 // Thread-safety: none; owned by the router's strand.
 #pragma once
@@ -35,18 +35,18 @@ class ApproxIndex final : public PrefixIndex {
   // Records that the request with `keys` was routed to `endpoint` at `now`; refreshes
   // the TTL of the keys already recorded there.
   // REQUIRES: endpoint < kMaxEndpoints.
-  void Record(EndpointId endpoint, std::span<const BlockKey> keys, Nanos now);
+  void record(EndpointId endpoint, std::span<const BlockKey> keys, Nanos now);
 
-  // Drops every entry older than now - ttl. Match ignores expired entries anyway; call
+  // Drops every entry older than now - ttl. match ignores expired entries anyway; call
   // this now and then to reclaim their memory.
-  void Expire(Nanos now);
+  void expire(Nanos now);
 
   // PrefixIndex. Everything recorded counts as GPU-resident (gpu_blocks == total_blocks).
-  void Match(std::span<const BlockKey> keys, Nanos now, std::vector<EndpointMatch>& out) override;
-  void RemoveEndpoint(EndpointId endpoint) override;
-  size_t MemoryBytes() const override;
-  size_t DistinctBlocks() const override;
-  size_t HeldPairs() const override;
+  void match(std::span<const BlockKey> keys, Nanos now, std::vector<EndpointMatch>& out) override;
+  void remove_endpoint(EndpointId endpoint) override;
+  size_t memory_bytes() const override;
+  size_t distinct_blocks() const override;
+  size_t held_pairs() const override;
 
  private:
   struct Impl;

@@ -7,9 +7,9 @@
 // key i exactly when they share their first i+1 blocks (and model, adapter, salt).
 // A trailing partial block gets no key: engines cache only full blocks.
 //
-//   uint64_t seed = BlockSeed("qwen3-32b", /*lora=*/"", /*cache_salt=*/"");
+//   uint64_t seed = block_seed("qwen3-32b", /*lora=*/"", /*cache_salt=*/"");
 //   std::vector<BlockKey> keys;
-//   HashBlocks(token_ids, 16, seed, keys);  // keys.size() == token_ids.size() / 16
+//   hash_blocks(token_ids, 16, seed, keys);  // keys.size() == token_ids.size() / 16
 #pragma once
 
 #include <cstddef>
@@ -24,16 +24,16 @@ using TokenId = uint32_t;
 using BlockKey = uint64_t;
 
 // The seed for a request's first block. Empty strings are valid (no adapter, no salt).
-uint64_t BlockSeed(std::string_view model, std::string_view lora_name,
-                   std::string_view cache_salt);
+uint64_t block_seed(std::string_view model, std::string_view lora_name,
+                    std::string_view cache_salt);
 
 // Key of one block given its parent's key (or the request seed for block 0).
 // REQUIRES: tokens.size() is the pool's block size.
-BlockKey HashBlock(BlockKey parent, std::span<const TokenId> tokens);
+BlockKey hash_block(BlockKey parent, std::span<const TokenId> tokens);
 
 // Appends the keys of every full block of `tokens` to `out`; returns how many it added.
 // REQUIRES: block_size > 0.
-size_t HashBlocks(std::span<const TokenId> tokens, size_t block_size, uint64_t seed,
-                  std::vector<BlockKey>& out);
+size_t hash_blocks(std::span<const TokenId> tokens, size_t block_size, uint64_t seed,
+                   std::vector<BlockKey>& out);
 
 }  // namespace kvgate::kv

@@ -8,14 +8,14 @@
 //
 // A bad event (unknown parent, removal of an unknown block, block-size mismatch) never
 // corrupts the index: it is ignored and counted per endpoint in EventStats, and the
-// caller should resync that endpoint (ClearEndpoint, then replay).
+// caller should resync that endpoint (clear_endpoint, then replay).
 //
 // Memory is bounded by `capacity_blocks` distinct blocks; beyond it the least recently
 // stored-or-matched blocks are forgotten for every endpoint (LRU).
 //
 //   PreciseIndex index({.model = "qwen3", .block_size = 16});
-//   index.ApplyStored(ep, {.block_hashes = h, .token_ids = t, .block_size = 16});
-//   index.Match(request_keys, now, matches);
+//   index.apply_stored(ep, {.block_hashes = h, .token_ids = t, .block_size = 16});
+//   index.match(request_keys, now, matches);
 //
 // Thread-safety: none; owned by the router's strand.
 #pragma once
@@ -57,9 +57,9 @@ struct EventStats {
 class PreciseIndex final : public PrefixIndex {
  public:
   struct Options {
-    std::string model;             // mixed into the root seed (BlockSeed)
-    uint32_t block_size = 16;      // the pool's block size; events must match it
-    size_t capacity_blocks = 0;    // distinct blocks kept; 0 = unbounded
+    std::string model;           // mixed into the root seed (block_seed)
+    uint32_t block_size = 16;    // the pool's block size; events must match it
+    size_t capacity_blocks = 0;  // distinct blocks kept; 0 = unbounded
   };
 
   explicit PreciseIndex(Options options);
@@ -68,24 +68,24 @@ class PreciseIndex final : public PrefixIndex {
   PreciseIndex& operator=(const PreciseIndex&) = delete;
 
   // REQUIRES: endpoint < kMaxEndpoints (for all endpoint arguments below).
-  void ApplyStored(EndpointId endpoint, const BlockStoredEvent& event);
-  void ApplyRemoved(EndpointId endpoint, const BlockRemovedEvent& event);
-  void ApplyAllCleared(EndpointId endpoint);
+  void apply_stored(EndpointId endpoint, const BlockStoredEvent& event);
+  void apply_removed(EndpointId endpoint, const BlockRemovedEvent& event);
+  void apply_all_cleared(EndpointId endpoint);
 
   // Forgets what `endpoint` holds but keeps its statistics (for a resync).
-  void ClearEndpoint(EndpointId endpoint);
+  void clear_endpoint(EndpointId endpoint);
 
   // Stats of an endpoint; all zero for one never seen.
-  EventStats Stats(EndpointId endpoint) const;
+  EventStats stats(EndpointId endpoint) const;
   // Distinct blocks `endpoint` holds in any tier.
-  size_t BlocksHeld(EndpointId endpoint) const;
+  size_t blocks_held(EndpointId endpoint) const;
 
   // PrefixIndex
-  void Match(std::span<const BlockKey> keys, Nanos now, std::vector<EndpointMatch>& out) override;
-  void RemoveEndpoint(EndpointId endpoint) override;
-  size_t MemoryBytes() const override;
-  size_t DistinctBlocks() const override;
-  size_t HeldPairs() const override;
+  void match(std::span<const BlockKey> keys, Nanos now, std::vector<EndpointMatch>& out) override;
+  void remove_endpoint(EndpointId endpoint) override;
+  size_t memory_bytes() const override;
+  size_t distinct_blocks() const override;
+  size_t held_pairs() const override;
 
  private:
   struct Impl;

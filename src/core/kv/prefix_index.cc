@@ -4,7 +4,7 @@
 
 namespace kvgate::kv {
 
-void MergeMatches(std::vector<EndpointMatch>& a, std::span<const EndpointMatch> b) {
+void merge_matches(std::vector<EndpointMatch>& a, std::span<const EndpointMatch> b) {
   for (const EndpointMatch& m : b) {
     auto it = std::find_if(a.begin(), a.end(),
                            [&](const EndpointMatch& x) { return x.endpoint == m.endpoint; });

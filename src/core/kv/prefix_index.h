@@ -2,7 +2,7 @@
 //
 // Two implementations share this interface: PreciseIndex (fed by the engines' KV
 // events) and ApproxIndex (fed by the router's own decisions). A router may use either,
-// or both and take per endpoint the larger match (MergeMatches).
+// or both and take per endpoint the larger match (merge_matches).
 //
 // Thread-safety: none. An index is owned by the router's strand (DESIGN.md).
 #pragma once
@@ -42,21 +42,21 @@ class PrefixIndex {
   // Appends to `out` one entry per endpoint that holds at least the first block of
   // `keys`, in no particular order. Stops walking as soon as no endpoint holds the next
   // block. Counts as a use of the matched keys for LRU and TTL purposes.
-  virtual void Match(std::span<const BlockKey> keys, Nanos now,
+  virtual void match(std::span<const BlockKey> keys, Nanos now,
                      std::vector<EndpointMatch>& out) = 0;
 
   // Forgets everything `endpoint` holds. Its id may then be reused.
-  virtual void RemoveEndpoint(EndpointId endpoint) = 0;
+  virtual void remove_endpoint(EndpointId endpoint) = 0;
 
   // Bytes of memory the index uses (its tables, not counting the object itself).
-  virtual size_t MemoryBytes() const = 0;
+  virtual size_t memory_bytes() const = 0;
 
   // Distinct blocks and (block, endpoint) pairs currently held.
-  virtual size_t DistinctBlocks() const = 0;
-  virtual size_t HeldPairs() const = 0;
+  virtual size_t distinct_blocks() const = 0;
+  virtual size_t held_pairs() const = 0;
 };
 
 // Merges `b` into `a`, keeping per endpoint the larger gpu and total counts.
-void MergeMatches(std::vector<EndpointMatch>& a, std::span<const EndpointMatch> b);
+void merge_matches(std::vector<EndpointMatch>& a, std::span<const EndpointMatch> b);
 
 }  // namespace kvgate::kv
