@@ -437,7 +437,7 @@ void EngineModel::step(Nanos now, StepResult& out) {
 
 bool EngineModel::reset_prefix_cache(std::vector<KvEvent>& events) {
   if (!pool_.reset()) return false;
-  if (config_.emit_kv_events) events.push_back(AllBlocksCleared{});
+  if (config_.emit_kv_events) events.emplace_back(std::in_place_type<AllBlocksCleared>);
   return true;
 }
 
