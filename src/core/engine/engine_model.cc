@@ -110,7 +110,6 @@ Status EngineModel::add(EngineRequest request, Nanos now) {
   r.id = request.id;
   r.prompt_len = static_cast<uint32_t>(request.prompt.size());
   r.tokens = std::move(request.prompt);
-  r.tokens.reserve(total);
   r.given_outputs = std::move(request.output_tokens);
   r.max_tokens = max_tokens;
   r.priority = request.priority;
