@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
+#include "core/common/rng.h"
+
 namespace kvgate::engine {
 namespace {
 
@@ -87,6 +91,47 @@ TEST(BlockPoolTest, CachingOff) {
   std::vector<EngineBlockHash> evicted;
   EXPECT_FALSE(pool.commit(pool.allocate(evicted), 1));
   EXPECT_EQ(pool.num_cached(), 0u);
+}
+
+// Random commits, hits, releases and evictions against a reference map, with hashes
+// that collide in their low bits so that probe chains are long and deletions shift.
+TEST(BlockPoolTest, MatchesAReferenceUnderRandomOperations) {
+  constexpr uint32_t kBlocks = 64;
+  BlockPool pool(kBlocks, true);
+  Rng rng(5);
+  std::map<EngineBlockHash, BlockId> cached;  // reference
+  std::vector<BlockId> held;
+  std::vector<EngineBlockHash> evicted;
+  for (int op = 0; op < 20000; ++op) {
+    const uint64_t kind = rng.below(4);
+    const EngineBlockHash hash = (rng.below(200) << 32) | (rng.below(4) * 128);
+    if (kind == 0 && pool.num_free() > 0) {
+      evicted.clear();
+      const BlockId b = pool.allocate(evicted);
+      for (EngineBlockHash h : evicted) ASSERT_EQ(cached.erase(h), 1u);
+      held.push_back(b);
+      if (rng.below(2) == 0) {
+        const bool fresh = !cached.count(hash);
+        ASSERT_EQ(pool.commit(b, hash), fresh);
+        if (fresh) cached[hash] = b;
+      }
+    } else if (kind == 1 && !held.empty()) {
+      const size_t i = rng.below(held.size());
+      pool.release(held[i]);
+      held.erase(held.begin() + static_cast<long>(i));
+    } else {
+      auto it = cached.find(hash);
+      const BlockId found = pool.lookup(hash);
+      ASSERT_EQ(found, it == cached.end() ? kNoBlock : it->second);
+      if (found != kNoBlock && kind == 2) {
+        pool.acquire(found);
+        held.push_back(found);
+      }
+    }
+    ASSERT_EQ(pool.num_cached(), cached.size());
+    ASSERT_EQ(pool.num_free() + held.size() >= kBlocks, true);
+  }
+  for (const auto& [h, b] : cached) EXPECT_EQ(pool.lookup(h), b);
 }
 
 }  // namespace
