@@ -405,6 +405,27 @@ TEST(EngineModelTest, PrefillRoleFinishesAtTheFirstToken) {
   EXPECT_TRUE(d.steps.back().updates[0].finished);
 }
 
+TEST(EngineModelTest, PrefillForRemoteDecodeHoldsItsBlocksUntilReleased) {
+  EngineConfig c = config_with(16);
+  c.role = Role::kPrefill;
+  EngineModel engine(c, simple_profile(100));
+  Driver d(engine);
+  EngineRequest r = request(1, tokens(100), 1);
+  r.hold_kv_after_finish = true;
+  ASSERT_TRUE(engine.add(r, 0).ok());
+  d.run_until_idle();
+  EXPECT_TRUE(d.steps.back().updates[0].finished);
+  EXPECT_DOUBLE_EQ(engine.metrics().kv_cache_usage, 0.07);  // 7 of 100 blocks
+  EXPECT_EQ(engine.num_requests(), 1u);
+  EXPECT_FALSE(engine.has_work());
+  EXPECT_FALSE(engine.release(2));
+  EXPECT_TRUE(engine.release(1));
+  EXPECT_FALSE(engine.release(1));
+  EXPECT_DOUBLE_EQ(engine.metrics().kv_cache_usage, 0.0);
+  EXPECT_EQ(engine.num_requests(), 0u);
+  EXPECT_EQ(engine.cached_prefix_tokens(tokens(100)), 96u);  // still cached
+}
+
 TEST(EngineModelTest, MetricsHistogramsAndTimings) {
   EngineModel engine(config_with(16), simple_profile(1000));
   Driver d(engine);
