@@ -3,6 +3,9 @@
 //
 //   kvgate tokenize --tokenizer tokenizer.json < lines.jsonl   # each line a JSON string
 //   -> one JSON array of ids per line, or {"error": "..."} for a bad line
+//   kvgate tokenize --tokenizer tokenizer.json --chat-template tokenizer_config.json
+//   -> each line a chat request {"messages": [...]}, rendered then encoded
+//   (--render prints the rendered prompt text as a JSON string instead of ids)
 #include "cli/tokenize_command.h"
 
 #include <boost/json.hpp>
@@ -12,6 +15,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "core/tokenizer/chat_template.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace kvgate::cli {
@@ -19,7 +23,9 @@ namespace {
 
 struct Options {
   std::string tokenizer_path;
+  std::string chat_template_path;
   bool decode = false;
+  bool render = false;
 };
 
 std::optional<std::string> read_file(const std::string& path) {
@@ -44,6 +50,20 @@ int run(const Options& opt) {
   if (!tok) {
     std::cerr << "kvgate tokenize: " << opt.tokenizer_path << ": " << tok.error() << "\n";
     return 2;
+  }
+  std::optional<tokenizer::ChatTemplate> chat;
+  if (!opt.chat_template_path.empty()) {
+    auto config = read_file(opt.chat_template_path);
+    if (!config) {
+      std::cerr << "kvgate tokenize: cannot read " << opt.chat_template_path << "\n";
+      return 2;
+    }
+    auto t = tokenizer::ChatTemplate::load(*config);
+    if (!t) {
+      std::cerr << "kvgate tokenize: " << opt.chat_template_path << ": " << t.error() << "\n";
+      return 2;
+    }
+    chat = std::move(*t);
   }
   std::ios::sync_with_stdio(false);
   std::string line, out;
@@ -82,13 +102,31 @@ int run(const Options& opt) {
       std::cout << boost::json::serialize(boost::json::string(*s)) << "\n";
       continue;
     }
-    if (!v.is_string()) {
+    std::string prompt;
+    if (chat) {
+      auto req = tokenizer::parse_chat_request(line);
+      if (!req) {
+        print_error(req.error());
+        continue;
+      }
+      auto r = chat->render(*req);
+      if (!r) {
+        print_error(r.error());
+        continue;
+      }
+      prompt = std::move(*r);
+      if (opt.render) {
+        std::cout << boost::json::serialize(boost::json::string(prompt)) << "\n";
+        continue;
+      }
+    } else if (v.is_string()) {
+      prompt = std::string(v.as_string());
+    } else {
       print_error("each line must be a JSON string");
       continue;
     }
     ids.clear();
-    const auto& s = v.as_string();
-    if (Status st = tok->encode_into(std::string_view(s.data(), s.size()), ids); !st) {
+    if (Status st = tok->encode_into(prompt, ids); !st) {
       print_error(st.error());
       continue;
     }
@@ -116,6 +154,10 @@ void add_tokenize_command(CLI::App& app) {
       "for a bad one.");
   cmd->add_option("--tokenizer", opt->tokenizer_path, "Path of tokenizer.json")->required();
   cmd->add_flag("--decode", opt->decode, "Decode arrays of ids to text instead of encoding");
+  cmd->add_option("--chat-template", opt->chat_template_path,
+                  "tokenizer_config.json: input lines are chat requests {\"messages\": [...]} "
+                  "rendered with its chat template (Qwen3 or Llama 3), then encoded");
+  cmd->add_flag("--render", opt->render, "With --chat-template: print the prompt text, not ids");
   cmd->callback([opt] { set_exit_code(run(*opt)); });
 }
 

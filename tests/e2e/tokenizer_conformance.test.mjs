@@ -3,29 +3,14 @@
 // Llama 3. Needs the fixtures of scripts/bootstrap (.deps/fixtures) and KVGATE_BIN.
 import {test} from 'node:test';
 import assert from 'node:assert/strict';
-import {spawn} from 'node:child_process';
 import {readFileSync} from 'node:fs';
 import path from 'node:path';
 import tokenizers from '@anush008/tokenizers';
 import {generate} from './support/tokenizer_strings.mjs';
+import {run_kvgate} from './support/kvgate.mjs';
 
 const root = process.env.KVGATE_SOURCE_DIR ?? path.resolve(import.meta.dirname, '../..');
-const bin = process.env.KVGATE_BIN ?? path.join(root, 'build/asan/kvgate');
 
-export function run_kvgate(args, input) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(bin, args, {stdio: ['pipe', 'pipe', 'pipe']});
-    const out = [], err = [];
-    p.stdout.on('data', (d) => out.push(d));
-    p.stderr.on('data', (d) => err.push(d));
-    p.on('error', reject);
-    p.on('close', (code) => {
-      if (code !== 0) reject(new Error(`kvgate ${args.join(' ')} exited ${code}: ${Buffer.concat(err)}`));
-      else resolve(Buffer.concat(out).toString('utf8'));
-    });
-    p.stdin.end(input);
-  });
-}
 
 for (const [model, seed] of [['qwen3', 1], ['llama3', 2]]) {
   test(`${model}: kvgate ids equal Hugging Face tokenizers on 20,000 strings`, async () => {
