@@ -62,9 +62,9 @@ void Autoscaler::need_from_target(const PoolSignals& s, Nanos now, Decision& d) 
   const TargetTracker::Recommendation r = tracker_.recommend(d.demand, capacity, c.ready, now);
   d.needed = r.needed;
   d.panic = r.panic;
-  d.reason = fmt::format("{} {:.3g}/replica vs target {:.3g}: demand {:.2f} replicas{} vs capacity {}",
-                         name, *value, config_.target, r.demand,
-                         d.demand > now_demand ? " (forecast)" : "", capacity);
+  d.reason = fmt::format(
+      "{} {:.3g}/replica vs target {:.3g}: demand {:.2f} replicas{} vs capacity {}", name, *value,
+      config_.target, r.demand, d.demand > now_demand ? " (forecast)" : "", capacity);
   if (r.panic) d.reason += fmt::format(", panic (6 s demand {:.2f})", r.panic_demand);
   if (r.held_by_panic) d.reason += ", no scale-down in panic";
 }
@@ -167,8 +167,8 @@ Decision Autoscaler::decide(const PoolSignals& signals, Nanos now) {
 }
 
 std::vector<Decision> decide_with_budget(std::span<Autoscaler* const> pools,
-                                         std::span<const PoolSignals> signals,
-                                         int64_t total_gpus, Nanos now) {
+                                         std::span<const PoolSignals> signals, int64_t total_gpus,
+                                         Nanos now) {
   std::vector<Decision> proposals;
   std::vector<PoolAsk> asks;
   for (size_t i = 0; i < pools.size(); ++i) {

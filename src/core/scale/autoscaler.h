@@ -53,8 +53,8 @@
 namespace kvgate::scale {
 
 struct Decision {
-  int32_t desired_replicas = 0;  // non-draining replicas the pool should have
-  int32_t current_replicas = 0;  // non-draining replicas in the signals (ready + starting)
+  int32_t desired_replicas = 0;    // non-draining replicas the pool should have
+  int32_t current_replicas = 0;    // non-draining replicas in the signals (ready + starting)
   std::vector<std::string> drain;  // replicas to drain, then stop; empty unless scaling down
   std::string reason;              // one line for logs and the admin API
 
@@ -111,7 +111,7 @@ class Autoscaler {
 // proposes, the budget is split, each commits. Decisions in the order of `pools`.
 // REQUIRES: pools.size() == signals.size().
 std::vector<Decision> decide_with_budget(std::span<Autoscaler* const> pools,
-                                         std::span<const PoolSignals> signals,
-                                         int64_t total_gpus, Nanos now);
+                                         std::span<const PoolSignals> signals, int64_t total_gpus,
+                                         Nanos now);
 
 }  // namespace kvgate::scale

@@ -24,7 +24,8 @@ BehaviorState::BehaviorState(Behavior behavior) : behavior_(std::move(behavior))
   longest_period_ =
       std::max(behavior_.scale_up.stabilization_window, behavior_.scale_down.stabilization_window);
   for (const ScalingRules* r : {&behavior_.scale_up, &behavior_.scale_down}) {
-    for (const ScalingPolicy& p : r->policies) longest_period_ = std::max(longest_period_, p.period);
+    for (const ScalingPolicy& p : r->policies)
+      longest_period_ = std::max(longest_period_, p.period);
   }
 }
 
@@ -55,8 +56,7 @@ int32_t BehaviorState::stabilize(int32_t desired, int32_t current, Nanos now, st
   return result;
 }
 
-int32_t BehaviorState::change_in_period(const std::deque<Sample>& events, Nanos period,
-                                        Nanos now) {
+int32_t BehaviorState::change_in_period(const std::deque<Sample>& events, Nanos period, Nanos now) {
   int32_t sum = 0;
   for (const Sample& e : events) {
     if (e.at > now - period) sum += e.value;
@@ -68,8 +68,8 @@ int32_t BehaviorState::scale_up_limit(int32_t current, Nanos now) const {
   const ScalingRules& rules = behavior_.scale_up;
   if (rules.select == SelectPolicy::kDisabled) return current;
   const bool take_max = rules.select == SelectPolicy::kMax;
-  int32_t result = take_max ? std::numeric_limits<int32_t>::min()
-                            : std::numeric_limits<int32_t>::max();
+  int32_t result =
+      take_max ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max();
   for (const ScalingPolicy& p : rules.policies) {
     const int32_t start = current - change_in_period(up_events_, p.period, now) +
                           change_in_period(down_events_, p.period, now);
@@ -89,8 +89,8 @@ int32_t BehaviorState::scale_down_limit(int32_t current, Nanos now) const {
   if (rules.select == SelectPolicy::kDisabled) return current;
   // kMax ("the policy allowing the most change") yields the lowest count.
   const bool most_change = rules.select == SelectPolicy::kMax;
-  int32_t result = most_change ? std::numeric_limits<int32_t>::max()
-                               : std::numeric_limits<int32_t>::min();
+  int32_t result =
+      most_change ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int32_t>::min();
   for (const ScalingPolicy& p : rules.policies) {
     const int32_t start = current - change_in_period(up_events_, p.period, now) +
                           change_in_period(down_events_, p.period, now);

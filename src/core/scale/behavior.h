@@ -66,8 +66,8 @@ class BehaviorState {
 
   // Records `desired` as this instant's recommendation and returns the count to set.
   // REQUIRES: `now` does not go backwards between calls.
-  Normalized normalize(int32_t desired, int32_t current, int32_t min_replicas,
-                       int32_t max_replicas, Nanos now);
+  Normalized normalize(int32_t desired, int32_t current, int32_t min_replicas, int32_t max_replicas,
+                       Nanos now);
 
   // Records an applied change of size (rate limits count these within their periods).
   void record_scale(int32_t from, int32_t to, Nanos now);

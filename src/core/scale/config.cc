@@ -86,7 +86,8 @@ Status validate(const AutoscaleConfig& c) {
   for (size_t i = 0; i < c.schedule.windows.size(); ++i) {
     const ScheduleWindow& w = c.schedule.windows[i];
     const std::string at = "schedule[" + std::to_string(i) + "]";
-    if (!w.min_replicas && !w.max_replicas) return Error(at + ": needs min_replicas or max_replicas");
+    if (!w.min_replicas && !w.max_replicas)
+      return Error(at + ": needs min_replicas or max_replicas");
     if (w.min_replicas && *w.min_replicas < 0) return Error(at + ".min_replicas: must be >= 0");
     if (w.max_replicas && *w.max_replicas < 0) return Error(at + ".max_replicas: must be >= 0");
   }

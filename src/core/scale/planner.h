@@ -48,15 +48,15 @@ struct PlannerInput {
 };
 
 struct PlannerResult {
-  double replicas = 0;      // unrounded need
-  int32_t needed = 0;       // ceil(replicas)
-  double correction = 1;    // applied correction
-  double per_replica = 0;   // tokens/s one replica handles at the operating point
+  double replicas = 0;     // unrounded need
+  int32_t needed = 0;      // ceil(replicas)
+  double correction = 1;   // applied correction
+  double per_replica = 0;  // tokens/s one replica handles at the operating point
 };
 
 // REQUIRES: targets' latencies > 0 and min_correction <= max_correction.
-double bounded_correction(std::optional<double> measured, double target,
-                          const PlannerTargets& t, bool cap_at_one);
+double bounded_correction(std::optional<double> measured, double target, const PlannerTargets& t,
+                          bool cap_at_one);
 
 PlannerResult plan_prefill(const PrefillProfile& profile, const PlannerTargets& targets,
                            const PlannerInput& in);

@@ -17,8 +17,8 @@ template <typename T, typename Key, typename Val>
 double interpolate(const std::vector<T>& v, double x, Key key, Val val) {
   if (x <= key(v.front())) return val(v.front());
   if (x >= key(v.back())) return val(v.back());
-  auto hi = std::upper_bound(v.begin(), v.end(), x,
-                             [&](double a, const T& p) { return a < key(p); });
+  auto hi =
+      std::upper_bound(v.begin(), v.end(), x, [&](double a, const T& p) { return a < key(p); });
   auto lo = hi - 1;
   return lerp(key(*lo), val(*lo), key(*hi), val(*hi), x);
 }
@@ -34,9 +34,8 @@ Result<PrefillProfile> PrefillProfile::make(std::vector<PrefillPoint> points) {
                    ": input_tokens and tokens_per_s must be > 0, ttft >= 0");
     }
   }
-  std::stable_sort(points.begin(), points.end(), [](const auto& a, const auto& b) {
-    return a.input_tokens < b.input_tokens;
-  });
+  std::stable_sort(points.begin(), points.end(),
+                   [](const auto& a, const auto& b) { return a.input_tokens < b.input_tokens; });
   PrefillProfile out;
   out.points_ = std::move(points);
   return out;
@@ -66,9 +65,8 @@ Result<DecodeProfile> DecodeProfile::make(std::vector<DecodeRow> rows) {
         return Error(where + ": itl and tokens_per_s must be > 0");
       }
     }
-    std::stable_sort(r.points.begin(), r.points.end(), [](const auto& a, const auto& b) {
-      return a.tokens_per_s < b.tokens_per_s;
-    });
+    std::stable_sort(r.points.begin(), r.points.end(),
+                     [](const auto& a, const auto& b) { return a.tokens_per_s < b.tokens_per_s; });
     for (size_t k = 1; k < r.points.size(); ++k) {
       if (r.points[k].itl_s < r.points[k - 1].itl_s) {
         return Error(where + ": ITL falls while throughput rises (not a load curve)");

@@ -46,8 +46,8 @@ struct DecodePoint {
 };
 
 struct DecodeRow {
-  double context_tokens = 0;         // prompt + half the output, as the planner predicts it
-  std::vector<DecodePoint> points;   // any order; ITL must not fall as throughput rises
+  double context_tokens = 0;        // prompt + half the output, as the planner predicts it
+  std::vector<DecodePoint> points;  // any order; ITL must not fall as throughput rises
 };
 
 class DecodeProfile {

@@ -82,18 +82,18 @@ struct PoolSignals {
 
 // A quantity target tracking can follow.
 enum class Signal : uint8_t {
-  kWaiting,                // per ready replica
-  kRunning,                // per ready replica
-  kKvUsage,                // pool mean, 0..1
-  kPromptTokensPerS,       // per ready replica
-  kGenerationTokensPerS,   // per ready replica
-  kTtftP50,                // seconds, pool-wide
+  kWaiting,               // per ready replica
+  kRunning,               // per ready replica
+  kKvUsage,               // pool mean, 0..1
+  kPromptTokensPerS,      // per ready replica
+  kGenerationTokensPerS,  // per ready replica
+  kTtftP50,               // seconds, pool-wide
   kTtftP90,
   kTtftP99,
   kItlP50,
   kItlP90,
   kItlP99,
-  kGpuUtilization,         // pool mean, 0..1 — a cautionary signal, see PoolSignals
+  kGpuUtilization,  // pool mean, 0..1 — a cautionary signal, see PoolSignals
 };
 
 // The signal's value "per replica" as Kubernetes' HPA reads a Pods metric: sums are

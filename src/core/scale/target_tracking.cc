@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "core/scale/replica_count.h"
-#include <utility>
 
 namespace kvgate::scale {
 
 int32_t desired_from_demand(double demand, int32_t capacity, double tolerance) {
-  if (capacity > 0 && std::abs(demand / capacity - 1.0) <= tolerance) return capacity;
+  // Inclusive, forgiving float noise: 4.4 / 4 must count as exactly 10 % off.
+  if (capacity > 0 && std::abs(demand / capacity - 1.0) <= tolerance + 1e-9) return capacity;
   return ceil_count(demand);
 }
 

@@ -51,11 +51,11 @@ class TargetTracker {
   explicit TargetTracker(TrackingConfig config);
 
   struct Recommendation {
-    int32_t needed = 0;         // replicas to have (before behavior, min/max)
-    double demand = 0;          // the demand the count came from (stable average in panic mode)
-    double panic_demand = 0;    // panic-window average (0 when panic is disabled)
-    bool panic = false;         // in panic mode after this call
-    bool held_by_panic = false; // a scale-down was refused because of panic
+    int32_t needed = 0;          // replicas to have (before behavior, min/max)
+    double demand = 0;           // the demand the count came from (stable average in panic mode)
+    double panic_demand = 0;     // panic-window average (0 when panic is disabled)
+    bool panic = false;          // in panic mode after this call
+    bool held_by_panic = false;  // a scale-down was refused because of panic
   };
 
   // `demand`: replicas the current load needs; `capacity`: replicas counted as
