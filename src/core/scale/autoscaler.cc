@@ -126,6 +126,10 @@ Decision Autoscaler::propose(const PoolSignals& s, Nanos now) {
   } else {
     need_from_target(s, now, d);
   }
+  if (d.needed == 0 && s.waiting > 0) {
+    d.needed = 1;  // requests wait for a pool with nothing to serve them: start one
+    d.reason += ", requests waiting";
+  }
   int32_t raw = d.needed;
   if (config_.cold_start_aware && d.capacity.stuck > 0) {
     raw += d.capacity.stuck;

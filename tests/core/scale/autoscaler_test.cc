@@ -201,6 +201,15 @@ TEST(Autoscaler, ScalesFromZeroWhenRequestsWait) {
   EXPECT_EQ(a->decide(s, 0).desired_replicas, 0);
   s.waiting = 3;
   EXPECT_EQ(a->decide(s, kSecond).desired_replicas, 1);
+  // The planner too, though no tokens flow without a replica.
+  AutoscaleConfig p;
+  p.policy = PolicyKind::kPlanner;
+  p.min_replicas = 0;
+  p.prefill_profile = *PrefillProfile::make({{1000, 10000, 0.1}});
+  auto planner = Autoscaler::make(p);
+  ASSERT_TRUE(planner.ok()) << planner.error();
+  EXPECT_EQ(planner->decide(PoolSignals{}, 0).desired_replicas, 0);
+  EXPECT_EQ(planner->decide(s, kSecond).desired_replicas, 1);
 }
 
 TEST(Autoscaler, ScheduleFloorOverridesAnIdlePool) {
