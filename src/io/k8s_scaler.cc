@@ -232,4 +232,17 @@ Result<ScaleState> KubeScaler::set_replicas(const KubeTarget& target, int32_t re
   return parse_scale(r->body);
 }
 
+Status KubeScaler::set_pod_deletion_cost(const std::string& ns, const std::string& pod,
+                                         int32_t cost) const {
+  json::object patch{
+      {"metadata",
+       json::object{{"annotations", json::object{{"controller.kubernetes.io/pod-deletion-cost",
+                                                  std::to_string(cost)}}}}}};
+  Result<Reply> r =
+      perform(config_, {http::verb::patch, "/api/v1/namespaces/" + ns + "/pods/" + pod,
+                        json::serialize(patch), "application/merge-patch+json", ""});
+  if (!r) return Error(r.error());
+  return {};
+}
+
 }  // namespace kvgate::io

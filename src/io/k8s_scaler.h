@@ -75,6 +75,12 @@ class KubeScaler {
   // REQUIRES: replicas >= 0.
   Result<ScaleState> set_replicas(const KubeTarget& target, int32_t replicas) const;
 
+  // Marks a pod as cheap to delete (annotation controller.kubernetes.io/pod-deletion-cost,
+  // honoured by ReplicaSets since Kubernetes 1.22): set it on the drained replicas before
+  // lowering a Deployment's replicas, and the ReplicaSet removes those pods rather than
+  // others. StatefulSets ignore it (they remove the highest ordinals).
+  Status set_pod_deletion_cost(const std::string& ns, const std::string& pod, int32_t cost) const;
+
  private:
   KubeConfig config_;  // constant after construction
 };

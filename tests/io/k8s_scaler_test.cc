@@ -157,6 +157,7 @@ class FakeApiServer {
       return status(http::status::unauthorized, "Unauthorized");
     }
     const std::string target(req.target());
+    if (target.rfind("/api/v1/namespaces/llm/pods/", 0) == 0) return patch_pod(req, target);
     auto it = objects_.find(target);
     if (it == objects_.end()) {
       // /apis/apps/v1/namespaces/NS/KIND/NAME/scale -> "KIND.apps \"NAME\" not found"
@@ -202,6 +203,40 @@ class FakeApiServer {
     return res;
   }
 
+  // Merge-patches a pod's annotations; answers with the pod.
+  http::response<http::string_body> patch_pod(const http::request<http::string_body>& req,
+                                              const std::string& target) {
+    const std::string name = target.substr(target.rfind('/') + 1);
+    if (name != "decode-7f9c") {
+      return status(http::status::not_found, "pods \"" + name + "\" not found");
+    }
+    if (req.method() != http::verb::patch ||
+        req[http::field::content_type] != "application/merge-patch+json") {
+      return status(http::status::unsupported_media_type, "unsupported patch type");
+    }
+    boost::system::error_code ec;
+    json::value v = json::parse(req.body(), ec);
+    if (ec) return status(http::status::bad_request, "bad JSON");
+    const json::value* ann = v.is_object() ? v.as_object().if_contains("metadata") : nullptr;
+    ann = ann && ann->is_object() ? ann->as_object().if_contains("annotations") : nullptr;
+    if (ann && ann->is_object()) {
+      for (const auto& kv : ann->as_object()) {
+        if (kv.value().is_string()) annotations_[kv.key()] = std::string(kv.value().as_string());
+      }
+    }
+    http::response<http::string_body> res{http::status::ok, 11};
+    res.body() = R"({"kind":"Pod","apiVersion":"v1"})";
+    return res;
+  }
+
+ public:
+  std::map<std::string, std::string> annotations() {
+    std::lock_guard lock(mu_);
+    return annotations_;
+  }
+
+ private:
+  std::map<std::string, std::string> annotations_;  // of the one pod, decode-7f9c
   std::string token_;
   net::io_context ioc_;
   ssl::context tls_;
@@ -258,6 +293,20 @@ TEST_F(KubeScalerTest, PatchesSpecReplicasThroughTheScaleSubresource) {
   EXPECT_EQ(seen[1].authorization, "Bearer s3cret");
   EXPECT_EQ(seen[1].body, R"({"spec":{"replicas":6}})");
   EXPECT_EQ(seen[0].method, "GET");
+}
+
+TEST_F(KubeScalerTest, MarksDrainedPodsCheapToDelete) {
+  KubeScaler k8s(config());
+  Status s = k8s.set_pod_deletion_cost("llm", "decode-7f9c", -1000);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(server_.annotations().at("controller.kubernetes.io/pod-deletion-cost"), "-1000");
+  const Seen last = server_.seen().back();
+  EXPECT_EQ(last.method, "PATCH");
+  EXPECT_EQ(last.target, "/api/v1/namespaces/llm/pods/decode-7f9c");
+  EXPECT_EQ(last.content_type, "application/merge-patch+json");
+  s = k8s.set_pod_deletion_cost("llm", "gone", -1000);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().find("-> 404: pods \"gone\" not found"), std::string::npos) << s.error();
 }
 
 TEST_F(KubeScalerTest, StatefulSetsToo) {
