@@ -103,7 +103,10 @@ Result<ColdstartReport> run_coldstart(const RunnerOptions& options, std::FILE* p
 
     RunResult result;
     result.index = run;
-    result.cache = kept ? CacheState::kCachesKept : CacheState::kCold;
+    result.cache = kept ? CacheState::kCachesKept
+                   : options.keep_dirs.empty() && options.clean_dirs.empty()
+                       ? CacheState::kUnmanaged
+                       : CacheState::kCold;
 
     auto log = std::make_shared<RunLog>();
     log->matcher = *PhaseMatcher::compile(options.patterns);
@@ -174,7 +177,7 @@ Result<ColdstartReport> run_coldstart(const RunnerOptions& options, std::FILE* p
     }
     if (progress != nullptr) {
       std::fprintf(progress, "run %d/%d (%s): %s\n", run, options.runs,
-                   std::string(cache_state_name(result.cache)).c_str(),
+                   std::string(cache_state_key(result.cache)).c_str(),
                    result.health_s
                        ? fmt::format("time to /health {:.3f} s", *result.health_s).c_str()
                        : result.outcome.c_str());

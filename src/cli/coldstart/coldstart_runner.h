@@ -8,7 +8,8 @@
 //     afterwards they are left as the previous run left them.
 //   - A run counts as "caches kept" when every keep dir is non-empty at its launch, as
 //     "cold" otherwise. So with keep dirs and a server that fills them, run 1 is cold and
-//     runs 2..N are "caches kept" -- the seed's second column.
+//     runs 2..N are "caches kept" -- the seed's second column. With no cache dir named at
+//     all the tool cannot tell, and the runs are just "runs" (CacheState::kUnmanaged).
 #pragma once
 
 #include <chrono>

@@ -105,3 +105,23 @@ TEST(ColdstartReportTest, RunsThatNeverAnsweredShowAsMissing) {
 
 }  // namespace
 }  // namespace kvgate::coldstart
+
+namespace kvgate::coldstart {
+namespace {
+
+TEST(ColdstartReportTest, RunsWithoutNamedCachesAreJustRuns) {
+  ColdstartReport r;
+  r.phase_names = {"a"};
+  r.runs = {{1, CacheState::kUnmanaged, {1.0}, 2.0, "ok"},
+            {2, CacheState::kUnmanaged, {1.5}, 2.5, "ok"}};
+  EXPECT_EQ(column_title(CacheState::kUnmanaged, 2), "2 runs");
+  EXPECT_EQ(column_title(CacheState::kCachesKept, 1), "caches kept, 1 run");
+  std::string table = format_table(r);
+  EXPECT_EQ(table.substr(0, table.find('\n')), "phase             2 runs");
+  std::vector<std::string> w = spread_warnings(r, 0.2);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].rfind("runs differ by 40%", 0), 0u) << w[0];
+}
+
+}  // namespace
+}  // namespace kvgate::coldstart
