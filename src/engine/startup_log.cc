@@ -50,6 +50,19 @@ std::string startup_phase_line(std::string_view phase, double phase_wall_s,
          fmt::format("startup phase {} done in {:.2f} seconds", phase, phase_wall_s);
 }
 
+void log_startup_phase_done(std::FILE* out, const std::vector<StartupPhase>& phases, size_t i,
+                            double time_scale, const StartupLogContext& context) {
+  if (i >= phases.size()) return;
+  double init_s = 0;
+  bool loading = false;
+  for (size_t j = 0; j <= i; ++j) {
+    loading = loading || phases[j].name == "weight_load";
+    if (loading) init_s += to_seconds(phases[j].duration) * time_scale;
+  }
+  log_startup_phase(out, phases[i].name, to_seconds(phases[i].duration) * time_scale, init_s,
+                    context);
+}
+
 void log_startup_phase(std::FILE* out, std::string_view phase, double phase_wall_s,
                        double init_engine_wall_s, const StartupLogContext& context) {
   std::string line =

@@ -19,6 +19,9 @@
 #include <ctime>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "core/engine/startup.h"
 
 namespace kvgate::engine {
 
@@ -38,5 +41,10 @@ std::string startup_phase_line(std::string_view phase, double phase_wall_s,
 // Writes startup_phase_line(...) for now() and flushes `out`.
 void log_startup_phase(std::FILE* out, std::string_view phase, double phase_wall_s,
                        double init_engine_wall_s, const StartupLogContext& context);
+
+// The engine's hook: phases[i] has just ended; its wall duration is its simulated one times
+// `time_scale`, and the "init engine" figure runs from the start of weight_load.
+void log_startup_phase_done(std::FILE* out, const std::vector<StartupPhase>& phases, size_t i,
+                            double time_scale, const StartupLogContext& context);
 
 }  // namespace kvgate::engine
