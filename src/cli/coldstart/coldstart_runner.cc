@@ -49,8 +49,8 @@ struct RunLog {
 
 Status empty_directory(const std::string& dir) {
   std::error_code ec;
-  fs::path path = fs::absolute(dir, ec);
-  if (ec || path.empty() || path == path.root_path()) {
+  fs::path path = fs::absolute(dir, ec).lexically_normal();
+  if (ec || dir.empty() || path.empty() || path == path.root_path()) {
     return Error("refusing to empty '" + dir + "'");
   }
   if (!fs::exists(path, ec)) {
