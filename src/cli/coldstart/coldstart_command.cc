@@ -127,9 +127,11 @@ void add_coldstart_command(CLI::App& app) {
   cmd->add_option("--keep-cache", flags->keep_cache,
                   "Cache directory kept between runs (repeatable): emptied once before run 1 "
                   "(unless --no-clean-first), then left as each run leaves it. A run is "
-                  "'caches kept' when all of them are non-empty at its launch, else 'cold'");
+                  "'caches kept' when all of them are non-empty at its launch, else 'cold'")
+      ->allow_extra_args(false);
   cmd->add_option("--clean-cache", flags->clean_cache,
-                  "Cache directory emptied before every run (repeatable): each run starts cold");
+                  "Cache directory emptied before every run (repeatable): each run starts cold")
+      ->allow_extra_args(false);
   cmd->add_flag("--no-clean-first", flags->no_clean_first,
                 "Do not empty the --keep-cache directories before run 1");
   cmd->add_option("--patterns", flags->patterns_file,
