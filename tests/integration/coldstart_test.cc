@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/json.hpp>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "io/subprocess.h"
 
@@ -232,6 +234,62 @@ TEST_F(ColdstartTest, ServerThatExitsEarlyFailsTheRunButNotTheTool) {
   ASSERT_NE(row, std::string::npos) << o.out;
   std::string line = o.out.substr(row + 1, o.out.find('\n', row + 1) - row - 1);
   EXPECT_EQ(line.substr(line.size() - 2), " -") << line;
+}
+
+TEST_F(ColdstartTest, InterruptStopsTheServerAndReportsTheRunsSoFar) {
+  int port = free_port();
+  auto mu = std::make_shared<std::mutex>();
+  auto err = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  io::SubprocessOptions options;
+  // A 200 s start at time scale 0.05: 10 s, interrupted after the first phase line.
+  options.argv = {kvgate_bin(),
+                  "coldstart",
+                  "--runs",
+                  "3",
+                  "--echo",
+                  "--health",
+                  "http://127.0.0.1:" + std::to_string(port) + "/health",
+                  "--",
+                  kvgate_bin(),
+                  "engine",
+                  "--port",
+                  std::to_string(port),
+                  "--startup",
+                  "cold",
+                  "--time-scale",
+                  "0.05"};
+  options.on_line = [mu, err, out](const io::OutputLine& line) {
+    std::lock_guard lock(*mu);
+    (line.stream == io::OutputStream::kStdout ? *out : *err) += line.text + "\n";
+  };
+  auto child = io::Subprocess::spawn(std::move(options));
+  ASSERT_TRUE(child.ok()) << child.error();
+  // The engine's first vLLM line carries its pid.
+  pid_t engine = 0;
+  std::regex pid_re(R"(\(APIServer pid=([0-9]+)\))");
+  for (int i = 0; i < 3000 && engine == 0; ++i) {
+    std::smatch m;
+    std::string text;
+    {
+      std::lock_guard lock(*mu);
+      text = *err;
+    }
+    if (std::regex_search(text, m, pid_re)) engine = std::stoi(m[1].str());
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_GT(engine, 0) << *err;
+  auto before = std::chrono::steady_clock::now();
+  ::kill((*child)->pid(), SIGINT);  // the tool only, as a terminal's Ctrl-C would reach it
+  std::optional<io::ExitStatus> status = (*child)->wait_for(10s);
+  ASSERT_TRUE(status);
+  EXPECT_LT(std::chrono::steady_clock::now() - before, 5s);
+  EXPECT_EQ(status->exit_code, 130);
+  (*child)->stop(1s);
+  EXPECT_NE(::kill(engine, 0), 0) << "engine " << engine << " outlived the interrupted tool";
+  std::lock_guard lock(*mu);
+  EXPECT_NE(out->find("1 run"), std::string::npos) << *out;
+  EXPECT_NE(out->find("run 1: interrupted"), std::string::npos) << *out;
 }
 
 TEST_F(ColdstartTest, UnrunnableCommandIsAnError) {

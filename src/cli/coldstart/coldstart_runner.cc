@@ -89,7 +89,8 @@ Result<ColdstartReport> run_coldstart(const RunnerOptions& options, std::FILE* p
     report.phase_labels.push_back(p.label.empty() ? p.name : p.label);
   }
 
-  for (int run = 1; run <= options.runs; ++run) {
+  auto interrupted = [&] { return options.interrupted != nullptr && options.interrupted->load(); };
+  for (int run = 1; run <= options.runs && !interrupted(); ++run) {
     for (const std::string& dir : options.clean_dirs) {
       if (Status s = empty_directory(dir); !s) return Error(s.error());
     }
@@ -147,6 +148,10 @@ Result<ColdstartReport> run_coldstart(const RunnerOptions& options, std::FILE* p
       }
       if (std::optional<io::ExitStatus> status = (*child)->poll()) {
         result.outcome = status->describe() + " before /health answered 200";
+        break;
+      }
+      if (interrupted()) {
+        result.outcome = "interrupted";
         break;
       }
       if (Clock::now() >= deadline) {

@@ -12,6 +12,7 @@
 //     all the tool cannot tell, and the runs are just "runs" (CacheState::kUnmanaged).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -36,6 +37,9 @@ struct RunnerOptions {
   std::chrono::milliseconds stop_grace{std::chrono::seconds(10)};
   std::string log_dir;       // if set: run-N.log per run (timestamped server output)
   bool echo_output = false;  // copy the server's lines to stderr as they come
+  // When it becomes true (e.g. set by a SIGINT handler) the current server is stopped as
+  // after a run, no further run starts, and the runs so far are returned.
+  const std::atomic<bool>* interrupted = nullptr;
 };
 
 // Runs all runs (a failed run does not stop the others). Errors: bad options (URL, empty
