@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include "cli/coldstart/coldstart_command.h"
 #include "cli/tokenize_command.h"
 #include "engine/engine_command.h"
 
@@ -13,6 +14,7 @@ int exit_code() { return g_exit_code; }
 
 void add_commands(CLI::App& app) {
   // One line per subcommand module.
+  kvgate::coldstart::add_coldstart_command(app);
   add_tokenize_command(app);
   engine_server::add_engine_command(app);
 }
