@@ -53,6 +53,7 @@ class ActiveBlocks {
   struct Table;
   Table* table_;  // owned
   std::vector<uint64_t> per_endpoint_;
+  mutable std::vector<uint32_t> slot_of_;  // scratch for prefix()
 };
 
 }  // namespace kvgate::route

@@ -60,6 +60,8 @@ struct TrackedRequest {
   Nanos routed_at = 0;
   Nanos predicted_prefill_end = 0;
   std::optional<Nanos> first_token_at;
+  // Prefill load released (first token came, or the prefill endpoint was removed).
+  bool prefill_done = false;
 };
 
 class EndpointPool {

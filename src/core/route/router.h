@@ -88,7 +88,6 @@ class Router {
 
  private:
   Router(RouterConfig config, Indexes indexes);
-  struct Pipeline;
 
   RouterConfig config_;
   Indexes indexes_;
@@ -100,6 +99,7 @@ class Router {
   std::vector<kv::EndpointMatch> matches_;
   std::vector<kv::EndpointMatch> approx_matches_;
   std::vector<ActiveBlocks::Prefix> prefixes_;
+  std::vector<kv::EndpointMatch> overlap_by_id_;
   std::vector<Candidate> candidates_;
   std::vector<Candidate> decode_candidates_;
 };
