@@ -1,6 +1,7 @@
 #include "sim/cluster_sim.h"
 
 #include <fmt/format.h>
+#include <time.h>
 
 #include <chrono>
 #include <unordered_map>
@@ -15,6 +16,12 @@
 
 namespace kvgate::sim {
 namespace {
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 enum class EventKind : uint8_t {
   kArrival,        // a request reaches the gateway
@@ -102,8 +109,9 @@ Status Simulation::build() {
 
   const auto src = policy_.router.overlap_source;
   want_events_ = src == route::OverlapSource::kPrecise || src == route::OverlapSource::kBoth;
-  const bool want_approx = src == route::OverlapSource::kApprox ||
-                           src == route::OverlapSource::kBoth || policy_.router.record_decisions;
+  // Decisions are recorded into an ApproxIndex only where a policy reads it.
+  const bool want_approx =
+      src == route::OverlapSource::kApprox || src == route::OverlapSource::kBoth;
 
   uint32_t index = 0;
   for (const EngineGroup& g : scenario_.engines) {
@@ -336,6 +344,7 @@ void Simulation::on_scrape(Nanos now) {
 
 Result<PolicyRun> Simulation::run() {
   const auto wall_start = std::chrono::steady_clock::now();
+  const double cpu_start = process_cpu_seconds();
   if (Status s = build(); !s) return Error(s.error());
   pull_open_loop();
   queue_.push(0, Event{EventKind::kScrape, 0, 0});
@@ -392,6 +401,7 @@ Result<PolicyRun> Simulation::run() {
   out.samples = std::move(samples_);
   out.end_time = now;
   out.wall_seconds = wall;
+  out.cpu_seconds = process_cpu_seconds() - cpu_start;
   out.events = events_;
   return out;
 }

@@ -1,5 +1,7 @@
 #include "sim/mooncake_trace.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <boost/json.hpp>
 #include <fstream>
@@ -9,11 +11,11 @@ namespace {
 
 Result<int64_t> get_int(const boost::json::object& o, std::string_view key) {
   const boost::json::value* v = o.if_contains(key);
-  if (v == nullptr) return Error("missing \"" + std::string(key) + "\"");
+  if (v == nullptr) return Error(fmt::format("missing \"{}\"", key));
   if (v->is_int64()) return v->as_int64();
   if (v->is_uint64()) return static_cast<int64_t>(v->as_uint64());
   if (v->is_double()) return static_cast<int64_t>(v->as_double());
-  return Error("\"" + std::string(key) + "\" is not a number");
+  return Error(fmt::format("\"{}\" is not a number", key));
 }
 
 }  // namespace

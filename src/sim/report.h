@@ -48,6 +48,7 @@ struct PolicyRun {
   std::vector<ClusterSample> samples;
   Nanos end_time = 0;       // virtual time when the run ended
   double wall_seconds = 0;  // real time the run took
+  double cpu_seconds = 0;   // CPU time the run took (the machine may be shared)
   uint64_t events = 0;      // events processed
 };
 
@@ -73,7 +74,8 @@ struct Summary {
   double hit_rate = 0;
   double mean_waiting = 0;
   double mean_kv_usage = 0;
-  double speedup = 0;  // virtual seconds per wall second
+  double speedup = 0;      // virtual seconds per wall second
+  double speedup_cpu = 0;  // virtual seconds per CPU second
   std::vector<StageSummary> stages;
 };
 

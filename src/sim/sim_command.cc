@@ -86,8 +86,11 @@ int run_sim(const SimArgs& args) {
     for (const PolicyRun& r : results.runs) {
       if (r.policy == s.policy) run = &r;
     }
-    fmt::print("  {:<14} {:.0f} s simulated in {:.2f} s wall ({:.0f}x real time, {} events)\n",
-               s.policy, to_seconds(run->end_time), run->wall_seconds, s.speedup, run->events);
+    fmt::print(
+        "  {:<14} {:.0f} s simulated in {:.2f} s wall, {:.2f} s CPU ({:.0f}x real time by CPU, "
+        "{} events)\n",
+        s.policy, to_seconds(run->end_time), run->wall_seconds, run->cpu_seconds, s.speedup_cpu,
+        run->events);
   }
   if (!args.out.empty()) {
     auto written = write_report_files(results, args.out, args.per_request);
