@@ -91,7 +91,9 @@ class Simulation {
 
   EventQueue<Event> queue_;
   std::vector<RequestState> requests_;
-  std::unordered_map<const Prompt*, std::shared_ptr<const std::vector<kv::BlockKey>>> key_cache_;
+  std::unordered_map<const Prompt*,
+                     std::pair<PromptPtr, std::shared_ptr<const std::vector<kv::BlockKey>>>>
+      key_cache_;
   std::vector<std::vector<engine::KvEvent>> kv_batches_;
   std::vector<uint64_t> free_batches_;
   engine::StepResult step_;
@@ -164,17 +166,18 @@ Status Simulation::build() {
 }
 
 std::shared_ptr<const std::vector<kv::BlockKey>> Simulation::keys_for(const PromptPtr& prompt) {
-  // Workloads that resend the same prompts (shared_prefix) share the PromptPtr: hash it
-  // once. Prompts used once are not cached (their pointer may be reused later).
-  const bool shared = prompt.use_count() > 2;
+  // Workloads that resend the same prompts (shared_prefix) keep them alive themselves
+  // (use_count > 1 here): hash each of those once. The cache also holds the prompt, so
+  // its address can never be reused by another prompt while the entry exists.
+  const bool shared = prompt.use_count() > 1;
   if (shared) {
     auto it = key_cache_.find(prompt.get());
-    if (it != key_cache_.end()) return it->second;
+    if (it != key_cache_.end()) return it->second.second;
   }
   auto keys = std::make_shared<std::vector<kv::BlockKey>>();
   keys->reserve(prompt->size() / block_size_);
   kv::hash_blocks(*prompt, block_size_, key_seed_, *keys);
-  if (shared) key_cache_.emplace(prompt.get(), keys);
+  if (shared) key_cache_.emplace(prompt.get(), std::make_pair(prompt, keys));
   return keys;
 }
 
