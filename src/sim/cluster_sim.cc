@@ -31,6 +31,14 @@ enum class EventKind : uint8_t {
   kFinished,       // a request's last token reaches the gateway
   kKvEvents,       // a batch of an engine's KV events reaches the precise index
   kScrape,         // the router scrapes every engine's metrics
+  kPrefillDone,    // disaggregated: a prefill engine's answer reaches the gateway
+};
+
+// Where a request is in its life on the engines.
+enum class Phase : uint8_t {
+  kWhole,    // one engine prefills and decodes
+  kPrefill,  // disaggregated, on its prefill engine
+  kDecode,   // disaggregated, on its decode engine (KV transferred)
 };
 
 struct Event {
@@ -44,6 +52,8 @@ struct RequestState {
   std::shared_ptr<const std::vector<kv::BlockKey>> keys;
   RequestRecord record;
   bool open_loop = false;
+  Phase phase = Phase::kWhole;
+  uint32_t decode_engine = 0;
 };
 
 class Simulation {
@@ -64,6 +74,7 @@ class Simulation {
   void on_engine_receive(Nanos now, uint32_t engine, uint64_t id);
   void on_engine_step(Nanos now, uint32_t engine);
   void on_finished(Nanos now, uint64_t id);
+  void on_prefill_done(Nanos now, uint64_t id);
   void on_kv_events(uint32_t engine, uint64_t slot);
   void on_scrape(Nanos now);
   void schedule_step(uint32_t engine, Nanos at);
@@ -222,7 +233,15 @@ void Simulation::on_arrival(Nanos now, uint64_t id) {
   }
   const uint32_t engine = engine_of_[d.endpoint];
   r.record.endpoint = engine;
-  queue_.push(now + scenario_.gateway.hop_delay, Event{EventKind::kEngineReceive, engine, id});
+  r.decode_engine = engine;
+  uint32_t first = engine;
+  if (d.prefill_endpoint) {
+    // Disaggregated: prefill there first, then hand the KV to `engine`.
+    r.phase = Phase::kPrefill;
+    first = engine_of_[*d.prefill_endpoint];
+    r.record.prefill_engine = first;
+  }
+  queue_.push(now + scenario_.gateway.hop_delay, Event{EventKind::kEngineReceive, first, id});
 }
 
 void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
@@ -232,6 +251,25 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
   er.prompt = *r.work.prompt;
   er.max_tokens = r.work.output_tokens;
   if (r.work.reply) er.output_tokens = *r.work.reply;
+  if (r.phase == Phase::kPrefill) {
+    er.max_tokens = 1;  // vLLM's P/D proxy: the prefill request asks for one token
+  } else if (r.phase == Phase::kDecode) {
+    const double usage = engines_[engine]->metrics().kv_cache_usage;
+    if (scenario_.gateway.decode_reject_kv_usage > 0 &&
+        usage >= scenario_.gateway.decode_reject_kv_usage) {
+      // Mooncake section 7: the decode instance is too loaded and refuses a request
+      // whose prefill is already done; the prefill work is wasted.
+      r.record.rejected = true;
+      r.record.rejected_after_prefill = true;
+      router_->pool().on_failed(id, now + scenario_.gateway.hop_delay);
+      r.work.prompt.reset();
+      --outstanding_;
+      return;
+    }
+    er.remote_kv = true;
+    er.kv_transfer_time = scenario_.gateway.kv_transfer_per_1k_tokens *
+                          static_cast<Nanos>(r.work.prompt->size()) / 1000;
+  }
   Status s = engines_[engine]->add(std::move(er), now);
   if (!s) {
     // The engine refused it (too long for its context or its KV pool): a 400 upstream.
@@ -258,7 +296,18 @@ void Simulation::on_engine_step(Nanos now, uint32_t engine) {
   const Nanos at_gateway = end + scenario_.gateway.hop_delay;
   for (const engine::RequestUpdate& u : step_.updates) {
     RequestState& r = requests_[u.id];
-    if (u.output_index == 0) {
+    if (r.phase == Phase::kPrefill) {
+      // The prefill engine's one token: the prompt's KV is ready to move.
+      r.record.prompt_tokens = u.prompt_tokens;
+      r.record.cached_tokens = u.cached_tokens;
+      if (u.finished) queue_.push(at_gateway, Event{EventKind::kPrefillDone, engine, u.id});
+      continue;
+    }
+    if (u.output_index == 0 && r.phase == Phase::kDecode) {
+      // The prompt was prefilled elsewhere: keep the prefill engine's cache figures.
+      r.record.first_token = at_gateway;
+      queue_.push(at_gateway, Event{EventKind::kFirstToken, engine, u.id});
+    } else if (u.output_index == 0) {
       r.record.first_token = at_gateway;
       r.record.prompt_tokens = u.prompt_tokens;
       r.record.cached_tokens = u.cached_tokens;
@@ -303,6 +352,13 @@ void Simulation::on_finished(Nanos now, uint64_t id) {
   if (next) admit(std::move(*next));  // may grow requests_: `r` is dead after this
 }
 
+void Simulation::on_prefill_done(Nanos now, uint64_t id) {
+  RequestState& r = requests_[id];
+  r.phase = Phase::kDecode;
+  queue_.push(now + scenario_.gateway.hop_delay,
+              Event{EventKind::kEngineReceive, r.decode_engine, id});
+}
+
 void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
   const kv::EndpointId ep = endpoint_of_[engine];
   for (const engine::KvEvent& ev : kv_batches_[slot]) {
@@ -328,9 +384,18 @@ void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
 }
 
 void Simulation::on_scrape(Nanos now) {
-  double waiting = 0, usage = 0;
+  double waiting = 0, usage = 0, prefill_waiting = 0, decode_usage = 0;
+  uint32_t prefillers = 0, decoders = 0;
   for (size_t i = 0; i < engines_.size(); ++i) {
     const engine::EngineMetrics& m = engines_[i]->metrics();
+    const engine::Role role = engines_[i]->config().role;
+    if (role == engine::Role::kPrefill) {
+      prefill_waiting += m.num_requests_waiting;
+      ++prefillers;
+    } else if (role == engine::Role::kDecode) {
+      decode_usage += m.kv_cache_usage;
+      ++decoders;
+    }
     router_->pool().on_metrics(endpoint_of_[i],
                                {.waiting = m.num_requests_waiting + m.num_requests_arriving,
                                 .running = m.num_requests_running,
@@ -340,7 +405,8 @@ void Simulation::on_scrape(Nanos now) {
     usage += m.kv_cache_usage;
   }
   const double n = static_cast<double>(engines_.size());
-  samples_.push_back({now, waiting / n, usage / n});
+  samples_.push_back({now, waiting / n, usage / n, prefillers ? prefill_waiting / prefillers : 0,
+                      decoders ? decode_usage / decoders : 0});
   if (!done())
     queue_.push(now + scenario_.gateway.scrape_interval, Event{EventKind::kScrape, 0, 0});
 }
@@ -385,6 +451,9 @@ Result<PolicyRun> Simulation::run() {
         break;
       case EventKind::kScrape:
         on_scrape(now);
+        break;
+      case EventKind::kPrefillDone:
+        on_prefill_done(now, e.payload.id);
         break;
     }
     if ((events_ & 0xffff) == 0 && options_.progress) {
