@@ -21,7 +21,7 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 struct EngineModel::Request {
-  enum class State : uint8_t { kArriving, kWaiting, kRunning };
+  enum class State : uint8_t { kArriving, kWaiting, kRunning, kHeld };
 
   RequestId id = 0;
   std::vector<kv::TokenId> tokens;  // prompt, then every sampled output token
@@ -33,6 +33,7 @@ struct EngineModel::Request {
   std::optional<int64_t> lora_id;
   std::optional<std::string> lora_name;
   bool remote_kv = false;  // prompt KV still to be received (first scheduling only)
+  bool hold_kv = false;    // keep blocks after finishing until release()
 
   State state = State::kArriving;
   uint64_t seq = 0;
@@ -110,13 +111,13 @@ Status EngineModel::add(EngineRequest request, Nanos now) {
   r.id = request.id;
   r.prompt_len = static_cast<uint32_t>(request.prompt.size());
   r.tokens = std::move(request.prompt);
-  r.tokens.reserve(total);
   r.given_outputs = std::move(request.output_tokens);
   r.max_tokens = max_tokens;
   r.priority = request.priority;
   r.lora_id = request.lora_id;
   r.lora_name = std::move(request.lora_name);
   r.remote_kv = request.remote_kv;
+  r.hold_kv = request.hold_kv_after_finish;
   r.seq = next_seq_++;
   r.root = root_hash(r);
   r.arrival = now;
@@ -151,8 +152,22 @@ bool EngineModel::abort(RequestId id) {
       running_[r.running_index] = nullptr;
       --num_running_;
       break;
+    case Request::State::kHeld:
+      free_blocks(r);
+      requests_.erase(it);
+      refresh_gauges();
+      return true;  // already finished: not an abort
   }
   ++metrics_.requests_aborted;
+  requests_.erase(it);
+  refresh_gauges();
+  return true;
+}
+
+bool EngineModel::release(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || it->second->state != Request::State::kHeld) return false;
+  free_blocks(*it->second);
   requests_.erase(it);
   refresh_gauges();
   return true;
@@ -373,10 +388,14 @@ void EngineModel::finish_step(Nanos end, StepResult& out) {
       metrics_.e2e_request_latency.observe(to_seconds(u.e2e));
       metrics_.request_queue_time.observe(to_seconds(u.queue_time));
       ++metrics_.requests_finished;
-      free_blocks(*r);
       running_[r->running_index] = nullptr;
       --num_running_;
       out.updates.push_back(u);
+      if (r->hold_kv) {
+        r->state = Request::State::kHeld;
+        continue;
+      }
+      free_blocks(*r);
       const RequestId id = r->id;
       requests_.erase(id);  // destroys *r
       continue;
@@ -437,7 +456,7 @@ void EngineModel::step(Nanos now, StepResult& out) {
 
 bool EngineModel::reset_prefix_cache(std::vector<KvEvent>& events) {
   if (!pool_.reset()) return false;
-  if (config_.emit_kv_events) events.push_back(AllBlocksCleared{});
+  if (config_.emit_kv_events) events.emplace_back(std::in_place_type<AllBlocksCleared>);
   return true;
 }
 

@@ -70,6 +70,10 @@ class EngineModel {
   // is reported for it. False if the id is unknown (e.g. already finished).
   bool abort(RequestId id);
 
+  // Frees the blocks of a finished request that was added with hold_kv_after_finish.
+  // False if the id is not such a held request.
+  bool release(RequestId id);
+
   // Whether a step at any time from now on would compute something: a request is
   // waiting or running.
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
@@ -94,7 +98,7 @@ class EngineModel {
   // Counters and histograms; gauges are current.
   const EngineMetrics& metrics() const { return metrics_; }
 
-  // Requests held (arriving, waiting or running).
+  // Requests held (arriving, waiting, running, or finished and holding KV).
   size_t num_requests() const { return requests_.size(); }
   // Tokens of `prompt` the prefix cache would serve right now (full blocks only, at
   // most prompt.size() - 1, as the scheduler would take them). For tests and the

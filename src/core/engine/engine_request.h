@@ -36,6 +36,10 @@ struct EngineRequest {
   // transfer time from locality and bandwidth).
   bool remote_kv = false;
   Nanos kv_transfer_time = 0;
+  // Disaggregated prefill: once finished, the request keeps its KV blocks (referenced,
+  // counted in kv_cache_usage) until EngineModel::release(id), as vLLM's prefill
+  // engine does until the decode engine has read them.
+  bool hold_kv_after_finish = false;
 };
 
 enum class FinishReason : uint8_t { kNone, kLength, kAbort };
