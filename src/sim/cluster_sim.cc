@@ -24,14 +24,15 @@ double process_cpu_seconds() {
 }
 
 enum class EventKind : uint8_t {
-  kArrival,        // a request reaches the gateway
-  kEngineReceive,  // a routed request reaches its engine
-  kEngineStep,     // an engine runs one scheduler step
-  kFirstToken,     // a request's first token reaches the gateway
-  kFinished,       // a request's last token reaches the gateway
-  kKvEvents,       // a batch of an engine's KV events reaches the precise index
-  kScrape,         // the router scrapes every engine's metrics
-  kPrefillDone,    // disaggregated: a prefill engine's answer reaches the gateway
+  kArrival,         // a request reaches the gateway
+  kEngineReceive,   // a routed request reaches its engine
+  kEngineStep,      // an engine runs one scheduler step
+  kFirstToken,      // a request's first token reaches the gateway
+  kFinished,        // a request's last token reaches the gateway
+  kKvEvents,        // a batch of an engine's KV events reaches the precise index
+  kScrape,          // the router scrapes every engine's metrics
+  kPrefillDone,     // disaggregated: a prefill engine's answer reaches the gateway
+  kPrefillRelease,  // disaggregated: the decode side has the KV; the prefill engine frees it
 };
 
 // Where a request is in its life on the engines.
@@ -252,8 +253,10 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
   er.max_tokens = r.work.output_tokens;
   if (r.work.reply) er.output_tokens = *r.work.reply;
   if (r.phase == Phase::kPrefill) {
-    er.max_tokens = 1;  // vLLM's P/D proxy: the prefill request asks for one token
+    er.max_tokens = 1;               // vLLM's P/D proxy: the prefill request asks for one token
+    er.hold_kv_after_finish = true;  // until the decode engine has read the KV
   } else if (r.phase == Phase::kDecode) {
+    const uint32_t prefill_engine = r.record.prefill_engine;
     const double usage = engines_[engine]->metrics().kv_cache_usage;
     if (scenario_.gateway.decode_reject_kv_usage > 0 &&
         usage >= scenario_.gateway.decode_reject_kv_usage) {
@@ -261,6 +264,7 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
       // whose prefill is already done; the prefill work is wasted.
       r.record.rejected = true;
       r.record.rejected_after_prefill = true;
+      queue_.push(now, Event{EventKind::kPrefillRelease, prefill_engine, id});
       router_->pool().on_failed(id, now + scenario_.gateway.hop_delay);
       r.work.prompt.reset();
       --outstanding_;
@@ -269,6 +273,7 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
     er.remote_kv = true;
     er.kv_transfer_time = scenario_.gateway.kv_transfer_per_1k_tokens *
                           static_cast<Nanos>(r.work.prompt->size()) / 1000;
+    queue_.push(now + er.kv_transfer_time, Event{EventKind::kPrefillRelease, prefill_engine, id});
   }
   Status s = engines_[engine]->add(std::move(er), now);
   if (!s) {
@@ -454,6 +459,9 @@ Result<PolicyRun> Simulation::run() {
         break;
       case EventKind::kPrefillDone:
         on_prefill_done(now, e.payload.id);
+        break;
+      case EventKind::kPrefillRelease:
+        engines_[e.payload.engine]->release(e.payload.id);
         break;
     }
     if ((events_ & 0xffff) == 0 && options_.progress) {
