@@ -3,6 +3,7 @@
 #include "cli/coldstart/coldstart_command.h"
 #include "cli/tokenize_command.h"
 #include "engine/engine_command.h"
+#include "sim/sim_command.h"
 
 namespace kvgate::cli {
 namespace {
@@ -17,6 +18,7 @@ void add_commands(CLI::App& app) {
   kvgate::coldstart::add_coldstart_command(app);
   add_tokenize_command(app);
   engine_server::add_engine_command(app);
+  sim::add_sim_command(app);
 }
 
 }  // namespace kvgate::cli
