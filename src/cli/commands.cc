@@ -1,5 +1,8 @@
 #include "cli/commands.h"
 
+#include "cli/coldstart/coldstart_command.h"
+#include "sim/sim_command.h"
+
 namespace kvgate::cli {
 namespace {
 int g_exit_code = 0;
@@ -10,7 +13,8 @@ int exit_code() { return g_exit_code; }
 
 void add_commands(CLI::App& app) {
   // One line per subcommand module.
-  (void)app;
+  kvgate::coldstart::add_coldstart_command(app);
+  sim::add_sim_command(app);
 }
 
 }  // namespace kvgate::cli

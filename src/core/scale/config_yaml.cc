@@ -1,0 +1,416 @@
+#include "core/scale/config_yaml.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cmath>
+#include <initializer_list>
+#include <string>
+
+#include "core/scale/config_yaml_node.h"
+
+namespace kvgate::scale {
+
+namespace {
+
+std::string location(const YAML::Node& n) {
+  const YAML::Mark m = n.Mark();
+  if (m.line < 0) return "";
+  return " (line " + std::to_string(m.line + 1) + ", column " + std::to_string(m.column + 1) + ")";
+}
+
+Error fail(const YAML::Node& n, const std::string& path, const std::string& what) {
+  return Error(path + ": " + what + location(n));
+}
+
+// A map node whose keys are checked against the ones a section knows.
+Status expect_map(const YAML::Node& n, const std::string& path,
+                  std::initializer_list<std::string_view> known) {
+  if (!n.IsMap()) return fail(n, path, "expected a mapping");
+  for (const auto& kv : n) {
+    const std::string key = kv.first.Scalar();
+    bool ok = false;
+    for (std::string_view k : known) ok = ok || k == key;
+    if (!ok) return fail(kv.first, path + "." + key, "unknown field");
+  }
+  return {};
+}
+
+Status read_double(const YAML::Node& map, const char* key, const std::string& path, double& out) {
+  const YAML::Node n = map[key];
+  if (!n) return {};
+  double v = 0;
+  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v)) {
+    return fail(n, path + "." + key, "expected a number");
+  }
+  out = v;
+  return {};
+}
+
+Status read_int(const YAML::Node& map, const char* key, const std::string& path, int32_t& out) {
+  const YAML::Node n = map[key];
+  if (!n) return {};
+  int32_t v = 0;
+  if (!n.IsScalar() || !YAML::convert<int32_t>::decode(n, v)) {
+    return fail(n, path + "." + key, "expected an integer");
+  }
+  out = v;
+  return {};
+}
+
+Status read_bool(const YAML::Node& map, const char* key, const std::string& path, bool& out) {
+  const YAML::Node n = map[key];
+  if (!n) return {};
+  bool v = false;
+  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) {
+    return fail(n, path + "." + key, "expected true or false");
+  }
+  out = v;
+  return {};
+}
+
+Status read_duration(const YAML::Node& map, const char* key, const std::string& path, Nanos& out) {
+  const YAML::Node n = map[key];
+  if (!n) return {};
+  if (!n.IsScalar()) return fail(n, path + "." + key, "expected a duration");
+  Result<Nanos> d = parse_duration(n.Scalar());
+  if (!d) return fail(n, path + "." + key, d.error());
+  out = *d;
+  return {};
+}
+
+Status read_string(const YAML::Node& map, const char* key, const std::string& path,
+                   std::optional<std::string>& out) {
+  const YAML::Node n = map[key];
+  if (!n) return {};
+  if (!n.IsScalar()) return fail(n, path + "." + key, "expected a string");
+  out = n.Scalar();
+  return {};
+}
+
+#define KVGATE_TRY(expr)                    \
+  do {                                      \
+    if (Status s_ = (expr); !s_) return s_; \
+  } while (0)
+
+Status parse_rules(const YAML::Node& n, const std::string& path, ScalingRules& r) {
+  KVGATE_TRY(expect_map(n, path, {"stabilization_window", "select_policy", "policies"}));
+  KVGATE_TRY(read_duration(n, "stabilization_window", path, r.stabilization_window));
+  std::optional<std::string> select;
+  KVGATE_TRY(read_string(n, "select_policy", path, select));
+  if (select) {
+    if (*select == "max") {
+      r.select = SelectPolicy::kMax;
+    } else if (*select == "min") {
+      r.select = SelectPolicy::kMin;
+    } else if (*select == "disabled") {
+      r.select = SelectPolicy::kDisabled;
+    } else {
+      return fail(n["select_policy"], path + ".select_policy", "expected max, min or disabled");
+    }
+  }
+  const YAML::Node list = n["policies"];
+  if (!list) return {};
+  if (!list.IsSequence()) return fail(list, path + ".policies", "expected a list");
+  r.policies.clear();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node p = list[i];
+    const std::string at = path + ".policies[" + std::to_string(i) + "]";
+    KVGATE_TRY(expect_map(p, at, {"type", "value", "period"}));
+    ScalingPolicy policy;
+    std::optional<std::string> type;
+    KVGATE_TRY(read_string(p, "type", at, type));
+    if (type == "pods") {
+      policy.type = PolicyType::kPods;
+    } else if (type == "percent") {
+      policy.type = PolicyType::kPercent;
+    } else {
+      return fail(type ? p["type"] : p, at + ".type", "expected pods or percent");
+    }
+    if (!p["value"]) return fail(p, at + ".value", "required");
+    KVGATE_TRY(read_int(p, "value", at, policy.value));
+    KVGATE_TRY(read_duration(p, "period", at, policy.period));
+    r.policies.push_back(policy);
+  }
+  return {};
+}
+
+Status parse_forecast(const YAML::Node& n, const std::string& path, ForecastConfig& f) {
+  KVGATE_TRY(expect_map(n, path, {"method", "window", "season", "slot", "alpha", "beta", "gamma"}));
+  std::optional<std::string> method;
+  KVGATE_TRY(read_string(n, "method", path, method));
+  if (!method || *method == "none") {
+    f.method = ForecastMethod::kNone;
+  } else if (*method == "constant") {
+    f.method = ForecastMethod::kConstant;
+  } else if (*method == "moving_average") {
+    f.method = ForecastMethod::kMovingAverage;
+  } else if (*method == "holt_winters") {
+    f.method = ForecastMethod::kHoltWinters;
+  } else {
+    return fail(n["method"], path + ".method",
+                "expected none, constant, moving_average or holt_winters");
+  }
+  KVGATE_TRY(read_duration(n, "window", path, f.window));
+  KVGATE_TRY(read_duration(n, "season", path, f.season));
+  KVGATE_TRY(read_duration(n, "slot", path, f.slot));
+  KVGATE_TRY(read_double(n, "alpha", path, f.alpha));
+  KVGATE_TRY(read_double(n, "beta", path, f.beta));
+  KVGATE_TRY(read_double(n, "gamma", path, f.gamma));
+  return {};
+}
+
+Result<Nanos> parse_utc_offset(std::string_view s) {
+  const Error bad("expected +HH:MM or -HH:MM");
+  if (s.size() != 6 || (s[0] != '+' && s[0] != '-')) return bad;
+  Result<Nanos> t = parse_time_of_day(s.substr(1));
+  if (!t) return bad;
+  return s[0] == '-' ? -*t : *t;
+}
+
+Status parse_schedule(const YAML::Node& n, const std::string& path, Schedule& s) {
+  KVGATE_TRY(expect_map(n, path, {"utc_offset", "windows"}));
+  if (const YAML::Node off = n["utc_offset"]) {
+    Result<Nanos> o = off.IsScalar() ? parse_utc_offset(off.Scalar()) : Error("expected a string");
+    if (!o) return fail(off, path + ".utc_offset", o.error());
+    s.utc_offset = *o;
+  }
+  const YAML::Node list = n["windows"];
+  if (!list) return {};
+  if (!list.IsSequence()) return fail(list, path + ".windows", "expected a list");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node w = list[i];
+    const std::string at = path + ".windows[" + std::to_string(i) + "]";
+    KVGATE_TRY(expect_map(w, at, {"from", "to", "min_replicas", "max_replicas"}));
+    ScheduleWindow window;
+    for (const char* key : {"from", "to"}) {
+      const YAML::Node t = w[key];
+      if (!t) return fail(w, at + "." + key, "required");
+      Result<Nanos> v = t.IsScalar() ? parse_time_of_day(t.Scalar()) : Error("expected HH:MM");
+      if (!v) return fail(t, at + "." + key, v.error());
+      (key[0] == 'f' ? window.start : window.end) = *v;
+    }
+    int32_t v = 0;
+    if (w["min_replicas"]) {
+      KVGATE_TRY(read_int(w, "min_replicas", at, v));
+      window.min_replicas = v;
+    }
+    if (w["max_replicas"]) {
+      KVGATE_TRY(read_int(w, "max_replicas", at, v));
+      window.max_replicas = v;
+    }
+    s.windows.push_back(window);
+  }
+  return {};
+}
+
+Status parse_profiles(const YAML::Node& n, const std::string& path, AutoscaleConfig& c) {
+  if (const YAML::Node list = n["prefill_profile"]) {
+    const std::string at = path + ".prefill_profile";
+    if (!list.IsSequence()) return fail(list, at, "expected a list");
+    std::vector<PrefillPoint> points;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const YAML::Node p = list[i];
+      const std::string pat = at + "[" + std::to_string(i) + "]";
+      KVGATE_TRY(expect_map(p, pat, {"input_tokens", "tokens_per_s", "ttft"}));
+      PrefillPoint point;
+      KVGATE_TRY(read_double(p, "input_tokens", pat, point.input_tokens));
+      KVGATE_TRY(read_double(p, "tokens_per_s", pat, point.tokens_per_s));
+      Nanos ttft = 0;
+      KVGATE_TRY(read_duration(p, "ttft", pat, ttft));
+      point.ttft_s = to_seconds(ttft);
+      points.push_back(point);
+    }
+    Result<PrefillProfile> profile = PrefillProfile::make(std::move(points));
+    if (!profile) return fail(list, at, profile.error());
+    c.prefill_profile = std::move(*profile);
+  }
+  if (const YAML::Node list = n["decode_profile"]) {
+    const std::string at = path + ".decode_profile";
+    if (!list.IsSequence()) return fail(list, at, "expected a list");
+    std::vector<DecodeRow> rows;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const YAML::Node r = list[i];
+      const std::string rat = at + "[" + std::to_string(i) + "]";
+      KVGATE_TRY(expect_map(r, rat, {"context_tokens", "points"}));
+      DecodeRow row;
+      KVGATE_TRY(read_double(r, "context_tokens", rat, row.context_tokens));
+      const YAML::Node points = r["points"];
+      if (!points || !points.IsSequence()) return fail(r, rat + ".points", "expected a list");
+      for (size_t k = 0; k < points.size(); ++k) {
+        const YAML::Node p = points[k];
+        const std::string pat = rat + ".points[" + std::to_string(k) + "]";
+        KVGATE_TRY(expect_map(p, pat, {"itl", "tokens_per_s"}));
+        DecodePoint point;
+        Nanos itl = 0;
+        KVGATE_TRY(read_duration(p, "itl", pat, itl));
+        point.itl_s = to_seconds(itl);
+        KVGATE_TRY(read_double(p, "tokens_per_s", pat, point.tokens_per_s));
+        row.points.push_back(point);
+      }
+      rows.push_back(std::move(row));
+    }
+    Result<DecodeProfile> profile = DecodeProfile::make(std::move(rows));
+    if (!profile) return fail(list, at, profile.error());
+    c.decode_profile = std::move(*profile);
+  }
+  return {};
+}
+
+Status parse_planner(const YAML::Node& n, const std::string& path, AutoscaleConfig& c) {
+  KVGATE_TRY(expect_map(n, path,
+                        {"role", "ttft_target", "itl_target", "latency_stat", "correction",
+                         "prefill_profile", "decode_profile"}));
+  std::optional<std::string> role;
+  KVGATE_TRY(read_string(n, "role", path, role));
+  if (role == "prefill") {
+    c.role = PoolRole::kPrefill;
+  } else if (role == "decode") {
+    c.role = PoolRole::kDecode;
+  } else {
+    return fail(role ? n["role"] : n, path + ".role", "expected prefill or decode");
+  }
+  Nanos ttft = seconds(c.planner.ttft_s), itl = seconds(c.planner.itl_s);
+  KVGATE_TRY(read_duration(n, "ttft_target", path, ttft));
+  KVGATE_TRY(read_duration(n, "itl_target", path, itl));
+  c.planner.ttft_s = to_seconds(ttft);
+  c.planner.itl_s = to_seconds(itl);
+  std::optional<std::string> stat;
+  KVGATE_TRY(read_string(n, "latency_stat", path, stat));
+  if (stat) {
+    if (*stat == "mean") {
+      c.latency_stat = LatencyStat::kMean;
+    } else if (*stat == "p50") {
+      c.latency_stat = LatencyStat::kP50;
+    } else if (*stat == "p90") {
+      c.latency_stat = LatencyStat::kP90;
+    } else if (*stat == "p99") {
+      c.latency_stat = LatencyStat::kP99;
+    } else {
+      return fail(n["latency_stat"], path + ".latency_stat", "expected mean, p50, p90 or p99");
+    }
+  }
+  if (const YAML::Node corr = n["correction"]) {
+    KVGATE_TRY(expect_map(corr, path + ".correction", {"min", "max"}));
+    KVGATE_TRY(read_double(corr, "min", path + ".correction", c.planner.min_correction));
+    KVGATE_TRY(read_double(corr, "max", path + ".correction", c.planner.max_correction));
+  }
+  return parse_profiles(n, path, c);
+}
+
+Status parse_section(const YAML::Node& n, const std::string& path, AutoscaleConfig& c) {
+  KVGATE_TRY(expect_map(
+      n, path,
+      {"policy", "min_replicas", "max_replicas", "gpus_per_replica", "signal", "target",
+       "tolerance", "panic", "behavior", "forecast", "schedule", "cold_start", "planner"}));
+  std::optional<std::string> policy;
+  KVGATE_TRY(read_string(n, "policy", path, policy));
+  if (policy) {
+    std::optional<PolicyKind> p = parse_policy(*policy);
+    if (!p)
+      return fail(n["policy"], path + ".policy", "expected target, gpu-utilization or planner");
+    c.policy = *p;
+  }
+  KVGATE_TRY(read_int(n, "min_replicas", path, c.min_replicas));
+  KVGATE_TRY(read_int(n, "max_replicas", path, c.max_replicas));
+  KVGATE_TRY(read_int(n, "gpus_per_replica", path, c.gpus_per_replica));
+  std::optional<std::string> signal;
+  KVGATE_TRY(read_string(n, "signal", path, signal));
+  if (signal) {
+    std::optional<Signal> s = parse_signal(*signal);
+    if (!s) return fail(n["signal"], path + ".signal", "unknown signal '" + *signal + "'");
+    c.signal = *s;
+  }
+  KVGATE_TRY(read_double(n, "target", path, c.target));
+  KVGATE_TRY(read_double(n, "tolerance", path, c.tracking.tolerance));
+  if (const YAML::Node p = n["panic"]) {
+    const std::string at = path + ".panic";
+    KVGATE_TRY(expect_map(p, at, {"enabled", "stable_window", "panic_window", "threshold"}));
+    c.tracking.panic.enabled = true;  // a panic section turns it on unless it says otherwise
+    KVGATE_TRY(read_bool(p, "enabled", at, c.tracking.panic.enabled));
+    KVGATE_TRY(read_duration(p, "stable_window", at, c.tracking.panic.stable_window));
+    KVGATE_TRY(read_duration(p, "panic_window", at, c.tracking.panic.panic_window));
+    KVGATE_TRY(read_double(p, "threshold", at, c.tracking.panic.threshold));
+  }
+  if (const YAML::Node b = n["behavior"]) {
+    const std::string at = path + ".behavior";
+    KVGATE_TRY(expect_map(b, at, {"scale_up", "scale_down"}));
+    if (b["scale_up"])
+      KVGATE_TRY(parse_rules(b["scale_up"], at + ".scale_up", c.behavior.scale_up));
+    if (b["scale_down"]) {
+      KVGATE_TRY(parse_rules(b["scale_down"], at + ".scale_down", c.behavior.scale_down));
+    }
+  }
+  if (const YAML::Node f = n["forecast"])
+    KVGATE_TRY(parse_forecast(f, path + ".forecast", c.forecast));
+  if (const YAML::Node s = n["schedule"])
+    KVGATE_TRY(parse_schedule(s, path + ".schedule", c.schedule));
+  if (const YAML::Node cs = n["cold_start"]) {
+    const std::string at = path + ".cold_start";
+    KVGATE_TRY(expect_map(cs, at, {"aware", "startup_time", "stuck_factor", "young_age"}));
+    KVGATE_TRY(read_bool(cs, "aware", at, c.cold_start_aware));
+    KVGATE_TRY(read_duration(cs, "startup_time", at, c.startup_time));
+    KVGATE_TRY(read_double(cs, "stuck_factor", at, c.stuck_factor));
+    KVGATE_TRY(read_duration(cs, "young_age", at, c.young_age));
+  }
+  if (const YAML::Node p = n["planner"]) KVGATE_TRY(parse_planner(p, path + ".planner", c));
+  return {};
+}
+
+#undef KVGATE_TRY
+
+}  // namespace
+
+Result<Nanos> parse_duration(std::string_view text) {
+  const Error bad("'" + std::string(text) + "' is not a duration (e.g. 200ms, 15s, 5m, 24h)");
+  double scale = 1e9;
+  std::string_view number = text;
+  if (text.ends_with("ms")) {
+    scale = 1e6;
+    number.remove_suffix(2);
+  } else if (text.ends_with("s")) {
+    number.remove_suffix(1);
+  } else if (text.ends_with("m")) {
+    scale = 60e9;
+    number.remove_suffix(1);
+  } else if (text.ends_with("h")) {
+    scale = 3600e9;
+    number.remove_suffix(1);
+  }
+  double v = 0;
+  auto [p, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
+  if (number.empty() || ec != std::errc() || p != number.data() + number.size() ||
+      !std::isfinite(v) || v < 0 || v * scale > 9e18) {
+    return bad;
+  }
+  return static_cast<Nanos>(std::llround(v * scale));
+}
+
+Result<AutoscaleConfig> parse_autoscale_node(const YAML::Node& section, const std::string& path) {
+  try {
+    AutoscaleConfig c;
+    if (Status s = parse_section(section, path, c); !s) return Error(s.error());
+    if (c.policy == PolicyKind::kGpuUtilization) c.signal = Signal::kGpuUtilization;
+    if (Status s = validate(c); !s) return Error(path + "." + s.error() + location(section));
+    return c;
+  } catch (const YAML::Exception& e) {
+    return Error(path + ": " + e.what());
+  }
+}
+
+Result<AutoscaleConfig> parse_autoscale_yaml(std::string_view text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return Error(std::string("autoscale: ") + e.what());
+  }
+  try {
+    if (root.IsMap() && root["autoscale"]) return parse_autoscale_node(root["autoscale"]);
+  } catch (const YAML::Exception& e) {
+    return Error(std::string("autoscale: ") + e.what());
+  }
+  return parse_autoscale_node(root);
+}
+
+}  // namespace kvgate::scale
