@@ -27,9 +27,12 @@
 //       prefill_tokens_per_second: 10000
 //   workload: {...}                 # workload_yaml.h
 //   max_time_s: 0                   # stop the clock here (0: when every request is done)
+//   scaling: {...}                  # autoscaling in virtual time: scaling_spec.h
+//   autoscale: {...}                # the core's section (core/scale/config_yaml.h)
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,8 @@
 #include "core/kv/approx_index.h"
 #include "core/route/config.h"
 #include "core/route/endpoint.h"
+#include "core/scale/config.h"
+#include "sim/scaling_spec.h"
 #include "sim/workload.h"
 
 namespace kvgate::sim {
@@ -64,6 +69,10 @@ struct PolicySpec {
   std::string name;  // report label, unique within the scenario
   route::RouterConfig router;
   kv::ApproxIndex::Options approx;
+  // Autoscaling (scaling_spec.h): this policy's own `autoscale:` section (else the
+  // scenario's), or an `oracle:`; neither, and no scenario section: a fixed fleet.
+  std::optional<scale::AutoscaleConfig> autoscale;
+  std::optional<OracleSpec> oracle;
 };
 
 struct Scenario {
@@ -73,7 +82,9 @@ struct Scenario {
   GatewaySpec gateway;
   std::vector<PolicySpec> policies;
   WorkloadSpec workload;
-  Nanos max_time = 0;  // 0: run until every request is done
+  Nanos max_time = 0;                               // 0: run until every request is done
+  std::optional<scale::AutoscaleConfig> autoscale;  // default for every policy
+  ScalingSpec scaling;
 
   uint32_t engine_count() const;
 };
