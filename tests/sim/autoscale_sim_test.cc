@@ -46,7 +46,7 @@ policies:
 workload:
   kind: shared_prefix
   shared_prefix: {groups: 8, prompts_per_group: 4, system_prompt_tokens: 512,
-                  question_tokens: 64, output_tokens: 64, cycle: false}
+                  question_tokens: 64, output_tokens: 64, order: random}
   arrivals:
     stages: [{qps: 2, duration_s: 10}, {qps: 24, duration_s: 60}, {qps: 1, duration_s: 90}]
 )";
@@ -78,9 +78,13 @@ TEST(AutoscaleSim, ScalesUpAndDownAndNeverRoutesToAStartingReplica) {
     ASSERT_GE(r.ready_at, 0);
     EXPECT_GE(q.arrival, r.ready_at);
     EXPECT_GE(r.ready_at - r.launched_at, r.launched_at == 0 ? 0 : 20 * kSecond);
-    if (r.drained_at >= 0) EXPECT_LT(q.arrival, r.drained_at);
+    if (r.drained_at >= 0) {
+      EXPECT_LT(q.arrival, r.drained_at);
+    }
     // A drained replica stops only after its last request finished at the gateway.
-    if (r.stopped_at >= 0) EXPECT_LE(q.finish, r.stopped_at);
+    if (r.stopped_at >= 0) {
+      EXPECT_LE(q.finish, r.stopped_at);
+    }
   }
 }
 
@@ -134,7 +138,7 @@ policies:
 workload:
   kind: shared_prefix
   shared_prefix: {groups: 4, prompts_per_group: 4, system_prompt_tokens: 256,
-                  question_tokens: 32, output_tokens: 16, cycle: false}
+                  question_tokens: 32, output_tokens: 16, order: random}
   arrivals: {kind: diurnal, mean_qps: 9, amplitude: 0, period_s: 600, duration_s: 120,
              stage_s: 60}
 )";
