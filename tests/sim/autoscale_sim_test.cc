@@ -13,7 +13,7 @@
 namespace kvgate::sim {
 namespace {
 
-// One engine at first; load rises from 2 to 24 req/s and falls back to 1, so a queue
+// One engine at first; load rises from 1 to 10 req/s and falls back to 4, so a queue
 // target scales up (replicas take 20 s to boot) and back down (draining).
 constexpr const char* kRamp = R"(
 name: ramp
@@ -22,7 +22,7 @@ cluster:
   engines: 1
   profile: h100-qwen2.5-7b
   num_gpu_blocks: 2048
-  max_num_seqs: 16
+  max_num_seqs: 4
 gateway: {model: m, hop_delay_ms: 1, scrape_interval_ms: 100}
 scaling:
   control_interval_s: 5
@@ -46,9 +46,9 @@ policies:
 workload:
   kind: shared_prefix
   shared_prefix: {groups: 8, prompts_per_group: 4, system_prompt_tokens: 512,
-                  question_tokens: 64, output_tokens: 64, order: random}
+                  question_tokens: 64, output_tokens: 256, order: random}
   arrivals:
-    stages: [{qps: 2, duration_s: 10}, {qps: 24, duration_s: 60}, {qps: 1, duration_s: 90}]
+    stages: [{qps: 1, duration_s: 10}, {qps: 10, duration_s: 60}, {qps: 4, duration_s: 90}]
 )";
 
 Scenario parse(const std::string& text) {
@@ -69,7 +69,7 @@ TEST(AutoscaleSim, ScalesUpAndDownAndNeverRoutesToAStartingReplica) {
   EXPECT_GE(peak, 3u);
   bool drained = false;
   for (const ReplicaLife& r : run->replicas) drained = drained || r.drained_at >= 0;
-  EXPECT_TRUE(drained) << "load fell to 1 req/s: some replica should have been drained";
+  EXPECT_TRUE(drained) << "load fell to 4 req/s: some replica should have been drained";
 
   for (const RequestRecord& q : run->requests) {
     ASSERT_FALSE(q.rejected);
@@ -100,11 +100,11 @@ TEST(AutoscaleSim, DrainedReplicasFinishTheirStreams) {
       if (q.endpoint != e || q.finish <= r.drained_at) continue;
       // In flight when the drain began: it still got every token.
       ++drained_busy;
-      EXPECT_EQ(q.output_tokens, 64u);
+      EXPECT_EQ(q.output_tokens, 256u);
       EXPECT_LE(q.finish, r.stopped_at);
     }
   }
-  for (const RequestRecord& q : run->requests) EXPECT_EQ(q.output_tokens, 64u);
+  for (const RequestRecord& q : run->requests) EXPECT_EQ(q.output_tokens, 256u);
   EXPECT_GT(drained_busy, 0) << "no replica was drained with requests in flight";
 }
 
