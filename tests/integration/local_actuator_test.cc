@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/scale/autoscaler.h"
+#include "io/health_probe.h"
 
 namespace kvgate::io {
 namespace {
