@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "core/scale/budget.h"
@@ -35,6 +36,7 @@ Autoscaler& Autoscaler::operator=(Autoscaler&&) noexcept = default;
 Autoscaler::~Autoscaler() = default;
 
 double Autoscaler::forecast(Forecaster* f, double value, Nanos now, Nanos horizon) {
+  if (!std::isfinite(value)) return 0;  // bad input must not poison the model
   if (f == nullptr) return value;
   f->observe(now, value);
   // Size for the larger of now and the horizon: scaling down ahead of a predicted drop
@@ -51,7 +53,7 @@ void Autoscaler::need_from_target(const PoolSignals& s, Nanos now, Decision& d) 
   // will be up by the horizon is capacity. Naive: every replica is multiplied by the
   // per-ready value, booting ones included (what a Value-type external metric does).
   const int32_t capacity = aware ? c.at_horizon() + c.late : c.total();
-  if (!value) {
+  if (!value || !std::isfinite(*value) || *value < 0) {
     d.needed = capacity > 0 ? capacity : (s.waiting > 0 ? 1 : 0);
     d.reason = fmt::format("{}: no measurement (ready {}), holding {}", name, c.ready, d.needed);
     return;

@@ -19,9 +19,11 @@
 //   5. the schedule's floors and ceilings narrow [min, max];
 //   6. HPA behavior: stabilization windows, rate limits, min/max;
 //   7. on scale-down, the victims to drain (young replicas last).
-// With cold_start_aware = false, step 2 counts nothing as capacity and step 3
-// multiplies the per-ready-replica value by every replica, booting or not — the naive
-// loop that keeps adding replicas during a cold start (kept to show that it does).
+// With cold_start_aware = false, target tracking multiplies the per-ready-replica value
+// by every replica, booting or not (HPA's formula with current = all replicas, as with a
+// Value-type external metric), stuck replicas get no special treatment and the planner's
+// correction is not capped while replicas boot: the naive loop that keeps adding
+// replicas during a cold start, kept so the simulator can show that it does.
 //
 // The caller applies a decision: launch desired - (current - drain.size()) replicas,
 // drain the listed ones (stop routing to them, wait for their requests, then stop them;

@@ -7,6 +7,18 @@
 
 namespace kvgate::scale {
 
+namespace {
+
+constexpr double kHuge = 1e18;
+
+// Limits are computed in double so that huge policy values cannot overflow.
+int32_t to_count(double x) {
+  return static_cast<int32_t>(std::clamp<double>(x, std::numeric_limits<int32_t>::min(),
+                                                 std::numeric_limits<int32_t>::max()));
+}
+
+}  // namespace
+
 ScalingRules default_scale_up_rules() {
   return ScalingRules{.stabilization_window = 0,
                       .select = SelectPolicy::kMax,
@@ -68,20 +80,19 @@ int32_t BehaviorState::scale_up_limit(int32_t current, Nanos now) const {
   const ScalingRules& rules = behavior_.scale_up;
   if (rules.select == SelectPolicy::kDisabled) return current;
   const bool take_max = rules.select == SelectPolicy::kMax;
-  int32_t result =
-      take_max ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max();
+  double result = take_max ? -kHuge : kHuge;
   for (const ScalingPolicy& p : rules.policies) {
     const int32_t start = current - change_in_period(up_events_, p.period, now) +
                           change_in_period(down_events_, p.period, now);
-    int32_t proposed = start;
+    double proposed = start;
     if (p.type == PolicyType::kPods) {
-      proposed = start + p.value;
+      proposed = static_cast<double>(start) + p.value;
     } else {
-      proposed = static_cast<int32_t>(std::ceil(start * (1.0 + p.value / 100.0)));
+      proposed = std::ceil(start * (1.0 + p.value / 100.0));
     }
     result = take_max ? std::max(result, proposed) : std::min(result, proposed);
   }
-  return rules.policies.empty() ? std::numeric_limits<int32_t>::max() : result;
+  return rules.policies.empty() ? std::numeric_limits<int32_t>::max() : to_count(result);
 }
 
 int32_t BehaviorState::scale_down_limit(int32_t current, Nanos now) const {
@@ -89,20 +100,19 @@ int32_t BehaviorState::scale_down_limit(int32_t current, Nanos now) const {
   if (rules.select == SelectPolicy::kDisabled) return current;
   // kMax ("the policy allowing the most change") yields the lowest count.
   const bool most_change = rules.select == SelectPolicy::kMax;
-  int32_t result =
-      most_change ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int32_t>::min();
+  double result = most_change ? kHuge : -kHuge;
   for (const ScalingPolicy& p : rules.policies) {
     const int32_t start = current - change_in_period(up_events_, p.period, now) +
                           change_in_period(down_events_, p.period, now);
-    int32_t proposed = start;
+    double proposed = start;
     if (p.type == PolicyType::kPods) {
-      proposed = start - p.value;
+      proposed = static_cast<double>(start) - p.value;
     } else {
-      proposed = static_cast<int32_t>(start * (1.0 - p.value / 100.0));  // truncates, as HPA
+      proposed = std::trunc(start * (1.0 - p.value / 100.0));  // truncates, as HPA does
     }
     result = most_change ? std::min(result, proposed) : std::max(result, proposed);
   }
-  return rules.policies.empty() ? std::numeric_limits<int32_t>::min() : result;
+  return rules.policies.empty() ? std::numeric_limits<int32_t>::min() : to_count(result);
 }
 
 BehaviorState::Normalized BehaviorState::normalize(int32_t desired, int32_t current,

@@ -15,7 +15,7 @@ double lerp(double x0, double y0, double x1, double y1, double x) {
 // Linear interpolation over points sorted by key; clamped at both ends.
 template <typename T, typename Key, typename Val>
 double interpolate(const std::vector<T>& v, double x, Key key, Val val) {
-  if (x <= key(v.front())) return val(v.front());
+  if (!(x > key(v.front()))) return val(v.front());  // NaN too
   if (x >= key(v.back())) return val(v.back());
   auto hi =
       std::upper_bound(v.begin(), v.end(), x, [&](double a, const T& p) { return a < key(p); });
@@ -83,7 +83,7 @@ Result<DecodeProfile> DecodeProfile::make(std::vector<DecodeRow> rows) {
 
 double DecodeProfile::row_best(const DecodeRow& row, double itl_s) {
   const std::vector<DecodePoint>& p = row.points;
-  if (itl_s <= p.front().itl_s) return p.front().tokens_per_s;
+  if (!(itl_s > p.front().itl_s)) return p.front().tokens_per_s;  // NaN too
   if (itl_s >= p.back().itl_s) return p.back().tokens_per_s;
   // Last point whose ITL is within the target, then walk towards the next one.
   size_t j = 0;
@@ -92,7 +92,7 @@ double DecodeProfile::row_best(const DecodeRow& row, double itl_s) {
 }
 
 double DecodeProfile::best_throughput(double itl_s, double context_tokens) const {
-  if (context_tokens <= rows_.front().context_tokens) return row_best(rows_.front(), itl_s);
+  if (!(context_tokens > rows_.front().context_tokens)) return row_best(rows_.front(), itl_s);
   if (context_tokens >= rows_.back().context_tokens) return row_best(rows_.back(), itl_s);
   auto hi = std::upper_bound(rows_.begin(), rows_.end(), context_tokens,
                              [](double c, const DecodeRow& r) { return c < r.context_tokens; });

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace kvgate::scale {
 namespace {
@@ -313,6 +315,28 @@ TEST(Autoscaler, ForecastScalesAheadOfARisingLoad) {
   // At 30 min into the ramp (6000 tok/s), 200 s ahead the load is 6444 tok/s.
   EXPECT_EQ(dn.desired_replicas, 6);
   EXPECT_EQ(dw.desired_replicas, 7);
+}
+
+TEST(Autoscaler, NonFiniteSignalsHoldThePoolAndDoNotPoisonTheForecast) {
+  AutoscaleConfig c = waiting_target(true);
+  c.forecast.method = ForecastMethod::kMovingAverage;
+  auto a = Autoscaler::make(c);
+  ToyPool pool;
+  pool.add_ready(4, 0);
+  pool.waiting = std::nan("");
+  Decision d = a->decide(pool.signals(kSecond), kSecond);
+  EXPECT_EQ(d.desired_replicas, 4);
+  EXPECT_NE(d.reason.find("no measurement"), std::string::npos) << d.reason;
+  pool.waiting = 8;  // the forecast never saw the NaN: 4 replicas' worth
+  EXPECT_EQ(a->decide(pool.signals(2 * kSecond), 2 * kSecond).desired_replicas, 4);
+
+  auto p = Autoscaler::make(planner(PoolRole::kDecode, 1));
+  PoolSignals s = traffic(2, 0, std::numeric_limits<double>::infinity());
+  s.mean_prompt_tokens = std::nan("");
+  s.itl = {.mean = std::nan(""), .samples = 5};
+  d = p->decide(s, 0);
+  EXPECT_GE(d.desired_replicas, 1);
+  EXPECT_LE(d.desired_replicas, 100);
 }
 
 TEST(Autoscaler, MakeRejectsBadConfigNamingTheField) {
