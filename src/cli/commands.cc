@@ -1,6 +1,8 @@
 #include "cli/commands.h"
 
 #include "cli/coldstart/coldstart_command.h"
+#include "cli/tokenize_command.h"
+#include "engine/engine_command.h"
 #include "sim/sim_command.h"
 
 namespace kvgate::cli {
@@ -14,6 +16,8 @@ int exit_code() { return g_exit_code; }
 void add_commands(CLI::App& app) {
   // One line per subcommand module.
   kvgate::coldstart::add_coldstart_command(app);
+  add_tokenize_command(app);
+  engine_server::add_engine_command(app);
   sim::add_sim_command(app);
 }
 

@@ -26,15 +26,24 @@ double process_cpu_seconds() {
 }
 
 enum class EventKind : uint8_t {
-  kArrival,        // a request reaches the gateway
-  kEngineReceive,  // a routed request reaches its engine
-  kEngineStep,     // an engine runs one scheduler step
-  kFirstToken,     // a request's first token reaches the gateway
-  kFinished,       // a request's last token reaches the gateway
-  kKvEvents,       // a batch of an engine's KV events reaches the precise index
-  kScrape,         // the router scrapes every engine's metrics
-  kControl,        // the autoscaler decides (autoscaled runs)
-  kReplicaReady,   // a launched replica passes its health check
+  kArrival,         // a request reaches the gateway
+  kEngineReceive,   // a routed request reaches its engine
+  kEngineStep,      // an engine runs one scheduler step
+  kFirstToken,      // a request's first token reaches the gateway
+  kFinished,        // a request's last token reaches the gateway
+  kKvEvents,        // a batch of an engine's KV events reaches the precise index
+  kScrape,          // the router scrapes every engine's metrics
+  kPrefillDone,     // disaggregated: a prefill engine's answer reaches the gateway
+  kPrefillRelease,  // disaggregated: the decode side has the KV; the prefill engine frees it
+  kControl,         // the autoscaler decides (autoscaled runs)
+  kReplicaReady,    // a launched replica passes its health check
+};
+
+// Where a request is in its life on the engines.
+enum class Phase : uint8_t {
+  kWhole,    // one engine prefills and decodes
+  kPrefill,  // disaggregated, on its prefill engine
+  kDecode,   // disaggregated, on its decode engine (KV transferred)
 };
 
 // A replica's life in an autoscaled run (fixed fleets: every engine is kReady forever).
@@ -61,6 +70,8 @@ struct RequestState {
   std::shared_ptr<const std::vector<kv::BlockKey>> keys;
   RequestRecord record;
   bool open_loop = false;
+  Phase phase = Phase::kWhole;
+  uint32_t decode_engine = 0;
 };
 
 class Simulation {
@@ -86,6 +97,7 @@ class Simulation {
   void on_engine_receive(Nanos now, uint32_t engine, uint64_t id);
   void on_engine_step(Nanos now, uint32_t engine);
   void on_finished(Nanos now, uint64_t id);
+  void on_prefill_done(Nanos now, uint64_t id);
   void on_kv_events(uint32_t engine, uint64_t slot);
   void on_scrape(Nanos now);
   // Autoscaling glue: engines come and go at run time.
@@ -97,6 +109,12 @@ class Simulation {
   void launch(Nanos now);
   void drain(Nanos now, uint32_t engine);
   void stop(Nanos now, uint32_t engine);
+  // A request routed to `engine` (its decode engine) is over; a draining replica stops
+  // with its last one.
+  void release_in_flight(Nanos now, uint32_t engine) {
+    if (--replicas_[engine].in_flight == 0 && replicas_[engine].phase == ReplicaPhase::kDraining)
+      stop(now, engine);
+  }
   bool live(uint32_t engine) const { return replicas_[engine].phase != ReplicaPhase::kStopped; }
   void schedule_step(uint32_t engine, Nanos at);
   uint64_t admit(WorkloadRequest w);
@@ -123,7 +141,9 @@ class Simulation {
 
   EventQueue<Event> queue_;
   std::vector<RequestState> requests_;
-  std::unordered_map<const Prompt*, std::shared_ptr<const std::vector<kv::BlockKey>>> key_cache_;
+  std::unordered_map<const Prompt*,
+                     std::pair<PromptPtr, std::shared_ptr<const std::vector<kv::BlockKey>>>>
+      key_cache_;
   std::vector<std::vector<engine::KvEvent>> kv_batches_;
   std::vector<uint64_t> free_batches_;
   engine::StepResult step_;
@@ -233,17 +253,18 @@ Status Simulation::join_router(uint32_t index, Nanos now) {
 }
 
 std::shared_ptr<const std::vector<kv::BlockKey>> Simulation::keys_for(const PromptPtr& prompt) {
-  // Workloads that resend the same prompts (shared_prefix) share the PromptPtr: hash it
-  // once. Prompts used once are not cached (their pointer may be reused later).
-  const bool shared = prompt.use_count() > 2;
+  // Workloads that resend the same prompts (shared_prefix) keep them alive themselves
+  // (use_count > 1 here): hash each of those once. The cache also holds the prompt, so
+  // its address can never be reused by another prompt while the entry exists.
+  const bool shared = prompt.use_count() > 1;
   if (shared) {
     auto it = key_cache_.find(prompt.get());
-    if (it != key_cache_.end()) return it->second;
+    if (it != key_cache_.end()) return it->second.second;
   }
   auto keys = std::make_shared<std::vector<kv::BlockKey>>();
   keys->reserve(prompt->size() / block_size_);
   kv::hash_blocks(*prompt, block_size_, key_seed_, *keys);
-  if (shared) key_cache_.emplace(prompt.get(), keys);
+  if (shared) key_cache_.emplace(prompt.get(), std::make_pair(prompt, keys));
   return keys;
 }
 
@@ -288,9 +309,17 @@ void Simulation::on_arrival(Nanos now, uint64_t id) {
   }
   const uint32_t engine = engine_of_[d.endpoint];
   r.record.endpoint = engine;
+  r.decode_engine = engine;
   ++replicas_[engine].in_flight;
   ++arrivals_since_tick_;
-  queue_.push(now + scenario_.gateway.hop_delay, Event{EventKind::kEngineReceive, engine, id});
+  uint32_t first = engine;
+  if (d.prefill_endpoint) {
+    // Disaggregated: prefill there first, then hand the KV to `engine`.
+    r.phase = Phase::kPrefill;
+    first = engine_of_[*d.prefill_endpoint];
+    r.record.prefill_engine = first;
+  }
+  queue_.push(now + scenario_.gateway.hop_delay, Event{EventKind::kEngineReceive, first, id});
 }
 
 void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
@@ -300,14 +329,37 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
   er.prompt = *r.work.prompt;
   er.max_tokens = r.work.output_tokens;
   if (r.work.reply) er.output_tokens = *r.work.reply;
+  if (r.phase == Phase::kPrefill) {
+    er.max_tokens = 1;               // vLLM's P/D proxy: the prefill request asks for one token
+    er.hold_kv_after_finish = true;  // until the decode engine has read the KV
+  } else if (r.phase == Phase::kDecode) {
+    const uint32_t prefill_engine = r.record.prefill_engine;
+    const double usage = engines_[engine]->metrics().kv_cache_usage;
+    if (scenario_.gateway.decode_reject_kv_usage > 0 &&
+        usage >= scenario_.gateway.decode_reject_kv_usage) {
+      // Mooncake section 7: the decode instance is too loaded and refuses a request
+      // whose prefill is already done; the prefill work is wasted.
+      r.record.rejected = true;
+      r.record.rejected_after_prefill = true;
+      queue_.push(now, Event{EventKind::kPrefillRelease, prefill_engine, id});
+      router_->pool().on_failed(id, now + scenario_.gateway.hop_delay);
+      r.work.prompt.reset();
+      --outstanding_;
+      release_in_flight(now, engine);
+      return;
+    }
+    er.remote_kv = true;
+    er.kv_transfer_time = scenario_.gateway.kv_transfer_per_1k_tokens *
+                          static_cast<Nanos>(r.work.prompt->size()) / 1000;
+    queue_.push(now + er.kv_transfer_time, Event{EventKind::kPrefillRelease, prefill_engine, id});
+  }
   Status s = engines_[engine]->add(std::move(er), now);
   if (!s) {
     // The engine refused it (too long for its context or its KV pool): a 400 upstream.
     r.record.rejected = true;
     router_->pool().on_failed(id, now + scenario_.gateway.hop_delay);
     --outstanding_;
-    if (--replicas_[engine].in_flight == 0 && replicas_[engine].phase == ReplicaPhase::kDraining)
-      stop(now, engine);
+    release_in_flight(now, r.decode_engine);
     return;
   }
   if (!step_pending_[engine]) {
@@ -329,7 +381,18 @@ void Simulation::on_engine_step(Nanos now, uint32_t engine) {
   const Nanos at_gateway = end + scenario_.gateway.hop_delay;
   for (const engine::RequestUpdate& u : step_.updates) {
     RequestState& r = requests_[u.id];
-    if (u.output_index == 0) {
+    if (r.phase == Phase::kPrefill) {
+      // The prefill engine's one token: the prompt's KV is ready to move.
+      r.record.prompt_tokens = u.prompt_tokens;
+      r.record.cached_tokens = u.cached_tokens;
+      if (u.finished) queue_.push(at_gateway, Event{EventKind::kPrefillDone, engine, u.id});
+      continue;
+    }
+    if (u.output_index == 0 && r.phase == Phase::kDecode) {
+      // The prompt was prefilled elsewhere: keep the prefill engine's cache figures.
+      r.record.first_token = at_gateway;
+      queue_.push(at_gateway, Event{EventKind::kFirstToken, engine, u.id});
+    } else if (u.output_index == 0) {
       r.record.first_token = at_gateway;
       r.record.prompt_tokens = u.prompt_tokens;
       r.record.cached_tokens = u.cached_tokens;
@@ -373,9 +436,7 @@ void Simulation::on_finished(Nanos now, uint64_t id) {
     }
     prompt_window_.add(now, rec.prompt_tokens);
     output_window_.add(now, rec.output_tokens);
-    const uint32_t engine = rec.endpoint;
-    if (--replicas_[engine].in_flight == 0 && replicas_[engine].phase == ReplicaPhase::kDraining)
-      stop(now, engine);
+    release_in_flight(now, rec.endpoint);
   }
   auto next = workload_->follow_up(requests_[id].work, now);
   RequestState& r = requests_[id];
@@ -383,6 +444,13 @@ void Simulation::on_finished(Nanos now, uint64_t id) {
   r.work.reply.reset();
   r.keys.reset();
   if (next) admit(std::move(*next));  // may grow requests_: `r` is dead after this
+}
+
+void Simulation::on_prefill_done(Nanos now, uint64_t id) {
+  RequestState& r = requests_[id];
+  r.phase = Phase::kDecode;
+  queue_.push(now + scenario_.gateway.hop_delay,
+              Event{EventKind::kEngineReceive, r.decode_engine, id});
 }
 
 void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
@@ -416,13 +484,22 @@ void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
 }
 
 void Simulation::on_scrape(Nanos now) {
-  double waiting = 0, usage = 0;
+  double waiting = 0, usage = 0, prefill_waiting = 0, decode_usage = 0;
+  uint32_t prefillers = 0, decoders = 0;
   size_t serving = 0;
   for (uint32_t i = 0; i < engines_.size(); ++i) {
     const ReplicaPhase phase = replicas_[i].phase;
     if (phase != ReplicaPhase::kReady && phase != ReplicaPhase::kDraining) continue;
     ++serving;
     const engine::EngineMetrics& m = engines_[i]->metrics();
+    const engine::Role role = engines_[i]->config().role;
+    if (role == engine::Role::kPrefill) {
+      prefill_waiting += m.num_requests_waiting;
+      ++prefillers;
+    } else if (role == engine::Role::kDecode) {
+      decode_usage += m.kv_cache_usage;
+      ++decoders;
+    }
     router_->pool().on_metrics(endpoint_of_[i],
                                {.waiting = m.num_requests_waiting + m.num_requests_arriving,
                                 .running = m.num_requests_running,
@@ -432,7 +509,8 @@ void Simulation::on_scrape(Nanos now) {
     usage += m.kv_cache_usage;
   }
   const double n = static_cast<double>(std::max<size_t>(serving, 1));
-  samples_.push_back({now, waiting / n, usage / n});
+  samples_.push_back({now, waiting / n, usage / n, prefillers ? prefill_waiting / prefillers : 0,
+                      decoders ? decode_usage / decoders : 0});
   if (!done())
     queue_.push(now + scenario_.gateway.scrape_interval, Event{EventKind::kScrape, 0, 0});
 }
@@ -619,6 +697,12 @@ Result<PolicyRun> Simulation::run() {
         break;
       case EventKind::kReplicaReady:
         on_replica_ready(now, e.payload.engine);
+        break;
+      case EventKind::kPrefillDone:
+        on_prefill_done(now, e.payload.id);
+        break;
+      case EventKind::kPrefillRelease:
+        if (live(e.payload.engine)) engines_[e.payload.engine]->release(e.payload.id);
         break;
     }
     if ((events_ & 0xffff) == 0 && options_.progress) {

@@ -57,7 +57,13 @@ Summary summarize(const PolicyRun& run, const std::vector<StageInfo>& stages) {
       if (first_arrival < 0 || r.arrival < first_arrival) first_arrival = r.arrival;
     }
     if (r.rejected) {
-      if (!warm) ++s.rejected;
+      if (!warm) {
+        ++s.rejected;
+        if (r.rejected_after_prefill) {
+          ++s.rejected_after_prefill;
+          s.wasted_prefill_tokens += r.prompt_tokens - r.cached_tokens;
+        }
+      }
       continue;
     }
     if (r.first_token >= 0) {
@@ -159,14 +165,16 @@ std::string summary_csv(const std::vector<Summary>& summaries) {
   std::string out =
       "policy,requests,completed,rejected,ttft_p50_s,ttft_p90_s,ttft_p99_s,ttft_mean_s,"
       "itl_mean_s,output_tokens_per_s,output_tokens_per_s_overall,prefix_hit_rate,"
-      "mean_waiting,mean_kv_usage,speedup,speedup_cpu\n";
+      "mean_waiting,mean_kv_usage,speedup,speedup_cpu,rejected_after_prefill,"
+      "wasted_prefill_tokens\n";
   for (const Summary& s : summaries) {
     out += fmt::format(
         "{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.5f},{:.1f},{:.1f},{:.4f},{:.3f},"
-        "{:.4f},{:.0f},{:.0f}\n",
+        "{:.4f},{:.0f},{:.0f},{},{}\n",
         s.policy, s.requests, s.completed, s.rejected, s.ttft_p50, s.ttft_p90, s.ttft_p99,
         s.ttft_mean, s.itl_mean, s.output_tps, s.output_tps_overall, s.hit_rate, s.mean_waiting,
-        s.mean_kv_usage, s.speedup, s.speedup_cpu);
+        s.mean_kv_usage, s.speedup, s.speedup_cpu, s.rejected_after_prefill,
+        s.wasted_prefill_tokens);
   }
   return out;
 }
@@ -198,6 +206,8 @@ std::string report_json(const std::string& scenario, uint64_t seed,
     p["requests"] = s.requests;
     p["completed"] = s.completed;
     p["rejected"] = s.rejected;
+    p["rejected_after_prefill"] = s.rejected_after_prefill;
+    p["wasted_prefill_tokens"] = s.wasted_prefill_tokens;
     p["ttft_p50_s"] = s.ttft_p50;
     p["ttft_p90_s"] = s.ttft_p90;
     p["ttft_p99_s"] = s.ttft_p99;

@@ -33,6 +33,10 @@ struct RequestRecord {
   uint32_t cached_tokens = 0;  // prompt tokens found in the engine's prefix cache
   uint32_t output_tokens = 0;  // tokens actually produced
   bool rejected = false;
+  // Disaggregated: refused by the decode engine after its prefill was computed (the
+  // prefill work is wasted); rejected is set too.
+  bool rejected_after_prefill = false;
+  uint32_t prefill_engine = UINT32_MAX;  // UINT32_MAX: prefilled where it decodes
 };
 
 // One scrape-time sample of the cluster.
@@ -40,6 +44,9 @@ struct ClusterSample {
   Nanos at = 0;
   double mean_waiting = 0;   // mean over engines of waiting requests
   double mean_kv_usage = 0;  // mean over engines, 0..1
+  // Disaggregated clusters: the same over prefill-role and decode-role engines.
+  double prefill_waiting = 0;
+  double decode_kv_usage = 0;
 };
 
 // One autoscaler control tick (autoscaled runs only).
@@ -94,6 +101,8 @@ struct Summary {
   uint64_t requests = 0;  // non-warmup requests sent
   uint64_t completed = 0;
   uint64_t rejected = 0;
+  uint64_t rejected_after_prefill = 0;  // of which after a wasted prefill
+  uint64_t wasted_prefill_tokens = 0;   // prompt tokens prefilled for nothing
   double ttft_p50 = 0, ttft_p90 = 0, ttft_p99 = 0, ttft_mean = 0;  // seconds
   double itl_mean = 0;                                             // seconds
   double output_tps = 0;          // mean of per-stage throughputs (llm-d's summary)

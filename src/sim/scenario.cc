@@ -90,10 +90,11 @@ Nanos millis(double ms) { return static_cast<Nanos>(ms * 1e6); }
 
 Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
   PolicySpec p;
-  KVGATE_TRY(check_keys(n,
-                        {"name", "policy", "params", "overlap", "filters", "saturation", "approx",
-                         "record_decisions", "prefill_tokens_per_second", "autoscale", "oracle"},
-                        where));
+  KVGATE_TRY(check_keys(
+      n,
+      {"name", "policy", "params", "overlap", "filters", "saturation", "approx", "record_decisions",
+       "prefill_tokens_per_second", "early_reject", "pd", "autoscale", "oracle"},
+      where));
   KVGATE_TRY(read_field(n, "name", p.name, where));
   KVGATE_TRY(read_field(n, "policy", p.router.policy.name, where));
   if (p.name.empty()) p.name = p.router.policy.name;
@@ -152,6 +153,28 @@ Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
   }
   KVGATE_TRY(read_field(n, "record_decisions", p.router.record_decisions, where));
   KVGATE_TRY(read_field(n, "prefill_tokens_per_second", p.router.prefill_tokens_per_second, where));
+  if (const YAML::Node e = n["early_reject"]) {
+    const std::string we = where + ".early_reject";
+    KVGATE_TRY(check_keys(e, {"enabled", "max_usage", "decode_seconds_per_token"}, we));
+    auto& er = p.router.early_reject;
+    er.enabled = true;
+    KVGATE_TRY(read_field(e, "enabled", er.enabled, we));
+    KVGATE_TRY(read_field(e, "max_usage", er.max_usage, we));
+    KVGATE_TRY(read_field(e, "decode_seconds_per_token", er.decode_seconds_per_token, we));
+  }
+  if (const YAML::Node d = n["pd"]) {
+    const std::string wd = where + ".pd";
+    KVGATE_TRY(check_keys(d, {"mode", "locality_weight", "local_prefill_max_tokens"}, wd));
+    std::string mode;
+    KVGATE_TRY(read_field(d, "mode", mode, wd));
+    if (!mode.empty()) {
+      auto m = route::parse_pd_mode(mode);
+      if (!m) return Error(wd + ".mode: expected auto, off or on");
+      p.router.pd.mode = *m;
+    }
+    KVGATE_TRY(read_field(d, "locality_weight", p.router.pd.locality_weight, wd));
+    KVGATE_TRY(read_field(d, "local_prefill_max_tokens", p.router.pd.local_prefill_max_tokens, wd));
+  }
   if (p.router.policy.name.empty()) return Error(where + ".policy: required");
   if (const YAML::Node a = n["autoscale"]) {
     auto c = scale::parse_autoscale_node(a, where + ".autoscale");
@@ -247,7 +270,9 @@ Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string&
   if (s.engine_count() > 100000) return Error("cluster: at most 100000 engines");
 
   if (const YAML::Node gw = root["gateway"]) {
-    KVGATE_TRY(check_keys(gw, {"model", "hop_delay_ms", "scrape_interval_ms", "kv_event_delay_ms"},
+    KVGATE_TRY(check_keys(gw,
+                          {"model", "hop_delay_ms", "scrape_interval_ms", "kv_event_delay_ms",
+                           "kv_transfer_ms_per_1k_tokens", "decode_reject_kv_usage"},
                           "gateway"));
     KVGATE_TRY(read_field(gw, "model", s.gateway.model, "gateway"));
     double hop = 1, scrape = 100, kv = 10;
@@ -260,6 +285,15 @@ Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string&
     s.gateway.hop_delay = millis(hop);
     s.gateway.scrape_interval = millis(scrape);
     s.gateway.kv_event_delay = millis(kv);
+    double transfer = 5;
+    KVGATE_TRY(read_field(gw, "kv_transfer_ms_per_1k_tokens", transfer, "gateway"));
+    KVGATE_TRY(
+        read_field(gw, "decode_reject_kv_usage", s.gateway.decode_reject_kv_usage, "gateway"));
+    if (transfer < 0 || s.gateway.decode_reject_kv_usage < 0 ||
+        s.gateway.decode_reject_kv_usage > 1) {
+      return Error("gateway: kv_transfer_ms_per_1k_tokens >= 0, 0 <= decode_reject_kv_usage <= 1");
+    }
+    s.gateway.kv_transfer_per_1k_tokens = millis(transfer);
   }
 
   const YAML::Node policies = root["policies"];

@@ -15,6 +15,9 @@
 //     hop_delay_ms: 1               # gateway <-> engine, one way
 //     scrape_interval_ms: 100       # how often engine metrics reach the router
 //     kv_event_delay_ms: 10         # engine -> precise index
+//     kv_transfer_ms_per_1k_tokens: 5   # disaggregated: prefill -> decode KV transfer
+//     decode_reject_kv_usage: 0     # disaggregated: a decode engine this full (0..1)
+//                                   # refuses a request whose prefill is done (0: never)
 //   policies:
 //     - name: precise               # the label in the report
 //       policy: kv-cost             # a router policy (route/registry.h)
@@ -25,6 +28,8 @@
 //       approx: {ttl_s: 120, capacity_pairs: 4194304}
 //       record_decisions: true
 //       prefill_tokens_per_second: 10000
+//       early_reject: {enabled: true, max_usage: 0.95, decode_seconds_per_token: 0.03}
+//       pd: {mode: auto, locality_weight: 64, local_prefill_max_tokens: 0}
 //   workload: {...}                 # workload_yaml.h
 //   max_time_s: 0                   # stop the clock here (0: when every request is done)
 //   scaling: {...}                  # autoscaling in virtual time: scaling_spec.h
@@ -63,6 +68,11 @@ struct GatewaySpec {
   Nanos hop_delay = 1 * kMillisecond;
   Nanos scrape_interval = 100 * kMillisecond;
   Nanos kv_event_delay = 10 * kMillisecond;
+  // Disaggregated serving: KV transfer time per 1,000 prompt tokens, and the KV usage at
+  // which a decode engine refuses a request whose prefill is already done (Mooncake's
+  // wasted prefill). 0: decode engines queue instead of refusing.
+  Nanos kv_transfer_per_1k_tokens = 5 * kMillisecond;
+  double decode_reject_kv_usage = 0;
 };
 
 struct PolicySpec {

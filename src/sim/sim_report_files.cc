@@ -87,6 +87,27 @@ std::string ttft_vs_qps_svg(const ScenarioResults& r) {
   return render_svg(c);
 }
 
+std::string pd_load_over_time_svg(const ScenarioResults& r) {
+  LineChart c;
+  c.title = "Decode KV usage (%) and prefill queue over time: " + r.scenario;
+  c.x_label = "time (s)";
+  c.y_label = "decode KV usage (%) / prefill waiting per engine";
+  c.width = 900;
+  for (const PolicyRun& run : r.runs) {
+    Series kv{run.policy + " decode KV %", {}, false};
+    Series queue{run.policy + " prefill queue", {}, false};
+    const size_t step = std::max<size_t>(1, run.samples.size() / 600);
+    for (size_t i = 0; i < run.samples.size(); i += step) {
+      const ClusterSample& s = run.samples[i];
+      kv.points.emplace_back(to_seconds(s.at), s.decode_kv_usage * 100);
+      queue.points.emplace_back(to_seconds(s.at), s.prefill_waiting);
+    }
+    c.series.push_back(std::move(kv));
+    c.series.push_back(std::move(queue));
+  }
+  return render_svg(c);
+}
+
 Result<std::vector<std::string>> write_report_files(const ScenarioResults& r,
                                                     const std::string& dir, bool per_request) {
   std::error_code ec;
@@ -100,6 +121,12 @@ Result<std::vector<std::string>> write_report_files(const ScenarioResults& r,
       {"throughput_vs_qps.svg", throughput_vs_qps_svg(r)},
       {"ttft_p90_vs_qps.svg", ttft_vs_qps_svg(r)},
   };
+  bool disaggregated = false;
+  for (const PolicyRun& run : r.runs) {
+    for (const ClusterSample& s : run.samples)
+      disaggregated = disaggregated || s.decode_kv_usage > 0;
+  }
+  if (disaggregated) files.emplace_back("pd_load_over_time.svg", pd_load_over_time_svg(r));
   if (per_request) files.emplace_back("requests.csv", requests_csv(r));
   std::vector<std::string> written;
   for (const auto& [name, text] : files) {

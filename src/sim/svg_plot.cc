@@ -90,8 +90,13 @@ struct Axis {
 }  // namespace
 
 std::string render_svg(const LineChart& c) {
-  const double left = 70, right = 160, top = 40, bottom = 55;
-  const double pw = c.width - left - right, ph = c.height - top - bottom;
+  size_t longest = 0;
+  for (const Series& s : c.series) longest = std::max(longest, s.name.size());
+  // Room for the legend: about 7 px per character of the longest name.
+  const double left = 70, right = std::max(160.0, 50.0 + 7.0 * static_cast<double>(longest));
+  const double top = 40, bottom = 55;
+  const double width = std::max<double>(c.width, left + right + 300);
+  const double pw = width - left - right, ph = c.height - top - bottom;
   double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin;
   double ymin = xmin, ymax = -xmin;
   for (const Series& s : c.series) {
@@ -116,7 +121,7 @@ std::string render_svg(const LineChart& c) {
       "font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{}\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">{}</text>\n",
-      c.width, c.height, c.width, c.height, left + pw / 2, escape(c.title));
+      width, c.height, width, c.height, left + pw / 2, escape(c.title));
   for (double t : ax.ticks()) {
     const double x = px(t);
     out += fmt::format(

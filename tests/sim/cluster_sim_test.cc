@@ -177,3 +177,61 @@ workload:
 
 }  // namespace
 }  // namespace kvgate::sim
+
+namespace kvgate::sim {
+namespace {
+
+// Two prefill and two small decode engines, load well above what decode can hold.
+constexpr const char* kDisaggregated = R"(
+name: pd
+seed: 3
+cluster:
+  groups:
+    - {count: 2, profile: h100-qwen2.5-7b, role: prefill}
+    - {count: 2, profile: h100-qwen2.5-7b, role: decode, num_gpu_blocks: 400}
+gateway: {model: m, decode_reject_kv_usage: 0.9, kv_transfer_ms_per_1k_tokens: 5}
+policies:
+  - {name: none, policy: kv-cost, overlap: precise}
+  - name: predicted
+    policy: kv-cost
+    overlap: precise
+    prefill_tokens_per_second: 20000
+    early_reject: {max_usage: 0.85, decode_seconds_per_token: 0.01}
+workload:
+  kind: shared_prefix
+  shared_prefix: {groups: 10, prompts_per_group: 2, system_prompt_tokens: 1024,
+                  question_tokens: 256, output_tokens: 300, order: random}
+  arrivals: {stages: [{qps: 30, duration_s: 4}]}
+)";
+
+TEST(ClusterSim, DisaggregatedPrefillThenDecodeAndEarlyRejection) {
+  auto s = parse_scenario(kDisaggregated, "");
+  ASSERT_TRUE(s.ok()) << s.error();
+  auto none = run_policy(*s, s->policies[0], s->seed);
+  auto predicted = run_policy(*s, s->policies[1], s->seed);
+  ASSERT_TRUE(none.ok() && predicted.ok());
+  uint64_t served = 0, wasted = 0, at_door = 0;
+  for (const RequestRecord& r : none->requests) {
+    if (r.rejected) {
+      EXPECT_TRUE(r.rejected_after_prefill);  // nothing is rejected at the door
+      ++wasted;
+      continue;
+    }
+    ++served;
+    EXPECT_LT(r.prefill_engine, 2u);  // prefilled on a prefill-role engine...
+    EXPECT_GE(r.endpoint, 2u);        // ...decoded on a decode-role engine
+    EXPECT_EQ(r.output_tokens, 300u);
+  }
+  EXPECT_GT(served, 0u);
+  EXPECT_GT(wasted, 0u);
+  for (const RequestRecord& r : predicted->requests) {
+    if (r.rejected && !r.rejected_after_prefill) ++at_door;
+  }
+  const Summary p = summarize(*predicted, {});
+  const Summary n = summarize(*none, {});
+  EXPECT_GT(at_door, 0u);
+  EXPECT_LT(p.wasted_prefill_tokens, n.wasted_prefill_tokens);
+}
+
+}  // namespace
+}  // namespace kvgate::sim

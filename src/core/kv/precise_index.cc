@@ -445,16 +445,30 @@ void PreciseIndex::match(std::span<const BlockKey> keys, Nanos /*now*/,
     }
     pending = 0;
   };
-  for (size_t i = 1; i < keys.size() && !active.empty(); ++i) {
-    uint32_t next = idx + 1;
-    if (next < m.arena.size() && m.arena[next].key == keys[i]) {
-      idx = next;
+  Entry* const arena = m.arena.data();
+  const size_t arena_size = m.arena.size();
+  const uint32_t tick = m.tick;
+  const size_t n = keys.size();
+  for (size_t i = 1; i < n && !active.empty(); ++i) {
+    // The common case in a tight loop: the next block is the next arena entry and has
+    // the same holders as the one before.
+    while (idx + 1 < arena_size && arena[idx + 1].key == keys[i] &&
+           arena[idx + 1].holder_sig == prev_sig) {
+      ++idx;
+      __builtin_prefetch(arena + idx + 24);  // ~10 cache lines ahead: the walk is sequential
+      arena[idx].last_use = tick;
+      ++pending;
+      if (++i == n) break;
+    }
+    if (i == n) break;
+    if (idx + 1 < arena_size && arena[idx + 1].key == keys[i]) {
+      ++idx;
     } else {
       idx = m.find(keys[i]);
       if (idx == kNone) break;
     }
-    Entry& en = m.arena[idx];
-    en.last_use = m.tick;
+    Entry& en = arena[idx];
+    en.last_use = tick;
     if (en.holder_sig == prev_sig) {
       ++pending;
       continue;

@@ -7,8 +7,8 @@
 //
 // Because block keys are chained (kv/block_hash.h), a request holding key i holds keys
 // 0..i-1 as well; so the blocks an endpoint holds for a prompt always form a prefix of
-// it, and prefix() finds them for every endpoint in one walk over the prompt that stops
-// at the first block nobody holds.
+// it, and prefix() finds them for every endpoint by bisection, without walking the
+// whole prompt.
 //
 // Thread-safety: none; owned by the router's strand.
 #pragma once
@@ -40,7 +40,8 @@ class ActiveBlocks {
   // REQUIRES: the same keys were added to the same endpoint before.
   uint32_t release(kv::EndpointId endpoint, std::span<const kv::BlockKey> keys);
   // Appends, for every endpoint holding at least keys[0], how many leading keys it
-  // holds. Cost: one lookup per key while anyone holds it.
+  // holds. Cost: O(log n) lookups per distinct prefix length among the endpoints, not
+  // one per key (bisection; see the .cc).
   void prefix(std::span<const kv::BlockKey> keys, std::vector<Prefix>& out) const;
   // Distinct keys `endpoint` holds.
   uint64_t blocks(kv::EndpointId endpoint) const;
@@ -53,7 +54,8 @@ class ActiveBlocks {
   struct Table;
   Table* table_;  // owned
   std::vector<uint64_t> per_endpoint_;
-  mutable std::vector<uint32_t> slot_of_;  // scratch for prefix()
+  mutable std::vector<uint32_t> stamp_;  // scratch for prefix()
+  mutable uint32_t gen_ = 0;
 };
 
 }  // namespace kvgate::route

@@ -106,4 +106,118 @@ Status RouterConfig::validate() const {
   return {};
 }
 
+namespace {
+
+Result<double> to_number(std::string_view key, const std::string& text) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v)) {
+    return Error(fmt::format("router: {}: not a number: '{}'", key, text));
+  }
+  return v;
+}
+
+Result<bool> to_bool(std::string_view key, const std::string& text) {
+  if (text == "true") return true;
+  if (text == "false") return false;
+  return Error(fmt::format("router: {}: expected true or false, got '{}'", key, text));
+}
+
+Result<uint32_t> to_count(std::string_view key, const std::string& text) {
+  auto v = to_number(key, text);
+  if (!v) return Error(v.error());
+  if (*v < 0 || *v > 4e9 || *v != std::floor(*v)) {
+    return Error(fmt::format("router: {}: expected a whole number, got '{}'", key, text));
+  }
+  return static_cast<uint32_t>(*v);
+}
+
+}  // namespace
+
+Result<RouterConfig> parse_router_config(
+    std::span<const std::pair<std::string, std::string>> entries) {
+  RouterConfig c;
+  for (const auto& [key, value] : entries) {
+    auto number = [&](double& field) -> Status {
+      auto v = to_number(key, value);
+      if (!v) return Error(v.error());
+      field = *v;
+      return {};
+    };
+    auto count = [&](uint32_t& field) -> Status {
+      auto v = to_count(key, value);
+      if (!v) return Error(v.error());
+      field = *v;
+      return {};
+    };
+    auto boolean = [&](bool& field) -> Status {
+      auto v = to_bool(key, value);
+      if (!v) return Error(v.error());
+      field = *v;
+      return {};
+    };
+    Status s;
+    if (key == "policy") {
+      c.policy.name = value;
+    } else if (key.starts_with("policy.")) {
+      c.policy.params.emplace_back(key.substr(7), value);
+    } else if (key == "filters") {
+      c.filters.clear();
+      size_t start = 0;
+      while (start <= value.size()) {
+        size_t comma = value.find(',', start);
+        if (comma == std::string::npos) comma = value.size();
+        std::string name = value.substr(start, comma - start);
+        name.erase(0, name.find_first_not_of(' '));
+        name.erase(name.find_last_not_of(' ') + 1);
+        if (!name.empty()) c.filters.push_back({name, {}});
+        start = comma + 1;
+      }
+    } else if (key == "overlap_source") {
+      auto v = parse_overlap_source(value);
+      if (!v)
+        return Error(fmt::format(
+            "router: overlap_source: expected none|precise|approx|both, got '{}'", value));
+      c.overlap_source = *v;
+    } else if (key == "record_decisions") {
+      s = boolean(c.record_decisions);
+    } else if (key == "block_size") {
+      s = count(c.block_size);
+    } else if (key == "prefill_tokens_per_second") {
+      s = number(c.prefill_tokens_per_second);
+    } else if (key == "saturation.queue_threshold") {
+      s = number(c.saturation.queue_threshold);
+    } else if (key == "saturation.kv_threshold") {
+      s = number(c.saturation.kv_threshold);
+    } else if (key == "saturation.critical_max_waiting") {
+      s = count(c.saturation.critical_max_waiting);
+    } else if (key == "saturation.shed") {
+      s = boolean(c.saturation.shed);
+    } else if (key == "saturation.metrics_max_age") {
+      double secs = 0;
+      s = number(secs);
+      c.saturation.metrics_max_age = seconds(secs);
+    } else if (key == "pd.mode") {
+      auto v = parse_pd_mode(value);
+      if (!v) return Error(fmt::format("router: pd.mode: expected auto|off|on, got '{}'", value));
+      c.pd.mode = *v;
+    } else if (key == "pd.locality_weight") {
+      s = number(c.pd.locality_weight);
+    } else if (key == "pd.local_prefill_max_tokens") {
+      s = count(c.pd.local_prefill_max_tokens);
+    } else if (key == "early_reject.enabled") {
+      s = boolean(c.early_reject.enabled);
+    } else if (key == "early_reject.max_usage") {
+      s = number(c.early_reject.max_usage);
+    } else if (key == "early_reject.decode_seconds_per_token") {
+      s = number(c.early_reject.decode_seconds_per_token);
+    } else {
+      return Error(fmt::format("router: unknown key '{}'", key));
+    }
+    if (!s) return Error(s.error());
+  }
+  if (Status s = c.validate(); !s) return Error(s.error());
+  return c;
+}
+
 }  // namespace kvgate::route

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -131,5 +132,18 @@ struct RouterConfig {
   // Error naming the first field that is out of range.
   Status validate() const;
 };
+
+// Builds a RouterConfig from flat "dotted.key" = "value" entries, starting from the
+// defaults above; what a YAML `router:` map flattens to. Keys (docs/router.md):
+//   policy, policy.<param>, filters (comma-separated, "" for none), overlap_source,
+//   record_decisions, block_size, prefill_tokens_per_second,
+//   saturation.{queue_threshold, kv_threshold, critical_max_waiting, shed,
+//               metrics_max_age (seconds)},
+//   pd.{mode, locality_weight, local_prefill_max_tokens},
+//   early_reject.{enabled, max_usage, decode_seconds_per_token}.
+// Booleans are true|false. Error on an unknown key, a malformed value, or a result that
+// fails validate(); the policy's own parameters are checked by Router::create.
+Result<RouterConfig> parse_router_config(
+    std::span<const std::pair<std::string, std::string>> entries);
 
 }  // namespace kvgate::route
