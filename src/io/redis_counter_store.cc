@@ -2,6 +2,7 @@
 
 #include <hiredis.h>
 
+#include <chrono>
 #include <string_view>
 
 namespace kvgate::io {
@@ -26,6 +27,13 @@ struct ReplyDeleter {
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
+// Reconnection is paced in real time, whatever `now` the limiter works in.
+Nanos SteadyNow() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
 RedisCounterStore::RedisCounterStore(Options options) : options_(std::move(options)) {}
@@ -37,8 +45,9 @@ void RedisCounterStore::drop_connection() {
   ctx_ = nullptr;
 }
 
-Status RedisCounterStore::ensure_connected(Nanos now) {
+Status RedisCounterStore::ensure_connected() {
   if (ctx_ != nullptr) return {};
+  const Nanos now = SteadyNow();
   if (now < next_attempt_) return Error("redis unavailable: " + last_error_);
   next_attempt_ = now + options_.reconnect_interval;
   timeval tv = ToTimeval(options_.connect_timeout);
@@ -63,10 +72,11 @@ Status RedisCounterStore::ensure_connected(Nanos now) {
   return {};
 }
 
-Result<std::vector<int64_t>> RedisCounterStore::get(std::span<const std::string> keys, Nanos now) {
+Result<std::vector<int64_t>> RedisCounterStore::get(std::span<const std::string> keys,
+                                                    Nanos /*now*/) {
   std::lock_guard lock(mu_);
   if (keys.empty()) return std::vector<int64_t>{};
-  if (Status s = ensure_connected(now); !s) return Error(s.error());
+  if (Status s = ensure_connected(); !s) return Error(s.error());
   std::vector<const char*> argv{"MGET"};
   std::vector<size_t> lens{4};
   for (const std::string& k : keys) {
@@ -91,10 +101,10 @@ Result<std::vector<int64_t>> RedisCounterStore::get(std::span<const std::string>
   return values;
 }
 
-Status RedisCounterStore::add(std::span<const limit::Increment> increments, Nanos now) {
+Status RedisCounterStore::add(std::span<const limit::Increment> increments, Nanos /*now*/) {
   std::lock_guard lock(mu_);
   if (increments.empty()) return {};
-  if (Status s = ensure_connected(now); !s) return s;
+  if (Status s = ensure_connected(); !s) return s;
   std::vector<std::string> args{"EVAL", std::string(kAddScript), std::to_string(increments.size())};
   for (const auto& inc : increments) args.push_back(inc.key);
   for (const auto& inc : increments) args.push_back(std::to_string(inc.amount));

@@ -35,12 +35,13 @@ class RedisCounterStore final : public limit::CounterStore {
   explicit RedisCounterStore(Options options);
   ~RedisCounterStore() override;
 
-  // `now` is only used to pace reconnection attempts; Redis expires keys itself.
+  // `now` is not used: Redis expires keys itself, and reconnection attempts are paced
+  // in real time (steady clock).
   Result<std::vector<int64_t>> get(std::span<const std::string> keys, Nanos now) override;
   Status add(std::span<const limit::Increment> increments, Nanos now) override;
 
  private:
-  Status ensure_connected(Nanos now);
+  Status ensure_connected();
   void drop_connection();
 
   Options options_;
