@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "engine/engine_server.h"
+#include "io/process_launch_time.h"
 
 namespace kvgate::engine_server {
 namespace {
@@ -75,6 +76,7 @@ int run(Flags& f) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  f.o.launched_at = io::process_launch_time();
   auto server =
       EngineServer::start(f.o, std::move(*profile), make_word_codec(f.o.engine.vocab_size));
   if (!server) {

@@ -1,5 +1,7 @@
 #include "engine/engine_server.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -18,6 +20,7 @@
 #include "core/engine/engine_model.h"
 #include "engine/engine_metrics_text.h"
 #include "engine/openai_api.h"
+#include "engine/startup_log.h"
 #include "io/http_server.h"
 #include "io/kv_event_publisher.h"
 
@@ -419,6 +422,8 @@ void EngineServer::Impl::run_startup(std::vector<engine::StartupPhase> phases, s
     if (ec) return;
     std::fprintf(stderr, "kvgate engine: startup phase %.*s done at %.1f s (simulated)\n",
                  static_cast<int>(phases[i].name.size()), phases[i].name.data(), to_seconds(end));
+    engine::log_startup_phase_done(stdout, phases, i, opt.time_scale,
+                                   {opt.served_model_name, static_cast<int>(::getpid())});
     run_startup(std::move(phases), i + 1, end);
   });
 }
@@ -469,7 +474,7 @@ Result<std::unique_ptr<EngineServer>> EngineServer::start(const EngineServerOpti
   if (!http) return Error(http.error());
   impl->http = std::move(*http);
   impl->work.emplace(impl->ioc.get_executor());
-  impl->t0 = Clock::now();
+  impl->t0 = options.launched_at.value_or(Clock::now());
   Rng startup_rng(options.seed ^ 0x5eed5eed5eedull);
   auto phases =
       engine::sample_startup(*impl->model.profile().startup, options.startup, startup_rng);

@@ -13,6 +13,7 @@
 // metrics report the simulated durations.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -37,6 +38,10 @@ struct EngineServerOptions {
   engine::StartupMode startup = engine::StartupMode::kNone;
   double time_scale = 1.0;  // wall seconds per simulated second
   uint64_t seed = 1;        // startup draws and fault injection
+  // Origin of the engine's clock, so of the startup phases. `kvgate engine` passes its
+  // process launch, so that "python imports" covers the process start as in vLLM; unset:
+  // the time start() is called (in-process use, tests).
+  std::optional<std::chrono::steady_clock::time_point> launched_at;
 
   // KV events: "" disables them (vLLM's default endpoint when enabled: tcp://*:5557).
   std::string kv_events_endpoint;

@@ -227,7 +227,8 @@ std::optional<ExitStatus> Subprocess::wait_for(std::chrono::milliseconds timeout
   auto deadline = Clock::now() + timeout;
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
   while (!poll()) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    // Rounded up: waking a fraction of a millisecond early would end the wait too soon.
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) break;
     if (pidfd >= 0) {
       pollfd p{pidfd, POLLIN, 0};

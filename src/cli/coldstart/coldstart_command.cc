@@ -1,7 +1,9 @@
 #include "cli/coldstart/coldstart_command.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -13,6 +15,11 @@
 
 namespace kvgate::coldstart {
 namespace {
+
+// Set by SIGINT/SIGTERM: the runner stops the server it is timing and reports what it has.
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "used from a signal handler");
+extern "C" void on_interrupt(int) { g_interrupted.store(true); }
 
 struct Flags {
   int runs = 3;
@@ -74,6 +81,12 @@ int run(const Flags& flags) {
     options.patterns = std::move(*set);
   }
 
+  options.interrupted = &g_interrupted;
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
   Result<ColdstartReport> report = run_coldstart(options, stderr);
   if (!report) {
     std::fprintf(stderr, "kvgate coldstart: %s\n", report.error().c_str());
@@ -105,6 +118,7 @@ int run(const Flags& flags) {
     std::fprintf(stderr, "wrote %s/{coldstart.json,coldstart.svg,table.txt,run-N.log}\n",
                  flags.out.c_str());
   }
+  if (g_interrupted.load()) return 130;
   return failed == 0 ? 0 : 1;
 }
 
@@ -117,7 +131,9 @@ void add_coldstart_command(CLI::App& app) {
       "Start a serving command N times and time each startup phase from its log lines and "
       "the time to a 200 from /health; print median and range per phase (the seed's "
       "cold-start table), write JSON and an SVG chart. Usage: kvgate coldstart --runs 4 "
-      "--health http://127.0.0.1:8000/health [options] -- vllm serve MODEL ...");
+      "--health http://127.0.0.1:8000/health [options] -- vllm serve MODEL ... Exit code: 0 all "
+      "runs reached /health, 1 some did not, 2 usage error, 130 interrupted (SIGINT/SIGTERM: "
+      "the server is stopped and the runs so far are reported).");
   cmd->add_option("--runs", flags->runs, "How many times to start the server")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
@@ -127,9 +143,11 @@ void add_coldstart_command(CLI::App& app) {
   cmd->add_option("--keep-cache", flags->keep_cache,
                   "Cache directory kept between runs (repeatable): emptied once before run 1 "
                   "(unless --no-clean-first), then left as each run leaves it. A run is "
-                  "'caches kept' when all of them are non-empty at its launch, else 'cold'");
+                  "'caches kept' when all of them are non-empty at its launch, else 'cold'")
+      ->allow_extra_args(false);
   cmd->add_option("--clean-cache", flags->clean_cache,
-                  "Cache directory emptied before every run (repeatable): each run starts cold");
+                  "Cache directory emptied before every run (repeatable): each run starts cold")
+      ->allow_extra_args(false);
   cmd->add_flag("--no-clean-first", flags->no_clean_first,
                 "Do not empty the --keep-cache directories before run 1");
   cmd->add_option("--patterns", flags->patterns_file,

@@ -49,8 +49,8 @@ struct RunLog {
 
 Status empty_directory(const std::string& dir) {
   std::error_code ec;
-  fs::path path = fs::absolute(dir, ec);
-  if (ec || path.empty() || path == path.root_path()) {
+  fs::path path = fs::absolute(dir, ec).lexically_normal();
+  if (ec || dir.empty() || path.empty() || path == path.root_path()) {
     return Error("refusing to empty '" + dir + "'");
   }
   if (!fs::exists(path, ec)) {
@@ -89,7 +89,8 @@ Result<ColdstartReport> run_coldstart(const RunnerOptions& options, std::FILE* p
     report.phase_labels.push_back(p.label.empty() ? p.name : p.label);
   }
 
-  for (int run = 1; run <= options.runs; ++run) {
+  auto interrupted = [&] { return options.interrupted != nullptr && options.interrupted->load(); };
+  for (int run = 1; run <= options.runs && !interrupted(); ++run) {
     for (const std::string& dir : options.clean_dirs) {
       if (Status s = empty_directory(dir); !s) return Error(s.error());
     }
@@ -103,7 +104,10 @@ Result<ColdstartReport> run_coldstart(const RunnerOptions& options, std::FILE* p
 
     RunResult result;
     result.index = run;
-    result.cache = kept ? CacheState::kCachesKept : CacheState::kCold;
+    result.cache = kept ? CacheState::kCachesKept
+                   : options.keep_dirs.empty() && options.clean_dirs.empty()
+                       ? CacheState::kUnmanaged
+                       : CacheState::kCold;
 
     auto log = std::make_shared<RunLog>();
     log->matcher = *PhaseMatcher::compile(options.patterns);
@@ -146,6 +150,10 @@ Result<ColdstartReport> run_coldstart(const RunnerOptions& options, std::FILE* p
         result.outcome = status->describe() + " before /health answered 200";
         break;
       }
+      if (interrupted()) {
+        result.outcome = "interrupted";
+        break;
+      }
       if (Clock::now() >= deadline) {
         result.outcome = fmt::format("timed out after {:.0f} s",
                                      std::chrono::duration<double>(options.run_timeout).count());
@@ -174,7 +182,7 @@ Result<ColdstartReport> run_coldstart(const RunnerOptions& options, std::FILE* p
     }
     if (progress != nullptr) {
       std::fprintf(progress, "run %d/%d (%s): %s\n", run, options.runs,
-                   std::string(cache_state_name(result.cache)).c_str(),
+                   std::string(cache_state_key(result.cache)).c_str(),
                    result.health_s
                        ? fmt::format("time to /health {:.3f} s", *result.health_s).c_str()
                        : result.outcome.c_str());

@@ -8,9 +8,11 @@
 //     afterwards they are left as the previous run left them.
 //   - A run counts as "caches kept" when every keep dir is non-empty at its launch, as
 //     "cold" otherwise. So with keep dirs and a server that fills them, run 1 is cold and
-//     runs 2..N are "caches kept" -- the seed's second column.
+//     runs 2..N are "caches kept" -- the seed's second column. With no cache dir named at
+//     all the tool cannot tell, and the runs are just "runs" (CacheState::kUnmanaged).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -35,6 +37,9 @@ struct RunnerOptions {
   std::chrono::milliseconds stop_grace{std::chrono::seconds(10)};
   std::string log_dir;       // if set: run-N.log per run (timestamped server output)
   bool echo_output = false;  // copy the server's lines to stderr as they come
+  // When it becomes true (e.g. set by a SIGINT handler) the current server is stopped as
+  // after a run, no further run starts, and the runs so far are returned.
+  const std::atomic<bool>* interrupted = nullptr;
 };
 
 // Runs all runs (a failed run does not stop the others). Errors: bad options (URL, empty

@@ -52,12 +52,38 @@ std::string cell_text(const Row& row) {
 }  // namespace
 
 std::string_view cache_state_name(CacheState state) {
-  return state == CacheState::kCold ? "cold" : "caches kept";
+  switch (state) {
+    case CacheState::kCold:
+      return "cold";
+    case CacheState::kCachesKept:
+      return "caches kept";
+    case CacheState::kUnmanaged:
+      break;
+  }
+  return "runs";
+}
+
+std::string_view cache_state_key(CacheState state) {
+  switch (state) {
+    case CacheState::kCold:
+      return "cold";
+    case CacheState::kCachesKept:
+      return "caches-kept";
+    case CacheState::kUnmanaged:
+      break;
+  }
+  return "unmanaged";
+}
+
+std::string column_title(CacheState state, size_t runs) {
+  std::string count = fmt::format("{} run{}", runs, runs == 1 ? "" : "s");
+  if (state == CacheState::kUnmanaged) return count;
+  return fmt::format("{}, {}", cache_state_name(state), count);
 }
 
 std::vector<Column> summarize_report(const ColdstartReport& report) {
   std::vector<Column> columns;
-  for (CacheState cache : {CacheState::kCold, CacheState::kCachesKept}) {
+  for (CacheState cache : {CacheState::kUnmanaged, CacheState::kCold, CacheState::kCachesKept}) {
     bool present = std::any_of(report.runs.begin(), report.runs.end(),
                                [cache](const RunResult& r) { return r.cache == cache; });
     if (present) columns.push_back(make_column(report, cache));
@@ -75,8 +101,7 @@ std::string format_table(const ColdstartReport& report) {
   std::vector<std::vector<std::string>> grid;
   std::vector<std::string> header{"phase"};
   for (const Column& c : columns) {
-    header.push_back(
-        fmt::format("{}, {} run{}", cache_state_name(c.cache), c.runs, c.runs == 1 ? "" : "s"));
+    header.push_back(column_title(c.cache, c.runs));
   }
   grid.push_back(std::move(header));
   size_t rows = columns.empty() ? 0 : columns.front().rows.size();
@@ -110,9 +135,11 @@ std::vector<std::string> spread_warnings(const ColdstartReport& report, double f
       }
       double spread = relative_spread(*row.summary);
       std::string pct = std::isinf(spread) ? "inf" : fmt::format("{:.0f}", spread * 100);
-      out.push_back(fmt::format("{} runs differ by {}% (more than {:.0f}%) in {}: {}",
-                                cache_state_name(c.cache), pct, fraction * 100, row.label,
-                                format_cell(*row.summary)));
+      std::string who = c.cache == CacheState::kUnmanaged
+                            ? std::string("runs")
+                            : std::string(cache_state_name(c.cache)) + " runs";
+      out.push_back(fmt::format("{} differ by {}% (more than {:.0f}%) in {}: {}", who, pct,
+                                fraction * 100, row.label, format_cell(*row.summary)));
     }
   }
   return out;

@@ -17,9 +17,14 @@
 
 namespace kvgate::coldstart {
 
-// What the named cache directories held when a run was launched.
-enum class CacheState { kCold, kCachesKept };
-std::string_view cache_state_name(CacheState state);  // "cold" | "caches kept"
+// What the named cache directories held when a run was launched: kCold when they were
+// empty (or only --clean-cache dirs were named), kCachesKept when every --keep-cache dir
+// held something, kUnmanaged when the tool was told about no cache directory at all.
+enum class CacheState { kCold, kCachesKept, kUnmanaged };
+std::string_view cache_state_name(CacheState state);  // "cold" | "caches kept" | "runs"
+std::string_view cache_state_key(CacheState state);   // "cold" | "caches-kept" | "unmanaged"
+// The column title: "cold, 3 runs", "caches kept, 1 run", "3 runs".
+std::string column_title(CacheState state, size_t runs);
 
 struct RunResult {
   int index = 0;  // 1-based, in launch order

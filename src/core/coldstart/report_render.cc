@@ -37,13 +37,22 @@ json::value optional_number(const std::optional<double>& v) {
   return v ? json::value(*v) : json::value(nullptr);
 }
 
-std::string_view cache_key(CacheState state) {
-  return state == CacheState::kCold ? "cold" : "caches-kept";
-}
-
 // Fill colours per cache state (bar, whisker).
 constexpr std::string_view kColdColor = "#d9534f";
 constexpr std::string_view kKeptColor = "#337ab7";
+constexpr std::string_view kRunsColor = "#5a5a5a";
+
+std::string_view color_of(CacheState state) {
+  switch (state) {
+    case CacheState::kCold:
+      return kColdColor;
+    case CacheState::kCachesKept:
+      return kKeptColor;
+    case CacheState::kUnmanaged:
+      break;
+  }
+  return kRunsColor;
+}
 
 }  // namespace
 
@@ -64,7 +73,7 @@ std::string report_json(const ColdstartReport& report, double warn_fraction) {
   for (const RunResult& run : report.runs) {
     json::object r;
     r["run"] = run.index;
-    r["cache"] = cache_key(run.cache);
+    r["cache"] = cache_state_key(run.cache);
     r["outcome"] = run.outcome;
     json::object by_phase;
     for (size_t i = 0; i < report.phase_names.size(); ++i) {
@@ -87,8 +96,8 @@ std::string report_json(const ColdstartReport& report, double warn_fraction) {
       o["max_s"] = row.summary ? json::value(row.summary->max) : json::value(nullptr);
       rows.push_back(std::move(o));
     }
-    summary.push_back(
-        json::object{{"cache", cache_key(c.cache)}, {"runs", c.runs}, {"rows", std::move(rows)}});
+    summary.push_back(json::object{
+        {"cache", cache_state_key(c.cache)}, {"runs", c.runs}, {"rows", std::move(rows)}});
   }
   root["summary"] = std::move(summary);
   json::array warnings;
@@ -125,11 +134,11 @@ std::string report_svg(const ColdstartReport& report) {
   // Legend.
   int lx = kLeft;
   for (const Column& c : columns) {
-    std::string_view color = c.cache == CacheState::kCold ? kColdColor : kKeptColor;
+    std::string_view color = color_of(c.cache);
     svg +=
         fmt::format("<rect x=\"{}\" y=\"30\" width=\"12\" height=\"12\" fill=\"{}\"/>", lx, color);
-    svg += fmt::format("<text x=\"{}\" y=\"40\">{}, {} run{}</text>\n", lx + 16,
-                       cache_state_name(c.cache), c.runs, c.runs == 1 ? "" : "s");
+    svg +=
+        fmt::format("<text x=\"{}\" y=\"40\">{}</text>\n", lx + 16, column_title(c.cache, c.runs));
     lx += 170;
   }
   for (size_t r = 0; r < rows; ++r) {
@@ -140,7 +149,7 @@ std::string report_svg(const ColdstartReport& report) {
     for (size_t ci = 0; ci < columns.size(); ++ci) {
       const Row& row = columns[ci].rows[r];
       int y = y0 + static_cast<int>(ci) * kBar;
-      std::string_view color = columns[ci].cache == CacheState::kCold ? kColdColor : kKeptColor;
+      std::string_view color = color_of(columns[ci].cache);
       if (!row.summary) {
         svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" fill=\"#777\">not seen</text>\n",
                            x_of(0) + 4, y + kBar - 3);
