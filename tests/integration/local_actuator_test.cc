@@ -1,14 +1,15 @@
 // The local-process actuator with real server processes: the core Autoscaler decides,
 // the actuator launches, health-checks, registers, drains and stops replicas, and
-// replaces one that crashes. The replicas are real HTTP servers (Python's http.server
-// serving a directory with a `health` file) behind a shell `sleep`, which stands for a
-// time-scaled startup: they refuse connections until they are up.
+// replaces one that crashes. Two kinds of replica: real `kvgate engine` processes that
+// boot through the 7B cold-start phases time-scaled to ~1 s, and a plain HTTP server
+// (Python's http.server behind a `sleep`) to show the command can be any server.
 #include "io/local_actuator.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -82,9 +83,11 @@ class LocalActuatorTest : public ::testing::Test {
   std::vector<std::string> draining_, removed_;
   std::map<std::string, uint32_t> in_flight_;
   int crashes_ = 0;
+
+  void scale_one_three_one(std::vector<std::string> command);
 };
 
-TEST_F(LocalActuatorTest, ScalesOneToThreeToOneAndReplacesACrashedReplica) {
+void LocalActuatorTest::scale_one_three_one(std::vector<std::string> command) {
   scale::AutoscaleConfig config;
   config.policy = scale::PolicyKind::kTarget;
   config.signal = scale::Signal::kWaiting;
@@ -96,7 +99,9 @@ TEST_F(LocalActuatorTest, ScalesOneToThreeToOneAndReplacesACrashedReplica) {
   auto autoscaler = scale::Autoscaler::make(config);
   ASSERT_TRUE(autoscaler.ok()) << autoscaler.error();
 
-  auto made = LocalActuator::make(options());
+  LocalActuatorOptions o = options();
+  if (!command.empty()) o.command = std::move(command);
+  auto made = LocalActuator::make(o);
   ASSERT_TRUE(made.ok()) << made.error();
   LocalActuator& a = **made;
   ASSERT_TRUE(a.launch(1).ok());
@@ -147,6 +152,19 @@ TEST_F(LocalActuatorTest, ScalesOneToThreeToOneAndReplacesACrashedReplica) {
   EXPECT_EQ(a.restarts(), 1u);
   EXPECT_EQ(registered_.count(survivor), 0u);
   EXPECT_EQ(registered_.size(), 1u);
+}
+
+TEST_F(LocalActuatorTest, ScalesOneToThreeToOneAndReplacesACrashedReplica) {
+  scale_one_three_one({});
+}
+
+// The same with real `kvgate engine` processes booting through the 7B cold-start phases
+// at 1/200 of real time (~1 s instead of ~200 s).
+TEST_F(LocalActuatorTest, ScalesKvgateEngines) {
+  const char* bin = std::getenv("KVGATE_BIN");
+  if (bin == nullptr) GTEST_SKIP() << "KVGATE_BIN not set";
+  scale_one_three_one({bin, "engine", "--port", "{port}", "--startup", "cold", "--time-scale",
+                       "0.005", "--num-gpu-blocks", "1024"});
 }
 
 TEST_F(LocalActuatorTest, ACommandThatCannotRunIsAnError) {
