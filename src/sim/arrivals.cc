@@ -14,7 +14,20 @@ ArrivalProcess::ArrivalProcess(const ArrivalSpec& spec, uint64_t seed) : spec_(s
       const double integral =
           (e - s) -
           spec_.amplitude / w * (std::cos(w * e + spec_.phase) - std::cos(w * s + spec_.phase));
-      stages_.push_back({spec_.mean_qps * integral / (e - s), seconds(s), seconds(e), false});
+      double qps = spec_.mean_qps * integral / (e - s);
+      for (const ArrivalSpec::Burst& b : spec_.bursts) {
+        // The burst adds (factor - 1) x the curve over its overlap with the bucket
+        // (midpoint rule, fine enough for a report figure).
+        const double lo = std::max(s, b.start_s), hi = std::min(e, b.start_s + b.duration_s);
+        constexpr int kSteps = 64;
+        for (int i = 0; i < kSteps && hi > lo; ++i) {
+          const double t = lo + (hi - lo) * (i + 0.5) / kSteps;
+          qps += (b.factor - 1) * spec_.mean_qps *
+                 (1 + spec_.amplitude * std::sin(w * t + spec_.phase)) * (hi - lo) / kSteps /
+                 (e - s);
+        }
+      }
+      stages_.push_back({qps, seconds(s), seconds(e), false});
     }
     return;
   }
@@ -50,18 +63,28 @@ std::optional<ArrivalProcess::Arrival> ArrivalProcess::next_staged() {
 }
 
 std::optional<ArrivalProcess::Arrival> ArrivalProcess::next_diurnal() {
-  const double peak = spec_.mean_qps * (1 + std::abs(spec_.amplitude));
+  double max_factor = 1;
+  for (const ArrivalSpec::Burst& b : spec_.bursts) max_factor *= std::max(1.0, b.factor);
+  const double peak = spec_.mean_qps * (1 + std::abs(spec_.amplitude)) * max_factor;
   if (peak <= 0) return std::nullopt;
-  const double w = 2 * M_PI / spec_.period_s;
   while (true) {
     t_ += rng_.exponential(peak);
     if (t_ >= spec_.duration_s) return std::nullopt;
-    const double rate = spec_.mean_qps * (1 + spec_.amplitude * std::sin(w * t_ + spec_.phase));
+    const double rate = diurnal_rate(spec_, t_);
     if (rng_.uniform() * peak < rate) {
       const Nanos at = seconds(t_);
       return Arrival{at, stage_at(stages_, at)};
     }
   }
+}
+
+double diurnal_rate(const ArrivalSpec& spec, double t_s) {
+  const double w = 2 * M_PI / spec.period_s;
+  double rate = spec.mean_qps * (1 + spec.amplitude * std::sin(w * t_s + spec.phase));
+  for (const ArrivalSpec::Burst& b : spec.bursts) {
+    if (t_s >= b.start_s && t_s < b.start_s + b.duration_s) rate *= b.factor;
+  }
+  return rate;
 }
 
 uint32_t stage_at(const std::vector<StageInfo>& stages, Nanos t) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <unordered_map>
 
@@ -12,6 +13,7 @@
 #include "core/kv/precise_index.h"
 #include "core/route/router.h"
 #include "sim/event_queue.h"
+#include "sim/pool_scaler.h"
 #include "sim/progress.h"
 
 namespace kvgate::sim {
@@ -33,6 +35,8 @@ enum class EventKind : uint8_t {
   kScrape,          // the router scrapes every engine's metrics
   kPrefillDone,     // disaggregated: a prefill engine's answer reaches the gateway
   kPrefillRelease,  // disaggregated: the decode side has the KV; the prefill engine frees it
+  kControl,         // the autoscaler decides (autoscaled runs)
+  kReplicaReady,    // a launched replica passes its health check
 };
 
 // Where a request is in its life on the engines.
@@ -40,6 +44,19 @@ enum class Phase : uint8_t {
   kWhole,    // one engine prefills and decodes
   kPrefill,  // disaggregated, on its prefill engine
   kDecode,   // disaggregated, on its decode engine (KV transferred)
+};
+
+// A replica's life in an autoscaled run (fixed fleets: every engine is kReady forever).
+enum class ReplicaPhase : uint8_t { kStarting, kReady, kDraining, kStopped };
+
+struct Replica {
+  ReplicaPhase phase = ReplicaPhase::kReady;
+  Nanos launched_at = 0;
+  Nanos ready_at = 0;
+  Nanos drained_at = -1;
+  Nanos stopped_at = -1;
+  uint32_t in_flight = 0;   // routed to it and not yet finished at the gateway
+  double busy_at_tick = 0;  // engine busy seconds at the last control tick
 };
 
 struct Event {
@@ -65,7 +82,12 @@ class Simulation {
         policy_(policy),
         seed_(seed),
         options_(options),
-        rng_(seed ^ 0x726f757465ULL) {}
+        rng_(seed ^ 0x726f757465ULL),
+        startup_rng_(seed ^ 0x7374617274ULL),
+        ttft_window_(scenario.scaling.signal_window),
+        itl_window_(scenario.scaling.signal_window),
+        prompt_window_(scenario.scaling.signal_window),
+        output_window_(scenario.scaling.signal_window) {}
 
   Result<PolicyRun> run();
 
@@ -78,6 +100,22 @@ class Simulation {
   void on_prefill_done(Nanos now, uint64_t id);
   void on_kv_events(uint32_t engine, uint64_t slot);
   void on_scrape(Nanos now);
+  // Autoscaling glue: engines come and go at run time.
+  uint32_t create_engine(const EngineGroup& g);
+  Status join_router(uint32_t engine, Nanos now);
+  void on_control(Nanos now);
+  void on_replica_ready(Nanos now, uint32_t engine);
+  scale::PoolSignals build_signals(Nanos now);
+  void launch(Nanos now);
+  void drain(Nanos now, uint32_t engine);
+  void stop(Nanos now, uint32_t engine);
+  // A request routed to `engine` (its decode engine) is over; a draining replica stops
+  // with its last one.
+  void release_in_flight(Nanos now, uint32_t engine) {
+    if (--replicas_[engine].in_flight == 0 && replicas_[engine].phase == ReplicaPhase::kDraining)
+      stop(now, engine);
+  }
+  bool live(uint32_t engine) const { return replicas_[engine].phase != ReplicaPhase::kStopped; }
   void schedule_step(uint32_t engine, Nanos at);
   uint64_t admit(WorkloadRequest w);
   void pull_open_loop();
@@ -114,6 +152,18 @@ class Simulation {
   std::vector<uint32_t> engine_of_;  // router endpoint id -> engine index
   std::vector<ClusterSample> samples_;
   uint64_t events_ = 0;
+
+  // Autoscaling (scaler_ null: a fixed fleet).
+  std::unique_ptr<PoolScaler> scaler_;
+  std::vector<Replica> replicas_;  // by engine index
+  Rng startup_rng_;
+  LatencyWindow ttft_window_, itl_window_;       // seconds, observed at the gateway
+  LatencyWindow prompt_window_, output_window_;  // tokens per finished request
+  uint64_t arrivals_since_tick_ = 0;
+  double gpu_seconds_ = 0;
+  int32_t gpus_per_replica_ = 1;
+  uint32_t launches_ = 0;
+  std::vector<ScaleSample> scale_samples_;
 };
 
 Status Simulation::build() {
@@ -127,15 +177,16 @@ Status Simulation::build() {
   const bool want_approx =
       src == route::OverlapSource::kApprox || src == route::OverlapSource::kBoth;
 
-  uint32_t index = 0;
+  auto scaler = make_pool_scaler(scenario_, policy_);
+  if (!scaler) return Error(scaler.error());
+  scaler_ = std::move(*scaler);
+  if (scaler_) {
+    gpus_per_replica_ = scaler_->gpus_per_replica();
+  } else if (scenario_.autoscale) {
+    gpus_per_replica_ = scenario_.autoscale->gpus_per_replica;
+  }
   for (const EngineGroup& g : scenario_.engines) {
-    for (uint32_t i = 0; i < g.count; ++i, ++index) {
-      engine::EngineConfig config = g.config;
-      config.emit_kv_events = want_events_;
-      config.hash_seed = (seed_ * 0x9e3779b97f4a7c15ULL) ^ (0x6b76000000000000ULL + index);
-      config.vocab_size = scenario_.workload.vocab_size;
-      engines_.push_back(std::make_unique<engine::EngineModel>(config, g.profile));
-    }
+    for (uint32_t i = 0; i < g.count; ++i) create_engine(g);
   }
   block_size_ = engines_.front()->config().block_size;
   for (const auto& e : engines_) {
@@ -157,23 +208,47 @@ Status Simulation::build() {
   if (!router) return Error("policy " + policy_.name + ": " + router.error());
   router_ = std::move(*router);
 
-  index = 0;
-  for (const EngineGroup& g : scenario_.engines) {
-    for (uint32_t i = 0; i < g.count; ++i, ++index) {
-      route::EndpointSpec spec;
-      spec.url = fmt::format("sim://engine-{}", index);
-      spec.role = g.role;
-      spec.zone = g.zone;
-      spec.rack = g.rack;
-      spec.kv_capacity_blocks = engines_[index]->config().num_gpu_blocks;
-      auto id = router_->add_endpoint(std::move(spec), 0);
-      if (!id) return Error(id.error());
-      endpoint_of_.push_back(*id);
-      if (engine_of_.size() <= *id) engine_of_.resize(*id + 1, 0);
-      engine_of_[*id] = index;
-    }
+  for (uint32_t index = 0; index < engines_.size(); ++index) {
+    if (Status s = join_router(index, 0); !s) return s;
   }
-  step_pending_.assign(engines_.size(), false);
+  return {};
+}
+
+uint32_t Simulation::create_engine(const EngineGroup& g) {
+  const uint32_t index = static_cast<uint32_t>(engines_.size());
+  engine::EngineConfig config = g.config;
+  config.emit_kv_events = want_events_;
+  config.hash_seed = (seed_ * 0x9e3779b97f4a7c15ULL) ^ (0x6b76000000000000ULL + index);
+  config.vocab_size = scenario_.workload.vocab_size;
+  engines_.push_back(std::make_unique<engine::EngineModel>(config, g.profile));
+  step_pending_.push_back(false);
+  endpoint_of_.push_back(0);
+  replicas_.emplace_back();
+  return index;
+}
+
+// Index of the group engine `index` belongs to (new replicas copy the first group).
+const EngineGroup& group_of(const Scenario& s, uint32_t index) {
+  for (const EngineGroup& g : s.engines) {
+    if (index < g.count) return g;
+    index -= g.count;
+  }
+  return s.engines.front();
+}
+
+Status Simulation::join_router(uint32_t index, Nanos now) {
+  const EngineGroup& g = group_of(scenario_, index);
+  route::EndpointSpec spec;
+  spec.url = fmt::format("sim://engine-{}", index);
+  spec.role = g.role;
+  spec.zone = g.zone;
+  spec.rack = g.rack;
+  spec.kv_capacity_blocks = engines_[index]->config().num_gpu_blocks;
+  auto id = router_->add_endpoint(std::move(spec), now);
+  if (!id) return Error(id.error());
+  endpoint_of_[index] = *id;
+  if (engine_of_.size() <= *id) engine_of_.resize(*id + 1, 0);
+  engine_of_[*id] = index;
   return {};
 }
 
@@ -235,6 +310,8 @@ void Simulation::on_arrival(Nanos now, uint64_t id) {
   const uint32_t engine = engine_of_[d.endpoint];
   r.record.endpoint = engine;
   r.decode_engine = engine;
+  ++replicas_[engine].in_flight;
+  ++arrivals_since_tick_;
   uint32_t first = engine;
   if (d.prefill_endpoint) {
     // Disaggregated: prefill there first, then hand the KV to `engine`.
@@ -268,6 +345,7 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
       router_->pool().on_failed(id, now + scenario_.gateway.hop_delay);
       r.work.prompt.reset();
       --outstanding_;
+      release_in_flight(now, engine);
       return;
     }
     er.remote_kv = true;
@@ -281,6 +359,7 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
     r.record.rejected = true;
     router_->pool().on_failed(id, now + scenario_.gateway.hop_delay);
     --outstanding_;
+    release_in_flight(now, r.decode_engine);
     return;
   }
   if (!step_pending_[engine]) {
@@ -295,6 +374,7 @@ void Simulation::schedule_step(uint32_t engine, Nanos at) {
 
 void Simulation::on_engine_step(Nanos now, uint32_t engine) {
   step_pending_[engine] = false;
+  if (!live(engine)) return;
   engine::EngineModel& e = *engines_[engine];
   e.step(now, step_);
   const Nanos end = step_.end();
@@ -349,6 +429,15 @@ void Simulation::on_engine_step(Nanos now, uint32_t engine) {
 void Simulation::on_finished(Nanos now, uint64_t id) {
   router_->pool().on_finished(id, now);
   --outstanding_;
+  {
+    const RequestRecord& rec = requests_[id].record;
+    if (rec.output_tokens > 1) {
+      itl_window_.add(now, to_seconds(rec.finish - rec.first_token) / (rec.output_tokens - 1));
+    }
+    prompt_window_.add(now, rec.prompt_tokens);
+    output_window_.add(now, rec.output_tokens);
+    release_in_flight(now, rec.endpoint);
+  }
   auto next = workload_->follow_up(requests_[id].work, now);
   RequestState& r = requests_[id];
   r.work.prompt.reset();
@@ -366,6 +455,12 @@ void Simulation::on_prefill_done(Nanos now, uint64_t id) {
 
 void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
   const kv::EndpointId ep = endpoint_of_[engine];
+  if (!live(engine)) {
+    // A stopped replica's endpoint id may already belong to a new one: drop its events.
+    kv_batches_[slot].clear();
+    free_batches_.push_back(slot);
+    return;
+  }
   for (const engine::KvEvent& ev : kv_batches_[slot]) {
     if (const auto* stored = std::get_if<engine::BlockStored>(&ev)) {
       kv::BlockStoredEvent e;
@@ -391,7 +486,11 @@ void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
 void Simulation::on_scrape(Nanos now) {
   double waiting = 0, usage = 0, prefill_waiting = 0, decode_usage = 0;
   uint32_t prefillers = 0, decoders = 0;
-  for (size_t i = 0; i < engines_.size(); ++i) {
+  size_t serving = 0;
+  for (uint32_t i = 0; i < engines_.size(); ++i) {
+    const ReplicaPhase phase = replicas_[i].phase;
+    if (phase != ReplicaPhase::kReady && phase != ReplicaPhase::kDraining) continue;
+    ++serving;
     const engine::EngineMetrics& m = engines_[i]->metrics();
     const engine::Role role = engines_[i]->config().role;
     if (role == engine::Role::kPrefill) {
@@ -409,11 +508,143 @@ void Simulation::on_scrape(Nanos now) {
     waiting += m.num_requests_waiting;
     usage += m.kv_cache_usage;
   }
-  const double n = static_cast<double>(engines_.size());
+  const double n = static_cast<double>(std::max<size_t>(serving, 1));
   samples_.push_back({now, waiting / n, usage / n, prefillers ? prefill_waiting / prefillers : 0,
                       decoders ? decode_usage / decoders : 0});
   if (!done())
     queue_.push(now + scenario_.gateway.scrape_interval, Event{EventKind::kScrape, 0, 0});
+}
+
+scale::PoolSignals Simulation::build_signals(Nanos now) {
+  // The pool as the gateway sees it: the router's scraped endpoint state, the latencies
+  // and token counts it observed over the window, and the replicas it launched.
+  scale::PoolSignals s;
+  const double interval = to_seconds(scenario_.scaling.control_interval);
+  double kv = 0, busy = 0;
+  for (uint32_t i = 0; i < replicas_.size(); ++i) {
+    Replica& r = replicas_[i];
+    if (!live(i)) continue;
+    scale::ReplicaSignal rs;
+    rs.id = fmt::format("engine-{}", i);
+    rs.phase = r.phase == ReplicaPhase::kStarting ? scale::ReplicaPhase::kStarting
+               : r.phase == ReplicaPhase::kReady  ? scale::ReplicaPhase::kReady
+                                                  : scale::ReplicaPhase::kDraining;
+    rs.launched_at = r.launched_at;
+    rs.ready_at = r.ready_at;
+    rs.in_flight = r.in_flight;
+    s.replicas.push_back(std::move(rs));
+    if (r.phase == ReplicaPhase::kStarting) continue;
+    const double engine_busy = engines_[i]->metrics().busy_seconds;
+    if (r.phase == ReplicaPhase::kReady) {
+      if (const route::Endpoint* ep = router_->pool().get(endpoint_of_[i]); ep && ep->metrics) {
+        s.waiting += ep->metrics->waiting;
+        s.running += ep->metrics->running;
+        kv += ep->metrics->kv_usage;
+      }
+      // GPU "utilisation" as nvidia-smi reports it: the fraction of the interval in which
+      // a kernel ran, i.e. the engine was stepping a batch of any size.
+      const double span = std::min(interval, to_seconds(now - r.ready_at));
+      if (span > 0) busy += std::min(1.0, (engine_busy - r.busy_at_tick) / span);
+    }
+    r.busy_at_tick = engine_busy;
+  }
+  const uint32_t ready = s.ready();
+  if (ready > 0) {
+    s.kv_usage = kv / ready;
+    s.gpu_utilization = busy / ready;
+  }
+  for (LatencyWindow* w : {&ttft_window_, &itl_window_, &prompt_window_, &output_window_})
+    w->prune(now);
+  const double window = to_seconds(std::min(now, scenario_.scaling.signal_window));
+  if (window > 0) {
+    s.prompt_tokens_per_s = prompt_window_.sum() / window;
+    s.generation_tokens_per_s = output_window_.sum() / window;
+  }
+  if (prompt_window_.size() > 0) {
+    s.mean_prompt_tokens = prompt_window_.sum() / static_cast<double>(prompt_window_.size());
+    s.mean_generation_tokens = output_window_.sum() / static_cast<double>(output_window_.size());
+  }
+  s.ttft = ttft_window_.summary();
+  s.itl = itl_window_.summary();
+  return s;
+}
+
+void Simulation::on_control(Nanos now) {
+  const scale::PoolSignals s = build_signals(now);
+  const scale::Decision d = scaler_->decide(s, now);
+  for (const std::string& id : d.drain) {
+    const uint32_t engine = static_cast<uint32_t>(std::stoul(id.substr(id.find('-') + 1)));
+    drain(now, engine);
+  }
+  const int32_t keep = d.current_replicas - static_cast<int32_t>(d.drain.size());
+  for (int32_t i = keep; i < d.desired_replicas; ++i) launch(now);
+
+  ScaleSample sample;
+  sample.at = now;
+  for (const Replica& r : replicas_) {
+    sample.ready += r.phase == ReplicaPhase::kReady;
+    sample.starting += r.phase == ReplicaPhase::kStarting;
+    sample.draining += r.phase == ReplicaPhase::kDraining;
+  }
+  sample.desired = d.desired_replicas;
+  sample.arrival_qps =
+      static_cast<double>(arrivals_since_tick_) / to_seconds(scenario_.scaling.control_interval);
+  sample.waiting = s.waiting;
+  sample.gpu_utilization = s.gpu_utilization;
+  scale_samples_.push_back(sample);
+  arrivals_since_tick_ = 0;
+  if (!done()) {
+    queue_.push(now + scenario_.scaling.control_interval, Event{EventKind::kControl, 0, 0});
+  }
+}
+
+void Simulation::launch(Nanos now) {
+  const uint32_t engine = create_engine(scenario_.engines.front());
+  Replica& r = replicas_[engine];
+  r.phase = ReplicaPhase::kStarting;
+  r.launched_at = now;
+  r.ready_at = -1;
+  ++launches_;
+  Nanos startup = scenario_.scaling.startup_fixed;
+  const engine::Profile& profile = scenario_.engines.front().profile;
+  if (startup == 0 && profile.startup) {
+    startup = engine::total_duration(
+        engine::sample_startup(*profile.startup, scenario_.scaling.startup, startup_rng_));
+  }
+  queue_.push(now + startup, Event{EventKind::kReplicaReady, engine, 0});
+}
+
+void Simulation::on_replica_ready(Nanos now, uint32_t engine) {
+  Replica& r = replicas_[engine];
+  if (r.phase != ReplicaPhase::kStarting) return;  // cancelled while it booted
+  r.phase = ReplicaPhase::kReady;
+  r.ready_at = now;
+  // It joins the router with an empty prefix cache (a fresh EngineModel) and unscraped.
+  if (Status s = join_router(engine, now); !s) stop(now, engine);
+}
+
+void Simulation::drain(Nanos now, uint32_t engine) {
+  Replica& r = replicas_[engine];
+  if (r.phase == ReplicaPhase::kStarting) {
+    stop(now, engine);  // nothing to wait for
+    return;
+  }
+  if (r.phase != ReplicaPhase::kReady) return;
+  r.phase = ReplicaPhase::kDraining;
+  r.drained_at = now;
+  router_->pool().set_health(endpoint_of_[engine], route::Health::kDraining);
+  if (r.in_flight == 0) stop(now, engine);
+}
+
+void Simulation::stop(Nanos now, uint32_t engine) {
+  Replica& r = replicas_[engine];
+  if (r.phase == ReplicaPhase::kReady || r.phase == ReplicaPhase::kDraining) {
+    router_->remove_endpoint(endpoint_of_[engine]);
+  }
+  r.phase = ReplicaPhase::kStopped;
+  r.stopped_at = now;
+  gpu_seconds_ += to_seconds(now - r.launched_at) * gpus_per_replica_;
+  engines_[engine].reset();
 }
 
 Result<PolicyRun> Simulation::run() {
@@ -422,6 +653,7 @@ Result<PolicyRun> Simulation::run() {
   if (Status s = build(); !s) return Error(s.error());
   pull_open_loop();
   queue_.push(0, Event{EventKind::kScrape, 0, 0});
+  if (scaler_) queue_.push(scenario_.scaling.control_interval, Event{EventKind::kControl, 0, 0});
 
   const auto& stages = workload_->stages();
   const Nanos planned_end = stages.empty() ? 1 : std::max<Nanos>(stages.back().end, 1);
@@ -445,9 +677,12 @@ Result<PolicyRun> Simulation::run() {
       case EventKind::kEngineStep:
         on_engine_step(now, e.payload.engine);
         break;
-      case EventKind::kFirstToken:
+      case EventKind::kFirstToken: {
         router_->pool().on_first_token(e.payload.id, now);
+        const RequestRecord& rec = requests_[e.payload.id].record;
+        ttft_window_.add(now, to_seconds(rec.first_token - rec.arrival));
         break;
+      }
       case EventKind::kFinished:
         on_finished(now, e.payload.id);
         break;
@@ -457,11 +692,17 @@ Result<PolicyRun> Simulation::run() {
       case EventKind::kScrape:
         on_scrape(now);
         break;
+      case EventKind::kControl:
+        on_control(now);
+        break;
+      case EventKind::kReplicaReady:
+        on_replica_ready(now, e.payload.engine);
+        break;
       case EventKind::kPrefillDone:
         on_prefill_done(now, e.payload.id);
         break;
       case EventKind::kPrefillRelease:
-        engines_[e.payload.engine]->release(e.payload.id);
+        if (live(e.payload.engine)) engines_[e.payload.engine]->release(e.payload.id);
         break;
     }
     if ((events_ & 0xffff) == 0 && options_.progress) {
@@ -483,6 +724,19 @@ Result<PolicyRun> Simulation::run() {
   out.wall_seconds = wall;
   out.cpu_seconds = process_cpu_seconds() - cpu_start;
   out.events = events_;
+  for (uint32_t i = 0; i < replicas_.size(); ++i) {
+    if (live(i)) gpu_seconds_ += to_seconds(now - replicas_[i].launched_at) * gpus_per_replica_;
+  }
+  out.autoscaled = scaler_ != nullptr;
+  out.gpu_seconds = gpu_seconds_;
+  out.launches = launches_;
+  out.scale = std::move(scale_samples_);
+  for (const Replica& r : replicas_) {
+    out.replicas.push_back({.launched_at = r.launched_at,
+                            .ready_at = r.ready_at,
+                            .drained_at = r.drained_at,
+                            .stopped_at = r.stopped_at});
+  }
   return out;
 }
 

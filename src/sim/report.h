@@ -49,6 +49,26 @@ struct ClusterSample {
   double decode_kv_usage = 0;
 };
 
+// One autoscaler control tick (autoscaled runs only).
+struct ScaleSample {
+  Nanos at = 0;
+  uint32_t ready = 0;          // replicas serving
+  uint32_t starting = 0;       // launched, not yet healthy
+  uint32_t draining = 0;       // finishing their requests before they stop
+  int32_t desired = 0;         // the decision's desired replicas
+  double arrival_qps = 0;      // arrivals at the gateway over the last interval, per second
+  double waiting = 0;          // waiting requests in the pool (as scraped)
+  double gpu_utilization = 0;  // mean over ready replicas, 0..1
+};
+
+// One replica's life, by engine index (RequestRecord::endpoint).
+struct ReplicaLife {
+  Nanos launched_at = 0;
+  Nanos ready_at = 0;     // -1: never became ready (cancelled while starting, or the run ended)
+  Nanos drained_at = -1;  // -1: never drained
+  Nanos stopped_at = -1;  // -1: still up when the run ended
+};
+
 struct PolicyRun {
   std::string policy;
   std::vector<RequestRecord> requests;
@@ -57,6 +77,13 @@ struct PolicyRun {
   double wall_seconds = 0;  // real time the run took
   double cpu_seconds = 0;   // CPU time the run took (the machine may be shared)
   uint64_t events = 0;      // events processed
+  // Autoscaling (scaling_spec.h). GPU-seconds count every replica from launch (it holds
+  // its GPUs while it boots) to stop, times the GPUs per replica.
+  bool autoscaled = false;
+  double gpu_seconds = 0;
+  uint32_t launches = 0;  // replicas launched after the start
+  std::vector<ScaleSample> scale;
+  std::vector<ReplicaLife> replicas;
 };
 
 struct StageSummary {

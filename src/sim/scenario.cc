@@ -1,9 +1,11 @@
 #include "sim/scenario.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "core/scale/config_yaml_node.h"
 #include "sim/workload_yaml.h"
 #include "sim/yaml_util.h"
 
@@ -88,10 +90,11 @@ Nanos millis(double ms) { return static_cast<Nanos>(ms * 1e6); }
 
 Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
   PolicySpec p;
-  KVGATE_TRY(check_keys(n,
-                        {"name", "policy", "params", "overlap", "filters", "saturation", "approx",
-                         "record_decisions", "prefill_tokens_per_second", "early_reject", "pd"},
-                        where));
+  KVGATE_TRY(check_keys(
+      n,
+      {"name", "policy", "params", "overlap", "filters", "saturation", "approx", "record_decisions",
+       "prefill_tokens_per_second", "early_reject", "pd", "autoscale", "oracle"},
+      where));
   KVGATE_TRY(read_field(n, "name", p.name, where));
   KVGATE_TRY(read_field(n, "policy", p.router.policy.name, where));
   if (p.name.empty()) p.name = p.router.policy.name;
@@ -173,7 +176,58 @@ Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
     KVGATE_TRY(read_field(d, "local_prefill_max_tokens", p.router.pd.local_prefill_max_tokens, wd));
   }
   if (p.router.policy.name.empty()) return Error(where + ".policy: required");
+  if (const YAML::Node a = n["autoscale"]) {
+    auto c = scale::parse_autoscale_node(a, where + ".autoscale");
+    if (!c) return Error(c.error());
+    p.autoscale = std::move(*c);
+  }
+  if (const YAML::Node o = n["oracle"]) {
+    const std::string wo = where + ".oracle";
+    KVGATE_TRY(
+        check_keys(o, {"qps_per_replica", "min_replicas", "max_replicas", "gpus_per_replica"}, wo));
+    OracleSpec spec;
+    KVGATE_TRY(read_field(o, "qps_per_replica", spec.qps_per_replica, wo));
+    KVGATE_TRY(read_field(o, "min_replicas", spec.min_replicas, wo));
+    KVGATE_TRY(read_field(o, "max_replicas", spec.max_replicas, wo));
+    KVGATE_TRY(read_field(o, "gpus_per_replica", spec.gpus_per_replica, wo));
+    if (spec.qps_per_replica <= 0 || spec.min_replicas < 0 || spec.gpus_per_replica < 1 ||
+        spec.max_replicas < spec.min_replicas) {
+      return Error(wo + ": need qps_per_replica > 0 and 0 <= min_replicas <= max_replicas");
+    }
+    if (p.autoscale) return Error(where + ": autoscale and oracle are exclusive");
+    p.oracle = spec;
+  }
   return p;
+}
+
+Status parse_scaling(const YAML::Node& n, ScalingSpec& out) {
+  const std::string where = "scaling";
+  KVGATE_TRY(check_keys(n, {"control_interval_s", "signal_window_s", "startup", "startup_s", "slo"},
+                        where));
+  double control = to_seconds(out.control_interval), window = to_seconds(out.signal_window);
+  double fixed = 0;
+  std::string mode = std::string(engine::startup_mode_name(out.startup));
+  KVGATE_TRY(read_field(n, "control_interval_s", control, where));
+  KVGATE_TRY(read_field(n, "signal_window_s", window, where));
+  KVGATE_TRY(read_field(n, "startup_s", fixed, where));
+  KVGATE_TRY(read_field(n, "startup", mode, where));
+  auto m = engine::parse_startup_mode(mode);
+  if (!m) return Error(where + ".startup: expected none, cold or caches-kept");
+  if (control <= 0 || window <= 0 || fixed < 0) {
+    return Error(where + ": need control_interval_s > 0, signal_window_s > 0, startup_s >= 0");
+  }
+  out.control_interval = seconds(control);
+  out.signal_window = seconds(window);
+  out.startup = *m;
+  out.startup_fixed = seconds(fixed);
+  if (const YAML::Node slo = n["slo"]) {
+    KVGATE_TRY(check_keys(slo, {"ttft_s", "itl_s"}, where + ".slo"));
+    KVGATE_TRY(read_field(slo, "ttft_s", out.slo.ttft_s, where + ".slo"));
+    KVGATE_TRY(read_field(slo, "itl_s", out.slo.itl_s, where + ".slo"));
+    if (out.slo.ttft_s <= 0 || out.slo.itl_s <= 0)
+      return Error(where + ".slo: targets must be > 0");
+  }
+  return {};
 }
 
 }  // namespace
@@ -187,10 +241,10 @@ Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string&
   }
   if (!root.IsMap()) return Error("scenario: expected a YAML map");
   Scenario s;
-  KVGATE_TRY(check_keys(
-      root,
-      {"name", "description", "seed", "cluster", "gateway", "policies", "workload", "max_time_s"},
-      "scenario"));
+  KVGATE_TRY(check_keys(root,
+                        {"name", "description", "seed", "cluster", "gateway", "policies",
+                         "workload", "max_time_s", "scaling", "autoscale"},
+                        "scenario"));
   KVGATE_TRY(read_field(root, "name", s.name, "scenario"));
   KVGATE_TRY(read_field(root, "seed", s.seed, "scenario"));
   double max_time = 0;
@@ -257,6 +311,26 @@ Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string&
   auto w = parse_workload(root["workload"], base_dir);
   if (!w) return Error(w.error());
   s.workload = std::move(*w);
+
+  if (const YAML::Node a = root["autoscale"]) {
+    auto c = scale::parse_autoscale_node(a, "autoscale");
+    if (!c) return Error(c.error());
+    s.autoscale = std::move(*c);
+  }
+  if (const YAML::Node sc = root["scaling"]) {
+    KVGATE_TRY(parse_scaling(sc, s.scaling));
+  }
+  const bool scaled = std::any_of(s.policies.begin(), s.policies.end(), [&](const PolicySpec& p) {
+    return p.oracle || p.autoscale || s.autoscale;
+  });
+  if (scaled && s.engines.size() != 1) {
+    return Error("autoscale: the simulator scales one engine group (cluster without groups)");
+  }
+  for (const PolicySpec& p : s.policies) {
+    if (p.oracle && s.workload.arrivals.kind != ArrivalSpec::Kind::kDiurnal) {
+      return Error("policy " + p.name + ": an oracle needs diurnal arrivals (a known curve)");
+    }
+  }
   return s;
 }
 

@@ -32,9 +32,12 @@
 //       pd: {mode: auto, locality_weight: 64, local_prefill_max_tokens: 0}
 //   workload: {...}                 # workload_yaml.h
 //   max_time_s: 0                   # stop the clock here (0: when every request is done)
+//   scaling: {...}                  # autoscaling in virtual time: scaling_spec.h
+//   autoscale: {...}                # the core's section (core/scale/config_yaml.h)
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +48,8 @@
 #include "core/kv/approx_index.h"
 #include "core/route/config.h"
 #include "core/route/endpoint.h"
+#include "core/scale/config.h"
+#include "sim/scaling_spec.h"
 #include "sim/workload.h"
 
 namespace kvgate::sim {
@@ -74,6 +79,10 @@ struct PolicySpec {
   std::string name;  // report label, unique within the scenario
   route::RouterConfig router;
   kv::ApproxIndex::Options approx;
+  // Autoscaling (scaling_spec.h): this policy's own `autoscale:` section (else the
+  // scenario's), or an `oracle:`; neither, and no scenario section: a fixed fleet.
+  std::optional<scale::AutoscaleConfig> autoscale;
+  std::optional<OracleSpec> oracle;
 };
 
 struct Scenario {
@@ -83,7 +92,9 @@ struct Scenario {
   GatewaySpec gateway;
   std::vector<PolicySpec> policies;
   WorkloadSpec workload;
-  Nanos max_time = 0;  // 0: run until every request is done
+  Nanos max_time = 0;                               // 0: run until every request is done
+  std::optional<scale::AutoscaleConfig> autoscale;  // default for every policy
+  ScalingSpec scaling;
 
   uint32_t engine_count() const;
 };

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "sim/cluster_sim.h"
+#include "sim/scaling_report.h"
 #include "sim/scenario.h"
 #include "sim/sim_report_files.h"
 
@@ -91,6 +92,25 @@ int run_sim(const SimArgs& args) {
         "{} events)\n",
         s.policy, to_seconds(run->end_time), run->wall_seconds, run->cpu_seconds, s.speedup_cpu,
         run->events);
+  }
+  // Autoscaled runs: SLO attainment and GPU-hours (scaling_report.h).
+  bool scaled = false;
+  std::string oracle;
+  for (const PolicyRun& r : results.runs) scaled = scaled || r.autoscaled;
+  for (const PolicySpec* p : chosen) {
+    if (p->oracle) oracle = p->name;
+  }
+  std::vector<ScalingSummary> scaling;
+  if (scaled) {
+    scaling = summarize_scaling(results.runs, results.stages, scenario->scaling.slo, oracle);
+    std::fputs(scaling_table(scaling, scenario->scaling.slo).c_str(), stdout);
+  }
+  if (!args.out.empty() && scaled) {
+    auto written = write_scaling_files(scenario->name, results.runs, scaling, args.out);
+    if (!written) {
+      fmt::print(stderr, "kvgate sim: {}\n", written.error());
+      return 1;
+    }
   }
   if (!args.out.empty()) {
     auto written = write_report_files(results, args.out, args.per_request);

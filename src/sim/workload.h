@@ -56,7 +56,17 @@ struct ArrivalSpec {
   double phase = 0;
   double duration_s = 86400;
   double stage_s = 3600;
+  // kDiurnal: bursts multiply the curve's rate by `factor` on [start_s, start_s + duration_s).
+  struct Burst {
+    double start_s = 0;
+    double duration_s = 0;
+    double factor = 1;
+  };
+  std::vector<Burst> bursts;
 };
+
+// The diurnal curve's rate (requests/s) at `t_s` seconds, bursts included.
+double diurnal_rate(const ArrivalSpec& spec, double t_s);
 
 struct SharedPrefixSpec {
   uint32_t groups = 150;

@@ -22,9 +22,10 @@ Result<ArrivalSpec> parse_arrivals(const YAML::Node& n) {
   ArrivalSpec a;
   const std::string where = "workload.arrivals";
   if (!n) return Error(where + ": missing");
-  KVGATE_TRY(check_keys(
-      n, {"kind", "stages", "mean_qps", "amplitude", "period_s", "phase", "duration_s", "stage_s"},
-      where));
+  KVGATE_TRY(check_keys(n,
+                        {"kind", "stages", "mean_qps", "amplitude", "period_s", "phase",
+                         "duration_s", "stage_s", "bursts"},
+                        where));
   std::string kind = "poisson";
   KVGATE_TRY(read_field(n, "kind", kind, where));
   if (kind == "poisson") {
@@ -47,6 +48,21 @@ Result<ArrivalSpec> parse_arrivals(const YAML::Node& n) {
         a.amplitude > 1) {
       return Error(where +
                    ": need mean_qps >= 0, period_s > 0, duration_s > 0, 0 <= amplitude <= 1");
+    }
+    if (const YAML::Node bursts = n["bursts"]) {
+      if (!bursts.IsSequence()) return Error(where + ".bursts: expected a list");
+      for (size_t i = 0; i < bursts.size(); ++i) {
+        const std::string w = where + ".bursts[" + std::to_string(i) + "]";
+        KVGATE_TRY(check_keys(bursts[i], {"start_s", "duration_s", "factor"}, w));
+        ArrivalSpec::Burst b;
+        KVGATE_TRY(read_field(bursts[i], "start_s", b.start_s, w));
+        KVGATE_TRY(read_field(bursts[i], "duration_s", b.duration_s, w));
+        KVGATE_TRY(read_field(bursts[i], "factor", b.factor, w));
+        if (b.start_s < 0 || b.duration_s <= 0 || b.factor <= 0 || b.factor > 100) {
+          return Error(w + ": need start_s >= 0, duration_s > 0, 0 < factor <= 100");
+        }
+        a.bursts.push_back(b);
+      }
     }
     return a;
   }

@@ -1,0 +1,54 @@
+// PoolScaler: who resizes the simulated pool at each control tick — the real
+// scale::Autoscaler (the same object `kvgate serve` runs), or an oracle that reads the
+// workload's arrival curve ahead of time (scaling_spec.h) as the reference for
+// GPU-hours. The simulator builds the pool's signals, calls decide(), and applies the
+// Decision exactly as an actuator would (cluster_sim.cc).
+//
+// LatencyWindow keeps the gateway-side samples (TTFT, ITL, token counts) of the last
+// window, so that the signals carry what the gateway observed recently.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <utility>
+
+#include "core/common/result.h"
+#include "core/common/time.h"
+#include "core/scale/autoscaler.h"
+#include "core/scale/signals.h"
+#include "sim/scenario.h"
+
+namespace kvgate::sim {
+
+class PoolScaler {
+ public:
+  virtual ~PoolScaler() = default;
+  virtual scale::Decision decide(const scale::PoolSignals& signals, Nanos now) = 0;
+  virtual int32_t gpus_per_replica() const = 0;
+};
+
+// The policy's scaler: its oracle, its own autoscale section, or the scenario's; nullptr
+// when the run has a fixed fleet. Errors: an autoscale config the core rejects.
+Result<std::unique_ptr<PoolScaler>> make_pool_scaler(const Scenario& scenario,
+                                                     const PolicySpec& policy);
+
+// The median time a new replica of `scenario` takes to become ready (the sum of the
+// startup table's phase medians for its mode, or the fixed startup).
+Nanos median_startup(const Scenario& scenario);
+
+// Samples (time, value) of the last `window`; older ones are dropped on prune().
+class LatencyWindow {
+ public:
+  explicit LatencyWindow(Nanos window) : window_(window) {}
+  void add(Nanos at, double value) { samples_.emplace_back(at, value); }
+  void prune(Nanos now);
+  scale::LatencySummary summary() const;
+  double sum() const;
+  size_t size() const { return samples_.size(); }
+
+ private:
+  Nanos window_;
+  std::deque<std::pair<Nanos, double>> samples_;
+};
+
+}  // namespace kvgate::sim
