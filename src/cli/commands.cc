@@ -1,5 +1,7 @@
 #include "cli/commands.h"
 
+#include "cli/tokenize_command.h"
+
 namespace kvgate::cli {
 namespace {
 int g_exit_code = 0;
@@ -10,7 +12,7 @@ int exit_code() { return g_exit_code; }
 
 void add_commands(CLI::App& app) {
   // One line per subcommand module.
-  (void)app;
+  add_tokenize_command(app);
 }
 
 }  // namespace kvgate::cli
