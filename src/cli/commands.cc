@@ -1,6 +1,8 @@
 #include "cli/commands.h"
 
 #include "cli/tokenize_command.h"
+#include "gateway/keys.h"
+#include "gateway/serve_command.h"
 
 namespace kvgate::cli {
 namespace {
@@ -13,6 +15,7 @@ int exit_code() { return g_exit_code; }
 void add_commands(CLI::App& app) {
   // One line per subcommand module.
   add_tokenize_command(app);
+  gateway::add_keys_command(app);
 }
 
 }  // namespace kvgate::cli
