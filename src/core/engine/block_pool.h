@@ -7,12 +7,13 @@
 // and is evicted (its hash forgotten, a BlockRemoved reported) only when its memory is
 // handed out again. Uncommitted free blocks are handed out first (they cost nothing).
 //
-// Every operation is O(1) (hash map plus an intrusive doubly-linked free list).
+// Every operation is O(1): an open-addressing hash table (linear probing, sized for the
+// pool, never rehashed) plus an intrusive doubly-linked free list; nothing allocates
+// after construction.
 // Thread-safety: none; owned by one EngineModel.
 #pragma once
 
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 #include "core/engine/kv_event.h"
@@ -33,7 +34,7 @@ class BlockPool {
   // Fraction of blocks referenced by requests (vLLM's kv_cache_usage_perc).
   double usage() const;
   // Committed blocks (referenced or free).
-  size_t num_cached() const { return by_hash_.size(); }
+  size_t num_cached() const { return num_cached_; }
 
   // The cached block holding `hash`, or kNoBlock.
   BlockId lookup(EngineBlockHash hash) const;
@@ -66,12 +67,18 @@ class BlockPool {
     bool committed = false;
   };
 
+  // Hash table slot: a block id, or kNoBlock when empty; the key is blocks_[id].hash.
+  size_t slot_of(EngineBlockHash hash) const;  // the slot holding hash, or an empty one
+  void erase_slot(size_t slot);
+
   void unlink(BlockId b);
   void push_front(BlockId b);
   void push_back(BlockId b);
 
   std::vector<Block> blocks_;
-  std::unordered_map<EngineBlockHash, BlockId> by_hash_;
+  std::vector<BlockId> slots_;  // power of two >= 2 x blocks
+  size_t mask_ = 0;
+  size_t num_cached_ = 0;
   BlockId head_ = kNoBlock;  // next to hand out
   BlockId tail_ = kNoBlock;  // most recently freed committed block
   uint32_t num_free_ = 0;

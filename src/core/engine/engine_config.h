@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace kvgate::engine {
@@ -22,6 +23,7 @@ enum class Role : uint8_t {
 };
 
 std::string_view role_name(Role role);  // "both", "prefill", "decode"
+std::optional<Role> parse_role(std::string_view text);
 
 struct EngineConfig {
   // KV pool: number of blocks and tokens per block. 0 = the profile's value.

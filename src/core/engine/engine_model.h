@@ -122,17 +122,21 @@ class EngineModel {
   };
 
   void admit_arrivals(Nanos now);
+  void compact_running();
   void schedule_running(StepResult& out);
   void schedule_waiting(StepResult& out);
-  bool allocate_slots(Request& r, uint64_t total_tokens, StepResult& out);
+  // Grows r's blocks to hold total_tokens; false (nothing allocated) if the pool lacks
+  // free blocks.
+  bool allocate_blocks(Request& r, uint64_t total_tokens, StepResult& out);
+  void flush_evictions(StepResult& out);
   Request* pick_victim();
   void preempt(Request& r, StepResult& out);
   void free_blocks(Request& r);
   void finish_step(Nanos end, StepResult& out);
   void commit_blocks(Request& r, StepResult& out);
   void extend_hashes(Request& r);
+  kv::TokenId next_token(const Request& r) const;
   uint64_t root_hash(const Request& r) const;
-  void remove_request(Request& r);
   void refresh_gauges();
 
   EngineConfig config_;
@@ -145,11 +149,15 @@ class EngineModel {
   std::vector<std::pair<Arrival, Request*>> arriving_;
   std::set<std::pair<WaitKey, Request*>> waiting_;
   std::vector<Request*> running_;  // in scheduling order; nulls compacted each step
-  // Per-step scratch.
-  std::vector<Request*> scheduled_;
-  std::vector<EngineBlockHash> evicted_;
+  uint32_t num_running_ = 0;       // non-null entries of running_
   uint64_t next_seq_ = 0;
   Nanos last_step_end_ = 0;
+
+  // Per-step state.
+  std::vector<Request*> scheduled_;
+  std::vector<EngineBlockHash> evicted_;
+  uint64_t budget_ = 0;
+  Nanos step_start_ = 0;
   bool preempted_this_step_ = false;
 };
 
