@@ -15,6 +15,7 @@ int exit_code() { return g_exit_code; }
 void add_commands(CLI::App& app) {
   // One line per subcommand module.
   add_tokenize_command(app);
+  gateway::add_serve_command(app);
   gateway::add_keys_command(app);
 }
 

@@ -1,3 +1,6 @@
+// GCC 12 reports a false -Wmismatched-new-delete on Asio coroutine frames (GCC bug 109224).
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
 #include "gateway/pool_runtime.h"
 
 #include <fmt/format.h>
