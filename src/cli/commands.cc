@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 
 #include "cli/tokenize_command.h"
+#include "engine/engine_command.h"
 #include "gateway/keys.h"
 #include "gateway/serve_command.h"
 
@@ -15,6 +16,7 @@ int exit_code() { return g_exit_code; }
 void add_commands(CLI::App& app) {
   // One line per subcommand module.
   add_tokenize_command(app);
+  engine_server::add_engine_command(app);
   gateway::add_serve_command(app);
   gateway::add_keys_command(app);
 }

@@ -105,6 +105,15 @@ class Stream final : public ResponseStream {
     notify();
   }
 
+  void abort() override {
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return;
+      overflow_ = true;
+    }
+    notify();
+  }
+
   size_t pending_bytes() const override {
     std::lock_guard lock(mu_);
     return pending_;

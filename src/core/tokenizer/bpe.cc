@@ -66,6 +66,7 @@ Result<BpeModel> BpeModel::build(std::vector<VocabEntry> vocab, const std::vecto
   }
   m.shift_ = 64 - bits;
   m.pairs_.assign(cap, PairSlot{kEmpty, 0, 0});
+  m.filter_.assign(size_t{1} << (kFilterBits - 6), 0);
   std::string joined;
   for (size_t r = 0; r < merges.size(); ++r) {
     const auto& mg = merges[r];
@@ -76,7 +77,10 @@ Result<BpeModel> BpeModel::build(std::vector<VocabEntry> vocab, const std::vecto
     if (l < 0 || rt < 0 || j < 0)
       return Error("model.merges[" + std::to_string(r) + "]: token not in model.vocab");
     const uint64_t key = (static_cast<uint64_t>(l) << 32) | static_cast<uint64_t>(rt);
-    size_t i = (key * 0x9E3779B97F4A7C15ULL) >> m.shift_;
+    const uint64_t h = key * 0x9E3779B97F4A7C15ULL;
+    const uint64_t bit = h >> (64 - kFilterBits);
+    m.filter_[bit >> 6] |= 1ULL << (bit & 63);
+    size_t i = h >> m.shift_;
     while (m.pairs_[i].key != kEmpty && m.pairs_[i].key != key) i = (i + 1) & (cap - 1);
     if (m.pairs_[i].key == key) continue;  // a duplicate merge keeps its first rank
     m.pairs_[i] = PairSlot{key, static_cast<uint32_t>(r), static_cast<uint32_t>(j)};
@@ -96,7 +100,8 @@ int64_t BpeModel::token_id(std::string_view bytes) const {
 
 size_t BpeModel::memory_bytes() const {
   return bytes_.capacity() + offsets_.capacity() * sizeof(uint32_t) +
-         pairs_.capacity() * sizeof(PairSlot) + by_bytes_.capacity() * sizeof(uint32_t);
+         pairs_.capacity() * sizeof(PairSlot) + by_bytes_.capacity() * sizeof(uint32_t) +
+         filter_.capacity() * sizeof(uint64_t);
 }
 
 void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) const {
@@ -111,7 +116,7 @@ void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) co
       return;
     }
   }
-  if (word.size() <= 128) {
+  if (word.size() <= kShortWord) {
     merge_short(word, out);
   } else {
     merge_long(word, out);
@@ -121,9 +126,9 @@ void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) co
 // Quadratic in the worst case but with tiny constants: ranks of adjacent pairs are kept
 // and only the two pairs around a merge are looked up again.
 void BpeModel::merge_short(std::string_view word, std::vector<uint32_t>& out) const {
-  uint32_t sym[128];
-  uint32_t rank[128];
-  uint32_t merged[128];
+  uint32_t sym[kShortWord];
+  uint32_t rank[kShortWord];
+  uint32_t merged[kShortWord];
   size_t n = word.size();
   for (size_t i = 0; i < n; ++i) sym[i] = byte_ids_[static_cast<unsigned char>(word[i])];
   for (size_t i = 0; i + 1 < n; ++i) std::tie(rank[i], merged[i]) = lookup(sym[i], sym[i + 1]);
@@ -150,48 +155,73 @@ void BpeModel::merge_short(std::string_view word, std::vector<uint32_t>& out) co
   out.insert(out.end(), sym, sym + n);
 }
 
-// For long words: a heap of candidate pairs ordered by (rank, position), as the Hugging
-// Face implementation does, with stale entries skipped when popped.
+// For longer words: a binary heap of candidate pairs ordered by (rank, position), as the
+// Hugging Face implementation does, with stale entries skipped when popped. O(n log n).
+// Scratch lives on the stack up to kStackSymbols symbols.
+namespace {
+constexpr size_t kStackSymbols = 256;
+struct Cand {
+  uint32_t rank;
+  uint32_t pos;
+  uint32_t left, right, merged;
+};
+// std::push_heap builds a max-heap: "less" means a later merge.
+inline bool later(const Cand& a, const Cand& b) {
+  return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+}
+}  // namespace
+
 void BpeModel::merge_long(std::string_view word, std::vector<uint32_t>& out) const {
   const size_t n = word.size();
-  std::vector<uint32_t> sym(n);
-  std::vector<int64_t> next(n), prev(n);
+  uint32_t sym_s[kStackSymbols];
+  int32_t next_s[kStackSymbols], prev_s[kStackSymbols];
+  Cand heap_s[3 * kStackSymbols];
+  std::vector<uint32_t> sym_v;
+  std::vector<int32_t> next_v, prev_v;
+  std::vector<Cand> heap_v;
+  uint32_t* sym = sym_s;
+  int32_t* next = next_s;
+  int32_t* prev = prev_s;
+  Cand* heap = heap_s;
+  if (n > kStackSymbols) {
+    sym_v.resize(n);
+    next_v.resize(n);
+    prev_v.resize(n);
+    heap_v.resize(3 * n);
+    sym = sym_v.data();
+    next = next_v.data();
+    prev = prev_v.data();
+    heap = heap_v.data();
+  }
+  size_t heap_size = 0;
   for (size_t i = 0; i < n; ++i) {
     sym[i] = byte_ids_[static_cast<unsigned char>(word[i])];
-    next[i] = i + 1 < n ? static_cast<int64_t>(i + 1) : -1;
-    prev[i] = static_cast<int64_t>(i) - 1;
+    next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
+    prev[i] = static_cast<int32_t>(i) - 1;
   }
-  struct Cand {
-    uint32_t rank;
-    uint32_t pos;
-    uint32_t left, right;
-    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
-  };
-  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
-  auto push = [&](int64_t i) {
+  auto push = [&](int32_t i) {
     if (i < 0 || next[i] < 0) return;
-    auto [r, m] = lookup(sym[i], sym[next[i]]);
-    (void)m;
-    if (r != kNoRank)
-      heap.push(Cand{r, static_cast<uint32_t>(i), sym[i], sym[static_cast<size_t>(next[i])]});
+    const auto [r, merged] = lookup(sym[i], sym[next[i]]);
+    if (r == kNoRank) return;
+    heap[heap_size++] = Cand{r, static_cast<uint32_t>(i), sym[i], sym[next[i]], merged};
+    std::push_heap(heap, heap + heap_size, later);
   };
-  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int64_t>(i));
-  std::vector<bool> dead(n, false);
-  while (!heap.empty()) {
-    const Cand c = heap.top();
-    heap.pop();
+  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int32_t>(i));
+  while (heap_size > 0) {
+    std::pop_heap(heap, heap + heap_size, later);
+    const Cand c = heap[--heap_size];
     const size_t i = c.pos;
-    if (dead[i] || next[i] < 0) continue;
+    if (sym[i] == kNoId || next[i] < 0) continue;  // merged away, or last symbol
     const auto j = static_cast<size_t>(next[i]);
-    if (sym[i] != c.left || sym[j] != c.right) continue;
-    sym[i] = lookup(sym[i], sym[j]).second;
-    dead[j] = true;
+    if (sym[i] != c.left || sym[j] != c.right) continue;  // stale
+    sym[i] = c.merged;
+    sym[j] = kNoId;
     next[i] = next[j];
-    if (next[j] >= 0) prev[static_cast<size_t>(next[j])] = static_cast<int64_t>(i);
+    if (next[j] >= 0) prev[next[j]] = static_cast<int32_t>(i);
     push(prev[i]);
-    push(static_cast<int64_t>(i));
+    push(static_cast<int32_t>(i));
   }
-  for (int64_t i = 0; i >= 0; i = next[static_cast<size_t>(i)]) out.push_back(sym[i]);
+  for (int32_t i = 0; i >= 0; i = next[i]) out.push_back(sym[i]);
 }
 
 }  // namespace kvgate::tokenizer

@@ -59,11 +59,18 @@ class BpeModel {
   static constexpr uint64_t kEmpty = ~0ULL;
   static constexpr uint32_t kNoRank = ~0U;
   static constexpr uint32_t kNoId = ~0U;
+  static constexpr size_t kShortWord = 24;  // longer words take the heap path
+  static constexpr int kFilterBits = 21;
 
   // Rank and merged id of (left, right); rank kNoRank when they do not merge.
+  // Most adjacent pairs do not merge; a 256 KiB bit filter (fits in L2) answers most of
+  // those without touching the multi-megabyte pair table.
   std::pair<uint32_t, uint32_t> lookup(uint32_t left, uint32_t right) const {
     const uint64_t key = (static_cast<uint64_t>(left) << 32) | right;
-    size_t i = (key * 0x9E3779B97F4A7C15ULL) >> shift_;
+    const uint64_t h = key * 0x9E3779B97F4A7C15ULL;
+    const uint64_t bit = h >> (64 - kFilterBits);
+    if (!(filter_[bit >> 6] & (1ULL << (bit & 63)))) return {kNoRank, 0};
+    size_t i = h >> shift_;
     while (true) {
       const PairSlot& s = pairs_[i];
       if (s.key == key) return {s.rank, s.merged};
@@ -79,6 +86,7 @@ class BpeModel {
   std::vector<uint32_t> by_bytes_;  // open addressing on the bytes' hash: token id or kNoId
   size_t vocab_size_ = 0;
   std::vector<PairSlot> pairs_;
+  std::vector<uint64_t> filter_;  // 2^kFilterBits bits, set for every merge's hash
   int shift_ = 64;
   uint32_t byte_ids_[256] = {};
   bool ignore_merges_ = false;

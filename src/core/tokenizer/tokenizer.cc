@@ -31,6 +31,18 @@ Status Tokenizer::encode_into(std::string_view text, std::vector<uint32_t>& out,
   return {};
 }
 
+Status Tokenizer::find_boundaries(std::string_view text, std::vector<Boundary>& out) const {
+  const size_t bad = find_invalid_utf8(text);
+  if (bad != std::string_view::npos)
+    return Error("invalid UTF-8 at byte " + std::to_string(bad) + " of the text");
+  size_t at = 0;
+  while (auto m = raw_matcher_.find(text, at)) {
+    out.push_back(Boundary{m->end, 0});
+    at = m->end;
+  }
+  return {};
+}
+
 void Tokenizer::encode_normalized(std::string_view text, std::vector<uint32_t>& out) const {
   std::string normalized;
   if (nfc_) {

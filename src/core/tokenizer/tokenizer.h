@@ -51,6 +51,10 @@ class Tokenizer {
   Status encode_into(std::string_view text, std::vector<uint32_t>& out,
                      std::vector<Boundary>* boundaries = nullptr) const;
 
+  // The Boundary of every added token in `text` (ids left 0): where an encoding may be cut.
+  // Errors on invalid UTF-8 like encode().
+  Status find_boundaries(std::string_view text, std::vector<Boundary>& out) const;
+
   // Text of `ids` (byte-level decoding, ill-formed UTF-8 replaced by U+FFFD); an unknown
   // id is an error. skip_special drops added tokens marked special.
   Result<std::string> decode(std::span<const uint32_t> ids, bool skip_special) const;
