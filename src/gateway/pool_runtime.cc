@@ -162,13 +162,15 @@ void PoolRuntime::close_expired_breakers(Nanos now) {
 asio::awaitable<Pick> PoolRuntime::pick(route::RouteRequest request,
                                         std::vector<route::EndpointId> excluded) {
   // co_spawn on the strand: the decision runs there, the caller resumes on its own
-  // executor with the result.
-  co_return co_await asio::co_spawn(
-      strand_,
-      [this, request, excluded = std::move(excluded)]() -> asio::awaitable<Pick> {
-        co_return decide_on_strand(request, excluded);
-      },
-      asio::use_awaitable);
+  // executor with the result. (A coroutine with by-value parameters, not a capturing
+  // lambda: the lambda object would not outlive the frame.)
+  co_return co_await asio::co_spawn(strand_, decide_task(request, std::move(excluded)),
+                                    asio::use_awaitable);
+}
+
+asio::awaitable<Pick> PoolRuntime::decide_task(route::RouteRequest request,
+                                               std::vector<route::EndpointId> excluded) {
+  co_return decide_on_strand(request, excluded);
 }
 
 Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
@@ -228,13 +230,12 @@ void PoolRuntime::endpoint_result(route::EndpointId endpoint, bool ok) {
 }
 
 asio::awaitable<void> PoolRuntime::with_router(std::function<void(route::Router&)> fn) {
-  co_await asio::co_spawn(
-      strand_,
-      [this, fn = std::move(fn)]() -> asio::awaitable<void> {
-        fn(*router_);
-        co_return;
-      },
-      asio::use_awaitable);
+  co_await asio::co_spawn(strand_, router_task(std::move(fn)), asio::use_awaitable);
+}
+
+asio::awaitable<void> PoolRuntime::router_task(std::function<void(route::Router&)> fn) {
+  fn(*router_);
+  co_return;
 }
 
 }  // namespace kvgate::gateway

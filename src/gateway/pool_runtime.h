@@ -87,6 +87,9 @@ class PoolRuntime {
   PoolRuntime(const PoolConfig& config, const BreakerConfig& breaker,
               boost::asio::any_io_executor executor, GatewayMetrics& metrics);
   void close_expired_breakers(Nanos now);
+  boost::asio::awaitable<Pick> decide_task(route::RouteRequest request,
+                                           std::vector<route::EndpointId> excluded);
+  boost::asio::awaitable<void> router_task(std::function<void(route::Router&)> fn);
   Pick decide_on_strand(const route::RouteRequest& request,
                         const std::vector<route::EndpointId>& excluded);
 

@@ -82,6 +82,7 @@ UpstreamExchange::UpstreamExchange(std::unique_ptr<Impl> impl) : impl_(std::move
 UpstreamExchange::~UpstreamExchange() = default;
 int UpstreamExchange::status() const { return impl_->status; }
 const UpstreamHeaders& UpstreamExchange::headers() const { return impl_->headers; }
+void UpstreamExchange::no_reuse() { impl_->keep_alive = false; }
 
 asio::awaitable<UpstreamResult<std::string_view>> UpstreamExchange::read_some(
     std::chrono::milliseconds timeout) {

@@ -86,6 +86,8 @@ class UpstreamExchange {
 
   int status() const;
   const UpstreamHeaders& headers() const;
+  // Close the connection at the end instead of returning it to the pool.
+  void no_reuse();
   // The next piece of the body, as soon as any arrives within `timeout`; an empty view
   // at the end of the body (then the connection is back in the pool). The view is
   // valid until the next call.

@@ -63,7 +63,7 @@ std::unique_ptr<io::HttpServer> fake_engine(std::string name, std::atomic<int>* 
                  body["stream_options"].as_object().contains("include_usage") &&
                  body["stream_options"].as_object()["include_usage"].as_bool();
     out->start(200, "text/event-stream");
-    std::thread([out, usage, gap] {
+    auto produce = [out, usage, gap] {
       for (const char* t : {"a", "b", "c"}) {
         out->write(token_chunk(t));
         if (gap.count() > 0) std::this_thread::sleep_for(gap);
@@ -71,7 +71,12 @@ std::unique_ptr<io::HttpServer> fake_engine(std::string name, std::atomic<int>* 
       if (usage) out->write(kUsageChunk);
       out->write("data: [DONE]\n\n");
       out->finish();
-    }).detach();
+    };
+    if (gap.count() > 0) {
+      std::thread(produce).detach();  // a slow producer, like an engine's step loop
+    } else {
+      produce();
+    }
   });
   EXPECT_TRUE(s) << s.error();
   return std::move(*s);
