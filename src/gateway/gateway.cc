@@ -235,8 +235,12 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   PoolRuntime& pool = *call.pool;
   const std::string& model = call.model->name;
   int final_status = 0;
+  // Metrics are recorded before the last byte goes out, so that a client that reads
+  // /metrics right after its answer sees it counted.
   auto respond = [&](int status, HttpResponse r) {
     final_status = status;
+    metrics.request_done(model, pool.name(), call.tenant, status, seconds_since(call.received));
+    metrics.request_ended();
     call.stream->respond(std::move(r));
   };
 
@@ -398,7 +402,6 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       }
       out = std::string();
     }
-    call.stream->finish();
     if (ok) pool.endpoint_result(endpoint->id, true);
     pool.finished(rr.id, ok);
     const Usage& u = tap.usage();
@@ -406,9 +409,11 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       metrics.tokens(model, call.tenant, u.prompt_tokens, u.completion_tokens, u.cached_tokens);
     }
     metrics.stream_ended();
+    metrics.request_done(model, pool.name(), call.tenant, final_status,
+                         seconds_since(call.received));
+    metrics.request_ended();
+    call.stream->finish();
   }
-  metrics.request_done(model, pool.name(), call.tenant, final_status, seconds_since(call.received));
-  metrics.request_ended();
 }
 
 void Gateway::Impl::stop_all() {
