@@ -4,6 +4,8 @@
 #include "cli/tokenize_command.h"
 #include "engine/engine_command.h"
 #include "sim/sim_command.h"
+#include "gateway/keys.h"
+#include "gateway/serve_command.h"
 
 namespace kvgate::cli {
 namespace {
@@ -19,6 +21,8 @@ void add_commands(CLI::App& app) {
   add_tokenize_command(app);
   engine_server::add_engine_command(app);
   sim::add_sim_command(app);
+  gateway::add_serve_command(app);
+  gateway::add_keys_command(app);
 }
 
 }  // namespace kvgate::cli

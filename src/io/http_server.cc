@@ -46,6 +46,7 @@ class Stream final : public ResponseStream {
     std::vector<Chunk> chunks;
     bool finished = false;
     bool overflow = false;
+    bool aborted = false;  // abort(): send what is queued, then cut the connection
   };
 
   Stream(std::weak_ptr<Connection> conn, size_t max_pending)
@@ -109,7 +110,7 @@ class Stream final : public ResponseStream {
     {
       std::lock_guard lock(mu_);
       if (closed_) return;
-      overflow_ = true;
+      aborted_ = true;
     }
     notify();
   }
@@ -149,6 +150,7 @@ class Stream final : public ResponseStream {
     b.chunks.swap(chunks_);
     b.finished = finished_;
     b.overflow = overflow_;
+    b.aborted = aborted_;
     return b;
   }
 
@@ -199,6 +201,7 @@ class Stream final : public ResponseStream {
   size_t pending_ = 0;
   bool finished_ = false;
   bool overflow_ = false;
+  bool aborted_ = false;
   bool closed_ = false;
   bool wake_posted_ = false;
   std::atomic<bool> closed_flag_{false};
@@ -427,6 +430,9 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Connection> conn) {
             break;
           }
           head_written = true;
+          // Chunks queued while the head was being written may have had their wake-up
+          // spent during that write: take again before waiting.
+          if (b.chunks.empty() && !b.finished) continue;
         }
         if (!b.chunks.empty() && head_written) {
           std::string data;
@@ -449,6 +455,10 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Connection> conn) {
           }
           if (!ok) break;
           continue;  // more may have arrived while writing
+        }
+        if (b.aborted) {  // queued chunks are out (above): now cut the connection
+          ok = false;
+          break;
         }
         if (b.finished && head_written) {
           stream.expires_after(options.write_timeout);
