@@ -69,6 +69,7 @@ class Tokenizer {
   std::optional<uint32_t> token_to_id(std::string_view text) const;
   // Number of distinct ids (vocabulary plus added tokens).
   size_t vocab_size() const;
+  const BpeModel& bpe() const { return bpe_; }
   // Heap bytes held by the loaded tokenizer (approximate; for the memory benchmark).
   size_t memory_bytes() const;
 
