@@ -86,6 +86,15 @@ Result<BpeModel> BpeModel::build(std::vector<VocabEntry> vocab, const std::vecto
     m.pairs_[i] = PairSlot{key, static_cast<uint32_t>(r), static_cast<uint32_t>(j)};
   }
   m.init_premerge();
+  m.self_merging_.assign(max_id + 1, false);
+  std::vector<uint32_t> ids;
+  for (uint32_t id = 0; id <= max_id; ++id) {
+    const std::string_view t = m.token_bytes(id);
+    if (t.size() < 2 || t.size() > kShortWord) continue;
+    ids.clear();
+    m.encode_word_from_bytes(t, ids);
+    m.self_merging_[id] = ids.size() == 1 && ids[0] == id;
+  }
   return m;
 }
 
@@ -102,7 +111,8 @@ int64_t BpeModel::token_id(std::string_view bytes) const {
 size_t BpeModel::memory_bytes() const {
   return bytes_.capacity() + offsets_.capacity() * sizeof(uint32_t) +
          pairs_.capacity() * sizeof(PairSlot) + by_bytes_.capacity() * sizeof(uint32_t) +
-         filter_.capacity() * sizeof(uint64_t);
+         filter_.capacity() * sizeof(uint64_t) + self_merging_.capacity() / 8 +
+         whole_char_.capacity() * sizeof(uint32_t) + straddle_.capacity() * sizeof(uint64_t);
 }
 
 void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) const {
@@ -110,9 +120,9 @@ void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) co
     out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
     return;
   }
-  if (ignore_merges_) {
+  if (ignore_merges_ || word.size() <= kShortWord) {
     const int64_t id = token_id(word);
-    if (id >= 0) {
+    if (id >= 0 && (ignore_merges_ || self_merging_[static_cast<size_t>(id)])) {
       out.push_back(static_cast<uint32_t>(id));
       return;
     }

@@ -105,6 +105,9 @@ class BpeModel {
   uint32_t byte_ids_[256] = {};
   // Pre-merging of characters (enabled when the merge ranks are monotone, see .cc).
   bool premerge_ = false;
+  // Token ids whose own bytes BPE turns into exactly that token: a word equal to such a
+  // token is looked up instead of merged (exact, BPE is a function of the word).
+  std::vector<bool> self_merging_;
   std::vector<uint32_t> whole_char_;  // BMP code point -> its single token, or kNoId
   std::vector<uint64_t> straddle_;    // bit filter of (left part, right part) pairs
   bool ignore_merges_ = false;
