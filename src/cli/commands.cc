@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 
 #include "cli/tokenize_command.h"
+#include "engine/engine_command.h"
 
 namespace kvgate::cli {
 namespace {
@@ -13,6 +14,7 @@ int exit_code() { return g_exit_code; }
 void add_commands(CLI::App& app) {
   // One line per subcommand module.
   add_tokenize_command(app);
+  engine_server::add_engine_command(app);
 }
 
 }  // namespace kvgate::cli

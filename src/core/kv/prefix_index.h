@@ -41,7 +41,8 @@ class PrefixIndex {
 
   // Appends to `out` one entry per endpoint that holds at least the first block of
   // `keys`, in no particular order. Stops walking as soon as no endpoint holds the next
-  // block. Counts as a use of the matched keys for LRU and TTL purposes.
+  // block. The precise index counts this as a use of the matched keys for its LRU; the
+  // approximate one refreshes TTLs only in record(), when a request is actually routed.
   virtual void match(std::span<const BlockKey> keys, Nanos now,
                      std::vector<EndpointMatch>& out) = 0;
 

@@ -1,0 +1,343 @@
+#include "core/kv/precise_index.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "core/common/rng.h"
+
+namespace kvgate::kv {
+namespace {
+
+constexpr uint32_t kBs = 4;
+
+std::vector<TokenId> Tokens(size_t blocks, TokenId start) {
+  std::vector<TokenId> t(blocks * kBs);
+  std::iota(t.begin(), t.end(), start);
+  return t;
+}
+
+std::vector<BlockKey> Keys(std::span<const TokenId> tokens) {
+  std::vector<BlockKey> k;
+  hash_blocks(tokens, kBs, block_seed("m", "", ""), k);
+  return k;
+}
+
+std::vector<EndpointMatch> Sorted(std::vector<EndpointMatch> v) {
+  std::sort(v.begin(), v.end(),
+            [](const EndpointMatch& a, const EndpointMatch& b) { return a.endpoint < b.endpoint; });
+  return v;
+}
+
+std::vector<EndpointMatch> Match(PrefixIndex& index, std::span<const BlockKey> keys) {
+  std::vector<EndpointMatch> out;
+  index.match(keys, 0, out);
+  return Sorted(out);
+}
+
+class PreciseIndexTest : public ::testing::Test {
+ protected:
+  PreciseIndex index_{{.model = "m", .block_size = kBs}};
+  std::vector<TokenId> prompt_ = Tokens(6, 100);
+  std::vector<BlockKey> keys_ = Keys(prompt_);
+  std::vector<uint64_t> engine_hashes_ = {11, 12, 13, 14, 15, 16};
+
+  // Stores blocks [from, to) of prompt_ on `ep` as one event, chained to block from-1.
+  void Store(EndpointId ep, size_t from, size_t to, Medium medium = Medium::kGpu) {
+    BlockStoredEvent ev;
+    ev.block_hashes = std::span(engine_hashes_).subspan(from, to - from);
+    if (from > 0) ev.parent_block_hash = engine_hashes_[from - 1];
+    ev.token_ids = std::span(prompt_).subspan(from * kBs, (to - from) * kBs);
+    ev.block_size = kBs;
+    ev.medium = medium;
+    index_.apply_stored(ep, ev);
+  }
+};
+
+TEST_F(PreciseIndexTest, EmptyIndexMatchesNothing) {
+  EXPECT_TRUE(Match(index_, keys_).empty());
+  EXPECT_EQ(index_.distinct_blocks(), 0u);
+}
+
+TEST_F(PreciseIndexTest, StoredChainMatchesLeadingBlocks) {
+  Store(0, 0, 6);
+  Store(1, 0, 2);
+  Store(1, 2, 4);  // chained through the parent hash
+  EXPECT_EQ(Match(index_, keys_), (std::vector<EndpointMatch>{{0, 6, 6}, {1, 4, 4}}));
+  EXPECT_EQ(index_.distinct_blocks(), 6u);
+  EXPECT_EQ(index_.held_pairs(), 10u);
+  EXPECT_EQ(index_.blocks_held(1), 4u);
+  EXPECT_EQ(index_.stats(1).stored_blocks, 4u);
+}
+
+TEST_F(PreciseIndexTest, RequestLongerThanHeldPrefixStopsAtFirstMiss) {
+  Store(0, 0, 3);
+  auto longer = Tokens(8, 100);
+  EXPECT_EQ(Match(index_, Keys(longer)), (std::vector<EndpointMatch>{{0, 3, 3}}));
+  auto other = Tokens(3, 5000);
+  EXPECT_TRUE(Match(index_, Keys(other)).empty());
+}
+
+TEST_F(PreciseIndexTest, RemovalInTheMiddleCutsTheMatch) {
+  Store(0, 0, 6);
+  uint64_t h = engine_hashes_[3];
+  index_.apply_removed(0, {.block_hashes = std::span(&h, 1)});
+  EXPECT_EQ(Match(index_, keys_), (std::vector<EndpointMatch>{{0, 3, 3}}));
+  EXPECT_EQ(index_.blocks_held(0), 5u);
+  EXPECT_EQ(index_.stats(0).removed_blocks, 1u);
+}
+
+TEST_F(PreciseIndexTest, TiersAreTrackedSeparately) {
+  Store(0, 0, 6, Medium::kGpu);
+  Store(0, 0, 6, Medium::kCpu);  // offloaded copies
+  uint64_t h = engine_hashes_[2];
+  index_.apply_removed(0, {.block_hashes = std::span(&h, 1), .medium = Medium::kGpu});
+  // GPU run stops at block 2, but the CPU copy keeps the prefix whole.
+  EXPECT_EQ(Match(index_, keys_), (std::vector<EndpointMatch>{{0, 2, 6}}));
+  index_.apply_removed(0, {.block_hashes = std::span(&h, 1), .medium = Medium::kCpu});
+  EXPECT_EQ(Match(index_, keys_), (std::vector<EndpointMatch>{{0, 2, 2}}));
+}
+
+TEST_F(PreciseIndexTest, AllBlocksClearedForgetsOneEndpoint) {
+  Store(0, 0, 6);
+  Store(1, 0, 6);
+  index_.apply_all_cleared(0);
+  EXPECT_EQ(Match(index_, keys_), (std::vector<EndpointMatch>{{1, 6, 6}}));
+  EXPECT_EQ(index_.stats(0).cleared, 1u);
+  EXPECT_EQ(index_.blocks_held(0), 0u);
+  index_.remove_endpoint(1);
+  EXPECT_TRUE(Match(index_, keys_).empty());
+  EXPECT_EQ(index_.distinct_blocks(), 0u);
+  EXPECT_EQ(index_.held_pairs(), 0u);
+}
+
+TEST_F(PreciseIndexTest, UnknownParentIsCountedAndIgnored) {
+  Store(0, 2, 4);  // parent hash 12 was never stored on endpoint 0
+  EXPECT_EQ(index_.stats(0).unknown_parent, 1u);
+  EXPECT_EQ(index_.stats(0).anomalies(), 1u);
+  EXPECT_EQ(index_.distinct_blocks(), 0u);
+}
+
+TEST_F(PreciseIndexTest, UnknownRemovalIsCountedAndIgnored) {
+  Store(0, 0, 2);
+  uint64_t h = 999;
+  index_.apply_removed(0, {.block_hashes = std::span(&h, 1)});
+  EXPECT_EQ(index_.stats(0).unknown_removed, 1u);
+  EXPECT_EQ(index_.blocks_held(0), 2u);
+}
+
+TEST_F(PreciseIndexTest, BlockSizeMismatchIsCountedAndIgnored) {
+  BlockStoredEvent ev;
+  ev.block_hashes = std::span(engine_hashes_).first(2);
+  ev.token_ids = std::span(prompt_).first(2 * kBs);
+  ev.block_size = 16;  // pool uses 4
+  index_.apply_stored(0, ev);
+  ev.block_size = kBs;
+  ev.token_ids = std::span(prompt_).first(2 * kBs - 1);  // short
+  index_.apply_stored(0, ev);
+  EXPECT_EQ(index_.stats(0).block_size_mismatch, 2u);
+  EXPECT_EQ(index_.distinct_blocks(), 0u);
+}
+
+TEST_F(PreciseIndexTest, ManyHoldersSpillAndReturnInline) {
+  for (EndpointId e = 0; e < 10; ++e) Store(e, 0, 6);
+  auto m = Match(index_, keys_);
+  ASSERT_EQ(m.size(), 10u);
+  for (const auto& x : m) EXPECT_EQ(x.total_blocks, 6u);
+  for (EndpointId e = 0; e < 9; ++e) index_.apply_all_cleared(e);
+  EXPECT_EQ(Match(index_, keys_), (std::vector<EndpointMatch>{{9, 6, 6}}));
+  EXPECT_EQ(index_.held_pairs(), 6u);
+}
+
+TEST_F(PreciseIndexTest, LoraAdapterSeparatesKeys) {
+  BlockStoredEvent ev;
+  ev.block_hashes = std::span(engine_hashes_).first(2);
+  ev.token_ids = std::span(prompt_).first(2 * kBs);
+  ev.block_size = kBs;
+  ev.lora_name = "sql-adapter";
+  index_.apply_stored(0, ev);
+  EXPECT_TRUE(Match(index_, keys_).empty());
+  std::vector<BlockKey> lora_keys;
+  hash_blocks(prompt_, kBs, block_seed("m", "sql-adapter", ""), lora_keys);
+  EXPECT_EQ(Match(index_, lora_keys), (std::vector<EndpointMatch>{{0, 2, 2}}));
+}
+
+TEST(PreciseIndexCapacity, EvictsLeastRecentlyUsed) {
+  PreciseIndex index({.model = "m", .block_size = kBs, .capacity_blocks = 32});
+  std::vector<std::vector<BlockKey>> prompts;
+  uint64_t next_hash = 1;
+  for (int p = 0; p < 4; ++p) {
+    auto t = Tokens(8, 1000 * (p + 1));
+    std::vector<uint64_t> h(8);
+    for (auto& x : h) x = next_hash++;
+    index.apply_stored(0, {.block_hashes = h, .token_ids = t, .block_size = kBs});
+    prompts.push_back(Keys(t));
+  }
+  EXPECT_EQ(index.distinct_blocks(), 32u);
+  std::vector<EndpointMatch> out;
+  index.match(prompts[0], 0, out);  // prompt 0 becomes the most recent
+  auto t = Tokens(8, 90000);
+  std::vector<uint64_t> h(8);
+  for (auto& x : h) x = next_hash++;
+  index.apply_stored(0, {.block_hashes = h, .token_ids = t, .block_size = kBs});
+  EXPECT_LE(index.distinct_blocks(), 32u);
+  // Prompt 1 was the least recently used: it went first; prompt 0 survived.
+  EXPECT_EQ(Match(index, prompts[0]), (std::vector<EndpointMatch>{{0, 8, 8}}));
+  EXPECT_TRUE(Match(index, prompts[1]).empty());
+  EXPECT_EQ(index.held_pairs(), index.blocks_held(0));
+}
+
+// --- randomized comparison with a brute-force reference model ---
+
+struct Reference {
+  struct Held {
+    BlockKey own;
+    uint8_t tiers;
+  };
+  std::map<EndpointId, std::map<uint64_t, Held>> endpoints;  // engine hash -> held
+
+  std::vector<EndpointMatch> match(std::span<const BlockKey> keys) const {
+    std::vector<EndpointMatch> out;
+    for (const auto& [e, m] : endpoints) {
+      std::map<BlockKey, uint8_t> tiers;
+      for (const auto& [h, held] : m) tiers[held.own] |= held.tiers;
+      uint32_t total = 0, gpu = 0;
+      bool gpu_alive = true;
+      for (BlockKey k : keys) {
+        auto it = tiers.find(k);
+        if (it == tiers.end() || it->second == 0) break;
+        ++total;
+        if (gpu_alive && (it->second & 1)) {
+          ++gpu;
+        } else {
+          gpu_alive = false;
+        }
+      }
+      if (total > 0) out.push_back({e, gpu, total});
+    }
+    return out;
+  }
+  size_t pairs() const {
+    size_t n = 0;
+    for (const auto& [e, m] : endpoints) n += m.size();
+    return n;
+  }
+};
+
+uint64_t EngineHash(EndpointId e, BlockKey own) { return (own ^ (0x5bd1e995ULL * (e + 1))) | 1; }
+
+TEST(PreciseIndexRandomized, AgreesWithReferenceModel) {
+  Rng rng(20261130);
+  constexpr int kEndpoints = 6;
+  // A prefix tree of prompts: each new prompt copies a prefix of an earlier one.
+  std::vector<std::vector<TokenId>> prompts;
+  std::vector<std::vector<BlockKey>> keys;
+  for (int p = 0; p < 40; ++p) {
+    std::vector<TokenId> t;
+    if (p > 0 && rng.below(4) != 0) {
+      const auto& base = prompts[rng.below(prompts.size())];
+      size_t cut = rng.below(base.size() / kBs + 1) * kBs;
+      t.assign(base.begin(), base.begin() + static_cast<ptrdiff_t>(cut));
+    }
+    size_t extra = 1 + rng.below(10);
+    for (size_t i = 0; i < extra * kBs; ++i) t.push_back(static_cast<TokenId>(rng.below(50)));
+    keys.push_back(Keys(t));
+    prompts.push_back(std::move(t));
+  }
+
+  PreciseIndex index({.model = "m", .block_size = kBs});
+  Reference ref;
+  EventStats expected[kEndpoints];
+  for (int step = 0; step < 6000; ++step) {
+    EndpointId e = static_cast<EndpointId>(rng.below(kEndpoints));
+    auto& mine = ref.endpoints[e];
+    uint64_t op = rng.below(100);
+    if (op < 55) {  // store a run of blocks of a prompt, chained to the block before
+      size_t p = rng.below(prompts.size());
+      size_t n = keys[p].size();
+      size_t from = rng.below(n);
+      size_t to = from + 1 + rng.below(n - from);
+      std::vector<uint64_t> hashes;
+      for (size_t i = from; i < to; ++i) hashes.push_back(EngineHash(e, keys[p][i]));
+      BlockStoredEvent ev;
+      ev.block_hashes = hashes;
+      std::optional<uint64_t> parent;
+      if (from > 0) parent = EngineHash(e, keys[p][from - 1]);
+      ev.parent_block_hash = parent;
+      ev.token_ids = std::span(prompts[p]).subspan(from * kBs, (to - from) * kBs);
+      ev.block_size = kBs;
+      ev.medium = rng.below(4) == 0 ? Medium::kCpu : Medium::kGpu;
+      bool bad_size = rng.below(50) == 0;
+      if (bad_size) ev.block_size = kBs * 2;
+      index.apply_stored(e, ev);
+      if (bad_size) {
+        ++expected[e].block_size_mismatch;
+      } else if (parent && !mine.count(*parent)) {
+        ++expected[e].unknown_parent;
+      } else {
+        for (size_t i = from; i < to; ++i) {
+          auto& held = mine[EngineHash(e, keys[p][i])];
+          held.own = keys[p][i];
+          held.tiers |= static_cast<uint8_t>(ev.medium);
+        }
+        expected[e].stored_blocks += to - from;
+      }
+    } else if (op < 90) {  // remove some held blocks (and now and then an unknown one)
+      std::vector<uint64_t> hashes;
+      for (const auto& [h, held] : mine) {
+        if (rng.below(3) == 0) hashes.push_back(h);
+      }
+      if (rng.below(10) == 0) hashes.push_back(0xdead0000 + rng.below(100) * 2);
+      Medium medium = rng.below(4) == 0 ? Medium::kCpu : Medium::kGpu;
+      index.apply_removed(e, {.block_hashes = hashes, .medium = medium});
+      for (uint64_t h : hashes) {
+        auto it = mine.find(h);
+        if (it == mine.end()) {
+          ++expected[e].unknown_removed;
+          continue;
+        }
+        ++expected[e].removed_blocks;
+        it->second.tiers &= static_cast<uint8_t>(~static_cast<uint8_t>(medium));
+        if (it->second.tiers == 0) mine.erase(it);
+      }
+    } else if (op < 93) {
+      index.apply_all_cleared(e);
+      mine.clear();
+      ++expected[e].cleared;
+    } else {  // match a random prompt and compare
+      size_t p = rng.below(prompts.size());
+      ASSERT_EQ(Match(index, keys[p]), ref.match(keys[p])) << "step " << step;
+    }
+    ASSERT_EQ(index.held_pairs(), ref.pairs()) << "step " << step;
+  }
+  for (EndpointId e = 0; e < kEndpoints; ++e) {
+    EventStats s = index.stats(e);
+    EXPECT_EQ(s.stored_blocks, expected[e].stored_blocks);
+    EXPECT_EQ(s.removed_blocks, expected[e].removed_blocks);
+    EXPECT_EQ(s.cleared, expected[e].cleared);
+    EXPECT_EQ(s.unknown_parent, expected[e].unknown_parent);
+    EXPECT_EQ(s.unknown_removed, expected[e].unknown_removed);
+    EXPECT_EQ(s.block_size_mismatch, expected[e].block_size_mismatch);
+  }
+  size_t matched = 0;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    EXPECT_EQ(Match(index, keys[p]), ref.match(keys[p])) << p;
+    matched += ref.match(keys[p]).size();
+  }
+  // The sequence must have exercised every path, or the comparison proves little.
+  uint64_t parents = 0, removals = 0, mismatches = 0;
+  for (const auto& s : expected) {
+    parents += s.unknown_parent;
+    removals += s.unknown_removed;
+    mismatches += s.block_size_mismatch;
+  }
+  EXPECT_GT(parents, 0u);
+  EXPECT_GT(removals, 0u);
+  EXPECT_GT(mismatches, 0u);
+  EXPECT_GT(matched, 0u);
+}
+
+}  // namespace
+}  // namespace kvgate::kv
