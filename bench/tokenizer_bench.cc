@@ -59,13 +59,13 @@ const Tokenizer& tokenizer(const std::string& model) {
   return *t;
 }
 
+// Empty when the corpora were not generated (the benchmarks using them then skip).
 const std::vector<std::string>& corpus(const std::string& name) {
   static std::map<std::string, std::vector<std::string>> cache;
   auto& docs = cache[name];
   if (docs.empty()) {
     const char* d = std::getenv("KVGATE_BENCH_CORPORA");
-    std::istringstream in(
-        read_file(std::string(d ? d : "out/bench/corpora") + "/" + name + ".jsonl"));
+    std::ifstream in(std::string(d ? d : "out/bench/corpora") + "/" + name + ".jsonl");
     for (std::string line; std::getline(in, line);)
       docs.emplace_back(boost::json::parse(line).as_string());
   }
@@ -76,6 +76,10 @@ const std::vector<std::string>& corpus(const std::string& name) {
 void BM_Encode(benchmark::State& state, const std::string& model, const std::string& name) {
   const Tokenizer& tok = tokenizer(model);
   const auto& docs = corpus(name);
+  if (docs.empty()) {
+    state.SkipWithError("no corpora: run node bench/tokenizer_corpora.mjs out/bench/corpora");
+    return;
+  }
   size_t bytes = 0, tokens = 0;
   std::vector<uint32_t> ids;
   for (auto _ : state) {
@@ -111,6 +115,10 @@ const ChatTemplate& qwen3_template() {
 
 // Render + encode a prompt of ~7,200 tokens, no cache.
 void BM_ChatPrompt7200(benchmark::State& state) {
+  if (corpus("prose").empty()) {
+    state.SkipWithError("no corpora: run node bench/tokenizer_corpora.mjs out/bench/corpora");
+    return;
+  }
   const Tokenizer& tok = tokenizer("qwen3");
   const ChatRequest req = conversation(5, 3950);
   std::vector<uint32_t> ids;
@@ -125,6 +133,10 @@ BENCHMARK(BM_ChatPrompt7200)->Unit(benchmark::kMicrosecond);
 
 // Turn 30 of a 30-turn conversation when turns 1..29 went through the cache before.
 void BM_Turn30WithCache(benchmark::State& state) {
+  if (corpus("prose").empty()) {
+    state.SkipWithError("no corpora: run node bench/tokenizer_corpora.mjs out/bench/corpora");
+    return;
+  }
   const Tokenizer& tok = tokenizer("qwen3");
   const std::string turn29 = *qwen3_template().render(conversation(29, 1000));
   const std::string turn30 = *qwen3_template().render(conversation(30, 1000));
@@ -146,6 +158,10 @@ BENCHMARK(BM_Turn30WithCache)->Unit(benchmark::kMicrosecond);
 
 // The same turn 30 from scratch, for comparison.
 void BM_Turn30NoCache(benchmark::State& state) {
+  if (corpus("prose").empty()) {
+    state.SkipWithError("no corpora: run node bench/tokenizer_corpora.mjs out/bench/corpora");
+    return;
+  }
   const Tokenizer& tok = tokenizer("qwen3");
   const std::string turn30 = *qwen3_template().render(conversation(30, 1000));
   std::vector<uint32_t> ids;

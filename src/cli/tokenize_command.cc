@@ -26,6 +26,7 @@ struct Options {
   std::string chat_template_path;
   bool decode = false;
   bool render = false;
+  bool add_special_tokens = false;
 };
 
 std::optional<std::string> read_file(const std::string& path) {
@@ -126,10 +127,13 @@ int run(const Options& opt) {
       continue;
     }
     ids.clear();
+    if (opt.add_special_tokens) ids = tok->post_prefix();
     if (Status st = tok->encode_into(prompt, ids); !st) {
       print_error(st.error());
       continue;
     }
+    if (opt.add_special_tokens)
+      ids.insert(ids.end(), tok->post_suffix().begin(), tok->post_suffix().end());
     out.clear();
     out.push_back('[');
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -158,6 +162,9 @@ void add_tokenize_command(CLI::App& app) {
                   "tokenizer_config.json: input lines are chat requests {\"messages\": [...]} "
                   "rendered with its chat template (Qwen3 or Llama 3), then encoded");
   cmd->add_flag("--render", opt->render, "With --chat-template: print the prompt text, not ids");
+  cmd->add_flag("--add-special-tokens", opt->add_special_tokens,
+                "Add the post-processor's special tokens (e.g. Llama 3.1's BOS), as vLLM does "
+                "for completions prompts");
   cmd->callback([opt] { set_exit_code(run(*opt)); });
 }
 

@@ -85,6 +85,16 @@ Result<BpeModel> BpeModel::build(std::vector<VocabEntry> vocab, const std::vecto
     if (m.pairs_[i].key == key) continue;  // a duplicate merge keeps its first rank
     m.pairs_[i] = PairSlot{key, static_cast<uint32_t>(r), static_cast<uint32_t>(j)};
   }
+  m.init_premerge();
+  m.self_merging_.assign(max_id + 1, false);
+  std::vector<uint32_t> ids;
+  for (uint32_t id = 0; id <= max_id; ++id) {
+    const std::string_view t = m.token_bytes(id);
+    if (t.size() < 2 || t.size() > kShortWord) continue;
+    ids.clear();
+    m.encode_word_from_bytes(t, ids);
+    m.self_merging_[id] = ids.size() == 1 && ids[0] == id;
+  }
   return m;
 }
 
@@ -101,7 +111,8 @@ int64_t BpeModel::token_id(std::string_view bytes) const {
 size_t BpeModel::memory_bytes() const {
   return bytes_.capacity() + offsets_.capacity() * sizeof(uint32_t) +
          pairs_.capacity() * sizeof(PairSlot) + by_bytes_.capacity() * sizeof(uint32_t) +
-         filter_.capacity() * sizeof(uint64_t);
+         filter_.capacity() * sizeof(uint64_t) + self_merging_.capacity() / 8 +
+         whole_char_.capacity() * sizeof(uint32_t) + straddle_.capacity() * sizeof(uint64_t);
 }
 
 void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) const {
@@ -109,6 +120,29 @@ void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) co
     out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
     return;
   }
+  if (ignore_merges_ || word.size() <= kShortWord) {
+    const int64_t id = token_id(word);
+    if (id >= 0 && (ignore_merges_ || self_merging_[static_cast<size_t>(id)])) {
+      out.push_back(static_cast<uint32_t>(id));
+      return;
+    }
+  }
+  if (word.size() <= kShortWord) {
+    uint32_t init[kShortWord];
+    const size_t n = initial_symbols(word, init);
+    merge_short(init, n, out);
+  } else if (word.size() <= kStackSymbols) {
+    uint32_t init[kStackSymbols];
+    const size_t n = initial_symbols(word, init);
+    merge_long(init, n, out);
+  } else {
+    std::vector<uint32_t> init(word.size());
+    const size_t n = initial_symbols(word, init.data());
+    merge_long(init.data(), n, out);
+  }
+}
+
+void BpeModel::encode_word_from_bytes(std::string_view word, std::vector<uint32_t>& out) const {
   if (ignore_merges_) {
     const int64_t id = token_id(word);
     if (id >= 0) {
@@ -116,21 +150,22 @@ void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) co
       return;
     }
   }
+  std::vector<uint32_t> init(word.size());
+  for (size_t i = 0; i < word.size(); ++i) init[i] = byte_ids_[static_cast<unsigned char>(word[i])];
   if (word.size() <= kShortWord) {
-    merge_short(word, out);
+    merge_short(init.data(), init.size(), out);
   } else {
-    merge_long(word, out);
+    merge_long(init.data(), init.size(), out);
   }
 }
 
 // Quadratic in the worst case but with tiny constants: ranks of adjacent pairs are kept
 // and only the two pairs around a merge are looked up again.
-void BpeModel::merge_short(std::string_view word, std::vector<uint32_t>& out) const {
+void BpeModel::merge_short(const uint32_t* init, size_t n, std::vector<uint32_t>& out) const {
   uint32_t sym[kShortWord];
   uint32_t rank[kShortWord];
   uint32_t merged[kShortWord];
-  size_t n = word.size();
-  for (size_t i = 0; i < n; ++i) sym[i] = byte_ids_[static_cast<unsigned char>(word[i])];
+  for (size_t i = 0; i < n; ++i) sym[i] = init[i];
   for (size_t i = 0; i + 1 < n; ++i) std::tie(rank[i], merged[i]) = lookup(sym[i], sym[i + 1]);
   while (n > 1) {
     size_t best = 0;
@@ -159,7 +194,6 @@ void BpeModel::merge_short(std::string_view word, std::vector<uint32_t>& out) co
 // Hugging Face implementation does, with stale entries skipped when popped. O(n log n).
 // Scratch lives on the stack up to kStackSymbols symbols.
 namespace {
-constexpr size_t kStackSymbols = 256;
 struct Cand {
   uint32_t rank;
   uint32_t pos;
@@ -171,8 +205,7 @@ inline bool later(const Cand& a, const Cand& b) {
 }
 }  // namespace
 
-void BpeModel::merge_long(std::string_view word, std::vector<uint32_t>& out) const {
-  const size_t n = word.size();
+void BpeModel::merge_long(const uint32_t* init, size_t n, std::vector<uint32_t>& out) const {
   uint32_t sym_s[kStackSymbols];
   int32_t next_s[kStackSymbols], prev_s[kStackSymbols];
   Cand heap_s[3 * kStackSymbols];
@@ -195,7 +228,7 @@ void BpeModel::merge_long(std::string_view word, std::vector<uint32_t>& out) con
   }
   size_t heap_size = 0;
   for (size_t i = 0; i < n; ++i) {
-    sym[i] = byte_ids_[static_cast<unsigned char>(word[i])];
+    sym[i] = init[i];
     next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
     prev[i] = static_cast<int32_t>(i) - 1;
   }

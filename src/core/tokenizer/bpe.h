@@ -38,6 +38,10 @@ class BpeModel {
   // Appends the ids of `word` (raw bytes, non-empty) to `out`.
   void encode_word(std::string_view word, std::vector<uint32_t>& out) const;
 
+  // encode_word without the character pre-merging shortcut: plain BPE from bytes. For
+  // tests that check the shortcut changes nothing.
+  void encode_word_from_bytes(std::string_view word, std::vector<uint32_t>& out) const;
+
   // Bytes of token `id`; empty for ids the model does not have.
   std::string_view token_bytes(uint32_t id) const {
     return id + 1 < offsets_.size()
@@ -60,6 +64,7 @@ class BpeModel {
   static constexpr uint32_t kNoRank = ~0U;
   static constexpr uint32_t kNoId = ~0U;
   static constexpr size_t kShortWord = 24;  // longer words take the heap path
+  static constexpr size_t kStackSymbols = 256;
   static constexpr int kFilterBits = 21;
 
   // Rank and merged id of (left, right); rank kNoRank when they do not merge.
@@ -78,8 +83,17 @@ class BpeModel {
       i = (i + 1) & (pairs_.size() - 1);
     }
   }
-  void merge_short(std::string_view word, std::vector<uint32_t>& out) const;
-  void merge_long(std::string_view word, std::vector<uint32_t>& out) const;
+  // The symbols BPE starts from: one per byte, except that a multi-byte character which
+  // is provably merged into its own single token before anything else touches it starts
+  // as that token (bpe_premerge.cc explains when). Returns the count written to `sym`.
+  // REQUIRES: sym has room for word.size() entries.
+  size_t initial_symbols(std::string_view word, uint32_t* sym) const;
+  // True when no vocabulary token straddles the boundary between characters x and y
+  // while holding only part of one of them (conservative: may say false wrongly).
+  bool sealed(std::string_view x, std::string_view y) const;
+  void init_premerge();
+  void merge_short(const uint32_t* init, size_t n, std::vector<uint32_t>& out) const;
+  void merge_long(const uint32_t* init, size_t n, std::vector<uint32_t>& out) const;
 
   std::string bytes_;               // all token bytes, by id
   std::vector<uint32_t> offsets_;   // token id -> offset in bytes_ (size max_id + 2)
@@ -89,6 +103,13 @@ class BpeModel {
   std::vector<uint64_t> filter_;  // 2^kFilterBits bits, set for every merge's hash
   int shift_ = 64;
   uint32_t byte_ids_[256] = {};
+  // Pre-merging of characters (enabled when the merge ranks are monotone, see .cc).
+  bool premerge_ = false;
+  // Token ids whose own bytes BPE turns into exactly that token: a word equal to such a
+  // token is looked up instead of merged (exact, BPE is a function of the word).
+  std::vector<bool> self_merging_;
+  std::vector<uint32_t> whole_char_;  // BMP code point -> its single token, or kNoId
+  std::vector<uint64_t> straddle_;    // bit filter of (left part, right part) pairs
   bool ignore_merges_ = false;
 };
 

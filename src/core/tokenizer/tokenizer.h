@@ -55,6 +55,12 @@ class Tokenizer {
   // Errors on invalid UTF-8 like encode().
   Status find_boundaries(std::string_view text, std::vector<Boundary>& out) const;
 
+  // The ids the post-processor adds around a single sequence when special tokens are
+  // requested (vLLM: completions prompts; chat prompts carry them in the template text):
+  // Llama 3.1's TemplateProcessing puts <|begin_of_text|> first; ByteLevel adds none.
+  const std::vector<uint32_t>& post_prefix() const { return post_prefix_; }
+  const std::vector<uint32_t>& post_suffix() const { return post_suffix_; }
+
   // Text of `ids` (byte-level decoding, ill-formed UTF-8 replaced by U+FFFD); an unknown
   // id is an error. skip_special drops added tokens marked special.
   Result<std::string> decode(std::span<const uint32_t> ids, bool skip_special) const;
@@ -63,6 +69,7 @@ class Tokenizer {
   std::optional<uint32_t> token_to_id(std::string_view text) const;
   // Number of distinct ids (vocabulary plus added tokens).
   size_t vocab_size() const;
+  const BpeModel& bpe() const { return bpe_; }
   // Heap bytes held by the loaded tokenizer (approximate; for the memory benchmark).
   size_t memory_bytes() const;
 
@@ -78,6 +85,7 @@ class Tokenizer {
   AddedTokenMatcher raw_matcher_;         // added tokens with normalized == false
   AddedTokenMatcher normalized_matcher_;  // added tokens with normalized == true
   std::vector<int32_t> added_by_id_;      // id -> index in added_, or -1
+  std::vector<uint32_t> post_prefix_, post_suffix_;
   SplitPattern split_ = SplitPattern::kQwen2;
   bool nfc_ = false;
 };

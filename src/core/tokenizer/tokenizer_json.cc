@@ -97,15 +97,67 @@ struct Tokenizer::Loaded {
     return byte_level(bl, path + ".pretokenizers[1]", true);
   }
 
-  static Status decoder_and_post(dom::element root) {
+  // TemplateProcessing's "single" template: special tokens before/after sequence A.
+  static Status template_processing(Tokenizer& t, dom::element pp, const std::string& path) {
+    dom::array single;
+    auto s = field(pp, "single");
+    if (!s || s->get(single)) return Error(path + ".single: missing");
+    dom::object specials;
+    auto st = field(pp, "special_tokens");
+    if (!st || st->get(specials)) return Error(path + ".special_tokens: missing");
+    bool seen_a = false;
+    size_t i = 0;
+    for (dom::element item : single) {
+      const std::string ip = path + ".single[" + std::to_string(i++) + "]";
+      if (auto seq = field(item, "Sequence")) {
+        if (string_of(field(*seq, "id")).value_or("") != "A") return Error(ip + ": need A");
+        seen_a = true;
+        continue;
+      }
+      auto sp = field(item, "SpecialToken");
+      auto name = sp ? string_of(field(*sp, "id")) : std::nullopt;
+      if (!name) return Error(ip + ": need Sequence or SpecialToken");
+      dom::element entry;
+      dom::array ids;
+      if (specials.at_key(*name).get(entry) ||
+          field(entry, "ids").value_or(dom::element()).get(ids))
+        return Error(path + ".special_tokens[\"" + std::string(*name) + "\"]: missing ids");
+      for (dom::element id : ids) {
+        int64_t v;
+        if (id.get(v) || v < 0 || v > UINT32_MAX) return Error(ip + ": bad id");
+        (seen_a ? t.post_suffix_ : t.post_prefix_).push_back(static_cast<uint32_t>(v));
+      }
+    }
+    if (!seen_a) return Error(path + ".single: no sequence A");
+    return {};
+  }
+
+  static Status post_processor(Tokenizer& t, dom::element pp, const std::string& path) {
+    const std::string type = type_of(pp);
+    if (type == "ByteLevel") return {};
+    if (type == "TemplateProcessing") return template_processing(t, pp, path);
+    if (type == "Sequence") {
+      dom::array list;
+      auto ps = field(pp, "processors");
+      if (!ps || ps->get(list)) return Error(path + ".processors: missing");
+      size_t i = 0;
+      for (dom::element e : list) {
+        Status st = post_processor(t, e, path + ".processors[" + std::to_string(i++) + "]");
+        if (!st) return st;
+      }
+      return {};
+    }
+    return Error(path + ".type: unsupported \"" + type +
+                 "\" (need ByteLevel, TemplateProcessing, Sequence or null)");
+  }
+
+  static Status decoder_and_post(Tokenizer& t, dom::element root) {
     auto d = field(root, "decoder");
     if (!is_null_or_absent(d) && type_of(*d) != "ByteLevel")
       return Error("decoder.type: unsupported \"" + type_of(*d) + "\" (need ByteLevel)");
     auto pp = field(root, "post_processor");
-    if (!is_null_or_absent(pp) && type_of(*pp) != "ByteLevel")
-      return Error("post_processor.type: unsupported \"" + type_of(*pp) +
-                   "\" (kvgate encodes without post-processor tokens; need ByteLevel or null)");
-    return {};
+    if (is_null_or_absent(pp)) return {};
+    return post_processor(t, *pp, "post_processor");
   }
 
   static Status model(Tokenizer& t, dom::element root) {
@@ -223,7 +275,7 @@ Result<Tokenizer> Tokenizer::load(std::string_view tokenizer_json) {
     Status st = step(t, root);
     if (!st) return Error("tokenizer.json: " + st.error());
   }
-  if (Status st = Loaded::decoder_and_post(root); !st)
+  if (Status st = Loaded::decoder_and_post(t, root); !st)
     return Error("tokenizer.json: " + st.error());
   return t;
 }

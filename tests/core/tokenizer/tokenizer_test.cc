@@ -116,3 +116,33 @@ TEST(TokenizerFixture, Qwen3MatchesReferenceIds) {
 
 }  // namespace
 }  // namespace kvgate::tokenizer
+
+namespace kvgate::tokenizer {
+namespace {
+
+TEST(Tokenizer, ReadsTemplateProcessingForSpecialTokens) {
+  std::string j = testing::tiny_tokenizer_json();
+  const std::string pp =
+      R"({"type": "Sequence", "processors": [
+        {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
+        {"type": "TemplateProcessing",
+         "single": [{"SpecialToken": {"id": "<|end|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+         "pair": [], "special_tokens": {"<|end|>": {"id": "<|end|>", "ids": [300], "tokens": ["<|end|>"]}}}]})";
+  j.replace(j.find("\"post_processor\": null"), 22, "\"post_processor\": " + pp);
+  auto t = Tokenizer::load(j);
+  ASSERT_TRUE(t.ok()) << t.error();
+  EXPECT_EQ(t->post_prefix(), std::vector<uint32_t>{300});
+  EXPECT_TRUE(t->post_suffix().empty());
+  std::string bad = j;
+  bad.replace(bad.find("\"ids\": [300]"), 12, "\"ids\": [\"x\"]");
+  EXPECT_FALSE(Tokenizer::load(bad).ok());
+  std::string other = testing::tiny_tokenizer_json();
+  other.replace(other.find("\"post_processor\": null"), 22,
+                R"("post_processor": {"type": "BertProcessing"})");
+  auto r = Tokenizer::load(other);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("post_processor.type"), std::string::npos) << r.error();
+}
+
+}  // namespace
+}  // namespace kvgate::tokenizer
