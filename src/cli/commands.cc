@@ -1,5 +1,8 @@
 #include "cli/commands.h"
 
+#include "cli/tokenize_command.h"
+#include "engine/engine_command.h"
+
 namespace kvgate::cli {
 namespace {
 int g_exit_code = 0;
@@ -10,7 +13,8 @@ int exit_code() { return g_exit_code; }
 
 void add_commands(CLI::App& app) {
   // One line per subcommand module.
-  (void)app;
+  add_tokenize_command(app);
+  engine_server::add_engine_command(app);
 }
 
 }  // namespace kvgate::cli

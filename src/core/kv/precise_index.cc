@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "core/kv/internal/flat_map.h"
+#include "core/kv/internal/key_table.h"
 
 namespace kvgate::kv {
 namespace {
@@ -18,20 +19,44 @@ struct Holder {
   uint8_t tiers;  // Medium bits
 };
 
-// One distinct block. 24 bytes: the arena is the bulk of the index's memory.
-// Holders live inline (up to kInline) or, once there are more, all in overflow_[overflow].
-struct Entry {
+// One distinct block: 28 bytes (packed to 4-byte alignment: the arena is the bulk of the
+// index's memory). Holders live inline (up to kInline) or, once there are more, all in
+// Impl::overflow[o], where o is kept in the first two inline slots (count == kSpilled).
+//
+// `holder_sig` is an order-independent fingerprint of the holder set with its tiers (the
+// XOR of a mix of each (endpoint, tiers)). Along a prompt, consecutive blocks usually
+// have the same holders (a system prompt cached on the same endpoints): match() compares
+// fingerprints and walks such runs in O(1) per block instead of intersecting sets.
+constexpr uint8_t kSpilled = 0xFF;
+struct __attribute__((packed, aligned(4))) Entry {
   BlockKey key;
+  uint64_t holder_sig;
   uint32_t last_use;  // tick of the last store or match (LRU)
-  uint32_t overflow;  // kNone, or index into Impl::overflow_
   uint16_t ids[kInline];
   uint8_t tier_bits;  // 2 bits per inline holder
-  uint8_t count;      // inline holders (when overflow == kNone)
+  uint8_t count;      // inline holders, or kSpilled
+
+  bool spilled() const { return count == kSpilled; }
+  uint32_t overflow() const { return uint32_t{ids[0]} | uint32_t{ids[1]} << 16; }
+  void set_overflow(uint32_t o) {
+    ids[0] = static_cast<uint16_t>(o);
+    ids[1] = static_cast<uint16_t>(o >> 16);
+    count = kSpilled;
+    tier_bits = 0;
+  }
 };
-static_assert(sizeof(Entry) == 24);
+static_assert(sizeof(Entry) == 28);
+
+uint64_t HolderMix(uint16_t endpoint, uint8_t tiers) {
+  if (tiers == 0) return 0;
+  uint64_t x = (uint64_t{endpoint} << 2 | tiers) * 0x9E3779B97F4A7C15ULL;
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ULL;
+  return x ^ (x >> 32);
+}
 
 struct EndpointState {
-  internal::FlatMap64<BlockKey> engine_to_key;  // engine hash -> own key
+  internal::FlatMap64<uint32_t> engine_to_entry;  // engine hash -> arena index
   size_t blocks_held = 0;
   EventStats stats;
   bool seen = false;
@@ -46,7 +71,7 @@ struct PreciseIndex::Impl {
 
   std::vector<Entry> arena;
   std::vector<uint32_t> free_list;
-  internal::FlatMap64<uint32_t> by_key;  // own key -> arena index
+  internal::KeyTable by_key;  // own key -> arena index
   std::vector<std::vector<Holder>> overflow;
   std::vector<uint32_t> free_overflow;
   std::vector<EndpointState> endpoints;
@@ -83,192 +108,192 @@ struct PreciseIndex::Impl {
 
   template <typename Fn>
   void for_each_holder(const Entry& en, Fn&& fn) const {
-    if (en.overflow != kNone) {
-      for (const Holder& h : overflow[en.overflow]) fn(h.endpoint, h.tiers);
+    if (en.spilled()) {
+      for (const Holder& h : overflow[en.overflow()]) fn(h.endpoint, h.tiers);
     } else {
       for (int i = 0; i < en.count; ++i) fn(en.ids[i], (en.tier_bits >> (2 * i)) & 3);
     }
   }
 
+  // Tiers endpoint e holds `en` in; 0 if it is not a holder.
+  uint8_t get_tiers(const Entry& en, uint16_t e) const {
+    if (en.spilled()) {
+      for (const Holder& h : overflow[en.overflow()]) {
+        if (h.endpoint == e) return h.tiers;
+      }
+      return 0;
+    }
+    for (int i = 0; i < en.count; ++i) {
+      if (en.ids[i] == e) return (en.tier_bits >> (2 * i)) & 3;
+    }
+    return 0;
+  }
+
+  // Sets e's tiers to t (t == 0 removes e), moving holders between the inline slots and
+  // an overflow vector as the count crosses kInline. REQUIRES: t != get_tiers(en, e).
+  void set_tiers(Entry& en, uint16_t e, uint8_t t) {
+    en.holder_sig ^= HolderMix(e, get_tiers(en, e)) ^ HolderMix(e, t);
+    Holder all[kInline + 1];
+    std::vector<Holder>* big = en.spilled() ? &overflow[en.overflow()] : nullptr;
+    if (big != nullptr) {
+      auto it =
+          std::find_if(big->begin(), big->end(), [&](const Holder& h) { return h.endpoint == e; });
+      if (it != big->end() && t != 0) {
+        it->tiers = t;
+        return;
+      }
+      if (it == big->end()) {
+        big->push_back({e, t});
+        return;
+      }
+      *it = big->back();
+      big->pop_back();
+      if (big->size() > kInline) return;
+      // Few enough to move back inline.
+      int n = 0;
+      for (const Holder& h : *big) all[n++] = h;
+      release_overflow(en.overflow());
+      pack_inline(en, all, n);
+      return;
+    }
+    int n = 0;
+    bool found = false;
+    for (int i = 0; i < en.count; ++i) {
+      Holder h{en.ids[i], static_cast<uint8_t>((en.tier_bits >> (2 * i)) & 3)};
+      if (h.endpoint == e) {
+        found = true;
+        if (t == 0) continue;
+        h.tiers = t;
+      }
+      all[n++] = h;
+    }
+    if (!found) all[n++] = {e, t};
+    if (n <= kInline) {
+      pack_inline(en, all, n);
+      return;
+    }
+    uint32_t o = acquire_overflow();
+    overflow[o].assign(all, all + n);
+    en.set_overflow(o);
+  }
+
+  static void pack_inline(Entry& en, const Holder* hs, int n) {
+    en.count = static_cast<uint8_t>(n);
+    en.tier_bits = 0;
+    for (int i = 0; i < n; ++i) {
+      en.ids[i] = hs[i].endpoint;
+      en.tier_bits = static_cast<uint8_t>(en.tier_bits | (hs[i].tiers << (2 * i)));
+    }
+  }
+
+  uint32_t acquire_overflow() {
+    if (!free_overflow.empty()) {
+      uint32_t o = free_overflow.back();
+      free_overflow.pop_back();
+      return o;
+    }
+    overflow.emplace_back();
+    return static_cast<uint32_t>(overflow.size() - 1);
+  }
+
+  void release_overflow(uint32_t o) {
+    overflow[o].clear();
+    overflow[o].shrink_to_fit();
+    free_overflow.push_back(o);
+  }
+
   // Adds `bits` to endpoint e's tiers; returns true if e was not a holder before.
   bool add_holder(Entry& en, uint16_t e, uint8_t bits) {
-    if (en.overflow != kNone) {
-      auto& v = overflow[en.overflow];
-      for (Holder& h : v) {
-        if (h.endpoint == e) {
-          h.tiers |= bits;
-          return false;
-        }
-      }
-      v.push_back({e, bits});
-      return true;
-    }
-    for (int i = 0; i < en.count; ++i) {
-      if (en.ids[i] == e) {
-        en.tier_bits |= static_cast<uint8_t>(bits << (2 * i));
-        return false;
-      }
-    }
-    if (en.count < kInline) {
-      en.ids[en.count] = e;
-      en.tier_bits |= static_cast<uint8_t>(bits << (2 * en.count));
-      ++en.count;
-      return true;
-    }
-    uint32_t o;
-    if (!free_overflow.empty()) {
-      o = free_overflow.back();
-      free_overflow.pop_back();
-    } else {
-      o = static_cast<uint32_t>(overflow.size());
-      overflow.emplace_back();
-    }
-    auto& v = overflow[o];
-    v.clear();
-    for (int i = 0; i < en.count; ++i) {
-      v.push_back({en.ids[i], static_cast<uint8_t>((en.tier_bits >> (2 * i)) & 3)});
-    }
-    v.push_back({e, bits});
-    en.overflow = o;
-    en.count = 0;
-    en.tier_bits = 0;
-    return true;
+    uint8_t old = get_tiers(en, e);
+    if ((old | bits) != old) set_tiers(en, e, static_cast<uint8_t>(old | bits));
+    return old == 0;
   }
 
-  // Clears `bits` of endpoint e. Returns true if e stopped being a holder.
-  // `was_holder` tells whether e held the entry at all.
+  // Clears `bits` of endpoint e. Returns true if e stopped being a holder; `was_holder`
+  // tells whether e held the entry at all.
   bool remove_holder_bits(Entry& en, uint16_t e, uint8_t bits, bool& was_holder) {
-    was_holder = false;
-    if (en.overflow != kNone) {
-      auto& v = overflow[en.overflow];
-      for (size_t i = 0; i < v.size(); ++i) {
-        if (v[i].endpoint != e) continue;
-        was_holder = true;
-        v[i].tiers &= static_cast<uint8_t>(~bits);
-        if (v[i].tiers != 0) return false;
-        v[i] = v.back();
-        v.pop_back();
-        if (v.size() <= kInline) {  // back inline
-          uint32_t o = en.overflow;
-          en.overflow = kNone;
-          en.count = 0;
-          en.tier_bits = 0;
-          for (const Holder& h : overflow[o]) {
-            en.ids[en.count] = h.endpoint;
-            en.tier_bits |= static_cast<uint8_t>(h.tiers << (2 * en.count));
-            ++en.count;
-          }
-          overflow[o].clear();
-          overflow[o].shrink_to_fit();
-          free_overflow.push_back(o);
-        }
-        return true;
-      }
-      return false;
-    }
-    for (int i = 0; i < en.count; ++i) {
-      if (en.ids[i] != e) continue;
-      was_holder = true;
-      uint8_t t = static_cast<uint8_t>(((en.tier_bits >> (2 * i)) & 3) & ~bits);
-      if (t != 0) {
-        en.tier_bits = static_cast<uint8_t>((en.tier_bits & ~(3 << (2 * i))) | (t << (2 * i)));
-        return false;
-      }
-      // Repack the other holders without slot i.
-      uint16_t ids[kInline];
-      uint8_t packed = 0;
-      int n = 0;
-      for (int j = 0; j < en.count; ++j) {
-        if (j == i) continue;
-        ids[n] = en.ids[j];
-        packed = static_cast<uint8_t>(packed | (((en.tier_bits >> (2 * j)) & 3) << (2 * n)));
-        ++n;
-      }
-      for (int j = 0; j < n; ++j) en.ids[j] = ids[j];
-      en.tier_bits = packed;
-      en.count = static_cast<uint8_t>(n);
-      return true;
-    }
-    return false;
+    uint8_t old = get_tiers(en, e);
+    was_holder = old != 0;
+    uint8_t now = static_cast<uint8_t>(old & ~bits);
+    if (now != old) set_tiers(en, e, now);
+    return was_holder && now == 0;
   }
 
-  bool has_holders(const Entry& en) const { return en.overflow != kNone || en.count > 0; }
+  bool has_holders(const Entry& en) const { return en.count > 0; }
 
   // --- entries ---
 
   uint32_t find(BlockKey key) const {
-    const uint32_t* idx = by_key.find(key);
-    return idx ? *idx : kNone;
+    return by_key.find(key, [this](uint32_t i) { return arena[i].key; });
   }
 
-  uint32_t find_or_create(BlockKey key) {
-    auto [slot, inserted] = by_key.insert(key, kNone);
-    if (!inserted) return *slot;
-    uint32_t idx;
+  // `hint`: where the key probably is (the entry after the parent's: chains stored
+  // together sit together in the arena), checked before the hash table.
+  uint32_t find_or_create(BlockKey key, uint32_t hint) {
+    if (hint < arena.size() && arena[hint].key == key && has_holders(arena[hint])) return hint;
+    uint32_t idx = find(key);
+    if (idx != kNone) return idx;
     if (!free_list.empty()) {
       idx = free_list.back();
       free_list.pop_back();
     } else {
       idx = static_cast<uint32_t>(arena.size());
+      if (arena.size() == arena.capacity()) arena.reserve(arena.size() + arena.size() / 2 + 64);
       arena.emplace_back();
     }
-    arena[idx] = Entry{key, tick, kNone, {0, 0, 0}, 0, 0};
-    *slot = idx;
+    arena[idx] = Entry{key, 0, tick, {0, 0, 0}, 0, 0};
+    by_key.insert_new(key, idx);
     return idx;
   }
 
   void free_entry(uint32_t idx) {
     Entry& en = arena[idx];
-    by_key.erase(en.key);
-    if (en.overflow != kNone) {
-      overflow[en.overflow].clear();
-      overflow[en.overflow].shrink_to_fit();
-      free_overflow.push_back(en.overflow);
-    }
-    en = Entry{0, 0, kNone, {0, 0, 0}, 0, 0};
+    by_key.erase(en.key, [this](uint32_t i) { return arena[i].key; });
+    if (en.spilled()) release_overflow(en.overflow());
+    en = Entry{0, 0, 0, {0, 0, 0}, 0, 0};
     free_list.push_back(idx);
-  }
-
-  // Forgets the entry for every holder (capacity eviction).
-  void evict_entry(uint32_t idx) {
-    Entry& en = arena[idx];
-    for_each_holder(en, [&](uint16_t e, uint8_t) {
-      --endpoints[e].blocks_held;
-      --held_pairs;
-    });
-    free_entry(idx);
   }
 
   void enforce_capacity() {
     size_t cap = options.capacity_blocks;
     if (cap == 0 || by_key.size() <= cap) return;
     // Evict in batches: the least recently used ~1/16 of the capacity at once, so the
-    // O(n) selection is amortized over many stores.
+    // O(n) selection and the sweep of the endpoints' engine maps are amortized.
     size_t target = cap - cap / 16;
     std::vector<std::pair<uint32_t, uint32_t>> live;  // (last_use, idx)
     live.reserve(by_key.size());
     for (uint32_t i = 0; i < arena.size(); ++i) {
-      if (arena[i].key != 0 || has_holders(arena[i])) live.push_back({arena[i].last_use, i});
+      if (has_holders(arena[i])) live.push_back({uint32_t{arena[i].last_use}, i});
     }
     size_t drop = live.size() > target ? live.size() - target : 0;
     if (drop == 0) return;
     std::nth_element(live.begin(), live.begin() + static_cast<ptrdiff_t>(drop - 1), live.end());
-    for (size_t i = 0; i < drop; ++i) evict_entry(live[i].second);
+    std::vector<bool> doomed(arena.size());
+    for (size_t i = 0; i < drop; ++i) {
+      uint32_t idx = live[i].second;
+      doomed[idx] = true;
+      for_each_holder(arena[idx], [&](uint16_t e, uint8_t) {
+        --endpoints[e].blocks_held;
+        --held_pairs;
+      });
+    }
+    for (EndpointState& st : endpoints) {
+      st.engine_to_entry.erase_if([&](uint64_t, uint32_t idx) { return doomed[idx]; });
+    }
+    for (size_t i = 0; i < drop; ++i) free_entry(live[i].second);
   }
 
   void clear_endpoint(EndpointId e) {
     if (e >= endpoints.size()) return;
     EndpointState& st = endpoints[e];
-    st.engine_to_key.for_each([&](uint64_t, BlockKey& own) {
-      uint32_t idx = find(own);
-      if (idx == kNone) return;
+    st.engine_to_entry.for_each([&](uint64_t, uint32_t& idx) {
       bool was = false;
       if (remove_holder_bits(arena[idx], static_cast<uint16_t>(e), 3, was) && was) {
         --held_pairs;
         if (!has_holders(arena[idx])) free_entry(idx);
       }
     });
-    st.engine_to_key.clear();
+    st.engine_to_entry.clear();
     st.blocks_held = 0;
   }
 };
@@ -286,33 +311,36 @@ void PreciseIndex::apply_stored(EndpointId endpoint, const BlockStoredEvent& ev)
   }
   BlockKey parent;
   if (ev.parent_block_hash) {
-    const BlockKey* p = st.engine_to_key.find(*ev.parent_block_hash);
+    const uint32_t* p = st.engine_to_entry.find(*ev.parent_block_hash);
     if (p == nullptr) {
       ++st.stats.unknown_parent;
       return;
     }
-    parent = *p;
+    parent = m.arena[*p].key;
   } else {
     parent = m.seed_for(ev.lora_name);
   }
   const uint8_t bit = Bit(ev.medium);
   const uint16_t e = static_cast<uint16_t>(endpoint);
   ++m.tick;
+  uint32_t hint = kNone;
+  if (ev.parent_block_hash) hint = *st.engine_to_entry.find(*ev.parent_block_hash) + 1;
   for (size_t i = 0; i < n; ++i) {
     BlockKey own = hash_block(parent, ev.token_ids.subspan(i * ev.block_size, ev.block_size));
-    auto [mapped, fresh] = st.engine_to_key.insert(ev.block_hashes[i], own);
-    if (!fresh && *mapped != own) {
-      // The engine reused a hash for other content: drop the old mapping first.
-      uint32_t old = m.find(*mapped);
+    uint32_t idx = m.find_or_create(own, hint);
+    hint = idx + 1;
+    auto [mapped, fresh] = st.engine_to_entry.insert(ev.block_hashes[i], idx);
+    if (!fresh && *mapped != idx) {
+      // The engine reused a hash for other content: drop the old block first.
+      uint32_t old = *mapped;
       bool was = false;
-      if (old != kNone && m.remove_holder_bits(m.arena[old], e, 3, was) && was) {
+      if (m.remove_holder_bits(m.arena[old], e, 3, was)) {
         --st.blocks_held;
         --m.held_pairs;
         if (!m.has_holders(m.arena[old])) m.free_entry(old);
       }
-      *mapped = own;
+      *mapped = idx;
     }
-    uint32_t idx = m.find_or_create(own);
     Entry& en = m.arena[idx];
     en.last_use = m.tick;
     if (m.add_holder(en, e, bit)) {
@@ -331,25 +359,21 @@ void PreciseIndex::apply_removed(EndpointId endpoint, const BlockRemovedEvent& e
   const uint8_t bit = Bit(ev.medium);
   const uint16_t e = static_cast<uint16_t>(endpoint);
   for (uint64_t h : ev.block_hashes) {
-    BlockKey* own = st.engine_to_key.find(h);
-    if (own == nullptr) {
+    const uint32_t* found = st.engine_to_entry.find(h);
+    if (found == nullptr) {
       ++st.stats.unknown_removed;
       continue;
     }
     ++st.stats.removed_blocks;
-    uint32_t idx = m.find(*own);
-    if (idx == kNone) {  // already evicted for capacity
-      st.engine_to_key.erase(h);
-      continue;
-    }
+    const uint32_t idx = *found;
     bool was = false;
     bool gone = m.remove_holder_bits(m.arena[idx], e, bit, was);
-    if (!was) {  // evicted for capacity, then re-stored by others
-      st.engine_to_key.erase(h);
+    if (!was) {  // two engine hashes named this block and the other removed it already
+      st.engine_to_entry.erase(h);
       continue;
     }
     if (gone) {
-      st.engine_to_key.erase(h);
+      st.engine_to_entry.erase(h);
       --st.blocks_held;
       --m.held_pairs;
       if (!m.has_holders(m.arena[idx])) m.free_entry(idx);
@@ -409,18 +433,48 @@ void PreciseIndex::match(std::span<const BlockKey> keys, Nanos /*now*/,
       m.gpu[e] = m.gpu_alive[e] ? 1 : 0;
     });
   }
-  constexpr size_t kAhead = 8;
-  for (size_t i = 1; i < keys.size() && !active.empty(); ++i) {
-    if (i + kAhead < keys.size()) m.by_key.prefetch(keys[i + kAhead]);
-    uint32_t next = idx + 1;
-    if (next < m.arena.size() && m.arena[next].key == keys[i]) {
-      idx = next;
+  // Blocks whose holder set equals the previous block's are counted lazily: `pending`
+  // of them are added to every active endpoint when the set next changes.
+  uint64_t prev_sig = m.arena[idx].holder_sig;
+  uint32_t pending = 0;
+  auto settle = [&] {
+    if (pending == 0) return;
+    for (uint16_t e : active) {
+      m.total[e] += pending;
+      if (m.gpu_alive[e]) m.gpu[e] += pending;
+    }
+    pending = 0;
+  };
+  Entry* const arena = m.arena.data();
+  const size_t arena_size = m.arena.size();
+  const uint32_t tick = m.tick;
+  const size_t n = keys.size();
+  for (size_t i = 1; i < n && !active.empty(); ++i) {
+    // The common case in a tight loop: the next block is the next arena entry and has
+    // the same holders as the one before.
+    while (idx + 1 < arena_size && arena[idx + 1].key == keys[i] &&
+           arena[idx + 1].holder_sig == prev_sig) {
+      ++idx;
+      __builtin_prefetch(arena + idx + 24);  // ~10 cache lines ahead: the walk is sequential
+      arena[idx].last_use = tick;
+      ++pending;
+      if (++i == n) break;
+    }
+    if (i == n) break;
+    if (idx + 1 < arena_size && arena[idx + 1].key == keys[i]) {
+      ++idx;
     } else {
       idx = m.find(keys[i]);
       if (idx == kNone) break;
     }
-    Entry& en = m.arena[idx];
-    en.last_use = m.tick;
+    Entry& en = arena[idx];
+    en.last_use = tick;
+    if (en.holder_sig == prev_sig) {
+      ++pending;
+      continue;
+    }
+    settle();
+    prev_sig = en.holder_sig;
     if (++m.gen == 0) {  // wrapped: old stamps could collide
       std::fill(m.stamp.begin(), m.stamp.end(), 0);
       m.gen = 1;
@@ -446,6 +500,7 @@ void PreciseIndex::match(std::span<const BlockKey> keys, Nanos /*now*/,
     }
     active.resize(w);
   }
+  settle();
   for (uint16_t e : active) out.push_back({e, m.gpu[e], m.total[e]});
 }
 
@@ -455,7 +510,9 @@ size_t PreciseIndex::memory_bytes() const {
                  m.by_key.memory_bytes() + m.overflow.capacity() * sizeof(std::vector<Holder>) +
                  m.free_overflow.capacity() * 4;
   for (const auto& v : m.overflow) bytes += v.capacity() * sizeof(Holder);
-  for (const auto& e : m.endpoints) bytes += sizeof(EndpointState) + e.engine_to_key.memory_bytes();
+  for (const auto& e : m.endpoints) {
+    bytes += sizeof(EndpointState) + e.engine_to_entry.memory_bytes();
+  }
   return bytes;
 }
 

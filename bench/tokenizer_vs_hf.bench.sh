@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Side-by-side encode throughput: kvgate's tokenizer vs the Hugging Face tokenizers
+# library (Rust, through the @anush008/tokenizers Node addon), same corpora, same run,
+# single thread, one ~4 KB document per call, median of the passes, CPU time on both
+# sides (the machine may be shared). Prints the ratio.
+# Needs: scripts/bootstrap, and build/release/tokenizer_bench (make bench builds it:
+#   cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVGATE_BENCH=ON
+#   cmake --build build/release --target tokenizer_bench)
+# Env: PASSES (default 5) passes per corpus on each side.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+passes=${PASSES:-5}
+corpora=out/bench/corpora
+mkdir -p out/bench
+node bench/tokenizer_corpora.mjs "$corpora"
+bench=build/release/tokenizer_bench
+[[ -x $bench ]] || { echo "tokenizer_vs_hf: $bench missing (build the release benches)" >&2; exit 2; }
+for model in qwen3 llama3; do
+  node bench/tokenizer_hf.mjs ".deps/fixtures/$model/tokenizer.json" "$corpora" "$passes" \
+    >"out/bench/tokenizer_hf_$model.json"
+  KVGATE_BENCH_CORPORA=$corpora "$bench" --benchmark_filter="BM_Encode/$model/" \
+    --benchmark_repetitions="$passes" --benchmark_report_aggregates_only=true \
+    --benchmark_format=json >"out/bench/tokenizer_kvgate_$model.json" 2>/dev/null
+done
+node - <<'JS'
+const fs = require('fs');
+console.log('model   corpus   HF MB/s   HF tok/s   kvgate MB/s   kvgate tok/s   ratio');
+let worst = Infinity;
+for (const model of ['qwen3', 'llama3']) {
+  const hf = JSON.parse(fs.readFileSync(`out/bench/tokenizer_hf_${model}.json`));
+  const kv = JSON.parse(fs.readFileSync(`out/bench/tokenizer_kvgate_${model}.json`)).benchmarks;
+  for (const corpus of ['prose', 'code', 'cjk', 'mixed']) {
+    const b = kv.find((x) => x.name === `BM_Encode/${model}/${corpus}_median`);
+    const mb = b.bytes_per_second / 1e6, tok = b.tokens_per_s;
+    const ratio = mb / hf[corpus].mb_per_s;
+    worst = Math.min(worst, ratio);
+    console.log(`${model.padEnd(7)} ${corpus.padEnd(8)} ${hf[corpus].mb_per_s.toFixed(2).padStart(7)} ` +
+      `${(hf[corpus].tokens_per_s / 1e6).toFixed(3).padStart(9)}M ${mb.toFixed(1).padStart(12)} ` +
+      `${(tok / 1e6).toFixed(2).padStart(13)}M ${ratio.toFixed(1).padStart(7)}x`);
+  }
+}
+console.log(`lowest ratio: ${worst.toFixed(1)}x (target >= 10x)`);
+JS

@@ -1,0 +1,164 @@
+// `kvgate tokenize`: encodes text with a tokenizer.json the way the router does, for users
+// checking what the router sees and for the conformance tests.
+//
+//   kvgate tokenize --tokenizer tokenizer.json < lines.jsonl   # each line a JSON string
+//   -> one JSON array of ids per line, or {"error": "..."} for a bad line
+//   kvgate tokenize --tokenizer tokenizer.json --chat-template tokenizer_config.json
+//   -> each line a chat request {"messages": [...]}, rendered then encoded
+//   (--render prints the rendered prompt text as a JSON string instead of ids)
+#include "cli/tokenize_command.h"
+
+#include <boost/json.hpp>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/tokenizer/chat_template.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace kvgate::cli {
+namespace {
+
+struct Options {
+  std::string tokenizer_path;
+  std::string chat_template_path;
+  bool decode = false;
+  bool render = false;
+};
+
+std::optional<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void print_error(const std::string& message) {
+  std::cout << "{\"error\":" << boost::json::serialize(boost::json::string(message)) << "}\n";
+}
+
+int run(const Options& opt) {
+  auto text = read_file(opt.tokenizer_path);
+  if (!text) {
+    std::cerr << "kvgate tokenize: cannot read " << opt.tokenizer_path << "\n";
+    return 2;
+  }
+  auto tok = tokenizer::Tokenizer::load(*text);
+  if (!tok) {
+    std::cerr << "kvgate tokenize: " << opt.tokenizer_path << ": " << tok.error() << "\n";
+    return 2;
+  }
+  std::optional<tokenizer::ChatTemplate> chat;
+  if (!opt.chat_template_path.empty()) {
+    auto config = read_file(opt.chat_template_path);
+    if (!config) {
+      std::cerr << "kvgate tokenize: cannot read " << opt.chat_template_path << "\n";
+      return 2;
+    }
+    auto t = tokenizer::ChatTemplate::load(*config);
+    if (!t) {
+      std::cerr << "kvgate tokenize: " << opt.chat_template_path << ": " << t.error() << "\n";
+      return 2;
+    }
+    chat = std::move(*t);
+  }
+  std::ios::sync_with_stdio(false);
+  std::string line, out;
+  std::vector<uint32_t> ids;
+  while (std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    boost::system::error_code ec;
+    boost::json::value v = boost::json::parse(line, ec);
+    if (ec) {
+      print_error("line is not JSON: " + ec.message());
+      continue;
+    }
+    if (opt.decode) {
+      if (!v.is_array()) {
+        print_error("--decode needs a JSON array of ids per line");
+        continue;
+      }
+      ids.clear();
+      bool ok = true;
+      for (const auto& x : v.as_array()) {
+        if (!x.is_int64() || x.as_int64() < 0 || x.as_int64() > UINT32_MAX) {
+          ok = false;
+          break;
+        }
+        ids.push_back(static_cast<uint32_t>(x.as_int64()));
+      }
+      if (!ok) {
+        print_error("ids must be non-negative integers");
+        continue;
+      }
+      auto s = tok->decode(ids, false);
+      if (!s) {
+        print_error(s.error());
+        continue;
+      }
+      std::cout << boost::json::serialize(boost::json::string(*s)) << "\n";
+      continue;
+    }
+    std::string prompt;
+    if (chat) {
+      auto req = tokenizer::parse_chat_request(line);
+      if (!req) {
+        print_error(req.error());
+        continue;
+      }
+      auto r = chat->render(*req);
+      if (!r) {
+        print_error(r.error());
+        continue;
+      }
+      prompt = std::move(*r);
+      if (opt.render) {
+        std::cout << boost::json::serialize(boost::json::string(prompt)) << "\n";
+        continue;
+      }
+    } else if (v.is_string()) {
+      prompt = std::string(v.as_string());
+    } else {
+      print_error("each line must be a JSON string");
+      continue;
+    }
+    ids.clear();
+    if (Status st = tok->encode_into(prompt, ids); !st) {
+      print_error(st.error());
+      continue;
+    }
+    out.clear();
+    out.push_back('[');
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i) out.push_back(',');
+      out += std::to_string(ids[i]);
+    }
+    out += "]\n";
+    std::cout << out;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_tokenize_command(CLI::App& app) {
+  auto opt = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "tokenize",
+      "Encode text to token ids (or decode ids) with a Hugging Face tokenizer.json, exactly "
+      "as the router does. Reads JSON lines on stdin: a JSON string per line (encode) or a "
+      "JSON array of ids (--decode); writes one JSON line per input line, {\"error\": ...} "
+      "for a bad one.");
+  cmd->add_option("--tokenizer", opt->tokenizer_path, "Path of tokenizer.json")->required();
+  cmd->add_flag("--decode", opt->decode, "Decode arrays of ids to text instead of encoding");
+  cmd->add_option("--chat-template", opt->chat_template_path,
+                  "tokenizer_config.json: input lines are chat requests {\"messages\": [...]} "
+                  "rendered with its chat template (Qwen3 or Llama 3), then encoded");
+  cmd->add_flag("--render", opt->render, "With --chat-template: print the prompt text, not ids");
+  cmd->callback([opt] { set_exit_code(run(*opt)); });
+}
+
+}  // namespace kvgate::cli

@@ -1,0 +1,489 @@
+#include "core/engine/engine_model.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cassert>
+#include <string>
+
+namespace kvgate::engine {
+
+namespace {
+
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+struct EngineModel::Request {
+  enum class State : uint8_t { kArriving, kWaiting, kRunning, kHeld };
+
+  RequestId id = 0;
+  std::vector<kv::TokenId> tokens;  // prompt, then every sampled output token
+  std::vector<kv::TokenId> given_outputs;
+  uint32_t prompt_len = 0;
+  uint32_t max_tokens = 0;
+  uint32_t num_output = 0;
+  int32_t priority = 0;
+  std::optional<int64_t> lora_id;
+  std::optional<std::string> lora_name;
+  bool remote_kv = false;  // prompt KV still to be received (first scheduling only)
+  bool hold_kv = false;    // keep blocks after finishing until release()
+
+  State state = State::kArriving;
+  uint64_t seq = 0;
+  uint64_t root = 0;  // hash seed of block 0
+  Nanos arrival = 0;
+  Nanos ready = 0;
+  Nanos first_scheduled = -1;
+  Nanos last_token = 0;
+  uint32_t cached_tokens = 0;  // at first scheduling
+
+  uint64_t num_computed = 0;            // tokens whose KV is in `blocks`
+  std::vector<BlockId> blocks;          // KV blocks, in token order
+  std::vector<EngineBlockHash> hashes;  // engine hash of every full block of tokens
+  uint32_t num_committed = 0;           // leading blocks already in the prefix cache
+  uint32_t step_tokens = 0;             // tokens scheduled in the current step
+  uint32_t running_index = 0;
+};
+
+EngineModel::EngineModel(const EngineConfig& config, Profile profile)
+    : config_(config),
+      profile_(std::move(profile)),
+      pool_(config.num_gpu_blocks ? config.num_gpu_blocks : std::max(1u, profile_.num_gpu_blocks),
+            config.enable_prefix_caching) {
+  if (config_.num_gpu_blocks == 0) config_.num_gpu_blocks = pool_.num_blocks();
+  if (config_.block_size == 0) config_.block_size = std::max(1u, profile_.block_size);
+  if (config_.max_model_len == 0) config_.max_model_len = profile_.max_model_len;
+  if (config_.max_num_seqs == 0) config_.max_num_seqs = 1;
+  if (config_.max_num_batched_tokens == 0) config_.max_num_batched_tokens = 1;
+  if (config_.vocab_size == 0) config_.vocab_size = 1;
+  running_.reserve(config_.max_num_seqs);
+  scheduled_.reserve(config_.max_num_seqs);
+}
+
+EngineModel::~EngineModel() = default;
+
+uint64_t EngineModel::root_hash(const Request& r) const {
+  uint64_t root = mix64(config_.hash_seed);
+  if (r.lora_id) root = mix64(root ^ static_cast<uint64_t>(*r.lora_id) ^ 0x4c6f5241ULL);
+  if (r.lora_name) root = XXH3_64bits_withSeed(r.lora_name->data(), r.lora_name->size(), root);
+  return root;
+}
+
+void EngineModel::extend_hashes(Request& r) {
+  if (!config_.enable_prefix_caching) return;
+  const size_t bs = config_.block_size;
+  while ((r.hashes.size() + 1) * bs <= r.tokens.size()) {
+    const size_t i = r.hashes.size();
+    const EngineBlockHash parent = i == 0 ? r.root : r.hashes.back();
+    r.hashes.push_back(
+        kv::hash_block(parent, std::span<const kv::TokenId>(r.tokens.data() + i * bs, bs)));
+  }
+}
+
+Status EngineModel::add(EngineRequest request, Nanos now) {
+  if (request.prompt.empty()) return Error("prompt must not be empty");
+  if (request.max_tokens == 0) return Error("max_tokens must be at least 1");
+  if (requests_.count(request.id)) {
+    return Error("request id " + std::to_string(request.id) + " is already in the engine");
+  }
+  const uint32_t max_tokens = config_.role == Role::kPrefill ? 1 : request.max_tokens;
+  const uint64_t total = request.prompt.size() + max_tokens;
+  if (total > config_.max_model_len) {
+    return Error("This model's maximum context length is " + std::to_string(config_.max_model_len) +
+                 " tokens. However, you requested " + std::to_string(total) + " tokens (" +
+                 std::to_string(request.prompt.size()) + " in the messages, " +
+                 std::to_string(max_tokens) + " in the completion).");
+  }
+  if (ceil_div(total - 1, config_.block_size) > pool_.num_blocks()) {
+    return Error("request needs more KV blocks than the engine has (" +
+                 std::to_string(pool_.num_blocks()) + ")");
+  }
+
+  auto owned = std::make_unique<Request>();
+  Request& r = *owned;
+  r.id = request.id;
+  r.prompt_len = static_cast<uint32_t>(request.prompt.size());
+  r.tokens = std::move(request.prompt);
+  r.given_outputs = std::move(request.output_tokens);
+  r.max_tokens = max_tokens;
+  r.priority = request.priority;
+  r.lora_id = request.lora_id;
+  r.lora_name = std::move(request.lora_name);
+  r.remote_kv = request.remote_kv;
+  r.hold_kv = request.hold_kv_after_finish;
+  r.seq = next_seq_++;
+  r.root = root_hash(r);
+  r.arrival = now;
+  r.ready =
+      now + profile_.preprocess_time(r.prompt_len) + std::max<Nanos>(0, request.kv_transfer_time);
+  extend_hashes(r);
+
+  arriving_.push_back({Arrival{r.ready, r.seq}, &r});
+  std::push_heap(arriving_.begin(), arriving_.end(),
+                 [](const auto& a, const auto& b) { return a.first > b.first; });
+  requests_.emplace(r.id, std::move(owned));
+  refresh_gauges();
+  return {};
+}
+
+bool EngineModel::abort(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  Request& r = *it->second;
+  switch (r.state) {
+    case Request::State::kArriving: {
+      std::erase_if(arriving_, [&](const auto& a) { return a.second == &r; });
+      std::make_heap(arriving_.begin(), arriving_.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+      break;
+    }
+    case Request::State::kWaiting:
+      waiting_.erase({WaitKey{r.priority, r.seq}, &r});
+      break;
+    case Request::State::kRunning:
+      free_blocks(r);
+      running_[r.running_index] = nullptr;
+      --num_running_;
+      break;
+    case Request::State::kHeld:
+      free_blocks(r);
+      requests_.erase(it);
+      refresh_gauges();
+      return true;  // already finished: not an abort
+  }
+  ++metrics_.requests_aborted;
+  requests_.erase(it);
+  refresh_gauges();
+  return true;
+}
+
+bool EngineModel::release(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || it->second->state != Request::State::kHeld) return false;
+  free_blocks(*it->second);
+  requests_.erase(it);
+  refresh_gauges();
+  return true;
+}
+
+std::optional<Nanos> EngineModel::next_step_time(Nanos now) const {
+  if (has_work()) return now;
+  if (arriving_.empty()) return std::nullopt;
+  return std::max(now, arriving_.front().first.ready);
+}
+
+void EngineModel::admit_arrivals(Nanos now) {
+  const auto later = [](const auto& a, const auto& b) { return a.first > b.first; };
+  while (!arriving_.empty() && arriving_.front().first.ready <= now) {
+    std::pop_heap(arriving_.begin(), arriving_.end(), later);
+    Request* r = arriving_.back().second;
+    arriving_.pop_back();
+    r->state = Request::State::kWaiting;
+    waiting_.insert({WaitKey{r->priority, r->seq}, r});
+  }
+}
+
+void EngineModel::free_blocks(Request& r) {
+  // Last block first, so that a request's tail is evicted before its head (vLLM).
+  for (auto it = r.blocks.rbegin(); it != r.blocks.rend(); ++it) pool_.release(*it);
+  r.blocks.clear();
+  r.num_committed = 0;
+}
+
+void EngineModel::flush_evictions(StepResult& out) {
+  if (evicted_.empty()) return;
+  if (config_.emit_kv_events) {
+    auto& removed = out.kv_events.emplace_back(std::in_place_type<BlockRemoved>);
+    std::get<BlockRemoved>(removed).block_hashes = evicted_;
+  }
+  evicted_.clear();
+}
+
+bool EngineModel::allocate_blocks(Request& r, uint64_t total_tokens, StepResult& out) {
+  const uint64_t need = ceil_div(total_tokens, config_.block_size);
+  if (need <= r.blocks.size()) return true;
+  if (pool_.num_free() < need - r.blocks.size()) return false;
+  while (r.blocks.size() < need) r.blocks.push_back(pool_.allocate(evicted_));
+  flush_evictions(out);
+  return true;
+}
+
+EngineModel::Request* EngineModel::pick_victim() {
+  Request* victim = nullptr;
+  for (Request* r : running_) {
+    if (r == nullptr) continue;
+    if (victim == nullptr ||
+        WaitKey{victim->priority, victim->seq} < WaitKey{r->priority, r->seq}) {
+      victim = r;
+    }
+  }
+  return victim;
+}
+
+void EngineModel::preempt(Request& r, StepResult& out) {
+  budget_ += r.step_tokens;
+  r.step_tokens = 0;
+  free_blocks(r);
+  r.num_computed = 0;
+  running_[r.running_index] = nullptr;
+  --num_running_;
+  r.state = Request::State::kWaiting;
+  waiting_.insert({WaitKey{r.priority, r.seq}, &r});
+  ++metrics_.num_preemptions;
+  out.preempted.push_back(r.id);
+  preempted_this_step_ = true;
+}
+
+void EngineModel::schedule_running(StepResult& out) {
+  // Index loop: preemption nulls entries (possibly ahead of us) but never appends.
+  for (size_t i = 0; i < running_.size() && budget_ > 0; ++i) {
+    Request* r = running_[i];
+    if (r == nullptr) continue;
+    const uint64_t num_new = std::min<uint64_t>(r->tokens.size() - r->num_computed, budget_);
+    if (num_new == 0) continue;
+    bool self_preempted = false;
+    while (!allocate_blocks(*r, r->num_computed + num_new, out)) {
+      Request* victim = pick_victim();
+      preempt(*victim, out);
+      if (victim == r) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) continue;
+    r->step_tokens = static_cast<uint32_t>(num_new);
+    budget_ -= num_new;
+    scheduled_.push_back(r);
+  }
+}
+
+void EngineModel::schedule_waiting(StepResult& out) {
+  const uint32_t bs = config_.block_size;
+  while (!waiting_.empty() && budget_ > 0 && num_running_ < config_.max_num_seqs) {
+    Request& r = *waiting_.begin()->second;
+    const uint64_t num_tokens = r.tokens.size();
+    // Never take the whole request from cache: the last token is computed to sample.
+    const uint64_t max_hit_blocks = (num_tokens - 1) / bs;
+    uint64_t hit_blocks = 0;
+    uint64_t free_hits = 0;  // hit blocks sitting in the free list
+    if (config_.enable_prefix_caching) {
+      while (hit_blocks < max_hit_blocks) {
+        const BlockId b = pool_.lookup(r.hashes[hit_blocks]);
+        if (b == kNoBlock) break;
+        if (pool_.ref_count(b) == 0) ++free_hits;
+        ++hit_blocks;
+      }
+    }
+    // Remote prefill: the prompt's full blocks arrive instead of being computed.
+    const uint64_t remote_blocks =
+        r.remote_kv ? std::max(hit_blocks, std::min<uint64_t>(r.prompt_len / bs, max_hit_blocks))
+                    : hit_blocks;
+    const uint64_t start = remote_blocks * bs;
+    const uint64_t num_new = std::min<uint64_t>(num_tokens - start, budget_);
+    const uint64_t need = ceil_div(start + num_new, bs);
+    if (pool_.num_free() < free_hits + (need - hit_blocks)) break;  // head-of-line waits
+
+    waiting_.erase(waiting_.begin());
+    for (uint64_t i = 0; i < hit_blocks; ++i) {
+      const BlockId b = pool_.lookup(r.hashes[i]);
+      pool_.acquire(b);
+      r.blocks.push_back(b);
+    }
+    r.num_committed = static_cast<uint32_t>(hit_blocks);
+    r.num_computed = start;
+    const bool allocated = allocate_blocks(r, start + num_new, out);
+    assert(allocated);
+    (void)allocated;
+
+    if (config_.enable_prefix_caching) {
+      metrics_.prefix_cache_queries += num_tokens;
+      metrics_.prefix_cache_hits += hit_blocks * bs;
+    }
+    if (r.first_scheduled < 0) {
+      r.first_scheduled = step_start_;
+      r.cached_tokens = static_cast<uint32_t>(start);
+    }
+    r.remote_kv = false;
+    r.state = Request::State::kRunning;
+    r.running_index = static_cast<uint32_t>(running_.size());
+    running_.push_back(&r);
+    ++num_running_;
+    r.step_tokens = static_cast<uint32_t>(num_new);
+    budget_ -= num_new;
+    scheduled_.push_back(&r);
+  }
+}
+
+void EngineModel::commit_blocks(Request& r, StepResult& out) {
+  const uint32_t bs = config_.block_size;
+  const uint64_t full = std::min<uint64_t>(r.num_computed / bs, r.hashes.size());
+  if (!config_.enable_prefix_caching) return;
+  BlockStored* batch = nullptr;
+  for (uint64_t i = r.num_committed; i < full; ++i) {
+    if (!pool_.commit(r.blocks[i], r.hashes[i])) {
+      batch = nullptr;  // duplicate content: stays private, breaks the run of stored blocks
+      continue;
+    }
+    if (!config_.emit_kv_events) continue;
+    if (batch == nullptr) {
+      batch = &std::get<BlockStored>(out.kv_events.emplace_back(std::in_place_type<BlockStored>));
+      if (i > 0) batch->parent_block_hash = r.hashes[i - 1];
+      batch->block_size = bs;
+      batch->lora_id = r.lora_id;
+      batch->lora_name = r.lora_name;
+    }
+    batch->block_hashes.push_back(r.hashes[i]);
+    batch->token_ids.insert(batch->token_ids.end(), r.tokens.begin() + i * bs,
+                            r.tokens.begin() + (i + 1) * bs);
+  }
+  r.num_committed = static_cast<uint32_t>(std::max<uint64_t>(r.num_committed, full));
+}
+
+kv::TokenId EngineModel::next_token(const Request& r) const {
+  if (r.num_output < r.given_outputs.size()) return r.given_outputs[r.num_output];
+  return static_cast<kv::TokenId>(mix64(r.id * 0x9e3779b97f4a7c15ULL + r.num_output) %
+                                  config_.vocab_size);
+}
+
+void EngineModel::finish_step(Nanos end, StepResult& out) {
+  for (Request* r : scheduled_) {
+    if (r->state != Request::State::kRunning || r->step_tokens == 0) continue;
+    r->num_computed += r->step_tokens;
+    r->step_tokens = 0;
+    commit_blocks(*r, out);
+    if (r->num_computed < r->tokens.size()) continue;  // prefill chunk, no token yet
+
+    RequestUpdate u;
+    u.id = r->id;
+    u.token = next_token(*r);
+    u.output_index = r->num_output;
+    r->tokens.push_back(u.token);
+    ++r->num_output;
+    extend_hashes(*r);
+    ++metrics_.generation_tokens;
+    if (u.output_index == 0) {
+      u.ttft = end - r->arrival;
+      u.prompt_tokens = r->prompt_len;
+      u.cached_tokens = r->cached_tokens;
+      metrics_.prompt_tokens += r->prompt_len;
+      metrics_.time_to_first_token.observe(to_seconds(u.ttft));
+    } else {
+      u.itl = end - r->last_token;
+      metrics_.inter_token_latency.observe(to_seconds(u.itl));
+    }
+    r->last_token = end;
+    if (r->num_output >= r->max_tokens) {
+      u.finished = true;
+      u.e2e = end - r->arrival;
+      u.queue_time = r->first_scheduled - r->ready;
+      u.prompt_tokens = r->prompt_len;
+      u.cached_tokens = r->cached_tokens;
+      metrics_.e2e_request_latency.observe(to_seconds(u.e2e));
+      metrics_.request_queue_time.observe(to_seconds(u.queue_time));
+      ++metrics_.requests_finished;
+      running_[r->running_index] = nullptr;
+      --num_running_;
+      out.updates.push_back(u);
+      if (r->hold_kv) {
+        r->state = Request::State::kHeld;
+        continue;
+      }
+      free_blocks(*r);
+      const RequestId id = r->id;
+      requests_.erase(id);  // destroys *r
+      continue;
+    }
+    out.updates.push_back(u);
+  }
+  scheduled_.clear();
+}
+
+void EngineModel::compact_running() {
+  size_t n = 0;
+  for (Request* r : running_) {
+    if (r == nullptr) continue;
+    r->running_index = static_cast<uint32_t>(n);
+    running_[n++] = r;
+  }
+  running_.resize(n);
+}
+
+void EngineModel::step(Nanos now, StepResult& out) {
+  out.clear();
+  out.start = now;
+  step_start_ = now;
+  admit_arrivals(now);
+  compact_running();
+  budget_ = config_.max_num_batched_tokens;
+  preempted_this_step_ = false;
+
+  schedule_running(out);
+  if (!preempted_this_step_) schedule_waiting(out);
+
+  StepShape shape;
+  for (const Request* r : scheduled_) {
+    if (r->state != Request::State::kRunning || r->step_tokens == 0) continue;
+    ++out.scheduled_seqs;
+    const uint64_t n = r->step_tokens;
+    if (n == 1 && r->num_computed >= r->prompt_len) {
+      ++shape.decode_seqs;
+      shape.decode_ctx_tokens += r->num_computed + 1;
+    } else {
+      shape.prefill_tokens += n;
+      shape.prefill_token_ctx +=
+          static_cast<double>(n) * (static_cast<double>(r->num_computed) + (n + 1) / 2.0);
+    }
+  }
+  out.prefill_tokens = shape.prefill_tokens;
+  out.decode_seqs = shape.decode_seqs;
+  out.duration = profile_.step_time(shape);
+  if (out.duration > 0) {
+    ++metrics_.steps;
+    metrics_.busy_seconds += to_seconds(out.duration);
+  }
+  finish_step(out.end(), out);
+  compact_running();
+  last_step_end_ = out.end();
+  refresh_gauges();
+}
+
+bool EngineModel::reset_prefix_cache(std::vector<KvEvent>& events) {
+  if (!pool_.reset()) return false;
+  if (config_.emit_kv_events) events.emplace_back(std::in_place_type<AllBlocksCleared>);
+  return true;
+}
+
+uint32_t EngineModel::cached_prefix_tokens(std::span<const kv::TokenId> prompt,
+                                           std::optional<int64_t> lora_id,
+                                           const std::optional<std::string>& lora_name) const {
+  if (!config_.enable_prefix_caching || prompt.empty()) return 0;
+  Request probe;
+  probe.lora_id = lora_id;
+  probe.lora_name = lora_name;
+  const size_t bs = config_.block_size;
+  const size_t max_blocks = (prompt.size() - 1) / bs;
+  EngineBlockHash parent = root_hash(probe);
+  uint32_t blocks = 0;
+  for (size_t i = 0; i < max_blocks; ++i) {
+    parent = kv::hash_block(parent, prompt.subspan(i * bs, bs));
+    if (pool_.lookup(parent) == kNoBlock) break;
+    ++blocks;
+  }
+  return static_cast<uint32_t>(blocks * bs);
+}
+
+void EngineModel::refresh_gauges() {
+  metrics_.num_requests_running = num_running_;
+  metrics_.num_requests_waiting = static_cast<uint32_t>(waiting_.size());
+  metrics_.num_requests_arriving = static_cast<uint32_t>(arriving_.size());
+  metrics_.kv_cache_usage = pool_.usage();
+}
+
+}  // namespace kvgate::engine

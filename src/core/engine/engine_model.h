@@ -1,0 +1,168 @@
+// EngineModel: one simulated vLLM engine, as pure logic driven by its caller.
+//
+// It holds a scheduler (waiting queue, running batch), a paged KV pool with a prefix
+// cache (BlockPool), and a step-time Profile. The caller feeds requests with add(), then
+// repeatedly calls step(now): each call runs ONE scheduler step beginning at `now` and
+// returns how long the step takes and what it produced (tokens, finished requests,
+// preemptions, KV events). Nothing happens between calls; the model never reads a clock.
+//
+// Two shells drive it:
+//   server (`kvgate engine`):  loop { if (auto t = model.next_step_time(now)) {
+//                                 if (*t > now) wait until *t or a new request;
+//                                 r = model.step(now); sleep r.duration * time_scale;
+//                                 deliver r.updates / r.kv_events; } else wait for work }
+//   simulator:                 on arrival: model.add(req, t); if idle, schedule a step at
+//                              next_step_time(t). On a step event at t: r = step(t),
+//                              schedule delivery and the next step at r.end().
+// Results describe the state at r.end(): timings in RequestUpdate end there. Requests
+// added while a step runs are considered by the next step.
+//
+// Scheduling follows vLLM v1: running requests first, in order (a decode needs one
+// token, an unfinished prefill its next chunk), then waiting requests in (priority,
+// arrival) order while the running batch has fewer than max_num_seqs and the step has
+// token budget left (max_num_batched_tokens; prompts are chunked). A waiting request
+// first takes its cached prefix from the prefix cache (at most all but its last token).
+// If a running request cannot get a KV block, the running request with the largest
+// (priority, arrival) is preempted (its blocks freed, recomputed later), repeatedly,
+// and no waiting request is admitted in that step.
+//
+// Cost: a step is O(running requests + blocks allocated or committed in it); nothing
+// scans the pool. Thread-safety: none; one owner.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "core/common/result.h"
+#include "core/common/time.h"
+#include "core/engine/block_pool.h"
+#include "core/engine/engine_config.h"
+#include "core/engine/engine_metrics.h"
+#include "core/engine/engine_request.h"
+#include "core/engine/profile.h"
+
+namespace kvgate::engine {
+
+class EngineModel {
+ public:
+  // Zero fields of `config` take the profile's values (see config()).
+  EngineModel(const EngineConfig& config, Profile profile);
+  ~EngineModel();
+  EngineModel(const EngineModel&) = delete;
+  EngineModel& operator=(const EngineModel&) = delete;
+
+  // The effective configuration (num_gpu_blocks, block_size, max_model_len resolved).
+  const EngineConfig& config() const { return config_; }
+  const Profile& profile() const { return profile_; }
+
+  // Accepts a request arriving at `now`. It becomes schedulable after its preprocessing
+  // time (profile) plus kv_transfer_time. Errors (nothing changes): empty prompt,
+  // max_tokens == 0, id already present, prompt + max_tokens > max_model_len or more
+  // blocks than the whole pool.
+  Status add(EngineRequest request, Nanos now);
+
+  // Drops a request wherever it is and frees its blocks (they stay cached). No update
+  // is reported for it. False if the id is unknown (e.g. already finished).
+  bool abort(RequestId id);
+
+  // Frees the blocks of a finished request that was added with hold_kv_after_finish.
+  // False if the id is not such a held request.
+  bool release(RequestId id);
+
+  // Whether a step at any time from now on would compute something: a request is
+  // waiting or running.
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  // When the caller should run the next step: `now` if has_work(), else the time the
+  // earliest arriving request becomes schedulable, else nothing (idle).
+  std::optional<Nanos> next_step_time(Nanos now) const;
+
+  // Runs one step starting at `now` (REQUIRES: now >= the previous step's end). `out` is
+  // cleared first and reused, so a caller that keeps one StepResult allocates nothing in
+  // steady state. A step with nothing to do has duration 0.
+  void step(Nanos now, StepResult& out);
+  StepResult step(Nanos now) {
+    StepResult r;
+    step(now, r);
+    return r;
+  }
+
+  // vLLM's reset_prefix_cache: forgets every cached block and appends AllBlocksCleared
+  // to `events`. False (nothing changes) while any request holds blocks.
+  bool reset_prefix_cache(std::vector<KvEvent>& events);
+
+  // Counters and histograms; gauges are current.
+  const EngineMetrics& metrics() const { return metrics_; }
+
+  // Requests held (arriving, waiting, running, or finished and holding KV).
+  size_t num_requests() const { return requests_.size(); }
+  // Tokens of `prompt` the prefix cache would serve right now (full blocks only, at
+  // most prompt.size() - 1, as the scheduler would take them). For tests and the
+  // simulator's bookkeeping.
+  uint32_t cached_prefix_tokens(std::span<const kv::TokenId> prompt,
+                                std::optional<int64_t> lora_id = std::nullopt,
+                                const std::optional<std::string>& lora_name = {}) const;
+  const BlockPool& pool() const { return pool_; }
+
+ private:
+  struct Request;
+  struct WaitKey {
+    int32_t priority;
+    uint64_t seq;
+    bool operator<(const WaitKey& o) const {
+      return priority != o.priority ? priority < o.priority : seq < o.seq;
+    }
+  };
+  struct Arrival {
+    Nanos ready;
+    uint64_t seq;
+    bool operator>(const Arrival& o) const {
+      return ready != o.ready ? ready > o.ready : seq > o.seq;
+    }
+  };
+
+  void admit_arrivals(Nanos now);
+  void compact_running();
+  void schedule_running(StepResult& out);
+  void schedule_waiting(StepResult& out);
+  // Grows r's blocks to hold total_tokens; false (nothing allocated) if the pool lacks
+  // free blocks.
+  bool allocate_blocks(Request& r, uint64_t total_tokens, StepResult& out);
+  void flush_evictions(StepResult& out);
+  Request* pick_victim();
+  void preempt(Request& r, StepResult& out);
+  void free_blocks(Request& r);
+  void finish_step(Nanos end, StepResult& out);
+  void commit_blocks(Request& r, StepResult& out);
+  void extend_hashes(Request& r);
+  kv::TokenId next_token(const Request& r) const;
+  uint64_t root_hash(const Request& r) const;
+  void refresh_gauges();
+
+  EngineConfig config_;
+  Profile profile_;
+  BlockPool pool_;
+  EngineMetrics metrics_;
+
+  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
+  // Arriving (preprocessing / KV transfer) requests, min-heap on ready time.
+  std::vector<std::pair<Arrival, Request*>> arriving_;
+  std::set<std::pair<WaitKey, Request*>> waiting_;
+  std::vector<Request*> running_;  // in scheduling order; nulls compacted each step
+  uint32_t num_running_ = 0;       // non-null entries of running_
+  uint64_t next_seq_ = 0;
+  Nanos last_step_end_ = 0;
+
+  // Per-step state.
+  std::vector<Request*> scheduled_;
+  std::vector<EngineBlockHash> evicted_;
+  uint64_t budget_ = 0;
+  Nanos step_start_ = 0;
+  bool preempted_this_step_ = false;
+};
+
+}  // namespace kvgate::engine

@@ -1,0 +1,89 @@
+// What goes into an EngineModel (EngineRequest) and what comes out of a step
+// (RequestUpdate, StepResult).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/common/time.h"
+#include "core/engine/kv_event.h"
+#include "core/kv/block_hash.h"
+
+namespace kvgate::engine {
+
+// Chosen by the caller, unique among the requests an engine currently holds.
+using RequestId = uint64_t;
+
+struct EngineRequest {
+  RequestId id = 0;
+  std::vector<kv::TokenId> prompt;  // REQUIRES: non-empty
+  // Exact number of output tokens (ignore_eos style); >= 1. A prefill-role engine
+  // finishes every request after its first token regardless.
+  uint32_t max_tokens = 16;
+  // Lower value is served first (vLLM's convention); equal priorities are FCFS.
+  int32_t priority = 0;
+  // Output tokens to emit, in order; pseudo tokens (a hash of id and position) beyond
+  // what is given. Lets a server choose tokens it can render as text.
+  std::vector<kv::TokenId> output_tokens;
+  // LoRA adapter: part of the block hash, and copied into BlockStored events.
+  std::optional<int64_t> lora_id;
+  std::optional<std::string> lora_name;
+  // Disaggregated decode: the prompt's full blocks arrive from a remote prefill engine
+  // and are not computed here; only the trailing partial block is. The request becomes
+  // schedulable kv_transfer_time after its preprocessing (the caller computes the
+  // transfer time from locality and bandwidth).
+  bool remote_kv = false;
+  Nanos kv_transfer_time = 0;
+  // Disaggregated prefill: once finished, the request keeps its KV blocks (referenced,
+  // counted in kv_cache_usage) until EngineModel::release(id), as vLLM's prefill
+  // engine does until the decode engine has read them.
+  bool hold_kv_after_finish = false;
+};
+
+enum class FinishReason : uint8_t { kNone, kLength, kAbort };
+
+// One request's progress in one step. Only requests that emitted a token appear.
+struct RequestUpdate {
+  RequestId id = 0;
+  kv::TokenId token = 0;      // the token sampled at the end of this step
+  uint32_t output_index = 0;  // 0 for the first token
+  bool finished = false;      // this was the last token (max_tokens reached)
+  // Timings, all ending at the step's end (StepResult::end()).
+  Nanos ttft = 0;  // output_index == 0: arrival (add) to this token
+  Nanos itl = 0;   // output_index > 0: previous token to this token
+  // When finished: arrival to last token; queue time (ready to first scheduled).
+  Nanos e2e = 0;
+  Nanos queue_time = 0;
+  // Prompt tokens and those served from the prefix cache (or remote KV) at the
+  // request's first scheduling: usage.prompt_tokens_details.cached_tokens.
+  uint32_t prompt_tokens = 0;
+  uint32_t cached_tokens = 0;
+};
+
+struct StepResult {
+  Nanos start = 0;
+  Nanos duration = 0;  // 0 when nothing was scheduled
+  Nanos end() const { return start + duration; }
+
+  // What was computed (the inputs of the step-time model).
+  uint32_t scheduled_seqs = 0;
+  uint64_t prefill_tokens = 0;
+  uint32_t decode_seqs = 0;
+
+  std::vector<RequestUpdate> updates;  // in running-batch order
+  std::vector<RequestId> preempted;    // moved back to waiting (recompute)
+  std::vector<KvEvent> kv_events;      // in the order they happened
+
+  void clear() {
+    start = duration = 0;
+    scheduled_seqs = decode_seqs = 0;
+    prefill_tokens = 0;
+    updates.clear();
+    preempted.clear();
+    kv_events.clear();
+  }
+};
+
+}  // namespace kvgate::engine

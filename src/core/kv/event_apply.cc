@@ -1,0 +1,32 @@
+#include "core/kv/event_apply.h"
+
+namespace kvgate::kv {
+namespace {
+
+Medium ToMedium(const std::optional<std::string>& m) {
+  return m && *m == "CPU" ? Medium::kCpu : Medium::kGpu;
+}
+
+}  // namespace
+
+void apply_event_batch(PreciseIndex& index, EndpointId endpoint, const EventBatch& batch) {
+  for (const KvEvent& ev : batch.events) {
+    if (const auto* s = std::get_if<BlockStored>(&ev)) {
+      BlockStoredEvent e;
+      e.block_hashes = s->block_hashes;
+      e.parent_block_hash = s->parent_block_hash;
+      e.token_ids = s->token_ids;
+      e.block_size = s->block_size;
+      if (s->lora_name) e.lora_name = *s->lora_name;
+      e.medium = ToMedium(s->medium);
+      index.apply_stored(endpoint, e);
+    } else if (const auto* r = std::get_if<BlockRemoved>(&ev)) {
+      index.apply_removed(endpoint,
+                          {.block_hashes = r->block_hashes, .medium = ToMedium(r->medium)});
+    } else {
+      index.apply_all_cleared(endpoint);
+    }
+  }
+}
+
+}  // namespace kvgate::kv

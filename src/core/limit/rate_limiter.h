@@ -1,0 +1,103 @@
+// RateLimiter: token- and request-based limits per tenant, and per tenant and model.
+//
+// LLM requests differ wildly in cost, so budgets are counted in tokens, read from each
+// response's `usage` once it completes (as Envoy AI Gateway does). That has a
+// consequence the API makes explicit: a request is refused up front only when the
+// tenant is *already* at or over a limit (check), and its tokens are charged after it
+// finishes (charge). So the request that crosses the limit completes, and the next one
+// gets 429 with a Retry-After.
+//
+// Windows slide: the estimate is this window's count plus the previous window's,
+// weighted by how much of it still overlaps the last `window` (the two-counter sliding
+// window that Envoy's and Cloudflare's limiters use): smooth, two counters per rule.
+//
+//   RateLimiter limiter(store, FailurePolicy::kOpen);
+//   LimitDecision d = limiter.check("acme", "qwen3", rules, now);
+//   if (!d.allowed) reply_429(d);           // Retry-After: d.retry_after_seconds()
+//   ... on completion:
+//   limiter.charge("acme", "qwen3", rules, {.prompt_tokens = 812, .completion_tokens = 97}, now);
+//
+// Thread-safety: none of its own; the store decides (MemoryCounterStore: none).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/limit/counter_store.h"
+
+namespace kvgate::limit {
+
+// What a rule counts.
+enum class Measure : uint8_t {
+  kRequests,          // requests admitted (charged at check)
+  kPromptTokens,      // usage.prompt_tokens
+  kCompletionTokens,  // usage.completion_tokens
+  kTotalTokens,       // prompt_weight x prompt + completion_weight x completion
+};
+
+struct Rule {
+  std::string name;  // shown in the 429's reason, e.g. "tokens-per-minute"
+  Measure measure = Measure::kTotalTokens;
+  double limit = 0;  // per window
+  Nanos window = 60 * kSecond;
+  double prompt_weight = 1.0;      // kTotalTokens only
+  double completion_weight = 1.0;  // kTotalTokens only
+  // Empty: counts the tenant's requests to every model together. Otherwise the rule
+  // applies to (and counts) only requests for this model.
+  std::string model;
+};
+
+struct Usage {
+  uint64_t prompt_tokens = 0;
+  uint64_t completion_tokens = 0;
+};
+
+// What to do when the counter store cannot answer.
+enum class FailurePolicy : uint8_t { kOpen, kClosed };
+
+struct LimitDecision {
+  bool allowed = true;
+  std::string rule;  // the rule that refused (or, with store_error, "store")
+  double used = 0;   // its sliding-window estimate
+  double limit = 0;
+  Nanos retry_after = 0;  // when the estimate will be under the limit again
+  bool store_error = false;
+  std::string error;  // the store's message when store_error
+
+  // Whole seconds for the Retry-After header (at least 1).
+  int64_t retry_after_seconds() const;
+};
+
+class RateLimiter {
+ public:
+  RateLimiter(CounterStore& store, FailurePolicy on_store_failure, std::string key_prefix = "kvg")
+      : store_(store), on_failure_(on_store_failure), prefix_(std::move(key_prefix)) {}
+
+  // Refuses when any rule that applies to (tenant, model) is already at or over its
+  // limit. When it admits, request-counting rules are charged one request.
+  LimitDecision check(std::string_view tenant, std::string_view model, std::span<const Rule> rules,
+                      Nanos now);
+
+  // Charges a finished request's tokens to every token rule that applies.
+  Status charge(std::string_view tenant, std::string_view model, std::span<const Rule> rules,
+                const Usage& usage, Nanos now);
+
+  // Store failures seen so far (the gateway exports this as a metric).
+  uint64_t store_failures() const { return store_failures_; }
+
+ private:
+  std::string key(std::string_view tenant, const Rule& rule, int64_t window_index) const;
+
+  CounterStore& store_;
+  FailurePolicy on_failure_;
+  std::string prefix_;
+  uint64_t store_failures_ = 0;
+};
+
+// "requests" | "prompt_tokens" | "completion_tokens" | "total_tokens"
+std::optional<Measure> parse_measure(std::string_view text);
+std::string_view to_string(Measure m);
+
+}  // namespace kvgate::limit

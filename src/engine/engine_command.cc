@@ -1,0 +1,182 @@
+#include "engine/engine_command.h"
+
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "engine/engine_server.h"
+
+namespace kvgate::engine_server {
+namespace {
+
+struct Flags {
+  EngineServerOptions o;
+  std::string profile = "h100-qwen2.5-7b";
+  std::string startup = "none";
+  std::string role = "both";
+  std::string format = "array";
+  bool no_prefix_caching = false;
+};
+
+Result<engine::Profile> load_profile(const std::string& name_or_path) {
+  for (std::string_view n : engine::builtin_profile_names()) {
+    if (n == name_or_path) return engine::builtin_profile(name_or_path);
+  }
+  std::ifstream in(name_or_path);
+  if (!in) {
+    std::string names;
+    for (std::string_view n : engine::builtin_profile_names()) {
+      names += names.empty() ? "" : ", ";
+      names += n;
+    }
+    return Error("--profile: \"" + name_or_path + "\" is neither a built-in profile (" + names +
+                 ") nor a readable YAML file");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  auto p = engine::parse_profile_yaml(text.str());
+  if (!p) return Error("--profile " + name_or_path + ": " + p.error());
+  return p;
+}
+
+int run(Flags& f) {
+  auto mode = engine::parse_startup_mode(f.startup);
+  if (!mode) {
+    std::fprintf(stderr, "kvgate engine: --startup must be none, cold or caches-kept\n");
+    return 2;
+  }
+  f.o.startup = *mode;
+  auto role = engine::parse_role(f.role);
+  if (!role) {
+    std::fprintf(stderr, "kvgate engine: --role must be prefill, decode or both\n");
+    return 2;
+  }
+  f.o.engine.role = *role;
+  auto format = kv::parse_event_format(f.format);
+  if (!format) {
+    std::fprintf(stderr, "kvgate engine: --kv-events-format: %s\n", format.error().c_str());
+    return 2;
+  }
+  f.o.kv_events_format = *format;
+  f.o.engine.enable_prefix_caching = !f.no_prefix_caching;
+  auto profile = load_profile(f.profile);
+  if (!profile) {
+    std::fprintf(stderr, "kvgate engine: %s\n", profile.error().c_str());
+    return 2;
+  }
+  // Block SIGINT/SIGTERM in every thread; the main thread waits for them below.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server =
+      EngineServer::start(f.o, std::move(*profile), make_word_codec(f.o.engine.vocab_size));
+  if (!server) {
+    std::fprintf(stderr, "kvgate engine: %s\n", server.error().c_str());
+    return 1;
+  }
+  std::printf("kvgate engine listening on http://%s:%u\n", f.o.host.c_str(),
+              static_cast<unsigned>((*server)->port()));
+  if (!(*server)->kv_events_endpoint().empty()) {
+    std::printf("kvgate engine kv events on %s\n", (*server)->kv_events_endpoint().c_str());
+  }
+  if (!(*server)->replay_endpoint().empty()) {
+    std::printf("kvgate engine kv replay on %s\n", (*server)->replay_endpoint().c_str());
+  }
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "kvgate engine: signal %d, stopping\n", sig);
+  (*server)->stop();
+  return 0;
+}
+
+}  // namespace
+
+void add_engine_command(CLI::App& app) {
+  auto flags = std::make_shared<Flags>();
+  EngineServerOptions& o = flags->o;
+  CLI::App* cmd = app.add_subcommand(
+      "engine",
+      "Run a simulated vLLM-compatible inference server: OpenAI API (streaming), vLLM "
+      "metrics, KV events over ZeroMQ, startup phases, P/D roles, fault injection.");
+  cmd->add_option("--model", o.served_model_name, "Served model name")->capture_default_str();
+  cmd->add_option("--host", o.host, "Listen address")->capture_default_str();
+  cmd->add_option("--port", o.port, "HTTP port (0: ephemeral, printed on stdout)")
+      ->capture_default_str();
+  cmd->add_option("--http-threads", o.http_threads, "HTTP I/O threads")->capture_default_str();
+  cmd->add_option("--profile", flags->profile,
+                  "Timing profile: h100-qwen2.5-7b, 2xh100-qwen3-32b, or a YAML file")
+      ->capture_default_str();
+  cmd->add_option("--num-gpu-blocks", o.engine.num_gpu_blocks, "KV cache blocks (0: the profile's)")
+      ->capture_default_str();
+  cmd->add_option("--block-size", o.engine.block_size, "Tokens per KV block (0: the profile's)")
+      ->capture_default_str();
+  cmd->add_option("--max-num-seqs", o.engine.max_num_seqs, "Running batch bound")
+      ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", o.engine.max_num_batched_tokens,
+                  "Tokens per step (chunked prefill)")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", o.engine.max_model_len,
+                  "Prompt + output bound (0: the profile's)")
+      ->capture_default_str();
+  cmd->add_flag("--no-enable-prefix-caching", flags->no_prefix_caching, "Disable the prefix cache");
+  cmd->add_option("--kv-events-endpoint", o.kv_events_endpoint,
+                  "ZeroMQ PUB endpoint for KV events; binds if it has *, ::, ipc:// or "
+                  "inproc://, connects otherwise (vLLM's default: tcp://*:5557). Empty: off");
+  cmd->add_option("--replay-endpoint", o.replay_endpoint,
+                  "ZeroMQ ROUTER endpoint answering replay requests (e.g. tcp://*:5558)");
+  cmd->add_option("--kv-events-topic", o.kv_events_topic, "Topic frame of every KV event message");
+  cmd->add_option("--kv-events-format", flags->format,
+                  "array (msgspec array_like, default) or map (newer vLLM: tagged maps)")
+      ->capture_default_str();
+  cmd->add_option("--kv-events-buffer-steps", o.kv_events_buffer_steps, "Batches kept for replay")
+      ->capture_default_str();
+  cmd->add_option("--startup", flags->startup,
+                  "Startup phases before /health is 200: cold, caches-kept or none")
+      ->capture_default_str();
+  cmd->add_option("--time-scale", o.time_scale,
+                  "Wall seconds per simulated second (0.01: 100x faster)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of startup draws, ids and fault injection")
+      ->capture_default_str();
+  cmd->add_option("--role", flags->role, "Disaggregated serving role: prefill, decode or both")
+      ->capture_default_str();
+  cmd->add_option("--rack", o.rack, "Rack of this engine (same rack: KV moves over NVLink)");
+  cmd->add_option("--zone", o.zone, "Zone of this engine (reported in kv_transfer_params)");
+  cmd->add_option("--advertise-host", o.advertise_host,
+                  "remote_host in kv_transfer_params (default: --host)");
+  cmd->add_option("--kv-bytes-per-token", o.kv_bytes_per_token,
+                  "KV bytes per token for transfer times (0: from the profile)")
+      ->capture_default_str();
+  cmd->add_option("--nvlink-gbps", o.nvlink_gbytes_per_s, "Same-rack KV bandwidth, GB/s")
+      ->capture_default_str();
+  cmd->add_option("--network-gbps", o.network_gbytes_per_s, "Cross-rack KV bandwidth, GB/s")
+      ->capture_default_str();
+  cmd->add_option("--transfer-latency-ms", o.transfer_latency_ms, "Fixed KV transfer latency")
+      ->capture_default_str();
+  cmd->add_option("--fail-rate", o.fail_rate, "Fraction of requests answered with HTTP 500")
+      ->capture_default_str();
+  cmd->add_option("--abort-after-tokens", o.abort_after_tokens,
+                  "Cut every response's connection after this many tokens (0: never)")
+      ->capture_default_str();
+  cmd->add_option("--stall-ms", o.stall_ms,
+                  "Hold requests this many wall milliseconds before scheduling")
+      ->capture_default_str();
+  cmd->add_option("--stall-rate", o.stall_rate, "Fraction of requests that stall")
+      ->capture_default_str();
+  cmd->add_option("--default-max-tokens", o.default_max_tokens,
+                  "Output length when a request gives no max_tokens")
+      ->capture_default_str();
+  cmd->add_flag("--deprecated-gpu-cache-metric", o.deprecated_gpu_cache_metric,
+                "Also export vllm:gpu_cache_usage_perc (older vLLM)");
+  cmd->callback([flags] { cli::set_exit_code(run(*flags)); });
+}
+
+}  // namespace kvgate::engine_server

@@ -1,0 +1,15 @@
+// Renders an EngineModel's counters as vLLM's /metrics page (Prometheus text, vLLM's
+// metric names, labels model_name and engine).
+#pragma once
+
+#include <string>
+
+#include "core/engine/engine_model.h"
+#include "engine/engine_server.h"
+
+namespace kvgate::engine_server {
+
+std::string render_engine_metrics(const engine::EngineModel& model,
+                                  const EngineServerOptions& options);
+
+}  // namespace kvgate::engine_server

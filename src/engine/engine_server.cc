@@ -1,0 +1,512 @@
+#include "engine/engine_server.h"
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/json.hpp>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "core/common/rng.h"
+#include "core/engine/engine_model.h"
+#include "engine/engine_metrics_text.h"
+#include "engine/openai_api.h"
+#include "io/http_server.h"
+#include "io/kv_event_publisher.h"
+
+namespace kvgate::engine_server {
+namespace {
+
+namespace net = boost::asio;
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+using engine::RequestId;
+
+struct Pending {
+  std::shared_ptr<io::ResponseStream> stream;
+  ApiKind kind = ApiKind::kCompletion;
+  bool streaming = false;
+  bool include_usage = false;
+  bool remote_decode = false;  // a P/D prefill: answer with kv_transfer_params
+  ResponseIds ids;
+  std::string text;  // whole responses accumulate here
+  uint32_t produced = 0;
+  uint32_t prompt_tokens = 0;
+  uint32_t cached_tokens = 0;
+  bool role_sent = false;
+};
+
+// A request parsed and tokenized on an I/O thread, on its way to the engine thread.
+struct Submission {
+  engine::EngineRequest request;
+  Pending pending;
+  bool may_stall = true;
+};
+
+uint64_t default_kv_bytes_per_token(const engine::Profile& p) {
+  // K and V, bf16: layers x kv_heads x head_dim x 2 x 2 bytes (docs/engine.md).
+  if (p.name.find("32b") != std::string::npos) return 64ull * 8 * 128 * 2 * 2;  // Qwen3-32B
+  return 28ull * 4 * 128 * 2 * 2;                                               // Qwen2.5-7B
+}
+
+std::string random_hex(Rng& rng) {
+  char buf[33];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(rng.next()),
+                static_cast<unsigned long long>(rng.next()));
+  return buf;
+}
+
+}  // namespace
+
+struct EngineServer::Impl {
+  Impl(const EngineServerOptions& o, engine::Profile profile, std::unique_ptr<TextCodec> c)
+      : opt(o), model(o.engine, std::move(profile)), codec(std::move(c)), rng(o.seed) {}
+
+  EngineServerOptions opt;
+  engine::EngineModel model;  // engine thread only
+  std::unique_ptr<TextCodec> codec;
+  Rng rng;  // engine thread only (faults, ids)
+
+  net::io_context ioc;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::thread thread;
+  net::steady_timer step_timer{ioc};
+  net::steady_timer startup_timer{ioc};
+  uint64_t timer_gen = 0;
+  bool stepping = false;
+  Nanos last_end = 0;
+  Clock::time_point t0 = Clock::now();
+  engine::StepResult result;
+  std::unordered_map<RequestId, Pending> pending;
+  std::atomic<uint64_t> next_id{1};
+  std::string engine_id;
+  uint64_t kv_bytes_per_token = 0;
+
+  std::atomic<bool> is_ready{false};
+  mutable std::mutex ready_mu;
+  mutable std::condition_variable ready_cv;
+  bool stopped = false;
+
+  std::unique_ptr<io::KvEventPublisher> publisher;
+  std::unique_ptr<io::HttpServer> http;
+
+  Nanos model_now() const {
+    const double wall = static_cast<double>((Clock::now() - t0).count());
+    return static_cast<Nanos>(wall / opt.time_scale);
+  }
+  Clock::time_point wall_at(Nanos t) const {
+    return t0 + std::chrono::nanoseconds(
+                    static_cast<int64_t>(std::llround(static_cast<double>(t) * opt.time_scale)));
+  }
+
+  // I/O threads.
+  void handle(io::HttpRequest&& req, std::shared_ptr<io::ResponseStream> s);
+  void handle_completion(const io::HttpRequest& req, ApiKind kind,
+                         std::shared_ptr<io::ResponseStream> s);
+  void handle_tokenize(const io::HttpRequest& req, const std::shared_ptr<io::ResponseStream>& s);
+  io::HttpResponse models_response() const;
+
+  // Engine thread.
+  void submit(std::shared_ptr<Submission> sub);
+  void kick();
+  void on_step_end(uint64_t gen);
+  void deliver();
+  void deliver_update(const engine::RequestUpdate& u);
+  void abort_request(RequestId id);
+  void publish(const std::vector<engine::KvEvent>& events);
+  void run_startup(std::vector<engine::StartupPhase> phases, size_t i, Nanos at);
+  void set_ready();
+  std::string kv_transfer_json(const engine::RequestUpdate& u) const;
+};
+
+void EngineServer::Impl::handle(io::HttpRequest&& req, std::shared_ptr<io::ResponseStream> s) {
+  const std::string& path = req.path;
+  const bool get = req.method == "GET";
+  const bool post = req.method == "POST";
+  if (path == "/health") {
+    if (!get) return s->respond(io::error_response(405, "method not allowed"));
+    if (is_ready.load()) return s->respond(io::HttpResponse{200, "application/json", {}, ""});
+    return s->respond(io::error_response(503, "engine is starting"));
+  }
+  if (path == "/metrics") {
+    if (!get) return s->respond(io::error_response(405, "method not allowed"));
+    net::post(ioc, [this, s] {
+      s->respond(io::HttpResponse{
+          200, "text/plain; version=0.0.4; charset=utf-8", {}, render_engine_metrics(model, opt)});
+    });
+    return;
+  }
+  if (path == "/v1/models") {
+    if (!get) return s->respond(io::error_response(405, "method not allowed"));
+    return s->respond(models_response());
+  }
+  if (path == "/tokenize") {
+    if (!post) return s->respond(io::error_response(405, "method not allowed"));
+    return handle_tokenize(req, s);
+  }
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+    if (!post) return s->respond(io::error_response(405, "method not allowed"));
+    return handle_completion(req, path == "/v1/completions" ? ApiKind::kCompletion : ApiKind::kChat,
+                             std::move(s));
+  }
+  s->respond(io::error_response(404, "Not Found: " + path));
+}
+
+io::HttpResponse EngineServer::Impl::models_response() const {
+  json::object card;
+  card["id"] = opt.served_model_name;
+  card["object"] = "model";
+  card["created"] = std::chrono::duration_cast<std::chrono::seconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  card["owned_by"] = "vllm";
+  card["root"] = opt.served_model_name;
+  card["parent"] = nullptr;
+  card["max_model_len"] = model.config().max_model_len;
+  json::array data;
+  data.push_back(std::move(card));
+  json::object body;
+  body["object"] = "list";
+  body["data"] = std::move(data);
+  return io::HttpResponse{200, "application/json", {}, json::serialize(body)};
+}
+
+void EngineServer::Impl::handle_tokenize(const io::HttpRequest& req,
+                                         const std::shared_ptr<io::ResponseStream>& s) {
+  auto parsed = parse_tokenize_request(req.body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) {
+    return s->respond(io::error_response(e->status, e->message));
+  }
+  const TokenizeRequest& t = std::get<TokenizeRequest>(parsed);
+  std::vector<kv::TokenId> tokens;
+  if (t.prompt) {
+    tokens = codec->encode(*t.prompt);
+  } else {
+    auto r = codec->encode_chat(t.messages, t.add_generation_prompt);
+    if (!r) return s->respond(io::error_response(400, r.error()));
+    tokens = std::move(*r);
+  }
+  json::object body;
+  body["count"] = tokens.size();
+  body["max_model_len"] = model.config().max_model_len;
+  json::array ids;
+  ids.reserve(tokens.size());
+  for (kv::TokenId id : tokens) ids.push_back(id);
+  body["tokens"] = std::move(ids);
+  body["token_strs"] = nullptr;
+  s->respond(io::HttpResponse{200, "application/json", {}, json::serialize(body)});
+}
+
+void EngineServer::Impl::handle_completion(const io::HttpRequest& req, ApiKind kind,
+                                           std::shared_ptr<io::ResponseStream> s) {
+  if (!is_ready.load()) return s->respond(io::error_response(503, "engine is starting"));
+  auto parsed = parse_completion_request(req.body, kind);
+  if (auto* e = std::get_if<ApiError>(&parsed)) {
+    return s->respond(io::error_response(e->status, e->message));
+  }
+  CompletionRequest& c = std::get<CompletionRequest>(parsed);
+  if (!c.model.empty() && c.model != opt.served_model_name) {
+    return s->respond(io::error_response(404, "The model `" + c.model + "` does not exist."));
+  }
+  auto sub = std::make_shared<Submission>();
+  engine::EngineRequest& r = sub->request;
+  if (kind == ApiKind::kChat) {
+    auto tokens = codec->encode_chat(c.messages, true);
+    if (!tokens) return s->respond(io::error_response(400, tokens.error()));
+    r.prompt = std::move(*tokens);
+  } else if (c.prompt_tokens) {
+    r.prompt = std::move(*c.prompt_tokens);
+  } else {
+    r.prompt = codec->encode(*c.prompt_text);
+  }
+  if (r.prompt.empty()) return s->respond(io::error_response(400, "the prompt is empty"));
+  r.id = next_id.fetch_add(1);
+  r.max_tokens = c.max_tokens.value_or(opt.default_max_tokens);
+  r.priority = c.priority;
+  Pending& p = sub->pending;
+  p.stream = std::move(s);
+  p.kind = kind;
+  p.streaming = c.stream;
+  p.include_usage = c.stream && c.include_usage;
+  p.ids.model = opt.served_model_name;
+  p.ids.created = std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  if (c.kv_transfer) {
+    const KvTransferParams& kt = *c.kv_transfer;
+    if (kt.do_remote_decode) {
+      p.remote_decode = true;
+      r.max_tokens = 1;  // the prefill half: the first token only
+    } else if (kt.do_remote_prefill) {
+      const uint64_t block = model.config().block_size;
+      const uint64_t kv_tokens = r.prompt.size() / block * block;
+      const bool same_rack = !opt.rack.empty() && kt.remote_rack && *kt.remote_rack == opt.rack;
+      const double gbps = same_rack ? opt.nvlink_gbytes_per_s : opt.network_gbytes_per_s;
+      const double seconds = opt.transfer_latency_ms / 1e3 +
+                             static_cast<double>(kv_tokens * kv_bytes_per_token) / (gbps * 1e9);
+      r.remote_kv = true;
+      r.kv_transfer_time = kvgate::seconds(seconds);
+    }
+  }
+  net::post(ioc, [this, sub] { submit(sub); });
+}
+
+void EngineServer::Impl::submit(std::shared_ptr<Submission> sub) {
+  Pending& p = sub->pending;
+  if (opt.fail_rate > 0 && rng.uniform() < opt.fail_rate) {
+    return p.stream->respond(io::error_response(500, "injected failure (--fail-rate)"));
+  }
+  if (sub->may_stall && opt.stall_ms > 0 && rng.uniform() < opt.stall_rate) {
+    sub->may_stall = false;
+    auto t = std::make_shared<net::steady_timer>(ioc, std::chrono::milliseconds(opt.stall_ms));
+    t->async_wait([this, sub, t](const boost::system::error_code& ec) {
+      if (!ec) submit(sub);
+    });
+    return;
+  }
+  if (p.stream->closed()) return;
+  const RequestId id = sub->request.id;
+  p.ids.id = (p.kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + random_hex(rng);
+  Status added = model.add(std::move(sub->request), std::max(model_now(), last_end));
+  if (!added) return p.stream->respond(io::error_response(400, added.error()));
+  p.stream->on_close([this, id] { net::post(ioc, [this, id] { abort_request(id); }); });
+  if (p.streaming) p.stream->start(200, "text/event-stream; charset=utf-8");
+  pending.emplace(id, std::move(p));
+  kick();
+}
+
+void EngineServer::Impl::abort_request(RequestId id) {
+  if (pending.erase(id) > 0) model.abort(id);
+}
+
+void EngineServer::Impl::kick() {
+  if (stepping) return;
+  const Nanos now = std::max(model_now(), last_end);
+  const std::optional<Nanos> next = model.next_step_time(now);
+  const uint64_t gen = ++timer_gen;
+  if (!next) return;  // idle until a request arrives
+  if (*next > now) {
+    step_timer.expires_at(wall_at(*next));
+    step_timer.async_wait([this, gen](const boost::system::error_code& ec) {
+      if (!ec && gen == timer_gen) kick();
+    });
+    return;
+  }
+  model.step(now, result);
+  stepping = true;
+  last_end = result.end();
+  // A step that computed nothing (cannot happen with a consistent model) must not spin.
+  const auto at = result.duration > 0 || !result.updates.empty()
+                      ? wall_at(result.end())
+                      : Clock::now() + std::chrono::milliseconds(1);
+  step_timer.expires_at(at);
+  step_timer.async_wait([this, gen](const boost::system::error_code& ec) {
+    if (ec || gen != timer_gen) return;
+    on_step_end(gen);
+  });
+}
+
+void EngineServer::Impl::on_step_end(uint64_t) {
+  stepping = false;
+  deliver();
+  kick();
+}
+
+void EngineServer::Impl::deliver() {
+  if (publisher && !result.kv_events.empty()) publish(result.kv_events);
+  for (const engine::RequestUpdate& u : result.updates) deliver_update(u);
+}
+
+std::string EngineServer::Impl::kv_transfer_json(const engine::RequestUpdate& u) const {
+  json::object kt;
+  kt["do_remote_prefill"] = true;
+  kt["do_remote_decode"] = false;
+  json::array blocks;
+  const uint32_t bs = model.config().block_size;
+  for (uint32_t i = 0; i < (u.prompt_tokens + bs - 1) / bs; ++i) blocks.push_back(i);
+  kt["remote_block_ids"] = std::move(blocks);
+  kt["remote_engine_id"] = engine_id;
+  kt["remote_host"] = opt.advertise_host.empty() ? opt.host : opt.advertise_host;
+  kt["remote_port"] = http ? http->port() : 0;
+  kt["tp_size"] = 1;
+  if (!opt.rack.empty()) kt["remote_rack"] = opt.rack;
+  if (!opt.zone.empty()) kt["remote_zone"] = opt.zone;
+  return json::serialize(kt);
+}
+
+void EngineServer::Impl::deliver_update(const engine::RequestUpdate& u) {
+  auto it = pending.find(u.id);
+  if (it == pending.end()) return;
+  Pending& p = it->second;
+  if (u.output_index == 0) {
+    p.prompt_tokens = u.prompt_tokens;
+    p.cached_tokens = u.cached_tokens;
+  }
+  ++p.produced;
+  const std::string_view text = output_token_text(u.token);
+  const bool last = u.finished;
+  const Usage usage{p.prompt_tokens, p.produced, p.cached_tokens};
+  if (p.streaming) {
+    if (p.kind == ApiKind::kChat && !p.role_sent) {
+      p.role_sent = true;
+      p.stream->write(render_chunk(p.kind, p.ids, "", true, "", p.include_usage));
+    }
+    std::string out =
+        render_chunk(p.kind, p.ids, text, false, last ? "length" : "", p.include_usage);
+    if (last) {
+      if (p.include_usage) out += render_usage_chunk(p.kind, p.ids, usage);
+      out += kSseDone;
+      p.stream->write(std::move(out));
+      p.stream->finish();
+      pending.erase(it);
+      return;
+    }
+    p.stream->write(std::move(out));
+  } else {
+    p.text += text;
+    if (last) {
+      p.stream->respond(
+          io::HttpResponse{200,
+                           "application/json",
+                           {},
+                           render_response(p.kind, p.ids, p.text, "length", usage,
+                                           p.remote_decode ? kv_transfer_json(u) : std::string())});
+      pending.erase(it);
+      return;
+    }
+  }
+  if (opt.abort_after_tokens > 0 && p.produced >= opt.abort_after_tokens) {
+    auto stream = std::move(p.stream);
+    pending.erase(it);
+    model.abort(u.id);
+    stream->abort();
+  }
+}
+
+void EngineServer::Impl::publish(const std::vector<engine::KvEvent>& events) {
+  kv::EventBatch batch;
+  batch.ts =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  batch.data_parallel_rank = 0;
+  batch.events.reserve(events.size());
+  for (const engine::KvEvent& e : events) {
+    if (const auto* s = std::get_if<engine::BlockStored>(&e)) {
+      batch.events.emplace_back(kv::BlockStored{s->block_hashes, s->parent_block_hash, s->token_ids,
+                                                s->block_size, s->lora_id, s->medium,
+                                                s->lora_name});
+    } else if (const auto* r = std::get_if<engine::BlockRemoved>(&e)) {
+      batch.events.emplace_back(kv::BlockRemoved{r->block_hashes, r->medium});
+    } else {
+      batch.events.emplace_back(kv::AllBlocksCleared{});
+    }
+  }
+  publisher->publish(kv::encode_event_batch(batch, opt.kv_events_format));
+}
+
+void EngineServer::Impl::run_startup(std::vector<engine::StartupPhase> phases, size_t i, Nanos at) {
+  if (i == phases.size()) return set_ready();
+  const Nanos end = at + phases[i].duration;
+  startup_timer.expires_at(wall_at(end));
+  startup_timer.async_wait([this, phases = std::move(phases), i,
+                            end](const boost::system::error_code& ec) mutable {
+    if (ec) return;
+    std::fprintf(stderr, "kvgate engine: startup phase %.*s done at %.1f s (simulated)\n",
+                 static_cast<int>(phases[i].name.size()), phases[i].name.data(), to_seconds(end));
+    run_startup(std::move(phases), i + 1, end);
+  });
+}
+
+void EngineServer::Impl::set_ready() {
+  {
+    std::lock_guard lock(ready_mu);
+    is_ready.store(true);
+  }
+  ready_cv.notify_all();
+  std::printf("kvgate engine ready\n");
+  std::fflush(stdout);
+}
+
+EngineServer::EngineServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+EngineServer::~EngineServer() { stop(); }
+
+Result<std::unique_ptr<EngineServer>> EngineServer::start(const EngineServerOptions& options,
+                                                          engine::Profile profile,
+                                                          std::unique_ptr<TextCodec> codec) {
+  if (!(options.time_scale > 0)) return Error("--time-scale must be positive");
+  if (options.fail_rate < 0 || options.fail_rate > 1) return Error("--fail-rate must be in [0, 1]");
+  const uint64_t kv_bytes = options.kv_bytes_per_token > 0 ? options.kv_bytes_per_token
+                                                           : default_kv_bytes_per_token(profile);
+  auto impl = std::make_unique<Impl>(options, std::move(profile), std::move(codec));
+  impl->kv_bytes_per_token = kv_bytes;
+  impl->engine_id = random_hex(impl->rng);
+  if (!options.kv_events_endpoint.empty()) {
+    io::KvEventPublisherOptions po;
+    po.endpoint = options.kv_events_endpoint;
+    if (!options.replay_endpoint.empty()) po.replay_endpoint = options.replay_endpoint;
+    po.topic = options.kv_events_topic;
+    po.buffer_steps = options.kv_events_buffer_steps;
+    auto pub = io::KvEventPublisher::start(po);
+    if (!pub) return Error(pub.error());
+    impl->publisher = std::move(*pub);
+  }
+  io::HttpServerOptions ho;
+  ho.address = options.host;
+  ho.port = options.port;
+  ho.threads = options.http_threads;
+  Impl* raw = impl.get();
+  auto http = io::HttpServer::start(
+      ho, [raw](io::HttpRequest&& req, std::shared_ptr<io::ResponseStream> s) {
+        raw->handle(std::move(req), std::move(s));
+      });
+  if (!http) return Error(http.error());
+  impl->http = std::move(*http);
+  impl->work.emplace(impl->ioc.get_executor());
+  impl->t0 = Clock::now();
+  Rng startup_rng(options.seed ^ 0x5eed5eed5eedull);
+  auto phases =
+      engine::sample_startup(*impl->model.profile().startup, options.startup, startup_rng);
+  net::post(impl->ioc, [raw, phases = std::move(phases)]() mutable {
+    raw->run_startup(std::move(phases), 0, 0);
+  });
+  impl->thread = std::thread([raw] { raw->ioc.run(); });
+  return std::unique_ptr<EngineServer>(new EngineServer(std::move(impl)));
+}
+
+uint16_t EngineServer::port() const { return impl_->http->port(); }
+std::string EngineServer::kv_events_endpoint() const {
+  return impl_->publisher ? impl_->publisher->endpoint() : "";
+}
+std::string EngineServer::replay_endpoint() const {
+  return impl_->publisher ? impl_->publisher->replay_endpoint() : "";
+}
+bool EngineServer::ready() const { return impl_->is_ready.load(); }
+
+bool EngineServer::wait_ready() const {
+  std::unique_lock lock(impl_->ready_mu);
+  impl_->ready_cv.wait(lock, [this] { return impl_->is_ready.load() || impl_->stopped; });
+  return impl_->is_ready.load();
+}
+
+void EngineServer::stop() {
+  {
+    std::lock_guard lock(impl_->ready_mu);
+    if (impl_->stopped) return;
+    impl_->stopped = true;
+  }
+  impl_->ready_cv.notify_all();
+  impl_->http->stop(std::chrono::milliseconds(1000));
+  impl_->work.reset();
+  impl_->ioc.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->publisher.reset();
+}
+
+}  // namespace kvgate::engine_server

@@ -1,0 +1,94 @@
+// EngineServer: the simulated vLLM-compatible inference server behind `kvgate engine`.
+//
+// It wires one EngineModel (src/core/engine, pure) to the OS: an HttpServer speaking
+// vLLM's OpenAI API, /metrics, /health and /tokenize; a KvEventPublisher sending the
+// model's KV events over ZeroMQ; and one engine thread that runs the model's step loop
+// in (scaled) real time: step, wait the step's duration x time_scale, deliver the step's
+// tokens to the waiting streams, repeat. Startup phases are drawn from the profile's
+// measured table and /health answers 503 until they have elapsed (scaled too).
+//
+// Threads: HTTP I/O threads parse and tokenize requests, then hand them to the engine
+// thread, which alone owns the model. Model time = wall time since start / time_scale,
+// so with time_scale 0.01 everything (startup, TTFT, ITL) runs 100x faster while the
+// metrics report the simulated durations.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/common/result.h"
+#include "core/engine/engine_config.h"
+#include "core/engine/profile.h"
+#include "core/engine/startup.h"
+#include "core/kv/vllm_event_codec.h"
+#include "engine/text_codec.h"
+
+namespace kvgate::engine_server {
+
+struct EngineServerOptions {
+  std::string served_model_name = "kvgate-sim";
+  std::string host = "127.0.0.1";
+  uint16_t port = 8000;  // 0: ephemeral
+  int http_threads = 2;
+
+  engine::EngineConfig engine;  // blocks, block size, scheduler limits, role
+  engine::StartupMode startup = engine::StartupMode::kNone;
+  double time_scale = 1.0;  // wall seconds per simulated second
+  uint64_t seed = 1;        // startup draws and fault injection
+
+  // KV events: "" disables them (vLLM's default endpoint when enabled: tcp://*:5557).
+  std::string kv_events_endpoint;
+  std::string replay_endpoint;  // "" = no replay socket
+  std::string kv_events_topic;
+  kv::EventFormat kv_events_format = kv::EventFormat::kArray;
+  size_t kv_events_buffer_steps = 10'000;
+
+  // Disaggregated serving: where this engine is, how fast KV moves.
+  std::string rack;
+  std::string zone;
+  std::string advertise_host;        // remote_host in kv_transfer_params; "" = host
+  uint64_t kv_bytes_per_token = 0;   // 0: derived from the profile name
+  double nvlink_gbytes_per_s = 450;  // same rack
+  double network_gbytes_per_s = 50;  // otherwise (400 Gb/s)
+  double transfer_latency_ms = 1.0;
+
+  // Fault injection.
+  double fail_rate = 0;             // fraction of requests answered with 500
+  uint32_t abort_after_tokens = 0;  // cut every stream after this many tokens (0: never)
+  uint32_t stall_ms = 0;            // hold requests this long (wall) before scheduling
+  double stall_rate = 1.0;          // fraction of requests that stall
+
+  uint32_t default_max_tokens = 128;
+  bool deprecated_gpu_cache_metric = false;  // also export vllm:gpu_cache_usage_perc
+};
+
+class EngineServer {
+ public:
+  // Starts listening at once (/health is 503 until startup completes).
+  static Result<std::unique_ptr<EngineServer>> start(const EngineServerOptions& options,
+                                                     engine::Profile profile,
+                                                     std::unique_ptr<TextCodec> codec);
+  ~EngineServer();  // stop()
+  EngineServer(const EngineServer&) = delete;
+  EngineServer& operator=(const EngineServer&) = delete;
+
+  uint16_t port() const;
+  // Bound ZeroMQ addresses ("" when off).
+  std::string kv_events_endpoint() const;
+  std::string replay_endpoint() const;
+  bool ready() const;
+  // Blocks until startup completes or stop(); true if ready.
+  bool wait_ready() const;
+  // Graceful: stops accepting, lets streams finish briefly, stops the engine thread.
+  void stop();
+
+  struct Impl;
+
+ private:
+  explicit EngineServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvgate::engine_server

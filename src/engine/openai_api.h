@@ -1,0 +1,95 @@
+// The OpenAI-compatible request and response bodies `kvgate engine` speaks, as vLLM's
+// OpenAI server does: POST /v1/completions and /v1/chat/completions (whole and SSE),
+// usage with prompt_tokens_details.cached_tokens, and vLLM's kv_transfer_params for
+// prefill/decode disaggregation (PROTOCOLS.md).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/common/result.h"
+#include "core/kv/block_hash.h"
+#include "engine/text_codec.h"
+
+namespace kvgate::engine_server {
+
+enum class ApiKind { kCompletion, kChat };
+
+// vLLM's P/D handshake (NixlConnector). kvgate adds remote_rack / remote_zone so a
+// decode engine can tell how far the KV has to travel.
+struct KvTransferParams {
+  bool do_remote_decode = false;
+  bool do_remote_prefill = false;
+  std::optional<std::string> remote_engine_id;
+  std::optional<std::string> remote_host;
+  std::optional<int64_t> remote_port;
+  std::vector<int64_t> remote_block_ids;
+  std::optional<std::string> remote_rack;
+  std::optional<std::string> remote_zone;
+};
+
+struct CompletionRequest {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string model;  // "" when absent
+  // Exactly one of these holds the prompt.
+  std::optional<std::string> prompt_text;
+  std::optional<std::vector<kv::TokenId>> prompt_tokens;
+  std::vector<ChatMessage> messages;   // kChat
+  std::optional<uint32_t> max_tokens;  // max_tokens or max_completion_tokens
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  int32_t priority = 0;
+  std::optional<KvTransferParams> kv_transfer;
+};
+
+// A request body error: status and message for an OpenAI error response.
+struct ApiError {
+  int status = 400;
+  std::string message;
+};
+
+// Parses a request body; errors are 400 with a message naming the field.
+std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
+                                                                   ApiKind kind);
+
+// Parses /tokenize: {"prompt": ...} or {"messages": [...], "add_generation_prompt"}.
+struct TokenizeRequest {
+  std::optional<std::string> prompt;
+  std::vector<ChatMessage> messages;
+  bool add_generation_prompt = true;
+};
+std::variant<TokenizeRequest, ApiError> parse_tokenize_request(std::string_view body);
+
+// Identity of one response, shared by all its chunks.
+struct ResponseIds {
+  std::string id;  // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;
+  std::string model;
+};
+
+struct Usage {
+  uint32_t prompt_tokens = 0;
+  uint32_t completion_tokens = 0;
+  uint32_t cached_tokens = 0;
+};
+
+// A whole (non-streamed) response. kv_transfer_json: a JSON object text, or "" for none.
+std::string render_response(ApiKind kind, const ResponseIds& ids, std::string_view text,
+                            std::string_view finish_reason, const Usage& usage,
+                            std::string_view kv_transfer_json);
+
+// One SSE event "data: {...}\n\n" carrying `delta`. role_chunk: the first chat chunk
+// (delta {"role":"assistant","content":""}). finish_reason: "" while not finished.
+// with_usage_null: adds "usage": null (stream_options.include_usage).
+std::string render_chunk(ApiKind kind, const ResponseIds& ids, std::string_view delta,
+                         bool role_chunk, std::string_view finish_reason, bool with_usage_null);
+// The final usage event ("choices": []) sent before [DONE] with include_usage.
+std::string render_usage_chunk(ApiKind kind, const ResponseIds& ids, const Usage& usage);
+
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+
+}  // namespace kvgate::engine_server

@@ -1,0 +1,44 @@
+// TextCodec: prompt text to token ids, and token ids to output text, for the simulated
+// engine.
+//
+// Without a tokenizer (`kvgate engine` with no --tokenizer), WordCodec stands in: every
+// whitespace-separated word becomes one token, the word's xxHash3 folded into the
+// vocabulary. It is stable across processes and runs, and equal prompt prefixes give
+// equal token prefixes, which is all the prefix cache and the router need. Chat messages
+// are framed like ChatML (<|im_start|>role ... <|im_end|>, then <|im_start|>assistant) so
+// a conversation that grows turn by turn keeps its earlier tokens.
+//
+// Output text is pseudo-text: token id -> one word with a leading space, so a response
+// of N tokens is exactly N words and its token count is exact by construction.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/common/result.h"
+#include "core/kv/block_hash.h"
+
+namespace kvgate::engine_server {
+
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+class TextCodec {
+ public:
+  virtual ~TextCodec() = default;
+  virtual std::vector<kv::TokenId> encode(std::string_view text) const = 0;
+  virtual Result<std::vector<kv::TokenId>> encode_chat(const std::vector<ChatMessage>& messages,
+                                                       bool add_generation_prompt) const = 0;
+};
+
+// The default codec (see the header comment). vocab_size > 8.
+std::unique_ptr<TextCodec> make_word_codec(uint32_t vocab_size);
+
+// The text of one output token: a word with a leading space.
+std::string_view output_token_text(kv::TokenId token);
+
+}  // namespace kvgate::engine_server

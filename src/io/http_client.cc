@@ -1,0 +1,145 @@
+#include "io/http_client.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+namespace kvgate::io {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+Result<HttpClientResponse> fetch(std::string_view method, std::string_view url_text,
+                                 std::string_view body, const std::vector<HttpHeader>& headers,
+                                 const std::function<bool(std::string_view)>* on_data,
+                                 std::chrono::milliseconds timeout) {
+  auto url = parse_url(url_text);
+  if (!url) return Error(url.error());
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  HttpClientResponse out;
+  std::string error;
+  auto run = [&]() -> net::awaitable<void> {
+    constexpr auto kTuple = net::as_tuple(net::use_awaitable);
+    stream.expires_after(timeout);
+    tcp::resolver resolver(ioc);
+    auto [rec, results] = co_await resolver.async_resolve(url->host, url->port, kTuple);
+    if (rec) {
+      error = "resolve " + url->host + ": " + rec.message();
+      co_return;
+    }
+    auto [cec, ep] = co_await stream.async_connect(results, kTuple);
+    (void)ep;
+    if (cec) {
+      error = "connect " + url->host + ":" + url->port + ": " + cec.message();
+      co_return;
+    }
+    http::request<http::string_body> req{http::string_to_verb(method), url->target, 11};
+    req.set(http::field::host, url->host + ":" + url->port);
+    req.set(http::field::user_agent, "kvgate");
+    bool has_type = false;
+    for (const HttpHeader& h : headers) {
+      req.insert(h.name, h.value);
+      if (find_header({h}, "content-type")) has_type = true;
+    }
+    if (!body.empty() && !has_type) req.set(http::field::content_type, "application/json");
+    req.body() = std::string(body);
+    req.prepare_payload();
+    auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
+    (void)wn;
+    if (wec) {
+      error = "write: " + wec.message();
+      co_return;
+    }
+    beast::flat_buffer buffer;
+    http::response_parser<http::buffer_body> parser;
+    parser.body_limit(boost::none);
+    auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, kTuple);
+    (void)hn;
+    if (hec) {
+      error = "read: " + hec.message();
+      co_return;
+    }
+    out.status = static_cast<int>(parser.get().result_int());
+    for (const auto& f : parser.get()) {
+      out.headers.push_back(HttpHeader{std::string(f.name_string()), std::string(f.value())});
+    }
+    char chunk[16 * 1024];
+    while (!parser.is_done()) {
+      parser.get().body().data = chunk;
+      parser.get().body().size = sizeof(chunk);
+      auto [bec, bn] = co_await http::async_read_some(stream, buffer, parser, kTuple);
+      (void)bn;
+      if (bec && bec != http::error::need_buffer) {
+        error = "read body: " + bec.message();
+        co_return;
+      }
+      const size_t got = sizeof(chunk) - parser.get().body().size;
+      if (got > 0) {
+        if (on_data) {
+          if (!(*on_data)(std::string_view(chunk, got))) break;
+        } else {
+          out.body.append(chunk, got);
+        }
+      }
+    }
+    beast::error_code ignore;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignore);
+  };
+  net::co_spawn(ioc, run(), [&](std::exception_ptr e) {
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        error = ex.what();
+      }
+    }
+  });
+  ioc.run();
+  if (!error.empty()) return Error(error);
+  return out;
+}
+
+}  // namespace
+
+Result<Url> parse_url(std::string_view url) {
+  constexpr std::string_view kScheme = "http://";
+  if (url.substr(0, kScheme.size()) != kScheme) {
+    return Error("unsupported URL \"" + std::string(url) + "\" (http:// only)");
+  }
+  url.remove_prefix(kScheme.size());
+  const size_t slash = url.find('/');
+  std::string_view authority = url.substr(0, slash);
+  Url out;
+  out.target = slash == std::string_view::npos ? "/" : std::string(url.substr(slash));
+  const size_t colon = authority.rfind(':');
+  if (colon != std::string_view::npos && authority.find(']') == std::string_view::npos) {
+    out.host = std::string(authority.substr(0, colon));
+    out.port = std::string(authority.substr(colon + 1));
+  } else {
+    out.host = std::string(authority);
+    out.port = "80";
+  }
+  if (out.host.size() > 2 && out.host.front() == '[')
+    out.host = out.host.substr(1, out.host.size() - 2);
+  if (out.host.empty() || out.port.empty()) return Error("bad URL \"" + std::string(url) + "\"");
+  return out;
+}
+
+Result<HttpClientResponse> http_fetch(std::string_view method, std::string_view url,
+                                      std::string_view body, const std::vector<HttpHeader>& headers,
+                                      std::chrono::milliseconds timeout) {
+  return fetch(method, url, body, headers, nullptr, timeout);
+}
+
+Result<HttpClientResponse> http_fetch_streaming(
+    std::string_view method, std::string_view url, std::string_view body,
+    const std::vector<HttpHeader>& headers, const std::function<bool(std::string_view)>& on_data,
+    std::chrono::milliseconds timeout) {
+  return fetch(method, url, body, headers, &on_data, timeout);
+}
+
+}  // namespace kvgate::io

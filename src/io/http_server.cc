@@ -1,0 +1,580 @@
+#include "io/http_server.h"
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+namespace kvgate::io {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using net::awaitable;
+using net::use_awaitable;
+constexpr auto kTuple = net::as_tuple(use_awaitable);
+
+struct Connection;
+
+// The producer side of one response; see ResponseStream. All state under mu_; the
+// connection's coroutine takes what is queued on its strand.
+class Stream final : public ResponseStream {
+ public:
+  enum class Kind { kNone, kWhole, kStream };
+
+  struct Chunk {
+    std::string data;
+    std::function<void()> on_flushed;
+  };
+
+  // What the connection takes in one go.
+  struct Batch {
+    Kind kind = Kind::kNone;
+    HttpResponse whole;  // kWhole
+    bool head_ready = false;
+    int status = 200;
+    std::string content_type;
+    std::vector<HttpHeader> headers;
+    std::vector<Chunk> chunks;
+    bool finished = false;
+    bool overflow = false;
+  };
+
+  Stream(std::weak_ptr<Connection> conn, size_t max_pending)
+      : conn_(std::move(conn)), max_pending_(max_pending) {}
+
+  void respond(HttpResponse response) override {
+    {
+      std::lock_guard lock(mu_);
+      if (closed_ || kind_ != Kind::kNone) return;
+      kind_ = Kind::kWhole;
+      whole_ = std::move(response);
+    }
+    notify();
+  }
+
+  void start(int status, std::string content_type, std::vector<HttpHeader> headers) override {
+    {
+      std::lock_guard lock(mu_);
+      if (closed_ || kind_ != Kind::kNone) return;
+      kind_ = Kind::kStream;
+      status_ = status;
+      content_type_ = std::move(content_type);
+      headers_ = std::move(headers);
+      head_ready_ = true;
+    }
+    notify();
+  }
+
+  void write(std::string chunk, std::function<void()> on_flushed) override {
+    {
+      std::unique_lock lock(mu_);
+      if (!closed_ && kind_ == Kind::kStream && !finished_) {
+        pending_ += chunk.size();
+        if (pending_ > max_pending_) overflow_ = true;
+        chunks_.push_back(Chunk{std::move(chunk), std::move(on_flushed)});
+        on_flushed = nullptr;
+      }
+    }
+    if (on_flushed) {
+      on_flushed();
+      return;
+    }
+    notify();
+  }
+
+  void finish() override {
+    {
+      std::lock_guard lock(mu_);
+      if (closed_ || finished_) return;
+      if (kind_ == Kind::kNone) {  // finish() without start(): an empty 200
+        kind_ = Kind::kStream;
+        head_ready_ = true;
+        content_type_ = "text/plain";
+      }
+      finished_ = true;
+    }
+    notify();
+  }
+
+  void abort() override {
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return;
+      overflow_ = true;
+    }
+    notify();
+  }
+
+  size_t pending_bytes() const override {
+    std::lock_guard lock(mu_);
+    return pending_;
+  }
+
+  bool closed() const override { return closed_flag_.load(std::memory_order_acquire); }
+
+  void on_close(std::function<void()> callback) override {
+    {
+      std::lock_guard lock(mu_);
+      if (!closed_) {
+        on_close_ = std::move(callback);
+        return;
+      }
+    }
+    callback();
+  }
+
+  // Connection side.
+  Batch take() {
+    std::lock_guard lock(mu_);
+    wake_posted_ = false;
+    Batch b;
+    b.kind = kind_;
+    if (kind_ == Kind::kWhole) b.whole = std::move(whole_);
+    if (head_ready_) {
+      b.head_ready = true;
+      head_ready_ = false;
+      b.status = status_;
+      b.content_type = std::move(content_type_);
+      b.headers = std::move(headers_);
+    }
+    b.chunks.swap(chunks_);
+    b.finished = finished_;
+    b.overflow = overflow_;
+    return b;
+  }
+
+  void flushed(size_t bytes) {
+    std::lock_guard lock(mu_);
+    pending_ -= std::min(pending_, bytes);
+  }
+
+  // The stream ends without finishing: run the close callback and drop queued chunks.
+  void mark_closed() {
+    std::function<void()> cb;
+    std::vector<Chunk> dropped;
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return;
+      closed_ = true;
+      closed_flag_.store(true, std::memory_order_release);
+      cb = std::move(on_close_);
+      dropped.swap(chunks_);
+      pending_ = 0;
+    }
+    for (Chunk& c : dropped) {
+      if (c.on_flushed) c.on_flushed();
+    }
+    if (cb) cb();
+  }
+
+  // The response completed: later calls are ignored, no close callback runs.
+  void mark_done() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    on_close_ = nullptr;
+  }
+
+ private:
+  void notify();
+
+  const std::weak_ptr<Connection> conn_;
+  const size_t max_pending_;
+  mutable std::mutex mu_;
+  Kind kind_ = Kind::kNone;
+  HttpResponse whole_;
+  bool head_ready_ = false;
+  int status_ = 200;
+  std::string content_type_;
+  std::vector<HttpHeader> headers_;
+  std::vector<Chunk> chunks_;
+  size_t pending_ = 0;
+  bool finished_ = false;
+  bool overflow_ = false;
+  bool closed_ = false;
+  bool wake_posted_ = false;
+  std::atomic<bool> closed_flag_{false};
+  std::function<void()> on_close_;
+};
+
+}  // namespace
+
+struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
+  HttpServerOptions options;
+  HttpHandler handler;
+  net::io_context ioc;
+  tcp::acceptor acceptor{ioc};
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::vector<std::thread> threads;
+  uint16_t port = 0;
+  std::atomic<bool> stopping{false};
+  bool stopped = false;  // guarded by stop_mu
+  std::mutex stop_mu;
+
+  // Registry of live connections (for stop()).
+  mutable std::mutex reg_mu;
+  std::condition_variable reg_cv;
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> conns;
+
+  awaitable<void> accept_loop();
+  awaitable<void> session(std::shared_ptr<Connection> conn);
+  void stop(std::chrono::milliseconds grace);
+};
+
+namespace {
+
+struct Connection : std::enable_shared_from_this<Connection> {
+  Connection(std::shared_ptr<HttpServer::Impl> s, tcp::socket socket)
+      : server(std::move(s)), stream(std::move(socket)), signal(stream.get_executor()) {}
+  ~Connection() {
+    std::lock_guard lock(server->reg_mu);
+    server->conns.erase(this);
+    server->reg_cv.notify_all();
+  }
+
+  // Wakes the session coroutine (runs on the strand).
+  void wake() { signal.cancel(); }
+
+  // Closes the socket: pending reads and writes fail, the session ends (on the strand).
+  void close() {
+    closing = true;
+    beast::error_code ec;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream.socket().close(ec);
+    if (current) current->mark_closed();
+    signal.cancel();
+  }
+
+  std::shared_ptr<HttpServer::Impl> server;
+  beast::tcp_stream stream;
+  net::steady_timer signal;
+  std::shared_ptr<Stream> current;  // the response in progress
+  bool busy = false;                // between reading a request and its response's end
+  bool closing = false;
+};
+
+void Stream::notify() {
+  {
+    std::lock_guard lock(mu_);
+    if (wake_posted_) return;
+    wake_posted_ = true;
+  }
+  if (auto conn = conn_.lock()) {
+    net::post(conn->stream.get_executor(), [conn] { conn->wake(); });
+  }
+}
+
+// Watches for the client going away while a response is pending, without consuming
+// bytes of a pipelined next request.
+void watch_disconnect(const std::shared_ptr<Connection>& conn, std::shared_ptr<Stream> stream) {
+  conn->stream.socket().async_wait(
+      tcp::socket::wait_read, [conn, stream](const beast::error_code& ec) {
+        if (ec || conn->current != stream) return;  // cancelled, or that response is over
+        char b;
+        beast::error_code rec;
+        conn->stream.socket().non_blocking(true, rec);
+        const size_t n =
+            conn->stream.socket().receive(net::buffer(&b, 1), tcp::socket::message_peek, rec);
+        if (rec == net::error::would_block) return watch_disconnect(conn, stream);
+        if (rec || n == 0) {
+          stream->mark_closed();
+          conn->wake();
+        }
+        // Data: a pipelined request; stop watching (it is read after this response).
+      });
+}
+
+bool is_shutdown_error(const beast::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == net::error::eof ||
+         ec == net::error::connection_reset || ec == net::error::operation_aborted ||
+         ec == net::error::bad_descriptor || ec == beast::error::timeout;
+}
+
+HttpRequest to_request(http::request<http::string_body>&& req, const tcp::socket& socket) {
+  HttpRequest r;
+  r.method = std::string(req.method_string());
+  r.target = std::string(req.target());
+  const size_t q = r.target.find('?');
+  r.path = r.target.substr(0, q);
+  if (q != std::string::npos) r.query = r.target.substr(q + 1);
+  for (const auto& f : req) {
+    r.headers.push_back(HttpHeader{std::string(f.name_string()), std::string(f.value())});
+  }
+  r.body = std::move(req.body());
+  beast::error_code ec;
+  const auto ep = socket.remote_endpoint(ec);
+  if (!ec) r.remote = ep.address().to_string() + ":" + std::to_string(ep.port());
+  return r;
+}
+
+}  // namespace
+
+awaitable<void> HttpServer::Impl::accept_loop() {
+  while (!stopping.load()) {
+    auto [ec, socket] = co_await acceptor.async_accept(net::make_strand(ioc), kTuple);
+    if (ec) {
+      if (stopping.load() || ec == net::error::operation_aborted) break;
+      // Out of descriptors or a transient error: back off briefly.
+      net::steady_timer t(ioc, std::chrono::milliseconds(10));
+      co_await t.async_wait(kTuple);
+      continue;
+    }
+    beast::error_code ignore;
+    socket.set_option(tcp::no_delay(true), ignore);
+    auto conn = std::make_shared<Connection>(shared_from_this(), std::move(socket));
+    {
+      std::lock_guard lock(reg_mu);
+      conns.emplace(conn.get(), conn);
+    }
+    auto exec = conn->stream.get_executor();
+    net::co_spawn(exec, session(std::move(conn)), net::detached);
+  }
+}
+
+awaitable<void> HttpServer::Impl::session(std::shared_ptr<Connection> conn) {
+  beast::flat_buffer buffer;
+  auto& stream = conn->stream;
+  try {
+    while (!conn->closing) {
+      http::request_parser<http::string_body> parser;
+      parser.header_limit(static_cast<uint32_t>(options.max_header_bytes));
+      parser.body_limit(options.max_body_bytes);
+      stream.expires_after(options.idle_timeout);
+      auto [ec, n] = co_await http::async_read(stream, buffer, parser, kTuple);
+      (void)n;
+      if (ec) {
+        if (is_shutdown_error(ec) || conn->closing) break;
+        int status = 400;
+        std::string message = "malformed HTTP request: " + ec.message();
+        if (ec == http::error::body_limit) {
+          status = 413;
+          message = "request body exceeds " + std::to_string(options.max_body_bytes) + " bytes";
+        } else if (ec == http::error::header_limit) {
+          status = 431;
+          message = "request headers exceed " + std::to_string(options.max_header_bytes) + " bytes";
+        }
+        HttpResponse err = error_response(status, message);
+        http::response<http::string_body> res{static_cast<http::status>(status), 11};
+        res.set(http::field::content_type, err.content_type);
+        res.keep_alive(false);
+        res.body() = std::move(err.body);
+        res.prepare_payload();
+        stream.expires_after(options.write_timeout);
+        co_await http::async_write(stream, res, kTuple);
+        break;
+      }
+      conn->busy = true;
+      auto req = parser.release();
+      const bool keep_alive = req.keep_alive();
+      const unsigned version = req.version();
+      auto rs = std::make_shared<Stream>(conn, options.max_pending_bytes);
+      conn->current = rs;
+      try {
+        handler(to_request(std::move(req), stream.socket()), rs);
+      } catch (const std::exception& e) {
+        rs->respond(error_response(500, std::string("internal error: ") + e.what()));
+      }
+      watch_disconnect(conn, rs);
+      stream.expires_never();
+
+      bool ok = true;
+      bool head_written = false;
+      bool done = false;
+      bool keep = keep_alive;
+      while (!done && ok) {
+        Stream::Batch b = rs->take();
+        if (rs->closed() || conn->closing || b.overflow) {
+          ok = false;
+          break;
+        }
+        if (b.kind == Stream::Kind::kWhole) {
+          http::response<http::string_body> res{static_cast<http::status>(b.whole.status), version};
+          res.set(http::field::content_type, b.whole.content_type);
+          for (const HttpHeader& h : b.whole.headers) res.insert(h.name, h.value);
+          keep = keep && !stopping.load();
+          res.keep_alive(keep);
+          res.body() = std::move(b.whole.body);
+          res.prepare_payload();
+          stream.expires_after(options.write_timeout);
+          auto [wec, wn] = co_await http::async_write(stream, res, kTuple);
+          (void)wn;
+          ok = !wec;
+          done = true;
+          break;
+        }
+        if (b.head_ready) {
+          http::response<http::empty_body> res{static_cast<http::status>(b.status), version};
+          res.set(http::field::content_type, b.content_type);
+          for (const HttpHeader& h : b.headers) res.insert(h.name, h.value);
+          // A response that streams is the last on its connection when stopping.
+          keep = keep && !stopping.load();
+          res.keep_alive(keep);
+          res.chunked(true);
+          http::response_serializer<http::empty_body> sr{res};
+          stream.expires_after(options.write_timeout);
+          auto [wec, wn] = co_await http::async_write_header(stream, sr, kTuple);
+          (void)wn;
+          if (wec) {
+            ok = false;
+            break;
+          }
+          head_written = true;
+        }
+        if (!b.chunks.empty() && head_written) {
+          std::string data;
+          if (b.chunks.size() == 1) {
+            data = std::move(b.chunks[0].data);
+          } else {
+            for (auto& c : b.chunks) data += c.data;
+          }
+          const size_t bytes = data.size();
+          if (bytes > 0) {
+            stream.expires_after(options.write_timeout);
+            auto [wec, wn] =
+                co_await net::async_write(stream, http::make_chunk(net::buffer(data)), kTuple);
+            (void)wn;
+            ok = !wec;
+          }
+          rs->flushed(bytes);
+          for (auto& c : b.chunks) {
+            if (c.on_flushed) c.on_flushed();
+          }
+          if (!ok) break;
+          continue;  // more may have arrived while writing
+        }
+        if (b.finished && head_written) {
+          stream.expires_after(options.write_timeout);
+          auto [wec, wn] = co_await net::async_write(stream, http::make_chunk_last(), kTuple);
+          (void)wn;
+          ok = !wec;
+          done = true;
+          break;
+        }
+        conn->signal.expires_at(net::steady_timer::time_point::max());
+        co_await conn->signal.async_wait(kTuple);
+      }
+      if (ok) {
+        rs->mark_done();
+      } else {
+        rs->mark_closed();
+      }
+      conn->current.reset();
+      beast::error_code ignore;
+      stream.socket().cancel(ignore);  // the disconnect watcher
+      conn->busy = false;
+      if (!ok || !keep || stopping.load()) break;
+    }
+  } catch (const std::exception&) {
+    // Fall through to close; a session never takes the server down.
+  }
+  if (conn->current) conn->current->mark_closed();
+  conn->current.reset();
+  beast::error_code ec;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream.socket().close(ec);
+}
+
+void HttpServer::Impl::stop(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard lock(stop_mu);
+    if (stopped) return;
+    stopped = true;
+  }
+  stopping.store(true);
+  net::post(acceptor.get_executor(), [this] {
+    beast::error_code ec;
+    acceptor.close(ec);
+  });
+  auto for_each_conn = [this](bool only_idle) {
+    std::vector<std::shared_ptr<Connection>> live;
+    {
+      std::lock_guard lock(reg_mu);
+      for (auto& [p, w] : conns) {
+        if (auto c = w.lock()) live.push_back(std::move(c));
+      }
+    }
+    for (auto& c : live) {
+      net::post(c->stream.get_executor(), [c, only_idle] {
+        if (!only_idle || !c->busy) c->close();
+      });
+    }
+  };
+  auto wait_empty = [this](std::chrono::milliseconds limit) {
+    std::unique_lock lock(reg_mu);
+    return reg_cv.wait_for(lock, limit, [this] { return conns.empty(); });
+  };
+  // Idle keep-alive connections go now; busy ones finish their response first.
+  for_each_conn(true);
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (!wait_empty(std::chrono::milliseconds(20)) &&
+         std::chrono::steady_clock::now() < deadline) {
+    for_each_conn(true);
+  }
+  for_each_conn(false);
+  wait_empty(std::chrono::milliseconds(2000));
+  work.reset();
+  ioc.stop();
+  for (std::thread& t : threads) {
+    if (t.joinable()) t.join();
+  }
+}
+
+HttpServer::HttpServer(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+HttpServer::~HttpServer() { stop(std::chrono::milliseconds(0)); }
+
+uint16_t HttpServer::port() const { return impl_->port; }
+
+size_t HttpServer::connections() const {
+  std::lock_guard lock(impl_->reg_mu);
+  return impl_->conns.size();
+}
+
+void HttpServer::stop(std::chrono::milliseconds grace) { impl_->stop(grace); }
+
+Result<std::unique_ptr<HttpServer>> HttpServer::start(const HttpServerOptions& options,
+                                                      HttpHandler handler) {
+  auto impl = std::make_shared<Impl>();
+  impl->options = options;
+  impl->handler = std::move(handler);
+  beast::error_code ec;
+  const auto address = net::ip::make_address(options.address, ec);
+  if (ec) return Error("bad listen address \"" + options.address + "\": " + ec.message());
+  const tcp::endpoint ep(address, options.port);
+  auto& a = impl->acceptor;
+  a.open(ep.protocol(), ec);
+  if (!ec) a.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) a.bind(ep, ec);
+  if (!ec) a.listen(options.backlog, ec);
+  if (ec) {
+    return Error("cannot listen on " + options.address + ":" + std::to_string(options.port) + ": " +
+                 ec.message());
+  }
+  impl->port = a.local_endpoint().port();
+  impl->work.emplace(impl->ioc.get_executor());
+  net::co_spawn(impl->ioc, impl->accept_loop(), net::detached);
+  const int threads = std::max(1, options.threads);
+  for (int i = 0; i < threads; ++i) {
+    impl->threads.emplace_back([raw = impl.get()] {
+      for (;;) {
+        try {
+          raw->ioc.run();
+          break;
+        } catch (const std::exception&) {
+          // A handler threw: keep serving.
+        }
+      }
+    });
+  }
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+}  // namespace kvgate::io

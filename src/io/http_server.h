@@ -1,0 +1,101 @@
+// HttpServer: kvgate's HTTP/1.1 server (keep-alive, whole and streamed responses).
+//
+// A handler gets each request with a ResponseStream and answers either with one whole
+// response or by streaming (SSE): start() the head, write() chunks as they come, finish().
+// The stream is thread-safe and may be kept after the handler returns, so a handler can
+// pass it to another thread (the engine's step loop) that writes tokens as they are
+// produced. write() takes an optional on_flushed callback that runs once the chunk is on
+// the socket: a producer that waits for it (a proxy reading an upstream) gets
+// backpressure; one that cannot wait (a simulated engine) watches pending_bytes().
+// A client that goes away is detected even while the handler is silent, and on_close()
+// lets the producer abort its work.
+//
+// Limits and timeouts: header and body size (431 / 413 with an OpenAI-style error),
+// idle keep-alive timeout, a per-write timeout (a stalled client is dropped).
+// Beast stays inside http_server.cc (it is slow to compile).
+//
+//   auto server = HttpServer::start(options, [](HttpRequest&& req, auto stream) {
+//     stream->respond(HttpResponse{200, "text/plain", {}, "ok"});
+//   });
+//   uint16_t port = (*server)->port();
+//   (*server)->stop();  // graceful: lets responses in flight finish (up to a grace time)
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/common/result.h"
+#include "io/http_types.h"
+
+namespace kvgate::io {
+
+// One response in progress. Thread-safe. Exactly one of: respond(), or start() followed
+// by any number of write() and one finish(). Calls after the stream closed are ignored.
+class ResponseStream {
+ public:
+  virtual ~ResponseStream() = default;
+
+  virtual void respond(HttpResponse response) = 0;
+  // Sends the head of a chunked response (e.g. "text/event-stream").
+  virtual void start(int status, std::string content_type,
+                     std::vector<HttpHeader> headers = {}) = 0;
+  // Queues a chunk; on_flushed runs on an I/O thread once it is written, or when the
+  // stream closes without writing it.
+  virtual void write(std::string chunk, std::function<void()> on_flushed = {}) = 0;
+  virtual void finish() = 0;
+  // Closes the connection at once, whatever was sent: the client sees a truncated
+  // response (fault injection, or a producer that gives up). on_close callbacks run.
+  virtual void abort() = 0;
+
+  // Bytes queued and not yet written to the socket.
+  virtual size_t pending_bytes() const = 0;
+  // True once the client disconnected or the connection failed before finish().
+  virtual bool closed() const = 0;
+  // Runs once (on an I/O thread) if the stream closes before it finished; runs at once
+  // if it is already closed.
+  virtual void on_close(std::function<void()> callback) = 0;
+};
+
+using HttpHandler =
+    std::function<void(HttpRequest&& request, std::shared_ptr<ResponseStream> stream)>;
+
+struct HttpServerOptions {
+  std::string address = "127.0.0.1";
+  uint16_t port = 0;  // 0: an ephemeral port (see port())
+  int threads = 1;    // I/O threads
+  size_t max_header_bytes = 16 * 1024;
+  size_t max_body_bytes = 8 * 1024 * 1024;
+  std::chrono::milliseconds idle_timeout{60'000};   // keep-alive and request read
+  std::chrono::milliseconds write_timeout{60'000};  // one write to a slow client
+  // A stream whose unwritten bytes exceed this is closed (client too slow to follow).
+  size_t max_pending_bytes = 16 * 1024 * 1024;
+  int backlog = 4096;
+};
+
+class HttpServer {
+ public:
+  // Binds, listens and starts the I/O threads. Errors: bad address, port in use.
+  static Result<std::unique_ptr<HttpServer>> start(const HttpServerOptions& options,
+                                                   HttpHandler handler);
+  ~HttpServer();  // stop(0)
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  uint16_t port() const;
+  // Open connections right now.
+  size_t connections() const;
+  // Stops accepting, lets responses in flight finish for up to `grace`, then closes
+  // every connection and joins the I/O threads. Idempotent.
+  void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
+
+  struct Impl;
+
+ private:
+  explicit HttpServer(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace kvgate::io

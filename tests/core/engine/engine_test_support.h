@@ -1,0 +1,81 @@
+// Helpers shared by the engine model tests: a driver loop and prompt builders.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <numeric>
+#include <vector>
+
+#include "core/engine/engine_model.h"
+
+namespace kvgate::engine::testing {
+
+// Drives an EngineModel in virtual time as the simulator does: step at
+// next_step_time, advance to the step's end, repeat until idle.
+struct Driver {
+  explicit Driver(EngineModel& m) : model(m) {}
+
+  // Runs one step (at the next step time, not before `now`); false when idle.
+  bool step_once() {
+    std::optional<Nanos> t = model.next_step_time(now);
+    if (!t) return false;
+    now = *t;
+    model.step(now, last);
+    steps.push_back(last);
+    for (const RequestUpdate& u : last.updates) {
+      tokens[u.id].push_back(u.token);
+      if (u.output_index == 0) ttft[u.id] = u.ttft;
+      if (u.finished) finished_at[u.id] = last.end();
+    }
+    now = last.end();
+    return true;
+  }
+
+  void run_until_idle(size_t max_steps = 1'000'000) {
+    for (size_t i = 0; i < max_steps && step_once(); ++i) {
+    }
+    ASSERT_FALSE(model.next_step_time(now).has_value()) << "engine did not go idle";
+  }
+
+  EngineModel& model;
+  Nanos now = 0;
+  StepResult last;
+  std::vector<StepResult> steps;
+  std::map<RequestId, std::vector<kv::TokenId>> tokens;
+  std::map<RequestId, Nanos> ttft;
+  std::map<RequestId, Nanos> finished_at;
+};
+
+// `n` tokens starting at `first`, counting up: distinct prompts for distinct `first`.
+inline std::vector<kv::TokenId> tokens(uint32_t n, uint32_t first = 1000) {
+  std::vector<kv::TokenId> t(n);
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+inline EngineRequest request(RequestId id, std::vector<kv::TokenId> prompt, uint32_t max_tokens,
+                             int32_t priority = 0) {
+  EngineRequest r;
+  r.id = id;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.priority = priority;
+  return r;
+}
+
+// A profile whose step time is easy to reason about: 1 ms per step plus 1 us per
+// computed token, no preprocessing.
+inline Profile simple_profile(uint32_t num_blocks, uint32_t block_size = 16) {
+  Profile p;
+  p.name = "test";
+  p.step_overhead_s = 0.001;
+  p.linear_s_per_token = 1e-6;
+  p.num_gpu_blocks = num_blocks;
+  p.block_size = block_size;
+  p.max_model_len = 1 << 20;
+  return p;
+}
+
+}  // namespace kvgate::engine::testing

@@ -1,0 +1,101 @@
+// Deterministic generator of OpenAI chat requests for chat-template conformance:
+// system prompts (first and later), multi-turn, <think> blocks and reasoning_content,
+// tools and tool calls (string and object arguments), tool results, content parts,
+// whitespace at the edges, Unicode, enable_thinking and add_generation_prompt.
+import {rng} from './tokenizer_strings.mjs';
+
+const texts = ['Hello!', 'What is the capital of France?', 'Paris.', '写一首关于秋天的诗。',
+  'def f(x):\n    return x + 1\n', '  padded with spaces  ', '\n\nleading newlines',
+  'trailing newlines\n\n', 'emoji 🎉👍🏽', 'tabs\tand\u00a0nbsp', 'quotes "double" and \'single\'',
+  'line1\nline2\r\nline3', '\u3000ideographic space\u3000', 'ünïcödé çåsé', '<b>html</b> & stuff',
+  'JSON: {"a": [1, 2]}', '', ' ', 'x'.repeat(300), 'Ελληνικά русский العربية हिन्दी'];
+
+// @huggingface/jinja ignores the argument of strip/lstrip/rstrip (it trims all
+// whitespace; Python's s.lstrip('\n') strips only newlines). Qwen3 applies those to
+// assistant content and reasoning, so those come from texts whose edges are not
+// whitespace other than newlines; the C++ unit tests pin the Python behaviour there.
+const tight_texts = texts.filter((s) => s.length > 0 && !/^[^\S\n]|[^\S\n]$/.test(s));
+
+export function conversations(count, seed) {
+  const r = rng(seed);
+  const pick = (a) => a[Math.floor(r() * a.length)];
+  const int = (n) => Math.floor(r() * n);
+  const text = () => {
+    let s = pick(texts);
+    if (int(4) === 0) s = s + ' ' + pick(texts);
+    return s;
+  };
+  const tight = () => {
+    let s = pick(tight_texts);
+    if (int(4) === 0) s = s + ' ' + pick(tight_texts);
+    return s;
+  };
+  const tool = () => ({
+    type: 'function',
+    function: {
+      name: pick(['get_weather', 'search', 'run_code', 'lookup_ünïcode']),
+      description: pick(['Get the weather.', 'Search the "web".', 'Run code\nsafely.', '天气']),
+      parameters: {type: 'object', properties: {city: {type: 'string', enum: ['Paris', 'Zürich']},
+        n: {type: 'integer', minimum: int(3)}, ratio: {type: 'number', default: pick([0.5, 3.25, -2.75])},
+        flag: {type: 'boolean', default: r() < 0.5}, nothing: null}, required: ['city']},
+    },
+  });
+  const call = () => ({id: 'call_' + int(1000), type: 'function', function: {
+    name: pick(['get_weather', 'search']),
+    arguments: int(2) ? JSON.stringify({city: pick(['Paris', 'Zürich']), n: int(9)}) :
+      {city: pick(['Paris', '東京']), deep: {list: [1, 'two', true, null]}},
+  }});
+  const out = [];
+  for (let i = 0; i < count; ++i) {
+    const messages = [];
+    if (int(2)) messages.push({role: 'system', content: text()});
+    const turns = 1 + int(8);
+    for (let t = 0; t < turns; ++t) {
+      const k = int(10);
+      if (k === 0 && messages.length) messages.push({role: 'system', content: text()});
+      if (k === 1) messages.push({role: 'user', content: '<tool_response>\n' + text() + '\n</tool_response>'});
+      else if (k === 2) messages.push({role: 'user', content: [{type: 'text', text: text()}, {type: 'text', text: text()}]});
+      else messages.push({role: 'user', content: text()});
+      if (t === turns - 1 && int(2)) break;  // end on a user turn
+      const a = {role: 'assistant', content: tight()};
+      const ak = int(6);
+      if (ak === 0) a.content = '<think>\n' + tight() + '\n</think>\n\n' + tight();
+      if (ak === 1) a.reasoning_content = tight();
+      if (ak === 2) a.content = 'no open tag ' + tight() + '</think>' + tight();
+      if (ak === 3) {
+        a.tool_calls = Array.from({length: 1 + int(2)}, call);
+        if (int(2)) a.content = null;
+        messages.push(a);
+        const n = 1 + int(2);
+        for (let q = 0; q < n; ++q) messages.push({role: 'tool', tool_call_id: 'x', content: text()});
+        continue;
+      }
+      messages.push(a);
+    }
+    const req = {messages};
+    if (int(4) === 0) req.tools = Array.from({length: 1 + int(2)}, tool);
+    const g = int(4);
+    if (g === 0) req.add_generation_prompt = false;
+    else if (g === 1) req.add_generation_prompt = true;
+    const e = int(3);
+    if (e === 1) req.chat_template_kwargs = {enable_thinking: false};
+    if (e === 2) req.chat_template_kwargs = {enable_thinking: true};
+    out.push(req);
+  }
+  return out;
+}
+
+// What the template engine sees for a request (vLLM's normalization of content).
+export function template_context(req, config) {
+  const messages = req.messages.map((m) => {
+    const c = {...m};
+    if (Array.isArray(c.content)) c.content = c.content.filter((p) => p.type === 'text').map((p) => p.text).join('\n');
+    if (c.content === null || c.content === undefined) c.content = '';
+    return c;
+  });
+  const ctx = {messages, add_generation_prompt: req.add_generation_prompt ?? true,
+    bos_token: config.bos_token ?? '', eos_token: config.eos_token ?? ''};
+  if (req.tools) ctx.tools = req.tools;
+  if (req.chat_template_kwargs) Object.assign(ctx, req.chat_template_kwargs);
+  return ctx;
+}

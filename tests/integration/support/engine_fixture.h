@@ -1,0 +1,90 @@
+// Helpers shared by the `kvgate engine` integration tests: start an engine process and
+// talk JSON and SSE to it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <string>
+#include <vector>
+
+#include "io/http_client.h"
+#include "process.h"
+
+namespace kvgate::testing {
+
+// Starts `kvgate engine --port 0 <args>` and waits for its URL (and /health 200 unless
+// wait_healthy is false). Fails the test on error.
+struct EngineProcess {
+  std::unique_ptr<ChildProcess> proc;
+  std::string url;
+
+  explicit EngineProcess(std::vector<std::string> args, bool wait_healthy = true) {
+    std::vector<std::string> all = {"engine", "--port", "0"};
+    all.insert(all.end(), args.begin(), args.end());
+    auto p = ChildProcess::spawn(kvgate_bin(), all);
+    if (!p) {
+      ADD_FAILURE() << p.error();
+      return;
+    }
+    proc = std::move(*p);
+    auto u = proc->wait_for_url();
+    if (!u) {
+      ADD_FAILURE() << u.error();
+      return;
+    }
+    url = *u;
+    if (wait_healthy) {
+      Status s = proc->wait_for_status(url + "/health", 200);
+      if (!s) ADD_FAILURE() << s.error();
+    }
+  }
+
+  io::HttpClientResponse post(const std::string& path, const std::string& body) {
+    auto r = io::http_fetch("POST", url + path, body);
+    if (!r) {
+      ADD_FAILURE() << r.error();
+      return {};
+    }
+    return *r;
+  }
+
+  io::HttpClientResponse get(const std::string& path) {
+    auto r = io::http_fetch("GET", url + path);
+    if (!r) {
+      ADD_FAILURE() << r.error();
+      return {};
+    }
+    return *r;
+  }
+};
+
+inline boost::json::value parse_json(const std::string& text) {
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(text, ec);
+  if (ec) ADD_FAILURE() << "bad JSON: " << text;
+  return v;
+}
+
+// The JSON payloads of an SSE body's "data: ..." events; "[DONE]" is kept as a string.
+inline std::vector<std::string> sse_events(const std::string& body) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = body.find("\n\n", pos);
+    out.push_back(
+        body.substr(pos + 6, end == std::string::npos ? std::string::npos : end - pos - 6));
+    if (end == std::string::npos) break;
+    pos = end + 2;
+  }
+  return out;
+}
+
+// A prompt of `words` distinct words starting with `tag` (one token per word).
+inline std::string words_prompt(const std::string& tag, int words) {
+  std::string p;
+  for (int i = 0; i < words; ++i) p += tag + std::to_string(i) + " ";
+  return p;
+}
+
+}  // namespace kvgate::testing

@@ -1,0 +1,196 @@
+#include "io/http_server.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio.hpp>
+#include <future>
+#include <thread>
+
+#include "io/http_client.h"
+
+namespace kvgate::io {
+namespace {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+std::string url(const HttpServer& s, std::string_view path) {
+  return "http://127.0.0.1:" + std::to_string(s.port()) + std::string(path);
+}
+
+std::unique_ptr<HttpServer> serve(HttpHandler h, HttpServerOptions o = {}) {
+  auto s = HttpServer::start(o, std::move(h));
+  EXPECT_TRUE(s) << s.error();
+  return std::move(*s);
+}
+
+// Raw-socket helper: sends bytes, reads until `until` appears or the peer closes.
+std::string exchange(tcp::socket& s, std::string_view send, std::string_view until) {
+  if (!send.empty()) net::write(s, net::buffer(send));
+  std::string got;
+  char buf[4096];
+  while (got.find(until) == std::string::npos) {
+    boost::system::error_code ec;
+    size_t n = s.read_some(net::buffer(buf), ec);
+    if (ec) break;
+    got.append(buf, n);
+  }
+  return got;
+}
+
+TEST(HttpServer, WholeResponsesAndRequestFields) {
+  auto server = serve([](HttpRequest&& r, std::shared_ptr<ResponseStream> s) {
+    if (r.path == "/echo") {
+      HttpResponse res;
+      res.content_type = "text/plain";
+      res.headers.push_back({"X-Method", r.method});
+      res.body = r.body + "|" + r.query + "|" + (r.header("x-test") ? *r.header("X-TEST") : "");
+      s->respond(std::move(res));
+      return;
+    }
+    s->respond(error_response(404, "no route " + r.path));
+  });
+  auto r = http_fetch("POST", url(*server, "/echo?a=1"), "hello", {{"X-Test", "yes"}});
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "hello|a=1|yes");
+  EXPECT_EQ(*r->header("x-method"), "POST");
+  auto nf = http_fetch("GET", url(*server, "/nope"));
+  ASSERT_TRUE(nf);
+  EXPECT_EQ(nf->status, 404);
+  EXPECT_NE(nf->body.find("\"error\""), std::string::npos);
+  EXPECT_NE(nf->body.find("no route /nope"), std::string::npos);
+}
+
+TEST(HttpServer, KeepAliveServesSeveralRequestsOnOneConnection) {
+  std::atomic<int> served{0};
+  auto server = serve([&](HttpRequest&&, std::shared_ptr<ResponseStream> s) {
+    s->respond(HttpResponse{200, "text/plain", {}, "n" + std::to_string(++served)});
+  });
+  net::io_context ioc;
+  tcp::socket sock(ioc);
+  sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server->port()));
+  const std::string req = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  EXPECT_NE(exchange(sock, req, "n1").find("n1"), std::string::npos);
+  EXPECT_NE(exchange(sock, req, "n2").find("n2"), std::string::npos);
+  EXPECT_EQ(server->connections(), 1u);
+}
+
+TEST(HttpServer, StreamsChunksAsTheyAreWritten) {
+  std::promise<void> first_seen;
+  auto first_seen_f = first_seen.get_future().share();
+  std::thread producer;
+  auto server = serve([&](HttpRequest&&, std::shared_ptr<ResponseStream> s) {
+    s->start(200, "text/event-stream");
+    producer = std::thread([s, first_seen_f] {
+      s->write("data: 1\n\n");
+      // The client must see chunk 1 before chunk 2 exists: true streaming.
+      first_seen_f.wait();
+      std::promise<void> flushed;
+      s->write("data: 2\n\n", [&] { flushed.set_value(); });
+      flushed.get_future().wait();
+      s->write("data: [DONE]\n\n");
+      s->finish();
+    });
+  });
+  std::string got;
+  bool signalled = false;
+  auto r = http_fetch_streaming("GET", url(*server, "/s"), "", {}, [&](std::string_view d) {
+    got += d;
+    if (!signalled && got.find("data: 1") != std::string::npos) {
+      signalled = true;
+      first_seen.set_value();
+    }
+    return true;
+  });
+  producer.join();
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(*r->header("content-type"), "text/event-stream");
+  EXPECT_EQ(got, "data: 1\n\ndata: 2\n\ndata: [DONE]\n\n");
+}
+
+TEST(HttpServer, LimitsGiveOpenAiErrors) {
+  HttpServerOptions o;
+  o.max_body_bytes = 100;
+  o.max_header_bytes = 1024;
+  auto server = serve(
+      [](HttpRequest&&, std::shared_ptr<ResponseStream> s) { s->respond(HttpResponse{}); }, o);
+  auto big = http_fetch("POST", url(*server, "/"), std::string(1000, 'x'));
+  ASSERT_TRUE(big) << big.error();
+  EXPECT_EQ(big->status, 413);
+  EXPECT_NE(big->body.find("\"error\""), std::string::npos);
+  auto hdr = http_fetch("GET", url(*server, "/"), "", {{"X-Big", std::string(4000, 'h')}});
+  ASSERT_TRUE(hdr) << hdr.error();
+  EXPECT_EQ(hdr->status, 431);
+  net::io_context ioc;
+  tcp::socket sock(ioc);
+  sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server->port()));
+  EXPECT_NE(exchange(sock, "NOT HTTP AT ALL\r\n\r\n", "\r\n\r\n").find("400"), std::string::npos);
+}
+
+TEST(HttpServer, ClientDisconnectRunsOnCloseWhileHandlerIsSilent) {
+  std::promise<void> closed;
+  std::shared_ptr<ResponseStream> kept;
+  auto server = serve([&](HttpRequest&&, std::shared_ptr<ResponseStream> s) {
+    s->on_close([&] { closed.set_value(); });
+    kept = s;  // never answers
+  });
+  {
+    net::io_context ioc;
+    tcp::socket sock(ioc);
+    sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server->port()));
+    net::write(sock, net::buffer(std::string("GET / HTTP/1.1\r\nHost: x\r\n\r\n")));
+    while (!kept) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }  // socket closed here
+  EXPECT_EQ(closed.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_TRUE(kept->closed());
+  kept->write("late");  // ignored, no crash
+  kept->finish();
+}
+
+TEST(HttpServer, GracefulStopLetsAStreamFinish) {
+  std::thread producer;
+  std::promise<void> started;
+  auto server = serve([&](HttpRequest&&, std::shared_ptr<ResponseStream> s) {
+    s->start(200, "text/plain");
+    started.set_value();
+    producer = std::thread([s] {
+      for (int i = 0; i < 5; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        s->write("x");
+      }
+      s->finish();
+    });
+  });
+  std::string body;
+  std::thread client([&] {
+    auto r = http_fetch("GET", url(*server, "/"));
+    if (r) body = r->body;
+  });
+  started.get_future().wait();
+  server->stop(std::chrono::milliseconds(5000));
+  client.join();
+  producer.join();
+  EXPECT_EQ(body, "xxxxx");
+  EXPECT_FALSE(http_fetch("GET", url(*server, "/"), "", {}, std::chrono::milliseconds(500)));
+}
+
+TEST(HttpServer, SlowProducerOverflowClosesTheStream) {
+  HttpServerOptions o;
+  o.max_pending_bytes = 1000;
+  std::shared_ptr<ResponseStream> kept;
+  std::promise<void> closed;
+  auto server = serve(
+      [&](HttpRequest&&, std::shared_ptr<ResponseStream> s) {
+        kept = s;
+        s->on_close([&] { closed.set_value(); });
+        s->start(200, "text/plain");
+        for (int i = 0; i < 100; ++i) s->write(std::string(100, 'x'));
+      },
+      o);
+  (void)http_fetch("GET", url(*server, "/"), "", {}, std::chrono::milliseconds(3000));
+  EXPECT_EQ(closed.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
+}
+
+}  // namespace
+}  // namespace kvgate::io

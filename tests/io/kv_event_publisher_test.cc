@@ -1,0 +1,121 @@
+#include "io/kv_event_publisher.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <zmq.hpp>
+
+namespace kvgate::io {
+namespace {
+
+uint64_t be64(const zmq::message_t& m) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < m.size(); ++i) v = (v << 8) | static_cast<const uint8_t*>(m.data())[i];
+  return v;
+}
+
+TEST(KvEventPublisher, BindRule) {
+  EXPECT_TRUE(publisher_binds("tcp://*:5557"));
+  EXPECT_TRUE(publisher_binds("tcp://[::]:5557"));
+  EXPECT_TRUE(publisher_binds("ipc:///tmp/x"));
+  EXPECT_TRUE(publisher_binds("inproc://x"));
+  EXPECT_FALSE(publisher_binds("tcp://10.0.0.1:5557"));
+}
+
+TEST(KvEventPublisher, ThreeFramesWithBigEndianSequenceAndReplay) {
+  KvEventPublisherOptions o;
+  o.endpoint = "tcp://127.0.0.1:*";
+  o.replay_endpoint = "tcp://127.0.0.1:*";
+  o.topic = "kv";
+  o.buffer_steps = 3;
+  auto pub = KvEventPublisher::start(o);
+  ASSERT_TRUE(pub) << pub.error();
+  zmq::context_t ctx;
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::subscribe, "");
+  sub.set(zmq::sockopt::rcvtimeo, 5000);
+  sub.connect((*pub)->endpoint());
+  // Slow joiner: publish probes until the subscription is in place.
+  zmq::message_t topic, seq, payload;
+  int probes = 0;
+  while (true) {
+    (*pub)->publish("probe" + std::to_string(probes++));
+    sub.set(zmq::sockopt::rcvtimeo, 20);
+    if (sub.recv(topic)) break;
+    ASSERT_LT(probes, 500);
+  }
+  sub.set(zmq::sockopt::rcvtimeo, 5000);
+  ASSERT_TRUE(topic.more());
+  EXPECT_EQ(topic.to_string(), "kv");
+  ASSERT_TRUE(sub.recv(seq));
+  ASSERT_TRUE(sub.recv(payload));
+  EXPECT_EQ(seq.size(), 8u);
+  EXPECT_FALSE(payload.more());
+  const uint64_t first = be64(seq);
+  EXPECT_EQ(payload.to_string(), "probe" + std::to_string(first));
+  // The remaining probes (if any) come in order, then our five.
+  for (int i = 0; i < 5; ++i) (*pub)->publish("batch" + std::to_string(i));
+  uint64_t last = first;
+  std::string last_payload;
+  while (last_payload != "batch4") {
+    ASSERT_TRUE(sub.recv(topic));
+    ASSERT_TRUE(sub.recv(seq));
+    ASSERT_TRUE(sub.recv(payload));
+    EXPECT_EQ(be64(seq), last + 1);
+    last = be64(seq);
+    last_payload = payload.to_string();
+  }
+  EXPECT_EQ((*pub)->published(), last + 1);
+
+  // Replay from seq 0: only the last buffer_steps (3) batches remain.
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::rcvtimeo, 5000);
+  dealer.connect((*pub)->replay_endpoint());
+  std::string start(8, '\0');
+  (void)dealer.send(zmq::message_t(), zmq::send_flags::sndmore);
+  (void)dealer.send(zmq::buffer(start), zmq::send_flags::none);
+  std::vector<std::string> got;
+  while (true) {
+    zmq::message_t empty, s, p;
+    ASSERT_TRUE(dealer.recv(empty));
+    EXPECT_EQ(empty.size(), 0u);
+    ASSERT_TRUE(dealer.recv(s));
+    ASSERT_TRUE(dealer.recv(p));
+    if (s.to_string() == std::string(8, '\xff')) {
+      EXPECT_EQ(p.size(), 0u);
+      break;
+    }
+    got.push_back(p.to_string());
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"batch2", "batch3", "batch4"}));
+}
+
+TEST(KvEventPublisher, ConnectModeReachesABoundSubscriber) {
+  zmq::context_t ctx;
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::subscribe, "");
+  sub.bind("tcp://127.0.0.1:*");
+  const std::string ep = sub.get(zmq::sockopt::last_endpoint);
+  KvEventPublisherOptions o;
+  o.endpoint = ep;
+  auto pub = KvEventPublisher::start(o);
+  ASSERT_TRUE(pub) << pub.error();
+  zmq::message_t m;
+  int probes = 0;
+  while (true) {
+    (*pub)->publish("x");
+    sub.set(zmq::sockopt::rcvtimeo, 20);
+    if (sub.recv(m)) break;
+    ASSERT_LT(++probes, 500);
+  }
+  EXPECT_EQ(m.size(), 0u);  // the empty default topic
+}
+
+TEST(KvEventPublisher, BadEndpointIsAnError) {
+  KvEventPublisherOptions o;
+  o.endpoint = "nonsense://*";
+  EXPECT_FALSE(KvEventPublisher::start(o));
+}
+
+}  // namespace
+}  // namespace kvgate::io
