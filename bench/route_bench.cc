@@ -7,7 +7,8 @@
 // blocks (a system prompt + 386 blocks of their own), each conversation cached on 1-3
 // endpoints, each system prompt on 16; 16 requests in flight per endpoint. Requests
 // are drawn from the conversations (a cache hit on a few endpoints and the system
-// prompt on a quarter of them), so the walk is as long as it gets: the whole prompt.
+// prompt everywhere: every conversation carries one, so all 64 endpoints end up
+// holding all of them), so the walk is as long as it gets: the whole prompt.
 //
 //   build/release/route_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
@@ -40,7 +41,7 @@ struct Fleet {
   std::vector<std::vector<kv::BlockKey>> keys;   // per conversation
   Rng rng{42};
 
-  explicit Fleet(RouterConfig config, bool pd = false) {
+  explicit Fleet(RouterConfig config, bool pd = false, bool shared_system_prompts = true) {
     config.block_size = kBs;
     auto r = Router::create(config, {.precise = &precise, .approx = &approx});
     if (!r) std::abort();
@@ -62,8 +63,9 @@ struct Fleet {
       std::vector<kv::TokenId> t(kPromptBlocks * kBs);
       const int sys = c % kSystemPrompts;
       for (size_t i = 0; i < t.size(); ++i) {
-        t[i] = i < kSystemBlocks * kBs ? static_cast<kv::TokenId>(sys * 1'000'000 + i)
-                                       : static_cast<kv::TokenId>(100'000'000 + c * 10'000 + i);
+        const bool system = shared_system_prompts && i < kSystemBlocks * kBs;
+        t[i] = system ? static_cast<kv::TokenId>(sys * 1'000'000 + i)
+                      : static_cast<kv::TokenId>(100'000'000 + c * 10'000 + i);
       }
       std::vector<kv::BlockKey> k;
       kv::hash_blocks(t, kBs, kv::block_seed("m", "", ""), k);
@@ -82,7 +84,7 @@ struct Fleet {
       ev.block_size = kBs;
       precise.apply_stored(static_cast<kv::EndpointId>(ep), ev);
     };
-    for (int s = 0; s < kSystemPrompts; ++s) {
+    for (int s = 0; s < kSystemPrompts && shared_system_prompts; ++s) {
       for (int i = 0; i < 16; ++i) store(static_cast<int>(rng.below(kEndpoints)), s, kSystemBlocks);
     }
     for (int c = 0; c < kConversations; ++c) {
@@ -129,8 +131,9 @@ void report(benchmark::State& state, std::vector<double>& ns) {
 }
 
 // decide() only: the routing decision as the gateway's strand spends it.
-void run_decide(benchmark::State& state, RouterConfig config, bool pd = false) {
-  Fleet fleet(std::move(config), pd);
+void run_decide(benchmark::State& state, RouterConfig config, bool pd = false,
+                bool shared_system_prompts = true) {
+  Fleet fleet(std::move(config), pd, shared_system_prompts);
   std::vector<double> ns;
   ns.reserve(1 << 20);
   RequestId id = 1;
@@ -156,6 +159,11 @@ RouterConfig with_policy(PolicyConfig policy) {
 
 void BM_Decide_KvCost(benchmark::State& state) {
   run_decide(state, with_policy({"kv-cost", {{"overlap_weight", "1"}}}));
+}
+// The same without shared system prompts: each prompt is held by 1-3 endpoints only,
+// which shows how much of the decision is the index walking widely shared blocks.
+void BM_Decide_KvCostNoSharedPrefix(benchmark::State& state) {
+  run_decide(state, with_policy({"kv-cost", {}}), false, /*shared_system_prompts=*/false);
 }
 void BM_Decide_KvCostSoftmax(benchmark::State& state) {
   run_decide(state, with_policy({"kv-cost", {{"temperature", "0.5"}}}));
@@ -265,6 +273,10 @@ void BM_RouteLifecycle_KvCost(benchmark::State& state) {
 }
 
 BENCHMARK(BM_Decide_KvCost)->UseManualTime()->Iterations(100'000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Decide_KvCostNoSharedPrefix)
+    ->UseManualTime()
+    ->Iterations(100'000)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Decide_KvCostSoftmax)
     ->UseManualTime()
     ->Iterations(100'000)

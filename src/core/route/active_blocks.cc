@@ -157,8 +157,8 @@ struct ActiveBlocks::Table {
   }
 };
 
-ActiveBlocks::ActiveBlocks() : table_(new Table) {}
-ActiveBlocks::~ActiveBlocks() { delete table_; }
+ActiveBlocks::ActiveBlocks() : table_(std::make_unique<Table>()) {}
+ActiveBlocks::~ActiveBlocks() = default;
 
 uint32_t ActiveBlocks::add(kv::EndpointId endpoint, std::span<const kv::BlockKey> keys) {
   if (per_endpoint_.size() <= endpoint) per_endpoint_.resize(endpoint + 1, 0);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -52,7 +53,7 @@ class ActiveBlocks {
 
  private:
   struct Table;
-  Table* table_;  // owned
+  std::unique_ptr<Table> table_;
   std::vector<uint64_t> per_endpoint_;
   mutable std::vector<uint32_t> stamp_;  // scratch for prefix()
   mutable uint32_t gen_ = 0;

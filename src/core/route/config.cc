@@ -211,6 +211,8 @@ Result<RouterConfig> parse_router_config(
       s = number(c.early_reject.max_usage);
     } else if (key == "early_reject.decode_seconds_per_token") {
       s = number(c.early_reject.decode_seconds_per_token);
+    } else if (key == "early_reject.predict") {
+      s = boolean(c.early_reject.predict);
     } else {
       return Error(fmt::format("router: unknown key '{}'", key));
     }

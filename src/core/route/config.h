@@ -111,6 +111,10 @@ struct EarlyRejectConfig {
   // Predicted time per output token, to tell when a decode finishes (prefill end
   // times come from RouterConfig::prefill_tokens_per_second).
   double decode_seconds_per_token = 0.03;
+  // false: judge by the decode load now (requests already decoding) instead of the
+  // load predicted for when the prefill ends: the naive rule Mooncake shows to
+  // oscillate; for experiments and comparisons.
+  bool predict = true;
 };
 
 struct RouterConfig {
@@ -140,7 +144,7 @@ struct RouterConfig {
 //   saturation.{queue_threshold, kv_threshold, critical_max_waiting, shed,
 //               metrics_max_age (seconds)},
 //   pd.{mode, locality_weight, local_prefill_max_tokens},
-//   early_reject.{enabled, max_usage, decode_seconds_per_token}.
+//   early_reject.{enabled, max_usage, decode_seconds_per_token, predict}.
 // Booleans are true|false. Error on an unknown key, a malformed value, or a result that
 // fails validate(); the policy's own parameters are checked by Router::create.
 Result<RouterConfig> parse_router_config(

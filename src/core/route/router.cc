@@ -165,7 +165,7 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
     std::erase_if(c, [&](const Candidate& x) {
       const uint32_t capacity = x.endpoint->spec.kv_capacity_blocks;
       if (capacity == 0) return false;
-      const Nanos at = now + predicted_prefill(prefiller ? *prefiller : x);
+      const Nanos at = er.predict ? now + predicted_prefill(prefiller ? *prefiller : x) : now;
       const double predicted =
           pool_.predicted_decode_blocks(x.endpoint->id, at, er.decode_seconds_per_token);
       return predicted + ctx.request_blocks > er.max_usage * capacity;

@@ -35,7 +35,8 @@ TEST(RouterConfig, ParsesDottedKeys) {
                                        {"pd.local_prefill_max_tokens", "256"},
                                        {"early_reject.enabled", "true"},
                                        {"early_reject.max_usage", "0.9"},
-                                       {"early_reject.decode_seconds_per_token", "0.02"}});
+                                       {"early_reject.decode_seconds_per_token", "0.02"},
+                                       {"early_reject.predict", "false"}});
   ASSERT_TRUE(c.ok()) << c.error();
   EXPECT_EQ(c->policy.params, (Entries{{"overlap_weight", "2"}, {"temperature", "0.5"}}));
   ASSERT_EQ(c->filters.size(), 2u);
@@ -55,6 +56,7 @@ TEST(RouterConfig, ParsesDottedKeys) {
   EXPECT_TRUE(c->early_reject.enabled);
   EXPECT_DOUBLE_EQ(c->early_reject.max_usage, 0.9);
   EXPECT_DOUBLE_EQ(c->early_reject.decode_seconds_per_token, 0.02);
+  EXPECT_FALSE(c->early_reject.predict);
 }
 
 TEST(RouterConfig, EmptyFiltersMeansNone) {
