@@ -1,3 +1,7 @@
+// GCC 12 at -O3 reports a false -Wrestrict inside std::string's inlined replace (GCC bug
+// 105329); the code here only appends and concatenates strings.
+#pragma GCC diagnostic ignored "-Wrestrict"
+
 #include "engine/openai_api.h"
 
 #include <boost/json.hpp>
