@@ -427,6 +427,9 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Connection> conn) {
             break;
           }
           head_written = true;
+          // The write suspended this coroutine: what came meanwhile only shows in a fresh
+          // take() (its wake-up already ran), so never wait on a batch taken before it.
+          if (b.chunks.empty() && !b.finished) continue;
         }
         if (!b.chunks.empty() && head_written) {
           std::string data;
