@@ -96,6 +96,7 @@ int run(Flags& f) {
     std::fprintf(stderr, "kvgate engine: %s\n", profile.error().c_str());
     return 2;
   }
+  f.o.announce = true;
   auto codec = load_codec(f);
   if (!codec) {
     std::fprintf(stderr, "kvgate engine: %s\n", codec.error().c_str());
@@ -113,15 +114,6 @@ int run(Flags& f) {
     std::fprintf(stderr, "kvgate engine: %s\n", server.error().c_str());
     return 1;
   }
-  std::printf("kvgate engine listening on http://%s:%u\n", f.o.host.c_str(),
-              static_cast<unsigned>((*server)->port()));
-  if (!(*server)->kv_events_endpoint().empty()) {
-    std::printf("kvgate engine kv events on %s\n", (*server)->kv_events_endpoint().c_str());
-  }
-  if (!(*server)->replay_endpoint().empty()) {
-    std::printf("kvgate engine kv replay on %s\n", (*server)->replay_endpoint().c_str());
-  }
-  std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
   std::fprintf(stderr, "kvgate engine: signal %d, stopping\n", sig);

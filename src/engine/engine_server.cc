@@ -441,8 +441,10 @@ void EngineServer::Impl::set_ready() {
     is_ready.store(true);
   }
   ready_cv.notify_all();
-  std::printf("kvgate engine ready\n");
-  std::fflush(stdout);
+  if (opt.announce) {
+    std::printf("kvgate engine ready\n");
+    std::fflush(stdout);
+  }
 }
 
 EngineServer::EngineServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -480,6 +482,17 @@ Result<std::unique_ptr<EngineServer>> EngineServer::start(const EngineServerOpti
       });
   if (!http) return Error(http.error());
   impl->http = std::move(*http);
+  if (options.announce) {
+    std::printf("kvgate engine listening on http://%s:%u\n", options.host.c_str(),
+                static_cast<unsigned>(impl->http->port()));
+    if (impl->publisher) {
+      std::printf("kvgate engine kv events on %s\n", impl->publisher->endpoint().c_str());
+      if (!impl->publisher->replay_endpoint().empty()) {
+        std::printf("kvgate engine kv replay on %s\n", impl->publisher->replay_endpoint().c_str());
+      }
+    }
+    std::fflush(stdout);
+  }
   impl->work.emplace(impl->ioc.get_executor());
   impl->t0 = Clock::now();
   Rng startup_rng(options.seed ^ 0x5eed5eed5eedull);
