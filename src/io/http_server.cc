@@ -46,6 +46,7 @@ class Stream final : public ResponseStream {
     std::vector<Chunk> chunks;
     bool finished = false;
     bool overflow = false;
+    bool aborted = false;
   };
 
   Stream(std::weak_ptr<Connection> conn, size_t max_pending)
@@ -109,7 +110,7 @@ class Stream final : public ResponseStream {
     {
       std::lock_guard lock(mu_);
       if (closed_) return;
-      overflow_ = true;
+      aborted_ = true;
     }
     notify();
   }
@@ -149,6 +150,7 @@ class Stream final : public ResponseStream {
     b.chunks.swap(chunks_);
     b.finished = finished_;
     b.overflow = overflow_;
+    b.aborted = aborted_;
     return b;
   }
 
@@ -198,7 +200,8 @@ class Stream final : public ResponseStream {
   std::vector<Chunk> chunks_;
   size_t pending_ = 0;
   bool finished_ = false;
-  bool overflow_ = false;
+  bool overflow_ = false;  // the client cannot keep up: close, dropping what is queued
+  bool aborted_ = false;   // the producer gave up: close after what it already wrote
   bool closed_ = false;
   bool wake_posted_ = false;
   std::atomic<bool> closed_flag_{false};
@@ -452,6 +455,10 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Connection> conn) {
           }
           if (!ok) break;
           continue;  // more may have arrived while writing
+        }
+        if (b.aborted) {
+          ok = false;
+          break;
         }
         if (b.finished && head_written) {
           stream.expires_after(options.write_timeout);
