@@ -146,7 +146,8 @@ void BM_EngineConcurrentStreams(benchmark::State& state) {
   const int tokens = static_cast<int>(state.range(1));
   for (auto _ : state) {
     Engine e = spawn_engine({"--max-num-seqs", std::to_string(streams), "--max-num-batched-tokens",
-                             "65536", "--num-gpu-blocks", "200000", "--http-threads", "2"});
+                             "65536", "--num-gpu-blocks", "200000", "--http-threads",
+                             std::getenv("HTTP_THREADS") ? std::getenv("HTTP_THREADS") : "2"});
     if (e.url.empty()) {
       state.SkipWithError("engine did not start (set KVGATE_BIN)");
       return;
@@ -211,6 +212,7 @@ void BM_EngineConcurrentStreams(benchmark::State& state) {
 }
 
 BENCHMARK(BM_EngineConcurrentStreams)
+    ->Args({500, 64})
     ->Args({5000, 64})
     ->Args({8000, 32})
     ->Iterations(1)

@@ -3,8 +3,10 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -21,7 +23,33 @@ struct Flags {
   std::string role = "both";
   std::string format = "array";
   bool no_prefix_caching = false;
+  std::string tokenizer;
 };
+
+std::optional<std::string> read_text(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// --tokenizer: a tokenizer.json, or a directory with tokenizer.json and (optionally)
+// tokenizer_config.json for the chat template.
+Result<std::unique_ptr<TextCodec>> load_codec(const Flags& f) {
+  if (f.tokenizer.empty()) return make_word_codec(f.o.engine.vocab_size);
+  std::string json_path = f.tokenizer;
+  std::string config_text;
+  if (std::filesystem::is_directory(f.tokenizer)) {
+    json_path = f.tokenizer + "/tokenizer.json";
+    if (auto c = read_text(f.tokenizer + "/tokenizer_config.json")) config_text = std::move(*c);
+  }
+  auto json = read_text(json_path);
+  if (!json) return Error("--tokenizer: cannot read " + json_path);
+  auto codec = make_tokenizer_codec(*json, config_text);
+  if (!codec) return Error("--tokenizer " + f.tokenizer + ": " + codec.error());
+  return codec;
+}
 
 Result<engine::Profile> load_profile(const std::string& name_or_path) {
   for (std::string_view n : engine::builtin_profile_names()) {
@@ -69,6 +97,12 @@ int run(Flags& f) {
     std::fprintf(stderr, "kvgate engine: %s\n", profile.error().c_str());
     return 2;
   }
+  f.o.announce = true;
+  auto codec = load_codec(f);
+  if (!codec) {
+    std::fprintf(stderr, "kvgate engine: %s\n", codec.error().c_str());
+    return 2;
+  }
   // Block SIGINT/SIGTERM in every thread; the main thread waits for them below.
   sigset_t signals;
   sigemptyset(&signals);
@@ -77,21 +111,11 @@ int run(Flags& f) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   f.o.launched_at = io::process_launch_time();
-  auto server =
-      EngineServer::start(f.o, std::move(*profile), make_word_codec(f.o.engine.vocab_size));
+  auto server = EngineServer::start(f.o, std::move(*profile), std::move(*codec));
   if (!server) {
     std::fprintf(stderr, "kvgate engine: %s\n", server.error().c_str());
     return 1;
   }
-  std::printf("kvgate engine listening on http://%s:%u\n", f.o.host.c_str(),
-              static_cast<unsigned>((*server)->port()));
-  if (!(*server)->kv_events_endpoint().empty()) {
-    std::printf("kvgate engine kv events on %s\n", (*server)->kv_events_endpoint().c_str());
-  }
-  if (!(*server)->replay_endpoint().empty()) {
-    std::printf("kvgate engine kv replay on %s\n", (*server)->replay_endpoint().c_str());
-  }
-  std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
   std::fprintf(stderr, "kvgate engine: signal %d, stopping\n", sig);
@@ -113,6 +137,9 @@ void add_engine_command(CLI::App& app) {
   cmd->add_option("--port", o.port, "HTTP port (0: ephemeral, printed on stdout)")
       ->capture_default_str();
   cmd->add_option("--http-threads", o.http_threads, "HTTP I/O threads")->capture_default_str();
+  cmd->add_option("--tokenizer", flags->tokenizer,
+                  "tokenizer.json, or a directory with tokenizer.json and tokenizer_config.json "
+                  "(chat template); default: one token per whitespace-separated word");
   cmd->add_option("--profile", flags->profile,
                   "Timing profile: h100-qwen2.5-7b, 2xh100-qwen3-32b, or a YAML file")
       ->capture_default_str();

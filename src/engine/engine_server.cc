@@ -70,12 +70,18 @@ std::string random_hex(Rng& rng) {
 
 struct EngineServer::Impl {
   Impl(const EngineServerOptions& o, engine::Profile profile, std::unique_ptr<TextCodec> c)
-      : opt(o), model(o.engine, std::move(profile)), codec(std::move(c)), rng(o.seed) {}
+      : opt(o),
+        model(o.engine, std::move(profile)),
+        codec(std::move(c)),
+        rng(o.seed),
+        id_rng(static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^
+               (static_cast<uint64_t>(getpid()) << 32)) {}
 
   EngineServerOptions opt;
   engine::EngineModel model;  // engine thread only
   std::unique_ptr<TextCodec> codec;
-  Rng rng;  // engine thread only (faults, ids)
+  Rng rng;     // engine thread only: fault injection (reproducible with --seed)
+  Rng id_rng;  // engine thread only: response and engine ids (unique per process)
 
   net::io_context ioc;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
@@ -190,7 +196,9 @@ void EngineServer::Impl::handle_tokenize(const io::HttpRequest& req,
   const TokenizeRequest& t = std::get<TokenizeRequest>(parsed);
   std::vector<kv::TokenId> tokens;
   if (t.prompt) {
-    tokens = codec->encode(*t.prompt);
+    auto r = codec->encode(*t.prompt);
+    if (!r) return s->respond(io::error_response(400, r.error()));
+    tokens = std::move(*r);
   } else {
     auto r = codec->encode_chat(t.messages, t.add_generation_prompt);
     if (!r) return s->respond(io::error_response(400, r.error()));
@@ -227,7 +235,9 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, ApiKind k
   } else if (c.prompt_tokens) {
     r.prompt = std::move(*c.prompt_tokens);
   } else {
-    r.prompt = codec->encode(*c.prompt_text);
+    auto tokens = codec->encode(*c.prompt_text);
+    if (!tokens) return s->respond(io::error_response(400, tokens.error()));
+    r.prompt = std::move(*tokens);
   }
   if (r.prompt.empty()) return s->respond(io::error_response(400, "the prompt is empty"));
   r.id = next_id.fetch_add(1);
@@ -276,7 +286,7 @@ void EngineServer::Impl::submit(std::shared_ptr<Submission> sub) {
   }
   if (p.stream->closed()) return;
   const RequestId id = sub->request.id;
-  p.ids.id = (p.kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + random_hex(rng);
+  p.ids.id = (p.kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + random_hex(id_rng);
   Status added = model.add(std::move(sub->request), std::max(model_now(), last_end));
   if (!added) return p.stream->respond(io::error_response(400, added.error()));
   p.stream->on_close([this, id] { net::post(ioc, [this, id] { abort_request(id); }); });
@@ -434,8 +444,10 @@ void EngineServer::Impl::set_ready() {
     is_ready.store(true);
   }
   ready_cv.notify_all();
-  std::printf("kvgate engine ready\n");
-  std::fflush(stdout);
+  if (opt.announce) {
+    std::printf("kvgate engine ready\n");
+    std::fflush(stdout);
+  }
 }
 
 EngineServer::EngineServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -451,7 +463,7 @@ Result<std::unique_ptr<EngineServer>> EngineServer::start(const EngineServerOpti
                                                            : default_kv_bytes_per_token(profile);
   auto impl = std::make_unique<Impl>(options, std::move(profile), std::move(codec));
   impl->kv_bytes_per_token = kv_bytes;
-  impl->engine_id = random_hex(impl->rng);
+  impl->engine_id = random_hex(impl->id_rng);
   if (!options.kv_events_endpoint.empty()) {
     io::KvEventPublisherOptions po;
     po.endpoint = options.kv_events_endpoint;
@@ -473,6 +485,17 @@ Result<std::unique_ptr<EngineServer>> EngineServer::start(const EngineServerOpti
       });
   if (!http) return Error(http.error());
   impl->http = std::move(*http);
+  if (options.announce) {
+    std::printf("kvgate engine listening on http://%s:%u\n", options.host.c_str(),
+                static_cast<unsigned>(impl->http->port()));
+    if (impl->publisher) {
+      std::printf("kvgate engine kv events on %s\n", impl->publisher->endpoint().c_str());
+      if (!impl->publisher->replay_endpoint().empty()) {
+        std::printf("kvgate engine kv replay on %s\n", impl->publisher->replay_endpoint().c_str());
+      }
+    }
+    std::fflush(stdout);
+  }
   impl->work.emplace(impl->ioc.get_executor());
   impl->t0 = options.launched_at.value_or(Clock::now());
   Rng startup_rng(options.seed ^ 0x5eed5eed5eedull);

@@ -65,6 +65,10 @@ struct EngineServerOptions {
   uint32_t stall_ms = 0;            // hold requests this long (wall) before scheduling
   double stall_rate = 1.0;          // fraction of requests that stall
 
+  // Print "kvgate engine listening on http://HOST:PORT" (and the KV event endpoints) on
+  // stdout once bound, and "kvgate engine ready" when startup completes, in that order.
+  bool announce = false;
+
   uint32_t default_max_tokens = 128;
   bool deprecated_gpu_cache_metric = false;  // also export vllm:gpu_cache_usage_perc
 };

@@ -30,13 +30,20 @@ struct ChatMessage {
 class TextCodec {
  public:
   virtual ~TextCodec() = default;
-  virtual std::vector<kv::TokenId> encode(std::string_view text) const = 0;
+  // Errors: text the tokenizer cannot take (invalid UTF-8 for a real tokenizer).
+  virtual Result<std::vector<kv::TokenId>> encode(std::string_view text) const = 0;
   virtual Result<std::vector<kv::TokenId>> encode_chat(const std::vector<ChatMessage>& messages,
                                                        bool add_generation_prompt) const = 0;
 };
 
 // The default codec (see the header comment). vocab_size > 8.
 std::unique_ptr<TextCodec> make_word_codec(uint32_t vocab_size);
+
+// A real tokenizer (src/core/tokenizer): tokenizer.json text, and optionally
+// tokenizer_config.json text whose chat template renders chat prompts (Qwen3, Llama 3).
+// Without a template, chat messages are framed as ChatML text before encoding.
+Result<std::unique_ptr<TextCodec>> make_tokenizer_codec(std::string_view tokenizer_json,
+                                                        std::string_view tokenizer_config_json);
 
 // The text of one output token: a word with a leading space.
 std::string_view output_token_text(kv::TokenId token);

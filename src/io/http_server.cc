@@ -46,7 +46,7 @@ class Stream final : public ResponseStream {
     std::vector<Chunk> chunks;
     bool finished = false;
     bool overflow = false;
-    bool aborted = false;  // abort(): send what is queued, then cut the connection
+    bool aborted = false;
   };
 
   Stream(std::weak_ptr<Connection> conn, size_t max_pending)
@@ -200,8 +200,8 @@ class Stream final : public ResponseStream {
   std::vector<Chunk> chunks_;
   size_t pending_ = 0;
   bool finished_ = false;
-  bool overflow_ = false;
-  bool aborted_ = false;
+  bool overflow_ = false;  // the client cannot keep up: close, dropping what is queued
+  bool aborted_ = false;   // the producer gave up: close after what it already wrote
   bool closed_ = false;
   bool wake_posted_ = false;
   std::atomic<bool> closed_flag_{false};
@@ -430,8 +430,8 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Connection> conn) {
             break;
           }
           head_written = true;
-          // Chunks queued while the head was being written may have had their wake-up
-          // spent during that write: take again before waiting.
+          // The write suspended this coroutine: what came meanwhile only shows in a fresh
+          // take() (its wake-up already ran), so never wait on a batch taken before it.
           if (b.chunks.empty() && !b.finished) continue;
         }
         if (!b.chunks.empty() && head_written) {
@@ -456,7 +456,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Connection> conn) {
           if (!ok) break;
           continue;  // more may have arrived while writing
         }
-        if (b.aborted) {  // queued chunks are out (above): now cut the connection
+        if (b.aborted) {
           ok = false;
           break;
         }

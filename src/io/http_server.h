@@ -46,8 +46,8 @@ class ResponseStream {
   // stream closes without writing it.
   virtual void write(std::string chunk, std::function<void()> on_flushed = {}) = 0;
   virtual void finish() = 0;
-  // Closes the connection at once, whatever was sent: the client sees a truncated
-  // response (fault injection, or a producer that gives up). on_close callbacks run.
+  // Closes the connection once the chunks already written are sent: the client sees a
+  // truncated response (fault injection, or a producer that gives up). on_close runs.
   virtual void abort() = 0;
 
   // Bytes queued and not yet written to the socket.

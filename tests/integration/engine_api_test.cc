@@ -2,6 +2,8 @@
 // metrics parsed as Prometheus text, vLLM-style errors, P/D handshake, fault injection.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "core/metrics/prometheus_text.h"
 #include "support/engine_fixture.h"
 
@@ -197,6 +199,26 @@ TEST(EngineApi, PrefillDecodeHandshake) {
   EXPECT_EQ(d.at("usage").at("completion_tokens").as_int64(), 6);
   // The transferred full blocks count as cached: 3 blocks of 16.
   EXPECT_EQ(d.at("usage").at("prompt_tokens_details").at("cached_tokens").as_int64(), 48);
+}
+
+TEST(EngineApi, RealTokenizerWhenGiven) {
+  const std::string dir = source_dir() + "/.deps/fixtures/qwen3";
+  if (source_dir().empty() || !std::ifstream(dir + "/tokenizer.json")) {
+    GTEST_SKIP() << "no Qwen3 tokenizer fixture (run scripts/bootstrap)";
+  }
+  EngineProcess e({"--time-scale", "0.01", "--tokenizer", dir});
+  ASSERT_FALSE(e.url.empty());
+  auto t = parse_json(e.post("/tokenize", R"({"prompt":"Hello world, this is kvgate."})").body);
+  EXPECT_EQ(t.at("count").as_int64(), 9);
+  EXPECT_EQ(t.at("tokens").at(0).as_int64(), 9707);  // "Hello" in Qwen's vocabulary
+  // The chat template (Qwen3) frames the conversation with <|im_start|> (151644).
+  auto c = parse_json(e.post("/tokenize", R"({"messages":[{"role":"user","content":"Hi"}]})").body);
+  EXPECT_EQ(c.at("tokens").at(0).as_int64(), 151644);
+  auto r = parse_json(e.post("/v1/chat/completions",
+                             R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":2})")
+                          .body);
+  EXPECT_EQ(r.at("usage").at("prompt_tokens").as_int64(), c.at("count").as_int64());
+  EXPECT_EQ(e.post("/tokenize", "{\"prompt\":\"\xff\"}").status, 400);  // invalid UTF-8
 }
 
 }  // namespace

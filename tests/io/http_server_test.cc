@@ -109,6 +109,32 @@ TEST(HttpServer, StreamsChunksAsTheyAreWritten) {
   EXPECT_EQ(got, "data: 1\n\ndata: 2\n\ndata: [DONE]\n\n");
 }
 
+// Regression: chunks written while the head is being written must not wait for a
+// wake-up that already happened (a lost wake-up stalled streams under load).
+TEST(HttpServer, ChunksWrittenDuringTheHeadWriteAreNotLost) {
+  HttpServerOptions o;
+  o.threads = 2;
+  std::vector<std::thread> producers;
+  std::mutex mu;
+  auto server = serve(
+      [&](HttpRequest&&, std::shared_ptr<ResponseStream> s) {
+        std::lock_guard lock(mu);
+        producers.emplace_back([s] {
+          s->start(200, "text/event-stream");
+          s->write("data: a\n\n");
+          s->finish();
+        });
+      },
+      o);
+  for (int i = 0; i < 300; ++i) {
+    auto r = http_fetch("GET", url(*server, "/"), "", {}, std::chrono::milliseconds(5000));
+    ASSERT_TRUE(r) << "request " << i << ": " << r.error();
+    ASSERT_EQ(r->body, "data: a\n\n");
+  }
+  std::lock_guard lock(mu);
+  for (auto& t : producers) t.join();
+}
+
 TEST(HttpServer, LimitsGiveOpenAiErrors) {
   HttpServerOptions o;
   o.max_body_bytes = 100;
