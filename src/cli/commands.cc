@@ -2,6 +2,9 @@
 
 #include "cli/tokenize_command.h"
 #include "engine/engine_command.h"
+#include "sim/sim_command.h"
+#include "gateway/keys.h"
+#include "gateway/serve_command.h"
 
 namespace kvgate::cli {
 namespace {
@@ -15,6 +18,9 @@ void add_commands(CLI::App& app) {
   // One line per subcommand module.
   add_tokenize_command(app);
   engine_server::add_engine_command(app);
+  sim::add_sim_command(app);
+  gateway::add_serve_command(app);
+  gateway::add_keys_command(app);
 }
 
 }  // namespace kvgate::cli

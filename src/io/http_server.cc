@@ -427,6 +427,9 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Connection> conn) {
             break;
           }
           head_written = true;
+          // Chunks queued while the head was being written may have had their wake-up
+          // spent during that write: take again before waiting.
+          if (b.chunks.empty() && !b.finished) continue;
         }
         if (!b.chunks.empty() && head_written) {
           std::string data;

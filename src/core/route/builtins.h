@@ -1,0 +1,42 @@
+// Factories of kvgate's built-in filters, policies and scorers; register_builtins()
+// (registry.cc) is their only user. Each parses its PolicyConfig::params with
+// ParamReader and rejects unknown keys.
+#pragma once
+
+#include <memory>
+
+#include "core/common/result.h"
+#include "core/route/config.h"
+#include "core/route/policy.h"
+
+namespace kvgate::route {
+
+class Registry;
+
+namespace builtin {
+
+// filters.cc
+Result<std::unique_ptr<Filter>> make_healthy_filter(const PolicyConfig&, const Registry&);
+Result<std::unique_ptr<Filter>> make_saturation_filter(const PolicyConfig&, const Registry&);
+
+// basic_policies.cc
+Result<std::unique_ptr<Policy>> make_random(const PolicyConfig&, const Registry&);
+Result<std::unique_ptr<Policy>> make_round_robin(const PolicyConfig&, const Registry&);
+Result<std::unique_ptr<Policy>> make_least_request(const PolicyConfig&, const Registry&);
+Result<std::unique_ptr<Policy>> make_power_of_two(const PolicyConfig&, const Registry&);
+
+// kv_cost_policy.cc
+Result<std::unique_ptr<Policy>> make_kv_cost(const PolicyConfig&, const Registry&);
+
+// approx_prefix_policy.cc
+Result<std::unique_ptr<Policy>> make_approx_prefix(const PolicyConfig&, const Registry&);
+
+// scorers.cc
+Result<std::unique_ptr<Scorer>> make_queue_scorer(const PolicyConfig&, const Registry&);
+Result<std::unique_ptr<Scorer>> make_kv_utilization_scorer(const PolicyConfig&, const Registry&);
+Result<std::unique_ptr<Scorer>> make_prefix_scorer(const PolicyConfig&, const Registry&);
+Result<std::unique_ptr<Policy>> make_scorers(const PolicyConfig&, const Registry&);
+Result<std::unique_ptr<Policy>> make_load(const PolicyConfig&, const Registry&);
+
+}  // namespace builtin
+}  // namespace kvgate::route

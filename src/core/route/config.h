@@ -1,0 +1,149 @@
+// RouterConfig: everything that shapes routing decisions, parsed once elsewhere.
+//
+// The gateway builds it from its YAML file, the simulator from its scenario, tests by
+// hand; the core never sees YAML. A policy's own parameters stay a flat list of
+// key/value strings (PolicyConfig::params) that the policy's factory parses and
+// validates when the router is built, so a typo is an error at startup, not a silent
+// default.
+//
+//   RouterConfig config;
+//   config.policy = {.name = "kv-cost", .params = {{"overlap_weight", "2"}}};
+//   config.overlap_source = OverlapSource::kPrecise;
+//   auto router = Router::create(config, {.precise = &index});
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/common/result.h"
+#include "core/common/time.h"
+
+namespace kvgate::route {
+
+// A policy (or filter, or scorer) by name plus its parameters, e.g.
+// {"kv-cost", {{"overlap_weight", "2"}, {"temperature", "0"}}}.
+struct PolicyConfig {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> params;
+};
+
+// Reads typed parameters out of a PolicyConfig and remembers which keys were used, so
+// that a factory can reject unknown keys:
+//
+//   ParamReader p(config);
+//   double w = p.number("overlap_weight", 1.0);
+//   if (Status s = p.finish(); !s) return Error(s.error());
+class ParamReader {
+ public:
+  explicit ParamReader(const PolicyConfig& config);
+  // The value of `key` parsed as a number, or `fallback` when absent. A malformed value
+  // is remembered and reported by finish().
+  double number(std::string_view key, double fallback);
+  // Same, and must lie within [lo, hi].
+  double number(std::string_view key, double fallback, double lo, double hi);
+  std::string text(std::string_view key, std::string_view fallback);
+  // Error if a value was malformed or out of range, or a key was never read.
+  Status finish() const;
+
+ private:
+  const PolicyConfig& config_;
+  std::vector<bool> used_;
+  std::string error_;
+};
+
+// Where the prefix overlap of a request comes from (which kv index the router matches).
+enum class OverlapSource : uint8_t {
+  kNone,     // no cache knowledge: every endpoint counts as holding nothing
+  kPrecise,  // the PreciseIndex fed by the engines' KV events
+  kApprox,   // the ApproxIndex fed by the router's own decisions
+  kBoth,     // both, per endpoint the larger match (kv::merge_matches)
+};
+std::string_view to_string(OverlapSource source);
+std::optional<OverlapSource> parse_overlap_source(
+    std::string_view text);  // none|precise|approx|both
+
+// When an endpoint counts as saturated, and what that means per criticality
+// (Gateway API Inference Extension defaults).
+struct SaturationConfig {
+  // saturation = max(waiting / queue_threshold, kv_usage / kv_threshold); >= 1 saturated.
+  double queue_threshold = 5;
+  double kv_threshold = 0.8;
+  // Critical requests prefer endpoints whose waiting queue is below this; when none
+  // is, they go anywhere healthy (a critical request is never shed).
+  uint32_t critical_max_waiting = 50;
+  // Reject sheddable requests when every candidate is saturated.
+  bool shed = true;
+  // Scraped metrics older than this count as saturated (the endpoint may be wedged).
+  // An endpoint never scraped gets this long after being added. 0 = never stale.
+  Nanos metrics_max_age = 5 * kSecond;
+};
+
+enum class PdMode : uint8_t {
+  kAuto,  // disaggregate when the pool has at least one prefill-role endpoint
+  kOff,   // ignore roles: every healthy endpoint serves whole requests
+  kOn,    // always disaggregate (reject with no_prefill/no_decode_endpoint if impossible)
+};
+std::optional<PdMode> parse_pd_mode(std::string_view text);  // auto|off|on
+
+// Disaggregated prefill/decode pairing.
+struct PdConfig {
+  PdMode mode = PdMode::kAuto;
+  // Decode choice: cost = blocks in use + this request's blocks + locality penalty,
+  // where the penalty is 0 in the prefill endpoint's rack, locality_weight in its zone
+  // but another rack, 2 x locality_weight elsewhere (blocks).
+  double locality_weight = 64;
+  // Prefill on the decode endpoint itself (no remote prefill, no KV transfer) when
+  // fewer than this many of the prompt's tokens are uncached there. 0 = always remote.
+  uint32_t local_prefill_max_tokens = 0;
+};
+
+// Mooncake-style early rejection (docs/router.md, "Early rejection").
+struct EarlyRejectConfig {
+  bool enabled = false;
+  // A decode endpoint has room when its predicted blocks plus this request's stay at or
+  // below this fraction of kv_capacity_blocks.
+  double max_usage = 0.95;
+  // Predicted time per output token, to tell when a decode finishes (prefill end
+  // times come from RouterConfig::prefill_tokens_per_second).
+  double decode_seconds_per_token = 0.03;
+};
+
+struct RouterConfig {
+  PolicyConfig policy{"kv-cost", {}};
+  // Filters applied in order before the policy, by name (see registry.h): "healthy"
+  // (always applied first, listed or not), "saturation" (criticality/shedding).
+  std::vector<PolicyConfig> filters{{"saturation", {}}};
+  OverlapSource overlap_source = OverlapSource::kPrecise;
+  // After each accepted decision, record it in the ApproxIndex (when the router has
+  // one), so that history-based overlap learns from it.
+  bool record_decisions = true;
+  uint32_t block_size = 16;  // tokens per KV block; must match the indexes and engines
+  // For predicted_prefill and early rejection (prefill end time).
+  double prefill_tokens_per_second = 10'000;
+  SaturationConfig saturation;
+  PdConfig pd;
+  EarlyRejectConfig early_reject;
+
+  // Error naming the first field that is out of range.
+  Status validate() const;
+};
+
+// Builds a RouterConfig from flat "dotted.key" = "value" entries, starting from the
+// defaults above; what a YAML `router:` map flattens to. Keys (docs/router.md):
+//   policy, policy.<param>, filters (comma-separated, "" for none), overlap_source,
+//   record_decisions, block_size, prefill_tokens_per_second,
+//   saturation.{queue_threshold, kv_threshold, critical_max_waiting, shed,
+//               metrics_max_age (seconds)},
+//   pd.{mode, locality_weight, local_prefill_max_tokens},
+//   early_reject.{enabled, max_usage, decode_seconds_per_token}.
+// Booleans are true|false. Error on an unknown key, a malformed value, or a result that
+// fails validate(); the policy's own parameters are checked by Router::create.
+Result<RouterConfig> parse_router_config(
+    std::span<const std::pair<std::string, std::string>> entries);
+
+}  // namespace kvgate::route

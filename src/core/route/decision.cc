@@ -1,0 +1,45 @@
+#include "core/route/decision.h"
+
+namespace kvgate::route {
+
+std::string_view to_string(RejectReason reason) {
+  switch (reason) {
+    case RejectReason::kNone:
+      return "ok";
+    case RejectReason::kNoEndpoints:
+      return "no_endpoints";
+    case RejectReason::kNoHealthyEndpoints:
+      return "no_healthy_endpoints";
+    case RejectReason::kSaturated:
+      return "saturated";
+    case RejectReason::kNoPrefillEndpoint:
+      return "no_prefill_endpoint";
+    case RejectReason::kNoDecodeEndpoint:
+      return "no_decode_endpoint";
+    case RejectReason::kDecodeFull:
+      return "decode_full";
+    case RejectReason::kDuplicateRequest:
+      return "duplicate_request";
+  }
+  return "unknown";
+}
+
+int http_status(RejectReason reason) {
+  switch (reason) {
+    case RejectReason::kNone:
+      return 200;
+    case RejectReason::kSaturated:
+    case RejectReason::kDecodeFull:
+      return 429;
+    case RejectReason::kDuplicateRequest:
+      return 409;
+    case RejectReason::kNoEndpoints:
+    case RejectReason::kNoHealthyEndpoints:
+    case RejectReason::kNoPrefillEndpoint:
+    case RejectReason::kNoDecodeEndpoint:
+      return 503;
+  }
+  return 503;
+}
+
+}  // namespace kvgate::route

@@ -1,0 +1,94 @@
+// Endpoint: one inference server as the router sees it.
+//
+// What it is (URL, role, zone, rack, free-form labels), whether it is healthy, what its
+// last scrape said (waiting, running, KV usage, when), and the router's own view of the
+// load it put there since: requests in flight, prefill tokens not yet computed, KV
+// blocks its requests occupy. The router's view fills the gap between two scrapes, so a
+// burst of requests routed within one scrape interval does not all land on the endpoint
+// that looked idlest at the last scrape.
+//
+// Endpoints live in an EndpointPool (endpoint_pool.h), which owns them and keeps the
+// router-side load current; everything here is plain data.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/common/time.h"
+#include "core/kv/prefix_index.h"
+
+namespace kvgate::route {
+
+using kv::EndpointId;
+
+// What an endpoint does in a disaggregated deployment. kBoth (the default) is an
+// aggregated server: it prefills and decodes its own requests.
+enum class Role : uint8_t { kBoth, kPrefill, kDecode };
+
+std::string_view to_string(Role role);
+// "both" | "prefill" | "decode" (also "aggregated" for kBoth); nullopt for anything else.
+std::optional<Role> parse_role(std::string_view text);
+
+inline bool can_prefill(Role r) { return r != Role::kDecode; }
+inline bool can_decode(Role r) { return r != Role::kPrefill; }
+
+// kHealthy until a health check says otherwise. kDraining endpoints finish what they
+// have but get no new requests (graceful shutdown, scale-down).
+enum class Health : uint8_t { kHealthy, kUnhealthy, kDraining };
+
+std::string_view to_string(Health health);
+
+// Constant after add(): what the endpoint is.
+struct EndpointSpec {
+  std::string url;  // base URL, e.g. "http://10.0.0.7:8000"; unique within a pool
+  Role role = Role::kBoth;
+  std::string zone;  // empty: unknown (never "the same zone" as anything)
+  std::string rack;  // empty: unknown
+  std::vector<std::pair<std::string, std::string>> labels;  // anything else
+  // KV cache size in blocks (vLLM's num_gpu_blocks). 0 = unknown: KV usage then comes
+  // from scrapes only, and early rejection treats the endpoint as having room.
+  uint32_t kv_capacity_blocks = 0;
+
+  // Value of a free-form label, or empty.
+  std::string_view label(std::string_view key) const;
+};
+
+// One scrape of the engine's Prometheus metrics (vllm:num_requests_waiting,
+// vllm:num_requests_running, vllm:kv_cache_usage_perc).
+struct ScrapedMetrics {
+  uint32_t waiting = 0;
+  uint32_t running = 0;
+  double kv_usage = 0;  // fraction of the KV cache in use, 0..1
+  Nanos scraped_at = 0;
+};
+
+// The load the router itself put on the endpoint, kept exactly by the lifecycle calls
+// (EndpointPool::on_routed / on_first_token / on_finished / on_failed).
+struct RouterLoad {
+  uint32_t in_flight = 0;              // requests routed and not finished
+  uint64_t active_prefill_tokens = 0;  // tokens to prefill, added at routing, removed
+                                       // at the first token
+  uint64_t active_decode_blocks = 0;   // KV blocks of its requests; a prefix shared by
+                                       // several requests counts once
+  uint64_t routed_total = 0;           // requests ever routed here
+  uint64_t failed_total = 0;           // of which failed
+};
+
+struct Endpoint {
+  EndpointId id = 0;
+  EndpointSpec spec;
+  Health health = Health::kHealthy;
+  Nanos added_at = 0;
+  std::optional<ScrapedMetrics> metrics;  // none until the first scrape
+  RouterLoad load;
+  // Router load at the time of the last scrape: what was already in `metrics` then.
+  // The difference to `load` is what the router added since (see load.h).
+  uint32_t in_flight_at_scrape = 0;
+  uint64_t decode_blocks_at_scrape = 0;
+};
+
+}  // namespace kvgate::route

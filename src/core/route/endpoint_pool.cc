@@ -1,0 +1,232 @@
+#include "core/route/endpoint_pool.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kvgate::route {
+
+EndpointPool::EndpointPool(uint32_t block_size) : block_size_(block_size > 0 ? block_size : 1) {}
+EndpointPool::~EndpointPool() = default;
+
+Result<EndpointId> EndpointPool::add(EndpointSpec spec, Nanos now) {
+  if (find(spec.url)) return Error(fmt::format("endpoint {} is already in the pool", spec.url));
+  EndpointId id = 0;
+  while (id < slots_.size() && slots_[id]) ++id;
+  if (id >= kv::kMaxEndpoints) return Error("endpoint pool is full");
+  if (id == slots_.size()) {
+    slots_.emplace_back();
+    by_endpoint_.emplace_back();
+  }
+  Endpoint& e = slots_[id].emplace();
+  e.id = id;
+  e.spec = std::move(spec);
+  e.added_at = now;
+  ids_.insert(std::lower_bound(ids_.begin(), ids_.end(), id), id);
+  return id;
+}
+
+bool EndpointPool::remove(EndpointId id) {
+  if (!get(id)) return false;
+  // Requests decoding there are forgotten (their later callbacks are ignored); their
+  // remote prefill, if still running elsewhere, stops counting there.
+  for (RequestId rid : by_endpoint_[id]) {
+    auto it = requests_.find(rid);
+    if (it == requests_.end()) continue;
+    TrackedRequest& r = it->second;
+    if (!r.prefill_done && r.prefill_endpoint && *r.prefill_endpoint != id) {
+      Endpoint& p = *slots_[*r.prefill_endpoint];
+      p.load.active_prefill_tokens -=
+          std::min<uint64_t>(p.load.active_prefill_tokens, r.prefill_tokens);
+      if (p.load.in_flight > 0) --p.load.in_flight;
+    }
+    requests_.erase(it);
+  }
+  by_endpoint_[id].clear();
+  // Requests elsewhere whose remote prefill ran here: their prefill is over.
+  for (auto& [rid, r] : requests_) {
+    if (r.prefill_endpoint == id) {
+      r.prefill_endpoint.reset();
+      r.prefill_done = true;
+    }
+  }
+  active_.remove_endpoint(id);
+  slots_[id].reset();
+  ids_.erase(std::lower_bound(ids_.begin(), ids_.end(), id));
+  return true;
+}
+
+bool EndpointPool::set_health(EndpointId id, Health health) {
+  if (!get(id)) return false;
+  slots_[id]->health = health;
+  return true;
+}
+
+bool EndpointPool::on_metrics(EndpointId id, ScrapedMetrics metrics, Nanos now) {
+  if (!get(id)) return false;
+  Endpoint& e = *slots_[id];
+  metrics.scraped_at = now;
+  e.metrics = metrics;
+  e.in_flight_at_scrape = e.load.in_flight;
+  e.decode_blocks_at_scrape = e.load.active_decode_blocks;
+  return true;
+}
+
+bool EndpointPool::set_kv_capacity(EndpointId id, uint32_t blocks) {
+  if (!get(id)) return false;
+  slots_[id]->spec.kv_capacity_blocks = blocks;
+  return true;
+}
+
+const Endpoint* EndpointPool::get(EndpointId id) const {
+  return id < slots_.size() && slots_[id] ? &*slots_[id] : nullptr;
+}
+
+std::optional<EndpointId> EndpointPool::find(std::string_view url) const {
+  for (EndpointId id : ids_) {
+    if (slots_[id]->spec.url == url) return id;
+  }
+  return std::nullopt;
+}
+
+uint32_t EndpointPool::request_blocks(uint32_t prompt_tokens, uint32_t expected_output_tokens,
+                                      size_t full_blocks) const {
+  const uint64_t tokens = uint64_t{prompt_tokens} + expected_output_tokens;
+  const uint64_t blocks = (tokens + block_size_ - 1) / block_size_;
+  return static_cast<uint32_t>(std::max<uint64_t>(blocks, full_blocks));
+}
+
+Status EndpointPool::on_routed(RequestId id, const Placement& p, Nanos now) {
+  if (requests_.contains(id)) return Error(fmt::format("request {} is already in flight", id));
+  if (!get(p.endpoint)) return Error(fmt::format("unknown endpoint {}", p.endpoint));
+  if (p.prefill_endpoint && !get(*p.prefill_endpoint)) {
+    return Error(fmt::format("unknown prefill endpoint {}", *p.prefill_endpoint));
+  }
+  TrackedRequest& r = requests_[id];
+  r.id = id;
+  r.endpoint = p.endpoint;
+  if (p.prefill_endpoint && *p.prefill_endpoint != p.endpoint)
+    r.prefill_endpoint = p.prefill_endpoint;
+  r.keys.assign(p.keys.begin(), p.keys.end());
+  r.private_blocks = request_blocks(p.prompt_tokens, p.expected_output_tokens, p.keys.size()) -
+                     static_cast<uint32_t>(p.keys.size());
+  r.prefill_tokens = p.prefill_tokens;
+  r.expected_output_tokens = p.expected_output_tokens;
+  r.routed_at = now;
+  r.predicted_prefill_end = p.predicted_prefill_end;
+
+  Endpoint& e = *slots_[p.endpoint];
+  r.added_blocks = active_.add(p.endpoint, r.keys) + r.private_blocks;
+  e.load.active_decode_blocks += r.added_blocks;
+  ++e.load.in_flight;
+  ++e.load.routed_total;
+  Endpoint& prefiller = r.prefill_endpoint ? *slots_[*r.prefill_endpoint] : e;
+  prefiller.load.active_prefill_tokens += r.prefill_tokens;
+  if (r.prefill_endpoint) {
+    ++prefiller.load.in_flight;
+    ++prefiller.load.routed_total;
+  }
+  by_endpoint_[p.endpoint].push_back(id);
+  return {};
+}
+
+bool EndpointPool::on_first_token(RequestId id, Nanos now) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  TrackedRequest& r = it->second;
+  if (r.first_token_at) return true;
+  r.first_token_at = now;
+  if (!r.prefill_done) {
+    r.prefill_done = true;
+    Endpoint& prefiller = *slots_[r.prefill_endpoint ? *r.prefill_endpoint : r.endpoint];
+    prefiller.load.active_prefill_tokens -=
+        std::min<uint64_t>(prefiller.load.active_prefill_tokens, r.prefill_tokens);
+    if (r.prefill_endpoint && prefiller.load.in_flight > 0) --prefiller.load.in_flight;
+  }
+  return true;
+}
+
+void EndpointPool::release(TrackedRequest& r, bool failed) {
+  Endpoint& e = *slots_[r.endpoint];
+  if (!r.prefill_done) {
+    r.prefill_done = true;
+    Endpoint& prefiller = *slots_[r.prefill_endpoint ? *r.prefill_endpoint : r.endpoint];
+    prefiller.load.active_prefill_tokens -=
+        std::min<uint64_t>(prefiller.load.active_prefill_tokens, r.prefill_tokens);
+    if (r.prefill_endpoint) {
+      if (prefiller.load.in_flight > 0) --prefiller.load.in_flight;
+      if (failed) ++prefiller.load.failed_total;
+    }
+  }
+  const uint64_t freed = uint64_t{active_.release(r.endpoint, r.keys)} + r.private_blocks;
+  e.load.active_decode_blocks -= std::min(e.load.active_decode_blocks, freed);
+  if (e.load.in_flight > 0) --e.load.in_flight;
+  if (failed) ++e.load.failed_total;
+  auto& list = by_endpoint_[r.endpoint];
+  auto pos = std::find(list.begin(), list.end(), r.id);
+  if (pos != list.end()) {
+    *pos = list.back();
+    list.pop_back();
+  }
+}
+
+bool EndpointPool::on_finished(RequestId id, Nanos /*now*/) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  release(it->second, /*failed=*/false);
+  requests_.erase(it);
+  return true;
+}
+
+bool EndpointPool::on_failed(RequestId id, Nanos /*now*/) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  release(it->second, /*failed=*/true);
+  requests_.erase(it);
+  return true;
+}
+
+const TrackedRequest* EndpointPool::request(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : &it->second;
+}
+
+void EndpointPool::active_prefix(std::span<const kv::BlockKey> keys,
+                                 std::vector<ActiveBlocks::Prefix>& out) const {
+  active_.prefix(keys, out);
+}
+
+double EndpointPool::predicted_decode_blocks(EndpointId id, Nanos at,
+                                             double decode_seconds_per_token) const {
+  const Endpoint* e = get(id);
+  if (!e) return 0;
+  // Start from what is held now: the router's own count, or the scrape when it shows
+  // more (load from other routers, or blocks the engine holds that we do not track);
+  // that extra is assumed to stay.
+  double held = static_cast<double>(e->load.active_decode_blocks);
+  if (e->metrics && e->spec.kv_capacity_blocks > 0) {
+    double scraped = e->metrics->kv_usage * e->spec.kv_capacity_blocks;
+    if (e->load.active_decode_blocks > e->decode_blocks_at_scrape) {
+      scraped += static_cast<double>(e->load.active_decode_blocks - e->decode_blocks_at_scrape);
+    }
+    held = std::max(held, scraped);
+  }
+  // The router reserves a request's blocks at routing; take out those not yet there at
+  // `at` (prefill still running then) and those already gone (decode finished by then).
+  double not_there = 0;
+  for (RequestId rid : by_endpoint_[id]) {
+    const TrackedRequest& r = requests_.at(rid);
+    const Nanos decode_start = r.first_token_at ? *r.first_token_at : r.predicted_prefill_end;
+    if (!r.first_token_at && r.predicted_prefill_end > at) {
+      not_there += r.added_blocks;
+      continue;
+    }
+    if (r.expected_output_tokens == 0) continue;  // unknown length: assume it stays
+    const Nanos finish =
+        decode_start + seconds(r.expected_output_tokens * decode_seconds_per_token);
+    if (finish <= at) not_there += r.added_blocks;
+  }
+  return std::max(0.0, held - not_there);
+}
+
+}  // namespace kvgate::route

@@ -1,0 +1,68 @@
+// kv-cost: NVIDIA Dynamo's KV router cost, lowest wins.
+//
+//   cost = overlap_weight x prefill_blocks + decode_blocks
+//   prefill_blocks = (prompt tokens not cached there + its active prefill tokens) / block
+//   decode_blocks  = blocks its requests hold + blocks this request adds there
+//
+// The first term is the time to first token this endpoint would give (prefill is
+// compute-bound and proportional to uncached tokens, queued prefills first); the
+// second is its decode load, which sets every running request's token rate. The
+// weight trades one for the other. temperature > 0 samples instead of taking the
+// minimum (softmax over range-normalized costs), which spreads bursts.
+#include <algorithm>
+
+#include "core/route/builtins.h"
+#include "core/route/registry.h"
+
+namespace kvgate::route::builtin {
+namespace {
+
+class KvCostPolicy final : public Policy {
+ public:
+  KvCostPolicy(double overlap_weight, double temperature, double cpu_block_credit)
+      : overlap_weight_(overlap_weight),
+        temperature_(temperature),
+        cpu_block_credit_(cpu_block_credit) {}
+
+  std::string_view name() const override { return "kv-cost"; }
+  bool uses_overlap() const override { return true; }
+
+  size_t pick(const RouteContext& ctx, std::span<Candidate> c, Rng& rng) override {
+    const double bs = ctx.block_size;
+    const double prompt = ctx.request.prompt_tokens;
+    for (Candidate& x : c) {
+      // Blocks only in CPU memory still have to be loaded; cpu_block_credit says how
+      // much of a GPU hit such a block is worth (0: none, 1: as good).
+      const double cached_blocks =
+          x.gpu_blocks +
+          cpu_block_credit_ * (std::max(x.cached_blocks, x.gpu_blocks) - x.gpu_blocks);
+      const double uncached = std::max(0.0, prompt - cached_blocks * bs);
+      const double prefill_blocks =
+          (uncached + static_cast<double>(x.endpoint->load.active_prefill_tokens)) / bs;
+      const double new_blocks =
+          ctx.request_blocks > x.active_prefix ? ctx.request_blocks - x.active_prefix : 0;
+      const double decode_blocks =
+          static_cast<double>(x.endpoint->load.active_decode_blocks) + new_blocks;
+      x.cost = overlap_weight_ * prefill_blocks + decode_blocks;
+    }
+    return pick_softmax(c, temperature_, rng);
+  }
+
+ private:
+  const double overlap_weight_;
+  const double temperature_;
+  const double cpu_block_credit_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Policy>> make_kv_cost(const PolicyConfig& config, const Registry&) {
+  ParamReader p(config);
+  const double weight = p.number("overlap_weight", 1.0, 0, 1e6);
+  const double temperature = p.number("temperature", 0.0, 0, 1e6);
+  const double credit = p.number("cpu_block_credit", 0.0, 0, 1);
+  if (Status s = p.finish(); !s) return Error(s.error());
+  return std::unique_ptr<Policy>(std::make_unique<KvCostPolicy>(weight, temperature, credit));
+}
+
+}  // namespace kvgate::route::builtin

@@ -1,0 +1,44 @@
+// RouteRequest: what the router needs to know about one request to place it.
+//
+// The gateway fills it after tokenizing (block keys from kv::hash_blocks), the simulator
+// from its workload. The router only borrows it for the duration of route().
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "core/kv/block_hash.h"
+
+namespace kvgate::route {
+
+// Caller-chosen id, unique among requests in flight; the lifecycle calls use it.
+using RequestId = uint64_t;
+
+// How much a request may be delayed or dropped (Gateway API Inference Extension):
+// critical requests are never shed, standard ones are not shed either but avoid
+// saturated endpoints only through the policy, sheddable ones are rejected when every
+// candidate endpoint is saturated.
+enum class Criticality : uint8_t { kCritical, kStandard, kSheddable };
+
+std::string_view to_string(Criticality c);
+// "critical" | "standard" | "sheddable"; nullopt for anything else.
+std::optional<Criticality> parse_criticality(std::string_view text);
+// Integer priorities (the Inference Extension's newer form): > 0 critical, 0 standard,
+// < 0 sheddable.
+Criticality criticality_from_priority(int priority);
+
+struct RouteRequest {
+  RequestId id = 0;
+  // Chained keys of the prompt's full blocks (kv::hash_blocks with the pool's block
+  // size). May be empty (short prompt, or a policy that ignores the prefix).
+  std::span<const kv::BlockKey> keys;
+  uint32_t prompt_tokens = 0;  // all prompt tokens, including a trailing partial block
+  // Tokens the answer is expected to have (max_tokens, or a predicted length); 0 when
+  // unknown. Counted in the request's KV blocks and in early rejection's prediction.
+  uint32_t expected_output_tokens = 0;
+  Criticality criticality = Criticality::kStandard;
+};
+
+}  // namespace kvgate::route

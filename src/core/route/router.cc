@@ -1,0 +1,297 @@
+#include "core/route/router.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvgate::route {
+
+Router::Router(RouterConfig config, Indexes indexes)
+    : config_(std::move(config)), indexes_(indexes), pool_(config_.block_size) {}
+Router::~Router() = default;
+
+Result<std::unique_ptr<Router>> Router::create(RouterConfig config, Indexes indexes,
+                                               const Registry* registry) {
+  if (Status s = config.validate(); !s) return Error(s.error());
+  const OverlapSource src = config.overlap_source;
+  if ((src == OverlapSource::kPrecise || src == OverlapSource::kBoth) && !indexes.precise) {
+    return Error(fmt::format("router: overlap_source {} needs a precise index", to_string(src)));
+  }
+  if ((src == OverlapSource::kApprox || src == OverlapSource::kBoth) && !indexes.approx) {
+    return Error(
+        fmt::format("router: overlap_source {} needs an approximate index", to_string(src)));
+  }
+  Registry builtins;
+  if (!registry) {
+    register_builtins(builtins);
+    registry = &builtins;
+  }
+  std::unique_ptr<Router> router(new Router(std::move(config), indexes));
+  auto policy = registry->make_policy(router->config_.policy);
+  if (!policy) return Error(fmt::format("router: {}", policy.error()));
+  router->policy_ = std::move(*policy);
+  auto healthy = registry->make_filter({"healthy", {}});
+  if (!healthy) return Error(fmt::format("router: {}", healthy.error()));
+  router->healthy_ = std::move(*healthy);
+  for (const PolicyConfig& f : router->config_.filters) {
+    if (f.name == "healthy" && f.params.empty()) continue;  // always applied first
+    auto filter = registry->make_filter(f);
+    if (!filter) return Error(fmt::format("router: {}", filter.error()));
+    router->filters_.push_back(std::move(*filter));
+  }
+  return router;
+}
+
+Result<EndpointId> Router::add_endpoint(EndpointSpec spec, Nanos now) {
+  auto id = pool_.add(std::move(spec), now);
+  if (!id) return id;
+  // A reused id must not inherit what its previous owner held.
+  if (indexes_.precise) indexes_.precise->remove_endpoint(*id);
+  if (indexes_.approx) indexes_.approx->remove_endpoint(*id);
+  return id;
+}
+
+bool Router::remove_endpoint(EndpointId id) {
+  if (!pool_.remove(id)) return false;
+  if (indexes_.precise) indexes_.precise->remove_endpoint(id);
+  if (indexes_.approx) indexes_.approx->remove_endpoint(id);
+  return true;
+}
+
+Decision Router::decide(const RouteRequest& request, Nanos now, Rng& rng) {
+  matches_.clear();
+  const bool need_overlap = policy_->uses_overlap() || config_.pd.local_prefill_max_tokens > 0 ||
+                            config_.early_reject.enabled;
+  if (need_overlap && !request.keys.empty()) {
+    switch (config_.overlap_source) {
+      case OverlapSource::kNone:
+        break;
+      case OverlapSource::kPrecise:
+        indexes_.precise->match(request.keys, now, matches_);
+        break;
+      case OverlapSource::kApprox:
+        indexes_.approx->match(request.keys, now, matches_);
+        break;
+      case OverlapSource::kBoth:
+        indexes_.precise->match(request.keys, now, matches_);
+        approx_matches_.clear();
+        indexes_.approx->match(request.keys, now, approx_matches_);
+        kv::merge_matches(matches_, approx_matches_);
+        break;
+    }
+  }
+  return decide(request, matches_, now, rng);
+}
+
+namespace {
+
+// Blocks a decode endpoint has in use: the router's count, or what the scrape shows
+// when that is more (other routers' load).
+double decode_blocks_in_use(const Candidate& c) {
+  double blocks = static_cast<double>(c.endpoint->load.active_decode_blocks);
+  if (c.endpoint->spec.kv_capacity_blocks > 0) {
+    blocks = std::max(blocks, c.load.kv_usage * c.endpoint->spec.kv_capacity_blocks);
+  }
+  return blocks;
+}
+
+// Rack/zone distance in units of locality_weight: same rack 0, same zone 1, else 2.
+// An empty rack or zone never matches anything.
+int distance(const Endpoint& a, const Endpoint& b) {
+  if (!a.spec.zone.empty() && a.spec.zone == b.spec.zone) {
+    return !a.spec.rack.empty() && a.spec.rack == b.spec.rack ? 0 : 1;
+  }
+  return 2;
+}
+
+}  // namespace
+
+Decision Router::decide(const RouteRequest& request, std::span<const kv::EndpointMatch> overlap,
+                        Nanos now, Rng& rng) {
+  Decision d;
+  d.prompt_blocks = static_cast<uint32_t>(request.keys.size());
+  if (pool_.size() == 0) {
+    d.reason = RejectReason::kNoEndpoints;
+    return d;
+  }
+  bool has_prefill_role = false;
+  for (EndpointId id : pool_.ids()) has_prefill_role |= pool_.get(id)->spec.role == Role::kPrefill;
+  const bool disaggregated =
+      config_.pd.mode == PdMode::kOn || (config_.pd.mode == PdMode::kAuto && has_prefill_role);
+
+  RouteContext ctx{request, config_, pool_, now};
+  ctx.block_size = config_.block_size;
+  ctx.request_blocks = pool_.request_blocks(request.prompt_tokens, request.expected_output_tokens,
+                                            request.keys.size());
+
+  // Every endpoint as a candidate, with its overlap and active prefix.
+  candidates_.clear();
+  overlap_by_id_.assign(pool_.ids().back() + 1, kv::EndpointMatch{0, 0, 0});
+  for (const kv::EndpointMatch& m : overlap) {
+    if (m.endpoint < overlap_by_id_.size()) overlap_by_id_[m.endpoint] = m;
+  }
+  prefixes_.clear();
+  if (!request.keys.empty() && (policy_->uses_overlap()))
+    pool_.active_prefix(request.keys, prefixes_);
+  for (EndpointId id : pool_.ids()) {
+    const Endpoint* e = pool_.get(id);
+    Candidate c;
+    c.endpoint = e;
+    c.load = effective_load(*e, now, config_.saturation);
+    const uint32_t n = d.prompt_blocks;
+    c.gpu_blocks = std::min(overlap_by_id_[id].gpu_blocks, n);
+    c.cached_blocks = std::max(c.gpu_blocks, std::min(overlap_by_id_[id].total_blocks, n));
+    candidates_.push_back(c);
+  }
+  for (const ActiveBlocks::Prefix& p : prefixes_) {
+    // candidates_ is in id order, ids ascending: find by binary search.
+    auto it =
+        std::lower_bound(candidates_.begin(), candidates_.end(), p.endpoint,
+                         [](const Candidate& c, EndpointId id) { return c.endpoint->id < id; });
+    if (it != candidates_.end() && it->endpoint->id == p.endpoint) it->active_prefix = p.blocks;
+  }
+
+  auto predicted_prefill = [&](const Candidate& prefiller) {
+    const double tokens = static_cast<double>(prefiller.endpoint->load.active_prefill_tokens) +
+                          ctx.uncached_tokens(prefiller);
+    return seconds(tokens / config_.prefill_tokens_per_second);
+  };
+  // Early rejection: keep the decode candidates that will have room for this request
+  // when its prefill (on `prefiller`, or on the candidate itself when null) ends.
+  auto keep_with_room = [&](std::vector<Candidate>& c, const Candidate* prefiller) {
+    const EarlyRejectConfig& er = config_.early_reject;
+    if (!er.enabled) return;
+    std::erase_if(c, [&](const Candidate& x) {
+      const uint32_t capacity = x.endpoint->spec.kv_capacity_blocks;
+      if (capacity == 0) return false;
+      const Nanos at = now + predicted_prefill(prefiller ? *prefiller : x);
+      const double predicted =
+          pool_.predicted_decode_blocks(x.endpoint->id, at, er.decode_seconds_per_token);
+      return predicted + ctx.request_blocks > er.max_usage * capacity;
+    });
+  };
+  auto run_filters = [&](std::vector<Candidate>& c, RejectReason if_none_healthy) {
+    RejectReason r = healthy_->apply(ctx, c);
+    if (r != RejectReason::kNone) return if_none_healthy;
+    for (auto& f : filters_) {
+      r = f->apply(ctx, c);
+      if (r != RejectReason::kNone) return r;
+      if (c.empty()) return RejectReason::kNoHealthyEndpoints;  // a filter broke its contract
+    }
+    return RejectReason::kNone;
+  };
+  auto fill = [&](const Candidate& prefiller) {
+    d.matched_blocks = prefiller.gpu_blocks;
+    d.cached_blocks = prefiller.cached_blocks;
+    d.prefill_tokens = ctx.uncached_tokens(prefiller);
+    d.predicted_prefill = predicted_prefill(prefiller);
+  };
+
+  if (!disaggregated) {
+    ctx.stage = Stage::kWhole;
+    if ((d.reason = run_filters(candidates_, RejectReason::kNoHealthyEndpoints)) !=
+        RejectReason::kNone) {
+      return d;
+    }
+    keep_with_room(candidates_, nullptr);
+    if (candidates_.empty()) {
+      d.reason = RejectReason::kDecodeFull;
+      return d;
+    }
+    const size_t i = policy_->pick(ctx, candidates_, rng);
+    d.endpoint = candidates_[i].endpoint->id;
+    d.cost = candidates_[i].cost;
+    fill(candidates_[i]);
+    return d;
+  }
+
+  // Disaggregated. The prefill endpoint: the policy among prefill-capable endpoints.
+  decode_candidates_.clear();
+  for (const Candidate& c : candidates_) {
+    if (can_decode(c.endpoint->spec.role)) decode_candidates_.push_back(c);
+  }
+  std::erase_if(candidates_,
+                [](const Candidate& c) { return !can_prefill(c.endpoint->spec.role); });
+  if (candidates_.empty()) {
+    d.reason = RejectReason::kNoPrefillEndpoint;
+    return d;
+  }
+  if (decode_candidates_.empty()) {
+    d.reason = RejectReason::kNoDecodeEndpoint;
+    return d;
+  }
+  ctx.stage = Stage::kPrefill;
+  if ((d.reason = run_filters(candidates_, RejectReason::kNoPrefillEndpoint)) !=
+      RejectReason::kNone) {
+    return d;
+  }
+  const size_t pi = policy_->pick(ctx, candidates_, rng);
+  const Candidate prefiller = candidates_[pi];
+
+  // The decode endpoint: blocks in use + this request's blocks + distance from the
+  // prefill endpoint; no credit for cached prefixes (the KV arrives from prefill).
+  ctx.stage = Stage::kDecode;
+  ctx.prefill_endpoint = prefiller.endpoint;
+  if ((d.reason = run_filters(decode_candidates_, RejectReason::kNoDecodeEndpoint)) !=
+      RejectReason::kNone) {
+    return d;
+  }
+  keep_with_room(decode_candidates_, &prefiller);
+  if (decode_candidates_.empty()) {
+    d.reason = RejectReason::kDecodeFull;
+    return d;
+  }
+  for (Candidate& c : decode_candidates_) {
+    c.cost = decode_blocks_in_use(c) + ctx.request_blocks +
+             config_.pd.locality_weight * distance(*prefiller.endpoint, *c.endpoint);
+  }
+  const Candidate& decoder = decode_candidates_[pick_lowest_cost(decode_candidates_, rng)];
+  d.endpoint = decoder.endpoint->id;
+  d.cost = prefiller.cost;
+  // Skip the remote prefill when the decode endpoint itself has nearly all of the
+  // prompt cached (or is the prefill endpoint, a role-both endpoint chosen twice).
+  if (decoder.endpoint->id == prefiller.endpoint->id ||
+      ctx.uncached_tokens(decoder) < config_.pd.local_prefill_max_tokens) {
+    fill(decoder);
+  } else {
+    d.prefill_endpoint = prefiller.endpoint->id;
+    fill(prefiller);
+  }
+  return d;
+}
+
+Status Router::commit(const RouteRequest& request, const Decision& decision, Nanos now) {
+  if (!decision.accepted()) {
+    return Error(fmt::format("request {} was rejected ({}), nothing to commit", request.id,
+                             to_string(decision.reason)));
+  }
+  Placement p;
+  p.endpoint = decision.endpoint;
+  p.prefill_endpoint = decision.prefill_endpoint;
+  p.keys = request.keys;
+  p.prompt_tokens = request.prompt_tokens;
+  p.expected_output_tokens = request.expected_output_tokens;
+  p.prefill_tokens = decision.prefill_tokens;
+  p.predicted_prefill_end = now + decision.predicted_prefill;
+  if (Status s = pool_.on_routed(request.id, p, now); !s) return s;
+  if (config_.record_decisions && indexes_.approx && !request.keys.empty()) {
+    indexes_.approx->record(decision.prefill_endpoint.value_or(decision.endpoint), request.keys,
+                            now);
+  }
+  return {};
+}
+
+Decision Router::route(const RouteRequest& request, Nanos now, Rng& rng) {
+  Decision d = decide(request, now, rng);
+  if (!d.accepted()) return d;
+  if (Status s = commit(request, d, now); !s) {
+    Decision rejected;
+    rejected.reason = RejectReason::kDuplicateRequest;
+    rejected.prompt_blocks = d.prompt_blocks;
+    return rejected;
+  }
+  return d;
+}
+
+}  // namespace kvgate::route

@@ -1,0 +1,107 @@
+// Router: places requests on endpoints. The one object the gateway and the simulator
+// both drive.
+//
+// Owns the EndpointPool; borrows the kv indexes (the KV event subscriber feeds the
+// precise one; the router itself feeds the approximate one after each decision). A
+// decision runs:
+//   1. candidates: healthy endpoints (not draining) of the right role;
+//   2. filters from config (e.g. saturation: shed sheddable requests, keep critical
+//      ones on endpoints with short queues), each rejection with a reason;
+//   3. overlap: match the prompt's keys in the configured index (new endpoints hold
+//      nothing), and the blocks the endpoint's in-flight requests already hold;
+//   4. the policy's cost and pick;
+//   5. disaggregated pools: the decode endpoint by blocks in use + this request's
+//      blocks + rack/zone distance from the prefill endpoint, no overlap credit;
+//      remote prefill skipped when little of the prompt is uncached; early rejection
+//      when no decode endpoint will have room once the prefill ends.
+// commit() then records the request in the pool's load and, when configured, in the
+// ApproxIndex. route() is decide() + commit().
+//
+//   auto router = Router::create(config, {.precise = &index});
+//   if (!router) return Error(router.error());
+//   Result<EndpointId> a = (*router)->add_endpoint({.url = "http://a:8000"}, now);
+//   Decision d = (*router)->route(request, now, rng);
+//   if (!d.accepted()) reply(http_status(d.reason), to_string(d.reason));
+//   ... (*router)->pool().on_first_token(request.id, t1);
+//   ... (*router)->pool().on_finished(request.id, t2);
+//
+// Deterministic: the same calls with the same Rng state give the same decisions.
+// Thread-safety: none; owned by one strand.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/common/result.h"
+#include "core/common/rng.h"
+#include "core/common/time.h"
+#include "core/kv/approx_index.h"
+#include "core/kv/precise_index.h"
+#include "core/route/config.h"
+#include "core/route/decision.h"
+#include "core/route/endpoint_pool.h"
+#include "core/route/policy.h"
+#include "core/route/registry.h"
+#include "core/route/request.h"
+
+namespace kvgate::route {
+
+class Router {
+ public:
+  struct Indexes {
+    kv::PreciseIndex* precise = nullptr;  // required for OverlapSource kPrecise / kBoth
+    kv::ApproxIndex* approx = nullptr;    // required for kApprox / kBoth; recorded into
+                                          // when RouterConfig::record_decisions
+  };
+
+  // Validates `config`, builds its filters and policy from `registry` (nullptr: the
+  // built-ins). The indexes must outlive the router.
+  static Result<std::unique_ptr<Router>> create(RouterConfig config, Indexes indexes,
+                                                const Registry* registry = nullptr);
+  ~Router();
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+
+  // Endpoint membership; removal also forgets the endpoint in both indexes.
+  Result<EndpointId> add_endpoint(EndpointSpec spec, Nanos now);
+  bool remove_endpoint(EndpointId id);
+
+  // Health, metrics and the request lifecycle after routing go straight to the pool.
+  EndpointPool& pool() { return pool_; }
+  const EndpointPool& pool() const { return pool_; }
+  const RouterConfig& config() const { return config_; }
+
+  // Decides without recording anything (but the index match counts as a use for the
+  // indexes' LRU/TTL). The overlap comes from the configured index.
+  Decision decide(const RouteRequest& request, Nanos now, Rng& rng);
+  // Same with the overlap given by the caller instead of an index lookup (tests, or a
+  // caller that matched already).
+  Decision decide(const RouteRequest& request, std::span<const kv::EndpointMatch> overlap,
+                  Nanos now, Rng& rng);
+  // Records an accepted decision: the pool starts tracking the request's load, and the
+  // ApproxIndex learns where its prefix now is. Error for a rejected decision or a
+  // request id already in flight.
+  Status commit(const RouteRequest& request, const Decision& decision, Nanos now);
+  // decide + commit. A commit failure (duplicate id) turns into kDuplicateRequest.
+  Decision route(const RouteRequest& request, Nanos now, Rng& rng);
+
+ private:
+  Router(RouterConfig config, Indexes indexes);
+
+  RouterConfig config_;
+  Indexes indexes_;
+  EndpointPool pool_;
+  std::vector<std::unique_ptr<Filter>> filters_;
+  std::unique_ptr<Filter> healthy_;
+  std::unique_ptr<Policy> policy_;
+  // Scratch reused between decisions (no allocation on the hot path once warm).
+  std::vector<kv::EndpointMatch> matches_;
+  std::vector<kv::EndpointMatch> approx_matches_;
+  std::vector<ActiveBlocks::Prefix> prefixes_;
+  std::vector<kv::EndpointMatch> overlap_by_id_;
+  std::vector<Candidate> candidates_;
+  std::vector<Candidate> decode_candidates_;
+};
+
+}  // namespace kvgate::route

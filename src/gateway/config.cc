@@ -1,0 +1,405 @@
+#include "gateway/config.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/route/router.h"
+
+namespace kvgate::gateway {
+namespace {
+
+// Thrown inside the parser only (never escapes parse_gateway_config).
+struct ConfigError {
+  std::string message;
+};
+
+class Parser {
+ public:
+  Parser(std::string_view file) : file_(file) {
+    std::filesystem::path p(file_);
+    dir_ = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+  }
+
+  [[noreturn]] void fail(const YAML::Node& node, std::string_view field,
+                         std::string_view message) const {
+    YAML::Mark mark = node.Mark();
+    if (mark.is_null()) throw ConfigError{fmt::format("{}: {}: {}", file_, field, message)};
+    throw ConfigError{
+        fmt::format("{}:{}:{}: {}: {}", file_, mark.line + 1, mark.column + 1, field, message)};
+  }
+
+  // Rejects keys that are not in `known` (a typo must not become a silent default).
+  void only_keys(const YAML::Node& node, std::string_view field,
+                 std::initializer_list<std::string_view> known) const {
+    if (!node.IsMap()) fail(node, field, "expected a mapping");
+    for (const auto& kv : node) {
+      std::string key = kv.first.as<std::string>();
+      bool ok = false;
+      for (std::string_view k : known) ok = ok || k == key;
+      if (!ok) fail(kv.first, fmt::format("{}.{}", field, key), "unknown field");
+    }
+  }
+
+  std::string text(const YAML::Node& node, std::string_view field) const {
+    if (!node.IsScalar()) fail(node, field, "expected a string");
+    return node.Scalar();
+  }
+
+  int64_t integer(const YAML::Node& node, std::string_view field, int64_t lo, int64_t hi) const {
+    if (!node.IsScalar()) fail(node, field, "expected an integer");
+    const std::string& s = node.Scalar();
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size()) {
+      fail(node, field, fmt::format("expected an integer, got '{}'", s));
+    }
+    if (v < lo || v > hi) fail(node, field, fmt::format("{} is outside [{}, {}]", v, lo, hi));
+    return v;
+  }
+
+  double number(const YAML::Node& node, std::string_view field) const {
+    if (!node.IsScalar()) fail(node, field, "expected a number");
+    const std::string& s = node.Scalar();
+    double v = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size()) {
+      fail(node, field, fmt::format("expected a number, got '{}'", s));
+    }
+    return v;
+  }
+
+  bool boolean(const YAML::Node& node, std::string_view field) const {
+    std::string s = text(node, field);
+    if (s == "true") return true;
+    if (s == "false") return false;
+    fail(node, field, fmt::format("expected true or false, got '{}'", s));
+  }
+
+  std::chrono::milliseconds millis(const YAML::Node& node, std::string_view field) const {
+    return std::chrono::milliseconds(integer(node, field, 1, 24LL * 3600 * 1000));
+  }
+
+  std::string path(const YAML::Node& node, std::string_view field) const {
+    std::string p = text(node, field);
+    if (p.empty()) fail(node, field, "empty path");
+    std::filesystem::path fp(p);
+    return fp.is_absolute() ? p : (dir_ / fp).lexically_normal().string();
+  }
+
+  std::vector<std::string> strings(const YAML::Node& node, std::string_view field) const {
+    if (!node.IsSequence()) fail(node, field, "expected a list");
+    std::vector<std::string> out;
+    for (size_t i = 0; i < node.size(); ++i) {
+      out.push_back(text(node[i], fmt::format("{}[{}]", field, i)));
+    }
+    return out;
+  }
+
+  GatewayConfig parse(const YAML::Node& root) {
+    GatewayConfig c;
+    c.file = file_;
+    only_keys(root, "config",
+              {"listeners", "keys_file", "timeouts", "limits", "retries", "circuit_breaker",
+               "threads", "pools", "models"});
+    if (auto n = root["listeners"]) {
+      if (!n.IsSequence() || n.size() == 0) fail(n, "listeners", "expected a non-empty list");
+      for (size_t i = 0; i < n.size(); ++i) {
+        c.listeners.push_back(listener(n[i], fmt::format("listeners[{}]", i)));
+      }
+    } else {
+      c.listeners.push_back(ListenerConfig{});
+    }
+    if (auto n = root["keys_file"]) c.keys_file = path(n, "keys_file");
+    if (auto n = root["threads"]) c.threads = static_cast<int>(integer(n, "threads", 1, 256));
+    if (auto n = root["timeouts"]) timeouts(n, c.timeouts);
+    if (auto n = root["limits"]) {
+      only_keys(n, "limits", {"max_header_bytes", "max_body_bytes"});
+      if (auto v = n["max_header_bytes"]) {
+        c.limits.max_header_bytes = integer(v, "limits.max_header_bytes", 1024, 1 << 20);
+      }
+      if (auto v = n["max_body_bytes"]) {
+        c.limits.max_body_bytes = integer(v, "limits.max_body_bytes", 1024, 1LL << 30);
+      }
+    }
+    if (auto n = root["retries"]) {
+      only_keys(n, "retries", {"max_attempts"});
+      if (auto v = n["max_attempts"]) {
+        c.retries.max_attempts = static_cast<int>(integer(v, "retries.max_attempts", 1, 16));
+      }
+    }
+    if (auto n = root["circuit_breaker"]) {
+      only_keys(n, "circuit_breaker", {"failures", "open_ms"});
+      if (auto v = n["failures"]) {
+        c.breaker.failures = static_cast<int>(integer(v, "circuit_breaker.failures", 1, 1000));
+      }
+      if (auto v = n["open_ms"]) c.breaker.open_for = millis(v, "circuit_breaker.open_ms");
+    }
+    YAML::Node pools = root["pools"];
+    if (!pools || !pools.IsMap() || pools.size() == 0) {
+      fail(pools ? pools : root, "pools", "expected a mapping of pool name to pool");
+    }
+    for (const auto& kv : pools) {
+      c.pools.push_back(pool(kv.first.as<std::string>(), kv.second));
+    }
+    YAML::Node models = root["models"];
+    if (!models || !models.IsSequence() || models.size() == 0) {
+      fail(models ? models : root, "models", "expected a non-empty list of models");
+    }
+    std::set<std::string> names;
+    for (size_t i = 0; i < models.size(); ++i) {
+      std::string field = fmt::format("models[{}]", i);
+      const YAML::Node& m = models[i];
+      only_keys(m, field, {"name", "aliases", "pool", "served_name"});
+      ModelConfig model;
+      if (!m["name"]) fail(m, field + ".name", "missing");
+      model.name = text(m["name"], field + ".name");
+      if (model.name.empty()) fail(m["name"], field + ".name", "empty");
+      if (m["aliases"]) model.aliases = strings(m["aliases"], field + ".aliases");
+      if (!m["pool"]) fail(m, field + ".pool", "missing");
+      model.pool = text(m["pool"], field + ".pool");
+      if (!c.find_pool(model.pool)) {
+        fail(m["pool"], field + ".pool", fmt::format("no pool named '{}'", model.pool));
+      }
+      model.served_name =
+          m["served_name"] ? text(m["served_name"], field + ".served_name") : model.name;
+      if (!names.insert(model.name).second) {
+        fail(m["name"], field + ".name", fmt::format("'{}' is defined twice", model.name));
+      }
+      for (size_t a = 0; a < model.aliases.size(); ++a) {
+        if (!names.insert(model.aliases[a]).second) {
+          fail(m["aliases"][a], fmt::format("{}.aliases[{}]", field, a),
+               fmt::format("'{}' is defined twice", model.aliases[a]));
+        }
+      }
+      c.models.push_back(std::move(model));
+    }
+    return c;
+  }
+
+  ListenerConfig listener(const YAML::Node& n, const std::string& field) const {
+    only_keys(n, field, {"address", "port", "tls"});
+    ListenerConfig l;
+    if (auto v = n["address"]) l.address = text(v, field + ".address");
+    if (auto v = n["port"]) l.port = static_cast<uint16_t>(integer(v, field + ".port", 0, 65535));
+    if (auto v = n["tls"]) {
+      only_keys(v, field + ".tls", {"cert", "key"});
+      if (!v["cert"]) fail(v, field + ".tls.cert", "missing");
+      if (!v["key"]) fail(v, field + ".tls.key", "missing");
+      TlsConfig tls{path(v["cert"], field + ".tls.cert"), path(v["key"], field + ".tls.key")};
+      for (auto [file, name] : {std::pair{tls.cert_file, "cert"}, {tls.key_file, "key"}}) {
+        if (!std::filesystem::exists(file)) {
+          fail(v[name], fmt::format("{}.tls.{}", field, name), "no such file: " + file);
+        }
+      }
+      l.tls = std::move(tls);
+    }
+    return l;
+  }
+
+  void timeouts(const YAML::Node& n, TimeoutConfig& t) const {
+    only_keys(
+        n, "timeouts",
+        {"header_ms", "idle_ms", "connect_ms", "upstream_header_ms", "stream_ms", "drain_ms"});
+    if (auto v = n["header_ms"]) t.header = millis(v, "timeouts.header_ms");
+    if (auto v = n["idle_ms"]) t.idle = millis(v, "timeouts.idle_ms");
+    if (auto v = n["connect_ms"]) t.connect = millis(v, "timeouts.connect_ms");
+    if (auto v = n["upstream_header_ms"]) {
+      t.upstream_header = millis(v, "timeouts.upstream_header_ms");
+    }
+    if (auto v = n["stream_ms"]) t.stream = millis(v, "timeouts.stream_ms");
+    if (auto v = n["drain_ms"]) t.drain = millis(v, "timeouts.drain_ms");
+  }
+
+  PoolConfig pool(const std::string& name, const YAML::Node& n) const {
+    std::string field = "pools." + name;
+    only_keys(n, field, {"endpoints", "router", "tokenizer", "chat_template", "block_size"});
+    PoolConfig p;
+    p.name = name;
+    if (auto v = n["block_size"]) {
+      p.router.block_size = static_cast<uint32_t>(integer(v, field + ".block_size", 1, 4096));
+    }
+    if (auto v = n["tokenizer"]) {
+      p.tokenizer_file = path(v, field + ".tokenizer");
+      if (!std::filesystem::exists(p.tokenizer_file)) {
+        fail(v, field + ".tokenizer", "no such file: " + p.tokenizer_file);
+      }
+    }
+    if (auto v = n["chat_template"]) {
+      p.chat_template_file = path(v, field + ".chat_template");
+      if (!std::filesystem::exists(p.chat_template_file)) {
+        fail(v, field + ".chat_template", "no such file: " + p.chat_template_file);
+      }
+    }
+    if (auto r = n["router"]) router(r, field + ".router", p.router);
+    YAML::Node eps = n["endpoints"];
+    if (!eps || !eps.IsSequence() || eps.size() == 0) {
+      fail(eps ? eps : n, field + ".endpoints", "expected a non-empty list of endpoints");
+    }
+    std::set<std::string> urls;
+    for (size_t i = 0; i < eps.size(); ++i) {
+      std::string ef = fmt::format("{}.endpoints[{}]", field, i);
+      const YAML::Node& e = eps[i];
+      route::EndpointSpec spec;
+      if (e.IsScalar()) {
+        spec.url = e.Scalar();
+      } else {
+        only_keys(e, ef, {"url", "role", "zone", "rack", "labels", "kv_capacity_blocks"});
+        if (!e["url"]) fail(e, ef + ".url", "missing");
+        spec.url = text(e["url"], ef + ".url");
+        if (auto v = e["role"]) {
+          auto role = route::parse_role(text(v, ef + ".role"));
+          if (!role) fail(v, ef + ".role", "expected both, prefill or decode");
+          spec.role = *role;
+        }
+        if (auto v = e["zone"]) spec.zone = text(v, ef + ".zone");
+        if (auto v = e["rack"]) spec.rack = text(v, ef + ".rack");
+        if (auto v = e["kv_capacity_blocks"]) {
+          spec.kv_capacity_blocks =
+              static_cast<uint32_t>(integer(v, ef + ".kv_capacity_blocks", 0, 1LL << 31));
+        }
+        if (auto v = e["labels"]) {
+          if (!v.IsMap()) fail(v, ef + ".labels", "expected a mapping");
+          for (const auto& kv : v) {
+            spec.labels.emplace_back(kv.first.as<std::string>(), text(kv.second, ef + ".labels"));
+          }
+        }
+      }
+      const YAML::Node& at = e.IsScalar() ? e : e["url"];
+      if (!valid_url(spec.url)) {
+        fail(at, e.IsScalar() ? ef : ef + ".url",
+             fmt::format("expected http://host:port, got '{}'", spec.url));
+      }
+      if (!urls.insert(spec.url).second) {
+        fail(at, ef, fmt::format("endpoint '{}' listed twice", spec.url));
+      }
+      p.endpoints.push_back(std::move(spec));
+    }
+    return p;
+  }
+
+  void router(const YAML::Node& r, const std::string& field, route::RouterConfig& rc) const {
+    only_keys(r, field,
+              {"policy", "params", "filters", "overlap", "record_decisions",
+               "prefill_tokens_per_second"});
+    if (auto v = r["policy"]) rc.policy.name = text(v, field + ".policy");
+    if (auto v = r["params"]) rc.policy.params = params(v, field + ".params");
+    if (auto v = r["filters"]) {
+      if (!v.IsSequence()) fail(v, field + ".filters", "expected a list");
+      rc.filters.clear();
+      for (size_t i = 0; i < v.size(); ++i) {
+        std::string ff = fmt::format("{}.filters[{}]", field, i);
+        route::PolicyConfig f;
+        if (v[i].IsScalar()) {
+          f.name = v[i].Scalar();
+        } else {
+          only_keys(v[i], ff, {"name", "params"});
+          if (!v[i]["name"]) fail(v[i], ff + ".name", "missing");
+          f.name = text(v[i]["name"], ff + ".name");
+          if (v[i]["params"]) f.params = params(v[i]["params"], ff + ".params");
+        }
+        rc.filters.push_back(std::move(f));
+      }
+    }
+    if (auto v = r["overlap"]) {
+      auto o = route::parse_overlap_source(text(v, field + ".overlap"));
+      if (!o) fail(v, field + ".overlap", "expected none, precise, approx or both");
+      rc.overlap_source = *o;
+    } else {
+      // Until the KV event subscriber runs, only the router's own history knows.
+      rc.overlap_source = route::OverlapSource::kApprox;
+    }
+    if (auto v = r["record_decisions"]) {
+      rc.record_decisions = boolean(v, field + ".record_decisions");
+    }
+    if (auto v = r["prefill_tokens_per_second"]) {
+      rc.prefill_tokens_per_second = number(v, field + ".prefill_tokens_per_second");
+    }
+    if (Status s = rc.validate(); !s) fail(r, field, s.error());
+    // Build the router once so that an unknown policy or parameter fails here, at the
+    // line of the router section, and not at start.
+    kv::PreciseIndex precise({.block_size = rc.block_size});
+    kv::ApproxIndex approx({});
+    auto built = route::Router::create(rc, {.precise = &precise, .approx = &approx});
+    if (!built) fail(r, field, built.error());
+  }
+
+  std::vector<std::pair<std::string, std::string>> params(const YAML::Node& v,
+                                                          const std::string& field) const {
+    if (!v.IsMap()) fail(v, field, "expected a mapping of parameter to value");
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& kv : v) {
+      std::string key = kv.first.as<std::string>();
+      out.emplace_back(key, text(kv.second, field + "." + key));
+    }
+    return out;
+  }
+
+  static bool valid_url(std::string_view url) {
+    constexpr std::string_view kScheme = "http://";
+    if (!url.starts_with(kScheme)) return false;
+    std::string_view rest = url.substr(kScheme.size());
+    size_t slash = rest.find('/');
+    std::string_view hostport = rest.substr(0, slash);
+    size_t colon = hostport.rfind(':');
+    if (colon == std::string_view::npos || colon == 0 || colon + 1 == hostport.size()) {
+      return false;
+    }
+    for (char ch : hostport.substr(colon + 1)) {
+      if (ch < '0' || ch > '9') return false;
+    }
+    return slash == std::string_view::npos || rest.substr(slash) == "/";
+  }
+
+ private:
+  std::string file_;
+  std::filesystem::path dir_;
+};
+
+}  // namespace
+
+const ModelConfig* GatewayConfig::find_model(std::string_view name) const {
+  for (const ModelConfig& m : models) {
+    if (m.name == name) return &m;
+    for (const std::string& a : m.aliases) {
+      if (a == name) return &m;
+    }
+  }
+  return nullptr;
+}
+
+const PoolConfig* GatewayConfig::find_pool(std::string_view name) const {
+  for (const PoolConfig& p : pools) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+Result<GatewayConfig> parse_gateway_config(std::string_view yaml, std::string_view file) {
+  Parser parser(file);
+  try {
+    YAML::Node root = YAML::Load(std::string(yaml));
+    if (!root.IsMap()) return Error(fmt::format("{}: expected a YAML mapping", file));
+    return parser.parse(root);
+  } catch (const ConfigError& e) {
+    return Error(e.message);
+  } catch (const YAML::Exception& e) {
+    if (e.mark.is_null()) return Error(fmt::format("{}: {}", file, e.msg));
+    return Error(fmt::format("{}:{}:{}: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+}
+
+Result<GatewayConfig> load_gateway_config(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Error(fmt::format("{}: cannot open", file));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_gateway_config(ss.str(), file);
+}
+
+}  // namespace kvgate::gateway

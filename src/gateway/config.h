@@ -1,0 +1,106 @@
+// GatewayConfig: everything `kvgate serve` reads from its YAML file, parsed and validated
+// once at start into an immutable value (Envoy's habit: one shared config, cheap
+// per-request objects built from it).
+//
+// Every error names the file, the line and the field at fault:
+//   "fleet.yaml:12:7: pools.main.endpoints[1].url: expected http://host:port"
+// Relative paths in the file (keys file, tokenizer, TLS certificate and key) are
+// resolved against the config file's directory.
+//
+//   Result<GatewayConfig> config = load_gateway_config("examples/local-fleet.yaml");
+//   if (!config) { fmt::print(stderr, "{}\n", config.error()); return 2; }
+//
+// The format is documented in docs/gateway.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/common/result.h"
+#include "core/route/config.h"
+#include "core/route/endpoint.h"
+
+namespace kvgate::gateway {
+
+struct TlsConfig {
+  std::string cert_file;  // PEM certificate chain
+  std::string key_file;   // PEM private key
+};
+
+struct ListenerConfig {
+  std::string address = "127.0.0.1";
+  uint16_t port = 8080;  // 0: an ephemeral port (printed at start)
+  std::optional<TlsConfig> tls;
+};
+
+struct TimeoutConfig {
+  std::chrono::milliseconds header{10'000};           // a client must send its request head and
+                                                      // body within this (slow-client guard)
+  std::chrono::milliseconds idle{60'000};             // keep-alive between requests
+  std::chrono::milliseconds connect{2'000};           // to an upstream endpoint
+  std::chrono::milliseconds upstream_header{60'000};  // until the upstream's response head
+  std::chrono::milliseconds stream{600'000};          // a whole streamed response (LLM answers
+                                                      // stream for minutes)
+  std::chrono::milliseconds drain{30'000};            // on SIGTERM, how long streams may finish
+};
+
+struct LimitConfig {
+  size_t max_header_bytes = 16 * 1024;
+  size_t max_body_bytes = 8 * 1024 * 1024;
+};
+
+struct RetryConfig {
+  int max_attempts = 3;  // endpoints tried per request before any byte reached the client
+};
+
+// Per endpoint: after `failures` consecutive failures the endpoint is taken out for
+// `open_for`, then one request probes it; a success closes the breaker.
+struct BreakerConfig {
+  int failures = 5;
+  std::chrono::milliseconds open_for{5'000};
+};
+
+struct PoolConfig {
+  std::string name;
+  std::vector<route::EndpointSpec> endpoints;
+  route::RouterConfig router;      // policy and its params, filters, overlap, block size
+  std::string tokenizer_file;      // tokenizer.json; empty: route on a byte-level fallback
+  std::string chat_template_file;  // tokenizer_config.json (optional)
+};
+
+// A model name clients send; resolves to a pool. Aliases resolve to the same pool, and
+// the upstream sees `served_name` (what the engines call the model).
+struct ModelConfig {
+  std::string name;
+  std::vector<std::string> aliases;
+  std::string pool;
+  std::string served_name;  // defaults to name
+};
+
+struct GatewayConfig {
+  std::string file;  // where it was loaded from
+  std::vector<ListenerConfig> listeners;
+  std::string keys_file;  // empty: no authentication (every request is tenant "anonymous")
+  TimeoutConfig timeouts;
+  LimitConfig limits;
+  RetryConfig retries;
+  BreakerConfig breaker;
+  int threads = 2;  // I/O threads
+  std::vector<PoolConfig> pools;
+  std::vector<ModelConfig> models;
+
+  // The model (by name or alias), or nullptr.
+  const ModelConfig* find_model(std::string_view name) const;
+  const PoolConfig* find_pool(std::string_view name) const;
+};
+
+// Parses YAML text; `file` names it in errors and anchors relative paths.
+Result<GatewayConfig> parse_gateway_config(std::string_view yaml, std::string_view file);
+// Reads and parses a file.
+Result<GatewayConfig> load_gateway_config(const std::string& file);
+
+}  // namespace kvgate::gateway

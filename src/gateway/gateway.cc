@@ -1,0 +1,519 @@
+// GCC 12 reports a false -Wmismatched-new-delete on Asio coroutine frames (GCC bug 109224).
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+#include "gateway/gateway.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <boost/algorithm/string/predicate.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+#include <charconv>
+#include <thread>
+
+#include "gateway/keys.h"
+#include "gateway/openai_request.h"
+#include "gateway/pool_runtime.h"
+#include "gateway/sse_tap.h"
+#include "io/http_server.h"
+#include "io/upstream_client.h"
+
+namespace kvgate::gateway {
+namespace asio = boost::asio;
+using io::HttpRequest;
+using io::HttpResponse;
+using io::ResponseStream;
+
+namespace {
+
+// A client this far behind on a stream makes the proxy wait for it (backpressure
+// towards the engine) instead of queueing more.
+constexpr size_t kMaxPendingBytes = 64 * 1024;
+
+HttpResponse json_error(int status, std::string_view message, std::string_view param = {},
+                        std::string_view code = {}) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "application/json";
+  r.body = openai_error_json(status, message, param, code);
+  return r;
+}
+
+std::string_view error_kind_name(io::UpstreamErrorKind kind) {
+  switch (kind) {
+    case io::UpstreamErrorKind::kConnect:
+      return "connect";
+    case io::UpstreamErrorKind::kTimeout:
+      return "timeout";
+    case io::UpstreamErrorKind::kClosed:
+      return "closed";
+    case io::UpstreamErrorKind::kProtocol:
+      return "protocol";
+  }
+  return "unknown";
+}
+
+// Writes `chunk` and resumes once it is on the socket (or the stream closed).
+asio::awaitable<void> write_and_wait(ResponseStream& stream, std::string chunk) {
+  co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
+      [&stream, chunk = std::move(chunk)](auto handler) mutable {
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        stream.write(std::move(chunk), [h]() {
+          auto ex = asio::get_associated_executor(*h);
+          asio::post(ex, std::move(*h));
+        });
+      },
+      asio::use_awaitable);
+}
+
+double seconds_since(Nanos t0) { return to_seconds(monotonic_now() - t0); }
+
+}  // namespace
+
+struct Gateway::Impl {
+  GatewayConfig config;
+  std::optional<KeyStore> keys;
+  GatewayMetrics metrics;
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::vector<std::thread> threads;
+  std::unique_ptr<io::UpstreamClient> upstream;
+  std::vector<std::unique_ptr<PoolRuntime>> pools;
+  std::vector<std::unique_ptr<io::HttpServer>> servers;
+  std::atomic<bool> draining{false};
+  std::atomic<bool> stopped{false};
+  std::atomic<uint64_t> next_request_id{1};
+  std::string models_json;
+
+  PoolRuntime* pool_named(std::string_view name) {
+    for (auto& p : pools) {
+      if (p->name() == name) return p.get();
+    }
+    return nullptr;
+  }
+
+  void handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream);
+  void handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream, ApiKind kind,
+                        Nanos received);
+  asio::awaitable<void> proxy(struct ProxyCall call);
+  void stop_all();
+};
+
+struct ProxyCall {
+  std::shared_ptr<ResponseStream> stream;
+  std::string body;  // already rewritten for the upstream
+  std::string target;
+  std::string original_body;
+  ApiKind kind;
+  InspectedRequest request;
+  const ModelConfig* model;
+  PoolRuntime* pool;
+  std::string tenant;
+  route::Criticality criticality;
+  Nanos received;
+};
+
+void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream) {
+  const Nanos received = monotonic_now();
+  const std::string& path = req.path;
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  if (path == "/health") {
+    if (!get) return stream->respond(json_error(405, "Method not allowed"));
+    return stream->respond(HttpResponse{200, "application/json", {}, "{\"status\":\"ok\"}"});
+  }
+  if (path == "/ready") {
+    if (!get) return stream->respond(json_error(405, "Method not allowed"));
+    if (draining.load()) {
+      return stream->respond(
+          HttpResponse{503, "application/json", {}, "{\"status\":\"draining\"}"});
+    }
+    return stream->respond(HttpResponse{200, "application/json", {}, "{\"status\":\"ready\"}"});
+  }
+  if (path == "/metrics") {
+    if (!get) return stream->respond(json_error(405, "Method not allowed"));
+    return stream->respond(
+        HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", {}, metrics.render()});
+  }
+  const bool is_chat = path == "/v1/chat/completions";
+  const bool is_completion = path == "/v1/completions";
+  const bool is_models = path == "/v1/models";
+  if (!is_chat && !is_completion && !is_models) {
+    return stream->respond(json_error(404, fmt::format("Not found: {} {}", req.method, path)));
+  }
+  if (is_models ? !get : req.method != "POST") {
+    return stream->respond(
+        json_error(405, fmt::format("Method {} not allowed on {}", req.method, path)));
+  }
+  if (is_models) {
+    if (keys) {
+      const std::string* auth = req.header("authorization");
+      if (!auth || !keys->authenticate_header(*auth)) {
+        return stream->respond(
+            json_error(401, "Invalid or missing API key", {}, "invalid_api_key"));
+      }
+    }
+    return stream->respond(HttpResponse{200, "application/json", {}, models_json});
+  }
+  handle_inference(std::move(req), std::move(stream),
+                   is_chat ? ApiKind::kChat : ApiKind::kCompletion, received);
+}
+
+void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
+                                     ApiKind kind, Nanos received) {
+  std::string tenant_name = "anonymous";
+  const Tenant* tenant = nullptr;
+  auto reject = [&](int status, HttpResponse r, std::string_view model = {},
+                    std::string_view pool = {}) {
+    metrics.request_done(model, pool, tenant_name, status, seconds_since(received));
+    stream->respond(std::move(r));
+  };
+  if (keys) {
+    const std::string* auth = req.header("authorization");
+    if (!auth) {
+      return reject(401, json_error(401,
+                                    "You didn't provide an API key. Send it as "
+                                    "'Authorization: Bearer <key>'.",
+                                    {}, "invalid_api_key"));
+    }
+    tenant = keys->authenticate_header(*auth);
+    if (!tenant) {
+      return reject(401, json_error(401, "Incorrect API key provided.", {}, "invalid_api_key"));
+    }
+    tenant_name = tenant->name;
+  }
+  if (draining.load()) {
+    return reject(503, json_error(503, "The gateway is shutting down"));
+  }
+  Inspection inspection = inspect_request(req.body, kind);
+  if (inspection.error) {
+    const RequestError& e = *inspection.error;
+    return reject(e.status, json_error(e.status, e.message, e.param));
+  }
+  const ModelConfig* model = config.find_model(inspection.request.model);
+  if (!model) {
+    return reject(
+        404, json_error(404, fmt::format("The model '{}' does not exist", inspection.request.model),
+                        "model", "model_not_found"));
+  }
+  if (tenant && !tenant->allows(model->name)) {
+    return reject(403,
+                  json_error(403, fmt::format("This key may not use the model '{}'", model->name),
+                             "model", "model_not_allowed"),
+                  model->name);
+  }
+  int priority = tenant ? tenant->priority : 0;
+  if (const std::string* p = req.header("x-kvgate-priority");
+      p && tenant && tenant->may_set_priority) {
+    int v = 0;
+    auto [end, ec] = std::from_chars(p->data(), p->data() + p->size(), v);
+    if (ec == std::errc() && end == p->data() + p->size()) priority = v;
+  }
+  ProxyCall call;
+  call.stream = std::move(stream);
+  call.target = req.path;
+  call.body = rewrite_request(req.body, model->served_name, inspection.request.stream);
+  call.original_body = std::move(req.body);
+  call.kind = kind;
+  call.request = std::move(inspection.request);
+  call.model = model;
+  call.pool = pool_named(model->pool);
+  call.tenant = tenant_name;
+  call.criticality = route::criticality_from_priority(priority);
+  call.received = received;
+  asio::co_spawn(io, proxy(std::move(call)), asio::detached);
+}
+
+asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
+  metrics.request_started();
+  PoolRuntime& pool = *call.pool;
+  const std::string& model = call.model->name;
+  int final_status = 0;
+  auto respond = [&](int status, HttpResponse r) {
+    final_status = status;
+    call.stream->respond(std::move(r));
+  };
+
+  std::vector<kv::BlockKey> keys;
+  uint32_t prompt_tokens = 0;
+  pool.keys_for(call.request, call.original_body, call.kind, call.model->served_name, keys,
+                prompt_tokens);
+  route::RouteRequest rr;
+  rr.id = next_request_id.fetch_add(1);
+  rr.keys = keys;
+  rr.prompt_tokens = prompt_tokens;
+  rr.expected_output_tokens = call.request.max_tokens;
+  rr.criticality = call.criticality;
+
+  io::UpstreamRequest up;
+  up.method = "POST";
+  up.target = call.target;
+  up.headers = {{"Content-Type", "application/json"},
+                {"Accept", call.request.stream ? "text/event-stream" : "application/json"}};
+  up.body = std::move(call.body);
+
+  std::vector<route::EndpointId> excluded;
+  std::unique_ptr<io::UpstreamExchange> exchange;
+  std::optional<EndpointAddress> endpoint;
+  std::string last_error = "no endpoint available";
+  const int attempts = config.retries.max_attempts;
+  for (int attempt = 0; attempt < attempts && !exchange; ++attempt) {
+    Pick pick = co_await pool.pick(rr, excluded);
+    if (!pick.decision.accepted()) {
+      if (attempt > 0) break;  // retries exhausted the healthy endpoints: 502 below
+      int status = route::http_status(pick.decision.reason);
+      std::string reason(route::to_string(pick.decision.reason));
+      HttpResponse r =
+          json_error(status, fmt::format("Request not routed: {}", reason), {}, reason);
+      r.headers.push_back({"x-kvgate-reject-reason", reason});
+      respond(status, std::move(r));
+      break;
+    }
+    endpoint = pick.endpoint;
+    if (attempt > 0) metrics.retry(pool.name());
+    auto result = co_await upstream->send(endpoint->host, endpoint->port, up);
+    if (!result) {
+      last_error = result.error().message;
+      metrics.upstream_error(pool.name(), endpoint->url, error_kind_name(result.error().kind));
+      pool.finished(rr.id, false);
+      pool.endpoint_result(endpoint->id, false);
+      excluded.push_back(endpoint->id);
+      continue;
+    }
+    if ((*result)->status() == 503) {
+      // Overloaded or starting: nothing reached the client yet, try another endpoint.
+      (void)co_await (*result)->read_all(config.timeouts.upstream_header, 1 << 20);
+      last_error = fmt::format("{} answered 503", endpoint->url);
+      metrics.upstream_error(pool.name(), endpoint->url, "status_503");
+      pool.finished(rr.id, false);
+      pool.endpoint_result(endpoint->id, false);
+      excluded.push_back(endpoint->id);
+      continue;
+    }
+    exchange = std::move(*result);
+  }
+
+  if (!exchange) {
+    if (final_status == 0) {
+      respond(502, json_error(502, fmt::format("Upstream failed: {}", last_error), {},
+                              "upstream_unavailable"));
+    }
+  } else if (!call.request.stream || exchange->status() != 200) {
+    // Whole response (or an engine error on a stream request): read it, pass it on.
+    std::string content_type = "application/json";
+    for (const auto& [name, value] : exchange->headers()) {
+      if (boost::iequals(name, "content-type")) content_type = value;
+    }
+    auto body = co_await exchange->read_all(config.timeouts.stream, 64 << 20);
+    if (!body) {
+      metrics.upstream_error(pool.name(), endpoint->url, error_kind_name(body.error().kind));
+      pool.finished(rr.id, false);
+      pool.endpoint_result(endpoint->id, false);
+      respond(502,
+              json_error(502, "Upstream failed: " + body.error().message, {}, "upstream_error"));
+    } else {
+      pool.first_token(rr.id);
+      pool.finished(rr.id, true);
+      pool.endpoint_result(endpoint->id, true);
+      if (exchange->status() == 200) {
+        metrics.ttft(model, seconds_since(call.received));
+        Usage u = parse_usage(*body);
+        if (u.seen) {
+          metrics.tokens(model, call.tenant, u.prompt_tokens, u.completion_tokens, u.cached_tokens);
+        }
+      }
+      HttpResponse r{exchange->status(),
+                     content_type,
+                     {{"x-kvgate-endpoint", endpoint->url}},
+                     std::move(*body)};
+      respond(exchange->status(), std::move(r));
+    }
+  } else {
+    // Stream: pass events through as they arrive.
+    metrics.stream_started();
+    final_status = 200;
+    call.stream->start(200, "text/event-stream",
+                       {{"Cache-Control", "no-cache"}, {"x-kvgate-endpoint", endpoint->url}});
+    SseTap tap(/*strip_usage_chunk=*/!call.request.client_wants_usage);
+    const Nanos deadline =
+        call.received +
+        std::chrono::duration_cast<std::chrono::nanoseconds>(config.timeouts.stream).count();
+    Nanos last_token = 0;
+    bool ok = false;
+    std::string out;
+    while (true) {
+      if (call.stream->closed()) break;  // the client went away
+      Nanos left = deadline - monotonic_now();
+      if (left <= 0) {
+        out =
+            "data: " + openai_error_json(504, "The stream exceeded the gateway's stream timeout") +
+            "\n\ndata: [DONE]\n\n";
+        call.stream->write(std::move(out));
+        metrics.upstream_error(pool.name(), endpoint->url, "timeout");
+        break;
+      }
+      auto piece = co_await exchange->read_some(
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds(left)) +
+          std::chrono::milliseconds(1));
+      if (!piece) {
+        // Bytes already reached the client: end the stream with an error event.
+        metrics.upstream_error(pool.name(), endpoint->url, error_kind_name(piece.error().kind));
+        pool.endpoint_result(endpoint->id, false);
+        out = "data: " +
+              openai_error_json(502,
+                                "The upstream engine failed mid-stream: " + piece.error().message,
+                                {}, "upstream_error") +
+              "\n\ndata: [DONE]\n\n";
+        call.stream->write(std::move(out));
+        break;
+      }
+      if (piece->empty()) {
+        ok = true;
+        break;
+      }
+      out.clear();
+      SseTap::Step step = tap.feed(*piece, out);
+      if (step.token_events > 0) {
+        Nanos now = monotonic_now();
+        if (last_token == 0) {
+          metrics.ttft(model, to_seconds(now - call.received));
+          pool.first_token(rr.id);
+        } else {
+          metrics.itl(model, to_seconds(now - last_token));
+        }
+        for (size_t i = 1; i < step.token_events; ++i) metrics.itl(model, 0);
+        last_token = now;
+      }
+      if (out.empty()) continue;
+      if (call.stream->pending_bytes() > kMaxPendingBytes) {
+        co_await write_and_wait(*call.stream, std::move(out));
+      } else {
+        call.stream->write(std::move(out));
+      }
+      out = std::string();
+    }
+    call.stream->finish();
+    if (ok) pool.endpoint_result(endpoint->id, true);
+    pool.finished(rr.id, ok);
+    const Usage& u = tap.usage();
+    if (u.seen) {
+      metrics.tokens(model, call.tenant, u.prompt_tokens, u.completion_tokens, u.cached_tokens);
+    }
+    metrics.stream_ended();
+  }
+  metrics.request_done(model, pool.name(), call.tenant, final_status, seconds_since(call.received));
+  metrics.request_ended();
+}
+
+void Gateway::Impl::stop_all() {
+  if (stopped.exchange(true)) return;
+  for (auto& s : servers) s->stop(std::chrono::milliseconds(0));
+  work.reset();
+  upstream->close_idle();
+  io.stop();
+  for (auto& t : threads) {
+    if (t.joinable()) t.join();
+  }
+}
+
+Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Gateway::~Gateway() { impl_->stop_all(); }
+
+Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = std::move(config);
+  const GatewayConfig& c = impl->config;
+  for (const ListenerConfig& l : c.listeners) {
+    if (l.tls) {
+      return Error(fmt::format("{}: listener {}:{}: TLS listeners are not supported yet", c.file,
+                               l.address, l.port));
+    }
+  }
+  if (!c.keys_file.empty()) {
+    auto keys = KeyStore::load(c.keys_file);
+    if (!keys) return Error(keys.error());
+    impl->keys = std::move(*keys);
+  }
+  impl->upstream = std::make_unique<io::UpstreamClient>(
+      impl->io.get_executor(), io::UpstreamOptions{.connect_timeout = c.timeouts.connect,
+                                                   .head_timeout = c.timeouts.upstream_header});
+  for (const PoolConfig& p : c.pools) {
+    auto pool = PoolRuntime::create(p, c.breaker, impl->io.get_executor(), impl->metrics);
+    if (!pool) return Error(pool.error());
+    impl->pools.push_back(std::move(*pool));
+  }
+  {
+    boost::json::array data;
+    for (const ModelConfig& m : c.models) {
+      for (const std::string* name : [&] {
+             std::vector<const std::string*> names{&m.name};
+             for (const auto& a : m.aliases) names.push_back(&a);
+             return names;
+           }()) {
+        data.push_back(boost::json::object{{"id", *name},
+                                           {"object", "model"},
+                                           {"created", 0},
+                                           {"owned_by", "kvgate"},
+                                           {"root", m.served_name}});
+      }
+    }
+    impl->models_json =
+        boost::json::serialize(boost::json::object{{"object", "list"}, {"data", std::move(data)}});
+  }
+  impl->work.emplace(impl->io.get_executor());
+  for (int i = 0; i < c.threads; ++i) {
+    impl->threads.emplace_back([io = &impl->io] { io->run(); });
+  }
+  Impl* self = impl.get();
+  for (const ListenerConfig& l : c.listeners) {
+    io::HttpServerOptions opts;
+    opts.address = l.address;
+    opts.port = l.port;
+    opts.threads = c.threads;
+    opts.max_header_bytes = c.limits.max_header_bytes;
+    opts.max_body_bytes = c.limits.max_body_bytes;
+    opts.idle_timeout = std::min(c.timeouts.header, c.timeouts.idle);
+    auto server = io::HttpServer::start(
+        opts, [self](HttpRequest&& req, std::shared_ptr<ResponseStream> stream) {
+          self->handle(std::move(req), std::move(stream));
+        });
+    if (!server) {
+      impl->stop_all();
+      return Error(fmt::format("listener {}:{}: {}", l.address, l.port, server.error()));
+    }
+    impl->servers.push_back(std::move(*server));
+  }
+  return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
+}
+
+std::vector<uint16_t> Gateway::ports() const {
+  std::vector<uint16_t> out;
+  for (const auto& s : impl_->servers) out.push_back(s->port());
+  return out;
+}
+
+void Gateway::drain() {
+  if (impl_->draining.exchange(true)) return;
+  spdlog::info("draining: waiting up to {} ms for {} stream(s)",
+               impl_->config.timeouts.drain.count(), impl_->metrics.active_streams());
+  // Each server stops accepting at once and gives its responses in flight the grace time.
+  std::vector<std::thread> stoppers;
+  for (auto& s : impl_->servers) {
+    stoppers.emplace_back([&s, grace = impl_->config.timeouts.drain] { s->stop(grace); });
+  }
+  for (auto& t : stoppers) t.join();
+  impl_->stop_all();
+}
+
+bool Gateway::draining() const { return impl_->draining.load(); }
+
+GatewayMetrics& Gateway::metrics() { return impl_->metrics; }
+
+}  // namespace kvgate::gateway

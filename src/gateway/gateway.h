@@ -1,0 +1,53 @@
+// Gateway: the running `kvgate serve` data plane.
+//
+// Wires the parsed GatewayConfig to the HTTP server (io/http_server.h), the API keys
+// (keys.h), one PoolRuntime per pool (router on its strand), the upstream connection
+// pool (io/upstream_client.h) and the metrics (metrics.h). A request's way:
+// auth -> body check -> model -> pool -> tokenize -> route -> proxy (retried on another
+// endpoint before any byte reached the client) -> usage, TTFT/ITL -> router lifecycle.
+//
+//   auto gw = Gateway::start(*config);
+//   if (!gw) ...;
+//   uint16_t port = (*gw)->ports()[0];
+//   ...
+//   (*gw)->drain();   // SIGTERM: /ready 503, stop accepting, let streams finish
+//
+// Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
+// GET /health, GET /ready, GET /metrics.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/common/result.h"
+#include "gateway/config.h"
+#include "gateway/metrics.h"
+
+namespace kvgate::gateway {
+
+class Gateway {
+ public:
+  static Result<std::unique_ptr<Gateway>> start(GatewayConfig config);
+  ~Gateway();
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  // The bound port of each listener, in config order.
+  std::vector<uint16_t> ports() const;
+  // Graceful shutdown: /ready answers 503, listeners stop accepting, responses in flight
+  // (streams included) get up to timeouts.drain to finish, then everything stops.
+  // Idempotent; returns when done.
+  void drain();
+  bool draining() const;
+
+  GatewayMetrics& metrics();
+
+  struct Impl;
+
+ private:
+  explicit Gateway(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvgate::gateway

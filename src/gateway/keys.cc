@@ -1,0 +1,272 @@
+#include "gateway/keys.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <sys/file.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+
+namespace kvgate::gateway {
+namespace {
+
+std::optional<KeyDigest> from_hex(std::string_view hex) {
+  if (hex.size() != 64) return std::nullopt;
+  KeyDigest d{};
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < 32; ++i) {
+    int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    d[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return d;
+}
+
+std::string where(std::string_view file, const YAML::Node& node) {
+  YAML::Mark m = node.Mark();
+  if (m.is_null()) return std::string(file);
+  return fmt::format("{}:{}:{}", file, m.line + 1, m.column + 1);
+}
+
+}  // namespace
+
+bool Tenant::allows(std::string_view model) const {
+  if (models.empty()) return true;
+  for (const std::string& m : models) {
+    if (m == model) return true;
+  }
+  return false;
+}
+
+KeyDigest sha256(std::string_view data) {
+  KeyDigest d{};
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), d.data(), &len, EVP_sha256(), nullptr);
+  return d;
+}
+
+std::string to_hex(const KeyDigest& digest) {
+  std::string out;
+  out.reserve(64);
+  for (uint8_t b : digest) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+Result<std::string> generate_key() {
+  uint8_t bytes[24];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) return Error("RAND_bytes failed");
+  std::string key = "kvg-";
+  for (uint8_t b : bytes) key += fmt::format("{:02x}", b);
+  OPENSSL_cleanse(bytes, sizeof bytes);
+  return key;
+}
+
+Result<KeyStore> KeyStore::parse(std::string_view yaml, std::string_view file) {
+  KeyStore store;
+  try {
+    YAML::Node root = YAML::Load(std::string(yaml));
+    if (root.IsNull()) return store;  // an empty file: no keys yet
+    if (!root.IsMap() || !root["keys"]) {
+      return Error(fmt::format("{}: keys: expected a mapping with a 'keys' list", file));
+    }
+    YAML::Node keys = root["keys"];
+    if (keys.IsNull()) return store;
+    if (!keys.IsSequence())
+      return Error(fmt::format("{}: keys: expected a list", where(file, keys)));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const YAML::Node& k = keys[i];
+      std::string field = fmt::format("keys[{}]", i);
+      if (!k.IsMap())
+        return Error(fmt::format("{}: {}: expected a mapping", where(file, k), field));
+      for (const auto& kv : k) {
+        std::string name = kv.first.as<std::string>();
+        if (name != "sha256" && name != "tenant" && name != "models" && name != "priority" &&
+            name != "may_set_priority" && name != "limits") {
+          return Error(fmt::format("{}: {}.{}: unknown field", where(file, kv.first), field, name));
+        }
+      }
+      Entry e;
+      if (!k["sha256"] || !k["sha256"].IsScalar()) {
+        return Error(fmt::format("{}: {}.sha256: missing", where(file, k), field));
+      }
+      auto digest = from_hex(k["sha256"].Scalar());
+      if (!digest) {
+        return Error(
+            fmt::format("{}: {}.sha256: expected 64 hex digits", where(file, k["sha256"]), field));
+      }
+      e.digest = *digest;
+      if (!k["tenant"] || !k["tenant"].IsScalar() || k["tenant"].Scalar().empty()) {
+        return Error(fmt::format("{}: {}.tenant: missing", where(file, k), field));
+      }
+      e.tenant.name = k["tenant"].Scalar();
+      if (auto m = k["models"]) {
+        if (!m.IsSequence()) {
+          return Error(fmt::format("{}: {}.models: expected a list", where(file, m), field));
+        }
+        for (const auto& x : m) e.tenant.models.push_back(x.as<std::string>());
+      }
+      if (auto p = k["priority"]) e.tenant.priority = p.as<int>();
+      if (auto p = k["may_set_priority"]) e.tenant.may_set_priority = p.as<bool>();
+      if (auto l = k["limits"]) {
+        if (!l.IsMap()) {
+          return Error(fmt::format("{}: {}.limits: expected a mapping", where(file, l), field));
+        }
+        for (const auto& kv : l) {
+          std::string name = kv.first.as<std::string>();
+          if (name == "tokens_per_minute") {
+            e.tenant.limits.tokens_per_minute = kv.second.as<uint64_t>();
+          } else if (name == "requests_per_minute") {
+            e.tenant.limits.requests_per_minute = kv.second.as<uint64_t>();
+          } else {
+            return Error(
+                fmt::format("{}: {}.limits.{}: unknown field", where(file, kv.first), field, name));
+          }
+        }
+      }
+      store.entries_.push_back(std::move(e));
+    }
+  } catch (const YAML::Exception& e) {
+    if (e.mark.is_null()) return Error(fmt::format("{}: {}", file, e.msg));
+    return Error(fmt::format("{}:{}:{}: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  return store;
+}
+
+Result<KeyStore> KeyStore::load(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Error(fmt::format("{}: cannot open", file));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), file);
+}
+
+const Tenant* KeyStore::authenticate(std::string_view key) const {
+  if (key.empty()) return nullptr;
+  KeyDigest d = sha256(key);
+  const Tenant* found = nullptr;
+  // Every entry is compared, matched or not, so the time does not depend on which one.
+  for (const Entry& e : entries_) {
+    bool equal = CRYPTO_memcmp(d.data(), e.digest.data(), d.size()) == 0;
+    if (equal && found == nullptr) found = &e.tenant;
+  }
+  return found;
+}
+
+const Tenant* KeyStore::authenticate_header(std::string_view authorization) const {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization.size() <= kBearer.size()) return nullptr;
+  for (size_t i = 0; i < kBearer.size(); ++i) {
+    char c = authorization[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    char want = kBearer[i];
+    if (want >= 'A' && want <= 'Z') want = static_cast<char>(want - 'A' + 'a');
+    if (c != want) return nullptr;
+  }
+  std::string_view key = authorization.substr(kBearer.size());
+  while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
+  while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.remove_suffix(1);
+  return authenticate(key);
+}
+
+namespace {
+
+struct AddOptions {
+  std::string tenant;
+  std::vector<std::string> models;
+  int priority = 0;
+  bool may_set_priority = false;
+  std::string file;
+};
+
+int run_add(const AddOptions& o) {
+  // Refuse to append to a file that does not parse: the result would not load either.
+  {
+    std::ifstream in(o.file, std::ios::binary);
+    if (in) {
+      std::stringstream ss;
+      ss << in.rdbuf();
+      auto existing = KeyStore::parse(ss.str(), o.file);
+      if (!existing) {
+        fmt::print(stderr, "kvgate keys add: {}\n", existing.error());
+        return 2;
+      }
+    }
+  }
+  auto key = generate_key();
+  if (!key) {
+    fmt::print(stderr, "kvgate keys add: {}\n", key.error());
+    return 1;
+  }
+  YAML::Emitter out;
+  out << YAML::BeginSeq << YAML::BeginMap;
+  out << YAML::Key << "sha256" << YAML::Value << to_hex(sha256(*key));
+  out << YAML::Key << "tenant" << YAML::Value << o.tenant;
+  if (!o.models.empty()) {
+    out << YAML::Key << "models" << YAML::Value << YAML::Flow << o.models;
+  }
+  out << YAML::Key << "priority" << YAML::Value << o.priority;
+  if (o.may_set_priority) out << YAML::Key << "may_set_priority" << YAML::Value << true;
+  out << YAML::EndMap << YAML::EndSeq;
+
+  int fd = ::open(o.file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  if (fd < 0) {
+    fmt::print(stderr, "kvgate keys add: {}: cannot open for writing\n", o.file);
+    return 1;
+  }
+  ::flock(fd, LOCK_EX);
+  std::string text;
+  if (::lseek(fd, 0, SEEK_END) == 0) text = "keys:\n";
+  // Indent the emitted list item under `keys:`.
+  std::string item = out.c_str();
+  std::string indented = "  ";
+  for (char c : item) {
+    indented += c;
+    if (c == '\n') indented += "  ";
+  }
+  text += indented + "\n";
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (!ok) {
+    fmt::print(stderr, "kvgate keys add: {}: write failed\n", o.file);
+    return 1;
+  }
+  // The key itself goes to stdout once; it is stored nowhere.
+  fmt::print("{}\n", *key);
+  fmt::print(stderr, "added a key for tenant '{}' to {} (only its SHA-256 is stored)\n", o.tenant,
+             o.file);
+  return 0;
+}
+
+}  // namespace
+
+void add_keys_command(CLI::App& app) {
+  CLI::App* keys = app.add_subcommand("keys", "Manage the gateway's API keys file");
+  keys->require_subcommand(1);
+  auto opts = std::make_shared<AddOptions>();
+  CLI::App* add = keys->add_subcommand(
+      "add", "Generate a new API key for a tenant, print it once, store only its SHA-256");
+  add->add_option("--tenant", opts->tenant, "Tenant the key belongs to")->required();
+  add->add_option("--models", opts->models, "Models the tenant may use (default: all)");
+  add->add_option("--priority", opts->priority, "Default priority (>0 critical, <0 sheddable)");
+  add->add_flag("--may-set-priority", opts->may_set_priority,
+                "Let the tenant override its priority with the x-kvgate-priority header");
+  add->add_option("--file", opts->file, "Keys file (YAML), created when absent")->required();
+  add->callback([opts] { cli::set_exit_code(run_add(*opts)); });
+}
+
+}  // namespace kvgate::gateway

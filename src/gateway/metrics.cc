@@ -1,0 +1,176 @@
+#include "gateway/metrics.h"
+
+#include "core/metrics/prometheus_text.h"
+
+namespace kvgate::gateway {
+namespace {
+
+// Latency buckets in seconds: from 1 ms (a cached short prompt) to minutes.
+const std::vector<double>& ttft_bounds() {
+  static const std::vector<double> b{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
+                                     0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
+  return b;
+}
+const std::vector<double>& itl_bounds() {
+  static const std::vector<double> b{0.001, 0.005, 0.01,  0.015, 0.02, 0.025, 0.03,
+                                     0.04,  0.05,  0.075, 0.1,   0.15, 0.2,   0.3,
+                                     0.4,   0.5,   0.75,  1.0,   2.5};
+  return b;
+}
+const std::vector<double>& duration_bounds() {
+  static const std::vector<double> b{0.01, 0.05, 0.1,  0.25, 0.5,   1.0,   2.5,  5.0,
+                                     10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0};
+  return b;
+}
+
+metrics::Histogram& series(std::map<std::string, metrics::Histogram>& m, std::string_view key,
+                           const std::vector<double>& bounds) {
+  auto it = m.find(std::string(key));
+  if (it == m.end()) it = m.emplace(std::string(key), metrics::Histogram(bounds)).first;
+  return it->second;
+}
+
+}  // namespace
+
+void GatewayMetrics::request_done(std::string_view model, std::string_view pool,
+                                  std::string_view tenant, int status, double seconds) {
+  std::lock_guard lock(mu_);
+  ++requests_[Key4{model, pool, tenant, std::to_string(status)}];
+  if (!model.empty()) series(duration_, model, duration_bounds()).observe(seconds);
+}
+
+void GatewayMetrics::ttft(std::string_view model, double seconds) {
+  std::lock_guard lock(mu_);
+  series(ttft_, model, ttft_bounds()).observe(seconds);
+}
+
+void GatewayMetrics::itl(std::string_view model, double seconds) {
+  std::lock_guard lock(mu_);
+  series(itl_, model, itl_bounds()).observe(seconds);
+}
+
+void GatewayMetrics::tokens(std::string_view model, std::string_view tenant, uint64_t prompt,
+                            uint64_t completion, uint64_t cached) {
+  std::lock_guard lock(mu_);
+  TokenCounts& t = tokens_[Key2{model, tenant}];
+  t.prompt += prompt;
+  t.completion += completion;
+  t.cached += cached;
+}
+
+void GatewayMetrics::stream_started() {
+  std::lock_guard lock(mu_);
+  ++active_streams_;
+}
+void GatewayMetrics::stream_ended() {
+  std::lock_guard lock(mu_);
+  --active_streams_;
+}
+void GatewayMetrics::request_started() {
+  std::lock_guard lock(mu_);
+  ++active_requests_;
+}
+void GatewayMetrics::request_ended() {
+  std::lock_guard lock(mu_);
+  --active_requests_;
+}
+
+void GatewayMetrics::upstream_error(std::string_view pool, std::string_view endpoint,
+                                    std::string_view kind) {
+  std::lock_guard lock(mu_);
+  ++upstream_errors_[Key3{pool, endpoint, kind}];
+}
+
+void GatewayMetrics::retry(std::string_view pool) {
+  std::lock_guard lock(mu_);
+  ++retries_[std::string(pool)];
+}
+
+void GatewayMetrics::decision(std::string_view pool, std::string_view policy,
+                              std::string_view reason) {
+  std::lock_guard lock(mu_);
+  ++decisions_[Key3{pool, policy, reason}];
+}
+
+void GatewayMetrics::breaker(std::string_view pool, std::string_view endpoint, bool open) {
+  std::lock_guard lock(mu_);
+  breakers_[Key2{pool, endpoint}] = open;
+}
+
+int64_t GatewayMetrics::active_streams() const {
+  std::lock_guard lock(mu_);
+  return active_streams_;
+}
+
+std::string GatewayMetrics::render() const {
+  std::lock_guard lock(mu_);
+  metrics::PrometheusWriter w;
+  w.header("kvgate_requests_total", "Requests answered, by model, pool, tenant and status.",
+           "counter");
+  for (const auto& [k, v] : requests_) {
+    const auto& [model, pool, tenant, status] = k;
+    w.sample("kvgate_requests_total",
+             {{"model", model}, {"pool", pool}, {"tenant", tenant}, {"status", status}},
+             static_cast<double>(v));
+  }
+  auto histograms = [&](const char* name, const char* help,
+                        const std::map<std::string, metrics::Histogram>& m) {
+    w.header(name, help, "histogram");
+    for (const auto& [model, h] : m) w.histogram_series(name, {{"model", model}}, h.snapshot());
+  };
+  histograms("kvgate_time_to_first_token_seconds",
+             "Time from request received to the first token sent, as the client sees it.", ttft_);
+  histograms("kvgate_inter_token_latency_seconds", "Time between token events sent to the client.",
+             itl_);
+  histograms("kvgate_request_duration_seconds", "Time from request received to its end.",
+             duration_);
+  auto token_family = [&](const char* name, const char* help, uint64_t TokenCounts::*field) {
+    w.header(name, help, "counter");
+    for (const auto& [k, t] : tokens_) {
+      const auto& [model, tenant] = k;
+      w.sample(name, {{"model", model}, {"tenant", tenant}}, static_cast<double>(t.*field));
+    }
+  };
+  token_family("kvgate_prompt_tokens_total", "Prompt tokens, from the engines' usage.",
+               &TokenCounts::prompt);
+  token_family("kvgate_completion_tokens_total", "Completion tokens, from the engines' usage.",
+               &TokenCounts::completion);
+  token_family("kvgate_cached_tokens_total",
+               "Prompt tokens served from the engines' prefix cache (usage.prompt_tokens_details).",
+               &TokenCounts::cached);
+  w.gauge("kvgate_active_streams", "Streamed responses in progress.", {},
+          static_cast<double>(active_streams_));
+  w.gauge("kvgate_active_requests", "Requests in progress (streamed or not).", {},
+          static_cast<double>(active_requests_));
+  w.header("kvgate_upstream_errors_total",
+           "Failed upstream exchanges, by pool, endpoint and kind (connect, timeout, closed, "
+           "protocol, status_503).",
+           "counter");
+  for (const auto& [k, v] : upstream_errors_) {
+    const auto& [pool, endpoint, kind] = k;
+    w.sample("kvgate_upstream_errors_total",
+             {{"pool", pool}, {"endpoint", endpoint}, {"kind", kind}}, static_cast<double>(v));
+  }
+  w.header("kvgate_upstream_retries_total",
+           "Requests sent again to another endpoint before any byte reached the client.",
+           "counter");
+  for (const auto& [pool, v] : retries_) {
+    w.sample("kvgate_upstream_retries_total", {{"pool", pool}}, static_cast<double>(v));
+  }
+  w.header("kvgate_routing_decisions_total",
+           "Routing decisions by pool, policy and reason (ok or the rejection reason).", "counter");
+  for (const auto& [k, v] : decisions_) {
+    const auto& [pool, policy, reason] = k;
+    w.sample("kvgate_routing_decisions_total",
+             {{"pool", pool}, {"policy", policy}, {"reason", reason}}, static_cast<double>(v));
+  }
+  w.header("kvgate_circuit_breaker_open", "1 while an endpoint's circuit breaker is open.",
+           "gauge");
+  for (const auto& [k, open] : breakers_) {
+    const auto& [pool, endpoint] = k;
+    w.sample("kvgate_circuit_breaker_open", {{"pool", pool}, {"endpoint", endpoint}}, open ? 1 : 0);
+  }
+  return w.take();
+}
+
+}  // namespace kvgate::gateway

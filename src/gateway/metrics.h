@@ -1,0 +1,73 @@
+// GatewayMetrics: every metric `kvgate serve` exports on /metrics, declared in this one
+// place (names, help, labels, buckets) and rendered in Prometheus text format.
+//
+//   kvgate_requests_total{model,pool,tenant,status}        counter
+//   kvgate_time_to_first_token_seconds{model}              histogram (as the client sees it)
+//   kvgate_inter_token_latency_seconds{model}              histogram
+//   kvgate_request_duration_seconds{model}                 histogram
+//   kvgate_prompt_tokens_total{model,tenant}               counter (from usage)
+//   kvgate_completion_tokens_total{model,tenant}           counter
+//   kvgate_cached_tokens_total{model,tenant}               counter (prompt_tokens_details)
+//   kvgate_active_streams                                  gauge
+//   kvgate_active_requests                                 gauge
+//   kvgate_upstream_errors_total{pool,endpoint,kind}       counter
+//   kvgate_upstream_retries_total{pool}                    counter
+//   kvgate_routing_decisions_total{pool,policy,reason}     counter
+//   kvgate_circuit_breaker_open{pool,endpoint}             gauge
+//
+// Thread-safe (one mutex; updates are a few per request).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include "core/metrics/histogram.h"
+
+namespace kvgate::gateway {
+
+class GatewayMetrics {
+ public:
+  void request_done(std::string_view model, std::string_view pool, std::string_view tenant,
+                    int status, double seconds);
+  void ttft(std::string_view model, double seconds);
+  void itl(std::string_view model, double seconds);
+  void tokens(std::string_view model, std::string_view tenant, uint64_t prompt, uint64_t completion,
+              uint64_t cached);
+  void stream_started();
+  void stream_ended();
+  void request_started();
+  void request_ended();
+  void upstream_error(std::string_view pool, std::string_view endpoint, std::string_view kind);
+  void retry(std::string_view pool);
+  void decision(std::string_view pool, std::string_view policy, std::string_view reason);
+  void breaker(std::string_view pool, std::string_view endpoint, bool open);
+
+  int64_t active_streams() const;
+  // The Prometheus text exposition of everything above.
+  std::string render() const;
+
+ private:
+  using Key2 = std::tuple<std::string, std::string>;
+  using Key3 = std::tuple<std::string, std::string, std::string>;
+  using Key4 = std::tuple<std::string, std::string, std::string, std::string>;
+  struct TokenCounts {
+    uint64_t prompt = 0, completion = 0, cached = 0;
+  };
+
+  mutable std::mutex mu_;
+  std::map<Key4, uint64_t> requests_;
+  std::map<std::string, metrics::Histogram> ttft_, itl_, duration_;
+  std::map<Key2, TokenCounts> tokens_;
+  int64_t active_streams_ = 0;
+  int64_t active_requests_ = 0;
+  std::map<Key3, uint64_t> upstream_errors_;
+  std::map<std::string, uint64_t> retries_;
+  std::map<Key3, uint64_t> decisions_;
+  std::map<Key2, bool> breakers_;
+};
+
+}  // namespace kvgate::gateway

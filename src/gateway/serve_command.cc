@@ -1,0 +1,107 @@
+#include "gateway/serve_command.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/io_context.hpp>
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "gateway/config.h"
+#include "gateway/gateway.h"
+#include "gateway/keys.h"
+#include "gateway/metrics.h"
+#include "gateway/pool_runtime.h"
+
+namespace kvgate::gateway {
+namespace {
+
+struct ServeOptions {
+  std::string config;
+  bool check = false;
+  int port = -1;
+};
+
+int check(const GatewayConfig& config) {
+  if (!config.keys_file.empty()) {
+    auto keys = KeyStore::load(config.keys_file);
+    if (!keys) {
+      fmt::print(stderr, "{}\n", keys.error());
+      return 2;
+    }
+  }
+  // Tokenizers and chat templates load here too, as they would at start.
+  boost::asio::io_context io;
+  GatewayMetrics metrics;
+  for (const PoolConfig& p : config.pools) {
+    auto pool = PoolRuntime::create(p, config.breaker, io.get_executor(), metrics);
+    if (!pool) {
+      fmt::print(stderr, "{}: {}\n", config.file, pool.error());
+      return 2;
+    }
+  }
+  size_t endpoints = 0;
+  for (const PoolConfig& p : config.pools) endpoints += p.endpoints.size();
+  fmt::print("{}: ok ({} listener(s), {} pool(s), {} endpoint(s), {} model(s))\n", config.file,
+             config.listeners.size(), config.pools.size(), endpoints, config.models.size());
+  return 0;
+}
+
+int run(const ServeOptions& o) {
+  auto config = load_gateway_config(o.config);
+  if (!config) {
+    fmt::print(stderr, "{}\n", config.error());
+    return 2;
+  }
+  if (o.port >= 0 && !config->listeners.empty()) {
+    config->listeners[0].port = static_cast<uint16_t>(o.port);
+  }
+  if (o.check) return check(*config);
+
+  // Signals go to sigwait below, not to whichever thread happens to run.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::vector<std::string> addresses;
+  for (const ListenerConfig& l : config->listeners) addresses.push_back(l.address);
+  auto gateway = Gateway::start(std::move(*config));
+  if (!gateway) {
+    fmt::print(stderr, "kvgate serve: {}\n", gateway.error());
+    return 1;
+  }
+  auto ports = (*gateway)->ports();
+  for (size_t i = 0; i < ports.size(); ++i) {
+    fmt::print("kvgate serve: listening on http://{}:{}\n", addresses[i], ports[i]);
+  }
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  fmt::print(stderr, "kvgate serve: {} received, draining\n",
+             sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*gateway)->drain();
+  fmt::print(stderr, "kvgate serve: drained, exiting\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* serve = app.add_subcommand(
+      "serve", "Run the OpenAI-compatible gateway in front of the pools in CONFIG (YAML)");
+  serve->add_option("config", o->config, "Gateway config file (see docs/gateway.md)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  serve->add_flag("--check", o->check, "Validate the config, keys file and tokenizers; exit");
+  serve->add_option("--port", o->port, "Override the first listener's port (0: ephemeral)")
+      ->check(CLI::Range(0, 65535));
+  serve->callback([o] { cli::set_exit_code(run(*o)); });
+}
+
+}  // namespace kvgate::gateway

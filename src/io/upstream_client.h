@@ -1,0 +1,128 @@
+// UpstreamClient: the gateway's HTTP/1.1 client towards inference endpoints.
+//
+// A keep-alive connection pool per endpoint (host:port): an exchange borrows an idle
+// connection when one is there, else connects; a response read to its end hands the
+// connection back, anything else (error, early stop, `Connection: close`) closes it.
+// A reused connection that turns out to be dead before any response byte (the server
+// closed it while idle) is replaced by a fresh one transparently, once.
+// The response body is read piece by piece as it arrives (chunked transfer decoded), so
+// an SSE stream passes through without ever being buffered whole.
+//
+// Coroutine API on the client's io_context (any number of threads); Beast stays in
+// upstream_client.cc.
+//
+//   UpstreamClient client(io.get_executor(), {.connect_timeout = 2s});
+//   auto ex = co_await client.send("127.0.0.1", 8001, request);
+//   if (!ex) ... ex.error().kind == UpstreamErrorKind::kConnect ...
+//   while (true) {
+//     auto piece = co_await (*ex)->read_some(timeout);   // empty: end of body
+//     if (!piece || piece->empty()) break;
+//   }
+//
+// Thread-safety: UpstreamClient is thread-safe; one UpstreamExchange is used by one
+// coroutine at a time.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace kvgate::io {
+
+using UpstreamHeaders = std::vector<std::pair<std::string, std::string>>;
+
+enum class UpstreamErrorKind : uint8_t {
+  kConnect,   // resolve or connect failed (nothing was sent): safe to retry elsewhere
+  kTimeout,   // connect, head or body timed out
+  kClosed,    // the connection failed or closed mid-exchange
+  kProtocol,  // malformed response
+};
+
+struct UpstreamError {
+  UpstreamErrorKind kind;
+  std::string message;
+};
+
+template <typename T>
+class UpstreamResult {
+ public:
+  UpstreamResult(T value) : v_(std::move(value)) {}              // NOLINT
+  UpstreamResult(UpstreamError error) : v_(std::move(error)) {}  // NOLINT
+  explicit operator bool() const { return v_.index() == 0; }
+  T& operator*() { return std::get<0>(v_); }
+  T* operator->() { return &std::get<0>(v_); }
+  const UpstreamError& error() const { return std::get<1>(v_); }
+
+ private:
+  std::variant<T, UpstreamError> v_;
+};
+
+struct UpstreamRequest {
+  std::string method = "POST";
+  std::string target;  // "/v1/chat/completions"
+  UpstreamHeaders headers;
+  std::string body;
+};
+
+struct UpstreamOptions {
+  std::chrono::milliseconds connect_timeout{2'000};
+  std::chrono::milliseconds head_timeout{60'000};  // request sent -> response head read
+  size_t max_idle_per_endpoint = 256;
+};
+
+// One request/response in progress.
+class UpstreamExchange {
+ public:
+  struct Impl;
+  explicit UpstreamExchange(std::unique_ptr<Impl> impl);
+  ~UpstreamExchange();
+
+  int status() const;
+  const UpstreamHeaders& headers() const;
+  // Close the connection at the end instead of returning it to the pool.
+  void no_reuse();
+  // The next piece of the body, as soon as any arrives within `timeout`; an empty view
+  // at the end of the body (then the connection is back in the pool). The view is
+  // valid until the next call.
+  boost::asio::awaitable<UpstreamResult<std::string_view>> read_some(
+      std::chrono::milliseconds timeout);
+  // Reads the whole remaining body (non-streaming responses), at most `limit` bytes.
+  boost::asio::awaitable<UpstreamResult<std::string>> read_all(std::chrono::milliseconds timeout,
+                                                               size_t limit);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+class UpstreamClient {
+ public:
+  UpstreamClient(boost::asio::any_io_executor executor, UpstreamOptions options);
+  ~UpstreamClient();
+  UpstreamClient(const UpstreamClient&) = delete;
+  UpstreamClient& operator=(const UpstreamClient&) = delete;
+
+  // Sends `request` to host:port and reads the response head.
+  boost::asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> send(
+      std::string host, uint16_t port, UpstreamRequest request);
+
+  // Idle pooled connections right now (all endpoints).
+  size_t idle_connections() const;
+  // Closes every idle connection (shutdown).
+  void close_idle();
+
+  struct Pool;
+
+ private:
+  boost::asio::any_io_executor executor_;
+  UpstreamOptions options_;
+  std::shared_ptr<Pool> pool_;
+};
+
+}  // namespace kvgate::io

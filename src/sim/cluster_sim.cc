@@ -1,0 +1,489 @@
+#include "sim/cluster_sim.h"
+
+#include <fmt/format.h>
+#include <time.h>
+
+#include <chrono>
+#include <unordered_map>
+
+#include "core/engine/engine_model.h"
+#include "core/kv/approx_index.h"
+#include "core/kv/block_hash.h"
+#include "core/kv/precise_index.h"
+#include "core/route/router.h"
+#include "sim/event_queue.h"
+#include "sim/progress.h"
+
+namespace kvgate::sim {
+namespace {
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+enum class EventKind : uint8_t {
+  kArrival,        // a request reaches the gateway
+  kEngineReceive,  // a routed request reaches its engine
+  kEngineStep,     // an engine runs one scheduler step
+  kFirstToken,     // a request's first token reaches the gateway
+  kFinished,       // a request's last token reaches the gateway
+  kKvEvents,       // a batch of an engine's KV events reaches the precise index
+  kScrape,         // the router scrapes every engine's metrics
+  kPrefillDone,    // disaggregated: a prefill engine's answer reaches the gateway
+};
+
+// Where a request is in its life on the engines.
+enum class Phase : uint8_t {
+  kWhole,    // one engine prefills and decodes
+  kPrefill,  // disaggregated, on its prefill engine
+  kDecode,   // disaggregated, on its decode engine (KV transferred)
+};
+
+struct Event {
+  EventKind kind;
+  uint32_t engine;
+  uint64_t id;  // request id, or KV batch slot
+};
+
+struct RequestState {
+  WorkloadRequest work;
+  std::shared_ptr<const std::vector<kv::BlockKey>> keys;
+  RequestRecord record;
+  bool open_loop = false;
+  Phase phase = Phase::kWhole;
+  uint32_t decode_engine = 0;
+};
+
+class Simulation {
+ public:
+  Simulation(const Scenario& scenario, const PolicySpec& policy, uint64_t seed,
+             const RunOptions& options)
+      : scenario_(scenario),
+        policy_(policy),
+        seed_(seed),
+        options_(options),
+        rng_(seed ^ 0x726f757465ULL) {}
+
+  Result<PolicyRun> run();
+
+ private:
+  Status build();
+  void on_arrival(Nanos now, uint64_t id);
+  void on_engine_receive(Nanos now, uint32_t engine, uint64_t id);
+  void on_engine_step(Nanos now, uint32_t engine);
+  void on_finished(Nanos now, uint64_t id);
+  void on_prefill_done(Nanos now, uint64_t id);
+  void on_kv_events(uint32_t engine, uint64_t slot);
+  void on_scrape(Nanos now);
+  void schedule_step(uint32_t engine, Nanos at);
+  uint64_t admit(WorkloadRequest w);
+  void pull_open_loop();
+  std::shared_ptr<const std::vector<kv::BlockKey>> keys_for(const PromptPtr& prompt);
+  bool done() const { return outstanding_ == 0 && open_loop_exhausted_; }
+
+  const Scenario& scenario_;
+  const PolicySpec& policy_;
+  uint64_t seed_;
+  RunOptions options_;
+  Rng rng_;
+
+  std::unique_ptr<Workload> workload_;
+  std::vector<std::unique_ptr<engine::EngineModel>> engines_;
+  std::vector<kv::EndpointId> endpoint_of_;  // engine index -> router endpoint id
+  std::vector<bool> step_pending_;
+  std::unique_ptr<kv::PreciseIndex> precise_;
+  std::unique_ptr<kv::ApproxIndex> approx_;
+  std::unique_ptr<route::Router> router_;
+  bool want_events_ = false;
+  uint32_t block_size_ = 16;
+  uint64_t key_seed_ = 0;
+
+  EventQueue<Event> queue_;
+  std::vector<RequestState> requests_;
+  std::unordered_map<const Prompt*,
+                     std::pair<PromptPtr, std::shared_ptr<const std::vector<kv::BlockKey>>>>
+      key_cache_;
+  std::vector<std::vector<engine::KvEvent>> kv_batches_;
+  std::vector<uint64_t> free_batches_;
+  engine::StepResult step_;
+  uint64_t outstanding_ = 0;  // admitted (arrival queued or past) and not finished/rejected
+  bool open_loop_exhausted_ = false;
+  std::vector<uint32_t> engine_of_;  // router endpoint id -> engine index
+  std::vector<ClusterSample> samples_;
+  uint64_t events_ = 0;
+};
+
+Status Simulation::build() {
+  auto w = make_workload(scenario_.workload, seed_);
+  if (!w) return Error(w.error());
+  workload_ = std::move(*w);
+
+  const auto src = policy_.router.overlap_source;
+  want_events_ = src == route::OverlapSource::kPrecise || src == route::OverlapSource::kBoth;
+  // Decisions are recorded into an ApproxIndex only where a policy reads it.
+  const bool want_approx =
+      src == route::OverlapSource::kApprox || src == route::OverlapSource::kBoth;
+
+  uint32_t index = 0;
+  for (const EngineGroup& g : scenario_.engines) {
+    for (uint32_t i = 0; i < g.count; ++i, ++index) {
+      engine::EngineConfig config = g.config;
+      config.emit_kv_events = want_events_;
+      config.hash_seed = (seed_ * 0x9e3779b97f4a7c15ULL) ^ (0x6b76000000000000ULL + index);
+      config.vocab_size = scenario_.workload.vocab_size;
+      engines_.push_back(std::make_unique<engine::EngineModel>(config, g.profile));
+    }
+  }
+  block_size_ = engines_.front()->config().block_size;
+  for (const auto& e : engines_) {
+    if (e->config().block_size != block_size_) {
+      return Error("all engines of a scenario must use the same block size");
+    }
+  }
+  key_seed_ = kv::block_seed(scenario_.gateway.model, "", "");
+
+  if (want_events_) {
+    precise_ = std::make_unique<kv::PreciseIndex>(
+        kv::PreciseIndex::Options{.model = scenario_.gateway.model, .block_size = block_size_});
+  }
+  if (want_approx) approx_ = std::make_unique<kv::ApproxIndex>(policy_.approx);
+
+  route::RouterConfig config = policy_.router;
+  config.block_size = block_size_;
+  auto router = route::Router::create(config, {.precise = precise_.get(), .approx = approx_.get()});
+  if (!router) return Error("policy " + policy_.name + ": " + router.error());
+  router_ = std::move(*router);
+
+  index = 0;
+  for (const EngineGroup& g : scenario_.engines) {
+    for (uint32_t i = 0; i < g.count; ++i, ++index) {
+      route::EndpointSpec spec;
+      spec.url = fmt::format("sim://engine-{}", index);
+      spec.role = g.role;
+      spec.zone = g.zone;
+      spec.rack = g.rack;
+      spec.kv_capacity_blocks = engines_[index]->config().num_gpu_blocks;
+      auto id = router_->add_endpoint(std::move(spec), 0);
+      if (!id) return Error(id.error());
+      endpoint_of_.push_back(*id);
+      if (engine_of_.size() <= *id) engine_of_.resize(*id + 1, 0);
+      engine_of_[*id] = index;
+    }
+  }
+  step_pending_.assign(engines_.size(), false);
+  return {};
+}
+
+std::shared_ptr<const std::vector<kv::BlockKey>> Simulation::keys_for(const PromptPtr& prompt) {
+  // Workloads that resend the same prompts (shared_prefix) keep them alive themselves
+  // (use_count > 1 here): hash each of those once. The cache also holds the prompt, so
+  // its address can never be reused by another prompt while the entry exists.
+  const bool shared = prompt.use_count() > 1;
+  if (shared) {
+    auto it = key_cache_.find(prompt.get());
+    if (it != key_cache_.end()) return it->second.second;
+  }
+  auto keys = std::make_shared<std::vector<kv::BlockKey>>();
+  keys->reserve(prompt->size() / block_size_);
+  kv::hash_blocks(*prompt, block_size_, key_seed_, *keys);
+  if (shared) key_cache_.emplace(prompt.get(), std::make_pair(prompt, keys));
+  return keys;
+}
+
+uint64_t Simulation::admit(WorkloadRequest w) {
+  const uint64_t id = requests_.size();
+  RequestState& r = requests_.emplace_back();
+  r.record.arrival = w.arrival;
+  r.record.stage = w.stage;
+  r.record.prompt_tokens = static_cast<uint32_t>(w.prompt->size());
+  r.work = std::move(w);
+  ++outstanding_;
+  queue_.push(r.record.arrival, Event{EventKind::kArrival, 0, id});
+  return id;
+}
+
+void Simulation::pull_open_loop() {
+  // Exactly one future open-loop arrival is queued at a time, so a long workload never
+  // sits in memory.
+  auto w = workload_->next();
+  if (!w) {
+    open_loop_exhausted_ = true;
+    return;
+  }
+  requests_[admit(std::move(*w))].open_loop = true;
+}
+
+void Simulation::on_arrival(Nanos now, uint64_t id) {
+  if (requests_[id].open_loop) pull_open_loop();  // may grow requests_
+  RequestState& r = requests_[id];
+  r.keys = keys_for(r.work.prompt);
+  route::RouteRequest rr;
+  rr.id = id;
+  rr.keys = *r.keys;
+  rr.prompt_tokens = static_cast<uint32_t>(r.work.prompt->size());
+  rr.expected_output_tokens = r.work.output_tokens;
+  const route::Decision d = router_->route(rr, now, rng_);
+  if (!d.accepted()) {
+    r.record.rejected = true;
+    r.work.prompt.reset();
+    --outstanding_;
+    return;
+  }
+  const uint32_t engine = engine_of_[d.endpoint];
+  r.record.endpoint = engine;
+  r.decode_engine = engine;
+  uint32_t first = engine;
+  if (d.prefill_endpoint) {
+    // Disaggregated: prefill there first, then hand the KV to `engine`.
+    r.phase = Phase::kPrefill;
+    first = engine_of_[*d.prefill_endpoint];
+    r.record.prefill_engine = first;
+  }
+  queue_.push(now + scenario_.gateway.hop_delay, Event{EventKind::kEngineReceive, first, id});
+}
+
+void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
+  RequestState& r = requests_[id];
+  engine::EngineRequest er;
+  er.id = id;
+  er.prompt = *r.work.prompt;
+  er.max_tokens = r.work.output_tokens;
+  if (r.work.reply) er.output_tokens = *r.work.reply;
+  if (r.phase == Phase::kPrefill) {
+    er.max_tokens = 1;  // vLLM's P/D proxy: the prefill request asks for one token
+  } else if (r.phase == Phase::kDecode) {
+    const double usage = engines_[engine]->metrics().kv_cache_usage;
+    if (scenario_.gateway.decode_reject_kv_usage > 0 &&
+        usage >= scenario_.gateway.decode_reject_kv_usage) {
+      // Mooncake section 7: the decode instance is too loaded and refuses a request
+      // whose prefill is already done; the prefill work is wasted.
+      r.record.rejected = true;
+      r.record.rejected_after_prefill = true;
+      router_->pool().on_failed(id, now + scenario_.gateway.hop_delay);
+      r.work.prompt.reset();
+      --outstanding_;
+      return;
+    }
+    er.remote_kv = true;
+    er.kv_transfer_time = scenario_.gateway.kv_transfer_per_1k_tokens *
+                          static_cast<Nanos>(r.work.prompt->size()) / 1000;
+  }
+  Status s = engines_[engine]->add(std::move(er), now);
+  if (!s) {
+    // The engine refused it (too long for its context or its KV pool): a 400 upstream.
+    r.record.rejected = true;
+    router_->pool().on_failed(id, now + scenario_.gateway.hop_delay);
+    --outstanding_;
+    return;
+  }
+  if (!step_pending_[engine]) {
+    if (auto t = engines_[engine]->next_step_time(now)) schedule_step(engine, std::max(*t, now));
+  }
+}
+
+void Simulation::schedule_step(uint32_t engine, Nanos at) {
+  step_pending_[engine] = true;
+  queue_.push(at, Event{EventKind::kEngineStep, engine, 0});
+}
+
+void Simulation::on_engine_step(Nanos now, uint32_t engine) {
+  step_pending_[engine] = false;
+  engine::EngineModel& e = *engines_[engine];
+  e.step(now, step_);
+  const Nanos end = step_.end();
+  const Nanos at_gateway = end + scenario_.gateway.hop_delay;
+  for (const engine::RequestUpdate& u : step_.updates) {
+    RequestState& r = requests_[u.id];
+    if (r.phase == Phase::kPrefill) {
+      // The prefill engine's one token: the prompt's KV is ready to move.
+      r.record.prompt_tokens = u.prompt_tokens;
+      r.record.cached_tokens = u.cached_tokens;
+      if (u.finished) queue_.push(at_gateway, Event{EventKind::kPrefillDone, engine, u.id});
+      continue;
+    }
+    if (u.output_index == 0 && r.phase == Phase::kDecode) {
+      // The prompt was prefilled elsewhere: keep the prefill engine's cache figures.
+      r.record.first_token = at_gateway;
+      queue_.push(at_gateway, Event{EventKind::kFirstToken, engine, u.id});
+    } else if (u.output_index == 0) {
+      r.record.first_token = at_gateway;
+      r.record.prompt_tokens = u.prompt_tokens;
+      r.record.cached_tokens = u.cached_tokens;
+      queue_.push(at_gateway, Event{EventKind::kFirstToken, engine, u.id});
+    }
+    if (u.finished) {
+      r.record.finish = at_gateway;
+      r.record.output_tokens = u.output_index + 1;
+      queue_.push(at_gateway, Event{EventKind::kFinished, engine, u.id});
+    }
+  }
+  if (want_events_ && !step_.kv_events.empty()) {
+    uint64_t slot;
+    if (!free_batches_.empty()) {
+      slot = free_batches_.back();
+      free_batches_.pop_back();
+    } else {
+      slot = kv_batches_.size();
+      kv_batches_.emplace_back();
+    }
+    kv_batches_[slot].swap(step_.kv_events);
+    queue_.push(end + scenario_.gateway.kv_event_delay, Event{EventKind::kKvEvents, engine, slot});
+  }
+  auto next = e.next_step_time(end);
+  if (!next) return;
+  if (step_.duration == 0 && *next <= now) {
+    // Work that cannot be scheduled yet (should not happen with a sane pool); poll
+    // rather than spin at one instant.
+    *next = now + kMillisecond;
+  }
+  schedule_step(engine, std::max(*next, end));
+}
+
+void Simulation::on_finished(Nanos now, uint64_t id) {
+  router_->pool().on_finished(id, now);
+  --outstanding_;
+  auto next = workload_->follow_up(requests_[id].work, now);
+  RequestState& r = requests_[id];
+  r.work.prompt.reset();
+  r.work.reply.reset();
+  r.keys.reset();
+  if (next) admit(std::move(*next));  // may grow requests_: `r` is dead after this
+}
+
+void Simulation::on_prefill_done(Nanos now, uint64_t id) {
+  RequestState& r = requests_[id];
+  r.phase = Phase::kDecode;
+  queue_.push(now + scenario_.gateway.hop_delay,
+              Event{EventKind::kEngineReceive, r.decode_engine, id});
+}
+
+void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
+  const kv::EndpointId ep = endpoint_of_[engine];
+  for (const engine::KvEvent& ev : kv_batches_[slot]) {
+    if (const auto* stored = std::get_if<engine::BlockStored>(&ev)) {
+      kv::BlockStoredEvent e;
+      e.block_hashes = stored->block_hashes;
+      e.parent_block_hash = stored->parent_block_hash;
+      e.token_ids = stored->token_ids;
+      e.block_size = stored->block_size;
+      if (stored->lora_name) e.lora_name = *stored->lora_name;
+      e.medium = stored->medium == "CPU" ? kv::Medium::kCpu : kv::Medium::kGpu;
+      precise_->apply_stored(ep, e);
+    } else if (const auto* removed = std::get_if<engine::BlockRemoved>(&ev)) {
+      precise_->apply_removed(
+          ep, {.block_hashes = removed->block_hashes,
+               .medium = removed->medium == "CPU" ? kv::Medium::kCpu : kv::Medium::kGpu});
+    } else {
+      precise_->apply_all_cleared(ep);
+    }
+  }
+  kv_batches_[slot].clear();
+  free_batches_.push_back(slot);
+}
+
+void Simulation::on_scrape(Nanos now) {
+  double waiting = 0, usage = 0, prefill_waiting = 0, decode_usage = 0;
+  uint32_t prefillers = 0, decoders = 0;
+  for (size_t i = 0; i < engines_.size(); ++i) {
+    const engine::EngineMetrics& m = engines_[i]->metrics();
+    const engine::Role role = engines_[i]->config().role;
+    if (role == engine::Role::kPrefill) {
+      prefill_waiting += m.num_requests_waiting;
+      ++prefillers;
+    } else if (role == engine::Role::kDecode) {
+      decode_usage += m.kv_cache_usage;
+      ++decoders;
+    }
+    router_->pool().on_metrics(endpoint_of_[i],
+                               {.waiting = m.num_requests_waiting + m.num_requests_arriving,
+                                .running = m.num_requests_running,
+                                .kv_usage = m.kv_cache_usage},
+                               now);
+    waiting += m.num_requests_waiting;
+    usage += m.kv_cache_usage;
+  }
+  const double n = static_cast<double>(engines_.size());
+  samples_.push_back({now, waiting / n, usage / n, prefillers ? prefill_waiting / prefillers : 0,
+                      decoders ? decode_usage / decoders : 0});
+  if (!done())
+    queue_.push(now + scenario_.gateway.scrape_interval, Event{EventKind::kScrape, 0, 0});
+}
+
+Result<PolicyRun> Simulation::run() {
+  const auto wall_start = std::chrono::steady_clock::now();
+  const double cpu_start = process_cpu_seconds();
+  if (Status s = build(); !s) return Error(s.error());
+  pull_open_loop();
+  queue_.push(0, Event{EventKind::kScrape, 0, 0});
+
+  const auto& stages = workload_->stages();
+  const Nanos planned_end = stages.empty() ? 1 : std::max<Nanos>(stages.back().end, 1);
+  ProgressBar bar(policy_.name, options_.progress, options_.force_progress);
+  Nanos now = 0;
+  while (!queue_.empty()) {
+    auto e = queue_.pop();
+    now = e.at;
+    if (scenario_.max_time > 0 && now > scenario_.max_time) {
+      now = scenario_.max_time;
+      break;
+    }
+    ++events_;
+    switch (e.payload.kind) {
+      case EventKind::kArrival:
+        on_arrival(now, e.payload.id);
+        break;
+      case EventKind::kEngineReceive:
+        on_engine_receive(now, e.payload.engine, e.payload.id);
+        break;
+      case EventKind::kEngineStep:
+        on_engine_step(now, e.payload.engine);
+        break;
+      case EventKind::kFirstToken:
+        router_->pool().on_first_token(e.payload.id, now);
+        break;
+      case EventKind::kFinished:
+        on_finished(now, e.payload.id);
+        break;
+      case EventKind::kKvEvents:
+        on_kv_events(e.payload.engine, e.payload.id);
+        break;
+      case EventKind::kScrape:
+        on_scrape(now);
+        break;
+      case EventKind::kPrefillDone:
+        on_prefill_done(now, e.payload.id);
+        break;
+    }
+    if ((events_ & 0xffff) == 0 && options_.progress) {
+      bar.update(std::min(0.999, static_cast<double>(now) / static_cast<double>(planned_end)),
+                 fmt::format("t={:.0f}s  in flight {}", to_seconds(now), outstanding_));
+    }
+    if (done() && e.payload.kind == EventKind::kFinished) break;
+  }
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  if (options_.progress) bar.finish(fmt::format("t={:.0f}s  {:.1f}s wall", to_seconds(now), wall));
+
+  PolicyRun out;
+  out.policy = policy_.name;
+  out.requests.reserve(requests_.size());
+  for (const RequestState& r : requests_) out.requests.push_back(r.record);
+  out.samples = std::move(samples_);
+  out.end_time = now;
+  out.wall_seconds = wall;
+  out.cpu_seconds = process_cpu_seconds() - cpu_start;
+  out.events = events_;
+  return out;
+}
+
+}  // namespace
+
+Result<PolicyRun> run_policy(const Scenario& scenario, const PolicySpec& policy, uint64_t seed,
+                             const RunOptions& options) {
+  Simulation sim(scenario, policy, seed, options);
+  return sim.run();
+}
+
+}  // namespace kvgate::sim

@@ -1,0 +1,242 @@
+#include "sim/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cmath>
+
+namespace kvgate::sim {
+
+double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const double pos = std::clamp(q, 0.0, 1.0) * static_cast<double>(values.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, values.size() - 1);
+  return values[lo] + (values[hi] - values[lo]) * (pos - static_cast<double>(lo));
+}
+
+namespace {
+
+double mean(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+bool is_warmup(const std::vector<StageInfo>& stages, uint32_t stage) {
+  return stage < stages.size() && stages[stage].warmup;
+}
+
+}  // namespace
+
+Summary summarize(const PolicyRun& run, const std::vector<StageInfo>& stages) {
+  Summary s;
+  s.policy = run.policy;
+  std::vector<double> ttft;
+  double decode_time = 0, decode_tokens = 0, prompt = 0, cached = 0, output = 0;
+  Nanos first_arrival = -1, last_finish = 0;
+
+  struct StageAcc {
+    std::vector<double> ttft;
+    double output = 0, prompt = 0, cached = 0;
+    uint64_t requests = 0, completed = 0;
+    Nanos first_arrival = -1, last_finish = 0;
+  };
+  std::vector<StageAcc> acc(std::max<size_t>(stages.size(), 1));
+
+  for (const RequestRecord& r : run.requests) {
+    StageAcc& a = acc[std::min<size_t>(r.stage, acc.size() - 1)];
+    ++a.requests;
+    if (a.first_arrival < 0 || r.arrival < a.first_arrival) a.first_arrival = r.arrival;
+    const bool warm = is_warmup(stages, r.stage);
+    if (!warm) {
+      ++s.requests;
+      if (first_arrival < 0 || r.arrival < first_arrival) first_arrival = r.arrival;
+    }
+    if (r.rejected) {
+      if (!warm) {
+        ++s.rejected;
+        if (r.rejected_after_prefill) {
+          ++s.rejected_after_prefill;
+          s.wasted_prefill_tokens += r.prompt_tokens - r.cached_tokens;
+        }
+      }
+      continue;
+    }
+    if (r.first_token >= 0) {
+      const double t = to_seconds(r.first_token - r.arrival);
+      a.ttft.push_back(t);
+      if (!warm) ttft.push_back(t);
+    }
+    a.prompt += r.prompt_tokens;
+    a.cached += r.cached_tokens;
+    if (r.finish >= 0) {
+      ++a.completed;
+      a.output += r.output_tokens;
+      a.last_finish = std::max(a.last_finish, r.finish);
+      if (!warm) {
+        ++s.completed;
+        output += r.output_tokens;
+        last_finish = std::max(last_finish, r.finish);
+        if (r.output_tokens > 1 && r.first_token >= 0) {
+          decode_time += to_seconds(r.finish - r.first_token);
+          decode_tokens += r.output_tokens - 1;
+        }
+      }
+    }
+    if (!warm) {
+      prompt += r.prompt_tokens;
+      cached += r.cached_tokens;
+    }
+  }
+
+  s.ttft_p50 = quantile(ttft, 0.5);
+  s.ttft_p90 = quantile(ttft, 0.9);
+  s.ttft_p99 = quantile(ttft, 0.99);
+  s.ttft_mean = mean(ttft);
+  s.itl_mean = decode_tokens > 0 ? decode_time / decode_tokens : 0;
+  s.hit_rate = prompt > 0 ? cached / prompt : 0;
+  if (first_arrival >= 0 && last_finish > first_arrival) {
+    s.output_tps_overall = output / to_seconds(last_finish - first_arrival);
+  }
+
+  std::vector<double> stage_tps;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const StageAcc& a = acc[i];
+    StageSummary st;
+    st.qps = stages[i].qps;
+    st.warmup = stages[i].warmup;
+    st.requests = a.requests;
+    st.ttft_p50 = quantile(a.ttft, 0.5);
+    st.ttft_p90 = quantile(a.ttft, 0.9);
+    st.ttft_mean = mean(a.ttft);
+    st.hit_rate = a.prompt > 0 ? a.cached / a.prompt : 0;
+    if (a.first_arrival >= 0 && a.last_finish > a.first_arrival) {
+      const double span = to_seconds(a.last_finish - a.first_arrival);
+      st.output_tps = a.output / span;
+      st.requests_per_s = static_cast<double>(a.completed) / span;
+    }
+    if (!st.warmup && a.requests > 0) stage_tps.push_back(st.output_tps);
+    s.stages.push_back(st);
+  }
+  s.output_tps = stage_tps.empty() ? s.output_tps_overall : mean(stage_tps);
+
+  // Time-averaged queue and KV usage after the warmup (samples are evenly spaced).
+  Nanos measured_from = 0;
+  for (const StageInfo& st : stages) {
+    if (st.warmup) measured_from = std::max(measured_from, st.end);
+  }
+  double waiting = 0, kv = 0;
+  size_t n = 0;
+  for (const ClusterSample& c : run.samples) {
+    if (c.at < measured_from) continue;
+    waiting += c.mean_waiting;
+    kv += c.mean_kv_usage;
+    ++n;
+  }
+  if (n > 0) {
+    s.mean_waiting = waiting / static_cast<double>(n);
+    s.mean_kv_usage = kv / static_cast<double>(n);
+  }
+  if (run.wall_seconds > 0) s.speedup = to_seconds(run.end_time) / run.wall_seconds;
+  if (run.cpu_seconds > 0) s.speedup_cpu = to_seconds(run.end_time) / run.cpu_seconds;
+  return s;
+}
+
+std::string format_table(const std::string& scenario, const std::vector<Summary>& summaries) {
+  std::string out = fmt::format("scenario: {}\n", scenario);
+  out += fmt::format("{:<14} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9} {:>9} {:>9}\n", "policy",
+                     "TTFT p50", "TTFT p90", "TTFT p99", "ITL mean", "out tok/s", "hit rate",
+                     "waiting", "rejected", "requests");
+  for (const Summary& s : summaries) {
+    out += fmt::format(
+        "{:<14} {:>8.2f}s {:>8.2f}s {:>8.2f}s {:>7.1f}ms {:>11.0f} {:>8.1f}% {:>9.1f} {:>9} "
+        "{:>9}\n",
+        s.policy, s.ttft_p50, s.ttft_p90, s.ttft_p99, s.itl_mean * 1e3, s.output_tps,
+        s.hit_rate * 100, s.mean_waiting, s.rejected, s.requests);
+  }
+  return out;
+}
+
+std::string summary_csv(const std::vector<Summary>& summaries) {
+  std::string out =
+      "policy,requests,completed,rejected,ttft_p50_s,ttft_p90_s,ttft_p99_s,ttft_mean_s,"
+      "itl_mean_s,output_tokens_per_s,output_tokens_per_s_overall,prefix_hit_rate,"
+      "mean_waiting,mean_kv_usage,speedup,speedup_cpu,rejected_after_prefill,"
+      "wasted_prefill_tokens\n";
+  for (const Summary& s : summaries) {
+    out += fmt::format(
+        "{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.5f},{:.1f},{:.1f},{:.4f},{:.3f},"
+        "{:.4f},{:.0f},{:.0f},{},{}\n",
+        s.policy, s.requests, s.completed, s.rejected, s.ttft_p50, s.ttft_p90, s.ttft_p99,
+        s.ttft_mean, s.itl_mean, s.output_tps, s.output_tps_overall, s.hit_rate, s.mean_waiting,
+        s.mean_kv_usage, s.speedup, s.speedup_cpu, s.rejected_after_prefill,
+        s.wasted_prefill_tokens);
+  }
+  return out;
+}
+
+std::string stages_csv(const std::vector<Summary>& summaries) {
+  std::string out =
+      "policy,stage,qps,warmup,requests,ttft_p50_s,ttft_p90_s,ttft_mean_s,output_tokens_per_s,"
+      "requests_per_s,prefix_hit_rate\n";
+  for (const Summary& s : summaries) {
+    for (size_t i = 0; i < s.stages.size(); ++i) {
+      const StageSummary& st = s.stages[i];
+      out += fmt::format("{},{},{:.3f},{},{},{:.4f},{:.4f},{:.4f},{:.1f},{:.3f},{:.4f}\n", s.policy,
+                         i, st.qps, st.warmup ? 1 : 0, st.requests, st.ttft_p50, st.ttft_p90,
+                         st.ttft_mean, st.output_tps, st.requests_per_s, st.hit_rate);
+    }
+  }
+  return out;
+}
+
+std::string report_json(const std::string& scenario, uint64_t seed,
+                        const std::vector<Summary>& summaries) {
+  boost::json::object root;
+  root["scenario"] = scenario;
+  root["seed"] = seed;
+  boost::json::array policies;
+  for (const Summary& s : summaries) {
+    boost::json::object p;
+    p["policy"] = s.policy;
+    p["requests"] = s.requests;
+    p["completed"] = s.completed;
+    p["rejected"] = s.rejected;
+    p["rejected_after_prefill"] = s.rejected_after_prefill;
+    p["wasted_prefill_tokens"] = s.wasted_prefill_tokens;
+    p["ttft_p50_s"] = s.ttft_p50;
+    p["ttft_p90_s"] = s.ttft_p90;
+    p["ttft_p99_s"] = s.ttft_p99;
+    p["ttft_mean_s"] = s.ttft_mean;
+    p["itl_mean_s"] = s.itl_mean;
+    p["output_tokens_per_s"] = s.output_tps;
+    p["output_tokens_per_s_overall"] = s.output_tps_overall;
+    p["prefix_hit_rate"] = s.hit_rate;
+    p["mean_waiting"] = s.mean_waiting;
+    p["mean_kv_usage"] = s.mean_kv_usage;
+    p["speedup_vs_real_time"] = s.speedup;
+    p["speedup_vs_real_time_cpu"] = s.speedup_cpu;
+    boost::json::array stages;
+    for (const StageSummary& st : s.stages) {
+      stages.push_back(boost::json::object{{"qps", st.qps},
+                                           {"warmup", st.warmup},
+                                           {"requests", st.requests},
+                                           {"ttft_p50_s", st.ttft_p50},
+                                           {"ttft_p90_s", st.ttft_p90},
+                                           {"ttft_mean_s", st.ttft_mean},
+                                           {"output_tokens_per_s", st.output_tps},
+                                           {"requests_per_s", st.requests_per_s},
+                                           {"prefix_hit_rate", st.hit_rate}});
+    }
+    p["stages"] = std::move(stages);
+    policies.push_back(std::move(p));
+  }
+  root["policies"] = std::move(policies);
+  return boost::json::serialize(root) + "\n";
+}
+
+}  // namespace kvgate::sim

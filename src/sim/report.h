@@ -1,0 +1,103 @@
+// Report: what one simulated run measured, summarised per policy and per stage.
+//
+// The simulator records one RequestRecord per request and samples the engines' waiting
+// queues at every metrics scrape; summarize() turns that into the figures llm-d's
+// benchmark reports, computed the same way (see docs/sim.md):
+//   - TTFT percentiles over every non-warmup request that got a first token;
+//   - mean ITL weighted by tokens (decode time / decode tokens);
+//   - output tokens/s as the mean over non-warmup stages of each stage's throughput
+//     (output tokens of the requests sent in the stage / the time from the stage's first
+//     arrival to its last finish), which is how inference-perf's summary is built; the
+//     plain overall rate is reported beside it;
+//   - prefix-cache hit rate: prompt tokens the engines found cached / prompt tokens;
+//   - mean waiting queue per engine (time average of the scrape samples);
+//   - rejected requests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/common/time.h"
+#include "sim/workload.h"
+
+namespace kvgate::sim {
+
+struct RequestRecord {
+  uint32_t stage = 0;
+  uint32_t endpoint = 0;
+  Nanos arrival = 0;
+  Nanos first_token = -1;  // -1: none (rejected or unfinished)
+  Nanos finish = -1;
+  uint32_t prompt_tokens = 0;
+  uint32_t cached_tokens = 0;  // prompt tokens found in the engine's prefix cache
+  uint32_t output_tokens = 0;  // tokens actually produced
+  bool rejected = false;
+  // Disaggregated: refused by the decode engine after its prefill was computed (the
+  // prefill work is wasted); rejected is set too.
+  bool rejected_after_prefill = false;
+  uint32_t prefill_engine = UINT32_MAX;  // UINT32_MAX: prefilled where it decodes
+};
+
+// One scrape-time sample of the cluster.
+struct ClusterSample {
+  Nanos at = 0;
+  double mean_waiting = 0;   // mean over engines of waiting requests
+  double mean_kv_usage = 0;  // mean over engines, 0..1
+  // Disaggregated clusters: the same over prefill-role and decode-role engines.
+  double prefill_waiting = 0;
+  double decode_kv_usage = 0;
+};
+
+struct PolicyRun {
+  std::string policy;
+  std::vector<RequestRecord> requests;
+  std::vector<ClusterSample> samples;
+  Nanos end_time = 0;       // virtual time when the run ended
+  double wall_seconds = 0;  // real time the run took
+  double cpu_seconds = 0;   // CPU time the run took (the machine may be shared)
+  uint64_t events = 0;      // events processed
+};
+
+struct StageSummary {
+  double qps = 0;
+  bool warmup = false;
+  uint64_t requests = 0;
+  double ttft_p50 = 0, ttft_p90 = 0, ttft_mean = 0;  // seconds
+  double output_tps = 0;
+  double requests_per_s = 0;
+  double hit_rate = 0;
+};
+
+struct Summary {
+  std::string policy;
+  uint64_t requests = 0;  // non-warmup requests sent
+  uint64_t completed = 0;
+  uint64_t rejected = 0;
+  uint64_t rejected_after_prefill = 0;  // of which after a wasted prefill
+  uint64_t wasted_prefill_tokens = 0;   // prompt tokens prefilled for nothing
+  double ttft_p50 = 0, ttft_p90 = 0, ttft_p99 = 0, ttft_mean = 0;  // seconds
+  double itl_mean = 0;                                             // seconds
+  double output_tps = 0;          // mean of per-stage throughputs (llm-d's summary)
+  double output_tps_overall = 0;  // all output tokens / span of the run
+  double hit_rate = 0;
+  double mean_waiting = 0;
+  double mean_kv_usage = 0;
+  double speedup = 0;      // virtual seconds per wall second
+  double speedup_cpu = 0;  // virtual seconds per CPU second
+  std::vector<StageSummary> stages;
+};
+
+Summary summarize(const PolicyRun& run, const std::vector<StageInfo>& stages);
+
+// The q-quantile (0..1) of `values`, linear interpolation; 0 for an empty input.
+double quantile(std::vector<double> values, double q);
+
+// Renderings of a scenario's summaries (one per policy, same arrivals).
+std::string format_table(const std::string& scenario, const std::vector<Summary>& summaries);
+std::string summary_csv(const std::vector<Summary>& summaries);
+std::string stages_csv(const std::vector<Summary>& summaries);
+std::string report_json(const std::string& scenario, uint64_t seed,
+                        const std::vector<Summary>& summaries);
+
+}  // namespace kvgate::sim

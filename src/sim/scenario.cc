@@ -1,0 +1,274 @@
+#include "sim/scenario.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "sim/workload_yaml.h"
+#include "sim/yaml_util.h"
+
+namespace kvgate::sim {
+
+uint32_t Scenario::engine_count() const {
+  uint32_t n = 0;
+  for (const EngineGroup& g : engines) n += g.count;
+  return n;
+}
+
+namespace {
+
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error("cannot open " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Result<engine::Profile> load_profile(const std::string& name, const std::string& base_dir) {
+  if (auto builtin = engine::builtin_profile(name)) return std::move(*builtin);
+  // Not a built-in: a YAML profile file.
+  const std::string path =
+      (!name.empty() && name[0] == '/') || base_dir.empty() ? name : base_dir + "/" + name;
+  auto text = read_text(path);
+  if (!text) {
+    std::string known;
+    for (auto n : engine::builtin_profile_names())
+      known += (known.empty() ? "" : ", ") + std::string(n);
+    return Error("profile \"" + name + "\" is neither a built-in (" + known +
+                 ") nor a readable file");
+  }
+  auto p = engine::parse_profile_yaml(*text);
+  if (!p) return Error(path + ": " + p.error());
+  return std::move(*p);
+}
+
+Result<EngineGroup> parse_group(const YAML::Node& n, const std::string& where,
+                                const std::string& base_dir, const EngineGroup* defaults) {
+  EngineGroup g = defaults ? *defaults : EngineGroup{};
+  KVGATE_TRY(check_keys(
+      n,
+      {"count", "engines", "groups", "profile", "num_gpu_blocks", "block_size", "max_num_seqs",
+       "max_num_batched_tokens", "max_model_len", "enable_prefix_caching", "role", "zone", "rack"},
+      where));
+  KVGATE_TRY(read_field(n, "count", g.count, where));
+  KVGATE_TRY(read_field(n, "engines", g.count, where));
+  std::string profile;
+  KVGATE_TRY(read_field(n, "profile", profile, where));
+  if (!profile.empty()) {
+    auto p = load_profile(profile, base_dir);
+    if (!p) return Error(where + ".profile: " + p.error());
+    g.profile = std::move(*p);
+  } else if (!defaults) {
+    return Error(where + ".profile: required");
+  }
+  auto& c = g.config;
+  KVGATE_TRY(read_field(n, "num_gpu_blocks", c.num_gpu_blocks, where));
+  KVGATE_TRY(read_field(n, "block_size", c.block_size, where));
+  KVGATE_TRY(read_field(n, "max_num_seqs", c.max_num_seqs, where));
+  KVGATE_TRY(read_field(n, "max_num_batched_tokens", c.max_num_batched_tokens, where));
+  KVGATE_TRY(read_field(n, "max_model_len", c.max_model_len, where));
+  KVGATE_TRY(read_field(n, "enable_prefix_caching", c.enable_prefix_caching, where));
+  std::string role;
+  KVGATE_TRY(read_field(n, "role", role, where));
+  if (!role.empty()) {
+    auto r = route::parse_role(role);
+    if (!r) return Error(where + ".role: expected both, prefill or decode");
+    g.role = *r;
+    c.role = *r == route::Role::kPrefill  ? engine::Role::kPrefill
+             : *r == route::Role::kDecode ? engine::Role::kDecode
+                                          : engine::Role::kBoth;
+  }
+  KVGATE_TRY(read_field(n, "zone", g.zone, where));
+  KVGATE_TRY(read_field(n, "rack", g.rack, where));
+  return g;
+}
+
+Nanos millis(double ms) { return static_cast<Nanos>(ms * 1e6); }
+
+Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
+  PolicySpec p;
+  KVGATE_TRY(check_keys(n,
+                        {"name", "policy", "params", "overlap", "filters", "saturation", "approx",
+                         "record_decisions", "prefill_tokens_per_second", "early_reject", "pd"},
+                        where));
+  KVGATE_TRY(read_field(n, "name", p.name, where));
+  KVGATE_TRY(read_field(n, "policy", p.router.policy.name, where));
+  if (p.name.empty()) p.name = p.router.policy.name;
+  if (const YAML::Node params = n["params"]; params && params.IsMap()) {
+    for (const auto& kv : params) {
+      p.router.policy.params.emplace_back(kv.first.as<std::string>(""),
+                                          kv.second.as<std::string>(""));
+    }
+  }
+  std::string overlap;
+  KVGATE_TRY(read_field(n, "overlap", overlap, where));
+  if (!overlap.empty()) {
+    auto o = route::parse_overlap_source(overlap);
+    if (!o) return Error(where + ".overlap: expected none, precise, approx or both");
+    p.router.overlap_source = *o;
+  }
+  if (const YAML::Node f = n["filters"]) {
+    if (!f.IsSequence()) return Error(where + ".filters: expected a list");
+    p.router.filters.clear();
+    for (const auto& item : f) {
+      route::PolicyConfig fc;
+      if (item.IsScalar()) {
+        fc.name = item.as<std::string>();
+      } else {
+        KVGATE_TRY(read_field(item, "name", fc.name, where + ".filters"));
+        if (const YAML::Node params = item["params"]; params && params.IsMap()) {
+          for (const auto& kv : params) {
+            fc.params.emplace_back(kv.first.as<std::string>(""), kv.second.as<std::string>(""));
+          }
+        }
+      }
+      p.router.filters.push_back(std::move(fc));
+    }
+  }
+  if (const YAML::Node s = n["saturation"]) {
+    const std::string ws = where + ".saturation";
+    KVGATE_TRY(check_keys(
+        s, {"queue_threshold", "kv_threshold", "critical_max_waiting", "shed", "metrics_max_age_s"},
+        ws));
+    auto& sat = p.router.saturation;
+    KVGATE_TRY(read_field(s, "queue_threshold", sat.queue_threshold, ws));
+    KVGATE_TRY(read_field(s, "kv_threshold", sat.kv_threshold, ws));
+    KVGATE_TRY(read_field(s, "critical_max_waiting", sat.critical_max_waiting, ws));
+    KVGATE_TRY(read_field(s, "shed", sat.shed, ws));
+    double age = to_seconds(sat.metrics_max_age);
+    KVGATE_TRY(read_field(s, "metrics_max_age_s", age, ws));
+    sat.metrics_max_age = seconds(age);
+  }
+  if (const YAML::Node a = n["approx"]) {
+    const std::string wa = where + ".approx";
+    KVGATE_TRY(check_keys(a, {"ttl_s", "capacity_pairs"}, wa));
+    double ttl = to_seconds(p.approx.ttl);
+    KVGATE_TRY(read_field(a, "ttl_s", ttl, wa));
+    p.approx.ttl = seconds(ttl);
+    KVGATE_TRY(read_field(a, "capacity_pairs", p.approx.capacity_pairs, wa));
+  }
+  KVGATE_TRY(read_field(n, "record_decisions", p.router.record_decisions, where));
+  KVGATE_TRY(read_field(n, "prefill_tokens_per_second", p.router.prefill_tokens_per_second, where));
+  if (const YAML::Node e = n["early_reject"]) {
+    const std::string we = where + ".early_reject";
+    KVGATE_TRY(check_keys(e, {"enabled", "max_usage", "decode_seconds_per_token"}, we));
+    auto& er = p.router.early_reject;
+    er.enabled = true;
+    KVGATE_TRY(read_field(e, "enabled", er.enabled, we));
+    KVGATE_TRY(read_field(e, "max_usage", er.max_usage, we));
+    KVGATE_TRY(read_field(e, "decode_seconds_per_token", er.decode_seconds_per_token, we));
+  }
+  if (const YAML::Node d = n["pd"]) {
+    const std::string wd = where + ".pd";
+    KVGATE_TRY(check_keys(d, {"mode", "locality_weight", "local_prefill_max_tokens"}, wd));
+    std::string mode;
+    KVGATE_TRY(read_field(d, "mode", mode, wd));
+    if (!mode.empty()) {
+      auto m = route::parse_pd_mode(mode);
+      if (!m) return Error(wd + ".mode: expected auto, off or on");
+      p.router.pd.mode = *m;
+    }
+    KVGATE_TRY(read_field(d, "locality_weight", p.router.pd.locality_weight, wd));
+    KVGATE_TRY(read_field(d, "local_prefill_max_tokens", p.router.pd.local_prefill_max_tokens, wd));
+  }
+  if (p.router.policy.name.empty()) return Error(where + ".policy: required");
+  return p;
+}
+
+}  // namespace
+
+Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string& base_dir) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return Error(std::string("scenario is not valid YAML: ") + e.what());
+  }
+  if (!root.IsMap()) return Error("scenario: expected a YAML map");
+  Scenario s;
+  KVGATE_TRY(check_keys(
+      root,
+      {"name", "description", "seed", "cluster", "gateway", "policies", "workload", "max_time_s"},
+      "scenario"));
+  KVGATE_TRY(read_field(root, "name", s.name, "scenario"));
+  KVGATE_TRY(read_field(root, "seed", s.seed, "scenario"));
+  double max_time = 0;
+  KVGATE_TRY(read_field(root, "max_time_s", max_time, "scenario"));
+  s.max_time = seconds(max_time);
+
+  const YAML::Node cluster = root["cluster"];
+  if (!cluster || !cluster.IsMap()) return Error("cluster: missing");
+  if (const YAML::Node groups = cluster["groups"]) {
+    if (!groups.IsSequence() || groups.size() == 0) return Error("cluster.groups: expected a list");
+    for (size_t i = 0; i < groups.size(); ++i) {
+      auto g =
+          parse_group(groups[i], "cluster.groups[" + std::to_string(i) + "]", base_dir, nullptr);
+      if (!g) return Error(g.error());
+      s.engines.push_back(std::move(*g));
+    }
+  } else {
+    auto g = parse_group(cluster, "cluster", base_dir, nullptr);
+    if (!g) return Error(g.error());
+    s.engines.push_back(std::move(*g));
+  }
+  if (s.engine_count() == 0) return Error("cluster: no engines");
+  if (s.engine_count() > 100000) return Error("cluster: at most 100000 engines");
+
+  if (const YAML::Node gw = root["gateway"]) {
+    KVGATE_TRY(check_keys(gw,
+                          {"model", "hop_delay_ms", "scrape_interval_ms", "kv_event_delay_ms",
+                           "kv_transfer_ms_per_1k_tokens", "decode_reject_kv_usage"},
+                          "gateway"));
+    KVGATE_TRY(read_field(gw, "model", s.gateway.model, "gateway"));
+    double hop = 1, scrape = 100, kv = 10;
+    KVGATE_TRY(read_field(gw, "hop_delay_ms", hop, "gateway"));
+    KVGATE_TRY(read_field(gw, "scrape_interval_ms", scrape, "gateway"));
+    KVGATE_TRY(read_field(gw, "kv_event_delay_ms", kv, "gateway"));
+    if (hop < 0 || scrape <= 0 || kv < 0) {
+      return Error("gateway: delays must be >= 0 and scrape_interval_ms > 0");
+    }
+    s.gateway.hop_delay = millis(hop);
+    s.gateway.scrape_interval = millis(scrape);
+    s.gateway.kv_event_delay = millis(kv);
+    double transfer = 5;
+    KVGATE_TRY(read_field(gw, "kv_transfer_ms_per_1k_tokens", transfer, "gateway"));
+    KVGATE_TRY(
+        read_field(gw, "decode_reject_kv_usage", s.gateway.decode_reject_kv_usage, "gateway"));
+    if (transfer < 0 || s.gateway.decode_reject_kv_usage < 0 ||
+        s.gateway.decode_reject_kv_usage > 1) {
+      return Error("gateway: kv_transfer_ms_per_1k_tokens >= 0, 0 <= decode_reject_kv_usage <= 1");
+    }
+    s.gateway.kv_transfer_per_1k_tokens = millis(transfer);
+  }
+
+  const YAML::Node policies = root["policies"];
+  if (!policies || !policies.IsSequence() || policies.size() == 0) {
+    return Error("policies: expected a non-empty list");
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < policies.size(); ++i) {
+    auto p = parse_policy(policies[i], "policies[" + std::to_string(i) + "]");
+    if (!p) return Error(p.error());
+    if (!names.insert(p->name).second) return Error("policies: duplicate name \"" + p->name + "\"");
+    s.policies.push_back(std::move(*p));
+  }
+
+  auto w = parse_workload(root["workload"], base_dir);
+  if (!w) return Error(w.error());
+  s.workload = std::move(*w);
+  return s;
+}
+
+Result<Scenario> load_scenario(const std::string& path) {
+  auto text = read_text(path);
+  if (!text) return Error(text.error());
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  auto s = parse_scenario(*text, dir);
+  if (!s) return Error(path + ": " + s.error());
+  if (s->name.empty()) s->name = path.substr(slash == std::string::npos ? 0 : slash + 1);
+  return s;
+}
+
+}  // namespace kvgate::sim

@@ -1,0 +1,96 @@
+// Scenario: one simulation study, read from YAML: the cluster, the gateway between the
+// clients and the engines, the routing policies to compare, and the workload.
+//
+//   name: llm-d shared prefix
+//   seed: 1
+//   cluster:
+//     engines: 8                    # or groups: [{count, profile, role, zone, rack, ...}]
+//     profile: 2xh100-qwen3-32b     # built-in name, or a YAML profile file (path)
+//     num_gpu_blocks: 0             # engine overrides (0 = the profile's)
+//     block_size: 64
+//     max_num_seqs: 256
+//     max_num_batched_tokens: 8192
+//   gateway:
+//     model: qwen3-32b
+//     hop_delay_ms: 1               # gateway <-> engine, one way
+//     scrape_interval_ms: 100       # how often engine metrics reach the router
+//     kv_event_delay_ms: 10         # engine -> precise index
+//     kv_transfer_ms_per_1k_tokens: 5   # disaggregated: prefill -> decode KV transfer
+//     decode_reject_kv_usage: 0     # disaggregated: a decode engine this full (0..1)
+//                                   # refuses a request whose prefill is done (0: never)
+//   policies:
+//     - name: precise               # the label in the report
+//       policy: kv-cost             # a router policy (route/registry.h)
+//       params: {overlap_weight: 1} # the policy's parameters
+//       overlap: precise            # none | precise | approx | both
+//       filters: [saturation]       # optional; the router's default otherwise
+//       saturation: {queue_threshold: 5, kv_threshold: 0.8, shed: true, metrics_max_age_s: 5}
+//       approx: {ttl_s: 120, capacity_pairs: 4194304}
+//       record_decisions: true
+//       prefill_tokens_per_second: 10000
+//       early_reject: {enabled: true, max_usage: 0.95, decode_seconds_per_token: 0.03}
+//       pd: {mode: auto, locality_weight: 64, local_prefill_max_tokens: 0}
+//   workload: {...}                 # workload_yaml.h
+//   max_time_s: 0                   # stop the clock here (0: when every request is done)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/common/result.h"
+#include "core/common/time.h"
+#include "core/engine/engine_config.h"
+#include "core/engine/profile.h"
+#include "core/kv/approx_index.h"
+#include "core/route/config.h"
+#include "core/route/endpoint.h"
+#include "sim/workload.h"
+
+namespace kvgate::sim {
+
+struct EngineGroup {
+  uint32_t count = 1;
+  engine::Profile profile;
+  engine::EngineConfig config;
+  route::Role role = route::Role::kBoth;
+  std::string zone;
+  std::string rack;
+};
+
+struct GatewaySpec {
+  std::string model = "model";
+  Nanos hop_delay = 1 * kMillisecond;
+  Nanos scrape_interval = 100 * kMillisecond;
+  Nanos kv_event_delay = 10 * kMillisecond;
+  // Disaggregated serving: KV transfer time per 1,000 prompt tokens, and the KV usage at
+  // which a decode engine refuses a request whose prefill is already done (Mooncake's
+  // wasted prefill). 0: decode engines queue instead of refusing.
+  Nanos kv_transfer_per_1k_tokens = 5 * kMillisecond;
+  double decode_reject_kv_usage = 0;
+};
+
+struct PolicySpec {
+  std::string name;  // report label, unique within the scenario
+  route::RouterConfig router;
+  kv::ApproxIndex::Options approx;
+};
+
+struct Scenario {
+  std::string name;
+  uint64_t seed = 1;
+  std::vector<EngineGroup> engines;
+  GatewaySpec gateway;
+  std::vector<PolicySpec> policies;
+  WorkloadSpec workload;
+  Nanos max_time = 0;  // 0: run until every request is done
+
+  uint32_t engine_count() const;
+};
+
+// Parses scenario YAML text; `base_dir` resolves relative paths (profiles, traces).
+Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string& base_dir);
+// Reads and parses a scenario file.
+Result<Scenario> load_scenario(const std::string& path);
+
+}  // namespace kvgate::sim

@@ -1,0 +1,133 @@
+#include "sim/sim_command.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "sim/cluster_sim.h"
+#include "sim/scenario.h"
+#include "sim/sim_report_files.h"
+
+namespace kvgate::sim {
+namespace {
+
+struct SimArgs {
+  std::string scenario;
+  std::string out = "sim-out";
+  uint64_t seed = 0;
+  bool seed_given = false;
+  std::string policies;
+  bool no_progress = false;
+  bool per_request = false;
+};
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+int run_sim(const SimArgs& args) {
+  auto scenario = load_scenario(args.scenario);
+  if (!scenario) {
+    fmt::print(stderr, "kvgate sim: {}\n", scenario.error());
+    return 2;
+  }
+  const uint64_t seed = args.seed_given ? args.seed : scenario->seed;
+  std::vector<const PolicySpec*> chosen;
+  if (args.policies.empty()) {
+    for (const PolicySpec& p : scenario->policies) chosen.push_back(&p);
+  } else {
+    for (const std::string& name : split_commas(args.policies)) {
+      const PolicySpec* found = nullptr;
+      for (const PolicySpec& p : scenario->policies) {
+        if (p.name == name) found = &p;
+      }
+      if (!found) {
+        std::string known;
+        for (const PolicySpec& p : scenario->policies)
+          known += (known.empty() ? "" : ", ") + p.name;
+        fmt::print(stderr, "kvgate sim: no policy \"{}\" in the scenario (it has: {})\n", name,
+                   known);
+        return 2;
+      }
+      chosen.push_back(found);
+    }
+  }
+
+  ScenarioResults results;
+  results.scenario = scenario->name;
+  results.seed = seed;
+  fmt::print(stderr, "kvgate sim: {} ({} engines, {} policies, seed {})\n", scenario->name,
+             scenario->engine_count(), chosen.size(), seed);
+  for (const PolicySpec* p : chosen) {
+    auto run = run_policy(*scenario, *p, seed, {.progress = !args.no_progress});
+    if (!run) {
+      fmt::print(stderr, "kvgate sim: {}\n", run.error());
+      return 1;
+    }
+    results.runs.push_back(std::move(*run));
+  }
+  // The stages are the workload's; build it once more to read them (cheap).
+  if (auto w = make_workload(scenario->workload, seed)) results.stages = (*w)->stages();
+  for (const PolicyRun& run : results.runs)
+    results.summaries.push_back(summarize(run, results.stages));
+
+  std::fputs(format_table(scenario->name, results.summaries).c_str(), stdout);
+  for (const Summary& s : results.summaries) {
+    const PolicyRun* run = nullptr;
+    for (const PolicyRun& r : results.runs) {
+      if (r.policy == s.policy) run = &r;
+    }
+    fmt::print(
+        "  {:<14} {:.0f} s simulated in {:.2f} s wall, {:.2f} s CPU ({:.0f}x real time by CPU, "
+        "{} events)\n",
+        s.policy, to_seconds(run->end_time), run->wall_seconds, run->cpu_seconds, s.speedup_cpu,
+        run->events);
+  }
+  if (!args.out.empty()) {
+    auto written = write_report_files(results, args.out, args.per_request);
+    if (!written) {
+      fmt::print(stderr, "kvgate sim: {}\n", written.error());
+      return 1;
+    }
+    fmt::print("wrote {} files to {}/ (summary.csv, stages.csv, report.json, *.svg)\n",
+               written->size(), args.out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_sim_command(CLI::App& app) {
+  auto args = std::make_shared<SimArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "sim",
+      "Discrete-event cluster simulation: run a scenario's routing policies side by side on "
+      "the same arrivals (same engine model and router code as `kvgate serve`), print one "
+      "table and write CSV, JSON and SVG charts.");
+  cmd->add_option("scenario", args->scenario, "Scenario YAML file (see examples/sim/)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--out", args->out,
+                  "Directory for summary.csv, stages.csv, report.json and the SVG charts "
+                  "(created if needed; empty string: write nothing)")
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Random seed (default: the scenario's `seed`)")
+      ->each([args](const std::string&) { args->seed_given = true; });
+  cmd->add_option("--policies", args->policies,
+                  "Comma-separated policy names from the scenario to run (default: all)");
+  cmd->add_flag("--no-progress", args->no_progress, "Do not draw the progress bar on stderr");
+  cmd->add_flag("--requests-csv", args->per_request,
+                "Also write requests.csv with one row per request");
+  cmd->callback([args] { cli::set_exit_code(run_sim(*args)); });
+}
+
+}  // namespace kvgate::sim

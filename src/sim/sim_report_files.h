@@ -1,0 +1,34 @@
+// Writes a scenario's results to a directory: summary.csv, stages.csv, report.json,
+// requests.csv (optional) and the SVG charts (ttft_cdf.svg, throughput_vs_qps.svg,
+// ttft_p90_vs_qps.svg; pd_load_over_time.svg for disaggregated clusters).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/common/result.h"
+#include "sim/report.h"
+
+namespace kvgate::sim {
+
+struct ScenarioResults {
+  std::string scenario;
+  uint64_t seed = 0;
+  std::vector<PolicyRun> runs;
+  std::vector<Summary> summaries;
+  std::vector<StageInfo> stages;
+};
+
+// The charts as SVG text (also used by the tests).
+std::string ttft_cdf_svg(const ScenarioResults& results);
+std::string throughput_vs_qps_svg(const ScenarioResults& results);
+std::string ttft_vs_qps_svg(const ScenarioResults& results);
+// Disaggregated clusters: decode KV usage and prefill queue over time, per policy
+// (Mooncake's load oscillation).
+std::string pd_load_over_time_svg(const ScenarioResults& results);
+
+// Creates `dir` if needed and writes every file; returns the paths written.
+Result<std::vector<std::string>> write_report_files(const ScenarioResults& results,
+                                                    const std::string& dir, bool per_request);
+
+}  // namespace kvgate::sim

@@ -1,0 +1,184 @@
+#include "core/route/endpoint_pool.h"
+
+#include <gtest/gtest.h>
+
+namespace kvgate::route {
+namespace {
+
+constexpr uint32_t kBs = 16;
+
+class EndpointPoolTest : public ::testing::Test {
+ protected:
+  EndpointPool pool_{kBs};
+  EndpointId Add(std::string url, Role role = Role::kBoth, uint32_t capacity = 0) {
+    auto id = pool_.add({.url = std::move(url), .role = role, .kv_capacity_blocks = capacity}, 0);
+    EXPECT_TRUE(id.ok());
+    return *id;
+  }
+  const RouterLoad& Load(EndpointId id) { return pool_.get(id)->load; }
+};
+
+TEST_F(EndpointPoolTest, IdsAreDenseAndReused) {
+  EXPECT_EQ(Add("a"), 0u);
+  EXPECT_EQ(Add("b"), 1u);
+  EXPECT_EQ(Add("c"), 2u);
+  EXPECT_TRUE(pool_.remove(1));
+  EXPECT_FALSE(pool_.remove(1));
+  EXPECT_EQ(pool_.get(1), nullptr);
+  EXPECT_EQ(std::vector<EndpointId>(pool_.ids().begin(), pool_.ids().end()),
+            (std::vector<EndpointId>{0, 2}));
+  EXPECT_EQ(Add("d"), 1u);
+  EXPECT_EQ(pool_.find("d"), std::optional<EndpointId>(1));
+  EXPECT_FALSE(pool_.add({.url = "a"}, 0).ok());  // duplicate URL
+}
+
+TEST_F(EndpointPoolTest, LifecycleKeepsLoadExact) {
+  EndpointId a = Add("a");
+  std::vector<kv::BlockKey> keys = {1, 2, 3, 4};  // 4 full blocks
+  // 70 prompt tokens (4 full blocks + 6), 40 expected output: ceil(110/16) = 7 blocks.
+  ASSERT_TRUE(pool_.on_routed(9,
+                              {.endpoint = a,
+                               .keys = keys,
+                               .prompt_tokens = 70,
+                               .expected_output_tokens = 40,
+                               .prefill_tokens = 50},
+                              0));
+  EXPECT_EQ(Load(a).in_flight, 1u);
+  EXPECT_EQ(Load(a).active_prefill_tokens, 50u);
+  EXPECT_EQ(Load(a).active_decode_blocks, 7u);
+  EXPECT_FALSE(pool_.on_routed(9, {.endpoint = a}, 0).ok());  // duplicate id
+  EXPECT_TRUE(pool_.on_first_token(9, 10));
+  EXPECT_EQ(Load(a).active_prefill_tokens, 0u);
+  EXPECT_EQ(Load(a).in_flight, 1u);
+  EXPECT_TRUE(pool_.on_finished(9, 20));
+  EXPECT_EQ(Load(a).in_flight, 0u);
+  EXPECT_EQ(Load(a).active_decode_blocks, 0u);
+  EXPECT_FALSE(pool_.on_finished(9, 30));  // unknown now: ignored
+  EXPECT_EQ(Load(a).routed_total, 1u);
+}
+
+TEST_F(EndpointPoolTest, SharedPrefixBlocksCountOnce) {
+  EndpointId a = Add("a");
+  std::vector<kv::BlockKey> r1 = {1, 2, 3, 4};
+  std::vector<kv::BlockKey> r2 = {1, 2, 5, 6};
+  ASSERT_TRUE(pool_.on_routed(1, {.endpoint = a, .keys = r1, .prompt_tokens = 64}, 0));
+  ASSERT_TRUE(pool_.on_routed(2, {.endpoint = a, .keys = r2, .prompt_tokens = 64}, 0));
+  EXPECT_EQ(Load(a).active_decode_blocks, 6u);  // 1 2 3 4 5 6
+  std::vector<ActiveBlocks::Prefix> p;
+  pool_.active_prefix(std::vector<kv::BlockKey>{1, 2, 3, 9}, p);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].blocks, 3u);
+  pool_.on_finished(1, 1);
+  EXPECT_EQ(Load(a).active_decode_blocks, 4u);  // 3, 4 released; 1, 2 still r2's
+  pool_.on_failed(2, 1);
+  EXPECT_EQ(Load(a).active_decode_blocks, 0u);
+  EXPECT_EQ(Load(a).failed_total, 1u);
+}
+
+TEST_F(EndpointPoolTest, RemotePrefillEndsAtFirstToken) {
+  EndpointId p = Add("p", Role::kPrefill);
+  EndpointId d = Add("d", Role::kDecode);
+  std::vector<kv::BlockKey> keys = {1, 2};
+  ASSERT_TRUE(pool_.on_routed(1,
+                              {.endpoint = d,
+                               .prefill_endpoint = p,
+                               .keys = keys,
+                               .prompt_tokens = 32,
+                               .prefill_tokens = 32},
+                              0));
+  EXPECT_EQ(Load(p).in_flight, 1u);
+  EXPECT_EQ(Load(p).active_prefill_tokens, 32u);
+  EXPECT_EQ(Load(p).active_decode_blocks, 0u);
+  EXPECT_EQ(Load(d).in_flight, 1u);
+  EXPECT_EQ(Load(d).active_prefill_tokens, 0u);
+  EXPECT_EQ(Load(d).active_decode_blocks, 2u);
+  pool_.on_first_token(1, 5);
+  EXPECT_EQ(Load(p).in_flight, 0u);
+  EXPECT_EQ(Load(p).active_prefill_tokens, 0u);
+  EXPECT_EQ(Load(d).in_flight, 1u);
+  pool_.on_finished(1, 9);
+  EXPECT_EQ(Load(d).in_flight, 0u);
+  EXPECT_EQ(Load(d).active_decode_blocks, 0u);
+}
+
+TEST_F(EndpointPoolTest, FailureBeforeFirstTokenReleasesPrefillToo) {
+  EndpointId p = Add("p", Role::kPrefill);
+  EndpointId d = Add("d", Role::kDecode);
+  ASSERT_TRUE(pool_.on_routed(
+      1, {.endpoint = d, .prefill_endpoint = p, .prompt_tokens = 10, .prefill_tokens = 10}, 0));
+  pool_.on_failed(1, 1);
+  EXPECT_EQ(Load(p).in_flight, 0u);
+  EXPECT_EQ(Load(p).active_prefill_tokens, 0u);
+  EXPECT_EQ(Load(p).failed_total, 1u);
+  EXPECT_EQ(Load(d).failed_total, 1u);
+}
+
+TEST_F(EndpointPoolTest, RemovingAnEndpointForgetsItsRequests) {
+  EndpointId p = Add("p", Role::kPrefill);
+  EndpointId d = Add("d", Role::kDecode);
+  EndpointId d2 = Add("d2", Role::kDecode);
+  std::vector<kv::BlockKey> keys = {1, 2};
+  ASSERT_TRUE(pool_.on_routed(1,
+                              {.endpoint = d,
+                               .prefill_endpoint = p,
+                               .keys = keys,
+                               .prompt_tokens = 32,
+                               .prefill_tokens = 32},
+                              0));
+  ASSERT_TRUE(pool_.on_routed(2,
+                              {.endpoint = d2,
+                               .prefill_endpoint = p,
+                               .keys = keys,
+                               .prompt_tokens = 32,
+                               .prefill_tokens = 32},
+                              0));
+  pool_.remove(d);
+  EXPECT_EQ(pool_.request(1), nullptr);
+  EXPECT_FALSE(pool_.on_finished(1, 1));
+  EXPECT_EQ(Load(p).in_flight, 1u);  // request 2 only
+  EXPECT_EQ(Load(p).active_prefill_tokens, 32u);
+  pool_.remove(p);
+  ASSERT_NE(pool_.request(2), nullptr);
+  EXPECT_FALSE(pool_.request(2)->prefill_endpoint.has_value());
+  EXPECT_TRUE(pool_.on_first_token(2, 1));
+  EXPECT_TRUE(pool_.on_finished(2, 2));
+  EXPECT_EQ(Load(d2).active_decode_blocks, 0u);
+  EXPECT_EQ(Load(d2).in_flight, 0u);
+}
+
+TEST_F(EndpointPoolTest, UnknownEndpointIsAnError) {
+  EXPECT_FALSE(pool_.on_routed(1, {.endpoint = 3}, 0).ok());
+  EXPECT_FALSE(pool_.on_metrics(3, {}, 0));
+  EXPECT_FALSE(pool_.set_health(3, Health::kDraining));
+}
+
+// Mooncake's prediction: blocks in use + prefills ending by then - decodes finishing by
+// then. Three requests on one decode endpoint, 10 blocks each (160 tokens, no output
+// beyond the prompt's blocks: expected output inside them).
+TEST_F(EndpointPoolTest, PredictedDecodeBlocks) {
+  EndpointId d = Add("d", Role::kDecode, 1000);
+  const double spt = 0.01;  // 10 ms per output token
+  auto route = [&](RequestId id, Nanos prefill_end, uint32_t output) {
+    ASSERT_TRUE(pool_.on_routed(id,
+                                {.endpoint = d,
+                                 .prompt_tokens = 160 - output,
+                                 .expected_output_tokens = output,
+                                 .predicted_prefill_end = prefill_end},
+                                0));
+  };
+  route(1, 0, 100);  // decoding since t=0 (first token), 1 s of output
+  pool_.on_first_token(1, 0);
+  route(2, seconds(0.5), 50);  // prefill ends at 0.5 s, then 0.5 s of output
+  route(3, seconds(2), 0);     // prefill ends at 2 s, unknown output length
+  EXPECT_EQ(pool_.get(d)->load.active_decode_blocks, 30u);
+  EXPECT_DOUBLE_EQ(pool_.predicted_decode_blocks(d, seconds(0.2), spt), 10);  // 1 only
+  EXPECT_DOUBLE_EQ(pool_.predicted_decode_blocks(d, seconds(0.7), spt), 20);  // 1 and 2
+  EXPECT_DOUBLE_EQ(pool_.predicted_decode_blocks(d, seconds(1.2), spt), 0);   // both done
+  EXPECT_DOUBLE_EQ(pool_.predicted_decode_blocks(d, seconds(2.5), spt), 10);  // 3 stays
+  // A scrape showing more KV in use than the router knows of raises the base.
+  pool_.on_metrics(d, {.kv_usage = 0.1}, 0);  // 100 of 1000 blocks, router knew 30
+  EXPECT_DOUBLE_EQ(pool_.predicted_decode_blocks(d, seconds(0.2), spt), 80);
+}
+
+}  // namespace
+}  // namespace kvgate::route

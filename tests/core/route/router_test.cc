@@ -1,0 +1,454 @@
+// The whole decision: filters, overlap from the real indexes, policies, P/D pairing,
+// early rejection, commit.
+#include "core/route/router.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <numeric>
+
+namespace kvgate::route {
+namespace {
+
+constexpr uint32_t kBs = 16;
+
+class RouterTest : public ::testing::Test {
+ protected:
+  kv::PreciseIndex precise_{{.model = "m", .block_size = kBs}};
+  kv::ApproxIndex approx_{{}};
+  RouterConfig config_;
+  std::unique_ptr<Router> router_;
+  Rng rng_{5};
+  // Keep prompts alive: RouteRequest borrows the keys.
+  std::vector<std::vector<kv::TokenId>> tokens_;
+  std::vector<std::vector<kv::BlockKey>> keys_;
+  RequestId next_id_ = 1;
+
+  void SetUp() override {
+    config_.block_size = kBs;
+    config_.policy = {"kv-cost", {}};
+  }
+  void Build() {
+    auto r = Router::create(config_, {.precise = &precise_, .approx = &approx_});
+    ASSERT_TRUE(r.ok()) << r.error();
+    router_ = std::move(*r);
+  }
+  EndpointId Add(EndpointSpec spec) {
+    auto id = router_->add_endpoint(std::move(spec), 0);
+    EXPECT_TRUE(id.ok());
+    return *id;
+  }
+  // A prompt of `blocks` full blocks; prompts with the same `seed` share everything.
+  RouteRequest Prompt(uint32_t blocks, uint32_t seed,
+                      Criticality criticality = Criticality::kStandard) {
+    tokens_.emplace_back(blocks * kBs);
+    std::iota(tokens_.back().begin(), tokens_.back().end(), seed * 100000);
+    keys_.emplace_back();
+    kv::hash_blocks(tokens_.back(), kBs, kv::block_seed("m", "", ""), keys_.back());
+    return {.id = next_id_++,
+            .keys = keys_.back(),
+            .prompt_tokens = blocks * kBs,
+            .criticality = criticality};
+  }
+  // The engine at `ep` reports it stored the first `blocks` blocks of `r`'s prompt.
+  void Cache(EndpointId ep, const RouteRequest& r, uint32_t blocks) {
+    const std::vector<kv::TokenId>* t = nullptr;
+    for (size_t i = 0; i < keys_.size(); ++i) {
+      if (keys_[i].data() == r.keys.data()) t = &tokens_[i];
+    }
+    ASSERT_NE(t, nullptr);
+    std::vector<uint64_t> hashes(blocks);
+    std::iota(hashes.begin(), hashes.end(), 7000 + ep * 1000);
+    kv::BlockStoredEvent ev;
+    ev.block_hashes = hashes;
+    ev.token_ids = std::span(*t).first(blocks * kBs);
+    ev.block_size = kBs;
+    precise_.apply_stored(ep, ev);
+  }
+  // Puts `blocks` blocks of decode load on `ep` through the lifecycle.
+  void Busy(EndpointId ep, uint32_t blocks) {
+    ASSERT_TRUE(router_->pool()
+                    .on_routed(next_id_++, {.endpoint = ep, .prompt_tokens = blocks * kBs}, 0)
+                    .ok());
+  }
+  char Winner(const RouteRequest& r, const char* names = "ABCDEFGH") {
+    Decision d = router_->decide(r, 0, rng_);
+    EXPECT_TRUE(d.accepted()) << to_string(d.reason);
+    return names[d.endpoint];
+  }
+};
+
+TEST_F(RouterTest, CreateRejectsBadConfig) {
+  config_.policy = {"nope", {}};
+  EXPECT_FALSE(Router::create(config_, {.precise = &precise_}).ok());
+  config_.policy = {"kv-cost", {}};
+  config_.filters = {{"nope", {}}};
+  EXPECT_FALSE(Router::create(config_, {.precise = &precise_}).ok());
+  config_.filters = {};
+  config_.overlap_source = OverlapSource::kApprox;  // but no approx index
+  EXPECT_FALSE(Router::create(config_, {.precise = &precise_}).ok());
+  config_.block_size = 0;
+  EXPECT_FALSE(Router::create(config_, {.precise = &precise_, .approx = &approx_}).ok());
+}
+
+TEST_F(RouterTest, RejectionReasons) {
+  Build();
+  auto r = Prompt(4, 1);
+  Decision d = router_->decide(r, 0, rng_);
+  EXPECT_EQ(d.reason, RejectReason::kNoEndpoints);
+  EXPECT_EQ(to_string(d.reason), "no_endpoints");
+  EXPECT_EQ(http_status(d.reason), 503);
+  EndpointId a = Add({.url = "a"});
+  EndpointId b = Add({.url = "b"});
+  router_->pool().set_health(a, Health::kUnhealthy);
+  router_->pool().set_health(b, Health::kDraining);
+  d = router_->decide(r, 0, rng_);
+  EXPECT_EQ(d.reason, RejectReason::kNoHealthyEndpoints);
+  router_->pool().set_health(b, Health::kHealthy);
+  EXPECT_EQ(Winner(r), 'B');
+}
+
+// The seed's toy example end to end: cache contents from KV events into the precise
+// index, load from requests in flight. See policies_test.cc for the arithmetic.
+TEST_F(RouterTest, SeedToyExampleThroughTheIndex) {
+  config_.filters = {};  // the busy endpoint would count as saturated otherwise
+  auto r = Prompt(100, 1);
+  for (double w : {1.0, 2.0, 3.0, 4.0, 10.0}) {
+    config_.policy = {"kv-cost", {{"overlap_weight", std::to_string(w)}}};
+    precise_.remove_endpoint(0);
+    precise_.remove_endpoint(1);
+    precise_.remove_endpoint(2);
+    Build();
+    EndpointId a = Add({.url = "A"});
+    EndpointId b = Add({.url = "B"});
+    EndpointId c = Add({.url = "C"});
+    Cache(a, r, 90);
+    Cache(c, r, 50);
+    Busy(a, 275);
+    Busy(b, 10);
+    Busy(c, 135);
+    Decision d = router_->decide(r, 0, rng_);
+    ASSERT_TRUE(d.accepted());
+    const char want = w <= 2 ? 'B' : w == 3 ? 'C' : 'A';
+    EXPECT_EQ("ABC"[d.endpoint], want) << "weight " << w;
+    if (want == 'A') {
+      EXPECT_EQ(d.matched_blocks, 90u);
+      EXPECT_EQ(d.prefill_tokens, 10 * kBs);
+    }
+  }
+}
+
+TEST_F(RouterTest, NewEndpointHoldsNothing) {
+  Build();
+  auto r = Prompt(20, 1);
+  EndpointId a = Add({.url = "A"});
+  Cache(a, r, 20);
+  Busy(a, 5);
+  EXPECT_EQ(Winner(r), 'A');  // all cached beats 5 blocks of load
+  // A is removed and a new endpoint takes its id: it must not inherit A's cache.
+  router_->remove_endpoint(a);
+  EndpointId b = Add({.url = "B"});
+  ASSERT_EQ(b, a);
+  Decision d = router_->decide(r, 0, rng_);
+  EXPECT_EQ(d.matched_blocks, 0u);
+  EXPECT_EQ(d.prefill_tokens, 20 * kBs);
+}
+
+TEST_F(RouterTest, CommitTracksLoadAndTeachesTheApproxIndex) {
+  config_.overlap_source = OverlapSource::kApprox;
+  config_.policy = {"kv-cost", {{"overlap_weight", "4"}}};
+  Build();
+  Add({.url = "A"});
+  Add({.url = "B"});
+  auto r1 = Prompt(30, 1);
+  Decision d1 = router_->route(r1, 0, rng_);
+  ASSERT_TRUE(d1.accepted());
+  EXPECT_EQ(d1.matched_blocks, 0u);
+  const Endpoint* e = router_->pool().get(d1.endpoint);
+  EXPECT_EQ(e->load.in_flight, 1u);
+  EXPECT_EQ(e->load.active_prefill_tokens, 30 * kBs);
+  EXPECT_EQ(e->load.active_decode_blocks, 30u);
+  // The same prompt again: history says d1's endpoint has it; load says the other.
+  // Weight 4: 4 x 30 (prefill in queue) + 30 + 0 new blocks (shared prefix)
+  // vs 4 x 30 + 30: a tie on this load... so finish the first prefill.
+  router_->pool().on_first_token(r1.id, 1);
+  auto r2 = r1;
+  r2.id = 1000;
+  Decision d2 = router_->route(r2, 2, rng_);
+  ASSERT_TRUE(d2.accepted());
+  EXPECT_EQ(d2.endpoint, d1.endpoint);
+  EXPECT_EQ(d2.matched_blocks, 30u);
+  EXPECT_EQ(d2.prefill_tokens, 0u);
+  EXPECT_EQ(router_->pool().get(d1.endpoint)->load.active_decode_blocks, 30u);  // shared
+  // Routing the same id twice is refused.
+  EXPECT_EQ(router_->route(r2, 3, rng_).reason, RejectReason::kDuplicateRequest);
+  EXPECT_FALSE(router_->commit(r2, Decision{.reason = RejectReason::kSaturated}, 3).ok());
+}
+
+// Between two scrapes the router's own in-flight count spreads a burst.
+TEST_F(RouterTest, BurstIsSpreadBetweenScrapes) {
+  config_.policy = {"load", {}};
+  Build();
+  for (const char* u : {"A", "B", "C", "D"}) {
+    EndpointId id = Add({.url = u, .kv_capacity_blocks = 1000});
+    router_->pool().on_metrics(id, {.waiting = 0, .running = 0, .kv_usage = 0}, 0);
+  }
+  std::map<EndpointId, int> count;
+  for (int i = 0; i < 8; ++i) {
+    auto r = Prompt(50, i);
+    Decision d = router_->route(r, kMillisecond, rng_);
+    ASSERT_TRUE(d.accepted());
+    count[d.endpoint]++;
+  }
+  EXPECT_EQ(count.size(), 4u);
+  for (auto [ep, n] : count) EXPECT_EQ(n, 2) << ep;
+}
+
+class ShedTest : public RouterTest {
+ protected:
+  EndpointId a_ = 0, b_ = 0;
+  void SetUp() override {
+    RouterTest::SetUp();
+    config_.policy = {"least-request", {}};
+    config_.saturation.metrics_max_age = 2 * kSecond;
+    Build();
+    a_ = Add({.url = "A"});
+    b_ = Add({.url = "B"});
+  }
+  void Metrics(EndpointId ep, uint32_t waiting, double kv, Nanos at = 0) {
+    router_->pool().on_metrics(ep, {.waiting = waiting, .kv_usage = kv}, at);
+  }
+  Decision Route(Criticality c, Nanos now = 0) {
+    return router_->decide(Prompt(2, 9, c), now, rng_);
+  }
+};
+
+TEST_F(ShedTest, SheddableGoesOnlyToUnsaturated) {
+  Metrics(a_, 5, 0.1);  // saturated by queue
+  Metrics(b_, 0, 0.5);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(Route(Criticality::kSheddable).endpoint, b_);
+  Metrics(b_, 0, 0.85);  // saturated by KV
+  Decision d = Route(Criticality::kSheddable);
+  EXPECT_EQ(d.reason, RejectReason::kSaturated);
+  EXPECT_EQ(to_string(d.reason), "saturated");
+  EXPECT_EQ(http_status(d.reason), 429);
+  // Standard requests are not shed: they go to the saturated endpoints.
+  EXPECT_TRUE(Route(Criticality::kStandard).accepted());
+}
+
+TEST_F(ShedTest, SheddingCanBeTurnedOff) {
+  config_.saturation.shed = false;
+  Build();
+  a_ = Add({.url = "A"});
+  Metrics(a_, 9, 0.9);
+  EXPECT_TRUE(Route(Criticality::kSheddable).accepted());
+}
+
+TEST_F(ShedTest, StandardPrefersUnsaturated) {
+  Metrics(a_, 6, 0.1);
+  Metrics(b_, 1, 0.1);
+  ASSERT_TRUE(router_->pool().on_routed(100, {.endpoint = b_}, 0).ok());  // more in flight
+  ASSERT_TRUE(router_->pool().on_routed(101, {.endpoint = b_}, 0).ok());
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(Route(Criticality::kStandard).endpoint, b_);
+}
+
+TEST_F(ShedTest, CriticalGoesWhereTheQueueIsShort) {
+  Metrics(a_, 60, 0.95);
+  Metrics(b_, 40, 0.95);  // saturated, but below 50 waiting
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(Route(Criticality::kCritical).endpoint, b_);
+  Metrics(b_, 70, 0.95);  // nowhere below 50: still routed, never shed
+  EXPECT_TRUE(Route(Criticality::kCritical).accepted());
+  EXPECT_EQ(Route(Criticality::kSheddable).reason, RejectReason::kSaturated);
+}
+
+TEST_F(ShedTest, StaleMetricsCountAsSaturated) {
+  Metrics(a_, 0, 0.1, 0);
+  Metrics(b_, 0, 0.1, 0);
+  EXPECT_TRUE(Route(Criticality::kSheddable, kSecond).accepted());
+  Metrics(b_, 0, 0.1, 2 * kSecond);  // a's scrapes stop
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(Route(Criticality::kSheddable, 3 * kSecond).endpoint, b_);
+  EXPECT_EQ(Route(Criticality::kSheddable, 5 * kSecond).reason, RejectReason::kSaturated);
+  // A critical request avoids the stale one while a fresh one exists.
+  Metrics(b_, 0, 0.1, 5 * kSecond);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(Route(Criticality::kCritical, 5 * kSecond).endpoint, b_);
+}
+
+class PdTest : public RouterTest {
+ protected:
+  void SetUp() override {
+    RouterTest::SetUp();
+    config_.filters = {};
+  }
+};
+
+TEST_F(PdTest, PrefillByCostDecodeByLoadAndLocality) {
+  config_.pd.locality_weight = 50;
+  Build();
+  EndpointId p0 = Add({.url = "p0", .role = Role::kPrefill, .zone = "z1", .rack = "r1"});
+  EndpointId p1 = Add({.url = "p1", .role = Role::kPrefill, .zone = "z2", .rack = "r3"});
+  EndpointId d_rack = Add({.url = "d0", .role = Role::kDecode, .zone = "z1", .rack = "r1"});
+  EndpointId d_zone = Add({.url = "d1", .role = Role::kDecode, .zone = "z1", .rack = "r2"});
+  EndpointId d_far = Add({.url = "d2", .role = Role::kDecode, .zone = "z2", .rack = "r3"});
+  auto r = Prompt(40, 1);
+  Cache(p0, r, 40);     // p0 has it all: the prefill goes there
+  Cache(d_far, r, 40);  // decode ignores cache: no credit for d_far
+  Decision d = router_->decide(r, 0, rng_);
+  ASSERT_TRUE(d.accepted());
+  ASSERT_TRUE(d.prefill_endpoint.has_value());
+  EXPECT_EQ(*d.prefill_endpoint, p0);
+  EXPECT_EQ(d.endpoint, d_rack);  // same rack
+  EXPECT_EQ(d.matched_blocks, 40u);
+  // 30 blocks in use on the rack-mate: 30 < 50, still preferred over the zone-mate.
+  Busy(d_rack, 30);
+  EXPECT_EQ(router_->decide(r, 0, rng_).endpoint, d_rack);
+  // 60 blocks: now the same-zone one (distance 1 x 50) is cheaper.
+  Busy(d_rack, 30);
+  EXPECT_EQ(router_->decide(r, 0, rng_).endpoint, d_zone);
+  // Both near ones loaded: rack-mate 120 + 40, zone-mate 60 + 40 + 50, far 40 + 100.
+  Busy(d_rack, 60);
+  Busy(d_zone, 60);
+  EXPECT_EQ(router_->decide(r, 0, rng_).endpoint, d_far);
+  (void)p1;
+}
+
+TEST_F(PdTest, NoLocalityWeightMeansLoadOnly) {
+  config_.pd.locality_weight = 0;
+  Build();
+  Add({.url = "p0", .role = Role::kPrefill, .zone = "z1", .rack = "r1"});
+  EndpointId d0 = Add({.url = "d0", .role = Role::kDecode, .zone = "z1", .rack = "r1"});
+  EndpointId d1 = Add({.url = "d1", .role = Role::kDecode, .zone = "z9", .rack = "r9"});
+  Busy(d0, 1);
+  auto r = Prompt(8, 1);
+  EXPECT_EQ(router_->decide(r, 0, rng_).endpoint, d1);
+}
+
+TEST_F(PdTest, RemotePrefillSkippedWhenLittleIsUncached) {
+  config_.pd.local_prefill_max_tokens = 64;  // fewer than 4 uncached blocks: local
+  Build();
+  EndpointId p = Add({.url = "p", .role = Role::kPrefill});
+  EndpointId d = Add({.url = "d", .role = Role::kDecode});
+  auto r = Prompt(40, 1);
+  Cache(d, r, 37);  // 3 blocks = 48 tokens uncached on the decode endpoint
+  Decision dec = router_->decide(r, 0, rng_);
+  ASSERT_TRUE(dec.accepted());
+  EXPECT_EQ(dec.endpoint, d);
+  EXPECT_FALSE(dec.prefill_endpoint.has_value());
+  EXPECT_EQ(dec.prefill_tokens, 48u);
+  // 36 cached: 64 uncached, not fewer than the threshold: remote prefill.
+  precise_.remove_endpoint(d);
+  Cache(d, r, 36);
+  dec = router_->decide(r, 0, rng_);
+  ASSERT_TRUE(dec.prefill_endpoint.has_value());
+  EXPECT_EQ(*dec.prefill_endpoint, p);
+  EXPECT_EQ(dec.prefill_tokens, 40 * kBs);
+}
+
+TEST_F(PdTest, MissingRolesAreReasons) {
+  config_.pd.mode = PdMode::kOn;
+  Build();
+  EndpointId d = Add({.url = "d", .role = Role::kDecode});
+  auto r = Prompt(4, 1);
+  EXPECT_EQ(router_->decide(r, 0, rng_).reason, RejectReason::kNoPrefillEndpoint);
+  router_->remove_endpoint(d);
+  EndpointId p = Add({.url = "p", .role = Role::kPrefill});
+  EXPECT_EQ(router_->decide(r, 0, rng_).reason, RejectReason::kNoDecodeEndpoint);
+  EndpointId d2 = Add({.url = "d2", .role = Role::kDecode});
+  router_->pool().set_health(d2, Health::kUnhealthy);
+  EXPECT_EQ(router_->decide(r, 0, rng_).reason, RejectReason::kNoDecodeEndpoint);
+  router_->pool().set_health(d2, Health::kHealthy);
+  router_->pool().set_health(p, Health::kDraining);
+  EXPECT_EQ(router_->decide(r, 0, rng_).reason, RejectReason::kNoPrefillEndpoint);
+}
+
+TEST_F(PdTest, CommitPutsPrefillAndDecodeLoadWhereTheyBelong) {
+  Build();
+  EndpointId p = Add({.url = "p", .role = Role::kPrefill});
+  EndpointId d = Add({.url = "d", .role = Role::kDecode});
+  auto r = Prompt(10, 1);
+  Decision dec = router_->route(r, 0, rng_);
+  ASSERT_TRUE(dec.accepted());
+  EXPECT_EQ(router_->pool().get(p)->load.active_prefill_tokens, 10 * kBs);
+  EXPECT_EQ(router_->pool().get(d)->load.active_decode_blocks, 10u);
+  router_->pool().on_first_token(r.id, 1);
+  EXPECT_EQ(router_->pool().get(p)->load.active_prefill_tokens, 0u);
+  // The approx index learned that p computed (and so caches) the prompt.
+  std::vector<kv::EndpointMatch> m;
+  approx_.match(r.keys, 2, m);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].endpoint, p);
+}
+
+// Early rejection: two decode endpoints of 100 blocks, max_usage 1. Prefill runs at
+// 16000 tokens/s, so a 10-block prompt (160 tokens) takes 10 ms and a 100-block one
+// 100 ms. Each decode endpoint holds 90 blocks of requests that will finish decoding
+// 50 ms from now.
+class EarlyRejectTest : public PdTest {
+ protected:
+  EndpointId d0_ = 0, d1_ = 0;
+  void SetUp() override {
+    PdTest::SetUp();
+    config_.prefill_tokens_per_second = 16000;
+    config_.early_reject = {.enabled = true, .max_usage = 1.0, .decode_seconds_per_token = 0.001};
+    Build();
+    Add({.url = "p", .role = Role::kPrefill});
+    d0_ = Add({.url = "d0", .role = Role::kDecode, .kv_capacity_blocks = 100});
+    d1_ = Add({.url = "d1", .role = Role::kDecode, .kv_capacity_blocks = 100});
+    for (EndpointId d : {d0_, d1_}) {
+      // 90 blocks: 1390 prompt tokens + 50 output tokens, decoding since t = 0.
+      RequestId id = next_id_++;
+      ASSERT_TRUE(
+          router_->pool()
+              .on_routed(id, {.endpoint = d, .prompt_tokens = 1390, .expected_output_tokens = 50},
+                         0)
+              .ok());
+      router_->pool().on_first_token(id, 0);
+    }
+  }
+};
+
+TEST_F(EarlyRejectTest, RejectsWhenNoDecodeWillHaveRoom) {
+  auto small = Prompt(20, 1);  // prefill done at 20 ms: decode still holds 90 + 20 > 100
+  Decision d = router_->decide(small, 0, rng_);
+  EXPECT_EQ(d.reason, RejectReason::kDecodeFull);
+  EXPECT_EQ(to_string(d.reason), "decode_full");
+  EXPECT_EQ(http_status(d.reason), 429);
+}
+
+TEST_F(EarlyRejectTest, AcceptsWhenDecodesFinishBeforeThePrefillEnds) {
+  // A 60-block prompt: prefill ends at 60 ms, after the running decodes end at 50 ms.
+  // A naive check against the current load (90 + 60 > 100) would turn it away.
+  auto big = Prompt(60, 2);
+  Decision d = router_->decide(big, 0, rng_);
+  EXPECT_TRUE(d.accepted()) << to_string(d.reason);
+  EXPECT_EQ(d.predicted_prefill, 60 * kMillisecond);
+}
+
+TEST_F(EarlyRejectTest, CountsPrefillsThatLandBeforeThisOne) {
+  // A first 60-block request is accepted for one decode endpoint; its prefill is queued
+  // on the prefill endpoint, so a second 60-block request's prefill ends at 120 ms,
+  // after the first one lands on its decode endpoint (60 blocks there from 60 ms): the
+  // second must go to the other decode endpoint, and a third has nowhere to go.
+  auto r1 = Prompt(60, 3);
+  Decision d1 = router_->route(r1, 0, rng_);
+  ASSERT_TRUE(d1.accepted());
+  auto r2 = Prompt(60, 4);
+  Decision d2 = router_->route(r2, 0, rng_);
+  ASSERT_TRUE(d2.accepted()) << to_string(d2.reason);
+  EXPECT_NE(d2.endpoint, d1.endpoint);
+  auto r3 = Prompt(60, 5);
+  EXPECT_EQ(router_->decide(r3, 0, rng_).reason, RejectReason::kDecodeFull);
+}
+
+TEST_F(EarlyRejectTest, AlsoAppliesToAggregatedPools) {
+  config_.pd.mode = PdMode::kOff;
+  Build();
+  EndpointId a = Add({.url = "a", .kv_capacity_blocks = 100});
+  Busy(a, 95);
+  auto r = Prompt(10, 1);
+  EXPECT_EQ(router_->decide(r, 0, rng_).reason, RejectReason::kDecodeFull);
+  router_->pool().set_kv_capacity(a, 200);
+  EXPECT_TRUE(router_->decide(r, 0, rng_).accepted());
+}
+
+}  // namespace
+}  // namespace kvgate::route

@@ -1,0 +1,100 @@
+#include "gateway/config.h"
+
+#include <gtest/gtest.h>
+
+namespace kvgate::gateway {
+namespace {
+
+constexpr const char* kGood = R"(
+listeners:
+  - address: 127.0.0.1
+    port: 0
+timeouts:
+  stream_ms: 120000
+retries:
+  max_attempts: 2
+pools:
+  main:
+    block_size: 16
+    router:
+      policy: round-robin
+    endpoints:
+      - url: http://127.0.0.1:8001
+        role: both
+        zone: z1
+        rack: r1
+        labels: {gpu: h100}
+      - http://127.0.0.1:8002
+models:
+  - name: Qwen/Qwen3-0.6B
+    aliases: [qwen3]
+    pool: main
+)";
+
+TEST(GatewayConfig, ParsesAFullConfig) {
+  auto c = parse_gateway_config(kGood, "/etc/kvgate/fleet.yaml");
+  ASSERT_TRUE(c) << c.error();
+  ASSERT_EQ(c->listeners.size(), 1u);
+  EXPECT_EQ(c->listeners[0].port, 0);
+  EXPECT_EQ(c->timeouts.stream.count(), 120000);
+  EXPECT_EQ(c->timeouts.drain.count(), 30000);  // default
+  EXPECT_EQ(c->retries.max_attempts, 2);
+  ASSERT_EQ(c->pools.size(), 1u);
+  const PoolConfig& p = c->pools[0];
+  EXPECT_EQ(p.router.policy.name, "round-robin");
+  ASSERT_EQ(p.endpoints.size(), 2u);
+  EXPECT_EQ(p.endpoints[0].zone, "z1");
+  EXPECT_EQ(p.endpoints[0].rack, "r1");
+  EXPECT_EQ(p.endpoints[0].label("gpu"), "h100");
+  EXPECT_EQ(p.endpoints[1].url, "http://127.0.0.1:8002");
+  ASSERT_NE(c->find_model("qwen3"), nullptr);
+  EXPECT_EQ(c->find_model("qwen3")->name, "Qwen/Qwen3-0.6B");
+  EXPECT_EQ(c->find_model("Qwen/Qwen3-0.6B")->served_name, "Qwen/Qwen3-0.6B");
+  EXPECT_EQ(c->find_model("nope"), nullptr);
+}
+
+std::string error_of(const std::string& yaml) {
+  auto c = parse_gateway_config(yaml, "f.yaml");
+  return c ? std::string("OK") : c.error();
+}
+
+TEST(GatewayConfig, ErrorsNameFileLineAndField) {
+  std::string bad_url = std::string(kGood);
+  bad_url.replace(bad_url.find("http://127.0.0.1:8002"), 21, "127.0.0.1:8002");
+  EXPECT_EQ(error_of(bad_url),
+            "f.yaml:20:9: pools.main.endpoints[1]: expected http://host:port, got "
+            "'127.0.0.1:8002'");
+
+  std::string typo = std::string(kGood);
+  typo.replace(typo.find("max_attempts"), 12, "max_atempts");
+  EXPECT_EQ(error_of(typo), "f.yaml:8:3: retries.max_atempts: unknown field");
+
+  std::string policy = std::string(kGood);
+  policy.replace(policy.find("round-robin"), 11, "round-rbin");
+  std::string e = error_of(policy);
+  EXPECT_TRUE(e.starts_with("f.yaml:13:7: pools.main.router: ")) << e;
+
+  std::string pool = std::string(kGood);
+  pool.replace(pool.find("pool: main"), 10, "pool: other");
+  EXPECT_EQ(error_of(pool), "f.yaml:24:11: models[0].pool: no pool named 'other'");
+
+  std::string port = std::string(kGood);
+  port.replace(port.find("port: 0"), 7, "port: 70000");
+  EXPECT_EQ(error_of(port), "f.yaml:4:11: listeners[0].port: 70000 is outside [0, 65535]");
+
+  EXPECT_TRUE(error_of("pools: [").starts_with("f.yaml:")) << error_of("pools: [");
+  EXPECT_EQ(error_of("listeners: []\n"), "f.yaml:1:12: listeners: expected a non-empty list");
+  EXPECT_EQ(error_of("- a\n"), "f.yaml: expected a YAML mapping");
+}
+
+TEST(GatewayConfig, DuplicateModelNamesAndMissingFilesAreErrors) {
+  std::string dup = std::string(kGood) + "  - name: qwen3\n    pool: main\n";
+  EXPECT_EQ(error_of(dup), "f.yaml:25:11: models[1].name: 'qwen3' is defined twice");
+  std::string tok = std::string(kGood);
+  tok.replace(tok.find("block_size: 16"), 14, "tokenizer: nowhere/tokenizer.json");
+  EXPECT_EQ(error_of(tok),
+            "f.yaml:11:16: pools.main.tokenizer: no such file: nowhere/tokenizer.json");
+}
+
+}  // namespace
+}  // namespace kvgate::gateway

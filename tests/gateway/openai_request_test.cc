@@ -1,0 +1,69 @@
+#include "gateway/openai_request.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+namespace kvgate::gateway {
+namespace {
+
+RequestError error_of(std::string_view body, ApiKind kind = ApiKind::kChat) {
+  Inspection i = inspect_request(body, kind);
+  return i.error ? *i.error : RequestError{0, "", ""};
+}
+
+TEST(OpenAiRequest, AcceptsAChatRequest) {
+  Inspection i = inspect_request(
+      R"({"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,
+          "stream_options":{"include_usage":true},"max_tokens":5})",
+      ApiKind::kChat);
+  ASSERT_FALSE(i.error);
+  EXPECT_EQ(i.request.model, "m");
+  EXPECT_TRUE(i.request.stream);
+  EXPECT_TRUE(i.request.client_wants_usage);
+  EXPECT_EQ(i.request.max_tokens, 5u);
+  EXPECT_EQ(i.request.prompt_text, "user\nhi\n");
+}
+
+TEST(OpenAiRequest, BadBodiesGet400WithTheParam) {
+  EXPECT_EQ(error_of("{not json").status, 400);
+  EXPECT_EQ(error_of("[1,2]").status, 400);
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"x"}]})").param, "model");
+  EXPECT_EQ(error_of(R"({"model":5,"messages":[]})").param, "model");
+  EXPECT_EQ(error_of(R"({"model":"m","messages":[]})").param, "messages");
+  EXPECT_EQ(error_of(R"({"model":"m","messages":"hi"})").param, "messages");
+  EXPECT_EQ(error_of(R"({"model":"m","messages":[1]})").param, "messages[0]");
+  EXPECT_EQ(error_of(R"({"model":"m","messages":[{"role":"user"}],"stream":"yes"})").param,
+            "stream");
+  EXPECT_EQ(error_of(R"({"model":"m","messages":[{"role":"user"}],"max_tokens":-1})").param,
+            "max_tokens");
+  EXPECT_EQ(error_of(R"({"model":"m"})", ApiKind::kCompletion).param, "prompt");
+  EXPECT_EQ(error_of(R"({"model":"m","prompt":3})", ApiKind::kCompletion).param, "prompt");
+  std::string deep(200, '[');
+  EXPECT_EQ(error_of(deep).status, 400);
+}
+
+TEST(OpenAiRequest, RewriteSetsServedModelAndAsksForUsage) {
+  std::string out =
+      rewrite_request(R"({"model":"alias","prompt":"x","stream":true})", "served", /*stream=*/true);
+  auto v = boost::json::parse(out).as_object();
+  EXPECT_EQ(v["model"].as_string(), "served");
+  EXPECT_EQ(v["stream_options"].as_object()["include_usage"].as_bool(), true);
+  std::string plain = rewrite_request(R"({"model":"a","prompt":"x"})", "s", false);
+  EXPECT_FALSE(boost::json::parse(plain).as_object().contains("stream_options"));
+}
+
+TEST(OpenAiRequest, ErrorBodyHasOpenAiShape) {
+  auto v = boost::json::parse(openai_error_json(404, "no such model", "model", "model_not_found"));
+  const auto& e = v.as_object().at("error").as_object();
+  EXPECT_EQ(e.at("message").as_string(), "no such model");
+  EXPECT_EQ(e.at("type").as_string(), "invalid_request_error");
+  EXPECT_EQ(e.at("param").as_string(), "model");
+  EXPECT_EQ(e.at("code").as_string(), "model_not_found");
+  auto w = boost::json::parse(openai_error_json(401, "bad key"));
+  EXPECT_TRUE(w.as_object().at("error").as_object().at("param").is_null());
+  EXPECT_EQ(w.as_object().at("error").as_object().at("type").as_string(), "authentication_error");
+}
+
+}  // namespace
+}  // namespace kvgate::gateway

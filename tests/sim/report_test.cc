@@ -1,0 +1,90 @@
+#include "sim/report.h"
+
+#include <gtest/gtest.h>
+
+#include "sim/svg_plot.h"
+
+namespace kvgate::sim {
+namespace {
+
+TEST(Report, Quantile) {
+  EXPECT_EQ(quantile({}, 0.5), 0);
+  EXPECT_DOUBLE_EQ(quantile({3, 1, 2}, 0.5), 2);
+  EXPECT_DOUBLE_EQ(quantile({0, 10}, 0.9), 9);
+  EXPECT_DOUBLE_EQ(quantile({5}, 0.99), 5);
+}
+
+TEST(Report, WarmupIsLeftOutAndStageThroughputIsLlmdStyle) {
+  std::vector<StageInfo> stages = {{10, 0, 10 * kSecond, true},
+                                   {5, 10 * kSecond, 20 * kSecond, false},
+                                   {20, 20 * kSecond, 30 * kSecond, false}};
+  PolicyRun run;
+  run.policy = "p";
+  // Warm-up request with a huge TTFT: must not show.
+  run.requests.push_back({0, 0, 0, 100 * kSecond, 101 * kSecond, 100, 0, 10, false});
+  // Stage 1: two requests, 100 output tokens each, spanning 10 s -> 20 tok/s.
+  run.requests.push_back({1, 0, 10 * kSecond, 11 * kSecond, 15 * kSecond, 100, 50, 100, false});
+  run.requests.push_back({1, 1, 12 * kSecond, 14 * kSecond, 20 * kSecond, 100, 50, 100, false});
+  // Stage 2: one request, 50 tokens over 5 s -> 10 tok/s; one rejected.
+  run.requests.push_back({2, 1, 20 * kSecond, 21 * kSecond, 25 * kSecond, 100, 0, 50, false});
+  run.requests.push_back({2, 0, 21 * kSecond, -1, -1, 100, 0, 0, true});
+  run.samples = {{5 * kSecond, 100, 1}, {15 * kSecond, 2, 0.5}, {25 * kSecond, 4, 0.25}};
+  run.end_time = 30 * kSecond;
+  run.wall_seconds = 0.5;
+  const Summary s = summarize(run, stages);
+  EXPECT_EQ(s.requests, 4u);
+  EXPECT_EQ(s.rejected, 1u);
+  EXPECT_EQ(s.completed, 3u);
+  EXPECT_NEAR(s.ttft_p50, 1, 1e-9);
+  EXPECT_LT(s.ttft_p99, 2.1);
+  EXPECT_NEAR(s.output_tps, (20 + 10) / 2.0, 1e-9);
+  EXPECT_NEAR(s.hit_rate, 100.0 / 300, 1e-9);
+  EXPECT_NEAR(s.mean_waiting, 3, 1e-9);  // warm-up sample left out
+  EXPECT_NEAR(s.speedup, 60, 1e-9);
+  // ITL: (4 + 6 + 4) s over (99 + 99 + 49) tokens.
+  EXPECT_NEAR(s.itl_mean, 14.0 / 247, 1e-9);
+  ASSERT_EQ(s.stages.size(), 3u);
+  EXPECT_NEAR(s.stages[0].ttft_p90, 100, 1e-9);
+  EXPECT_EQ(s.stages[2].requests, 2u);
+
+  const std::string table = format_table("x", {s});
+  EXPECT_NE(table.find("p "), std::string::npos);
+  EXPECT_NE(summary_csv({s}).find("p,4,3,1,"), std::string::npos);
+  EXPECT_NE(report_json("x", 1, {s}).find("\"ttft_p90_s\""), std::string::npos);
+  const std::string csv = stages_csv({s});
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4);
+}
+
+TEST(SvgPlot, RendersSeriesAndSkipsNonPositiveOnLogAxes) {
+  LineChart c{.title = "t <&>", .x_label = "x", .y_label = "y", .log_x = true};
+  c.series.push_back({"a", {{0.0, 0.1}, {0.5, 0.5}, {50, 1}}, true});
+  c.series.push_back({"b", {}, false});
+  const std::string svg = render_svg(c);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_NE(svg.find("t &lt;&amp;&gt;"), std::string::npos);
+  EXPECT_EQ(std::count(svg.begin(), svg.end(), '<') - std::count(svg.begin(), svg.end(), '>'), 0);
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
+  EXPECT_EQ(svg.find("inf"), std::string::npos);
+  // Two points survive the log axis (0 is dropped): two markers.
+  size_t circles = 0;
+  for (size_t p = svg.find("<circle"); p != std::string::npos; p = svg.find("<circle", p + 1))
+    ++circles;
+  EXPECT_EQ(circles, 2u);
+}
+
+TEST(SvgPlot, CdfIsMonotoneAndEndsAtOne) {
+  std::vector<double> v;
+  for (int i = 0; i < 10000; ++i) v.push_back((i * 7919) % 1000);
+  auto pts = cdf_points(v, 100);
+  ASSERT_LE(pts.size(), 102u);
+  for (size_t i = 1; i < pts.size(); ++i) {
+    EXPECT_GE(pts[i].first, pts[i - 1].first);
+    EXPECT_GT(pts[i].second, pts[i - 1].second);
+  }
+  EXPECT_DOUBLE_EQ(pts.back().second, 1.0);
+  EXPECT_TRUE(cdf_points({}).empty());
+}
+
+}  // namespace
+}  // namespace kvgate::sim
