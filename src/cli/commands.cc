@@ -5,6 +5,7 @@
 #include "engine/engine_command.h"
 #include "gateway/keys.h"
 #include "gateway/serve_command.h"
+#include "loadgen/bench_command.h"
 #include "sim/sim_command.h"
 
 namespace kvgate::cli {
@@ -23,6 +24,7 @@ void add_commands(CLI::App& app) {
   sim::add_sim_command(app);
   gateway::add_serve_command(app);
   gateway::add_keys_command(app);
+  loadgen::add_bench_command(app);
 }
 
 }  // namespace kvgate::cli

@@ -1,0 +1,320 @@
+#include "loadgen/load_generator.h"
+
+#include <fmt/format.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+#include <chrono>
+#include <deque>
+
+#include "io/http_client.h"
+#include "io/upstream_client.h"
+#include "sim/progress.h"
+#include "sim/workload.h"
+
+namespace kvgate::loadgen {
+namespace {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+// What one streamed response told us.
+struct StreamOutcome {
+  Nanos first_token = -1;  // real time since the run's start
+  uint64_t content_chunks = 0;
+  int64_t prompt_tokens = -1, completion_tokens = -1, cached_tokens = 0;
+  bool done = false;
+};
+
+// Feeds SSE bytes; calls on_data(payload) for each `data:` line of a complete event.
+class SseReader {
+ public:
+  template <typename Fn>
+  void feed(std::string_view bytes, Fn&& on_data) {
+    for (char c : bytes) {
+      if (c != '\r') buf_ += c;
+    }
+    size_t pos;
+    while ((pos = buf_.find("\n\n")) != std::string::npos) {
+      std::string_view event(buf_.data(), pos);
+      size_t start = 0;
+      while (start <= event.size()) {
+        size_t end = event.find('\n', start);
+        if (end == std::string_view::npos) end = event.size();
+        std::string_view line = event.substr(start, end - start);
+        if (line.starts_with("data:")) {
+          line.remove_prefix(5);
+          if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+          on_data(line);
+        }
+        start = end + 1;
+      }
+      buf_.erase(0, pos + 2);
+    }
+  }
+
+ private:
+  std::string buf_;
+};
+
+void ReadChunk(std::string_view data, Nanos at, StreamOutcome& out) {
+  if (data == "[DONE]") {
+    out.done = true;
+    return;
+  }
+  json::error_code ec;
+  json::value v = json::parse(data, ec);
+  if (ec || !v.is_object()) return;
+  const json::object& o = v.as_object();
+  if (auto* choices = o.if_contains("choices"); choices && choices->is_array()) {
+    for (const json::value& c : choices->as_array()) {
+      if (!c.is_object()) continue;
+      const json::object& co = c.as_object();
+      bool has_text = false;
+      if (auto* t = co.if_contains("text"); t && t->is_string() && !t->as_string().empty()) {
+        has_text = true;
+      }
+      if (auto* d = co.if_contains("delta"); d && d->is_object()) {
+        if (auto* t = d->as_object().if_contains("content");
+            t && t->is_string() && !t->as_string().empty()) {
+          has_text = true;
+        }
+      }
+      if (has_text) {
+        if (out.first_token < 0) out.first_token = at;
+        ++out.content_chunks;
+      }
+    }
+  }
+  if (auto* u = o.if_contains("usage"); u && u->is_object()) {
+    const json::object& uo = u->as_object();
+    if (auto* p = uo.if_contains("prompt_tokens"); p && p->is_int64()) {
+      out.prompt_tokens = p->as_int64();
+    }
+    if (auto* c = uo.if_contains("completion_tokens"); c && c->is_int64()) {
+      out.completion_tokens = c->as_int64();
+    }
+    if (auto* d = uo.if_contains("prompt_tokens_details"); d && d->is_object()) {
+      if (auto* ct = d->as_object().if_contains("cached_tokens"); ct && ct->is_int64()) {
+        out.cached_tokens = ct->as_int64();
+      }
+    }
+  }
+}
+
+class Runner {
+ public:
+  Runner(const sim::Scenario& scenario, const LoadOptions& options, sim::Workload& workload,
+         io::Url url)
+      : options_(options),
+        workload_(workload),
+        url_(std::move(url)),
+        model_(options.model.empty() ? scenario.gateway.model : options.model),
+        client_(io_.get_executor(), {.connect_timeout = std::chrono::milliseconds(5000),
+                                     .head_timeout = std::chrono::milliseconds(
+                                         static_cast<int64_t>(options.request_timeout_s * 1000))}),
+        bar_(options.label, options.progress) {
+    port_ = static_cast<uint16_t>(std::stoi(url_.port.empty() ? "80" : url_.port));
+  }
+
+  LoadResult run() {
+    start_ = Clock::now();
+    if (options_.concurrency > 0) {
+      for (uint32_t i = 0; i < options_.concurrency; ++i) {
+        asio::co_spawn(io_, closed_loop_worker(), asio::detached);
+      }
+    } else {
+      asio::co_spawn(io_, open_loop_dispatcher(), asio::detached);
+    }
+    io_.run();
+    bar_.finish(fmt::format("{} requests", result_.run.requests.size()));
+    result_.run.policy = options_.label;
+    result_.run.end_time = virtual_now();
+    result_.run.wall_seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    result_.stages = workload_.stages();
+    return std::move(result_);
+  }
+
+ private:
+  // Measured time since the start, in the workload's (unscaled) time.
+  Nanos virtual_now() const {
+    double real = std::chrono::duration<double, std::nano>(Clock::now() - start_).count();
+    return static_cast<Nanos>(real / options_.time_scale);
+  }
+
+  bool take_slot() {
+    if (options_.max_requests > 0 && issued_ >= options_.max_requests) return false;
+    ++issued_;
+    return true;
+  }
+
+  asio::awaitable<void> sleep_until_virtual(Nanos t) {
+    auto when = start_ + std::chrono::nanoseconds(
+                             static_cast<int64_t>(static_cast<double>(t) * options_.time_scale));
+    if (when > Clock::now()) {
+      asio::steady_timer timer(io_, when);
+      co_await timer.async_wait(asio::use_awaitable);
+    }
+  }
+
+  asio::awaitable<void> open_loop_dispatcher() {
+    while (auto r = workload_.next()) {
+      if (!take_slot()) break;
+      co_await sleep_until_virtual(r->arrival);
+      asio::co_spawn(io_, send_and_follow(std::move(*r)), asio::detached);
+    }
+  }
+
+  asio::awaitable<void> send_and_follow(sim::WorkloadRequest r) {
+    Nanos finished = co_await send_one(r);
+    if (auto next = workload_.follow_up(r, finished); next && take_slot()) {
+      co_await sleep_until_virtual(next->arrival);
+      co_await send_and_follow(std::move(*next));
+    }
+  }
+
+  asio::awaitable<void> closed_loop_worker() {
+    while (true) {
+      std::optional<sim::WorkloadRequest> r;
+      if (!follow_ups_.empty()) {
+        r = std::move(follow_ups_.front());
+        follow_ups_.pop_front();
+      } else {
+        r = workload_.next();
+      }
+      if (!r || !take_slot()) co_return;
+      Nanos finished = co_await send_one(*r);
+      if (auto next = workload_.follow_up(*r, finished)) follow_ups_.push_back(std::move(*next));
+    }
+  }
+
+  std::string body(const sim::WorkloadRequest& r) const {
+    json::object b;
+    b["model"] = model_;
+    std::string text = prompt_text(*r.prompt);
+    if (options_.chat) {
+      b["messages"] = json::array{json::object{{"role", "user"}, {"content", text}}};
+    } else {
+      b["prompt"] = text;
+    }
+    b["max_tokens"] = r.output_tokens;
+    b["stream"] = true;
+    b["stream_options"] = json::object{{"include_usage", true}};
+    b["ignore_eos"] = true;
+    return json::serialize(b);
+  }
+
+  // Sends one request, records it; returns its finish time (virtual).
+  asio::awaitable<Nanos> send_one(const sim::WorkloadRequest& r) {
+    sim::RequestRecord rec;
+    rec.stage = r.stage;
+    rec.arrival = virtual_now();
+    rec.prompt_tokens = static_cast<uint32_t>(r.prompt->size());
+    io::UpstreamRequest req;
+    req.target = options_.chat ? "/v1/chat/completions" : "/v1/completions";
+    req.headers = {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}};
+    if (!options_.api_key.empty())
+      req.headers.push_back({"Authorization", "Bearer " + options_.api_key});
+    req.body = body(r);
+    const auto timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(options_.request_timeout_s * 1000));
+    auto ex = co_await client_.send(url_.host, port_, std::move(req));
+    if (!ex) {
+      error(fmt::format("transport: {}", ex.error().message));
+      co_return finish(std::move(rec));
+    }
+    const int status = (*ex)->status();
+    if (status != 200) {
+      auto body_text = co_await (*ex)->read_all(timeout, 64 * 1024);
+      if (status == 429 || status == 503) {
+        rec.rejected = true;
+      } else {
+        error(fmt::format("HTTP {}: {}", status, body_text ? *body_text : std::string()));
+      }
+      co_return finish(std::move(rec));
+    }
+    StreamOutcome out;
+    SseReader sse;
+    while (true) {
+      auto piece = co_await (*ex)->read_some(timeout);
+      if (!piece) {
+        error(fmt::format("stream: {}", piece.error().message));
+        break;
+      }
+      if (piece->empty()) break;
+      const Nanos at = virtual_now();
+      sse.feed(*piece, [&](std::string_view data) { ReadChunk(data, at, out); });
+    }
+    if (out.done) {
+      rec.first_token = out.first_token;
+      rec.finish = virtual_now();
+      if (out.prompt_tokens >= 0) rec.prompt_tokens = static_cast<uint32_t>(out.prompt_tokens);
+      rec.cached_tokens = static_cast<uint32_t>(std::max<int64_t>(0, out.cached_tokens));
+      rec.output_tokens = static_cast<uint32_t>(out.completion_tokens >= 0
+                                                    ? out.completion_tokens
+                                                    : static_cast<int64_t>(out.content_chunks));
+    }
+    co_return finish(std::move(rec));
+  }
+
+  Nanos finish(sim::RequestRecord rec) {
+    Nanos t = rec.finish >= 0 ? rec.finish : virtual_now();
+    result_.run.requests.push_back(rec);
+    const auto& stages = workload_.stages();
+    double total = stages.empty() ? 1.0 : static_cast<double>(stages.back().end);
+    double frac = options_.max_requests > 0 ? static_cast<double>(result_.run.requests.size()) /
+                                                  static_cast<double>(options_.max_requests)
+                                            : static_cast<double>(t) / std::max(1.0, total);
+    bar_.update(std::min(1.0, frac), fmt::format("{} done", result_.run.requests.size()));
+    return t;
+  }
+
+  void error(std::string message) {
+    ++result_.errors;
+    if (result_.error_samples.size() < 5) result_.error_samples.push_back(std::move(message));
+  }
+
+  const LoadOptions& options_;
+  sim::Workload& workload_;
+  io::Url url_;
+  std::string model_;
+  uint16_t port_ = 80;
+  asio::io_context io_;
+  io::UpstreamClient client_;
+  sim::ProgressBar bar_;
+  Clock::time_point start_;
+  uint64_t issued_ = 0;
+  std::deque<sim::WorkloadRequest> follow_ups_;
+  LoadResult result_;
+};
+
+}  // namespace
+
+std::string prompt_text(const std::vector<uint32_t>& tokens) {
+  std::string text;
+  text.reserve(tokens.size() * 7);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i > 0) text += ' ';
+    text += 't';
+    text += std::to_string(tokens[i]);
+  }
+  return text;
+}
+
+Result<LoadResult> run_load(const sim::Scenario& scenario, const LoadOptions& options) {
+  if (options.time_scale <= 0) return Error("--time-scale must be positive");
+  Result<io::Url> url = io::parse_url(options.url);
+  if (!url) return Error(url.error());
+  Result<std::unique_ptr<sim::Workload>> workload =
+      sim::make_workload(scenario.workload, scenario.seed);
+  if (!workload) return Error(workload.error());
+  Runner runner(scenario, options, **workload, *url);
+  return runner.run();
+}
+
+}  // namespace kvgate::loadgen
