@@ -6,34 +6,13 @@
 #include <cmath>
 #include <limits>
 
+#include "core/common/xml.h"
+
 namespace kvgate::sim {
 namespace {
 
 constexpr const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                     "#9467bd", "#8c564b", "#e377c2", "#17becf"};
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 std::string tick_label(double v) {
   if (v == 0) return "0";
@@ -121,7 +100,7 @@ std::string render_svg(const LineChart& c) {
       "font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{}\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">{}</text>\n",
-      width, c.height, width, c.height, left + pw / 2, escape(c.title));
+      width, c.height, width, c.height, left + pw / 2, xml_escape(c.title));
   for (double t : ax.ticks()) {
     const double x = px(t);
     out += fmt::format(
@@ -141,8 +120,8 @@ std::string render_svg(const LineChart& c) {
       "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n"
       "<text x=\"16\" y=\"{:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 16 "
       "{:.1f})\">{}</text>\n",
-      left, top, pw, ph, left + pw / 2, top + ph + 40, escape(c.x_label), top + ph / 2,
-      top + ph / 2, escape(c.y_label));
+      left, top, pw, ph, left + pw / 2, top + ph + 40, xml_escape(c.x_label), top + ph / 2,
+      top + ph / 2, xml_escape(c.y_label));
 
   for (size_t i = 0; i < c.series.size(); ++i) {
     const Series& s = c.series[i];
@@ -166,7 +145,7 @@ std::string render_svg(const LineChart& c) {
     out += fmt::format(
         "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
         "stroke-width=\"3\"/>\n<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",
-        left + pw + 12, ly, left + pw + 34, ly, color, left + pw + 40, ly + 4, escape(s.name));
+        left + pw + 12, ly, left + pw + 34, ly, color, left + pw + 40, ly + 4, xml_escape(s.name));
   }
   out += "</svg>\n";
   return out;

@@ -5,33 +5,12 @@
 #include <algorithm>
 #include <boost/json.hpp>
 
+#include "core/common/xml.h"
+
 namespace kvgate::coldstart {
 namespace {
 
 namespace json = boost::json;
-
-std::string xml_escape(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 json::value optional_number(const std::optional<double>& v) {
   return v ? json::value(*v) : json::value(nullptr);

@@ -13,17 +13,14 @@
 #include <optional>
 #include <string_view>
 
+#include "core/common/role.h"
+
 namespace kvgate::engine {
 
-// What part of disaggregated serving an engine plays.
-enum class Role : uint8_t {
-  kBoth,     // ordinary engine: prefill and decode
-  kPrefill,  // prefill only: every request finishes with its first token
-  kDecode,   // decode: accepts requests whose prompt KV was transferred (and ordinary ones)
-};
-
-std::string_view role_name(Role role);  // "both", "prefill", "decode"
-std::optional<Role> parse_role(std::string_view text);
+// What part of disaggregated serving an engine plays (core/common/role.h).
+using ::kvgate::parse_role;
+using ::kvgate::Role;
+inline std::string_view role_name(Role role) { return to_string(role); }
 
 struct EngineConfig {
   // KV pool: number of blocks and tokens per block. 0 = the profile's value.

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/common/role.h"
 #include "core/common/time.h"
 #include "core/kv/prefix_index.h"
 
@@ -25,13 +26,10 @@ namespace kvgate::route {
 
 using kv::EndpointId;
 
-// What an endpoint does in a disaggregated deployment. kBoth (the default) is an
-// aggregated server: it prefills and decodes its own requests.
-enum class Role : uint8_t { kBoth, kPrefill, kDecode };
-
-std::string_view to_string(Role role);
-// "both" | "prefill" | "decode" (also "aggregated" for kBoth); nullopt for anything else.
-std::optional<Role> parse_role(std::string_view text);
+// What an endpoint does in a disaggregated deployment (core/common/role.h).
+using ::kvgate::parse_role;
+using ::kvgate::Role;
+using ::kvgate::to_string;
 
 inline bool can_prefill(Role r) { return r != Role::kDecode; }
 inline bool can_decode(Role r) { return r != Role::kPrefill; }
