@@ -19,18 +19,20 @@ struct Holder {
   uint8_t tiers;  // Medium bits
 };
 
-// One distinct block: 28 bytes (packed to 4-byte alignment: the arena is the bulk of the
+// One distinct block: 24 bytes (packed to 4-byte alignment: the arena is the bulk of the
 // index's memory). Holders live inline (up to kInline) or, once there are more, all in
 // Impl::overflow[o], where o is kept in the first two inline slots (count == kSpilled).
 //
 // `holder_sig` is an order-independent fingerprint of the holder set with its tiers (the
 // XOR of a mix of each (endpoint, tiers)). Along a prompt, consecutive blocks usually
 // have the same holders (a system prompt cached on the same endpoints): match() compares
-// fingerprints and walks such runs in O(1) per block instead of intersecting sets.
+// fingerprints and walks such runs in O(1) per block instead of intersecting sets. It is
+// 32 bits: two different sets agree with probability 2^-32 per comparison, and the cost
+// of that is one request's match counting a block too many on one endpoint.
 constexpr uint8_t kSpilled = 0xFF;
 struct __attribute__((packed, aligned(4))) Entry {
   BlockKey key;
-  uint64_t holder_sig;
+  uint32_t holder_sig;
   uint32_t last_use;  // tick of the last store or match (LRU)
   uint16_t ids[kInline];
   uint8_t tier_bits;  // 2 bits per inline holder
@@ -45,14 +47,14 @@ struct __attribute__((packed, aligned(4))) Entry {
     tier_bits = 0;
   }
 };
-static_assert(sizeof(Entry) == 28);
+static_assert(sizeof(Entry) == 24);
 
-uint64_t HolderMix(uint16_t endpoint, uint8_t tiers) {
+uint32_t HolderMix(uint16_t endpoint, uint8_t tiers) {
   if (tiers == 0) return 0;
   uint64_t x = (uint64_t{endpoint} << 2 | tiers) * 0x9E3779B97F4A7C15ULL;
   x ^= x >> 29;
   x *= 0xBF58476D1CE4E5B9ULL;
-  return x ^ (x >> 32);
+  return static_cast<uint32_t>(x ^ (x >> 32));
 }
 
 struct EndpointState {
@@ -435,7 +437,7 @@ void PreciseIndex::match(std::span<const BlockKey> keys, Nanos /*now*/,
   }
   // Blocks whose holder set equals the previous block's are counted lazily: `pending`
   // of them are added to every active endpoint when the set next changes.
-  uint64_t prev_sig = m.arena[idx].holder_sig;
+  uint32_t prev_sig = m.arena[idx].holder_sig;
   uint32_t pending = 0;
   auto settle = [&] {
     if (pending == 0) return;
