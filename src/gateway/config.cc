@@ -101,12 +101,48 @@ class Parser {
     return out;
   }
 
+  void rate_limits(const YAML::Node& n, RateLimitConfig& r) const {
+    only_keys(n, "rate_limits", {"store", "redis", "on_store_failure"});
+    if (auto v = n["store"]) {
+      std::string s = text(v, "rate_limits.store");
+      if (s == "memory") {
+        r.store = RateLimitConfig::Store::kMemory;
+      } else if (s == "redis") {
+        r.store = RateLimitConfig::Store::kRedis;
+      } else {
+        fail(v, "rate_limits.store", fmt::format("expected memory or redis, got '{}'", s));
+      }
+    }
+    if (auto v = n["on_store_failure"]) {
+      std::string s = text(v, "rate_limits.on_store_failure");
+      if (s == "fail-open") {
+        r.fail_closed = false;
+      } else if (s == "fail-closed") {
+        r.fail_closed = true;
+      } else {
+        fail(v, "rate_limits.on_store_failure",
+             fmt::format("expected fail-open or fail-closed, got '{}'", s));
+      }
+    }
+    if (auto v = n["redis"]) {
+      only_keys(v, "rate_limits.redis", {"host", "port", "password"});
+      if (auto h = v["host"]) {
+        r.redis.host = text(h, "rate_limits.redis.host");
+        if (r.redis.host.empty()) fail(h, "rate_limits.redis.host", "empty host");
+      }
+      if (auto p = v["port"]) {
+        r.redis.port = static_cast<uint16_t>(integer(p, "rate_limits.redis.port", 1, 65535));
+      }
+      if (auto p = v["password"]) r.redis.password = text(p, "rate_limits.redis.password");
+    }
+  }
+
   GatewayConfig parse(const YAML::Node& root) {
     GatewayConfig c;
     c.file = file_;
     only_keys(root, "config",
               {"listeners", "keys_file", "timeouts", "limits", "retries", "circuit_breaker",
-               "threads", "pools", "models"});
+               "rate_limits", "threads", "pools", "models"});
     if (auto n = root["listeners"]) {
       if (!n.IsSequence() || n.size() == 0) fail(n, "listeners", "expected a non-empty list");
       for (size_t i = 0; i < n.size(); ++i) {
@@ -133,6 +169,7 @@ class Parser {
         c.retries.max_attempts = static_cast<int>(integer(v, "retries.max_attempts", 1, 16));
       }
     }
+    if (auto n = root["rate_limits"]) rate_limits(n, c.rate_limits);
     if (auto n = root["circuit_breaker"]) {
       only_keys(n, "circuit_breaker", {"failures", "open_ms"});
       if (auto v = n["failures"]) {

@@ -64,6 +64,20 @@ struct BreakerConfig {
   std::chrono::milliseconds open_for{5'000};
 };
 
+// Token- and request-based rate limits (docs/rate-limits.md). The per-tenant budgets
+// come from the keys file (keys.h, `limits:`); this section says where the counters
+// live and what happens when that store cannot answer.
+struct RedisConfig {
+  std::string host = "127.0.0.1";
+  uint16_t port = 6379;
+  std::string password;  // AUTH when not empty
+};
+struct RateLimitConfig {
+  enum class Store : uint8_t { kMemory, kRedis };
+  Store store = Store::kMemory;
+  RedisConfig redis;
+  bool fail_closed = false;  // on_store_failure: fail-open (default) | fail-closed
+};
 struct PoolConfig {
   std::string name;
   std::vector<route::EndpointSpec> endpoints;
@@ -89,6 +103,7 @@ struct GatewayConfig {
   LimitConfig limits;
   RetryConfig retries;
   BreakerConfig breaker;
+  RateLimitConfig rate_limits;
   int threads = 2;  // I/O threads
   std::vector<PoolConfig> pools;
   std::vector<ModelConfig> models;

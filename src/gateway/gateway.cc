@@ -22,6 +22,7 @@
 #include "gateway/openai_request.h"
 #include "gateway/pool_runtime.h"
 #include "gateway/sse_tap.h"
+#include "gateway/tenant_limiter.h"
 #include "io/http_server.h"
 #include "io/upstream_client.h"
 
@@ -81,6 +82,7 @@ struct Gateway::Impl {
   GatewayConfig config;
   std::optional<KeyStore> keys;
   GatewayMetrics metrics;
+  std::unique_ptr<TenantLimiter> limiter;
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> threads;
@@ -104,6 +106,8 @@ struct Gateway::Impl {
                         Nanos received);
   asio::awaitable<void> proxy(struct ProxyCall call);
   void stop_all();
+  // Charges a finished request's usage to its tenant's token budget.
+  void charge(const Tenant* tenant, std::string_view model, const Usage& u);
 };
 
 struct ProxyCall {
@@ -116,6 +120,7 @@ struct ProxyCall {
   const ModelConfig* model;
   PoolRuntime* pool;
   std::string tenant;
+  const Tenant* limited_tenant = nullptr;  // set when the tenant has rate limits
   route::Criticality criticality;
   Nanos received;
 };
@@ -208,6 +213,24 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
                              "model", "model_not_allowed"),
                   model->name);
   }
+  if (tenant && TenantLimiter::limited(*tenant)) {
+    TenantLimiter::Checked c = limiter->check(*tenant, model->name, wall_now());
+    if (c.store_failed) metrics.rate_limit_store_failure();
+    if (!c.decision.allowed) {
+      const limit::LimitDecision& d = c.decision;
+      metrics.rate_limited(tenant_name, d.rule);
+      std::string message =
+          d.store_error
+              ? "Rate limit store unavailable; request refused (fail-closed)"
+              : fmt::format("Rate limit reached for {} on {}: used {:.0f} of {:.0f} per minute",
+                            tenant_name, d.rule, d.used, d.limit);
+      HttpResponse r = json_error(429, message, {}, "rate_limit_exceeded");
+      r.headers.push_back({"Retry-After", std::to_string(d.retry_after_seconds())});
+      r.headers.push_back({"x-kvgate-reject-reason", d.store_error ? "store" : "rate_limited"});
+      r.headers.push_back({"x-kvgate-rate-limit-rule", d.rule});
+      return reject(429, std::move(r), model->name, model->pool);
+    }
+  }
   int priority = tenant ? tenant->priority : 0;
   if (const std::string* p = req.header("x-kvgate-priority");
       p && tenant && tenant->may_set_priority) {
@@ -225,6 +248,7 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   call.model = model;
   call.pool = pool_named(model->pool);
   call.tenant = tenant_name;
+  if (tenant && TenantLimiter::limited(*tenant)) call.limited_tenant = tenant;
   call.criticality = route::criticality_from_priority(priority);
   call.received = received;
   asio::co_spawn(io, proxy(std::move(call)), asio::detached);
@@ -330,6 +354,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
         Usage u = parse_usage(*body);
         if (u.seen) {
           metrics.tokens(model, call.tenant, u.prompt_tokens, u.completion_tokens, u.cached_tokens);
+          charge(call.limited_tenant, model, u);
         }
       }
       HttpResponse r{exchange->status(),
@@ -406,13 +431,24 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     pool.finished(rr.id, ok);
     const Usage& u = tap.usage();
     if (u.seen) {
+      // Also when the client went away mid-stream, as long as the usage chunk came.
       metrics.tokens(model, call.tenant, u.prompt_tokens, u.completion_tokens, u.cached_tokens);
+      charge(call.limited_tenant, model, u);
     }
     metrics.stream_ended();
     metrics.request_done(model, pool.name(), call.tenant, final_status,
                          seconds_since(call.received));
     metrics.request_ended();
     call.stream->finish();
+  }
+}
+
+void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const Usage& u) {
+  if (!tenant) return;
+  if (!limiter->charge(*tenant, model,
+                       {.prompt_tokens = u.prompt_tokens, .completion_tokens = u.completion_tokens},
+                       wall_now())) {
+    metrics.rate_limit_store_failure();
   }
 }
 
@@ -446,6 +482,7 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     if (!keys) return Error(keys.error());
     impl->keys = std::move(*keys);
   }
+  impl->limiter = std::make_unique<TenantLimiter>(c.rate_limits);
   impl->upstream = std::make_unique<io::UpstreamClient>(
       impl->io.get_executor(), io::UpstreamOptions{.connect_timeout = c.timeouts.connect,
                                                    .head_timeout = c.timeouts.upstream_header});

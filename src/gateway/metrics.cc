@@ -97,6 +97,16 @@ void GatewayMetrics::breaker(std::string_view pool, std::string_view endpoint, b
   breakers_[Key2{pool, endpoint}] = open;
 }
 
+void GatewayMetrics::rate_limited(std::string_view tenant, std::string_view rule) {
+  std::lock_guard lock(mu_);
+  ++rate_limited_[Key2{tenant, rule}];
+}
+
+void GatewayMetrics::rate_limit_store_failure() {
+  std::lock_guard lock(mu_);
+  ++rate_limit_store_failures_;
+}
+
 int64_t GatewayMetrics::active_streams() const {
   std::lock_guard lock(mu_);
   return active_streams_;
@@ -170,6 +180,19 @@ std::string GatewayMetrics::render() const {
     const auto& [pool, endpoint] = k;
     w.sample("kvgate_circuit_breaker_open", {{"pool", pool}, {"endpoint", endpoint}}, open ? 1 : 0);
   }
+  w.header("kvgate_rate_limited_total",
+           "Requests refused with 429 by a rate limit, by tenant and rule (\"store\": the "
+           "counter store failed and on_store_failure is fail-closed).",
+           "counter");
+  for (const auto& [k, v] : rate_limited_) {
+    const auto& [tenant, rule] = k;
+    w.sample("kvgate_rate_limited_total", {{"tenant", tenant}, {"rule", rule}},
+             static_cast<double>(v));
+  }
+  w.header("kvgate_rate_limit_store_failures_total",
+           "Rate-limit counter store calls (check or charge) that failed.", "counter");
+  w.sample("kvgate_rate_limit_store_failures_total", {},
+           static_cast<double>(rate_limit_store_failures_));
   return w.take();
 }
 

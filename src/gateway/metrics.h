@@ -14,6 +14,9 @@
 //   kvgate_upstream_retries_total{pool}                    counter
 //   kvgate_routing_decisions_total{pool,policy,reason}     counter
 //   kvgate_circuit_breaker_open{pool,endpoint}             gauge
+//   kvgate_rate_limited_total{tenant,rule}                 counter (429s; rule "store"
+//                                                          when fail-closed refused)
+//   kvgate_rate_limit_store_failures_total                 counter (store calls that failed)
 //
 // Thread-safe (one mutex; updates are a few per request).
 #pragma once
@@ -46,6 +49,8 @@ class GatewayMetrics {
   void decision(std::string_view pool, std::string_view policy, std::string_view reason);
   void breaker(std::string_view pool, std::string_view endpoint, bool open);
 
+  void rate_limited(std::string_view tenant, std::string_view rule);
+  void rate_limit_store_failure();
   int64_t active_streams() const;
   // The Prometheus text exposition of everything above.
   std::string render() const;
@@ -68,6 +73,8 @@ class GatewayMetrics {
   std::map<std::string, uint64_t> retries_;
   std::map<Key3, uint64_t> decisions_;
   std::map<Key2, bool> breakers_;
+  std::map<Key2, uint64_t> rate_limited_;
+  uint64_t rate_limit_store_failures_ = 0;
 };
 
 }  // namespace kvgate::gateway

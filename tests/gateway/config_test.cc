@@ -98,3 +98,38 @@ TEST(GatewayConfig, DuplicateModelNamesAndMissingFilesAreErrors) {
 
 }  // namespace
 }  // namespace kvgate::gateway
+
+namespace kvgate::gateway {
+namespace {
+
+TEST(GatewayConfig, RateLimitsSection) {
+  auto defaults = parse_gateway_config(kGood, "f.yaml");
+  ASSERT_TRUE(defaults) << defaults.error();
+  EXPECT_EQ(defaults->rate_limits.store, RateLimitConfig::Store::kMemory);
+  EXPECT_FALSE(defaults->rate_limits.fail_closed);
+
+  std::string redis =
+      "rate_limits:\n  store: redis\n  redis: {host: 10.0.0.5, port: 6380, "
+      "password: s3cret}\n  on_store_failure: fail-closed\n" +
+      std::string(kGood);
+  auto c = parse_gateway_config(redis, "f.yaml");
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->rate_limits.store, RateLimitConfig::Store::kRedis);
+  EXPECT_EQ(c->rate_limits.redis.host, "10.0.0.5");
+  EXPECT_EQ(c->rate_limits.redis.port, 6380);
+  EXPECT_EQ(c->rate_limits.redis.password, "s3cret");
+  EXPECT_TRUE(c->rate_limits.fail_closed);
+
+  EXPECT_EQ(error_of("rate_limits:\n  store: disk\n" + std::string(kGood)),
+            "f.yaml:2:10: rate_limits.store: expected memory or redis, got 'disk'");
+  EXPECT_EQ(error_of("rate_limits:\n  on_store_failure: open\n" + std::string(kGood)),
+            "f.yaml:2:21: rate_limits.on_store_failure: expected fail-open or fail-closed, got "
+            "'open'");
+  EXPECT_EQ(error_of("rate_limits:\n  redis: {prt: 1}\n" + std::string(kGood)),
+            "f.yaml:2:11: rate_limits.redis.prt: unknown field");
+  EXPECT_EQ(error_of("rate_limits:\n  redis: {port: 0}\n" + std::string(kGood)),
+            "f.yaml:2:17: rate_limits.redis.port: 0 is outside [1, 65535]");
+}
+
+}  // namespace
+}  // namespace kvgate::gateway

@@ -1,0 +1,62 @@
+#include "gateway/tenant_limiter.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+namespace kvgate::gateway {
+namespace {
+
+constexpr Nanos kT0 = 1000 * 60 * kSecond;  // a window start
+
+TEST(TenantLimiter, KeysFileLimitsBecomeRules) {
+  auto rules = TenantLimiter::rules_for({.tokens_per_minute = 1000, .requests_per_minute = 10});
+  ASSERT_EQ(rules.size(), 2u);
+  EXPECT_EQ(rules[0].name, "tokens_per_minute");
+  EXPECT_EQ(rules[0].measure, limit::Measure::kTotalTokens);
+  EXPECT_EQ(rules[0].limit, 1000);
+  EXPECT_EQ(rules[0].window, 60 * kSecond);
+  EXPECT_EQ(rules[1].name, "requests_per_minute");
+  EXPECT_EQ(rules[1].measure, limit::Measure::kRequests);
+  EXPECT_TRUE(TenantLimiter::rules_for({}).empty());
+}
+
+TEST(TenantLimiter, RefusesOnlyOnceOverAndPerTenant) {
+  TenantLimiter limiter(RateLimitConfig{});
+  Tenant a{.name = "a", .limits = {.tokens_per_minute = 50}};
+  Tenant b{.name = "b", .limits = {.tokens_per_minute = 50}};
+  Tenant free{.name = "free"};
+  EXPECT_FALSE(TenantLimiter::limited(free));
+  EXPECT_TRUE(limiter.check(free, "m", kT0).decision.allowed);
+  ASSERT_TRUE(limiter.check(a, "m", kT0).decision.allowed);
+  ASSERT_TRUE(limiter.charge(a, "m", {.prompt_tokens = 30, .completion_tokens = 5}, kT0));
+  ASSERT_TRUE(limiter.check(a, "m", kT0 + kSecond).decision.allowed);  // 35 < 50
+  ASSERT_TRUE(limiter.charge(a, "m", {.prompt_tokens = 30, .completion_tokens = 5}, kT0));
+  auto c = limiter.check(a, "m", kT0 + 2 * kSecond);
+  EXPECT_FALSE(c.decision.allowed);
+  EXPECT_FALSE(c.store_failed);
+  EXPECT_EQ(c.decision.rule, "tokens_per_minute");
+  EXPECT_GE(c.decision.retry_after_seconds(), 1);
+  EXPECT_TRUE(limiter.check(b, "m", kT0 + 2 * kSecond).decision.allowed);
+}
+
+TEST(TenantLimiter, RequestsPerMinuteAndConcurrentCallers) {
+  TenantLimiter limiter(RateLimitConfig{});
+  Tenant t{.name = "t", .limits = {.tokens_per_minute = 1'000'000, .requests_per_minute = 400}};
+  std::vector<std::thread> threads;
+  std::atomic<int> admitted{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      for (int j = 0; j < 150; ++j) {
+        if (limiter.check(t, "m", kT0).decision.allowed) ++admitted;
+        limiter.charge(t, "m", {.prompt_tokens = 1}, kT0);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(admitted.load(), 400);  // exactly the budget, under concurrency
+}
+
+}  // namespace
+}  // namespace kvgate::gateway

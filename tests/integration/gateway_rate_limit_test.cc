@@ -1,0 +1,146 @@
+// `kvgate serve` rate limits in front of a real `kvgate engine`: the request that crosses
+// a tenant's tokens_per_minute completes, the next one gets 429 with Retry-After in
+// OpenAI's error format, other tenants go on. Then two gateways sharing a real
+// redis-server share the budget, and a dead Redis follows on_store_failure.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gateway/keys.h"
+#include "support/gateway_fixture.h"
+
+namespace kvgate::testing {
+namespace {
+
+const std::vector<std::string> kFast = {"--time-scale", "0.01", "--model", "sim"};
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Tenant "small" (key-small) may use 50 tokens a minute; "other" (key-other) 100000.
+std::string keys_file() {
+  auto entry = [](const std::string& key, const std::string& tenant, int tpm) {
+    return "  - sha256: " + gateway::to_hex(gateway::sha256(key)) + "\n    tenant: " + tenant +
+           "\n    limits: {tokens_per_minute: " + std::to_string(tpm) + "}\n";
+  };
+  return write_temp_file("rl-keys.yaml", "keys:\n" + entry("key-small", "small", 50) +
+                                             entry("key-other", "other", 100000));
+}
+
+// 30 prompt tokens + 5 completion tokens = 35 charged per request.
+std::string completion(bool stream) {
+  return R"({"model":"sim","prompt":")" + words_prompt("rl", 30) + R"(","max_tokens":5)" +
+         (stream ? R"(,"stream":true})" : "}");
+}
+
+std::vector<io::HttpHeader> bearer(const std::string& key) {
+  return {{"Authorization", "Bearer " + key}};
+}
+
+void expect_rate_limited(const io::HttpClientResponse& r, const std::string& reason) {
+  ASSERT_EQ(r.status, 429) << r.body;
+  ASSERT_TRUE(r.header("retry-after"));
+  int retry = std::stoi(*r.header("retry-after"));
+  EXPECT_GE(retry, 1);
+  EXPECT_LE(retry, 60);
+  ASSERT_TRUE(r.header("x-kvgate-reject-reason"));
+  EXPECT_EQ(*r.header("x-kvgate-reject-reason"), reason);
+  auto err = parse_json(r.body).at("error").as_object();
+  EXPECT_EQ(err.at("type").as_string(), "rate_limit_error");
+  EXPECT_EQ(err.at("code").as_string(), "rate_limit_exceeded");
+  if (reason == "rate_limited") {
+    EXPECT_NE(std::string(err.at("message").as_string()).find("tokens_per_minute"),
+              std::string::npos)
+        << r.body;
+  }
+}
+
+TEST(GatewayRateLimit, CrossingRequestCompletesNextIsRefusedOtherTenantsGoOn) {
+  EngineProcess engine(kFast);
+  ASSERT_FALSE(engine.url.empty());
+  GatewayProcess gw(gateway_yaml({engine.url}, "round-robin", "keys_file: " + keys_file() + "\n"));
+  ASSERT_FALSE(gw.url.empty());
+
+  // 35 tokens, streamed (charged from the stream's usage): under the limit.
+  auto s = gw.post("/v1/completions", completion(true), bearer("key-small"));
+  ASSERT_EQ(s.status, 200) << s.body;
+  EXPECT_EQ(sse_events(s.body).back(), "[DONE]");
+  // At 35 of 50: admitted, and it completes in full although it takes the tenant to 70.
+  auto crossing = gw.post("/v1/completions", completion(false), bearer("key-small"));
+  ASSERT_EQ(crossing.status, 200) << crossing.body;
+  EXPECT_EQ(parse_json(crossing.body).at("usage").at("completion_tokens").as_int64(), 5);
+  // Over the limit now.
+  auto refused = gw.post("/v1/completions", completion(false), bearer("key-small"));
+  expect_rate_limited(refused, "rate_limited");
+  EXPECT_EQ(*refused.header("x-kvgate-rate-limit-rule"), "tokens_per_minute");
+  // Another tenant is unaffected.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(gw.post("/v1/completions", completion(i % 2), bearer("key-other")).status, 200);
+  }
+  EXPECT_EQ(
+      gw.metric("kvgate_rate_limited_total", {{"tenant", "small"}, {"rule", "tokens_per_minute"}}),
+      1);
+  EXPECT_EQ(gw.metric("kvgate_requests_total",
+                      {{"model", "sim"}, {"pool", "main"}, {"tenant", "small"}, {"status", "429"}}),
+            1);
+  EXPECT_EQ(gw.metric("kvgate_rate_limit_store_failures_total"), 0);
+  EXPECT_EQ(gw.proc->stop(), 0) << gw.proc->errors();
+}
+
+TEST(GatewayRateLimit, TwoGatewaysShareRedisAndADeadRedisFollowsThePolicy) {
+  const int port = free_port();
+  auto redis = ChildProcess::spawn(
+      "/usr/bin/redis-server", {"--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", "--daemonize", "no"});
+  ASSERT_TRUE(redis) << redis.error();
+  ASSERT_TRUE((*redis)->wait_for_line("Ready to accept connections"));
+
+  EngineProcess engine(kFast);
+  ASSERT_FALSE(engine.url.empty());
+  const std::string keys = keys_file();
+  auto config = [&](const std::string& policy) {
+    return gateway_yaml({engine.url}, "round-robin",
+                        "keys_file: " + keys +
+                            "\nrate_limits:\n  store: redis\n  redis: {host: 127.0.0.1, port: " +
+                            std::to_string(port) + "}\n  on_store_failure: " + policy + "\n");
+  };
+  GatewayProcess a(config("fail-open"));
+  GatewayProcess b(config("fail-closed"));
+  ASSERT_FALSE(a.url.empty() || b.url.empty());
+
+  // Usage through A: 35, then 70 of 50.
+  ASSERT_EQ(a.post("/v1/completions", completion(true), bearer("key-small")).status, 200);
+  ASSERT_EQ(a.post("/v1/completions", completion(false), bearer("key-small")).status, 200);
+  // B sees it and refuses.
+  expect_rate_limited(b.post("/v1/completions", completion(false), bearer("key-small")),
+                      "rate_limited");
+  EXPECT_EQ(b.post("/v1/completions", completion(false), bearer("key-other")).status, 200);
+
+  // Redis dies: A (fail-open) admits even the tenant over its limit, B (fail-closed)
+  // refuses with reason "store".
+  (*redis)->signal(SIGKILL);
+  (*redis)->stop();
+  EXPECT_EQ(a.post("/v1/completions", completion(false), bearer("key-small")).status, 200);
+  EXPECT_EQ(a.post("/v1/completions", completion(false), bearer("key-other")).status, 200);
+  auto closed = b.post("/v1/completions", completion(false), bearer("key-other"));
+  expect_rate_limited(closed, "store");
+  EXPECT_GE(a.metric("kvgate_rate_limit_store_failures_total"), 2);
+  EXPECT_GE(b.metric("kvgate_rate_limit_store_failures_total"), 1);
+  EXPECT_EQ(b.metric("kvgate_rate_limited_total", {{"tenant", "other"}, {"rule", "store"}}), 1);
+  EXPECT_EQ(a.proc->stop(), 0) << a.proc->errors();
+  EXPECT_EQ(b.proc->stop(), 0) << b.proc->errors();
+}
+
+}  // namespace
+}  // namespace kvgate::testing
