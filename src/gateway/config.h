@@ -64,9 +64,22 @@ struct BreakerConfig {
   std::chrono::milliseconds open_for{5'000};
 };
 
+// Where an endpoint's engine publishes its KV cache events (vLLM's ZmqEventPublisher).
+struct KvEventsConfig {
+  std::string publisher;  // connect mode: the engine's PUB address (tcp://host:port)
+  std::string replay;     // the engine's replay ROUTER address; empty: no replay
+  std::string topic;      // the engine's topic ("" subscribes to all in connect mode)
+};
+
 struct PoolConfig {
   std::string name;
   std::vector<route::EndpointSpec> endpoints;
+  // By endpoint index; set for endpoints whose KV events the gateway subscribes to.
+  std::vector<std::optional<KvEventsConfig>> kv_events;
+  // Bind mode: one SUB socket bound here (tcp://*:PORT) that every engine connects to;
+  // endpoints then name their `topic`. Empty: connect mode.
+  std::string kv_events_bind;
+  std::chrono::milliseconds scrape_interval{200};  // GET /metrics of every endpoint
   route::RouterConfig router;      // policy and its params, filters, overlap, block size
   std::string tokenizer_file;      // tokenizer.json; empty: route on a byte-level fallback
   std::string chat_template_file;  // tokenizer_config.json (optional)

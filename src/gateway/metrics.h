@@ -14,6 +14,10 @@
 //   kvgate_upstream_retries_total{pool}                    counter
 //   kvgate_routing_decisions_total{pool,policy,reason}     counter
 //   kvgate_circuit_breaker_open{pool,endpoint}             gauge
+//   kvgate_endpoint_{waiting,running,kv_usage}{pool,endpoint}  gauge (last good scrape)
+//   kvgate_scrapes_total{pool,endpoint}, kvgate_scrape_errors_total{pool,endpoint}
+//   kvgate_kv_event_{batches,gaps,missed,restarts,replayed,decode_errors,anomalies}_total
+//                                                          counter {pool,endpoint}
 //
 // Thread-safe (one mutex; updates are a few per request).
 #pragma once
@@ -45,6 +49,12 @@ class GatewayMetrics {
   void retry(std::string_view pool);
   void decision(std::string_view pool, std::string_view policy, std::string_view reason);
   void breaker(std::string_view pool, std::string_view endpoint, bool open);
+  // One scrape of an endpoint's /metrics; the values are null when it failed.
+  void scrape(std::string_view pool, std::string_view endpoint, const double* waiting,
+              const double* running, const double* kv_usage);
+  // Sets a per-endpoint value exported under family `name` (one of those listed above).
+  void endpoint_value(std::string_view name, std::string_view pool, std::string_view endpoint,
+                      double value);
 
   int64_t active_streams() const;
   // The Prometheus text exposition of everything above.
@@ -68,6 +78,8 @@ class GatewayMetrics {
   std::map<std::string, uint64_t> retries_;
   std::map<Key3, uint64_t> decisions_;
   std::map<Key2, bool> breakers_;
+  // (family, pool, endpoint) -> value: scraped gauges and counters copied from elsewhere.
+  std::map<Key3, double> endpoint_values_;
 };
 
 }  // namespace kvgate::gateway
