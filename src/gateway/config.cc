@@ -223,6 +223,7 @@ class Parser {
                "scrape_interval_ms", "kv_events_bind"});
     PoolConfig p;
     p.name = name;
+    p.scrape_interval = std::chrono::milliseconds(200);
     if (auto v = n["scrape_interval_ms"]) {
       p.scrape_interval =
           std::chrono::milliseconds(integer(v, field + ".scrape_interval_ms", 50, 1000));
@@ -370,7 +371,7 @@ class Parser {
       if (!o) fail(v, field + ".overlap", "expected none, precise, approx or both");
       rc.overlap_source = *o;
     } else {
-      // Until the KV event subscriber runs, only the router's own history knows.
+      // The router's own history: works without KV events configured.
       rc.overlap_source = route::OverlapSource::kApprox;
     }
     if (auto v = r["record_decisions"]) {

@@ -79,7 +79,9 @@ struct PoolConfig {
   // Bind mode: one SUB socket bound here (tcp://*:PORT) that every engine connects to;
   // endpoints then name their `topic`. Empty: connect mode.
   std::string kv_events_bind;
-  std::chrono::milliseconds scrape_interval{200};  // GET /metrics of every endpoint
+  // GET /metrics of every endpoint this often; the YAML default is 200 ms, 0 (the
+  // default of a config built in code, e.g. against fake upstreams) runs no scraper.
+  std::chrono::milliseconds scrape_interval{0};
   route::RouterConfig router;      // policy and its params, filters, overlap, block size
   std::string tokenizer_file;      // tokenizer.json; empty: route on a byte-level fallback
   std::string chat_template_file;  // tokenizer_config.json (optional)

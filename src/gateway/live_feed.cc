@@ -171,7 +171,7 @@ Result<std::unique_ptr<LiveFeed>> LiveFeed::start(PoolRuntime& pool, GatewayMetr
   const PoolConfig& config = pool.config();
   std::vector<io::KvEventSource> sources;
   for (size_t i = 0; i < config.endpoints.size(); ++i) {
-    if (!config.kv_events[i]) continue;
+    if (i >= config.kv_events.size() || !config.kv_events[i]) continue;  // (set by the parser)
     for (const EndpointAddress& e : pool.endpoints()) {
       if (e.url != config.endpoints[i].url) continue;
       const KvEventsConfig& k = *config.kv_events[i];
@@ -200,7 +200,7 @@ Result<std::unique_ptr<LiveFeed>> LiveFeed::start(PoolRuntime& pool, GatewayMetr
     }
   }
   Impl* raw = impl.get();
-  raw->scraper = std::thread([raw] { raw->run(); });
+  if (config.scrape_interval.count() > 0) raw->scraper = std::thread([raw] { raw->run(); });
   return std::unique_ptr<LiveFeed>(new LiveFeed(std::move(impl)));
 }
 
