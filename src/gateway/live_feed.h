@@ -13,7 +13,9 @@
 // `kv_events.publisher`, bind mode with the pool's `kv_events_bind`); each delivery is
 // posted to the strand and applied to the precise index (clear_endpoint first on a
 // resync). The scraper thread also copies the subscriber's and the index's per-endpoint
-// counters into the gateway metrics.
+// counters into the gateway metrics. An endpoint whose scrape failed and then succeeds
+// again is resynced (index entries cleared, subscription made afresh): it may be a new
+// process. A pool with scrape_interval 0 (configs built in code) runs no scraper.
 //
 //   auto feed = LiveFeed::start(*pool, metrics);   // stops in its destructor
 #pragma once
