@@ -255,9 +255,22 @@ class Parser {
 
   PoolConfig pool(const std::string& name, const YAML::Node& n) const {
     std::string field = "pools." + name;
-    only_keys(n, field, {"endpoints", "router", "tokenizer", "chat_template", "block_size"});
+    only_keys(n, field,
+              {"endpoints", "router", "tokenizer", "chat_template", "block_size",
+               "scrape_interval_ms", "kv_events_bind"});
     PoolConfig p;
     p.name = name;
+    p.scrape_interval = std::chrono::milliseconds(200);
+    if (auto v = n["scrape_interval_ms"]) {
+      p.scrape_interval =
+          std::chrono::milliseconds(integer(v, field + ".scrape_interval_ms", 50, 1000));
+    }
+    if (auto v = n["kv_events_bind"]) {
+      p.kv_events_bind = text(v, field + ".kv_events_bind");
+      if (!valid_zmq_url(p.kv_events_bind)) {
+        fail(v, field + ".kv_events_bind", "expected tcp://host:port");
+      }
+    }
     if (auto v = n["block_size"]) {
       p.router.block_size = static_cast<uint32_t>(integer(v, field + ".block_size", 1, 4096));
     }
@@ -283,10 +296,13 @@ class Parser {
       std::string ef = fmt::format("{}.endpoints[{}]", field, i);
       const YAML::Node& e = eps[i];
       route::EndpointSpec spec;
+      std::optional<KvEventsConfig> events;
       if (e.IsScalar()) {
         spec.url = e.Scalar();
       } else {
-        only_keys(e, ef, {"url", "role", "zone", "rack", "labels", "kv_capacity_blocks"});
+        only_keys(e, ef,
+                  {"url", "role", "zone", "rack", "labels", "kv_capacity_blocks", "kv_events"});
+        if (auto v = e["kv_events"]) events = kv_events(v, ef + ".kv_events", p.kv_events_bind);
         if (!e["url"]) fail(e, ef + ".url", "missing");
         spec.url = text(e["url"], ef + ".url");
         if (auto v = e["role"]) {
@@ -316,8 +332,52 @@ class Parser {
         fail(at, ef, fmt::format("endpoint '{}' listed twice", spec.url));
       }
       p.endpoints.push_back(std::move(spec));
+      p.kv_events.push_back(std::move(events));
+    }
+    if (!p.kv_events_bind.empty()) {
+      std::set<std::string> topics;
+      for (size_t i = 0; i < p.kv_events.size(); ++i) {
+        if (p.kv_events[i] && !topics.insert(p.kv_events[i]->topic).second) {
+          fail(eps[i]["kv_events"], fmt::format("{}.endpoints[{}].kv_events.topic", field, i),
+               fmt::format("topic '{}' used twice (bind mode tells engines apart by topic)",
+                           p.kv_events[i]->topic));
+        }
+      }
     }
     return p;
+  }
+
+  static bool valid_zmq_url(std::string_view url) {
+    if (url.substr(0, 6) != "tcp://") return false;
+    std::string_view rest = url.substr(6);
+    size_t colon = rest.rfind(':');
+    return colon != std::string_view::npos && colon > 0 && colon + 1 < rest.size();
+  }
+
+  KvEventsConfig kv_events(const YAML::Node& n, const std::string& field,
+                           const std::string& bind) const {
+    only_keys(n, field, {"publisher", "replay", "topic"});
+    KvEventsConfig k;
+    if (auto v = n["publisher"]) k.publisher = text(v, field + ".publisher");
+    if (auto v = n["replay"]) k.replay = text(v, field + ".replay");
+    if (auto v = n["topic"]) k.topic = text(v, field + ".topic");
+    if (bind.empty() && k.publisher.empty()) {
+      fail(n, field + ".publisher", "missing (or set the pool's kv_events_bind)");
+    }
+    if (!bind.empty() && !k.publisher.empty()) {
+      fail(n["publisher"], field + ".publisher",
+           "not used with the pool's kv_events_bind (engines connect to the gateway)");
+    }
+    if (!k.publisher.empty() && !valid_zmq_url(k.publisher)) {
+      fail(n["publisher"], field + ".publisher", "expected tcp://host:port");
+    }
+    if (!k.replay.empty() && !valid_zmq_url(k.replay)) {
+      fail(n["replay"], field + ".replay", "expected tcp://host:port");
+    }
+    if (!bind.empty() && k.topic.empty()) {
+      fail(n, field + ".topic", "required with the pool's kv_events_bind");
+    }
+    return k;
   }
 
   void router(const YAML::Node& r, const std::string& field, route::RouterConfig& rc) const {
@@ -348,7 +408,7 @@ class Parser {
       if (!o) fail(v, field + ".overlap", "expected none, precise, approx or both");
       rc.overlap_source = *o;
     } else {
-      // Until the KV event subscriber runs, only the router's own history knows.
+      // The router's own history: works without KV events configured.
       rc.overlap_source = route::OverlapSource::kApprox;
     }
     if (auto v = r["record_decisions"]) {

@@ -78,9 +78,25 @@ struct RateLimitConfig {
   RedisConfig redis;
   bool fail_closed = false;  // on_store_failure: fail-open (default) | fail-closed
 };
+
+// Where an endpoint's engine publishes its KV cache events (vLLM's ZmqEventPublisher).
+struct KvEventsConfig {
+  std::string publisher;  // connect mode: the engine's PUB address (tcp://host:port)
+  std::string replay;     // the engine's replay ROUTER address; empty: no replay
+  std::string topic;      // the engine's topic ("" subscribes to all in connect mode)
+};
+
 struct PoolConfig {
   std::string name;
   std::vector<route::EndpointSpec> endpoints;
+  // By endpoint index; set for endpoints whose KV events the gateway subscribes to.
+  std::vector<std::optional<KvEventsConfig>> kv_events;
+  // Bind mode: one SUB socket bound here (tcp://*:PORT) that every engine connects to;
+  // endpoints then name their `topic`. Empty: connect mode.
+  std::string kv_events_bind;
+  // GET /metrics of every endpoint this often; the YAML default is 200 ms, 0 (the
+  // default of a config built in code, e.g. against fake upstreams) runs no scraper.
+  std::chrono::milliseconds scrape_interval{0};
   route::RouterConfig router;      // policy and its params, filters, overlap, block size
   std::string tokenizer_file;      // tokenizer.json; empty: route on a byte-level fallback
   std::string chat_template_file;  // tokenizer_config.json (optional)

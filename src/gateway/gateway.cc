@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "gateway/keys.h"
+#include "gateway/live_feed.h"
 #include "gateway/openai_request.h"
 #include "gateway/pool_runtime.h"
 #include "gateway/sse_tap.h"
@@ -88,6 +89,7 @@ struct Gateway::Impl {
   std::vector<std::thread> threads;
   std::unique_ptr<io::UpstreamClient> upstream;
   std::vector<std::unique_ptr<PoolRuntime>> pools;
+  std::vector<std::unique_ptr<LiveFeed>> feeds;  // after pools: destroyed first
   std::vector<std::unique_ptr<io::HttpServer>> servers;
   std::atomic<bool> draining{false};
   std::atomic<bool> stopped{false};
@@ -490,6 +492,11 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     auto pool = PoolRuntime::create(p, c.breaker, impl->io.get_executor(), impl->metrics);
     if (!pool) return Error(pool.error());
     impl->pools.push_back(std::move(*pool));
+  }
+  for (auto& pool : impl->pools) {
+    auto feed = LiveFeed::start(*pool, impl->metrics);
+    if (!feed) return Error(feed.error());
+    impl->feeds.push_back(std::move(*feed));
   }
   {
     boost::json::array data;

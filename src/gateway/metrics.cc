@@ -107,6 +107,29 @@ void GatewayMetrics::rate_limit_store_failure() {
   ++rate_limit_store_failures_;
 }
 
+void GatewayMetrics::scrape(std::string_view pool, std::string_view endpoint, const double* waiting,
+                            const double* running, const double* kv_usage) {
+  std::lock_guard lock(mu_);
+  auto set = [&](std::string_view name, double v) {
+    endpoint_values_[Key3{name, pool, endpoint}] = v;
+  };
+  set("kvgate_scrapes_total", endpoint_values_[Key3{"kvgate_scrapes_total", pool, endpoint}] + 1);
+  double& errors = endpoint_values_[Key3{"kvgate_scrape_errors_total", pool, endpoint}];
+  if (waiting == nullptr) {
+    errors += 1;
+    return;
+  }
+  set("kvgate_endpoint_waiting", *waiting);
+  set("kvgate_endpoint_running", *running);
+  set("kvgate_endpoint_kv_usage", *kv_usage);
+}
+
+void GatewayMetrics::endpoint_value(std::string_view name, std::string_view pool,
+                                    std::string_view endpoint, double value) {
+  std::lock_guard lock(mu_);
+  endpoint_values_[Key3{name, pool, endpoint}] = value;
+}
+
 int64_t GatewayMetrics::active_streams() const {
   std::lock_guard lock(mu_);
   return active_streams_;
@@ -193,6 +216,41 @@ std::string GatewayMetrics::render() const {
            "Rate-limit counter store calls (check or charge) that failed.", "counter");
   w.sample("kvgate_rate_limit_store_failures_total", {},
            static_cast<double>(rate_limit_store_failures_));
+  struct Family {
+    const char* name;
+    const char* help;
+    const char* type;
+  };
+  static constexpr Family kFamilies[] = {
+      {"kvgate_endpoint_waiting", "Requests waiting at the endpoint (last good scrape).", "gauge"},
+      {"kvgate_endpoint_running", "Requests running at the endpoint (last good scrape).", "gauge"},
+      {"kvgate_endpoint_kv_usage", "KV cache usage of the endpoint, 0..1 (last good scrape).",
+       "gauge"},
+      {"kvgate_scrapes_total", "Scrapes of the endpoint's /metrics.", "counter"},
+      {"kvgate_scrape_errors_total", "Failed scrapes (the router's view of it goes stale).",
+       "counter"},
+      {"kvgate_kv_event_batches_total", "KV event batches applied to the precise index.",
+       "counter"},
+      {"kvgate_kv_event_gaps_total", "Gaps detected in the KV event sequence.", "counter"},
+      {"kvgate_kv_event_missed_total", "KV event batches lost (not recovered by replay).",
+       "counter"},
+      {"kvgate_kv_event_restarts_total",
+       "Engine restarts seen (sequence back to 0, or /metrics down then up: resynced).", "counter"},
+      {"kvgate_kv_event_replayed_total", "KV event batches recovered through replay.", "counter"},
+      {"kvgate_kv_event_decode_errors_total", "KV event messages that failed to decode.",
+       "counter"},
+      {"kvgate_kv_event_anomalies_total",
+       "Events the precise index ignored (unknown parent or removed block, block size mismatch).",
+       "counter"},
+  };
+  for (const Family& f : kFamilies) {
+    w.header(f.name, f.help, f.type);
+    for (auto it = endpoint_values_.lower_bound(Key3{f.name, "", ""});
+         it != endpoint_values_.end() && std::get<0>(it->first) == f.name; ++it) {
+      w.sample(f.name, {{"pool", std::get<1>(it->first)}, {"endpoint", std::get<2>(it->first)}},
+               it->second);
+    }
+  }
   return w.take();
 }
 

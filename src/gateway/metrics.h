@@ -17,6 +17,10 @@
 //   kvgate_rate_limited_total{tenant,rule}                 counter (429s; rule "store"
 //                                                          when fail-closed refused)
 //   kvgate_rate_limit_store_failures_total                 counter (store calls that failed)
+//   kvgate_endpoint_{waiting,running,kv_usage}{pool,endpoint}  gauge (last good scrape)
+//   kvgate_scrapes_total{pool,endpoint}, kvgate_scrape_errors_total{pool,endpoint}
+//   kvgate_kv_event_{batches,gaps,missed,restarts,replayed,decode_errors,anomalies}_total
+//                                                          counter {pool,endpoint}
 //
 // Thread-safe (one mutex; updates are a few per request).
 #pragma once
@@ -48,6 +52,12 @@ class GatewayMetrics {
   void retry(std::string_view pool);
   void decision(std::string_view pool, std::string_view policy, std::string_view reason);
   void breaker(std::string_view pool, std::string_view endpoint, bool open);
+  // One scrape of an endpoint's /metrics; the values are null when it failed.
+  void scrape(std::string_view pool, std::string_view endpoint, const double* waiting,
+              const double* running, const double* kv_usage);
+  // Sets a per-endpoint value exported under family `name` (one of those listed above).
+  void endpoint_value(std::string_view name, std::string_view pool, std::string_view endpoint,
+                      double value);
 
   void rate_limited(std::string_view tenant, std::string_view rule);
   void rate_limit_store_failure();
@@ -75,6 +85,8 @@ class GatewayMetrics {
   std::map<Key2, bool> breakers_;
   std::map<Key2, uint64_t> rate_limited_;
   uint64_t rate_limit_store_failures_ = 0;
+  // (family, pool, endpoint) -> value: scraped gauges and counters copied from elsewhere.
+  std::map<Key3, double> endpoint_values_;
 };
 
 }  // namespace kvgate::gateway

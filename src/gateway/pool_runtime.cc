@@ -229,6 +229,10 @@ void PoolRuntime::endpoint_result(route::EndpointId endpoint, bool ok) {
   });
 }
 
+void PoolRuntime::post(std::function<void(route::Router&, kv::PreciseIndex&)> fn) {
+  asio::post(strand_, [this, fn = std::move(fn)] { fn(*router_, precise_); });
+}
+
 asio::awaitable<void> PoolRuntime::with_router(std::function<void(route::Router&)> fn) {
   co_await asio::co_spawn(strand_, router_task(std::move(fn)), asio::use_awaitable);
 }

@@ -80,6 +80,11 @@ class PoolRuntime {
   // Breaker bookkeeping for one endpoint exchange.
   void endpoint_result(route::EndpointId endpoint, bool ok);
 
+  // The configured endpoints, by EndpointId (constant after create).
+  const std::vector<EndpointAddress>& endpoints() const { return endpoints_; }
+  // Control plane (scrapes, KV events): posts `fn(router, precise index)` to the strand.
+  void post(std::function<void(route::Router&, kv::PreciseIndex&)> fn);
+
   // Test and admin access: runs `fn(router)` on the strand.
   boost::asio::awaitable<void> with_router(std::function<void(route::Router&)> fn);
 

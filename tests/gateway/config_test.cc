@@ -131,5 +131,70 @@ TEST(GatewayConfig, RateLimitsSection) {
             "f.yaml:2:17: rate_limits.redis.port: 0 is outside [1, 65535]");
 }
 
+constexpr const char* kLive = R"(
+pools:
+  main:
+    scrape_interval_ms: 100
+    endpoints:
+      - url: http://127.0.0.1:8001
+        kv_events: {publisher: tcp://127.0.0.1:5557, replay: tcp://127.0.0.1:5558}
+      - http://127.0.0.1:8002
+models:
+  - name: m
+    pool: main
+)";
+
+std::string live_error(const std::string& yaml) {
+  auto c = parse_gateway_config(yaml, "f.yaml");
+  return c ? std::string() : c.error();
+}
+
+TEST(GatewayConfigLive, KvEventsAndScrapeInterval) {
+  auto c = parse_gateway_config(kLive, "f.yaml");
+  ASSERT_TRUE(c) << c.error();
+  const PoolConfig& p = c->pools[0];
+  EXPECT_EQ(p.scrape_interval, std::chrono::milliseconds(100));
+  ASSERT_EQ(p.kv_events.size(), 2u);
+  ASSERT_TRUE(p.kv_events[0]);
+  EXPECT_EQ(p.kv_events[0]->publisher, "tcp://127.0.0.1:5557");
+  EXPECT_EQ(p.kv_events[0]->replay, "tcp://127.0.0.1:5558");
+  EXPECT_FALSE(p.kv_events[1]);
+  EXPECT_TRUE(p.kv_events_bind.empty());
+
+  std::string slow = kLive;
+  slow.replace(slow.find("100"), 3, "5000");
+  EXPECT_EQ(live_error(slow),
+            "f.yaml:4:25: pools.main.scrape_interval_ms: 5000 is outside [50, 1000]");
+  std::string bad = kLive;
+  bad.replace(bad.find("tcp://127.0.0.1:5557"), 20, "127.0.0.1:5557");
+  EXPECT_EQ(live_error(bad),
+            "f.yaml:7:32: pools.main.endpoints[0].kv_events.publisher: expected tcp://host:port");
+  std::string typo = kLive;
+  typo.replace(typo.find("replay"), 6, "replya");
+  EXPECT_EQ(live_error(typo),
+            "f.yaml:7:54: pools.main.endpoints[0].kv_events.replya: unknown field");
+}
+
+TEST(GatewayConfigLive, BindModeNeedsDistinctTopicsAndNoPublisher) {
+  std::string bind = kLive;
+  bind.replace(bind.find("    endpoints:"), 0, "    kv_events_bind: tcp://*:5557\n");
+  EXPECT_EQ(live_error(bind),
+            "f.yaml:8:32: pools.main.endpoints[0].kv_events.publisher: not used with the pool's "
+            "kv_events_bind (engines connect to the gateway)");
+  std::string topics = bind;
+  const std::string sources = "{publisher: tcp://127.0.0.1:5557, replay: tcp://127.0.0.1:5558}";
+  topics.replace(topics.find(sources), sources.size(), "{topic: a}");
+  topics.replace(topics.find("- http://127.0.0.1:8002"), 23,
+                 "- url: http://127.0.0.1:8002\n        kv_events: {topic: a}");
+  EXPECT_TRUE(live_error(topics).starts_with(
+      "f.yaml:10:20: pools.main.endpoints[1].kv_events.topic: topic 'a' used twice"))
+      << live_error(topics);
+  topics.replace(topics.rfind("{topic: a}"), 10, "{topic: b}");
+  auto c = parse_gateway_config(topics, "f.yaml");
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->pools[0].kv_events_bind, "tcp://*:5557");
+  EXPECT_EQ(c->pools[0].kv_events[1]->topic, "b");
+}
+
 }  // namespace
 }  // namespace kvgate::gateway

@@ -1,0 +1,207 @@
+#include "gateway/live_feed.h"
+
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/kv/event_apply.h"
+#include "core/metrics/prometheus_text.h"
+#include "io/http_client.h"
+#include "io/kv_event_subscriber.h"
+
+namespace kvgate::gateway {
+
+namespace {
+
+struct Scraped {
+  double waiting = 0;
+  double running = 0;
+  double kv_usage = 0;
+};
+
+// Sums (or averages) every series of `name`: one per engine core behind the endpoint.
+std::optional<double> combine(const metrics::MetricSet& m, std::string_view name, bool mean) {
+  auto samples = m.all(name);
+  if (samples.empty()) return std::nullopt;
+  double sum = 0;
+  for (const metrics::Sample* s : samples) sum += s->value;
+  return mean ? sum / static_cast<double>(samples.size()) : sum;
+}
+
+Result<Scraped> scrape(const std::string& url, std::chrono::milliseconds timeout) {
+  auto r = io::http_fetch("GET", url + "/metrics", {}, {}, timeout);
+  if (!r) return Error(r.error());
+  if (r->status != 200) return Error(fmt::format("status {}", r->status));
+  auto m = metrics::parse_prometheus_text(r->body);
+  if (!m) return Error(m.error());
+  auto waiting = combine(*m, "vllm:num_requests_waiting", false);
+  auto running = combine(*m, "vllm:num_requests_running", false);
+  auto usage = combine(*m, "vllm:kv_cache_usage_perc", true);
+  if (!usage) usage = combine(*m, "vllm:gpu_cache_usage_perc", true);
+  if (!waiting || !running || !usage) return Error("vllm:num_requests_* or KV usage missing");
+  return Scraped{*waiting, *running, *usage};
+}
+
+}  // namespace
+
+struct LiveFeed::Impl {
+  PoolRuntime& pool;
+  GatewayMetrics& metrics;
+  std::unique_ptr<io::KvEventSubscriber> subscriber;
+  std::vector<route::EndpointId> subscribed;
+  std::map<route::EndpointId, io::KvEventSource> sources;  // as added, for a resync
+  // Scraper thread only: endpoints whose last scrape failed; counters of the sources
+  // replaced by a resync; resyncs per endpoint.
+  std::set<route::EndpointId> down;
+  std::map<route::EndpointId, kv::SequenceStats> base;
+  std::map<route::EndpointId, uint64_t> resyncs;
+  std::mutex mu;
+  std::condition_variable wake;
+  bool stopping = false;
+  std::thread scraper;
+
+  Impl(PoolRuntime& p, GatewayMetrics& m) : pool(p), metrics(m) {}
+
+  void run() {
+    const auto interval = pool.config().scrape_interval;
+    // A scrape may take up to the interval (at least 100 ms: a busy engine answers late).
+    const auto timeout = std::max(interval, std::chrono::milliseconds(100));
+    std::unique_lock lock(mu);
+    while (!stopping) {
+      lock.unlock();
+      scrape_all(timeout);
+      export_event_stats();
+      lock.lock();
+      wake.wait_for(lock, interval, [this] { return stopping; });
+    }
+  }
+
+  void scrape_all(std::chrono::milliseconds timeout) {
+    const std::string& name = pool.name();
+    for (const EndpointAddress& e : pool.endpoints()) {
+      if (e.url.empty()) continue;
+      auto s = scrape(e.url, timeout);
+      if (!s) {
+        metrics.scrape(name, e.url, nullptr, nullptr, nullptr);
+        down.insert(e.id);
+        continue;
+      }
+      if (down.erase(e.id) > 0) resync(e.id);
+      metrics.scrape(name, e.url, &s->waiting, &s->running, &s->kv_usage);
+      route::ScrapedMetrics sm{.waiting = static_cast<uint32_t>(s->waiting),
+                               .running = static_cast<uint32_t>(s->running),
+                               .kv_usage = std::clamp(s->kv_usage, 0.0, 1.0)};
+      pool.post([id = e.id, sm](route::Router& router, kv::PreciseIndex&) {
+        router.pool().on_metrics(id, sm, monotonic_now());
+      });
+    }
+  }
+
+  // The endpoint stopped answering and is back: it may be a new process whose event
+  // sequence restarted and whose first batches were lost while the SUB reconnected (a
+  // restart the sequencer alone cannot always see). Forget what it held and subscribe
+  // afresh, so the next batch it publishes starts a new sequence.
+  void resync(route::EndpointId id) {
+    auto it = sources.find(id);
+    if (!subscriber || it == sources.end()) return;
+    kv::SequenceStats now = subscriber->stats(id);
+    kv::SequenceStats& b = base[id];
+    b.batches += now.batches;
+    b.gaps += now.gaps;
+    b.missed += now.missed;
+    b.restarts += now.restarts;
+    b.duplicates += now.duplicates;
+    b.replays += now.replays;
+    b.replayed += now.replayed;
+    b.decode_errors += now.decode_errors;
+    ++resyncs[id];
+    subscriber->remove_source(id);
+    subscriber->add_source(it->second);
+    pool.post([id](route::Router&, kv::PreciseIndex& index) { index.clear_endpoint(id); });
+  }
+
+  void export_event_stats() {
+    if (!subscriber) return;
+    const std::string& name = pool.name();
+    for (route::EndpointId id : subscribed) {
+      const std::string& url = pool.endpoints()[id].url;
+      kv::SequenceStats s = subscriber->stats(id);
+      const kv::SequenceStats& b = base[id];
+      auto set = [&](const char* family, uint64_t v) {
+        metrics.endpoint_value(family, name, url, static_cast<double>(v));
+      };
+      set("kvgate_kv_event_batches_total", b.batches + s.batches);
+      set("kvgate_kv_event_gaps_total", b.gaps + s.gaps);
+      set("kvgate_kv_event_missed_total", b.missed + s.missed);
+      set("kvgate_kv_event_restarts_total", b.restarts + s.restarts + resyncs[id]);
+      set("kvgate_kv_event_replayed_total", b.replayed + s.replayed);
+      set("kvgate_kv_event_decode_errors_total", b.decode_errors + s.decode_errors);
+      pool.post([m = &metrics, id, url, name](route::Router&, kv::PreciseIndex& index) {
+        m->endpoint_value("kvgate_kv_event_anomalies_total", name, url,
+                          static_cast<double>(index.stats(id).anomalies()));
+      });
+    }
+  }
+};
+
+LiveFeed::LiveFeed(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+LiveFeed::~LiveFeed() {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  if (impl_->scraper.joinable()) impl_->scraper.join();
+  impl_->subscriber.reset();
+}
+
+std::string LiveFeed::bound_endpoint() const {
+  return impl_->subscriber && !impl_->pool.config().kv_events_bind.empty()
+             ? impl_->subscriber->bound_endpoint()
+             : std::string();
+}
+
+Result<std::unique_ptr<LiveFeed>> LiveFeed::start(PoolRuntime& pool, GatewayMetrics& metrics) {
+  auto impl = std::make_unique<Impl>(pool, metrics);
+  const PoolConfig& config = pool.config();
+  std::vector<io::KvEventSource> sources;
+  for (size_t i = 0; i < config.endpoints.size(); ++i) {
+    if (i >= config.kv_events.size() || !config.kv_events[i]) continue;  // (set by the parser)
+    for (const EndpointAddress& e : pool.endpoints()) {
+      if (e.url != config.endpoints[i].url) continue;
+      const KvEventsConfig& k = *config.kv_events[i];
+      sources.push_back(
+          {.endpoint = e.id, .publisher = k.publisher, .topic = k.topic, .replay = k.replay});
+    }
+  }
+  if (!sources.empty()) {
+    // Called on the subscriber's thread; the index lives on the pool's strand.
+    auto sink = [&pool](io::KvEventDelivery d) {
+      auto shared = std::make_shared<io::KvEventDelivery>(std::move(d));
+      pool.post([shared](route::Router&, kv::PreciseIndex& index) {
+        if (shared->clear_first) index.clear_endpoint(shared->endpoint);
+        for (const kv::EventBatch& b : shared->batches) {
+          kv::apply_event_batch(index, shared->endpoint, b);
+        }
+      });
+    };
+    auto sub = io::KvEventSubscriber::create({.bind_url = config.kv_events_bind}, std::move(sink));
+    if (!sub) return Error(fmt::format("pool {}: kv events: {}", config.name, sub.error()));
+    impl->subscriber = std::move(*sub);
+    for (io::KvEventSource& s : sources) {
+      impl->subscribed.push_back(s.endpoint);
+      impl->sources[s.endpoint] = s;
+      impl->subscriber->add_source(std::move(s));
+    }
+  }
+  Impl* raw = impl.get();
+  if (config.scrape_interval.count() > 0) raw->scraper = std::thread([raw] { raw->run(); });
+  return std::unique_ptr<LiveFeed>(new LiveFeed(std::move(impl)));
+}
+
+}  // namespace kvgate::gateway

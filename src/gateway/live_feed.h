@@ -1,0 +1,48 @@
+// LiveFeed: what keeps one pool's router current while `kvgate serve` runs.
+//
+// Scraper: a thread GETs every endpoint's /metrics each `scrape_interval`, reads
+// vllm:num_requests_waiting and vllm:num_requests_running (summed over the `engine`
+// label: a data-parallel server reports one series per engine core) and
+// vllm:kv_cache_usage_perc (or the deprecated vllm:gpu_cache_usage_perc; mean over
+// engines), and posts EndpointPool::on_metrics to the pool's strand. A failed scrape
+// records nothing, so the endpoint's metrics age and, past the router's
+// saturation.metrics_max_age, count as stale (saturated); it is counted in
+// kvgate_scrape_errors_total.
+//
+// KV events: one KvEventSubscriber per pool (connect mode for endpoints with
+// `kv_events.publisher`, bind mode with the pool's `kv_events_bind`); each delivery is
+// posted to the strand and applied to the precise index (clear_endpoint first on a
+// resync). The scraper thread also copies the subscriber's and the index's per-endpoint
+// counters into the gateway metrics. An endpoint whose scrape failed and then succeeds
+// again is resynced (index entries cleared, subscription made afresh): it may be a new
+// process. A pool with scrape_interval 0 (configs built in code) runs no scraper.
+//
+//   auto feed = LiveFeed::start(*pool, metrics);   // stops in its destructor
+#pragma once
+
+#include <memory>
+
+#include "core/common/result.h"
+#include "gateway/metrics.h"
+#include "gateway/pool_runtime.h"
+
+namespace kvgate::gateway {
+
+class LiveFeed {
+ public:
+  // Errors: the pool's kv_events_bind cannot be bound. `pool` and `metrics` must
+  // outlive the feed.
+  static Result<std::unique_ptr<LiveFeed>> start(PoolRuntime& pool, GatewayMetrics& metrics);
+  ~LiveFeed();  // stops the scraper and the subscriber
+
+  // Bind mode: the address the subscriber bound (port * resolved); else empty.
+  std::string bound_endpoint() const;
+
+  struct Impl;
+
+ private:
+  explicit LiveFeed(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvgate::gateway
