@@ -107,7 +107,10 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
                            std::string_view served_model, std::vector<kv::BlockKey>& keys,
                            uint32_t& prompt_tokens) const {
   const uint32_t block_size = config_.router.block_size;
-  const uint64_t seed = kv::block_seed(served_model, "", "");
+  // Keys only meet the pool's own indexes, and the precise index seeds the chains it
+  // rebuilds from events with the pool's name: the request side must use the same seed.
+  (void)served_model;
+  const uint64_t seed = kv::block_seed(config_.name, "", "");
   std::vector<uint32_t> ids;
   bool tokenized = false;
   if (tokenizer_) {
