@@ -4,7 +4,7 @@
 // "Connection: close" and reads only the status line. A server that is still starting
 // refuses the connection, which is an answer (nullopt status), not an error to report.
 //
-//   Result<HealthUrl> url = parse_health_url("http://127.0.0.1:8000/health");
+//   Result<Url> url = parse_url("http://127.0.0.1:8000/health");  // io/http_client.h
 //   std::optional<int> status = probe_health(*url, std::chrono::milliseconds(500));
 //   if (status == 200) ...  // up
 #pragma once
@@ -15,20 +15,12 @@
 #include <string_view>
 
 #include "core/common/result.h"
+#include "io/http_client.h"
 
 namespace kvgate::io {
 
-struct HealthUrl {
-  std::string host;
-  std::string port;    // "80" when the URL names none
-  std::string target;  // "/" at least
-};
-
-// "http://host[:port][/path]" (IPv6 hosts in brackets). https is not supported.
-Result<HealthUrl> parse_health_url(std::string_view url);
-
 // The HTTP status code, or nullopt when there is no answer within `timeout` (refused,
 // reset, timed out, not HTTP).
-std::optional<int> probe_health(const HealthUrl& url, std::chrono::milliseconds timeout);
+std::optional<int> probe_health(const Url& url, std::chrono::milliseconds timeout);
 
 }  // namespace kvgate::io

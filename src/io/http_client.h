@@ -30,7 +30,8 @@ struct Url {
   std::string target;  // path and query, "/" at least
 };
 
-// Parses "http://host[:port][/path]". https is not supported here.
+// Parses "http://host[:port][/path]" (IPv6 hosts in brackets; port 80 when none).
+// https is not supported here.
 Result<Url> parse_url(std::string_view url);
 
 // Errors: bad URL, connection refused, timeout (the whole exchange), malformed response.

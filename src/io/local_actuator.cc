@@ -18,7 +18,7 @@ struct LocalActuator::Replica {
   std::string id;
   uint16_t port = 0;
   std::string url;
-  HealthUrl health;
+  Url health;
   std::unique_ptr<Subprocess> process;
   Phase phase = Phase::kStarting;
   Nanos launched_at = 0;
@@ -79,7 +79,7 @@ Status LocalActuator::launch_one() {
   r->id = "replica-" + std::to_string(next_id_++);
   r->port = *port;
   r->url = "http://" + options_.host + ":" + std::to_string(*port);
-  auto health = parse_health_url(r->url + options_.health_path);
+  auto health = parse_url(r->url + options_.health_path);
   if (!health) return Error(health.error());
   r->health = *health;
   SubprocessOptions so;

@@ -119,7 +119,7 @@ void LocalActuatorTest::scale_one_three_one(std::vector<std::string> command) {
   ASSERT_TRUE(poll_until(a, [&] { return a.ready() == 3; }));
   ASSERT_EQ(registered_.size(), 3u);
   for (const auto& [id, url] : registered_) {
-    auto h = parse_health_url(url + "/health");
+    auto h = parse_url(url + "/health");
     ASSERT_TRUE(h.ok());
     EXPECT_EQ(probe_health(*h, 1s), 200) << id;
   }

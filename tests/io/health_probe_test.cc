@@ -17,24 +17,24 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
 TEST(HealthProbeTest, ParsesUrls) {
-  Result<HealthUrl> a = parse_health_url("http://127.0.0.1:8000/health");
+  Result<Url> a = parse_url("http://127.0.0.1:8000/health");
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->host, "127.0.0.1");
   EXPECT_EQ(a->port, "8000");
   EXPECT_EQ(a->target, "/health");
-  Result<HealthUrl> b = parse_health_url("http://localhost");
+  Result<Url> b = parse_url("http://localhost");
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->port, "80");
   EXPECT_EQ(b->target, "/");
-  Result<HealthUrl> c = parse_health_url("http://[::1]:9/x?y=1");
+  Result<Url> c = parse_url("http://[::1]:9/x?y=1");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->host, "::1");
   EXPECT_EQ(c->port, "9");
   EXPECT_EQ(c->target, "/x?y=1");
-  EXPECT_FALSE(parse_health_url("https://x/health").ok());
-  EXPECT_FALSE(parse_health_url("http://:80/").ok());
-  EXPECT_FALSE(parse_health_url("http://host:port/").ok());
-  EXPECT_FALSE(parse_health_url("localhost:8000").ok());
+  EXPECT_FALSE(parse_url("https://x/health").ok());
+  EXPECT_FALSE(parse_url("http://:80/").ok());
+  EXPECT_FALSE(parse_url("http://host:port/").ok());
+  EXPECT_FALSE(parse_url("localhost:8000").ok());
 }
 
 // Answers each connection once with `status_line`, after reading the request head.
@@ -77,11 +77,11 @@ class OneLineServer {
 
 TEST(HealthProbeTest, ReadsTheStatusCode) {
   OneLineServer ok("HTTP/1.1 200 OK");
-  EXPECT_EQ(probe_health(*parse_health_url(ok.url()), 2000ms), 200);
+  EXPECT_EQ(probe_health(*parse_url(ok.url()), 2000ms), 200);
   OneLineServer starting("HTTP/1.1 503 Service Unavailable");
-  EXPECT_EQ(probe_health(*parse_health_url(starting.url()), 2000ms), 503);
+  EXPECT_EQ(probe_health(*parse_url(starting.url()), 2000ms), 503);
   OneLineServer garbage("SSH-2.0-OpenSSH");
-  EXPECT_EQ(probe_health(*parse_health_url(garbage.url()), 2000ms), std::nullopt);
+  EXPECT_EQ(probe_health(*parse_url(garbage.url()), 2000ms), std::nullopt);
 }
 
 TEST(HealthProbeTest, RefusedConnectionIsNoAnswer) {
@@ -91,7 +91,7 @@ TEST(HealthProbeTest, RefusedConnectionIsNoAnswer) {
   std::string url = "http://127.0.0.1:" + std::to_string(a.local_endpoint().port()) + "/health";
   a.close();
   auto before = std::chrono::steady_clock::now();
-  EXPECT_EQ(probe_health(*parse_health_url(url), 2000ms), std::nullopt);
+  EXPECT_EQ(probe_health(*parse_url(url), 2000ms), std::nullopt);
   EXPECT_LT(std::chrono::steady_clock::now() - before, 1500ms);
 }
 
@@ -100,7 +100,7 @@ TEST(HealthProbeTest, SilentServerTimesOut) {
   tcp::acceptor a(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));  // never accepts
   std::string url = "http://127.0.0.1:" + std::to_string(a.local_endpoint().port()) + "/health";
   auto before = std::chrono::steady_clock::now();
-  EXPECT_EQ(probe_health(*parse_health_url(url), 100ms), std::nullopt);
+  EXPECT_EQ(probe_health(*parse_url(url), 100ms), std::nullopt);
   auto took = std::chrono::steady_clock::now() - before;
   EXPECT_GE(took, 90ms);
   EXPECT_LT(took, 1000ms);

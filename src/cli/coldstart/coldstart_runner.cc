@@ -70,7 +70,7 @@ Status empty_directory(const std::string& dir) {
 Result<ColdstartReport> run_coldstart(const RunnerOptions& options, std::FILE* progress) {
   if (options.command.empty()) return Error("no server command (give it after --)");
   if (options.runs < 1) return Error("--runs must be at least 1");
-  Result<io::HealthUrl> url = io::parse_health_url(options.health_url);
+  Result<io::Url> url = io::parse_url(options.health_url);
   if (!url) return Error(url.error());
   Result<PhaseMatcher> probe_matcher = PhaseMatcher::compile(options.patterns);
   if (!probe_matcher) return Error(probe_matcher.error());
