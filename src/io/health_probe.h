@@ -1,7 +1,6 @@
 // health_probe: one blocking HTTP/1.1 GET, for polling a server's /health while it starts.
 //
-// Deliberately tiny (plain Boost.Asio, no Beast): it sends one request with
-// "Connection: close" and reads only the status line. A server that is still starting
+// A thin layer over http_fetch (io/http_client.h): a server that is still starting
 // refuses the connection, which is an answer (nullopt status), not an error to report.
 //
 //   Result<Url> url = parse_url("http://127.0.0.1:8000/health");  // io/http_client.h
