@@ -104,6 +104,10 @@ void expect_completed(const io::HttpClientResponse& r, const std::string& what) 
   ASSERT_GE(events.size(), 2u) << r.body;
   EXPECT_EQ(events.back(), "[DONE]");
   EXPECT_EQ(r.body.find("\"error\""), std::string::npos) << r.body;
+  // How long routing took, in microseconds.
+  ASSERT_NE(r.header("x-kvgate-route-us"), nullptr);
+  EXPECT_FALSE(r.header("x-kvgate-route-us")->empty());
+  EXPECT_EQ(r.header("x-kvgate-route-us")->find_first_not_of("0123456789"), std::string::npos);
 }
 
 TEST(GatewayShedding, SheddableGets429WithReasonWhileCriticalIsServed) {
@@ -180,6 +184,9 @@ TEST(GatewayShedding, SheddableGets429WithReasonWhileCriticalIsServed) {
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
   expect_completed(gw.post("/v1/completions", streamed("after", 4), headers("key-batch")),
                    "sheddable after the overload");
+  // Every request's routing time was observed once, shed ones included.
+  EXPECT_EQ(gw.metric("kvgate_routing_decision_seconds_count", {{"pool", "main"}}),
+            2 + 16 + 5 + 3 + 1);
 }
 
 }  // namespace
