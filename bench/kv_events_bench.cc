@@ -16,7 +16,11 @@
 // before it: 150 block events per batch, with token ids, as vLLM sends them.
 //
 // BM_DecodeApply is the same corpus decoded and applied in a loop without sockets, to
-// show what the transport costs.
+// show what the transport costs; BM_Decode decodes only.
+//
+// Counters: block_events_per_s is wall-clock (depends on what else the machine runs);
+// block_events_per_cpu_s divides by the CPU time of the receiving threads (the
+// subscriber's, plus the strand's in strand mode): what one dedicated core takes.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -25,6 +29,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <condition_variable>
+#include <ctime>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -52,7 +57,7 @@ constexpr size_t kBatchesPerIteration = 2048;
 
 uint64_t engine_hash(EndpointId e, BlockKey own) { return own * 0x9E3779B97F4A7C15ULL + e; }
 
-size_t block_events(const EventBatch& b) {
+size_t count_block_events(const EventBatch& b) {
   size_t n = 0;
   for (const KvEvent& ev : b.events) {
     if (auto* s = std::get_if<BlockStored>(&ev)) n += s->block_hashes.size();
@@ -114,7 +119,7 @@ struct Corpus {
       rm.block_hashes.assign(hashes[old].begin() + kSystemBlocks, hashes[old].end());
       rm.medium = "GPU";
       b.events.push_back(std::move(rm));
-      block_events_per_batch = block_events(b);
+      block_events_per_batch = count_block_events(b);
       cycle.push_back(encode_event_batch(b, EventFormat::kArray));
     }
   }
@@ -143,6 +148,28 @@ void BM_DecodeApply(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeApply)->Unit(benchmark::kMicrosecond)->MinTime(1.0);
 
+// CPU time of the calling thread (the machine is shared: wall-clock rates depend on what
+// else runs, CPU time on the receiving threads does not).
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Decode only (the subscriber thread's share of the work in strand mode).
+void BM_Decode(benchmark::State& state) {
+  Corpus corpus(0);
+  size_t i = 0, events = 0;
+  for (auto _ : state) {
+    auto b = decode_event_batch(corpus.cycle[i++ % corpus.cycle.size()]);
+    benchmark::DoNotOptimize(b);
+    events += corpus.block_events_per_batch;
+  }
+  state.counters["block_events_per_s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Decode)->Unit(benchmark::kMicrosecond)->MinTime(1.0);
+
 // Counts what was applied and wakes the publisher side.
 struct Progress {
   std::mutex mu;
@@ -151,12 +178,14 @@ struct Progress {
   uint64_t total = 0;
   uint64_t block_events = 0;
   uint64_t clears = 0;
+  double receive_cpu = 0;  // the subscriber thread's CPU time at its latest delivery
+  double apply_cpu = 0;    // the applying thread's, at its latest apply (strand mode)
 
   explicit Progress(size_t endpoints) : batches(endpoints, 0) {}
 
-  void applied(const KvEventDelivery& d) {
+  void applied(const io::KvEventDelivery& d) {
     size_t n = 0;
-    for (const EventBatch& b : d.batches) n += block_events(b);
+    for (const EventBatch& b : d.batches) n += count_block_events(b);
     {
       std::lock_guard lock(mu);
       batches[d.endpoint] += d.batches.size();
@@ -199,14 +228,16 @@ void BM_SubscriberThroughput(benchmark::State& state) {
   auto strand = asio::make_strand(io);
   auto work = asio::make_work_guard(io);
   std::thread io_thread([&io] { io.run(); });
-  auto apply = [&index, &progress](const KvEventDelivery& d) {
+  auto apply = [&index, &progress, on_strand](const io::KvEventDelivery& d) {
     if (d.clear_first) index.clear_endpoint(d.endpoint);
     for (const EventBatch& b : d.batches) apply_event_batch(index, d.endpoint, b);
+    if (on_strand) progress.apply_cpu = thread_cpu_seconds();  // only this thread writes it
     progress.applied(d);
   };
-  auto sink = [&](KvEventDelivery d) {
+  auto sink = [&](io::KvEventDelivery d) {
+    progress.receive_cpu = thread_cpu_seconds();  // only the subscriber thread writes it
     if (!on_strand) return apply(d);
-    auto shared = std::make_shared<KvEventDelivery>(std::move(d));
+    auto shared = std::make_shared<io::KvEventDelivery>(std::move(d));
     asio::post(strand, [shared, &apply] { apply(*shared); });
   };
   auto sub = io::KvEventSubscriber::create({.poll_interval = kMillisecond}, sink);
@@ -256,6 +287,7 @@ void BM_SubscriberThroughput(benchmark::State& state) {
   for (size_t e = 0; e < endpoints; ++e) anomalies_before += index.stats(e).anomalies();
   const uint64_t events_before = progress.block_events;
   const uint64_t clears_before = progress.clears;
+  const double cpu_before = progress.receive_cpu + progress.apply_cpu;
 
   size_t next = 0;
   for (auto _ : state) {
@@ -267,6 +299,11 @@ void BM_SubscriberThroughput(benchmark::State& state) {
   }
   state.counters["block_events_per_s"] = benchmark::Counter(
       static_cast<double>(progress.block_events - events_before), benchmark::Counter::kIsRate);
+  // Per second of CPU on the receiving threads (subscriber, plus the strand's in strand
+  // mode): what one dedicated core would take.
+  const double cpu = progress.receive_cpu + progress.apply_cpu - cpu_before;
+  state.counters["block_events_per_cpu_s"] =
+      static_cast<double>(progress.block_events - events_before) / cpu;
   state.counters["batches_per_s"] = benchmark::Counter(
       static_cast<double>(state.iterations() * kBatchesPerIteration), benchmark::Counter::kIsRate);
   // Must stay 0: the index understood every event and the stream had no gap.
