@@ -57,7 +57,7 @@ std::string scenario_yaml(const std::string& profile_path, int tokens_per_word) 
          "cluster: {engines: " +
          std::to_string(kEngines) + ", profile: " + profile_path +
          ", block_size: 16, num_gpu_blocks: 250}\n"
-         "gateway: {model: sim, hop_delay_ms: 1, scrape_interval_ms: 100, kv_event_delay_ms: "
+         "gateway: {model: sim, hop_delay_ms: 1, scrape_interval_ms: 1000, kv_event_delay_ms: "
          "5}\n"
          "policies:\n"
          "  - {name: precise, policy: kv-cost, params: {overlap_weight: 8}, overlap: precise}\n"
@@ -153,7 +153,7 @@ double elapsed() {
 // One engine publishing its KV events on a PUB socket the gateway connects to. Spawned
 // at once; ready() waits for it, so that several start in parallel.
 struct Engine {
-  std::string pub_port = free_port();
+  std::string pub_port = free_port(), replay_port = free_port();
   std::unique_ptr<ChildProcess> proc;
   std::string url;
 
@@ -161,7 +161,8 @@ struct Engine {
     auto p = ChildProcess::spawn(
         kvgate_bin(),
         {"engine", "--port", "0", "--model", "sim", "--tokenizer", g_tokenizer, "--profile",
-         profile_path, "--time-scale", kTimeScale, "--kv-events-endpoint", "tcp://*:" + pub_port});
+         profile_path, "--time-scale", kTimeScale, "--kv-events-endpoint", "tcp://*:" + pub_port,
+         "--replay-endpoint", "tcp://127.0.0.1:" + replay_port});
     if (p) {
       proc = std::move(*p);
     } else {
@@ -190,16 +191,21 @@ struct Engine {
 };
 using Engines = std::vector<std::unique_ptr<Engine>>;
 
+// Scrapes every 500 ms with a 500 ms timeout: the gateway forgets an endpoint's KV
+// entries when one of its scrapes fails (it may have restarted), which a 100 ms timeout
+// on a loaded 2-core machine under ASan can trigger. The simulated scenario scrapes at
+// the same model-time interval (1 s at --time-scale 0.5).
 std::string gateway_config(const Engines& engines, const std::string& router) {
   std::string y =
       "listeners:\n  - address: 127.0.0.1\n    port: 0\n"
       "timeouts: {header_ms: 5000, drain_ms: 2000, connect_ms: 2000}\n"
-      "pools:\n  sim:\n    block_size: 16\n    scrape_interval_ms: 50\n"
+      "pools:\n  sim:\n    block_size: 16\n    scrape_interval_ms: 500\n"
       "    tokenizer: " +
       g_tokenizer + "\n    router:\n" + router + "    endpoints:\n";
   for (const auto& e : engines) {
     y += "      - url: " + e->url +
-         "\n        kv_events: {publisher: tcp://127.0.0.1:" + e->pub_port + "}\n";
+         "\n        kv_events: {publisher: tcp://127.0.0.1:" + e->pub_port +
+         ", replay: tcp://127.0.0.1:" + e->replay_port + "}\n";
   }
   return y + "models:\n  - name: sim\n    pool: sim\n";
 }
