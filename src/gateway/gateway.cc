@@ -313,8 +313,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     std::optional<io::UpstreamRequest> decode_up;
     prefill_url.clear();
     if (pick.decision.prefill_endpoint) {
-      PrefillHop hop = co_await run_prefill_hop(
-          {*upstream, pool, metrics, config.timeouts, pick.decision, rr.id, up});
+      PrefillHopContext ctx{*upstream, pool, metrics, config.timeouts, pick.decision, rr.id, up};
+      PrefillHop hop = co_await run_prefill_hop(ctx);
       if (hop.outcome == PrefillHop::kRetry) {
         last_error = std::move(hop.error);
         excluded.push_back(hop.failed_endpoint);
@@ -329,8 +329,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     } else if (disaggregated(pool.config())) {
       metrics.pd_local_prefill(pool.name());
     }
-    auto result = co_await upstream->send(endpoint->host, endpoint->port,
-                                          decode_up ? std::move(*decode_up) : up);
+    if (!decode_up) decode_up = up;  // a named request: no temporary in the co_await
+    auto result = co_await upstream->send(endpoint->host, endpoint->port, std::move(*decode_up));
     if (!result) {
       last_error = result.error().message;
       metrics.upstream_error(pool.name(), endpoint->url, error_kind_name(result.error().kind));
