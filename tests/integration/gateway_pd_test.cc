@@ -4,7 +4,8 @@
 // transferred, i.e. cached), the decode endpoint is in the prefill endpoint's rack, a
 // pool with local prefill skips the prefill hop, and a decode engine killed mid-stream
 // ends the stream with a clean error event while the gateway stays healthy and the next
-// request goes to the remaining decode engine.
+// request goes to the remaining decode engine; an unreachable prefill engine is retried
+// on another before any byte reached the client.
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -194,6 +195,29 @@ TEST(GatewayPd, DecodeEngineKilledMidStreamEndsWithAnErrorEventAndTheNextRequest
     EXPECT_EQ(ev.back(), "[DONE]");
     EXPECT_EQ(token_events(ev), 5) << next.body;
   }
+  EXPECT_EQ(gw.proc->stop(), 0) << gw.proc->errors();
+}
+
+TEST(GatewayPd, UnreachablePrefillEngineIsRetriedOnAnotherBeforeTheFirstByte) {
+  PdEngine pa("prefill", "rack-a", "0.01"), pb("prefill", "rack-b", "0.01");
+  PdEngine da("decode", "rack-a", "0.01"), db("decode", "rack-b", "0.01");
+  for (PdEngine* e : {&pa, &pb, &da, &db}) ASSERT_FALSE(e->url().empty());
+  GatewayProcess gw(pd_yaml({&pa, &da, &pb, &db}));
+  ASSERT_FALSE(gw.url.empty());
+  pb.engine.proc->signal(SIGKILL);
+  pb.engine.proc->stop();
+  for (int i = 0; i < 4; ++i) {
+    auto r = gw.post("/v1/chat/completions",
+                     chat(words_prompt("retry" + std::to_string(i) + "w", 40), 3, i % 2 == 0));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(*r.header("x-kvgate-prefill-endpoint"), pa.url());
+    EXPECT_EQ(*r.header("x-kvgate-endpoint"), da.url());
+  }
+  EXPECT_EQ(pa.metric("vllm:request_success_total"), 4);
+  EXPECT_GE(gw.metric("kvgate_pd_hop_failures_total",
+                      {{"pool", "pd"}, {"hop", "prefill"}, {"kind", "connect"}}),
+            1);
+  EXPECT_GE(gw.metric("kvgate_upstream_retries_total", {{"pool", "pd"}}), 1);
   EXPECT_EQ(gw.proc->stop(), 0) << gw.proc->errors();
 }
 
