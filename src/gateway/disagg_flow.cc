@@ -66,13 +66,14 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
   const std::string& pool_name = ctx.pool.name();
   const route::EndpointId pid = ctx.decision.prefill_endpoint.value_or(ctx.decision.endpoint);
   hop.failed_endpoint = pid;
-  if (pid >= ctx.pool.endpoints().size() || ctx.pool.endpoints()[pid].url.empty()) {
+  const std::optional<EndpointAddress> found = ctx.pool.endpoint(pid);
+  if (!found) {  // removed at run time since the decision
     ctx.pool.finished(ctx.request_id, false);
     hop.outcome = PrefillHop::kRetry;
     hop.error = fmt::format("prefill endpoint {} is gone", pid);
     co_return hop;
   }
-  const EndpointAddress prefill = ctx.pool.endpoints()[pid];
+  const EndpointAddress& prefill = *found;
   // Nothing reached the client: the request may go to another pair of endpoints.
   auto retry = [&](std::string_view kind, std::string message) {
     ctx.metrics.upstream_error(pool_name, prefill.url, kind);

@@ -35,7 +35,8 @@
 namespace kvgate::gateway {
 
 // Whether the pool routes disaggregated, by the router's rule: pd.mode on, or auto with
-// at least one prefill-role endpoint.
+// at least one prefill-role endpoint in its configuration (endpoints added at run time
+// are not looked at: this only decides what kvgate_pd_local_prefills_total counts).
 bool disaggregated(const PoolConfig& pool);
 
 struct PrefillHop {
