@@ -386,7 +386,7 @@ class Parser {
   void router(const YAML::Node& r, const std::string& field, route::RouterConfig& rc) const {
     only_keys(r, field,
               {"policy", "params", "filters", "overlap", "record_decisions",
-               "prefill_tokens_per_second", "saturation"});
+               "prefill_tokens_per_second", "saturation", "pd"});
     if (auto v = r["policy"]) rc.policy.name = text(v, field + ".policy");
     if (auto v = r["params"]) rc.policy.params = params(v, field + ".params");
     if (auto v = r["filters"]) {
@@ -419,6 +419,21 @@ class Parser {
     }
     if (auto v = r["prefill_tokens_per_second"]) {
       rc.prefill_tokens_per_second = number(v, field + ".prefill_tokens_per_second");
+    }
+    if (auto v = r["pd"]) {
+      // Disaggregated prefill/decode (docs/router.md, docs/gateway.md).
+      const std::string pf = field + ".pd";
+      only_keys(v, pf, {"mode", "locality_weight", "local_prefill_max_tokens"});
+      if (auto m = v["mode"]) {
+        auto mode = route::parse_pd_mode(text(m, pf + ".mode"));
+        if (!mode) fail(m, pf + ".mode", "expected auto, off or on");
+        rc.pd.mode = *mode;
+      }
+      if (auto w = v["locality_weight"]) rc.pd.locality_weight = number(w, pf + ".locality_weight");
+      if (auto t = v["local_prefill_max_tokens"]) {
+        rc.pd.local_prefill_max_tokens =
+            static_cast<uint32_t>(integer(t, pf + ".local_prefill_max_tokens", 0, 1'000'000'000));
+      }
     }
     if (auto v = r["saturation"]) saturation(v, field + ".saturation", rc.saturation);
     if (Status s = rc.validate(); !s) fail(r, field, s.error());

@@ -18,6 +18,7 @@
 #include <charconv>
 #include <thread>
 
+#include "gateway/disagg_flow.h"
 #include "gateway/keys.h"
 #include "gateway/live_feed.h"
 #include "gateway/openai_request.h"
@@ -299,6 +300,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   std::vector<route::EndpointId> excluded;
   std::unique_ptr<io::UpstreamExchange> exchange;
   std::optional<EndpointAddress> endpoint;
+  std::string prefill_url;  // disaggregated: the prefill endpoint of the decode hop below
   std::string last_error = "no endpoint available";
   const int attempts = config.retries.max_attempts;
   for (int attempt = 0; attempt < attempts && !exchange; ++attempt) {
@@ -320,10 +322,34 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     }
     endpoint = pick.endpoint;
     if (attempt > 0) metrics.retry(pool.name());
-    auto result = co_await upstream->send(endpoint->host, endpoint->port, up);
+    // Disaggregated: the prefill hop first; `endpoint` is then the decode endpoint.
+    std::optional<io::UpstreamRequest> decode_up;
+    prefill_url.clear();
+    if (pick.decision.prefill_endpoint) {
+      PrefillHopContext ctx{*upstream, pool, metrics, config.timeouts, pick.decision, rr.id, up};
+      PrefillHop hop = co_await run_prefill_hop(ctx);
+      if (hop.outcome == PrefillHop::kRetry) {
+        last_error = std::move(hop.error);
+        excluded.push_back(hop.failed_endpoint);
+        continue;
+      }
+      if (hop.outcome == PrefillHop::kFail) {
+        respond(hop.response.status, std::move(hop.response));
+        break;
+      }
+      decode_up = std::move(hop.decode_request);
+      prefill_url = std::move(hop.prefill_url);
+    } else if (disaggregated(pool.config())) {
+      metrics.pd_local_prefill(pool.name());
+    }
+    if (!decode_up) decode_up = up;  // a named request: no temporary in the co_await
+    auto result = co_await upstream->send(endpoint->host, endpoint->port, std::move(*decode_up));
     if (!result) {
       last_error = result.error().message;
       metrics.upstream_error(pool.name(), endpoint->url, error_kind_name(result.error().kind));
+      if (!prefill_url.empty()) {
+        metrics.pd_hop_failure(pool.name(), "decode", error_kind_name(result.error().kind));
+      }
       pool.finished(rr.id, false);
       pool.endpoint_result(endpoint->id, false);
       excluded.push_back(endpoint->id);
@@ -334,6 +360,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       (void)co_await (*result)->read_all(config.timeouts.upstream_header, 1 << 20);
       last_error = fmt::format("{} answered 503", endpoint->url);
       metrics.upstream_error(pool.name(), endpoint->url, "status_503");
+      if (!prefill_url.empty()) metrics.pd_hop_failure(pool.name(), "decode", "status_503");
       pool.finished(rr.id, false);
       pool.endpoint_result(endpoint->id, false);
       excluded.push_back(endpoint->id);
@@ -356,6 +383,9 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     auto body = co_await exchange->read_all(config.timeouts.stream, 64 << 20);
     if (!body) {
       metrics.upstream_error(pool.name(), endpoint->url, error_kind_name(body.error().kind));
+      if (!prefill_url.empty()) {
+        metrics.pd_hop_failure(pool.name(), "decode", error_kind_name(body.error().kind));
+      }
       pool.finished(rr.id, false);
       pool.endpoint_result(endpoint->id, false);
       respond(502,
@@ -376,16 +406,18 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
                      content_type,
                      {{"x-kvgate-endpoint", endpoint->url}, {"x-kvgate-route-us", route_us}},
                      std::move(*body)};
+      if (!prefill_url.empty()) r.headers.push_back({"x-kvgate-prefill-endpoint", prefill_url});
       respond(exchange->status(), std::move(r));
     }
   } else {
     // Stream: pass events through as they arrive.
     metrics.stream_started();
     final_status = 200;
-    call.stream->start(200, "text/event-stream",
-                       {{"Cache-Control", "no-cache"},
-                        {"x-kvgate-endpoint", endpoint->url},
-                        {"x-kvgate-route-us", route_us}});
+    std::vector<io::HttpHeader> head = {{"Cache-Control", "no-cache"},
+                                        {"x-kvgate-endpoint", endpoint->url},
+                                        {"x-kvgate-route-us", route_us}};
+    if (!prefill_url.empty()) head.push_back({"x-kvgate-prefill-endpoint", prefill_url});
+    call.stream->start(200, "text/event-stream", std::move(head));
     SseTap tap(/*strip_usage_chunk=*/!call.request.client_wants_usage);
     const Nanos deadline =
         call.received +
@@ -410,6 +442,9 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       if (!piece) {
         // Bytes already reached the client: end the stream with an error event.
         metrics.upstream_error(pool.name(), endpoint->url, error_kind_name(piece.error().kind));
+        if (!prefill_url.empty()) {
+          metrics.pd_hop_failure(pool.name(), "decode", error_kind_name(piece.error().kind));
+        }
         pool.endpoint_result(endpoint->id, false);
         out = "data: " +
               openai_error_json(502,

@@ -127,6 +127,22 @@ void GatewayMetrics::rate_limit_store_failure() {
   ++rate_limit_store_failures_;
 }
 
+void GatewayMetrics::pd_prefill(std::string_view pool, std::string_view endpoint) {
+  std::lock_guard lock(mu_);
+  ++pd_prefills_[Key2{pool, endpoint}];
+}
+
+void GatewayMetrics::pd_local_prefill(std::string_view pool) {
+  std::lock_guard lock(mu_);
+  ++pd_local_prefills_[std::string(pool)];
+}
+
+void GatewayMetrics::pd_hop_failure(std::string_view pool, std::string_view hop,
+                                    std::string_view kind) {
+  std::lock_guard lock(mu_);
+  ++pd_hop_failures_[Key3{pool, hop, kind}];
+}
+
 void GatewayMetrics::scrape(std::string_view pool, std::string_view endpoint, const double* waiting,
                             const double* running, const double* kv_usage) {
   std::lock_guard lock(mu_);
@@ -243,6 +259,29 @@ std::string GatewayMetrics::render() const {
            "Rate-limit counter store calls (check or charge) that failed.", "counter");
   w.sample("kvgate_rate_limit_store_failures_total", {},
            static_cast<double>(rate_limit_store_failures_));
+  w.header("kvgate_pd_prefill_requests_total",
+           "Disaggregated requests: prefill hops sent, by pool and prefill endpoint.", "counter");
+  for (const auto& [k, v] : pd_prefills_) {
+    const auto& [pool, endpoint] = k;
+    w.sample("kvgate_pd_prefill_requests_total", {{"pool", pool}, {"endpoint", endpoint}},
+             static_cast<double>(v));
+  }
+  w.header("kvgate_pd_local_prefills_total",
+           "Requests of a disaggregated pool whose remote prefill was skipped (the decode "
+           "endpoint prefills itself: little of the prompt uncached there).",
+           "counter");
+  for (const auto& [pool, v] : pd_local_prefills_) {
+    w.sample("kvgate_pd_local_prefills_total", {{"pool", pool}}, static_cast<double>(v));
+  }
+  w.header("kvgate_pd_hop_failures_total",
+           "Failed hops of disaggregated requests, by pool, hop (prefill, decode) and kind "
+           "(connect, timeout, closed, protocol, status_NNN, no_kv_transfer_params).",
+           "counter");
+  for (const auto& [k, v] : pd_hop_failures_) {
+    const auto& [pool, hop, kind] = k;
+    w.sample("kvgate_pd_hop_failures_total", {{"pool", pool}, {"hop", hop}, {"kind", kind}},
+             static_cast<double>(v));
+  }
   struct Family {
     const char* name;
     const char* help;

@@ -20,6 +20,9 @@
 //   kvgate_rate_limited_total{tenant,rule}                 counter (429s; rule "store"
 //                                                          when fail-closed refused)
 //   kvgate_rate_limit_store_failures_total                 counter (store calls that failed)
+//   kvgate_pd_prefill_requests_total{pool,endpoint}        counter (P/D: prefill hops sent)
+//   kvgate_pd_local_prefills_total{pool}                   counter (P/D: remote prefill skipped)
+//   kvgate_pd_hop_failures_total{pool,hop,kind}            counter (P/D: hop prefill|decode)
 //   kvgate_endpoint_{waiting,running,kv_usage}{pool,endpoint}  gauge (last good scrape)
 //   kvgate_scrapes_total{pool,endpoint}, kvgate_scrape_errors_total{pool,endpoint}
 //   kvgate_kv_event_{batches,gaps,missed,restarts,replayed,decode_errors,anomalies}_total
@@ -64,6 +67,13 @@ class GatewayMetrics {
   void endpoint_value(std::string_view name, std::string_view pool, std::string_view endpoint,
                       double value);
 
+  // Disaggregated prefill/decode (disagg_flow.h): a prefill hop sent to `endpoint`; a
+  // request of a disaggregated pool that its decode endpoint prefills itself; a hop that
+  // failed (`hop` "prefill" or "decode", `kind` as for upstream errors).
+  void pd_prefill(std::string_view pool, std::string_view endpoint);
+  void pd_local_prefill(std::string_view pool);
+  void pd_hop_failure(std::string_view pool, std::string_view hop, std::string_view kind);
+
   void rate_limited(std::string_view tenant, std::string_view rule);
   void rate_limit_store_failure();
   int64_t active_streams() const;
@@ -91,6 +101,9 @@ class GatewayMetrics {
   std::map<Key2, bool> breakers_;
   std::map<Key2, uint64_t> rate_limited_;
   uint64_t rate_limit_store_failures_ = 0;
+  std::map<Key2, uint64_t> pd_prefills_;
+  std::map<std::string, uint64_t> pd_local_prefills_;
+  std::map<Key3, uint64_t> pd_hop_failures_;
   // (family, pool, endpoint) -> value: scraped gauges and counters copied from elsewhere.
   std::map<Key3, double> endpoint_values_;
 };

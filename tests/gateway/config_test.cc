@@ -225,3 +225,36 @@ TEST(GatewayConfig, RouterSaturationThresholds) {
 
 }  // namespace
 }  // namespace kvgate::gateway
+
+namespace kvgate::gateway {
+namespace {
+
+TEST(GatewayConfig, RouterPdSection) {
+  std::string yaml = kGood;
+  const std::string at = "      policy: round-robin\n";
+  yaml.replace(yaml.find(at), at.size(),
+               at + "      pd: {mode: on, locality_weight: 32, local_prefill_max_tokens: 256}\n");
+  auto c = parse_gateway_config(yaml, "f.yaml");
+  ASSERT_TRUE(c) << c.error();
+  const route::PdConfig& pd = c->pools[0].router.pd;
+  EXPECT_EQ(pd.mode, route::PdMode::kOn);
+  EXPECT_EQ(pd.locality_weight, 32);
+  EXPECT_EQ(pd.local_prefill_max_tokens, 256u);
+  // Defaults without the section.
+  auto d = parse_gateway_config(kGood, "f.yaml");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->pools[0].router.pd.mode, route::PdMode::kAuto);
+
+  std::string bad = kGood;
+  bad.replace(bad.find(at), at.size(), at + "      pd: {mode: sometimes}\n");
+  EXPECT_NE(error_of(bad).find("pools.main.router.pd.mode: expected auto, off or on"),
+            std::string::npos)
+      << error_of(bad);
+  bad = kGood;
+  bad.replace(bad.find(at), at.size(), at + "      pd: {locality: 3}\n");
+  EXPECT_NE(error_of(bad).find("pools.main.router.pd.locality: unknown field"), std::string::npos)
+      << error_of(bad);
+}
+
+}  // namespace
+}  // namespace kvgate::gateway
