@@ -134,6 +134,18 @@ void ApproxIndex::expire(Nanos now) {
   }
 }
 
+size_t ApproxIndex::blocks_held(EndpointId endpoint, Nanos now) const {
+  const Nanos cutoff = now - impl_->options.ttl;
+  size_t n = 0;
+  for (const Entry& en : impl_->arena) {
+    if (!en.live) continue;
+    for (const Holder& h : en.holders) {
+      if (h.endpoint == endpoint && h.last_use >= cutoff) ++n;
+    }
+  }
+  return n;
+}
+
 void ApproxIndex::match(std::span<const BlockKey> keys, Nanos now,
                         std::vector<EndpointMatch>& out) {
   Impl& m = *impl_;

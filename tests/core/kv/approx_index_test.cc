@@ -66,6 +66,18 @@ TEST(ApproxIndex, RemoveEndpoint) {
   EXPECT_EQ(index.held_pairs(), 2u);
 }
 
+TEST(ApproxIndex, BlocksHeldPerEndpointSkipsExpired) {
+  ApproxIndex index({.ttl = 10 * kSecond});
+  index.record(0, Chain({1, 2, 3}), 0);
+  index.record(1, Chain({1, 2}), 5 * kSecond);
+  EXPECT_EQ(index.blocks_held(0, 0), 3u);
+  EXPECT_EQ(index.blocks_held(1, 5 * kSecond), 2u);
+  EXPECT_EQ(index.blocks_held(2, 0), 0u);
+  // At 12 s endpoint 0's entries (recorded at 0) have expired, endpoint 1's have not.
+  EXPECT_EQ(index.blocks_held(0, 12 * kSecond), 0u);
+  EXPECT_EQ(index.blocks_held(1, 12 * kSecond), 2u);
+}
+
 TEST(ApproxIndexRandomized, AgreesWithReferenceModel) {
   Rng rng(7);
   const Nanos ttl = 50 * kSecond;
