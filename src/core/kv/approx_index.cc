@@ -134,16 +134,17 @@ void ApproxIndex::expire(Nanos now) {
   }
 }
 
-size_t ApproxIndex::blocks_held(EndpointId endpoint, Nanos now) const {
+void ApproxIndex::blocks_held(Nanos now, std::vector<size_t>& out) const {
   const Nanos cutoff = now - impl_->options.ttl;
-  size_t n = 0;
+  out.clear();
   for (const Entry& en : impl_->arena) {
     if (!en.live) continue;
     for (const Holder& h : en.holders) {
-      if (h.endpoint == endpoint && h.last_use >= cutoff) ++n;
+      if (h.last_use < cutoff) continue;
+      if (h.endpoint >= out.size()) out.resize(h.endpoint + 1, 0);
+      ++out[h.endpoint];
     }
   }
-  return n;
 }
 
 void ApproxIndex::match(std::span<const BlockKey> keys, Nanos now,

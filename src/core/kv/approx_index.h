@@ -41,9 +41,10 @@ class ApproxIndex final : public PrefixIndex {
   // this now and then to reclaim their memory.
   void expire(Nanos now);
 
-  // Blocks recorded on `endpoint` and not expired at `now`. Walks the whole index (for
-  // inspection, not the hot path).
-  size_t blocks_held(EndpointId endpoint, Nanos now) const;
+  // Blocks recorded per endpoint and not expired at `now`: out[id] (resized to cover
+  // every endpoint that holds something). One walk over the whole index: for
+  // inspection (the admin API), not the hot path.
+  void blocks_held(Nanos now, std::vector<size_t>& out) const;
 
   // PrefixIndex. Everything recorded counts as GPU-resident (gpu_blocks == total_blocks).
   void match(std::span<const BlockKey> keys, Nanos now, std::vector<EndpointMatch>& out) override;

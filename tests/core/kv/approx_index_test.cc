@@ -70,12 +70,15 @@ TEST(ApproxIndex, BlocksHeldPerEndpointSkipsExpired) {
   ApproxIndex index({.ttl = 10 * kSecond});
   index.record(0, Chain({1, 2, 3}), 0);
   index.record(1, Chain({1, 2}), 5 * kSecond);
-  EXPECT_EQ(index.blocks_held(0, 0), 3u);
-  EXPECT_EQ(index.blocks_held(1, 5 * kSecond), 2u);
-  EXPECT_EQ(index.blocks_held(2, 0), 0u);
+  std::vector<size_t> held;
+  index.blocks_held(5 * kSecond, held);
+  EXPECT_EQ(held, (std::vector<size_t>{3, 2}));
   // At 12 s endpoint 0's entries (recorded at 0) have expired, endpoint 1's have not.
-  EXPECT_EQ(index.blocks_held(0, 12 * kSecond), 0u);
-  EXPECT_EQ(index.blocks_held(1, 12 * kSecond), 2u);
+  index.blocks_held(12 * kSecond, held);
+  EXPECT_EQ(held, (std::vector<size_t>{0, 2}));
+  index.remove_endpoint(1);
+  index.blocks_held(12 * kSecond, held);
+  EXPECT_TRUE(held.empty());
 }
 
 TEST(ApproxIndexRandomized, AgreesWithReferenceModel) {
