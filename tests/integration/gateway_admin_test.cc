@@ -67,11 +67,11 @@ std::string admin_yaml(const std::vector<const Engine*>& engines, const std::str
                        const std::string& overlap, bool tokenizer = true) {
   std::string y = std::string("listeners:\n  - address: 127.0.0.1\n    port: 0\n") +
                   "admin: {address: 127.0.0.1, port: 0, token: " + kToken + "}\n" +
-                  "timeouts: {header_ms: 5000, drain_ms: 5000, connect_ms: 1000}\n"
-                  "pools:\n  sim:\n    block_size: 16\n    scrape_interval_ms: 50\n"(
-                      tokenizer ? "    tokenizer: " + tokenizer_dir() + "/tokenizer.json\n" : "") +
-                  "    router:\n      policy: " + policy + "\n      overlap: " + overlap +
-                  "\n      filters: []\n    endpoints:\n";
+                  "timeouts: {header_ms: 5000, drain_ms: 5000, connect_ms: 1000}\n" +
+                  "pools:\n  sim:\n    block_size: 16\n    scrape_interval_ms: 50\n";
+  if (tokenizer) y += "    tokenizer: " + tokenizer_dir() + "/tokenizer.json\n";
+  y += "    router:\n      policy: " + policy + "\n      overlap: " + overlap +
+       "\n      filters: []\n    endpoints:\n";
   for (const Engine* e : engines) y += e->yaml_entry();
   return y + "models:\n  - name: sim\n    pool: sim\n";
 }
