@@ -353,7 +353,7 @@ TEST(GatewayAdmin, AddedEndpointGetsTrafficRemovedOneDrainsItsStreamFirst) {
   EXPECT_EQ(to_c, 2);
 
   // A stream in flight on one endpoint; remove that endpoint under it.
-  std::atomic<bool> started{false};
+  std::atomic<bool> started{false}, done{false};
   std::string stream_body;
   int stream_status = 0;
   std::thread client([&] {
@@ -368,6 +368,7 @@ TEST(GatewayAdmin, AddedEndpointGetsTrafficRemovedOneDrainsItsStreamFirst) {
         },
         std::chrono::seconds(60));
     if (s) stream_status = s->status;
+    done = true;
   });
   while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::string busy_url;
@@ -380,6 +381,8 @@ TEST(GatewayAdmin, AddedEndpointGetsTrafficRemovedOneDrainsItsStreamFirst) {
     }
   }
   ASSERT_GE(busy_id, 0);
+  // The stream is still running when the removal starts: the answer waits for it.
+  EXPECT_FALSE(done.load());
   r = admin.call("DELETE",
                  "/admin/pools/sim/endpoints/" + std::to_string(busy_id) + "?timeout_ms=30000");
   client.join();
