@@ -196,6 +196,10 @@ TEST_F(GatewayTest, ProxiesWholeResponsesAndCountsUsage) {
   EXPECT_EQ(metric("kvgate_requests_total", {{"status", "200"}}), 1);
   EXPECT_EQ(metric("kvgate_routing_decisions_total", {{"policy", "round-robin"}, {"reason", "ok"}}),
             1);
+  // Routing time: a header on the answer, a histogram on /metrics.
+  ASSERT_NE(r.header("x-kvgate-route-us"), nullptr);
+  EXPECT_LT(std::stoll(*r.header("x-kvgate-route-us")), 10'000'000);
+  EXPECT_EQ(metric("kvgate_routing_decision_seconds_count", {{"pool", "main"}}), 1);
 }
 
 TEST_F(GatewayTest, StreamsAndStripsTheUsageChunkUnlessAsked) {
@@ -273,6 +277,23 @@ TEST_F(GatewayTest, DrainLetsStreamsInFlightFinish) {
   }
   drainer.join();
   EXPECT_TRUE(gw_->draining());
+  EXPECT_FALSE(io::http_fetch("GET", url("/health"), {}, {}, std::chrono::seconds(1)));
+}
+
+TEST_F(GatewayTest, DrainAnnounceKeepsServingWhileReadySays503) {
+  auto a = fake_engine("a");
+  GatewayConfig c = config_for({a->port()});
+  c.timeouts.drain_announce = std::chrono::milliseconds(1500);
+  start(std::move(c));
+  std::thread drainer([this] { gw_->drain(); });
+  for (int i = 0; i < 200 && !gw_->draining(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(gw_->draining());
+  // Announced: the probe sees 503, a new request (on a new connection) is still served.
+  EXPECT_EQ(io::http_fetch("GET", url("/ready"))->status, 503);
+  EXPECT_EQ(post("/v1/chat/completions", kChat).status, 200);
+  drainer.join();
   EXPECT_FALSE(io::http_fetch("GET", url("/health"), {}, {}, std::chrono::seconds(1)));
 }
 
