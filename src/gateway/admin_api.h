@@ -18,9 +18,10 @@
 //
 // Other components show their state here without editing this file: add_section()
 // registers GET /admin/{name}, add_pool_section() GET /admin/pools/{pool}/{name}
-// (e.g. the autoscaler's state per pool, warm-up progress). Their callbacks run on an
-// I/O thread of the admin listener, concurrently with everything else: they must be
-// thread-safe and quick.
+// (e.g. the autoscaler's state per pool, warm-up progress). Their callbacks run on one
+// of the gateway's I/O threads (the executor given to start()), concurrently with
+// everything else: they must be thread-safe, quick and never block (they hold up
+// requests on that thread).
 //
 //   auto admin = AdminApi::start(*config.admin, executor, {{pool, feed}, ...});
 //   (*admin)->add_pool_section("autoscaler", [&](std::string_view pool)
