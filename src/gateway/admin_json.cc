@@ -16,14 +16,19 @@ namespace {
 
 double ms(Nanos n) { return static_cast<double>(n) / 1e6; }
 
-// Costs may be +-infinity in principle; JSON has no such number.
-json::value num(double v) { return std::isfinite(v) ? json::value(v) : json::value(nullptr); }
+// A number as JSON: whole numbers as integers (Boost.JSON writes doubles as 2E0), and
+// null for +-infinity or NaN, which JSON cannot express.
+json::value num(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  if (v == std::floor(v) && std::fabs(v) < 9e15) return static_cast<int64_t>(v);
+  return v;
+}
 
 // A parameter's text as JSON: a number when it reads as one, else the string.
 json::value param_value(const std::string& text) {
   double v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec == std::errc() && end == text.data() + text.size() && std::isfinite(v)) return v;
+  if (ec == std::errc() && end == text.data() + text.size() && std::isfinite(v)) return num(v);
   return json::value(text);
 }
 
@@ -40,12 +45,9 @@ json::object sequence_json(const kv::SequenceStats& s) {
 }
 
 json::object effective_json(const route::EffectiveLoad& l) {
-  return {{"waiting", l.waiting},
-          {"running", l.running},
-          {"kv_usage", l.kv_usage},
-          {"stale", l.stale},
-          {"saturation", num(l.saturation)},
-          {"saturated", l.saturated()}};
+  return {{"waiting", num(l.waiting)},       {"running", num(l.running)},
+          {"kv_usage", num(l.kv_usage)},     {"stale", l.stale},
+          {"saturation", num(l.saturation)}, {"saturated", l.saturated()}};
 }
 
 // JSON scalar -> the text a RouterConfig entry or policy parameter holds.
@@ -91,8 +93,8 @@ json::object endpoint_json(const EndpointSnapshot& s, Nanos now) {
   if (e.metrics) {
     metrics = json::object{{"waiting", e.metrics->waiting},
                            {"running", e.metrics->running},
-                           {"kv_usage", e.metrics->kv_usage},
-                           {"age_ms", ms(now - e.metrics->scraped_at)}};
+                           {"kv_usage", num(e.metrics->kv_usage)},
+                           {"age_ms", num(ms(now - e.metrics->scraped_at))}};
   }
   json::value events = nullptr;
   if (s.kv_events) {
@@ -116,7 +118,7 @@ json::object endpoint_json(const EndpointSnapshot& s, Nanos now) {
       {"breaker",
        {{"state", s.breaker.open ? "open" : "closed"},
         {"consecutive_failures", s.breaker.consecutive_failures},
-        {"open_for_ms", ms(s.breaker.open_for)}}},
+        {"open_for_ms", num(ms(s.breaker.open_for))}}},
       {"metrics", std::move(metrics)},
       {"load",
        {{"in_flight", e.load.in_flight},
@@ -251,21 +253,21 @@ json::object router_config_json(const route::RouterConfig& c) {
       {"overlap_source", std::string(route::to_string(c.overlap_source))},
       {"record_decisions", c.record_decisions},
       {"block_size", c.block_size},
-      {"prefill_tokens_per_second", c.prefill_tokens_per_second},
+      {"prefill_tokens_per_second", num(c.prefill_tokens_per_second)},
       {"saturation",
-       {{"queue_threshold", c.saturation.queue_threshold},
-        {"kv_threshold", c.saturation.kv_threshold},
+       {{"queue_threshold", num(c.saturation.queue_threshold)},
+        {"kv_threshold", num(c.saturation.kv_threshold)},
         {"critical_max_waiting", c.saturation.critical_max_waiting},
         {"shed", c.saturation.shed},
-        {"metrics_max_age", to_seconds(c.saturation.metrics_max_age)}}},
+        {"metrics_max_age", num(to_seconds(c.saturation.metrics_max_age))}}},
       {"pd",
        {{"mode", pd_mode},
-        {"locality_weight", c.pd.locality_weight},
+        {"locality_weight", num(c.pd.locality_weight)},
         {"local_prefill_max_tokens", c.pd.local_prefill_max_tokens}}},
       {"early_reject",
        {{"enabled", c.early_reject.enabled},
-        {"max_usage", c.early_reject.max_usage},
-        {"decode_seconds_per_token", c.early_reject.decode_seconds_per_token},
+        {"max_usage", num(c.early_reject.max_usage)},
+        {"decode_seconds_per_token", num(c.early_reject.decode_seconds_per_token)},
         {"predict", c.early_reject.predict}}},
   };
 }
@@ -376,7 +378,7 @@ json::object explanation_json(const route::Explanation& x, uint32_t prompt_token
     decision["matched_blocks"] = d.matched_blocks;
     decision["cached_blocks"] = d.cached_blocks;
     decision["prefill_tokens"] = d.prefill_tokens;
-    decision["predicted_prefill_ms"] = ms(d.predicted_prefill);
+    decision["predicted_prefill_ms"] = num(ms(d.predicted_prefill));
     decision["cost"] = num(d.cost);
   } else {
     decision["http_status"] = route::http_status(d.reason);

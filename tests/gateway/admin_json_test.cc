@@ -54,14 +54,14 @@ TEST(AdminJson, EndpointStateWithMetricsLoadCacheAndEvents) {
   EXPECT_EQ(o.at("health").as_string(), "draining");
   EXPECT_EQ(o.at("breaker").at("state").as_string(), "open");
   EXPECT_EQ(o.at("breaker").at("consecutive_failures").as_int64(), 5);
-  EXPECT_DOUBLE_EQ(o.at("breaker").at("open_for_ms").as_double(), 2000);
+  EXPECT_DOUBLE_EQ(o.at("breaker").at("open_for_ms").to_number<double>(), 2000);
   EXPECT_EQ(o.at("metrics").at("waiting").as_int64(), 2);
   EXPECT_EQ(o.at("metrics").at("running").as_int64(), 7);
-  EXPECT_DOUBLE_EQ(o.at("metrics").at("kv_usage").as_double(), 0.25);
-  EXPECT_DOUBLE_EQ(o.at("metrics").at("age_ms").as_double(), 500);
+  EXPECT_DOUBLE_EQ(o.at("metrics").at("kv_usage").to_number<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(o.at("metrics").at("age_ms").to_number<double>(), 500);
   EXPECT_EQ(o.at("load").at("in_flight").as_int64(), 4);
   EXPECT_EQ(o.at("load").at("active_decode_blocks").as_int64(), 120);
-  EXPECT_DOUBLE_EQ(o.at("effective_load").at("waiting").as_double(), 3);
+  EXPECT_DOUBLE_EQ(o.at("effective_load").at("waiting").to_number<double>(), 3);
   EXPECT_FALSE(o.at("effective_load").at("saturated").as_bool());
   EXPECT_EQ(o.at("cache").at("precise_blocks").as_int64(), 96);
   EXPECT_EQ(o.at("cache").at("approx_blocks").as_int64(), 12);
@@ -145,14 +145,14 @@ TEST(AdminJson, PolicyRendersEveryParameter) {
   c.overlap_source = route::OverlapSource::kApprox;
   json::value v = parse(router_config_json(c));
   EXPECT_EQ(v.at("policy").as_string(), "kv-cost");
-  EXPECT_DOUBLE_EQ(v.at("params").at("overlap_weight").to_number<double>(), 2);
+  EXPECT_EQ(v.at("params").at("overlap_weight").as_int64(), 2);  // whole: an integer
   EXPECT_EQ(v.at("params").at("mode").as_string(), "fast");
   EXPECT_EQ(v.at("filters").as_array().size(), 1u);
   EXPECT_EQ(v.at("filters").at(0).as_string(), "saturation");
   EXPECT_EQ(v.at("overlap_source").as_string(), "approx");
   EXPECT_EQ(v.at("block_size").as_int64(), 16);
-  EXPECT_DOUBLE_EQ(v.at("saturation").at("kv_threshold").as_double(), 0.8);
-  EXPECT_DOUBLE_EQ(v.at("saturation").at("metrics_max_age").as_double(), 5);
+  EXPECT_DOUBLE_EQ(v.at("saturation").at("kv_threshold").to_number<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(v.at("saturation").at("metrics_max_age").to_number<double>(), 5);
   EXPECT_EQ(v.at("pd").at("mode").as_string(), "auto");
   EXPECT_FALSE(v.at("early_reject").at("enabled").as_bool());
 }
@@ -248,11 +248,11 @@ TEST(AdminJson, RouteViewNamesEndpointsAndCosts) {
   EXPECT_EQ(d.at("reason").as_string(), "ok");
   EXPECT_EQ(d.at("url").as_string(), "http://e1");
   EXPECT_EQ(d.at("matched_blocks").as_int64(), 8);
-  EXPECT_DOUBLE_EQ(d.at("cost").as_double(), 12.5);
+  EXPECT_DOUBLE_EQ(d.at("cost").to_number<double>(), 12.5);
   const json::array& eps = v.at("endpoints").as_array();
   ASSERT_EQ(eps.size(), 3u);
   EXPECT_EQ(eps[1].at("matched_blocks").as_int64(), 8);
-  EXPECT_DOUBLE_EQ(eps[0].at("cost").as_double(), 30);
+  EXPECT_DOUBLE_EQ(eps[0].at("cost").to_number<double>(), 30);
   EXPECT_TRUE(eps[2].at("cost").is_null());
   EXPECT_EQ(eps[2].at("health").as_string(), "draining");
 
