@@ -142,7 +142,7 @@ class Parser {
     c.file = file_;
     only_keys(root, "config",
               {"listeners", "keys_file", "timeouts", "limits", "retries", "circuit_breaker",
-               "rate_limits", "threads", "pools", "models"});
+               "rate_limits", "threads", "admin", "pools", "models"});
     if (auto n = root["listeners"]) {
       if (!n.IsSequence() || n.size() == 0) fail(n, "listeners", "expected a non-empty list");
       for (size_t i = 0; i < n.size(); ++i) {
@@ -170,6 +170,7 @@ class Parser {
       }
     }
     if (auto n = root["rate_limits"]) rate_limits(n, c.rate_limits);
+    if (auto n = root["admin"]) c.admin = admin(n);
     if (auto n = root["circuit_breaker"]) {
       only_keys(n, "circuit_breaker", {"failures", "open_ms"});
       if (auto v = n["failures"]) {
@@ -217,6 +218,46 @@ class Parser {
       c.models.push_back(std::move(model));
     }
     return c;
+  }
+
+  AdminConfig admin(const YAML::Node& n) const {
+    only_keys(n, "admin", {"address", "port", "token", "token_file"});
+    AdminConfig a;
+    if (auto v = n["address"]) {
+      a.address = text(v, "admin.address");
+      if (a.address.empty()) fail(v, "admin.address", "empty address");
+    }
+    if (auto v = n["port"]) a.port = static_cast<uint16_t>(integer(v, "admin.port", 0, 65535));
+    if (n["token"] && n["token_file"]) fail(n, "admin", "give token or token_file, not both");
+    if (auto v = n["token"]) {
+      a.token = text(v, "admin.token");
+      if (a.token.empty()) fail(v, "admin.token", "empty token");
+    }
+    if (auto v = n["token_file"]) {
+      a.token_file = path(v, "admin.token_file");
+      std::ifstream in(a.token_file, std::ios::binary);
+      if (!in) fail(v, "admin.token_file", "cannot read " + a.token_file);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      a.token = ss.str();
+      // A trailing newline (echo > admin.token) is not part of the token.
+      while (!a.token.empty() && (a.token.back() == '\n' || a.token.back() == '\r' ||
+                                  a.token.back() == ' ' || a.token.back() == '\t')) {
+        a.token.pop_back();
+      }
+      if (a.token.empty()) fail(v, "admin.token_file", a.token_file + " is empty");
+    }
+    if (a.token.empty() && !is_loopback(a.address)) {
+      fail(n["address"], "admin.address",
+           fmt::format("{} is not a loopback address: set admin.token or admin.token_file",
+                       a.address));
+    }
+    return a;
+  }
+
+  static bool is_loopback(std::string_view address) {
+    return address == "localhost" || address == "::1" || address == "[::1]" ||
+           address.starts_with("127.");
   }
 
   ListenerConfig listener(const YAML::Node& n, const std::string& field) const {

@@ -89,6 +89,15 @@ struct KvEventsConfig {
   std::string topic;      // the engine's topic ("" subscribes to all in connect mode)
 };
 
+// The admin API (admin_api.h): its own listener, loopback by default, guarded by a
+// bearer token. A listener on any other address must have a token.
+struct AdminConfig {
+  std::string address = "127.0.0.1";
+  uint16_t port = 9090;    // 0: an ephemeral port (printed at start)
+  std::string token;       // empty: no token (loopback only)
+  std::string token_file;  // where `token` was read from (empty: given inline)
+};
+
 struct PoolConfig {
   std::string name;
   std::vector<route::EndpointSpec> endpoints;
@@ -123,7 +132,8 @@ struct GatewayConfig {
   RetryConfig retries;
   BreakerConfig breaker;
   RateLimitConfig rate_limits;
-  int threads = 2;  // I/O threads
+  int threads = 2;                   // I/O threads
+  std::optional<AdminConfig> admin;  // absent: no admin listener
   std::vector<PoolConfig> pools;
   std::vector<ModelConfig> models;
 

@@ -18,6 +18,7 @@
 #include <charconv>
 #include <thread>
 
+#include "gateway/admin_api.h"
 #include "gateway/disagg_flow.h"
 #include "gateway/keys.h"
 #include "gateway/live_feed.h"
@@ -92,6 +93,7 @@ struct Gateway::Impl {
   std::vector<std::unique_ptr<PoolRuntime>> pools;
   std::vector<std::unique_ptr<LiveFeed>> feeds;  // after pools: destroyed first
   std::vector<std::unique_ptr<io::HttpServer>> servers;
+  std::unique_ptr<AdminApi> admin;     // config.admin set; destroyed before the pools
   std::atomic<bool> not_ready{false};  // /ready answers 503 (drain announced)
   std::atomic<bool> draining{false};   // new requests get 503, listeners closed
   std::atomic<bool> stopped{false};
@@ -506,6 +508,7 @@ void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const U
 
 void Gateway::Impl::stop_all() {
   if (stopped.exchange(true)) return;
+  if (admin) admin->stop();
   for (auto& s : servers) s->stop(std::chrono::milliseconds(0));
   work.reset();
   upstream->close_idle();
@@ -589,6 +592,18 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     }
     impl->servers.push_back(std::move(*server));
   }
+  if (c.admin) {
+    std::vector<AdminApi::PoolHandle> handles;
+    for (size_t i = 0; i < impl->pools.size(); ++i) {
+      handles.push_back({impl->pools[i].get(), impl->feeds[i].get()});
+    }
+    auto admin = AdminApi::start(*c.admin, impl->io.get_executor(), std::move(handles));
+    if (!admin) {
+      impl->stop_all();
+      return Error(admin.error());
+    }
+    impl->admin = std::move(*admin);
+  }
   return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
 }
 
@@ -630,5 +645,12 @@ std::vector<PoolRuntime*> Gateway::pools() {
 }
 
 PoolRuntime* Gateway::pool(std::string_view name) { return impl_->pool_named(name); }
+
+AdminApi* Gateway::admin() { return impl_->admin.get(); }
+
+std::optional<uint16_t> Gateway::admin_port() const {
+  if (!impl_->admin) return std::nullopt;
+  return impl_->admin->port();
+}
 
 }  // namespace kvgate::gateway

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -28,6 +29,7 @@
 namespace kvgate::gateway {
 
 class PoolRuntime;
+class AdminApi;
 
 class Gateway {
  public:
@@ -49,6 +51,10 @@ class Gateway {
   // for an unknown name. They live as long as the gateway.
   std::vector<PoolRuntime*> pools();
   PoolRuntime* pool(std::string_view name);
+  // The admin API (admin_api.h) when the config has an `admin:` section, else nullptr;
+  // other components register their sections on it. Its bound port.
+  AdminApi* admin();
+  std::optional<uint16_t> admin_port() const;
 
   struct Impl;
 

@@ -58,7 +58,7 @@ struct LiveFeed::Impl {
   uint64_t observer = 0;  // PoolRuntime::on_change handle
   // Below: guarded by state_mu (the scraper thread and the pool's strand, through the
   // observer, both touch it).
-  std::mutex state_mu;
+  mutable std::mutex state_mu;
   std::unique_ptr<io::KvEventSubscriber> subscriber;
   std::map<route::EndpointId, io::KvEventSource> sources;  // as added, for a resync
   // Endpoints whose last scrape failed; counters of the sources replaced by a resync;
@@ -242,6 +242,26 @@ std::string LiveFeed::bound_endpoint() const {
   return impl_->subscriber && !impl_->pool.config().kv_events_bind.empty()
              ? impl_->subscriber->bound_endpoint()
              : std::string();
+}
+
+std::optional<LiveFeed::EndpointEvents> LiveFeed::endpoint_events(route::EndpointId id) const {
+  std::lock_guard lock(impl_->state_mu);
+  if (!impl_->subscriber || !impl_->sources.contains(id)) return std::nullopt;
+  EndpointEvents out;
+  const kv::SequenceStats s = impl_->subscriber->stats(id);
+  kv::SequenceStats b;
+  if (auto it = impl_->base.find(id); it != impl_->base.end()) b = it->second;
+  out.events.batches = b.batches + s.batches;
+  out.events.gaps = b.gaps + s.gaps;
+  out.events.missed = b.missed + s.missed;
+  out.events.restarts = b.restarts + s.restarts;
+  out.events.duplicates = b.duplicates + s.duplicates;
+  out.events.replays = b.replays + s.replays;
+  out.events.replayed = b.replayed + s.replayed;
+  out.events.decode_errors = b.decode_errors + s.decode_errors;
+  out.events.next_sequence = s.next_sequence;
+  if (auto it = impl_->resyncs.find(id); it != impl_->resyncs.end()) out.resyncs = it->second;
+  return out;
 }
 
 Result<std::unique_ptr<LiveFeed>> LiveFeed::start(PoolRuntime& pool, GatewayMetrics& metrics) {

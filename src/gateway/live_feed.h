@@ -22,8 +22,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "core/common/result.h"
+#include "core/kv/event_sequencer.h"
 #include "gateway/metrics.h"
 #include "gateway/pool_runtime.h"
 
@@ -38,6 +40,16 @@ class LiveFeed {
 
   // Bind mode: the address the subscriber bound (port * resolved); else empty.
   std::string bound_endpoint() const;
+
+  // One endpoint's KV event stream as the subscriber saw it (the admin API): its
+  // counters since the gateway started, across resyncs (next_sequence: the current
+  // subscription's), and the resyncs. nullopt when the endpoint has no KV events.
+  // Thread-safe.
+  struct EndpointEvents {
+    kv::SequenceStats events;
+    uint64_t resyncs = 0;
+  };
+  std::optional<EndpointEvents> endpoint_events(route::EndpointId id) const;
 
   struct Impl;
 

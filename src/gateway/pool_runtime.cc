@@ -313,7 +313,7 @@ Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
   Pick pick;
   pick.decision = router_->route(request, now, rng_);
   for (route::EndpointId id : hidden) router_->pool().set_health(id, route::Health::kHealthy);
-  metrics_.decision(config_.name, config_.router.policy.name,
+  metrics_.decision(config_.name, router_->config().policy.name,
                     route::to_string(pick.decision.reason));
   if (pick.decision.accepted()) pick.endpoint = endpoint(pick.decision.endpoint);
   return pick;
@@ -350,6 +350,11 @@ void PoolRuntime::endpoint_result(route::EndpointId endpoint, bool ok) {
       if (auto e = this->endpoint(endpoint)) metrics_.breaker(config_.name, e->url, true);
     }
   });
+}
+
+PoolRuntime::BreakerState PoolRuntime::breaker_state(route::EndpointId id) const {
+  if (id >= breakers_.size()) return {};
+  return {breakers_[id].consecutive_failures, breakers_[id].open_until};
 }
 
 void PoolRuntime::post(std::function<void(route::Router&, kv::PreciseIndex&)> fn) {

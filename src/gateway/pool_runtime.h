@@ -129,6 +129,13 @@ class PoolRuntime {
   // Control plane (scrapes, KV events): posts `fn(router, precise index)` to the strand.
   void post(std::function<void(route::Router&, kv::PreciseIndex&)> fn);
 
+  // The circuit breaker of `id` (admin views). Call on the strand (inside with_router).
+  struct BreakerState {
+    int consecutive_failures = 0;
+    Nanos open_until = 0;  // > 0 while open (monotonic_now() time)
+  };
+  BreakerState breaker_state(route::EndpointId id) const;
+
   // Test and admin access: runs `fn(router)` on the strand.
   boost::asio::awaitable<void> with_router(std::function<void(route::Router&)> fn);
 

@@ -70,6 +70,7 @@ int run(const ServeOptions& o) {
 
   std::vector<std::string> addresses;
   for (const ListenerConfig& l : config->listeners) addresses.push_back(l.address);
+  const std::string admin_address = config->admin ? config->admin->address : "";
   auto gateway = Gateway::start(std::move(*config));
   if (!gateway) {
     fmt::print(stderr, "kvgate serve: {}\n", gateway.error());
@@ -78,6 +79,9 @@ int run(const ServeOptions& o) {
   auto ports = (*gateway)->ports();
   for (size_t i = 0; i < ports.size(); ++i) {
     fmt::print("kvgate serve: listening on http://{}:{}\n", addresses[i], ports[i]);
+  }
+  if (auto admin_port = (*gateway)->admin_port()) {
+    fmt::print("kvgate serve: admin API on http://{}:{}\n", admin_address, *admin_port);
   }
   std::fflush(stdout);
   int sig = 0;

@@ -326,7 +326,10 @@ struct KvEventSubscriber::Impl {
       retired.clear();
       flush();
       std::lock_guard lock(mu);
-      for (auto& [e, st] : sources) stats_snapshot[e] = st->stats;
+      for (auto& [e, st] : sources) {
+        stats_snapshot[e] = st->stats;
+        stats_snapshot[e].next_sequence = st->seq.expected().value_or(0);
+      }
     }
   }
 };

@@ -134,6 +134,19 @@ void ApproxIndex::expire(Nanos now) {
   }
 }
 
+void ApproxIndex::blocks_held(Nanos now, std::vector<size_t>& out) const {
+  const Nanos cutoff = now - impl_->options.ttl;
+  out.clear();
+  for (const Entry& en : impl_->arena) {
+    if (!en.live) continue;
+    for (const Holder& h : en.holders) {
+      if (h.last_use < cutoff) continue;
+      if (h.endpoint >= out.size()) out.resize(h.endpoint + 1, 0);
+      ++out[h.endpoint];
+    }
+  }
+}
+
 void ApproxIndex::match(std::span<const BlockKey> keys, Nanos now,
                         std::vector<EndpointMatch>& out) {
   Impl& m = *impl_;

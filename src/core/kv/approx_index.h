@@ -41,6 +41,11 @@ class ApproxIndex final : public PrefixIndex {
   // this now and then to reclaim their memory.
   void expire(Nanos now);
 
+  // Blocks recorded per endpoint and not expired at `now`: out[id] (resized to cover
+  // every endpoint that holds something). One walk over the whole index: for
+  // inspection (the admin API), not the hot path.
+  void blocks_held(Nanos now, std::vector<size_t>& out) const;
+
   // PrefixIndex. Everything recorded counts as GPU-resident (gpu_blocks == total_blocks).
   void match(std::span<const BlockKey> keys, Nanos now, std::vector<EndpointMatch>& out) override;
   void remove_endpoint(EndpointId endpoint) override;

@@ -28,6 +28,8 @@ struct SequenceStats {
   uint64_t replays = 0;   // replay requests sent
   uint64_t replayed = 0;  // batches recovered through replay
   uint64_t decode_errors = 0;
+  // Not a counter: the batch sequence number expected next (0 before the first batch).
+  uint64_t next_sequence = 0;
 };
 
 class EventSequencer {

@@ -137,6 +137,13 @@ Result<uint32_t> to_count(std::string_view key, const std::string& text) {
 Result<RouterConfig> parse_router_config(
     std::span<const std::pair<std::string, std::string>> entries) {
   RouterConfig c;
+  if (Status s = apply_router_entries(entries, c); !s) return Error(s.error());
+  if (Status s = c.validate(); !s) return Error(s.error());
+  return c;
+}
+
+Status apply_router_entries(std::span<const std::pair<std::string, std::string>> entries,
+                            RouterConfig& c) {
   for (const auto& [key, value] : entries) {
     auto number = [&](double& field) -> Status {
       auto v = to_number(key, value);
@@ -216,10 +223,9 @@ Result<RouterConfig> parse_router_config(
     } else {
       return Error(fmt::format("router: unknown key '{}'", key));
     }
-    if (!s) return Error(s.error());
+    if (!s) return s;
   }
-  if (Status s = c.validate(); !s) return Error(s.error());
-  return c;
+  return {};
 }
 
 }  // namespace kvgate::route

@@ -150,4 +150,11 @@ struct RouterConfig {
 Result<RouterConfig> parse_router_config(
     std::span<const std::pair<std::string, std::string>> entries);
 
+// The same keys applied on top of `config` (a run-time change of some parameters);
+// `policy.<param>` entries are appended to the policy's parameters. Does not validate()
+// the result. Error on an unknown key or a malformed value; `config` may then be
+// partly changed.
+Status apply_router_entries(std::span<const std::pair<std::string, std::string>> entries,
+                            RouterConfig& config);
+
 }  // namespace kvgate::route

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace kvgate::route {
 
@@ -11,9 +12,9 @@ Router::Router(RouterConfig config, Indexes indexes)
     : config_(std::move(config)), indexes_(indexes), pool_(config_.block_size) {}
 Router::~Router() = default;
 
-Result<std::unique_ptr<Router>> Router::create(RouterConfig config, Indexes indexes,
-                                               const Registry* registry) {
-  if (Status s = config.validate(); !s) return Error(s.error());
+namespace {
+
+Status check_indexes(const RouterConfig& config, const Router::Indexes& indexes) {
   const OverlapSource src = config.overlap_source;
   if ((src == OverlapSource::kPrecise || src == OverlapSource::kBoth) && !indexes.precise) {
     return Error(fmt::format("router: overlap_source {} needs a precise index", to_string(src)));
@@ -22,25 +23,58 @@ Result<std::unique_ptr<Router>> Router::create(RouterConfig config, Indexes inde
     return Error(
         fmt::format("router: overlap_source {} needs an approximate index", to_string(src)));
   }
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Router>> Router::create(RouterConfig config, Indexes indexes,
+                                               const Registry* registry) {
+  if (Status s = config.validate(); !s) return Error(s.error());
+  if (Status s = check_indexes(config, indexes); !s) return Error(s.error());
+  std::unique_ptr<Router> router(new Router(std::move(config), indexes));
+  if (Status s = router->build(registry); !s) return Error(s.error());
+  return router;
+}
+
+Status Router::build(const Registry* registry) {
   Registry builtins;
   if (!registry) {
     register_builtins(builtins);
     registry = &builtins;
   }
-  std::unique_ptr<Router> router(new Router(std::move(config), indexes));
-  auto policy = registry->make_policy(router->config_.policy);
+  auto policy = registry->make_policy(config_.policy);
   if (!policy) return Error(fmt::format("router: {}", policy.error()));
-  router->policy_ = std::move(*policy);
   auto healthy = registry->make_filter({"healthy", {}});
   if (!healthy) return Error(fmt::format("router: {}", healthy.error()));
-  router->healthy_ = std::move(*healthy);
-  for (const PolicyConfig& f : router->config_.filters) {
+  std::vector<std::unique_ptr<Filter>> filters;
+  for (const PolicyConfig& f : config_.filters) {
     if (f.name == "healthy" && f.params.empty()) continue;  // always applied first
     auto filter = registry->make_filter(f);
     if (!filter) return Error(fmt::format("router: {}", filter.error()));
-    router->filters_.push_back(std::move(*filter));
+    filters.push_back(std::move(*filter));
   }
-  return router;
+  policy_ = std::move(*policy);
+  healthy_ = std::move(*healthy);
+  filters_ = std::move(filters);
+  return {};
+}
+
+Status Router::reconfigure(RouterConfig config, const Registry* registry) {
+  if (Status s = config.validate(); !s) return s;
+  if (config.block_size != config_.block_size) {
+    return Error(fmt::format("router: block_size cannot change at run time ({} -> {})",
+                             config_.block_size, config.block_size));
+  }
+  if (Status s = check_indexes(config, indexes_); !s) return s;
+  // Build into a scratch router first, so that a bad policy or filter changes nothing.
+  Router trial(config, indexes_);
+  if (Status s = trial.build(registry); !s) return s;
+  config_ = std::move(trial.config_);
+  policy_ = std::move(trial.policy_);
+  healthy_ = std::move(trial.healthy_);
+  filters_ = std::move(trial.filters_);
+  return {};
 }
 
 Result<EndpointId> Router::add_endpoint(EndpointSpec spec, Nanos now) {
@@ -59,28 +93,33 @@ bool Router::remove_endpoint(EndpointId id) {
   return true;
 }
 
+void Router::lookup_overlap(std::span<const kv::BlockKey> keys, Nanos now,
+                            std::vector<kv::EndpointMatch>& out) {
+  out.clear();
+  if (keys.empty()) return;
+  switch (config_.overlap_source) {
+    case OverlapSource::kNone:
+      break;
+    case OverlapSource::kPrecise:
+      indexes_.precise->match(keys, now, out);
+      break;
+    case OverlapSource::kApprox:
+      indexes_.approx->match(keys, now, out);
+      break;
+    case OverlapSource::kBoth:
+      indexes_.precise->match(keys, now, out);
+      approx_matches_.clear();
+      indexes_.approx->match(keys, now, approx_matches_);
+      kv::merge_matches(out, approx_matches_);
+      break;
+  }
+}
+
 Decision Router::decide(const RouteRequest& request, Nanos now, Rng& rng) {
   matches_.clear();
   const bool need_overlap = policy_->uses_overlap() || config_.pd.local_prefill_max_tokens > 0 ||
                             config_.early_reject.enabled;
-  if (need_overlap && !request.keys.empty()) {
-    switch (config_.overlap_source) {
-      case OverlapSource::kNone:
-        break;
-      case OverlapSource::kPrecise:
-        indexes_.precise->match(request.keys, now, matches_);
-        break;
-      case OverlapSource::kApprox:
-        indexes_.approx->match(request.keys, now, matches_);
-        break;
-      case OverlapSource::kBoth:
-        indexes_.precise->match(request.keys, now, matches_);
-        approx_matches_.clear();
-        indexes_.approx->match(request.keys, now, approx_matches_);
-        kv::merge_matches(matches_, approx_matches_);
-        break;
-    }
-  }
+  if (need_overlap) lookup_overlap(request.keys, now, matches_);
   return decide(request, matches_, now, rng);
 }
 
@@ -138,6 +177,7 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
     const Endpoint* e = pool_.get(id);
     Candidate c;
     c.endpoint = e;
+    c.cost = std::numeric_limits<double>::quiet_NaN();  // until the policy costs it
     c.load = effective_load(*e, now, config_.saturation);
     const uint32_t n = d.prompt_blocks;
     c.gpu_blocks = std::min(overlap_by_id_[id].gpu_blocks, n);
@@ -292,6 +332,48 @@ Decision Router::route(const RouteRequest& request, Nanos now, Rng& rng) {
     return rejected;
   }
   return d;
+}
+
+Explanation Router::explain(const RouteRequest& request, Nanos now, Rng& rng) {
+  Explanation out;
+  std::vector<kv::EndpointMatch> overlap;
+  lookup_overlap(request.keys, now, overlap);
+  // decide() leaves the candidates it scored in candidates_ (whole or prefill stage)
+  // and decode_candidates_ (decode stage); read them before anything else runs.
+  candidates_.clear();
+  decode_candidates_.clear();
+  out.decision = decide(request, overlap, now, rng);
+  std::vector<ActiveBlocks::Prefix> prefixes;
+  if (!request.keys.empty()) pool_.active_prefix(request.keys, prefixes);
+  const uint32_t n = static_cast<uint32_t>(request.keys.size());
+  for (EndpointId id : pool_.ids()) {
+    CandidateView v;
+    v.endpoint = id;
+    v.load = effective_load(*pool_.get(id), now, config_.saturation);
+    for (const kv::EndpointMatch& m : overlap) {
+      if (m.endpoint != id) continue;
+      v.gpu_blocks = std::min(m.gpu_blocks, n);
+      v.cached_blocks = std::max(v.gpu_blocks, std::min(m.total_blocks, n));
+    }
+    for (const ActiveBlocks::Prefix& p : prefixes) {
+      if (p.endpoint == id) v.active_prefix = p.blocks;
+    }
+    out.endpoints.push_back(v);
+  }
+  auto find = [&](EndpointId id) -> CandidateView* {
+    auto it = std::lower_bound(out.endpoints.begin(), out.endpoints.end(), id,
+                               [](const CandidateView& v, EndpointId x) { return v.endpoint < x; });
+    return it != out.endpoints.end() && it->endpoint == id ? &*it : nullptr;
+  };
+  for (const Candidate& c : candidates_) {
+    CandidateView* v = find(c.endpoint->id);
+    if (v && !std::isnan(c.cost)) v->cost = c.cost;
+  }
+  for (const Candidate& c : decode_candidates_) {
+    CandidateView* v = find(c.endpoint->id);
+    if (v && !std::isnan(c.cost)) v->decode_cost = c.cost;
+  }
+  return out;
 }
 
 }  // namespace kvgate::route

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -46,6 +47,25 @@
 #include "core/route/request.h"
 
 namespace kvgate::route {
+
+// One endpoint as a decision saw it (Router::explain): what it holds of the prompt, its
+// load, and the cost the policy gave it. A cost is absent when the endpoint was not
+// scored at that stage (filtered out, wrong role, rejected before the policy ran, or a
+// policy that costs only the candidates it compares, such as power-of-two).
+struct CandidateView {
+  EndpointId endpoint = 0;
+  uint32_t gpu_blocks = 0;     // leading prompt blocks held in GPU memory (the index)
+  uint32_t cached_blocks = 0;  // in any tier
+  uint32_t active_prefix = 0;  // leading prompt blocks its in-flight requests hold
+  EffectiveLoad load;
+  std::optional<double> cost;         // whole request, or the prefill stage (disaggregated)
+  std::optional<double> decode_cost;  // disaggregated: the decode stage
+};
+
+struct Explanation {
+  Decision decision;
+  std::vector<CandidateView> endpoints;  // every endpoint of the pool, by id
+};
 
 class Router {
  public:
@@ -71,6 +91,15 @@ class Router {
   EndpointPool& pool() { return pool_; }
   const EndpointPool& pool() const { return pool_; }
   const RouterConfig& config() const { return config_; }
+  const Indexes& indexes() const { return indexes_; }
+
+  // Changes the routing parameters at run time: policy and its parameters, filters,
+  // saturation, P/D, early rejection, prefill rate, record_decisions. Validated and
+  // built like create() does; on error nothing changes. The endpoints, their load and
+  // the indexes stay. Error too when block_size changes (the indexes and the requests
+  // in flight are cut in blocks of the old size) or the new overlap_source needs an
+  // index the router was not given.
+  Status reconfigure(RouterConfig config, const Registry* registry = nullptr);
 
   // Decides without recording anything (but the index match counts as a use for the
   // indexes' LRU/TTL). The overlap comes from the configured index.
@@ -86,8 +115,18 @@ class Router {
   // decide + commit. A commit failure (duplicate id) turns into kDuplicateRequest.
   Decision route(const RouteRequest& request, Nanos now, Rng& rng);
 
+  // The decision decide() would take, and how every endpoint looked to it: its match in
+  // the configured index (looked up even when the policy ignores it), load and cost.
+  // Records nothing (like decide). For inspection (the admin API), not the hot path.
+  Explanation explain(const RouteRequest& request, Nanos now, Rng& rng);
+
  private:
   Router(RouterConfig config, Indexes indexes);
+  // Builds the filters and policy of `config_` into the members below.
+  Status build(const Registry* registry);
+  // The prompt's match in the configured index, into `out` (cleared first).
+  void lookup_overlap(std::span<const kv::BlockKey> keys, Nanos now,
+                      std::vector<kv::EndpointMatch>& out);
 
   RouterConfig config_;
   Indexes indexes_;

@@ -66,6 +66,21 @@ TEST(ApproxIndex, RemoveEndpoint) {
   EXPECT_EQ(index.held_pairs(), 2u);
 }
 
+TEST(ApproxIndex, BlocksHeldPerEndpointSkipsExpired) {
+  ApproxIndex index({.ttl = 10 * kSecond});
+  index.record(0, Chain({1, 2, 3}), 0);
+  index.record(1, Chain({1, 2}), 5 * kSecond);
+  std::vector<size_t> held;
+  index.blocks_held(5 * kSecond, held);
+  EXPECT_EQ(held, (std::vector<size_t>{3, 2}));
+  // At 12 s endpoint 0's entries (recorded at 0) have expired, endpoint 1's have not.
+  index.blocks_held(12 * kSecond, held);
+  EXPECT_EQ(held, (std::vector<size_t>{0, 2}));
+  index.remove_endpoint(1);
+  index.blocks_held(12 * kSecond, held);
+  EXPECT_TRUE(held.empty());
+}
+
 TEST(ApproxIndexRandomized, AgreesWithReferenceModel) {
   Rng rng(7);
   const Nanos ttl = 50 * kSecond;

@@ -154,6 +154,110 @@ TEST_F(RouterTest, NewEndpointHoldsNothing) {
   EXPECT_EQ(d.prefill_tokens, 20 * kBs);
 }
 
+TEST_F(RouterTest, ReconfigureChangesThePolicyAndKeepsEndpointsAndLoad) {
+  config_.filters = {};
+  Build();
+  auto r = Prompt(100, 1);
+  EndpointId a = Add({.url = "A"});
+  EndpointId b = Add({.url = "B"});
+  EndpointId c = Add({.url = "C"});
+  Cache(a, r, 90);
+  Cache(c, r, 50);
+  Busy(a, 275);
+  Busy(b, 10);
+  Busy(c, 135);
+  EXPECT_EQ(Winner(r), 'B');  // overlap_weight 1
+  RouterConfig next = router_->config();
+  next.policy = {"kv-cost", {{"overlap_weight", "4"}}};
+  ASSERT_TRUE(router_->reconfigure(next).ok());
+  EXPECT_EQ(Winner(r), 'A');
+  EXPECT_EQ(router_->config().policy.params[0].second, "4");
+  EXPECT_EQ(router_->pool().size(), 3u);
+  EXPECT_EQ(router_->pool().get(a)->load.in_flight, 1u);
+  // Another policy altogether.
+  next.policy = {"least-request", {}};
+  ASSERT_TRUE(router_->reconfigure(next).ok());
+  EXPECT_EQ(router_->config().policy.name, "least-request");
+}
+
+TEST_F(RouterTest, ReconfigureRejectsBadConfigAndChangesNothing) {
+  config_.policy = {"kv-cost", {{"overlap_weight", "2"}}};
+  Build();
+  auto bad = [&](RouterConfig next, std::string_view what) {
+    Status s = router_->reconfigure(std::move(next));
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.error().find(what), std::string::npos) << s.error();
+    EXPECT_EQ(router_->config().policy.name, "kv-cost");
+    EXPECT_EQ(router_->config().policy.params[0].second, "2");
+  };
+  RouterConfig next = router_->config();
+  next.policy = {"kv-cost", {{"overlap_weight", "-1"}}};
+  bad(next, "overlap_weight");
+  next.policy = {"kv-cost", {{"overlap_wieght", "1"}}};
+  bad(next, "overlap_wieght");
+  next.policy = {"nope", {}};
+  bad(next, "nope");
+  next = router_->config();
+  next.filters = {{"nope", {}}};
+  bad(next, "nope");
+  next = router_->config();
+  next.saturation.kv_threshold = 0;
+  bad(next, "saturation.kv_threshold");
+  next = router_->config();
+  next.block_size = 32;
+  bad(next, "block_size");
+  // A router without an approximate index cannot switch to it.
+  auto only_precise = Router::create(config_, {.precise = &precise_});
+  ASSERT_TRUE(only_precise.ok());
+  next = (*only_precise)->config();
+  next.overlap_source = OverlapSource::kApprox;
+  EXPECT_FALSE((*only_precise)->reconfigure(next).ok());
+}
+
+TEST_F(RouterTest, ExplainShowsEveryEndpointsMatchAndCost) {
+  config_.filters = {};
+  Build();
+  auto r = Prompt(100, 1);
+  EndpointId a = Add({.url = "A"});
+  EndpointId b = Add({.url = "B"});
+  EndpointId c = Add({.url = "C"});
+  Cache(a, r, 90);
+  Cache(c, r, 50);
+  Busy(a, 275);
+  Busy(b, 10);
+  Busy(c, 135);
+  router_->pool().set_health(c, Health::kDraining);
+  const size_t in_flight = router_->pool().requests_in_flight();
+  Explanation x = router_->explain(r, 0, rng_);
+  ASSERT_TRUE(x.decision.accepted());
+  EXPECT_EQ(x.decision.endpoint, b);
+  EXPECT_EQ(x.decision.prompt_blocks, 100u);
+  ASSERT_EQ(x.endpoints.size(), 3u);
+  EXPECT_EQ(x.endpoints[a].gpu_blocks, 90u);
+  EXPECT_EQ(x.endpoints[b].gpu_blocks, 0u);
+  EXPECT_EQ(x.endpoints[c].gpu_blocks, 50u);  // matched although not a candidate
+  ASSERT_TRUE(x.endpoints[a].cost.has_value());
+  ASSERT_TRUE(x.endpoints[b].cost.has_value());
+  EXPECT_DOUBLE_EQ(*x.endpoints[b].cost, x.decision.cost);
+  EXPECT_GT(*x.endpoints[a].cost, *x.endpoints[b].cost);
+  EXPECT_FALSE(x.endpoints[c].cost.has_value());  // draining: filtered before the policy
+  EXPECT_FALSE(x.endpoints[a].decode_cost.has_value());
+  // Nothing recorded.
+  EXPECT_EQ(router_->pool().requests_in_flight(), in_flight);
+}
+
+TEST_F(RouterTest, ExplainLooksUpTheIndexEvenForPoliciesThatIgnoreIt) {
+  config_.policy = {"least-request", {}};
+  Build();
+  auto r = Prompt(8, 1);
+  EndpointId a = Add({.url = "A"});
+  Cache(a, r, 6);
+  Explanation x = router_->explain(r, 0, rng_);
+  ASSERT_EQ(x.endpoints.size(), 1u);
+  EXPECT_EQ(x.endpoints[0].gpu_blocks, 6u);
+  EXPECT_EQ(x.decision.matched_blocks, 6u);
+}
+
 TEST_F(RouterTest, CommitTracksLoadAndTeachesTheApproxIndex) {
   config_.overlap_source = OverlapSource::kApprox;
   config_.policy = {"kv-cost", {{"overlap_weight", "4"}}};

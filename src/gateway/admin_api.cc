@@ -1,0 +1,479 @@
+// GCC 12 reports a false -Wmismatched-new-delete on Asio coroutine frames (GCC bug 109224).
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+#include "gateway/admin_api.h"
+
+#include <fmt/format.h>
+#include <openssl/crypto.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+#include <cctype>
+#include <charconv>
+#include <map>
+#include <mutex>
+
+#include "gateway/admin_json.h"
+#include "gateway/keys.h"
+#include "gateway/live_feed.h"
+#include "gateway/openai_request.h"
+#include "gateway/pool_runtime.h"
+#include "io/http_server.h"
+
+namespace kvgate::gateway {
+namespace asio = boost::asio;
+namespace json = boost::json;
+using io::HttpRequest;
+using io::HttpResponse;
+using io::ResponseStream;
+
+namespace {
+
+constexpr std::chrono::milliseconds kDefaultDrainTimeout{30'000};
+constexpr std::chrono::milliseconds kMaxDrainTimeout{3'600'000};
+
+HttpResponse error(int status, std::string_view message, std::string_view code = {}) {
+  return HttpResponse{status, "application/json", {}, openai_error_json(status, message, {}, code)};
+}
+
+HttpResponse ok(int status, const json::value& body) {
+  return HttpResponse{status, "application/json", {}, json::serialize(body)};
+}
+
+// "/admin/pools/main/endpoints/3" -> {"pools", "main", "endpoints", "3"}.
+std::vector<std::string> segments(std::string_view path) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    if (j > i) out.emplace_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+std::optional<std::string_view> query_value(std::string_view query, std::string_view key) {
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == key) {
+      return eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+template <typename T>
+std::optional<T> parse_number(std::string_view s) {
+  T v{};
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+bool reserved(std::string_view name) {
+  return name.empty() || name == "pools" || name == "endpoints" || name == "route" ||
+         name == "policy" || name.find('/') != std::string_view::npos;
+}
+
+}  // namespace
+
+struct AdminApi::Impl : std::enable_shared_from_this<Impl> {
+  AdminConfig config;
+  asio::any_io_executor executor;
+  std::vector<PoolHandle> pools;
+  std::optional<KeyDigest> token;
+  std::unique_ptr<io::HttpServer> server;
+  std::mutex mu;  // guards the sections
+  std::map<std::string, Section, std::less<>> sections;
+  std::map<std::string, PoolSection, std::less<>> pool_sections;
+  // Request ids for route views: never committed, kept apart from the data plane's.
+  std::atomic<uint64_t> next_view_id{uint64_t{1} << 62};
+
+  const PoolHandle* find_pool(std::string_view name) const {
+    for (const PoolHandle& p : pools) {
+      if (p.pool->name() == name) return &p;
+    }
+    return nullptr;
+  }
+
+  bool authorized(const HttpRequest& req) const {
+    if (!token) return true;
+    const std::string* auth = req.header("authorization");
+    if (!auth) return false;
+    std::string_view v = *auth;
+    constexpr std::string_view kBearer = "Bearer ";
+    if (v.size() < kBearer.size() ||
+        !std::equal(kBearer.begin(), kBearer.end(), v.begin(),
+                    [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
+      return false;
+    }
+    // Digests have a fixed length: the comparison time does not depend on the token.
+    KeyDigest d = sha256(v.substr(kBearer.size()));
+    return CRYPTO_memcmp(d.data(), token->data(), d.size()) == 0;
+  }
+
+  void handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream);
+  // `self` keeps the Impl alive while the request is served.
+  static asio::awaitable<void> serve(std::shared_ptr<Impl> self, HttpRequest req,
+                                     std::shared_ptr<ResponseStream> stream);
+  asio::awaitable<HttpResponse> dispatch(const HttpRequest& req);
+  asio::awaitable<HttpResponse> pool_route(const HttpRequest& req, const PoolHandle& pool,
+                                           const std::vector<std::string>& seg);
+  asio::awaitable<std::vector<EndpointSnapshot>> snapshot(const PoolHandle& pool,
+                                                          std::optional<route::EndpointId> only);
+  asio::awaitable<json::object> pool_json(const PoolHandle& pool);
+  asio::awaitable<HttpResponse> route_view(const HttpRequest& req, const PoolHandle& pool);
+  asio::awaitable<HttpResponse> policy(const HttpRequest& req, const PoolHandle& pool);
+};
+
+void AdminApi::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream) {
+  if (!authorized(req)) {
+    HttpResponse r = error(401, "Invalid or missing admin token", "invalid_admin_token");
+    r.headers.push_back({"WWW-Authenticate", "Bearer"});
+    return stream->respond(std::move(r));
+  }
+  // The work runs on the gateway's executor (the pools' strands live there).
+  asio::co_spawn(executor, serve(shared_from_this(), std::move(req), std::move(stream)),
+                 asio::detached);
+}
+
+asio::awaitable<void> AdminApi::Impl::serve(std::shared_ptr<Impl> self, HttpRequest req,
+                                            std::shared_ptr<ResponseStream> stream) {
+  HttpResponse r;
+  try {
+    r = co_await self->dispatch(req);
+  } catch (const std::exception& e) {
+    // Bugs only (bad input is answered with 4xx); never take the gateway down for them.
+    spdlog::error("admin: {} {}: {}", req.method, req.path, e.what());
+    r = error(500, fmt::format("Internal error: {}", e.what()));
+  }
+  stream->respond(std::move(r));
+}
+
+asio::awaitable<HttpResponse> AdminApi::Impl::dispatch(const HttpRequest& req) {
+  std::vector<std::string> seg = segments(req.path);
+  if (seg.empty() || seg[0] != "admin") {
+    co_return error(404, fmt::format("Not found: {} {}", req.method, req.path));
+  }
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  if (seg.size() == 1) {
+    if (!get)
+      co_return error(405, fmt::format("Method {} not allowed on {}", req.method, req.path));
+    json::array names;
+    for (const PoolHandle& p : pools) names.push_back(json::value(p.pool->name()));
+    json::array secs, pool_secs;
+    {
+      std::lock_guard lock(mu);
+      for (const auto& [name, fn] : sections) secs.push_back(json::value(name));
+      for (const auto& [name, fn] : pool_sections) pool_secs.push_back(json::value(name));
+    }
+    co_return ok(200, json::object{{"pools", std::move(names)},
+                                   {"sections", std::move(secs)},
+                                   {"pool_sections", std::move(pool_secs)}});
+  }
+  if (seg[1] != "pools") {
+    if (seg.size() != 2) co_return error(404, fmt::format("Not found: {}", req.path));
+    Section fn;
+    {
+      std::lock_guard lock(mu);
+      auto it = sections.find(seg[1]);
+      if (it != sections.end()) fn = it->second;
+    }
+    if (!fn) co_return error(404, fmt::format("Not found: {}", req.path));
+    if (!get)
+      co_return error(405, fmt::format("Method {} not allowed on {}", req.method, req.path));
+    co_return ok(200, fn());
+  }
+  if (seg.size() == 2) {
+    if (!get)
+      co_return error(405, fmt::format("Method {} not allowed on {}", req.method, req.path));
+    json::array out;
+    for (const PoolHandle& p : pools) out.push_back(co_await pool_json(p));
+    co_return ok(200, json::object{{"pools", std::move(out)}});
+  }
+  const PoolHandle* pool = find_pool(seg[2]);
+  if (!pool) co_return error(404, fmt::format("No pool named '{}'", seg[2]), "pool_not_found");
+  co_return co_await pool_route(req, *pool, seg);
+}
+
+asio::awaitable<HttpResponse> AdminApi::Impl::pool_route(const HttpRequest& req,
+                                                         const PoolHandle& pool,
+                                                         const std::vector<std::string>& seg) {
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  auto not_allowed = [&] {
+    return error(405, fmt::format("Method {} not allowed on {}", req.method, req.path));
+  };
+  PoolRuntime& rt = *pool.pool;
+  if (seg.size() == 3) {
+    if (!get) co_return not_allowed();
+    co_return ok(200, co_await pool_json(pool));
+  }
+  const std::string& what = seg[3];
+  if (what == "endpoints" && seg.size() == 4) {
+    if (get) {
+      json::array out;
+      for (const EndpointSnapshot& s : co_await snapshot(pool, std::nullopt)) {
+        out.push_back(endpoint_json(s, monotonic_now()));
+      }
+      co_return ok(200, json::object{{"pool", rt.name()}, {"endpoints", std::move(out)}});
+    }
+    if (req.method != "POST") co_return not_allowed();
+    auto add = parse_add_endpoint(req.body, !rt.config().kv_events_bind.empty());
+    if (!add) co_return error(400, add.error(), "invalid_endpoint");
+    for (const EndpointAddress& e : rt.endpoints()) {
+      if (e.url == add->spec.url) {
+        co_return error(
+            409, fmt::format("Endpoint {} is already in pool {} (id {})", e.url, rt.name(), e.id),
+            "endpoint_exists");
+      }
+    }
+    const std::string url = add->spec.url;
+    auto id = co_await rt.add_endpoint(std::move(add->spec), std::move(add->kv_events));
+    if (!id) co_return error(400, id.error(), "invalid_endpoint");
+    spdlog::info("admin: pool {}: added endpoint {} ({})", rt.name(), *id, url);
+    co_return ok(201, json::object{{"id", *id}, {"url", url}, {"pool", rt.name()}});
+  }
+  if (what == "endpoints" && seg.size() == 5) {
+    auto id = parse_number<route::EndpointId>(seg[4]);
+    std::optional<EndpointAddress> address;
+    if (id) address = rt.endpoint(*id);
+    if (!address) {
+      co_return error(404, fmt::format("No endpoint {} in pool {}", seg[4], rt.name()),
+                      "endpoint_not_found");
+    }
+    if (get) {
+      auto snap = co_await snapshot(pool, *id);
+      if (snap.empty()) {
+        co_return error(404, fmt::format("No endpoint {} in pool {}", seg[4], rt.name()),
+                        "endpoint_not_found");
+      }
+      co_return ok(200, endpoint_json(snap[0], monotonic_now()));
+    }
+    if (req.method != "DELETE") co_return not_allowed();
+    std::chrono::milliseconds timeout = kDefaultDrainTimeout;
+    if (auto t = query_value(req.query, "timeout_ms")) {
+      auto v = parse_number<int64_t>(*t);
+      if (!v || *v < 0 || *v > kMaxDrainTimeout.count()) {
+        co_return error(400, fmt::format("timeout_ms: expected a whole number of milliseconds "
+                                         "in [0, {}], got '{}'",
+                                         kMaxDrainTimeout.count(), *t));
+      }
+      timeout = std::chrono::milliseconds(*v);
+    }
+    auto drained = co_await rt.remove_endpoint(*id, timeout);
+    if (!drained) co_return error(404, drained.error(), "endpoint_not_found");
+    spdlog::info("admin: pool {}: removed endpoint {} ({}), drained {}", rt.name(), *id,
+                 address->url, *drained);
+    co_return ok(
+        200,
+        json::object{{"id", *id}, {"url", address->url}, {"removed", true}, {"drained", *drained}});
+  }
+  if (seg.size() != 4) co_return error(404, fmt::format("Not found: {}", req.path));
+  if (what == "route") {
+    if (req.method != "POST") co_return not_allowed();
+    co_return co_await route_view(req, pool);
+  }
+  if (what == "policy") co_return co_await policy(req, pool);
+  PoolSection fn;
+  {
+    std::lock_guard lock(mu);
+    auto it = pool_sections.find(what);
+    if (it != pool_sections.end()) fn = it->second;
+  }
+  if (!fn) co_return error(404, fmt::format("Not found: {}", req.path));
+  if (!get) co_return not_allowed();
+  std::optional<json::value> body = fn(rt.name());
+  if (!body) co_return error(404, fmt::format("Nothing at {} for pool {}", what, rt.name()));
+  co_return ok(200, *body);
+}
+
+asio::awaitable<std::vector<EndpointSnapshot>> AdminApi::Impl::snapshot(
+    const PoolHandle& pool, std::optional<route::EndpointId> only) {
+  std::vector<EndpointSnapshot> out;
+  PoolRuntime& rt = *pool.pool;
+  co_await rt.with_router([&](route::Router& r) {
+    const Nanos now = monotonic_now();
+    std::vector<size_t> approx;
+    if (kv::ApproxIndex* a = r.indexes().approx) a->blocks_held(now, approx);
+    for (route::EndpointId id : r.pool().ids()) {
+      if (only && id != *only) continue;
+      const route::Endpoint* e = r.pool().get(id);
+      EndpointSnapshot s;
+      s.endpoint = *e;
+      s.effective = route::effective_load(*e, now, r.config().saturation);
+      const PoolRuntime::BreakerState b = rt.breaker_state(id);
+      s.breaker = {.open = b.open_until > 0,
+                   .consecutive_failures = b.consecutive_failures,
+                   .open_for = b.open_until > 0 ? std::max<Nanos>(0, b.open_until - now) : 0};
+      if (kv::PreciseIndex* p = r.indexes().precise) {
+        s.precise_blocks = p->blocks_held(id);
+        s.index_events = p->stats(id);
+      }
+      s.approx_blocks = id < approx.size() ? approx[id] : 0;
+      out.push_back(std::move(s));
+    }
+  });
+  if (pool.feed) {
+    for (EndpointSnapshot& s : out) {
+      auto events = pool.feed->endpoint_events(s.endpoint.id);
+      auto address = rt.endpoint(s.endpoint.id);
+      if (!events || !address || !address->kv_events) continue;
+      s.kv_events = EventFeedView{
+          .source = *address->kv_events, .events = events->events, .resyncs = events->resyncs};
+    }
+  }
+  co_return out;
+}
+
+asio::awaitable<json::object> AdminApi::Impl::pool_json(const PoolHandle& pool) {
+  json::array endpoints;
+  for (const EndpointSnapshot& s : co_await snapshot(pool, std::nullopt)) {
+    endpoints.push_back(endpoint_json(s, monotonic_now()));
+  }
+  std::string policy;
+  co_await pool.pool->with_router([&](route::Router& r) { policy = r.config().policy.name; });
+  co_return json::object{{"name", pool.pool->name()},
+                         {"policy", policy},
+                         {"block_size", pool.pool->config().router.block_size},
+                         {"endpoints", std::move(endpoints)}};
+}
+
+asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
+                                                         const PoolHandle& pool) {
+  boost::system::error_code ec;
+  json::value body = json::parse(req.body, ec);
+  if (ec || !body.is_object()) {
+    co_return error(400, "The body must be an OpenAI chat or completion request (JSON object)");
+  }
+  json::object& o = body.as_object();
+  const ApiKind kind = o.contains("messages") ? ApiKind::kChat : ApiKind::kCompletion;
+  // The pool is in the path: `model` is optional here.
+  if (!o.contains("model")) o["model"] = pool.pool->name();
+  const std::string text = json::serialize(o);
+  Inspection in = inspect_request(text, kind);
+  if (in.error) {
+    co_return HttpResponse{in.error->status,
+                           "application/json",
+                           {},
+                           openai_error_json(in.error->status, in.error->message, in.error->param)};
+  }
+  std::vector<kv::BlockKey> keys;
+  uint32_t prompt_tokens = 0;
+  pool.pool->keys_for(in.request, text, kind, in.request.model, keys, prompt_tokens);
+  route::RouteRequest rr;
+  rr.id = next_view_id.fetch_add(1);
+  rr.keys = keys;
+  rr.prompt_tokens = prompt_tokens;
+  rr.expected_output_tokens = in.request.max_tokens;
+  json::object out;
+  co_await pool.pool->with_router([&](route::Router& r) {
+    Rng rng(static_cast<uint64_t>(monotonic_now()));
+    route::Explanation x = r.explain(rr, monotonic_now(), rng);
+    auto url_of = [&](route::EndpointId id) {
+      const route::Endpoint* e = r.pool().get(id);
+      return e ? e->spec.url : std::string();
+    };
+    auto health_of = [&](route::EndpointId id) {
+      const route::Endpoint* e = r.pool().get(id);
+      return e ? e->health : route::Health::kUnhealthy;
+    };
+    out = explanation_json(x, prompt_tokens, r.config(), url_of, health_of);
+  });
+  out["kind"] = kind == ApiKind::kChat ? "chat" : "completion";
+  co_return ok(200, out);
+}
+
+asio::awaitable<HttpResponse> AdminApi::Impl::policy(const HttpRequest& req,
+                                                     const PoolHandle& pool) {
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  const bool put = req.method == "PUT";
+  if (!get && !put && req.method != "PATCH") {
+    co_return error(405, fmt::format("Method {} not allowed on {}", req.method, req.path));
+  }
+  json::object out;
+  std::string failure;
+  co_await pool.pool->with_router([&](route::Router& r) {
+    if (!get) {
+      auto next = apply_policy_body(r.config(), req.body, put);
+      if (!next) {
+        failure = next.error();
+        return;
+      }
+      if (Status s = r.reconfigure(std::move(*next)); !s) {
+        failure = s.error();
+        return;
+      }
+    }
+    out = router_config_json(r.config());
+  });
+  if (!failure.empty()) co_return error(400, failure, "invalid_policy");
+  if (!get) {
+    spdlog::info("admin: pool {}: routing parameters changed: {}", pool.pool->name(),
+                 json::serialize(out));
+  }
+  co_return ok(200, out);
+}
+
+AdminApi::AdminApi(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+AdminApi::~AdminApi() { stop(); }
+
+Result<std::unique_ptr<AdminApi>> AdminApi::start(const AdminConfig& config,
+                                                  asio::any_io_executor executor,
+                                                  std::vector<PoolHandle> pools) {
+  auto impl = std::make_shared<Impl>();
+  impl->config = config;
+  impl->executor = std::move(executor);
+  impl->pools = std::move(pools);
+  if (!config.token.empty()) impl->token = sha256(config.token);
+  io::HttpServerOptions opts;
+  opts.address = config.address;
+  opts.port = config.port;
+  opts.threads = 1;
+  opts.max_body_bytes = 8 * 1024 * 1024;  // a route view may carry a long prompt
+  std::weak_ptr<Impl> weak = impl;
+  auto server = io::HttpServer::start(
+      opts, [weak](HttpRequest&& req, std::shared_ptr<ResponseStream> stream) {
+        if (auto self = weak.lock()) {
+          self->handle(std::move(req), std::move(stream));
+        } else {
+          stream->respond(error(503, "The admin API is shutting down"));
+        }
+      });
+  if (!server) {
+    return Error(
+        fmt::format("admin listener {}:{}: {}", config.address, config.port, server.error()));
+  }
+  impl->server = std::move(*server);
+  return std::unique_ptr<AdminApi>(new AdminApi(std::move(impl)));
+}
+
+uint16_t AdminApi::port() const { return impl_->server ? impl_->server->port() : 0; }
+
+void AdminApi::stop() {
+  if (impl_->server) impl_->server->stop(std::chrono::milliseconds(1000));
+}
+
+bool AdminApi::add_section(std::string name, Section fn) {
+  if (reserved(name) || !fn) return false;
+  std::lock_guard lock(impl_->mu);
+  impl_->sections[std::move(name)] = std::move(fn);
+  return true;
+}
+
+bool AdminApi::add_pool_section(std::string name, PoolSection fn) {
+  if (reserved(name) || !fn) return false;
+  std::lock_guard lock(impl_->mu);
+  impl_->pool_sections[std::move(name)] = std::move(fn);
+  return true;
+}
+
+}  // namespace kvgate::gateway

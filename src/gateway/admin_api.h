@@ -1,0 +1,88 @@
+// AdminApi: `kvgate serve`'s control-plane HTTP API, on its own listener.
+//
+// Loopback by default; every request must carry `Authorization: Bearer TOKEN` when the
+// config gives a token (compared by SHA-256 digest in constant time, as API keys are).
+// JSON in and out, OpenAI-style error bodies. Routes (docs/gateway.md, "Admin API"):
+//
+//   GET    /admin                                  the sections and pools
+//   GET    /admin/pools                            every pool with its endpoints' state
+//   GET    /admin/pools/{pool}                     one pool
+//   GET    /admin/pools/{pool}/endpoints           its endpoints' state
+//   POST   /admin/pools/{pool}/endpoints           add one -> 201 {"id":..}
+//   GET    /admin/pools/{pool}/endpoints/{id}      one endpoint
+//   DELETE /admin/pools/{pool}/endpoints/{id}?timeout_ms=N   drain, then remove
+//   POST   /admin/pools/{pool}/route               the router's view of a prompt
+//   GET    /admin/pools/{pool}/policy              routing parameters
+//   PUT    /admin/pools/{pool}/policy              replace them / PATCH: change some
+//   GET    /admin/{section}, /admin/pools/{pool}/{section}   registered sections
+//
+// Other components show their state here without editing this file: add_section()
+// registers GET /admin/{name}, add_pool_section() GET /admin/pools/{pool}/{name}
+// (e.g. the autoscaler's state per pool, warm-up progress). Their callbacks run on one
+// of the gateway's I/O threads (the executor given to start()), concurrently with
+// everything else: they must be thread-safe, quick and never block (they hold up
+// requests on that thread).
+//
+//   auto admin = AdminApi::start(*config.admin, executor, {{pool, feed}, ...});
+//   (*admin)->add_pool_section("autoscaler", [&](std::string_view pool)
+//       -> std::optional<boost::json::value> { return scaler.state_json(pool); });
+//   uint16_t port = (*admin)->port();
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/json/value.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/common/result.h"
+#include "gateway/config.h"
+
+namespace kvgate::gateway {
+
+class PoolRuntime;
+class LiveFeed;
+
+class AdminApi {
+ public:
+  struct PoolHandle {
+    PoolRuntime* pool = nullptr;  // required
+    LiveFeed* feed = nullptr;     // optional: KV event stats
+  };
+  // GET /admin/{name}: the body.
+  using Section = std::function<boost::json::value()>;
+  // GET /admin/pools/{pool}/{name}: the body, or nullopt for 404 (nothing for that pool).
+  using PoolSection = std::function<std::optional<boost::json::value>(std::string_view pool)>;
+
+  // Binds config.address:config.port and serves until stop(). The handlers do their work
+  // on `executor` (the gateway's I/O threads, where the pools' strands live). The pools
+  // and feeds must outlive the AdminApi. Errors: the address cannot be bound.
+  static Result<std::unique_ptr<AdminApi>> start(const AdminConfig& config,
+                                                 boost::asio::any_io_executor executor,
+                                                 std::vector<PoolHandle> pools);
+  ~AdminApi();  // stop()
+  AdminApi(const AdminApi&) = delete;
+  AdminApi& operator=(const AdminApi&) = delete;
+
+  uint16_t port() const;
+  // Stops the listener (requests in flight get a short grace). Idempotent.
+  void stop();
+
+  // Registration, thread-safe, at any time; a name registered again replaces the
+  // callback. Names of built-in routes ("pools", "endpoints", "route", "policy") are
+  // refused (returns false).
+  bool add_section(std::string name, Section fn);
+  bool add_pool_section(std::string name, PoolSection fn);
+
+  struct Impl;
+
+ private:
+  explicit AdminApi(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,409 @@
+#include "gateway/admin_json.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <charconv>
+#include <cmath>
+
+#include "io/http_client.h"
+
+namespace kvgate::gateway {
+namespace json = boost::json;
+
+namespace {
+
+double ms(Nanos n) { return static_cast<double>(n) / 1e6; }
+
+// A number as JSON: whole numbers as integers (Boost.JSON writes doubles as 2E0), and
+// null for +-infinity or NaN, which JSON cannot express.
+json::value num(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  if (v == std::floor(v) && std::fabs(v) < 9e15) return static_cast<int64_t>(v);
+  return v;
+}
+
+// A parameter's text as JSON: a number when it reads as one, else the string.
+json::value param_value(const std::string& text) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc() && end == text.data() + text.size() && std::isfinite(v)) return num(v);
+  return json::value(text);
+}
+
+json::object sequence_json(const kv::SequenceStats& s) {
+  return {{"batches", s.batches},
+          {"next_sequence", s.next_sequence},
+          {"gaps", s.gaps},
+          {"missed", s.missed},
+          {"restarts", s.restarts},
+          {"duplicates", s.duplicates},
+          {"replays", s.replays},
+          {"replayed", s.replayed},
+          {"decode_errors", s.decode_errors}};
+}
+
+json::object effective_json(const route::EffectiveLoad& l) {
+  return {{"waiting", num(l.waiting)},       {"running", num(l.running)},
+          {"kv_usage", num(l.kv_usage)},     {"stale", l.stale},
+          {"saturation", num(l.saturation)}, {"saturated", l.saturated()}};
+}
+
+// JSON scalar -> the text a RouterConfig entry or policy parameter holds.
+Result<std::string> scalar_text(const json::value& v, std::string_view field) {
+  if (v.is_string()) return std::string(v.as_string());
+  if (v.is_bool()) return std::string(v.as_bool() ? "true" : "false");
+  if (v.is_int64()) return std::to_string(v.as_int64());
+  if (v.is_uint64()) return std::to_string(v.as_uint64());
+  if (v.is_double()) return fmt::format("{}", v.as_double());
+  return Error(fmt::format("{}: expected a number, string or boolean", field));
+}
+
+Result<std::string> string_field(const json::object& o, std::string_view key,
+                                 std::string_view field) {
+  const json::value* v = o.if_contains(key);
+  if (!v) return std::string();
+  if (!v->is_string()) return Error(fmt::format("{}: expected a string", field));
+  return std::string(v->as_string());
+}
+
+bool valid_zmq_url(std::string_view url) {
+  if (!url.starts_with("tcp://")) return false;
+  std::string_view rest = url.substr(6);
+  size_t colon = rest.rfind(':');
+  return colon != std::string_view::npos && colon > 0 && colon + 1 < rest.size();
+}
+
+Result<json::object> parse_object(std::string_view body) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec) return Error(fmt::format("body is not valid JSON: {}", ec.message()));
+  if (!v.is_object()) return Error("body must be a JSON object");
+  return std::move(v.as_object());
+}
+
+}  // namespace
+
+json::object endpoint_json(const EndpointSnapshot& s, Nanos now) {
+  const route::Endpoint& e = s.endpoint;
+  json::object labels;
+  for (const auto& [k, v] : e.spec.labels) labels[k] = v;
+  json::value metrics = nullptr;
+  if (e.metrics) {
+    metrics = json::object{{"waiting", e.metrics->waiting},
+                           {"running", e.metrics->running},
+                           {"kv_usage", num(e.metrics->kv_usage)},
+                           {"age_ms", num(ms(now - e.metrics->scraped_at))}};
+  }
+  json::value events = nullptr;
+  if (s.kv_events) {
+    json::object o = sequence_json(s.kv_events->events);
+    o["resyncs"] = s.kv_events->resyncs;
+    o["publisher"] = s.kv_events->source.publisher;
+    o["replay"] = s.kv_events->source.replay;
+    o["topic"] = s.kv_events->source.topic;
+    events = std::move(o);
+  }
+  const kv::EventStats& ix = s.index_events;
+  return {
+      {"id", e.id},
+      {"url", e.spec.url},
+      {"role", std::string(to_string(e.spec.role))},
+      {"zone", e.spec.zone},
+      {"rack", e.spec.rack},
+      {"labels", std::move(labels)},
+      {"kv_capacity_blocks", e.spec.kv_capacity_blocks},
+      {"health", std::string(route::to_string(e.health))},
+      {"breaker",
+       {{"state", s.breaker.open ? "open" : "closed"},
+        {"consecutive_failures", s.breaker.consecutive_failures},
+        {"open_for_ms", num(ms(s.breaker.open_for))}}},
+      {"metrics", std::move(metrics)},
+      {"load",
+       {{"in_flight", e.load.in_flight},
+        {"active_prefill_tokens", e.load.active_prefill_tokens},
+        {"active_decode_blocks", e.load.active_decode_blocks},
+        {"routed_total", e.load.routed_total},
+        {"failed_total", e.load.failed_total}}},
+      {"effective_load", effective_json(s.effective)},
+      {"cache",
+       {{"precise_blocks", s.precise_blocks},
+        {"approx_blocks", s.approx_blocks},
+        {"stored_blocks", ix.stored_blocks},
+        {"removed_blocks", ix.removed_blocks},
+        {"cleared", ix.cleared},
+        {"anomalies", ix.anomalies()}}},
+      {"kv_events", std::move(events)},
+  };
+}
+
+Result<AddEndpointRequest> parse_add_endpoint(std::string_view body, bool bind_mode) {
+  auto parsed = parse_object(body);
+  if (!parsed) return Error(parsed.error());
+  const json::object& o = *parsed;
+  for (const auto& kv : o) {
+    static constexpr std::string_view kKnown[] = {
+        "url", "role", "zone", "rack", "labels", "kv_capacity_blocks", "kv_events"};
+    if (std::find(std::begin(kKnown), std::end(kKnown), kv.key()) == std::end(kKnown)) {
+      return Error(fmt::format("{}: unknown field", std::string_view(kv.key())));
+    }
+  }
+  AddEndpointRequest r;
+  const json::value* url = o.if_contains("url");
+  if (!url) return Error("url: missing");
+  if (!url->is_string()) return Error("url: expected a string");
+  r.spec.url = std::string(url->as_string());
+  while (r.spec.url.ends_with('/')) r.spec.url.pop_back();
+  auto u = io::parse_url(r.spec.url);
+  if (!u || !r.spec.url.starts_with("http://") || u->target != "/") {
+    return Error(fmt::format("url: expected http://host:port, got '{}'", r.spec.url));
+  }
+  auto role = string_field(o, "role", "role");
+  if (!role) return Error(role.error());
+  if (!role->empty()) {
+    auto parsed_role = route::parse_role(*role);
+    if (!parsed_role) return Error("role: expected both, prefill or decode");
+    r.spec.role = *parsed_role;
+  }
+  auto zone = string_field(o, "zone", "zone");
+  if (!zone) return Error(zone.error());
+  r.spec.zone = *zone;
+  auto rack = string_field(o, "rack", "rack");
+  if (!rack) return Error(rack.error());
+  r.spec.rack = *rack;
+  if (const json::value* v = o.if_contains("labels")) {
+    if (!v->is_object()) return Error("labels: expected an object of strings");
+    for (const auto& kv : v->as_object()) {
+      if (!kv.value().is_string()) {
+        return Error(fmt::format("labels.{}: expected a string", std::string_view(kv.key())));
+      }
+      r.spec.labels.emplace_back(std::string(kv.key()), std::string(kv.value().as_string()));
+    }
+  }
+  if (const json::value* v = o.if_contains("kv_capacity_blocks")) {
+    auto n = v->is_int64()    ? v->as_int64()
+             : v->is_uint64() ? static_cast<int64_t>(v->as_uint64())
+                              : -1;
+    if (n < 0 || n > (1LL << 31)) {
+      return Error("kv_capacity_blocks: expected a whole number in [0, 2147483648]");
+    }
+    r.spec.kv_capacity_blocks = static_cast<uint32_t>(n);
+  }
+  if (const json::value* v = o.if_contains("kv_events")) {
+    if (!v->is_object()) return Error("kv_events: expected an object");
+    const json::object& k = v->as_object();
+    KvEventsConfig c;
+    for (const auto& kv : k) {
+      if (kv.key() != "publisher" && kv.key() != "replay" && kv.key() != "topic") {
+        return Error(fmt::format("kv_events.{}: unknown field", std::string_view(kv.key())));
+      }
+    }
+    auto pub = string_field(k, "publisher", "kv_events.publisher");
+    auto replay = string_field(k, "replay", "kv_events.replay");
+    auto topic = string_field(k, "topic", "kv_events.topic");
+    for (auto* f : {&pub, &replay, &topic}) {
+      if (!*f) return Error(f->error());
+    }
+    c.publisher = *pub;
+    c.replay = *replay;
+    c.topic = *topic;
+    if (!bind_mode && c.publisher.empty()) {
+      return Error("kv_events.publisher: missing (or set the pool's kv_events_bind)");
+    }
+    if (bind_mode && !c.publisher.empty()) {
+      return Error(
+          "kv_events.publisher: not used with the pool's kv_events_bind (engines connect to "
+          "the gateway)");
+    }
+    if (bind_mode && c.topic.empty()) {
+      return Error("kv_events.topic: required with the pool's kv_events_bind");
+    }
+    if (!c.publisher.empty() && !valid_zmq_url(c.publisher)) {
+      return Error("kv_events.publisher: expected tcp://host:port");
+    }
+    if (!c.replay.empty() && !valid_zmq_url(c.replay)) {
+      return Error("kv_events.replay: expected tcp://host:port");
+    }
+    r.kv_events = std::move(c);
+  }
+  return r;
+}
+
+json::object router_config_json(const route::RouterConfig& c) {
+  json::object params;
+  for (const auto& [k, v] : c.policy.params) params[k] = param_value(v);
+  json::array filters;
+  for (const route::PolicyConfig& f : c.filters) {
+    if (f.params.empty()) {
+      filters.push_back(json::value(f.name));
+    } else {
+      json::object fp;
+      for (const auto& [k, v] : f.params) fp[k] = param_value(v);
+      filters.push_back(json::object{{"name", f.name}, {"params", std::move(fp)}});
+    }
+  }
+  const char* pd_mode = c.pd.mode == route::PdMode::kAuto ? "auto"
+                        : c.pd.mode == route::PdMode::kOn ? "on"
+                                                          : "off";
+  return {
+      {"policy", c.policy.name},
+      {"params", std::move(params)},
+      {"filters", std::move(filters)},
+      {"overlap_source", std::string(route::to_string(c.overlap_source))},
+      {"record_decisions", c.record_decisions},
+      {"block_size", c.block_size},
+      {"prefill_tokens_per_second", num(c.prefill_tokens_per_second)},
+      {"saturation",
+       {{"queue_threshold", num(c.saturation.queue_threshold)},
+        {"kv_threshold", num(c.saturation.kv_threshold)},
+        {"critical_max_waiting", c.saturation.critical_max_waiting},
+        {"shed", c.saturation.shed},
+        {"metrics_max_age", num(to_seconds(c.saturation.metrics_max_age))}}},
+      {"pd",
+       {{"mode", pd_mode},
+        {"locality_weight", num(c.pd.locality_weight)},
+        {"local_prefill_max_tokens", c.pd.local_prefill_max_tokens}}},
+      {"early_reject",
+       {{"enabled", c.early_reject.enabled},
+        {"max_usage", num(c.early_reject.max_usage)},
+        {"decode_seconds_per_token", num(c.early_reject.decode_seconds_per_token)},
+        {"predict", c.early_reject.predict}}},
+  };
+}
+
+Result<route::RouterConfig> apply_policy_body(const route::RouterConfig& current,
+                                              std::string_view body, bool replace) {
+  auto parsed = parse_object(body);
+  if (!parsed) return Error(parsed.error());
+  const json::object& o = *parsed;
+  route::RouterConfig c = current;
+  if (replace) {
+    c = route::RouterConfig{};
+    c.block_size = current.block_size;
+    c.overlap_source = current.overlap_source;
+  }
+  // The policy first: a new policy name starts from that policy's defaults.
+  if (const json::value* v = o.if_contains("policy")) {
+    if (!v->is_string() || v->as_string().empty()) {
+      return Error("policy: expected a policy name (string)");
+    }
+    std::string name(v->as_string());
+    if (name != c.policy.name) c.policy = {name, {}};
+  }
+  auto set_param = [&](std::string_view key, const json::value& value) -> Status {
+    const std::string field = fmt::format("params.{}", key);
+    std::erase_if(c.policy.params, [&](const auto& p) { return p.first == key; });
+    if (value.is_null()) return {};
+    auto text = scalar_text(value, field);
+    if (!text) return Error(text.error());
+    c.policy.params.emplace_back(std::string(key), std::move(*text));
+    return {};
+  };
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (const auto& kv : o) {
+    const std::string key(kv.key());
+    const json::value& v = kv.value();
+    if (key == "policy") continue;
+    if (key == "params") {
+      if (!v.is_object()) return Error("params: expected an object of parameter to value");
+      for (const auto& p : v.as_object()) {
+        if (Status s = set_param(p.key(), p.value()); !s) return Error(s.error());
+      }
+    } else if (key.starts_with("params.") || key.starts_with("policy.")) {
+      if (Status s = set_param(std::string_view(key).substr(7), v); !s) return Error(s.error());
+    } else if (key == "filters") {
+      std::vector<route::PolicyConfig> filters;
+      if (v.is_string()) {
+        entries.emplace_back("filters", std::string(v.as_string()));
+        continue;
+      }
+      if (!v.is_array()) return Error("filters: expected a list of filter names");
+      for (size_t i = 0; i < v.as_array().size(); ++i) {
+        const json::value& f = v.as_array()[i];
+        const std::string ff = fmt::format("filters[{}]", i);
+        if (f.is_string()) {
+          filters.push_back({std::string(f.as_string()), {}});
+          continue;
+        }
+        if (!f.is_object() || !f.as_object().if_contains("name") ||
+            !f.as_object().at("name").is_string()) {
+          return Error(fmt::format("{}: expected a name or {{\"name\":..,\"params\":{{..}}}}", ff));
+        }
+        route::PolicyConfig pc{std::string(f.as_object().at("name").as_string()), {}};
+        if (const json::value* fp = f.as_object().if_contains("params")) {
+          if (!fp->is_object()) return Error(ff + ".params: expected an object");
+          for (const auto& p : fp->as_object()) {
+            auto text =
+                scalar_text(p.value(), fmt::format("{}.params.{}", ff, std::string_view(p.key())));
+            if (!text) return Error(text.error());
+            pc.params.emplace_back(std::string(p.key()), std::move(*text));
+          }
+        }
+        filters.push_back(std::move(pc));
+      }
+      c.filters = std::move(filters);
+    } else if (key == "saturation" || key == "pd" || key == "early_reject") {
+      if (!v.is_object()) return Error(key + ": expected an object");
+      for (const auto& p : v.as_object()) {
+        const std::string field = key + "." + std::string(p.key());
+        auto text = scalar_text(p.value(), field);
+        if (!text) return Error(text.error());
+        entries.emplace_back(field, std::move(*text));
+      }
+    } else {
+      auto text = scalar_text(v, key);
+      if (!text) return Error(text.error());
+      entries.emplace_back(key == "overlap" ? "overlap_source" : key, std::move(*text));
+    }
+  }
+  // The same parser as route::parse_router_config (and its messages, which name the key).
+  if (Status s = route::apply_router_entries(entries, c); !s) return Error(s.error());
+  if (Status s = c.validate(); !s) return Error(s.error());
+  return c;
+}
+
+json::object explanation_json(const route::Explanation& x, uint32_t prompt_tokens,
+                              const route::RouterConfig& config,
+                              const std::function<std::string(route::EndpointId)>& url_of,
+                              const std::function<route::Health(route::EndpointId)>& health_of) {
+  const route::Decision& d = x.decision;
+  json::object decision{{"accepted", d.accepted()},
+                        {"reason", std::string(route::to_string(d.reason))}};
+  if (d.accepted()) {
+    decision["endpoint"] = d.endpoint;
+    decision["url"] = url_of(d.endpoint);
+    decision["prefill_endpoint"] =
+        d.prefill_endpoint ? json::value(*d.prefill_endpoint) : json::value(nullptr);
+    decision["matched_blocks"] = d.matched_blocks;
+    decision["cached_blocks"] = d.cached_blocks;
+    decision["prefill_tokens"] = d.prefill_tokens;
+    decision["predicted_prefill_ms"] = num(ms(d.predicted_prefill));
+    decision["cost"] = num(d.cost);
+  } else {
+    decision["http_status"] = route::http_status(d.reason);
+  }
+  json::array endpoints;
+  for (const route::CandidateView& v : x.endpoints) {
+    endpoints.push_back(json::object{
+        {"id", v.endpoint},
+        {"url", url_of(v.endpoint)},
+        {"health", std::string(route::to_string(health_of(v.endpoint)))},
+        {"matched_blocks", v.gpu_blocks},
+        {"cached_blocks", v.cached_blocks},
+        {"active_prefix_blocks", v.active_prefix},
+        {"effective_load", effective_json(v.load)},
+        {"cost", v.cost ? num(*v.cost) : json::value(nullptr)},
+        {"decode_cost", v.decode_cost ? num(*v.decode_cost) : json::value(nullptr)},
+    });
+  }
+  return {{"prompt_tokens", prompt_tokens},
+          {"prompt_blocks", d.prompt_blocks},
+          {"block_size", config.block_size},
+          {"policy", config.policy.name},
+          {"overlap_source", std::string(route::to_string(config.overlap_source))},
+          {"decision", std::move(decision)},
+          {"endpoints", std::move(endpoints)}};
+}
+
+}  // namespace kvgate::gateway

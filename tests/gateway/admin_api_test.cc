@@ -1,0 +1,178 @@
+// AdminApi in process: a real listener on an ephemeral port in front of a PoolRuntime
+// whose endpoints are never contacted (no scraper): the token, the routes and statuses,
+// endpoints added and removed, a breaker opened by failures, policy changes, and the
+// sections other components register.
+#include "gateway/admin_api.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
+#include <thread>
+
+#include "gateway/pool_runtime.h"
+#include "io/http_client.h"
+
+namespace kvgate::gateway {
+namespace {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+class AdminApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PoolConfig config;
+    config.name = "main";
+    config.router.policy = {"kv-cost", {{"overlap_weight", "2"}}};
+    config.router.overlap_source = route::OverlapSource::kApprox;
+    config.endpoints.push_back({.url = "http://127.0.0.1:9001", .rack = "r1"});
+    config.endpoints.push_back({.url = "http://127.0.0.1:9002", .rack = "r2"});
+    auto pool = PoolRuntime::create(config, {.failures = 2, .open_for = std::chrono::seconds(60)},
+                                    io_.get_executor(), metrics_);
+    ASSERT_TRUE(pool.ok()) << pool.error();
+    pool_ = std::move(*pool);
+    thread_ = std::thread([this] { io_.run(); });
+    auto admin = AdminApi::start({.address = "127.0.0.1", .port = 0, .token = "t0k"},
+                                 io_.get_executor(), {{pool_.get(), nullptr}});
+    ASSERT_TRUE(admin.ok()) << admin.error();
+    admin_ = std::move(*admin);
+    base_ = "http://127.0.0.1:" + std::to_string(admin_->port());
+  }
+  void TearDown() override {
+    if (admin_) admin_->stop();
+    work_.reset();
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  io::HttpClientResponse call(const std::string& method, const std::string& path,
+                              const std::string& body = {}, std::string token = "t0k") {
+    std::vector<io::HttpHeader> headers;
+    if (!token.empty()) headers.push_back({"Authorization", "Bearer " + token});
+    auto r = io::http_fetch(method, base_ + path, body, headers, std::chrono::seconds(10));
+    EXPECT_TRUE(r.ok()) << r.error();
+    return r.ok() ? *r : io::HttpClientResponse{};
+  }
+  json::value get(const std::string& path) {
+    auto r = call("GET", path);
+    EXPECT_EQ(r.status, 200) << path << ": " << r.body;
+    return json::parse(r.body);
+  }
+
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_{io_.get_executor()};
+  GatewayMetrics metrics_;
+  std::unique_ptr<PoolRuntime> pool_;
+  std::unique_ptr<AdminApi> admin_;
+  std::thread thread_;
+  std::string base_;
+};
+
+TEST_F(AdminApiTest, TokenIsRequired) {
+  EXPECT_EQ(call("GET", "/admin/pools", {}, "").status, 401);
+  EXPECT_EQ(call("GET", "/admin/pools", {}, "t0K").status, 401);
+  auto r = call("GET", "/admin/pools", {}, "wrong");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(json::parse(r.body).at("error").at("code").as_string(), "invalid_admin_token");
+  EXPECT_EQ(call("GET", "/admin/pools").status, 200);
+}
+
+TEST_F(AdminApiTest, ListsEndpointsWithTheirBreakerAndLoad) {
+  json::value v = get("/admin/pools/main/endpoints");
+  const json::array& eps = v.at("endpoints").as_array();
+  ASSERT_EQ(eps.size(), 2u);
+  EXPECT_EQ(eps[0].at("url").as_string(), "http://127.0.0.1:9001");
+  EXPECT_EQ(eps[1].at("rack").as_string(), "r2");
+  EXPECT_TRUE(eps[0].at("metrics").is_null());  // never scraped
+  EXPECT_TRUE(eps[0].at("kv_events").is_null());
+  EXPECT_EQ(eps[0].at("breaker").at("state").as_string(), "closed");
+
+  // Two failures open endpoint 1's breaker (failures: 2).
+  pool_->endpoint_result(1, false);
+  pool_->endpoint_result(1, false);
+  json::value one;
+  for (int i = 0; i < 100; ++i) {
+    one = get("/admin/pools/main/endpoints/1");
+    if (one.at("breaker").at("state").as_string() == "open") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(one.at("breaker").at("state").as_string(), "open");
+  EXPECT_EQ(one.at("health").as_string(), "unhealthy");
+  EXPECT_GT(one.at("breaker").at("open_for_ms").to_number<double>(), 50'000);
+
+  json::value pools = get("/admin/pools");
+  EXPECT_EQ(pools.at("pools").at(0).at("policy").as_string(), "kv-cost");
+  EXPECT_EQ(get("/admin/pools/main").at("endpoints").as_array().size(), 2u);
+}
+
+TEST_F(AdminApiTest, AddsAndRemovesEndpoints) {
+  auto r = call("POST", "/admin/pools/main/endpoints",
+                R"({"url":"http://127.0.0.1:9003","role":"decode","zone":"z"})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const int64_t id = json::parse(r.body).at("id").as_int64();
+  EXPECT_EQ(id, 2);
+  json::value e = get("/admin/pools/main/endpoints/2");
+  EXPECT_EQ(e.at("role").as_string(), "decode");
+  EXPECT_EQ(e.at("zone").as_string(), "z");
+  EXPECT_EQ(
+      call("POST", "/admin/pools/main/endpoints", R"({"url":"http://127.0.0.1:9003"})").status,
+      409);
+  r = call("POST", "/admin/pools/main/endpoints", R"({"url":"http://127.0.0.1:9004","role":"x"})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("role"), std::string::npos) << r.body;
+
+  EXPECT_EQ(call("DELETE", "/admin/pools/main/endpoints/2?timeout_ms=abc").status, 400);
+  r = call("DELETE", "/admin/pools/main/endpoints/2?timeout_ms=1000");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(json::parse(r.body).at("drained").as_bool());
+  EXPECT_EQ(call("GET", "/admin/pools/main/endpoints/2").status, 404);
+  EXPECT_EQ(call("DELETE", "/admin/pools/main/endpoints/2").status, 404);
+  EXPECT_EQ(pool_->endpoints().size(), 2u);
+}
+
+TEST_F(AdminApiTest, RouteViewAndPolicy) {
+  auto r = call(
+      "POST", "/admin/pools/main/route",
+      R"({"prompt":"the quick brown fox jumps over the lazy dog, twice over","max_tokens":4})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json::value v = json::parse(r.body);
+  EXPECT_TRUE(v.at("decision").at("accepted").as_bool());
+  EXPECT_EQ(v.at("endpoints").as_array().size(), 2u);
+  EXPECT_EQ(v.at("policy").as_string(), "kv-cost");
+
+  json::value p = get("/admin/pools/main/policy");
+  EXPECT_DOUBLE_EQ(p.at("params").at("overlap_weight").to_number<double>(), 2);
+  r = call("PATCH", "/admin/pools/main/policy", R"({"params.overlap_weight":5})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_DOUBLE_EQ(
+      get("/admin/pools/main/policy").at("params").at("overlap_weight").to_number<double>(), 5);
+  r = call("PATCH", "/admin/pools/main/policy", R"({"params":{"temperature":"hot"}})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("temperature"), std::string::npos) << r.body;
+  EXPECT_EQ(call("POST", "/admin/pools/main/policy", "{}").status, 405);
+}
+
+TEST_F(AdminApiTest, RegisteredSections) {
+  EXPECT_FALSE(admin_->add_section("pools", [] { return json::value(1); }));
+  EXPECT_FALSE(admin_->add_pool_section(
+      "policy", [](std::string_view) { return std::optional<json::value>(1); }));
+  EXPECT_EQ(call("GET", "/admin/warmup").status, 404);
+  ASSERT_TRUE(admin_->add_section("warmup", [] { return json::value({{"state", "done"}}); }));
+  ASSERT_TRUE(admin_->add_pool_section("autoscaler",
+                                       [](std::string_view pool) -> std::optional<json::value> {
+                                         if (pool != "main") return std::nullopt;
+                                         return json::value({{"replicas", 3}});
+                                       }));
+  EXPECT_EQ(get("/admin/warmup").at("state").as_string(), "done");
+  EXPECT_EQ(get("/admin/pools/main/autoscaler").at("replicas").as_int64(), 3);
+  EXPECT_EQ(call("POST", "/admin/warmup").status, 405);
+  json::value index = get("/admin");
+  EXPECT_EQ(index.at("sections").at(0).as_string(), "warmup");
+  EXPECT_EQ(index.at("pool_sections").at(0).as_string(), "autoscaler");
+  EXPECT_EQ(index.at("pools").at(0).as_string(), "main");
+}
+
+}  // namespace
+}  // namespace kvgate::gateway
