@@ -243,7 +243,7 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   ProxyCall call;
   call.stream = std::move(stream);
   call.target = req.path;
-  call.body = rewrite_request(req.body, model->served_name, inspection.request.stream);
+  call.body = upstream_body(req.body, inspection.request, model->served_name);
   call.original_body = std::move(req.body);
   call.kind = kind;
   call.request = std::move(inspection.request);
@@ -276,7 +276,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
                 prompt_tokens);
   route::RouteRequest rr;
   rr.id = next_request_id.fetch_add(1);
-  rr.keys = keys;
+  rr.keys = std::move(keys);
   rr.prompt_tokens = prompt_tokens;
   rr.expected_output_tokens = call.request.max_tokens;
   rr.criticality = call.criticality;
@@ -473,12 +473,6 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
   auto impl = std::make_unique<Impl>();
   impl->config = std::move(config);
   const GatewayConfig& c = impl->config;
-  for (const ListenerConfig& l : c.listeners) {
-    if (l.tls) {
-      return Error(fmt::format("{}: listener {}:{}: TLS listeners are not supported yet", c.file,
-                               l.address, l.port));
-    }
-  }
   if (!c.keys_file.empty()) {
     auto keys = KeyStore::load(c.keys_file);
     if (!keys) return Error(keys.error());
@@ -529,6 +523,14 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     opts.max_header_bytes = c.limits.max_header_bytes;
     opts.max_body_bytes = c.limits.max_body_bytes;
     opts.idle_timeout = std::min(c.timeouts.header, c.timeouts.idle);
+    opts.handshake_timeout = c.timeouts.header;
+    if (l.tls) {
+      opts.tls_cert_file = l.tls->cert_file;
+      opts.tls_key_file = l.tls->key_file;
+    }
+    // The servers run on the gateway's own threads: no hop between the client's side
+    // and the upstream's side of a request.
+    opts.io_context = &impl->io;
     auto server = io::HttpServer::start(
         opts, [self](HttpRequest&& req, std::shared_ptr<ResponseStream> stream) {
           self->handle(std::move(req), std::move(stream));
