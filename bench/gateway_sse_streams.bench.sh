@@ -55,7 +55,7 @@ cat >"$W/client.py" <<'PY'
 import asyncio, sys, time
 host, port = sys.argv[1].removeprefix("http://").rsplit(":", 1)
 n, hold, gw_pid = int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-body = b'{"model":"s","messages":[{"role":"user","content":"hold this stream open"}],"max_tokens":100000,"stream":true}'
+body = b'{"model":"s","messages":[{"role":"user","content":"hold this stream open"}],"max_tokens":20000,"stream":true}'
 req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
        b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
 

@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <strings.h>
 
 #include <atomic>
-#include <boost/algorithm/string/predicate.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -80,6 +80,9 @@ double seconds_since(Nanos t0) { return to_seconds(monotonic_now() - t0); }
 }  // namespace
 
 struct Gateway::Impl {
+  // The concurrency hint lets a one-thread gateway skip cross-thread wake-ups.
+  explicit Impl(int threads) : io(std::max(1, threads)) {}
+
   GatewayConfig config;
   std::optional<KeyStore> keys;
   GatewayMetrics metrics;
@@ -338,7 +341,10 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     // Whole response (or an engine error on a stream request): read it, pass it on.
     std::string content_type = "application/json";
     for (const auto& [name, value] : exchange->headers()) {
-      if (boost::iequals(name, "content-type")) content_type = value;
+      // ASCII case-insensitive (boost::iequals would build a std::locale per call).
+      if (name.size() == 12 && strncasecmp(name.c_str(), "content-type", 12) == 0) {
+        content_type = value;
+      }
     }
     auto body = co_await exchange->read_all(config.timeouts.stream, 64 << 20);
     if (!body) {
@@ -470,7 +476,7 @@ Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Gateway::~Gateway() { impl_->stop_all(); }
 
 Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_unique<Impl>(config.threads);
   impl->config = std::move(config);
   const GatewayConfig& c = impl->config;
   if (!c.keys_file.empty()) {

@@ -290,6 +290,7 @@ struct Connection : std::enable_shared_from_this<Connection> {
   std::optional<beast::tcp_stream> plain;
   std::optional<TlsStream> tls;
   std::shared_ptr<Stream> current;  // the response in progress
+  std::string head;                 // a whole response's head, reused
   bool busy = false;                // between reading a request and its response's end
   bool closing = false;
 };
@@ -331,6 +332,22 @@ bool is_shutdown_error(const beast::error_code& ec) {
          ec == net::error::connection_reset || ec == net::error::operation_aborted ||
          ec == net::error::bad_descriptor || ec == beast::error::timeout ||
          ec == net::ssl::error::stream_truncated || ec.category() == net::error::get_ssl_category();
+}
+
+// The head of a whole response, written by hand into `out` (Beast's fields allocate per
+// field): status line, Content-Type, the extra headers, Content-Length, Connection.
+void write_whole_head(std::string& out, unsigned version, bool keep, const HttpResponse& r) {
+  out.clear();
+  out.append(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+  out.append(std::to_string(r.status)).append(" ");
+  const std::string_view reason = http::obsolete_reason(static_cast<http::status>(r.status));
+  out.append(reason).append("\r\nContent-Type: ").append(r.content_type).append("\r\n");
+  for (const HttpHeader& h : r.headers)
+    out.append(h.name).append(": ").append(h.value).append("\r\n");
+  out.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
+  if (version == 10 && keep) out.append("Connection: keep-alive\r\n");
+  if (version != 10 && !keep) out.append("Connection: close\r\n");
+  out.append("\r\n");
 }
 
 HttpRequest to_request(http::request<http::string_body>&& req, const std::string& remote) {
@@ -411,15 +428,12 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
         break;
       }
       if (b.kind == Stream::Kind::kWhole) {
-        http::response<http::string_body> res{static_cast<http::status>(b.whole.status), version};
-        res.set(http::field::content_type, b.whole.content_type);
-        for (const HttpHeader& h : b.whole.headers) res.insert(h.name, h.value);
         keep = keep && !server.stopping.load();
-        res.keep_alive(keep);
-        res.body() = std::move(b.whole.body);
-        res.prepare_payload();
+        write_whole_head(conn->head, version, keep, b.whole);
+        const std::array<net::const_buffer, 2> out{net::buffer(conn->head),
+                                                   net::buffer(b.whole.body)};
         conn->tcp().expires_after(options.write_timeout);
-        auto [wec, wn] = co_await http::async_write(stream, res, kTuple);
+        auto [wec, wn] = co_await net::async_write(stream, out, kTuple);
         (void)wn;
         ok = !wec;
         done = true;

@@ -5,6 +5,7 @@
 // config errors naming file, line and field.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
