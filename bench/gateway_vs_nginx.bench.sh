@@ -7,6 +7,8 @@
 # The upstream is an nginx answering a fixed small chat.completion JSON (so the proxies,
 # not an engine, are what is measured).
 # Usage: bench/gateway_vs_nginx.bench.sh [DURATION_S=10] [ROUNDS=3]
+# PIN=N runs every process of the chain (wrk, proxies, upstream) on CPU N only: on a busy
+# machine this takes cross-core wake-ups out and compares the proxies' cost per request.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${KVGATE_BIN:-build/release/kvgate}
@@ -14,6 +16,8 @@ DUR=${1:-10}
 ROUNDS=${2:-3}
 CONNS=${CONNS:-64}
 WRK_THREADS=${WRK_THREADS:-2}
+PINNED=()
+if [[ -n ${PIN:-} ]]; then PINNED=(taskset -c "$PIN"); WRK_THREADS=1; fi
 ulimit -n 65536 2>/dev/null || true
 W=$(mktemp -d -t kvgate-bench.XXXXXX)
 pids=()
@@ -40,7 +44,7 @@ http {
   $2
 }
 NGINX
-  nginx -c "$W/$1.conf" -p "$W" -g 'daemon off;' &
+  "${PINNED[@]}" nginx -c "$W/$1.conf" -p "$W" -g 'daemon off;' &
   pids+=($!)
 }
 # The upstream: a fixed small answer.
@@ -62,7 +66,7 @@ pools:
 models:
   - {name: m, pool: main}
 YAML
-"$BIN" serve "$W/gateway.yaml" >"$W/gateway.log" 2>&1 &
+"${PINNED[@]}" "$BIN" serve "$W/gateway.yaml" >"$W/gateway.log" 2>&1 &
 GWPID=$!
 pids+=($GWPID)
 for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$GW/ready" && curl -fs -o /dev/null "http://127.0.0.1:$UP/" && break; sleep 0.1; done
@@ -73,8 +77,8 @@ wrk.body = '{"model":"m","messages":[{"role":"user","content":"Hello there, how 
 wrk.headers["Content-Type"] = "application/json"
 LUA
 
-rps() { wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DUR}s" -s "$W/post.lua" "$1" | awk '/Requests\/sec/ {print $2}'; }
-p50() { wrk -t1 -c1 -d"${DUR}s" --latency -s "$W/post.lua" "$1" | awk '$1=="50%" {print $2}'; }
+rps() { "${PINNED[@]}" wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DUR}s" -s "$W/post.lua" "$1" | awk '/Requests\/sec/ {print $2}'; }
+p50() { "${PINNED[@]}" wrk -t1 -c1 -d"${DUR}s" --latency -s "$W/post.lua" "$1" | awk '$1=="50%" {print $2}'; }
 
 # wrk's latency ("19.00us", "1.20ms") in microseconds.
 us() { python3 -c "import sys; v=sys.argv[1]; print({'us':1,'ms':1e3,'s':1e6}[v.lstrip('0123456789.')]*float(v.rstrip('ums')))" "$1"; }
