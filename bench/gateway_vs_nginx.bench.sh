@@ -21,7 +21,7 @@ if [[ -n ${PIN:-} ]]; then PINNED=(taskset -c "$PIN"); WRK_THREADS=1; fi
 ulimit -n 65536 2>/dev/null || true
 W=$(mktemp -d -t kvgate-bench.XXXXXX)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$W"; }
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
