@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/route/router.h"
+#include "io/tls_context.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -274,6 +275,10 @@ class Parser {
         if (!std::filesystem::exists(file)) {
           fail(v[name], fmt::format("{}.tls.{}", field, name), "no such file: " + file);
         }
+      }
+      if (auto err = io::check_tls_files({tls.cert_file, tls.key_file})) {
+        const char* name = err->field == io::TlsField::kCert ? "cert" : "key";
+        fail(v[name], fmt::format("{}.tls.{}", field, name), err->message);
       }
       l.tls = std::move(tls);
     }

@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <strings.h>
 
 #include <atomic>
-#include <boost/algorithm/string/predicate.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -82,6 +82,9 @@ double seconds_since(Nanos t0) { return to_seconds(monotonic_now() - t0); }
 }  // namespace
 
 struct Gateway::Impl {
+  // The concurrency hint lets a one-thread gateway skip cross-thread wake-ups.
+  explicit Impl(int threads) : io(std::max(1, threads)) {}
+
   GatewayConfig config;
   std::optional<KeyStore> keys;
   GatewayMetrics metrics;
@@ -252,7 +255,7 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   ProxyCall call;
   call.stream = std::move(stream);
   call.target = req.path;
-  call.body = rewrite_request(req.body, model->served_name, inspection.request.stream);
+  call.body = upstream_body(req.body, inspection.request, model->served_name);
   call.original_body = std::move(req.body);
   call.kind = kind;
   call.request = std::move(inspection.request);
@@ -287,7 +290,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
                 prompt_tokens);
   route::RouteRequest rr;
   rr.id = next_request_id.fetch_add(1);
-  rr.keys = keys;
+  rr.keys = std::move(keys);
   rr.prompt_tokens = prompt_tokens;
   rr.expected_output_tokens = call.request.max_tokens;
   rr.criticality = call.criticality;
@@ -380,7 +383,10 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     // Whole response (or an engine error on a stream request): read it, pass it on.
     std::string content_type = "application/json";
     for (const auto& [name, value] : exchange->headers()) {
-      if (boost::iequals(name, "content-type")) content_type = value;
+      // ASCII case-insensitive (boost::iequals would build a std::locale per call).
+      if (name.size() == 12 && strncasecmp(name.c_str(), "content-type", 12) == 0) {
+        content_type = value;
+      }
     }
     auto body = co_await exchange->read_all(config.timeouts.stream, 64 << 20);
     if (!body) {
@@ -523,15 +529,9 @@ Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Gateway::~Gateway() { impl_->stop_all(); }
 
 Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_unique<Impl>(config.threads);
   impl->config = std::move(config);
   const GatewayConfig& c = impl->config;
-  for (const ListenerConfig& l : c.listeners) {
-    if (l.tls) {
-      return Error(fmt::format("{}: listener {}:{}: TLS listeners are not supported yet", c.file,
-                               l.address, l.port));
-    }
-  }
   if (!c.keys_file.empty()) {
     auto keys = KeyStore::load(c.keys_file);
     if (!keys) return Error(keys.error());
@@ -582,6 +582,14 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     opts.max_header_bytes = c.limits.max_header_bytes;
     opts.max_body_bytes = c.limits.max_body_bytes;
     opts.idle_timeout = std::min(c.timeouts.header, c.timeouts.idle);
+    opts.handshake_timeout = c.timeouts.header;
+    if (l.tls) {
+      opts.tls_cert_file = l.tls->cert_file;
+      opts.tls_key_file = l.tls->key_file;
+    }
+    // The servers run on the gateway's own threads: no hop between the client's side
+    // and the upstream's side of a request.
+    opts.io_context = &impl->io;
     auto server = io::HttpServer::start(
         opts, [self](HttpRequest&& req, std::shared_ptr<ResponseStream> stream) {
           self->handle(std::move(req), std::move(stream));

@@ -38,10 +38,20 @@ const std::vector<double>& routing_bounds() {
   return b;
 }
 
-metrics::Histogram& series(std::map<std::string, metrics::Histogram>& m, std::string_view key,
-                           const std::vector<double>& bounds) {
-  auto it = m.find(std::string(key));
+metrics::Histogram& series(std::map<std::string, metrics::Histogram, std::less<>>& m,
+                           std::string_view key, const std::vector<double>& bounds) {
+  auto it = m.find(key);
   if (it == m.end()) it = m.emplace(std::string(key), metrics::Histogram(bounds)).first;
+  return it->second;
+}
+
+// The value of the series `probe` (a tuple of string_views, and ints), created at zero
+// on first use: the lookup allocates only then.
+template <typename Map, typename... Parts>
+typename Map::mapped_type& slot(Map& m, Parts... parts) {
+  const auto probe = std::make_tuple(parts...);
+  auto it = m.find(probe);
+  if (it == m.end()) it = m.try_emplace(typename Map::key_type(probe)).first;
   return it->second;
 }
 
@@ -50,7 +60,7 @@ metrics::Histogram& series(std::map<std::string, metrics::Histogram>& m, std::st
 void GatewayMetrics::request_done(std::string_view model, std::string_view pool,
                                   std::string_view tenant, int status, double seconds) {
   std::lock_guard lock(mu_);
-  ++requests_[Key4{model, pool, tenant, std::to_string(status)}];
+  ++slot(requests_, model, pool, tenant, status);
   if (!model.empty()) series(duration_, model, duration_bounds()).observe(seconds);
 }
 
@@ -67,7 +77,7 @@ void GatewayMetrics::itl(std::string_view model, double seconds) {
 void GatewayMetrics::tokens(std::string_view model, std::string_view tenant, uint64_t prompt,
                             uint64_t completion, uint64_t cached) {
   std::lock_guard lock(mu_);
-  TokenCounts& t = tokens_[Key2{model, tenant}];
+  TokenCounts& t = slot(tokens_, model, tenant);
   t.prompt += prompt;
   t.completion += completion;
   t.cached += cached;
@@ -93,18 +103,20 @@ void GatewayMetrics::request_ended() {
 void GatewayMetrics::upstream_error(std::string_view pool, std::string_view endpoint,
                                     std::string_view kind) {
   std::lock_guard lock(mu_);
-  ++upstream_errors_[Key3{pool, endpoint, kind}];
+  ++slot(upstream_errors_, pool, endpoint, kind);
 }
 
 void GatewayMetrics::retry(std::string_view pool) {
   std::lock_guard lock(mu_);
-  ++retries_[std::string(pool)];
+  auto it = retries_.find(pool);
+  if (it == retries_.end()) it = retries_.emplace(std::string(pool), 0).first;
+  ++it->second;
 }
 
 void GatewayMetrics::decision(std::string_view pool, std::string_view policy,
                               std::string_view reason) {
   std::lock_guard lock(mu_);
-  ++decisions_[Key3{pool, policy, reason}];
+  ++slot(decisions_, pool, policy, reason);
 }
 
 void GatewayMetrics::routing_time(std::string_view pool, double seconds) {
@@ -114,12 +126,12 @@ void GatewayMetrics::routing_time(std::string_view pool, double seconds) {
 
 void GatewayMetrics::breaker(std::string_view pool, std::string_view endpoint, bool open) {
   std::lock_guard lock(mu_);
-  breakers_[Key2{pool, endpoint}] = open;
+  slot(breakers_, pool, endpoint) = open;
 }
 
 void GatewayMetrics::rate_limited(std::string_view tenant, std::string_view rule) {
   std::lock_guard lock(mu_);
-  ++rate_limited_[Key2{tenant, rule}];
+  ++slot(rate_limited_, tenant, rule);
 }
 
 void GatewayMetrics::rate_limit_store_failure() {
@@ -178,12 +190,13 @@ std::string GatewayMetrics::render() const {
            "counter");
   for (const auto& [k, v] : requests_) {
     const auto& [model, pool, tenant, status] = k;
-    w.sample("kvgate_requests_total",
-             {{"model", model}, {"pool", pool}, {"tenant", tenant}, {"status", status}},
-             static_cast<double>(v));
+    w.sample(
+        "kvgate_requests_total",
+        {{"model", model}, {"pool", pool}, {"tenant", tenant}, {"status", std::to_string(status)}},
+        static_cast<double>(v));
   }
   auto histograms = [&](const char* name, const char* help,
-                        const std::map<std::string, metrics::Histogram>& m) {
+                        const std::map<std::string, metrics::Histogram, std::less<>>& m) {
     w.header(name, help, "histogram");
     for (const auto& [model, h] : m) w.histogram_series(name, {{"model", model}}, h.snapshot());
   };

@@ -28,7 +28,9 @@
 //   kvgate_kv_event_{batches,gaps,missed,restarts,replayed,decode_errors,anomalies}_total
 //                                                          counter {pool,endpoint}
 //
-// Thread-safe (one mutex; updates are a few per request).
+// Thread-safe (one mutex; updates are a few per request). The series maps compare keys
+// transparently, so an update of an existing series looks it up by string_view and
+// allocates nothing.
 #pragma once
 
 #include <cstdint>
@@ -83,29 +85,29 @@ class GatewayMetrics {
  private:
   using Key2 = std::tuple<std::string, std::string>;
   using Key3 = std::tuple<std::string, std::string, std::string>;
-  using Key4 = std::tuple<std::string, std::string, std::string, std::string>;
+  using Key4 = std::tuple<std::string, std::string, std::string, int>;  // status last
   struct TokenCounts {
     uint64_t prompt = 0, completion = 0, cached = 0;
   };
 
   mutable std::mutex mu_;
-  std::map<Key4, uint64_t> requests_;
-  std::map<std::string, metrics::Histogram> ttft_, itl_, duration_;
-  std::map<Key2, TokenCounts> tokens_;
+  std::map<Key4, uint64_t, std::less<>> requests_;
+  std::map<std::string, metrics::Histogram, std::less<>> ttft_, itl_, duration_;
+  std::map<Key2, TokenCounts, std::less<>> tokens_;
   int64_t active_streams_ = 0;
   int64_t active_requests_ = 0;
-  std::map<Key3, uint64_t> upstream_errors_;
-  std::map<std::string, uint64_t> retries_;
-  std::map<Key3, uint64_t> decisions_;
-  std::map<std::string, metrics::Histogram> routing_time_;  // by pool
-  std::map<Key2, bool> breakers_;
-  std::map<Key2, uint64_t> rate_limited_;
+  std::map<Key3, uint64_t, std::less<>> upstream_errors_;
+  std::map<std::string, uint64_t, std::less<>> retries_;
+  std::map<Key3, uint64_t, std::less<>> decisions_;
+  std::map<std::string, metrics::Histogram, std::less<>> routing_time_;  // by pool
+  std::map<Key2, bool, std::less<>> breakers_;
+  std::map<Key2, uint64_t, std::less<>> rate_limited_;
   uint64_t rate_limit_store_failures_ = 0;
   std::map<Key2, uint64_t> pd_prefills_;
   std::map<std::string, uint64_t> pd_local_prefills_;
   std::map<Key3, uint64_t> pd_hop_failures_;
   // (family, pool, endpoint) -> value: scraped gauges and counters copied from elsewhere.
-  std::map<Key3, double> endpoint_values_;
+  std::map<Key3, double, std::less<>> endpoint_values_;
 };
 
 }  // namespace kvgate::gateway

@@ -61,7 +61,10 @@ Inspection inspect_request(std::string_view body, ApiKind kind) {
   boost::system::error_code ec;
   json::parse_options opts;
   opts.max_depth = 64;
-  json::value v = json::parse(body, ec, {}, opts);
+  // The tree lives only for this call: a bump allocator (a small body needs no malloc).
+  unsigned char scratch[4096];
+  json::monotonic_resource arena(scratch, sizeof(scratch));
+  json::value v = json::parse(body, ec, &arena, opts);
   if (ec) return fail("The request body is not valid JSON: " + ec.message(), "");
   if (!v.is_object()) return fail("The request body must be a JSON object", "");
   const json::object& o = v.as_object();
@@ -76,6 +79,7 @@ Inspection inspect_request(std::string_view body, ApiKind kind) {
     if (!s->is_bool()) return fail("'stream' must be a boolean", "stream");
     r.stream = s->as_bool();
   }
+  r.has_stream_options = o.contains("stream_options");
   if (const json::value* so = o.if_contains("stream_options"); so && !so->is_null()) {
     if (!so->is_object()) return fail("'stream_options' must be an object", "stream_options");
     if (const json::value* iu = so->as_object().if_contains("include_usage"); iu) {
@@ -147,6 +151,26 @@ std::string rewrite_request(std::string_view body, std::string_view served_model
     so.as_object()["include_usage"] = true;
   }
   return json::serialize(v);
+}
+
+std::string upstream_body(std::string_view body, const InspectedRequest& request,
+                          std::string_view served_model) {
+  if (request.model == served_model) {
+    if (!request.stream || request.client_wants_usage) return std::string(body);
+    if (!request.has_stream_options) {
+      // A JSON object with at least one member (`model`): a member after its '{' keeps it
+      // valid, and there is no other stream_options to clash with.
+      const size_t brace = body.find('{');
+      constexpr std::string_view kUsage = R"("stream_options":{"include_usage":true},)";
+      std::string out;
+      out.reserve(body.size() + kUsage.size());
+      out.append(body.substr(0, brace + 1));
+      out.append(kUsage);
+      out.append(body.substr(brace + 1));
+      return out;
+    }
+  }
+  return rewrite_request(body, served_model, request.stream);
 }
 
 }  // namespace kvgate::gateway

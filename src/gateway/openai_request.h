@@ -21,10 +21,11 @@ struct InspectedRequest {
   std::string model;
   bool stream = false;
   bool client_wants_usage = false;
-  uint32_t max_tokens = 0;      // 0: not given
-  std::string prompt_text;      // the prompt's raw text (messages' contents joined, or the
-                                // completion prompt): the routing fallback without tokenizer
-  std::optional<int> priority;  // none here; set from headers by the caller
+  bool has_stream_options = false;  // the body has a stream_options member (even null)
+  uint32_t max_tokens = 0;          // 0: not given
+  std::string prompt_text;          // the prompt's raw text (messages' contents joined, or the
+                                    // completion prompt): the routing fallback without tokenizer
+  std::optional<int> priority;      // none here; set from headers by the caller
 };
 
 struct RequestError {
@@ -44,6 +45,13 @@ Inspection inspect_request(std::string_view body, ApiKind kind);
 // The body to send upstream: `model` replaced by `served_model`, and on streams
 // stream_options.include_usage forced to true. REQUIRES: inspect_request succeeded.
 std::string rewrite_request(std::string_view body, std::string_view served_model, bool stream);
+
+// The same, from what inspect_request found, without parsing again where it can: the
+// body unchanged when nothing needs rewriting (the model is its served name and a stream
+// asked for usage already), `stream_options` spliced in as text when a stream has none;
+// otherwise as rewrite_request. REQUIRES: `request` is inspect_request's for `body`.
+std::string upstream_body(std::string_view body, const InspectedRequest& request,
+                          std::string_view served_model);
 
 // {"error":{"message":...,"type":...,"param":...,"code":...}} as OpenAI sends it.
 std::string openai_error_json(int status, std::string_view message, std::string_view param = {},

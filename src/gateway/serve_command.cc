@@ -68,8 +68,10 @@ int run(const ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  std::vector<std::string> addresses;
-  for (const ListenerConfig& l : config->listeners) addresses.push_back(l.address);
+  std::vector<std::string> addresses;  // "https://127.0.0.1" (the port comes after start)
+  for (const ListenerConfig& l : config->listeners) {
+    addresses.push_back((l.tls ? "https://" : "http://") + l.address);
+  }
   const std::string admin_address = config->admin ? config->admin->address : "";
   auto gateway = Gateway::start(std::move(*config));
   if (!gateway) {
@@ -78,7 +80,7 @@ int run(const ServeOptions& o) {
   }
   auto ports = (*gateway)->ports();
   for (size_t i = 0; i < ports.size(); ++i) {
-    fmt::print("kvgate serve: listening on http://{}:{}\n", addresses[i], ports[i]);
+    fmt::print("kvgate serve: listening on {}:{}\n", addresses[i], ports[i]);
   }
   if (auto admin_port = (*gateway)->admin_port()) {
     fmt::print("kvgate serve: admin API on http://{}:{}\n", admin_address, *admin_port);

@@ -39,7 +39,10 @@ bool has_nonempty_choices(std::string_view e) {
 
 Usage parse_usage(std::string_view json_text) {
   boost::system::error_code ec;
-  json::value v = json::parse(json_text, ec);
+  // The tree lives only for this call: a bump allocator, no malloc for a small body.
+  unsigned char scratch[4096];
+  json::monotonic_resource arena(scratch, sizeof(scratch));
+  json::value v = json::parse(json_text, ec, &arena);
   if (ec) return {};
   return usage_of(v);
 }

@@ -2,14 +2,18 @@
 
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <condition_variable>
-#include <deque>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
+
+#include "io/tls_context.h"
 
 namespace kvgate::io {
 namespace {
@@ -211,10 +215,17 @@ class Stream final : public ResponseStream {
 }  // namespace
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
+  explicit Impl(net::io_context* external)
+      : own_ioc(external ? nullptr : std::make_unique<net::io_context>()),
+        ioc(external ? *external : *own_ioc),
+        acceptor(ioc) {}
+
   HttpServerOptions options;
   HttpHandler handler;
-  net::io_context ioc;
-  tcp::acceptor acceptor{ioc};
+  std::unique_ptr<net::io_context> own_ioc;  // null when running on the caller's
+  net::io_context& ioc;
+  tcp::acceptor acceptor;
+  std::optional<net::ssl::context> tls;  // set for an HTTPS listener
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   std::vector<std::thread> threads;
   uint16_t port = 0;
@@ -227,21 +238,38 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   std::condition_variable reg_cv;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> conns;
 
-  awaitable<void> accept_loop();
+  std::promise<void> accept_exited;  // set when accept_loop returns
+
+  // Holds `self` (the context may outlive this server when it is shared).
+  awaitable<void> accept_loop(std::shared_ptr<Impl> self);
   awaitable<void> session(std::shared_ptr<Connection> conn);
   void stop(std::chrono::milliseconds grace);
 };
 
 namespace {
 
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
 struct Connection : std::enable_shared_from_this<Connection> {
   Connection(std::shared_ptr<HttpServer::Impl> s, tcp::socket socket)
-      : server(std::move(s)), stream(std::move(socket)), signal(stream.get_executor()) {}
+      : server(std::move(s)), signal(socket.get_executor()) {
+    beast::error_code ec;
+    const auto ep = socket.remote_endpoint(ec);
+    if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
+    if (server->tls) {
+      tls.emplace(beast::tcp_stream(std::move(socket)), *server->tls);
+    } else {
+      plain.emplace(std::move(socket));
+    }
+  }
   ~Connection() {
     std::lock_guard lock(server->reg_mu);
     server->conns.erase(this);
     server->reg_cv.notify_all();
   }
+
+  // The TCP layer (timeouts, the socket), under TLS or not.
+  beast::tcp_stream& tcp() { return tls ? tls->next_layer() : *plain; }
 
   // Wakes the session coroutine (runs on the strand).
   void wake() { signal.cancel(); }
@@ -250,16 +278,19 @@ struct Connection : std::enable_shared_from_this<Connection> {
   void close() {
     closing = true;
     beast::error_code ec;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream.socket().close(ec);
+    tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
+    tcp().socket().close(ec);
     if (current) current->mark_closed();
     signal.cancel();
   }
 
   std::shared_ptr<HttpServer::Impl> server;
-  beast::tcp_stream stream;
   net::steady_timer signal;
+  std::string remote;  // "ip:port" of the peer
+  std::optional<beast::tcp_stream> plain;
+  std::optional<TlsStream> tls;
   std::shared_ptr<Stream> current;  // the response in progress
+  std::string head;                 // a whole response's head, reused
   bool busy = false;                // between reading a request and its response's end
   bool closing = false;
 };
@@ -271,21 +302,22 @@ void Stream::notify() {
     wake_posted_ = true;
   }
   if (auto conn = conn_.lock()) {
-    net::post(conn->stream.get_executor(), [conn] { conn->wake(); });
+    net::post(conn->signal.get_executor(), [conn] { conn->wake(); });
   }
 }
 
 // Watches for the client going away while a response is pending, without consuming
-// bytes of a pipelined next request.
+// bytes of a pipelined next request. (Under TLS any record, a close_notify included,
+// counts as data: a client that leaves then is noticed at the next write.)
 void watch_disconnect(const std::shared_ptr<Connection>& conn, std::shared_ptr<Stream> stream) {
-  conn->stream.socket().async_wait(
+  conn->tcp().socket().async_wait(
       tcp::socket::wait_read, [conn, stream](const beast::error_code& ec) {
         if (ec || conn->current != stream) return;  // cancelled, or that response is over
         char b;
         beast::error_code rec;
-        conn->stream.socket().non_blocking(true, rec);
-        const size_t n =
-            conn->stream.socket().receive(net::buffer(&b, 1), tcp::socket::message_peek, rec);
+        tcp::socket& socket = conn->tcp().socket();
+        socket.non_blocking(true, rec);
+        const size_t n = socket.receive(net::buffer(&b, 1), tcp::socket::message_peek, rec);
         if (rec == net::error::would_block) return watch_disconnect(conn, stream);
         if (rec || n == 0) {
           stream->mark_closed();
@@ -298,29 +330,191 @@ void watch_disconnect(const std::shared_ptr<Connection>& conn, std::shared_ptr<S
 bool is_shutdown_error(const beast::error_code& ec) {
   return ec == http::error::end_of_stream || ec == net::error::eof ||
          ec == net::error::connection_reset || ec == net::error::operation_aborted ||
-         ec == net::error::bad_descriptor || ec == beast::error::timeout;
+         ec == net::error::bad_descriptor || ec == beast::error::timeout ||
+         ec == net::ssl::error::stream_truncated || ec.category() == net::error::get_ssl_category();
 }
 
-HttpRequest to_request(http::request<http::string_body>&& req, const tcp::socket& socket) {
+// The head of a whole response, written by hand into `out` (Beast's fields allocate per
+// field): status line, Content-Type, the extra headers, Content-Length, Connection.
+void write_whole_head(std::string& out, unsigned version, bool keep, const HttpResponse& r) {
+  out.clear();
+  out.append(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+  out.append(std::to_string(r.status)).append(" ");
+  const std::string_view reason = http::obsolete_reason(static_cast<http::status>(r.status));
+  out.append(reason).append("\r\nContent-Type: ").append(r.content_type).append("\r\n");
+  for (const HttpHeader& h : r.headers)
+    out.append(h.name).append(": ").append(h.value).append("\r\n");
+  out.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
+  if (version == 10 && keep) out.append("Connection: keep-alive\r\n");
+  if (version != 10 && !keep) out.append("Connection: close\r\n");
+  out.append("\r\n");
+}
+
+HttpRequest to_request(http::request<http::string_body>&& req, const std::string& remote) {
   HttpRequest r;
   r.method = std::string(req.method_string());
   r.target = std::string(req.target());
   const size_t q = r.target.find('?');
   r.path = r.target.substr(0, q);
   if (q != std::string::npos) r.query = r.target.substr(q + 1);
+  r.headers.reserve(8);
   for (const auto& f : req) {
     r.headers.push_back(HttpHeader{std::string(f.name_string()), std::string(f.value())});
   }
   r.body = std::move(req.body());
-  beast::error_code ec;
-  const auto ep = socket.remote_endpoint(ec);
-  if (!ec) r.remote = ep.address().to_string() + ":" + std::to_string(ep.port());
+  r.remote = remote;
   return r;
+}
+
+// Reads requests and writes their responses on `stream` (plain TCP or TLS) until either
+// side ends the connection. Returns true when the server chose to close it (the client
+// is still there: a TLS session then says goodbye with close_notify).
+template <class S>
+awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connection> conn,
+                               S& stream) {
+  const HttpServerOptions& options = server.options;
+  beast::flat_buffer buffer;
+  while (!conn->closing) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(static_cast<uint32_t>(options.max_header_bytes));
+    parser.body_limit(options.max_body_bytes);
+    conn->tcp().expires_after(options.idle_timeout);
+    auto [ec, n] = co_await http::async_read(stream, buffer, parser, kTuple);
+    (void)n;
+    if (ec) {
+      if (is_shutdown_error(ec) || conn->closing) co_return false;
+      int status = 400;
+      std::string message = "malformed HTTP request: " + ec.message();
+      if (ec == http::error::body_limit) {
+        status = 413;
+        message = "request body exceeds " + std::to_string(options.max_body_bytes) + " bytes";
+      } else if (ec == http::error::header_limit) {
+        status = 431;
+        message = "request headers exceed " + std::to_string(options.max_header_bytes) + " bytes";
+      }
+      HttpResponse err = error_response(status, message);
+      http::response<http::string_body> res{static_cast<http::status>(status), 11};
+      res.set(http::field::content_type, err.content_type);
+      res.keep_alive(false);
+      res.body() = std::move(err.body);
+      res.prepare_payload();
+      conn->tcp().expires_after(options.write_timeout);
+      auto [wec, wn] = co_await http::async_write(stream, res, kTuple);
+      (void)wn;
+      co_return !wec;
+    }
+    conn->busy = true;
+    auto req = parser.release();
+    const bool keep_alive = req.keep_alive();
+    const unsigned version = req.version();
+    auto rs = std::make_shared<Stream>(conn, options.max_pending_bytes);
+    conn->current = rs;
+    try {
+      server.handler(to_request(std::move(req), conn->remote), rs);
+    } catch (const std::exception& e) {
+      rs->respond(error_response(500, std::string("internal error: ") + e.what()));
+    }
+    watch_disconnect(conn, rs);
+    conn->tcp().expires_never();
+
+    bool ok = true;
+    bool head_written = false;
+    bool done = false;
+    bool keep = keep_alive;
+    while (!done && ok) {
+      Stream::Batch b = rs->take();
+      if (rs->closed() || conn->closing || b.overflow) {
+        ok = false;
+        break;
+      }
+      if (b.kind == Stream::Kind::kWhole) {
+        keep = keep && !server.stopping.load();
+        write_whole_head(conn->head, version, keep, b.whole);
+        const std::array<net::const_buffer, 2> out{net::buffer(conn->head),
+                                                   net::buffer(b.whole.body)};
+        conn->tcp().expires_after(options.write_timeout);
+        auto [wec, wn] = co_await net::async_write(stream, out, kTuple);
+        (void)wn;
+        ok = !wec;
+        done = true;
+        break;
+      }
+      if (b.head_ready) {
+        http::response<http::empty_body> res{static_cast<http::status>(b.status), version};
+        res.set(http::field::content_type, b.content_type);
+        for (const HttpHeader& h : b.headers) res.insert(h.name, h.value);
+        // A response that streams is the last on its connection when stopping.
+        keep = keep && !server.stopping.load();
+        res.keep_alive(keep);
+        res.chunked(true);
+        http::response_serializer<http::empty_body> sr{res};
+        conn->tcp().expires_after(options.write_timeout);
+        auto [wec, wn] = co_await http::async_write_header(stream, sr, kTuple);
+        (void)wn;
+        if (wec) {
+          ok = false;
+          break;
+        }
+        head_written = true;
+        // The write suspended this coroutine: what came meanwhile only shows in a fresh
+        // take() (its wake-up already ran), so never wait on a batch taken before it.
+        if (b.chunks.empty() && !b.finished) continue;
+      }
+      if (!b.chunks.empty() && head_written) {
+        std::string data;
+        if (b.chunks.size() == 1) {
+          data = std::move(b.chunks[0].data);
+        } else {
+          for (auto& c : b.chunks) data += c.data;
+        }
+        const size_t bytes = data.size();
+        if (bytes > 0) {
+          conn->tcp().expires_after(options.write_timeout);
+          auto [wec, wn] =
+              co_await net::async_write(stream, http::make_chunk(net::buffer(data)), kTuple);
+          (void)wn;
+          ok = !wec;
+        }
+        rs->flushed(bytes);
+        for (auto& c : b.chunks) {
+          if (c.on_flushed) c.on_flushed();
+        }
+        if (!ok) break;
+        continue;  // more may have arrived while writing
+      }
+      if (b.aborted) {
+        ok = false;
+        break;
+      }
+      if (b.finished && head_written) {
+        conn->tcp().expires_after(options.write_timeout);
+        auto [wec, wn] = co_await net::async_write(stream, http::make_chunk_last(), kTuple);
+        (void)wn;
+        ok = !wec;
+        done = true;
+        break;
+      }
+      conn->signal.expires_at(net::steady_timer::time_point::max());
+      co_await conn->signal.async_wait(kTuple);
+    }
+    if (ok) {
+      rs->mark_done();
+    } else {
+      rs->mark_closed();
+    }
+    conn->current.reset();
+    beast::error_code ignore;
+    conn->tcp().socket().cancel(ignore);  // the disconnect watcher
+    conn->busy = false;
+    if (!ok) co_return false;
+    if (!keep || server.stopping.load()) co_return true;
+  }
+  co_return false;
 }
 
 }  // namespace
 
-awaitable<void> HttpServer::Impl::accept_loop() {
+awaitable<void> HttpServer::Impl::accept_loop(std::shared_ptr<Impl> self) {
   while (!stopping.load()) {
     auto [ec, socket] = co_await acceptor.async_accept(net::make_strand(ioc), kTuple);
     if (ec) {
@@ -337,150 +531,29 @@ awaitable<void> HttpServer::Impl::accept_loop() {
       std::lock_guard lock(reg_mu);
       conns.emplace(conn.get(), conn);
     }
-    auto exec = conn->stream.get_executor();
+    auto exec = conn->signal.get_executor();
     net::co_spawn(exec, session(std::move(conn)), net::detached);
   }
+  self->accept_exited.set_value();
 }
 
 awaitable<void> HttpServer::Impl::session(std::shared_ptr<Connection> conn) {
-  beast::flat_buffer buffer;
-  auto& stream = conn->stream;
   try {
-    while (!conn->closing) {
-      http::request_parser<http::string_body> parser;
-      parser.header_limit(static_cast<uint32_t>(options.max_header_bytes));
-      parser.body_limit(options.max_body_bytes);
-      stream.expires_after(options.idle_timeout);
-      auto [ec, n] = co_await http::async_read(stream, buffer, parser, kTuple);
-      (void)n;
-      if (ec) {
-        if (is_shutdown_error(ec) || conn->closing) break;
-        int status = 400;
-        std::string message = "malformed HTTP request: " + ec.message();
-        if (ec == http::error::body_limit) {
-          status = 413;
-          message = "request body exceeds " + std::to_string(options.max_body_bytes) + " bytes";
-        } else if (ec == http::error::header_limit) {
-          status = 431;
-          message = "request headers exceed " + std::to_string(options.max_header_bytes) + " bytes";
+    if (conn->tls) {
+      // The handshake counts against the header timeout: a client that connects and
+      // sends nothing, or bytes that are not TLS, is dropped.
+      conn->tcp().expires_after(options.handshake_timeout);
+      auto [ec] = co_await conn->tls->async_handshake(net::ssl::stream_base::server, kTuple);
+      if (!ec && !conn->closing) {
+        const bool server_closes = co_await serve_requests(*this, conn, *conn->tls);
+        if (server_closes && !conn->closing) {
+          conn->tcp().expires_after(std::chrono::seconds(1));
+          auto [sec] = co_await conn->tls->async_shutdown(kTuple);
+          (void)sec;
         }
-        HttpResponse err = error_response(status, message);
-        http::response<http::string_body> res{static_cast<http::status>(status), 11};
-        res.set(http::field::content_type, err.content_type);
-        res.keep_alive(false);
-        res.body() = std::move(err.body);
-        res.prepare_payload();
-        stream.expires_after(options.write_timeout);
-        co_await http::async_write(stream, res, kTuple);
-        break;
       }
-      conn->busy = true;
-      auto req = parser.release();
-      const bool keep_alive = req.keep_alive();
-      const unsigned version = req.version();
-      auto rs = std::make_shared<Stream>(conn, options.max_pending_bytes);
-      conn->current = rs;
-      try {
-        handler(to_request(std::move(req), stream.socket()), rs);
-      } catch (const std::exception& e) {
-        rs->respond(error_response(500, std::string("internal error: ") + e.what()));
-      }
-      watch_disconnect(conn, rs);
-      stream.expires_never();
-
-      bool ok = true;
-      bool head_written = false;
-      bool done = false;
-      bool keep = keep_alive;
-      while (!done && ok) {
-        Stream::Batch b = rs->take();
-        if (rs->closed() || conn->closing || b.overflow) {
-          ok = false;
-          break;
-        }
-        if (b.kind == Stream::Kind::kWhole) {
-          http::response<http::string_body> res{static_cast<http::status>(b.whole.status), version};
-          res.set(http::field::content_type, b.whole.content_type);
-          for (const HttpHeader& h : b.whole.headers) res.insert(h.name, h.value);
-          keep = keep && !stopping.load();
-          res.keep_alive(keep);
-          res.body() = std::move(b.whole.body);
-          res.prepare_payload();
-          stream.expires_after(options.write_timeout);
-          auto [wec, wn] = co_await http::async_write(stream, res, kTuple);
-          (void)wn;
-          ok = !wec;
-          done = true;
-          break;
-        }
-        if (b.head_ready) {
-          http::response<http::empty_body> res{static_cast<http::status>(b.status), version};
-          res.set(http::field::content_type, b.content_type);
-          for (const HttpHeader& h : b.headers) res.insert(h.name, h.value);
-          // A response that streams is the last on its connection when stopping.
-          keep = keep && !stopping.load();
-          res.keep_alive(keep);
-          res.chunked(true);
-          http::response_serializer<http::empty_body> sr{res};
-          stream.expires_after(options.write_timeout);
-          auto [wec, wn] = co_await http::async_write_header(stream, sr, kTuple);
-          (void)wn;
-          if (wec) {
-            ok = false;
-            break;
-          }
-          head_written = true;
-          // The write suspended this coroutine: what came meanwhile only shows in a fresh
-          // take() (its wake-up already ran), so never wait on a batch taken before it.
-          if (b.chunks.empty() && !b.finished) continue;
-        }
-        if (!b.chunks.empty() && head_written) {
-          std::string data;
-          if (b.chunks.size() == 1) {
-            data = std::move(b.chunks[0].data);
-          } else {
-            for (auto& c : b.chunks) data += c.data;
-          }
-          const size_t bytes = data.size();
-          if (bytes > 0) {
-            stream.expires_after(options.write_timeout);
-            auto [wec, wn] =
-                co_await net::async_write(stream, http::make_chunk(net::buffer(data)), kTuple);
-            (void)wn;
-            ok = !wec;
-          }
-          rs->flushed(bytes);
-          for (auto& c : b.chunks) {
-            if (c.on_flushed) c.on_flushed();
-          }
-          if (!ok) break;
-          continue;  // more may have arrived while writing
-        }
-        if (b.aborted) {
-          ok = false;
-          break;
-        }
-        if (b.finished && head_written) {
-          stream.expires_after(options.write_timeout);
-          auto [wec, wn] = co_await net::async_write(stream, http::make_chunk_last(), kTuple);
-          (void)wn;
-          ok = !wec;
-          done = true;
-          break;
-        }
-        conn->signal.expires_at(net::steady_timer::time_point::max());
-        co_await conn->signal.async_wait(kTuple);
-      }
-      if (ok) {
-        rs->mark_done();
-      } else {
-        rs->mark_closed();
-      }
-      conn->current.reset();
-      beast::error_code ignore;
-      stream.socket().cancel(ignore);  // the disconnect watcher
-      conn->busy = false;
-      if (!ok || !keep || stopping.load()) break;
+    } else {
+      (void)co_await serve_requests(*this, conn, *conn->plain);
     }
   } catch (const std::exception&) {
     // Fall through to close; a session never takes the server down.
@@ -488,8 +561,8 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Connection> conn) {
   if (conn->current) conn->current->mark_closed();
   conn->current.reset();
   beast::error_code ec;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-  stream.socket().close(ec);
+  conn->tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
+  conn->tcp().socket().close(ec);
 }
 
 void HttpServer::Impl::stop(std::chrono::milliseconds grace) {
@@ -512,7 +585,7 @@ void HttpServer::Impl::stop(std::chrono::milliseconds grace) {
       }
     }
     for (auto& c : live) {
-      net::post(c->stream.get_executor(), [c, only_idle] {
+      net::post(c->signal.get_executor(), [c, only_idle] {
         if (!only_idle || !c->busy) c->close();
       });
     }
@@ -530,6 +603,8 @@ void HttpServer::Impl::stop(std::chrono::milliseconds grace) {
   }
   for_each_conn(false);
   wait_empty(std::chrono::milliseconds(2000));
+  accept_exited.get_future().wait_for(std::chrono::milliseconds(2000));
+  if (!own_ioc) return;  // a shared context: its owner stops it
   work.reset();
   ioc.stop();
   for (std::thread& t : threads) {
@@ -552,9 +627,16 @@ void HttpServer::stop(std::chrono::milliseconds grace) { impl_->stop(grace); }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::start(const HttpServerOptions& options,
                                                       HttpHandler handler) {
-  auto impl = std::make_shared<Impl>();
+  auto impl = std::make_shared<Impl>(options.io_context);
   impl->options = options;
   impl->handler = std::move(handler);
+  if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
+    impl->tls.emplace(net::ssl::context::tls_server);
+    if (auto err = load_tls_server_files(impl->tls->native_handle(),
+                                         {options.tls_cert_file, options.tls_key_file})) {
+      return Error(err->message);
+    }
+  }
   beast::error_code ec;
   const auto address = net::ip::make_address(options.address, ec);
   if (ec) return Error("bad listen address \"" + options.address + "\": " + ec.message());
@@ -569,8 +651,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(const HttpServerOptions& o
                  ec.message());
   }
   impl->port = a.local_endpoint().port();
+  net::co_spawn(impl->ioc, impl->accept_loop(impl), net::detached);
+  if (!impl->own_ioc) return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
   impl->work.emplace(impl->ioc.get_executor());
-  net::co_spawn(impl->ioc, impl->accept_loop(), net::detached);
   const int threads = std::max(1, options.threads);
   for (int i = 0; i < threads; ++i) {
     impl->threads.emplace_back([raw = impl.get()] {

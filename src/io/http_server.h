@@ -12,6 +12,9 @@
 //
 // Limits and timeouts: header and body size (431 / 413 with an OpenAI-style error),
 // idle keep-alive timeout, a per-write timeout (a stalled client is dropped).
+// TLS (HttpServerOptions::tls_cert_file/tls_key_file): a failed or slow handshake, or
+// bytes that are not TLS at all (plain HTTP sent to the HTTPS port), close the
+// connection without an answer.
 // Beast stays inside http_server.cc (it is slow to compile).
 //
 //   auto server = HttpServer::start(options, [](HttpRequest&& req, auto stream) {
@@ -29,6 +32,10 @@
 
 #include "core/common/result.h"
 #include "io/http_types.h"
+
+namespace boost::asio {
+class io_context;
+}
 
 namespace kvgate::io {
 
@@ -73,6 +80,15 @@ struct HttpServerOptions {
   // A stream whose unwritten bytes exceed this is closed (client too slow to follow).
   size_t max_pending_bytes = 16 * 1024 * 1024;
   int backlog = 4096;
+  // HTTPS: with both files set, the listener speaks TLS 1.2/1.3 only (see tls_context.h);
+  // a client must complete its handshake within handshake_timeout or is dropped.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::chrono::milliseconds handshake_timeout{10'000};
+  // Runs on this io_context (its owner runs and stops it; `threads` is ignored) instead
+  // of its own: a proxy that shares its context with its upstream client saves a thread
+  // hop per request.
+  boost::asio::io_context* io_context = nullptr;
 };
 
 class HttpServer {

@@ -21,11 +21,26 @@ using asio::ip::tcp;
 
 namespace {
 
+// A pooled connection keeps its buffers: an exchange on a reused connection allocates
+// no I/O memory.
 struct Connection {
   explicit Connection(asio::any_io_executor ex) : stream(std::move(ex)) {}
   beast::tcp_stream stream;
   beast::flat_buffer buffer;
+  std::array<char, 16 * 1024> body;  // where read_some puts body bytes
+  std::string head;                  // the request head being sent
 };
+
+// The request head as sent: request line, Host, the caller's headers, Content-Length
+// (written by hand: Beast's fields allocate per field).
+void write_head(std::string& out, const UpstreamRequest& r, std::string_view host_port) {
+  out.clear();
+  out.append(r.method).append(" ").append(r.target).append(" HTTP/1.1\r\nHost: ");
+  out.append(host_port).append("\r\n");
+  for (const auto& [name, value] : r.headers)
+    out.append(name).append(": ").append(value).append("\r\n");
+  out.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n\r\n");
+}
 
 UpstreamErrorKind kind_of(const boost::system::error_code& ec) {
   return ec == beast::error::timeout ? UpstreamErrorKind::kTimeout : UpstreamErrorKind::kClosed;
@@ -64,7 +79,6 @@ struct UpstreamExchange::Impl {
   UpstreamHeaders headers;
   bool keep_alive = false;
   bool done = false;
-  std::array<char, 16 * 1024> buf;
 
   void release() {
     done = true;
@@ -92,8 +106,9 @@ asio::awaitable<UpstreamResult<std::string_view>> UpstreamExchange::read_some(
       s.release();
       break;
     }
-    s.parser.get().body().data = s.buf.data();
-    s.parser.get().body().size = s.buf.size();
+    auto& buf = s.conn->body;
+    s.parser.get().body().data = buf.data();
+    s.parser.get().body().size = buf.size();
     s.conn->stream.expires_after(timeout);
     beast::error_code ec;
     co_await http::async_read_some(s.conn->stream, s.conn->buffer, s.parser,
@@ -105,9 +120,11 @@ asio::awaitable<UpstreamResult<std::string_view>> UpstreamExchange::read_some(
       s.release();
       co_return err;
     }
-    size_t n = s.buf.size() - s.parser.get().body().size;
-    if (s.parser.is_done()) s.release();
-    if (n > 0) co_return std::string_view(s.buf.data(), n);
+    size_t n = buf.size() - s.parser.get().body().size;
+    // A finished response goes back to the pool at the next call (the loop's top), not
+    // now: the view points into the connection, which another thread may take from
+    // the pool at once.
+    if (n > 0) co_return std::string_view(buf.data(), n);
   }
   co_return std::string_view{};
 }
@@ -149,18 +166,8 @@ void UpstreamClient::close_idle() {
 }
 
 asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClient::send(
-    std::string host, uint16_t port, UpstreamRequest request) {
+    std::string host, uint16_t port, const UpstreamRequest& request) {
   std::string key = host + ":" + std::to_string(port);
-  http::request<http::string_body> req;
-  req.method_string(request.method);
-  req.target(request.target);
-  req.version(11);
-  req.set(http::field::host, key);
-  for (const auto& [name, value] : request.headers) req.set(name, value);
-  req.body() = std::move(request.body);
-  req.keep_alive(true);
-  req.prepare_payload();
-
   // Attempt 0 may reuse an idle connection; when that one turns out dead before any
   // response byte, attempt 1 uses a fresh one.
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -183,7 +190,10 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
       conn->stream.socket().set_option(tcp::no_delay(true), ec);
     }
     conn->stream.expires_after(options_.head_timeout);
-    co_await http::async_write(conn->stream, req, asio::redirect_error(asio::use_awaitable, ec));
+    write_head(conn->head, request, key);
+    const std::array<asio::const_buffer, 2> out{asio::buffer(conn->head),
+                                                asio::buffer(request.body)};
+    co_await asio::async_write(conn->stream, out, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (reused) continue;
       co_return UpstreamError{kind_of(ec), "send to " + key + ": " + ec.message()};

@@ -66,8 +66,8 @@ class UpstreamResult {
 
 struct UpstreamRequest {
   std::string method = "POST";
-  std::string target;  // "/v1/chat/completions"
-  UpstreamHeaders headers;
+  std::string target;       // "/v1/chat/completions"
+  UpstreamHeaders headers;  // sent as given (Host and Content-Length are added)
   std::string body;
 };
 
@@ -108,9 +108,10 @@ class UpstreamClient {
   UpstreamClient(const UpstreamClient&) = delete;
   UpstreamClient& operator=(const UpstreamClient&) = delete;
 
-  // Sends `request` to host:port and reads the response head.
+  // Sends `request` to host:port and reads the response head. `request` is borrowed
+  // until the returned awaitable completes (a temporary in the co_await expression is).
   boost::asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> send(
-      std::string host, uint16_t port, UpstreamRequest request);
+      std::string host, uint16_t port, const UpstreamRequest& request);
 
   // Idle pooled connections right now (all endpoints).
   size_t idle_connections() const;

@@ -53,6 +53,50 @@ TEST(OpenAiRequest, RewriteSetsServedModelAndAsksForUsage) {
   EXPECT_FALSE(boost::json::parse(plain).as_object().contains("stream_options"));
 }
 
+// upstream_body, case by case: what the engine gets must always carry the served model
+// and, on streams, include_usage: true.
+boost::json::object upstream_of(std::string_view body, std::string_view served) {
+  Inspection i = inspect_request(body, ApiKind::kCompletion);
+  EXPECT_FALSE(i.error);
+  std::string out = upstream_body(body, i.request, served);
+  boost::system::error_code ec;
+  auto v = boost::json::parse(out, ec);
+  EXPECT_FALSE(ec) << out;
+  EXPECT_EQ(v.as_object().at("model").as_string(), served) << out;
+  if (i.request.stream) {
+    EXPECT_EQ(v.at("stream_options").at("include_usage"), true) << out;
+  }
+  return v.as_object();
+}
+
+TEST(OpenAiRequest, UpstreamBodyAvoidsReparsingWhereItCan) {
+  // Nothing to change: byte for byte the client's body.
+  const std::string same = R"({"model":"m", "prompt":"x","max_tokens":3})";
+  Inspection i = inspect_request(same, ApiKind::kCompletion);
+  EXPECT_EQ(upstream_body(same, i.request, "m"), same);
+  const std::string asked =
+      R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage":true}})";
+  i = inspect_request(asked, ApiKind::kCompletion);
+  EXPECT_EQ(upstream_body(asked, i.request, "m"), asked);
+  // A stream without stream_options: spliced in, the rest kept as sent.
+  auto spliced = upstream_of(R"(  {"model":"m","prompt":"x","stream":true})", "m");
+  EXPECT_EQ(spliced.at("prompt").as_string(), "x");
+  // stream_options present (null, or without include_usage, or false): rewritten.
+  upstream_of(R"({"model":"m","prompt":"x","stream":true,"stream_options":null})", "m");
+  upstream_of(R"({"model":"m","prompt":"x","stream":true,"stream_options":{}})", "m");
+  auto kept = upstream_of(
+      R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage":false,"k":1}})",
+      "m");
+  EXPECT_EQ(kept.at("stream_options").at("k"), 1);
+  // An alias: the model is rewritten, streamed or not.
+  upstream_of(R"({"model":"alias","prompt":"x"})", "served");
+  upstream_of(R"({"model":"alias","prompt":"x","stream":true})", "served");
+  // Duplicate keys: the last wins for the gateway as for Python's json, so the body
+  // passed through names the model that was checked.
+  auto dup = upstream_of(R"({"model":"other","prompt":"x","model":"m"})", "m");
+  EXPECT_EQ(dup.at("model").as_string(), "m");
+}
+
 TEST(OpenAiRequest, ErrorBodyHasOpenAiShape) {
   auto v = boost::json::parse(openai_error_json(404, "no such model", "model", "model_not_found"));
   const auto& e = v.as_object().at("error").as_object();

@@ -218,5 +218,42 @@ TEST(HttpServer, SlowProducerOverflowClosesTheStream) {
   EXPECT_EQ(closed.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
 }
 
+TEST(HttpServer, RunsOnACallersContextAndStopLeavesItRunning) {
+  net::io_context shared;
+  auto guard = net::make_work_guard(shared);
+  std::thread runner([&] { shared.run(); });
+  HttpServerOptions o;
+  o.io_context = &shared;
+  std::thread::id handler_thread;
+  auto server = serve(
+      [&](HttpRequest&&, std::shared_ptr<ResponseStream> s) {
+        handler_thread = std::this_thread::get_id();
+        s->respond(HttpResponse{200, "text/plain", {}, "on shared"});
+      },
+      o);
+  auto r = http_fetch("GET", url(*server, "/"));
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->body, "on shared");
+  EXPECT_EQ(handler_thread, runner.get_id());  // no threads of its own
+  server->stop(std::chrono::milliseconds(100));
+  EXPECT_FALSE(http_fetch("GET", url(*server, "/"), "", {}, std::chrono::milliseconds(500)));
+  // The context is still the caller's, and still runs.
+  std::promise<void> ran;
+  net::post(shared, [&] { ran.set_value(); });
+  EXPECT_EQ(ran.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  server.reset();
+  guard.reset();
+  runner.join();
+}
+
+TEST(HttpServer, TlsListenerRefusesUnusableCertificateFiles) {
+  HttpServerOptions o;
+  o.tls_cert_file = "/nonexistent/cert.pem";
+  o.tls_key_file = "/nonexistent/key.pem";
+  auto s = HttpServer::start(o, [](HttpRequest&&, std::shared_ptr<ResponseStream>) {});
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().find("cannot read /nonexistent/cert.pem"), std::string::npos) << s.error();
+}
+
 }  // namespace
 }  // namespace kvgate::io
