@@ -1,6 +1,7 @@
 #include "core/kv/hot_prefixes.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <unordered_set>
 
@@ -15,10 +16,10 @@ std::vector<uint32_t> HotPrefixes::depths(uint32_t blocks, uint32_t max_blocks) 
   std::vector<uint32_t> out;
   const uint32_t last = std::min(blocks, max_blocks);
   if (last == 0) return out;
-  // 1, 2, 3, 4, 6, 8, 12, 16, ...: each power of two and the midpoint to the next.
-  for (uint64_t p = 1; p <= last; p *= 2) {
-    out.push_back(static_cast<uint32_t>(p));
-    if (p >= 2 && p + p / 2 <= last) out.push_back(static_cast<uint32_t>(p + p / 2));
+  // 1..8, then four steps per power of two (10, 12, 14, 16, 20, 24, 28, 32, ...): one
+  // depth is never more than 1.25 x the one before.
+  for (uint64_t d = 1; d <= last; d += std::max<uint64_t>(1, std::bit_floor(d) / 4)) {
+    out.push_back(static_cast<uint32_t>(d));
   }
   if (out.back() != last) out.push_back(last);
   return out;

@@ -3,9 +3,9 @@
 //
 // The kv indexes name prefixes by block key only; to warm an engine the gateway needs the
 // prefix itself (token ids, or text). So the tracker remembers, for every routed prompt,
-// a few of its prefixes that end on a block boundary, at the depths 1, 2, 3, 4, 6, 8, 12,
-// 16, 24, ... blocks (two per power of two: the deepest depth not past a shared system
-// prompt covers at least two thirds of it) and at the prompt's last full block. Each
+// a few of its prefixes that end on a block boundary, at the depths 1..8, 10, 12, 14, 16,
+// 20, 24, 28, 32, 40, ... blocks (four per power of two: the deepest depth not past a
+// shared system prompt covers at least 80% of it) and at the prompt's last full block. Each
 // entry counts its hits with exponential decay (`half_life`). An entry stores its prefix
 // (tokens or text) only from its second hit on, so the unique tails of prompts cost a
 // key and a count, never a copy.
@@ -79,7 +79,7 @@ class HotPrefixes {
   uint32_t block_size() const { return block_size_; }
 
   // The depths (in blocks) at which a prompt of `blocks` full blocks is remembered,
-  // ascending: 1, 2, 3, 4, 6, 8, 12, ... up to min(blocks, max_blocks), plus that.
+  // ascending: 1..8, 10, 12, 14, 16, 20, ... up to min(blocks, max_blocks), plus that.
   static std::vector<uint32_t> depths(uint32_t blocks, uint32_t max_blocks);
 
  private:

@@ -30,12 +30,17 @@ void observe(HotPrefixes& hot, const std::vector<TokenId>& t, Nanos now) {
   hot.observe(keys_of(t), {.token_ids = t}, now);
 }
 
-TEST(HotPrefixesTest, DepthsAreTwoPerPowerOfTwoPlusTheLastBlock) {
-  EXPECT_EQ(HotPrefixes::depths(0, 100), (std::vector<uint32_t>{}));
-  EXPECT_EQ(HotPrefixes::depths(1, 100), (std::vector<uint32_t>{1}));
-  EXPECT_EQ(HotPrefixes::depths(13, 100), (std::vector<uint32_t>{1, 2, 3, 4, 6, 8, 12, 13}));
-  EXPECT_EQ(HotPrefixes::depths(16, 100), (std::vector<uint32_t>{1, 2, 3, 4, 6, 8, 12, 16}));
-  EXPECT_EQ(HotPrefixes::depths(100, 10), (std::vector<uint32_t>{1, 2, 3, 4, 6, 8, 10}));
+TEST(HotPrefixesTest, DepthsAreFourPerPowerOfTwoPlusTheLastBlock) {
+  using D = std::vector<uint32_t>;
+  EXPECT_EQ(HotPrefixes::depths(0, 100), D{});
+  EXPECT_EQ(HotPrefixes::depths(1, 100), D{1});
+  EXPECT_EQ(HotPrefixes::depths(13, 100), (D{1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 13}));
+  EXPECT_EQ(HotPrefixes::depths(40, 100),
+            (D{1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40}));
+  EXPECT_EQ(HotPrefixes::depths(100, 9), (D{1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  // Never a gap of more than 25%: a shared prefix is warmed to at least 80% of its length.
+  const D d = HotPrefixes::depths(100000, 100000);
+  for (size_t i = 1; i < d.size(); ++i) EXPECT_LE(d[i], d[i - 1] * 5 / 4 + 1) << d[i];
 }
 
 TEST(HotPrefixesTest, APromptSeenOnceIsNeverWarmed) {
