@@ -71,9 +71,9 @@ class WarmupRun {
   enum class State : uint8_t { kPending, kInFlight, kDone };
   std::vector<HotPrefix> set_;
   std::vector<State> state_;
-  const uint32_t concurrency_;
-  const Nanos started_;
-  const Nanos deadline_;
+  uint32_t concurrency_;
+  Nanos started_;
+  Nanos deadline_;
   size_t next_ = 0;
   uint32_t in_flight_ = 0;
   uint32_t answered_ = 0;
