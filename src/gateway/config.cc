@@ -356,8 +356,7 @@ class Parser {
   }
 
   void warmup(const YAML::Node& n, const std::string& field, PoolConfig& p) const {
-    only_keys(n, field,
-              {"enabled", "prefixes", "budget_ms", "concurrency", "ready_timeout_ms"});
+    only_keys(n, field, {"enabled", "prefixes", "budget_ms", "concurrency", "ready_timeout_ms"});
     kv::WarmupConfig& w = p.warmup;
     w.enabled = true;  // a warmup section turns it on unless it says otherwise
     if (auto v = n["enabled"]) w.enabled = boolean(v, field + ".enabled");

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -49,6 +50,9 @@ class Gateway {
   // for an unknown name. They live as long as the gateway.
   std::vector<PoolRuntime*> pools();
   PoolRuntime* pool(std::string_view name);
+  // Warm-up before traffic (gateway/warmup.h): every pool's warm-up state as JSON, for
+  // the admin API.
+  std::string warmup_status_json() const;
 
   struct Impl;
 

@@ -224,16 +224,16 @@ PoolWarmup::~PoolWarmup() = default;
 std::unique_ptr<PoolWarmup> PoolWarmup::create(PoolRuntime& pool, std::string served_model,
                                                io::UpstreamClient& upstream,
                                                asio::any_io_executor executor) {
-  auto impl =
-      std::make_shared<Impl>(pool, std::move(served_model), upstream, std::move(executor));
+  auto impl = std::make_shared<Impl>(pool, std::move(served_model), upstream, std::move(executor));
   std::unique_ptr<PoolWarmup> w(new PoolWarmup(impl));
   if (impl->config.enabled) {
     PoolWarmup* self = w.get();
+    // Kept for the pool's lifetime: the gateway destroys warm-ups and pools together.
     pool.on_change([self](const EndpointChange& c) {
       if (c.kind == EndpointChange::Kind::kAdded) {
-        self->start(c.id, c.url);
+        self->start(c.endpoint.id, c.endpoint.url);
       } else {
-        self->cancel(c.id);
+        self->cancel(c.endpoint.id);
       }
     });
   }
@@ -343,9 +343,9 @@ std::string render_warmup_metrics(const std::vector<const PoolWarmup*>& pools) {
   }
   w.header("kvgate_warmup_duration_seconds", "From an endpoint's addition to its admission.",
            "histogram");
-  for (const auto& c : cs) w.histogram_series("kvgate_warmup_duration_seconds", {{"pool", c.pool}}, c.duration);
-  w.header("kvgate_endpoints_warming", "Endpoints being warmed up (held out of routing).",
-           "gauge");
+  for (const auto& c : cs)
+    w.histogram_series("kvgate_warmup_duration_seconds", {{"pool", c.pool}}, c.duration);
+  w.header("kvgate_endpoints_warming", "Endpoints being warmed up (held out of routing).", "gauge");
   for (const auto& c : cs) {
     w.sample("kvgate_endpoints_warming", {{"pool", c.pool}}, c.warming);
   }
@@ -378,16 +378,15 @@ std::string warmup_status_json(const std::vector<const PoolWarmup*>& pools) {
                                   {"tokens_cached", r.stats.tokens_cached},
                                   {"timed_out", r.stats.timed_out}});
     }
-    out.push_back(json::object{
-        {"pool", s.pool},
-        {"enabled", s.config.enabled},
-        {"config",
-         json::object{{"prefixes", s.config.prefixes},
-                      {"budget_ms", s.config.budget / kMillisecond},
-                      {"concurrency", s.config.concurrency}}},
-        {"tracked_prefixes", s.tracked_prefixes},
-        {"stored_tokens", s.stored_tokens},
-        {"runs", std::move(runs)}});
+    out.push_back(
+        json::object{{"pool", s.pool},
+                     {"enabled", s.config.enabled},
+                     {"config", json::object{{"prefixes", s.config.prefixes},
+                                             {"budget_ms", s.config.budget / kMillisecond},
+                                             {"concurrency", s.config.concurrency}}},
+                     {"tracked_prefixes", s.tracked_prefixes},
+                     {"stored_tokens", s.stored_tokens},
+                     {"runs", std::move(runs)}});
   }
   return json::serialize(json::object{{"pools", std::move(out)}});
 }

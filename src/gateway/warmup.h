@@ -61,8 +61,8 @@ struct WarmupRecord {
 struct WarmupStatus {
   std::string pool;
   kv::WarmupConfig config;
-  size_t tracked_prefixes = 0;  // entries in the hot-prefix table
-  size_t stored_tokens = 0;     // tokens it holds
+  size_t tracked_prefixes = 0;     // entries in the hot-prefix table
+  size_t stored_tokens = 0;        // tokens it holds
   std::vector<WarmupRecord> runs;  // running ones and the last finished ones, oldest first
 };
 

@@ -122,8 +122,7 @@ int run_sim(const SimArgs& args) {
     auto rows = summarize_warmup(results.runs, results.stages, window);
     std::fputs(warmup_table(rows, window).c_str(), stdout);
     if (!args.out.empty()) {
-      auto written =
-          write_warmup_files(scenario->name, results.runs, results.stages, rows, window, args.out);
+      auto written = write_warmup_files(results.runs, results.stages, rows, window, args.out);
       if (!written) {
         fmt::print(stderr, "kvgate sim: {}\n", written.error());
         return 1;

@@ -164,8 +164,7 @@ std::string warmup_timeline_svg(const std::string& title, const std::vector<Poli
   return render_svg(c);
 }
 
-Result<std::vector<std::string>> write_warmup_files(const std::string& scenario,
-                                                    const std::vector<PolicyRun>& runs,
+Result<std::vector<std::string>> write_warmup_files(const std::vector<PolicyRun>& runs,
                                                     const std::vector<StageInfo>& stages,
                                                     const std::vector<WarmupSummary>& rows,
                                                     Nanos window, const std::string& dir) {
@@ -175,9 +174,8 @@ Result<std::vector<std::string>> write_warmup_files(const std::string& scenario,
   const std::vector<std::pair<std::string, std::string>> files = {
       {"warmup.csv", warmup_csv(rows)},
       {"warmup_ttft_cdf.svg",
-       warmup_cdf_svg(scenario + ": TTFT on new replicas, first minutes", runs, window)},
-      {"warmup_timeline.svg",
-       warmup_timeline_svg(scenario + ": pool TTFT over time", runs, stages)},
+       warmup_cdf_svg("TTFT on new replicas in their first minutes", runs, window)},
+      {"warmup_timeline.svg", warmup_timeline_svg("Pool TTFT over time", runs, stages)},
   };
   std::vector<std::string> written;
   for (const auto& [name, text] : files) {

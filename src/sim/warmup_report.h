@@ -46,8 +46,7 @@ std::string warmup_timeline_svg(const std::string& title, const std::vector<Poli
                                 const std::vector<StageInfo>& stages);
 
 // Writes warmup.csv, warmup_ttft_cdf.svg and warmup_timeline.svg into `dir`.
-Result<std::vector<std::string>> write_warmup_files(const std::string& scenario,
-                                                    const std::vector<PolicyRun>& runs,
+Result<std::vector<std::string>> write_warmup_files(const std::vector<PolicyRun>& runs,
                                                     const std::vector<StageInfo>& stages,
                                                     const std::vector<WarmupSummary>& rows,
                                                     Nanos window, const std::string& dir);
