@@ -306,7 +306,7 @@ class Parser {
     std::string field = "pools." + name;
     only_keys(n, field,
               {"endpoints", "router", "tokenizer", "chat_template", "block_size",
-               "scrape_interval_ms", "kv_events_bind"});
+               "scrape_interval_ms", "kv_events_bind", "warmup"});
     PoolConfig p;
     p.name = name;
     p.scrape_interval = std::chrono::milliseconds(200);
@@ -336,6 +336,7 @@ class Parser {
       }
     }
     if (auto r = n["router"]) router(r, field + ".router", p.router);
+    if (auto w = n["warmup"]) warmup(w, field + ".warmup", p);
     YAML::Node eps = n["endpoints"];
     if (!eps || !eps.IsSequence() || eps.size() == 0) {
       fail(eps ? eps : n, field + ".endpoints", "expected a non-empty list of endpoints");
@@ -401,6 +402,25 @@ class Parser {
     std::string_view rest = url.substr(6);
     size_t colon = rest.rfind(':');
     return colon != std::string_view::npos && colon > 0 && colon + 1 < rest.size();
+  }
+
+  void warmup(const YAML::Node& n, const std::string& field, PoolConfig& p) const {
+    only_keys(n, field, {"enabled", "prefixes", "budget_ms", "concurrency", "ready_timeout_ms"});
+    kv::WarmupConfig& w = p.warmup;
+    w.enabled = true;  // a warmup section turns it on unless it says otherwise
+    if (auto v = n["enabled"]) w.enabled = boolean(v, field + ".enabled");
+    if (auto v = n["prefixes"]) {
+      w.prefixes = static_cast<uint32_t>(integer(v, field + ".prefixes", 1, 1024));
+    }
+    if (auto v = n["budget_ms"]) {
+      w.budget = integer(v, field + ".budget_ms", 1, 3'600'000) * kMillisecond;
+    }
+    if (auto v = n["concurrency"]) {
+      w.concurrency = static_cast<uint32_t>(integer(v, field + ".concurrency", 1, 256));
+    }
+    if (auto v = n["ready_timeout_ms"]) {
+      p.warmup_ready_timeout = millis(v, field + ".ready_timeout_ms");
+    }
   }
 
   KvEventsConfig kv_events(const YAML::Node& n, const std::string& field,

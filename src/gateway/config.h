@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/common/result.h"
+#include "core/kv/warmup_run.h"
 #include "core/route/config.h"
 #include "core/route/endpoint.h"
 
@@ -112,6 +113,14 @@ struct PoolConfig {
   route::RouterConfig router;      // policy and its params, filters, overlap, block size
   std::string tokenizer_file;      // tokenizer.json; empty: route on a byte-level fallback
   std::string chat_template_file;  // tokenizer_config.json (optional)
+  // Warm-up before traffic (gateway/warmup.h): an endpoint added at run time is sent the
+  // pool's hot prefixes before it is routed to. YAML:
+  //   warmup: {enabled: true, prefixes: 16, budget_ms: 10000, concurrency: 4,
+  //            ready_timeout_ms: 600000}
+  kv::WarmupConfig warmup;
+  // How long a warm-up waits for the new endpoint's GET /health to answer 200 before it
+  // gives up and admits it unwarmed.
+  std::chrono::milliseconds warmup_ready_timeout{600'000};
 };
 
 // A model name clients send; resolves to a pool. Aliases resolve to the same pool, and

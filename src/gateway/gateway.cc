@@ -26,6 +26,7 @@
 #include "gateway/pool_runtime.h"
 #include "gateway/sse_tap.h"
 #include "gateway/tenant_limiter.h"
+#include "gateway/warmup.h"
 #include "io/http_server.h"
 #include "io/upstream_client.h"
 
@@ -94,7 +95,8 @@ struct Gateway::Impl {
   std::vector<std::thread> threads;
   std::unique_ptr<io::UpstreamClient> upstream;
   std::vector<std::unique_ptr<PoolRuntime>> pools;
-  std::vector<std::unique_ptr<LiveFeed>> feeds;  // after pools: destroyed first
+  std::vector<std::unique_ptr<LiveFeed>> feeds;      // after pools: destroyed first
+  std::vector<std::unique_ptr<PoolWarmup>> warmups;  // by pool index (gateway/warmup.h)
   std::vector<std::unique_ptr<io::HttpServer>> servers;
   std::unique_ptr<AdminApi> admin;     // config.admin set; destroyed before the pools
   std::atomic<bool> not_ready{false};  // /ready answers 503 (drain announced)
@@ -102,6 +104,18 @@ struct Gateway::Impl {
   std::atomic<bool> stopped{false};
   std::atomic<uint64_t> next_request_id{1};
   std::string models_json;
+
+  PoolWarmup* warmup_of(const PoolRuntime* pool) {
+    for (size_t i = 0; i < pools.size() && i < warmups.size(); ++i) {
+      if (pools[i].get() == pool) return warmups[i].get();
+    }
+    return nullptr;
+  }
+  std::vector<const PoolWarmup*> all_warmups() const {
+    std::vector<const PoolWarmup*> out;
+    for (const auto& w : warmups) out.push_back(w.get());
+    return out;
+  }
 
   PoolRuntime* pool_named(std::string_view name) {
     for (auto& p : pools) {
@@ -152,8 +166,10 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
   }
   if (path == "/metrics") {
     if (!get) return stream->respond(json_error(405, "Method not allowed"));
-    return stream->respond(
-        HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", {}, metrics.render()});
+    return stream->respond(HttpResponse{200,
+                                        "text/plain; version=0.0.4; charset=utf-8",
+                                        {},
+                                        metrics.render() + render_warmup_metrics(all_warmups())});
   }
   const bool is_chat = path == "/v1/chat/completions";
   const bool is_completion = path == "/v1/completions";
@@ -286,8 +302,16 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   std::string route_us;                       // x-kvgate-route-us
   std::vector<kv::BlockKey> keys;
   uint32_t prompt_tokens = 0;
+  std::vector<uint32_t> token_ids;
+  PoolWarmup* warmup = warmup_of(&pool);
+  const bool track = warmup && warmup->enabled();
   pool.keys_for(call.request, call.original_body, call.kind, call.model->served_name, keys,
-                prompt_tokens);
+                prompt_tokens, track ? &token_ids : nullptr);
+  if (track) {
+    // A chat prompt without real tokens cannot be replayed as a completion: not tracked.
+    warmup->observe(keys, token_ids,
+                    call.kind == ApiKind::kCompletion ? call.request.prompt_text : "");
+  }
   route::RouteRequest rr;
   rr.id = next_request_id.fetch_add(1);
   rr.keys = std::move(keys);
@@ -547,6 +571,17 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     impl->pools.push_back(std::move(*pool));
   }
   for (auto& pool : impl->pools) {
+    std::string served = pool->name();
+    for (const ModelConfig& m : c.models) {
+      if (m.pool == pool->name()) {
+        served = m.served_name;
+        break;
+      }
+    }
+    impl->warmups.push_back(
+        PoolWarmup::create(*pool, std::move(served), *impl->upstream, impl->io.get_executor()));
+  }
+  for (auto& pool : impl->pools) {
     auto feed = LiveFeed::start(*pool, impl->metrics);
     if (!feed) return Error(feed.error());
     impl->feeds.push_back(std::move(*feed));
@@ -659,6 +694,10 @@ AdminApi* Gateway::admin() { return impl_->admin.get(); }
 std::optional<uint16_t> Gateway::admin_port() const {
   if (!impl_->admin) return std::nullopt;
   return impl_->admin->port();
+}
+
+std::string Gateway::warmup_status_json() const {
+  return ::kvgate::gateway::warmup_status_json(impl_->all_warmups());
 }
 
 }  // namespace kvgate::gateway

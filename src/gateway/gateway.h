@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -55,6 +56,9 @@ class Gateway {
   // other components register their sections on it. Its bound port.
   AdminApi* admin();
   std::optional<uint16_t> admin_port() const;
+  // Warm-up before traffic (gateway/warmup.h): every pool's warm-up state as JSON, for
+  // the admin API.
+  std::string warmup_status_json() const;
 
   struct Impl;
 

@@ -225,7 +225,7 @@ void PoolRuntime::notify(EndpointChange::Kind kind, const EndpointAddress& endpo
 
 void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view body, ApiKind kind,
                            std::string_view served_model, std::vector<kv::BlockKey>& keys,
-                           uint32_t& prompt_tokens) const {
+                           uint32_t& prompt_tokens, std::vector<uint32_t>* token_ids) const {
   const uint32_t block_size = config_.router.block_size;
   // Keys only meet the pool's own indexes, and the precise index seeds the chains it
   // rebuilds from events with the pool's name: the request side must use the same seed.
@@ -267,6 +267,10 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
   prompt_tokens = static_cast<uint32_t>(ids.size());
   keys.clear();
   kv::hash_blocks(ids, block_size, seed, keys);
+  if (token_ids) {  // warm-up hook
+    token_ids->clear();
+    if (tokenized) *token_ids = std::move(ids);
+  }
 }
 
 void PoolRuntime::close_expired_breakers(Nanos now) {

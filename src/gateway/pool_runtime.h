@@ -89,9 +89,11 @@ class PoolRuntime {
   // chat template (when configured) and tokenizer.json give real tokens; without, a
   // byte-level fallback (4 bytes per pseudo-token) keeps prefix locality.
   // Runs on the caller's thread.
+  // Warm-up hook (gateway/warmup.h): when `token_ids` is given it receives the token ids
+  // the keys were hashed from if they are real tokens (a tokenizer ran), else is cleared.
   void keys_for(const InspectedRequest& request, std::string_view body, ApiKind kind,
                 std::string_view served_model, std::vector<kv::BlockKey>& keys,
-                uint32_t& prompt_tokens) const;
+                uint32_t& prompt_tokens, std::vector<uint32_t>* token_ids = nullptr) const;
 
   // Routes on the strand; endpoints in `excluded` are skipped for this decision.
   boost::asio::awaitable<Pick> pick(route::RouteRequest request,

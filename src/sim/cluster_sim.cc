@@ -10,7 +10,9 @@
 #include "core/engine/engine_model.h"
 #include "core/kv/approx_index.h"
 #include "core/kv/block_hash.h"
+#include "core/kv/hot_prefixes.h"
 #include "core/kv/precise_index.h"
+#include "core/kv/warmup_run.h"
 #include "core/route/router.h"
 #include "sim/event_queue.h"
 #include "sim/pool_scaler.h"
@@ -37,7 +39,13 @@ enum class EventKind : uint8_t {
   kPrefillRelease,  // disaggregated: the decode side has the KV; the prefill engine frees it
   kControl,         // the autoscaler decides (autoscaled runs)
   kReplicaReady,    // a launched replica passes its health check
+  kWarmupSend,      // a warm-up answer reached the gateway: send the next ones
+  kWarmupDeadline,  // a replica's warm-up budget ends
 };
+
+// Engine request ids of warm-up requests: this bit, the engine index << 32, the index
+// in its warm-up set (workload requests are numbered from 0 and never reach it).
+constexpr uint64_t kWarmupId = uint64_t{1} << 63;
 
 // Where a request is in its life on the engines.
 enum class Phase : uint8_t {
@@ -53,6 +61,7 @@ struct Replica {
   ReplicaPhase phase = ReplicaPhase::kReady;
   Nanos launched_at = 0;
   Nanos ready_at = 0;
+  Nanos admitted_at = 0;  // joined routing (after its warm-up); -1: not yet
   Nanos drained_at = -1;
   Nanos stopped_at = -1;
   uint32_t in_flight = 0;   // routed to it and not yet finished at the gateway
@@ -105,6 +114,10 @@ class Simulation {
   Status join_router(uint32_t engine, Nanos now);
   void on_control(Nanos now);
   void on_replica_ready(Nanos now, uint32_t engine);
+  // Warm-up before traffic (policy_.warmup): the replica is in the router but unhealthy
+  // until its WarmupRun finishes.
+  void warmup_send(Nanos now, uint32_t engine);
+  void admit_replica(Nanos now, uint32_t engine);
   scale::PoolSignals build_signals(Nanos now);
   void launch(Nanos now);
   void drain(Nanos now, uint32_t engine);
@@ -164,6 +177,8 @@ class Simulation {
   int32_t gpus_per_replica_ = 1;
   uint32_t launches_ = 0;
   std::vector<ScaleSample> scale_samples_;
+  std::unique_ptr<kv::HotPrefixes> hot_;                 // set when warm-up is on
+  std::unordered_map<uint32_t, kv::WarmupRun> warmups_;  // by engine index
 };
 
 Status Simulation::build() {
@@ -201,6 +216,7 @@ Status Simulation::build() {
         kv::PreciseIndex::Options{.model = scenario_.gateway.model, .block_size = block_size_});
   }
   if (want_approx) approx_ = std::make_unique<kv::ApproxIndex>(policy_.approx);
+  if (policy_.warmup.enabled) hot_ = std::make_unique<kv::HotPrefixes>(block_size_);
 
   route::RouterConfig config = policy_.router;
   config.block_size = block_size_;
@@ -301,6 +317,7 @@ void Simulation::on_arrival(Nanos now, uint64_t id) {
   rr.keys = *r.keys;
   rr.prompt_tokens = static_cast<uint32_t>(r.work.prompt->size());
   rr.expected_output_tokens = r.work.output_tokens;
+  if (hot_) hot_->observe(*r.keys, {.token_ids = *r.work.prompt}, now);
   const route::Decision d = router_->route(rr, now, rng_);
   if (!d.accepted()) {
     r.record.rejected = true;
@@ -386,6 +403,18 @@ void Simulation::on_engine_step(Nanos now, uint32_t engine) {
     // A plain decode token changes nothing here (a prefill engine's only update is a
     // first token, so this skips no prefill phase).
     if (u.output_index != 0 && !u.finished) continue;
+    if (u.id & kWarmupId) {
+      if (u.finished) {
+        auto it = warmups_.find(engine);
+        if (it != warmups_.end()) {
+          it->second.done(
+              u.id & 0xffffffffULL,
+              {.ok = true, .prompt_tokens = u.prompt_tokens, .cached_tokens = u.cached_tokens});
+          queue_.push(at_gateway, Event{EventKind::kWarmupSend, engine, 0});
+        }
+      }
+      continue;
+    }
     RequestState& r = requests_[u.id];
     if (r.phase == Phase::kPrefill) {
       // The prefill engine's one token: the prompt's KV is ready to move.
@@ -610,6 +639,7 @@ void Simulation::launch(Nanos now) {
   r.phase = ReplicaPhase::kStarting;
   r.launched_at = now;
   r.ready_at = -1;
+  r.admitted_at = -1;
   ++launches_;
   Nanos startup = scenario_.scaling.startup_fixed;
   const engine::Profile& profile = scenario_.engines.front().profile;
@@ -626,7 +656,47 @@ void Simulation::on_replica_ready(Nanos now, uint32_t engine) {
   r.phase = ReplicaPhase::kReady;
   r.ready_at = now;
   // It joins the router with an empty prefix cache (a fresh EngineModel) and unscraped.
-  if (Status s = join_router(engine, now); !s) stop(now, engine);
+  if (Status s = join_router(engine, now); !s) {
+    stop(now, engine);
+    return;
+  }
+  if (!hot_) {
+    r.admitted_at = now;
+    return;
+  }
+  // Warm-up: out of routing until the pool's hot prefixes are in its cache.
+  router_->pool().set_health(endpoint_of_[engine], route::Health::kUnhealthy);
+  auto [it, inserted] = warmups_.insert_or_assign(
+      engine, kv::WarmupRun(hot_->top(policy_.warmup.prefixes, now), policy_.warmup, now));
+  queue_.push(it->second.deadline(), Event{EventKind::kWarmupDeadline, engine, 0});
+  warmup_send(now, engine);
+}
+
+void Simulation::warmup_send(Nanos now, uint32_t engine) {
+  auto it = warmups_.find(engine);
+  if (it == warmups_.end() || !live(engine) || replicas_[engine].admitted_at >= 0) return;
+  kv::WarmupRun& run = it->second;
+  // The hop to the engine is left out: a warm-up request is added at `now`.
+  for (size_t i : run.next(now)) {
+    engine::EngineRequest er;
+    er.id = kWarmupId | uint64_t{engine} << 32 | i;
+    er.prompt = run.set()[i].token_ids;
+    er.max_tokens = 1;
+    if (er.prompt.empty() || !engines_[engine]->add(std::move(er), now)) {
+      run.done(i, {.ok = false});
+    }
+  }
+  if (!step_pending_[engine]) {
+    if (auto t = engines_[engine]->next_step_time(now)) schedule_step(engine, std::max(*t, now));
+  }
+  if (run.finished(now)) admit_replica(now, engine);
+}
+
+void Simulation::admit_replica(Nanos now, uint32_t engine) {
+  Replica& r = replicas_[engine];
+  if (r.phase != ReplicaPhase::kReady || r.admitted_at >= 0) return;  // draining, or done
+  r.admitted_at = now;
+  router_->pool().set_health(endpoint_of_[engine], route::Health::kHealthy);
 }
 
 void Simulation::drain(Nanos now, uint32_t engine) {
@@ -704,6 +774,12 @@ Result<PolicyRun> Simulation::run() {
       case EventKind::kReplicaReady:
         on_replica_ready(now, e.payload.engine);
         break;
+      case EventKind::kWarmupSend:
+        warmup_send(now, e.payload.engine);
+        break;
+      case EventKind::kWarmupDeadline:
+        if (live(e.payload.engine)) admit_replica(now, e.payload.engine);
+        break;
       case EventKind::kPrefillDone:
         on_prefill_done(now, e.payload.id);
         break;
@@ -737,11 +813,18 @@ Result<PolicyRun> Simulation::run() {
   out.gpu_seconds = gpu_seconds_;
   out.launches = launches_;
   out.scale = std::move(scale_samples_);
-  for (const Replica& r : replicas_) {
-    out.replicas.push_back({.launched_at = r.launched_at,
-                            .ready_at = r.ready_at,
-                            .drained_at = r.drained_at,
-                            .stopped_at = r.stopped_at});
+  for (uint32_t i = 0; i < replicas_.size(); ++i) {
+    const Replica& r = replicas_[i];
+    ReplicaLife life{.launched_at = r.launched_at,
+                     .ready_at = r.ready_at,
+                     .drained_at = r.drained_at,
+                     .stopped_at = r.stopped_at,
+                     .admitted_at = r.admitted_at};
+    if (auto it = warmups_.find(i); it != warmups_.end()) {
+      life.warmup_requests = it->second.stats().succeeded;
+      life.warmup_tokens = it->second.stats().tokens_warmed;
+    }
+    out.replicas.push_back(life);
   }
   return out;
 }

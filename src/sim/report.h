@@ -67,6 +67,10 @@ struct ReplicaLife {
   Nanos ready_at = 0;     // -1: never became ready (cancelled while starting, or the run ended)
   Nanos drained_at = -1;  // -1: never drained
   Nanos stopped_at = -1;  // -1: still up when the run ended
+  // When it joined routing: ready_at, or the end of its warm-up (-1: never).
+  Nanos admitted_at = -1;
+  uint32_t warmup_requests = 0;  // warm-up requests answered
+  uint64_t warmup_tokens = 0;    // their prompt tokens
 };
 
 struct PolicyRun {

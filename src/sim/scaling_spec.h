@@ -13,6 +13,7 @@
 //     startup: cold               # cold | caches-kept | none: how new replicas start
 //     startup_s: 0                # > 0: every new replica takes exactly this long instead
 //     slo: {ttft_s: 2, itl_s: 0.1}  # what counts as a request served on target
+//     new_replica_window_s: 120   # warm-up report: a new replica's "first minutes"
 //   autoscale: {policy: target, signal: waiting, target: 4, max_replicas: 16}
 //   policies:
 //     - {name: queue, policy: load, overlap: none}
@@ -40,6 +41,9 @@ struct ScalingSpec {
   engine::StartupMode startup = engine::StartupMode::kCold;
   Nanos startup_fixed = 0;  // > 0 overrides the profile's startup table
   SloSpec slo;
+  // The warm-up report (warmup_report.h) looks at what a new replica served this long
+  // after it joined routing.
+  Nanos new_replica_window = 120 * kSecond;
 };
 
 // Sizes the pool from the future: at every control tick, the most requests/s the

@@ -93,7 +93,7 @@ Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
   KVGATE_TRY(check_keys(
       n,
       {"name", "policy", "params", "overlap", "filters", "saturation", "approx", "record_decisions",
-       "prefill_tokens_per_second", "early_reject", "pd", "autoscale", "oracle"},
+       "prefill_tokens_per_second", "early_reject", "pd", "autoscale", "oracle", "warmup"},
       where));
   KVGATE_TRY(read_field(n, "name", p.name, where));
   KVGATE_TRY(read_field(n, "policy", p.router.policy.name, where));
@@ -197,12 +197,28 @@ Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
     if (p.autoscale) return Error(where + ": autoscale and oracle are exclusive");
     p.oracle = spec;
   }
+  if (const YAML::Node w = n["warmup"]) {
+    const std::string ww = where + ".warmup";
+    KVGATE_TRY(check_keys(w, {"enabled", "prefixes", "budget_s", "concurrency"}, ww));
+    p.warmup.enabled = true;
+    KVGATE_TRY(read_field(w, "enabled", p.warmup.enabled, ww));
+    KVGATE_TRY(read_field(w, "prefixes", p.warmup.prefixes, ww));
+    double budget = to_seconds(p.warmup.budget);
+    KVGATE_TRY(read_field(w, "budget_s", budget, ww));
+    p.warmup.budget = seconds(budget);
+    KVGATE_TRY(read_field(w, "concurrency", p.warmup.concurrency, ww));
+    if (budget < 0 || p.warmup.concurrency < 1) {
+      return Error(ww + ": need budget_s >= 0 and concurrency >= 1");
+    }
+  }
   return p;
 }
 
 Status parse_scaling(const YAML::Node& n, ScalingSpec& out) {
   const std::string where = "scaling";
-  KVGATE_TRY(check_keys(n, {"control_interval_s", "signal_window_s", "startup", "startup_s", "slo"},
+  KVGATE_TRY(check_keys(n,
+                        {"control_interval_s", "signal_window_s", "startup", "startup_s", "slo",
+                         "new_replica_window_s"},
                         where));
   double control = to_seconds(out.control_interval), window = to_seconds(out.signal_window);
   double fixed = 0;
@@ -220,6 +236,10 @@ Status parse_scaling(const YAML::Node& n, ScalingSpec& out) {
   out.signal_window = seconds(window);
   out.startup = *m;
   out.startup_fixed = seconds(fixed);
+  double new_window = to_seconds(out.new_replica_window);
+  KVGATE_TRY(read_field(n, "new_replica_window_s", new_window, where));
+  if (new_window <= 0) return Error(where + ".new_replica_window_s: must be > 0");
+  out.new_replica_window = seconds(new_window);
   if (const YAML::Node slo = n["slo"]) {
     KVGATE_TRY(check_keys(slo, {"ttft_s", "itl_s"}, where + ".slo"));
     KVGATE_TRY(read_field(slo, "ttft_s", out.slo.ttft_s, where + ".slo"));

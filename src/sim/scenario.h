@@ -30,6 +30,7 @@
 //       prefill_tokens_per_second: 10000
 //       early_reject: {enabled: true, max_usage: 0.95, decode_seconds_per_token: 0.03}
 //       pd: {mode: auto, locality_weight: 64, local_prefill_max_tokens: 0}
+//       warmup: {prefixes: 16, budget_s: 10, concurrency: 4}   # new replicas (autoscaled)
 //   workload: {...}                 # workload_yaml.h
 //   max_time_s: 0                   # stop the clock here (0: when every request is done)
 //   scaling: {...}                  # autoscaling in virtual time: scaling_spec.h
@@ -46,6 +47,7 @@
 #include "core/engine/engine_config.h"
 #include "core/engine/profile.h"
 #include "core/kv/approx_index.h"
+#include "core/kv/warmup_run.h"
 #include "core/route/config.h"
 #include "core/route/endpoint.h"
 #include "core/scale/config.h"
@@ -83,6 +85,10 @@ struct PolicySpec {
   // scenario's), or an `oracle:`; neither, and no scenario section: a fixed fleet.
   std::optional<scale::AutoscaleConfig> autoscale;
   std::optional<OracleSpec> oracle;
+  // Warm-up before traffic (docs/coldstart.md): a replica that becomes ready is sent the
+  // pool's hot prefixes before it joins routing. YAML:
+  //   warmup: {enabled: true, prefixes: 16, budget_s: 10, concurrency: 4}
+  kv::WarmupConfig warmup;
 };
 
 struct Scenario {

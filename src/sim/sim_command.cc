@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include "sim/scaling_report.h"
 #include "sim/scenario.h"
 #include "sim/sim_report_files.h"
+#include "sim/warmup_report.h"
 
 namespace kvgate::sim {
 namespace {
@@ -110,6 +112,21 @@ int run_sim(const SimArgs& args) {
     if (!written) {
       fmt::print(stderr, "kvgate sim: {}\n", written.error());
       return 1;
+    }
+  }
+  // Warm-up before traffic: new replicas' first minutes with and without it.
+  const bool warmup = std::any_of(chosen.begin(), chosen.end(),
+                                  [](const PolicySpec* p) { return p->warmup.enabled; });
+  if (scaled && warmup) {
+    const Nanos window = scenario->scaling.new_replica_window;
+    auto rows = summarize_warmup(results.runs, results.stages, window);
+    std::fputs(warmup_table(rows, window).c_str(), stdout);
+    if (!args.out.empty()) {
+      auto written = write_warmup_files(results.runs, results.stages, rows, window, args.out);
+      if (!written) {
+        fmt::print(stderr, "kvgate sim: {}\n", written.error());
+        return 1;
+      }
     }
   }
   if (!args.out.empty()) {

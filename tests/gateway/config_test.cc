@@ -256,5 +256,46 @@ TEST(GatewayConfig, RouterPdSection) {
       << error_of(bad);
 }
 
+std::string with_pool_extra(const std::string& extra) {
+  return std::string(R"(
+pools:
+  main:
+)") + extra +
+         R"(
+    endpoints: [http://127.0.0.1:8001]
+models:
+  - {name: m, pool: main}
+)";
+}
+
+TEST(GatewayConfigWarmup, OffByDefaultOnWithASectionAndValidated) {
+  auto off = parse_gateway_config(with_pool_extra(""), "f.yaml");
+  ASSERT_TRUE(off) << off.error();
+  EXPECT_FALSE(off->pools[0].warmup.enabled);
+
+  auto on = parse_gateway_config(
+      with_pool_extra("    warmup: {prefixes: 32, budget_ms: 5000, concurrency: 8, "
+                      "ready_timeout_ms: 60000}"),
+      "f.yaml");
+  ASSERT_TRUE(on) << on.error();
+  const kv::WarmupConfig& w = on->pools[0].warmup;
+  EXPECT_TRUE(w.enabled);
+  EXPECT_EQ(w.prefixes, 32u);
+  EXPECT_EQ(w.budget, 5 * kSecond);
+  EXPECT_EQ(w.concurrency, 8u);
+  EXPECT_EQ(on->pools[0].warmup_ready_timeout.count(), 60000);
+
+  auto disabled = parse_gateway_config(with_pool_extra("    warmup: {enabled: false}"), "f.yaml");
+  ASSERT_TRUE(disabled) << disabled.error();
+  EXPECT_FALSE(disabled->pools[0].warmup.enabled);
+
+  auto bad = parse_gateway_config(with_pool_extra("    warmup: {concurrency: 0}"), "f.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("pools.main.warmup.concurrency"), std::string::npos) << bad.error();
+  auto typo = parse_gateway_config(with_pool_extra("    warmup: {prefixs: 3}"), "f.yaml");
+  ASSERT_FALSE(typo);
+  EXPECT_NE(typo.error().find("prefixs"), std::string::npos) << typo.error();
+}
+
 }  // namespace
 }  // namespace kvgate::gateway
