@@ -23,6 +23,7 @@
 #include "core/common/result.h"
 #include "core/route/config.h"
 #include "core/route/endpoint.h"
+#include "gateway/autoscale_config.h"
 
 namespace kvgate::gateway {
 
@@ -100,6 +101,9 @@ struct PoolConfig {
   route::RouterConfig router;      // policy and its params, filters, overlap, block size
   std::string tokenizer_file;      // tokenizer.json; empty: route on a byte-level fallback
   std::string chat_template_file;  // tokenizer_config.json (optional)
+  // Set when the pool has an `autoscale:` section. With a local actuator the pool lists
+  // no endpoints: its replicas are launched and registered at run time.
+  std::optional<PoolAutoscaleConfig> autoscale;
 };
 
 // A model name clients send; resolves to a pool. Aliases resolve to the same pool, and

@@ -21,6 +21,7 @@
 #include "gateway/keys.h"
 #include "gateway/live_feed.h"
 #include "gateway/openai_request.h"
+#include "gateway/pool_autoscaler.h"
 #include "gateway/pool_runtime.h"
 #include "gateway/sse_tap.h"
 #include "gateway/tenant_limiter.h"
@@ -89,7 +90,8 @@ struct Gateway::Impl {
   std::vector<std::thread> threads;
   std::unique_ptr<io::UpstreamClient> upstream;
   std::vector<std::unique_ptr<PoolRuntime>> pools;
-  std::vector<std::unique_ptr<LiveFeed>> feeds;  // after pools: destroyed first
+  std::vector<std::unique_ptr<LiveFeed>> feeds;              // after pools: destroyed first
+  std::vector<std::unique_ptr<PoolAutoscaler>> autoscalers;  // stopped first in stop_all
   std::vector<std::unique_ptr<io::HttpServer>> servers;
   std::atomic<bool> draining{false};
   std::atomic<bool> stopped{false};
@@ -456,6 +458,7 @@ void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const U
 
 void Gateway::Impl::stop_all() {
   if (stopped.exchange(true)) return;
+  for (auto& a : autoscalers) a->stop();  // while the I/O threads still serve the strands
   for (auto& s : servers) s->stop(std::chrono::milliseconds(0));
   work.reset();
   upstream->close_idle();
@@ -538,6 +541,19 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
       return Error(fmt::format("listener {}:{}: {}", l.address, l.port, server.error()));
     }
     impl->servers.push_back(std::move(*server));
+  }
+  for (auto& pool : impl->pools) {
+    if (!pool->config().autoscale) continue;
+    std::vector<std::string> models;
+    for (const ModelConfig& m : c.models) {
+      if (m.pool == pool->name()) models.push_back(m.name);
+    }
+    auto autoscaler = PoolAutoscaler::start(*pool, std::move(models), impl->metrics);
+    if (!autoscaler) {
+      impl->stop_all();
+      return Error(autoscaler.error());
+    }
+    impl->autoscalers.push_back(std::move(*autoscaler));
   }
   return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
 }

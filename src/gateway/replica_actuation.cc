@@ -1,0 +1,295 @@
+#include "gateway/replica_actuation.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "gateway/pool_runtime.h"
+#include "io/http_client.h"
+#include "io/k8s_scaler.h"
+#include "io/local_actuator.h"
+
+namespace kvgate::gateway {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Kind none: the endpoints are the replicas; decisions are only exported.
+class ExportOnly final : public ReplicaActuation {
+ public:
+  explicit ExportOnly(Nanos clock_offset) : clock_offset_(clock_offset) {}
+  void poll() override {}
+  std::vector<scale::ReplicaSignal> replicas(std::span<const EndpointView> endpoints) override {
+    return replicas_from_endpoints(endpoints, clock_offset_);
+  }
+  void apply(const scale::Decision&) override {}
+
+ private:
+  Nanos clock_offset_;
+};
+
+// Kind local: replicas are processes this gateway launches and registers.
+class LocalReplicas final : public ReplicaActuation {
+ public:
+  LocalReplicas(const LocalReplicaConfig& config, ActuationContext context)
+      : pool_(context.pool), drain_timeout_(config.drain_timeout) {}
+
+  ~LocalReplicas() override {
+    actuator_.reset();  // stops every replica: requests still on them end at once
+    for (auto& [id, d] : drains_) d.thread.join();
+  }
+
+  Status start(const LocalReplicaConfig& config, std::function<Nanos()> now) {
+    io::LocalActuatorOptions o;
+    o.command = config.command;
+    if (o.command.front() == "kvgate") {
+      std::error_code ec;
+      auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+      if (!ec) o.command.front() = self.string();
+    }
+    o.host = config.host;
+    o.health_path = config.health_path;
+    o.startup_timeout = config.startup_timeout;
+    // The router drains first (remove_endpoint_sync, drain_timeout); the process is
+    // stopped once that is done, or a little after it should have been.
+    o.drain_timeout = config.drain_timeout + std::chrono::seconds(5);
+    o.stop_grace = config.stop_grace;
+    o.restart_crashed = config.restart_crashed;
+    o.on_change = [this](const io::ReplicaChange& c) { on_change(c); };
+    o.in_flight = [this](const std::string& id) -> uint32_t {
+      auto it = drains_.find(id);
+      return it != drains_.end() && !it->second.done->load() ? 1 : 0;
+    };
+    if (config.log_output) {
+      o.on_output = [pool = pool_.name()](const std::string& id, const std::string& line) {
+        spdlog::info("[{}/{}] {}", pool, id, line);
+      };
+    }
+    o.now = std::move(now);
+    auto made = io::LocalActuator::make(std::move(o));
+    if (!made) return Error(made.error());
+    actuator_ = std::move(*made);
+    return {};
+  }
+
+  void poll() override { actuator_->poll(); }
+
+  std::vector<scale::ReplicaSignal> replicas(std::span<const EndpointView> endpoints) override {
+    std::vector<scale::ReplicaSignal> out = actuator_->replicas();
+    for (scale::ReplicaSignal& r : out) {
+      r.in_flight = 0;
+      auto it = registered_.find(r.id);
+      if (it == registered_.end()) continue;
+      for (const EndpointView& e : endpoints) {
+        if (e.id == it->second) r.in_flight = e.in_flight;
+      }
+    }
+    return out;
+  }
+
+  void apply(const scale::Decision& d) override {
+    if (Status s = actuator_->apply(d); !s) {
+      spdlog::warn("pool {}: launching a replica failed: {}", pool_.name(), s.error());
+    }
+  }
+
+  uint64_t restarts() const override { return actuator_->restarts(); }
+
+ private:
+  struct Drain {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+
+  void on_change(const io::ReplicaChange& c) {
+    switch (c.kind) {
+      case io::ReplicaChange::Kind::kReady: {
+        auto id = pool_.add_endpoint_sync(route::EndpointSpec{.url = c.url}, std::nullopt);
+        if (!id) {
+          spdlog::warn("pool {}: {} at {} is healthy but could not be registered: {}", pool_.name(),
+                       c.id, c.url, id.error());
+          return;
+        }
+        registered_[c.id] = *id;
+        spdlog::info("pool {}: {} ready at {}, routing to it", pool_.name(), c.id, c.url);
+        return;
+      }
+      case io::ReplicaChange::Kind::kDraining: {
+        auto it = registered_.find(c.id);
+        if (it == registered_.end()) return;
+        spdlog::info("pool {}: draining {} ({})", pool_.name(), c.id, c.url);
+        auto done = std::make_shared<std::atomic<bool>>(false);
+        // Off this thread: a drain waits for streams that may run for minutes, and the
+        // autoscaler keeps deciding meanwhile.
+        std::thread t(
+            [pool = &pool_, id = it->second, timeout = drain_timeout_, done, name = c.id] {
+              auto clean = pool->remove_endpoint_sync(id, timeout);
+              if (!clean) {
+                spdlog::warn("pool {}: removing {}: {}", pool->name(), name, clean.error());
+              } else if (!*clean) {
+                spdlog::warn("pool {}: {} still had requests after the drain timeout", pool->name(),
+                             name);
+              }
+              done->store(true);
+            });
+        registered_.erase(it);
+        drains_[c.id] = Drain{std::move(t), std::move(done)};
+        return;
+      }
+      case io::ReplicaChange::Kind::kRemoved: {
+        if (auto d = drains_.find(c.id); d != drains_.end()) {
+          d->second.thread.join();
+          drains_.erase(d);
+        }
+        if (auto it = registered_.find(c.id); it != registered_.end()) {
+          // It exited without being drained: its requests have failed already.
+          auto removed = pool_.remove_endpoint_sync(it->second, milliseconds(0));
+          if (!removed)
+            spdlog::warn("pool {}: removing {}: {}", pool_.name(), c.id, removed.error());
+          registered_.erase(it);
+        }
+        if (c.crashed) {
+          spdlog::warn("pool {}: {} ({}) exited on its own; replacing it", pool_.name(), c.id,
+                       c.url);
+        } else {
+          spdlog::info("pool {}: {} stopped", pool_.name(), c.id);
+        }
+        return;
+      }
+    }
+  }
+
+  PoolRuntime& pool_;
+  milliseconds drain_timeout_;
+  std::unique_ptr<io::LocalActuator> actuator_;
+  std::map<std::string, route::EndpointId> registered_;  // replica id -> router endpoint
+  std::map<std::string, Drain> drains_;                  // replicas being drained
+};
+
+// Kind kubernetes: the replicas are the pods of a Deployment or StatefulSet.
+class KubeReplicas final : public ReplicaActuation {
+ public:
+  KubeReplicas(io::KubeConfig config, io::KubeTarget target, ActuationContext context)
+      : scaler_(std::move(config)),
+        target_(std::move(target)),
+        name_(context.pool.name()),
+        now_(std::move(context.now)) {}
+
+  void poll() override {
+    auto s = scaler_.get_scale(target_);
+    if (!s) {
+      warn(s.error());
+      return;
+    }
+    scale_ = *s;
+    reconcile();
+  }
+
+  std::vector<scale::ReplicaSignal> replicas(std::span<const EndpointView>) override {
+    return pods_;
+  }
+
+  void apply(const scale::Decision& d) override {
+    if (!scale_ || d.desired_replicas == scale_->spec_replicas) return;
+    auto s = scaler_.set_replicas(target_, d.desired_replicas);
+    if (!s) {
+      warn(s.error());
+      return;
+    }
+    spdlog::info("pool {}: {} spec.replicas {} -> {}", name_, target_.name, scale_->spec_replicas,
+                 d.desired_replicas);
+    // The drained ones leave our count first; Kubernetes picks the pods it removes.
+    for (const std::string& id : d.drain) {
+      std::erase_if(pods_, [&](const scale::ReplicaSignal& r) { return r.id == id; });
+    }
+    scale_->spec_replicas = d.desired_replicas;
+    reconcile();
+  }
+
+ private:
+  // Matches our replica list to spec.replicas (new ones starting from now) and counts the
+  // oldest status.replicas of them as ready.
+  void reconcile() {
+    const Nanos t = now_();
+    const int32_t spec = std::max(scale_->spec_replicas, 0);
+    while (static_cast<int32_t>(pods_.size()) < spec) {
+      pods_.push_back({.id = fmt::format("{}-{}", target_.name, next_id_++),
+                       .phase = scale::ReplicaPhase::kStarting,
+                       .launched_at = t});
+    }
+    while (static_cast<int32_t>(pods_.size()) > spec) pods_.pop_back();
+    const int32_t ready = std::min(scale_->status_replicas, spec);
+    for (int32_t i = 0; i < static_cast<int32_t>(pods_.size()); ++i) {
+      scale::ReplicaSignal& r = pods_[static_cast<size_t>(i)];
+      if (i < ready && r.phase == scale::ReplicaPhase::kStarting) {
+        r.phase = scale::ReplicaPhase::kReady;
+        r.ready_at = t;
+      }
+    }
+  }
+
+  void warn(const std::string& error) {
+    const Nanos t = now_();
+    if (t - last_warning_ < 30 * kSecond) return;
+    last_warning_ = t;
+    spdlog::warn("pool {}: {}", name_, error);
+  }
+
+  io::KubeScaler scaler_;
+  io::KubeTarget target_;
+  std::string name_;
+  std::function<Nanos()> now_;
+  std::optional<io::ScaleState> scale_;
+  std::vector<scale::ReplicaSignal> pods_;
+  uint64_t next_id_ = 0;
+  Nanos last_warning_ = -3600 * kSecond;
+};
+
+Result<std::unique_ptr<ReplicaActuation>> make_kube(const KubernetesReplicaConfig& k,
+                                                    ActuationContext context) {
+  io::KubeTarget target = k.target;
+  io::KubeConfig config;
+  if (k.api_server.empty()) {
+    auto in_cluster = io::in_cluster_config();
+    if (!in_cluster) return Error("kubernetes actuator: " + in_cluster.error());
+    config = std::move(*in_cluster);
+  } else {
+    auto url = io::parse_url(k.api_server);
+    if (!url) return Error("kubernetes actuator: api_server: " + url.error());
+    config.host = url->host;
+    config.port = static_cast<uint16_t>(std::stoi(url->port));
+    config.tls = false;
+  }
+  if (target.ns.empty()) {
+    auto ns = io::in_cluster_namespace();
+    if (!ns) return Error("kubernetes actuator: set namespace (" + ns.error() + ")");
+    target.ns = *ns;
+  }
+  return std::unique_ptr<ReplicaActuation>(
+      new KubeReplicas(std::move(config), std::move(target), std::move(context)));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ReplicaActuation>> make_actuation(const PoolAutoscaleConfig& config,
+                                                         ActuationContext context) {
+  switch (config.actuator) {
+    case ActuatorKind::kNone:
+      return std::unique_ptr<ReplicaActuation>(new ExportOnly(context.clock_offset));
+    case ActuatorKind::kLocal: {
+      auto now = context.now;
+      auto local = std::make_unique<LocalReplicas>(config.local, std::move(context));
+      if (Status s = local->start(config.local, std::move(now)); !s) return Error(s.error());
+      return std::unique_ptr<ReplicaActuation>(std::move(local));
+    }
+    case ActuatorKind::kKubernetes:
+      return make_kube(config.kubernetes, std::move(context));
+  }
+  return Error("unknown actuator");
+}
+
+}  // namespace kvgate::gateway
