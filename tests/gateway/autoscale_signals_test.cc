@@ -7,6 +7,7 @@
 #include "core/kv/approx_index.h"
 #include "core/kv/precise_index.h"
 #include "core/metrics/prometheus_text.h"
+#include "core/scale/cold_start.h"
 #include "gateway/metrics.h"
 
 namespace kvgate::gateway {
