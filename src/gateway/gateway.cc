@@ -581,4 +581,12 @@ bool Gateway::draining() const { return impl_->draining.load(); }
 
 GatewayMetrics& Gateway::metrics() { return impl_->metrics; }
 
+std::vector<PoolRuntime*> Gateway::pools() {
+  std::vector<PoolRuntime*> out;
+  for (auto& p : impl_->pools) out.push_back(p.get());
+  return out;
+}
+
+PoolRuntime* Gateway::pool(std::string_view name) { return impl_->pool_named(name); }
+
 }  // namespace kvgate::gateway

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "core/common/result.h"
@@ -25,6 +26,8 @@
 #include "gateway/metrics.h"
 
 namespace kvgate::gateway {
+
+class PoolRuntime;
 
 class Gateway {
  public:
@@ -42,6 +45,10 @@ class Gateway {
   bool draining() const;
 
   GatewayMetrics& metrics();
+  // The running pools (control plane: admin API, autoscaler), in config order; nullptr
+  // for an unknown name. They live as long as the gateway.
+  std::vector<PoolRuntime*> pools();
+  PoolRuntime* pool(std::string_view name);
 
   struct Impl;
 

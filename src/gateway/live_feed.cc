@@ -1,6 +1,7 @@
 #include "gateway/live_feed.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <condition_variable>
 #include <map>
@@ -51,11 +52,14 @@ Result<Scraped> scrape(const std::string& url, std::chrono::milliseconds timeout
 struct LiveFeed::Impl {
   PoolRuntime& pool;
   GatewayMetrics& metrics;
+  uint64_t observer = 0;  // PoolRuntime::on_change handle
+  // Below: guarded by state_mu (the scraper thread and the pool's strand, through the
+  // observer, both touch it).
+  std::mutex state_mu;
   std::unique_ptr<io::KvEventSubscriber> subscriber;
-  std::vector<route::EndpointId> subscribed;
   std::map<route::EndpointId, io::KvEventSource> sources;  // as added, for a resync
-  // Scraper thread only: endpoints whose last scrape failed; counters of the sources
-  // replaced by a resync; resyncs per endpoint.
+  // Endpoints whose last scrape failed; counters of the sources replaced by a resync;
+  // resyncs per endpoint.
   std::set<route::EndpointId> down;
   std::map<route::EndpointId, kv::SequenceStats> base;
   std::map<route::EndpointId, uint64_t> resyncs;
@@ -65,6 +69,60 @@ struct LiveFeed::Impl {
   std::thread scraper;
 
   Impl(PoolRuntime& p, GatewayMetrics& m) : pool(p), metrics(m) {}
+
+  // Creates the subscriber (bind mode at start; connect mode with the first source).
+  Status ensure_subscriber() {
+    if (subscriber) return {};
+    PoolRuntime* p = &pool;
+    // Called on the subscriber's thread; the index lives on the pool's strand.
+    auto sink = [p](io::KvEventDelivery d) {
+      auto shared = std::make_shared<io::KvEventDelivery>(std::move(d));
+      p->post([shared](route::Router&, kv::PreciseIndex& index) {
+        if (shared->clear_first) index.clear_endpoint(shared->endpoint);
+        for (const kv::EventBatch& b : shared->batches) {
+          kv::apply_event_batch(index, shared->endpoint, b);
+        }
+      });
+    };
+    auto sub =
+        io::KvEventSubscriber::create({.bind_url = pool.config().kv_events_bind}, std::move(sink));
+    if (!sub) return Error(fmt::format("pool {}: kv events: {}", pool.name(), sub.error()));
+    subscriber = std::move(*sub);
+    return {};
+  }
+
+  // With state_mu held.
+  void subscribe(const EndpointAddress& e) {
+    if (!e.kv_events) return;
+    if (auto s = ensure_subscriber(); !s.ok()) {
+      spdlog::error("{}", s.error());
+      return;
+    }
+    const KvEventsConfig& k = *e.kv_events;
+    io::KvEventSource source{
+        .endpoint = e.id, .publisher = k.publisher, .topic = k.topic, .replay = k.replay};
+    sources[e.id] = source;
+    subscriber->add_source(std::move(source));
+  }
+
+  // The pool's run-time changes (on its strand).
+  void on_change(const EndpointChange& change) {
+    std::lock_guard lock(state_mu);
+    const route::EndpointId id = change.endpoint.id;
+    switch (change.kind) {
+      case EndpointChange::Kind::kAdded:
+        subscribe(change.endpoint);
+        break;
+      case EndpointChange::Kind::kRemoving:
+        break;  // still serving its requests in flight: keep its state current
+      case EndpointChange::Kind::kRemoved:
+        if (subscriber && sources.erase(id) > 0) subscriber->remove_source(id);
+        down.erase(id);
+        base.erase(id);
+        resyncs.erase(id);
+        break;
+    }
+  }
 
   void run() {
     const auto interval = pool.config().scrape_interval;
@@ -87,16 +145,22 @@ struct LiveFeed::Impl {
       auto s = scrape(e.url, timeout);
       if (!s) {
         metrics.scrape(name, e.url, nullptr, nullptr, nullptr);
+        std::lock_guard lock(state_mu);
         down.insert(e.id);
         continue;
       }
-      if (down.erase(e.id) > 0) resync(e.id);
+      {
+        std::lock_guard lock(state_mu);
+        if (down.erase(e.id) > 0) resync(e.id);
+      }
       metrics.scrape(name, e.url, &s->waiting, &s->running, &s->kv_usage);
       route::ScrapedMetrics sm{.waiting = static_cast<uint32_t>(s->waiting),
                                .running = static_cast<uint32_t>(s->running),
                                .kv_usage = std::clamp(s->kv_usage, 0.0, 1.0)};
-      pool.post([id = e.id, sm](route::Router& router, kv::PreciseIndex&) {
-        router.pool().on_metrics(id, sm, monotonic_now());
+      pool.post([id = e.id, url = e.url, sm](route::Router& router, kv::PreciseIndex&) {
+        // The endpoint may have been removed (and its id reused) since the scrape began.
+        const route::Endpoint* now = router.pool().get(id);
+        if (now && now->spec.url == url) router.pool().on_metrics(id, sm, monotonic_now());
       });
     }
   }
@@ -104,7 +168,7 @@ struct LiveFeed::Impl {
   // The endpoint stopped answering and is back: it may be a new process whose event
   // sequence restarted and whose first batches were lost while the SUB reconnected (a
   // restart the sequencer alone cannot always see). Forget what it held and subscribe
-  // afresh, so the next batch it publishes starts a new sequence.
+  // afresh, so the next batch it publishes starts a new sequence. With state_mu held.
   void resync(route::EndpointId id) {
     auto it = sources.find(id);
     if (!subscriber || it == sources.end()) return;
@@ -125,10 +189,13 @@ struct LiveFeed::Impl {
   }
 
   void export_event_stats() {
+    std::lock_guard lock(state_mu);
     if (!subscriber) return;
     const std::string& name = pool.name();
-    for (route::EndpointId id : subscribed) {
-      const std::string& url = pool.endpoints()[id].url;
+    for (const auto& [id, source] : sources) {
+      auto endpoint = pool.endpoint(id);
+      if (!endpoint) continue;
+      const std::string& url = endpoint->url;
       kv::SequenceStats s = subscriber->stats(id);
       const kv::SequenceStats& b = base[id];
       auto set = [&](const char* family, uint64_t v) {
@@ -151,12 +218,14 @@ struct LiveFeed::Impl {
 LiveFeed::LiveFeed(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 LiveFeed::~LiveFeed() {
+  impl_->pool.remove_observer(impl_->observer);
   {
     std::lock_guard lock(impl_->mu);
     impl_->stopping = true;
   }
   impl_->wake.notify_all();
   if (impl_->scraper.joinable()) impl_->scraper.join();
+  std::lock_guard lock(impl_->state_mu);
   impl_->subscriber.reset();
 }
 
@@ -168,39 +237,17 @@ std::string LiveFeed::bound_endpoint() const {
 
 Result<std::unique_ptr<LiveFeed>> LiveFeed::start(PoolRuntime& pool, GatewayMetrics& metrics) {
   auto impl = std::make_unique<Impl>(pool, metrics);
-  const PoolConfig& config = pool.config();
-  std::vector<io::KvEventSource> sources;
-  for (size_t i = 0; i < config.endpoints.size(); ++i) {
-    if (i >= config.kv_events.size() || !config.kv_events[i]) continue;  // (set by the parser)
-    for (const EndpointAddress& e : pool.endpoints()) {
-      if (e.url != config.endpoints[i].url) continue;
-      const KvEventsConfig& k = *config.kv_events[i];
-      sources.push_back(
-          {.endpoint = e.id, .publisher = k.publisher, .topic = k.topic, .replay = k.replay});
+  {
+    std::lock_guard lock(impl->state_mu);
+    if (!pool.config().kv_events_bind.empty()) {
+      if (auto s = impl->ensure_subscriber(); !s.ok()) return Error(s.error());
     }
+    for (const EndpointAddress& e : pool.endpoints()) impl->subscribe(e);
   }
-  if (!sources.empty()) {
-    // Called on the subscriber's thread; the index lives on the pool's strand.
-    auto sink = [&pool](io::KvEventDelivery d) {
-      auto shared = std::make_shared<io::KvEventDelivery>(std::move(d));
-      pool.post([shared](route::Router&, kv::PreciseIndex& index) {
-        if (shared->clear_first) index.clear_endpoint(shared->endpoint);
-        for (const kv::EventBatch& b : shared->batches) {
-          kv::apply_event_batch(index, shared->endpoint, b);
-        }
-      });
-    };
-    auto sub = io::KvEventSubscriber::create({.bind_url = config.kv_events_bind}, std::move(sink));
-    if (!sub) return Error(fmt::format("pool {}: kv events: {}", config.name, sub.error()));
-    impl->subscriber = std::move(*sub);
-    for (io::KvEventSource& s : sources) {
-      impl->subscribed.push_back(s.endpoint);
-      impl->sources[s.endpoint] = s;
-      impl->subscriber->add_source(std::move(s));
-    }
-  }
+  impl->observer =
+      pool.on_change([raw = impl.get()](const EndpointChange& c) { raw->on_change(c); });
   Impl* raw = impl.get();
-  if (config.scrape_interval.count() > 0) raw->scraper = std::thread([raw] { raw->run(); });
+  if (pool.config().scrape_interval.count() > 0) raw->scraper = std::thread([raw] { raw->run(); });
   return std::unique_ptr<LiveFeed>(new LiveFeed(std::move(impl)));
 }
 

@@ -4,13 +4,19 @@
 #include "gateway/pool_runtime.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
 #include <chrono>
 #include <fstream>
 #include <sstream>
+
+#include "io/http_client.h"
 
 namespace kvgate::gateway {
 namespace asio = boost::asio;
@@ -25,16 +31,17 @@ std::optional<std::string> read_file(const std::string& path) {
   return ss.str();
 }
 
-// "http://host:port[/]" -> host, port (validated by the config parser).
-void split_url(const std::string& url, std::string& host, uint16_t& port) {
-  std::string_view rest = std::string_view(url).substr(7);
-  rest = rest.substr(0, rest.find('/'));
-  size_t colon = rest.rfind(':');
-  host = std::string(rest.substr(0, colon));
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
+// "http://host:port[/]" -> the endpoint's address.
+Result<EndpointAddress> address_of(const route::EndpointSpec& spec) {
+  auto url = io::parse_url(spec.url);
+  if (!url) return Error(fmt::format("endpoint url {}: {}", spec.url, url.error()));
+  if (url->target != "/") {
+    return Error(
+        fmt::format("endpoint url {}: expected http://host:port, without a path", spec.url));
   }
-  port = static_cast<uint16_t>(std::stoi(std::string(rest.substr(colon + 1))));
+  EndpointAddress a{.url = spec.url, .host = url->host};
+  a.port = static_cast<uint16_t>(std::stoi(url->port));  // checked by parse_url
+  return a;
 }
 
 }  // namespace
@@ -88,19 +95,132 @@ Result<std::unique_ptr<PoolRuntime>> PoolRuntime::create(const PoolConfig& confi
       route::Router::create(config.router, {.precise = &p->precise_, .approx = &p->approx_});
   if (!router) return Error(fmt::format("pool {}: {}", config.name, router.error()));
   p->router_ = std::move(*router);
-  Nanos now = monotonic_now();
-  for (const route::EndpointSpec& spec : config.endpoints) {
-    auto id = p->router_->add_endpoint(spec, now);
+  // The strand runs nothing yet: adding directly is safe.
+  for (size_t i = 0; i < config.endpoints.size(); ++i) {
+    std::optional<KvEventsConfig> events;
+    if (i < config.kv_events.size()) events = config.kv_events[i];
+    auto id = p->add_on_strand(config.endpoints[i], std::move(events));
     if (!id) return Error(fmt::format("pool {}: {}", config.name, id.error()));
-    EndpointAddress addr{.id = *id, .url = spec.url};
-    split_url(spec.url, addr.host, addr.port);
-    if (p->endpoints_.size() <= *id) {
-      p->endpoints_.resize(*id + 1);
-      p->breakers_.resize(*id + 1);
-    }
-    p->endpoints_[*id] = std::move(addr);
   }
   return p;
+}
+
+Result<route::EndpointId> PoolRuntime::add_on_strand(route::EndpointSpec spec,
+                                                     std::optional<KvEventsConfig> kv_events) {
+  auto addr = address_of(spec);
+  if (!addr) return Error(addr.error());
+  auto id = router_->add_endpoint(std::move(spec), monotonic_now());
+  if (!id) return Error(id.error());
+  addr->id = *id;
+  addr->kv_events = std::move(kv_events);
+  if (breakers_.size() <= *id) breakers_.resize(*id + 1);
+  breakers_[*id] = Breaker{};
+  {
+    std::lock_guard lock(endpoints_mu_);
+    if (endpoints_.size() <= *id) endpoints_.resize(*id + 1);
+    endpoints_[*id] = *addr;
+  }
+  return *id;
+}
+
+std::vector<EndpointAddress> PoolRuntime::endpoints() const {
+  std::lock_guard lock(endpoints_mu_);
+  std::vector<EndpointAddress> out;
+  for (const auto& e : endpoints_) {
+    if (e) out.push_back(*e);
+  }
+  return out;
+}
+
+std::optional<EndpointAddress> PoolRuntime::endpoint(route::EndpointId id) const {
+  std::lock_guard lock(endpoints_mu_);
+  if (id >= endpoints_.size()) return std::nullopt;
+  return endpoints_[id];
+}
+
+asio::awaitable<Result<route::EndpointId>> PoolRuntime::add_endpoint(
+    route::EndpointSpec spec, std::optional<KvEventsConfig> kv_events) {
+  co_return *co_await asio::co_spawn(strand_, add_task(std::move(spec), std::move(kv_events)),
+                                     asio::use_awaitable);
+}
+
+asio::awaitable<Result<bool>> PoolRuntime::remove_endpoint(route::EndpointId id,
+                                                           std::chrono::milliseconds timeout) {
+  co_return *co_await asio::co_spawn(strand_, remove_task(id, timeout), asio::use_awaitable);
+}
+
+Result<route::EndpointId> PoolRuntime::add_endpoint_sync(route::EndpointSpec spec,
+                                                         std::optional<KvEventsConfig> kv_events) {
+  auto done =
+      asio::co_spawn(strand_, add_task(std::move(spec), std::move(kv_events)), asio::use_future);
+  return *done.get();
+}
+
+Result<bool> PoolRuntime::remove_endpoint_sync(route::EndpointId id,
+                                               std::chrono::milliseconds timeout) {
+  return *asio::co_spawn(strand_, remove_task(id, timeout), asio::use_future).get();
+}
+
+asio::awaitable<std::optional<Result<route::EndpointId>>> PoolRuntime::add_task(
+    route::EndpointSpec spec, std::optional<KvEventsConfig> kv_events) {
+  auto id = add_on_strand(std::move(spec), std::move(kv_events));
+  if (id) {
+    spdlog::info("pool {}: endpoint {} added", config_.name, endpoint(*id)->url);
+    notify(EndpointChange::Kind::kAdded, *endpoint(*id));
+  }
+  co_return id;
+}
+
+asio::awaitable<std::optional<Result<bool>>> PoolRuntime::remove_task(
+    route::EndpointId id, std::chrono::milliseconds timeout) {
+  std::optional<EndpointAddress> addr = endpoint(id);
+  if (!addr || !router_->pool().get(id) || breakers_[id].draining) {
+    co_return Error(fmt::format("pool {}: no endpoint {}", config_.name, id));
+  }
+  breakers_[id].draining = true;
+  router_->pool().set_health(id, route::Health::kDraining);
+  notify(EndpointChange::Kind::kRemoving, *addr);
+  // Requests in flight (including remote prefills running there) finish first.
+  const Nanos deadline =
+      monotonic_now() + std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  auto busy = [&] {
+    const route::Endpoint* e = router_->pool().get(id);
+    return e && e->load.in_flight > 0;
+  };
+  while (busy() && monotonic_now() < deadline) {
+    timer.expires_after(std::chrono::milliseconds(20));
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  const bool drained = !busy();
+  router_->remove_endpoint(id);  // and its entries in both indexes
+  breakers_[id] = Breaker{};
+  {
+    std::lock_guard lock(endpoints_mu_);
+    endpoints_[id].reset();
+  }
+  spdlog::info("pool {}: endpoint {} removed ({})", config_.name, addr->url,
+               drained ? "drained" : "drain timed out");
+  notify(EndpointChange::Kind::kRemoved, *addr);
+  co_return drained;
+}
+
+uint64_t PoolRuntime::on_change(Observer fn) {
+  std::lock_guard lock(observers_mu_);
+  observers_.emplace_back(next_observer_, std::move(fn));
+  return next_observer_++;
+}
+
+void PoolRuntime::remove_observer(uint64_t handle) {
+  std::lock_guard lock(observers_mu_);
+  std::erase_if(observers_, [handle](const auto& o) { return o.first == handle; });
+}
+
+void PoolRuntime::notify(EndpointChange::Kind kind, const EndpointAddress& endpoint) {
+  // Held while the observers run, so remove_observer waits for a call in progress.
+  std::lock_guard lock(observers_mu_);
+  EndpointChange change{.kind = kind, .endpoint = endpoint};
+  for (const auto& [handle, fn] : observers_) fn(change);
 }
 
 void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view body, ApiKind kind,
@@ -152,12 +272,14 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
 void PoolRuntime::close_expired_breakers(Nanos now) {
   for (size_t id = 0; id < breakers_.size(); ++id) {
     Breaker& b = breakers_[id];
-    if (b.open_until > 0 && now >= b.open_until) {
+    if (b.open_until > 0 && now >= b.open_until && !b.draining) {
       // Half-open: let requests probe it; the next failure opens it again at once.
       b.open_until = 0;
       b.consecutive_failures = breaker_.failures - 1;
       router_->pool().set_health(static_cast<route::EndpointId>(id), route::Health::kHealthy);
-      metrics_.breaker(config_.name, endpoints_[id].url, false);
+      if (auto e = endpoint(static_cast<route::EndpointId>(id))) {
+        metrics_.breaker(config_.name, e->url, false);
+      }
     }
   }
 }
@@ -193,9 +315,7 @@ Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
   for (route::EndpointId id : hidden) router_->pool().set_health(id, route::Health::kHealthy);
   metrics_.decision(config_.name, config_.router.policy.name,
                     route::to_string(pick.decision.reason));
-  if (pick.decision.accepted() && pick.decision.endpoint < endpoints_.size()) {
-    pick.endpoint = endpoints_[pick.decision.endpoint];
-  }
+  if (pick.decision.accepted()) pick.endpoint = endpoint(pick.decision.endpoint);
   return pick;
 }
 
@@ -221,13 +341,13 @@ void PoolRuntime::endpoint_result(route::EndpointId endpoint, bool ok) {
       b.consecutive_failures = 0;
       return;
     }
-    if (b.open_until > 0) return;
+    if (b.open_until > 0 || b.draining) return;
     if (++b.consecutive_failures >= breaker_.failures) {
       b.open_until =
           monotonic_now() +
           std::chrono::duration_cast<std::chrono::nanoseconds>(breaker_.open_for).count();
       router_->pool().set_health(endpoint, route::Health::kUnhealthy);
-      metrics_.breaker(config_.name, endpoints_[endpoint].url, true);
+      if (auto e = this->endpoint(endpoint)) metrics_.breaker(config_.name, e->url, true);
     }
   });
 }

@@ -11,14 +11,25 @@
 //
 // Retries exclude endpoints that already failed for this request: pick() hides them
 // from the router for the one decision.
+//
+// Endpoints come from the config and may be added and removed at run time (admin API,
+// autoscaler): add_endpoint puts one in the router at once; remove_endpoint drains it
+// first (marked draining, so no new request goes there; requests in flight may finish
+// up to a timeout), then takes it out of the router and its indexes. Observers
+// (on_change; the LiveFeed is one) follow both, on the strand.
+//
+//   auto id = co_await pool.add_endpoint({.url = "http://10.0.0.9:8000"}, std::nullopt);
+//   auto drained = co_await pool.remove_endpoint(*id, std::chrono::seconds(30));
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/strand.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -42,6 +53,17 @@ struct EndpointAddress {
   std::string url;
   std::string host;
   uint16_t port = 0;
+  std::optional<KvEventsConfig> kv_events;  // where its engine publishes KV events
+};
+
+struct EndpointChange {
+  enum class Kind : uint8_t {
+    kAdded,     // in the router, taking traffic
+    kRemoving,  // draining: no new requests; requests in flight may finish
+    kRemoved,   // gone from the router and its indexes
+  };
+  Kind kind = Kind::kAdded;
+  EndpointAddress endpoint;
 };
 
 struct Pick {
@@ -80,8 +102,30 @@ class PoolRuntime {
   // Breaker bookkeeping for one endpoint exchange.
   void endpoint_result(route::EndpointId endpoint, bool ok);
 
-  // The configured endpoints, by EndpointId (constant after create).
-  const std::vector<EndpointAddress>& endpoints() const { return endpoints_; }
+  // The current endpoints (a snapshot; thread-safe), in EndpointId order.
+  std::vector<EndpointAddress> endpoints() const;
+  std::optional<EndpointAddress> endpoint(route::EndpointId id) const;
+
+  // Run-time changes, run on the strand. add_endpoint fails on a bad URL (http://host:port)
+  // or one already in the pool. remove_endpoint drains, then removes: true when the
+  // endpoint's requests in flight all finished within `timeout`, false when it gave up
+  // waiting (their later callbacks are then ignored); an error for an unknown id.
+  boost::asio::awaitable<Result<route::EndpointId>> add_endpoint(
+      route::EndpointSpec spec, std::optional<KvEventsConfig> kv_events);
+  boost::asio::awaitable<Result<bool>> remove_endpoint(route::EndpointId id,
+                                                       std::chrono::milliseconds timeout);
+  // The same, blocking, for threads that are not the gateway's I/O threads (an
+  // autoscaler loop): calling them on an I/O thread can deadlock.
+  Result<route::EndpointId> add_endpoint_sync(route::EndpointSpec spec,
+                                              std::optional<KvEventsConfig> kv_events);
+  Result<bool> remove_endpoint_sync(route::EndpointId id, std::chrono::milliseconds timeout);
+
+  // Observers of run-time changes, called on the strand (so they must not block, nor
+  // add or remove observers). Returns a handle for remove_observer, which waits for a
+  // call in progress.
+  using Observer = std::function<void(const EndpointChange&)>;
+  uint64_t on_change(Observer fn);
+  void remove_observer(uint64_t handle);
   // Control plane (scrapes, KV events): posts `fn(router, precise index)` to the strand.
   void post(std::function<void(route::Router&, kv::PreciseIndex&)> fn);
 
@@ -97,6 +141,14 @@ class PoolRuntime {
   boost::asio::awaitable<void> router_task(std::function<void(route::Router&)> fn);
   Pick decide_on_strand(const route::RouteRequest& request,
                         const std::vector<route::EndpointId>& excluded);
+  Result<route::EndpointId> add_on_strand(route::EndpointSpec spec,
+                                          std::optional<KvEventsConfig> kv_events);
+  // co_spawn needs a default-constructible result: hence the optional (always set).
+  boost::asio::awaitable<std::optional<Result<route::EndpointId>>> add_task(
+      route::EndpointSpec spec, std::optional<KvEventsConfig> kv_events);
+  boost::asio::awaitable<std::optional<Result<bool>>> remove_task(
+      route::EndpointId id, std::chrono::milliseconds timeout);
+  void notify(EndpointChange::Kind kind, const EndpointAddress& endpoint);
 
   const PoolConfig config_;
   const BreakerConfig breaker_;
@@ -112,10 +164,17 @@ class PoolRuntime {
   Rng rng_;
   struct Breaker {
     int consecutive_failures = 0;
-    Nanos open_until = 0;  // > 0 while open
+    Nanos open_until = 0;   // > 0 while open
+    bool draining = false;  // being removed: the breaker never puts it back
   };
-  std::vector<EndpointAddress> endpoints_;  // by EndpointId
-  std::vector<Breaker> breakers_;           // by EndpointId
+  std::vector<Breaker> breakers_;  // by EndpointId
+
+  // Read from any thread (the scraper, admin), written on the strand.
+  mutable std::mutex endpoints_mu_;
+  std::vector<std::optional<EndpointAddress>> endpoints_;  // by EndpointId
+  std::mutex observers_mu_;
+  std::vector<std::pair<uint64_t, Observer>> observers_;
+  uint64_t next_observer_ = 1;
 };
 
 }  // namespace kvgate::gateway

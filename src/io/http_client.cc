@@ -128,7 +128,8 @@ Result<Url> parse_url(std::string_view url) {
     out.port = colon == std::string_view::npos ? "80" : std::string(authority.substr(colon + 1));
   }
   if (out.host.empty() || out.port.empty() ||
-      out.port.find_first_not_of("0123456789") != std::string::npos) {
+      out.port.find_first_not_of("0123456789") != std::string::npos || out.port.size() > 5 ||
+      std::stoi(out.port) < 1 || std::stoi(out.port) > 65535) {
     return Error("bad host or port in URL \"" + std::string(url) + "\"");
   }
   return out;
