@@ -127,7 +127,7 @@ TEST(AutoscaleConfig, ErrorsNameTheFieldAndLine) {
             "got 'docker' (line 5, column 24)");
   EXPECT_EQ(error_of(fleet("      actuator: {kind: local, command: \"kvgate engine\"}\n")),
             "f.yaml: pools.local.autoscale.actuator.command: must contain {port} (the port the "
-            "replica listens on, picked by kvgate) (line 5, column 44)");
+            "replica listens on, picked by kvgate) (line 5, column 40)");
   EXPECT_EQ(error_of(fleet("      actuator: {kind: local}\n")),
             "f.yaml: pools.local.autoscale.actuator.command: missing (the replica's command "
             "line) (line 5, column 17)");
