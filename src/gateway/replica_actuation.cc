@@ -4,8 +4,11 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <deque>
 #include <filesystem>
 #include <map>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "gateway/pool_runtime.h"
@@ -64,11 +67,13 @@ class LocalReplicas final : public ReplicaActuation {
       auto it = drains_.find(id);
       return it != drains_.end() && !it->second.done->load() ? 1 : 0;
     };
-    if (config.log_output) {
-      o.on_output = [pool = pool_.name()](const std::string& id, const std::string& line) {
-        spdlog::info("[{}/{}] {}", pool, id, line);
-      };
-    }
+    o.on_output = [this, log = config.log_output](const std::string& id, const std::string& line) {
+      if (log) spdlog::info("[{}/{}] {}", pool_.name(), id, line);
+      std::lock_guard lock(output_mu_);
+      std::deque<std::string>& tail = output_[id];
+      tail.push_back(line);
+      if (tail.size() > kOutputLines) tail.pop_front();
+    };
     o.now = std::move(now);
     auto made = io::LocalActuator::make(std::move(o));
     if (!made) return Error(made.error());
@@ -76,7 +81,24 @@ class LocalReplicas final : public ReplicaActuation {
     return {};
   }
 
-  void poll() override { actuator_->poll(); }
+  void poll() override {
+    std::vector<std::string> starting;
+    for (const scale::ReplicaSignal& r : actuator_->replicas()) {
+      if (r.phase == scale::ReplicaPhase::kStarting) starting.push_back(r.id);
+    }
+    actuator_->poll();
+    // A replica that never became ready and is gone exited during its start (or missed
+    // startup_timeout): say why, from its last lines, or a bad command fails silently.
+    std::set<std::string> present;
+    for (const scale::ReplicaSignal& r : actuator_->replicas()) present.insert(r.id);
+    std::lock_guard lock(output_mu_);
+    for (const std::string& id : starting) {
+      if (present.contains(id)) continue;
+      spdlog::warn("pool {}: {} stopped before it was ready; its last output:{}", pool_.name(), id,
+                   last_output_locked(id));
+    }
+    std::erase_if(output_, [&](const auto& kv) { return !present.contains(kv.first); });
+  }
 
   std::vector<scale::ReplicaSignal> replicas(std::span<const EndpointView> endpoints) override {
     std::vector<scale::ReplicaSignal> out = actuator_->replicas();
@@ -153,8 +175,8 @@ class LocalReplicas final : public ReplicaActuation {
           registered_.erase(it);
         }
         if (c.crashed) {
-          spdlog::warn("pool {}: {} ({}) exited on its own; replacing it", pool_.name(), c.id,
-                       c.url);
+          spdlog::warn("pool {}: {} ({}) exited on its own; replacing it; its last output:{}",
+                       pool_.name(), c.id, c.url, last_output(c.id));
         } else {
           spdlog::info("pool {}: {} stopped", pool_.name(), c.id);
         }
@@ -163,8 +185,22 @@ class LocalReplicas final : public ReplicaActuation {
     }
   }
 
+  static constexpr size_t kOutputLines = 8;
+
+  std::string last_output(const std::string& id) {
+    std::lock_guard lock(output_mu_);
+    return last_output_locked(id);
+  }
+  std::string last_output_locked(const std::string& id) {  // REQUIRES: output_mu_ held
+    std::string tail;
+    for (const std::string& line : output_[id]) tail += "\n  " + line;
+    return tail.empty() ? " (none)" : tail;
+  }
+
   PoolRuntime& pool_;
   milliseconds drain_timeout_;
+  std::mutex output_mu_;  // on_output runs on the replicas' reader threads
+  std::map<std::string, std::deque<std::string>> output_;  // last lines, by replica
   std::unique_ptr<io::LocalActuator> actuator_;
   std::map<std::string, route::EndpointId> registered_;  // replica id -> router endpoint
   std::map<std::string, Drain> drains_;                  // replicas being drained
