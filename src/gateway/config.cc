@@ -240,9 +240,9 @@ class Parser {
   }
 
   void timeouts(const YAML::Node& n, TimeoutConfig& t) const {
-    only_keys(
-        n, "timeouts",
-        {"header_ms", "idle_ms", "connect_ms", "upstream_header_ms", "stream_ms", "drain_ms"});
+    only_keys(n, "timeouts",
+              {"header_ms", "idle_ms", "connect_ms", "upstream_header_ms", "stream_ms", "drain_ms",
+               "drain_announce_ms"});
     if (auto v = n["header_ms"]) t.header = millis(v, "timeouts.header_ms");
     if (auto v = n["idle_ms"]) t.idle = millis(v, "timeouts.idle_ms");
     if (auto v = n["connect_ms"]) t.connect = millis(v, "timeouts.connect_ms");
@@ -251,6 +251,9 @@ class Parser {
     }
     if (auto v = n["stream_ms"]) t.stream = millis(v, "timeouts.stream_ms");
     if (auto v = n["drain_ms"]) t.drain = millis(v, "timeouts.drain_ms");
+    if (auto v = n["drain_announce_ms"]) {
+      t.drain_announce = millis(v, "timeouts.drain_announce_ms");
+    }
   }
 
   PoolConfig pool(const std::string& name, const YAML::Node& n) const {

@@ -47,6 +47,9 @@ struct TimeoutConfig {
   std::chrono::milliseconds stream{600'000};          // a whole streamed response (LLM answers
                                                       // stream for minutes)
   std::chrono::milliseconds drain{30'000};            // on SIGTERM, how long streams may finish
+  std::chrono::milliseconds drain_announce{0};        // on SIGTERM, how long /ready answers 503
+                                                      // while new requests are still served
+                                                      // (so load balancers notice first)
 };
 
 struct LimitConfig {

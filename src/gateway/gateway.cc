@@ -93,7 +93,8 @@ struct Gateway::Impl {
   std::vector<std::unique_ptr<LiveFeed>> feeds;              // after pools: destroyed first
   std::vector<std::unique_ptr<PoolAutoscaler>> autoscalers;  // stopped first in stop_all
   std::vector<std::unique_ptr<io::HttpServer>> servers;
-  std::atomic<bool> draining{false};
+  std::atomic<bool> not_ready{false};  // /ready answers 503 (drain announced)
+  std::atomic<bool> draining{false};   // new requests get 503, listeners closed
   std::atomic<bool> stopped{false};
   std::atomic<uint64_t> next_request_id{1};
   std::string models_json;
@@ -139,7 +140,7 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
   }
   if (path == "/ready") {
     if (!get) return stream->respond(json_error(405, "Method not allowed"));
-    if (draining.load()) {
+    if (not_ready.load()) {
       return stream->respond(
           HttpResponse{503, "application/json", {}, "{\"status\":\"draining\"}"});
     }
@@ -565,7 +566,15 @@ std::vector<uint16_t> Gateway::ports() const {
 }
 
 void Gateway::drain() {
-  if (impl_->draining.exchange(true)) return;
+  if (impl_->not_ready.exchange(true)) return;
+  // /ready says 503 while requests are still served, so load balancers and Kubernetes
+  // endpoints stop sending new connections before the listeners close.
+  if (const auto announce = impl_->config.timeouts.drain_announce; announce.count() > 0) {
+    spdlog::info("draining: /ready answers 503; serving {} ms more before closing listeners",
+                 announce.count());
+    std::this_thread::sleep_for(announce);
+  }
+  impl_->draining = true;
   spdlog::info("draining: waiting up to {} ms for {} stream(s)",
                impl_->config.timeouts.drain.count(), impl_->metrics.active_streams());
   // Each server stops accepting at once and gives its responses in flight the grace time.
@@ -577,7 +586,7 @@ void Gateway::drain() {
   impl_->stop_all();
 }
 
-bool Gateway::draining() const { return impl_->draining.load(); }
+bool Gateway::draining() const { return impl_->not_ready.load(); }
 
 GatewayMetrics& Gateway::metrics() { return impl_->metrics; }
 

@@ -276,6 +276,23 @@ TEST_F(GatewayTest, DrainLetsStreamsInFlightFinish) {
   EXPECT_FALSE(io::http_fetch("GET", url("/health"), {}, {}, std::chrono::seconds(1)));
 }
 
+TEST_F(GatewayTest, DrainAnnounceKeepsServingWhileReadySays503) {
+  auto a = fake_engine("a");
+  GatewayConfig c = config_for({a->port()});
+  c.timeouts.drain_announce = std::chrono::milliseconds(1500);
+  start(std::move(c));
+  std::thread drainer([this] { gw_->drain(); });
+  for (int i = 0; i < 200 && !gw_->draining(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(gw_->draining());
+  // Announced: the probe sees 503, a new request (on a new connection) is still served.
+  EXPECT_EQ(io::http_fetch("GET", url("/ready"))->status, 503);
+  EXPECT_EQ(post("/v1/chat/completions", kChat).status, 200);
+  drainer.join();
+  EXPECT_FALSE(io::http_fetch("GET", url("/health"), {}, {}, std::chrono::seconds(1)));
+}
+
 TEST_F(GatewayTest, ServesModelsHealthReady) {
   auto a = fake_engine("a");
   start(config_for({a->port()}));

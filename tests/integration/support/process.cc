@@ -1,21 +1,12 @@
 #include "process.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+#include <condition_variable>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <mutex>
 #include <thread>
 
 #include "io/http_client.h"
-
-extern char** environ;
+#include "io/subprocess.h"
 
 namespace kvgate::testing {
 
@@ -29,89 +20,70 @@ std::string source_dir() {
   return s ? s : "";
 }
 
+struct ChildProcess::Output {
+  std::mutex mu;
+  std::condition_variable grew;
+  std::string out;
+  std::string err;
+};
+
+namespace {
+
+// Exit code, or -signal when a signal ended it.
+int code_of(const io::ExitStatus& s) { return s.signal != 0 ? -s.signal : s.exit_code; }
+
+}  // namespace
+
 Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(const std::string& program,
                                                           const std::vector<std::string>& args) {
   if (program.empty()) return Error("no program to spawn (is KVGATE_BIN set?)");
   std::unique_ptr<ChildProcess> p(new ChildProcess());
-  std::string tmpl = (std::filesystem::temp_directory_path() / "kvgate-proc-XXXXXX").string();
-  if (!mkdtemp(tmpl.data())) return Error("mkdtemp failed");
-  p->dir_ = tmpl;
-  p->out_path_ = p->dir_ + "/stdout";
-  p->err_path_ = p->dir_ + "/stderr";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, p->out_path_.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, p->err_path_.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  // The child starts with no blocked signals, whatever the test runner blocks.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(program.c_str()));
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const int rc = posix_spawn(&p->pid_, program.c_str(), &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    p->pid_ = -1;
-    return Error("spawn " + program + ": " + std::strerror(rc));
-  }
+  p->output_ = std::make_shared<Output>();
+  io::SubprocessOptions options;
+  options.argv.push_back(program);
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.on_line = [out = p->output_](const io::OutputLine& line) {
+    {
+      std::lock_guard lock(out->mu);
+      std::string& to = line.stream == io::OutputStream::kStdout ? out->out : out->err;
+      to += line.text;
+      to += '\n';
+    }
+    out->grew.notify_all();
+  };
+  auto child = io::Subprocess::spawn(std::move(options));
+  if (!child) return Error("spawn " + program + ": " + child.error());
+  p->child_ = std::move(*child);
   return p;
 }
 
-ChildProcess::~ChildProcess() {
-  stop(std::chrono::seconds(5));
-  std::error_code ec;
-  if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+ChildProcess::~ChildProcess() { stop(std::chrono::seconds(5)); }
+
+pid_t ChildProcess::pid() const { return child_ ? child_->pid() : -1; }
+
+std::string ChildProcess::output() const {
+  std::lock_guard lock(output_->mu);
+  return output_->out;
 }
 
-std::string ChildProcess::read_file(const std::string& path) const {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+std::string ChildProcess::errors() const {
+  std::lock_guard lock(output_->mu);
+  return output_->err;
 }
 
-std::string ChildProcess::output() const { return read_file(out_path_); }
-std::string ChildProcess::errors() const { return read_file(err_path_); }
-
-bool ChildProcess::reap(bool block) {
-  if (status_ || pid_ <= 0) return true;
-  int st = 0;
-  const pid_t r = waitpid(pid_, &st, block ? 0 : WNOHANG);
-  if (r == pid_) {
-    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
-    return true;
-  }
-  return false;
+bool ChildProcess::running() {
+  if (status_ || !child_) return false;
+  if (auto s = child_->poll()) status_ = code_of(*s);
+  return !status_;
 }
-
-bool ChildProcess::running() { return !reap(false); }
 
 void ChildProcess::signal(int sig) {
-  if (!status_ && pid_ > 0) ::kill(pid_, sig);
+  if (!status_ && child_) child_->signal(sig);
 }
 
 int ChildProcess::stop(std::chrono::milliseconds grace) {
-  if (pid_ <= 0) return -1;
-  if (!status_) {
-    ::kill(pid_, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + grace;
-    while (!reap(false) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    if (!status_) {
-      ::kill(pid_, SIGKILL);
-      reap(true);
-    }
-  }
+  if (!child_) return -1;
+  if (!status_) status_ = code_of(child_->stop(grace));
   return *status_;
 }
 
@@ -128,14 +100,17 @@ Result<std::string> ChildProcess::wait_for_line(std::string_view needle,
       return out.substr(from, e == std::string::npos ? std::string::npos : e - from);
     }
     if (!running()) {
-      return Error("child exited (status " + std::to_string(*status_) + ") before printing \"" +
-                   std::string(needle) + "\"; stderr:\n" + errors());
+      return Error("child exited (status " + std::to_string(status_.value_or(-1)) +
+                   ") before printing \"" + std::string(needle) + "\"; stderr:\n" + errors());
     }
     if (std::chrono::steady_clock::now() > deadline) {
       return Error("timed out waiting for \"" + std::string(needle) + "\"; stdout:\n" + out +
                    "\nstderr:\n" + errors());
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // Woken by new output; the timeout also catches the child's exit.
+    std::unique_lock lock(output_->mu);
+    output_->grew.wait_for(lock, std::chrono::milliseconds(20),
+                           [&] { return output_->out.size() != out.size(); });
   }
 }
 

@@ -1,9 +1,11 @@
 // ChildProcess: runs a real program (usually the kvgate binary) for integration tests.
 //
-// The child's stdout and stderr go to files in a private temp directory (read them with
-// output() / errors()); helpers wait for a line to appear (e.g. "listening on http://..."),
-// for a URL to answer, and stop() sends SIGTERM, then SIGKILL after a grace period, and
-// always reaps the child. The destructor stops it too, so a failing test leaks nothing.
+// A thin test-side face of io::Subprocess (the same process handling the autoscaler's
+// local actuator uses: own process group, killed with its parent): the child's stdout and
+// stderr are kept in memory (read them with output() / errors()); helpers wait for a line
+// to appear (e.g. "listening on http://..."), for a URL to answer, and stop() sends
+// SIGTERM, then SIGKILL after a grace period, and always reaps the child. The destructor
+// stops it too, so a failing test leaks nothing.
 //
 //   auto p = ChildProcess::spawn(kvgate_bin(), {"engine", "--port", "0"});
 //   ASSERT_TRUE(p) << p.error();
@@ -23,6 +25,10 @@
 
 #include "core/common/result.h"
 
+namespace kvgate::io {
+class Subprocess;
+}
+
 namespace kvgate::testing {
 
 // $KVGATE_BIN, else "kvgate" next to the test binary's build dir is not guessed: empty.
@@ -38,7 +44,7 @@ class ChildProcess {
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const;
   // Everything the child wrote so far.
   std::string output() const;
   std::string errors() const;
@@ -62,14 +68,11 @@ class ChildProcess {
   void signal(int sig);
 
  private:
+  struct Output;
   ChildProcess() = default;
-  std::string read_file(const std::string& path) const;
-  bool reap(bool block);
 
-  pid_t pid_ = -1;
-  std::string dir_;
-  std::string out_path_;
-  std::string err_path_;
+  std::shared_ptr<Output> output_;  // shared with the reader thread's callback
+  std::unique_ptr<io::Subprocess> child_;
   std::optional<int> status_;
 };
 
