@@ -27,6 +27,7 @@ struct PoolAutoscaler::Impl {
   scale::Autoscaler autoscaler;
   scale::UsageWindow usage;
   std::unique_ptr<ReplicaActuation> actuation;  // the loop's thread only (after start)
+  int32_t last_desired = -1;                    // the loop's thread only
 
   std::mutex mu;
   std::condition_variable wake;
@@ -67,11 +68,13 @@ struct PoolAutoscaler::Impl {
     scale::PoolSignals signals = build_signals(*endpoints, usage.rates(), monotonic_now(), max_age);
     signals.replicas = actuation->replicas(*endpoints);
     scale::Decision d = autoscaler.decide(signals, now());
-    const bool acts = d.desired_replicas != d.current_replicas || !d.drain.empty();
-    if (acts) {
+    // Logged when the wanted size changes or replicas are drained: with actuator none the
+    // gap between desired and current may last, and must not log every interval.
+    if (d.desired_replicas != last_desired || !d.drain.empty()) {
       spdlog::info("pool {}: autoscaler: {}{}", pool.name(), d.reason,
                    d.drain.empty() ? "" : fmt::format(", draining {}", fmt::join(d.drain, ", ")));
     }
+    last_desired = d.desired_replicas;
     actuation->apply(d);
     export_decision(d, signals);
     std::lock_guard lock(mu);
