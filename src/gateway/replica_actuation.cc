@@ -21,18 +21,52 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Kind none: the endpoints are the replicas; decisions are only exported.
+// Kind none: the endpoints are the replicas, and someone else (KEDA, an HPA) carries
+// the exported decision out. The core expects what it asked for to be reported as
+// starting from then on (or it asks again, and its rate limits count the first ask as
+// done), so replicas asked for and not yet seen among the endpoints are reported as
+// starting for the expected startup time, then as ready, until endpoints replace them.
 class ExportOnly final : public ReplicaActuation {
  public:
-  explicit ExportOnly(Nanos clock_offset) : clock_offset_(clock_offset) {}
+  ExportOnly(Nanos clock_offset, Nanos startup, std::function<Nanos()> now)
+      : clock_offset_(clock_offset), startup_(startup), now_(std::move(now)) {}
   void poll() override {}
   std::vector<scale::ReplicaSignal> replicas(std::span<const EndpointView> endpoints) override {
-    return replicas_from_endpoints(endpoints, clock_offset_);
+    std::vector<scale::ReplicaSignal> out = replicas_from_endpoints(endpoints, clock_offset_);
+    int32_t real = 0;
+    for (const scale::ReplicaSignal& r : out) real += r.phase != scale::ReplicaPhase::kDraining;
+    const size_t missing = static_cast<size_t>(std::max(requested_ - real, 0));
+    while (pending_.size() > missing) pending_.pop_front();  // the oldest asks arrived first
+    while (pending_.size() < missing) pending_.push_back({next_id_++, now_()});
+    const Nanos t = now_();
+    for (const Pending& p : pending_) {
+      const bool up = t - p.asked_at >= startup_;
+      out.push_back({.id = fmt::format("requested-{}", p.id),
+                     .phase = up ? scale::ReplicaPhase::kReady : scale::ReplicaPhase::kStarting,
+                     .launched_at = p.asked_at,
+                     .ready_at = up ? p.asked_at + startup_ : 0});
+    }
+    return out;
   }
-  void apply(const scale::Decision&) override {}
+  void apply(const scale::Decision& d) override {
+    requested_ = d.desired_replicas;
+    for (const std::string& id : d.drain) {
+      std::erase_if(pending_,
+                    [&](const Pending& p) { return fmt::format("requested-{}", p.id) == id; });
+    }
+  }
 
  private:
+  struct Pending {
+    uint64_t id;
+    Nanos asked_at;
+  };
   Nanos clock_offset_;
+  Nanos startup_;
+  std::function<Nanos()> now_;
+  int32_t requested_ = 0;
+  std::deque<Pending> pending_;
+  uint64_t next_id_ = 0;
 };
 
 // Kind local: replicas are processes this gateway launches and registers.
@@ -315,7 +349,8 @@ Result<std::unique_ptr<ReplicaActuation>> make_actuation(const PoolAutoscaleConf
                                                          ActuationContext context) {
   switch (config.actuator) {
     case ActuatorKind::kNone:
-      return std::unique_ptr<ReplicaActuation>(new ExportOnly(context.clock_offset));
+      return std::unique_ptr<ReplicaActuation>(
+          new ExportOnly(context.clock_offset, config.policy.startup_time, std::move(context.now)));
     case ActuatorKind::kLocal: {
       auto now = context.now;
       auto local = std::make_unique<LocalReplicas>(config.local, std::move(context));

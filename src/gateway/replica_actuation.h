@@ -11,7 +11,9 @@
 //               config. Kubernetes picks the pods it removes.
 //   none        nothing is launched: the pool's endpoints are its replicas, and the
 //               decision is only exported (KEDA or an HPA scales on
-//               kvgate_autoscaler_desired_replicas).
+//               kvgate_autoscaler_desired_replicas); replicas asked for and not yet
+//               among the endpoints are reported starting, then ready after the
+//               expected startup time, as the core's contract requires.
 //
 // Thread-safety: none; the PoolAutoscaler's thread owns it. poll() and apply() may block
 // (health probes, process stops, Kubernetes API calls, router registration).
