@@ -403,7 +403,7 @@ class Parser {
   void router(const YAML::Node& r, const std::string& field, route::RouterConfig& rc) const {
     only_keys(r, field,
               {"policy", "params", "filters", "overlap", "record_decisions",
-               "prefill_tokens_per_second"});
+               "prefill_tokens_per_second", "saturation"});
     if (auto v = r["policy"]) rc.policy.name = text(v, field + ".policy");
     if (auto v = r["params"]) rc.policy.params = params(v, field + ".params");
     if (auto v = r["filters"]) {
@@ -437,6 +437,7 @@ class Parser {
     if (auto v = r["prefill_tokens_per_second"]) {
       rc.prefill_tokens_per_second = number(v, field + ".prefill_tokens_per_second");
     }
+    if (auto v = r["saturation"]) saturation(v, field + ".saturation", rc.saturation);
     if (Status s = rc.validate(); !s) fail(r, field, s.error());
     // Build the router once so that an unknown policy or parameter fails here, at the
     // line of the router section, and not at start.
@@ -444,6 +445,25 @@ class Parser {
     kv::ApproxIndex approx({});
     auto built = route::Router::create(rc, {.precise = &precise, .approx = &approx});
     if (!built) fail(r, field, built.error());
+  }
+
+  // The saturation filter's thresholds (docs/router.md, "Priorities and shedding").
+  void saturation(const YAML::Node& n, const std::string& field,
+                  route::SaturationConfig& sc) const {
+    only_keys(
+        n, field,
+        {"queue_threshold", "kv_threshold", "critical_max_waiting", "shed", "metrics_max_age_ms"});
+    if (auto v = n["queue_threshold"]) sc.queue_threshold = number(v, field + ".queue_threshold");
+    if (auto v = n["kv_threshold"]) sc.kv_threshold = number(v, field + ".kv_threshold");
+    if (auto v = n["critical_max_waiting"]) {
+      sc.critical_max_waiting =
+          static_cast<uint32_t>(integer(v, field + ".critical_max_waiting", 0, 1'000'000));
+    }
+    if (auto v = n["shed"]) sc.shed = boolean(v, field + ".shed");
+    if (auto v = n["metrics_max_age_ms"]) {
+      sc.metrics_max_age =
+          integer(v, field + ".metrics_max_age_ms", 0, 24LL * 3600 * 1000) * kMillisecond;
+    }
   }
 
   std::vector<std::pair<std::string, std::string>> params(const YAML::Node& v,

@@ -236,12 +236,17 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
       return reject(429, std::move(r), model->name, model->pool);
     }
   }
-  int priority = tenant ? tenant->priority : 0;
+  // An integer priority or a criticality name; anything else keeps the default.
+  route::Criticality criticality = route::criticality_from_priority(tenant ? tenant->priority : 0);
   if (const std::string* p = req.header("x-kvgate-priority");
       p && tenant && tenant->may_set_priority) {
     int v = 0;
     auto [end, ec] = std::from_chars(p->data(), p->data() + p->size(), v);
-    if (ec == std::errc() && end == p->data() + p->size()) priority = v;
+    if (ec == std::errc() && end == p->data() + p->size()) {
+      criticality = route::criticality_from_priority(v);
+    } else if (auto named = route::parse_criticality(*p)) {
+      criticality = *named;
+    }
   }
   ProxyCall call;
   call.stream = std::move(stream);
@@ -254,7 +259,7 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   call.pool = pool_named(model->pool);
   call.tenant = tenant_name;
   if (tenant && TenantLimiter::limited(*tenant)) call.limited_tenant = tenant;
-  call.criticality = route::criticality_from_priority(priority);
+  call.criticality = criticality;
   call.received = received;
   asio::co_spawn(io, proxy(std::move(call)), asio::detached);
 }
@@ -273,6 +278,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     call.stream->respond(std::move(r));
   };
 
+  const Nanos route_start = monotonic_now();  // routing time: keys_for through the first pick
+  std::string route_us;                       // x-kvgate-route-us
   std::vector<kv::BlockKey> keys;
   uint32_t prompt_tokens = 0;
   pool.keys_for(call.request, call.original_body, call.kind, call.model->served_name, keys,
@@ -298,6 +305,11 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   const int attempts = config.retries.max_attempts;
   for (int attempt = 0; attempt < attempts && !exchange; ++attempt) {
     Pick pick = co_await pool.pick(rr, excluded);
+    if (attempt == 0) {
+      const Nanos took = monotonic_now() - route_start;
+      metrics.routing_time(pool.name(), to_seconds(took));
+      route_us = std::to_string((took + 500) / 1000);
+    }
     if (!pick.decision.accepted()) {
       if (attempt > 0) break;  // retries exhausted the healthy endpoints: 502 below
       int status = route::http_status(pick.decision.reason);
@@ -364,7 +376,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       }
       HttpResponse r{exchange->status(),
                      content_type,
-                     {{"x-kvgate-endpoint", endpoint->url}},
+                     {{"x-kvgate-endpoint", endpoint->url}, {"x-kvgate-route-us", route_us}},
                      std::move(*body)};
       respond(exchange->status(), std::move(r));
     }
@@ -373,7 +385,9 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     metrics.stream_started();
     final_status = 200;
     call.stream->start(200, "text/event-stream",
-                       {{"Cache-Control", "no-cache"}, {"x-kvgate-endpoint", endpoint->url}});
+                       {{"Cache-Control", "no-cache"},
+                        {"x-kvgate-endpoint", endpoint->url},
+                        {"x-kvgate-route-us", route_us}});
     SseTap tap(/*strip_usage_chunk=*/!call.request.client_wants_usage);
     const Nanos deadline =
         call.received +

@@ -6,7 +6,6 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include "core/kv/event_apply.h"
@@ -49,6 +48,10 @@ Result<Scraped> scrape(const std::string& url, std::chrono::milliseconds timeout
 
 }  // namespace
 
+// Consecutive failed scrapes after which an endpoint that answers again is treated as
+// possibly restarted (resynced).
+constexpr int kScrapesBeforeDown = 3;
+
 struct LiveFeed::Impl {
   PoolRuntime& pool;
   GatewayMetrics& metrics;
@@ -60,7 +63,7 @@ struct LiveFeed::Impl {
   std::map<route::EndpointId, io::KvEventSource> sources;  // as added, for a resync
   // Endpoints whose last scrape failed; counters of the sources replaced by a resync;
   // resyncs per endpoint.
-  std::set<route::EndpointId> down;
+  std::map<route::EndpointId, int> failed_scrapes;  // consecutive
   std::map<route::EndpointId, kv::SequenceStats> base;
   std::map<route::EndpointId, uint64_t> resyncs;
   std::mutex mu;
@@ -117,7 +120,7 @@ struct LiveFeed::Impl {
         break;  // still serving its requests in flight: keep its state current
       case EndpointChange::Kind::kRemoved:
         if (subscriber && sources.erase(id) > 0) subscriber->remove_source(id);
-        down.erase(id);
+        failed_scrapes.erase(id);
         base.erase(id);
         resyncs.erase(id);
         break;
@@ -146,12 +149,18 @@ struct LiveFeed::Impl {
       if (!s) {
         metrics.scrape(name, e.url, nullptr, nullptr, nullptr);
         std::lock_guard lock(state_mu);
-        down.insert(e.id);
+        ++failed_scrapes[e.id];
         continue;
       }
       {
+        // Down long enough to have been restarted: resync. One slow or lost scrape (a
+        // busy engine, a loaded gateway) is not a restart and must not cost the index.
         std::lock_guard lock(state_mu);
-        if (down.erase(e.id) > 0) resync(e.id);
+        auto it = failed_scrapes.find(e.id);
+        if (it != failed_scrapes.end()) {
+          if (it->second >= kScrapesBeforeDown) resync(e.id);
+          failed_scrapes.erase(it);
+        }
       }
       metrics.scrape(name, e.url, &s->waiting, &s->running, &s->kv_usage);
       route::ScrapedMetrics sm{.waiting = static_cast<uint32_t>(s->waiting),

@@ -13,8 +13,9 @@
 // `kv_events.publisher`, bind mode with the pool's `kv_events_bind`); each delivery is
 // posted to the strand and applied to the precise index (clear_endpoint first on a
 // resync). The scraper thread also copies the subscriber's and the index's per-endpoint
-// counters into the gateway metrics. An endpoint whose scrape failed and then succeeds
-// again is resynced (index entries cleared, subscription made afresh): it may be a new
+// counters into the gateway metrics. An endpoint whose scrape failed 3 times in a row
+// and then succeeds again is resynced (index entries cleared, subscription made afresh;
+// one or two failures are a busy engine or gateway, not a restart): it may be a new
 // process. A pool with scrape_interval 0 (configs built in code) runs no scraper.
 //
 //   auto feed = LiveFeed::start(*pool, metrics);   // stops in its destructor

@@ -13,6 +13,9 @@
 //   kvgate_upstream_errors_total{pool,endpoint,kind}       counter
 //   kvgate_upstream_retries_total{pool}                    counter
 //   kvgate_routing_decisions_total{pool,policy,reason}     counter
+//   kvgate_routing_decision_seconds{pool}                  histogram (tokenize + chat template
+//                                                          + block hashes + the decision on
+//                                                          the pool's strand, per request)
 //   kvgate_circuit_breaker_open{pool,endpoint}             gauge
 //   kvgate_rate_limited_total{tenant,rule}                 counter (429s; rule "store"
 //                                                          when fail-closed refused)
@@ -75,6 +78,8 @@ class GatewayMetrics {
   void upstream_error(std::string_view pool, std::string_view endpoint, std::string_view kind);
   void retry(std::string_view pool);
   void decision(std::string_view pool, std::string_view policy, std::string_view reason);
+  // How long a request's routing took (its first decision), from the prompt to the pick.
+  void routing_time(std::string_view pool, double seconds);
   void breaker(std::string_view pool, std::string_view endpoint, bool open);
   // One scrape of an endpoint's /metrics; the values are null when it failed.
   void scrape(std::string_view pool, std::string_view endpoint, const double* waiting,
@@ -115,6 +120,7 @@ class GatewayMetrics {
   std::map<Key3, uint64_t> upstream_errors_;
   std::map<std::string, uint64_t> retries_;
   std::map<Key3, uint64_t> decisions_;
+  std::map<std::string, metrics::Histogram> routing_time_;  // by pool
   std::map<Key2, bool> breakers_;
   std::map<Key2, uint64_t> rate_limited_;
   uint64_t rate_limit_store_failures_ = 0;

@@ -218,6 +218,7 @@ uint32_t Simulation::create_engine(const EngineGroup& g) {
   const uint32_t index = static_cast<uint32_t>(engines_.size());
   engine::EngineConfig config = g.config;
   config.emit_kv_events = want_events_;
+  config.report_decode_tokens = false;  // on_engine_step reads first and last tokens only
   config.hash_seed = (seed_ * 0x9e3779b97f4a7c15ULL) ^ (0x6b76000000000000ULL + index);
   config.vocab_size = scenario_.workload.vocab_size;
   engines_.push_back(std::make_unique<engine::EngineModel>(config, g.profile));
@@ -326,8 +327,10 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
   RequestState& r = requests_[id];
   engine::EngineRequest er;
   er.id = id;
-  er.prompt = *r.work.prompt;
   er.max_tokens = r.work.output_tokens;
+  // Room for the outputs too, so that the engine never grows the copy.
+  er.prompt.reserve(r.work.prompt->size() + er.max_tokens);
+  er.prompt.assign(r.work.prompt->begin(), r.work.prompt->end());
   if (r.work.reply) er.output_tokens = *r.work.reply;
   if (r.phase == Phase::kPrefill) {
     er.max_tokens = 1;               // vLLM's P/D proxy: the prefill request asks for one token
@@ -380,6 +383,9 @@ void Simulation::on_engine_step(Nanos now, uint32_t engine) {
   const Nanos end = step_.end();
   const Nanos at_gateway = end + scenario_.gateway.hop_delay;
   for (const engine::RequestUpdate& u : step_.updates) {
+    // A plain decode token changes nothing here (a prefill engine's only update is a
+    // first token, so this skips no prefill phase).
+    if (u.output_index != 0 && !u.finished) continue;
     RequestState& r = requests_[u.id];
     if (r.phase == Phase::kPrefill) {
       // The prefill engine's one token: the prompt's KV is ready to move.

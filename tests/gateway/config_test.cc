@@ -196,5 +196,32 @@ TEST(GatewayConfigLive, BindModeNeedsDistinctTopicsAndNoPublisher) {
   EXPECT_EQ(c->pools[0].kv_events[1]->topic, "b");
 }
 
+TEST(GatewayConfig, RouterSaturationThresholds) {
+  std::string y = std::string(kGood);
+  y.replace(y.find("      policy: round-robin\n"), 26,
+            "      policy: round-robin\n      saturation: {queue_threshold: 3, kv_threshold: 0.9, "
+            "critical_max_waiting: 20, shed: false, metrics_max_age_ms: 1500}\n");
+  auto c = parse_gateway_config(y, "f.yaml");
+  ASSERT_TRUE(c) << c.error();
+  const route::SaturationConfig& s = c->pools[0].router.saturation;
+  EXPECT_EQ(s.queue_threshold, 3);
+  EXPECT_EQ(s.kv_threshold, 0.9);
+  EXPECT_EQ(s.critical_max_waiting, 20u);
+  EXPECT_FALSE(s.shed);
+  EXPECT_EQ(s.metrics_max_age, 1500 * kMillisecond);
+
+  std::string bad = std::string(kGood);
+  bad.replace(bad.find("      policy: round-robin\n"), 26,
+              "      policy: round-robin\n      saturation: {queue_threshold: 0}\n");
+  EXPECT_NE(error_of(bad).find("saturation.queue_threshold must be > 0"), std::string::npos)
+      << error_of(bad);
+  std::string typo = std::string(kGood);
+  typo.replace(typo.find("      policy: round-robin\n"), 26,
+               "      policy: round-robin\n      saturation: {queue_treshold: 3}\n");
+  EXPECT_NE(error_of(typo).find("pools.main.router.saturation.queue_treshold: unknown field"),
+            std::string::npos)
+      << error_of(typo);
+}
+
 }  // namespace
 }  // namespace kvgate::gateway

@@ -196,6 +196,10 @@ TEST_F(GatewayTest, ProxiesWholeResponsesAndCountsUsage) {
   EXPECT_EQ(metric("kvgate_requests_total", {{"status", "200"}}), 1);
   EXPECT_EQ(metric("kvgate_routing_decisions_total", {{"policy", "round-robin"}, {"reason", "ok"}}),
             1);
+  // Routing time: a header on the answer, a histogram on /metrics.
+  ASSERT_NE(r.header("x-kvgate-route-us"), nullptr);
+  EXPECT_LT(std::stoll(*r.header("x-kvgate-route-us")), 10'000'000);
+  EXPECT_EQ(metric("kvgate_routing_decision_seconds_count", {{"pool", "main"}}), 1);
 }
 
 TEST_F(GatewayTest, StreamsAndStripsTheUsageChunkUnlessAsked) {

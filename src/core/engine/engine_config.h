@@ -37,6 +37,10 @@ struct EngineConfig {
   // Emit KV events in StepResult::kv_events (the simulator may turn them off when no
   // precise index listens, to save work).
   bool emit_kv_events = true;
+  // Report every sampled token in StepResult::updates. False: only a request's first
+  // and last tokens (the simulator reads nothing else, and a decode step then builds no
+  // update per running request).
+  bool report_decode_tokens = true;
 
   Role role = Role::kBoth;
 

@@ -24,7 +24,10 @@ struct EngineModel::Request {
   enum class State : uint8_t { kArriving, kWaiting, kRunning, kHeld };
 
   RequestId id = 0;
-  std::vector<kv::TokenId> tokens;  // prompt, then every sampled output token
+  // The prompt, then the sampled output tokens. Output tokens are materialized lazily
+  // (token_at), only as far as a full block needs them for its hash: a decode step then
+  // touches no token storage.
+  std::vector<kv::TokenId> tokens;
   std::vector<kv::TokenId> given_outputs;
   uint32_t prompt_len = 0;
   uint32_t max_tokens = 0;
@@ -50,13 +53,17 @@ struct EngineModel::Request {
   uint32_t num_committed = 0;           // leading blocks already in the prefix cache
   uint32_t step_tokens = 0;             // tokens scheduled in the current step
   uint32_t running_index = 0;
+
+  // Prompt plus outputs so far, materialized or not.
+  uint64_t num_tokens() const { return prompt_len + num_output; }
 };
 
 EngineModel::EngineModel(const EngineConfig& config, Profile profile)
     : config_(config),
       profile_(std::move(profile)),
       pool_(config.num_gpu_blocks ? config.num_gpu_blocks : std::max(1u, profile_.num_gpu_blocks),
-            config.enable_prefix_caching) {
+            config.enable_prefix_caching),
+      vocab_(std::max(1u, config.vocab_size)) {
   if (config_.num_gpu_blocks == 0) config_.num_gpu_blocks = pool_.num_blocks();
   if (config_.block_size == 0) config_.block_size = std::max(1u, profile_.block_size);
   if (config_.max_model_len == 0) config_.max_model_len = profile_.max_model_len;
@@ -79,8 +86,10 @@ uint64_t EngineModel::root_hash(const Request& r) const {
 void EngineModel::extend_hashes(Request& r) {
   if (!config_.enable_prefix_caching) return;
   const size_t bs = config_.block_size;
-  while ((r.hashes.size() + 1) * bs <= r.tokens.size()) {
+  while ((r.hashes.size() + 1) * bs <= r.num_tokens()) {
     const size_t i = r.hashes.size();
+    while (r.tokens.size() < (i + 1) * bs)
+      r.tokens.push_back(token_at(r, r.tokens.size() - r.prompt_len));
     const EngineBlockHash parent = i == 0 ? r.root : r.hashes.back();
     r.hashes.push_back(
         kv::hash_block(parent, std::span<const kv::TokenId>(r.tokens.data() + i * bs, bs)));
@@ -111,6 +120,7 @@ Status EngineModel::add(EngineRequest request, Nanos now) {
   r.id = request.id;
   r.prompt_len = static_cast<uint32_t>(request.prompt.size());
   r.tokens = std::move(request.prompt);
+  r.tokens.reserve(total);
   r.given_outputs = std::move(request.output_tokens);
   r.max_tokens = max_tokens;
   r.priority = request.priority;
@@ -207,6 +217,7 @@ void EngineModel::flush_evictions(StepResult& out) {
 }
 
 bool EngineModel::allocate_blocks(Request& r, uint64_t total_tokens, StepResult& out) {
+  if (total_tokens <= r.blocks.size() * config_.block_size) return true;
   const uint64_t need = ceil_div(total_tokens, config_.block_size);
   if (need <= r.blocks.size()) return true;
   if (pool_.num_free() < need - r.blocks.size()) return false;
@@ -246,7 +257,7 @@ void EngineModel::schedule_running(StepResult& out) {
   for (size_t i = 0; i < running_.size() && budget_ > 0; ++i) {
     Request* r = running_[i];
     if (r == nullptr) continue;
-    const uint64_t num_new = std::min<uint64_t>(r->tokens.size() - r->num_computed, budget_);
+    const uint64_t num_new = std::min<uint64_t>(r->num_tokens() - r->num_computed, budget_);
     if (num_new == 0) continue;
     bool self_preempted = false;
     while (!allocate_blocks(*r, r->num_computed + num_new, out)) {
@@ -268,7 +279,7 @@ void EngineModel::schedule_waiting(StepResult& out) {
   const uint32_t bs = config_.block_size;
   while (!waiting_.empty() && budget_ > 0 && num_running_ < config_.max_num_seqs) {
     Request& r = *waiting_.begin()->second;
-    const uint64_t num_tokens = r.tokens.size();
+    const uint64_t num_tokens = r.num_tokens();
     // Never take the whole request from cache: the last token is computed to sample.
     const uint64_t max_hit_blocks = (num_tokens - 1) / bs;
     uint64_t hit_blocks = 0;
@@ -323,6 +334,11 @@ void EngineModel::schedule_waiting(StepResult& out) {
 
 void EngineModel::commit_blocks(Request& r, StepResult& out) {
   const uint32_t bs = config_.block_size;
+  // Fast path (most decode steps): no hashed block became fully computed.
+  if (r.num_committed >= r.hashes.size() ||
+      r.num_computed < static_cast<uint64_t>(r.num_committed + 1) * bs) {
+    return;
+  }
   const uint64_t full = std::min<uint64_t>(r.num_computed / bs, r.hashes.size());
   if (!config_.enable_prefix_caching) return;
   BlockStored* batch = nullptr;
@@ -346,10 +362,9 @@ void EngineModel::commit_blocks(Request& r, StepResult& out) {
   r.num_committed = static_cast<uint32_t>(std::max<uint64_t>(r.num_committed, full));
 }
 
-kv::TokenId EngineModel::next_token(const Request& r) const {
-  if (r.num_output < r.given_outputs.size()) return r.given_outputs[r.num_output];
-  return static_cast<kv::TokenId>(mix64(r.id * 0x9e3779b97f4a7c15ULL + r.num_output) %
-                                  config_.vocab_size);
+kv::TokenId EngineModel::token_at(const Request& r, uint64_t index) const {
+  if (index < r.given_outputs.size()) return r.given_outputs[index];
+  return static_cast<kv::TokenId>(vocab_.mod(mix64(r.id * 0x9e3779b97f4a7c15ULL + index)));
 }
 
 void EngineModel::finish_step(Nanos end, StepResult& out) {
@@ -358,16 +373,21 @@ void EngineModel::finish_step(Nanos end, StepResult& out) {
     r->num_computed += r->step_tokens;
     r->step_tokens = 0;
     commit_blocks(*r, out);
-    if (r->num_computed < r->tokens.size()) continue;  // prefill chunk, no token yet
+    if (r->num_computed < r->num_tokens()) continue;  // prefill chunk, no token yet
+
+    const uint32_t index = r->num_output++;
+    if ((r->hashes.size() + 1) * config_.block_size <= r->num_tokens()) extend_hashes(*r);
+    ++metrics_.generation_tokens;
+    if (index > 0 && r->num_output < r->max_tokens && !config_.report_decode_tokens) {
+      metrics_.inter_token_latency.observe(to_seconds(end - r->last_token));
+      r->last_token = end;
+      continue;
+    }
 
     RequestUpdate u;
     u.id = r->id;
-    u.token = next_token(*r);
-    u.output_index = r->num_output;
-    r->tokens.push_back(u.token);
-    ++r->num_output;
-    extend_hashes(*r);
-    ++metrics_.generation_tokens;
+    u.token = token_at(*r, index);
+    u.output_index = index;
     if (u.output_index == 0) {
       u.ttft = end - r->arrival;
       u.prompt_tokens = r->prompt_len;
@@ -406,6 +426,7 @@ void EngineModel::finish_step(Nanos end, StepResult& out) {
 }
 
 void EngineModel::compact_running() {
+  if (running_.size() == num_running_) return;  // no holes
   size_t n = 0;
   for (Request* r : running_) {
     if (r == nullptr) continue;

@@ -38,6 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/common/fast_mod.h"
 #include "core/common/result.h"
 #include "core/common/time.h"
 #include "core/engine/block_pool.h"
@@ -139,7 +140,8 @@ class EngineModel {
   void finish_step(Nanos end, StepResult& out);
   void commit_blocks(Request& r, StepResult& out);
   void extend_hashes(Request& r);
-  kv::TokenId next_token(const Request& r) const;
+  // Output token `index` of r (given, else a pseudo token from id and index).
+  kv::TokenId token_at(const Request& r, uint64_t index) const;
   uint64_t root_hash(const Request& r) const;
   void refresh_gauges();
 
@@ -147,6 +149,7 @@ class EngineModel {
   Profile profile_;
   BlockPool pool_;
   EngineMetrics metrics_;
+  FastMod vocab_;  // % vocab_size
 
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   // Arriving (preprocessing / KV transfer) requests, min-heap on ready time.

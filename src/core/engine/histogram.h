@@ -20,8 +20,13 @@ class Histogram {
       : bounds_(bounds.begin(), bounds.end()), counts_(bounds.size() + 1, 0) {}
 
   void observe(double value) {
-    auto it = std::lower_bound(bounds_.begin(), bounds_.end(), value);
-    ++counts_[static_cast<size_t>(it - bounds_.begin())];
+    // A decode step observes the same inter-token latency for its whole batch.
+    if (value != last_value_) {
+      last_value_ = value;
+      last_bucket_ = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) -
+                                         bounds_.begin());
+    }
+    ++counts_[last_bucket_];
     sum_ += value;
     ++count_;
   }
@@ -44,6 +49,8 @@ class Histogram {
   std::vector<uint64_t> counts_;
   double sum_ = 0;
   uint64_t count_ = 0;
+  double last_value_ = -1;  // memo of the last observation's bucket
+  size_t last_bucket_ = 0;
 };
 
 // vLLM's bucket bounds (seconds), vllm/v1/metrics/loggers.py.
