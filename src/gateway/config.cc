@@ -306,7 +306,7 @@ class Parser {
     std::string field = "pools." + name;
     only_keys(n, field,
               {"endpoints", "router", "tokenizer", "chat_template", "block_size",
-               "scrape_interval_ms", "kv_events_bind", "warmup"});
+               "scrape_interval_ms", "kv_events_bind", "warmup", "autoscale"});
     PoolConfig p;
     p.name = name;
     p.scrape_interval = std::chrono::milliseconds(200);
@@ -337,7 +337,24 @@ class Parser {
     }
     if (auto r = n["router"]) router(r, field + ".router", p.router);
     if (auto w = n["warmup"]) warmup(w, field + ".warmup", p);
+    if (auto a = n["autoscale"]) {
+      auto parsed = parse_pool_autoscale(a, field + ".autoscale");
+      if (!parsed) throw ConfigError{fmt::format("{}: {}", file_, parsed.error())};
+      p.autoscale = std::move(*parsed);
+      const std::string dir = dir_.string();
+      for (std::string& arg : p.autoscale->local.command) {
+        for (size_t at = arg.find("{config_dir}"); at != std::string::npos;
+             at = arg.find("{config_dir}", at + dir.size())) {
+          arg.replace(at, 12, dir);
+        }
+      }
+    }
     YAML::Node eps = n["endpoints"];
+    if (p.autoscale && p.autoscale->actuator == ActuatorKind::kLocal) {
+      // The local actuator launches and registers the pool's replicas itself.
+      if (eps) fail(eps, field + ".endpoints", "not used with autoscale.actuator.kind local");
+      return p;
+    }
     if (!eps || !eps.IsSequence() || eps.size() == 0) {
       fail(eps ? eps : n, field + ".endpoints", "expected a non-empty list of endpoints");
     }

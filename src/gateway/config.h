@@ -24,6 +24,7 @@
 #include "core/kv/warmup_run.h"
 #include "core/route/config.h"
 #include "core/route/endpoint.h"
+#include "gateway/autoscale_config.h"
 
 namespace kvgate::gateway {
 
@@ -121,6 +122,9 @@ struct PoolConfig {
   // How long a warm-up waits for the new endpoint's GET /health to answer 200 before it
   // gives up and admits it unwarmed.
   std::chrono::milliseconds warmup_ready_timeout{600'000};
+  // Set when the pool has an `autoscale:` section. With a local actuator the pool lists
+  // no endpoints: its replicas are launched and registered at run time.
+  std::optional<PoolAutoscaleConfig> autoscale;
 };
 
 // A model name clients send; resolves to a pool. Aliases resolve to the same pool, and

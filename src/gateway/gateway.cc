@@ -23,6 +23,7 @@
 #include "gateway/keys.h"
 #include "gateway/live_feed.h"
 #include "gateway/openai_request.h"
+#include "gateway/pool_autoscaler.h"
 #include "gateway/pool_runtime.h"
 #include "gateway/sse_tap.h"
 #include "gateway/tenant_limiter.h"
@@ -95,8 +96,9 @@ struct Gateway::Impl {
   std::vector<std::thread> threads;
   std::unique_ptr<io::UpstreamClient> upstream;
   std::vector<std::unique_ptr<PoolRuntime>> pools;
-  std::vector<std::unique_ptr<LiveFeed>> feeds;      // after pools: destroyed first
-  std::vector<std::unique_ptr<PoolWarmup>> warmups;  // by pool index (gateway/warmup.h)
+  std::vector<std::unique_ptr<LiveFeed>> feeds;              // after pools: destroyed first
+  std::vector<std::unique_ptr<PoolWarmup>> warmups;          // by pool index (gateway/warmup.h)
+  std::vector<std::unique_ptr<PoolAutoscaler>> autoscalers;  // stopped first in stop_all
   std::vector<std::unique_ptr<io::HttpServer>> servers;
   std::unique_ptr<AdminApi> admin;     // config.admin set; destroyed before the pools
   std::atomic<bool> not_ready{false};  // /ready answers 503 (drain announced)
@@ -538,6 +540,7 @@ void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const U
 
 void Gateway::Impl::stop_all() {
   if (stopped.exchange(true)) return;
+  for (auto& a : autoscalers) a->stop();  // while the I/O threads still serve the strands
   if (admin) admin->stop();
   for (auto& s : servers) s->stop(std::chrono::milliseconds(0));
   work.reset();
@@ -551,6 +554,54 @@ void Gateway::Impl::stop_all() {
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Gateway::~Gateway() { impl_->stop_all(); }
+
+namespace {
+
+boost::json::object latency_json(const scale::LatencySummary& l) {
+  return {{"p50", l.p50}, {"p90", l.p90}, {"p99", l.p99}, {"mean", l.mean}, {"samples", l.samples}};
+}
+
+}  // namespace
+
+// GET /admin/warmup (every pool's warm-up state) and /admin/pools/{pool}/autoscaler (the
+// latest decision and the signals it was made on).
+void register_admin_sections(Gateway::Impl& impl) {
+  Gateway::Impl* self = &impl;
+  impl.admin->add_section(
+      "warmup", [self] { return boost::json::parse(warmup_status_json(self->all_warmups())); });
+  impl.admin->add_pool_section(
+      "autoscaler", [self](std::string_view pool) -> std::optional<boost::json::value> {
+        for (const auto& a : self->autoscalers) {
+          if (a->pool_name() != pool) continue;
+          const PoolAutoscaler::State st = a->state();
+          const scale::Decision& d = st.decision;
+          const scale::PoolSignals& sig = st.signals;
+          return boost::json::object{
+              {"decisions", st.decisions},
+              {"desired_replicas", d.desired_replicas},
+              {"current_replicas", d.current_replicas},
+              {"needed", d.needed},
+              {"demand", d.demand},
+              {"min_replicas", d.min_replicas},
+              {"max_replicas", d.max_replicas},
+              {"panic", d.panic},
+              {"limited_by", d.limited_by},
+              {"reason", d.reason},
+              {"horizon_s", static_cast<double>(d.horizon) / kSecond},
+              {"signals",
+               boost::json::object{{"waiting", sig.waiting},
+                                   {"running", sig.running},
+                                   {"kv_usage", sig.kv_usage},
+                                   {"prompt_tokens_per_s", sig.prompt_tokens_per_s},
+                                   {"generation_tokens_per_s", sig.generation_tokens_per_s},
+                                   {"ttft", latency_json(sig.ttft)},
+                                   {"itl", latency_json(sig.itl)},
+                                   {"ready", sig.ready()},
+                                   {"starting", sig.starting()}}}};
+        }
+        return std::nullopt;
+      });
+}
 
 Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
   auto impl = std::make_unique<Impl>(config.threads);
@@ -647,6 +698,20 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     }
     impl->admin = std::move(*admin);
   }
+  for (auto& pool : impl->pools) {
+    if (!pool->config().autoscale) continue;
+    std::vector<std::string> models;
+    for (const ModelConfig& m : c.models) {
+      if (m.pool == pool->name()) models.push_back(m.name);
+    }
+    auto autoscaler = PoolAutoscaler::start(*pool, std::move(models), impl->metrics);
+    if (!autoscaler) {
+      impl->stop_all();
+      return Error(autoscaler.error());
+    }
+    impl->autoscalers.push_back(std::move(*autoscaler));
+  }
+  if (impl->admin) register_admin_sections(*impl);
   return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
 }
 

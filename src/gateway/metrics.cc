@@ -81,6 +81,33 @@ void GatewayMetrics::tokens(std::string_view model, std::string_view tenant, uin
   t.prompt += prompt;
   t.completion += completion;
   t.cached += cached;
+  ++t.reports;
+}
+
+void GatewayMetrics::autoscaler(std::string_view pool, const AutoscalerGauges& g) {
+  std::lock_guard lock(mu_);
+  autoscalers_[std::string(pool)] = g;
+  ++autoscaler_decisions_[Key2{pool, g.direction}];
+}
+
+scale::UsageTotals GatewayMetrics::usage(std::span<const std::string> models) const {
+  std::lock_guard lock(mu_);
+  scale::UsageTotals u;
+  for (const std::string& model : models) {
+    for (auto it = tokens_.lower_bound(Key2{model, ""});
+         it != tokens_.end() && std::get<0>(it->first) == model; ++it) {
+      u.prompt_tokens += it->second.prompt;
+      u.completion_tokens += it->second.completion;
+      u.requests += it->second.reports;
+    }
+    if (auto it = ttft_.find(model); it != ttft_.end()) {
+      scale::add_histogram(u.ttft, it->second.snapshot());
+    }
+    if (auto it = itl_.find(model); it != itl_.end()) {
+      scale::add_histogram(u.itl, it->second.snapshot());
+    }
+  }
+  return u;
 }
 
 void GatewayMetrics::stream_started() {
@@ -330,7 +357,73 @@ std::string GatewayMetrics::render() const {
                it->second);
     }
   }
+  render_autoscalers(w);
   return w.take();
+}
+
+void GatewayMetrics::render_autoscalers(metrics::PrometheusWriter& w) const {
+  if (autoscalers_.empty()) return;
+  struct Gauge {
+    const char* name;
+    const char* help;
+    int32_t AutoscalerGauges::*field;
+  };
+  static constexpr Gauge kGauges[] = {
+      {"kvgate_autoscaler_desired_replicas",
+       "Replicas the autoscaler wants for the pool (what KEDA or an HPA should scale to).",
+       &AutoscalerGauges::desired},
+      {"kvgate_autoscaler_current_replicas", "Replicas ready or starting (not draining).",
+       &AutoscalerGauges::current},
+      {"kvgate_autoscaler_ready_replicas", "Replicas serving.", &AutoscalerGauges::ready},
+      {"kvgate_autoscaler_starting_replicas", "Replicas launched and not yet healthy.",
+       &AutoscalerGauges::starting},
+      {"kvgate_autoscaler_draining_replicas", "Replicas finishing their requests before they stop.",
+       &AutoscalerGauges::draining},
+      {"kvgate_autoscaler_min_replicas", "Lower bound in force (after the schedule).",
+       &AutoscalerGauges::min},
+      {"kvgate_autoscaler_max_replicas", "Upper bound in force (after the schedule).",
+       &AutoscalerGauges::max},
+  };
+  for (const Gauge& g : kGauges) {
+    w.header(g.name, g.help, "gauge");
+    for (const auto& [pool, a] : autoscalers_) w.sample(g.name, {{"pool", pool}}, a.*g.field);
+  }
+  w.header("kvgate_autoscaler_demand_replicas",
+           "Replicas' worth of load the policy measured (before rounding and behavior).", "gauge");
+  for (const auto& [pool, a] : autoscalers_) {
+    w.sample("kvgate_autoscaler_demand_replicas", {{"pool", pool}}, a.demand);
+  }
+  w.header("kvgate_autoscaler_signal",
+           "The tracked signal's value per ready replica, as the autoscaler read it.", "gauge");
+  for (const auto& [pool, a] : autoscalers_) {
+    if (a.signal_value && !a.signal.empty()) {
+      w.sample("kvgate_autoscaler_signal", {{"pool", pool}, {"signal", a.signal}}, *a.signal_value);
+    }
+  }
+  w.header("kvgate_autoscaler_panic", "1 while the pool's autoscaler is in panic mode.", "gauge");
+  for (const auto& [pool, a] : autoscalers_) {
+    w.sample("kvgate_autoscaler_panic", {{"pool", pool}}, a.panic ? 1 : 0);
+  }
+  w.header("kvgate_autoscaler_decision_info",
+           "The latest decision: its direction (up, down, hold) and what held the count back "
+           "(empty: nothing). The full reason is in the log.",
+           "gauge");
+  for (const auto& [pool, a] : autoscalers_) {
+    w.sample("kvgate_autoscaler_decision_info",
+             {{"pool", pool}, {"direction", a.direction}, {"limited_by", a.limited_by}}, 1);
+  }
+  w.header("kvgate_autoscaler_decisions_total", "Autoscaler decisions by direction.", "counter");
+  for (const auto& [k, v] : autoscaler_decisions_) {
+    const auto& [pool, direction] = k;
+    w.sample("kvgate_autoscaler_decisions_total", {{"pool", pool}, {"direction", direction}},
+             static_cast<double>(v));
+  }
+  w.header("kvgate_autoscaler_replica_restarts_total",
+           "Replicas that exited on their own and were replaced.", "counter");
+  for (const auto& [pool, a] : autoscalers_) {
+    w.sample("kvgate_autoscaler_replica_restarts_total", {{"pool", pool}},
+             static_cast<double>(a.restarts));
+  }
 }
 
 }  // namespace kvgate::gateway

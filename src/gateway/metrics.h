@@ -27,6 +27,14 @@
 //   kvgate_scrapes_total{pool,endpoint}, kvgate_scrape_errors_total{pool,endpoint}
 //   kvgate_kv_event_{batches,gaps,missed,restarts,replayed,decode_errors,anomalies}_total
 //                                                          counter {pool,endpoint}
+//   kvgate_autoscaler_{desired,current,ready,starting,draining,min,max}_replicas{pool}
+//                                                          gauge (pools with `autoscale:`)
+//   kvgate_autoscaler_demand_replicas{pool}                gauge (replicas' worth of load)
+//   kvgate_autoscaler_signal{pool,signal}                  gauge (per replica, as tracked)
+//   kvgate_autoscaler_panic{pool}                          gauge (1 in panic mode)
+//   kvgate_autoscaler_decision_info{pool,direction,limited_by}  gauge, 1 (latest decision)
+//   kvgate_autoscaler_decisions_total{pool,direction}      counter (up, down, hold)
+//   kvgate_autoscaler_replica_restarts_total{pool}         counter (crashed replicas replaced)
 //
 // Thread-safe (one mutex; updates are a few per request). The series maps compare keys
 // transparently, so an update of an existing series looks it up by string_view and
@@ -36,13 +44,29 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
 
 #include "core/metrics/histogram.h"
+#include "core/scale/usage_window.h"
 
 namespace kvgate::gateway {
+
+// One autoscaler decision as exported (pool_autoscaler.h fills it every interval).
+struct AutoscalerGauges {
+  int32_t desired = 0, current = 0, ready = 0, starting = 0, draining = 0;
+  int32_t min = 0, max = 0;
+  double demand = 0;
+  std::string signal;                  // the tracked signal's name; empty for the planner
+  std::optional<double> signal_value;  // per replica; none without a measurement
+  bool panic = false;
+  std::string direction;   // "up", "down" or "hold"
+  std::string limited_by;  // scale::Decision::limited_by
+  uint64_t restarts = 0;   // crashed replicas replaced so far
+};
 
 class GatewayMetrics {
  public:
@@ -75,6 +99,11 @@ class GatewayMetrics {
   void pd_prefill(std::string_view pool, std::string_view endpoint);
   void pd_local_prefill(std::string_view pool);
   void pd_hop_failure(std::string_view pool, std::string_view hop, std::string_view kind);
+  // The latest decision of a pool's autoscaler; counts one decision of its direction.
+  void autoscaler(std::string_view pool, const AutoscalerGauges& g);
+  // Token counts and TTFT/ITL histograms summed over `models` (a pool's), cumulative:
+  // what the autoscaler's UsageWindow differences.
+  scale::UsageTotals usage(std::span<const std::string> models) const;
 
   void rate_limited(std::string_view tenant, std::string_view rule);
   void rate_limit_store_failure();
@@ -83,11 +112,14 @@ class GatewayMetrics {
   std::string render() const;
 
  private:
+  void render_autoscalers(metrics::PrometheusWriter& w) const;  // REQUIRES: mu_ held
+
   using Key2 = std::tuple<std::string, std::string>;
   using Key3 = std::tuple<std::string, std::string, std::string>;
   using Key4 = std::tuple<std::string, std::string, std::string, int>;  // status last
   struct TokenCounts {
     uint64_t prompt = 0, completion = 0, cached = 0;
+    uint64_t reports = 0;  // requests whose usage was counted
   };
 
   mutable std::mutex mu_;
@@ -108,6 +140,8 @@ class GatewayMetrics {
   std::map<Key3, uint64_t> pd_hop_failures_;
   // (family, pool, endpoint) -> value: scraped gauges and counters copied from elsewhere.
   std::map<Key3, double, std::less<>> endpoint_values_;
+  std::map<std::string, AutoscalerGauges> autoscalers_;  // by pool
+  std::map<Key2, uint64_t> autoscaler_decisions_;        // (pool, direction)
 };
 
 }  // namespace kvgate::gateway

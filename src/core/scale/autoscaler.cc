@@ -147,6 +147,7 @@ Decision Autoscaler::propose(const PoolSignals& s, Nanos now) {
   d.desired_replicas = n.replicas;
   d.reason += fmt::format(" -> {}", n.replicas);
   if (!n.limited_by.empty()) d.reason += fmt::format(" (held by {})", n.limited_by);
+  d.limited_by = n.limited_by;
   return d;
 }
 

@@ -59,6 +59,9 @@ struct Decision {
   int32_t current_replicas = 0;    // non-draining replicas in the signals (ready + starting)
   std::vector<std::string> drain;  // replicas to drain, then stop; empty unless scaling down
   std::string reason;              // one line for logs and the admin API
+  // What held the count back from the policy's need (BehaviorState::Normalized): empty,
+  // "scale-down stabilization", "max replicas", ... A fixed set: a metric label.
+  std::string limited_by;
 
   // Detail, for metrics and the simulator's reports.
   int32_t needed = 0;        // the policy's count, before behavior and bounds

@@ -13,9 +13,10 @@ uint32_t PoolSignals::count(ReplicaPhase phase) const {
 
 namespace {
 
-constexpr std::array<std::pair<Signal, std::string_view>, 12> kNames = {{
+constexpr std::array<std::pair<Signal, std::string_view>, 13> kNames = {{
     {Signal::kWaiting, "waiting"},
     {Signal::kRunning, "running"},
+    {Signal::kConcurrency, "concurrency"},
     {Signal::kKvUsage, "kv_usage"},
     {Signal::kPromptTokensPerS, "prompt_tokens_per_s"},
     {Signal::kGenerationTokensPerS, "generation_tokens_per_s"},
@@ -44,6 +45,8 @@ std::optional<double> signal_value(const PoolSignals& s, Signal signal) {
       return s.waiting / n;
     case Signal::kRunning:
       return s.running / n;
+    case Signal::kConcurrency:
+      return (s.waiting + s.running) / n;
     case Signal::kKvUsage:
       return s.kv_usage;
     case Signal::kPromptTokensPerS:

@@ -84,6 +84,7 @@ struct PoolSignals {
 enum class Signal : uint8_t {
   kWaiting,               // per ready replica
   kRunning,               // per ready replica
+  kConcurrency,           // waiting + running, per ready replica (Knative's concurrency)
   kKvUsage,               // pool mean, 0..1
   kPromptTokensPerS,      // per ready replica
   kGenerationTokensPerS,  // per ready replica
@@ -101,9 +102,9 @@ enum class Signal : uint8_t {
 // Returns nullopt when there is no ready replica or (for latencies) no sample.
 std::optional<double> signal_value(const PoolSignals& s, Signal signal);
 
-// Names used in configuration: "waiting", "running", "kv_usage", "prompt_tokens_per_s",
-// "generation_tokens_per_s", "ttft_p50", "ttft_p90", "ttft_p99", "itl_p50", "itl_p90",
-// "itl_p99", "gpu_utilization".
+// Names used in configuration: "waiting", "running", "concurrency", "kv_usage",
+// "prompt_tokens_per_s", "generation_tokens_per_s", "ttft_p50", "ttft_p90", "ttft_p99", "itl_p50",
+// "itl_p90", "itl_p99", "gpu_utilization".
 std::string_view signal_name(Signal signal);
 std::optional<Signal> parse_signal(std::string_view name);
 

@@ -1,0 +1,166 @@
+#include "gateway/pool_autoscaler.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "core/scale/usage_window.h"
+#include "gateway/autoscale_signals.h"
+#include "gateway/pool_runtime.h"
+#include "gateway/replica_actuation.h"
+#include "gateway/tenant_limiter.h"
+
+namespace kvgate::gateway {
+
+struct PoolAutoscaler::Impl {
+  PoolRuntime& pool;
+  GatewayMetrics& metrics;
+  const PoolAutoscaleConfig& config;
+  const std::vector<std::string> models;
+  // monotonic_now() + clock_offset = nanoseconds since the Unix epoch (at start).
+  const Nanos clock_offset;
+  scale::Autoscaler autoscaler;
+  scale::UsageWindow usage;
+  std::unique_ptr<ReplicaActuation> actuation;  // the loop's thread only (after start)
+  int32_t last_desired = -1;                    // the loop's thread only
+
+  std::mutex mu;
+  std::condition_variable wake;
+  bool stopping = false;
+  State state;  // guarded by mu
+  std::thread thread;
+
+  Impl(PoolRuntime& p, GatewayMetrics& m, std::vector<std::string> names, scale::Autoscaler a)
+      : pool(p),
+        metrics(m),
+        config(*p.config().autoscale),
+        models(std::move(names)),
+        clock_offset(wall_now() - monotonic_now()),
+        autoscaler(std::move(a)),
+        usage(config.window) {}
+
+  Nanos now() const { return monotonic_now() + clock_offset; }
+
+  // The router's endpoints, read on its strand. Empty if the strand does not answer
+  // within a few seconds (the gateway is stopping).
+  std::optional<std::vector<EndpointView>> read_endpoints() {
+    auto done = std::make_shared<std::promise<std::vector<EndpointView>>>();
+    auto result = done->get_future();
+    pool.post([done](route::Router& router, kv::PreciseIndex&) {
+      done->set_value(view_endpoints(router));
+    });
+    if (result.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return std::nullopt;
+    return result.get();
+  }
+
+  void tick() {
+    actuation->poll();
+    auto endpoints = read_endpoints();
+    if (!endpoints) return;
+    usage.add(monotonic_now(), metrics.usage(models));
+    const Nanos max_age =
+        std::max<Nanos>(2 * kSecond, 5 * pool.config().scrape_interval.count() * kMillisecond);
+    scale::PoolSignals signals = build_signals(*endpoints, usage.rates(), monotonic_now(), max_age);
+    signals.replicas = actuation->replicas(*endpoints);
+    scale::Decision d = autoscaler.decide(signals, now());
+    // Logged when the wanted size changes or replicas are drained: with actuator none the
+    // gap between desired and current may last, and must not log every interval.
+    if (d.desired_replicas != last_desired || !d.drain.empty()) {
+      spdlog::info("pool {}: autoscaler: {}{}", pool.name(), d.reason,
+                   d.drain.empty() ? "" : fmt::format(", draining {}", fmt::join(d.drain, ", ")));
+    }
+    last_desired = d.desired_replicas;
+    actuation->apply(d);
+    export_decision(d, signals);
+    std::lock_guard lock(mu);
+    state.decision = std::move(d);
+    state.signals = std::move(signals);
+    ++state.decisions;
+  }
+
+  void export_decision(const scale::Decision& d, const scale::PoolSignals& s) {
+    AutoscalerGauges g;
+    g.desired = d.desired_replicas;
+    g.current = d.current_replicas;
+    g.ready = static_cast<int32_t>(s.ready());
+    g.starting = static_cast<int32_t>(s.starting());
+    g.draining = static_cast<int32_t>(s.count(scale::ReplicaPhase::kDraining));
+    g.min = d.min_replicas;
+    g.max = d.max_replicas;
+    g.demand = d.demand;
+    if (config.policy.policy != scale::PolicyKind::kPlanner) {
+      g.signal = std::string(scale::signal_name(config.policy.signal));
+      g.signal_value = scale::signal_value(s, config.policy.signal);
+    }
+    g.panic = d.panic;
+    g.direction = d.desired_replicas > d.current_replicas   ? "up"
+                  : d.desired_replicas < d.current_replicas ? "down"
+                                                            : "hold";
+    g.limited_by = d.limited_by;
+    g.restarts = actuation->restarts();
+    metrics.autoscaler(pool.name(), g);
+  }
+
+  void run() {
+    std::unique_lock lock(mu);
+    while (!stopping) {
+      lock.unlock();
+      tick();
+      lock.lock();
+      wake.wait_for(lock, config.interval, [this] { return stopping; });
+    }
+  }
+};
+
+PoolAutoscaler::PoolAutoscaler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+PoolAutoscaler::~PoolAutoscaler() { stop(); }
+
+void PoolAutoscaler::stop() {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->actuation.reset();
+}
+
+const std::string& PoolAutoscaler::pool_name() const { return impl_->pool.name(); }
+
+PoolAutoscaler::State PoolAutoscaler::state() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->state;
+}
+
+Result<std::unique_ptr<PoolAutoscaler>> PoolAutoscaler::start(PoolRuntime& pool,
+                                                              std::vector<std::string> models,
+                                                              GatewayMetrics& metrics) {
+  const PoolConfig& config = pool.config();
+  if (!config.autoscale) return Error(fmt::format("pool {}: no autoscale section", config.name));
+  auto autoscaler = scale::Autoscaler::make(config.autoscale->policy);
+  if (!autoscaler) return Error(fmt::format("pool {}: {}", config.name, autoscaler.error()));
+  auto impl = std::make_unique<Impl>(pool, metrics, std::move(models), std::move(*autoscaler));
+  Impl* raw = impl.get();
+  auto actuation = make_actuation(
+      *config.autoscale,
+      {.pool = pool, .now = [raw] { return raw->now(); }, .clock_offset = raw->clock_offset});
+  if (!actuation) return Error(fmt::format("pool {}: {}", config.name, actuation.error()));
+  impl->actuation = std::move(*actuation);
+  const scale::AutoscaleConfig& policy = config.autoscale->policy;
+  spdlog::info("pool {}: autoscaler on: {}, replicas {}..{}, {} actuator", config.name,
+               policy.policy == scale::PolicyKind::kPlanner
+                   ? std::string("planner")
+                   : fmt::format("{} target {} per replica", scale::signal_name(policy.signal),
+                                 policy.target),
+               policy.min_replicas, policy.max_replicas, actuator_name(config.autoscale->actuator));
+  impl->thread = std::thread([raw] { raw->run(); });
+  return std::unique_ptr<PoolAutoscaler>(new PoolAutoscaler(std::move(impl)));
+}
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,67 @@
+// PoolAutoscaler: one pool's autoscaler inside `kvgate serve` (pools with `autoscale:`).
+//
+// A thread that, every `autoscale.interval`:
+//   1. lets the actuator catch up (replica_actuation.h): local replicas' health checks,
+//      drains and crashes; the Kubernetes scale subresource;
+//   2. reads the pool's endpoints on the router's strand (scraped waiting, running, KV
+//      usage; requests in flight) and the gateway's token and latency counters for the
+//      pool's models, differenced over `autoscale.window` (scale::UsageWindow);
+//   3. builds scale::PoolSignals (autoscale_signals.h), calls Autoscaler::decide;
+//   4. applies the decision through the actuator, logs it when it changes something, and
+//      exports it: kvgate_autoscaler_desired_replicas{pool} and friends (metrics.h).
+//
+// The autoscaler's clock is monotonic (stabilization windows and rate limits must not
+// jump with the wall clock) but anchored to the Unix epoch at start, so that schedules
+// see the time of day.
+//
+//   auto a = PoolAutoscaler::start(pool, {"Qwen/Qwen3-0.6B"}, metrics);  // decides at once
+//   ...
+//   a->stop();  // or the destructor: joins the thread, stops local replicas
+//
+// REQUIRES: the pool has `autoscale`; the gateway's I/O threads run while the autoscaler
+// does (it calls into the pool's strand and waits): stop it before stopping them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/common/result.h"
+#include "core/scale/autoscaler.h"
+#include "gateway/metrics.h"
+
+namespace kvgate::gateway {
+
+class PoolRuntime;
+
+class PoolAutoscaler {
+ public:
+  // Errors: the actuator cannot be set up (e.g. kubernetes outside a pod). `pool` and
+  // `metrics` must outlive it; `models` are the names the pool serves (for usage).
+  static Result<std::unique_ptr<PoolAutoscaler>> start(PoolRuntime& pool,
+                                                       std::vector<std::string> models,
+                                                       GatewayMetrics& metrics);
+  ~PoolAutoscaler();
+  PoolAutoscaler(const PoolAutoscaler&) = delete;
+  PoolAutoscaler& operator=(const PoolAutoscaler&) = delete;
+
+  // Stops the loop and the actuator (local replicas are stopped). Idempotent.
+  void stop();
+
+  // The latest decision and the signals it was made on (thread-safe copies).
+  struct State {
+    scale::Decision decision;
+    scale::PoolSignals signals;
+    uint64_t decisions = 0;
+  };
+  State state() const;
+  const std::string& pool_name() const;
+
+  struct Impl;
+
+ private:
+  explicit PoolAutoscaler(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,366 @@
+#include "gateway/replica_actuation.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "gateway/pool_runtime.h"
+#include "io/http_client.h"
+#include "io/k8s_scaler.h"
+#include "io/local_actuator.h"
+
+namespace kvgate::gateway {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Kind none: the endpoints are the replicas, and someone else (KEDA, an HPA) carries
+// the exported decision out. The core expects what it asked for to be reported as
+// starting from then on (or it asks again, and its rate limits count the first ask as
+// done), so replicas asked for and not yet seen among the endpoints are reported as
+// starting for the expected startup time, then as ready, until endpoints replace them.
+class ExportOnly final : public ReplicaActuation {
+ public:
+  ExportOnly(Nanos clock_offset, Nanos startup, std::function<Nanos()> now)
+      : clock_offset_(clock_offset), startup_(startup), now_(std::move(now)) {}
+  void poll() override {}
+  std::vector<scale::ReplicaSignal> replicas(std::span<const EndpointView> endpoints) override {
+    std::vector<scale::ReplicaSignal> out = replicas_from_endpoints(endpoints, clock_offset_);
+    int32_t real = 0;
+    for (const scale::ReplicaSignal& r : out) real += r.phase != scale::ReplicaPhase::kDraining;
+    const size_t missing = static_cast<size_t>(std::max(requested_ - real, 0));
+    while (pending_.size() > missing) pending_.pop_front();  // the oldest asks arrived first
+    while (pending_.size() < missing) pending_.push_back({next_id_++, now_()});
+    const Nanos t = now_();
+    for (const Pending& p : pending_) {
+      const bool up = t - p.asked_at >= startup_;
+      out.push_back({.id = fmt::format("requested-{}", p.id),
+                     .phase = up ? scale::ReplicaPhase::kReady : scale::ReplicaPhase::kStarting,
+                     .launched_at = p.asked_at,
+                     .ready_at = up ? p.asked_at + startup_ : 0});
+    }
+    return out;
+  }
+  void apply(const scale::Decision& d) override {
+    requested_ = d.desired_replicas;
+    for (const std::string& id : d.drain) {
+      std::erase_if(pending_,
+                    [&](const Pending& p) { return fmt::format("requested-{}", p.id) == id; });
+    }
+  }
+
+ private:
+  struct Pending {
+    uint64_t id;
+    Nanos asked_at;
+  };
+  Nanos clock_offset_;
+  Nanos startup_;
+  std::function<Nanos()> now_;
+  int32_t requested_ = 0;
+  std::deque<Pending> pending_;
+  uint64_t next_id_ = 0;
+};
+
+// Kind local: replicas are processes this gateway launches and registers.
+class LocalReplicas final : public ReplicaActuation {
+ public:
+  LocalReplicas(const LocalReplicaConfig& config, ActuationContext context)
+      : pool_(context.pool), drain_timeout_(config.drain_timeout) {}
+
+  ~LocalReplicas() override {
+    actuator_.reset();  // stops every replica: requests still on them end at once
+    for (auto& [id, d] : drains_) d.thread.join();
+  }
+
+  Status start(const LocalReplicaConfig& config, std::function<Nanos()> now) {
+    io::LocalActuatorOptions o;
+    o.command = config.command;
+    if (o.command.front() == "kvgate") {
+      std::error_code ec;
+      auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+      if (!ec) o.command.front() = self.string();
+    }
+    o.host = config.host;
+    o.health_path = config.health_path;
+    o.startup_timeout = config.startup_timeout;
+    // The router drains first (remove_endpoint_sync, drain_timeout); the process is
+    // stopped once that is done, or a little after it should have been.
+    o.drain_timeout = config.drain_timeout + std::chrono::seconds(5);
+    o.stop_grace = config.stop_grace;
+    o.restart_crashed = config.restart_crashed;
+    o.on_change = [this](const io::ReplicaChange& c) { on_change(c); };
+    o.in_flight = [this](const std::string& id) -> uint32_t {
+      auto it = drains_.find(id);
+      return it != drains_.end() && !it->second.done->load() ? 1 : 0;
+    };
+    o.on_output = [this, log = config.log_output](const std::string& id, const std::string& line) {
+      if (log) spdlog::info("[{}/{}] {}", pool_.name(), id, line);
+      std::lock_guard lock(output_mu_);
+      std::deque<std::string>& tail = output_[id];
+      tail.push_back(line);
+      if (tail.size() > kOutputLines) tail.pop_front();
+    };
+    o.now = std::move(now);
+    auto made = io::LocalActuator::make(std::move(o));
+    if (!made) return Error(made.error());
+    actuator_ = std::move(*made);
+    return {};
+  }
+
+  void poll() override {
+    std::vector<std::string> starting;
+    for (const scale::ReplicaSignal& r : actuator_->replicas()) {
+      if (r.phase == scale::ReplicaPhase::kStarting) starting.push_back(r.id);
+    }
+    actuator_->poll();
+    // A replica that never became ready and is gone exited during its start (or missed
+    // startup_timeout): say why, from its last lines, or a bad command fails silently.
+    std::set<std::string> present;
+    for (const scale::ReplicaSignal& r : actuator_->replicas()) present.insert(r.id);
+    std::lock_guard lock(output_mu_);
+    for (const std::string& id : starting) {
+      if (present.contains(id)) continue;
+      spdlog::warn("pool {}: {} stopped before it was ready; its last output:{}", pool_.name(), id,
+                   last_output_locked(id));
+    }
+    std::erase_if(output_, [&](const auto& kv) { return !present.contains(kv.first); });
+  }
+
+  std::vector<scale::ReplicaSignal> replicas(std::span<const EndpointView> endpoints) override {
+    std::vector<scale::ReplicaSignal> out = actuator_->replicas();
+    for (scale::ReplicaSignal& r : out) {
+      r.in_flight = 0;
+      auto it = registered_.find(r.id);
+      if (it == registered_.end()) continue;
+      for (const EndpointView& e : endpoints) {
+        if (e.id == it->second) r.in_flight = e.in_flight;
+      }
+    }
+    return out;
+  }
+
+  void apply(const scale::Decision& d) override {
+    if (Status s = actuator_->apply(d); !s) {
+      spdlog::warn("pool {}: launching a replica failed: {}", pool_.name(), s.error());
+    }
+  }
+
+  uint64_t restarts() const override { return actuator_->restarts(); }
+
+ private:
+  struct Drain {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+
+  void on_change(const io::ReplicaChange& c) {
+    switch (c.kind) {
+      case io::ReplicaChange::Kind::kReady: {
+        auto id = pool_.add_endpoint_sync(route::EndpointSpec{.url = c.url}, std::nullopt);
+        if (!id) {
+          spdlog::warn("pool {}: {} at {} is healthy but could not be registered: {}", pool_.name(),
+                       c.id, c.url, id.error());
+          return;
+        }
+        registered_[c.id] = *id;
+        spdlog::info("pool {}: {} ready at {}, routing to it", pool_.name(), c.id, c.url);
+        return;
+      }
+      case io::ReplicaChange::Kind::kDraining: {
+        auto it = registered_.find(c.id);
+        if (it == registered_.end()) return;
+        spdlog::info("pool {}: draining {} ({})", pool_.name(), c.id, c.url);
+        auto done = std::make_shared<std::atomic<bool>>(false);
+        // Off this thread: a drain waits for streams that may run for minutes, and the
+        // autoscaler keeps deciding meanwhile.
+        std::thread t(
+            [pool = &pool_, id = it->second, timeout = drain_timeout_, done, name = c.id] {
+              auto clean = pool->remove_endpoint_sync(id, timeout);
+              if (!clean) {
+                spdlog::warn("pool {}: removing {}: {}", pool->name(), name, clean.error());
+              } else if (!*clean) {
+                spdlog::warn("pool {}: {} still had requests after the drain timeout", pool->name(),
+                             name);
+              }
+              done->store(true);
+            });
+        registered_.erase(it);
+        drains_[c.id] = Drain{std::move(t), std::move(done)};
+        return;
+      }
+      case io::ReplicaChange::Kind::kRemoved: {
+        if (auto d = drains_.find(c.id); d != drains_.end()) {
+          d->second.thread.join();
+          drains_.erase(d);
+        }
+        if (auto it = registered_.find(c.id); it != registered_.end()) {
+          // It exited without being drained: its requests have failed already.
+          auto removed = pool_.remove_endpoint_sync(it->second, milliseconds(0));
+          if (!removed)
+            spdlog::warn("pool {}: removing {}: {}", pool_.name(), c.id, removed.error());
+          registered_.erase(it);
+        }
+        if (c.crashed) {
+          spdlog::warn("pool {}: {} ({}) exited on its own; replacing it; its last output:{}",
+                       pool_.name(), c.id, c.url, last_output(c.id));
+        } else {
+          spdlog::info("pool {}: {} stopped", pool_.name(), c.id);
+        }
+        return;
+      }
+    }
+  }
+
+  static constexpr size_t kOutputLines = 8;
+
+  std::string last_output(const std::string& id) {
+    std::lock_guard lock(output_mu_);
+    return last_output_locked(id);
+  }
+  std::string last_output_locked(const std::string& id) {  // REQUIRES: output_mu_ held
+    std::string tail;
+    for (const std::string& line : output_[id]) tail += "\n  " + line;
+    return tail.empty() ? " (none)" : tail;
+  }
+
+  PoolRuntime& pool_;
+  milliseconds drain_timeout_;
+  std::mutex output_mu_;  // on_output runs on the replicas' reader threads
+  std::map<std::string, std::deque<std::string>> output_;  // last lines, by replica
+  std::unique_ptr<io::LocalActuator> actuator_;
+  std::map<std::string, route::EndpointId> registered_;  // replica id -> router endpoint
+  std::map<std::string, Drain> drains_;                  // replicas being drained
+};
+
+// Kind kubernetes: the replicas are the pods of a Deployment or StatefulSet.
+class KubeReplicas final : public ReplicaActuation {
+ public:
+  KubeReplicas(io::KubeConfig config, io::KubeTarget target, ActuationContext context)
+      : scaler_(std::move(config)),
+        target_(std::move(target)),
+        name_(context.pool.name()),
+        now_(std::move(context.now)) {}
+
+  void poll() override {
+    auto s = scaler_.get_scale(target_);
+    if (!s) {
+      warn(s.error());
+      return;
+    }
+    scale_ = *s;
+    reconcile();
+  }
+
+  std::vector<scale::ReplicaSignal> replicas(std::span<const EndpointView>) override {
+    return pods_;
+  }
+
+  void apply(const scale::Decision& d) override {
+    if (!scale_ || d.desired_replicas == scale_->spec_replicas) return;
+    auto s = scaler_.set_replicas(target_, d.desired_replicas);
+    if (!s) {
+      warn(s.error());
+      return;
+    }
+    spdlog::info("pool {}: {} spec.replicas {} -> {}", name_, target_.name, scale_->spec_replicas,
+                 d.desired_replicas);
+    // The drained ones leave our count first; Kubernetes picks the pods it removes.
+    for (const std::string& id : d.drain) {
+      std::erase_if(pods_, [&](const scale::ReplicaSignal& r) { return r.id == id; });
+    }
+    scale_->spec_replicas = d.desired_replicas;
+    reconcile();
+  }
+
+ private:
+  // Matches our replica list to spec.replicas (new ones starting from now) and counts the
+  // oldest status.replicas of them as ready.
+  void reconcile() {
+    const Nanos t = now_();
+    const int32_t spec = std::max(scale_->spec_replicas, 0);
+    while (static_cast<int32_t>(pods_.size()) < spec) {
+      pods_.push_back({.id = fmt::format("{}-{}", target_.name, next_id_++),
+                       .phase = scale::ReplicaPhase::kStarting,
+                       .launched_at = t});
+    }
+    while (static_cast<int32_t>(pods_.size()) > spec) pods_.pop_back();
+    const int32_t ready = std::min(scale_->status_replicas, spec);
+    for (int32_t i = 0; i < static_cast<int32_t>(pods_.size()); ++i) {
+      scale::ReplicaSignal& r = pods_[static_cast<size_t>(i)];
+      if (i < ready && r.phase == scale::ReplicaPhase::kStarting) {
+        r.phase = scale::ReplicaPhase::kReady;
+        r.ready_at = t;
+      }
+    }
+  }
+
+  void warn(const std::string& error) {
+    const Nanos t = now_();
+    if (t - last_warning_ < 30 * kSecond) return;
+    last_warning_ = t;
+    spdlog::warn("pool {}: {}", name_, error);
+  }
+
+  io::KubeScaler scaler_;
+  io::KubeTarget target_;
+  std::string name_;
+  std::function<Nanos()> now_;
+  std::optional<io::ScaleState> scale_;
+  std::vector<scale::ReplicaSignal> pods_;
+  uint64_t next_id_ = 0;
+  Nanos last_warning_ = -3600 * kSecond;
+};
+
+Result<std::unique_ptr<ReplicaActuation>> make_kube(const KubernetesReplicaConfig& k,
+                                                    ActuationContext context) {
+  io::KubeTarget target = k.target;
+  io::KubeConfig config;
+  if (k.api_server.empty()) {
+    auto in_cluster = io::in_cluster_config();
+    if (!in_cluster) return Error("kubernetes actuator: " + in_cluster.error());
+    config = std::move(*in_cluster);
+  } else {
+    auto url = io::parse_url(k.api_server);
+    if (!url) return Error("kubernetes actuator: api_server: " + url.error());
+    config.host = url->host;
+    config.port = static_cast<uint16_t>(std::stoi(url->port));
+    config.tls = false;
+  }
+  if (target.ns.empty()) {
+    auto ns = io::in_cluster_namespace();
+    if (!ns) return Error("kubernetes actuator: set namespace (" + ns.error() + ")");
+    target.ns = *ns;
+  }
+  return std::unique_ptr<ReplicaActuation>(
+      new KubeReplicas(std::move(config), std::move(target), std::move(context)));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ReplicaActuation>> make_actuation(const PoolAutoscaleConfig& config,
+                                                         ActuationContext context) {
+  switch (config.actuator) {
+    case ActuatorKind::kNone:
+      return std::unique_ptr<ReplicaActuation>(
+          new ExportOnly(context.clock_offset, config.policy.startup_time, std::move(context.now)));
+    case ActuatorKind::kLocal: {
+      auto now = context.now;
+      auto local = std::make_unique<LocalReplicas>(config.local, std::move(context));
+      if (Status s = local->start(config.local, std::move(now)); !s) return Error(s.error());
+      return std::unique_ptr<ReplicaActuation>(std::move(local));
+    }
+    case ActuatorKind::kKubernetes:
+      return make_kube(config.kubernetes, std::move(context));
+  }
+  return Error("unknown actuator");
+}
+
+}  // namespace kvgate::gateway

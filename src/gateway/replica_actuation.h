@@ -1,0 +1,62 @@
+// ReplicaActuation: how a pool's autoscaler inside `kvgate serve` learns the pool's
+// replicas and carries out its decisions. One per actuator kind (autoscale_config.h):
+//
+//   local       io::LocalActuator launches replicas from the command template; a replica
+//               whose /health answers is registered with the router
+//               (PoolRuntime::add_endpoint_sync); one picked for scale-down is drained
+//               through the router (remove_endpoint_sync: no new requests, wait for those
+//               in flight), then stopped; one that crashes is deregistered and replaced.
+//   kubernetes  io::KubeScaler sets spec.replicas; the replicas are counted from the
+//               scale subresource (spec and status.replicas), the endpoints come from the
+//               config. Kubernetes picks the pods it removes.
+//   none        nothing is launched: the pool's endpoints are its replicas, and the
+//               decision is only exported (KEDA or an HPA scales on
+//               kvgate_autoscaler_desired_replicas); replicas asked for and not yet
+//               among the endpoints are reported starting, then ready after the
+//               expected startup time, as the core's contract requires.
+//
+// Thread-safety: none; the PoolAutoscaler's thread owns it. poll() and apply() may block
+// (health probes, process stops, Kubernetes API calls, router registration).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/common/result.h"
+#include "core/scale/autoscaler.h"
+#include "core/scale/signals.h"
+#include "gateway/autoscale_config.h"
+#include "gateway/autoscale_signals.h"
+
+namespace kvgate::gateway {
+
+class PoolRuntime;
+
+class ReplicaActuation {
+ public:
+  virtual ~ReplicaActuation() = default;
+  // Catches up before a decision: health checks, drains, crashes; reads the cluster.
+  virtual void poll() = 0;
+  // The replicas, times in the autoscaler's clock. `endpoints` is the router's view
+  // (for requests in flight, and for kind none, the replicas themselves).
+  virtual std::vector<scale::ReplicaSignal> replicas(std::span<const EndpointView> endpoints) = 0;
+  virtual void apply(const scale::Decision& decision) = 0;
+  // Replicas that exited on their own and were replaced.
+  virtual uint64_t restarts() const { return 0; }
+};
+
+struct ActuationContext {
+  PoolRuntime& pool;
+  // The autoscaler's clock, and its offset from router time (monotonic_now()).
+  std::function<Nanos()> now;
+  Nanos clock_offset = 0;
+};
+
+// Errors: a kubernetes actuator outside a pod without api_server; an empty command.
+Result<std::unique_ptr<ReplicaActuation>> make_actuation(const PoolAutoscaleConfig& config,
+                                                         ActuationContext context);
+
+}  // namespace kvgate::gateway
