@@ -132,6 +132,39 @@ Result<KeyStore> KeyStore::parse(std::string_view yaml, std::string_view file) {
             e.tenant.limits.tokens_per_minute = kv.second.as<uint64_t>();
           } else if (name == "requests_per_minute") {
             e.tenant.limits.requests_per_minute = kv.second.as<uint64_t>();
+          } else if (name == "prompt_weight" || name == "completion_weight") {
+            const double w = kv.second.as<double>();
+            if (!(w >= 0)) {
+              return Error(fmt::format("{}: {}.limits.{}: expected a number >= 0",
+                                       where(file, kv.second), field, name));
+            }
+            (name == "prompt_weight" ? e.tenant.limits.prompt_weight
+                                     : e.tenant.limits.completion_weight) = w;
+          } else if (name == "models") {
+            if (!kv.second.IsMap()) {
+              return Error(fmt::format("{}: {}.limits.models: expected a mapping of model names",
+                                       where(file, kv.second), field));
+            }
+            for (const auto& m : kv.second) {
+              ModelLimits ml{.model = m.first.as<std::string>()};
+              const std::string mfield = field + ".limits.models." + ml.model;
+              if (!m.second.IsMap()) {
+                return Error(
+                    fmt::format("{}: {}: expected a mapping", where(file, m.second), mfield));
+              }
+              for (const auto& f : m.second) {
+                const std::string fname = f.first.as<std::string>();
+                if (fname == "tokens_per_minute") {
+                  ml.tokens_per_minute = f.second.as<uint64_t>();
+                } else if (fname == "requests_per_minute") {
+                  ml.requests_per_minute = f.second.as<uint64_t>();
+                } else {
+                  return Error(
+                      fmt::format("{}: {}.{}: unknown field", where(file, f.first), mfield, fname));
+                }
+              }
+              e.tenant.limits.models.push_back(std::move(ml));
+            }
           } else {
             return Error(
                 fmt::format("{}: {}.limits.{}: unknown field", where(file, kv.first), field, name));

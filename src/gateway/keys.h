@@ -10,7 +10,13 @@
 //       models: [qwen3]            # absent or empty: every model
 //       priority: 0                # default priority (> 0 critical, < 0 sheddable)
 //       may_set_priority: false    # may the x-kvgate-priority header override it
-//       limits: {tokens_per_minute: 100000, requests_per_minute: 600}
+//       limits:
+//         tokens_per_minute: 100000
+//         requests_per_minute: 600
+//         prompt_weight: 1              # tokens counted = 1 x prompt + 1 x completion
+//         completion_weight: 1
+//         models:                       # per model, on top of the tenant-wide budget
+//           qwen3: {tokens_per_minute: 20000, requests_per_minute: 100}
 //
 // A request presents `Authorization: Bearer <key>`; KeyStore::authenticate hashes it and
 // compares the digest with every entry in constant time (CRYPTO_memcmp, no early exit),
@@ -38,9 +44,21 @@ namespace kvgate::gateway {
 
 using KeyDigest = std::array<uint8_t, 32>;
 
+// Budgets for one model only (counted apart from the tenant-wide ones).
+struct ModelLimits {
+  std::string model;  // as named in the gateway config's models[].name
+  uint64_t tokens_per_minute = 0;
+  uint64_t requests_per_minute = 0;
+};
+
 struct TenantLimits {
   uint64_t tokens_per_minute = 0;  // 0: unlimited
   uint64_t requests_per_minute = 0;
+  // tokens = prompt_weight x prompt + completion_weight x completion (1 and 1: the total;
+  // 0 and 1: completion tokens only).
+  double prompt_weight = 1.0;
+  double completion_weight = 1.0;
+  std::vector<ModelLimits> models;
 };
 
 struct Tenant {

@@ -1,5 +1,6 @@
 #include "gateway/tenant_limiter.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "io/redis_counter_store.h"
@@ -28,22 +29,34 @@ TenantLimiter::TenantLimiter(const RateLimitConfig& config)
 TenantLimiter::~TenantLimiter() = default;
 
 bool TenantLimiter::limited(const Tenant& tenant) {
-  return tenant.limits.tokens_per_minute > 0 || tenant.limits.requests_per_minute > 0;
+  const TenantLimits& l = tenant.limits;
+  return l.tokens_per_minute > 0 || l.requests_per_minute > 0 || !l.models.empty();
 }
 
 std::vector<limit::Rule> TenantLimiter::rules_for(const TenantLimits& limits) {
   std::vector<limit::Rule> rules;
-  if (limits.tokens_per_minute > 0) {
-    rules.push_back({.name = "tokens_per_minute",
-                     .measure = limit::Measure::kTotalTokens,
-                     .limit = static_cast<double>(limits.tokens_per_minute),
-                     .window = 60 * kSecond});
-  }
-  if (limits.requests_per_minute > 0) {
-    rules.push_back({.name = "requests_per_minute",
-                     .measure = limit::Measure::kRequests,
-                     .limit = static_cast<double>(limits.requests_per_minute),
-                     .window = 60 * kSecond});
+  auto add = [&](uint64_t tokens, uint64_t requests, const std::string& model) {
+    const std::string suffix = model.empty() ? "" : ":" + model;
+    if (tokens > 0) {
+      rules.push_back({.name = "tokens_per_minute" + suffix,
+                       .measure = limit::Measure::kTotalTokens,
+                       .limit = static_cast<double>(tokens),
+                       .window = 60 * kSecond,
+                       .prompt_weight = limits.prompt_weight,
+                       .completion_weight = limits.completion_weight,
+                       .model = model});
+    }
+    if (requests > 0) {
+      rules.push_back({.name = "requests_per_minute" + suffix,
+                       .measure = limit::Measure::kRequests,
+                       .limit = static_cast<double>(requests),
+                       .window = 60 * kSecond,
+                       .model = model});
+    }
+  };
+  add(limits.tokens_per_minute, limits.requests_per_minute, "");
+  for (const ModelLimits& m : limits.models) {
+    add(m.tokens_per_minute, m.requests_per_minute, m.model);
   }
   return rules;
 }
@@ -62,8 +75,12 @@ TenantLimiter::Checked TenantLimiter::check(const Tenant& tenant, std::string_vi
 
 bool TenantLimiter::charge(const Tenant& tenant, std::string_view model, const limit::Usage& usage,
                            Nanos now) {
-  if (tenant.limits.tokens_per_minute == 0) return true;
   std::vector<limit::Rule> rules = rules_for(tenant.limits);
+  if (std::none_of(rules.begin(), rules.end(), [](const limit::Rule& r) {
+        return r.measure == limit::Measure::kTotalTokens;
+      })) {
+    return true;
+  }
   std::lock_guard lock(mu_);
   return static_cast<bool>(limiter_.charge(tenant.name, model, rules, usage, now));
 }

@@ -46,6 +46,33 @@ TEST(Keys, AuthenticatesByHashOnly) {
   EXPECT_EQ(store->authenticate(to_hex(sha256("kvg-secret-one"))), nullptr);
 }
 
+TEST(Keys, PerModelLimitsAndWeights) {
+  std::string yaml = "keys:\n  - sha256: " + to_hex(sha256("k")) +
+                     "\n    tenant: acme\n    limits:\n      tokens_per_minute: 1000\n"
+                     "      prompt_weight: 0.5\n      models:\n"
+                     "        qwen3: {tokens_per_minute: 200, requests_per_minute: 5}\n";
+  auto store = KeyStore::parse(yaml, "keys.yaml");
+  ASSERT_TRUE(store) << store.error();
+  const Tenant* t = store->authenticate("k");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->limits.prompt_weight, 0.5);
+  EXPECT_EQ(t->limits.completion_weight, 1.0);
+  ASSERT_EQ(t->limits.models.size(), 1u);
+  EXPECT_EQ(t->limits.models[0].model, "qwen3");
+  EXPECT_EQ(t->limits.models[0].tokens_per_minute, 200u);
+  EXPECT_EQ(t->limits.models[0].requests_per_minute, 5u);
+
+  auto bad = KeyStore::parse("keys:\n  - sha256: " + to_hex(sha256("k")) +
+                                 "\n    tenant: acme\n    limits:\n      models:\n"
+                                 "        qwen3: {tokens_per_min: 1}\n",
+                             "keys.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("keys.yaml:6:"), std::string::npos) << bad.error();
+  EXPECT_NE(bad.error().find("limits.models.qwen3.tokens_per_min: unknown field"),
+            std::string::npos)
+      << bad.error();
+}
+
 TEST(Keys, BadFilesAreErrorsWithLocation) {
   auto bad = KeyStore::parse("keys:\n  - sha256: 12\n    tenant: x\n", "k.yaml");
   ASSERT_FALSE(bad);

@@ -58,5 +58,33 @@ TEST(TenantLimiter, RequestsPerMinuteAndConcurrentCallers) {
   EXPECT_EQ(admitted.load(), 400);  // exactly the budget, under concurrency
 }
 
+TEST(TenantLimiter, PerModelBudgetsAndWeightsCountApart) {
+  TenantLimiter limiter(RateLimitConfig{});
+  // Completion tokens only; 100 for all models together, 20 of them at most on "big".
+  Tenant t{.name = "t",
+           .limits = {.tokens_per_minute = 100,
+                      .prompt_weight = 0,
+                      .completion_weight = 1,
+                      .models = {{.model = "big", .tokens_per_minute = 20}}}};
+  auto rules = TenantLimiter::rules_for(t.limits);
+  ASSERT_EQ(rules.size(), 2u);
+  EXPECT_EQ(rules[1].name, "tokens_per_minute:big");
+  EXPECT_EQ(rules[1].model, "big");
+  EXPECT_EQ(rules[0].prompt_weight, 0);
+  // 1,000 prompt tokens cost nothing; 25 completion tokens cross "big"'s budget (that
+  // request completed), so the next "big" request is refused, another model's is not.
+  ASSERT_TRUE(limiter.check(t, "big", kT0).decision.allowed);
+  ASSERT_TRUE(limiter.charge(t, "big", {.prompt_tokens = 1000, .completion_tokens = 25}, kT0));
+  auto c = limiter.check(t, "big", kT0 + kSecond);
+  EXPECT_FALSE(c.decision.allowed);
+  EXPECT_EQ(c.decision.rule, "tokens_per_minute:big");
+  EXPECT_TRUE(limiter.check(t, "small", kT0 + kSecond).decision.allowed);
+  // The tenant-wide budget counts both models.
+  ASSERT_TRUE(limiter.charge(t, "small", {.completion_tokens = 80}, kT0 + kSecond));
+  c = limiter.check(t, "small", kT0 + 2 * kSecond);
+  EXPECT_FALSE(c.decision.allowed);
+  EXPECT_EQ(c.decision.rule, "tokens_per_minute");
+}
+
 }  // namespace
 }  // namespace kvgate::gateway
