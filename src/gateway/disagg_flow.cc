@@ -20,20 +20,6 @@ namespace {
 // The prefill answer is one token's worth of JSON; anything this large is not one.
 constexpr size_t kMaxPrefillAnswerBytes = 16 << 20;
 
-std::string_view kind_name(io::UpstreamErrorKind kind) {
-  switch (kind) {
-    case io::UpstreamErrorKind::kConnect:
-      return "connect";
-    case io::UpstreamErrorKind::kTimeout:
-      return "timeout";
-    case io::UpstreamErrorKind::kClosed:
-      return "closed";
-    case io::UpstreamErrorKind::kProtocol:
-      return "protocol";
-  }
-  return "unknown";
-}
-
 // X-Request-Id for both hops, as vLLM's proxy sends one id to both engines: unique
 // across gateway processes (a random prefix drawn once) and requests.
 std::string hop_request_id(route::RequestId id) {
@@ -101,13 +87,13 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
   ctx.metrics.pd_prefill(pool_name, prefill.url);
   auto exchange = co_await ctx.upstream.send(prefill.host, prefill.port, std::move(req));
   if (!exchange) {
-    retry(kind_name(exchange.error().kind), exchange.error().message);
+    retry(io::to_string(exchange.error().kind), exchange.error().message);
     co_return hop;
   }
   auto answer =
       co_await (*exchange)->read_all(ctx.timeouts.upstream_header, kMaxPrefillAnswerBytes);
   if (!answer) {
-    retry(kind_name(answer.error().kind), answer.error().message);
+    retry(io::to_string(answer.error().kind), answer.error().message);
     co_return hop;
   }
   const int status = (*exchange)->status();

@@ -52,20 +52,6 @@ HttpResponse json_error(int status, std::string_view message, std::string_view p
   return r;
 }
 
-std::string_view error_kind_name(io::UpstreamErrorKind kind) {
-  switch (kind) {
-    case io::UpstreamErrorKind::kConnect:
-      return "connect";
-    case io::UpstreamErrorKind::kTimeout:
-      return "timeout";
-    case io::UpstreamErrorKind::kClosed:
-      return "closed";
-    case io::UpstreamErrorKind::kProtocol:
-      return "protocol";
-  }
-  return "unknown";
-}
-
 // Writes `chunk` and resumes once it is on the socket (or the stream closed).
 asio::awaitable<void> write_and_wait(ResponseStream& stream, std::string chunk) {
   co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
@@ -377,9 +363,9 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     auto result = co_await upstream->send(endpoint->host, endpoint->port, std::move(*decode_up));
     if (!result) {
       last_error = result.error().message;
-      metrics.upstream_error(pool.name(), endpoint->url, error_kind_name(result.error().kind));
+      metrics.upstream_error(pool.name(), endpoint->url, io::to_string(result.error().kind));
       if (!prefill_url.empty()) {
-        metrics.pd_hop_failure(pool.name(), "decode", error_kind_name(result.error().kind));
+        metrics.pd_hop_failure(pool.name(), "decode", io::to_string(result.error().kind));
       }
       pool.finished(rr.id, false);
       pool.endpoint_result(endpoint->id, false);
@@ -416,9 +402,9 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     }
     auto body = co_await exchange->read_all(config.timeouts.stream, 64 << 20);
     if (!body) {
-      metrics.upstream_error(pool.name(), endpoint->url, error_kind_name(body.error().kind));
+      metrics.upstream_error(pool.name(), endpoint->url, io::to_string(body.error().kind));
       if (!prefill_url.empty()) {
-        metrics.pd_hop_failure(pool.name(), "decode", error_kind_name(body.error().kind));
+        metrics.pd_hop_failure(pool.name(), "decode", io::to_string(body.error().kind));
       }
       pool.finished(rr.id, false);
       pool.endpoint_result(endpoint->id, false);
@@ -475,9 +461,9 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
           std::chrono::milliseconds(1));
       if (!piece) {
         // Bytes already reached the client: end the stream with an error event.
-        metrics.upstream_error(pool.name(), endpoint->url, error_kind_name(piece.error().kind));
+        metrics.upstream_error(pool.name(), endpoint->url, io::to_string(piece.error().kind));
         if (!prefill_url.empty()) {
-          metrics.pd_hop_failure(pool.name(), "decode", error_kind_name(piece.error().kind));
+          metrics.pd_hop_failure(pool.name(), "decode", io::to_string(piece.error().kind));
         }
         pool.endpoint_result(endpoint->id, false);
         out = "data: " +

@@ -222,4 +222,18 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
   co_return UpstreamError{UpstreamErrorKind::kClosed, "send to " + key + ": connection lost"};
 }
 
+std::string_view to_string(UpstreamErrorKind kind) {
+  switch (kind) {
+    case UpstreamErrorKind::kConnect:
+      return "connect";
+    case UpstreamErrorKind::kTimeout:
+      return "timeout";
+    case UpstreamErrorKind::kClosed:
+      return "closed";
+    case UpstreamErrorKind::kProtocol:
+      return "protocol";
+  }
+  return "unknown";
+}
+
 }  // namespace kvgate::io

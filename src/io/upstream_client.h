@@ -45,6 +45,9 @@ enum class UpstreamErrorKind : uint8_t {
   kProtocol,  // malformed response
 };
 
+// "connect", "timeout", "closed", "protocol" (metric label values).
+std::string_view to_string(UpstreamErrorKind kind);
+
 struct UpstreamError {
   UpstreamErrorKind kind;
   std::string message;
