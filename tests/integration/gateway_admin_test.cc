@@ -20,23 +20,11 @@ namespace json = boost::json;
 
 constexpr const char* kToken = "admin-test-token";
 
-std::string free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return std::to_string(ntohs(addr.sin_port));
-}
-
 std::string tokenizer_dir() { return source_dir() + "/.deps/fixtures/qwen3"; }
 
 // An engine whose KV events the gateway subscribes to (its PUB binds a wildcard).
 struct Engine {
-  std::string pub_port = free_port();
+  std::string pub_port = std::to_string(free_port());
   std::unique_ptr<EngineProcess> proc;
   std::string url;
 

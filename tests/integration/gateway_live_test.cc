@@ -15,26 +15,14 @@
 namespace kvgate::testing {
 namespace {
 
-// A TCP port free right now (bound to port 0, then released).
-std::string free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return std::to_string(ntohs(addr.sin_port));
-}
-
 std::string tokenizer_dir() { return source_dir() + "/.deps/fixtures/qwen3"; }
 
 // One engine on fixed ports, so that it can be restarted where the gateway expects it.
 // Its PUB binds (tcp://*:PORT, as vLLM binds a wildcard address and connects otherwise)
 // and the gateway connects to it.
 struct Engine {
-  std::string http_port = free_port(), pub_port = free_port(), replay_port = free_port();
+  std::string http_port = std::to_string(free_port()), pub_port = std::to_string(free_port()),
+              replay_port = std::to_string(free_port());
   std::string url = "http://127.0.0.1:" + http_port;
   std::unique_ptr<ChildProcess> proc;
 

@@ -16,18 +16,6 @@ namespace {
 
 const std::vector<std::string> kFast = {"--time-scale", "0.01", "--model", "sim"};
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 // Tenant "small" (key-small) may use 50 tokens a minute; "other" (key-other) 100000.
 std::string keys_file() {
   auto entry = [](const std::string& key, const std::string& tenant, int tpm) {

@@ -73,19 +73,6 @@ std::string scenario_yaml(const std::string& profile_path, int tokens_per_word) 
          "    stages: [{qps: 6, duration_s: 4, warmup: true}, {qps: 14, duration_s: 10}]\n";
 }
 
-// A TCP port free right now (bound to port 0, then released).
-std::string free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return std::to_string(ntohs(addr.sin_port));
-}
-
 // A tiny byte-level BPE tokenizer in Hugging Face's tokenizer.json format, with Qwen3's
 // pre-tokenizer: the 256 byte symbols and one merge ("Ġ" + "t"), so " t5" is two tokens,
 // " t" and "5", exactly as Qwen3 cuts it. Engines and gateway load it in milliseconds (the
@@ -153,7 +140,7 @@ double elapsed() {
 // One engine publishing its KV events on a PUB socket the gateway connects to. Spawned
 // at once; ready() waits for it, so that several start in parallel.
 struct Engine {
-  std::string pub_port = free_port(), replay_port = free_port();
+  std::string pub_port = std::to_string(free_port()), replay_port = std::to_string(free_port());
   std::unique_ptr<ChildProcess> proc;
   std::string url;
 

@@ -35,6 +35,8 @@ namespace kvgate::testing {
 std::string kvgate_bin();
 // $KVGATE_SOURCE_DIR or "".
 std::string source_dir();
+// A TCP port on 127.0.0.1 that is free right now (bound to port 0, then released).
+int free_port();
 
 class ChildProcess {
  public:
