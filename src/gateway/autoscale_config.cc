@@ -15,30 +15,8 @@ namespace {
 // Keys of the section that are kvgate serve's, not the core policy's.
 const std::set<std::string> kServeKeys = {"actuator", "interval", "window"};
 
-std::string location(const YAML::Node& n) {
-  const YAML::Mark m = n.Mark();
-  if (m.is_null()) return "";
-  return fmt::format(" (line {}, column {})", m.line + 1, m.column + 1);
-}
-
-Error fail(const YAML::Node& n, const std::string& field, const std::string& what) {
-  return Error(fmt::format("{}: {}{}", field, what, location(n)));
-}
-
-Status only_keys(const YAML::Node& n, const std::string& path,
-                 std::initializer_list<std::string_view> known) {
-  if (!n.IsMap()) return fail(n, path, "expected a mapping");
-  for (const auto& kv : n) {
-    const std::string key = kv.first.Scalar();
-    bool ok = false;
-    for (std::string_view k : known) ok = ok || k == key;
-    if (!ok) return fail(kv.first, path + "." + key, "unknown field");
-  }
-  return {};
-}
-
 Result<std::string> text(const YAML::Node& n, const std::string& field) {
-  if (!n.IsScalar()) return fail(n, field, "expected a string");
+  if (!n.IsScalar()) return scale::yaml_fail(n, field, "expected a string");
   return n.Scalar();
 }
 
@@ -46,27 +24,28 @@ Result<std::string> text(const YAML::Node& n, const std::string& field) {
 Result<std::chrono::milliseconds> millis(const YAML::Node& n, const std::string& field,
                                          std::chrono::milliseconds lo,
                                          std::chrono::milliseconds hi) {
-  if (!n.IsScalar()) return fail(n, field, "expected a duration");
+  if (!n.IsScalar()) return scale::yaml_fail(n, field, "expected a duration");
   Result<Nanos> d = scale::parse_duration(n.Scalar());
-  if (!d) return fail(n, field, d.error());
+  if (!d) return scale::yaml_fail(n, field, d.error());
   auto ms = std::chrono::milliseconds(*d / kMillisecond);
   if (ms < lo || ms > hi) {
-    return fail(n, field,
-                fmt::format("{} ms is outside [{}, {}] ms", ms.count(), lo.count(), hi.count()));
+    return scale::yaml_fail(
+        n, field, fmt::format("{} ms is outside [{}, {}] ms", ms.count(), lo.count(), hi.count()));
   }
   return ms;
 }
 
 Status local_section(const YAML::Node& n, const std::string& path, LocalReplicaConfig& c) {
   using std::chrono::milliseconds;
-  if (Status s = only_keys(n, path,
-                           {"kind", "command", "host", "health_path", "startup_timeout",
-                            "drain_timeout", "stop_grace", "restart_crashed", "log_output"});
+  if (Status s =
+          scale::expect_map(n, path,
+                            {"kind", "command", "host", "health_path", "startup_timeout",
+                             "drain_timeout", "stop_grace", "restart_crashed", "log_output"});
       !s) {
     return s;
   }
   const YAML::Node cmd = n["command"];
-  if (!cmd) return fail(n, path + ".command", "missing (the replica's command line)");
+  if (!cmd) return scale::yaml_fail(n, path + ".command", "missing (the replica's command line)");
   if (cmd.IsSequence()) {
     for (size_t i = 0; i < cmd.size(); ++i) {
       auto a = text(cmd[i], fmt::format("{}.command[{}]", path, i));
@@ -77,26 +56,28 @@ Status local_section(const YAML::Node& n, const std::string& path, LocalReplicaC
     auto line = text(cmd, path + ".command");
     if (!line) return Error(line.error());
     auto argv = split_command(*line);
-    if (!argv) return fail(cmd, path + ".command", argv.error());
+    if (!argv) return scale::yaml_fail(cmd, path + ".command", argv.error());
     c.command = std::move(*argv);
   }
-  if (c.command.empty()) return fail(cmd, path + ".command", "empty");
+  if (c.command.empty()) return scale::yaml_fail(cmd, path + ".command", "empty");
   bool has_port = false;
   for (const std::string& a : c.command) has_port = has_port || a.find("{port}") != a.npos;
   if (!has_port) {
-    return fail(cmd, path + ".command",
-                "must contain {port} (the port the replica listens on, picked by kvgate)");
+    return scale::yaml_fail(
+        cmd, path + ".command",
+        "must contain {port} (the port the replica listens on, picked by kvgate)");
   }
   if (const YAML::Node v = n["host"]) {
     auto h = text(v, path + ".host");
     if (!h) return Error(h.error());
-    if (h->empty()) return fail(v, path + ".host", "empty");
+    if (h->empty()) return scale::yaml_fail(v, path + ".host", "empty");
     c.host = *h;
   }
   if (const YAML::Node v = n["health_path"]) {
     auto h = text(v, path + ".health_path");
     if (!h) return Error(h.error());
-    if (!h->starts_with("/")) return fail(v, path + ".health_path", "must start with /");
+    if (!h->starts_with("/"))
+      return scale::yaml_fail(v, path + ".health_path", "must start with /");
     c.health_path = *h;
   }
   struct Timeout {
@@ -117,7 +98,7 @@ Status local_section(const YAML::Node& n, const std::string& path, LocalReplicaC
     if (const YAML::Node v = n[key]) {
       bool b = false;
       if (!v.IsScalar() || !YAML::convert<bool>::decode(v, b)) {
-        return fail(v, path + "." + key, "expected true or false");
+        return scale::yaml_fail(v, path + "." + key, "expected true or false");
       }
       *out = b;
     }
@@ -127,19 +108,19 @@ Status local_section(const YAML::Node& n, const std::string& path, LocalReplicaC
 
 Status kubernetes_section(const YAML::Node& n, const std::string& path,
                           KubernetesReplicaConfig& c) {
-  if (Status s =
-          only_keys(n, path, {"kind", "namespace", "deployment", "statefulset", "api_server"});
+  if (Status s = scale::expect_map(
+          n, path, {"kind", "namespace", "deployment", "statefulset", "api_server"});
       !s) {
     return s;
   }
   const YAML::Node d = n["deployment"];
   const YAML::Node ss = n["statefulset"];
   if (bool(d) == bool(ss)) {
-    return fail(n, path, "name exactly one of deployment: NAME or statefulset: NAME");
+    return scale::yaml_fail(n, path, "name exactly one of deployment: NAME or statefulset: NAME");
   }
   auto name = text(d ? d : ss, path + (d ? ".deployment" : ".statefulset"));
   if (!name) return Error(name.error());
-  if (name->empty()) return fail(d ? d : ss, path, "empty name");
+  if (name->empty()) return scale::yaml_fail(d ? d : ss, path, "empty name");
   c.target.name = *name;
   c.target.kind = d ? io::KubeKind::kDeployment : io::KubeKind::kStatefulSet;
   if (const YAML::Node v = n["namespace"]) {
@@ -151,7 +132,8 @@ Status kubernetes_section(const YAML::Node& n, const std::string& path,
     auto a = text(v, path + ".api_server");
     if (!a) return Error(a.error());
     if (!a->starts_with("http://")) {
-      return fail(v, path + ".api_server", "expected http://host:port (a kubectl proxy)");
+      return scale::yaml_fail(v, path + ".api_server",
+                              "expected http://host:port (a kubectl proxy)");
     }
     c.api_server = *a;
   }
@@ -204,7 +186,7 @@ Result<std::vector<std::string>> split_command(std::string_view command) {
 Result<PoolAutoscaleConfig> parse_pool_autoscale(const YAML::Node& section,
                                                  const std::string& path) {
   try {
-    if (!section.IsMap()) return fail(section, path, "expected a mapping");
+    if (!section.IsMap()) return scale::yaml_fail(section, path, "expected a mapping");
     PoolAutoscaleConfig c;
     // The core parses the policy part; it rejects keys it does not know, so it gets the
     // section without ours (the same nodes: errors keep their lines).
@@ -216,7 +198,7 @@ Result<PoolAutoscaleConfig> parse_pool_autoscale(const YAML::Node& section,
     if (!parsed) {
       // Whole-section errors (validation) carry no line of their own.
       std::string e = parsed.error();
-      if (e.find("(line ") == std::string::npos) e += location(section);
+      if (e.find("(line ") == std::string::npos) e += scale::yaml_location(section);
       return Error(e);
     }
     c.policy = std::move(*parsed);
@@ -232,8 +214,9 @@ Result<PoolAutoscaleConfig> parse_pool_autoscale(const YAML::Node& section,
     }
     if (const YAML::Node a = section["actuator"]) {
       const std::string at = path + ".actuator";
-      if (!a.IsMap()) return fail(a, at, "expected a mapping");
-      if (!a["kind"]) return fail(a, at + ".kind", "missing (local, kubernetes or none)");
+      if (!a.IsMap()) return scale::yaml_fail(a, at, "expected a mapping");
+      if (!a["kind"])
+        return scale::yaml_fail(a, at + ".kind", "missing (local, kubernetes or none)");
       auto kind = text(a["kind"], at + ".kind");
       if (!kind) return Error(kind.error());
       if (*kind == "local") {
@@ -244,10 +227,10 @@ Result<PoolAutoscaleConfig> parse_pool_autoscale(const YAML::Node& section,
         if (Status s = kubernetes_section(a, at, c.kubernetes); !s) return Error(s.error());
       } else if (*kind == "none") {
         c.actuator = ActuatorKind::kNone;
-        if (Status s = only_keys(a, at, {"kind"}); !s) return Error(s.error());
+        if (Status s = scale::expect_map(a, at, {"kind"}); !s) return Error(s.error());
       } else {
-        return fail(a["kind"], at + ".kind",
-                    fmt::format("expected local, kubernetes or none, got '{}'", *kind));
+        return scale::yaml_fail(a["kind"], at + ".kind",
+                                fmt::format("expected local, kubernetes or none, got '{}'", *kind));
       }
     }
     return c;

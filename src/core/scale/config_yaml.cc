@@ -11,37 +11,36 @@
 
 namespace kvgate::scale {
 
-namespace {
-
-std::string location(const YAML::Node& n) {
+std::string yaml_location(const YAML::Node& n) {
   const YAML::Mark m = n.Mark();
   if (m.line < 0) return "";
   return " (line " + std::to_string(m.line + 1) + ", column " + std::to_string(m.column + 1) + ")";
 }
 
-Error fail(const YAML::Node& n, const std::string& path, const std::string& what) {
-  return Error(path + ": " + what + location(n));
+Error yaml_fail(const YAML::Node& n, const std::string& path, const std::string& what) {
+  return Error(path + ": " + what + yaml_location(n));
 }
 
-// A map node whose keys are checked against the ones a section knows.
 Status expect_map(const YAML::Node& n, const std::string& path,
                   std::initializer_list<std::string_view> known) {
-  if (!n.IsMap()) return fail(n, path, "expected a mapping");
+  if (!n.IsMap()) return yaml_fail(n, path, "expected a mapping");
   for (const auto& kv : n) {
     const std::string key = kv.first.Scalar();
     bool ok = false;
     for (std::string_view k : known) ok = ok || k == key;
-    if (!ok) return fail(kv.first, path + "." + key, "unknown field");
+    if (!ok) return yaml_fail(kv.first, path + "." + key, "unknown field");
   }
   return {};
 }
+
+namespace {
 
 Status read_double(const YAML::Node& map, const char* key, const std::string& path, double& out) {
   const YAML::Node n = map[key];
   if (!n) return {};
   double v = 0;
   if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v)) {
-    return fail(n, path + "." + key, "expected a number");
+    return yaml_fail(n, path + "." + key, "expected a number");
   }
   out = v;
   return {};
@@ -52,7 +51,7 @@ Status read_int(const YAML::Node& map, const char* key, const std::string& path,
   if (!n) return {};
   int32_t v = 0;
   if (!n.IsScalar() || !YAML::convert<int32_t>::decode(n, v)) {
-    return fail(n, path + "." + key, "expected an integer");
+    return yaml_fail(n, path + "." + key, "expected an integer");
   }
   out = v;
   return {};
@@ -63,7 +62,7 @@ Status read_bool(const YAML::Node& map, const char* key, const std::string& path
   if (!n) return {};
   bool v = false;
   if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) {
-    return fail(n, path + "." + key, "expected true or false");
+    return yaml_fail(n, path + "." + key, "expected true or false");
   }
   out = v;
   return {};
@@ -72,9 +71,9 @@ Status read_bool(const YAML::Node& map, const char* key, const std::string& path
 Status read_duration(const YAML::Node& map, const char* key, const std::string& path, Nanos& out) {
   const YAML::Node n = map[key];
   if (!n) return {};
-  if (!n.IsScalar()) return fail(n, path + "." + key, "expected a duration");
+  if (!n.IsScalar()) return yaml_fail(n, path + "." + key, "expected a duration");
   Result<Nanos> d = parse_duration(n.Scalar());
-  if (!d) return fail(n, path + "." + key, d.error());
+  if (!d) return yaml_fail(n, path + "." + key, d.error());
   out = *d;
   return {};
 }
@@ -83,7 +82,7 @@ Status read_string(const YAML::Node& map, const char* key, const std::string& pa
                    std::optional<std::string>& out) {
   const YAML::Node n = map[key];
   if (!n) return {};
-  if (!n.IsScalar()) return fail(n, path + "." + key, "expected a string");
+  if (!n.IsScalar()) return yaml_fail(n, path + "." + key, "expected a string");
   out = n.Scalar();
   return {};
 }
@@ -106,12 +105,13 @@ Status parse_rules(const YAML::Node& n, const std::string& path, ScalingRules& r
     } else if (*select == "disabled") {
       r.select = SelectPolicy::kDisabled;
     } else {
-      return fail(n["select_policy"], path + ".select_policy", "expected max, min or disabled");
+      return yaml_fail(n["select_policy"], path + ".select_policy",
+                       "expected max, min or disabled");
     }
   }
   const YAML::Node list = n["policies"];
   if (!list) return {};
-  if (!list.IsSequence()) return fail(list, path + ".policies", "expected a list");
+  if (!list.IsSequence()) return yaml_fail(list, path + ".policies", "expected a list");
   r.policies.clear();
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node p = list[i];
@@ -125,9 +125,9 @@ Status parse_rules(const YAML::Node& n, const std::string& path, ScalingRules& r
     } else if (type == "percent") {
       policy.type = PolicyType::kPercent;
     } else {
-      return fail(type ? p["type"] : p, at + ".type", "expected pods or percent");
+      return yaml_fail(type ? p["type"] : p, at + ".type", "expected pods or percent");
     }
-    if (!p["value"]) return fail(p, at + ".value", "required");
+    if (!p["value"]) return yaml_fail(p, at + ".value", "required");
     KVGATE_TRY(read_int(p, "value", at, policy.value));
     KVGATE_TRY(read_duration(p, "period", at, policy.period));
     r.policies.push_back(policy);
@@ -148,8 +148,8 @@ Status parse_forecast(const YAML::Node& n, const std::string& path, ForecastConf
   } else if (*method == "holt_winters") {
     f.method = ForecastMethod::kHoltWinters;
   } else {
-    return fail(n["method"], path + ".method",
-                "expected none, constant, moving_average or holt_winters");
+    return yaml_fail(n["method"], path + ".method",
+                     "expected none, constant, moving_average or holt_winters");
   }
   KVGATE_TRY(read_duration(n, "window", path, f.window));
   KVGATE_TRY(read_duration(n, "season", path, f.season));
@@ -172,12 +172,12 @@ Status parse_schedule(const YAML::Node& n, const std::string& path, Schedule& s)
   KVGATE_TRY(expect_map(n, path, {"utc_offset", "windows"}));
   if (const YAML::Node off = n["utc_offset"]) {
     Result<Nanos> o = off.IsScalar() ? parse_utc_offset(off.Scalar()) : Error("expected a string");
-    if (!o) return fail(off, path + ".utc_offset", o.error());
+    if (!o) return yaml_fail(off, path + ".utc_offset", o.error());
     s.utc_offset = *o;
   }
   const YAML::Node list = n["windows"];
   if (!list) return {};
-  if (!list.IsSequence()) return fail(list, path + ".windows", "expected a list");
+  if (!list.IsSequence()) return yaml_fail(list, path + ".windows", "expected a list");
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node w = list[i];
     const std::string at = path + ".windows[" + std::to_string(i) + "]";
@@ -185,9 +185,9 @@ Status parse_schedule(const YAML::Node& n, const std::string& path, Schedule& s)
     ScheduleWindow window;
     for (const char* key : {"from", "to"}) {
       const YAML::Node t = w[key];
-      if (!t) return fail(w, at + "." + key, "required");
+      if (!t) return yaml_fail(w, at + "." + key, "required");
       Result<Nanos> v = t.IsScalar() ? parse_time_of_day(t.Scalar()) : Error("expected HH:MM");
-      if (!v) return fail(t, at + "." + key, v.error());
+      if (!v) return yaml_fail(t, at + "." + key, v.error());
       (key[0] == 'f' ? window.start : window.end) = *v;
     }
     int32_t v = 0;
@@ -207,7 +207,7 @@ Status parse_schedule(const YAML::Node& n, const std::string& path, Schedule& s)
 Status parse_profiles(const YAML::Node& n, const std::string& path, AutoscaleConfig& c) {
   if (const YAML::Node list = n["prefill_profile"]) {
     const std::string at = path + ".prefill_profile";
-    if (!list.IsSequence()) return fail(list, at, "expected a list");
+    if (!list.IsSequence()) return yaml_fail(list, at, "expected a list");
     std::vector<PrefillPoint> points;
     for (size_t i = 0; i < list.size(); ++i) {
       const YAML::Node p = list[i];
@@ -222,12 +222,12 @@ Status parse_profiles(const YAML::Node& n, const std::string& path, AutoscaleCon
       points.push_back(point);
     }
     Result<PrefillProfile> profile = PrefillProfile::make(std::move(points));
-    if (!profile) return fail(list, at, profile.error());
+    if (!profile) return yaml_fail(list, at, profile.error());
     c.prefill_profile = std::move(*profile);
   }
   if (const YAML::Node list = n["decode_profile"]) {
     const std::string at = path + ".decode_profile";
-    if (!list.IsSequence()) return fail(list, at, "expected a list");
+    if (!list.IsSequence()) return yaml_fail(list, at, "expected a list");
     std::vector<DecodeRow> rows;
     for (size_t i = 0; i < list.size(); ++i) {
       const YAML::Node r = list[i];
@@ -236,7 +236,7 @@ Status parse_profiles(const YAML::Node& n, const std::string& path, AutoscaleCon
       DecodeRow row;
       KVGATE_TRY(read_double(r, "context_tokens", rat, row.context_tokens));
       const YAML::Node points = r["points"];
-      if (!points || !points.IsSequence()) return fail(r, rat + ".points", "expected a list");
+      if (!points || !points.IsSequence()) return yaml_fail(r, rat + ".points", "expected a list");
       for (size_t k = 0; k < points.size(); ++k) {
         const YAML::Node p = points[k];
         const std::string pat = rat + ".points[" + std::to_string(k) + "]";
@@ -251,7 +251,7 @@ Status parse_profiles(const YAML::Node& n, const std::string& path, AutoscaleCon
       rows.push_back(std::move(row));
     }
     Result<DecodeProfile> profile = DecodeProfile::make(std::move(rows));
-    if (!profile) return fail(list, at, profile.error());
+    if (!profile) return yaml_fail(list, at, profile.error());
     c.decode_profile = std::move(*profile);
   }
   return {};
@@ -268,7 +268,7 @@ Status parse_planner(const YAML::Node& n, const std::string& path, AutoscaleConf
   } else if (role == "decode") {
     c.role = PoolRole::kDecode;
   } else {
-    return fail(role ? n["role"] : n, path + ".role", "expected prefill or decode");
+    return yaml_fail(role ? n["role"] : n, path + ".role", "expected prefill or decode");
   }
   Nanos ttft = seconds(c.planner.ttft_s), itl = seconds(c.planner.itl_s);
   KVGATE_TRY(read_duration(n, "ttft_target", path, ttft));
@@ -287,7 +287,7 @@ Status parse_planner(const YAML::Node& n, const std::string& path, AutoscaleConf
     } else if (*stat == "p99") {
       c.latency_stat = LatencyStat::kP99;
     } else {
-      return fail(n["latency_stat"], path + ".latency_stat", "expected mean, p50, p90 or p99");
+      return yaml_fail(n["latency_stat"], path + ".latency_stat", "expected mean, p50, p90 or p99");
     }
   }
   if (const YAML::Node corr = n["correction"]) {
@@ -308,7 +308,8 @@ Status parse_section(const YAML::Node& n, const std::string& path, AutoscaleConf
   if (policy) {
     std::optional<PolicyKind> p = parse_policy(*policy);
     if (!p)
-      return fail(n["policy"], path + ".policy", "expected target, gpu-utilization or planner");
+      return yaml_fail(n["policy"], path + ".policy",
+                       "expected target, gpu-utilization or planner");
     c.policy = *p;
   }
   KVGATE_TRY(read_int(n, "min_replicas", path, c.min_replicas));
@@ -318,7 +319,7 @@ Status parse_section(const YAML::Node& n, const std::string& path, AutoscaleConf
   KVGATE_TRY(read_string(n, "signal", path, signal));
   if (signal) {
     std::optional<Signal> s = parse_signal(*signal);
-    if (!s) return fail(n["signal"], path + ".signal", "unknown signal '" + *signal + "'");
+    if (!s) return yaml_fail(n["signal"], path + ".signal", "unknown signal '" + *signal + "'");
     c.signal = *s;
   }
   KVGATE_TRY(read_double(n, "target", path, c.target));
@@ -394,7 +395,7 @@ Result<AutoscaleConfig> parse_autoscale_node(const YAML::Node& section, const st
     AutoscaleConfig c;
     if (Status s = parse_section(section, path, c); !s) return Error(s.error());
     if (c.policy == PolicyKind::kGpuUtilization) c.signal = Signal::kGpuUtilization;
-    if (Status s = validate(c); !s) return Error(path + "." + s.error() + location(section));
+    if (Status s = validate(c); !s) return Error(path + "." + s.error() + yaml_location(section));
     return c;
   } catch (const YAML::Exception& e) {
     return Error(path + ": " + e.what());

@@ -6,7 +6,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include "core/common/result.h"
 #include "core/scale/config.h"
@@ -15,5 +17,14 @@ namespace kvgate::scale {
 
 Result<AutoscaleConfig> parse_autoscale_node(const YAML::Node& section,
                                              const std::string& path = "autoscale");
+
+// Pieces of the parser that the gateway's `autoscale:` parser shares.
+// " (line L, column C)" for a node from a file, "" otherwise.
+std::string yaml_location(const YAML::Node& n);
+// "PATH: WHAT (line L, column C)".
+Error yaml_fail(const YAML::Node& n, const std::string& path, const std::string& what);
+// A mapping whose keys are all in `known`; else the first unknown key is the error.
+Status expect_map(const YAML::Node& n, const std::string& path,
+                  std::initializer_list<std::string_view> known);
 
 }  // namespace kvgate::scale
