@@ -174,10 +174,9 @@ asio::awaitable<std::optional<Result<route::EndpointId>>> PoolRuntime::add_task(
 asio::awaitable<std::optional<Result<bool>>> PoolRuntime::remove_task(
     route::EndpointId id, std::chrono::milliseconds timeout) {
   std::optional<EndpointAddress> addr = endpoint(id);
-  if (!addr || !router_->pool().get(id) || breakers_[id].draining) {
+  if (!addr || !router_->pool().get(id) || removing(id)) {
     co_return Error(fmt::format("pool {}: no endpoint {}", config_.name, id));
   }
-  breakers_[id].draining = true;
   router_->pool().set_health(id, route::Health::kDraining);
   notify(EndpointChange::Kind::kRemoving, *addr);
   // Requests in flight (including remote prefills running there) finish first.
@@ -203,6 +202,11 @@ asio::awaitable<std::optional<Result<bool>>> PoolRuntime::remove_task(
                drained ? "drained" : "drain timed out");
   notify(EndpointChange::Kind::kRemoved, *addr);
   co_return drained;
+}
+
+bool PoolRuntime::removing(route::EndpointId id) const {
+  const route::Endpoint* e = router_->pool().get(id);
+  return e && e->health == route::Health::kDraining;
 }
 
 uint64_t PoolRuntime::on_change(Observer fn) {
@@ -276,7 +280,7 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
 void PoolRuntime::close_expired_breakers(Nanos now) {
   for (size_t id = 0; id < breakers_.size(); ++id) {
     Breaker& b = breakers_[id];
-    if (b.open_until > 0 && now >= b.open_until && !b.draining) {
+    if (b.open_until > 0 && now >= b.open_until && !removing(static_cast<route::EndpointId>(id))) {
       // Half-open: let requests probe it; the next failure opens it again at once.
       b.open_until = 0;
       b.consecutive_failures = breaker_.failures - 1;
@@ -345,7 +349,7 @@ void PoolRuntime::endpoint_result(route::EndpointId endpoint, bool ok) {
       b.consecutive_failures = 0;
       return;
     }
-    if (b.open_until > 0 || b.draining) return;
+    if (b.open_until > 0 || removing(endpoint)) return;
     if (++b.consecutive_failures >= breaker_.failures) {
       b.open_until =
           monotonic_now() +

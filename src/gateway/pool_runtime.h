@@ -158,6 +158,8 @@ class PoolRuntime {
   boost::asio::awaitable<std::optional<Result<bool>>> remove_task(
       route::EndpointId id, std::chrono::milliseconds timeout);
   void notify(EndpointChange::Kind kind, const EndpointAddress& endpoint);
+  // Draining for removal (the router's health says so): the breaker never puts it back.
+  bool removing(route::EndpointId id) const;
 
   const PoolConfig config_;
   const BreakerConfig breaker_;
@@ -173,8 +175,7 @@ class PoolRuntime {
   Rng rng_;
   struct Breaker {
     int consecutive_failures = 0;
-    Nanos open_until = 0;   // > 0 while open
-    bool draining = false;  // being removed: the breaker never puts it back
+    Nanos open_until = 0;  // > 0 while open
   };
   std::vector<Breaker> breakers_;  // by EndpointId
 
