@@ -354,9 +354,16 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
     er.hold_kv_after_finish = true;  // until the decode engine has read the KV
   } else if (r.phase == Phase::kDecode) {
     const uint32_t prefill_engine = r.record.prefill_engine;
-    const double usage = engines_[engine]->metrics().kv_cache_usage;
+    // Usage once the prompt's KV is in: with long prompts one request is a sizeable
+    // share of the pool, so the engine's current usage alone would admit requests that
+    // cannot fit, to wait in its queue.
+    const engine::EngineConfig& dc = engines_[engine]->config();
+    const double prompt_blocks =
+        static_cast<double>((r.work.prompt->size() + dc.block_size) / dc.block_size);
+    const double usage = engines_[engine]->metrics().kv_cache_usage +
+                         prompt_blocks / std::max<uint32_t>(dc.num_gpu_blocks, 1);
     if (scenario_.gateway.decode_reject_kv_usage > 0 &&
-        usage >= scenario_.gateway.decode_reject_kv_usage) {
+        usage > scenario_.gateway.decode_reject_kv_usage) {
       // Mooncake section 7: the decode instance is too loaded and refuses a request
       // whose prefill is already done; the prefill work is wasted.
       r.record.rejected = true;
@@ -484,6 +491,9 @@ void Simulation::on_finished(Nanos now, uint64_t id) {
 void Simulation::on_prefill_done(Nanos now, uint64_t id) {
   RequestState& r = requests_[id];
   r.phase = Phase::kDecode;
+  // The gateway's P/D flow does the same when the prefill answer comes back: the
+  // prefill endpoint's load goes, and the request counts as landed on decode.
+  router_->pool().on_first_token(id, now);
   queue_.push(now + scenario_.gateway.hop_delay,
               Event{EventKind::kEngineReceive, r.decode_engine, id});
 }
@@ -519,8 +529,8 @@ void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
 }
 
 void Simulation::on_scrape(Nanos now) {
-  double waiting = 0, usage = 0, prefill_waiting = 0, decode_usage = 0;
-  uint32_t prefillers = 0, decoders = 0;
+  double waiting = 0, usage = 0, prefill_waiting = 0, decode_usage = 0, prefill_running = 0;
+  uint32_t prefillers = 0, decoders = 0, prefillers_busy = 0;
   size_t serving = 0;
   for (uint32_t i = 0; i < engines_.size(); ++i) {
     const ReplicaPhase phase = replicas_[i].phase;
@@ -530,6 +540,8 @@ void Simulation::on_scrape(Nanos now) {
     const engine::Role role = engines_[i]->config().role;
     if (role == engine::Role::kPrefill) {
       prefill_waiting += m.num_requests_waiting;
+      prefill_running += m.num_requests_running;
+      prefillers_busy += m.num_requests_running > 0;
       ++prefillers;
     } else if (role == engine::Role::kDecode) {
       decode_usage += m.kv_cache_usage;
@@ -544,8 +556,14 @@ void Simulation::on_scrape(Nanos now) {
     usage += m.kv_cache_usage;
   }
   const double n = static_cast<double>(std::max<size_t>(serving, 1));
-  samples_.push_back({now, waiting / n, usage / n, prefillers ? prefill_waiting / prefillers : 0,
-                      decoders ? decode_usage / decoders : 0});
+  const double p = std::max<uint32_t>(prefillers, 1);
+  samples_.push_back({.at = now,
+                      .mean_waiting = waiting / n,
+                      .mean_kv_usage = usage / n,
+                      .prefill_waiting = prefill_waiting / p,
+                      .decode_kv_usage = decoders ? decode_usage / decoders : 0,
+                      .prefill_running = prefill_running / p,
+                      .prefill_busy = prefillers_busy / p});
   if (!done())
     queue_.push(now + scenario_.gateway.scrape_interval, Event{EventKind::kScrape, 0, 0});
 }

@@ -47,6 +47,8 @@ struct ClusterSample {
   // Disaggregated clusters: the same over prefill-role and decode-role engines.
   double prefill_waiting = 0;
   double decode_kv_usage = 0;
+  double prefill_running = 0;  // mean over prefill engines of requests being prefilled
+  double prefill_busy = 0;     // fraction of prefill engines prefilling anything, 0..1
 };
 
 // One autoscaler control tick (autoscaled runs only).
