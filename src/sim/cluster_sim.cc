@@ -164,6 +164,8 @@ class Simulation {
   bool open_loop_exhausted_ = false;
   std::vector<uint32_t> engine_of_;  // router endpoint id -> engine index
   std::vector<ClusterSample> samples_;
+  Nanos last_scrape_ = 0;
+  std::vector<double> busy_attributed_;  // by engine: busy seconds counted in samples
   uint64_t events_ = 0;
 
   // Autoscaling (scaler_ null: a fixed fleet).
@@ -529,8 +531,10 @@ void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
 }
 
 void Simulation::on_scrape(Nanos now) {
-  double waiting = 0, usage = 0, prefill_waiting = 0, decode_usage = 0, prefill_running = 0;
-  uint32_t prefillers = 0, decoders = 0, prefillers_busy = 0;
+  double waiting = 0, usage = 0, prefill_waiting = 0, decode_usage = 0, prefill_queued = 0;
+  uint32_t prefillers = 0, decoders = 0;
+  double prefillers_busy = 0;
+  busy_attributed_.resize(engines_.size(), 0.0);
   size_t serving = 0;
   for (uint32_t i = 0; i < engines_.size(); ++i) {
     const ReplicaPhase phase = replicas_[i].phase;
@@ -540,8 +544,17 @@ void Simulation::on_scrape(Nanos now) {
     const engine::Role role = engines_[i]->config().role;
     if (role == engine::Role::kPrefill) {
       prefill_waiting += m.num_requests_waiting;
-      prefill_running += m.num_requests_running;
-      prefillers_busy += m.num_requests_running > 0;
+      if (const route::Endpoint* ep = router_->pool().get(endpoint_of_[i]))
+        prefill_queued += static_cast<double>(ep->load.active_prefill_tokens);
+      // Busy time since the last scrape. A step's whole duration is counted when it
+      // starts, so a long step's time is spread over the intervals it covers (at most
+      // one interval's worth each).
+      const double dt = to_seconds(now - last_scrape_);
+      if (dt > 0) {
+        const double take = std::min(dt, m.busy_seconds - busy_attributed_[i]);
+        busy_attributed_[i] += take;
+        prefillers_busy += take / dt;
+      }
       ++prefillers;
     } else if (role == engine::Role::kDecode) {
       decode_usage += m.kv_cache_usage;
@@ -556,13 +569,14 @@ void Simulation::on_scrape(Nanos now) {
     usage += m.kv_cache_usage;
   }
   const double n = static_cast<double>(std::max<size_t>(serving, 1));
+  last_scrape_ = now;
   const double p = std::max<uint32_t>(prefillers, 1);
   samples_.push_back({.at = now,
                       .mean_waiting = waiting / n,
                       .mean_kv_usage = usage / n,
                       .prefill_waiting = prefill_waiting / p,
                       .decode_kv_usage = decoders ? decode_usage / decoders : 0,
-                      .prefill_running = prefill_running / p,
+                      .prefill_queued_tokens = prefill_queued / p,
                       .prefill_busy = prefillers_busy / p});
   if (!done())
     queue_.push(now + scenario_.gateway.scrape_interval, Event{EventKind::kScrape, 0, 0});

@@ -101,7 +101,7 @@ std::vector<PdLoadSummary> summarize_pd_load(const std::vector<PolicyRun>& runs,
     for (const ClusterSample& c : run.samples) {
       if (!measured(c.at)) continue;
       kv.push_back(c.decode_kv_usage);
-      load.push_back(c.prefill_waiting + c.prefill_running);
+      load.push_back(c.prefill_queued_tokens / 1000);
       stage.push_back(stages.empty() ? 0 : stage_at(stages, c.at));
       busy += c.prefill_busy;
     }
@@ -110,12 +110,12 @@ std::vector<PdLoadSummary> summarize_pd_load(const std::vector<PolicyRun>& runs,
       row.decode_kv_mean = moments(kv).mean;
       row.decode_kv_p10 = quantile(kv, 0.1);
       row.decode_kv_p90 = quantile(kv, 0.9);
-      row.prefill_load_mean = moments(load).mean;
+      row.prefill_queue_mean = moments(load).mean;
       row.prefill_busy = busy / static_cast<double>(kv.size());
       const std::vector<double> dkv = within_groups(kv, stage);
       const std::vector<double> dload = within_groups(load, stage);
       row.decode_kv_sd = moments(dkv).sd;
-      row.prefill_load_sd = moments(dload).sd;
+      row.prefill_queue_sd = moments(dload).sd;
       row.correlation = pearson(dkv, dload);
     }
     rows.push_back(std::move(row));
@@ -126,18 +126,18 @@ std::vector<PdLoadSummary> summarize_pd_load(const std::vector<PolicyRun>& runs,
 std::string pd_load_table(const std::vector<PdLoadSummary>& rows) {
   std::string out =
       "P/D load: requests served / rejected at the door / refused after prefill (wasted);\n"
-      "decode KV usage, prefill load (waiting + prefilling per prefill engine) and prefill\n"
-      "engines busy over time in the peak-rate stages (sd, corr: around each stage's mean)\n";
+      "decode KV usage, prefill queue (k tokens per prefill engine) and prefill engines\n"
+      "busy over time in the peak-rate stages (sd, corr: around each stage's mean)\n";
   out += fmt::format("{:<14} {:>7} {:>7} {:>7} {:>11} {:>16} {:>13} {:>13} {:>7} {:>7}\n", "policy",
                      "served", "door", "wasted", "wasted tok", "decode KV mean/sd", "KV p10-p90",
-                     "prefill ld/sd", "P busy", "corr");
+                     "P queue/sd", "P busy", "corr");
   for (const PdLoadSummary& r : rows) {
     out += fmt::format(
-        "{:<14} {:>7} {:>7} {:>7} {:>11} {:>9.1f}%/{:>5.1f} {:>6.1f}-{:>5.1f}% {:>7.2f}/{:>5.2f} "
+        "{:<14} {:>7} {:>7} {:>7} {:>11} {:>9.1f}%/{:>5.1f} {:>6.1f}-{:>5.1f}% {:>7.1f}/{:>5.1f} "
         "{:>6.1f}% {:>7.2f}\n",
         r.policy, r.served, r.rejected_at_door, r.rejected_after_prefill, r.wasted_prefill_tokens,
         r.decode_kv_mean * 100, r.decode_kv_sd * 100, r.decode_kv_p10 * 100, r.decode_kv_p90 * 100,
-        r.prefill_load_mean, r.prefill_load_sd, r.prefill_busy * 100, r.correlation);
+        r.prefill_queue_mean, r.prefill_queue_sd, r.prefill_busy * 100, r.correlation);
   }
   return out;
 }
@@ -146,14 +146,14 @@ std::string pd_load_csv(const std::vector<PdLoadSummary>& rows) {
   std::string out =
       "policy,requests,served,rejected_at_door,rejected_after_prefill,wasted_prefill_tokens,"
       "output_tokens_per_s,decode_kv_mean,decode_kv_sd,decode_kv_p10,decode_kv_p90,"
-      "prefill_load_mean,prefill_load_sd,prefill_busy,correlation,samples\n";
+      "prefill_queue_ktokens_mean,prefill_queue_ktokens_sd,prefill_busy,correlation,samples\n";
   for (const PdLoadSummary& r : rows) {
     out += fmt::format(
         "{},{},{},{},{},{},{:.1f},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.3f},{:.4f},"
         "{:.3f},{}\n",
         r.policy, r.requests, r.served, r.rejected_at_door, r.rejected_after_prefill,
         r.wasted_prefill_tokens, r.output_tps, r.decode_kv_mean, r.decode_kv_sd, r.decode_kv_p10,
-        r.decode_kv_p90, r.prefill_load_mean, r.prefill_load_sd, r.prefill_busy, r.correlation,
+        r.decode_kv_p90, r.prefill_queue_mean, r.prefill_queue_sd, r.prefill_busy, r.correlation,
         r.samples);
   }
   return out;

@@ -8,8 +8,9 @@
 // (where the cluster is overloaded), each from kSettle after its start (past the ramp),
 // or over the whole run when there are no stages:
 //   - decode KV usage: mean, standard deviation, 10th and 90th percentiles;
-//   - prefill load (requests waiting + being prefilled, per prefill engine): mean and
-//     standard deviation, and the fraction of time prefill engines are busy;
+//   - the prefill queue (prompt tokens routed to a prefill engine and not yet
+//     prefilled, per prefill engine, in thousands): mean and standard deviation, and
+//     the share of time prefill engines spend computing;
 //   - the correlation of the two series (Pearson r; clearly negative: anti-phase).
 // The standard deviations and the correlation are taken around each stage's own mean.
 // next to what the door and the decode side did: requests served, rejected at the door,
@@ -36,9 +37,9 @@ struct PdLoadSummary {
   double output_tps = 0;  // all output tokens / span of the run
   // Over the measured span's scrape samples.
   double decode_kv_mean = 0, decode_kv_sd = 0, decode_kv_p10 = 0, decode_kv_p90 = 0;  // 0..1
-  double prefill_load_mean = 0, prefill_load_sd = 0;  // requests per prefill engine
-  double prefill_busy = 0;                            // 0..1
-  double correlation = 0;  // Pearson r of decode KV usage and prefill load; 0 if undefined
+  double prefill_queue_mean = 0, prefill_queue_sd = 0;  // k tokens per prefill engine
+  double prefill_busy = 0;                              // 0..1
+  double correlation = 0;  // Pearson r of decode KV usage and prefill queue; 0 if undefined
   size_t samples = 0;      // scrape samples measured
 };
 

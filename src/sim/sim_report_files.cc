@@ -38,11 +38,13 @@ std::string requests_csv(const ScenarioResults& r) {
 
 // Every scrape sample of every run: the time series behind pd_load_over_time.svg.
 std::string pd_samples_csv(const ScenarioResults& r) {
-  std::string out = "policy,time_s,decode_kv_usage,prefill_waiting,prefill_running,prefill_busy\n";
+  std::string out =
+      "policy,time_s,decode_kv_usage,prefill_waiting,prefill_queued_tokens,prefill_busy\n";
   for (const PolicyRun& run : r.runs) {
     for (const ClusterSample& s : run.samples) {
-      out += fmt::format("{},{:.3f},{:.4f},{:.3f},{:.3f},{:.3f}\n", run.policy, to_seconds(s.at),
-                         s.decode_kv_usage, s.prefill_waiting, s.prefill_running, s.prefill_busy);
+      out += fmt::format("{},{:.3f},{:.4f},{:.3f},{:.0f},{:.3f}\n", run.policy, to_seconds(s.at),
+                         s.decode_kv_usage, s.prefill_waiting, s.prefill_queued_tokens,
+                         s.prefill_busy);
     }
   }
   return out;

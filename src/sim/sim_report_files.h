@@ -2,7 +2,7 @@
 // requests.csv (optional) and the SVG charts (ttft_cdf.svg, throughput_vs_qps.svg,
 // ttft_p90_vs_qps.svg). Disaggregated clusters also get pd_load_over_time.svg and
 // pd_load_zoom.svg (one panel per policy), pd_load.csv (pd_load_report.h) and pd_load_samples.csv
-// (every scrape sample: decode KV usage, prefill waiting / running / busy).
+// (every scrape sample: decode KV usage, prefill waiting, queued tokens, busy).
 #pragma once
 
 #include <string>
