@@ -16,7 +16,7 @@ std::vector<StageInfo> Stages() {
 
 // One scrape every 100 ms: decode KV usage and the prefill queue as functions of time.
 template <typename Kv, typename Queue>
-PolicyRun Run(std::string name, Kv kv, Queue queue) {
+PolicyRun Sampled(std::string name, Kv kv, Queue queue) {
   PolicyRun run;
   run.policy = std::move(name);
   for (Nanos t = 0; t <= 60 * kSecond; t += 100 * kMillisecond) {
@@ -46,7 +46,7 @@ TEST(PdLoadReport, AntiPhaseSwingAgainstAFlatLoad) {
   // Naive: decode swings between 30% and 90% every 2 s, the prefill queue in anti-phase.
   // Outside the measured span it does something else entirely, which must not count.
   auto high = [](Nanos t) { return (t / (2 * kSecond)) % 2 == 0; };
-  PolicyRun naive = Run(
+  PolicyRun naive = Sampled(
       "naive", [&](Nanos t) { return t < 35 * kSecond ? 0.0
                                      : high(t)        ? 0.9
                                                       : 0.3; },
@@ -54,7 +54,7 @@ TEST(PdLoadReport, AntiPhaseSwingAgainstAFlatLoad) {
                             : high(t)        ? 0.0
                                              : 20000.0; });
   // Predicted: flat at 80%, a steady queue (a quiet first stage at another level).
-  PolicyRun flat = Run(
+  PolicyRun flat = Sampled(
       "predicted", [](Nanos t) { return t < 30 * kSecond ? 0.2 : 0.8; },
       [](Nanos) { return 8000.0; });
   Summary sn, sp;
@@ -98,7 +98,7 @@ TEST(PdLoadReport, StepsBetweenStagesAreNotSwings) {
   // Two peak stages at different but steady levels: no oscillation within either.
   auto stages = Stages();
   stages.push_back({14, 60 * kSecond, 90 * kSecond, false});
-  PolicyRun run = Run(
+  PolicyRun run = Sampled(
       "steps", [](Nanos t) { return t < 60 * kSecond ? 0.5 : 0.9; },
       [](Nanos t) { return t < 60 * kSecond ? 1000.0 : 9000.0; });
   for (Nanos t = 60 * kSecond + 100 * kMillisecond; t <= 90 * kSecond; t += 100 * kMillisecond)
@@ -116,9 +116,9 @@ TEST(PdLoadReport, ChartsHaveOnePanelPerPolicy) {
   ScenarioResults r;
   r.scenario = "x";
   r.stages = Stages();
-  r.runs.push_back(Run(
+  r.runs.push_back(Sampled(
       "a", [](Nanos) { return 0.5; }, [](Nanos) { return 0.0; }));
-  r.runs.push_back(Run(
+  r.runs.push_back(Sampled(
       "b", [](Nanos) { return 0.7; }, [](Nanos) { return 0.0; }));
   const PdZoom zoom = pd_zoom_window(r);
   EXPECT_EQ(zoom.from, 40 * kSecond);  // 10 s into the busiest stage
