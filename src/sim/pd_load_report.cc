@@ -95,15 +95,14 @@ std::vector<PdLoadSummary> summarize_pd_load(const std::vector<PolicyRun>& runs,
     row.rejected_at_door = s.rejected - s.rejected_after_prefill;
     row.wasted_prefill_tokens = s.wasted_prefill_tokens;
     row.output_tps = s.output_tps_overall;
-    std::vector<double> kv, load;
+    std::vector<double> kv, load, busy;
     std::vector<uint32_t> stage;
-    double busy = 0;
     for (const ClusterSample& c : run.samples) {
       if (!measured(c.at)) continue;
       kv.push_back(c.decode_kv_usage);
       load.push_back(c.prefill_queued_tokens / 1000);
       stage.push_back(stages.empty() ? 0 : stage_at(stages, c.at));
-      busy += c.prefill_busy;
+      busy.push_back(c.prefill_busy);
     }
     row.samples = kv.size();
     if (!kv.empty()) {
@@ -111,7 +110,8 @@ std::vector<PdLoadSummary> summarize_pd_load(const std::vector<PolicyRun>& runs,
       row.decode_kv_p10 = quantile(kv, 0.1);
       row.decode_kv_p90 = quantile(kv, 0.9);
       row.prefill_queue_mean = moments(load).mean;
-      row.prefill_busy = busy / static_cast<double>(kv.size());
+      row.prefill_busy = moments(busy).mean;
+      row.prefill_busy_sd = moments(within_groups(busy, stage)).sd;
       const std::vector<double> dkv = within_groups(kv, stage);
       const std::vector<double> dload = within_groups(load, stage);
       row.decode_kv_sd = moments(dkv).sd;
@@ -128,16 +128,17 @@ std::string pd_load_table(const std::vector<PdLoadSummary>& rows) {
       "P/D load: requests served / rejected at the door / refused after prefill (wasted);\n"
       "decode KV usage, prefill queue (k tokens per prefill engine) and prefill engines\n"
       "busy over time in the peak-rate stages (sd, corr: around each stage's mean)\n";
-  out += fmt::format("{:<14} {:>7} {:>7} {:>7} {:>11} {:>16} {:>13} {:>13} {:>7} {:>7}\n", "policy",
-                     "served", "door", "wasted", "wasted tok", "decode KV mean/sd", "KV p10-p90",
-                     "P queue/sd", "P busy", "corr");
+  out += fmt::format("{:<14} {:>7} {:>7} {:>7} {:>11} {:>16} {:>13} {:>13} {:>13} {:>7}\n",
+                     "policy", "served", "door", "wasted", "wasted tok", "decode KV mean/sd",
+                     "KV p10-p90", "P queue/sd", "P busy/sd", "corr");
   for (const PdLoadSummary& r : rows) {
     out += fmt::format(
         "{:<14} {:>7} {:>7} {:>7} {:>11} {:>9.1f}%/{:>5.1f} {:>6.1f}-{:>5.1f}% {:>7.1f}/{:>5.1f} "
-        "{:>6.1f}% {:>7.2f}\n",
+        "{:>6.1f}%/{:>5.1f} {:>7.2f}\n",
         r.policy, r.served, r.rejected_at_door, r.rejected_after_prefill, r.wasted_prefill_tokens,
         r.decode_kv_mean * 100, r.decode_kv_sd * 100, r.decode_kv_p10 * 100, r.decode_kv_p90 * 100,
-        r.prefill_queue_mean, r.prefill_queue_sd, r.prefill_busy * 100, r.correlation);
+        r.prefill_queue_mean, r.prefill_queue_sd, r.prefill_busy * 100, r.prefill_busy_sd * 100,
+        r.correlation);
   }
   return out;
 }
@@ -146,15 +147,16 @@ std::string pd_load_csv(const std::vector<PdLoadSummary>& rows) {
   std::string out =
       "policy,requests,served,rejected_at_door,rejected_after_prefill,wasted_prefill_tokens,"
       "output_tokens_per_s,decode_kv_mean,decode_kv_sd,decode_kv_p10,decode_kv_p90,"
-      "prefill_queue_ktokens_mean,prefill_queue_ktokens_sd,prefill_busy,correlation,samples\n";
+      "prefill_queue_ktokens_mean,prefill_queue_ktokens_sd,prefill_busy,prefill_busy_sd,"
+      "correlation,samples\n";
   for (const PdLoadSummary& r : rows) {
     out += fmt::format(
-        "{},{},{},{},{},{},{:.1f},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.3f},{:.4f},"
+        "{},{},{},{},{},{},{:.1f},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.3f},{:.4f},{:.4f},"
         "{:.3f},{}\n",
         r.policy, r.requests, r.served, r.rejected_at_door, r.rejected_after_prefill,
         r.wasted_prefill_tokens, r.output_tps, r.decode_kv_mean, r.decode_kv_sd, r.decode_kv_p10,
-        r.decode_kv_p90, r.prefill_queue_mean, r.prefill_queue_sd, r.prefill_busy, r.correlation,
-        r.samples);
+        r.decode_kv_p90, r.prefill_queue_mean, r.prefill_queue_sd, r.prefill_busy,
+        r.prefill_busy_sd, r.correlation, r.samples);
   }
   return out;
 }

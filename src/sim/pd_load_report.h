@@ -10,7 +10,8 @@
 //   - decode KV usage: mean, standard deviation, 10th and 90th percentiles;
 //   - the prefill queue (prompt tokens routed to a prefill engine and not yet
 //     prefilled, per prefill engine, in thousands): mean and standard deviation, and
-//     the share of time prefill engines spend computing;
+//     the share of time prefill engines spend computing (mean and standard deviation
+//     over scrape intervals);
 //   - the correlation of the two series (Pearson r; clearly negative: anti-phase).
 // The standard deviations and the correlation are taken around each stage's own mean.
 // next to what the door and the decode side did: requests served, rejected at the door,
@@ -38,7 +39,7 @@ struct PdLoadSummary {
   // Over the measured span's scrape samples.
   double decode_kv_mean = 0, decode_kv_sd = 0, decode_kv_p10 = 0, decode_kv_p90 = 0;  // 0..1
   double prefill_queue_mean = 0, prefill_queue_sd = 0;  // k tokens per prefill engine
-  double prefill_busy = 0;                              // 0..1
+  double prefill_busy = 0, prefill_busy_sd = 0;         // 0..1
   double correlation = 0;  // Pearson r of decode KV usage and prefill queue; 0 if undefined
   size_t samples = 0;      // scrape samples measured
 };

@@ -82,6 +82,8 @@ TEST(PdLoadReport, AntiPhaseSwingAgainstAFlatLoad) {
   EXPECT_NEAR(n.prefill_queue_mean, 10, 0.5);  // thousands of tokens
   EXPECT_NEAR(n.prefill_queue_sd, 10, 0.1);
   EXPECT_NEAR(n.prefill_busy, 0.5, 0.03);
+  EXPECT_NEAR(n.prefill_busy_sd, 0.5, 0.01);  // busy 0 or 1, about half the time each
+  EXPECT_NEAR(p.prefill_busy_sd, 0, 1e-9);
   EXPECT_NEAR(n.correlation, -1, 1e-9);
   EXPECT_NEAR(p.decode_kv_mean, 0.8, 1e-9);
   EXPECT_NEAR(p.decode_kv_sd, 0, 1e-9);
