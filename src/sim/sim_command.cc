@@ -160,7 +160,8 @@ void add_sim_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--out", args->out,
-                  "Directory for summary.csv, stages.csv, report.json and the SVG charts "
+                  "Directory for summary.csv, stages.csv, report.json and the SVG charts, "
+                  "plus pd_load.csv and pd_load_samples.csv for prefill/decode clusters "
                   "(created if needed; empty string: write nothing)")
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Random seed (default: the scenario's `seed`)")
