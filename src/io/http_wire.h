@@ -12,12 +12,14 @@
 // Beast is included here: only the two .cc files above include this header.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/error.hpp>
 #include <chrono>
@@ -25,6 +27,12 @@
 #include <memory>
 
 namespace kvgate::io::wire {
+
+// How much to read next into `buffer`: what it has room for, at least 512 bytes (Beast's
+// rule), so an idle or slow connection keeps a small buffer (10,000 held streams).
+inline size_t read_size(const boost::beast::flat_buffer& buffer) {
+  return boost::beast::read_size(buffer, 64 * 1024);
+}
 
 // Until the parser has the whole header (`header_only`) or the whole message. Bytes after
 // it stay in `buffer` (a pipelined request, or nothing). Errors: the stream's, the
@@ -35,7 +43,6 @@ boost::asio::awaitable<boost::beast::error_code> read_message(
     Stream& stream, boost::beast::flat_buffer& buffer,
     boost::beast::http::basic_parser<isRequest>& parser, bool header_only) {
   namespace http = boost::beast::http;
-  constexpr size_t kReadSize = 16 * 1024;
   auto done = [&] { return header_only ? parser.is_header_done() : parser.is_done(); };
   parser.eager(!header_only);
   boost::beast::error_code ec;
@@ -52,7 +59,7 @@ boost::asio::awaitable<boost::beast::error_code> read_message(
       }
     }
     auto [rec, n] = co_await stream.async_read_some(
-        buffer.prepare(kReadSize), boost::asio::as_tuple(boost::asio::use_awaitable));
+        buffer.prepare(read_size(buffer)), boost::asio::as_tuple(boost::asio::use_awaitable));
     if (rec == boost::asio::error::eof) {
       if (!parser.got_some()) co_return http::error::end_of_stream;
       parser.put_eof(ec);  // a body delimited by the end of the connection
@@ -69,8 +76,8 @@ class LazyDeadline {
   using Clock = std::chrono::steady_clock;
 
   // `on_expire` runs on `executor` once a deadline passes (typically: close the socket,
-  // so the pending operation fails). The owner's operations and the timer's handler are
-  // expected on one thread at a time (the connection's executor).
+  // so the pending operation fails). The fields are atomics: the timer's handler may run
+  // on another thread of the context than the owner's operations.
   LazyDeadline(boost::asio::any_io_executor executor, std::function<void()> on_expire)
       : state_(std::make_shared<State>(std::move(executor), std::move(on_expire))) {}
   ~LazyDeadline() { cancel(); }
@@ -80,28 +87,28 @@ class LazyDeadline {
   void expires_after(Clock::duration d) {
     State& s = *state_;
     const Clock::time_point t = Clock::now() + d;
-    s.deadline = t;
+    s.deadline.store(t, std::memory_order_relaxed);
     // The timer is re-armed only when it is idle or set later than the new deadline.
-    if (!s.armed || t < s.armed_at) arm(state_);
+    if (!s.armed.load(std::memory_order_acquire) || t < s.armed_at.load(std::memory_order_relaxed))
+      arm(state_);
   }
-  void expires_never() { state_->deadline = Clock::time_point::max(); }
+  void expires_never() { state_->deadline.store(Clock::time_point::max()); }
   // expires_never(), and the timer stops waiting: the owner goes idle for an unknown time
   // (a pending wait would keep its io_context's run() from returning).
   void disarm() {
     State& s = *state_;
-    s.deadline = Clock::time_point::max();
-    if (s.armed) {
-      s.armed = false;
+    s.deadline.store(Clock::time_point::max());
+    if (s.armed.exchange(false)) {
       ++s.generation;
       s.timer.cancel();
     }
   }
   // True once a deadline passed (on_expire ran); cleared by reset_expired().
-  bool expired() const { return state_->expired; }
-  void reset_expired() { state_->expired = false; }
+  bool expired() const { return state_->expired.load(); }
+  void reset_expired() { state_->expired.store(false); }
   // Stops the timer for good (the owner goes away); on_expire never runs after this.
   void cancel() {
-    state_->alive = false;
+    state_->alive.store(false);
     state_->timer.cancel();
   }
 
@@ -111,25 +118,27 @@ class LazyDeadline {
         : timer(std::move(ex)), on_expire(std::move(fn)) {}
     boost::asio::steady_timer timer;
     std::function<void()> on_expire;
-    Clock::time_point deadline = Clock::time_point::max();
-    Clock::time_point armed_at = Clock::time_point::max();  // the timer's expiry
-    uint64_t generation = 0;  // of the current wait: a superseded one does nothing
-    bool armed = false;
-    bool alive = true;
-    bool expired = false;
+    std::atomic<Clock::time_point> deadline{Clock::time_point::max()};
+    std::atomic<Clock::time_point> armed_at{Clock::time_point::max()};  // the timer's expiry
+    std::atomic<uint64_t> generation{0};  // of the current wait: a superseded one does nothing
+    std::atomic<bool> armed{false};
+    std::atomic<bool> alive{true};
+    std::atomic<bool> expired{false};
   };
 
   static void arm(const std::shared_ptr<State>& s) {
-    s->armed = true;
-    s->armed_at = s->deadline;
+    const Clock::time_point at = s->deadline.load();
+    s->armed_at.store(at);
     const uint64_t gen = ++s->generation;
-    s->timer.expires_at(s->armed_at);  // cancels a wait in progress (superseded)
+    s->armed.store(true, std::memory_order_release);
+    s->timer.expires_at(at);  // cancels a wait in progress (superseded)
     s->timer.async_wait([s, gen](const boost::system::error_code& ec) {
-      if (gen != s->generation) return;  // re-armed since
-      s->armed = false;
-      if (ec || !s->alive || s->deadline == Clock::time_point::max()) return;
-      if (Clock::now() < s->deadline) return arm(s);  // pushed back meanwhile
-      s->expired = true;
+      if (gen != s->generation.load()) return;  // re-armed or disarmed since
+      s->armed.store(false);
+      const Clock::time_point d = s->deadline.load();
+      if (ec || !s->alive.load() || d == Clock::time_point::max()) return;
+      if (Clock::now() < d) return arm(s);  // pushed back meanwhile
+      s->expired.store(true);
       s->on_expire();
     });
   }

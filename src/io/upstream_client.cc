@@ -168,8 +168,8 @@ struct UpstreamExchange::Impl {
         if (ec == http::error::need_more) ec = {};
         if (ec || used > 0) continue;
       }
-      auto [rec, n] = co_await conn->socket.async_read_some(conn->buffer.prepare(16 * 1024),
-                                                            asio::as_tuple(asio::use_awaitable));
+      auto [rec, n] = co_await conn->socket.async_read_some(
+          conn->buffer.prepare(wire::read_size(conn->buffer)), asio::as_tuple(asio::use_awaitable));
       if (rec == asio::error::eof && conn->parser->got_some()) {
         conn->parser->put_eof(ec);  // a body delimited by the end of the connection
         if (!ec && !conn->parser->is_done()) ec = rec;
