@@ -2,6 +2,7 @@
 # kvgate serve vs nginx (Debian's nginx-light) as plain reverse proxies to the same
 # upstream, on loopback, driven by wrk in the same run:
 #   1. requests/s for small non-streaming chat requests (kvgate: round-robin policy);
+#   (and the CPU time each proxy process spends per request, from /proc);
 #   2. p50 latency at one connection: direct to the upstream, via nginx, via kvgate;
 # (memory per held SSE stream: bench/gateway_sse_streams.bench.sh).
 # The upstream is an nginx answering a fixed small chat.completion JSON (so the proxies,
@@ -55,6 +56,7 @@ nginx_conf proxy "upstream engine { server 127.0.0.1:$UP; keepalive 256; keepali
   server { listen 127.0.0.1:$NG;
     location / { proxy_pass http://engine; proxy_http_version 1.1;
                  proxy_set_header Connection \"\"; proxy_buffering off; } }"
+NGMASTER=${pids[-1]}
 
 cat >"$W/gateway.yaml" <<YAML
 listeners: [{address: 127.0.0.1, port: $GW}]
@@ -77,23 +79,39 @@ wrk.body = '{"model":"m","messages":[{"role":"user","content":"Hello there, how 
 wrk.headers["Content-Type"] = "application/json"
 LUA
 
-rps() { "${PINNED[@]}" wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DUR}s" -s "$W/post.lua" "$1" | awk '/Requests\/sec/ {print $2}'; }
+# rps URL PID: requests/s through URL, and the CPU time process PID (the proxy) spent per
+# request meanwhile (user and system microseconds, from /proc/PID/stat), as "rps user sys".
+rps() {
+  local t0 t1 out
+  t0=$(awk '{print $14, $15}' "/proc/$2/stat")
+  out=$("${PINNED[@]}" wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DUR}s" -s "$W/post.lua" "$1")
+  t1=$(awk '{print $14, $15}' "/proc/$2/stat")
+  python3 -c "
+import sys
+rps = float(sys.argv[1]); n = int(sys.argv[2]); hz = $(getconf CLK_TCK)
+u0, s0, u1, s1 = map(int, sys.argv[3:7])
+print(rps, round((u1 - u0) / hz * 1e6 / n, 1), round((s1 - s0) / hz * 1e6 / n, 1))" \
+    "$(awk '/Requests\/sec/ {print $2}' <<<"$out")" "$(awk '/requests in/ {print $1}' <<<"$out")" $t0 $t1
+}
 p50() { "${PINNED[@]}" wrk -t1 -c1 -d"${DUR}s" --latency -s "$W/post.lua" "$1" | awk '$1=="50%" {print $2}'; }
 
 # wrk's latency ("19.00us", "1.20ms") in microseconds.
 us() { python3 -c "import sys; v=sys.argv[1]; print({'us':1,'ms':1e3,'s':1e6}[v.lstrip('0123456789.')]*float(v.rstrip('ums')))" "$1"; }
-median() { python3 -c "import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
+median() { python3 -c "import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:]), 1))" "$@"; }
 
+NGPID=$(pgrep -P "$NGMASTER" | head -1)  # nginx's proxy worker
 echo "== requests/s, small non-streaming chat requests, ${CONNS} connections, ${DUR}s each"
-ns=(); ks=()
+echo "   (cpu: the proxy process's user+system CPU microseconds per request)"
+ns=(); ks=(); ncs=(); kcs=()
 for round in $(seq "$ROUNDS"); do
-  n=$(rps "http://127.0.0.1:$NG/v1/chat/completions")
-  k=$(rps "http://127.0.0.1:$GW/v1/chat/completions")
-  ns+=("$n"); ks+=("$k")
-  echo "round $round: nginx $n req/s   kvgate $k req/s   ratio kvgate/nginx $(python3 -c "print(round($k/$n,3))")"
+  read -r n nu nsys < <(rps "http://127.0.0.1:$NG/v1/chat/completions" "$NGPID")
+  read -r k ku ksys < <(rps "http://127.0.0.1:$GW/v1/chat/completions" "$GWPID")
+  ns+=("$n"); ks+=("$k"); ncs+=("$(python3 -c "print($nu+$nsys)")"); kcs+=("$(python3 -c "print($ku+$ksys)")")
+  echo "round $round: nginx $n req/s (cpu ${nu}+${nsys} us)   kvgate $k req/s (cpu ${ku}+${ksys} us)   ratio kvgate/nginx $(python3 -c "print(round($k/$n,3))")"
 done
 mn=$(median "${ns[@]}"); mk=$(median "${ks[@]}")
 echo "median: nginx $mn req/s   kvgate $mk req/s   ratio $(python3 -c "print(round($mk/$mn,3))")"
+echo "median cpu per request: nginx $(median "${ncs[@]}") us   kvgate $(median "${kcs[@]}") us"
 
 echo "== p50 latency at 1 connection (wrk --latency)"
 ds=(); gs=(); cs=()
