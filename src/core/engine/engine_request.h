@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,9 +18,39 @@ namespace kvgate::engine {
 // Chosen by the caller, unique among the requests an engine currently holds.
 using RequestId = uint64_t;
 
+using SharedPrompt = std::shared_ptr<const std::vector<kv::TokenId>>;
+
+// An engine's block hashes of one shared prompt, made by EngineModel::hash_prompt and
+// only there, for a caller that sends the same prompt many times (the simulator resends
+// each of a workload's prompts to the same engines): handed back with the prompt in
+// EngineRequest::prompt_hashes, it spares the engine hashing the prompt again. It is
+// exact by construction: the engine uses it only for the very prompt object it hashed
+// (the prompt must not change while shared) and only if its own hash seed and the
+// request's LoRA give the same root; otherwise it hashes the prompt as usual.
+class PromptHashes {
+ public:
+  std::span<const EngineBlockHash> hashes() const { return hashes_; }
+  const SharedPrompt& prompt() const { return prompt_; }
+
+ private:
+  friend class EngineModel;
+  PromptHashes(SharedPrompt prompt, uint64_t root, std::vector<EngineBlockHash> hashes)
+      : prompt_(std::move(prompt)), root_(root), hashes_(std::move(hashes)) {}
+
+  SharedPrompt prompt_;
+  uint64_t root_ = 0;
+  std::vector<EngineBlockHash> hashes_;  // every full block of the prompt
+};
+
 struct EngineRequest {
   RequestId id = 0;
-  std::vector<kv::TokenId> prompt;  // REQUIRES: non-empty
+  // The prompt: `prompt`, or when that is empty `shared_prompt`, a prompt the caller
+  // keeps and shares instead of copying (it must not change while the engine holds the
+  // request). REQUIRES: one of them is non-empty.
+  std::vector<kv::TokenId> prompt;
+  SharedPrompt shared_prompt;
+  // Optional, with shared_prompt: this engine's hashes of it (EngineModel::hash_prompt).
+  std::shared_ptr<const PromptHashes> prompt_hashes;
   // Exact number of output tokens (ignore_eos style); >= 1. A prefill-role engine
   // finishes every request after its first token regardless.
   uint32_t max_tokens = 16;
