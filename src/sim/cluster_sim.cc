@@ -514,7 +514,7 @@ void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
   const kv::EndpointId ep = endpoint_of_[engine];
   if (!live(engine)) {
     // A stopped replica's endpoint id may already belong to a new one: drop its events.
-    kv_batches_[slot].clear();
+    step_.recycle(kv_batches_[slot]);
     free_batches_.push_back(slot);
     return;
   }
@@ -536,7 +536,7 @@ void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
       precise_->apply_all_cleared(ep);
     }
   }
-  kv_batches_[slot].clear();
+  step_.recycle(kv_batches_[slot]);  // the engines refill these vectors: no allocation
   free_batches_.push_back(slot);
 }
 

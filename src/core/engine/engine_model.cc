@@ -93,7 +93,10 @@ std::span<const kv::TokenId> EngineModel::block_tokens(Request& r, size_t i) {
   const size_t outputs = end - r.prompt_len;
   if (r.outputs.size() < outputs) {
     if (r.outputs.capacity() == 0) r.outputs.reserve(r.max_tokens);
-    while (r.outputs.size() < outputs) r.outputs.push_back(token_at(r, r.outputs.size()));
+    size_t k = r.outputs.size();
+    r.outputs.resize(outputs);
+    for (; k < outputs && k < r.given_outputs.size(); ++k) r.outputs[k] = r.given_outputs[k];
+    for (; k < outputs; ++k) r.outputs[k] = pseudo_token(r.id, k);
   }
   if (begin >= r.prompt_len) return {r.outputs.data() + (begin - r.prompt_len), bs};
   block_scratch_.assign(r.prompt->begin() + static_cast<ptrdiff_t>(begin), r.prompt->end());
@@ -249,8 +252,10 @@ void EngineModel::free_blocks(Request& r) {
 void EngineModel::flush_evictions(StepResult& out) {
   if (evicted_.empty()) return;
   if (config_.emit_kv_events) {
-    auto& removed = out.kv_events.emplace_back(std::in_place_type<BlockRemoved>);
-    std::get<BlockRemoved>(removed).block_hashes = evicted_;
+    auto& removed =
+        std::get<BlockRemoved>(out.kv_events.emplace_back(std::in_place_type<BlockRemoved>));
+    StepResult::take(out.spare_hashes, removed.block_hashes);
+    removed.block_hashes.assign(evicted_.begin(), evicted_.end());
   }
   evicted_.clear();
 }
@@ -391,6 +396,8 @@ void EngineModel::commit_blocks(Request& r, StepResult& out) {
       batch = &std::get<BlockStored>(out.kv_events.emplace_back(std::in_place_type<BlockStored>));
       if (i > 0) batch->parent_block_hash = r.hashes[i - 1];
       batch->block_size = bs;
+      StepResult::take(out.spare_hashes, batch->block_hashes);
+      StepResult::take(out.spare_tokens, batch->token_ids);
       batch->block_hashes.reserve(full - i);
       batch->token_ids.reserve((full - i) * bs);
       batch->lora_id = r.lora_id;
@@ -403,9 +410,13 @@ void EngineModel::commit_blocks(Request& r, StepResult& out) {
   r.num_committed = static_cast<uint32_t>(std::max<uint64_t>(r.num_committed, full));
 }
 
+kv::TokenId EngineModel::pseudo_token(RequestId id, uint64_t index) const {
+  return static_cast<kv::TokenId>(vocab_.mod(mix64(id * 0x9e3779b97f4a7c15ULL + index)));
+}
+
 kv::TokenId EngineModel::token_at(const Request& r, uint64_t index) const {
   if (index < r.given_outputs.size()) return r.given_outputs[index];
-  return static_cast<kv::TokenId>(vocab_.mod(mix64(r.id * 0x9e3779b97f4a7c15ULL + index)));
+  return pseudo_token(r.id, index);
 }
 
 void EngineModel::finish_step(Nanos end, StepResult& out) {

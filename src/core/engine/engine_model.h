@@ -151,6 +151,8 @@ class EngineModel {
   std::span<const kv::TokenId> block_tokens(Request& r, size_t i);
   // Output token `index` of r (given, else a pseudo token from id and index).
   kv::TokenId token_at(const Request& r, uint64_t index) const;
+  // The pseudo token at output `index` of request `id`: hash(id, index) % vocab.
+  kv::TokenId pseudo_token(RequestId id, uint64_t index) const;
   uint64_t root_hash(std::optional<int64_t> lora_id,
                      const std::optional<std::string>& lora_name) const;
   void refresh_gauges();

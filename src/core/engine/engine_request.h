@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/common/time.h"
@@ -108,6 +109,32 @@ struct StepResult {
   std::vector<RequestId> preempted;    // moved back to waiting (recompute)
   std::vector<KvEvent> kv_events;      // in the order they happened
 
+  // Not results: emptied vectors the engine fills with the next events' block hashes
+  // and tokens instead of allocating new ones. A caller done with a batch of events
+  // hands their vectors back with recycle(); clear() keeps them.
+  std::vector<std::vector<EngineBlockHash>> spare_hashes;
+  std::vector<std::vector<kv::TokenId>> spare_tokens;
+
+  // Moves the vectors of `events` into the spares (up to a bound) and clears `events`.
+  void recycle(std::vector<KvEvent>& events) {
+    for (KvEvent& e : events) {
+      if (auto* stored = std::get_if<BlockStored>(&e)) {
+        keep(spare_hashes, stored->block_hashes);
+        keep(spare_tokens, stored->token_ids);
+      } else if (auto* removed = std::get_if<BlockRemoved>(&e)) {
+        keep(spare_hashes, removed->block_hashes);
+      }
+    }
+    events.clear();
+  }
+  // An empty vector for an event: a spare if there is one.
+  template <typename T>
+  static void take(std::vector<std::vector<T>>& spares, std::vector<T>& v) {
+    if (spares.empty() || v.capacity() != 0) return;
+    v = std::move(spares.back());
+    spares.pop_back();
+  }
+
   void clear() {
     start = duration = 0;
     scheduled_seqs = decode_seqs = 0;
@@ -115,6 +142,15 @@ struct StepResult {
     updates.clear();
     preempted.clear();
     kv_events.clear();
+  }
+
+ private:
+  static constexpr size_t kMaxSpares = 4096;
+  template <typename T>
+  static void keep(std::vector<std::vector<T>>& spares, std::vector<T>& v) {
+    if (v.capacity() == 0 || spares.size() >= kMaxSpares) return;
+    v.clear();
+    spares.push_back(std::move(v));
   }
 };
 
