@@ -20,40 +20,44 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-struct EngineModel::Request {
+// Laid out for the step loops, which visit every running request each step: what they
+// read sits in the first two cache lines (scalars, then the block vectors), the rest
+// after.
+struct alignas(64) EngineModel::Request {
   enum class State : uint8_t { kArriving, kWaiting, kRunning, kHeld };
 
+  // --- hot: read or written by every step while running ---
+  uint64_t num_computed = 0;  // tokens whose KV is in `blocks`
+  Nanos last_token = 0;
   RequestId id = 0;
+  uint32_t prompt_len = 0;
+  uint32_t max_tokens = 0;
+  uint32_t num_output = 0;
+  uint32_t step_tokens = 0;    // tokens scheduled in the current step
+  uint32_t num_committed = 0;  // leading blocks already in the prefix cache
+  uint32_t running_index = 0;
+  State state = State::kArriving;
+  bool remote_kv = false;  // prompt KV still to be received (first scheduling only)
+  bool hold_kv = false;    // keep blocks after finishing until release()
+  int32_t priority = 0;
+  uint64_t seq = 0;
+  std::vector<EngineBlockHash> hashes;  // engine hash of every full block of tokens
+  std::vector<BlockId> blocks;          // KV blocks, in token order
+
+  // --- cold ---
   // The prompt (shared with the caller, never copied), then the sampled output tokens.
   // Output tokens are materialized lazily (token_at), only as far as a full block needs
   // them for its hash: a decode step then touches no token storage.
   SharedPrompt prompt;
   std::vector<kv::TokenId> outputs;
   std::vector<kv::TokenId> given_outputs;
-  uint32_t prompt_len = 0;
-  uint32_t max_tokens = 0;
-  uint32_t num_output = 0;
-  int32_t priority = 0;
   std::optional<int64_t> lora_id;
   std::optional<std::string> lora_name;
-  bool remote_kv = false;  // prompt KV still to be received (first scheduling only)
-  bool hold_kv = false;    // keep blocks after finishing until release()
-
-  State state = State::kArriving;
-  uint64_t seq = 0;
   uint64_t root = 0;  // hash seed of block 0
   Nanos arrival = 0;
   Nanos ready = 0;
   Nanos first_scheduled = -1;
-  Nanos last_token = 0;
   uint32_t cached_tokens = 0;  // at first scheduling
-
-  uint64_t num_computed = 0;            // tokens whose KV is in `blocks`
-  std::vector<BlockId> blocks;          // KV blocks, in token order
-  std::vector<EngineBlockHash> hashes;  // engine hash of every full block of tokens
-  uint32_t num_committed = 0;           // leading blocks already in the prefix cache
-  uint32_t step_tokens = 0;             // tokens scheduled in the current step
-  uint32_t running_index = 0;
 
   // Prompt plus outputs so far, materialized or not.
   uint64_t num_tokens() const { return prompt_len + num_output; }
@@ -328,11 +332,16 @@ void EngineModel::schedule_waiting(StepResult& out) {
     const uint64_t max_hit_blocks = (num_tokens - 1) / bs;
     uint64_t hit_blocks = 0;
     uint64_t free_hits = 0;  // hit blocks sitting in the free list
+    hit_ids_.clear();
     if (config_.enable_prefix_caching) {
+      constexpr uint64_t kAhead = 8;  // lookups whose first cache miss is under way
+      for (uint64_t i = 0; i < std::min(kAhead, max_hit_blocks); ++i) pool_.prefetch(r.hashes[i]);
       while (hit_blocks < max_hit_blocks) {
+        if (hit_blocks + kAhead < max_hit_blocks) pool_.prefetch(r.hashes[hit_blocks + kAhead]);
         const BlockId b = pool_.lookup(r.hashes[hit_blocks]);
         if (b == kNoBlock) break;
         if (pool_.ref_count(b) == 0) ++free_hits;
+        hit_ids_.push_back(b);
         ++hit_blocks;
       }
     }
@@ -346,8 +355,7 @@ void EngineModel::schedule_waiting(StepResult& out) {
     if (pool_.num_free() < free_hits + (need - hit_blocks)) break;  // head-of-line waits
 
     waiting_.erase(waiting_.begin());
-    for (uint64_t i = 0; i < hit_blocks; ++i) {
-      const BlockId b = pool_.lookup(r.hashes[i]);
+    for (const BlockId b : hit_ids_) {  // the pool has not changed since the walk
       pool_.acquire(b);
       r.blocks.push_back(b);
     }

@@ -175,6 +175,7 @@ class EngineModel {
   // Per-step state.
   std::vector<Request*> scheduled_;
   std::vector<EngineBlockHash> evicted_;
+  std::vector<BlockId> hit_ids_;            // schedule_waiting: the head's cached blocks, in order
   std::vector<kv::TokenId> block_scratch_;  // block_tokens() of a block across the prompt end
   uint64_t budget_ = 0;
   Nanos step_start_ = 0;
