@@ -90,6 +90,10 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
     retry(io::to_string(exchange.error().kind), exchange.error().message);
     co_return hop;
   }
+  std::string content_type = "application/json";
+  for (const auto& [name, value] : (*exchange)->headers()) {
+    if (boost::iequals(name, "content-type")) content_type = value;
+  }
   auto answer =
       co_await (*exchange)->read_all(ctx.timeouts.upstream_header, kMaxPrefillAnswerBytes);
   if (!answer) {
@@ -107,10 +111,6 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
     ctx.pool.finished(ctx.request_id, true);
     ctx.pool.endpoint_result(pid, true);
     ctx.metrics.pd_hop_failure(pool_name, "prefill", fmt::format("status_{}", status));
-    std::string content_type = "application/json";
-    for (const auto& [name, value] : (*exchange)->headers()) {
-      if (boost::iequals(name, "content-type")) content_type = value;
-    }
     hop.response = {
         status, content_type, {{"x-kvgate-prefill-endpoint", prefill.url}}, std::move(*answer)};
     co_return hop;

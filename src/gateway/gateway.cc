@@ -359,16 +359,15 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     } else if (disaggregated(pool.config())) {
       metrics.pd_local_prefill(pool.name());
     }
-    if (!decode_up) decode_up = up;  // a named request: no temporary in the co_await
-    auto result = co_await upstream->send(endpoint->host, endpoint->port, std::move(*decode_up));
+    const io::UpstreamRequest& to_send = decode_up ? *decode_up : up;  // borrowed by send
+    auto result = co_await upstream->send(endpoint->host, endpoint->port, to_send);
     if (!result) {
       last_error = result.error().message;
       metrics.upstream_error(pool.name(), endpoint->url, io::to_string(result.error().kind));
       if (!prefill_url.empty()) {
         metrics.pd_hop_failure(pool.name(), "decode", io::to_string(result.error().kind));
       }
-      pool.finished(rr.id, false);
-      pool.endpoint_result(endpoint->id, false);
+      pool.exchange_done(rr.id, endpoint->id, false);
       excluded.push_back(endpoint->id);
       continue;
     }
@@ -378,8 +377,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       last_error = fmt::format("{} answered 503", endpoint->url);
       metrics.upstream_error(pool.name(), endpoint->url, "status_503");
       if (!prefill_url.empty()) metrics.pd_hop_failure(pool.name(), "decode", "status_503");
-      pool.finished(rr.id, false);
-      pool.endpoint_result(endpoint->id, false);
+      pool.exchange_done(rr.id, endpoint->id, false);
       excluded.push_back(endpoint->id);
       continue;
     }
@@ -406,14 +404,11 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       if (!prefill_url.empty()) {
         metrics.pd_hop_failure(pool.name(), "decode", io::to_string(body.error().kind));
       }
-      pool.finished(rr.id, false);
-      pool.endpoint_result(endpoint->id, false);
+      pool.exchange_done(rr.id, endpoint->id, false);
       respond(502,
               json_error(502, "Upstream failed: " + body.error().message, {}, "upstream_error"));
     } else {
-      pool.first_token(rr.id);
-      pool.finished(rr.id, true);
-      pool.endpoint_result(endpoint->id, true);
+      pool.exchange_done(rr.id, endpoint->id, true, /*first_token=*/true);
       if (exchange->status() == 200) {
         metrics.ttft(model, seconds_since(call.received));
         Usage u = parse_usage(*body);

@@ -6,7 +6,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -292,18 +295,22 @@ void PoolRuntime::close_expired_breakers(Nanos now) {
   }
 }
 
-asio::awaitable<Pick> PoolRuntime::pick(route::RouteRequest request,
-                                        std::vector<route::EndpointId> excluded) {
-  // co_spawn on the strand: the decision runs there, the caller resumes on its own
-  // executor with the result. (A coroutine with by-value parameters, not a capturing
-  // lambda: the lambda object would not outlive the frame.)
-  co_return co_await asio::co_spawn(strand_, decide_task(request, std::move(excluded)),
-                                    asio::use_awaitable);
-}
-
-asio::awaitable<Pick> PoolRuntime::decide_task(route::RouteRequest request,
-                                               std::vector<route::EndpointId> excluded) {
-  co_return decide_on_strand(request, excluded);
+asio::awaitable<Pick> PoolRuntime::pick(const route::RouteRequest& request,
+                                        const std::vector<route::EndpointId>& excluded) {
+  // The decision runs on the strand: at once when the strand is free and this thread
+  // runs its context (dispatch), queued behind the strand's work otherwise; the caller
+  // then resumes on its own executor. No coroutine is spawned: this is on every request.
+  return asio::async_initiate<const asio::use_awaitable_t<>&, void(Pick)>(
+      [this, &request, &excluded](auto handler) {
+        asio::dispatch(strand_, [this, &request, &excluded, h = std::move(handler)]() mutable {
+          Pick pick = decide_on_strand(request, excluded);
+          auto ex = asio::get_associated_executor(h);
+          asio::dispatch(ex, [h = std::move(h), pick = std::move(pick)]() mutable {
+            std::move(h)(std::move(pick));
+          });
+        });
+      },
+      asio::use_awaitable);
 }
 
 Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
@@ -328,36 +335,48 @@ Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
 }
 
 void PoolRuntime::first_token(route::RequestId id) {
-  asio::post(strand_, [this, id] { router_->pool().on_first_token(id, monotonic_now()); });
+  asio::dispatch(strand_, [this, id] { router_->pool().on_first_token(id, monotonic_now()); });
 }
 
 void PoolRuntime::finished(route::RequestId id, bool ok) {
-  asio::post(strand_, [this, id, ok] {
-    if (ok) {
-      router_->pool().on_finished(id, monotonic_now());
-    } else {
-      router_->pool().on_failed(id, monotonic_now());
-    }
-  });
+  asio::dispatch(strand_, [this, id, ok] { finish_on_strand(id, ok); });
 }
 
 void PoolRuntime::endpoint_result(route::EndpointId endpoint, bool ok) {
-  asio::post(strand_, [this, endpoint, ok] {
-    if (endpoint >= breakers_.size()) return;
-    Breaker& b = breakers_[endpoint];
-    if (ok) {
-      b.consecutive_failures = 0;
-      return;
-    }
-    if (b.open_until > 0 || removing(endpoint)) return;
-    if (++b.consecutive_failures >= breaker_.failures) {
-      b.open_until =
-          monotonic_now() +
-          std::chrono::duration_cast<std::chrono::nanoseconds>(breaker_.open_for).count();
-      router_->pool().set_health(endpoint, route::Health::kUnhealthy);
-      if (auto e = this->endpoint(endpoint)) metrics_.breaker(config_.name, e->url, true);
-    }
+  asio::dispatch(strand_, [this, endpoint, ok] { endpoint_result_on_strand(endpoint, ok); });
+}
+
+void PoolRuntime::exchange_done(route::RequestId id, route::EndpointId endpoint, bool ok,
+                                bool first_token) {
+  asio::dispatch(strand_, [this, id, endpoint, ok, first_token] {
+    if (first_token) router_->pool().on_first_token(id, monotonic_now());
+    finish_on_strand(id, ok);
+    endpoint_result_on_strand(endpoint, ok);
   });
+}
+
+void PoolRuntime::finish_on_strand(route::RequestId id, bool ok) {
+  if (ok) {
+    router_->pool().on_finished(id, monotonic_now());
+  } else {
+    router_->pool().on_failed(id, monotonic_now());
+  }
+}
+
+void PoolRuntime::endpoint_result_on_strand(route::EndpointId endpoint, bool ok) {
+  if (endpoint >= breakers_.size()) return;
+  Breaker& b = breakers_[endpoint];
+  if (ok) {
+    b.consecutive_failures = 0;
+    return;
+  }
+  if (b.open_until > 0 || removing(endpoint)) return;
+  if (++b.consecutive_failures >= breaker_.failures) {
+    b.open_until = monotonic_now() +
+                   std::chrono::duration_cast<std::chrono::nanoseconds>(breaker_.open_for).count();
+    router_->pool().set_health(endpoint, route::Health::kUnhealthy);
+    if (auto e = this->endpoint(endpoint)) metrics_.breaker(config_.name, e->url, true);
+  }
 }
 
 PoolRuntime::BreakerState PoolRuntime::breaker_state(route::EndpointId id) const {

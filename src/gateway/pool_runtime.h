@@ -95,14 +95,20 @@ class PoolRuntime {
                 std::string_view served_model, std::vector<kv::BlockKey>& keys,
                 uint32_t& prompt_tokens, std::vector<uint32_t>* token_ids = nullptr) const;
 
-  // Routes on the strand; endpoints in `excluded` are skipped for this decision.
-  boost::asio::awaitable<Pick> pick(route::RouteRequest request,
-                                    std::vector<route::EndpointId> excluded);
-  // Lifecycle, posted to the strand (fire and forget).
+  // Routes on the strand; endpoints in `excluded` are skipped for this decision. Both
+  // arguments are borrowed until the awaitable completes.
+  boost::asio::awaitable<Pick> pick(const route::RouteRequest& request,
+                                    const std::vector<route::EndpointId>& excluded);
+  // Lifecycle, dispatched to the strand (fire and forget: run at once when the strand is
+  // free and this thread runs its context, else queued in order).
   void first_token(route::RequestId id);
   void finished(route::RequestId id, bool ok);
   // Breaker bookkeeping for one endpoint exchange.
   void endpoint_result(route::EndpointId endpoint, bool ok);
+  // One exchange with `endpoint` is over: finished(id, ok) and endpoint_result(endpoint,
+  // ok), after first_token(id) when asked, in one hop onto the strand.
+  void exchange_done(route::RequestId id, route::EndpointId endpoint, bool ok,
+                     bool first_token = false);
 
   // The current endpoints (a snapshot; thread-safe), in EndpointId order.
   std::vector<EndpointAddress> endpoints() const;
@@ -145,11 +151,11 @@ class PoolRuntime {
   PoolRuntime(const PoolConfig& config, const BreakerConfig& breaker,
               boost::asio::any_io_executor executor, GatewayMetrics& metrics);
   void close_expired_breakers(Nanos now);
-  boost::asio::awaitable<Pick> decide_task(route::RouteRequest request,
-                                           std::vector<route::EndpointId> excluded);
   boost::asio::awaitable<void> router_task(std::function<void(route::Router&)> fn);
   Pick decide_on_strand(const route::RouteRequest& request,
                         const std::vector<route::EndpointId>& excluded);
+  void finish_on_strand(route::RequestId id, bool ok);
+  void endpoint_result_on_strand(route::EndpointId endpoint, bool ok);
   Result<route::EndpointId> add_on_strand(route::EndpointSpec spec,
                                           std::optional<KvEventsConfig> kv_events);
   // co_spawn needs a default-constructible result: hence the optional (always set).

@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "io/http_wire.h"
 #include "io/tls_context.h"
 
 namespace kvgate::io {
@@ -25,6 +26,9 @@ using tcp = net::ip::tcp;
 using net::awaitable;
 using net::use_awaitable;
 constexpr auto kTuple = net::as_tuple(use_awaitable);
+// How long a response may keep its client waiting before the server watches the
+// socket for the client going away.
+constexpr auto kWatchDisconnectAfter = std::chrono::milliseconds(50);
 
 struct Connection;
 
@@ -248,7 +252,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
 namespace {
 
-using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+using TlsStream = beast::ssl_stream<tcp::socket>;
 
 struct Connection : std::enable_shared_from_this<Connection> {
   Connection(std::shared_ptr<HttpServer::Impl> s, tcp::socket socket)
@@ -257,7 +261,7 @@ struct Connection : std::enable_shared_from_this<Connection> {
     const auto ep = socket.remote_endpoint(ec);
     if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
     if (server->tls) {
-      tls.emplace(beast::tcp_stream(std::move(socket)), *server->tls);
+      tls.emplace(std::move(socket), *server->tls);
     } else {
       plain.emplace(std::move(socket));
     }
@@ -268,8 +272,17 @@ struct Connection : std::enable_shared_from_this<Connection> {
     server->reg_cv.notify_all();
   }
 
-  // The TCP layer (timeouts, the socket), under TLS or not.
-  beast::tcp_stream& tcp() { return tls ? tls->next_layer() : *plain; }
+  // The TCP socket, under TLS or not.
+  tcp::socket& socket() { return tls ? tls->next_layer() : *plain; }
+
+  // The connection's one timer (header, idle, write and handshake timeouts): a deadline
+  // that passes closes the connection. Set once the connection is shared.
+  void init_deadline(const std::shared_ptr<Connection>& self) {
+    std::weak_ptr<Connection> weak = self;
+    deadline.emplace(signal.get_executor(), [weak] {
+      if (auto c = weak.lock()) c->close();
+    });
+  }
 
   // Wakes the session coroutine (runs on the strand).
   void wake() { signal.cancel(); }
@@ -278,8 +291,8 @@ struct Connection : std::enable_shared_from_this<Connection> {
   void close() {
     closing = true;
     beast::error_code ec;
-    tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
-    tcp().socket().close(ec);
+    socket().shutdown(tcp::socket::shutdown_both, ec);
+    socket().close(ec);
     if (current) current->mark_closed();
     signal.cancel();
   }
@@ -287,11 +300,13 @@ struct Connection : std::enable_shared_from_this<Connection> {
   std::shared_ptr<HttpServer::Impl> server;
   net::steady_timer signal;
   std::string remote;  // "ip:port" of the peer
-  std::optional<beast::tcp_stream> plain;
+  std::optional<wire::LazyDeadline> deadline;
+  std::optional<tcp::socket> plain;
   std::optional<TlsStream> tls;
   std::shared_ptr<Stream> current;  // the response in progress
   std::string head;                 // a whole response's head, reused
   bool busy = false;                // between reading a request and its response's end
+  bool watching = false;            // the disconnect watcher is armed for `current`
   bool closing = false;
 };
 
@@ -302,7 +317,9 @@ void Stream::notify() {
     wake_posted_ = true;
   }
   if (auto conn = conn_.lock()) {
-    net::post(conn->signal.get_executor(), [conn] { conn->wake(); });
+    // At once when called on the connection's executor (a proxy on the same thread),
+    // else queued there.
+    net::dispatch(conn->signal.get_executor(), [conn] { conn->wake(); });
   }
 }
 
@@ -310,21 +327,20 @@ void Stream::notify() {
 // bytes of a pipelined next request. (Under TLS any record, a close_notify included,
 // counts as data: a client that leaves then is noticed at the next write.)
 void watch_disconnect(const std::shared_ptr<Connection>& conn, std::shared_ptr<Stream> stream) {
-  conn->tcp().socket().async_wait(
-      tcp::socket::wait_read, [conn, stream](const beast::error_code& ec) {
-        if (ec || conn->current != stream) return;  // cancelled, or that response is over
-        char b;
-        beast::error_code rec;
-        tcp::socket& socket = conn->tcp().socket();
-        socket.non_blocking(true, rec);
-        const size_t n = socket.receive(net::buffer(&b, 1), tcp::socket::message_peek, rec);
-        if (rec == net::error::would_block) return watch_disconnect(conn, stream);
-        if (rec || n == 0) {
-          stream->mark_closed();
-          conn->wake();
-        }
-        // Data: a pipelined request; stop watching (it is read after this response).
-      });
+  conn->socket().async_wait(tcp::socket::wait_read, [conn, stream](const beast::error_code& ec) {
+    if (ec || conn->current != stream) return;  // cancelled, or that response is over
+    char b;
+    beast::error_code rec;
+    tcp::socket& socket = conn->socket();
+    socket.non_blocking(true, rec);
+    const size_t n = socket.receive(net::buffer(&b, 1), tcp::socket::message_peek, rec);
+    if (rec == net::error::would_block) return watch_disconnect(conn, stream);
+    if (rec || n == 0) {
+      stream->mark_closed();
+      conn->wake();
+    }
+    // Data: a pipelined request; stop watching (it is read after this response).
+  });
 }
 
 bool is_shutdown_error(const beast::error_code& ec) {
@@ -350,21 +366,48 @@ void write_whole_head(std::string& out, unsigned version, bool keep, const HttpR
   out.append("\r\n");
 }
 
-HttpRequest to_request(http::request<http::string_body>&& req, const std::string& remote) {
-  HttpRequest r;
-  r.method = std::string(req.method_string());
-  r.target = std::string(req.target());
-  const size_t q = r.target.find('?');
-  r.path = r.target.substr(0, q);
-  if (q != std::string::npos) r.query = r.target.substr(q + 1);
-  r.headers.reserve(8);
-  for (const auto& f : req) {
-    r.headers.push_back(HttpHeader{std::string(f.name_string()), std::string(f.value())});
+// Parses one request straight into an HttpRequest (Beast's own message type allocates
+// per header field, and would then be copied).
+class RequestParser final : public http::basic_parser<true> {
+ public:
+  HttpRequest request;
+  unsigned version() const { return version_; }
+
+ private:
+  void on_request_impl(http::verb, beast::string_view method, beast::string_view target,
+                       int version, beast::error_code&) override {
+    request.method.assign(method.data(), method.size());
+    request.target.assign(target.data(), target.size());
+    version_ = static_cast<unsigned>(version);
   }
-  r.body = std::move(req.body());
-  r.remote = remote;
-  return r;
-}
+  void on_response_impl(int, beast::string_view, int, beast::error_code&) override {}
+  void on_field_impl(http::field, beast::string_view name, beast::string_view value,
+                     beast::error_code&) override {
+    request.headers.push_back(HttpHeader{std::string(name), std::string(value)});
+  }
+  void on_header_impl(beast::error_code&) override {
+    const std::string_view target = request.target;
+    const size_t q = target.find('?');
+    request.path.assign(target.substr(0, q));
+    if (q != std::string_view::npos) request.query.assign(target.substr(q + 1));
+  }
+  void on_body_init_impl(const boost::optional<std::uint64_t>& length,
+                         beast::error_code&) override {
+    if (length) request.body.reserve(static_cast<size_t>(*length));  // within body_limit
+  }
+  size_t on_body_impl(beast::string_view body, beast::error_code&) override {
+    request.body.append(body.data(), body.size());
+    return body.size();
+  }
+  void on_chunk_header_impl(std::uint64_t, beast::string_view, beast::error_code&) override {}
+  size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, beast::error_code&) override {
+    request.body.append(body.data(), body.size());
+    return body.size();
+  }
+  void on_finish_impl(beast::error_code&) override {}
+
+  unsigned version_ = 11;
+};
 
 // Reads requests and writes their responses on `stream` (plain TCP or TLS) until either
 // side ends the connection. Returns true when the server chose to close it (the client
@@ -375,12 +418,11 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
   const HttpServerOptions& options = server.options;
   beast::flat_buffer buffer;
   while (!conn->closing) {
-    http::request_parser<http::string_body> parser;
+    RequestParser parser;
     parser.header_limit(static_cast<uint32_t>(options.max_header_bytes));
     parser.body_limit(options.max_body_bytes);
-    conn->tcp().expires_after(options.idle_timeout);
-    auto [ec, n] = co_await http::async_read(stream, buffer, parser, kTuple);
-    (void)n;
+    conn->deadline->expires_after(options.idle_timeout);
+    const beast::error_code ec = co_await wire::read_message(stream, buffer, parser, false);
     if (ec) {
       if (is_shutdown_error(ec) || conn->closing) co_return false;
       int status = 400;
@@ -398,24 +440,23 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
       res.keep_alive(false);
       res.body() = std::move(err.body);
       res.prepare_payload();
-      conn->tcp().expires_after(options.write_timeout);
+      conn->deadline->expires_after(options.write_timeout);
       auto [wec, wn] = co_await http::async_write(stream, res, kTuple);
       (void)wn;
       co_return !wec;
     }
     conn->busy = true;
-    auto req = parser.release();
-    const bool keep_alive = req.keep_alive();
-    const unsigned version = req.version();
+    const bool keep_alive = parser.keep_alive();
+    const unsigned version = parser.version();
+    parser.request.remote = conn->remote;
     auto rs = std::make_shared<Stream>(conn, options.max_pending_bytes);
     conn->current = rs;
     try {
-      server.handler(to_request(std::move(req), conn->remote), rs);
+      server.handler(std::move(parser.request), rs);
     } catch (const std::exception& e) {
       rs->respond(error_response(500, std::string("internal error: ") + e.what()));
     }
-    watch_disconnect(conn, rs);
-    conn->tcp().expires_never();
+    conn->deadline->expires_never();
 
     bool ok = true;
     bool head_written = false;
@@ -432,7 +473,7 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
         write_whole_head(conn->head, version, keep, b.whole);
         const std::array<net::const_buffer, 2> out{net::buffer(conn->head),
                                                    net::buffer(b.whole.body)};
-        conn->tcp().expires_after(options.write_timeout);
+        conn->deadline->expires_after(options.write_timeout);
         auto [wec, wn] = co_await net::async_write(stream, out, kTuple);
         (void)wn;
         ok = !wec;
@@ -448,7 +489,7 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
         res.keep_alive(keep);
         res.chunked(true);
         http::response_serializer<http::empty_body> sr{res};
-        conn->tcp().expires_after(options.write_timeout);
+        conn->deadline->expires_after(options.write_timeout);
         auto [wec, wn] = co_await http::async_write_header(stream, sr, kTuple);
         (void)wn;
         if (wec) {
@@ -469,7 +510,7 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
         }
         const size_t bytes = data.size();
         if (bytes > 0) {
-          conn->tcp().expires_after(options.write_timeout);
+          conn->deadline->expires_after(options.write_timeout);
           auto [wec, wn] =
               co_await net::async_write(stream, http::make_chunk(net::buffer(data)), kTuple);
           (void)wn;
@@ -487,15 +528,25 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
         break;
       }
       if (b.finished && head_written) {
-        conn->tcp().expires_after(options.write_timeout);
+        conn->deadline->expires_after(options.write_timeout);
         auto [wec, wn] = co_await net::async_write(stream, http::make_chunk_last(), kTuple);
         (void)wn;
         ok = !wec;
         done = true;
         break;
       }
-      conn->signal.expires_at(net::steady_timer::time_point::max());
-      co_await conn->signal.async_wait(kTuple);
+      // Most answers come quickly: the disconnect watcher (a reactor registration per
+      // request) is armed only once the response has kept the client waiting a while.
+      if (conn->watching) {
+        conn->signal.expires_at(net::steady_timer::time_point::max());
+      } else {
+        conn->signal.expires_after(kWatchDisconnectAfter);
+      }
+      auto [wait_ec] = co_await conn->signal.async_wait(kTuple);
+      if (!wait_ec && !conn->watching) {
+        conn->watching = true;
+        watch_disconnect(conn, rs);
+      }
     }
     if (ok) {
       rs->mark_done();
@@ -503,8 +554,11 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
       rs->mark_closed();
     }
     conn->current.reset();
-    beast::error_code ignore;
-    conn->tcp().socket().cancel(ignore);  // the disconnect watcher
+    if (conn->watching) {
+      conn->watching = false;
+      beast::error_code ignore;
+      conn->socket().cancel(ignore);  // the disconnect watcher
+    }
     conn->busy = false;
     if (!ok) co_return false;
     if (!keep || server.stopping.load()) co_return true;
@@ -516,7 +570,10 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
 
 awaitable<void> HttpServer::Impl::accept_loop(std::shared_ptr<Impl> self) {
   while (!stopping.load()) {
-    auto [ec, socket] = co_await acceptor.async_accept(net::make_strand(ioc), kTuple);
+    // One thread runs the context: a connection needs no strand of its own.
+    tcp::socket socket(options.threads > 1 ? net::any_io_executor(net::make_strand(ioc))
+                                           : net::any_io_executor(ioc.get_executor()));
+    auto [ec] = co_await acceptor.async_accept(socket, kTuple);
     if (ec) {
       if (stopping.load() || ec == net::error::operation_aborted) break;
       // Out of descriptors or a transient error: back off briefly.
@@ -527,6 +584,7 @@ awaitable<void> HttpServer::Impl::accept_loop(std::shared_ptr<Impl> self) {
     beast::error_code ignore;
     socket.set_option(tcp::no_delay(true), ignore);
     auto conn = std::make_shared<Connection>(shared_from_this(), std::move(socket));
+    conn->init_deadline(conn);
     {
       std::lock_guard lock(reg_mu);
       conns.emplace(conn.get(), conn);
@@ -542,12 +600,12 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Connection> conn) {
     if (conn->tls) {
       // The handshake counts against the header timeout: a client that connects and
       // sends nothing, or bytes that are not TLS, is dropped.
-      conn->tcp().expires_after(options.handshake_timeout);
+      conn->deadline->expires_after(options.handshake_timeout);
       auto [ec] = co_await conn->tls->async_handshake(net::ssl::stream_base::server, kTuple);
       if (!ec && !conn->closing) {
         const bool server_closes = co_await serve_requests(*this, conn, *conn->tls);
         if (server_closes && !conn->closing) {
-          conn->tcp().expires_after(std::chrono::seconds(1));
+          conn->deadline->expires_after(std::chrono::seconds(1));
           auto [sec] = co_await conn->tls->async_shutdown(kTuple);
           (void)sec;
         }
@@ -560,9 +618,10 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Connection> conn) {
   }
   if (conn->current) conn->current->mark_closed();
   conn->current.reset();
+  conn->deadline->cancel();
   beast::error_code ec;
-  conn->tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
-  conn->tcp().socket().close(ec);
+  conn->socket().shutdown(tcp::socket::shutdown_send, ec);
+  conn->socket().close(ec);
 }
 
 void HttpServer::Impl::stop(std::chrono::milliseconds grace) {

@@ -72,7 +72,7 @@ using HttpHandler =
 struct HttpServerOptions {
   std::string address = "127.0.0.1";
   uint16_t port = 0;  // 0: an ephemeral port (see port())
-  int threads = 1;    // I/O threads
+  int threads = 1;    // I/O threads (with io_context below: how many threads run it)
   size_t max_header_bytes = 16 * 1024;
   size_t max_body_bytes = 8 * 1024 * 1024;
   std::chrono::milliseconds idle_timeout{60'000};   // keep-alive and request read

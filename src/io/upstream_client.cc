@@ -8,10 +8,14 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
+
+#include "io/http_wire.h"
 
 namespace kvgate::io {
 namespace asio = boost::asio;
@@ -21,14 +25,64 @@ using asio::ip::tcp;
 
 namespace {
 
-// A pooled connection keeps its buffers: an exchange on a reused connection allocates
-// no I/O memory.
+// The response head and body as they are parsed, without allocating per exchange: the
+// header strings are assigned in place (their capacity stays with the connection) and
+// body bytes are appended to `body`, which the reader consumes.
+class ResponseParser final : public http::basic_parser<false> {
+ public:
+  ResponseParser(UpstreamHeaders& headers, std::string& body) : headers_(headers), body_(body) {}
+  int status() const { return status_; }
+
+ private:
+  void on_request_impl(http::verb, beast::string_view, beast::string_view, int,
+                       beast::error_code&) override {}
+  void on_response_impl(int code, beast::string_view, int, beast::error_code&) override {
+    status_ = code;
+  }
+  void on_field_impl(http::field, beast::string_view name, beast::string_view value,
+                     beast::error_code&) override {
+    if (count_ < headers_.size()) {
+      headers_[count_].first.assign(name.data(), name.size());
+      headers_[count_].second.assign(value.data(), value.size());
+    } else {
+      headers_.emplace_back(std::string(name), std::string(value));
+    }
+    ++count_;
+  }
+  void on_header_impl(beast::error_code&) override { headers_.resize(count_); }
+  void on_body_init_impl(const boost::optional<std::uint64_t>&, beast::error_code&) override {}
+  size_t on_body_impl(beast::string_view body, beast::error_code&) override {
+    body_.append(body.data(), body.size());
+    return body.size();
+  }
+  void on_chunk_header_impl(std::uint64_t, beast::string_view, beast::error_code&) override {}
+  size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, beast::error_code&) override {
+    body_.append(body.data(), body.size());
+    return body.size();
+  }
+  void on_finish_impl(beast::error_code&) override {}
+
+  UpstreamHeaders& headers_;
+  std::string& body_;
+  size_t count_ = 0;
+  int status_ = 0;
+};
+
+// A pooled connection keeps its buffers, its header strings and its parser's storage: an
+// exchange on a reused connection allocates no I/O memory.
 struct Connection {
-  explicit Connection(asio::any_io_executor ex) : stream(std::move(ex)) {}
-  beast::tcp_stream stream;
+  explicit Connection(const asio::any_io_executor& ex)
+      : socket(ex), deadline(ex, [this] {
+          beast::error_code ignored;
+          socket.close(ignored);  // the operation in progress fails: a timeout
+        }) {}
+  tcp::socket socket;
+  wire::LazyDeadline deadline;  // connect, head and body timeouts
   beast::flat_buffer buffer;
-  std::array<char, 16 * 1024> body;  // where read_some puts body bytes
-  std::string head;                  // the request head being sent
+  std::string head;  // the request head being sent
+  UpstreamHeaders headers;
+  std::string body;  // body bytes parsed and not yet handed out
+  std::optional<ResponseParser> parser;
 };
 
 // The request head as sent: request line, Host, the caller's headers, Content-Length
@@ -42,9 +96,16 @@ void write_head(std::string& out, const UpstreamRequest& r, std::string_view hos
   out.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n\r\n");
 }
 
-UpstreamErrorKind kind_of(const boost::system::error_code& ec) {
-  return ec == beast::error::timeout ? UpstreamErrorKind::kTimeout : UpstreamErrorKind::kClosed;
+UpstreamErrorKind kind_of(const Connection& conn) {
+  return conn.deadline.expired() ? UpstreamErrorKind::kTimeout : UpstreamErrorKind::kClosed;
 }
+
+// The error's text, "timed out" when the deadline closed the socket.
+std::string message_of(const Connection& conn, const boost::system::error_code& ec) {
+  return conn.deadline.expired() ? "timed out" : ec.message();
+}
+
+const UpstreamHeaders kNoHeaders;
 
 }  // namespace
 
@@ -63,7 +124,7 @@ struct UpstreamClient::Pool {
   }
 
   void give(const std::string& key, std::unique_ptr<Connection> conn) {
-    conn->stream.expires_never();
+    conn->deadline.disarm();  // idle in the pool: no timer keeps the context busy
     std::lock_guard lock(mu);
     auto& list = idle[key];
     if (list.size() < max_idle) list.push_back(std::move(conn));
@@ -74,74 +135,110 @@ struct UpstreamExchange::Impl {
   std::shared_ptr<UpstreamClient::Pool> pool;
   std::string key;
   std::unique_ptr<Connection> conn;
-  http::response_parser<http::buffer_body> parser;
   int status = 0;
-  UpstreamHeaders headers;
   bool keep_alive = false;
   bool done = false;
+  size_t handed_out = 0;  // bytes of conn->body the last read_some returned
+
+  bool parsed_all() const { return conn && conn->parser->is_done(); }
 
   void release() {
     done = true;
-    if (conn && keep_alive && parser.is_done()) {
+    if (conn && keep_alive && conn->parser->is_done()) {
+      conn->parser.reset();
+      conn->body.clear();
       pool->give(key, std::move(conn));
     } else if (conn) {
       beast::error_code ignored;
-      conn->stream.socket().close(ignored);
+      conn->socket.close(ignored);
       conn.reset();
     }
+  }
+
+  // Reads more of the body into conn->body; an error ends the exchange.
+  asio::awaitable<std::optional<UpstreamError>> read_more(std::chrono::milliseconds timeout) {
+    conn->deadline.expires_after(timeout);
+    const size_t before = conn->body.size();
+    beast::error_code ec;
+    // Parses what is buffered, reading once from the socket when that is not enough.
+    while (!ec && conn->body.size() == before && !conn->parser->is_done()) {
+      if (conn->buffer.size() > 0) {
+        const size_t used = conn->parser->put(conn->buffer.data(), ec);
+        conn->buffer.consume(used);
+        if (ec == http::error::need_more) ec = {};
+        if (ec || used > 0) continue;
+      }
+      auto [rec, n] = co_await conn->socket.async_read_some(conn->buffer.prepare(16 * 1024),
+                                                            asio::as_tuple(asio::use_awaitable));
+      if (rec == asio::error::eof && conn->parser->got_some()) {
+        conn->parser->put_eof(ec);  // a body delimited by the end of the connection
+        if (!ec && !conn->parser->is_done()) ec = rec;
+        keep_alive = false;
+      } else {
+        ec = rec;
+        conn->buffer.commit(n);
+      }
+    }
+    conn->deadline.expires_never();
+    if (!ec) co_return std::nullopt;
+    UpstreamError err{kind_of(*conn), "upstream body: " + message_of(*conn, ec)};
+    keep_alive = false;
+    release();
+    co_return err;
   }
 };
 
 UpstreamExchange::UpstreamExchange(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 UpstreamExchange::~UpstreamExchange() = default;
 int UpstreamExchange::status() const { return impl_->status; }
-const UpstreamHeaders& UpstreamExchange::headers() const { return impl_->headers; }
+const UpstreamHeaders& UpstreamExchange::headers() const {
+  return impl_->conn ? impl_->conn->headers : kNoHeaders;
+}
 void UpstreamExchange::no_reuse() { impl_->keep_alive = false; }
 
 asio::awaitable<UpstreamResult<std::string_view>> UpstreamExchange::read_some(
     std::chrono::milliseconds timeout) {
   Impl& s = *impl_;
+  if (s.conn && s.handed_out > 0) {  // the caller is done with the last piece
+    s.conn->body.erase(0, s.handed_out);
+    s.handed_out = 0;
+  }
   while (!s.done) {
-    if (s.parser.is_done()) {
+    if (!s.conn->body.empty()) {
+      // A finished response goes back to the pool at the next call, not now: the view
+      // points into the connection, which another thread may take from the pool at once.
+      s.handed_out = s.conn->body.size();
+      co_return std::string_view(s.conn->body);
+    }
+    if (s.parsed_all()) {
       s.release();
       break;
     }
-    auto& buf = s.conn->body;
-    s.parser.get().body().data = buf.data();
-    s.parser.get().body().size = buf.size();
-    s.conn->stream.expires_after(timeout);
-    beast::error_code ec;
-    co_await http::async_read_some(s.conn->stream, s.conn->buffer, s.parser,
-                                   asio::redirect_error(asio::use_awaitable, ec));
-    if (ec == http::error::need_buffer) ec = {};
-    if (ec) {
-      UpstreamError err{kind_of(ec), "upstream body: " + ec.message()};
-      s.keep_alive = false;
-      s.release();
-      co_return err;
-    }
-    size_t n = buf.size() - s.parser.get().body().size;
-    // A finished response goes back to the pool at the next call (the loop's top), not
-    // now: the view points into the connection, which another thread may take from
-    // the pool at once.
-    if (n > 0) co_return std::string_view(buf.data(), n);
+    if (auto err = co_await s.read_more(timeout)) co_return std::move(*err);
   }
   co_return std::string_view{};
 }
 
 asio::awaitable<UpstreamResult<std::string>> UpstreamExchange::read_all(
     std::chrono::milliseconds timeout, size_t limit) {
+  Impl& s = *impl_;
   std::string body;
-  while (true) {
-    auto piece = co_await read_some(timeout);
-    if (!piece) co_return piece.error();
-    if (piece->empty()) break;
-    body.append(piece->data(), piece->size());
-    if (body.size() > limit) {
-      impl_->keep_alive = false;
-      impl_->release();
+  if (s.conn && s.handed_out > 0) {
+    s.conn->body.erase(0, s.handed_out);
+    s.handed_out = 0;
+  }
+  while (!s.done) {
+    if (s.conn->body.size() > limit) {
+      s.keep_alive = false;
+      s.release();
       co_return UpstreamError{UpstreamErrorKind::kProtocol, "upstream body too large"};
     }
+    if (s.parsed_all()) {
+      body.swap(s.conn->body);  // the connection's buffer goes to the caller
+      s.release();
+      break;
+    }
+    if (auto err = co_await s.read_more(timeout)) co_return std::move(*err);
   }
   co_return body;
 }
@@ -182,40 +279,44 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
       if (ec)
         co_return UpstreamError{UpstreamErrorKind::kConnect,
                                 "resolve " + key + ": " + ec.message()};
-      conn->stream.expires_after(options_.connect_timeout);
-      co_await conn->stream.async_connect(endpoints, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec)
+      conn->deadline.expires_after(options_.connect_timeout);
+      co_await asio::async_connect(conn->socket, endpoints,
+                                   asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        if (conn->deadline.expired()) {
+          co_return UpstreamError{UpstreamErrorKind::kTimeout, "connect " + key + ": timed out"};
+        }
         co_return UpstreamError{UpstreamErrorKind::kConnect,
                                 "connect " + key + ": " + ec.message()};
-      conn->stream.socket().set_option(tcp::no_delay(true), ec);
+      }
+      conn->socket.set_option(tcp::no_delay(true), ec);
     }
-    conn->stream.expires_after(options_.head_timeout);
+    conn->deadline.reset_expired();
+    conn->deadline.expires_after(options_.head_timeout);
     write_head(conn->head, request, key);
     const std::array<asio::const_buffer, 2> out{asio::buffer(conn->head),
                                                 asio::buffer(request.body)};
-    co_await asio::async_write(conn->stream, out, asio::redirect_error(asio::use_awaitable, ec));
+    co_await asio::async_write(conn->socket, out, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
-      if (reused) continue;
-      co_return UpstreamError{kind_of(ec), "send to " + key + ": " + ec.message()};
+      if (reused && !conn->deadline.expired()) continue;
+      co_return UpstreamError{kind_of(*conn), "send to " + key + ": " + message_of(*conn, ec)};
     }
+    conn->body.clear();
+    conn->parser.emplace(conn->headers, conn->body);
+    conn->parser->body_limit(boost::none);
+    conn->parser->header_limit(64 * 1024);
+    ec = co_await wire::read_message(conn->socket, conn->buffer, *conn->parser, true);
+    if (ec) {
+      if (reused && !conn->deadline.expired() && !conn->parser->got_some()) continue;
+      co_return UpstreamError{kind_of(*conn),
+                              "response head from " + key + ": " + message_of(*conn, ec)};
+    }
+    conn->deadline.expires_never();
     auto impl = std::make_unique<UpstreamExchange::Impl>();
-    impl->parser.body_limit(boost::none);
-    impl->parser.header_limit(64 * 1024);
-    co_await http::async_read_header(conn->stream, conn->buffer, impl->parser,
-                                     asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-      if (reused && ec != beast::error::timeout && conn->buffer.size() == 0) continue;
-      co_return UpstreamError{kind_of(ec), "response head from " + key + ": " + ec.message()};
-    }
-    conn->stream.expires_never();
-    const auto& head = impl->parser.get();
-    impl->status = static_cast<int>(head.result_int());
-    for (const auto& field : head) {
-      impl->headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
-    }
-    impl->keep_alive = head.keep_alive();
+    impl->status = conn->parser->status();
+    impl->keep_alive = conn->parser->keep_alive();
     impl->pool = pool_;
-    impl->key = key;
+    impl->key = std::move(key);
     impl->conn = std::move(conn);
     co_return std::make_unique<UpstreamExchange>(std::move(impl));
   }

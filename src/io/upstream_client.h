@@ -88,6 +88,8 @@ class UpstreamExchange {
   ~UpstreamExchange();
 
   int status() const;
+  // The response's header fields; valid until the body has been read to its end (then the
+  // connection, which holds them, is back in the pool and this is empty).
   const UpstreamHeaders& headers() const;
   // Close the connection at the end instead of returning it to the pool.
   void no_reuse();

@@ -172,6 +172,8 @@ class Simulation {
   bool open_loop_exhausted_ = false;
   std::vector<uint32_t> engine_of_;  // router endpoint id -> engine index
   std::vector<ClusterSample> samples_;
+  Nanos last_scrape_ = 0;
+  std::vector<double> busy_attributed_;  // by engine: busy seconds counted in samples
   uint64_t events_ = 0;
 
   // Autoscaling (scaler_ null: a fixed fleet).
@@ -376,9 +378,16 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
     er.hold_kv_after_finish = true;  // until the decode engine has read the KV
   } else if (r.phase == Phase::kDecode) {
     const uint32_t prefill_engine = r.record.prefill_engine;
-    const double usage = engines_[engine]->metrics().kv_cache_usage;
+    // Usage once the prompt's KV is in: with long prompts one request is a sizeable
+    // share of the pool, so the engine's current usage alone would admit requests that
+    // cannot fit, to wait in its queue.
+    const engine::EngineConfig& dc = engines_[engine]->config();
+    const double prompt_blocks =
+        static_cast<double>((r.work.prompt->size() + dc.block_size) / dc.block_size);
+    const double usage = engines_[engine]->metrics().kv_cache_usage +
+                         prompt_blocks / std::max<uint32_t>(dc.num_gpu_blocks, 1);
     if (scenario_.gateway.decode_reject_kv_usage > 0 &&
-        usage >= scenario_.gateway.decode_reject_kv_usage) {
+        usage > scenario_.gateway.decode_reject_kv_usage) {
       // Mooncake section 7: the decode instance is too loaded and refuses a request
       // whose prefill is already done; the prefill work is wasted.
       r.record.rejected = true;
@@ -506,6 +515,9 @@ void Simulation::on_finished(Nanos now, uint64_t id) {
 void Simulation::on_prefill_done(Nanos now, uint64_t id) {
   RequestState& r = requests_[id];
   r.phase = Phase::kDecode;
+  // The gateway's P/D flow does the same when the prefill answer comes back: the
+  // prefill endpoint's load goes, and the request counts as landed on decode.
+  router_->pool().on_first_token(id, now);
   queue_.push(now + scenario_.gateway.hop_delay,
               Event{EventKind::kEngineReceive, r.decode_engine, id});
 }
@@ -541,8 +553,10 @@ void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
 }
 
 void Simulation::on_scrape(Nanos now) {
-  double waiting = 0, usage = 0, prefill_waiting = 0, decode_usage = 0;
+  double waiting = 0, usage = 0, prefill_waiting = 0, decode_usage = 0, prefill_queued = 0;
   uint32_t prefillers = 0, decoders = 0;
+  double prefillers_busy = 0;
+  busy_attributed_.resize(engines_.size(), 0.0);
   size_t serving = 0;
   for (uint32_t i = 0; i < engines_.size(); ++i) {
     const ReplicaPhase phase = replicas_[i].phase;
@@ -552,6 +566,17 @@ void Simulation::on_scrape(Nanos now) {
     const engine::Role role = engines_[i]->config().role;
     if (role == engine::Role::kPrefill) {
       prefill_waiting += m.num_requests_waiting;
+      if (const route::Endpoint* ep = router_->pool().get(endpoint_of_[i]))
+        prefill_queued += static_cast<double>(ep->load.active_prefill_tokens);
+      // Busy time since the last scrape. A step's whole duration is counted when it
+      // starts, so a long step's time is spread over the intervals it covers (at most
+      // one interval's worth each).
+      const double dt = to_seconds(now - last_scrape_);
+      if (dt > 0) {
+        const double take = std::min(dt, m.busy_seconds - busy_attributed_[i]);
+        busy_attributed_[i] += take;
+        prefillers_busy += take / dt;
+      }
       ++prefillers;
     } else if (role == engine::Role::kDecode) {
       decode_usage += m.kv_cache_usage;
@@ -566,8 +591,15 @@ void Simulation::on_scrape(Nanos now) {
     usage += m.kv_cache_usage;
   }
   const double n = static_cast<double>(std::max<size_t>(serving, 1));
-  samples_.push_back({now, waiting / n, usage / n, prefillers ? prefill_waiting / prefillers : 0,
-                      decoders ? decode_usage / decoders : 0});
+  last_scrape_ = now;
+  const double p = std::max<uint32_t>(prefillers, 1);
+  samples_.push_back({.at = now,
+                      .mean_waiting = waiting / n,
+                      .mean_kv_usage = usage / n,
+                      .prefill_waiting = prefill_waiting / p,
+                      .decode_kv_usage = decoders ? decode_usage / decoders : 0,
+                      .prefill_queued_tokens = prefill_queued / p,
+                      .prefill_busy = prefillers_busy / p});
   if (!done())
     queue_.push(now + scenario_.gateway.scrape_interval, Event{EventKind::kScrape, 0, 0});
 }

@@ -47,6 +47,12 @@ struct ClusterSample {
   // Disaggregated clusters: the same over prefill-role and decode-role engines.
   double prefill_waiting = 0;
   double decode_kv_usage = 0;
+  // Mean over prefill engines of the prompt tokens routed there and not yet prefilled,
+  // as the router counts them (its queue, what early rejection predicts from).
+  double prefill_queued_tokens = 0;
+  // Mean over prefill engines of the share of the last scrape interval they spent
+  // computing, 0..1 (a step's time spread over the intervals it covers).
+  double prefill_busy = 0;
 };
 
 // One autoscaler control tick (autoscaled runs only).

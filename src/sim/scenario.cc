@@ -155,12 +155,13 @@ Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
   KVGATE_TRY(read_field(n, "prefill_tokens_per_second", p.router.prefill_tokens_per_second, where));
   if (const YAML::Node e = n["early_reject"]) {
     const std::string we = where + ".early_reject";
-    KVGATE_TRY(check_keys(e, {"enabled", "max_usage", "decode_seconds_per_token"}, we));
+    KVGATE_TRY(check_keys(e, {"enabled", "max_usage", "decode_seconds_per_token", "predict"}, we));
     auto& er = p.router.early_reject;
     er.enabled = true;
     KVGATE_TRY(read_field(e, "enabled", er.enabled, we));
     KVGATE_TRY(read_field(e, "max_usage", er.max_usage, we));
     KVGATE_TRY(read_field(e, "decode_seconds_per_token", er.decode_seconds_per_token, we));
+    KVGATE_TRY(read_field(e, "predict", er.predict, we));
   }
   if (const YAML::Node d = n["pd"]) {
     const std::string wd = where + ".pd";

@@ -16,8 +16,9 @@
 //     scrape_interval_ms: 100       # how often engine metrics reach the router
 //     kv_event_delay_ms: 10         # engine -> precise index
 //     kv_transfer_ms_per_1k_tokens: 5   # disaggregated: prefill -> decode KV transfer
-//     decode_reject_kv_usage: 0     # disaggregated: a decode engine this full (0..1)
-//                                   # refuses a request whose prefill is done (0: never)
+//     decode_reject_kv_usage: 0     # disaggregated: a decode engine refuses a request
+//                                   # whose prefill is done when its prompt's KV would
+//                                   # put its usage above this (0..1; 0: never)
 //   policies:
 //     - name: precise               # the label in the report
 //       policy: kv-cost             # a router policy (route/registry.h)
@@ -28,7 +29,8 @@
 //       approx: {ttl_s: 120, capacity_pairs: 4194304}
 //       record_decisions: true
 //       prefill_tokens_per_second: 10000
-//       early_reject: {enabled: true, max_usage: 0.95, decode_seconds_per_token: 0.03}
+//       early_reject: {enabled: true, max_usage: 0.95, decode_seconds_per_token: 0.03,
+//                      predict: true}   # false: the naive rule (decode load now)
 //       pd: {mode: auto, locality_weight: 64, local_prefill_max_tokens: 0}
 //       warmup: {prefixes: 16, budget_s: 10, concurrency: 4}   # new replicas (autoscaled)
 //   workload: {...}                 # workload_yaml.h
@@ -70,9 +72,10 @@ struct GatewaySpec {
   Nanos hop_delay = 1 * kMillisecond;
   Nanos scrape_interval = 100 * kMillisecond;
   Nanos kv_event_delay = 10 * kMillisecond;
-  // Disaggregated serving: KV transfer time per 1,000 prompt tokens, and the KV usage at
-  // which a decode engine refuses a request whose prefill is already done (Mooncake's
-  // wasted prefill). 0: decode engines queue instead of refusing.
+  // Disaggregated serving: KV transfer time per 1,000 prompt tokens, and the KV usage
+  // (0..1) a decode engine may not exceed by taking in a request whose prefill is done:
+  // when the prompt's KV would push it over, it refuses (Mooncake's wasted prefill).
+  // 0: decode engines queue instead of refusing.
   Nanos kv_transfer_per_1k_tokens = 5 * kMillisecond;
   double decode_reject_kv_usage = 0;
 };

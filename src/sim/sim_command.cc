@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "sim/cluster_sim.h"
+#include "sim/pd_load_report.h"
 #include "sim/scaling_report.h"
 #include "sim/scenario.h"
 #include "sim/sim_report_files.h"
@@ -84,6 +85,11 @@ int run_sim(const SimArgs& args) {
     results.summaries.push_back(summarize(run, results.stages));
 
   std::fputs(format_table(scenario->name, results.summaries).c_str(), stdout);
+  if (has_pd_samples(results.runs)) {
+    std::fputs(
+        pd_load_table(summarize_pd_load(results.runs, results.summaries, results.stages)).c_str(),
+        stdout);
+  }
   for (const Summary& s : results.summaries) {
     const PolicyRun* run = nullptr;
     for (const PolicyRun& r : results.runs) {
@@ -154,7 +160,8 @@ void add_sim_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--out", args->out,
-                  "Directory for summary.csv, stages.csv, report.json and the SVG charts "
+                  "Directory for summary.csv, stages.csv, report.json and the SVG charts, "
+                  "plus pd_load.csv and pd_load_samples.csv for prefill/decode clusters "
                   "(created if needed; empty string: write nothing)")
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Random seed (default: the scenario's `seed`)")

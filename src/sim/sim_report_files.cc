@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "sim/pd_load_report.h"
 #include "sim/svg_plot.h"
 
 namespace kvgate::sim {
@@ -30,6 +31,20 @@ std::string requests_csv(const ScenarioResults& r) {
                          q.first_token >= 0 ? to_seconds(q.first_token - q.arrival) : -1.0,
                          q.finish >= 0 ? to_seconds(q.finish - q.arrival) : -1.0, q.prompt_tokens,
                          q.cached_tokens, q.output_tokens, q.rejected ? 1 : 0);
+    }
+  }
+  return out;
+}
+
+// Every scrape sample of every run: the time series behind pd_load_over_time.svg.
+std::string pd_samples_csv(const ScenarioResults& r) {
+  std::string out =
+      "policy,time_s,decode_kv_usage,prefill_waiting,prefill_queued_tokens,prefill_busy\n";
+  for (const PolicyRun& run : r.runs) {
+    for (const ClusterSample& s : run.samples) {
+      out += fmt::format("{},{:.3f},{:.4f},{:.3f},{:.0f},{:.3f}\n", run.policy, to_seconds(s.at),
+                         s.decode_kv_usage, s.prefill_waiting, s.prefill_queued_tokens,
+                         s.prefill_busy);
     }
   }
   return out;
@@ -87,25 +102,70 @@ std::string ttft_vs_qps_svg(const ScenarioResults& r) {
   return render_svg(c);
 }
 
-std::string pd_load_over_time_svg(const ScenarioResults& r) {
+namespace {
+
+// Decode KV usage (%) and the share of prefill engines busy (%) of one run, between
+// `from` and `to` (0: the end), each averaged over `smooth` consecutive samples.
+LineChart pd_panel(const PolicyRun& run, Nanos from, Nanos to, size_t smooth) {
   LineChart c;
-  c.title = "Decode KV usage (%) and prefill queue over time: " + r.scenario;
   c.x_label = "time (s)";
-  c.y_label = "decode KV usage (%) / prefill waiting per engine";
+  c.y_label = "%";
   c.width = 900;
-  for (const PolicyRun& run : r.runs) {
-    Series kv{run.policy + " decode KV %", {}, false};
-    Series queue{run.policy + " prefill queue", {}, false};
-    const size_t step = std::max<size_t>(1, run.samples.size() / 600);
-    for (size_t i = 0; i < run.samples.size(); i += step) {
-      const ClusterSample& s = run.samples[i];
-      kv.points.emplace_back(to_seconds(s.at), s.decode_kv_usage * 100);
-      queue.points.emplace_back(to_seconds(s.at), s.prefill_waiting);
-    }
-    c.series.push_back(std::move(kv));
-    c.series.push_back(std::move(queue));
+  c.height = 280;
+  Series kv{"decode KV usage", {}, false};
+  Series busy{"prefill engines busy", {}, false};
+  double kv_sum = 0, busy_sum = 0;
+  size_t n = 0;
+  for (const ClusterSample& s : run.samples) {
+    if (s.at < from || (to > 0 && s.at > to)) continue;
+    kv_sum += s.decode_kv_usage;
+    busy_sum += s.prefill_busy;
+    if (++n < smooth) continue;
+    const double t = to_seconds(s.at);
+    kv.points.emplace_back(t, kv_sum / static_cast<double>(n) * 100);
+    busy.points.emplace_back(t, busy_sum / static_cast<double>(n) * 100);
+    kv_sum = busy_sum = 0;
+    n = 0;
   }
-  return render_svg(c);
+  c.series = {std::move(kv), std::move(busy)};
+  return c;
+}
+
+}  // namespace
+
+std::string pd_load_over_time_svg(const ScenarioResults& r) {
+  // One panel per policy, on the same time axis, so the swings line up by eye; each
+  // point averages enough samples to keep the file small (1 s at the default scrape).
+  std::vector<LineChart> panels;
+  for (const PolicyRun& run : r.runs) {
+    const size_t smooth = std::max<size_t>(1, run.samples.size() / 1500);
+    LineChart c = pd_panel(run, 0, 0, std::max<size_t>(smooth, 10));
+    c.title = fmt::format("{}: decode KV usage and prefill engines busy (1 s means)", run.policy);
+    panels.push_back(std::move(c));
+  }
+  return render_svg_panels(panels);
+}
+
+PdZoom pd_zoom_window(const ScenarioResults& r) {
+  // The busiest stage (the first of the highest rate), from 10 s in (past the ramp).
+  const StageInfo* busiest = nullptr;
+  for (const StageInfo& st : r.stages) {
+    if (!st.warmup && (!busiest || st.qps > busiest->qps)) busiest = &st;
+  }
+  if (!busiest) return {};
+  const Nanos from = std::min(busiest->start + 10 * kSecond, busiest->end);
+  return {from, std::min(from + 20 * kSecond, busiest->end)};
+}
+
+std::string pd_load_zoom_svg(const ScenarioResults& r) {
+  const PdZoom zoom = pd_zoom_window(r);
+  std::vector<LineChart> panels;
+  for (const PolicyRun& run : r.runs) {
+    LineChart c = pd_panel(run, zoom.from, zoom.to, 1);
+    c.title = fmt::format("{}: decode KV usage and prefill engines busy, every scrape", run.policy);
+    panels.push_back(std::move(c));
+  }
+  return render_svg_panels(panels);
 }
 
 Result<std::vector<std::string>> write_report_files(const ScenarioResults& r,
@@ -121,12 +181,14 @@ Result<std::vector<std::string>> write_report_files(const ScenarioResults& r,
       {"throughput_vs_qps.svg", throughput_vs_qps_svg(r)},
       {"ttft_p90_vs_qps.svg", ttft_vs_qps_svg(r)},
   };
-  bool disaggregated = false;
-  for (const PolicyRun& run : r.runs) {
-    for (const ClusterSample& s : run.samples)
-      disaggregated = disaggregated || s.decode_kv_usage > 0;
+  const bool disaggregated = has_pd_samples(r.runs);
+  if (disaggregated) {
+    files.emplace_back("pd_load_over_time.svg", pd_load_over_time_svg(r));
+    files.emplace_back("pd_load_zoom.svg", pd_load_zoom_svg(r));
+    files.emplace_back("pd_load.csv",
+                       pd_load_csv(summarize_pd_load(r.runs, r.summaries, r.stages)));
+    files.emplace_back("pd_load_samples.csv", pd_samples_csv(r));
   }
-  if (disaggregated) files.emplace_back("pd_load_over_time.svg", pd_load_over_time_svg(r));
   if (per_request) files.emplace_back("requests.csv", requests_csv(r));
   std::vector<std::string> written;
   for (const auto& [name, text] : files) {

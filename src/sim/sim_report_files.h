@@ -1,6 +1,8 @@
 // Writes a scenario's results to a directory: summary.csv, stages.csv, report.json,
 // requests.csv (optional) and the SVG charts (ttft_cdf.svg, throughput_vs_qps.svg,
-// ttft_p90_vs_qps.svg; pd_load_over_time.svg for disaggregated clusters).
+// ttft_p90_vs_qps.svg). Disaggregated clusters also get pd_load_over_time.svg and
+// pd_load_zoom.svg (one panel per policy), pd_load.csv (pd_load_report.h) and pd_load_samples.csv
+// (every scrape sample: decode KV usage, prefill waiting, queued tokens, busy).
 #pragma once
 
 #include <string>
@@ -23,9 +25,16 @@ struct ScenarioResults {
 std::string ttft_cdf_svg(const ScenarioResults& results);
 std::string throughput_vs_qps_svg(const ScenarioResults& results);
 std::string ttft_vs_qps_svg(const ScenarioResults& results);
-// Disaggregated clusters: decode KV usage and prefill queue over time, per policy
-// (Mooncake's load oscillation).
+// Disaggregated clusters: decode KV usage and the share of prefill engines busy over
+// time, one panel per policy (Mooncake's load oscillation): the whole run in 1 s means,
+// and a 20 s zoom on every scrape sample, from 10 s into the busiest stage.
 std::string pd_load_over_time_svg(const ScenarioResults& results);
+std::string pd_load_zoom_svg(const ScenarioResults& results);
+struct PdZoom {
+  Nanos from = 0;
+  Nanos to = 0;  // 0: the end of the run
+};
+PdZoom pd_zoom_window(const ScenarioResults& results);
 
 // Creates `dir` if needed and writes every file; returns the paths written.
 Result<std::vector<std::string>> write_report_files(const ScenarioResults& results,

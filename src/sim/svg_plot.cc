@@ -151,6 +151,25 @@ std::string render_svg(const LineChart& c) {
   return out;
 }
 
+std::string render_svg_panels(const std::vector<LineChart>& charts) {
+  // Each chart stays a complete <svg> element, nested at its offset (SVG allows nested
+  // viewports), so render_svg needs no change.
+  std::string body;
+  double width = 0, height = 0;
+  for (const LineChart& c : charts) {
+    std::string one = render_svg(c);
+    const size_t w_at = one.find("width=\"") + 7;
+    width = std::max(width, std::stod(one.substr(w_at, one.find('"', w_at) - w_at)));
+    one.replace(0, 4, fmt::format("<svg x=\"0\" y=\"{}\"", height));
+    body += one;
+    height += c.height;
+  }
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+      "viewBox=\"0 0 {} {}\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n{}</svg>\n",
+      width, std::max(height, 1.0), width, std::max(height, 1.0), body);
+}
+
 std::vector<std::pair<double, double>> cdf_points(std::vector<double> values, size_t max_points) {
   std::vector<std::pair<double, double>> out;
   if (values.empty()) return out;

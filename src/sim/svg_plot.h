@@ -33,6 +33,8 @@ struct LineChart {
 };
 
 std::string render_svg(const LineChart& chart);
+// Several charts stacked top to bottom in one SVG document.
+std::string render_svg_panels(const std::vector<LineChart>& charts);
 
 // The empirical CDF of `values` as (value, fraction <= value) points, thinned to at most
 // `max_points` so that large runs stay small files.

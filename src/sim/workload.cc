@@ -30,7 +30,8 @@ class SharedPrefixWorkload final : public Workload {
   SharedPrefixWorkload(const WorkloadSpec& spec, uint64_t seed)
       : spec_(spec.shared_prefix),
         arrivals_(spec.arrivals, mix(seed ^ 0xa77)),
-        pick_(mix(seed ^ 7)) {
+        pick_(mix(seed ^ 7)),
+        length_(mix(seed ^ 0x1e9)) {
     for (uint32_t g = 0; g < spec_.groups; ++g) {
       Prompt system;
       append_content(piece_id(seed, kSystem, g), spec_.system_prompt_tokens, spec.vocab_size,
@@ -53,7 +54,12 @@ class SharedPrefixWorkload final : public Workload {
     if (!a || prompts_.empty()) return std::nullopt;
     const size_t i = spec_.cycle ? sent_ % prompts_.size() : pick_.below(prompts_.size());
     ++sent_;
-    return WorkloadRequest{a->at, prompts_[i], spec_.output_tokens, a->stage, 0, 0, nullptr};
+    uint32_t output = spec_.output_tokens;
+    if (spec_.output_tokens_min > 0 && spec_.output_tokens_min < output) {
+      output = spec_.output_tokens_min +
+               static_cast<uint32_t>(length_.below(output - spec_.output_tokens_min + 1));
+    }
+    return WorkloadRequest{a->at, prompts_[i], output, a->stage, 0, 0, nullptr};
   }
 
   const std::vector<StageInfo>& stages() const override { return arrivals_.stages(); }
@@ -62,6 +68,7 @@ class SharedPrefixWorkload final : public Workload {
   SharedPrefixSpec spec_;
   ArrivalProcess arrivals_;
   Rng pick_;
+  Rng length_;  // answer lengths; its own stream, so fixed-length runs are unchanged
   std::vector<PromptPtr> prompts_;
   uint64_t sent_ = 0;
 };

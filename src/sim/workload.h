@@ -6,7 +6,8 @@
 // nowhere else. Kinds:
 //   - shared_prefix: llm-d's / inference-perf's benchmark: `groups` system prompts, each
 //     with `prompts_per_group` questions; the groups x prompts distinct prompts are
-//     shuffled once and sent in a cycle (inference-perf's order) or drawn at random.
+//     shuffled once and sent in a cycle (inference-perf's order) or drawn at random;
+//     answers of one length, or of lengths drawn in a range.
 //   - chat: multi-turn sessions; each turn's prompt is the previous prompt plus the
 //     assistant's reply plus a new user message, sent a think time after the previous
 //     turn finished (closed loop, so follow_up() produces it).
@@ -74,6 +75,9 @@ struct SharedPrefixSpec {
   uint32_t system_prompt_tokens = 6000;
   uint32_t question_tokens = 1200;
   uint32_t output_tokens = 1000;
+  // > 0: each request's answer length is drawn uniformly in [output_tokens_min,
+  // output_tokens] (as if the model stopped there); 0: every answer is output_tokens.
+  uint32_t output_tokens_min = 0;
   bool cycle = true;  // true: shuffled once, then sent in a cycle; false: drawn at random
 };
 

@@ -101,11 +101,12 @@ Result<WorkloadSpec> parse_workload(const YAML::Node& n, const std::string& base
     w.kind = WorkloadSpec::Kind::kSharedPrefix;
     const YAML::Node s = n["shared_prefix"];
     const std::string ws = where + ".shared_prefix";
-    KVGATE_TRY(check_keys(s,
-                          {"groups", "num_groups", "prompts_per_group", "num_prompts_per_group",
-                           "system_prompt_tokens", "system_prompt_len", "question_tokens",
-                           "question_len", "output_tokens", "output_len", "order"},
-                          ws));
+    KVGATE_TRY(
+        check_keys(s,
+                   {"groups", "num_groups", "prompts_per_group", "num_prompts_per_group",
+                    "system_prompt_tokens", "system_prompt_len", "question_tokens", "question_len",
+                    "output_tokens", "output_len", "output_tokens_min", "order"},
+                   ws));
     auto& sp = w.shared_prefix;
     KVGATE_TRY(read_field(s, "num_groups", sp.groups, ws));
     KVGATE_TRY(read_field(s, "groups", sp.groups, ws));
@@ -117,6 +118,7 @@ Result<WorkloadSpec> parse_workload(const YAML::Node& n, const std::string& base
     KVGATE_TRY(read_field(s, "question_tokens", sp.question_tokens, ws));
     KVGATE_TRY(read_field(s, "output_len", sp.output_tokens, ws));
     KVGATE_TRY(read_field(s, "output_tokens", sp.output_tokens, ws));
+    KVGATE_TRY(read_field(s, "output_tokens_min", sp.output_tokens_min, ws));
     std::string order = "cycle";
     KVGATE_TRY(read_field(s, "order", order, ws));
     if (order != "cycle" && order != "random") {
@@ -125,6 +127,9 @@ Result<WorkloadSpec> parse_workload(const YAML::Node& n, const std::string& base
     sp.cycle = order == "cycle";
     if (sp.groups == 0 || sp.prompts_per_group == 0 || sp.output_tokens == 0) {
       return Error(ws + ": groups, prompts_per_group and output_tokens must be > 0");
+    }
+    if (sp.output_tokens_min > sp.output_tokens) {
+      return Error(ws + ": output_tokens_min must be <= output_tokens");
     }
   } else if (kind == "chat") {
     w.kind = WorkloadSpec::Kind::kChat;

@@ -4,6 +4,7 @@
 //     kind: shared_prefix            # shared_prefix | chat | trace
 //     shared_prefix: {groups: 150, prompts_per_group: 5, system_prompt_tokens: 6000,
 //                     question_tokens: 1200, output_tokens: 1000, order: cycle}
+//                     # output_tokens_min: 50  -> answer lengths uniform in [50, 1000]
 //     arrivals:
 //       kind: poisson                # poisson | constant | diurnal
 //       stages: [{qps: 15, duration_s: 50, warmup: true}, {qps: 3, duration_s: 20}]

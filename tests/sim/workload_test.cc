@@ -210,6 +210,31 @@ TEST(Workload, BadTraceLineIsAnErrorNamingTheLine) {
   std::remove(path.c_str());
 }
 
+TEST(Workload, SharedPrefixAnswerLengthsInARange) {
+  WorkloadSpec spec = small_shared_prefix();
+  auto fixed = make_workload(spec, 4);
+  spec.shared_prefix.output_tokens_min = 4;
+  auto varied = make_workload(spec, 4);
+  ASSERT_TRUE(fixed.ok() && varied.ok());
+  std::set<uint32_t> lengths;
+  while (auto r = (*varied)->next()) {
+    auto f = (*fixed)->next();
+    ASSERT_TRUE(f.has_value());
+    // Same arrivals and prompts as the fixed-length run: only the lengths differ.
+    EXPECT_EQ(r->arrival, f->arrival);
+    EXPECT_EQ(*r->prompt, *f->prompt);
+    EXPECT_EQ(f->output_tokens, 10u);
+    EXPECT_GE(r->output_tokens, 4u);
+    EXPECT_LE(r->output_tokens, 10u);
+    lengths.insert(r->output_tokens);
+  }
+  EXPECT_EQ(lengths.size(), 7u);  // 4..10, all drawn in ~500 requests
+  auto bad = parse_workload(YAML::Load("{kind: shared_prefix, shared_prefix: {output_tokens: 5, "
+                                       "output_tokens_min: 6}, arrivals: {stages: [{qps: 1}]}}"),
+                            "");
+  EXPECT_FALSE(bad.ok());
+}
+
 TEST(WorkloadYaml, ParsesLlmdShapeAndRejectsTypos) {
   auto spec = parse_workload(YAML::Load(R"(
 kind: shared_prefix

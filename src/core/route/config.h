@@ -111,9 +111,9 @@ struct EarlyRejectConfig {
   // Predicted time per output token, to tell when a decode finishes (prefill end
   // times come from RouterConfig::prefill_tokens_per_second).
   double decode_seconds_per_token = 0.03;
-  // false: judge by the decode load now (requests already decoding) instead of the
-  // load predicted for when the prefill ends: the naive rule Mooncake shows to
-  // oscillate; for experiments and comparisons.
+  // false: judge by the decode load now (requests whose prefill is done; the prefills
+  // still running are ignored) instead of the load predicted for when the prefill
+  // ends: the naive rule Mooncake shows to oscillate; for experiments and comparisons.
   bool predict = true;
 };
 

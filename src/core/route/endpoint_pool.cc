@@ -196,21 +196,40 @@ void EndpointPool::active_prefix(std::span<const kv::BlockKey> keys,
   active_.prefix(keys, out);
 }
 
+double EndpointPool::held_decode_blocks(const Endpoint& e) const {
+  // What is held now: the router's own count, or the scrape when it shows more (load
+  // from other routers, or blocks the engine holds that we do not track); that extra
+  // is assumed to stay. The scrape is brought up to date with what the router saw
+  // since: blocks of requests routed since then are added, those of requests finished
+  // since then taken off (else a stale scrape would hide the room they freed until the
+  // next one).
+  const double routed = static_cast<double>(e.load.active_decode_blocks);
+  double held = routed;
+  if (e.metrics && e.spec.kv_capacity_blocks > 0) {
+    const double since = routed - static_cast<double>(e.decode_blocks_at_scrape);
+    held = std::max(held, e.metrics->kv_usage * e.spec.kv_capacity_blocks + since);
+  }
+  return held;
+}
+
+double EndpointPool::decode_blocks_now(EndpointId id) const {
+  const Endpoint* e = get(id);
+  if (!e) return 0;
+  // The router reserves a request's blocks at routing; those whose prefill has not come
+  // back are not on the decode endpoint yet.
+  double not_there = 0;
+  for (RequestId rid : by_endpoint_[id]) {
+    const TrackedRequest& r = requests_.at(rid);
+    if (!r.prefill_done) not_there += r.added_blocks;
+  }
+  return std::max(0.0, held_decode_blocks(*e) - not_there);
+}
+
 double EndpointPool::predicted_decode_blocks(EndpointId id, Nanos at,
                                              double decode_seconds_per_token) const {
   const Endpoint* e = get(id);
   if (!e) return 0;
-  // Start from what is held now: the router's own count, or the scrape when it shows
-  // more (load from other routers, or blocks the engine holds that we do not track);
-  // that extra is assumed to stay.
-  double held = static_cast<double>(e->load.active_decode_blocks);
-  if (e->metrics && e->spec.kv_capacity_blocks > 0) {
-    double scraped = e->metrics->kv_usage * e->spec.kv_capacity_blocks;
-    if (e->load.active_decode_blocks > e->decode_blocks_at_scrape) {
-      scraped += static_cast<double>(e->load.active_decode_blocks - e->decode_blocks_at_scrape);
-    }
-    held = std::max(held, scraped);
-  }
+  const double held = held_decode_blocks(*e);
   // The router reserves a request's blocks at routing; take out those not yet there at
   // `at` (prefill still running then) and those already gone (decode finished by then).
   double not_there = 0;

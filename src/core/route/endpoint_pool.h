@@ -127,9 +127,16 @@ class EndpointPool {
   // finish by `at` (first token + expected output x decode_seconds_per_token). Returns
   // 0 for an unknown endpoint.
   double predicted_decode_blocks(EndpointId id, Nanos at, double decode_seconds_per_token) const;
+  // The decode load now, as the naive early-rejection rule sees it: blocks of requests
+  // whose prefill is done (on_first_token: the prefill answer came back), without those
+  // still in prefill however soon they are predicted to land. Returns 0 for an unknown
+  // endpoint.
+  double decode_blocks_now(EndpointId id) const;
 
  private:
   void release(TrackedRequest& request, bool failed);
+  // Blocks held on `e` now, requests still in prefill included (their reservation).
+  double held_decode_blocks(const Endpoint& e) const;
 
   uint32_t block_size_;
   std::vector<std::optional<Endpoint>> slots_;       // by id

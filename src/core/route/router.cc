@@ -205,9 +205,11 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
     std::erase_if(c, [&](const Candidate& x) {
       const uint32_t capacity = x.endpoint->spec.kv_capacity_blocks;
       if (capacity == 0) return false;
-      const Nanos at = er.predict ? now + predicted_prefill(prefiller ? *prefiller : x) : now;
       const double predicted =
-          pool_.predicted_decode_blocks(x.endpoint->id, at, er.decode_seconds_per_token);
+          er.predict ? pool_.predicted_decode_blocks(
+                           x.endpoint->id, now + predicted_prefill(prefiller ? *prefiller : x),
+                           er.decode_seconds_per_token)
+                     : pool_.decode_blocks_now(x.endpoint->id);
       return predicted + ctx.request_blocks > er.max_usage * capacity;
     });
   };

@@ -180,5 +180,52 @@ TEST_F(EndpointPoolTest, PredictedDecodeBlocks) {
   EXPECT_DOUBLE_EQ(pool_.predicted_decode_blocks(d, seconds(0.2), spt), 80);
 }
 
+// The naive rule's view: only requests whose prefill is done are on decode, however
+// long ago their prefill was predicted to end.
+TEST_F(EndpointPoolTest, DecodeBlocksNowCountsOnlyPrefillsDone) {
+  EndpointId p = Add("p", Role::kPrefill);
+  EndpointId d = Add("d", Role::kDecode, 1000);
+  auto route = [&](RequestId id) {
+    ASSERT_TRUE(pool_.on_routed(id,
+                                {.endpoint = d,
+                                 .prefill_endpoint = p,
+                                 .prompt_tokens = 150,
+                                 .expected_output_tokens = 10,
+                                 .prefill_tokens = 150,
+                                 .predicted_prefill_end = seconds(0.1)},
+                                0));
+  };
+  route(1);
+  route(2);
+  EXPECT_DOUBLE_EQ(pool_.decode_blocks_now(d), 0);  // both still in prefill
+  // Past their predicted prefill end the prediction counts them; the naive view not.
+  EXPECT_DOUBLE_EQ(pool_.predicted_decode_blocks(d, seconds(0.2), 1.0), 20);
+  EXPECT_DOUBLE_EQ(pool_.decode_blocks_now(d), 0);
+  pool_.on_first_token(1, seconds(0.3));  // request 1's prefill answer came back
+  EXPECT_DOUBLE_EQ(pool_.decode_blocks_now(d), 10);
+  EXPECT_EQ(Load(p).active_prefill_tokens, 150u);
+  EXPECT_DOUBLE_EQ(pool_.decode_blocks_now(99), 0);  // unknown endpoint
+}
+
+// A scrape is brought up to date with what the router saw since: requests finished
+// after it free their blocks at once, not at the next scrape.
+TEST_F(EndpointPoolTest, ScrapedUsageFollowsFinishesSinceTheScrape) {
+  EndpointId d = Add("d", Role::kDecode, 1000);
+  for (RequestId id : {1, 2}) {
+    ASSERT_TRUE(pool_.on_routed(id, {.endpoint = d, .prompt_tokens = 160}, 0));
+    pool_.on_first_token(id, 0);
+  }
+  // The engine shows 100 blocks in use (80 the router does not know of) when the
+  // router counts 20.
+  pool_.on_metrics(d, {.kv_usage = 0.1}, 0);
+  EXPECT_DOUBLE_EQ(pool_.decode_blocks_now(d), 100);
+  pool_.on_finished(1, seconds(0.01));
+  EXPECT_DOUBLE_EQ(pool_.decode_blocks_now(d), 90);
+  EXPECT_DOUBLE_EQ(pool_.predicted_decode_blocks(d, seconds(0.02), 0.01), 90);
+  ASSERT_TRUE(pool_.on_routed(3, {.endpoint = d, .prompt_tokens = 160}, seconds(0.02)));
+  pool_.on_first_token(3, seconds(0.03));
+  EXPECT_DOUBLE_EQ(pool_.decode_blocks_now(d), 100);
+}
+
 }  // namespace
 }  // namespace kvgate::route

@@ -543,6 +543,34 @@ TEST_F(EarlyRejectTest, CountsPrefillsThatLandBeforeThisOne) {
   EXPECT_EQ(router_->decide(r3, 0, rng_).reason, RejectReason::kDecodeFull);
 }
 
+// The naive rule (predict: false) judges the decode load now: it is blind to the
+// prefills already in the pipe, even those predicted to have landed by now, until their
+// prefill answer comes back.
+TEST_F(PdTest, NaiveEarlyRejectionIgnoresPrefillsInThePipe) {
+  config_.prefill_tokens_per_second = 16000;
+  config_.early_reject = {
+      .enabled = true, .max_usage = 1.0, .decode_seconds_per_token = 0.001, .predict = false};
+  Build();
+  Add({.url = "p", .role = Role::kPrefill});
+  Add({.url = "d", .role = Role::kDecode, .kv_capacity_blocks = 100});
+  auto r1 = Prompt(60, 1);
+  ASSERT_TRUE(router_->route(r1, 0, rng_).accepted());
+  auto r2 = Prompt(60, 2);
+  // 60 blocks are on their way, 60 more would not fit: the naive rule admits anyway,
+  // now and past r1's predicted prefill end (60 ms).
+  EXPECT_TRUE(router_->decide(r2, 0, rng_).accepted());
+  EXPECT_TRUE(router_->decide(r2, 200 * kMillisecond, rng_).accepted());
+  // The prediction sees r1 land first and turns r2 away.
+  config_.early_reject.predict = true;
+  ASSERT_TRUE(router_->reconfigure(config_).ok());
+  EXPECT_EQ(router_->decide(r2, 0, rng_).reason, RejectReason::kDecodeFull);
+  // Once r1's prefill is done, the naive rule sees it too.
+  config_.early_reject.predict = false;
+  ASSERT_TRUE(router_->reconfigure(config_).ok());
+  router_->pool().on_first_token(r1.id, 250 * kMillisecond);
+  EXPECT_EQ(router_->decide(r2, 250 * kMillisecond, rng_).reason, RejectReason::kDecodeFull);
+}
+
 TEST_F(EarlyRejectTest, AlsoAppliesToAggregatedPools) {
   config_.pd.mode = PdMode::kOff;
   Build();
