@@ -79,7 +79,8 @@ struct Event {
 struct CachedPrompt {
   PromptPtr prompt;  // held, so that its address names it while the entry exists
   std::shared_ptr<const std::vector<kv::BlockKey>> keys;
-  std::vector<std::shared_ptr<const engine::PromptHashes>> engine_hashes;  // by engine
+  // (engine index, its hashes): a prompt reaches few engines, however large the fleet.
+  std::vector<std::pair<uint32_t, std::shared_ptr<const engine::PromptHashes>>> engine_hashes;
 };
 
 struct RequestState {
@@ -367,10 +368,14 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
   er.shared_prompt = r.work.prompt;  // shared, not copied
   if (r.cached != nullptr) {
     // A resent prompt: each engine hashes it once (exact, see engine::PromptHashes).
-    auto& per_engine = r.cached->engine_hashes;
-    if (per_engine.size() <= engine) per_engine.resize(engine + 1);
-    if (!per_engine[engine]) per_engine[engine] = engines_[engine]->hash_prompt(r.work.prompt);
-    er.prompt_hashes = per_engine[engine];
+    auto& known = r.cached->engine_hashes;
+    auto it = std::find_if(known.begin(), known.end(),
+                           [&](const auto& entry) { return entry.first == engine; });
+    if (it == known.end()) {
+      known.emplace_back(engine, engines_[engine]->hash_prompt(r.work.prompt));
+      it = known.end() - 1;
+    }
+    er.prompt_hashes = it->second;
   }
   if (r.work.reply) er.output_tokens = *r.work.reply;
   if (r.phase == Phase::kPrefill) {
