@@ -74,9 +74,19 @@ struct Event {
   uint64_t id;  // request id, or KV batch slot
 };
 
+// A prompt the workload resends (keys_for): its router keys, hashed once, and each
+// engine's block hashes of it, made by that engine the first time it receives it.
+struct CachedPrompt {
+  PromptPtr prompt;  // held, so that its address names it while the entry exists
+  std::shared_ptr<const std::vector<kv::BlockKey>> keys;
+  // (engine index, its hashes): a prompt reaches few engines, however large the fleet.
+  std::vector<std::pair<uint32_t, std::shared_ptr<const engine::PromptHashes>>> engine_hashes;
+};
+
 struct RequestState {
   WorkloadRequest work;
   std::shared_ptr<const std::vector<kv::BlockKey>> keys;
+  CachedPrompt* cached = nullptr;  // set when the prompt is a resent one
   RequestRecord record;
   bool open_loop = false;
   Phase phase = Phase::kWhole;
@@ -132,7 +142,8 @@ class Simulation {
   void schedule_step(uint32_t engine, Nanos at);
   uint64_t admit(WorkloadRequest w);
   void pull_open_loop();
-  std::shared_ptr<const std::vector<kv::BlockKey>> keys_for(const PromptPtr& prompt);
+  // The router keys of r's prompt; sets r.cached for a prompt the workload resends.
+  void set_keys(RequestState& r);
   bool done() const { return outstanding_ == 0 && open_loop_exhausted_; }
 
   const Scenario& scenario_;
@@ -154,9 +165,7 @@ class Simulation {
 
   EventQueue<Event> queue_;
   std::vector<RequestState> requests_;
-  std::unordered_map<const Prompt*,
-                     std::pair<PromptPtr, std::shared_ptr<const std::vector<kv::BlockKey>>>>
-      key_cache_;
+  std::unordered_map<const Prompt*, CachedPrompt> key_cache_;
   std::vector<std::vector<engine::KvEvent>> kv_batches_;
   std::vector<uint64_t> free_batches_;
   engine::StepResult step_;
@@ -271,20 +280,29 @@ Status Simulation::join_router(uint32_t index, Nanos now) {
   return {};
 }
 
-std::shared_ptr<const std::vector<kv::BlockKey>> Simulation::keys_for(const PromptPtr& prompt) {
+void Simulation::set_keys(RequestState& r) {
   // Workloads that resend the same prompts (shared_prefix) keep them alive themselves
   // (use_count > 1 here): hash each of those once. The cache also holds the prompt, so
   // its address can never be reused by another prompt while the entry exists.
+  const PromptPtr& prompt = r.work.prompt;
   const bool shared = prompt.use_count() > 1;
   if (shared) {
     auto it = key_cache_.find(prompt.get());
-    if (it != key_cache_.end()) return it->second.second;
+    if (it != key_cache_.end()) {
+      r.keys = it->second.keys;
+      r.cached = &it->second;
+      return;
+    }
   }
   auto keys = std::make_shared<std::vector<kv::BlockKey>>();
   keys->reserve(prompt->size() / block_size_);
   kv::hash_blocks(*prompt, block_size_, key_seed_, *keys);
-  if (shared) key_cache_.emplace(prompt.get(), std::make_pair(prompt, keys));
-  return keys;
+  r.keys = keys;
+  if (shared) {
+    // unordered_map nodes are stable: r.cached stays valid as the cache grows.
+    r.cached =
+        &key_cache_.emplace(prompt.get(), CachedPrompt{prompt, std::move(keys), {}}).first->second;
+  }
 }
 
 uint64_t Simulation::admit(WorkloadRequest w) {
@@ -313,7 +331,7 @@ void Simulation::pull_open_loop() {
 void Simulation::on_arrival(Nanos now, uint64_t id) {
   if (requests_[id].open_loop) pull_open_loop();  // may grow requests_
   RequestState& r = requests_[id];
-  r.keys = keys_for(r.work.prompt);
+  set_keys(r);
   route::RouteRequest rr;
   rr.id = id;
   rr.keys = *r.keys;
@@ -347,9 +365,18 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
   engine::EngineRequest er;
   er.id = id;
   er.max_tokens = r.work.output_tokens;
-  // Room for the outputs too, so that the engine never grows the copy.
-  er.prompt.reserve(r.work.prompt->size() + er.max_tokens);
-  er.prompt.assign(r.work.prompt->begin(), r.work.prompt->end());
+  er.shared_prompt = r.work.prompt;  // shared, not copied
+  if (r.cached != nullptr) {
+    // A resent prompt: each engine hashes it once (exact, see engine::PromptHashes).
+    auto& known = r.cached->engine_hashes;
+    auto it = std::find_if(known.begin(), known.end(),
+                           [&](const auto& entry) { return entry.first == engine; });
+    if (it == known.end()) {
+      known.emplace_back(engine, engines_[engine]->hash_prompt(r.work.prompt));
+      it = known.end() - 1;
+    }
+    er.prompt_hashes = it->second;
+  }
   if (r.work.reply) er.output_tokens = *r.work.reply;
   if (r.phase == Phase::kPrefill) {
     er.max_tokens = 1;               // vLLM's P/D proxy: the prefill request asks for one token
@@ -504,7 +531,7 @@ void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
   const kv::EndpointId ep = endpoint_of_[engine];
   if (!live(engine)) {
     // A stopped replica's endpoint id may already belong to a new one: drop its events.
-    kv_batches_[slot].clear();
+    step_.recycle(kv_batches_[slot]);
     free_batches_.push_back(slot);
     return;
   }
@@ -526,7 +553,7 @@ void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
       precise_->apply_all_cleared(ep);
     }
   }
-  kv_batches_[slot].clear();
+  step_.recycle(kv_batches_[slot]);  // the engines refill these vectors: no allocation
   free_batches_.push_back(slot);
 }
 

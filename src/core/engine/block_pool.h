@@ -38,6 +38,11 @@ class BlockPool {
 
   // The cached block holding `hash`, or kNoBlock.
   BlockId lookup(EngineBlockHash hash) const;
+  // Starts loading the table slot lookup(hash) reads first (a hint; no effect on
+  // results), so that a walk over a prompt's hashes overlaps its cache misses.
+  void prefetch(EngineBlockHash hash) const {
+    __builtin_prefetch(&slots_[static_cast<size_t>(hash) & mask_]);
+  }
   // Takes a reference on a cached block (found by lookup); a free one leaves the free
   // list.
   void acquire(BlockId block);

@@ -20,39 +20,44 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-struct EngineModel::Request {
+// Laid out for the step loops, which visit every running request each step: what they
+// read sits in the first two cache lines (scalars, then the block vectors), the rest
+// after.
+struct alignas(64) EngineModel::Request {
   enum class State : uint8_t { kArriving, kWaiting, kRunning, kHeld };
 
+  // --- hot: read or written by every step while running ---
+  uint64_t num_computed = 0;  // tokens whose KV is in `blocks`
+  Nanos last_token = 0;
   RequestId id = 0;
-  // The prompt, then the sampled output tokens. Output tokens are materialized lazily
-  // (token_at), only as far as a full block needs them for its hash: a decode step then
-  // touches no token storage.
-  std::vector<kv::TokenId> tokens;
-  std::vector<kv::TokenId> given_outputs;
   uint32_t prompt_len = 0;
   uint32_t max_tokens = 0;
   uint32_t num_output = 0;
-  int32_t priority = 0;
-  std::optional<int64_t> lora_id;
-  std::optional<std::string> lora_name;
+  uint32_t step_tokens = 0;    // tokens scheduled in the current step
+  uint32_t num_committed = 0;  // leading blocks already in the prefix cache
+  uint32_t running_index = 0;
+  State state = State::kArriving;
   bool remote_kv = false;  // prompt KV still to be received (first scheduling only)
   bool hold_kv = false;    // keep blocks after finishing until release()
-
-  State state = State::kArriving;
+  int32_t priority = 0;
   uint64_t seq = 0;
+  std::vector<EngineBlockHash> hashes;  // engine hash of every full block of tokens
+  std::vector<BlockId> blocks;          // KV blocks, in token order
+
+  // --- cold ---
+  // The prompt (shared with the caller, never copied), then the sampled output tokens.
+  // Output tokens are materialized lazily (token_at), only as far as a full block needs
+  // them for its hash: a decode step then touches no token storage.
+  SharedPrompt prompt;
+  std::vector<kv::TokenId> outputs;
+  std::vector<kv::TokenId> given_outputs;
+  std::optional<int64_t> lora_id;
+  std::optional<std::string> lora_name;
   uint64_t root = 0;  // hash seed of block 0
   Nanos arrival = 0;
   Nanos ready = 0;
   Nanos first_scheduled = -1;
-  Nanos last_token = 0;
   uint32_t cached_tokens = 0;  // at first scheduling
-
-  uint64_t num_computed = 0;            // tokens whose KV is in `blocks`
-  std::vector<BlockId> blocks;          // KV blocks, in token order
-  std::vector<EngineBlockHash> hashes;  // engine hash of every full block of tokens
-  uint32_t num_committed = 0;           // leading blocks already in the prefix cache
-  uint32_t step_tokens = 0;             // tokens scheduled in the current step
-  uint32_t running_index = 0;
 
   // Prompt plus outputs so far, materialized or not.
   uint64_t num_tokens() const { return prompt_len + num_output; }
@@ -76,11 +81,32 @@ EngineModel::EngineModel(const EngineConfig& config, Profile profile)
 
 EngineModel::~EngineModel() = default;
 
-uint64_t EngineModel::root_hash(const Request& r) const {
+uint64_t EngineModel::root_hash(std::optional<int64_t> lora_id,
+                                const std::optional<std::string>& lora_name) const {
   uint64_t root = mix64(config_.hash_seed);
-  if (r.lora_id) root = mix64(root ^ static_cast<uint64_t>(*r.lora_id) ^ 0x4c6f5241ULL);
-  if (r.lora_name) root = XXH3_64bits_withSeed(r.lora_name->data(), r.lora_name->size(), root);
+  if (lora_id) root = mix64(root ^ static_cast<uint64_t>(*lora_id) ^ 0x4c6f5241ULL);
+  if (lora_name) root = XXH3_64bits_withSeed(lora_name->data(), lora_name->size(), root);
   return root;
+}
+
+std::span<const kv::TokenId> EngineModel::block_tokens(Request& r, size_t i) {
+  const size_t bs = config_.block_size;
+  const size_t begin = i * bs;
+  const size_t end = begin + bs;
+  if (end <= r.prompt_len) return {r.prompt->data() + begin, bs};
+  const size_t outputs = end - r.prompt_len;
+  if (r.outputs.size() < outputs) {
+    if (r.outputs.capacity() == 0) r.outputs.reserve(r.max_tokens);
+    size_t k = r.outputs.size();
+    r.outputs.resize(outputs);
+    for (; k < outputs && k < r.given_outputs.size(); ++k) r.outputs[k] = r.given_outputs[k];
+    for (; k < outputs; ++k) r.outputs[k] = pseudo_token(r.id, k);
+  }
+  if (begin >= r.prompt_len) return {r.outputs.data() + (begin - r.prompt_len), bs};
+  block_scratch_.assign(r.prompt->begin() + static_cast<ptrdiff_t>(begin), r.prompt->end());
+  block_scratch_.insert(block_scratch_.end(), r.outputs.begin(),
+                        r.outputs.begin() + static_cast<ptrdiff_t>(outputs));
+  return block_scratch_;
 }
 
 void EngineModel::extend_hashes(Request& r) {
@@ -88,27 +114,39 @@ void EngineModel::extend_hashes(Request& r) {
   const size_t bs = config_.block_size;
   while ((r.hashes.size() + 1) * bs <= r.num_tokens()) {
     const size_t i = r.hashes.size();
-    while (r.tokens.size() < (i + 1) * bs)
-      r.tokens.push_back(token_at(r, r.tokens.size() - r.prompt_len));
     const EngineBlockHash parent = i == 0 ? r.root : r.hashes.back();
-    r.hashes.push_back(
-        kv::hash_block(parent, std::span<const kv::TokenId>(r.tokens.data() + i * bs, bs)));
+    r.hashes.push_back(kv::hash_block(parent, block_tokens(r, i)));
   }
 }
 
+std::shared_ptr<const PromptHashes> EngineModel::hash_prompt(
+    SharedPrompt prompt, std::optional<int64_t> lora_id,
+    const std::optional<std::string>& lora_name) const {
+  const uint64_t root = root_hash(lora_id, lora_name);
+  std::vector<EngineBlockHash> hashes;
+  if (prompt && config_.enable_prefix_caching) {
+    kv::hash_blocks(*prompt, config_.block_size, root, hashes);
+  }
+  return std::shared_ptr<const PromptHashes>(
+      new PromptHashes(std::move(prompt), root, std::move(hashes)));
+}
+
 Status EngineModel::add(EngineRequest request, Nanos now) {
-  if (request.prompt.empty()) return Error("prompt must not be empty");
+  const size_t prompt_len = !request.prompt.empty() ? request.prompt.size()
+                            : request.shared_prompt ? request.shared_prompt->size()
+                                                    : 0;
+  if (prompt_len == 0) return Error("prompt must not be empty");
   if (request.max_tokens == 0) return Error("max_tokens must be at least 1");
   if (requests_.count(request.id)) {
     return Error("request id " + std::to_string(request.id) + " is already in the engine");
   }
   const uint32_t max_tokens = config_.role == Role::kPrefill ? 1 : request.max_tokens;
-  const uint64_t total = request.prompt.size() + max_tokens;
+  const uint64_t total = prompt_len + max_tokens;
   if (total > config_.max_model_len) {
     return Error("This model's maximum context length is " + std::to_string(config_.max_model_len) +
                  " tokens. However, you requested " + std::to_string(total) + " tokens (" +
-                 std::to_string(request.prompt.size()) + " in the messages, " +
-                 std::to_string(max_tokens) + " in the completion).");
+                 std::to_string(prompt_len) + " in the messages, " + std::to_string(max_tokens) +
+                 " in the completion).");
   }
   if (ceil_div(total - 1, config_.block_size) > pool_.num_blocks()) {
     return Error("request needs more KV blocks than the engine has (" +
@@ -118,9 +156,10 @@ Status EngineModel::add(EngineRequest request, Nanos now) {
   auto owned = std::make_unique<Request>();
   Request& r = *owned;
   r.id = request.id;
-  r.prompt_len = static_cast<uint32_t>(request.prompt.size());
-  r.tokens = std::move(request.prompt);
-  r.tokens.reserve(total);
+  r.prompt_len = static_cast<uint32_t>(prompt_len);
+  r.prompt = request.prompt.empty()
+                 ? std::move(request.shared_prompt)
+                 : std::make_shared<const std::vector<kv::TokenId>>(std::move(request.prompt));
   r.given_outputs = std::move(request.output_tokens);
   r.max_tokens = max_tokens;
   r.priority = request.priority;
@@ -129,10 +168,17 @@ Status EngineModel::add(EngineRequest request, Nanos now) {
   r.remote_kv = request.remote_kv;
   r.hold_kv = request.hold_kv_after_finish;
   r.seq = next_seq_++;
-  r.root = root_hash(r);
+  r.root = root_hash(r.lora_id, r.lora_name);
   r.arrival = now;
   r.ready =
       now + profile_.preprocess_time(r.prompt_len) + std::max<Nanos>(0, request.kv_transfer_time);
+  if (config_.enable_prefix_caching) {
+    r.hashes.reserve(total / config_.block_size);
+    const PromptHashes* known = request.prompt_hashes.get();
+    if (known != nullptr && known->prompt_ == r.prompt && known->root_ == r.root) {
+      r.hashes.assign(known->hashes_.begin(), known->hashes_.end());
+    }
+  }
   extend_hashes(r);
 
   arriving_.push_back({Arrival{r.ready, r.seq}, &r});
@@ -210,8 +256,10 @@ void EngineModel::free_blocks(Request& r) {
 void EngineModel::flush_evictions(StepResult& out) {
   if (evicted_.empty()) return;
   if (config_.emit_kv_events) {
-    auto& removed = out.kv_events.emplace_back(std::in_place_type<BlockRemoved>);
-    std::get<BlockRemoved>(removed).block_hashes = evicted_;
+    auto& removed =
+        std::get<BlockRemoved>(out.kv_events.emplace_back(std::in_place_type<BlockRemoved>));
+    StepResult::take(out.spare_hashes, removed.block_hashes);
+    removed.block_hashes.assign(evicted_.begin(), evicted_.end());
   }
   evicted_.clear();
 }
@@ -284,11 +332,16 @@ void EngineModel::schedule_waiting(StepResult& out) {
     const uint64_t max_hit_blocks = (num_tokens - 1) / bs;
     uint64_t hit_blocks = 0;
     uint64_t free_hits = 0;  // hit blocks sitting in the free list
+    hit_ids_.clear();
     if (config_.enable_prefix_caching) {
+      constexpr uint64_t kAhead = 8;  // lookups whose first cache miss is under way
+      for (uint64_t i = 0; i < std::min(kAhead, max_hit_blocks); ++i) pool_.prefetch(r.hashes[i]);
       while (hit_blocks < max_hit_blocks) {
+        if (hit_blocks + kAhead < max_hit_blocks) pool_.prefetch(r.hashes[hit_blocks + kAhead]);
         const BlockId b = pool_.lookup(r.hashes[hit_blocks]);
         if (b == kNoBlock) break;
         if (pool_.ref_count(b) == 0) ++free_hits;
+        hit_ids_.push_back(b);
         ++hit_blocks;
       }
     }
@@ -302,8 +355,7 @@ void EngineModel::schedule_waiting(StepResult& out) {
     if (pool_.num_free() < free_hits + (need - hit_blocks)) break;  // head-of-line waits
 
     waiting_.erase(waiting_.begin());
-    for (uint64_t i = 0; i < hit_blocks; ++i) {
-      const BlockId b = pool_.lookup(r.hashes[i]);
+    for (const BlockId b : hit_ids_) {  // the pool has not changed since the walk
       pool_.acquire(b);
       r.blocks.push_back(b);
     }
@@ -352,19 +404,27 @@ void EngineModel::commit_blocks(Request& r, StepResult& out) {
       batch = &std::get<BlockStored>(out.kv_events.emplace_back(std::in_place_type<BlockStored>));
       if (i > 0) batch->parent_block_hash = r.hashes[i - 1];
       batch->block_size = bs;
+      StepResult::take(out.spare_hashes, batch->block_hashes);
+      StepResult::take(out.spare_tokens, batch->token_ids);
+      batch->block_hashes.reserve(full - i);
+      batch->token_ids.reserve((full - i) * bs);
       batch->lora_id = r.lora_id;
       batch->lora_name = r.lora_name;
     }
     batch->block_hashes.push_back(r.hashes[i]);
-    batch->token_ids.insert(batch->token_ids.end(), r.tokens.begin() + i * bs,
-                            r.tokens.begin() + (i + 1) * bs);
+    const std::span<const kv::TokenId> tokens = block_tokens(r, i);
+    batch->token_ids.insert(batch->token_ids.end(), tokens.begin(), tokens.end());
   }
   r.num_committed = static_cast<uint32_t>(std::max<uint64_t>(r.num_committed, full));
 }
 
+kv::TokenId EngineModel::pseudo_token(RequestId id, uint64_t index) const {
+  return static_cast<kv::TokenId>(vocab_.mod(mix64(id * 0x9e3779b97f4a7c15ULL + index)));
+}
+
 kv::TokenId EngineModel::token_at(const Request& r, uint64_t index) const {
   if (index < r.given_outputs.size()) return r.given_outputs[index];
-  return static_cast<kv::TokenId>(vocab_.mod(mix64(r.id * 0x9e3779b97f4a7c15ULL + index)));
+  return pseudo_token(r.id, index);
 }
 
 void EngineModel::finish_step(Nanos end, StepResult& out) {
@@ -485,12 +545,9 @@ uint32_t EngineModel::cached_prefix_tokens(std::span<const kv::TokenId> prompt,
                                            std::optional<int64_t> lora_id,
                                            const std::optional<std::string>& lora_name) const {
   if (!config_.enable_prefix_caching || prompt.empty()) return 0;
-  Request probe;
-  probe.lora_id = lora_id;
-  probe.lora_name = lora_name;
   const size_t bs = config_.block_size;
   const size_t max_blocks = (prompt.size() - 1) / bs;
-  EngineBlockHash parent = root_hash(probe);
+  EngineBlockHash parent = root_hash(lora_id, lora_name);
   uint32_t blocks = 0;
   for (size_t i = 0; i < max_blocks; ++i) {
     parent = kv::hash_block(parent, prompt.subspan(i * bs, bs));

@@ -101,6 +101,12 @@ class EngineModel {
 
   // Requests held (arriving, waiting, running, or finished and holding KV).
   size_t num_requests() const { return requests_.size(); }
+  // This engine's block hashes of `prompt` for a request with this LoRA (what add()
+  // computes), to hand back with the same prompt in EngineRequest::prompt_hashes.
+  std::shared_ptr<const PromptHashes> hash_prompt(
+      SharedPrompt prompt, std::optional<int64_t> lora_id = std::nullopt,
+      const std::optional<std::string>& lora_name = {}) const;
+
   // Tokens of `prompt` the prefix cache would serve right now (full blocks only, at
   // most prompt.size() - 1, as the scheduler would take them). For tests and the
   // simulator's bookkeeping.
@@ -140,9 +146,15 @@ class EngineModel {
   void finish_step(Nanos end, StepResult& out);
   void commit_blocks(Request& r, StepResult& out);
   void extend_hashes(Request& r);
+  // The tokens of r's block i (prompt, outputs, or both: then copied into a scratch
+  // buffer valid until the next call), materializing the outputs it needs.
+  std::span<const kv::TokenId> block_tokens(Request& r, size_t i);
   // Output token `index` of r (given, else a pseudo token from id and index).
   kv::TokenId token_at(const Request& r, uint64_t index) const;
-  uint64_t root_hash(const Request& r) const;
+  // The pseudo token at output `index` of request `id`: hash(id, index) % vocab.
+  kv::TokenId pseudo_token(RequestId id, uint64_t index) const;
+  uint64_t root_hash(std::optional<int64_t> lora_id,
+                     const std::optional<std::string>& lora_name) const;
   void refresh_gauges();
 
   EngineConfig config_;
@@ -163,6 +175,8 @@ class EngineModel {
   // Per-step state.
   std::vector<Request*> scheduled_;
   std::vector<EngineBlockHash> evicted_;
+  std::vector<BlockId> hit_ids_;            // schedule_waiting: the head's cached blocks, in order
+  std::vector<kv::TokenId> block_scratch_;  // block_tokens() of a block across the prompt end
   uint64_t budget_ = 0;
   Nanos step_start_ = 0;
   bool preempted_this_step_ = false;

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/common/time.h"
@@ -16,9 +19,39 @@ namespace kvgate::engine {
 // Chosen by the caller, unique among the requests an engine currently holds.
 using RequestId = uint64_t;
 
+using SharedPrompt = std::shared_ptr<const std::vector<kv::TokenId>>;
+
+// An engine's block hashes of one shared prompt, made by EngineModel::hash_prompt and
+// only there, for a caller that sends the same prompt many times (the simulator resends
+// each of a workload's prompts to the same engines): handed back with the prompt in
+// EngineRequest::prompt_hashes, it spares the engine hashing the prompt again. It is
+// exact by construction: the engine uses it only for the very prompt object it hashed
+// (the prompt must not change while shared) and only if its own hash seed and the
+// request's LoRA give the same root; otherwise it hashes the prompt as usual.
+class PromptHashes {
+ public:
+  std::span<const EngineBlockHash> hashes() const { return hashes_; }
+  const SharedPrompt& prompt() const { return prompt_; }
+
+ private:
+  friend class EngineModel;
+  PromptHashes(SharedPrompt prompt, uint64_t root, std::vector<EngineBlockHash> hashes)
+      : prompt_(std::move(prompt)), root_(root), hashes_(std::move(hashes)) {}
+
+  SharedPrompt prompt_;
+  uint64_t root_ = 0;
+  std::vector<EngineBlockHash> hashes_;  // every full block of the prompt
+};
+
 struct EngineRequest {
   RequestId id = 0;
-  std::vector<kv::TokenId> prompt;  // REQUIRES: non-empty
+  // The prompt: `prompt`, or when that is empty `shared_prompt`, a prompt the caller
+  // keeps and shares instead of copying (it must not change while the engine holds the
+  // request). REQUIRES: one of them is non-empty.
+  std::vector<kv::TokenId> prompt;
+  SharedPrompt shared_prompt;
+  // Optional, with shared_prompt: this engine's hashes of it (EngineModel::hash_prompt).
+  std::shared_ptr<const PromptHashes> prompt_hashes;
   // Exact number of output tokens (ignore_eos style); >= 1. A prefill-role engine
   // finishes every request after its first token regardless.
   uint32_t max_tokens = 16;
@@ -76,6 +109,32 @@ struct StepResult {
   std::vector<RequestId> preempted;    // moved back to waiting (recompute)
   std::vector<KvEvent> kv_events;      // in the order they happened
 
+  // Not results: emptied vectors the engine fills with the next events' block hashes
+  // and tokens instead of allocating new ones. A caller done with a batch of events
+  // hands their vectors back with recycle(); clear() keeps them.
+  std::vector<std::vector<EngineBlockHash>> spare_hashes;
+  std::vector<std::vector<kv::TokenId>> spare_tokens;
+
+  // Moves the vectors of `events` into the spares (up to a bound) and clears `events`.
+  void recycle(std::vector<KvEvent>& events) {
+    for (KvEvent& e : events) {
+      if (auto* stored = std::get_if<BlockStored>(&e)) {
+        keep(spare_hashes, stored->block_hashes);
+        keep(spare_tokens, stored->token_ids);
+      } else if (auto* removed = std::get_if<BlockRemoved>(&e)) {
+        keep(spare_hashes, removed->block_hashes);
+      }
+    }
+    events.clear();
+  }
+  // An empty vector for an event: a spare if there is one.
+  template <typename T>
+  static void take(std::vector<std::vector<T>>& spares, std::vector<T>& v) {
+    if (spares.empty() || v.capacity() != 0) return;
+    v = std::move(spares.back());
+    spares.pop_back();
+  }
+
   void clear() {
     start = duration = 0;
     scheduled_seqs = decode_seqs = 0;
@@ -83,6 +142,15 @@ struct StepResult {
     updates.clear();
     preempted.clear();
     kv_events.clear();
+  }
+
+ private:
+  static constexpr size_t kMaxSpares = 4096;
+  template <typename T>
+  static void keep(std::vector<std::vector<T>>& spares, std::vector<T>& v) {
+    if (v.capacity() == 0 || spares.size() >= kMaxSpares) return;
+    v.clear();
+    spares.push_back(std::move(v));
   }
 };
 

@@ -312,6 +312,7 @@ void PreciseIndex::apply_stored(EndpointId endpoint, const BlockStoredEvent& ev)
     return;
   }
   BlockKey parent;
+  uint32_t hint = kNone;
   if (ev.parent_block_hash) {
     const uint32_t* p = st.engine_to_entry.find(*ev.parent_block_hash);
     if (p == nullptr) {
@@ -319,14 +320,13 @@ void PreciseIndex::apply_stored(EndpointId endpoint, const BlockStoredEvent& ev)
       return;
     }
     parent = m.arena[*p].key;
+    hint = *p + 1;
   } else {
     parent = m.seed_for(ev.lora_name);
   }
   const uint8_t bit = Bit(ev.medium);
   const uint16_t e = static_cast<uint16_t>(endpoint);
   ++m.tick;
-  uint32_t hint = kNone;
-  if (ev.parent_block_hash) hint = *st.engine_to_entry.find(*ev.parent_block_hash) + 1;
   for (size_t i = 0; i < n; ++i) {
     BlockKey own = hash_block(parent, ev.token_ids.subspan(i * ev.block_size, ev.block_size));
     uint32_t idx = m.find_or_create(own, hint);
