@@ -19,25 +19,11 @@ using testing::simple_profile;
 using testing::tokens;
 
 void expect_same_step(const StepResult& a, const StepResult& b) {
-  ASSERT_EQ(a.start, b.start);
-  ASSERT_EQ(a.duration, b.duration);
-  EXPECT_EQ(a.scheduled_seqs, b.scheduled_seqs);
-  EXPECT_EQ(a.prefill_tokens, b.prefill_tokens);
-  EXPECT_EQ(a.decode_seqs, b.decode_seqs);
-  EXPECT_EQ(a.preempted, b.preempted);
-  // BlockStored carries every block's tokens: blocks across the prompt's end included.
-  EXPECT_EQ(a.kv_events, b.kv_events);
+  testing::expect_same_step_shape(a, b);
+  if (::testing::Test::HasFatalFailure()) return;
   ASSERT_EQ(a.updates.size(), b.updates.size());
   for (size_t i = 0; i < a.updates.size(); ++i) {
-    const RequestUpdate &x = a.updates[i], &y = b.updates[i];
-    EXPECT_EQ(x.id, y.id);
-    EXPECT_EQ(x.token, y.token);
-    EXPECT_EQ(x.output_index, y.output_index);
-    EXPECT_EQ(x.finished, y.finished);
-    EXPECT_EQ(x.ttft, y.ttft);
-    EXPECT_EQ(x.itl, y.itl);
-    EXPECT_EQ(x.prompt_tokens, y.prompt_tokens);
-    EXPECT_EQ(x.cached_tokens, y.cached_tokens);
+    testing::expect_same_update(a.updates[i], b.updates[i]);
   }
 }
 

@@ -78,4 +78,29 @@ inline Profile simple_profile(uint32_t num_blocks, uint32_t block_size = 16) {
   return p;
 }
 
+// Equivalence tests (two engines in lockstep): a step's shape and events, and one update.
+inline void expect_same_step_shape(const StepResult& a, const StepResult& b) {
+  ASSERT_EQ(a.start, b.start);
+  ASSERT_EQ(a.duration, b.duration);
+  EXPECT_EQ(a.scheduled_seqs, b.scheduled_seqs);
+  EXPECT_EQ(a.prefill_tokens, b.prefill_tokens);
+  EXPECT_EQ(a.decode_seqs, b.decode_seqs);
+  EXPECT_EQ(a.preempted, b.preempted);
+  // BlockStored carries every block's tokens: blocks across the prompt's end included.
+  EXPECT_EQ(a.kv_events, b.kv_events);
+}
+
+inline void expect_same_update(const RequestUpdate& a, const RequestUpdate& b) {
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.token, b.token);
+  EXPECT_EQ(a.output_index, b.output_index);
+  EXPECT_EQ(a.finished, b.finished);
+  EXPECT_EQ(a.ttft, b.ttft);
+  EXPECT_EQ(a.itl, b.itl);
+  EXPECT_EQ(a.e2e, b.e2e);
+  EXPECT_EQ(a.queue_time, b.queue_time);
+  EXPECT_EQ(a.prompt_tokens, b.prompt_tokens);
+  EXPECT_EQ(a.cached_tokens, b.cached_tokens);
+}
+
 }  // namespace kvgate::engine::testing
