@@ -101,14 +101,11 @@ void run_side_by_side(Mode mode) {
       ASSERT_EQ(ok_a, ok_b);
       ++next_id;
     }
-    const std::optional<Nanos> ta = a.next_step_time(now), tb = b.next_step_time(now);
-    ASSERT_EQ(ta, tb);
-    if (!ta) {
+    if (!testing::step_both(a, b, now, ra, rb)) {
+      if (::testing::Test::HasFailure()) return;
       now += 5 * kMillisecond;
       continue;
     }
-    a.step(*ta, ra);
-    b.step(*tb, rb);
     expect_same_step(ra, rb);
     if (::testing::Test::HasFatalFailure()) return;
     preempted += ra.preempted.size();

@@ -78,7 +78,18 @@ inline Profile simple_profile(uint32_t num_blocks, uint32_t block_size = 16) {
   return p;
 }
 
-// Equivalence tests (two engines in lockstep): a step's shape and events, and one update.
+// Equivalence tests (two engines in lockstep). step_both: both step at their next step
+// time into ra and rb; false when they are idle (or disagree on when to step: a failure).
+inline bool step_both(EngineModel& a, EngineModel& b, Nanos now, StepResult& ra, StepResult& rb) {
+  const std::optional<Nanos> ta = a.next_step_time(now), tb = b.next_step_time(now);
+  EXPECT_EQ(ta, tb);
+  if (!ta || ta != tb) return false;
+  a.step(*ta, ra);
+  b.step(*tb, rb);
+  return true;
+}
+
+// A step's shape and events, and one update.
 inline void expect_same_step_shape(const StepResult& a, const StepResult& b) {
   ASSERT_EQ(a.start, b.start);
   ASSERT_EQ(a.duration, b.duration);
