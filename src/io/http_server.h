@@ -7,7 +7,8 @@
 // produced. write() takes an optional on_flushed callback that runs once the chunk is on
 // the socket: a producer that waits for it (a proxy reading an upstream) gets
 // backpressure; one that cannot wait (a simulated engine) watches pending_bytes().
-// A client that goes away is detected even while the handler is silent, and on_close()
+// A client that goes away is detected even while the handler is silent (once a response
+// has kept it waiting 50 ms: quicker answers need no watch), and on_close()
 // lets the producer abort its work.
 //
 // Limits and timeouts: header and body size (431 / 413 with an OpenAI-style error),
