@@ -1,8 +1,8 @@
 // Internal to src/io (http_server.cc, upstream_client.cc): the two pieces of an HTTP/1.1
 // connection that sit on every request's path, kept lean.
 //
-// read_message: feeds a Beast parser from any Asio stream (TCP or TLS) with the stream's
-// own async_read_some, instead of Beast's composed read operations (each allocates its
+// read_until / read_message: feed a Beast parser from any Asio stream (TCP or TLS) with the
+// stream's own async_read_some, instead of Beast's composed read operations (each allocates its
 // state and wraps every read in a timer of the tcp_stream).
 //
 // LazyDeadline: one timer per connection that is re-armed only when it fires. Setting a
@@ -34,17 +34,16 @@ inline size_t read_size(const boost::beast::flat_buffer& buffer) {
   return boost::beast::read_size(buffer, 64 * 1024);
 }
 
-// Until the parser has the whole header (`header_only`) or the whole message. Bytes after
-// it stay in `buffer` (a pipelined request, or nothing). Errors: the stream's, the
-// parser's (header_limit, body_limit, bad syntax), or http::error::end_of_stream when
-// the peer closed before sending anything.
-template <class Stream, bool isRequest>
-boost::asio::awaitable<boost::beast::error_code> read_message(
+// Feeds `parser` from what `buffer` holds, reading from `stream` whenever that is not
+// enough, until `done()`. Bytes past the message stay in `buffer` (a pipelined request, or
+// nothing). Errors: the stream's, the parser's (header_limit, body_limit, bad syntax), or
+// http::error::end_of_stream when the peer closed before sending anything; a body that the
+// peer's close delimits ends without error.
+template <class Stream, bool isRequest, class Done>
+boost::asio::awaitable<boost::beast::error_code> read_until(
     Stream& stream, boost::beast::flat_buffer& buffer,
-    boost::beast::http::basic_parser<isRequest>& parser, bool header_only) {
+    boost::beast::http::basic_parser<isRequest>& parser, Done done) {
   namespace http = boost::beast::http;
-  auto done = [&] { return header_only ? parser.is_header_done() : parser.is_done(); };
-  parser.eager(!header_only);
   boost::beast::error_code ec;
   while (!done()) {
     if (buffer.size() > 0) {
@@ -69,6 +68,17 @@ boost::asio::awaitable<boost::beast::error_code> read_message(
     buffer.commit(n);
   }
   co_return ec;
+}
+
+// Until the parser has the whole header (`header_only`) or the whole message.
+template <class Stream, bool isRequest>
+boost::asio::awaitable<boost::beast::error_code> read_message(
+    Stream& stream, boost::beast::flat_buffer& buffer,
+    boost::beast::http::basic_parser<isRequest>& parser, bool header_only) {
+  parser.eager(!header_only);
+  return read_until(stream, buffer, parser, [&parser, header_only] {
+    return header_only ? parser.is_header_done() : parser.is_done();
+  });
 }
 
 class LazyDeadline {

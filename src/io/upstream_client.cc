@@ -142,6 +142,12 @@ struct UpstreamExchange::Impl {
 
   bool parsed_all() const { return conn && conn->parser->is_done(); }
 
+  // The caller is done with the piece the last read_some returned.
+  void drop_handed_out() {
+    if (conn && handed_out > 0) conn->body.erase(0, handed_out);
+    handed_out = 0;
+  }
+
   void release() {
     done = true;
     if (conn && keep_alive && conn->parser->is_done()) {
@@ -158,27 +164,12 @@ struct UpstreamExchange::Impl {
   // Reads more of the body into conn->body; an error ends the exchange.
   asio::awaitable<std::optional<UpstreamError>> read_more(std::chrono::milliseconds timeout) {
     conn->deadline.expires_after(timeout);
+    // Until some body arrives (or the body ends): a stream's pieces pass on as they come.
     const size_t before = conn->body.size();
-    beast::error_code ec;
-    // Parses what is buffered, reading once from the socket when that is not enough.
-    while (!ec && conn->body.size() == before && !conn->parser->is_done()) {
-      if (conn->buffer.size() > 0) {
-        const size_t used = conn->parser->put(conn->buffer.data(), ec);
-        conn->buffer.consume(used);
-        if (ec == http::error::need_more) ec = {};
-        if (ec || used > 0) continue;
-      }
-      auto [rec, n] = co_await conn->socket.async_read_some(
-          conn->buffer.prepare(wire::read_size(conn->buffer)), asio::as_tuple(asio::use_awaitable));
-      if (rec == asio::error::eof && conn->parser->got_some()) {
-        conn->parser->put_eof(ec);  // a body delimited by the end of the connection
-        if (!ec && !conn->parser->is_done()) ec = rec;
-        keep_alive = false;
-      } else {
-        ec = rec;
-        conn->buffer.commit(n);
-      }
-    }
+    Connection* c = conn.get();
+    const beast::error_code ec = co_await wire::read_until(
+        c->socket, c->buffer, *c->parser,
+        [c, before] { return c->body.size() != before || c->parser->is_done(); });
     conn->deadline.expires_never();
     if (!ec) co_return std::nullopt;
     UpstreamError err{kind_of(*conn), "upstream body: " + message_of(*conn, ec)};
@@ -199,10 +190,7 @@ void UpstreamExchange::no_reuse() { impl_->keep_alive = false; }
 asio::awaitable<UpstreamResult<std::string_view>> UpstreamExchange::read_some(
     std::chrono::milliseconds timeout) {
   Impl& s = *impl_;
-  if (s.conn && s.handed_out > 0) {  // the caller is done with the last piece
-    s.conn->body.erase(0, s.handed_out);
-    s.handed_out = 0;
-  }
+  s.drop_handed_out();
   while (!s.done) {
     if (!s.conn->body.empty()) {
       // A finished response goes back to the pool at the next call, not now: the view
@@ -223,10 +211,7 @@ asio::awaitable<UpstreamResult<std::string>> UpstreamExchange::read_all(
     std::chrono::milliseconds timeout, size_t limit) {
   Impl& s = *impl_;
   std::string body;
-  if (s.conn && s.handed_out > 0) {
-    s.conn->body.erase(0, s.handed_out);
-    s.handed_out = 0;
-  }
+  s.drop_handed_out();
   while (!s.done) {
     if (s.conn->body.size() > limit) {
       s.keep_alive = false;
