@@ -3,21 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 
+#include "sim/sim_report_files.h"
 #include "sim/svg_plot.h"
 
 namespace kvgate::sim {
 namespace {
-
-Status write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Error("cannot write " + path);
-  out << text;
-  if (!out) return Error("error writing " + path);
-  return {};
-}
 
 uint32_t held(const ScaleSample& s) { return s.ready + s.starting + s.draining; }
 
@@ -147,22 +138,13 @@ Result<std::vector<std::string>> write_scaling_files(const std::string& scenario
                                                      const std::vector<PolicyRun>& runs,
                                                      const std::vector<ScalingSummary>& rows,
                                                      const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Error("cannot create " + dir + ": " + ec.message());
   const std::vector<std::pair<std::string, std::string>> files = {
       {"scaling.csv", scaling_csv(rows)},
       {"replicas.svg", replicas_svg(scenario + ": replicas held", runs)},
       {"load.svg", load_svg(scenario + ": offered load", runs)},
       {"gpu_utilization.svg", utilization_svg(scenario + ": GPU utilisation", runs)},
   };
-  std::vector<std::string> written;
-  for (const auto& [name, text] : files) {
-    const std::string path = dir + "/" + name;
-    if (Status s = write_text(path, text); !s) return Error(s.error());
-    written.push_back(path);
-  }
-  return written;
+  return write_files(dir, files);
 }
 
 }  // namespace kvgate::sim

@@ -11,14 +11,6 @@
 namespace kvgate::sim {
 namespace {
 
-Status write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Error("cannot write " + path);
-  out << text;
-  if (!out) return Error("error writing " + path);
-  return {};
-}
-
 std::string requests_csv(const ScenarioResults& r) {
   std::string out =
       "policy,request,stage,endpoint,arrival_s,ttft_s,e2e_s,prompt_tokens,cached_tokens,"
@@ -168,11 +160,25 @@ std::string pd_load_zoom_svg(const ScenarioResults& r) {
   return render_svg_panels(panels);
 }
 
-Result<std::vector<std::string>> write_report_files(const ScenarioResults& r,
-                                                    const std::string& dir, bool per_request) {
+Result<std::vector<std::string>> write_files(
+    const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Error("cannot create " + dir + ": " + ec.message());
+  std::vector<std::string> written;
+  for (const auto& [name, text] : files) {
+    const std::string path = dir + "/" + name;
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!out) return Error("cannot write " + path);
+    out << text;
+    if (!out) return Error("error writing " + path);
+    written.push_back(path);
+  }
+  return written;
+}
+
+Result<std::vector<std::string>> write_report_files(const ScenarioResults& r,
+                                                    const std::string& dir, bool per_request) {
   std::vector<std::pair<std::string, std::string>> files = {
       {"summary.csv", summary_csv(r.summaries)},
       {"stages.csv", stages_csv(r.summaries)},
@@ -190,13 +196,7 @@ Result<std::vector<std::string>> write_report_files(const ScenarioResults& r,
     files.emplace_back("pd_load_samples.csv", pd_samples_csv(r));
   }
   if (per_request) files.emplace_back("requests.csv", requests_csv(r));
-  std::vector<std::string> written;
-  for (const auto& [name, text] : files) {
-    const std::string path = dir + "/" + name;
-    if (Status s = write_file(path, text); !s) return Error(s.error());
-    written.push_back(path);
-  }
-  return written;
+  return write_files(dir, files);
 }
 
 }  // namespace kvgate::sim

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/common/result.h"
@@ -35,6 +36,11 @@ struct PdZoom {
   Nanos to = 0;  // 0: the end of the run
 };
 PdZoom pd_zoom_window(const ScenarioResults& results);
+
+// Creates `dir` if needed and writes each (file name, text) into it; returns the paths
+// written. Every report of the simulator writes its files with this.
+Result<std::vector<std::string>> write_files(
+    const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files);
 
 // Creates `dir` if needed and writes every file; returns the paths written.
 Result<std::vector<std::string>> write_report_files(const ScenarioResults& results,

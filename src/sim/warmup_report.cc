@@ -3,10 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <map>
 
+#include "sim/sim_report_files.h"
 #include "sim/svg_plot.h"
 
 namespace kvgate::sim {
@@ -45,14 +44,6 @@ TtftFigures figures(const std::vector<const RequestRecord*>& records) {
   f.p99 = quantile(ttfts, 0.99);
   f.hit_rate = prompt ? static_cast<double>(cached) / static_cast<double>(prompt) : 0;
   return f;
-}
-
-Status write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Error("cannot write " + path);
-  out << text;
-  if (!out) return Error("error writing " + path);
-  return {};
 }
 
 }  // namespace
@@ -168,22 +159,13 @@ Result<std::vector<std::string>> write_warmup_files(const std::vector<PolicyRun>
                                                     const std::vector<StageInfo>& stages,
                                                     const std::vector<WarmupSummary>& rows,
                                                     Nanos window, const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Error("cannot create " + dir + ": " + ec.message());
   const std::vector<std::pair<std::string, std::string>> files = {
       {"warmup.csv", warmup_csv(rows)},
       {"warmup_ttft_cdf.svg",
        warmup_cdf_svg("TTFT on new replicas in their first minutes", runs, window)},
       {"warmup_timeline.svg", warmup_timeline_svg("Pool TTFT over time", runs, stages)},
   };
-  std::vector<std::string> written;
-  for (const auto& [name, text] : files) {
-    const std::string path = dir + "/" + name;
-    if (Status s = write_text(path, text); !s) return Error(s.error());
-    written.push_back(path);
-  }
-  return written;
+  return write_files(dir, files);
 }
 
 }  // namespace kvgate::sim
