@@ -69,6 +69,32 @@ double seconds_since(Nanos t0) { return to_seconds(monotonic_now() - t0); }
 
 }  // namespace
 
+struct ProxyCall {
+  std::shared_ptr<ResponseStream> stream;
+  std::string body;  // already rewritten for the upstream
+  std::string target;
+  ApiKind kind;
+  InspectedRequest request;
+  const ModelConfig* model;
+  PoolRuntime* pool;
+  std::string tenant;
+  const Tenant* limited_tenant = nullptr;  // set when the tenant has rate limits
+  route::Criticality criticality;
+  Nanos received;
+  std::optional<double> routing_seconds;  // keys through the first pick (once picked)
+};
+
+// A stream request whose engine answered 200: the events are passed through by a
+// coroutine of its own (the connection writes them as they come).
+struct StreamJob {
+  ProxyCall call;
+  std::unique_ptr<io::UpstreamExchange> exchange;
+  EndpointAddress endpoint;
+  route::RequestId id = 0;
+  std::string route_us;
+  std::string prefill_url;
+};
+
 struct Gateway::Impl {
   // The concurrency hint lets a one-thread gateway skip cross-thread wake-ups.
   explicit Impl(int threads) : io(std::max(1, threads)) {}
@@ -112,31 +138,23 @@ struct Gateway::Impl {
     return nullptr;
   }
 
-  void handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream);
+  // Answers what needs no engine at once; an inference request that passes every check
+  // comes back in `to_proxy`.
+  void handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
+              std::optional<ProxyCall>& to_proxy);
   void handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream, ApiKind kind,
-                        Nanos received);
-  asio::awaitable<void> proxy(struct ProxyCall call);
+                        Nanos received, std::optional<ProxyCall>& to_proxy);
+  // Routes, sends and retries; answers a whole response itself and hands a stream to
+  // pump_stream, on a coroutine of its own.
+  asio::awaitable<void> proxy(ProxyCall call);
+  asio::awaitable<void> pump_stream(StreamJob job);
   void stop_all();
   // Charges a finished request's usage to its tenant's token budget.
   void charge(const Tenant* tenant, std::string_view model, const Usage& u);
 };
 
-struct ProxyCall {
-  std::shared_ptr<ResponseStream> stream;
-  std::string body;  // already rewritten for the upstream
-  std::string target;
-  std::string original_body;
-  ApiKind kind;
-  InspectedRequest request;
-  const ModelConfig* model;
-  PoolRuntime* pool;
-  std::string tenant;
-  const Tenant* limited_tenant = nullptr;  // set when the tenant has rate limits
-  route::Criticality criticality;
-  Nanos received;
-};
-
-void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream) {
+void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
+                           std::optional<ProxyCall>& to_proxy) {
   const Nanos received = monotonic_now();
   const std::string& path = req.path;
   const bool get = req.method == "GET" || req.method == "HEAD";
@@ -180,11 +198,12 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
     return stream->respond(HttpResponse{200, "application/json", {}, models_json});
   }
   handle_inference(std::move(req), std::move(stream),
-                   is_chat ? ApiKind::kChat : ApiKind::kCompletion, received);
+                   is_chat ? ApiKind::kChat : ApiKind::kCompletion, received, to_proxy);
 }
 
 void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
-                                     ApiKind kind, Nanos received) {
+                                     ApiKind kind, Nanos received,
+                                     std::optional<ProxyCall>& to_proxy) {
   std::string tenant_name = "anonymous";
   const Tenant* tenant = nullptr;
   auto reject = [&](int status, HttpResponse r, std::string_view model = {},
@@ -256,11 +275,13 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
       criticality = *named;
     }
   }
-  ProxyCall call;
+  ProxyCall& call = to_proxy.emplace();
   call.stream = std::move(stream);
   call.target = req.path;
-  call.body = upstream_body(req.body, inspection.request, model->served_name);
-  call.original_body = std::move(req.body);
+  // The body goes upstream as it came when upstream_body would change nothing (no copy).
+  const InspectedRequest& r = inspection.request;
+  const bool as_is = r.model == model->served_name && (!r.stream || r.client_wants_usage);
+  call.body = as_is ? std::move(req.body) : upstream_body(req.body, r, model->served_name);
   call.kind = kind;
   call.request = std::move(inspection.request);
   call.model = model;
@@ -269,7 +290,6 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   if (tenant && TenantLimiter::limited(*tenant)) call.limited_tenant = tenant;
   call.criticality = criticality;
   call.received = received;
-  asio::co_spawn(io, proxy(std::move(call)), asio::detached);
 }
 
 asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
@@ -279,10 +299,24 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   int final_status = 0;
   // Metrics are recorded before the last byte goes out, so that a client that reads
   // /metrics right after its answer sees it counted.
-  auto respond = [&](int status, HttpResponse r) {
+  // A whole answer from the engine also brings its TTFT (the whole answer) and usage.
+  auto respond = [&](int status, HttpResponse r, bool answered = false, const Usage* u = nullptr) {
     final_status = status;
-    metrics.request_done(model, pool.name(), call.tenant, status, seconds_since(call.received));
-    metrics.request_ended();
+    const double seconds = seconds_since(call.received);
+    GatewayMetrics::Finished f{.model = model,
+                               .pool = pool.name(),
+                               .tenant = call.tenant,
+                               .status = status,
+                               .seconds = seconds,
+                               .routing_seconds = call.routing_seconds};
+    if (answered) f.ttft = seconds;
+    if (u && u->seen) {
+      f.has_tokens = true;
+      f.prompt_tokens = u->prompt_tokens;
+      f.completion_tokens = u->completion_tokens;
+      f.cached_tokens = u->cached_tokens;
+    }
+    metrics.request_finished(f);
     call.stream->respond(std::move(r));
   };
 
@@ -293,8 +327,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   std::vector<uint32_t> token_ids;
   PoolWarmup* warmup = warmup_of(&pool);
   const bool track = warmup && warmup->enabled();
-  pool.keys_for(call.request, call.original_body, call.kind, call.model->served_name, keys,
-                prompt_tokens, track ? &token_ids : nullptr);
+  pool.keys_for(call.request, call.body, call.kind, call.model->served_name, keys, prompt_tokens,
+                track ? &token_ids : nullptr);
   if (track) {
     // A chat prompt without real tokens cannot be replayed as a completion: not tracked.
     warmup->observe(keys, token_ids,
@@ -324,7 +358,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     Pick pick = co_await pool.pick(rr, excluded);
     if (attempt == 0) {
       const Nanos took = monotonic_now() - route_start;
-      metrics.routing_time(pool.name(), to_seconds(took));
+      call.routing_seconds = to_seconds(took);
       route_us = std::to_string((took + 500) / 1000);
     }
     if (!pick.decision.accepted()) {
@@ -409,105 +443,119 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
               json_error(502, "Upstream failed: " + body.error().message, {}, "upstream_error"));
     } else {
       pool.exchange_done(rr.id, endpoint->id, true, /*first_token=*/true);
-      if (exchange->status() == 200) {
-        metrics.ttft(model, seconds_since(call.received));
-        Usage u = parse_usage(*body);
-        if (u.seen) {
-          metrics.tokens(model, call.tenant, u.prompt_tokens, u.completion_tokens, u.cached_tokens);
-          charge(call.limited_tenant, model, u);
-        }
+      const bool answered = exchange->status() == 200;
+      Usage u;
+      if (answered) {
+        u = parse_usage(*body);
+        if (u.seen) charge(call.limited_tenant, model, u);
       }
       HttpResponse r{exchange->status(),
                      content_type,
                      {{"x-kvgate-endpoint", endpoint->url}, {"x-kvgate-route-us", route_us}},
                      std::move(*body)};
       if (!prefill_url.empty()) r.headers.push_back({"x-kvgate-prefill-endpoint", prefill_url});
-      respond(exchange->status(), std::move(r));
+      respond(exchange->status(), std::move(r), answered, &u);
     }
   } else {
-    // Stream: pass events through as they arrive.
-    metrics.stream_started();
-    final_status = 200;
-    std::vector<io::HttpHeader> head = {{"Cache-Control", "no-cache"},
-                                        {"x-kvgate-endpoint", endpoint->url},
-                                        {"x-kvgate-route-us", route_us}};
-    if (!prefill_url.empty()) head.push_back({"x-kvgate-prefill-endpoint", prefill_url});
-    call.stream->start(200, "text/event-stream", std::move(head));
-    SseTap tap(/*strip_usage_chunk=*/!call.request.client_wants_usage);
-    const Nanos deadline =
-        call.received +
-        std::chrono::duration_cast<std::chrono::nanoseconds>(config.timeouts.stream).count();
-    Nanos last_token = 0;
-    bool ok = false;
-    std::string out;
-    while (true) {
-      if (call.stream->closed()) break;  // the client went away
-      Nanos left = deadline - monotonic_now();
-      if (left <= 0) {
-        out =
-            "data: " + openai_error_json(504, "The stream exceeded the gateway's stream timeout") +
-            "\n\ndata: [DONE]\n\n";
-        call.stream->write(std::move(out));
-        metrics.upstream_error(pool.name(), endpoint->url, "timeout");
-        break;
-      }
-      auto piece = co_await exchange->read_some(
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds(left)) +
-          std::chrono::milliseconds(1));
-      if (!piece) {
-        // Bytes already reached the client: end the stream with an error event.
-        metrics.upstream_error(pool.name(), endpoint->url, io::to_string(piece.error().kind));
-        if (!prefill_url.empty()) {
-          metrics.pd_hop_failure(pool.name(), "decode", io::to_string(piece.error().kind));
-        }
-        pool.endpoint_result(endpoint->id, false);
-        out = "data: " +
-              openai_error_json(502,
-                                "The upstream engine failed mid-stream: " + piece.error().message,
-                                {}, "upstream_error") +
-              "\n\ndata: [DONE]\n\n";
-        call.stream->write(std::move(out));
-        break;
-      }
-      if (piece->empty()) {
-        ok = true;
-        break;
-      }
-      out.clear();
-      SseTap::Step step = tap.feed(*piece, out);
-      if (step.token_events > 0) {
-        Nanos now = monotonic_now();
-        if (last_token == 0) {
-          metrics.ttft(model, to_seconds(now - call.received));
-          pool.first_token(rr.id);
-        } else {
-          metrics.itl(model, to_seconds(now - last_token));
-        }
-        for (size_t i = 1; i < step.token_events; ++i) metrics.itl(model, 0);
-        last_token = now;
-      }
-      if (out.empty()) continue;
-      if (call.stream->pending_bytes() > kMaxPendingBytes) {
-        co_await write_and_wait(*call.stream, std::move(out));
-      } else {
-        call.stream->write(std::move(out));
-      }
-      out = std::string();
-    }
-    if (ok) pool.endpoint_result(endpoint->id, true);
-    pool.finished(rr.id, ok);
-    const Usage& u = tap.usage();
-    if (u.seen) {
-      // Also when the client went away mid-stream, as long as the usage chunk came.
-      metrics.tokens(model, call.tenant, u.prompt_tokens, u.completion_tokens, u.cached_tokens);
-      charge(call.limited_tenant, model, u);
-    }
-    metrics.stream_ended();
-    metrics.request_done(model, pool.name(), call.tenant, final_status,
-                         seconds_since(call.received));
-    metrics.request_ended();
-    call.stream->finish();
+    // Stream: pass events through as they arrive, from a coroutine of its own (the
+    // connection writes them meanwhile).
+    StreamJob job{std::move(call), std::move(exchange), std::move(*endpoint),
+                  rr.id,           std::move(route_us), std::move(prefill_url)};
+    asio::co_spawn(co_await asio::this_coro::executor, pump_stream(std::move(job)), asio::detached);
   }
+}
+
+asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
+  ProxyCall& call = job.call;
+  PoolRuntime& pool = *call.pool;
+  const std::string& model = call.model->name;
+  const EndpointAddress* endpoint = &job.endpoint;
+  const std::string& prefill_url = job.prefill_url;
+  io::UpstreamExchange* exchange = job.exchange.get();
+  metrics.stream_started();
+  const int final_status = 200;
+  std::vector<io::HttpHeader> head = {{"Cache-Control", "no-cache"},
+                                      {"x-kvgate-endpoint", endpoint->url},
+                                      {"x-kvgate-route-us", job.route_us}};
+  if (!prefill_url.empty()) head.push_back({"x-kvgate-prefill-endpoint", prefill_url});
+  call.stream->start(200, "text/event-stream", std::move(head));
+  SseTap tap(/*strip_usage_chunk=*/!call.request.client_wants_usage);
+  const Nanos deadline =
+      call.received +
+      std::chrono::duration_cast<std::chrono::nanoseconds>(config.timeouts.stream).count();
+  Nanos last_token = 0;
+  bool ok = false;
+  std::string out;
+  while (true) {
+    if (call.stream->closed()) break;  // the client went away
+    Nanos left = deadline - monotonic_now();
+    if (left <= 0) {
+      out = "data: " + openai_error_json(504, "The stream exceeded the gateway's stream timeout") +
+            "\n\ndata: [DONE]\n\n";
+      call.stream->write(std::move(out));
+      metrics.upstream_error(pool.name(), endpoint->url, "timeout");
+      break;
+    }
+    auto piece = co_await exchange->read_some(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds(left)) +
+        std::chrono::milliseconds(1));
+    if (!piece) {
+      // Bytes already reached the client: end the stream with an error event.
+      metrics.upstream_error(pool.name(), endpoint->url, io::to_string(piece.error().kind));
+      if (!prefill_url.empty()) {
+        metrics.pd_hop_failure(pool.name(), "decode", io::to_string(piece.error().kind));
+      }
+      pool.endpoint_result(endpoint->id, false);
+      out =
+          "data: " +
+          openai_error_json(502, "The upstream engine failed mid-stream: " + piece.error().message,
+                            {}, "upstream_error") +
+          "\n\ndata: [DONE]\n\n";
+      call.stream->write(std::move(out));
+      break;
+    }
+    if (piece->empty()) {
+      ok = true;
+      break;
+    }
+    out.clear();
+    SseTap::Step step = tap.feed(*piece, out);
+    if (step.token_events > 0) {
+      Nanos now = monotonic_now();
+      if (last_token == 0) {
+        metrics.ttft(model, to_seconds(now - call.received));
+        pool.first_token(job.id);
+      } else {
+        metrics.itl(model, to_seconds(now - last_token));
+      }
+      for (size_t i = 1; i < step.token_events; ++i) metrics.itl(model, 0);
+      last_token = now;
+    }
+    if (out.empty()) continue;
+    if (call.stream->pending_bytes() > kMaxPendingBytes) {
+      co_await write_and_wait(*call.stream, std::move(out));
+    } else {
+      call.stream->write(std::move(out));
+    }
+    out = std::string();
+  }
+  if (ok) pool.endpoint_result(endpoint->id, true);
+  pool.finished(job.id, ok);
+  // Tokens count also when the client went away mid-stream, as long as the usage chunk came.
+  const Usage& u = tap.usage();
+  if (u.seen) charge(call.limited_tenant, model, u);
+  metrics.stream_ended();
+  metrics.request_finished({.model = model,
+                            .pool = pool.name(),
+                            .tenant = call.tenant,
+                            .status = final_status,
+                            .seconds = seconds_since(call.received),
+                            .routing_seconds = call.routing_seconds,
+                            .has_tokens = u.seen,
+                            .prompt_tokens = u.prompt_tokens,
+                            .completion_tokens = u.completion_tokens,
+                            .cached_tokens = u.cached_tokens});
+  call.stream->finish();
 }
 
 void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const Usage& u) {
@@ -596,9 +644,11 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
   impl->limiter = std::make_unique<TenantLimiter>(c.rate_limits);
   impl->upstream = std::make_unique<io::UpstreamClient>(
       impl->io.get_executor(), io::UpstreamOptions{.connect_timeout = c.timeouts.connect,
-                                                   .head_timeout = c.timeouts.upstream_header});
+                                                   .head_timeout = c.timeouts.upstream_header,
+                                                   .lazy_idle_timers = true});
   for (const PoolConfig& p : c.pools) {
-    auto pool = PoolRuntime::create(p, c.breaker, impl->io.get_executor(), impl->metrics);
+    auto pool = PoolRuntime::create(p, c.breaker, impl->io.get_executor(), impl->metrics,
+                                    /*one_thread=*/c.threads == 1);
     if (!pool) return Error(pool.error());
     impl->pools.push_back(std::move(*pool));
   }
@@ -657,10 +707,14 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     // The servers run on the gateway's own threads: no hop between the client's side
     // and the upstream's side of a request.
     opts.io_context = &impl->io;
-    auto server = io::HttpServer::start(
-        opts, [self](HttpRequest&& req, std::shared_ptr<ResponseStream> stream) {
-          self->handle(std::move(req), std::move(stream));
-        });
+    // The proxy runs inside the connection's coroutine (no hand-off for a whole answer).
+    io::AwaitableHttpHandler handler =
+        [self](HttpRequest&& req, std::shared_ptr<ResponseStream> stream) -> asio::awaitable<void> {
+      std::optional<ProxyCall> call;
+      self->handle(std::move(req), std::move(stream), call);
+      if (call) co_await self->proxy(std::move(*call));
+    };
+    auto server = io::HttpServer::start(opts, std::move(handler));
     if (!server) {
       impl->stop_all();
       return Error(fmt::format("listener {}:{}: {}", l.address, l.port, server.error()));

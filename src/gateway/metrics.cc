@@ -64,6 +64,26 @@ void GatewayMetrics::request_done(std::string_view model, std::string_view pool,
   if (!model.empty()) series(duration_, model, duration_bounds()).observe(seconds);
 }
 
+void GatewayMetrics::request_finished(const Finished& f) {
+  {
+    std::lock_guard lock(mu_);
+    ++slot(requests_, f.model, f.pool, f.tenant, f.status);
+    if (!f.model.empty()) series(duration_, f.model, duration_bounds()).observe(f.seconds);
+    if (f.ttft) series(ttft_, f.model, ttft_bounds()).observe(*f.ttft);
+    if (f.routing_seconds) {
+      series(routing_time_, f.pool, routing_bounds()).observe(*f.routing_seconds);
+    }
+    if (f.has_tokens) {
+      TokenCounts& t = slot(tokens_, f.model, f.tenant);
+      t.prompt += f.prompt_tokens;
+      t.completion += f.completion_tokens;
+      t.cached += f.cached_tokens;
+      ++t.reports;
+    }
+  }
+  active_requests_.fetch_sub(1, std::memory_order_relaxed);
+}
+
 void GatewayMetrics::ttft(std::string_view model, double seconds) {
   std::lock_guard lock(mu_);
   series(ttft_, model, ttft_bounds()).observe(seconds);
@@ -110,22 +130,10 @@ scale::UsageTotals GatewayMetrics::usage(std::span<const std::string> models) co
   return u;
 }
 
-void GatewayMetrics::stream_started() {
-  std::lock_guard lock(mu_);
-  ++active_streams_;
-}
-void GatewayMetrics::stream_ended() {
-  std::lock_guard lock(mu_);
-  --active_streams_;
-}
-void GatewayMetrics::request_started() {
-  std::lock_guard lock(mu_);
-  ++active_requests_;
-}
-void GatewayMetrics::request_ended() {
-  std::lock_guard lock(mu_);
-  --active_requests_;
-}
+void GatewayMetrics::stream_started() { active_streams_.fetch_add(1, std::memory_order_relaxed); }
+void GatewayMetrics::stream_ended() { active_streams_.fetch_sub(1, std::memory_order_relaxed); }
+void GatewayMetrics::request_started() { active_requests_.fetch_add(1, std::memory_order_relaxed); }
+void GatewayMetrics::request_ended() { active_requests_.fetch_sub(1, std::memory_order_relaxed); }
 
 void GatewayMetrics::upstream_error(std::string_view pool, std::string_view endpoint,
                                     std::string_view kind) {
@@ -142,8 +150,14 @@ void GatewayMetrics::retry(std::string_view pool) {
 
 void GatewayMetrics::decision(std::string_view pool, std::string_view policy,
                               std::string_view reason) {
+  decision_counter(pool, policy, reason).fetch_add(1, std::memory_order_relaxed);
+}
+
+std::atomic<uint64_t>& GatewayMetrics::decision_counter(std::string_view pool,
+                                                        std::string_view policy,
+                                                        std::string_view reason) {
   std::lock_guard lock(mu_);
-  ++slot(decisions_, pool, policy, reason);
+  return slot(decisions_, pool, policy, reason);
 }
 
 void GatewayMetrics::routing_time(std::string_view pool, double seconds) {
@@ -205,10 +219,7 @@ void GatewayMetrics::endpoint_value(std::string_view name, std::string_view pool
   endpoint_values_[Key3{name, pool, endpoint}] = value;
 }
 
-int64_t GatewayMetrics::active_streams() const {
-  std::lock_guard lock(mu_);
-  return active_streams_;
-}
+int64_t GatewayMetrics::active_streams() const { return active_streams_.load(); }
 
 std::string GatewayMetrics::render() const {
   std::lock_guard lock(mu_);
@@ -248,9 +259,9 @@ std::string GatewayMetrics::render() const {
                "Prompt tokens served from the engines' prefix cache (usage.prompt_tokens_details).",
                &TokenCounts::cached);
   w.gauge("kvgate_active_streams", "Streamed responses in progress.", {},
-          static_cast<double>(active_streams_));
+          static_cast<double>(active_streams_.load()));
   w.gauge("kvgate_active_requests", "Requests in progress (streamed or not).", {},
-          static_cast<double>(active_requests_));
+          static_cast<double>(active_requests_.load()));
   w.header("kvgate_upstream_errors_total",
            "Failed upstream exchanges, by pool, endpoint and kind (connect, timeout, closed, "
            "protocol, status_503).",
@@ -271,7 +282,8 @@ std::string GatewayMetrics::render() const {
   for (const auto& [k, v] : decisions_) {
     const auto& [pool, policy, reason] = k;
     w.sample("kvgate_routing_decisions_total",
-             {{"pool", pool}, {"policy", policy}, {"reason", reason}}, static_cast<double>(v));
+             {{"pool", pool}, {"policy", policy}, {"reason", reason}},
+             static_cast<double>(v.load(std::memory_order_relaxed)));
   }
   w.header("kvgate_routing_decision_seconds",
            "Time to route a request: tokenization, chat template, block hashes and the "

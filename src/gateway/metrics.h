@@ -36,11 +36,12 @@
 //   kvgate_autoscaler_decisions_total{pool,direction}      counter (up, down, hold)
 //   kvgate_autoscaler_replica_restarts_total{pool}         counter (crashed replicas replaced)
 //
-// Thread-safe (one mutex; updates are a few per request). The series maps compare keys
-// transparently, so an update of an existing series looks it up by string_view and
-// allocates nothing.
+// Thread-safe (one mutex, taken twice per proxied request; the active gauges are atomics). The
+// series maps compare keys transparently, so an update of an existing series looks it up by
+// string_view and allocates nothing.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -80,9 +81,25 @@ class GatewayMetrics {
   void stream_ended();
   void request_started();
   void request_ended();
+  // The end of a proxied request in one update: request_done, its time to first token and
+  // its token counts when known, and request_ended.
+  struct Finished {
+    std::string_view model, pool, tenant;
+    int status = 0;
+    double seconds = 0;
+    std::optional<double> ttft;
+    std::optional<double> routing_seconds;  // routing_time, for the request's pool
+    bool has_tokens = false;
+    uint64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  };
+  void request_finished(const Finished& f);
   void upstream_error(std::string_view pool, std::string_view endpoint, std::string_view kind);
   void retry(std::string_view pool);
   void decision(std::string_view pool, std::string_view policy, std::string_view reason);
+  // The counter of decision(pool, policy, reason), created at zero: a caller that keeps
+  // it counts a decision with one atomic increment (it lives as long as this object).
+  std::atomic<uint64_t>& decision_counter(std::string_view pool, std::string_view policy,
+                                          std::string_view reason);
   // How long a request's routing took (its first decision), from the prompt to the pick.
   void routing_time(std::string_view pool, double seconds);
   void breaker(std::string_view pool, std::string_view endpoint, bool open);
@@ -126,11 +143,11 @@ class GatewayMetrics {
   std::map<Key4, uint64_t, std::less<>> requests_;
   std::map<std::string, metrics::Histogram, std::less<>> ttft_, itl_, duration_;
   std::map<Key2, TokenCounts, std::less<>> tokens_;
-  int64_t active_streams_ = 0;
-  int64_t active_requests_ = 0;
+  std::atomic<int64_t> active_streams_{0};  // updated without mu_
+  std::atomic<int64_t> active_requests_{0};
   std::map<Key3, uint64_t, std::less<>> upstream_errors_;
   std::map<std::string, uint64_t, std::less<>> retries_;
-  std::map<Key3, uint64_t, std::less<>> decisions_;
+  std::map<Key3, std::atomic<uint64_t>, std::less<>> decisions_;         // nodes stay put
   std::map<std::string, metrics::Histogram, std::less<>> routing_time_;  // by pool
   std::map<Key2, bool, std::less<>> breakers_;
   std::map<Key2, uint64_t, std::less<>> rate_limited_;

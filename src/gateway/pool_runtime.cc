@@ -57,22 +57,24 @@ Nanos monotonic_now() {
 }
 
 PoolRuntime::PoolRuntime(const PoolConfig& config, const BreakerConfig& breaker,
-                         asio::any_io_executor executor, GatewayMetrics& metrics)
+                         asio::any_io_executor executor, GatewayMetrics& metrics, bool one_thread)
     : config_(config),
       breaker_(breaker),
       metrics_(metrics),
-      strand_(asio::make_strand(std::move(executor))),
+      strand_(one_thread ? executor : asio::any_io_executor(asio::make_strand(executor))),
       precise_({.model = config.name, .block_size = config.router.block_size}),
       approx_({}),
-      rng_(std::hash<std::string>{}(config.name) ^ 0x6b76676174650001ULL) {}
+      rng_(std::hash<std::string>{}(config.name) ^ 0x6b76676174650001ULL),
+      block_seed_(kv::block_seed(config.name, "", "")) {}
 
 PoolRuntime::~PoolRuntime() = default;
 
 Result<std::unique_ptr<PoolRuntime>> PoolRuntime::create(const PoolConfig& config,
                                                          const BreakerConfig& breaker,
                                                          asio::any_io_executor executor,
-                                                         GatewayMetrics& metrics) {
-  std::unique_ptr<PoolRuntime> p(new PoolRuntime(config, breaker, std::move(executor), metrics));
+                                                         GatewayMetrics& metrics, bool one_thread) {
+  std::unique_ptr<PoolRuntime> p(
+      new PoolRuntime(config, breaker, std::move(executor), metrics, one_thread));
   if (!config.tokenizer_file.empty()) {
     auto text = read_file(config.tokenizer_file);
     if (!text)
@@ -237,7 +239,7 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
   // Keys only meet the pool's own indexes, and the precise index seeds the chains it
   // rebuilds from events with the pool's name: the request side must use the same seed.
   (void)served_model;
-  const uint64_t seed = kv::block_seed(config_.name, "", "");
+  const uint64_t seed = block_seed_;
   std::vector<uint32_t> ids;
   bool tokenized = false;
   if (tokenizer_) {
@@ -313,6 +315,9 @@ asio::awaitable<Pick> PoolRuntime::pick(const route::RouteRequest& request,
       asio::use_awaitable);
 }
 
+static_assert(static_cast<size_t>(route::RejectReason::kDuplicateRequest) < 8,
+              "decision_counters_ holds one counter per RejectReason");
+
 Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
                                    const std::vector<route::EndpointId>& excluded) {
   Nanos now = monotonic_now();
@@ -328,9 +333,17 @@ Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
   Pick pick;
   pick.decision = router_->route(request, now, rng_);
   for (route::EndpointId id : hidden) router_->pool().set_health(id, route::Health::kHealthy);
-  metrics_.decision(config_.name, router_->config().policy.name,
-                    route::to_string(pick.decision.reason));
-  if (pick.decision.accepted()) pick.endpoint = endpoint(pick.decision.endpoint);
+  const auto reason = static_cast<size_t>(pick.decision.reason);
+  std::atomic<uint64_t>*& counter = decision_counters_.at(reason);
+  if (!counter) {
+    counter = &metrics_.decision_counter(config_.name, router_->config().policy.name,
+                                         route::to_string(pick.decision.reason));
+  }
+  counter->fetch_add(1, std::memory_order_relaxed);
+  // endpoints_ is written only here, on the strand: no lock to read it.
+  if (pick.decision.accepted() && pick.decision.endpoint < endpoints_.size()) {
+    pick.endpoint = endpoints_[pick.decision.endpoint];
+  }
   return pick;
 }
 

@@ -22,6 +22,8 @@
 //   auto drained = co_await pool.remove_endpoint(*id, std::chrono::seconds(30));
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/strand.hpp>
@@ -76,10 +78,13 @@ Nanos monotonic_now();
 
 class PoolRuntime {
  public:
+  // `one_thread`: only one thread runs the executor's context, so the pool's work is
+  // serialized by it without a strand (no strand's lock and queue on every request).
   static Result<std::unique_ptr<PoolRuntime>> create(const PoolConfig& config,
                                                      const BreakerConfig& breaker,
                                                      boost::asio::any_io_executor executor,
-                                                     GatewayMetrics& metrics);
+                                                     GatewayMetrics& metrics,
+                                                     bool one_thread = false);
   ~PoolRuntime();
 
   const std::string& name() const { return config_.name; }
@@ -149,7 +154,7 @@ class PoolRuntime {
 
  private:
   PoolRuntime(const PoolConfig& config, const BreakerConfig& breaker,
-              boost::asio::any_io_executor executor, GatewayMetrics& metrics);
+              boost::asio::any_io_executor executor, GatewayMetrics& metrics, bool one_thread);
   void close_expired_breakers(Nanos now);
   boost::asio::awaitable<void> router_task(std::function<void(route::Router&)> fn);
   Pick decide_on_strand(const route::RouteRequest& request,
@@ -173,8 +178,8 @@ class PoolRuntime {
   std::optional<tokenizer::Tokenizer> tokenizer_;
   std::optional<tokenizer::ChatTemplate> chat_template_;
 
-  // State below is touched only on strand_.
-  boost::asio::strand<boost::asio::any_io_executor> strand_;
+  // State below is touched only on strand_ (a strand, or the context's one thread).
+  boost::asio::any_io_executor strand_;
   kv::PreciseIndex precise_;
   kv::ApproxIndex approx_;
   std::unique_ptr<route::Router> router_;
@@ -184,6 +189,9 @@ class PoolRuntime {
     Nanos open_until = 0;  // > 0 while open
   };
   std::vector<Breaker> breakers_;  // by EndpointId
+  // kvgate_routing_decisions_total's counters, by RejectReason (kNone: accepted).
+  std::array<std::atomic<uint64_t>*, 8> decision_counters_{};
+  uint64_t block_seed_ = 0;  // of the pool's block keys (keys_for)
 
   // Read from any thread (the scraper, admin), written on the strand.
   mutable std::mutex endpoints_mu_;

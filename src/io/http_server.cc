@@ -6,6 +6,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <charconv>
 #include <condition_variable>
 #include <future>
 #include <mutex>
@@ -225,7 +226,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         acceptor(ioc) {}
 
   HttpServerOptions options;
-  HttpHandler handler;
+  HttpHandler handler;  // exactly one of the two is set
+  AwaitableHttpHandler awaited_handler;
   std::unique_ptr<net::io_context> own_ioc;  // null when running on the caller's
   net::io_context& ioc;
   tcp::acceptor acceptor;
@@ -353,17 +355,21 @@ bool is_shutdown_error(const beast::error_code& ec) {
 // The head of a whole response, written by hand into `out` (Beast's fields allocate per
 // field): status line, Content-Type, the extra headers, Content-Length, Connection.
 void write_whole_head(std::string& out, unsigned version, bool keep, const HttpResponse& r) {
+  using namespace std::string_view_literals;  // appends of literals without strlen
+  char status[8], length[24];
+  const auto status_end = std::to_chars(status, status + sizeof(status), r.status).ptr;
+  const auto length_end = std::to_chars(length, length + sizeof(length), r.body.size()).ptr;
   out.clear();
-  out.append(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
-  out.append(std::to_string(r.status)).append(" ");
+  out.append(version == 10 ? "HTTP/1.0 "sv : "HTTP/1.1 "sv);
+  out.append(status, status_end).append(" "sv);
   const std::string_view reason = http::obsolete_reason(static_cast<http::status>(r.status));
-  out.append(reason).append("\r\nContent-Type: ").append(r.content_type).append("\r\n");
+  out.append(reason).append("\r\nContent-Type: "sv).append(r.content_type).append("\r\n"sv);
   for (const HttpHeader& h : r.headers)
-    out.append(h.name).append(": ").append(h.value).append("\r\n");
-  out.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
-  if (version == 10 && keep) out.append("Connection: keep-alive\r\n");
-  if (version != 10 && !keep) out.append("Connection: close\r\n");
-  out.append("\r\n");
+    out.append(h.name).append(": "sv).append(h.value).append("\r\n"sv);
+  out.append("Content-Length: "sv).append(length, length_end).append("\r\n"sv);
+  if (version == 10 && keep) out.append("Connection: keep-alive\r\n"sv);
+  if (version != 10 && !keep) out.append("Connection: close\r\n"sv);
+  out.append("\r\n"sv);
 }
 
 // Parses one request straight into an HttpRequest (Beast's own message type allocates
@@ -376,6 +382,7 @@ class RequestParser final : public http::basic_parser<true> {
  private:
   void on_request_impl(http::verb, beast::string_view method, beast::string_view target,
                        int version, beast::error_code&) override {
+    request.headers.reserve(8);
     request.method.assign(method.data(), method.size());
     request.target.assign(target.data(), target.size());
     version_ = static_cast<unsigned>(version);
@@ -452,7 +459,11 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
     auto rs = std::make_shared<Stream>(conn, options.max_pending_bytes);
     conn->current = rs;
     try {
-      server.handler(std::move(parser.request), rs);
+      if (server.awaited_handler) {
+        co_await server.awaited_handler(std::move(parser.request), rs);
+      } else {
+        server.handler(std::move(parser.request), rs);
+      }
     } catch (const std::exception& e) {
       rs->respond(error_response(500, std::string("internal error: ") + e.what()));
     }
@@ -686,9 +697,21 @@ void HttpServer::stop(std::chrono::milliseconds grace) { impl_->stop(grace); }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::start(const HttpServerOptions& options,
                                                       HttpHandler handler) {
+  return start_impl(options, std::move(handler), nullptr);
+}
+
+Result<std::unique_ptr<HttpServer>> HttpServer::start(const HttpServerOptions& options,
+                                                      AwaitableHttpHandler handler) {
+  return start_impl(options, nullptr, std::move(handler));
+}
+
+Result<std::unique_ptr<HttpServer>> HttpServer::start_impl(const HttpServerOptions& options,
+                                                           HttpHandler handler,
+                                                           AwaitableHttpHandler awaited) {
   auto impl = std::make_shared<Impl>(options.io_context);
   impl->options = options;
   impl->handler = std::move(handler);
+  impl->awaited_handler = std::move(awaited);
   if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
     impl->tls.emplace(net::ssl::context::tls_server);
     if (auto err = load_tls_server_files(impl->tls->native_handle(),

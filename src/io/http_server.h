@@ -25,6 +25,7 @@
 //   (*server)->stop();  // graceful: lets responses in flight finish (up to a grace time)
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -70,6 +71,14 @@ class ResponseStream {
 using HttpHandler =
     std::function<void(HttpRequest&& request, std::shared_ptr<ResponseStream> stream)>;
 
+// A handler the connection awaits: what it responds before it returns is written without
+// a hand-off between coroutines (a proxy that reads a whole answer from its upstream
+// runs inside the connection's own coroutine). The connection reads nothing else while it
+// runs. A handler that streams starts the response, hands the stream to a coroutine of its
+// own and returns: the connection then writes the chunks as they come.
+using AwaitableHttpHandler = std::function<boost::asio::awaitable<void>(
+    HttpRequest&& request, std::shared_ptr<ResponseStream> stream)>;
+
 struct HttpServerOptions {
   std::string address = "127.0.0.1";
   uint16_t port = 0;  // 0: an ephemeral port (see port())
@@ -97,6 +106,8 @@ class HttpServer {
   // Binds, listens and starts the I/O threads. Errors: bad address, port in use.
   static Result<std::unique_ptr<HttpServer>> start(const HttpServerOptions& options,
                                                    HttpHandler handler);
+  static Result<std::unique_ptr<HttpServer>> start(const HttpServerOptions& options,
+                                                   AwaitableHttpHandler handler);
   ~HttpServer();  // stop(0)
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -112,6 +123,9 @@ class HttpServer {
 
  private:
   explicit HttpServer(std::shared_ptr<Impl> impl);
+  static Result<std::unique_ptr<HttpServer>> start_impl(const HttpServerOptions& options,
+                                                        HttpHandler handler,
+                                                        AwaitableHttpHandler awaited);
   std::shared_ptr<Impl> impl_;
 };
 

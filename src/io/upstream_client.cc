@@ -11,6 +11,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <charconv>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -88,12 +89,16 @@ struct Connection {
 // The request head as sent: request line, Host, the caller's headers, Content-Length
 // (written by hand: Beast's fields allocate per field).
 void write_head(std::string& out, const UpstreamRequest& r, std::string_view host_port) {
+  using namespace std::string_view_literals;  // appends of literals without strlen
+  char length[24];
+  const auto [end, ec] = std::to_chars(length, length + sizeof(length), r.body.size());
+  (void)ec;
   out.clear();
-  out.append(r.method).append(" ").append(r.target).append(" HTTP/1.1\r\nHost: ");
-  out.append(host_port).append("\r\n");
+  out.append(r.method).append(" "sv).append(r.target).append(" HTTP/1.1\r\nHost: "sv);
+  out.append(host_port).append("\r\n"sv);
   for (const auto& [name, value] : r.headers)
-    out.append(name).append(": ").append(value).append("\r\n");
-  out.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n\r\n");
+    out.append(name).append(": "sv).append(value).append("\r\n"sv);
+  out.append("Content-Length: "sv).append(length, end).append("\r\n\r\n"sv);
 }
 
 UpstreamErrorKind kind_of(const Connection& conn) {
@@ -113,6 +118,7 @@ struct UpstreamClient::Pool {
   mutable std::mutex mu;
   std::unordered_map<std::string, std::vector<std::unique_ptr<Connection>>> idle;
   size_t max_idle = 0;
+  bool lazy_idle_timers = false;
 
   std::unique_ptr<Connection> take(const std::string& key) {
     std::lock_guard lock(mu);
@@ -124,7 +130,14 @@ struct UpstreamClient::Pool {
   }
 
   void give(const std::string& key, std::unique_ptr<Connection> conn) {
-    conn->deadline.disarm();  // idle in the pool: no timer keeps the context busy
+    // Idle in the pool: no deadline. The timer stops waiting too (it would keep the
+    // context's run() from returning), unless the owner keeps its context running anyway:
+    // then a wait in progress is left to lapse, and the next request re-arms nothing.
+    if (lazy_idle_timers) {
+      conn->deadline.expires_never();
+    } else {
+      conn->deadline.disarm();
+    }
     std::lock_guard lock(mu);
     auto& list = idle[key];
     if (list.size() < max_idle) list.push_back(std::move(conn));
@@ -231,6 +244,7 @@ asio::awaitable<UpstreamResult<std::string>> UpstreamExchange::read_all(
 UpstreamClient::UpstreamClient(asio::any_io_executor executor, UpstreamOptions options)
     : executor_(std::move(executor)), options_(options), pool_(std::make_shared<Pool>()) {
   pool_->max_idle = options_.max_idle_per_endpoint;
+  pool_->lazy_idle_timers = options_.lazy_idle_timers;
 }
 
 UpstreamClient::~UpstreamClient() { close_idle(); }

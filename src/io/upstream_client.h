@@ -78,6 +78,9 @@ struct UpstreamOptions {
   std::chrono::milliseconds connect_timeout{2'000};
   std::chrono::milliseconds head_timeout{60'000};  // request sent -> response head read
   size_t max_idle_per_endpoint = 256;
+  // The context runs for good (a work guard): a pooled connection's timer may keep waiting
+  // while it is idle, which saves a timer cancel and re-arm on every request.
+  bool lazy_idle_timers = false;
 };
 
 // One request/response in progress.
