@@ -1,0 +1,341 @@
+#include "gateway/json_scan.h"
+
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace kvgate::gateway {
+
+namespace {
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+void append_utf8(uint32_t cp, std::string& out) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+}  // namespace
+
+void JsonScanner::skip_ws() {
+  while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+}
+
+char JsonScanner::peek() {
+  skip_ws();
+  return p_ == end_ ? '\0' : *p_;
+}
+
+bool JsonScanner::at_end() {
+  skip_ws();
+  return p_ == end_;
+}
+
+bool JsonScanner::begin_object() {
+  if (peek() != '{' || depth_ == kMaxDepth) return false;
+  ++p_;
+  ++depth_;
+  return true;
+}
+
+bool JsonScanner::begin_array() {
+  if (peek() != '[' || depth_ == kMaxDepth) return false;
+  ++p_;
+  ++depth_;
+  return true;
+}
+
+JsonScanner::Next JsonScanner::next_member(bool first, std::string_view& key) {
+  char c = peek();
+  if (c == '}') {
+    ++p_;
+    --depth_;
+    return Next::kEnd;
+  }
+  if (!first) {
+    if (c != ',') return Next::kBad;
+    ++p_;
+    c = peek();
+  }
+  if (c != '"') return Next::kBad;
+  const char* start = p_;
+  if (!scan_string(nullptr)) return Next::kBad;
+  key = std::string_view(start + 1, static_cast<size_t>(p_ - start - 2));
+  if (key.find('\\') != std::string_view::npos) {
+    // Rare: decode it, as Boost.JSON compares decoded keys.
+    p_ = start;
+    key_.clear();
+    if (!scan_string(&key_)) return Next::kBad;
+    key = key_;
+  }
+  if (peek() != ':') return Next::kBad;
+  ++p_;
+  return Next::kItem;
+}
+
+JsonScanner::Next JsonScanner::next_element(bool first) {
+  char c = peek();
+  if (c == ']') {
+    ++p_;
+    --depth_;
+    return Next::kEnd;
+  }
+  if (!first) {
+    if (c != ',') return Next::kBad;
+    ++p_;
+  }
+  return Next::kItem;  // the element itself is checked by whoever reads it
+}
+
+bool JsonScanner::skip_value() {
+  switch (peek()) {
+    case '{': {
+      if (!begin_object()) return false;
+      std::string_view key;
+      for (bool first = true;; first = false) {
+        Next n = next_member(first, key);
+        if (n == Next::kEnd) return true;
+        if (n == Next::kBad || !skip_value()) return false;
+      }
+    }
+    case '[': {
+      if (!begin_array()) return false;
+      for (bool first = true;; first = false) {
+        Next n = next_element(first);
+        if (n == Next::kEnd) return true;
+        if (n == Next::kBad || !skip_value()) return false;
+      }
+    }
+    case '"':
+      return scan_string(nullptr);
+    case 't':
+    case 'f':
+    case 'n': {
+      Literal lit;
+      return literal(lit);
+    }
+    default: {
+      Number n;
+      return number(n);  // rejects anything that is not a number, too
+    }
+  }
+}
+
+bool JsonScanner::string_value(std::string* out) { return peek() == '"' && scan_string(out); }
+
+bool JsonScanner::literal(Literal& lit) {
+  auto take = [&](std::string_view word) {
+    if (static_cast<size_t>(end_ - p_) < word.size() ||
+        std::memcmp(p_, word.data(), word.size()) != 0) {
+      return false;
+    }
+    p_ += word.size();
+    return true;
+  };
+  switch (peek()) {
+    case 't':
+      lit = Literal::kTrue;
+      return take("true");
+    case 'f':
+      lit = Literal::kFalse;
+      return take("false");
+    case 'n':
+      lit = Literal::kNull;
+      return take("null");
+    default:
+      return false;
+  }
+}
+
+bool JsonScanner::number(Number& n) {
+  skip_ws();
+  const char* start = p_;
+  n = Number{};
+  n.integral = true;
+  n.fits = true;
+  if (p_ != end_ && *p_ == '-') {
+    n.negative = true;
+    ++p_;
+  }
+  if (p_ == end_ || !is_digit(*p_)) return false;
+  if (*p_ == '0') {
+    ++p_;
+  } else {
+    while (p_ != end_ && is_digit(*p_)) {
+      const uint64_t d = static_cast<uint64_t>(*p_ - '0');
+      if (n.magnitude > (UINT64_MAX - d) / 10) n.fits = false;
+      n.magnitude = n.magnitude * 10 + d;
+      ++p_;
+    }
+  }
+  if (p_ != end_ && *p_ == '.') {
+    n.integral = false;
+    ++p_;
+    if (p_ == end_ || !is_digit(*p_)) return false;
+    while (p_ != end_ && is_digit(*p_)) ++p_;
+  }
+  if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
+    n.integral = false;
+    ++p_;
+    if (p_ != end_ && (*p_ == '+' || *p_ == '-')) ++p_;
+    const char* digits = p_;
+    while (p_ != end_ && is_digit(*p_)) ++p_;
+    // Boost.JSON fails on exponents that overflow: leave long ones to it.
+    if (p_ == digits || static_cast<size_t>(p_ - digits) > kMaxExponentDigits) return false;
+  }
+  if (!n.fits) n.magnitude = 0;
+  return static_cast<size_t>(p_ - start) <= kMaxNumberChars;
+}
+
+bool JsonScanner::scan_string(std::string* out) {
+  ++p_;  // the opening quote
+  const char* run = p_;
+  for (;;) {
+#if defined(__SSE2__)
+    // 16 bytes at a time to the next quote, backslash, control or non-ASCII byte.
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i backslash = _mm_set1_epi8('\\');
+    const __m128i control = _mm_set1_epi8(0x1F);
+    while (end_ - p_ >= 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
+      const __m128i special =
+          _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                       _mm_cmpeq_epi8(_mm_min_epu8(v, control), v));
+      const int mask = _mm_movemask_epi8(special) | _mm_movemask_epi8(v);
+      if (mask != 0) {
+        p_ += __builtin_ctz(static_cast<unsigned>(mask));
+        break;
+      }
+      p_ += 16;
+    }
+#endif
+    if (p_ == end_) return false;
+    const auto c = static_cast<unsigned char>(*p_);
+    if (c == '"') {
+      if (out) out->append(run, static_cast<size_t>(p_ - run));
+      ++p_;
+      return true;
+    }
+    if (c == '\\') {
+      if (out) out->append(run, static_cast<size_t>(p_ - run));
+      if (!read_escape(out)) return false;
+      run = p_;
+    } else if (c < 0x20) {
+      return false;
+    } else if (c >= 0x80) {
+      if (!read_utf8()) return false;
+    } else {
+      ++p_;
+    }
+  }
+}
+
+bool JsonScanner::read_escape(std::string* out) {
+  ++p_;  // the backslash
+  if (p_ == end_) return false;
+  char c = *p_++;
+  switch (c) {
+    case '"':
+    case '\\':
+    case '/':
+      break;
+    case 'b':
+      c = '\b';
+      break;
+    case 'f':
+      c = '\f';
+      break;
+    case 'n':
+      c = '\n';
+      break;
+    case 'r':
+      c = '\r';
+      break;
+    case 't':
+      c = '\t';
+      break;
+    case 'u': {
+      auto hex4 = [&](uint32_t& v) {
+        if (end_ - p_ < 4) return false;
+        v = 0;
+        for (int i = 0; i < 4; ++i) {
+          const int h = hex_value(*p_++);
+          if (h < 0) return false;
+          v = v << 4 | static_cast<uint32_t>(h);
+        }
+        return true;
+      };
+      uint32_t cp;
+      if (!hex4(cp)) return false;
+      if (cp >= 0xDC00 && cp <= 0xDFFF) return false;  // a trailing surrogate alone
+      if (cp >= 0xD800 && cp <= 0xDBFF) {
+        uint32_t low;
+        if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u') return false;
+        p_ += 2;
+        if (!hex4(low) || low < 0xDC00 || low > 0xDFFF) return false;
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+      }
+      if (out) append_utf8(cp, *out);
+      return true;
+    }
+    default:
+      return false;
+  }
+  if (out) *out += c;
+  return true;
+}
+
+// One well-formed UTF-8 sequence (Unicode 15, table 3-7): no overlongs, no surrogates,
+// nothing above U+10FFFF.
+bool JsonScanner::read_utf8() {
+  const auto* s = reinterpret_cast<const unsigned char*>(p_);
+  const size_t left = static_cast<size_t>(end_ - p_);
+  const unsigned char b0 = s[0];
+  auto cont = [&](size_t i, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
+    return i < left && s[i] >= lo && s[i] <= hi;
+  };
+  size_t len;
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    len = cont(1) ? 2 : 0;
+  } else if (b0 == 0xE0) {
+    len = cont(1, 0xA0) && cont(2) ? 3 : 0;
+  } else if (b0 == 0xED) {
+    len = cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
+  } else if (b0 >= 0xE1 && b0 <= 0xEF) {
+    len = cont(1) && cont(2) ? 3 : 0;
+  } else if (b0 == 0xF0) {
+    len = cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
+  } else if (b0 >= 0xF1 && b0 <= 0xF3) {
+    len = cont(1) && cont(2) && cont(3) ? 4 : 0;
+  } else if (b0 == 0xF4) {
+    len = cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
+  } else {
+    len = 0;
+  }
+  p_ += len;
+  return len != 0;
+}
+
+}  // namespace kvgate::gateway
