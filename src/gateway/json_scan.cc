@@ -39,20 +39,6 @@ void append_utf8(uint32_t cp, std::string& out) {
 
 }  // namespace
 
-void JsonScanner::skip_ws() {
-  while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
-}
-
-char JsonScanner::peek() {
-  skip_ws();
-  return p_ == end_ ? '\0' : *p_;
-}
-
-bool JsonScanner::at_end() {
-  skip_ws();
-  return p_ == end_;
-}
-
 bool JsonScanner::begin_object() {
   if (peek() != '{' || depth_ == kMaxDepth) return false;
   ++p_;
@@ -81,9 +67,10 @@ JsonScanner::Next JsonScanner::next_member(bool first, std::string_view& key) {
   }
   if (c != '"') return Next::kBad;
   const char* start = p_;
-  if (!scan_string(nullptr)) return Next::kBad;
+  bool escaped = false;
+  if (!scan_string(nullptr, &escaped)) return Next::kBad;
   key = std::string_view(start + 1, static_cast<size_t>(p_ - start - 2));
-  if (key.find('\\') != std::string_view::npos) {
+  if (escaped) {
     // Rare: decode it, as Boost.JSON compares decoded keys.
     p_ = start;
     key_.clear();
@@ -109,36 +96,67 @@ JsonScanner::Next JsonScanner::next_element(bool first) {
   return Next::kItem;  // the element itself is checked by whoever reads it
 }
 
+bool JsonScanner::skip_key() {
+  if (peek() != '"' || !scan_string(nullptr)) return false;
+  if (peek() != ':') return false;
+  ++p_;
+  return true;
+}
+
+// Iterative, with the kinds of the open containers as bits (1: object), so a skipped
+// tree costs no calls per level and its keys are checked but never decoded.
 bool JsonScanner::skip_value() {
-  switch (peek()) {
-    case '{': {
-      if (!begin_object()) return false;
-      std::string_view key;
-      for (bool first = true;; first = false) {
-        Next n = next_member(first, key);
-        if (n == Next::kEnd) return true;
-        if (n == Next::kBad || !skip_value()) return false;
+  static_assert(kMaxDepth <= 64);
+  uint64_t objects = 0;
+  const int base = depth_;
+  for (;;) {
+    // A value.
+    switch (peek()) {
+      case '{':
+      case '[': {
+        if (depth_ == kMaxDepth) return false;
+        const bool object = *p_ == '{';
+        ++p_;
+        const uint64_t bit = uint64_t{1} << (depth_ - base);
+        objects = object ? objects | bit : objects & ~bit;
+        ++depth_;
+        const char c = peek();
+        if (c == (object ? '}' : ']')) {
+          ++p_;
+          --depth_;
+          break;  // to what follows a value
+        }
+        if (object && !skip_key()) return false;
+        continue;  // to its first value
+      }
+      case '"':
+        if (!scan_string(nullptr)) return false;
+        break;
+      case 't':
+      case 'f':
+      case 'n': {
+        Literal lit;
+        if (!literal(lit)) return false;
+        break;
+      }
+      default: {
+        Number n;
+        if (!number(n)) return false;  // rejects anything that is not a number, too
       }
     }
-    case '[': {
-      if (!begin_array()) return false;
-      for (bool first = true;; first = false) {
-        Next n = next_element(first);
-        if (n == Next::kEnd) return true;
-        if (n == Next::kBad || !skip_value()) return false;
+    // What follows a value: the end, a comma and the next one, or closing brackets.
+    for (;;) {
+      if (depth_ == base) return true;
+      const bool object = objects >> (depth_ - 1 - base) & 1;
+      const char c = peek();
+      if (c == ',') {
+        ++p_;
+        if (object && !skip_key()) return false;
+        break;  // to the next value
       }
-    }
-    case '"':
-      return scan_string(nullptr);
-    case 't':
-    case 'f':
-    case 'n': {
-      Literal lit;
-      return literal(lit);
-    }
-    default: {
-      Number n;
-      return number(n);  // rejects anything that is not a number, too
+      if (c != (object ? '}' : ']')) return false;
+      ++p_;
+      --depth_;
     }
   }
 }
@@ -171,83 +189,94 @@ bool JsonScanner::literal(Literal& lit) {
 
 bool JsonScanner::number(Number& n) {
   skip_ws();
-  const char* start = p_;
+  // A local cursor: the compiler cannot keep a member in a register across char reads.
+  const char* p = p_;
+  const char* const end = end_;
   n = Number{};
   n.integral = true;
   n.fits = true;
-  if (p_ != end_ && *p_ == '-') {
+  if (p != end && *p == '-') {
     n.negative = true;
-    ++p_;
+    ++p;
   }
-  if (p_ == end_ || !is_digit(*p_)) return false;
-  if (*p_ == '0') {
-    ++p_;
+  if (p == end || !is_digit(*p)) return false;
+  if (*p == '0') {
+    ++p;
   } else {
-    while (p_ != end_ && is_digit(*p_)) {
-      const uint64_t d = static_cast<uint64_t>(*p_ - '0');
-      if (n.magnitude > (UINT64_MAX - d) / 10) n.fits = false;
-      n.magnitude = n.magnitude * 10 + d;
-      ++p_;
+    uint64_t m = 0;
+    while (p != end && is_digit(*p)) {
+      const uint64_t d = static_cast<uint64_t>(*p - '0');
+      if (m > (UINT64_MAX - d) / 10) n.fits = false;
+      m = m * 10 + d;
+      ++p;
     }
+    n.magnitude = n.fits ? m : 0;
   }
-  if (p_ != end_ && *p_ == '.') {
+  if (p != end && *p == '.') {
     n.integral = false;
-    ++p_;
-    if (p_ == end_ || !is_digit(*p_)) return false;
-    while (p_ != end_ && is_digit(*p_)) ++p_;
+    ++p;
+    if (p == end || !is_digit(*p)) return false;
+    while (p != end && is_digit(*p)) ++p;
   }
-  if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
+  if (p != end && (*p == 'e' || *p == 'E')) {
     n.integral = false;
-    ++p_;
-    if (p_ != end_ && (*p_ == '+' || *p_ == '-')) ++p_;
-    const char* digits = p_;
-    while (p_ != end_ && is_digit(*p_)) ++p_;
+    ++p;
+    if (p != end && (*p == '+' || *p == '-')) ++p;
+    const char* digits = p;
+    while (p != end && is_digit(*p)) ++p;
     // Boost.JSON fails on exponents that overflow: leave long ones to it.
-    if (p_ == digits || static_cast<size_t>(p_ - digits) > kMaxExponentDigits) return false;
+    if (p == digits || static_cast<size_t>(p - digits) > kMaxExponentDigits) return false;
   }
-  if (!n.fits) n.magnitude = 0;
-  return static_cast<size_t>(p_ - start) <= kMaxNumberChars;
+  const bool short_enough = static_cast<size_t>(p - p_) <= kMaxNumberChars;
+  p_ = p;
+  return short_enough;
 }
 
-bool JsonScanner::scan_string(std::string* out) {
-  ++p_;  // the opening quote
-  const char* run = p_;
+bool JsonScanner::scan_string(std::string* out, bool* escaped) {
+  // A local cursor, stored back before the rare calls that move p_ themselves.
+  const char* p = p_ + 1;  // past the opening quote
+  const char* const end = end_;
+  const char* run = p;
   for (;;) {
 #if defined(__SSE2__)
     // 16 bytes at a time to the next quote, backslash, control or non-ASCII byte.
     const __m128i quote = _mm_set1_epi8('"');
     const __m128i backslash = _mm_set1_epi8('\\');
     const __m128i control = _mm_set1_epi8(0x1F);
-    while (end_ - p_ >= 16) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
+    while (end - p >= 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
       const __m128i special =
           _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
                        _mm_cmpeq_epi8(_mm_min_epu8(v, control), v));
       const int mask = _mm_movemask_epi8(special) | _mm_movemask_epi8(v);
       if (mask != 0) {
-        p_ += __builtin_ctz(static_cast<unsigned>(mask));
+        p += __builtin_ctz(static_cast<unsigned>(mask));
         break;
       }
-      p_ += 16;
+      p += 16;
     }
 #endif
-    if (p_ == end_) return false;
-    const auto c = static_cast<unsigned char>(*p_);
+    if (p == end) return false;
+    const auto c = static_cast<unsigned char>(*p);
     if (c == '"') {
-      if (out) out->append(run, static_cast<size_t>(p_ - run));
-      ++p_;
+      if (out) out->append(run, static_cast<size_t>(p - run));
+      p_ = p + 1;
       return true;
     }
     if (c == '\\') {
-      if (out) out->append(run, static_cast<size_t>(p_ - run));
+      if (escaped) *escaped = true;
+      if (out) out->append(run, static_cast<size_t>(p - run));
+      p_ = p;
       if (!read_escape(out)) return false;
-      run = p_;
+      p = run = p_;
     } else if (c < 0x20) {
       return false;
     } else if (c >= 0x80) {
+      p_ = p;
       if (!read_utf8()) return false;
+      p = p_;
     } else {
-      ++p_;
+      ++p;
     }
   }
 }

@@ -43,9 +43,15 @@ class JsonScanner {
   enum class Next : uint8_t { kItem, kEnd, kBad };
 
   // The next value's first byte after whitespace, or '\0' at the end of the text.
-  char peek();
+  char peek() {
+    skip_ws();
+    return p_ == end_ ? '\0' : *p_;
+  }
   // True when only whitespace is left.
-  bool at_end();
+  bool at_end() {
+    skip_ws();
+    return p_ == end_;
+  }
 
   // Consumes '{' / '['.
   bool begin_object();
@@ -81,8 +87,13 @@ class JsonScanner {
   bool number(Number& n);
 
  private:
-  void skip_ws();
-  bool scan_string(std::string* out);
+  void skip_ws() {
+    while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+  // At '"': past the closing quote; `escaped` set when the string holds a backslash.
+  bool scan_string(std::string* out, bool* escaped = nullptr);
+  // A key of an object being skipped, and its ':'.
+  bool skip_key();
   bool read_escape(std::string* out);
   bool read_utf8();
 
