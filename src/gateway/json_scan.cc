@@ -1,5 +1,6 @@
 #include "gateway/json_scan.h"
 
+#include <array>
 #include <cstring>
 
 #if defined(__SSE2__)
@@ -9,6 +10,20 @@
 namespace kvgate::gateway {
 
 namespace {
+
+// What the escape \x stands for, for every x but 'u'; 0: not a (simple) escape.
+constexpr std::array<char, 256> kSimpleEscape = [] {
+  std::array<char, 256> t{};
+  t['"'] = '"';
+  t['\\'] = '\\';
+  t['/'] = '/';
+  t['b'] = '\b';
+  t['f'] = '\f';
+  t['n'] = '\n';
+  t['r'] = '\r';
+  t['t'] = '\t';
+  return t;
+}();
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -35,6 +50,41 @@ void append_utf8(uint32_t cp, std::string& out) {
     out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
     out += static_cast<char>(0x80 | (cp & 0x3F));
   }
+}
+
+// The common string, inline: at its opening quote, with no escape, control or non-ASCII
+// byte before its closing quote: moves `p` past that quote. Otherwise (p unchanged) the
+// caller takes scan_string.
+inline bool skip_plain_string(const char*& p, const char* end) {
+  const char* q = p + 1;
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  const __m128i control = _mm_set1_epi8(0x1F);
+  while (end - q >= 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+    const __m128i special =
+        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                     _mm_cmpeq_epi8(_mm_min_epu8(v, control), v));
+    const int mask = _mm_movemask_epi8(special) | _mm_movemask_epi8(v);
+    if (mask != 0) {
+      q += __builtin_ctz(static_cast<unsigned>(mask));
+      if (*q != '"') return false;
+      p = q + 1;
+      return true;
+    }
+    q += 16;
+  }
+#endif
+  for (; q != end; ++q) {
+    const auto c = static_cast<unsigned char>(*q);
+    if (c == '"') {
+      p = q + 1;
+      return true;
+    }
+    if (c == '\\' || c < 0x20 || c >= 0x80) return false;
+  }
+  return false;
 }
 
 }  // namespace
@@ -68,7 +118,7 @@ JsonScanner::Next JsonScanner::next_member(bool first, std::string_view& key) {
   if (c != '"') return Next::kBad;
   const char* start = p_;
   bool escaped = false;
-  if (!scan_string(nullptr, &escaped)) return Next::kBad;
+  if (!skip_plain_string(p_, end_) && !scan_string(nullptr, &escaped)) return Next::kBad;
   key = std::string_view(start + 1, static_cast<size_t>(p_ - start - 2));
   if (escaped) {
     // Rare: decode it, as Boost.JSON compares decoded keys.
@@ -97,7 +147,7 @@ JsonScanner::Next JsonScanner::next_element(bool first) {
 }
 
 bool JsonScanner::skip_key() {
-  if (peek() != '"' || !scan_string(nullptr)) return false;
+  if (peek() != '"' || (!skip_plain_string(p_, end_) && !scan_string(nullptr))) return false;
   if (peek() != ':') return false;
   ++p_;
   return true;
@@ -130,7 +180,7 @@ bool JsonScanner::skip_value() {
         continue;  // to its first value
       }
       case '"':
-        if (!scan_string(nullptr)) return false;
+        if (!skip_plain_string(p_, end_) && !scan_string(nullptr)) return false;
         break;
       case 't':
       case 'f':
@@ -265,9 +315,18 @@ bool JsonScanner::scan_string(std::string* out, bool* escaped) {
     }
     if (c == '\\') {
       if (escaped) *escaped = true;
+      const char e = p + 1 != end ? kSimpleEscape[static_cast<unsigned char>(p[1])] : '\0';
+      if (e != '\0') {  // \n, \" and the like: inline, back to the 16-byte steps
+        if (out) {
+          out->append(run, static_cast<size_t>(p - run));
+          *out += e;
+        }
+        p = run = p + 2;
+        continue;
+      }
       if (out) out->append(run, static_cast<size_t>(p - run));
       p_ = p;
-      if (!read_escape(out)) return false;
+      if (!read_escape(out)) return false;  // \u, or not an escape
       p = run = p_;
     } else if (c < 0x20) {
       return false;
