@@ -52,11 +52,9 @@ void append_utf8(uint32_t cp, std::string& out) {
   }
 }
 
-// The common string, inline: at its opening quote, with no escape, control or non-ASCII
-// byte before its closing quote: moves `p` past that quote. Otherwise (p unchanged) the
-// caller takes scan_string.
-inline bool skip_plain_string(const char*& p, const char* end) {
-  const char* q = p + 1;
+// Moves `q` to the first quote, backslash, control or non-ASCII byte, 16 bytes at a
+// time, or to within 16 bytes of `end` (byte by byte from there is the caller's).
+inline const char* to_special(const char* q, const char* end) {
 #if defined(__SSE2__)
   const __m128i quote = _mm_set1_epi8('"');
   const __m128i backslash = _mm_set1_epi8('\\');
@@ -66,17 +64,19 @@ inline bool skip_plain_string(const char*& p, const char* end) {
     const __m128i special =
         _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
                      _mm_cmpeq_epi8(_mm_min_epu8(v, control), v));
-    const int mask = _mm_movemask_epi8(special) | _mm_movemask_epi8(v);
-    if (mask != 0) {
-      q += __builtin_ctz(static_cast<unsigned>(mask));
-      if (*q != '"') return false;
-      p = q + 1;
-      return true;
-    }
+    const int mask = _mm_movemask_epi8(special) | _mm_movemask_epi8(v);  // | the high bits
+    if (mask != 0) return q + __builtin_ctz(static_cast<unsigned>(mask));
     q += 16;
   }
 #endif
-  for (; q != end; ++q) {
+  return q;
+}
+
+// The common string, inline: at its opening quote, with no escape, control or non-ASCII
+// byte before its closing quote: moves `p` past that quote. Otherwise (p unchanged) the
+// caller takes scan_string.
+inline bool skip_plain_string(const char*& p, const char* end) {
+  for (const char* q = to_special(p + 1, end); q != end; ++q) {
     const auto c = static_cast<unsigned char>(*q);
     if (c == '"') {
       p = q + 1;
@@ -288,24 +288,7 @@ bool JsonScanner::scan_string(std::string* out, bool* escaped) {
   const char* const end = end_;
   const char* run = p;
   for (;;) {
-#if defined(__SSE2__)
-    // 16 bytes at a time to the next quote, backslash, control or non-ASCII byte.
-    const __m128i quote = _mm_set1_epi8('"');
-    const __m128i backslash = _mm_set1_epi8('\\');
-    const __m128i control = _mm_set1_epi8(0x1F);
-    while (end - p >= 16) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-      const __m128i special =
-          _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
-                       _mm_cmpeq_epi8(_mm_min_epu8(v, control), v));
-      const int mask = _mm_movemask_epi8(special) | _mm_movemask_epi8(v);
-      if (mask != 0) {
-        p += __builtin_ctz(static_cast<unsigned>(mask));
-        break;
-      }
-      p += 16;
-    }
-#endif
+    p = to_special(p, end);
     if (p == end) return false;
     const auto c = static_cast<unsigned char>(*p);
     if (c == '"') {

@@ -3,13 +3,13 @@
 // of a body without building a tree.
 //
 // It vouches only for a strict subset of what Boost.JSON accepts: every call returns
-// false ("not sure") on anything outside it — malformed text, but also keys with escapes
-// the caller did not decode, nesting deeper than kMaxDepth, number tokens longer than
-// kMaxNumberChars or with exponents of more than kMaxExponentDigits digits. A caller
-// that gets false falls back to the full Boost.JSON parse (openai_json_dom.h), which then
-// decides, so the two always agree. What it accepts it checks as Boost.JSON does:
-// RFC 8259 grammar, strings free of raw control characters, valid escapes (surrogates
-// paired), well-formed UTF-8.
+// false ("not sure") on anything outside it — malformed text, but also nesting deeper
+// than kMaxDepth, number tokens longer than kMaxNumberChars or with exponents of more
+// than kMaxExponentDigits digits (Boost.JSON fails on some huge ones). A caller that gets
+// false falls back to the full Boost.JSON parse (openai_json_dom.h), which then decides,
+// so the two always agree. What it accepts it checks as Boost.JSON does: RFC 8259
+// grammar, no raw control characters in strings, valid escapes (surrogates paired),
+// well-formed UTF-8; keys compare decoded.
 //
 //   JsonScanner s(text);
 //   if (!s.begin_object()) return fallback();
@@ -34,6 +34,7 @@ namespace kvgate::gateway {
 
 class JsonScanner {
  public:
+  // Below Boost.JSON's own limits (32 by default, 64 for requests): deeper is its call.
   static constexpr int kMaxDepth = 24;
   static constexpr size_t kMaxNumberChars = 64;
   static constexpr size_t kMaxExponentDigits = 4;
