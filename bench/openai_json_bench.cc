@@ -49,6 +49,25 @@ std::string chat_4k() {
              R"("temperature":0.7,"top_p":0.95})";
 }
 
+// The same in Chinese (UTF-8, 3 bytes a character): about 4 KB too.
+std::string chat_4k_cjk() {
+  // "Could you explain how the cache helps here, and why it matters?"
+  const std::string line =
+      "\xe8\xaf\xb7\xe8\xa7\xa3\xe9\x87\x8a\xe4\xb8\x80\xe4\xb8\x8b"
+      "\xe7\xbc\x93\xe5\xad\x98\xe5\x9c\xa8\xe8\xbf\x99\xe9\x87\x8c"
+      "\xe6\x9c\x89\xe4\xbb\x80\xe4\xb9\x88\xe7\x94\xa8\xef\xbc\x8c"
+      "\xe4\xb8\xba\xe4\xbb\x80\xe4\xb9\x88\xe9\x87\x8d\xe8\xa6\x81"
+      "\xef\xbc\x9f\\n";
+  std::string b = R"({"model":"m","messages":[)";
+  for (int turn = 0; turn < 8; ++turn) {
+    std::string text;
+    for (int k = 0; k < 8; ++k) text += line;
+    b += fmt::format(R"({}{{"role":"{}","content":"{}"}})", turn ? "," : "",
+                     turn % 2 ? "assistant" : "user", text);
+  }
+  return b + R"(],"max_tokens":256})";
+}
+
 // A completion request with a 2 KB prompt.
 std::string completion_2k() {
   std::string prompt;
@@ -171,6 +190,7 @@ std::string padded(const std::string& s) {
 }
 
 const std::string kChat4k = chat_4k();
+const std::string kChat4kCjk = chat_4k_cjk();
 const std::string kCompletion2k = completion_2k();
 const std::string kAnswer4k = answer_4k();
 
@@ -178,6 +198,8 @@ BENCHMARK_CAPTURE(run_inspect, small_chat_old, inspect_old, kSmallChat, ApiKind:
 BENCHMARK_CAPTURE(run_inspect, small_chat_new, inspect_new, kSmallChat, ApiKind::kChat);
 BENCHMARK_CAPTURE(run_inspect, chat_4k_old, inspect_old, kChat4k, ApiKind::kChat);
 BENCHMARK_CAPTURE(run_inspect, chat_4k_new, inspect_new, kChat4k, ApiKind::kChat);
+BENCHMARK_CAPTURE(run_inspect, chat_4k_cjk_old, inspect_old, kChat4kCjk, ApiKind::kChat);
+BENCHMARK_CAPTURE(run_inspect, chat_4k_cjk_new, inspect_new, kChat4kCjk, ApiKind::kChat);
 BENCHMARK_CAPTURE(run_inspect, completion_2k_old, inspect_old, kCompletion2k, ApiKind::kCompletion);
 BENCHMARK_CAPTURE(run_inspect, completion_2k_new, inspect_new, kCompletion2k, ApiKind::kCompletion);
 

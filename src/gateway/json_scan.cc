@@ -1,5 +1,7 @@
 #include "gateway/json_scan.h"
 
+#include <simdjson.h>
+
 #include <array>
 #include <cstring>
 
@@ -52,8 +54,10 @@ void append_utf8(uint32_t cp, std::string& out) {
   }
 }
 
-// Moves `q` to the first quote, backslash, control or non-ASCII byte, 16 bytes at a
-// time, or to within 16 bytes of `end` (byte by byte from there is the caller's).
+// Moves `q` to the first quote, backslash, control or (kNonAscii) non-ASCII byte, 16
+// bytes at a time, or to within 16 bytes of `end` (byte by byte from there is the
+// caller's).
+template <bool kNonAscii = true>
 inline const char* to_special(const char* q, const char* end) {
 #if defined(__SSE2__)
   const __m128i quote = _mm_set1_epi8('"');
@@ -64,7 +68,7 @@ inline const char* to_special(const char* q, const char* end) {
     const __m128i special =
         _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
                      _mm_cmpeq_epi8(_mm_min_epu8(v, control), v));
-    const int mask = _mm_movemask_epi8(special) | _mm_movemask_epi8(v);  // | the high bits
+    const int mask = _mm_movemask_epi8(special) | (kNonAscii ? _mm_movemask_epi8(v) : 0);
     if (mask != 0) return q + __builtin_ctz(static_cast<unsigned>(mask));
     q += 16;
   }
@@ -314,9 +318,15 @@ bool JsonScanner::scan_string(std::string* out, bool* escaped) {
     } else if (c < 0x20) {
       return false;
     } else if (c >= 0x80) {
-      p_ = p;
-      if (!read_utf8()) return false;
-      p = p_;
+      // Non-ASCII text: checked in one go up to the next quote, backslash or control byte
+      // (no UTF-8 sequence spans an ASCII byte, so the pieces check apart).
+      const char* stop = to_special<false>(p, end);
+      while (stop != end && static_cast<unsigned char>(*stop) >= 0x20 && *stop != '"' &&
+             *stop != '\\') {
+        ++stop;
+      }
+      if (!simdjson::validate_utf8(p, static_cast<size_t>(stop - p))) return false;
+      p = stop;
     } else {
       ++p;
     }
@@ -376,37 +386,6 @@ bool JsonScanner::read_escape(std::string* out) {
   }
   if (out) *out += c;
   return true;
-}
-
-// One well-formed UTF-8 sequence (Unicode 15, table 3-7): no overlongs, no surrogates,
-// nothing above U+10FFFF.
-bool JsonScanner::read_utf8() {
-  const auto* s = reinterpret_cast<const unsigned char*>(p_);
-  const size_t left = static_cast<size_t>(end_ - p_);
-  const unsigned char b0 = s[0];
-  auto cont = [&](size_t i, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
-    return i < left && s[i] >= lo && s[i] <= hi;
-  };
-  size_t len;
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    len = cont(1) ? 2 : 0;
-  } else if (b0 == 0xE0) {
-    len = cont(1, 0xA0) && cont(2) ? 3 : 0;
-  } else if (b0 == 0xED) {
-    len = cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
-  } else if (b0 >= 0xE1 && b0 <= 0xEF) {
-    len = cont(1) && cont(2) ? 3 : 0;
-  } else if (b0 == 0xF0) {
-    len = cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
-  } else if (b0 >= 0xF1 && b0 <= 0xF3) {
-    len = cont(1) && cont(2) && cont(3) ? 4 : 0;
-  } else if (b0 == 0xF4) {
-    len = cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
-  } else {
-    len = 0;
-  }
-  p_ += len;
-  return len != 0;
 }
 
 }  // namespace kvgate::gateway

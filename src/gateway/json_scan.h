@@ -96,7 +96,6 @@ class JsonScanner {
   // A key of an object being skipped, and its ':'.
   bool skip_key();
   bool read_escape(std::string* out);
-  bool read_utf8();
 
   const char* p_;
   const char* end_;
