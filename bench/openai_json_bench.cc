@@ -83,7 +83,7 @@ std::string chat_completion(const std::string& content) {
          R"("total_tokens":32,"prompt_tokens_details":{"cached_tokens":16}}})";
 }
 
-// A chat.completion of about 250 bytes.
+// A chat.completion of about 300 bytes.
 const std::string kSmallAnswer = chat_completion("I am fine, thank you!");
 
 // A chat.completion of about 4 KB.
@@ -207,8 +207,8 @@ const std::string kSmallAnswerPadded = padded(kSmallAnswer);
 const std::string kAnswer4kPadded = padded(kAnswer4k);
 const std::string kUsageChunkPadded = padded(kUsageChunk);
 
-BENCHMARK_CAPTURE(run_usage, answer_250b_old, usage_old, kSmallAnswer);
-BENCHMARK_CAPTURE(run_usage, answer_250b_new, usage_new, kSmallAnswer);
+BENCHMARK_CAPTURE(run_usage, answer_300b_old, usage_old, kSmallAnswer);
+BENCHMARK_CAPTURE(run_usage, answer_300b_new, usage_new, kSmallAnswer);
 BENCHMARK_CAPTURE(run_usage, answer_4k_old, usage_old, kAnswer4k);
 BENCHMARK_CAPTURE(run_usage, answer_4k_new, usage_new, kAnswer4k);
 BENCHMARK_CAPTURE(run_usage, sse_chunk_old, usage_old, kUsageChunk);
@@ -222,11 +222,11 @@ void run_reference(benchmark::State& state, Usage (*parse)(std::string_view),
   for (auto _ : state) benchmark::DoNotOptimize(parse(text));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
 }
-BENCHMARK_CAPTURE(run_reference, answer_250b_simdjson_ondemand_copy, usage_ondemand<true>,
+BENCHMARK_CAPTURE(run_reference, answer_300b_simdjson_ondemand_copy, usage_ondemand<true>,
                   kSmallAnswer);
-BENCHMARK_CAPTURE(run_reference, answer_250b_simdjson_ondemand_padded, usage_ondemand<false>,
+BENCHMARK_CAPTURE(run_reference, answer_300b_simdjson_ondemand_padded, usage_ondemand<false>,
                   kSmallAnswerPadded);
-BENCHMARK_CAPTURE(run_reference, answer_250b_simdjson_dom, usage_simdjson_dom, kSmallAnswer);
+BENCHMARK_CAPTURE(run_reference, answer_300b_simdjson_dom, usage_simdjson_dom, kSmallAnswer);
 BENCHMARK_CAPTURE(run_reference, answer_4k_simdjson_ondemand_copy, usage_ondemand<true>, kAnswer4k);
 BENCHMARK_CAPTURE(run_reference, answer_4k_simdjson_ondemand_padded, usage_ondemand<false>,
                   kAnswer4kPadded);
