@@ -1,34 +1,11 @@
 #include "gateway/sse_tap.h"
 
-#include <boost/json.hpp>
+#include "gateway/openai_json_dom.h"
+#include "gateway/openai_json_fast.h"
 
 namespace kvgate::gateway {
-namespace json = boost::json;
 
 namespace {
-
-uint64_t count(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  if (!v) return 0;
-  if (v->is_uint64()) return v->as_uint64();
-  if (v->is_int64() && v->as_int64() > 0) return static_cast<uint64_t>(v->as_int64());
-  return 0;
-}
-
-Usage usage_of(const json::value& v) {
-  Usage u;
-  if (!v.is_object()) return u;
-  const json::value* usage = v.as_object().if_contains("usage");
-  if (!usage || !usage->is_object()) return u;
-  const json::object& o = usage->as_object();
-  u.seen = true;
-  u.prompt_tokens = count(o, "prompt_tokens");
-  u.completion_tokens = count(o, "completion_tokens");
-  if (const json::value* d = o.if_contains("prompt_tokens_details"); d && d->is_object()) {
-    u.cached_tokens = count(d->as_object(), "cached_tokens");
-  }
-  return u;
-}
 
 bool has_nonempty_choices(std::string_view e) {
   return e.find("\"choices\":[{") != std::string_view::npos ||
@@ -38,13 +15,9 @@ bool has_nonempty_choices(std::string_view e) {
 }  // namespace
 
 Usage parse_usage(std::string_view json_text) {
-  boost::system::error_code ec;
-  // The tree lives only for this call: a bump allocator, no malloc for a small body.
-  unsigned char scratch[4096];
-  json::monotonic_resource arena(scratch, sizeof(scratch));
-  json::value v = json::parse(json_text, ec, &arena);
-  if (ec) return {};
-  return usage_of(v);
+  Usage u;
+  if (fast::parse_usage(json_text, u)) return u;
+  return dom::parse_usage(json_text);
 }
 
 SseTap::Step SseTap::feed(std::string_view data, std::string& out) {
