@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "io/http_head.h"
 #include "io/http_wire.h"
 #include "io/tls_context.h"
 
@@ -306,7 +307,8 @@ struct Connection : std::enable_shared_from_this<Connection> {
   std::optional<tcp::socket> plain;
   std::optional<TlsStream> tls;
   std::shared_ptr<Stream> current;  // the response in progress
-  std::string head;                 // a whole response's head, reused
+  std::string head_out;             // a whole response's head, reused
+  ParsedHead head;                  // the request head being read
   bool busy = false;                // between reading a request and its response's end
   bool watching = false;            // the disconnect watcher is armed for `current`
   bool closing = false;
@@ -416,6 +418,29 @@ class RequestParser final : public http::basic_parser<true> {
   unsigned version_ = 11;
 };
 
+// The request at the start of `buffer` when its head is plain (http_head.h) and its body
+// within the limit: method, target and fields into `out`, the head consumed, true. False
+// leaves `buffer` as it was, for Beast's parser (which also words the errors).
+bool take_plain_head(beast::flat_buffer& buffer, const HttpServerOptions& options, HttpRequest& out,
+                     ParsedHead& head) {
+  const auto data = buffer.data();
+  const std::string_view in(static_cast<const char*>(data.data()), data.size());
+  if (parse_request_head(in, options.max_header_bytes, head) != HeadParse::kDone) return false;
+  if (head.content_length > options.max_body_bytes) return false;  // Beast answers 413
+  out.method.assign(head.method);
+  out.target.assign(head.target);
+  const size_t q = head.target.find('?');
+  out.path.assign(head.target.substr(0, q));
+  if (q != std::string_view::npos) out.query.assign(head.target.substr(q + 1));
+  out.headers.reserve(head.field_count);
+  for (size_t i = 0; i < head.field_count; ++i) {
+    out.headers.push_back(
+        HttpHeader{std::string(head.fields[i].name), std::string(head.fields[i].value)});
+  }
+  buffer.consume(head.size);
+  return true;
+}
+
 // Reads requests and writes their responses on `stream` (plain TCP or TLS) until either
 // side ends the connection. Returns true when the server chose to close it (the client
 // is still there: a TLS session then says goodbye with close_notify).
@@ -425,11 +450,51 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
   const HttpServerOptions& options = server.options;
   beast::flat_buffer buffer;
   while (!conn->closing) {
-    RequestParser parser;
-    parser.header_limit(static_cast<uint32_t>(options.max_header_bytes));
-    parser.body_limit(options.max_body_bytes);
     conn->deadline->expires_after(options.idle_timeout);
-    const beast::error_code ec = co_await wire::read_message(stream, buffer, parser, false);
+    HttpRequest request;
+    bool keep_alive = false;
+    unsigned version = 11;
+    beast::error_code ec;
+    // A plain head (http_head.h), as most are, is read without Beast's parser; anything
+    // else, and a head not whole in what the first read brought, goes to Beast's.
+    bool plain = false;
+    if (buffer.size() == 0) {
+      auto [rec, n] =
+          co_await stream.async_read_some(buffer.prepare(wire::read_size(buffer)), kTuple);
+      if (rec) co_return false;  // the client closed, or the connection failed
+      buffer.commit(n);
+    }
+    if (take_plain_head(buffer, options, request, conn->head)) {
+      plain = true;
+      keep_alive = conn->head.keep_alive;
+      version = conn->head.version;
+      const size_t length = conn->head.content_length;
+      request.body.reserve(length);
+      while (true) {
+        const size_t take = std::min(length - request.body.size(), buffer.size());
+        request.body.append(static_cast<const char*>(buffer.data().data()), take);
+        buffer.consume(take);
+        if (request.body.size() == length) break;
+        auto [rec, n] =
+            co_await stream.async_read_some(buffer.prepare(wire::read_size(buffer)), kTuple);
+        if (rec) {
+          ec = rec == net::error::eof ? beast::error_code(http::error::partial_message) : rec;
+          break;
+        }
+        buffer.commit(n);
+      }
+    }
+    RequestParser parser;
+    if (!plain) {
+      parser.header_limit(static_cast<uint32_t>(options.max_header_bytes));
+      parser.body_limit(options.max_body_bytes);
+      ec = co_await wire::read_message(stream, buffer, parser, false);
+      if (!ec) {
+        keep_alive = parser.keep_alive();
+        version = parser.version();
+        request = std::move(parser.request);
+      }
+    }
     if (ec) {
       if (is_shutdown_error(ec) || conn->closing) co_return false;
       int status = 400;
@@ -453,16 +518,14 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
       co_return !wec;
     }
     conn->busy = true;
-    const bool keep_alive = parser.keep_alive();
-    const unsigned version = parser.version();
-    parser.request.remote = conn->remote;
+    request.remote = conn->remote;
     auto rs = std::make_shared<Stream>(conn, options.max_pending_bytes);
     conn->current = rs;
     try {
       if (server.awaited_handler) {
-        co_await server.awaited_handler(std::move(parser.request), rs);
+        co_await server.awaited_handler(std::move(request), rs);
       } else {
-        server.handler(std::move(parser.request), rs);
+        server.handler(std::move(request), rs);
       }
     } catch (const std::exception& e) {
       rs->respond(error_response(500, std::string("internal error: ") + e.what()));
@@ -481,8 +544,8 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
       }
       if (b.kind == Stream::Kind::kWhole) {
         keep = keep && !server.stopping.load();
-        write_whole_head(conn->head, version, keep, b.whole);
-        const std::array<net::const_buffer, 2> out{net::buffer(conn->head),
+        write_whole_head(conn->head_out, version, keep, b.whole);
+        const std::array<net::const_buffer, 2> out{net::buffer(conn->head_out),
                                                    net::buffer(b.whole.body)};
         conn->deadline->expires_after(options.write_timeout);
         auto [wec, wn] = co_await net::async_write(stream, out, kTuple);

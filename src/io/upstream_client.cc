@@ -16,6 +16,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "io/http_head.h"
 #include "io/http_wire.h"
 
 namespace kvgate::io {
@@ -25,6 +26,8 @@ namespace http = beast::http;
 using asio::ip::tcp;
 
 namespace {
+
+constexpr size_t kMaxResponseHead = 64 * 1024;
 
 // The response head and body as they are parsed, without allocating per exchange: the
 // header strings are assigned in place (their capacity stays with the connection) and
@@ -82,9 +85,40 @@ struct Connection {
   beast::flat_buffer buffer;
   std::string head;  // the request head being sent
   UpstreamHeaders headers;
-  std::string body;  // body bytes parsed and not yet handed out
-  std::optional<ResponseParser> parser;
+  std::string body;                      // body bytes parsed and not yet handed out
+  std::optional<ResponseParser> parser;  // unless the head was plain
+  bool plain = false;                    // a plain head (http_head.h): the body is
+  uint64_t plain_left = 0;               // Content-Length bytes, this many still to come
 };
+
+// The response head at the start of `c.buffer` when it is plain (http_head.h): fields into
+// c.headers, the head consumed, true. False leaves the buffer to Beast's parser.
+bool take_plain_head(Connection& c, int& status, bool& keep_alive) {
+  ParsedHead h;
+  const auto data = c.buffer.data();
+  const std::string_view in(static_cast<const char*>(data.data()), data.size());
+  if (parse_response_head(in, kMaxResponseHead, h) != HeadParse::kDone) return false;
+  c.headers.resize(h.field_count);
+  for (size_t i = 0; i < h.field_count; ++i) {
+    c.headers[i].first.assign(h.fields[i].name);
+    c.headers[i].second.assign(h.fields[i].value);
+  }
+  status = h.status;
+  keep_alive = h.keep_alive;
+  c.plain = true;
+  c.plain_left = h.content_length;
+  c.buffer.consume(h.size);
+  return true;
+}
+
+// A plain body: moves what the buffer holds of it into c.body.
+void take_plain_body(Connection& c) {
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(c.plain_left, c.buffer.size()));
+  if (n == 0) return;
+  c.body.append(static_cast<const char*>(c.buffer.data().data()), n);
+  c.buffer.consume(n);
+  c.plain_left -= n;
+}
 
 // The request head as sent: request line, Host, the caller's headers, Content-Length
 // (written by hand: Beast's fields allocate per field).
@@ -153,7 +187,9 @@ struct UpstreamExchange::Impl {
   bool done = false;
   size_t handed_out = 0;  // bytes of conn->body the last read_some returned
 
-  bool parsed_all() const { return conn && conn->parser->is_done(); }
+  bool parsed_all() const {
+    return conn && (conn->plain ? conn->plain_left == 0 : conn->parser->is_done());
+  }
 
   // The caller is done with the piece the last read_some returned.
   void drop_handed_out() {
@@ -163,7 +199,7 @@ struct UpstreamExchange::Impl {
 
   void release() {
     done = true;
-    if (conn && keep_alive && conn->parser->is_done()) {
+    if (conn && keep_alive && parsed_all()) {
       conn->parser.reset();
       conn->body.clear();
       pool->give(key, std::move(conn));
@@ -180,9 +216,24 @@ struct UpstreamExchange::Impl {
     // Until some body arrives (or the body ends): a stream's pieces pass on as they come.
     const size_t before = conn->body.size();
     Connection* c = conn.get();
-    const beast::error_code ec = co_await wire::read_until(
-        c->socket, c->buffer, *c->parser,
-        [c, before] { return c->body.size() != before || c->parser->is_done(); });
+    beast::error_code ec;
+    if (c->plain) {
+      while (true) {
+        take_plain_body(*c);
+        if (c->body.size() != before || c->plain_left == 0) break;
+        auto [rec, n] = co_await c->socket.async_read_some(
+            c->buffer.prepare(wire::read_size(c->buffer)), asio::as_tuple(asio::use_awaitable));
+        if (rec) {
+          ec = rec == asio::error::eof ? beast::error_code(http::error::partial_message) : rec;
+          break;
+        }
+        c->buffer.commit(n);
+      }
+    } else {
+      ec = co_await wire::read_until(c->socket, c->buffer, *c->parser, [c, before] {
+        return c->body.size() != before || c->parser->is_done();
+      });
+    }
     conn->deadline.expires_never();
     if (!ec) co_return std::nullopt;
     UpstreamError err{kind_of(*conn), "upstream body: " + message_of(*conn, ec)};
@@ -205,6 +256,7 @@ asio::awaitable<UpstreamResult<std::string_view>> UpstreamExchange::read_some(
   Impl& s = *impl_;
   s.drop_handed_out();
   while (!s.done) {
+    if (s.conn->plain) take_plain_body(*s.conn);  // no read (nor coroutine) for what is here
     if (!s.conn->body.empty()) {
       // A finished response goes back to the pool at the next call, not now: the view
       // points into the connection, which another thread may take from the pool at once.
@@ -226,6 +278,7 @@ asio::awaitable<UpstreamResult<std::string>> UpstreamExchange::read_all(
   std::string body;
   s.drop_handed_out();
   while (!s.done) {
+    if (s.conn->plain) take_plain_body(*s.conn);  // no read (nor coroutine) for what is here
     if (s.conn->body.size() > limit) {
       s.keep_alive = false;
       s.release();
@@ -301,19 +354,37 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
       co_return UpstreamError{kind_of(*conn), "send to " + key + ": " + message_of(*conn, ec)};
     }
     conn->body.clear();
-    conn->parser.emplace(conn->headers, conn->body);
-    conn->parser->body_limit(boost::none);
-    conn->parser->header_limit(64 * 1024);
-    ec = co_await wire::read_message(conn->socket, conn->buffer, *conn->parser, true);
-    if (ec) {
-      if (reused && !conn->deadline.expired() && !conn->parser->got_some()) continue;
-      co_return UpstreamError{kind_of(*conn),
-                              "response head from " + key + ": " + message_of(*conn, ec)};
+    conn->plain = false;
+    if (conn->buffer.size() == 0) {
+      auto [rec, n] = co_await conn->socket.async_read_some(
+          conn->buffer.prepare(wire::read_size(conn->buffer)), asio::as_tuple(asio::use_awaitable));
+      if (rec) {
+        if (reused && !conn->deadline.expired()) continue;  // nothing came: a stale connection
+        co_return UpstreamError{kind_of(*conn),
+                                "response head from " + key + ": " + message_of(*conn, rec)};
+      }
+      conn->buffer.commit(n);
+    }
+    // A plain head (http_head.h), as most are, is read without Beast's parser.
+    int status = 0;
+    bool keep_alive = false;
+    if (!take_plain_head(*conn, status, keep_alive)) {
+      conn->parser.emplace(conn->headers, conn->body);
+      conn->parser->body_limit(boost::none);
+      conn->parser->header_limit(kMaxResponseHead);
+      ec = co_await wire::read_message(conn->socket, conn->buffer, *conn->parser, true);
+      if (ec) {
+        if (reused && !conn->deadline.expired() && !conn->parser->got_some()) continue;
+        co_return UpstreamError{kind_of(*conn),
+                                "response head from " + key + ": " + message_of(*conn, ec)};
+      }
+      status = conn->parser->status();
+      keep_alive = conn->parser->keep_alive();
     }
     conn->deadline.expires_never();
     auto impl = std::make_unique<UpstreamExchange::Impl>();
-    impl->status = conn->parser->status();
-    impl->keep_alive = conn->parser->keep_alive();
+    impl->status = status;
+    impl->keep_alive = keep_alive;
     impl->pool = pool_;
     impl->key = std::move(key);
     impl->conn = std::move(conn);
