@@ -58,9 +58,9 @@ count() {
   vp=$!
   for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
   wrk -t1 -c16 -d2s -s "$W/post.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null
-  callgrind_control -z "$vp" >/dev/null
+  callgrind_control -z "$vp" >/dev/null 2>&1
   out=$(wrk -t1 -c16 -d"${DUR}s" -s "$W/post.lua" "http://127.0.0.1:$port/v1/chat/completions")
-  callgrind_control -d "$vp" >/dev/null
+  callgrind_control -d "$vp" >/dev/null 2>&1
   sleep 0.5
   kill "$vp"; wait "$vp" 2>/dev/null || true
   req=$(awk '/requests in/ {print $1}' <<<"$out")

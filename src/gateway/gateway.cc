@@ -67,6 +67,9 @@ asio::awaitable<void> write_and_wait(ResponseStream& stream, std::string chunk) 
 
 double seconds_since(Nanos t0) { return to_seconds(monotonic_now() - t0); }
 
+// An awaitable for a request already answered (nothing to proxy).
+asio::awaitable<void> answered() { co_return; }
+
 }  // namespace
 
 struct ProxyCall {
@@ -355,7 +358,11 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   std::string last_error = "no endpoint available";
   const int attempts = config.retries.max_attempts;
   for (int attempt = 0; attempt < attempts && !exchange; ++attempt) {
-    Pick pick = co_await pool.pick(rr, excluded);
+    // At once on the pool's only thread; else on its strand.
+    // (Not a conditional expression: GCC 12 mishandles co_await inside one.)
+    std::optional<Pick> now = pool.pick_now(rr, excluded);
+    if (!now) now = co_await pool.pick(rr, excluded);
+    Pick& pick = *now;
     if (attempt == 0) {
       const Nanos took = monotonic_now() - route_start;
       call.routing_seconds = to_seconds(took);
@@ -371,7 +378,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       respond(status, std::move(r));
       break;
     }
-    endpoint = pick.endpoint;
+    endpoint = std::move(pick.endpoint);
     if (attempt > 0) metrics.retry(pool.name());
     // Disaggregated: the prefill hop first; `endpoint` is then the decode endpoint.
     std::optional<io::UpstreamRequest> decode_up;
@@ -708,11 +715,11 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     // and the upstream's side of a request.
     opts.io_context = &impl->io;
     // The proxy runs inside the connection's coroutine (no hand-off for a whole answer).
-    io::AwaitableHttpHandler handler =
-        [self](HttpRequest&& req, std::shared_ptr<ResponseStream> stream) -> asio::awaitable<void> {
+    io::AwaitableHttpHandler handler = [self](HttpRequest&& req,
+                                              std::shared_ptr<ResponseStream> stream) {
       std::optional<ProxyCall> call;
       self->handle(std::move(req), std::move(stream), call);
-      if (call) co_await self->proxy(std::move(*call));
+      return call ? self->proxy(std::move(*call)) : answered();
     };
     auto server = io::HttpServer::start(opts, std::move(handler));
     if (!server) {

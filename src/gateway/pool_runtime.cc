@@ -10,6 +10,7 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -62,6 +63,7 @@ PoolRuntime::PoolRuntime(const PoolConfig& config, const BreakerConfig& breaker,
       breaker_(breaker),
       metrics_(metrics),
       strand_(one_thread ? executor : asio::any_io_executor(asio::make_strand(executor))),
+      one_thread_(one_thread),
       precise_({.model = config.name, .block_size = config.router.block_size}),
       approx_({}),
       rng_(std::hash<std::string>{}(config.name) ^ 0x6b76676174650001ULL),
@@ -317,6 +319,14 @@ asio::awaitable<Pick> PoolRuntime::pick(const route::RouteRequest& request,
 
 static_assert(static_cast<size_t>(route::RejectReason::kDuplicateRequest) < 8,
               "decision_counters_ holds one counter per RejectReason");
+
+std::optional<Pick> PoolRuntime::pick_now(const route::RouteRequest& request,
+                                          const std::vector<route::EndpointId>& excluded) {
+  if (!one_thread_) return std::nullopt;
+  const auto* ex = strand_.target<asio::io_context::executor_type>();
+  if (!ex || !ex->running_in_this_thread()) return std::nullopt;
+  return decide_on_strand(request, excluded);
+}
 
 Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
                                    const std::vector<route::EndpointId>& excluded) {

@@ -104,6 +104,10 @@ class PoolRuntime {
   // arguments are borrowed until the awaitable completes.
   boost::asio::awaitable<Pick> pick(const route::RouteRequest& request,
                                     const std::vector<route::EndpointId>& excluded);
+  // The same decision at once, when the pool needs no strand (one thread runs its context)
+  // and the caller runs on that thread; nullopt otherwise (then co_await pick()).
+  std::optional<Pick> pick_now(const route::RouteRequest& request,
+                               const std::vector<route::EndpointId>& excluded);
   // Lifecycle, dispatched to the strand (fire and forget: run at once when the strand is
   // free and this thread runs its context, else queued in order).
   void first_token(route::RequestId id);
@@ -180,6 +184,7 @@ class PoolRuntime {
 
   // State below is touched only on strand_ (a strand, or the context's one thread).
   boost::asio::any_io_executor strand_;
+  const bool one_thread_;
   kv::PreciseIndex precise_;
   kv::ApproxIndex approx_;
   std::unique_ptr<route::Router> router_;
