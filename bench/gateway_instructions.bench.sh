@@ -15,40 +15,11 @@ BIN=${KVGATE_BIN:-build/release/kvgate}
 DUR=${1:-5}
 ROUNDS=${2:-3}
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)"; exit 1; }
-W=$(mktemp -d -t kvgate-bench.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$W"; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. bench/gateway_peers.sh
 UP=$(free_port)
-BODY='{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":1,"total_tokens":10}}'
-nginx_conf() {  # name, extra main-level directives, server block
-  cat >"$W/$1.conf" <<NGINX
-worker_processes 1;
-$2
-pid $W/$1.pid;
-error_log $W/$1-error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $W/body; proxy_temp_path $W/proxy;
-  fastcgi_temp_path $W/fcgi; uwsgi_temp_path $W/uwsgi; scgi_temp_path $W/scgi;
-  keepalive_requests 1000000;
-  $3
-}
-NGINX
-}
-nginx_conf upstream "" "server { listen 127.0.0.1:$UP;
-    location / { default_type application/json; return 200 '$BODY'; } }"
+write_nginx_conf upstream "" "$(upstream_block "$UP")"
 nginx -c "$W/upstream.conf" -p "$W" -g 'daemon off;' &
 pids+=($!)
-
-cat >"$W/post.lua" <<'LUA'
-wrk.method = "POST"
-wrk.body = '{"model":"m","messages":[{"role":"user","content":"Hello there, how are you?"}],"max_tokens":1}'
-wrk.headers["Content-Type"] = "application/json"
-LUA
 
 # count NAME PORT CMD...: starts CMD under callgrind, prints instructions per request.
 count() {
@@ -76,30 +47,17 @@ count() {
   echo $((total / req))
 }
 
-median() { python3 -c "import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:])))" "$@"; }
 
 echo "== user-space instructions per proxied request (callgrind), ${DUR}s of wrk -c16 per count"
 ns=(); ks=()
 for round in $(seq "$ROUNDS"); do
   NG=$(free_port); GW=$(free_port)
-  nginx_conf proxy "master_process off;" "upstream engine { server 127.0.0.1:$UP; keepalive 256; keepalive_requests 1000000; }
-  server { listen 127.0.0.1:$NG;
-    location / { proxy_pass http://engine; proxy_http_version 1.1;
-                 proxy_set_header Connection \"\"; proxy_buffering off; } }"
-  cat >"$W/gateway.yaml" <<YAML
-listeners: [{address: 127.0.0.1, port: $GW}]
-threads: 1
-pools:
-  main:
-    router: {policy: round-robin}
-    endpoints: [http://127.0.0.1:$UP]
-models:
-  - {name: m, pool: main}
-YAML
+  write_nginx_conf proxy "master_process off;" "$(proxy_block "$NG" "$UP")"
+  write_gateway_yaml "$GW" "$UP"
   n=$(count nginx "$NG" nginx -c "$W/proxy.conf" -p "$W" -g 'daemon off;')
   k=$(count kvgate "$GW" "$BIN" serve "$W/gateway.yaml")
   ns+=("$n"); ks+=("$k")
   echo "round $round: nginx $n   kvgate $k   ratio kvgate/nginx $(python3 -c "print(round($k/$n,2))")"
 done
 mn=$(median "${ns[@]}"); mk=$(median "${ks[@]}")
-echo "median: nginx $mn   kvgate $mk   ratio $(python3 -c "print(round($mk/$mn,2))")"
+echo "median: nginx ${mn%.*}   kvgate ${mk%.*}   ratio $(python3 -c "print(round($mk/$mn,2))")"

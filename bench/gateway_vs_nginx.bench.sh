@@ -20,64 +20,25 @@ WRK_THREADS=${WRK_THREADS:-2}
 PINNED=()
 if [[ -n ${PIN:-} ]]; then PINNED=(taskset -c "$PIN"); WRK_THREADS=1; fi
 ulimit -n 65536 2>/dev/null || true
-W=$(mktemp -d -t kvgate-bench.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$W"; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. bench/gateway_peers.sh
 UP=$(free_port); NG=$(free_port); GW=$(free_port)
-
-BODY='{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":1,"total_tokens":10}}'
 # Two nginx processes: the upstream, and nginx the proxy, so that nginx and kvgate are
 # measured in the same topology (proxy process -> upstream process over loopback).
-nginx_conf() {  # name, server block
-  cat >"$W/$1.conf" <<NGINX
-worker_processes 1;
-pid $W/$1.pid;
-error_log $W/$1-error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $W/body; proxy_temp_path $W/proxy;
-  fastcgi_temp_path $W/fcgi; uwsgi_temp_path $W/uwsgi; scgi_temp_path $W/scgi;
-  keepalive_requests 1000000;
-  $2
-}
-NGINX
+start_nginx() {  # name
   "${PINNED[@]}" nginx -c "$W/$1.conf" -p "$W" -g 'daemon off;' &
   pids+=($!)
 }
-# The upstream: a fixed small answer.
-nginx_conf upstream "server { listen 127.0.0.1:$UP;
-    location / { default_type application/json; return 200 '$BODY'; } }"
-# nginx as a plain reverse proxy.
-nginx_conf proxy "upstream engine { server 127.0.0.1:$UP; keepalive 256; keepalive_requests 1000000; }
-  server { listen 127.0.0.1:$NG;
-    location / { proxy_pass http://engine; proxy_http_version 1.1;
-                 proxy_set_header Connection \"\"; proxy_buffering off; } }"
+write_nginx_conf upstream "" "$(upstream_block "$UP")"
+start_nginx upstream
+write_nginx_conf proxy "" "$(proxy_block "$NG" "$UP")"
+start_nginx proxy
 NGMASTER=${pids[-1]}
 
-cat >"$W/gateway.yaml" <<YAML
-listeners: [{address: 127.0.0.1, port: $GW}]
-threads: 1
-pools:
-  main:
-    router: {policy: round-robin}
-    endpoints: [http://127.0.0.1:$UP]
-models:
-  - {name: m, pool: main}
-YAML
+write_gateway_yaml "$GW" "$UP"
 "${PINNED[@]}" "$BIN" serve "$W/gateway.yaml" >"$W/gateway.log" 2>&1 &
 GWPID=$!
 pids+=($GWPID)
 for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$GW/ready" && curl -fs -o /dev/null "http://127.0.0.1:$UP/" && break; sleep 0.1; done
-
-cat >"$W/post.lua" <<'LUA'
-wrk.method = "POST"
-wrk.body = '{"model":"m","messages":[{"role":"user","content":"Hello there, how are you?"}],"max_tokens":1}'
-wrk.headers["Content-Type"] = "application/json"
-LUA
 
 # rps URL PID: requests/s through URL, and the CPU time process PID (the proxy) spent per
 # request meanwhile (user and system microseconds, from /proc/PID/stat), as "rps user sys".
@@ -97,7 +58,6 @@ p50() { "${PINNED[@]}" wrk -t1 -c1 -d"${DUR}s" --latency -s "$W/post.lua" "$1" |
 
 # wrk's latency ("19.00us", "1.20ms") in microseconds.
 us() { python3 -c "import sys; v=sys.argv[1]; print({'us':1,'ms':1e3,'s':1e6}[v.lstrip('0123456789.')]*float(v.rstrip('ums')))" "$1"; }
-median() { python3 -c "import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:]), 1))" "$@"; }
 
 NGPID=$(pgrep -P "$NGMASTER" | head -1)  # nginx's proxy worker
 echo "== requests/s, small non-streaming chat requests, ${CONNS} connections, ${DUR}s each"

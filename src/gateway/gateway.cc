@@ -347,8 +347,10 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   io::UpstreamRequest up;
   up.method = "POST";
   up.target = call.target;
-  up.headers = {{"Content-Type", "application/json"},
-                {"Accept", call.request.stream ? "text/event-stream" : "application/json"}};
+  // (Built in place: an initializer list would construct every string twice.)
+  up.headers.reserve(2);
+  up.headers.emplace_back("Content-Type", "application/json");
+  up.headers.emplace_back("Accept", call.request.stream ? "text/event-stream" : "application/json");
   up.body = std::move(call.body);
 
   std::vector<route::EndpointId> excluded;
@@ -456,10 +458,10 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
         u = parse_usage(*body);
         if (u.seen) charge(call.limited_tenant, model, u);
       }
-      HttpResponse r{exchange->status(),
-                     content_type,
-                     {{"x-kvgate-endpoint", endpoint->url}, {"x-kvgate-route-us", route_us}},
-                     std::move(*body)};
+      HttpResponse r{exchange->status(), std::move(content_type), {}, std::move(*body)};
+      r.headers.reserve(3);
+      r.headers.push_back(io::HttpHeader{"x-kvgate-endpoint", endpoint->url});
+      r.headers.push_back(io::HttpHeader{"x-kvgate-route-us", std::move(route_us)});
       if (!prefill_url.empty()) r.headers.push_back({"x-kvgate-prefill-endpoint", prefill_url});
       respond(exchange->status(), std::move(r), answered, &u);
     }

@@ -242,7 +242,8 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
   // rebuilds from events with the pool's name: the request side must use the same seed.
   (void)served_model;
   const uint64_t seed = block_seed_;
-  std::vector<uint32_t> ids;
+  thread_local std::vector<uint32_t> ids;  // scratch: no allocation per request
+  ids.clear();
   bool tokenized = false;
   if (tokenizer_) {
     std::string text;
@@ -280,7 +281,7 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
   kv::hash_blocks(ids, block_size, seed, keys);
   if (token_ids) {  // warm-up hook
     token_ids->clear();
-    if (tokenized) *token_ids = std::move(ids);
+    if (tokenized) token_ids->assign(ids.begin(), ids.end());
   }
 }
 

@@ -5,23 +5,13 @@
 namespace kvgate::io {
 namespace {
 
-// RFC 9110 tchar.
-constexpr std::array<bool, 256> make_token_table() {
+// Letters, digits and the characters of `extra`.
+constexpr std::array<bool, 256> alnum_and(std::string_view extra) {
   std::array<bool, 256> t{};
   for (int c = '0'; c <= '9'; ++c) t[c] = true;
   for (int c = 'a'; c <= 'z'; ++c) t[c] = true;
   for (int c = 'A'; c <= 'Z'; ++c) t[c] = true;
-  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
-  return t;
-}
-// A request target's characters, kept to RFC 3986's unreserved, reserved (without '#')
-// and '%': anything rarer goes to Beast.
-constexpr std::array<bool, 256> make_target_table() {
-  std::array<bool, 256> t{};
-  for (int c = '0'; c <= '9'; ++c) t[c] = true;
-  for (int c = 'a'; c <= 'z'; ++c) t[c] = true;
-  for (int c = 'A'; c <= 'Z'; ++c) t[c] = true;
-  for (char c : std::string_view("-._~:/?[]@!$&'()*+,;=%")) t[static_cast<unsigned char>(c)] = true;
+  for (char c : extra) t[static_cast<unsigned char>(c)] = true;
   return t;
 }
 // A field value's (and a reason phrase's) characters: visible ASCII, space, tab, obs-text.
@@ -32,8 +22,11 @@ constexpr std::array<bool, 256> make_text_table() {
   t['\t'] = true;
   return t;
 }
-constexpr std::array<bool, 256> kToken = make_token_table();
-constexpr std::array<bool, 256> kTarget = make_target_table();
+// RFC 9110 tchar.
+constexpr std::array<bool, 256> kToken = alnum_and("!#$%&'*+-.^_`|~");
+// A request target's characters, kept to RFC 3986's unreserved, reserved (without '#')
+// and '%': anything rarer goes to Beast.
+constexpr std::array<bool, 256> kTarget = alnum_and("-._~:/?[]@!$&'()*+,;=%");
 constexpr std::array<bool, 256> kText = make_text_table();
 
 bool iequals(std::string_view a, std::string_view b) {

@@ -48,7 +48,7 @@ class Stream final : public ResponseStream {
   // What the connection takes in one go.
   struct Batch {
     Kind kind = Kind::kNone;
-    HttpResponse whole;  // kWhole
+    std::optional<HttpResponse> whole;  // kWhole (a default HttpResponse allocates)
     bool head_ready = false;
     int status = 200;
     std::string content_type;
@@ -67,7 +67,7 @@ class Stream final : public ResponseStream {
       std::lock_guard lock(mu_);
       if (closed_ || kind_ != Kind::kNone) return;
       kind_ = Kind::kWhole;
-      whole_ = std::move(response);
+      whole_.emplace(std::move(response));
     }
     notify();
   }
@@ -202,7 +202,7 @@ class Stream final : public ResponseStream {
   const size_t max_pending_;
   mutable std::mutex mu_;
   Kind kind_ = Kind::kNone;
-  HttpResponse whole_;
+  std::optional<HttpResponse> whole_;
   bool head_ready_ = false;
   int status_ = 200;
   std::string content_type_;
@@ -544,9 +544,9 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
       }
       if (b.kind == Stream::Kind::kWhole) {
         keep = keep && !server.stopping.load();
-        write_whole_head(conn->head_out, version, keep, b.whole);
+        write_whole_head(conn->head_out, version, keep, *b.whole);
         const std::array<net::const_buffer, 2> out{net::buffer(conn->head_out),
-                                                   net::buffer(b.whole.body)};
+                                                   net::buffer(b.whole->body)};
         conn->deadline->expires_after(options.write_timeout);
         auto [wec, wn] = co_await net::async_write(stream, out, kTuple);
         (void)wn;
