@@ -281,10 +281,10 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   ProxyCall& call = to_proxy.emplace();
   call.stream = std::move(stream);
   call.target = req.path;
-  // The body goes upstream as it came when upstream_body would change nothing (no copy).
-  const InspectedRequest& r = inspection.request;
-  const bool as_is = r.model == model->served_name && (!r.stream || r.client_wants_usage);
-  call.body = as_is ? std::move(req.body) : upstream_body(req.body, r, model->served_name);
+  // The body goes upstream as it came (moved, not copied) when nothing in it changes.
+  call.body = sent_unchanged(inspection.request, model->served_name)
+                  ? std::move(req.body)
+                  : upstream_body(req.body, inspection.request, model->served_name);
   call.kind = kind;
   call.request = std::move(inspection.request);
   call.model = model;

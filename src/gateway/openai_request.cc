@@ -60,10 +60,14 @@ std::string rewrite_request(std::string_view body, std::string_view served_model
   return json::serialize(v);
 }
 
+bool sent_unchanged(const InspectedRequest& request, std::string_view served_model) {
+  return request.model == served_model && (!request.stream || request.client_wants_usage);
+}
+
 std::string upstream_body(std::string_view body, const InspectedRequest& request,
                           std::string_view served_model) {
+  if (sent_unchanged(request, served_model)) return std::string(body);
   if (request.model == served_model) {
-    if (!request.stream || request.client_wants_usage) return std::string(body);
     if (!request.has_stream_options) {
       // A JSON object with at least one member (`model`): a member after its '{' keeps it
       // valid, and there is no other stream_options to clash with.

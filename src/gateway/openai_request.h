@@ -46,6 +46,10 @@ Inspection inspect_request(std::string_view body, ApiKind kind);
 // stream_options.include_usage forced to true. REQUIRES: inspect_request succeeded.
 std::string rewrite_request(std::string_view body, std::string_view served_model, bool stream);
 
+// True when the body goes upstream as it came: the model is its served name, and it is not
+// a stream, or a stream that asked for usage already.
+bool sent_unchanged(const InspectedRequest& request, std::string_view served_model);
+
 // The same, from what inspect_request found, without parsing again where it can: the
 // body unchanged when nothing needs rewriting (the model is its served name and a stream
 // asked for usage already), `stream_options` spliced in as text when a stream has none;
