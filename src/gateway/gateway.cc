@@ -280,7 +280,7 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   }
   ProxyCall& call = to_proxy.emplace();
   call.stream = std::move(stream);
-  call.target = req.path;
+  call.target = std::move(req.path);
   // The body goes upstream as it came (moved, not copied) when nothing in it changes.
   call.body = sent_unchanged(inspection.request, model->served_name)
                   ? std::move(req.body)
@@ -289,7 +289,7 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   call.request = std::move(inspection.request);
   call.model = model;
   call.pool = pool_named(model->pool);
-  call.tenant = tenant_name;
+  call.tenant = std::move(tenant_name);
   if (tenant && TenantLimiter::limited(*tenant)) call.limited_tenant = tenant;
   call.criticality = criticality;
   call.received = received;
@@ -346,7 +346,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
 
   io::UpstreamRequest up;
   up.method = "POST";
-  up.target = call.target;
+  up.target = std::move(call.target);
   // (Built in place: an initializer list would construct every string twice.)
   up.headers.reserve(2);
   up.headers.emplace_back("Content-Type", "application/json");

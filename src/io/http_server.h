@@ -10,6 +10,11 @@
 // A client that goes away is detected even while the handler is silent (once a response
 // has kept it waiting 50 ms: quicker answers need no watch), and on_close()
 // lets the producer abort its work.
+// An awaited handler (AwaitableHttpHandler) runs inside the connection's coroutine: the
+// cheapest path for a whole answer, but the connection neither reads nor watches the
+// client until it returns.
+// Request heads are read by a small strict parser when plain (http_head.h), else by
+// Beast's.
 //
 // Limits and timeouts: header and body size (431 / 413 with an OpenAI-style error),
 // idle keep-alive timeout, a per-write timeout (a stalled client is dropped).
@@ -73,9 +78,10 @@ using HttpHandler =
 
 // A handler the connection awaits: what it responds before it returns is written without
 // a hand-off between coroutines (a proxy that reads a whole answer from its upstream
-// runs inside the connection's own coroutine). The connection reads nothing else while it
-// runs. A handler that streams starts the response, hands the stream to a coroutine of its
-// own and returns: the connection then writes the chunks as they come.
+// runs inside the connection's own coroutine). The connection reads nothing else, and does
+// not watch for the client leaving, while it runs. A handler that streams starts the response,
+// hands the stream to a coroutine of its own and returns: the connection then writes the chunks as
+// they come.
 using AwaitableHttpHandler = std::function<boost::asio::awaitable<void>(
     HttpRequest&& request, std::shared_ptr<ResponseStream> stream)>;
 
