@@ -168,15 +168,29 @@ bool parse_fields(const char* p, const char* end, bool response, ParsedHead& out
   return p == end;
 }
 
+// The head's bytes when `in` starts with a whole one within `max_bytes` (then `out` is
+// reset for it, its size set); else empty, with `verdict` kNeedMore or kUnsure.
+std::string_view whole_head(std::string_view in, size_t max_bytes, ParsedHead& out,
+                            HeadParse& verdict) {
+  bool unsure = false;
+  const size_t size = head_end(in, max_bytes, unsure);
+  if (size == 0) {
+    verdict = unsure ? HeadParse::kUnsure : HeadParse::kNeedMore;
+    return {};
+  }
+  reset(out);
+  out.size = size;
+  return in.substr(0, size);
+}
+
 }  // namespace
 
 HeadParse parse_request_head(std::string_view in, size_t max_bytes, ParsedHead& out) {
-  bool unsure = false;
-  const size_t size = head_end(in, max_bytes, unsure);
-  if (size == 0) return unsure ? HeadParse::kUnsure : HeadParse::kNeedMore;
-  const char* p = in.data();
-  const char* end = p + size;
-  reset(out);
+  HeadParse verdict = HeadParse::kDone;
+  const std::string_view head = whole_head(in, max_bytes, out, verdict);
+  if (head.empty()) return verdict;
+  const char* p = head.data();
+  const char* end = p + head.size();
   const char* m_end = span(p, end, kToken);
   if (m_end == p || m_end >= end || *m_end != ' ') return HeadParse::kUnsure;
   out.method = std::string_view(p, static_cast<size_t>(m_end - p));
@@ -188,17 +202,15 @@ HeadParse parse_request_head(std::string_view in, size_t max_bytes, ParsedHead& 
   out.version = version_at(v, end);
   if (out.version == 0 || end - v < 10 || v[8] != '\r' || v[9] != '\n') return HeadParse::kUnsure;
   if (!parse_fields(v + 10, end, false, out)) return HeadParse::kUnsure;
-  out.size = size;
   return HeadParse::kDone;
 }
 
 HeadParse parse_response_head(std::string_view in, size_t max_bytes, ParsedHead& out) {
-  bool unsure = false;
-  const size_t size = head_end(in, max_bytes, unsure);
-  if (size == 0) return unsure ? HeadParse::kUnsure : HeadParse::kNeedMore;
-  const char* p = in.data();
-  const char* end = p + size;
-  reset(out);
+  HeadParse verdict = HeadParse::kDone;
+  const std::string_view head = whole_head(in, max_bytes, out, verdict);
+  if (head.empty()) return verdict;
+  const char* p = head.data();
+  const char* end = p + head.size();
   out.version = version_at(p, end);
   if (out.version == 0 || end - p < 13 || p[8] != ' ') return HeadParse::kUnsure;
   int status = 0;
@@ -212,7 +224,6 @@ HeadParse parse_response_head(std::string_view in, size_t max_bytes, ParsedHead&
   const char* r_end = text_line_end(p + 13, end);
   if (!r_end) return HeadParse::kUnsure;
   if (!parse_fields(r_end + 2, end, true, out)) return HeadParse::kUnsure;
-  out.size = size;
   return HeadParse::kDone;
 }
 
