@@ -67,18 +67,35 @@ void GatewayMetrics::request_done(std::string_view model, std::string_view pool,
 void GatewayMetrics::request_finished(const Finished& f) {
   {
     std::lock_guard lock(mu_);
-    ++slot(requests_, f.model, f.pool, f.tenant, f.status);
-    if (!f.model.empty()) series(duration_, f.model, duration_bounds()).observe(f.seconds);
-    if (f.ttft) series(ttft_, f.model, ttft_bounds()).observe(*f.ttft);
+    // Most requests go to the series of the one before: found again by four comparisons,
+    // not five map lookups. Series are created when first used, as by the lookups.
+    Recent& r = recent_;
+    if (r.status != f.status || r.model != f.model || r.pool != f.pool || r.tenant != f.tenant) {
+      r = Recent{.model = std::string(f.model),
+                 .pool = std::string(f.pool),
+                 .tenant = std::string(f.tenant),
+                 .status = f.status};
+      r.requests = &slot(requests_, f.model, f.pool, f.tenant, f.status);
+    }
+    ++*r.requests;
+    if (!f.model.empty()) {
+      if (!r.duration) r.duration = &series(duration_, f.model, duration_bounds());
+      r.duration->observe(f.seconds);
+    }
+    if (f.ttft) {
+      if (!r.ttft) r.ttft = &series(ttft_, f.model, ttft_bounds());
+      r.ttft->observe(*f.ttft);
+    }
     if (f.routing_seconds) {
-      series(routing_time_, f.pool, routing_bounds()).observe(*f.routing_seconds);
+      if (!r.routing) r.routing = &series(routing_time_, f.pool, routing_bounds());
+      r.routing->observe(*f.routing_seconds);
     }
     if (f.has_tokens) {
-      TokenCounts& t = slot(tokens_, f.model, f.tenant);
-      t.prompt += f.prompt_tokens;
-      t.completion += f.completion_tokens;
-      t.cached += f.cached_tokens;
-      ++t.reports;
+      if (!r.tokens) r.tokens = &slot(tokens_, f.model, f.tenant);
+      r.tokens->prompt += f.prompt_tokens;
+      r.tokens->completion += f.completion_tokens;
+      r.tokens->cached += f.cached_tokens;
+      ++r.tokens->reports;
     }
   }
   active_requests_.fetch_sub(1, std::memory_order_relaxed);

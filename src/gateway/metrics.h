@@ -159,6 +159,17 @@ class GatewayMetrics {
   std::map<Key3, double, std::less<>> endpoint_values_;
   std::map<std::string, AutoscalerGauges> autoscalers_;  // by pool
   std::map<Key2, uint64_t> autoscaler_decisions_;        // (pool, direction)
+  // The series the last request_finished updated (map nodes: their addresses stay).
+  struct Recent {
+    std::string model, pool, tenant;
+    int status = -1;
+    uint64_t* requests = nullptr;
+    metrics::Histogram* duration = nullptr;
+    metrics::Histogram* ttft = nullptr;
+    metrics::Histogram* routing = nullptr;
+    TokenCounts* tokens = nullptr;
+  };
+  Recent recent_;  // under mu_
 };
 
 }  // namespace kvgate::gateway
