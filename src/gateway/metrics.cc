@@ -150,7 +150,6 @@ scale::UsageTotals GatewayMetrics::usage(std::span<const std::string> models) co
 void GatewayMetrics::stream_started() { active_streams_.fetch_add(1, std::memory_order_relaxed); }
 void GatewayMetrics::stream_ended() { active_streams_.fetch_sub(1, std::memory_order_relaxed); }
 void GatewayMetrics::request_started() { active_requests_.fetch_add(1, std::memory_order_relaxed); }
-void GatewayMetrics::request_ended() { active_requests_.fetch_sub(1, std::memory_order_relaxed); }
 
 void GatewayMetrics::upstream_error(std::string_view pool, std::string_view endpoint,
                                     std::string_view kind) {
@@ -165,21 +164,11 @@ void GatewayMetrics::retry(std::string_view pool) {
   ++it->second;
 }
 
-void GatewayMetrics::decision(std::string_view pool, std::string_view policy,
-                              std::string_view reason) {
-  decision_counter(pool, policy, reason).fetch_add(1, std::memory_order_relaxed);
-}
-
 std::atomic<uint64_t>& GatewayMetrics::decision_counter(std::string_view pool,
                                                         std::string_view policy,
                                                         std::string_view reason) {
   std::lock_guard lock(mu_);
   return slot(decisions_, pool, policy, reason);
-}
-
-void GatewayMetrics::routing_time(std::string_view pool, double seconds) {
-  std::lock_guard lock(mu_);
-  series(routing_time_, pool, routing_bounds()).observe(seconds);
 }
 
 void GatewayMetrics::breaker(std::string_view pool, std::string_view endpoint, bool open) {

@@ -80,28 +80,25 @@ class GatewayMetrics {
   void stream_started();
   void stream_ended();
   void request_started();
-  void request_ended();
-  // The end of a proxied request in one update: request_done, its time to first token and
-  // its token counts when known, and request_ended.
+  // The end of a proxied request (request_started's pair) in one update: request_done,
+  // its time to first token, routing time and token counts when known.
   struct Finished {
     std::string_view model, pool, tenant;
     int status = 0;
     double seconds = 0;
     std::optional<double> ttft;
-    std::optional<double> routing_seconds;  // routing_time, for the request's pool
+    std::optional<double> routing_seconds;  // from the prompt to the first pick, by pool
     bool has_tokens = false;
     uint64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
   };
   void request_finished(const Finished& f);
   void upstream_error(std::string_view pool, std::string_view endpoint, std::string_view kind);
   void retry(std::string_view pool);
-  void decision(std::string_view pool, std::string_view policy, std::string_view reason);
-  // The counter of decision(pool, policy, reason), created at zero: a caller that keeps
-  // it counts a decision with one atomic increment (it lives as long as this object).
+  // The counter of routing decisions (pool, policy, reason), created at zero: a caller
+  // that keeps it counts a decision with one atomic increment (it lives as long as this
+  // object).
   std::atomic<uint64_t>& decision_counter(std::string_view pool, std::string_view policy,
                                           std::string_view reason);
-  // How long a request's routing took (its first decision), from the prompt to the pick.
-  void routing_time(std::string_view pool, double seconds);
   void breaker(std::string_view pool, std::string_view endpoint, bool open);
   // One scrape of an endpoint's /metrics; the values are null when it failed.
   void scrape(std::string_view pool, std::string_view endpoint, const double* waiting,

@@ -308,7 +308,6 @@ struct Connection : std::enable_shared_from_this<Connection> {
   std::optional<TlsStream> tls;
   std::shared_ptr<Stream> current;  // the response in progress
   std::string head_out;             // a whole response's head, reused
-  ParsedHead head;                  // the request head being read
   bool busy = false;                // between reading a request and its response's end
   bool watching = false;            // the disconnect watcher is armed for `current`
   bool closing = false;
@@ -418,11 +417,20 @@ class RequestParser final : public http::basic_parser<true> {
   unsigned version_ = 11;
 };
 
+// What the connection needs of a plain request head once it is read.
+struct PlainHead {
+  bool keep_alive = true;
+  unsigned version = 11;
+  uint64_t content_length = 0;
+};
+
 // The request at the start of `buffer` when its head is plain (http_head.h) and its body
-// within the limit: method, target and fields into `out`, the head consumed, true. False
-// leaves `buffer` as it was, for Beast's parser (which also words the errors).
+// within the limit: method, target and fields into `out`, the rest into `plain`, the head
+// consumed, true. False leaves `buffer` as it was, for Beast's parser (which also words
+// the errors).
 bool take_plain_head(beast::flat_buffer& buffer, const HttpServerOptions& options, HttpRequest& out,
-                     ParsedHead& head) {
+                     PlainHead& plain) {
+  ParsedHead head;
   const auto data = buffer.data();
   const std::string_view in(static_cast<const char*>(data.data()), data.size());
   if (parse_request_head(in, options.max_header_bytes, head) != HeadParse::kDone) return false;
@@ -437,6 +445,7 @@ bool take_plain_head(beast::flat_buffer& buffer, const HttpServerOptions& option
     out.headers.push_back(
         HttpHeader{std::string(head.fields[i].name), std::string(head.fields[i].value)});
   }
+  plain = PlainHead{head.keep_alive, head.version, head.content_length};
   buffer.consume(head.size);
   return true;
 }
@@ -464,16 +473,14 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
       if (rec) co_return false;  // the client closed, or the connection failed
       buffer.commit(n);
     }
-    if (take_plain_head(buffer, options, request, conn->head)) {
+    if (PlainHead head; take_plain_head(buffer, options, request, head)) {
       plain = true;
-      keep_alive = conn->head.keep_alive;
-      version = conn->head.version;
-      const size_t length = conn->head.content_length;
+      keep_alive = head.keep_alive;
+      version = head.version;
+      const size_t length = head.content_length;
       request.body.reserve(length);
       while (true) {
-        const size_t take = std::min(length - request.body.size(), buffer.size());
-        request.body.append(static_cast<const char*>(buffer.data().data()), take);
-        buffer.consume(take);
+        wire::take_bytes(buffer, length - request.body.size(), request.body);
         if (request.body.size() == length) break;
         auto [rec, n] =
             co_await stream.async_read_some(buffer.prepare(wire::read_size(buffer)), kTuple);

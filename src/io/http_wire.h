@@ -12,6 +12,7 @@
 // Beast is included here: only the two .cc files above include this header.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -25,6 +26,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
 
 namespace kvgate::io::wire {
 
@@ -32,6 +34,15 @@ namespace kvgate::io::wire {
 // rule), so an idle or slow connection keeps a small buffer (10,000 held streams).
 inline size_t read_size(const boost::beast::flat_buffer& buffer) {
   return boost::beast::read_size(buffer, 64 * 1024);
+}
+
+// Moves up to `left` bytes from the front of `buffer` to the end of `out` (a body whose
+// length the head gave); returns how many.
+inline size_t take_bytes(boost::beast::flat_buffer& buffer, uint64_t left, std::string& out) {
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buffer.size()));
+  out.append(static_cast<const char*>(buffer.data().data()), n);
+  buffer.consume(n);
+  return n;
 }
 
 // Feeds `parser` from what `buffer` holds, reading from `stream` whenever that is not

@@ -113,11 +113,7 @@ bool take_plain_head(Connection& c, int& status, bool& keep_alive) {
 
 // A plain body: moves what the buffer holds of it into c.body.
 void take_plain_body(Connection& c) {
-  const size_t n = static_cast<size_t>(std::min<uint64_t>(c.plain_left, c.buffer.size()));
-  if (n == 0) return;
-  c.body.append(static_cast<const char*>(c.buffer.data().data()), n);
-  c.buffer.consume(n);
-  c.plain_left -= n;
+  c.plain_left -= wire::take_bytes(c.buffer, c.plain_left, c.body);
 }
 
 // The request head as sent: request line, Host, the caller's headers, Content-Length
