@@ -106,7 +106,7 @@ struct AdminApi::Impl : std::enable_shared_from_this<Impl> {
 
   bool authorized(const HttpRequest& req) const {
     if (!token) return true;
-    const std::string* auth = req.header("authorization");
+    const auto auth = req.header("authorization");
     if (!auth) return false;
     std::string_view v = *auth;
     constexpr std::string_view kBearer = "Bearer ";

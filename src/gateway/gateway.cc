@@ -192,7 +192,7 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
   }
   if (is_models) {
     if (keys) {
-      const std::string* auth = req.header("authorization");
+      const auto auth = req.header("authorization");
       if (!auth || !keys->authenticate_header(*auth)) {
         return stream->respond(
             json_error(401, "Invalid or missing API key", {}, "invalid_api_key"));
@@ -215,7 +215,7 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
     stream->respond(std::move(r));
   };
   if (keys) {
-    const std::string* auth = req.header("authorization");
+    const auto auth = req.header("authorization");
     if (!auth) {
       return reject(401, json_error(401,
                                     "You didn't provide an API key. Send it as "
@@ -268,8 +268,7 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   }
   // An integer priority or a criticality name; anything else keeps the default.
   route::Criticality criticality = route::criticality_from_priority(tenant ? tenant->priority : 0);
-  if (const std::string* p = req.header("x-kvgate-priority");
-      p && tenant && tenant->may_set_priority) {
+  if (const auto p = req.header("x-kvgate-priority"); p && tenant && tenant->may_set_priority) {
     int v = 0;
     auto [end, ec] = std::from_chars(p->data(), p->data() + p->size(), v);
     if (ec == std::errc() && end == p->data() + p->size()) {
@@ -437,7 +436,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     std::string content_type = "application/json";
     for (const auto& [name, value] : exchange->headers()) {
       // ASCII case-insensitive (boost::iequals would build a std::locale per call).
-      if (name.size() == 12 && strncasecmp(name.c_str(), "content-type", 12) == 0) {
+      if (name.size() == 12 && strncasecmp(name.data(), "content-type", 12) == 0) {
         content_type = value;
       }
     }

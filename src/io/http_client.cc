@@ -3,6 +3,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <tuple>
 
 namespace kvgate::io {
 namespace {
@@ -26,7 +27,12 @@ Result<HttpClientResponse> fetch(std::string_view method, std::string_view url_t
     constexpr auto kTuple = net::as_tuple(net::use_awaitable);
     stream.expires_after(timeout);
     tcp::resolver resolver(ioc);
-    auto [rec, results] = co_await resolver.async_resolve(url->host, url->port, kTuple);
+    // A numeric address (as endpoints mostly are) needs no lookup; Asio's asynchronous
+    // resolve would start a thread for it, once per fetch.
+    boost::system::error_code rec;
+    auto results = resolver.resolve(
+        url->host, url->port, tcp::resolver::numeric_host | tcp::resolver::numeric_service, rec);
+    if (rec) std::tie(rec, results) = co_await resolver.async_resolve(url->host, url->port, kTuple);
     if (rec) {
       error = "resolve " + url->host + ": " + rec.message();
       co_return;

@@ -1,6 +1,11 @@
 #include "io/http_head.h"
 
+#include <algorithm>
 #include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace kvgate::io {
 namespace {
@@ -29,45 +34,105 @@ constexpr std::array<bool, 256> kToken = alnum_and("!#$%&'*+-.^_`|~");
 constexpr std::array<bool, 256> kTarget = alnum_and("-._~:/?[]@!$&'()*+,;=%");
 constexpr std::array<bool, 256> kText = make_text_table();
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
+uint64_t load8(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+uint32_t load4(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// True when `s` equals `lower`, a lowercase literal of letters and '-', ignoring the case of
+// `s`'s letters; 8 (or 4) bytes a step, the last step overlapping. (c | 0x20) folds only
+// 'A'-'Z' onto letters, and maps no byte other than '-' and CR onto '-'; callers pass
+// tokens or text lines, which hold no CR.
+bool lower_equals(std::string_view s, std::string_view lower) {
+  const size_t n = s.size();
+  if (n != lower.size()) return false;
+  const char* a = s.data();
+  const char* b = lower.data();
+  if (n >= 8) {
+    constexpr uint64_t kCase = 0x2020202020202020u;
+    for (size_t i = 0; i + 8 < n; i += 8) {
+      if ((load8(a + i) | kCase) != load8(b + i)) return false;
+    }
+    return (load8(a + n - 8) | kCase) == load8(b + n - 8);
+  }
+  if (n >= 4) {
+    constexpr uint32_t kCase = 0x20202020u;
+    return (load4(a) | kCase) == load4(b) && (load4(a + n - 4) | kCase) == load4(b + n - 4);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if ((static_cast<unsigned char>(a[i]) | 0x20) != static_cast<unsigned char>(b[i])) {
+      return false;
+    }
   }
   return true;
 }
 
-// True when [p, end) is field-value text (kText): written as a reduction the compiler
-// vectorizes, as values are most of a head's bytes.
-bool is_text(const char* p, const char* end) {
-  const auto* u = reinterpret_cast<const unsigned char*>(p);
-  const size_t n = static_cast<size_t>(end - p);
-  unsigned char bad = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char c = u[i];
-    bad |= static_cast<unsigned char>((c < 0x20) & (c != '\t')) |
-           static_cast<unsigned char>(c == 0x7f);
+// The first control byte (below 0x20, or 0x7f) in [p, end), or `end`: 16 bytes a step
+// where SSE2 is there (every x86-64), as field values are most of a head's bytes.
+const char* find_control(const char* p, const char* end) {
+#if defined(__SSE2__)
+  const __m128i k1f = _mm_set1_epi8(0x1f);
+  const __m128i k7f = _mm_set1_epi8(0x7f);
+  while (end - p >= 16) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i low = _mm_cmpeq_epi8(_mm_min_epu8(x, k1f), x);  // x <= 0x1f, unsigned
+    const int mask = _mm_movemask_epi8(_mm_or_si128(low, _mm_cmpeq_epi8(x, k7f)));
+    if (mask != 0) return p + __builtin_ctz(static_cast<unsigned>(mask));
+    p += 16;
   }
-  return bad == 0;
+#endif
+  for (; p < end; ++p) {
+    const unsigned char c = static_cast<unsigned char>(*p);
+    if (c < 0x20 || c == 0x7f) return p;
+  }
+  return end;
 }
 
 // The end of the text line starting at `p` (at its CR, which an LF follows), or nullptr
-// when the line has a byte outside kText or does not end with CRLF.
+// when the line has a byte outside kText or does not end with CRLF before `end`.
 const char* text_line_end(const char* p, const char* end) {
-  const void* cr = std::memchr(p, '\r', static_cast<size_t>(end - p));
-  if (!cr) return nullptr;
-  const char* r = static_cast<const char*>(cr);
-  if (end - r < 2 || r[1] != '\n' || !is_text(p, r)) return nullptr;
-  return r;
+  while (true) {
+    p = find_control(p, end);
+    if (p == end) return nullptr;
+    if (*p != '\t') return *p == '\r' && end - p >= 2 && p[1] == '\n' ? p : nullptr;
+    ++p;
+  }
 }
 
 // Reads bytes of `table` from `p`, returns where they stop.
 const char* span(const char* p, const char* end, const std::array<bool, 256>& table) {
   while (p < end && table[static_cast<unsigned char>(*p)]) ++p;
   return p;
+}
+
+// Where the field name starting at `p` stops (kToken bytes): 16 bytes a step while they
+// are letters, digits and '-', as nearly all names are; other bytes go through `span`.
+const char* name_end(const char* p, const char* end) {
+#if defined(__SSE2__)
+  const __m128i kA = _mm_set1_epi8('a'), k25 = _mm_set1_epi8(25);
+  const __m128i k0 = _mm_set1_epi8('0'), k9 = _mm_set1_epi8(9);
+  const __m128i kDash = _mm_set1_epi8('-'), kCase = _mm_set1_epi8(0x20);
+  while (end - p >= 16) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    // Unsigned x - lo <= n as min(x - lo, n) == x - lo.
+    const __m128i letter = _mm_sub_epi8(_mm_or_si128(x, kCase), kA);
+    const __m128i digit = _mm_sub_epi8(x, k0);
+    const __m128i good =
+        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(letter, k25), letter),
+                                  _mm_cmpeq_epi8(_mm_min_epu8(digit, k9), digit)),
+                     _mm_cmpeq_epi8(x, kDash));
+    const unsigned bad = ~static_cast<unsigned>(_mm_movemask_epi8(good)) & 0xffffu;
+    if (bad != 0) return span(p + __builtin_ctz(bad), end, kToken);
+    p += 16;
+  }
+#endif
+  return span(p, end, kToken);
 }
 
 // "HTTP/1.0" or "HTTP/1.1" at p: the version (10, 11), else 0.
@@ -106,8 +171,10 @@ void reset(ParsedHead& out) {
   out.size = 0;
 }
 
-// The fields from `p` to the blank line; false when outside the subset.
-bool parse_fields(const char* p, const char* end, bool response, ParsedHead& out) {
+// The fields from `p` through the blank line, which must come before `end`; the head's size
+// counted from `begin`. False when outside the subset or not whole before `end`.
+bool parse_fields(const char* begin, const char* p, const char* end, bool response,
+                  ParsedHead& out) {
   bool close = false, keep = false, length_seen = false;
   while (true) {
     if (end - p < 2) return false;
@@ -115,10 +182,10 @@ bool parse_fields(const char* p, const char* end, bool response, ParsedHead& out
       p += 2;
       break;
     }
-    const char* name_end = span(p, end, kToken);
-    if (name_end == p || name_end >= end || *name_end != ':') return false;
-    const std::string_view name(p, static_cast<size_t>(name_end - p));
-    const char* v = name_end + 1;
+    const char* n_end = name_end(p, end);
+    if (n_end == p || n_end >= end || *n_end != ':') return false;
+    const std::string_view name(p, static_cast<size_t>(n_end - p));
+    const char* v = n_end + 1;
     while (v < end && (*v == ' ' || *v == '\t')) ++v;
     const char* v_end = text_line_end(v, end);
     if (!v_end) return false;
@@ -130,13 +197,13 @@ bool parse_fields(const char* p, const char* end, bool response, ParsedHead& out
     out.fields[out.field_count++] = HeadField{name, value};
     switch (name.size()) {
       case 7:  // Upgrade
-        if (iequals(name, "upgrade")) return false;
+        if (lower_equals(name, "upgrade")) return false;
         break;
       case 10:  // Connection
-        if (iequals(name, "connection")) {
-          if (iequals(value, "close")) {
+        if (lower_equals(name, "connection")) {
+          if (lower_equals(value, "close")) {
             close = true;
-          } else if (iequals(value, "keep-alive")) {
+          } else if (lower_equals(value, "keep-alive")) {
             keep = true;
           } else {
             return false;
@@ -144,7 +211,7 @@ bool parse_fields(const char* p, const char* end, bool response, ParsedHead& out
         }
         break;
       case 14:  // Content-Length
-        if (iequals(name, "content-length")) {
+        if (lower_equals(name, "content-length")) {
           if (length_seen || value.empty() || value.size() > 18) return false;
           uint64_t n = 0;
           for (char c : value) {
@@ -156,7 +223,7 @@ bool parse_fields(const char* p, const char* end, bool response, ParsedHead& out
         }
         break;
       case 17:  // Transfer-Encoding
-        if (iequals(name, "transfer-encoding")) return false;
+        if (lower_equals(name, "transfer-encoding")) return false;
         break;
       default:
         break;
@@ -165,65 +232,63 @@ bool parse_fields(const char* p, const char* end, bool response, ParsedHead& out
   if (close && keep) return false;
   if (response && !length_seen) return false;  // chunked or delimited by the close
   out.keep_alive = out.version == 11 ? !close : keep;
-  return p == end;
+  out.size = static_cast<size_t>(p - begin);
+  return true;
 }
 
-// The head's bytes when `in` starts with a whole one within `max_bytes` (then `out` is
-// reset for it, its size set); else empty, with `verdict` kNeedMore or kUnsure.
-std::string_view whole_head(std::string_view in, size_t max_bytes, ParsedHead& out,
-                            HeadParse& verdict) {
+// What a head the one-pass parse did not take is: kNeedMore while no blank line came and
+// nothing outside the subset did either, else kUnsure (a whole head it did not take is
+// outside the subset, as the parse and this agree on where a head ends).
+HeadParse verdict_without_head(std::string_view in, size_t max_bytes) {
   bool unsure = false;
   const size_t size = head_end(in, max_bytes, unsure);
-  if (size == 0) {
-    verdict = unsure ? HeadParse::kUnsure : HeadParse::kNeedMore;
-    return {};
-  }
-  reset(out);
-  out.size = size;
-  return in.substr(0, size);
+  return size == 0 && !unsure ? HeadParse::kNeedMore : HeadParse::kUnsure;
 }
 
 }  // namespace
 
+// Both parse in one pass over at most `max_bytes` of `in`, the head's end found as the
+// fields are; anything but a whole plain head is then sorted out by verdict_without_head.
 HeadParse parse_request_head(std::string_view in, size_t max_bytes, ParsedHead& out) {
-  HeadParse verdict = HeadParse::kDone;
-  const std::string_view head = whole_head(in, max_bytes, out, verdict);
-  if (head.empty()) return verdict;
-  const char* p = head.data();
-  const char* end = p + head.size();
+  reset(out);
+  const char* p = in.data();
+  const char* end = p + std::min(in.size(), max_bytes);
   const char* m_end = span(p, end, kToken);
-  if (m_end == p || m_end >= end || *m_end != ' ') return HeadParse::kUnsure;
-  out.method = std::string_view(p, static_cast<size_t>(m_end - p));
+  if (m_end == p || m_end >= end || *m_end != ' ') return verdict_without_head(in, max_bytes);
   const char* t = m_end + 1;
   const char* t_end = span(t, end, kTarget);
-  if (t_end == t || t_end >= end || *t_end != ' ') return HeadParse::kUnsure;
-  out.target = std::string_view(t, static_cast<size_t>(t_end - t));
+  if (t_end == t || t_end >= end || *t_end != ' ') return verdict_without_head(in, max_bytes);
   const char* v = t_end + 1;
   out.version = version_at(v, end);
-  if (out.version == 0 || end - v < 10 || v[8] != '\r' || v[9] != '\n') return HeadParse::kUnsure;
-  if (!parse_fields(v + 10, end, false, out)) return HeadParse::kUnsure;
+  if (out.version == 0 || end - v < 10 || v[8] != '\r' || v[9] != '\n' ||
+      !parse_fields(p, v + 10, end, false, out)) {
+    return verdict_without_head(in, max_bytes);
+  }
+  out.method = std::string_view(p, static_cast<size_t>(m_end - p));
+  out.target = std::string_view(t, static_cast<size_t>(t_end - t));
   return HeadParse::kDone;
 }
 
 HeadParse parse_response_head(std::string_view in, size_t max_bytes, ParsedHead& out) {
-  HeadParse verdict = HeadParse::kDone;
-  const std::string_view head = whole_head(in, max_bytes, out, verdict);
-  if (head.empty()) return verdict;
-  const char* p = head.data();
-  const char* end = p + head.size();
+  reset(out);
+  const char* p = in.data();
+  const char* end = p + std::min(in.size(), max_bytes);
   out.version = version_at(p, end);
-  if (out.version == 0 || end - p < 13 || p[8] != ' ') return HeadParse::kUnsure;
+  if (out.version == 0 || end - p < 13 || p[8] != ' ') return verdict_without_head(in, max_bytes);
   int status = 0;
   for (int i = 9; i < 12; ++i) {
-    if (p[i] < '0' || p[i] > '9') return HeadParse::kUnsure;
+    if (p[i] < '0' || p[i] > '9') return verdict_without_head(in, max_bytes);
     status = status * 10 + (p[i] - '0');
   }
   // 1xx, 204 and 304 have no body whatever their fields say: Beast's rules.
-  if (status < 200 || status == 204 || status == 304 || p[12] != ' ') return HeadParse::kUnsure;
+  if (status < 200 || status == 204 || status == 304 || p[12] != ' ') {
+    return verdict_without_head(in, max_bytes);
+  }
   out.status = status;
   const char* r_end = text_line_end(p + 13, end);
-  if (!r_end) return HeadParse::kUnsure;
-  if (!parse_fields(r_end + 2, end, true, out)) return HeadParse::kUnsure;
+  if (!r_end || !parse_fields(p, r_end + 2, end, true, out)) {
+    return verdict_without_head(in, max_bytes);
+  }
   return HeadParse::kDone;
 }
 

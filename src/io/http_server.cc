@@ -27,7 +27,12 @@ namespace http = beast::http;
 using tcp = net::ip::tcp;
 using net::awaitable;
 using net::use_awaitable;
-constexpr auto kTuple = net::as_tuple(use_awaitable);
+// Operations on a plain socket, timers and the acceptor are awaited as deferred operations
+// (wire::token_for says why); Beast's TLS stream and its message writes take only tokens
+// of the older style.
+constexpr auto kTuple = net::as_tuple(net::deferred);
+constexpr auto kTupleAwaitable = net::as_tuple(use_awaitable);
+using wire::token_for;
 // How long a response may keep its client waiting before the server watches the
 // socket for the client going away.
 constexpr auto kWatchDisconnectAfter = std::chrono::milliseconds(50);
@@ -383,7 +388,7 @@ class RequestParser final : public http::basic_parser<true> {
  private:
   void on_request_impl(http::verb, beast::string_view method, beast::string_view target,
                        int version, beast::error_code&) override {
-    request.headers.reserve(8);
+    request.fields.reserve(8);
     request.method.assign(method.data(), method.size());
     request.target.assign(target.data(), target.size());
     version_ = static_cast<unsigned>(version);
@@ -391,7 +396,7 @@ class RequestParser final : public http::basic_parser<true> {
   void on_response_impl(int, beast::string_view, int, beast::error_code&) override {}
   void on_field_impl(http::field, beast::string_view name, beast::string_view value,
                      beast::error_code&) override {
-    request.headers.push_back(HttpHeader{std::string(name), std::string(value)});
+    request.add_header(name, value);
   }
   void on_header_impl(beast::error_code&) override {
     const std::string_view target = request.target;
@@ -424,6 +429,17 @@ struct PlainHead {
   uint64_t content_length = 0;
 };
 
+// Empties `r` for the next request on the connection, keeping its strings' capacity.
+void clear(HttpRequest& r) {
+  r.method.clear();
+  r.target.clear();
+  r.path.clear();
+  r.query.clear();
+  r.field_text.clear();
+  r.fields.clear();
+  r.body.clear();
+}
+
 // The request at the start of `buffer` when its head is plain (http_head.h) and its body
 // within the limit: method, target and fields into `out`, the rest into `plain`, the head
 // consumed, true. False leaves `buffer` as it was, for Beast's parser (which also words
@@ -440,10 +456,18 @@ bool take_plain_head(beast::flat_buffer& buffer, const HttpServerOptions& option
   const size_t q = head.target.find('?');
   out.path.assign(head.target.substr(0, q));
   if (q != std::string_view::npos) out.query.assign(head.target.substr(q + 1));
-  out.headers.reserve(head.field_count);
-  for (size_t i = 0; i < head.field_count; ++i) {
-    out.headers.push_back(
-        HttpHeader{std::string(head.fields[i].name), std::string(head.fields[i].value)});
+  // The fields' text copied in one piece (from the first name to the blank line), each
+  // field placed by its offsets in the head.
+  if (head.field_count > 0) {
+    const char* first = head.fields[0].name.data();
+    out.field_text.assign(first, static_cast<size_t>(in.data() + head.size - first));
+    const auto at = [first](std::string_view v) { return static_cast<uint32_t>(v.data() - first); };
+    out.fields.resize(head.field_count);
+    for (size_t i = 0; i < head.field_count; ++i) {
+      const HeadField& f = head.fields[i];
+      out.fields[i] = HttpRequest::FieldRef{at(f.name), static_cast<uint32_t>(f.name.size()),
+                                            at(f.value), static_cast<uint32_t>(f.value.size())};
+    }
   }
   plain = PlainHead{head.keep_alive, head.version, head.content_length};
   buffer.consume(head.size);
@@ -458,9 +482,12 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
                                S& stream) {
   const HttpServerOptions& options = server.options;
   beast::flat_buffer buffer;
+  // One request object per connection: what the handler leaves of it (it may move parts
+  // out) keeps its capacity for the next request's method, target and fields.
+  HttpRequest request;
   while (!conn->closing) {
     conn->deadline->expires_after(options.idle_timeout);
-    HttpRequest request;
+    clear(request);
     bool keep_alive = false;
     unsigned version = 11;
     beast::error_code ec;
@@ -469,7 +496,7 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
     bool plain = false;
     if (buffer.size() == 0) {
       auto [rec, n] =
-          co_await stream.async_read_some(buffer.prepare(wire::read_size(buffer)), kTuple);
+          co_await stream.async_read_some(buffer.prepare(wire::read_size(buffer)), token_for<S>());
       if (rec) co_return false;  // the client closed, or the connection failed
       buffer.commit(n);
     }
@@ -482,8 +509,8 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
       while (true) {
         wire::take_bytes(buffer, length - request.body.size(), request.body);
         if (request.body.size() == length) break;
-        auto [rec, n] =
-            co_await stream.async_read_some(buffer.prepare(wire::read_size(buffer)), kTuple);
+        auto [rec, n] = co_await stream.async_read_some(buffer.prepare(wire::read_size(buffer)),
+                                                        token_for<S>());
         if (rec) {
           ec = rec == net::error::eof ? beast::error_code(http::error::partial_message) : rec;
           break;
@@ -520,7 +547,7 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
       res.body() = std::move(err.body);
       res.prepare_payload();
       conn->deadline->expires_after(options.write_timeout);
-      auto [wec, wn] = co_await http::async_write(stream, res, kTuple);
+      auto [wec, wn] = co_await http::async_write(stream, res, kTupleAwaitable);
       (void)wn;
       co_return !wec;
     }
@@ -555,7 +582,7 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
         const std::array<net::const_buffer, 2> out{net::buffer(conn->head_out),
                                                    net::buffer(b.whole->body)};
         conn->deadline->expires_after(options.write_timeout);
-        auto [wec, wn] = co_await net::async_write(stream, out, kTuple);
+        auto [wec, wn] = co_await net::async_write(stream, out, token_for<S>());
         (void)wn;
         ok = !wec;
         done = true;
@@ -571,7 +598,7 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
         res.chunked(true);
         http::response_serializer<http::empty_body> sr{res};
         conn->deadline->expires_after(options.write_timeout);
-        auto [wec, wn] = co_await http::async_write_header(stream, sr, kTuple);
+        auto [wec, wn] = co_await http::async_write_header(stream, sr, kTupleAwaitable);
         (void)wn;
         if (wec) {
           ok = false;
@@ -592,8 +619,8 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
         const size_t bytes = data.size();
         if (bytes > 0) {
           conn->deadline->expires_after(options.write_timeout);
-          auto [wec, wn] =
-              co_await net::async_write(stream, http::make_chunk(net::buffer(data)), kTuple);
+          auto [wec, wn] = co_await net::async_write(stream, http::make_chunk(net::buffer(data)),
+                                                     token_for<S>());
           (void)wn;
           ok = !wec;
         }
@@ -610,7 +637,7 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
       }
       if (b.finished && head_written) {
         conn->deadline->expires_after(options.write_timeout);
-        auto [wec, wn] = co_await net::async_write(stream, http::make_chunk_last(), kTuple);
+        auto [wec, wn] = co_await net::async_write(stream, http::make_chunk_last(), token_for<S>());
         (void)wn;
         ok = !wec;
         done = true;
@@ -682,12 +709,13 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Connection> conn) {
       // The handshake counts against the header timeout: a client that connects and
       // sends nothing, or bytes that are not TLS, is dropped.
       conn->deadline->expires_after(options.handshake_timeout);
-      auto [ec] = co_await conn->tls->async_handshake(net::ssl::stream_base::server, kTuple);
+      auto [ec] =
+          co_await conn->tls->async_handshake(net::ssl::stream_base::server, kTupleAwaitable);
       if (!ec && !conn->closing) {
         const bool server_closes = co_await serve_requests(*this, conn, *conn->tls);
         if (server_closes && !conn->closing) {
           conn->deadline->expires_after(std::chrono::seconds(1));
-          auto [sec] = co_await conn->tls->async_shutdown(kTuple);
+          auto [sec] = co_await conn->tls->async_shutdown(kTupleAwaitable);
           (void)sec;
         }
       }

@@ -4,17 +4,41 @@
 
 namespace kvgate::io {
 
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 const std::string* find_header(const std::vector<HttpHeader>& headers, std::string_view name) {
   for (const HttpHeader& h : headers) {
-    if (h.name.size() != name.size()) continue;
-    bool same = true;
-    for (size_t i = 0; i < name.size() && same; ++i) {
-      same = std::tolower(static_cast<unsigned char>(h.name[i])) ==
-             std::tolower(static_cast<unsigned char>(name[i]));
-    }
-    if (same) return &h.value;
+    if (iequals(h.name, name)) return &h.value;
   }
   return nullptr;
+}
+
+std::optional<std::string_view> HttpRequest::header(std::string_view name) const {
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (iequals(header_name(i), name)) return header_value(i);
+  }
+  return std::nullopt;
+}
+
+void HttpRequest::add_header(std::string_view name, std::string_view value) {
+  const auto at = static_cast<uint32_t>(field_text.size());
+  field_text.append(name).append(value);
+  fields.push_back(FieldRef{at, static_cast<uint32_t>(name.size()),
+                            at + static_cast<uint32_t>(name.size()),
+                            static_cast<uint32_t>(value.size())});
 }
 
 std::string openai_error_body(std::string_view message, std::string_view type, int code) {

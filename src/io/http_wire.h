@@ -17,6 +17,8 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -27,8 +29,22 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 namespace kvgate::io::wire {
+
+// The completion token for awaiting operations of stream S. On a plain TCP socket,
+// deferred: the coroutine's frame awaits the operation directly, without the awaitable
+// frame of its own that use_awaitable makes per operation. Beast's TLS stream (and its
+// message writes) accept only tokens of the older style: use_awaitable.
+template <class S>
+constexpr auto token_for() {
+  if constexpr (std::is_same_v<S, boost::asio::ip::tcp::socket>) {
+    return boost::asio::as_tuple(boost::asio::deferred);
+  } else {
+    return boost::asio::as_tuple(boost::asio::use_awaitable);
+  }
+}
 
 // How much to read next into `buffer`: what it has room for, at least 512 bytes (Beast's
 // rule), so an idle or slow connection keeps a small buffer (10,000 held streams).
@@ -68,8 +84,8 @@ boost::asio::awaitable<boost::beast::error_code> read_until(
         continue;  // more may parse from what is buffered
       }
     }
-    auto [rec, n] = co_await stream.async_read_some(
-        buffer.prepare(read_size(buffer)), boost::asio::as_tuple(boost::asio::use_awaitable));
+    auto [rec, n] =
+        co_await stream.async_read_some(buffer.prepare(read_size(buffer)), token_for<Stream>());
     if (rec == boost::asio::error::eof) {
       if (!parser.got_some()) co_return http::error::end_of_stream;
       parser.put_eof(ec);  // a body delimited by the end of the connection

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -14,6 +15,7 @@
 #include <charconv>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 
 #include "io/http_head.h"
@@ -29,12 +31,36 @@ namespace {
 
 constexpr size_t kMaxResponseHead = 64 * 1024;
 
+// The response's fields: one copy of their text, viewed by `fields` (a plain head is
+// copied whole; Beast's fields are appended as they are parsed). The capacity stays with
+// the connection.
+struct ReceivedFields {
+  std::string text;
+  std::vector<HeadField> fields;
+
+  // A plain head parsed from `in`: its fields' views moved from `in` onto the copy.
+  void take(std::string_view in, const ParsedHead& h) {
+    text.assign(in.data(), h.size);
+    fields.resize(h.field_count);
+    for (size_t i = 0; i < h.field_count; ++i) fields[i] = rebase(in, h.fields[i]);
+  }
+  HeadField rebase(std::string_view from, const HeadField& f) const {
+    const auto at = [&](std::string_view v) {
+      return std::string_view(text.data() + (v.data() - from.data()), v.size());
+    };
+    return HeadField{at(f.name), at(f.value)};
+  }
+};
+
 // The response head and body as they are parsed, without allocating per exchange: the
-// header strings are assigned in place (their capacity stays with the connection) and
-// body bytes are appended to `body`, which the reader consumes.
+// fields go to a ReceivedFields and body bytes are appended to `body`, which the reader
+// consumes.
 class ResponseParser final : public http::basic_parser<false> {
  public:
-  ResponseParser(UpstreamHeaders& headers, std::string& body) : headers_(headers), body_(body) {}
+  ResponseParser(ReceivedFields& fields, std::string& body) : fields_(fields), body_(body) {
+    fields_.text.clear();
+    fields_.fields.clear();
+  }
   int status() const { return status_; }
 
  private:
@@ -45,15 +71,18 @@ class ResponseParser final : public http::basic_parser<false> {
   }
   void on_field_impl(http::field, beast::string_view name, beast::string_view value,
                      beast::error_code&) override {
-    if (count_ < headers_.size()) {
-      headers_[count_].first.assign(name.data(), name.size());
-      headers_[count_].second.assign(value.data(), value.size());
-    } else {
-      headers_.emplace_back(std::string(name), std::string(value));
-    }
-    ++count_;
+    // Offsets: the text may move as it grows; the views are made once it is whole.
+    offsets_.push_back(
+        {fields_.text.size(), name.size(), fields_.text.size() + name.size(), value.size()});
+    fields_.text.append(name.data(), name.size()).append(value.data(), value.size());
   }
-  void on_header_impl(beast::error_code&) override { headers_.resize(count_); }
+  void on_header_impl(beast::error_code&) override {
+    const std::string_view text = fields_.text;
+    for (const auto& [name_at, name_size, value_at, value_size] : offsets_) {
+      fields_.fields.push_back(
+          HeadField{text.substr(name_at, name_size), text.substr(value_at, value_size)});
+    }
+  }
   void on_body_init_impl(const boost::optional<std::uint64_t>&, beast::error_code&) override {}
   size_t on_body_impl(beast::string_view body, beast::error_code&) override {
     body_.append(body.data(), body.size());
@@ -66,9 +95,9 @@ class ResponseParser final : public http::basic_parser<false> {
   }
   void on_finish_impl(beast::error_code&) override {}
 
-  UpstreamHeaders& headers_;
+  ReceivedFields& fields_;
   std::string& body_;
-  size_t count_ = 0;
+  std::vector<std::array<size_t, 4>> offsets_;
   int status_ = 0;
 };
 
@@ -84,7 +113,7 @@ struct Connection {
   wire::LazyDeadline deadline;  // connect, head and body timeouts
   beast::flat_buffer buffer;
   std::string head;  // the request head being sent
-  UpstreamHeaders headers;
+  ReceivedFields received;
   std::string body;                      // body bytes parsed and not yet handed out
   std::optional<ResponseParser> parser;  // unless the head was plain
   bool plain = false;                    // a plain head (http_head.h): the body is
@@ -92,17 +121,13 @@ struct Connection {
 };
 
 // The response head at the start of `c.buffer` when it is plain (http_head.h): fields into
-// c.headers, the head consumed, true. False leaves the buffer to Beast's parser.
+// c.received, the head consumed, true. False leaves the buffer to Beast's parser.
 bool take_plain_head(Connection& c, int& status, bool& keep_alive) {
   ParsedHead h;
   const auto data = c.buffer.data();
   const std::string_view in(static_cast<const char*>(data.data()), data.size());
   if (parse_response_head(in, kMaxResponseHead, h) != HeadParse::kDone) return false;
-  c.headers.resize(h.field_count);
-  for (size_t i = 0; i < h.field_count; ++i) {
-    c.headers[i].first.assign(h.fields[i].name);
-    c.headers[i].second.assign(h.fields[i].value);
-  }
+  c.received.take(in, h);
   status = h.status;
   keep_alive = h.keep_alive;
   c.plain = true;
@@ -139,8 +164,6 @@ UpstreamErrorKind kind_of(const Connection& conn) {
 std::string message_of(const Connection& conn, const boost::system::error_code& ec) {
   return conn.deadline.expired() ? "timed out" : ec.message();
 }
-
-const UpstreamHeaders kNoHeaders;
 
 }  // namespace
 
@@ -218,7 +241,7 @@ struct UpstreamExchange::Impl {
         take_plain_body(*c);
         if (c->body.size() != before || c->plain_left == 0) break;
         auto [rec, n] = co_await c->socket.async_read_some(
-            c->buffer.prepare(wire::read_size(c->buffer)), asio::as_tuple(asio::use_awaitable));
+            c->buffer.prepare(wire::read_size(c->buffer)), asio::as_tuple(asio::deferred));
         if (rec) {
           ec = rec == asio::error::eof ? beast::error_code(http::error::partial_message) : rec;
           break;
@@ -242,8 +265,9 @@ struct UpstreamExchange::Impl {
 UpstreamExchange::UpstreamExchange(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 UpstreamExchange::~UpstreamExchange() = default;
 int UpstreamExchange::status() const { return impl_->status; }
-const UpstreamHeaders& UpstreamExchange::headers() const {
-  return impl_->conn ? impl_->conn->headers : kNoHeaders;
+std::span<const HeadField> UpstreamExchange::headers() const {
+  if (!impl_->conn) return {};
+  return impl_->conn->received.fields;
 }
 void UpstreamExchange::no_reuse() { impl_->keep_alive = false; }
 
@@ -344,7 +368,8 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
     write_head(conn->head, request, key);
     const std::array<asio::const_buffer, 2> out{asio::buffer(conn->head),
                                                 asio::buffer(request.body)};
-    co_await asio::async_write(conn->socket, out, asio::redirect_error(asio::use_awaitable, ec));
+    std::tie(ec, std::ignore) =
+        co_await asio::async_write(conn->socket, out, asio::as_tuple(asio::deferred));
     if (ec) {
       if (reused && !conn->deadline.expired()) continue;
       co_return UpstreamError{kind_of(*conn), "send to " + key + ": " + message_of(*conn, ec)};
@@ -353,7 +378,7 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
     conn->plain = false;
     if (conn->buffer.size() == 0) {
       auto [rec, n] = co_await conn->socket.async_read_some(
-          conn->buffer.prepare(wire::read_size(conn->buffer)), asio::as_tuple(asio::use_awaitable));
+          conn->buffer.prepare(wire::read_size(conn->buffer)), asio::as_tuple(asio::deferred));
       if (rec) {
         if (reused && !conn->deadline.expired()) continue;  // nothing came: a stale connection
         co_return UpstreamError{kind_of(*conn),
@@ -365,7 +390,7 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
     int status = 0;
     bool keep_alive = false;
     if (!take_plain_head(*conn, status, keep_alive)) {
-      conn->parser.emplace(conn->headers, conn->body);
+      conn->parser.emplace(conn->received, conn->body);
       conn->parser->body_limit(boost::none);
       conn->parser->header_limit(kMaxResponseHead);
       ec = co_await wire::read_message(conn->socket, conn->buffer, *conn->parser, true);

@@ -28,11 +28,14 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include "io/http_head.h"
 
 namespace kvgate::io {
 
@@ -91,9 +94,9 @@ class UpstreamExchange {
   ~UpstreamExchange();
 
   int status() const;
-  // The response's header fields; valid until the body has been read to its end (then the
-  // connection, which holds them, is back in the pool and this is empty).
-  const UpstreamHeaders& headers() const;
+  // The response's header fields, in wire order; valid until the body has been read to its
+  // end (then the connection, which holds them, is back in the pool and this is empty).
+  std::span<const HeadField> headers() const;
   // Close the connection at the end instead of returning it to the pool.
   void no_reuse();
   // The next piece of the body, as soon as any arrives within `timeout`; an empty view

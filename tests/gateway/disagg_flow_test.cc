@@ -174,7 +174,7 @@ TEST_F(DisaggFlowTest, PrefillThenDecodeRequestWithTheTransferParams) {
   EXPECT_FALSE(sent.contains("stream_options"));
   EXPECT_EQ(sent.at("kv_transfer_params").at("do_remote_decode"), true);
   EXPECT_EQ(sent.at("kv_transfer_params").at("remote_engine_id"), nullptr);
-  ASSERT_NE(p.last.header("x-request-id"), nullptr);
+  ASSERT_TRUE(p.last.header("x-request-id"));
 
   // The decode request: the original with the prefill engine's kv_transfer_params, the
   // same X-Request-Id, the original Accept.

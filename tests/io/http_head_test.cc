@@ -34,6 +34,9 @@ const std::vector<std::string>& requests() {
       "GET /metrics HTTP/1.0\r\n\r\n",
       "GET /ready HTTP/1.1\r\nConnection: close\r\nX-Empty:\r\nX-Spaces: \t a b \t\r\n\r\n",
       "DELETE /admin/pools/p/endpoints/3 HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n",
+      // values longer than the parser's 16-byte steps, with tabs and obs-text inside
+      "GET /x HTTP/1.1\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64)\tcaf\xc3\xa9 \x80\xff of a "
+      "long value that spans more than two steps\t \r\nX-B: 0123456789abcdef\r\n\r\n",
   };
   return r;
 }

@@ -44,7 +44,7 @@ TEST(HttpServer, WholeResponsesAndRequestFields) {
       HttpResponse res;
       res.content_type = "text/plain";
       res.headers.push_back({"X-Method", r.method});
-      res.body = r.body + "|" + r.query + "|" + (r.header("x-test") ? *r.header("X-TEST") : "");
+      res.body = r.body + "|" + r.query + "|" + std::string(r.header("X-TEST").value_or(""));
       s->respond(std::move(res));
       return;
     }
