@@ -73,3 +73,5 @@ BENCHMARK(BM_Top)->Arg(16)->Arg(256);
 
 }  // namespace
 }  // namespace kvgate::kv
+
+BENCHMARK_MAIN();
