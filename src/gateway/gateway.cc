@@ -158,14 +158,16 @@ struct Gateway::Impl {
 
 void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
                            std::optional<ProxyCall>& to_proxy) {
+  using namespace std::string_view_literals;  // comparisons by size first, no strlen
   const Nanos received = monotonic_now();
-  const std::string& path = req.path;
-  const bool get = req.method == "GET" || req.method == "HEAD";
-  if (path == "/health") {
+  const std::string_view path = req.path;
+  const std::string_view method = req.method;
+  const bool get = method == "GET"sv || method == "HEAD"sv;
+  if (path == "/health"sv) {
     if (!get) return stream->respond(json_error(405, "Method not allowed"));
     return stream->respond(HttpResponse{200, "application/json", {}, "{\"status\":\"ok\"}"});
   }
-  if (path == "/ready") {
+  if (path == "/ready"sv) {
     if (!get) return stream->respond(json_error(405, "Method not allowed"));
     if (not_ready.load()) {
       return stream->respond(
@@ -173,20 +175,20 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
     }
     return stream->respond(HttpResponse{200, "application/json", {}, "{\"status\":\"ready\"}"});
   }
-  if (path == "/metrics") {
+  if (path == "/metrics"sv) {
     if (!get) return stream->respond(json_error(405, "Method not allowed"));
     return stream->respond(HttpResponse{200,
                                         "text/plain; version=0.0.4; charset=utf-8",
                                         {},
                                         metrics.render() + render_warmup_metrics(all_warmups())});
   }
-  const bool is_chat = path == "/v1/chat/completions";
-  const bool is_completion = path == "/v1/completions";
-  const bool is_models = path == "/v1/models";
+  const bool is_chat = path == "/v1/chat/completions"sv;
+  const bool is_completion = path == "/v1/completions"sv;
+  const bool is_models = path == "/v1/models"sv;
   if (!is_chat && !is_completion && !is_models) {
     return stream->respond(json_error(404, fmt::format("Not found: {} {}", req.method, path)));
   }
-  if (is_models ? !get : req.method != "POST") {
+  if (is_models ? !get : method != "POST"sv) {
     return stream->respond(
         json_error(405, fmt::format("Method {} not allowed on {}", req.method, path)));
   }
@@ -346,10 +348,9 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   io::UpstreamRequest up;
   up.method = "POST";
   up.target = std::move(call.target);
-  // (Built in place: an initializer list would construct every string twice.)
-  up.headers.reserve(2);
-  up.headers.emplace_back("Content-Type", "application/json");
-  up.headers.emplace_back("Accept", call.request.stream ? "text/event-stream" : "application/json");
+  up.fixed_headers = call.request.stream
+                         ? "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+                         : "Content-Type: application/json\r\nAccept: application/json\r\n";
   up.body = std::move(call.body);
 
   std::vector<route::EndpointId> excluded;
@@ -458,10 +459,15 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
         if (u.seen) charge(call.limited_tenant, model, u);
       }
       HttpResponse r{exchange->status(), std::move(content_type), {}, std::move(*body)};
-      r.headers.reserve(3);
-      r.headers.push_back(io::HttpHeader{"x-kvgate-endpoint", endpoint->url});
-      r.headers.push_back(io::HttpHeader{"x-kvgate-route-us", std::move(route_us)});
-      if (!prefill_url.empty()) r.headers.push_back({"x-kvgate-prefill-endpoint", prefill_url});
+      // The routing fields as one string of lines (three strings fewer per answer).
+      using namespace std::string_view_literals;  // appends of literals without strlen
+      std::string& lines = r.header_lines;
+      lines.reserve(64 + endpoint->url.size() + prefill_url.size());
+      lines.append("x-kvgate-endpoint: "sv).append(endpoint->url);
+      lines.append("\r\nx-kvgate-route-us: "sv).append(route_us).append("\r\n"sv);
+      if (!prefill_url.empty()) {
+        lines.append("x-kvgate-prefill-endpoint: "sv).append(prefill_url).append("\r\n"sv);
+      }
       respond(exchange->status(), std::move(r), answered, &u);
     }
   } else {

@@ -321,11 +321,15 @@ asio::awaitable<Pick> PoolRuntime::pick(const route::RouteRequest& request,
 static_assert(static_cast<size_t>(route::RejectReason::kDuplicateRequest) < 8,
               "decision_counters_ holds one counter per RejectReason");
 
+bool PoolRuntime::on_own_thread() const {
+  if (!one_thread_) return false;
+  const auto* ex = strand_.target<asio::io_context::executor_type>();
+  return ex && ex->running_in_this_thread();
+}
+
 std::optional<Pick> PoolRuntime::pick_now(const route::RouteRequest& request,
                                           const std::vector<route::EndpointId>& excluded) {
-  if (!one_thread_) return std::nullopt;
-  const auto* ex = strand_.target<asio::io_context::executor_type>();
-  if (!ex || !ex->running_in_this_thread()) return std::nullopt;
+  if (!on_own_thread()) return std::nullopt;
   return decide_on_strand(request, excluded);
 }
 
@@ -359,20 +363,20 @@ Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
 }
 
 void PoolRuntime::first_token(route::RequestId id) {
-  asio::dispatch(strand_, [this, id] { router_->pool().on_first_token(id, monotonic_now()); });
+  on_strand([this, id] { router_->pool().on_first_token(id, monotonic_now()); });
 }
 
 void PoolRuntime::finished(route::RequestId id, bool ok) {
-  asio::dispatch(strand_, [this, id, ok] { finish_on_strand(id, ok); });
+  on_strand([this, id, ok] { finish_on_strand(id, ok); });
 }
 
 void PoolRuntime::endpoint_result(route::EndpointId endpoint, bool ok) {
-  asio::dispatch(strand_, [this, endpoint, ok] { endpoint_result_on_strand(endpoint, ok); });
+  on_strand([this, endpoint, ok] { endpoint_result_on_strand(endpoint, ok); });
 }
 
 void PoolRuntime::exchange_done(route::RequestId id, route::EndpointId endpoint, bool ok,
                                 bool first_token) {
-  asio::dispatch(strand_, [this, id, endpoint, ok, first_token] {
+  on_strand([this, id, endpoint, ok, first_token] {
     if (first_token) router_->pool().on_first_token(id, monotonic_now());
     finish_on_strand(id, ok);
     endpoint_result_on_strand(endpoint, ok);

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/strand.hpp>
 #include <chrono>
 #include <cstdint>
@@ -160,6 +161,17 @@ class PoolRuntime {
   PoolRuntime(const PoolConfig& config, const BreakerConfig& breaker,
               boost::asio::any_io_executor executor, GatewayMetrics& metrics, bool one_thread);
   void close_expired_breakers(Nanos now);
+  // True on the pool's one thread (`threads: 1`), where strand work may run at once.
+  bool on_own_thread() const;
+  // Runs `fn` on the strand: at once on the pool's one thread, else dispatched there.
+  template <class F>
+  void on_strand(F&& fn) {
+    if (on_own_thread()) {
+      fn();
+    } else {
+      boost::asio::dispatch(strand_, std::forward<F>(fn));
+    }
+  }
   boost::asio::awaitable<void> router_task(std::function<void(route::Router&)> fn);
   Pick decide_on_strand(const route::RouteRequest& request,
                         const std::vector<route::EndpointId>& excluded);

@@ -218,7 +218,10 @@ class Stream final : public ResponseStream {
   bool overflow_ = false;  // the client cannot keep up: close, dropping what is queued
   bool aborted_ = false;   // the producer gave up: close after what it already wrote
   bool closed_ = false;
-  bool wake_posted_ = false;
+  // Until the connection's first take(), which comes as soon as the handler returns, a
+  // wake-up is of no use: what the handler responds meanwhile (a proxied answer, on the
+  // connection's own coroutine) is taken then.
+  bool wake_posted_ = true;
   std::atomic<bool> closed_flag_{false};
   std::function<void()> on_close_;
 };
@@ -372,6 +375,7 @@ void write_whole_head(std::string& out, unsigned version, bool keep, const HttpR
   out.append(reason).append("\r\nContent-Type: "sv).append(r.content_type).append("\r\n"sv);
   for (const HttpHeader& h : r.headers)
     out.append(h.name).append(": "sv).append(h.value).append("\r\n"sv);
+  out.append(r.header_lines);
   out.append("Content-Length: "sv).append(length, length_end).append("\r\n"sv);
   if (version == 10 && keep) out.append("Connection: keep-alive\r\n"sv);
   if (version != 10 && !keep) out.append("Connection: close\r\n"sv);

@@ -53,6 +53,9 @@ struct HttpResponse {
   std::string content_type = "application/json";
   std::vector<HttpHeader> headers;  // extra headers
   std::string body;
+  // More header lines, written after `headers` as given: each "Name: value\r\n". One
+  // string for a handler's several fields, where a field each would cost two strings.
+  std::string header_lines;
 };
 
 // The OpenAI-style JSON error body: {"error":{"message":..,"type":..,"param":null,

@@ -141,7 +141,8 @@ void take_plain_body(Connection& c) {
   c.plain_left -= wire::take_bytes(c.buffer, c.plain_left, c.body);
 }
 
-// The request head as sent: request line, Host, the caller's headers, Content-Length
+// The request head as sent: request line, Host, the caller's fixed and other headers,
+// Content-Length
 // (written by hand: Beast's fields allocate per field).
 void write_head(std::string& out, const UpstreamRequest& r, std::string_view host_port) {
   using namespace std::string_view_literals;  // appends of literals without strlen
@@ -150,7 +151,7 @@ void write_head(std::string& out, const UpstreamRequest& r, std::string_view hos
   (void)ec;
   out.clear();
   out.append(r.method).append(" "sv).append(r.target).append(" HTTP/1.1\r\nHost: "sv);
-  out.append(host_port).append("\r\n"sv);
+  out.append(host_port).append("\r\n"sv).append(r.fixed_headers);
   for (const auto& [name, value] : r.headers)
     out.append(name).append(": "sv).append(value).append("\r\n"sv);
   out.append("Content-Length: "sv).append(length, end).append("\r\n\r\n"sv);

@@ -72,8 +72,12 @@ class UpstreamResult {
 
 struct UpstreamRequest {
   std::string method = "POST";
-  std::string target;       // "/v1/chat/completions"
-  UpstreamHeaders headers;  // sent as given (Host and Content-Length are added)
+  std::string target;  // "/v1/chat/completions"
+  // Header lines sent first, as given: each "Name: value\r\n". For fixed text (a literal
+  // the caller keeps alive), which then costs no string per field.
+  std::string_view fixed_headers;
+  UpstreamHeaders headers;  // sent as given, after fixed_headers (Host and Content-Length
+                            // are added)
   std::string body;
 };
 
