@@ -347,8 +347,15 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
     if (!conn) {
       conn = std::make_unique<Connection>(executor_);
       tcp::resolver resolver(executor_);
-      auto endpoints = co_await resolver.async_resolve(
-          host, std::to_string(port), asio::redirect_error(asio::use_awaitable, ec));
+      // A numeric address (as endpoints mostly are) needs no lookup.
+      auto endpoints =
+          resolver.resolve(host, std::to_string(port),
+                           tcp::resolver::numeric_host | tcp::resolver::numeric_service, ec);
+      if (ec) {
+        ec = {};
+        endpoints = co_await resolver.async_resolve(host, std::to_string(port),
+                                                    asio::redirect_error(asio::use_awaitable, ec));
+      }
       if (ec)
         co_return UpstreamError{UpstreamErrorKind::kConnect,
                                 "resolve " + key + ": " + ec.message()};
