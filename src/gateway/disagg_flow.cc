@@ -7,7 +7,6 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
-#include <boost/algorithm/string/predicate.hpp>
 #include <random>
 
 #include "gateway/openai_request.h"
@@ -90,10 +89,8 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
     retry(io::to_string(exchange.error().kind), exchange.error().message);
     co_return hop;
   }
-  std::string content_type = "application/json";
-  for (const auto& [name, value] : (*exchange)->headers()) {
-    if (boost::iequals(name, "content-type")) content_type = value;
-  }
+  std::string content_type(
+      (*exchange)->headers().find("content-type").value_or("application/json"));
   auto answer =
       co_await (*exchange)->read_all(ctx.timeouts.upstream_header, kMaxPrefillAnswerBytes);
   if (!answer) {

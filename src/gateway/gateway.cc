@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <strings.h>
 
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
@@ -434,13 +433,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     }
   } else if (!call.request.stream || exchange->status() != 200) {
     // Whole response (or an engine error on a stream request): read it, pass it on.
-    std::string content_type = "application/json";
-    for (const auto& [name, value] : exchange->headers()) {
-      // ASCII case-insensitive (boost::iequals would build a std::locale per call).
-      if (name.size() == 12 && strncasecmp(name.data(), "content-type", 12) == 0) {
-        content_type = value;
-      }
-    }
+    std::string content_type(exchange->headers().find("content-type").value_or("application/json"));
     auto body = co_await exchange->read_all(config.timeouts.stream, 64 << 20);
     if (!body) {
       metrics.upstream_error(pool.name(), endpoint->url, io::to_string(body.error().kind));

@@ -107,9 +107,9 @@ bool JsonScanner::begin_array() {
   return true;
 }
 
-JsonScanner::Next JsonScanner::next_member(bool first, std::string_view& key) {
-  char c = peek();
-  if (c == '}') {
+JsonScanner::Next JsonScanner::close_or_comma(char close, bool first) {
+  const char c = peek();
+  if (c == close) {
     ++p_;
     --depth_;
     return Next::kEnd;
@@ -117,9 +117,13 @@ JsonScanner::Next JsonScanner::next_member(bool first, std::string_view& key) {
   if (!first) {
     if (c != ',') return Next::kBad;
     ++p_;
-    c = peek();
   }
-  if (c != '"') return Next::kBad;
+  return Next::kItem;
+}
+
+JsonScanner::Next JsonScanner::next_member(bool first, std::string_view& key) {
+  if (const Next n = close_or_comma('}', first); n != Next::kItem) return n;
+  if (peek() != '"') return Next::kBad;
   const char* start = p_;
   bool escaped = false;
   if (!skip_plain_string(p_, end_) && !scan_string(nullptr, &escaped)) return Next::kBad;
@@ -137,17 +141,7 @@ JsonScanner::Next JsonScanner::next_member(bool first, std::string_view& key) {
 }
 
 JsonScanner::Next JsonScanner::next_element(bool first) {
-  char c = peek();
-  if (c == ']') {
-    ++p_;
-    --depth_;
-    return Next::kEnd;
-  }
-  if (!first) {
-    if (c != ',') return Next::kBad;
-    ++p_;
-  }
-  return Next::kItem;  // the element itself is checked by whoever reads it
+  return close_or_comma(']', first);  // the element itself is checked by whoever reads it
 }
 
 bool JsonScanner::skip_key() {

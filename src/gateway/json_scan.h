@@ -88,6 +88,9 @@ class JsonScanner {
   bool number(Number& n);
 
  private:
+  // At a container's next item: consumes its closing `close` (kEnd), or, unless `first`,
+  // the comma before the item (kItem; kBad when neither is there).
+  Next close_or_comma(char close, bool first);
   void skip_ws() {
     while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
   }

@@ -20,23 +20,28 @@ bool read_bool(JsonScanner& s, bool& value) {
   return true;
 }
 
-// stream_options: null, or an object whose include_usage is a boolean or null.
-bool read_stream_options(JsonScanner& s, bool& wants_usage) {
-  if (s.peek() == 'n') return read_bool(s, wants_usage);
+// Reads an object's members with `read(key)`, which must consume the value.
+template <typename Read>
+bool read_members(JsonScanner& s, Read read) {
   if (!s.begin_object()) return false;
-  bool seen = false;
   std::string_view key;
   for (bool first = true;; first = false) {
     Next n = s.next_member(first, key);
     if (n == Next::kEnd) return true;
-    if (n == Next::kBad) return false;
-    if (key == "include_usage") {
-      if (seen || !read_bool(s, wants_usage)) return false;
-      seen = true;
-    } else if (!s.skip_value()) {
-      return false;
-    }
+    if (n == Next::kBad || !read(key)) return false;
   }
+}
+
+// stream_options: null, or an object whose include_usage is a boolean or null.
+bool read_stream_options(JsonScanner& s, bool& wants_usage) {
+  if (s.peek() == 'n') return read_bool(s, wants_usage);
+  bool seen = false;
+  return read_members(s, [&](std::string_view key) {
+    if (key != "include_usage") return s.skip_value();
+    if (seen || !read_bool(s, wants_usage)) return false;
+    seen = true;
+    return true;
+  });
 }
 
 // max_tokens / max_completion_tokens: null (0 here) or an integer in [1, INT64_MAX].
@@ -72,37 +77,24 @@ bool read_content(JsonScanner& s, std::string& prompt) {
       if (!s.skip_value()) return false;
       continue;
     }
-    if (!s.begin_object()) return false;
     bool seen = false;
-    std::string_view key;
-    for (bool first_key = true;; first_key = false) {
-      Next m = s.next_member(first_key, key);
-      if (m == Next::kEnd) break;
-      if (m == Next::kBad) return false;
-      bool ok;
-      if (key == "text") {
-        // A second one would win: leave that to the full parse.
-        ok = !seen && (s.peek() == '"' ? s.string_value(&prompt) : s.skip_value());
-        seen = true;
-      } else {
-        ok = s.skip_value();
-      }
-      if (!ok) return false;
-    }
+    const bool ok = read_members(s, [&](std::string_view key) {
+      if (key != "text") return s.skip_value();
+      // A second one would win: leave that to the full parse.
+      const bool read = !seen && (s.peek() == '"' ? s.string_value(&prompt) : s.skip_value());
+      seen = true;
+      return read;
+    });
+    if (!ok) return false;
   }
 }
 
 // One message: "role\ncontent\n" onto `prompt`, whatever order the two keys come in.
 bool read_message(JsonScanner& s, std::string& prompt) {
-  if (!s.begin_object()) return false;
   const size_t start = prompt.size();
   bool role = false;
   bool content = false;
-  std::string_view key;
-  for (bool first = true;; first = false) {
-    Next n = s.next_member(first, key);
-    if (n == Next::kEnd) break;
-    if (n == Next::kBad) return false;
+  const bool ok = read_members(s, [&](std::string_view key) {
     if (key == "role") {
       if (role || s.peek() != '"') return false;
       role = true;
@@ -115,13 +107,16 @@ bool read_message(JsonScanner& s, std::string& prompt) {
         text += '\n';
         prompt.insert(start, text);
       }
-    } else if (key == "content") {
+      return true;
+    }
+    if (key == "content") {
       if (content || !read_content(s, prompt)) return false;
       content = true;
-    } else if (!s.skip_value()) {
-      return false;
+      return true;
     }
-  }
+    return s.skip_value();
+  });
+  if (!ok) return false;
   prompt += '\n';
   return role;
 }
@@ -165,18 +160,6 @@ bool read_count(JsonScanner& s, uint64_t& count) {
   return true;
 }
 
-// Reads an object's members with `read(key)`, which must consume the value.
-template <typename Read>
-bool read_members(JsonScanner& s, Read read) {
-  if (!s.begin_object()) return false;
-  std::string_view key;
-  for (bool first = true;; first = false) {
-    Next n = s.next_member(first, key);
-    if (n == Next::kEnd) return true;
-    if (n == Next::kBad || !read(key)) return false;
-  }
-}
-
 }  // namespace
 
 bool inspect_request(std::string_view body, ApiKind kind, InspectedRequest& r) {
@@ -200,35 +183,26 @@ bool inspect_request(std::string_view body, ApiKind kind, InspectedRequest& r) {
   const std::string_view input = kind == ApiKind::kChat ? "messages" : "prompt";
 
   JsonScanner s(body);
-  if (!s.begin_object()) return false;
-  std::string_view key;
-  for (bool first = true;; first = false) {
-    Next n = s.next_member(first, key);
-    if (n == Next::kEnd) break;
-    if (n == Next::kBad) return false;
-    bool ok;
-    if (key == "model") {
-      ok = once(kModel) && s.string_value(&r.model);
-    } else if (key == "stream") {
-      ok = once(kStream) && read_bool(s, r.stream);
-    } else if (key == "stream_options") {
+  const bool ok = read_members(s, [&](std::string_view key) {
+    if (key == "model") return once(kModel) && s.string_value(&r.model);
+    if (key == "stream") return once(kStream) && read_bool(s, r.stream);
+    if (key == "stream_options") {
       r.has_stream_options = true;
-      ok = once(kStreamOptions) && read_stream_options(s, r.client_wants_usage);
-    } else if (key == "max_tokens") {
-      ok = once(kMaxTokens) && read_max_tokens(s, max_tokens);
-    } else if (key == "max_completion_tokens") {
-      ok = once(kMaxCompletionTokens) && read_max_tokens(s, max_completion_tokens);
-    } else if (key == input) {
+      return once(kStreamOptions) && read_stream_options(s, r.client_wants_usage);
+    }
+    if (key == "max_tokens") return once(kMaxTokens) && read_max_tokens(s, max_tokens);
+    if (key == "max_completion_tokens") {
+      return once(kMaxCompletionTokens) && read_max_tokens(s, max_completion_tokens);
+    }
+    if (key == input) {
       // The prompt's text is most of a body: one allocation instead of a doubling series.
       r.prompt_text.reserve(body.size());
-      ok = once(kInput) && (kind == ApiKind::kChat ? read_messages(s, r.prompt_text)
-                                                   : read_prompt(s, r.prompt_text));
-    } else {
-      ok = s.skip_value();
+      return once(kInput) && (kind == ApiKind::kChat ? read_messages(s, r.prompt_text)
+                                                     : read_prompt(s, r.prompt_text));
     }
-    if (!ok) return false;
-  }
-  if (!s.at_end() || !(seen & kModel) || !(seen & kInput)) return false;
+    return s.skip_value();
+  });
+  if (!ok || !s.at_end() || !(seen & kModel) || !(seen & kInput)) return false;
   // max_completion_tokens, read second, wins over max_tokens as in the full parse.
   for (uint64_t m : {max_tokens, max_completion_tokens}) {
     if (m != 0) r.max_tokens = static_cast<uint32_t>(std::min<uint64_t>(m, UINT32_MAX));

@@ -11,6 +11,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 #include <unordered_map>
 
@@ -392,7 +393,6 @@ class RequestParser final : public http::basic_parser<true> {
  private:
   void on_request_impl(http::verb, beast::string_view method, beast::string_view target,
                        int version, beast::error_code&) override {
-    request.fields.reserve(8);
     request.method.assign(method.data(), method.size());
     request.target.assign(target.data(), target.size());
     version_ = static_cast<unsigned>(version);
@@ -400,7 +400,7 @@ class RequestParser final : public http::basic_parser<true> {
   void on_response_impl(int, beast::string_view, int, beast::error_code&) override {}
   void on_field_impl(http::field, beast::string_view name, beast::string_view value,
                      beast::error_code&) override {
-    request.add_header(name, value);
+    request.fields.add(name, value);
   }
   void on_header_impl(beast::error_code&) override {
     const std::string_view target = request.target;
@@ -439,7 +439,6 @@ void clear(HttpRequest& r) {
   r.target.clear();
   r.path.clear();
   r.query.clear();
-  r.field_text.clear();
   r.fields.clear();
   r.body.clear();
 }
@@ -460,19 +459,7 @@ bool take_plain_head(beast::flat_buffer& buffer, const HttpServerOptions& option
   const size_t q = head.target.find('?');
   out.path.assign(head.target.substr(0, q));
   if (q != std::string_view::npos) out.query.assign(head.target.substr(q + 1));
-  // The fields' text copied in one piece (from the first name to the blank line), each
-  // field placed by its offsets in the head.
-  if (head.field_count > 0) {
-    const char* first = head.fields[0].name.data();
-    out.field_text.assign(first, static_cast<size_t>(in.data() + head.size - first));
-    const auto at = [first](std::string_view v) { return static_cast<uint32_t>(v.data() - first); };
-    out.fields.resize(head.field_count);
-    for (size_t i = 0; i < head.field_count; ++i) {
-      const HeadField& f = head.fields[i];
-      out.fields[i] = HttpRequest::FieldRef{at(f.name), static_cast<uint32_t>(f.name.size()),
-                                            at(f.value), static_cast<uint32_t>(f.value.size())};
-    }
-  }
+  out.fields.assign(std::span(head.fields.data(), head.field_count));
   plain = PlainHead{head.keep_alive, head.version, head.content_length};
   buffer.consume(head.size);
   return true;

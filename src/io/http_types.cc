@@ -6,13 +6,12 @@ namespace kvgate::io {
 
 namespace {
 
+// ASCII case-insensitive (field names are ASCII tokens; no locale lookup per character).
 bool iequals(std::string_view a, std::string_view b) {
+  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
+    if (lower(a[i]) != lower(b[i])) return false;
   }
   return true;
 }
@@ -26,19 +25,24 @@ const std::string* find_header(const std::vector<HttpHeader>& headers, std::stri
   return nullptr;
 }
 
-std::optional<std::string_view> HttpRequest::header(std::string_view name) const {
-  for (size_t i = 0; i < fields.size(); ++i) {
-    if (iequals(header_name(i), name)) return header_value(i);
+std::optional<std::string_view> HeaderFields::find(std::string_view name) const {
+  for (size_t i = 0; i < size(); ++i) {
+    if (iequals(this->name(i), name)) return value(i);
   }
   return std::nullopt;
 }
 
-void HttpRequest::add_header(std::string_view name, std::string_view value) {
-  const auto at = static_cast<uint32_t>(field_text.size());
-  field_text.append(name).append(value);
-  fields.push_back(FieldRef{at, static_cast<uint32_t>(name.size()),
-                            at + static_cast<uint32_t>(name.size()),
-                            static_cast<uint32_t>(value.size())});
+void HeaderFields::clear() {
+  text_.clear();
+  refs_.clear();
+}
+
+void HeaderFields::add(std::string_view name, std::string_view value) {
+  const auto at = static_cast<uint32_t>(text_.size());
+  text_.append(name).append(value);
+  refs_.push_back(Ref{at, static_cast<uint32_t>(name.size()),
+                      at + static_cast<uint32_t>(name.size()),
+                      static_cast<uint32_t>(value.size())});
 }
 
 std::string openai_error_body(std::string_view message, std::string_view type, int code) {

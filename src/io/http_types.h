@@ -18,34 +18,62 @@ struct HttpHeader {
 // Case-insensitive lookup; nullptr when absent.
 const std::string* find_header(const std::vector<HttpHeader>& headers, std::string_view name);
 
-// A request as the server read it. Its header fields are kept as one copy of their text
-// and each field's place in it (no string per field): field_text and fields are the
-// server's to fill (add_header), header() and header_at() read them.
-struct HttpRequest {
-  // Where a field's name and value sit in field_text.
-  struct FieldRef {
+// Header fields as received: one copy of their text, each field placed in it by offsets
+// (no string per field). Requests (the server) and responses (the upstream client) keep
+// their fields so.
+class HeaderFields {
+ public:
+  size_t size() const { return refs_.size(); }
+  std::string_view name(size_t i) const { return text(refs_[i].name_at, refs_[i].name_size); }
+  std::string_view value(size_t i) const { return text(refs_[i].value_at, refs_[i].value_size); }
+  // Case-insensitive lookup of the first field named `name`; nullopt when absent.
+  std::optional<std::string_view> find(std::string_view name) const;
+
+  void clear();
+  void add(std::string_view name, std::string_view value);
+  // All fields at once, as views into one stretch of text (a parsed head): that stretch is
+  // copied, from the first name to the end of the last value.
+  template <class Fields>  // a range of {name, value} views in order
+  void assign(const Fields& fields) {
+    clear();
+    if (fields.empty()) return;
+    const char* first = fields.front().name.data();
+    const std::string_view last = fields.back().value;
+    text_.assign(first, static_cast<size_t>(last.data() + last.size() - first));
+    refs_.reserve(fields.size());
+    for (const auto& [n, v] : fields) {
+      refs_.push_back(Ref{offset(first, n), static_cast<uint32_t>(n.size()), offset(first, v),
+                          static_cast<uint32_t>(v.size())});
+    }
+  }
+
+ private:
+  struct Ref {
     uint32_t name_at = 0, name_size = 0, value_at = 0, value_size = 0;
   };
+  std::string_view text(uint32_t at, uint32_t size) const {
+    return std::string_view(text_).substr(at, size);
+  }
+  static uint32_t offset(const char* first, std::string_view v) {
+    return static_cast<uint32_t>(v.data() - first);
+  }
 
+  std::string text_;
+  std::vector<Ref> refs_;
+};
+
+// A request as the server read it.
+struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // as sent: "/v1/models?x=1"
   std::string path;    // target without the query: "/v1/models"
   std::string query;   // after '?', may be empty
-  std::string field_text;
-  std::vector<FieldRef> fields;
+  HeaderFields fields;
   std::string body;
   std::string remote;  // peer address "ip:port"
 
-  // Case-insensitive lookup of the first field named `name`; nullopt when absent.
-  std::optional<std::string_view> header(std::string_view name) const;
-  size_t header_count() const { return fields.size(); }
-  std::string_view header_name(size_t i) const {
-    return std::string_view(field_text).substr(fields[i].name_at, fields[i].name_size);
-  }
-  std::string_view header_value(size_t i) const {
-    return std::string_view(field_text).substr(fields[i].value_at, fields[i].value_size);
-  }
-  void add_header(std::string_view name, std::string_view value);
+  // Case-insensitive lookup; nullopt when absent.
+  std::optional<std::string_view> header(std::string_view name) const { return fields.find(name); }
 };
 
 struct HttpResponse {

@@ -15,6 +15,7 @@
 #include <charconv>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <tuple>
 #include <unordered_map>
 
@@ -31,35 +32,13 @@ namespace {
 
 constexpr size_t kMaxResponseHead = 64 * 1024;
 
-// The response's fields: one copy of their text, viewed by `fields` (a plain head is
-// copied whole; Beast's fields are appended as they are parsed). The capacity stays with
-// the connection.
-struct ReceivedFields {
-  std::string text;
-  std::vector<HeadField> fields;
-
-  // A plain head parsed from `in`: its fields' views moved from `in` onto the copy.
-  void take(std::string_view in, const ParsedHead& h) {
-    text.assign(in.data(), h.size);
-    fields.resize(h.field_count);
-    for (size_t i = 0; i < h.field_count; ++i) fields[i] = rebase(in, h.fields[i]);
-  }
-  HeadField rebase(std::string_view from, const HeadField& f) const {
-    const auto at = [&](std::string_view v) {
-      return std::string_view(text.data() + (v.data() - from.data()), v.size());
-    };
-    return HeadField{at(f.name), at(f.value)};
-  }
-};
-
 // The response head and body as they are parsed, without allocating per exchange: the
-// fields go to a ReceivedFields and body bytes are appended to `body`, which the reader
-// consumes.
+// fields go to the connection's HeaderFields and body bytes are appended to `body`, which
+// the reader consumes.
 class ResponseParser final : public http::basic_parser<false> {
  public:
-  ResponseParser(ReceivedFields& fields, std::string& body) : fields_(fields), body_(body) {
-    fields_.text.clear();
-    fields_.fields.clear();
+  ResponseParser(HeaderFields& fields, std::string& body) : fields_(fields), body_(body) {
+    fields_.clear();
   }
   int status() const { return status_; }
 
@@ -71,18 +50,9 @@ class ResponseParser final : public http::basic_parser<false> {
   }
   void on_field_impl(http::field, beast::string_view name, beast::string_view value,
                      beast::error_code&) override {
-    // Offsets: the text may move as it grows; the views are made once it is whole.
-    offsets_.push_back(
-        {fields_.text.size(), name.size(), fields_.text.size() + name.size(), value.size()});
-    fields_.text.append(name.data(), name.size()).append(value.data(), value.size());
+    fields_.add(name, value);
   }
-  void on_header_impl(beast::error_code&) override {
-    const std::string_view text = fields_.text;
-    for (const auto& [name_at, name_size, value_at, value_size] : offsets_) {
-      fields_.fields.push_back(
-          HeadField{text.substr(name_at, name_size), text.substr(value_at, value_size)});
-    }
-  }
+  void on_header_impl(beast::error_code&) override {}
   void on_body_init_impl(const boost::optional<std::uint64_t>&, beast::error_code&) override {}
   size_t on_body_impl(beast::string_view body, beast::error_code&) override {
     body_.append(body.data(), body.size());
@@ -95,9 +65,8 @@ class ResponseParser final : public http::basic_parser<false> {
   }
   void on_finish_impl(beast::error_code&) override {}
 
-  ReceivedFields& fields_;
+  HeaderFields& fields_;
   std::string& body_;
-  std::vector<std::array<size_t, 4>> offsets_;
   int status_ = 0;
 };
 
@@ -112,8 +81,8 @@ struct Connection {
   tcp::socket socket;
   wire::LazyDeadline deadline;  // connect, head and body timeouts
   beast::flat_buffer buffer;
-  std::string head;  // the request head being sent
-  ReceivedFields received;
+  std::string head;                      // the request head being sent
+  HeaderFields received;                 // the response's fields
   std::string body;                      // body bytes parsed and not yet handed out
   std::optional<ResponseParser> parser;  // unless the head was plain
   bool plain = false;                    // a plain head (http_head.h): the body is
@@ -127,7 +96,7 @@ bool take_plain_head(Connection& c, int& status, bool& keep_alive) {
   const auto data = c.buffer.data();
   const std::string_view in(static_cast<const char*>(data.data()), data.size());
   if (parse_response_head(in, kMaxResponseHead, h) != HeadParse::kDone) return false;
-  c.received.take(in, h);
+  c.received.assign(std::span(h.fields.data(), h.field_count));
   status = h.status;
   keep_alive = h.keep_alive;
   c.plain = true;
@@ -266,9 +235,9 @@ struct UpstreamExchange::Impl {
 UpstreamExchange::UpstreamExchange(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 UpstreamExchange::~UpstreamExchange() = default;
 int UpstreamExchange::status() const { return impl_->status; }
-std::span<const HeadField> UpstreamExchange::headers() const {
-  if (!impl_->conn) return {};
-  return impl_->conn->received.fields;
+const HeaderFields& UpstreamExchange::headers() const {
+  static const HeaderFields kNone;
+  return impl_->conn ? impl_->conn->received : kNone;
 }
 void UpstreamExchange::no_reuse() { impl_->keep_alive = false; }
 

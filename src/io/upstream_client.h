@@ -28,14 +28,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
 
-#include "io/http_head.h"
+#include "io/http_types.h"
 
 namespace kvgate::io {
 
@@ -100,7 +99,7 @@ class UpstreamExchange {
   int status() const;
   // The response's header fields, in wire order; valid until the body has been read to its
   // end (then the connection, which holds them, is back in the pool and this is empty).
-  std::span<const HeadField> headers() const;
+  const HeaderFields& headers() const;
   // Close the connection at the end instead of returning it to the pool.
   void no_reuse();
   // The next piece of the body, as soon as any arrives within `timeout`; an empty view
