@@ -9,19 +9,19 @@ CMAKE_COMMON := -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 
 .PHONY: all bootstrap release asan run test bench format check-format clean
 
+PGO ?= 1
+
 all: release
 
 bootstrap:
 	@scripts/bootstrap
 
-build/release/build.ninja: CMakeLists.txt
-	cmake -S . -B build/release $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release -DKVGATE_BENCH=ON >/dev/null
-
 build/asan/build.ninja: CMakeLists.txt
 	cmake -S . -B build/asan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DKVGATE_SANITIZE=ON >/dev/null
 
-release: build/release/build.ninja
-	cmake --build build/release -j $(JOBS) --target kvgate
+# Profile-guided by default; PGO=0 for a plain -O3 build (scripts/build-release).
+release:
+	JOBS=$(JOBS) PGO=$(PGO) scripts/build-release kvgate
 
 asan: build/asan/build.ninja
 	cmake --build build/asan -j $(JOBS)
@@ -35,8 +35,8 @@ test: bootstrap asan
 	@scripts/check-format
 	cd build/asan && ctest --output-on-failure --timeout 600 -j $(JOBS)
 
-bench: bootstrap build/release/build.ninja
-	cmake --build build/release -j $(JOBS)
+bench: bootstrap
+	JOBS=$(JOBS) PGO=$(PGO) scripts/build-release all
 	scripts/bench
 
 format:
