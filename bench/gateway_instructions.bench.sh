@@ -8,7 +8,11 @@
 # after a measured wrk run, and divided by the requests wrk completed (the other threads
 # of the process, idle here, are counted too). Kernel time is not in these figures.
 # Usage: bench/gateway_instructions.bench.sh [DURATION_S=5] [ROUNDS=3]
+# KVGATE_BIN_B=PATH counts a second kvgate binary too (say a PGO=0 build), same rounds.
 # Prints per round and the medians; with TOP=N also each proxy's N costliest functions.
+# CACHESIM=1 also simulates caches and branch prediction (valgrind's model, slower) and
+# prints, per request, first-level instruction-cache misses (I1mr), data-cache misses
+# (D1mr+D1mw) and mispredicted branches (Bcm+Bim): what instruction counts do not show.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${KVGATE_BIN:-build/release/kvgate}
@@ -25,7 +29,9 @@ pids+=($!)
 count() {
   local name=$1 port=$2 vp out req total
   shift 2
-  valgrind --tool=callgrind --callgrind-out-file="$W/$name.%p" "$@" >"$W/$name.log" 2>&1 &
+  local sim=()
+  [[ -n ${CACHESIM:-} ]] && sim=(--cache-sim=yes --branch-sim=yes)
+  valgrind --tool=callgrind "${sim[@]}" --callgrind-out-file="$W/$name.%p" "$@" >"$W/$name.log" 2>&1 &
   vp=$!
   for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
   wrk -t1 -c16 -d2s -s "$W/post.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null
@@ -43,13 +49,23 @@ count() {
       sed -n '/file:function/,$p' | sed -n "3,$((TOP + 2))p" |
       awk -v r="$req" '{n=$1; gsub(",","",n); $1=""; $2=""; printf "   %8.0f %s\n", n/r, substr($0,1,150)}' >&2
   fi
+  if [[ -n ${CACHESIM:-} ]]; then
+    callgrind_annotate "$(ls "$W/$name".*.1 | head -1)" 2>/dev/null | python3 -c "
+import sys
+lines = sys.stdin.read().splitlines()
+i = [k for k, l in enumerate(lines) if 'PROGRAM TOTALS' in l][0]
+ev = dict(zip(lines[i - 2].split(), [int(x.replace(',', '')) for x in lines[i].split() if x[0].isdigit()]))
+r = $req
+print('   %s per request: I1mr %.0f   D1mr+D1mw %.0f   Bcm+Bim %.0f' % ('$name', ev['I1mr'] / r,
+      (ev['D1mr'] + ev['D1mw']) / r, (ev['Bcm'] + ev['Bim']) / r), file=sys.stderr)"
+  fi
   rm -f "$W/$name".*
   echo $((total / req))
 }
 
 
 echo "== user-space instructions per proxied request (callgrind), ${DUR}s of wrk -c16 per count"
-ns=(); ks=()
+ns=(); ks=(); bs=()
 for round in $(seq "$ROUNDS"); do
   NG=$(free_port); GW=$(free_port)
   write_nginx_conf proxy "master_process off;" "$(proxy_block "$NG" "$UP")"
@@ -57,7 +73,17 @@ for round in $(seq "$ROUNDS"); do
   n=$(count nginx "$NG" nginx -c "$W/proxy.conf" -p "$W" -g 'daemon off;')
   k=$(count kvgate "$GW" "$BIN" serve "$W/gateway.yaml")
   ns+=("$n"); ks+=("$k")
-  echo "round $round: nginx $n   kvgate $k   ratio kvgate/nginx $(python3 -c "print(round($k/$n,2))")"
+  line="round $round: nginx $n   kvgate $k   ratio kvgate/nginx $(python3 -c "print(round($k/$n,2))")"
+  if [[ -n ${KVGATE_BIN_B:-} ]]; then
+    b=$(count kvgate-b "$GW" "$KVGATE_BIN_B" serve "$W/gateway.yaml")
+    bs+=("$b")
+    line+="   B $b   ratio B/nginx $(python3 -c "print(round($b/$n,2))")"
+  fi
+  echo "$line"
 done
 mn=$(median "${ns[@]}"); mk=$(median "${ks[@]}")
 echo "median: nginx ${mn%.*}   kvgate ${mk%.*}   ratio $(python3 -c "print(round($mk/$mn,2))")"
+if [[ -n ${KVGATE_BIN_B:-} ]]; then
+  mb=$(median "${bs[@]}")
+  echo "B ($KVGATE_BIN_B): median ${mb%.*}   ratio B/nginx $(python3 -c "print(round($mb/$mn,2))")"
+fi

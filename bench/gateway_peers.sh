@@ -58,4 +58,4 @@ wrk.method = "POST"
 wrk.body = '{"model":"m","messages":[{"role":"user","content":"Hello there, how are you?"}],"max_tokens":1}'
 wrk.headers["Content-Type"] = "application/json"
 LUA
-median() { python3 -c "import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:]), 1))" "$@"; }
+median() { python3 -c "import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:]), 3))" "$@"; }

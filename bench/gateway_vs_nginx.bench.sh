@@ -8,6 +8,8 @@
 # The upstream is an nginx answering a fixed small chat.completion JSON (so the proxies,
 # not an engine, are what is measured).
 # Usage: bench/gateway_vs_nginx.bench.sh [DURATION_S=10] [ROUNDS=3]
+# KVGATE_BIN_B=PATH adds a second kvgate binary (say a PGO=0 build) to the requests/s
+# rounds, interleaved with the other two, so that two builds compare in the same run.
 # PIN=N runs every process of the chain (wrk, proxies, upstream) on CPU N only: on a busy
 # machine this takes cross-core wake-ups out and compares the proxies' cost per request.
 set -euo pipefail
@@ -38,6 +40,15 @@ write_gateway_yaml "$GW" "$UP"
 "${PINNED[@]}" "$BIN" serve "$W/gateway.yaml" >"$W/gateway.log" 2>&1 &
 GWPID=$!
 pids+=($GWPID)
+if [[ -n ${KVGATE_BIN_B:-} ]]; then
+  GWB=$(free_port)
+  cp "$W/gateway.yaml" "$W/gateway-b.yaml"
+  sed -i "s/port: $GW}/port: $GWB}/" "$W/gateway-b.yaml"
+  "${PINNED[@]}" "$KVGATE_BIN_B" serve "$W/gateway-b.yaml" >"$W/gateway-b.log" 2>&1 &
+  GWBPID=$!
+  pids+=($GWBPID)
+  for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$GWB/ready" && break; sleep 0.1; done
+fi
 for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$GW/ready" && curl -fs -o /dev/null "http://127.0.0.1:$UP/" && break; sleep 0.1; done
 
 # rps URL PID: requests/s through URL, and the CPU time process PID (the proxy) spent per
@@ -62,16 +73,27 @@ us() { python3 -c "import sys; v=sys.argv[1]; print({'us':1,'ms':1e3,'s':1e6}[v.
 NGPID=$(pgrep -P "$NGMASTER" | head -1)  # nginx's proxy worker
 echo "== requests/s, small non-streaming chat requests, ${CONNS} connections, ${DUR}s each"
 echo "   (cpu: the proxy process's user+system CPU microseconds per request)"
-ns=(); ks=(); ncs=(); kcs=()
+ns=(); ks=(); ncs=(); kcs=(); bs=(); bcs=(); krs=(); brs=()
 for round in $(seq "$ROUNDS"); do
   read -r n nu nsys < <(rps "http://127.0.0.1:$NG/v1/chat/completions" "$NGPID")
   read -r k ku ksys < <(rps "http://127.0.0.1:$GW/v1/chat/completions" "$GWPID")
   ns+=("$n"); ks+=("$k"); ncs+=("$(python3 -c "print($nu+$nsys)")"); kcs+=("$(python3 -c "print($ku+$ksys)")")
-  echo "round $round: nginx $n req/s (cpu ${nu}+${nsys} us)   kvgate $k req/s (cpu ${ku}+${ksys} us)   ratio kvgate/nginx $(python3 -c "print(round($k/$n,3))")"
+  krs+=("$(python3 -c "print(round($k/$n,3))")")
+  line="round $round: nginx $n req/s (cpu ${nu}+${nsys} us)   kvgate $k req/s (cpu ${ku}+${ksys} us)   ratio kvgate/nginx ${krs[-1]}"
+  if [[ -n ${KVGATE_BIN_B:-} ]]; then
+    read -r b bu bsys < <(rps "http://127.0.0.1:$GWB/v1/chat/completions" "$GWBPID")
+    bs+=("$b"); bcs+=("$(python3 -c "print($bu+$bsys)")"); brs+=("$(python3 -c "print(round($b/$n,3))")")
+    line+="   B $b req/s (cpu ${bu}+${bsys} us)   ratio B/nginx ${brs[-1]}"
+  fi
+  echo "$line"
 done
 mn=$(median "${ns[@]}"); mk=$(median "${ks[@]}")
-echo "median: nginx $mn req/s   kvgate $mk req/s   ratio $(python3 -c "print(round($mk/$mn,3))")"
+echo "median: nginx $mn req/s   kvgate $mk req/s   ratio $(python3 -c "print(round($mk/$mn,3))")   (median of the per-round ratios $(median "${krs[@]}"))"
 echo "median cpu per request: nginx $(median "${ncs[@]}") us   kvgate $(median "${kcs[@]}") us"
+if [[ -n ${KVGATE_BIN_B:-} ]]; then
+  mb=$(median "${bs[@]}")
+  echo "B ($KVGATE_BIN_B): median $mb req/s   ratio B/nginx $(python3 -c "print(round($mb/$mn,3))")   (median of the per-round ratios $(median "${brs[@]}"))   median cpu per request $(median "${bcs[@]}") us"
+fi
 
 echo "== p50 latency at 1 connection (wrk --latency)"
 ds=(); gs=(); cs=()

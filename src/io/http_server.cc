@@ -74,8 +74,9 @@ class Stream final : public ResponseStream {
       if (closed_ || kind_ != Kind::kNone) return;
       kind_ = Kind::kWhole;
       whole_.emplace(std::move(response));
+      if (!claim_wake()) return;
     }
-    notify();
+    wake();
   }
 
   void start(int status, std::string content_type, std::vector<HttpHeader> headers) override {
@@ -87,25 +88,29 @@ class Stream final : public ResponseStream {
       content_type_ = std::move(content_type);
       headers_ = std::move(headers);
       head_ready_ = true;
+      if (!claim_wake()) return;
     }
-    notify();
+    wake();
   }
 
   void write(std::string chunk, std::function<void()> on_flushed) override {
+    bool queued = false;
+    bool needs_wake = false;
     {
       std::unique_lock lock(mu_);
       if (!closed_ && kind_ == Kind::kStream && !finished_) {
         pending_ += chunk.size();
         if (pending_ > max_pending_) overflow_ = true;
         chunks_.push_back(Chunk{std::move(chunk), std::move(on_flushed)});
-        on_flushed = nullptr;
+        queued = true;
+        needs_wake = claim_wake();
       }
     }
-    if (on_flushed) {
-      on_flushed();
+    if (!queued) {
+      if (on_flushed) on_flushed();
       return;
     }
-    notify();
+    if (needs_wake) wake();
   }
 
   void finish() override {
@@ -118,8 +123,9 @@ class Stream final : public ResponseStream {
         content_type_ = "text/plain";
       }
       finished_ = true;
+      if (!claim_wake()) return;
     }
-    notify();
+    wake();
   }
 
   void abort() override {
@@ -127,8 +133,9 @@ class Stream final : public ResponseStream {
       std::lock_guard lock(mu_);
       if (closed_) return;
       aborted_ = true;
+      if (!claim_wake()) return;
     }
-    notify();
+    wake();
   }
 
   size_t pending_bytes() const override {
@@ -202,7 +209,14 @@ class Stream final : public ResponseStream {
   }
 
  private:
-  void notify();
+  // Under mu_: whether the caller must wake the connection (true once per take()).
+  bool claim_wake() {
+    if (wake_posted_) return false;
+    wake_posted_ = true;
+    return true;
+  }
+  // Outside mu_: the connection's coroutine takes what is queued.
+  void wake();
 
   const std::weak_ptr<Connection> conn_;
   const size_t max_pending_;
@@ -322,12 +336,7 @@ struct Connection : std::enable_shared_from_this<Connection> {
   bool closing = false;
 };
 
-void Stream::notify() {
-  {
-    std::lock_guard lock(mu_);
-    if (wake_posted_) return;
-    wake_posted_ = true;
-  }
+void Stream::wake() {
   if (auto conn = conn_.lock()) {
     // At once when called on the connection's executor (a proxy on the same thread),
     // else queued there.
