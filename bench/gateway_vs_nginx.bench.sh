@@ -36,18 +36,22 @@ write_nginx_conf proxy "" "$(proxy_block "$NG" "$UP")"
 start_nginx proxy
 NGMASTER=${pids[-1]}
 
-write_gateway_yaml "$GW" "$UP"
-"${PINNED[@]}" "$BIN" serve "$W/gateway.yaml" >"$W/gateway.log" 2>&1 &
-GWPID=$!
-pids+=($GWPID)
+# start_gateway BIN PORT NAME: kvgate serve on PORT in front of the upstream; its pid in
+# GATEWAY_PID (not a subshell: pids must keep it for the cleanup).
+start_gateway() {
+  write_gateway_yaml "$2" "$UP"
+  [[ $3 == gateway ]] || mv "$W/gateway.yaml" "$W/$3.yaml"
+  "${PINNED[@]}" "$1" serve "$W/$3.yaml" >"$W/$3.log" 2>&1 &
+  GATEWAY_PID=$!
+  pids+=($GATEWAY_PID)
+  for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$2/ready" && break; sleep 0.1; done
+}
+start_gateway "$BIN" "$GW" gateway
+GWPID=$GATEWAY_PID
 if [[ -n ${KVGATE_BIN_B:-} ]]; then
   GWB=$(free_port)
-  cp "$W/gateway.yaml" "$W/gateway-b.yaml"
-  sed -i "s/port: $GW}/port: $GWB}/" "$W/gateway-b.yaml"
-  "${PINNED[@]}" "$KVGATE_BIN_B" serve "$W/gateway-b.yaml" >"$W/gateway-b.log" 2>&1 &
-  GWBPID=$!
-  pids+=($GWBPID)
-  for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$GWB/ready" && break; sleep 0.1; done
+  start_gateway "$KVGATE_BIN_B" "$GWB" gateway-b
+  GWBPID=$GATEWAY_PID
 fi
 for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$GW/ready" && curl -fs -o /dev/null "http://127.0.0.1:$UP/" && break; sleep 0.1; done
 
