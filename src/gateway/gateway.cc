@@ -91,15 +91,20 @@ struct ProxyCall {
 struct StreamJob {
   ProxyCall call;
   std::unique_ptr<io::UpstreamExchange> exchange;
-  EndpointAddress endpoint;
+  std::shared_ptr<const EndpointAddress> endpoint;
   route::RequestId id = 0;
   std::string route_us;
   std::string prefill_url;
 };
 
 struct Gateway::Impl {
-  // The concurrency hint lets a one-thread gateway skip cross-thread wake-ups.
-  explicit Impl(int threads) : io(std::max(1, threads)) {}
+  // One thread: the hint drops Asio's per-socket locks (six lock pairs per request) and
+  // cross-thread wake-ups. That is safe because every socket of this context (client
+  // connections, upstream connections, listeners once open) is used only from its one
+  // thread: other threads reach it through posts and timers, which stay locked, and
+  // stop_all() closes the idle upstream connections only after that thread has stopped.
+  explicit Impl(int threads)
+      : io(threads <= 1 ? BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO : std::max(1, threads)) {}
 
   GatewayConfig config;
   std::optional<KeyStore> keys;
@@ -302,10 +307,12 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   int final_status = 0;
   // Metrics are recorded before the last byte goes out, so that a client that reads
   // /metrics right after its answer sees it counted.
-  // A whole answer from the engine also brings its TTFT (the whole answer) and usage.
-  auto respond = [&](int status, HttpResponse r, bool answered = false, const Usage* u = nullptr) {
+  // A whole answer from the engine also brings its TTFT (the whole answer) and usage, and
+  // when it ended (`done`, monotonic_now(); read here when not given).
+  auto respond = [&](int status, HttpResponse r, bool answered = false, const Usage* u = nullptr,
+                     Nanos done = 0) {
     final_status = status;
-    const double seconds = seconds_since(call.received);
+    const double seconds = to_seconds((done ? done : monotonic_now()) - call.received);
     GatewayMetrics::Finished f{.model = model,
                                .pool = pool.name(),
                                .tenant = call.tenant,
@@ -354,14 +361,15 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
 
   std::vector<route::EndpointId> excluded;
   std::unique_ptr<io::UpstreamExchange> exchange;
-  std::optional<EndpointAddress> endpoint;
+  std::shared_ptr<const EndpointAddress> endpoint;
   std::string prefill_url;  // disaggregated: the prefill endpoint of the decode hop below
   std::string last_error = "no endpoint available";
   const int attempts = config.retries.max_attempts;
   for (int attempt = 0; attempt < attempts && !exchange; ++attempt) {
     // At once on the pool's only thread; else on its strand.
     // (Not a conditional expression: GCC 12 mishandles co_await inside one.)
-    std::optional<Pick> now = pool.pick_now(rr, excluded);
+    std::optional<Pick> now =
+        pool.pick_now(rr, excluded, attempt == 0 ? route_start : monotonic_now());
     if (!now) now = co_await pool.pick(rr, excluded);
     Pick& pick = *now;
     if (attempt == 0) {
@@ -409,7 +417,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       if (!prefill_url.empty()) {
         metrics.pd_hop_failure(pool.name(), "decode", io::to_string(result.error().kind));
       }
-      pool.exchange_done(rr.id, endpoint->id, false);
+      pool.exchange_done(rr.id, endpoint->id, false, monotonic_now());
       excluded.push_back(endpoint->id);
       continue;
     }
@@ -419,7 +427,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       last_error = fmt::format("{} answered 503", endpoint->url);
       metrics.upstream_error(pool.name(), endpoint->url, "status_503");
       if (!prefill_url.empty()) metrics.pd_hop_failure(pool.name(), "decode", "status_503");
-      pool.exchange_done(rr.id, endpoint->id, false);
+      pool.exchange_done(rr.id, endpoint->id, false, monotonic_now());
       excluded.push_back(endpoint->id);
       continue;
     }
@@ -440,11 +448,12 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       if (!prefill_url.empty()) {
         metrics.pd_hop_failure(pool.name(), "decode", io::to_string(body.error().kind));
       }
-      pool.exchange_done(rr.id, endpoint->id, false);
+      pool.exchange_done(rr.id, endpoint->id, false, monotonic_now());
       respond(502,
               json_error(502, "Upstream failed: " + body.error().message, {}, "upstream_error"));
     } else {
-      pool.exchange_done(rr.id, endpoint->id, true, /*first_token=*/true);
+      const Nanos done = monotonic_now();
+      pool.exchange_done(rr.id, endpoint->id, true, done, /*first_token=*/true);
       const bool answered = exchange->status() == 200;
       Usage u;
       if (answered) {
@@ -461,12 +470,12 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       if (!prefill_url.empty()) {
         lines.append("x-kvgate-prefill-endpoint: "sv).append(prefill_url).append("\r\n"sv);
       }
-      respond(exchange->status(), std::move(r), answered, &u);
+      respond(exchange->status(), std::move(r), answered, &u, done);
     }
   } else {
     // Stream: pass events through as they arrive, from a coroutine of its own (the
     // connection writes them meanwhile).
-    StreamJob job{std::move(call), std::move(exchange), std::move(*endpoint),
+    StreamJob job{std::move(call), std::move(exchange), std::move(endpoint),
                   rr.id,           std::move(route_us), std::move(prefill_url)};
     asio::co_spawn(co_await asio::this_coro::executor, pump_stream(std::move(job)), asio::detached);
   }
@@ -476,7 +485,7 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
   ProxyCall& call = job.call;
   PoolRuntime& pool = *call.pool;
   const std::string& model = call.model->name;
-  const EndpointAddress* endpoint = &job.endpoint;
+  const EndpointAddress* endpoint = job.endpoint.get();
   const std::string& prefill_url = job.prefill_url;
   io::UpstreamExchange* exchange = job.exchange.get();
   metrics.stream_started();
@@ -580,11 +589,11 @@ void Gateway::Impl::stop_all() {
   if (admin) admin->stop();
   for (auto& s : servers) s->stop(std::chrono::milliseconds(0));
   work.reset();
-  upstream->close_idle();
   io.stop();
   for (auto& t : threads) {
     if (t.joinable()) t.join();
   }
+  upstream->close_idle();  // no thread runs the context now (see the hint in Impl())
 }
 
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -652,7 +661,8 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
   impl->upstream = std::make_unique<io::UpstreamClient>(
       impl->io.get_executor(), io::UpstreamOptions{.connect_timeout = c.timeouts.connect,
                                                    .head_timeout = c.timeouts.upstream_header,
-                                                   .lazy_idle_timers = true});
+                                                   .lazy_idle_timers = true,
+                                                   .single_threaded = c.threads == 1});
   for (const PoolConfig& p : c.pools) {
     auto pool = PoolRuntime::create(p, c.breaker, impl->io.get_executor(), impl->metrics,
                                     /*one_thread=*/c.threads == 1);
@@ -714,6 +724,7 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     // The servers run on the gateway's own threads: no hop between the client's side
     // and the upstream's side of a request.
     opts.io_context = &impl->io;
+    opts.single_threaded = c.threads == 1;  // streams are used on that thread only
     // The proxy runs inside the connection's coroutine (no hand-off for a whole answer).
     io::AwaitableHttpHandler handler = [self](HttpRequest&& req,
                                               std::shared_ptr<ResponseStream> stream) {

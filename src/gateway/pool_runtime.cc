@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <bit>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -17,6 +18,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -125,7 +127,7 @@ Result<route::EndpointId> PoolRuntime::add_on_strand(route::EndpointSpec spec,
   {
     std::lock_guard lock(endpoints_mu_);
     if (endpoints_.size() <= *id) endpoints_.resize(*id + 1);
-    endpoints_[*id] = *addr;
+    endpoints_[*id] = std::make_shared<const EndpointAddress>(*addr);
   }
   return *id;
 }
@@ -141,8 +143,8 @@ std::vector<EndpointAddress> PoolRuntime::endpoints() const {
 
 std::optional<EndpointAddress> PoolRuntime::endpoint(route::EndpointId id) const {
   std::lock_guard lock(endpoints_mu_);
-  if (id >= endpoints_.size()) return std::nullopt;
-  return endpoints_[id];
+  if (id >= endpoints_.size() || !endpoints_[id]) return std::nullopt;
+  return *endpoints_[id];
 }
 
 asio::awaitable<Result<route::EndpointId>> PoolRuntime::add_endpoint(
@@ -268,12 +270,17 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
     // gives shared block keys (and a token count of the right order).
     ids.clear();
     const std::string& t = request.prompt_text;
-    for (size_t i = 0; i < t.size(); i += 4) {
+    ids.resize((t.size() + 3) / 4);
+    const size_t whole = t.size() / 4;
+    for (size_t i = 0; i < whole; ++i) {  // big-endian: the first byte is the high one
+      uint32_t v;
+      std::memcpy(&v, t.data() + 4 * i, 4);
+      ids[i] = std::endian::native == std::endian::little ? __builtin_bswap32(v) : v;
+    }
+    if (whole < ids.size()) {
       uint32_t v = 0;
-      for (size_t j = i; j < std::min(t.size(), i + 4); ++j) {
-        v = v << 8 | static_cast<uint8_t>(t[j]);
-      }
-      ids.push_back(v);
+      for (size_t j = 4 * whole; j < t.size(); ++j) v = v << 8 | static_cast<uint8_t>(t[j]);
+      ids[whole] = v;
     }
   }
   prompt_tokens = static_cast<uint32_t>(ids.size());
@@ -308,7 +315,7 @@ asio::awaitable<Pick> PoolRuntime::pick(const route::RouteRequest& request,
   return asio::async_initiate<const asio::use_awaitable_t<>&, void(Pick)>(
       [this, &request, &excluded](auto handler) {
         asio::dispatch(strand_, [this, &request, &excluded, h = std::move(handler)]() mutable {
-          Pick pick = decide_on_strand(request, excluded);
+          Pick pick = decide_on_strand(request, excluded, monotonic_now());
           auto ex = asio::get_associated_executor(h);
           asio::dispatch(ex, [h = std::move(h), pick = std::move(pick)]() mutable {
             std::move(h)(std::move(pick));
@@ -328,14 +335,14 @@ bool PoolRuntime::on_own_thread() const {
 }
 
 std::optional<Pick> PoolRuntime::pick_now(const route::RouteRequest& request,
-                                          const std::vector<route::EndpointId>& excluded) {
+                                          const std::vector<route::EndpointId>& excluded,
+                                          Nanos now) {
   if (!on_own_thread()) return std::nullopt;
-  return decide_on_strand(request, excluded);
+  return decide_on_strand(request, excluded, now);
 }
 
 Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
-                                   const std::vector<route::EndpointId>& excluded) {
-  Nanos now = monotonic_now();
+                                   const std::vector<route::EndpointId>& excluded, Nanos now) {
   close_expired_breakers(now);
   std::vector<route::EndpointId> hidden;
   for (route::EndpointId id : excluded) {
@@ -367,27 +374,27 @@ void PoolRuntime::first_token(route::RequestId id) {
 }
 
 void PoolRuntime::finished(route::RequestId id, bool ok) {
-  on_strand([this, id, ok] { finish_on_strand(id, ok); });
+  on_strand([this, id, ok] { finish_on_strand(id, ok, monotonic_now()); });
 }
 
 void PoolRuntime::endpoint_result(route::EndpointId endpoint, bool ok) {
   on_strand([this, endpoint, ok] { endpoint_result_on_strand(endpoint, ok); });
 }
 
-void PoolRuntime::exchange_done(route::RequestId id, route::EndpointId endpoint, bool ok,
+void PoolRuntime::exchange_done(route::RequestId id, route::EndpointId endpoint, bool ok, Nanos now,
                                 bool first_token) {
-  on_strand([this, id, endpoint, ok, first_token] {
-    if (first_token) router_->pool().on_first_token(id, monotonic_now());
-    finish_on_strand(id, ok);
+  on_strand([this, id, endpoint, ok, now, first_token] {
+    if (first_token) router_->pool().on_first_token(id, now);
+    finish_on_strand(id, ok, now);
     endpoint_result_on_strand(endpoint, ok);
   });
 }
 
-void PoolRuntime::finish_on_strand(route::RequestId id, bool ok) {
+void PoolRuntime::finish_on_strand(route::RequestId id, bool ok, Nanos now) {
   if (ok) {
-    router_->pool().on_finished(id, monotonic_now());
+    router_->pool().on_finished(id, now);
   } else {
-    router_->pool().on_failed(id, monotonic_now());
+    router_->pool().on_failed(id, now);
   }
 }
 

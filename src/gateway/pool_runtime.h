@@ -71,7 +71,8 @@ struct EndpointChange {
 
 struct Pick {
   route::Decision decision;
-  std::optional<EndpointAddress> endpoint;  // set when accepted
+  // Set when accepted: shared with the pool, not copied (a string or two per request).
+  std::shared_ptr<const EndpointAddress> endpoint;
 };
 
 // Nanoseconds on a monotonic clock since process start (the `now` the core is given).
@@ -106,9 +107,10 @@ class PoolRuntime {
   boost::asio::awaitable<Pick> pick(const route::RouteRequest& request,
                                     const std::vector<route::EndpointId>& excluded);
   // The same decision at once, when the pool needs no strand (one thread runs its context)
-  // and the caller runs on that thread; nullopt otherwise (then co_await pick()).
+  // and the caller runs on that thread; nullopt otherwise (then co_await pick()). `now` is
+  // the caller's reading of monotonic_now() (one clock read fewer per request).
   std::optional<Pick> pick_now(const route::RouteRequest& request,
-                               const std::vector<route::EndpointId>& excluded);
+                               const std::vector<route::EndpointId>& excluded, Nanos now);
   // Lifecycle, dispatched to the strand (fire and forget: run at once when the strand is
   // free and this thread runs its context, else queued in order).
   void first_token(route::RequestId id);
@@ -116,8 +118,9 @@ class PoolRuntime {
   // Breaker bookkeeping for one endpoint exchange.
   void endpoint_result(route::EndpointId endpoint, bool ok);
   // One exchange with `endpoint` is over: finished(id, ok) and endpoint_result(endpoint,
-  // ok), after first_token(id) when asked, in one hop onto the strand.
-  void exchange_done(route::RequestId id, route::EndpointId endpoint, bool ok,
+  // ok), after first_token(id) when asked, in one hop onto the strand; `now` is when it
+  // ended (monotonic_now(), read once by the caller for this and its own metrics).
+  void exchange_done(route::RequestId id, route::EndpointId endpoint, bool ok, Nanos now,
                      bool first_token = false);
 
   // The current endpoints (a snapshot; thread-safe), in EndpointId order.
@@ -174,8 +177,8 @@ class PoolRuntime {
   }
   boost::asio::awaitable<void> router_task(std::function<void(route::Router&)> fn);
   Pick decide_on_strand(const route::RouteRequest& request,
-                        const std::vector<route::EndpointId>& excluded);
-  void finish_on_strand(route::RequestId id, bool ok);
+                        const std::vector<route::EndpointId>& excluded, Nanos now);
+  void finish_on_strand(route::RequestId id, bool ok, Nanos now);
   void endpoint_result_on_strand(route::EndpointId endpoint, bool ok);
   Result<route::EndpointId> add_on_strand(route::EndpointSpec spec,
                                           std::optional<KvEventsConfig> kv_events);
@@ -212,7 +215,7 @@ class PoolRuntime {
 
   // Read from any thread (the scraper, admin), written on the strand.
   mutable std::mutex endpoints_mu_;
-  std::vector<std::optional<EndpointAddress>> endpoints_;  // by EndpointId
+  std::vector<std::shared_ptr<const EndpointAddress>> endpoints_;  // by EndpointId
   std::mutex observers_mu_;
   std::vector<std::pair<uint64_t, Observer>> observers_;
   uint64_t next_observer_ = 1;

@@ -65,8 +65,9 @@ class Stream final : public ResponseStream {
     bool aborted = false;
   };
 
-  Stream(std::weak_ptr<Connection> conn, size_t max_pending)
-      : conn_(std::move(conn)), max_pending_(max_pending) {}
+  // `locking` false: every call comes from one thread (HttpServerOptions::single_threaded).
+  Stream(std::weak_ptr<Connection> conn, size_t max_pending, bool locking)
+      : conn_(std::move(conn)), max_pending_(max_pending), mu_(locking) {}
 
   void respond(HttpResponse response) override {
     {
@@ -220,7 +221,7 @@ class Stream final : public ResponseStream {
 
   const std::weak_ptr<Connection> conn_;
   const size_t max_pending_;
-  mutable std::mutex mu_;
+  mutable wire::OptionalMutex mu_;
   Kind kind_ = Kind::kNone;
   std::optional<HttpResponse> whole_;
   bool head_ready_ = false;
@@ -553,7 +554,7 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
     }
     conn->busy = true;
     request.remote = conn->remote;
-    auto rs = std::make_shared<Stream>(conn, options.max_pending_bytes);
+    auto rs = std::make_shared<Stream>(conn, options.max_pending_bytes, !options.single_threaded);
     conn->current = rs;
     try {
       if (server.awaited_handler) {

@@ -105,6 +105,10 @@ struct HttpServerOptions {
   // of its own: a proxy that shares its context with its upstream client saves a thread
   // hop per request.
   boost::asio::io_context* io_context = nullptr;
+  // The owner promises that its handlers, and whatever they hand a ResponseStream to,
+  // call the stream only from the one thread that runs io_context (the gateway with
+  // `threads: 1`): the streams then take no locks.
+  bool single_threaded = false;
 };
 
 class HttpServer {

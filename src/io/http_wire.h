@@ -26,8 +26,10 @@
 #include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/error.hpp>
 #include <chrono>
+#include <ctime>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 
@@ -108,6 +110,34 @@ boost::asio::awaitable<boost::beast::error_code> read_message(
   });
 }
 
+// A mutex that its owner can switch off for good at construction: for state shared
+// across threads in general that, in a one-thread configuration, only that thread ever
+// touches (then each lock pair is pure cost on every request).
+class OptionalMutex {
+ public:
+  explicit OptionalMutex(bool enabled) : enabled_(enabled) {}
+  void lock() {
+    if (enabled_) mu_.lock();
+  }
+  void unlock() {
+    if (enabled_) mu_.unlock();
+  }
+
+ private:
+  std::mutex mu_;
+  const bool enabled_;
+};
+
+// CLOCK_MONOTONIC (steady_clock's clock, on Linux) as of the kernel's last tick: read
+// from the vDSO without reading the TSC, several times cheaper than steady_clock::now(),
+// and set on every request's path.
+inline std::chrono::steady_clock::time_point coarse_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return std::chrono::steady_clock::time_point(std::chrono::seconds(ts.tv_sec) +
+                                               std::chrono::nanoseconds(ts.tv_nsec));
+}
+
 class LazyDeadline {
  public:
   using Clock = std::chrono::steady_clock;
@@ -121,9 +151,11 @@ class LazyDeadline {
   LazyDeadline(const LazyDeadline&) = delete;
   LazyDeadline& operator=(const LazyDeadline&) = delete;
 
+  // Measured from the coarse clock (see coarse_now): the deadline may come up to one
+  // kernel tick (1-10 ms) early, nothing for timeouts of seconds.
   void expires_after(Clock::duration d) {
     State& s = *state_;
-    const Clock::time_point t = Clock::now() + d;
+    const Clock::time_point t = coarse_now() + d;
     s.deadline.store(t, std::memory_order_relaxed);
     // The timer is re-armed only when it is idle or set later than the new deadline.
     if (!s.armed.load(std::memory_order_acquire) || t < s.armed_at.load(std::memory_order_relaxed))

@@ -138,7 +138,8 @@ std::string message_of(const Connection& conn, const boost::system::error_code& 
 }  // namespace
 
 struct UpstreamClient::Pool {
-  mutable std::mutex mu;
+  explicit Pool(bool locking) : mu(locking) {}
+  mutable wire::OptionalMutex mu;
   std::unordered_map<std::string, std::vector<std::unique_ptr<Connection>>> idle;
   size_t max_idle = 0;
   bool lazy_idle_timers = false;
@@ -285,7 +286,9 @@ asio::awaitable<UpstreamResult<std::string>> UpstreamExchange::read_all(
 }
 
 UpstreamClient::UpstreamClient(asio::any_io_executor executor, UpstreamOptions options)
-    : executor_(std::move(executor)), options_(options), pool_(std::make_shared<Pool>()) {
+    : executor_(std::move(executor)),
+      options_(options),
+      pool_(std::make_shared<Pool>(!options.single_threaded)) {
   pool_->max_idle = options_.max_idle_per_endpoint;
   pool_->lazy_idle_timers = options_.lazy_idle_timers;
 }
@@ -306,7 +309,12 @@ void UpstreamClient::close_idle() {
 
 asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClient::send(
     std::string host, uint16_t port, const UpstreamRequest& request) {
-  std::string key = host + ":" + std::to_string(port);
+  // host:port, the pool's key and the Host header, in one allocation at most.
+  std::string key;
+  key.reserve(host.size() + 6);
+  key.append(host).push_back(':');
+  char digits[8];
+  key.append(digits, std::to_chars(digits, digits + sizeof(digits), port).ptr);
   // Attempt 0 may reuse an idle connection; when that one turns out dead before any
   // response byte, attempt 1 uses a fresh one.
   for (int attempt = 0; attempt < 2; ++attempt) {

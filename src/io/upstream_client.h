@@ -87,6 +87,9 @@ struct UpstreamOptions {
   // The context runs for good (a work guard): a pooled connection's timer may keep waiting
   // while it is idle, which saves a timer cancel and re-arm on every request.
   bool lazy_idle_timers = false;
+  // Only the one thread that runs the executor's context ever uses the client (the
+  // gateway with `threads: 1`): the connection pool takes no locks.
+  bool single_threaded = false;
 };
 
 // One request/response in progress.

@@ -146,9 +146,12 @@ GatewayConfig config_for(std::vector<uint16_t> ports, std::string policy = "roun
   return c;
 }
 
-class GatewayTest : public ::testing::Test {
+// Every case runs with one I/O thread (no cross-thread locks: the gateway's fast path)
+// and with two.
+class GatewayTest : public ::testing::TestWithParam<int> {
  protected:
   void start(GatewayConfig c) {
+    c.threads = GetParam();
     auto g = Gateway::start(std::move(c));
     ASSERT_TRUE(g) << g.error();
     gw_ = std::move(*g);
@@ -184,7 +187,7 @@ std::string error_code(const std::string& body) {
   return e.at("code").is_string() ? std::string(e.at("code").as_string()) : "";
 }
 
-TEST_F(GatewayTest, ProxiesWholeResponsesAndCountsUsage) {
+TEST_P(GatewayTest, ProxiesWholeResponsesAndCountsUsage) {
   auto a = fake_engine("a");
   start(config_for({a->port()}));
   auto r = post("/v1/chat/completions", kChat);
@@ -202,7 +205,7 @@ TEST_F(GatewayTest, ProxiesWholeResponsesAndCountsUsage) {
   EXPECT_EQ(metric("kvgate_routing_decision_seconds_count", {{"pool", "main"}}), 1);
 }
 
-TEST_F(GatewayTest, StreamsAndStripsTheUsageChunkUnlessAsked) {
+TEST_P(GatewayTest, StreamsAndStripsTheUsageChunkUnlessAsked) {
   auto a = fake_engine("a");
   start(config_for({a->port()}));
   auto r = post("/v1/chat/completions", kStream);
@@ -220,7 +223,7 @@ TEST_F(GatewayTest, StreamsAndStripsTheUsageChunkUnlessAsked) {
   EXPECT_EQ(metric("kvgate_active_streams"), 0);
 }
 
-TEST_F(GatewayTest, RetriesConnectFailuresAnd503OnAnotherEndpoint) {
+TEST_P(GatewayTest, RetriesConnectFailuresAnd503OnAnotherEndpoint) {
   std::atomic<int> busy_hits{0}, good_hits{0};
   auto busy = fake_engine("busy", &busy_hits, 503);
   auto good = fake_engine("good", &good_hits);
@@ -237,14 +240,14 @@ TEST_F(GatewayTest, RetriesConnectFailuresAnd503OnAnotherEndpoint) {
   EXPECT_GT(metric("kvgate_upstream_errors_total", {{"kind", "status_503"}}), 0);
 }
 
-TEST_F(GatewayTest, AllEndpointsDownIs502) {
+TEST_P(GatewayTest, AllEndpointsDownIs502) {
   start(config_for({dead_port(), dead_port()}));
   auto r = post("/v1/chat/completions", kChat);
   EXPECT_EQ(r.status, 502);
   EXPECT_EQ(error_code(r.body), "upstream_unavailable");
 }
 
-TEST_F(GatewayTest, DeathMidStreamEndsWithAnErrorEvent) {
+TEST_P(GatewayTest, DeathMidStreamEndsWithAnErrorEvent) {
   DyingEngine dying;
   start(config_for({dying.port()}));
   auto r = post("/v1/chat/completions", kStream);
@@ -255,7 +258,7 @@ TEST_F(GatewayTest, DeathMidStreamEndsWithAnErrorEvent) {
   EXPECT_TRUE(r.body.ends_with("data: [DONE]\n\n")) << r.body;
 }
 
-TEST_F(GatewayTest, DrainLetsStreamsInFlightFinish) {
+TEST_P(GatewayTest, DrainLetsStreamsInFlightFinish) {
   auto slow = fake_engine("slow", nullptr, 200, std::chrono::milliseconds(150));
   start(config_for({slow->port()}));
   std::vector<std::future<io::HttpClientResponse>> streams;
@@ -280,7 +283,7 @@ TEST_F(GatewayTest, DrainLetsStreamsInFlightFinish) {
   EXPECT_FALSE(io::http_fetch("GET", url("/health"), {}, {}, std::chrono::seconds(1)));
 }
 
-TEST_F(GatewayTest, DrainAnnounceKeepsServingWhileReadySays503) {
+TEST_P(GatewayTest, DrainAnnounceKeepsServingWhileReadySays503) {
   auto a = fake_engine("a");
   GatewayConfig c = config_for({a->port()});
   c.timeouts.drain_announce = std::chrono::milliseconds(1500);
@@ -297,7 +300,7 @@ TEST_F(GatewayTest, DrainAnnounceKeepsServingWhileReadySays503) {
   EXPECT_FALSE(io::http_fetch("GET", url("/health"), {}, {}, std::chrono::seconds(1)));
 }
 
-TEST_F(GatewayTest, ServesModelsHealthReady) {
+TEST_P(GatewayTest, ServesModelsHealthReady) {
   auto a = fake_engine("a");
   start(config_for({a->port()}));
   auto models = io::http_fetch("GET", url("/v1/models"));
@@ -311,7 +314,7 @@ TEST_F(GatewayTest, ServesModelsHealthReady) {
 }
 
 // Each bad input gets its status and an OpenAI-shaped body; nothing crashes or hangs.
-TEST_F(GatewayTest, BadInputBattery) {
+TEST_P(GatewayTest, BadInputBattery) {
   auto a = fake_engine("a");
   std::string key = *generate_key();
   std::string keys_file = ::testing::TempDir() + "/gateway_test_keys.yaml";
@@ -398,6 +401,11 @@ TEST_F(GatewayTest, BadInputBattery) {
   }
   EXPECT_EQ(io::http_fetch("GET", url("/health"))->status, 200);
 }
+
+INSTANTIATE_TEST_SUITE_P(Threads, GatewayTest, ::testing::Values(1, 2),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::to_string(i.param) + "Thread" + (i.param > 1 ? "s" : "");
+                         });
 
 }  // namespace
 }  // namespace kvgate::gateway

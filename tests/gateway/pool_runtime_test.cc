@@ -85,7 +85,7 @@ TEST_F(PoolRuntimeTest, AddedEndpointIsListedObservedAndRoutedTo) {
   int to_new = 0;
   for (route::RequestId r = 1; r <= 4; ++r) {
     Pick p = pick(r);
-    ASSERT_TRUE(p.endpoint.has_value());
+    ASSERT_TRUE(p.endpoint != nullptr);
     if (p.endpoint->id == *id) ++to_new;
     pool_->finished(r, true);
   }
@@ -103,7 +103,7 @@ TEST_F(PoolRuntimeTest, BadOrDuplicateUrlIsRefused) {
 
 TEST_F(PoolRuntimeTest, RemovalDrainsRequestsInFlightFirst) {
   Pick p = pick(1);
-  ASSERT_TRUE(p.endpoint.has_value());
+  ASSERT_TRUE(p.endpoint != nullptr);
   const route::EndpointId id = p.endpoint->id;
   auto removal = std::async(std::launch::async, [&] {
     return pool_->remove_endpoint_sync(id, std::chrono::seconds(30));
@@ -111,7 +111,7 @@ TEST_F(PoolRuntimeTest, RemovalDrainsRequestsInFlightFirst) {
   // Draining: no new request goes there, the one in flight is still tracked.
   while (kinds().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   EXPECT_EQ(health(id), route::Health::kDraining);
-  EXPECT_FALSE(pick(2).endpoint.has_value());
+  EXPECT_EQ(pick(2).endpoint, nullptr);
   EXPECT_EQ(removal.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
   pool_->finished(1, true);
   auto drained = removal.get();
@@ -125,7 +125,7 @@ TEST_F(PoolRuntimeTest, RemovalDrainsRequestsInFlightFirst) {
 
 TEST_F(PoolRuntimeTest, RemovalGivesUpWaitingAfterTheTimeout) {
   Pick p = pick(1);
-  ASSERT_TRUE(p.endpoint.has_value());
+  ASSERT_TRUE(p.endpoint != nullptr);
   auto drained = pool_->remove_endpoint_sync(p.endpoint->id, std::chrono::milliseconds(60));
   ASSERT_TRUE(drained.ok()) << drained.error();
   EXPECT_FALSE(*drained);
@@ -133,12 +133,37 @@ TEST_F(PoolRuntimeTest, RemovalGivesUpWaitingAfterTheTimeout) {
   pool_->finished(1, true);  // a late callback for a removed endpoint is ignored
   // The same URL can come back.
   EXPECT_TRUE(pool_->add_endpoint_sync({.url = "http://127.0.0.1:9001"}, std::nullopt).ok());
-  EXPECT_TRUE(pick(2).endpoint.has_value());
+  EXPECT_NE(pick(2).endpoint, nullptr);
 }
 
 TEST_F(PoolRuntimeTest, RemovingAnUnknownEndpointIsAnError) {
   EXPECT_FALSE(pool_->remove_endpoint_sync(7, std::chrono::milliseconds(10)).ok());
   EXPECT_TRUE(kinds().empty());
+}
+
+// Without a tokenizer, 4 prompt bytes make one pseudo-token: shared text prefixes give
+// shared block keys, and the token count is of the right order.
+TEST_F(PoolRuntimeTest, ByteLevelKeysWithoutATokenizer) {
+  const uint32_t block = pool_->config().router.block_size;
+  auto keys_of = [&](std::string prompt, uint32_t& tokens) {
+    InspectedRequest r;
+    r.prompt_text = std::move(prompt);
+    std::vector<kv::BlockKey> keys;
+    pool_->keys_for(r, "", ApiKind::kCompletion, "m", keys, tokens);
+    return keys;
+  };
+  const std::string head(4 * block, 'a');
+  uint32_t n = 0;
+  const auto a = keys_of(head + "tail", n);
+  EXPECT_EQ(n, block + 1);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(keys_of(head + "other text", n), a);
+  EXPECT_EQ(n, block + 3);
+  std::string changed = head;
+  changed.back() = 'b';
+  EXPECT_NE(keys_of(changed, n), a);
+  EXPECT_TRUE(keys_of("123456789", n).empty());
+  EXPECT_EQ(n, 3u);
 }
 
 }  // namespace

@@ -141,7 +141,9 @@ TEST(LazyDeadline, PushedBackDeadlineDoesNotFireEarly) {
   asio::steady_timer push(io, 15ms);
   push.async_wait([&](auto) { d.expires_after(100ms); });  // now ~115 ms from start
   io.run_for(400ms);
-  EXPECT_GE(fired_at, 110ms);
+  // Not at the first deadline (30 ms); deadlines are set from the coarse clock, which
+  // lags by at most one kernel tick (up to 10 ms).
+  EXPECT_GE(fired_at, 100ms);
 }
 
 TEST(LazyDeadline, AnEarlierDeadlineRearmsTheTimer) {

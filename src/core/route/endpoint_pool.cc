@@ -102,7 +102,7 @@ Status EndpointPool::on_routed(RequestId id, const Placement& p, Nanos now) {
   if (p.prefill_endpoint && !get(*p.prefill_endpoint)) {
     return Error(fmt::format("unknown prefill endpoint {}", *p.prefill_endpoint));
   }
-  TrackedRequest& r = requests_[id];
+  TrackedRequest& r = track(id);
   r.id = id;
   r.endpoint = p.endpoint;
   if (p.prefill_endpoint && *p.prefill_endpoint != p.endpoint)
@@ -170,11 +170,25 @@ void EndpointPool::release(TrackedRequest& r, bool failed) {
   }
 }
 
+TrackedRequest& EndpointPool::track(RequestId id) {
+  if (spare_.empty()) return requests_[id];
+  std::vector<kv::BlockKey> keys = std::move(spare_.mapped().keys);
+  keys.clear();
+  spare_.key() = id;
+  spare_.mapped() = TrackedRequest{};
+  spare_.mapped().keys = std::move(keys);
+  return requests_.insert(std::move(spare_)).position->second;
+}
+
+void EndpointPool::untrack(std::unordered_map<RequestId, TrackedRequest>::iterator it) {
+  spare_ = requests_.extract(it);
+}
+
 bool EndpointPool::on_finished(RequestId id, Nanos /*now*/) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return false;
   release(it->second, /*failed=*/false);
-  requests_.erase(it);
+  untrack(it);
   return true;
 }
 
@@ -182,7 +196,7 @@ bool EndpointPool::on_failed(RequestId id, Nanos /*now*/) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return false;
   release(it->second, /*failed=*/true);
-  requests_.erase(it);
+  untrack(it);
   return true;
 }
 
