@@ -363,7 +363,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   std::unique_ptr<io::UpstreamExchange> exchange;
   std::shared_ptr<const EndpointAddress> endpoint;
   std::string prefill_url;  // disaggregated: the prefill endpoint of the decode hop below
-  std::string last_error = "no endpoint available";
+  std::string last_error;   // set by a failed attempt (no allocation on the common path)
   const int attempts = config.retries.max_attempts;
   for (int attempt = 0; attempt < attempts && !exchange; ++attempt) {
     // At once on the pool's only thread; else on its strand.
@@ -436,8 +436,11 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
 
   if (!exchange) {
     if (final_status == 0) {
-      respond(502, json_error(502, fmt::format("Upstream failed: {}", last_error), {},
-                              "upstream_unavailable"));
+      respond(502,
+              json_error(502,
+                         fmt::format("Upstream failed: {}",
+                                     last_error.empty() ? "no endpoint available" : last_error),
+                         {}, "upstream_unavailable"));
     }
   } else if (!call.request.stream || exchange->status() != 200) {
     // Whole response (or an engine error on a stream request): read it, pass it on.

@@ -172,16 +172,22 @@ void EndpointPool::release(TrackedRequest& r, bool failed) {
 
 TrackedRequest& EndpointPool::track(RequestId id) {
   if (spare_.empty()) return requests_[id];
-  std::vector<kv::BlockKey> keys = std::move(spare_.mapped().keys);
+  auto node = std::move(spare_.back());
+  spare_.pop_back();
+  std::vector<kv::BlockKey> keys = std::move(node.mapped().keys);
   keys.clear();
-  spare_.key() = id;
-  spare_.mapped() = TrackedRequest{};
-  spare_.mapped().keys = std::move(keys);
-  return requests_.insert(std::move(spare_)).position->second;
+  node.key() = id;
+  node.mapped() = TrackedRequest{};
+  node.mapped().keys = std::move(keys);
+  return requests_.insert(std::move(node)).position->second;
 }
 
 void EndpointPool::untrack(std::unordered_map<RequestId, TrackedRequest>::iterator it) {
-  spare_ = requests_.extract(it);
+  if (spare_.size() < kMaxSpareNodes) {
+    spare_.push_back(requests_.extract(it));
+  } else {
+    requests_.erase(it);
+  }
 }
 
 bool EndpointPool::on_finished(RequestId id, Nanos /*now*/) {

@@ -135,9 +135,9 @@ class EndpointPool {
 
  private:
   void release(TrackedRequest& request, bool failed);
-  // A new entry in requests_ for `id` (not there yet), in the spare node when there is one.
+  // A new entry in requests_ for `id` (not there yet), in a spare node when there is one.
   TrackedRequest& track(RequestId id);
-  // Ends `it`'s tracking; its node becomes the spare.
+  // Ends `it`'s tracking; its node becomes a spare (up to kMaxSpareNodes).
   void untrack(std::unordered_map<RequestId, TrackedRequest>::iterator it);
   // Blocks held on `e` now, requests still in prefill included (their reservation).
   double held_decode_blocks(const Endpoint& e) const;
@@ -147,9 +147,10 @@ class EndpointPool {
   std::vector<EndpointId> ids_;                      // live ids, ascending
   std::vector<std::vector<RequestId>> by_endpoint_;  // requests decoding there, by id
   std::unordered_map<RequestId, TrackedRequest> requests_;
-  // The last finished request's node (and its keys' capacity), reused by the next
-  // on_routed: no allocation per request in the steady state.
-  std::unordered_map<RequestId, TrackedRequest>::node_type spare_;
+  // Finished requests' nodes (with their keys' capacity), reused by the next on_routed:
+  // no allocation per request in the steady state.
+  static constexpr size_t kMaxSpareNodes = 256;
+  std::vector<std::unordered_map<RequestId, TrackedRequest>::node_type> spare_;
   ActiveBlocks active_;
 };
 
