@@ -32,8 +32,9 @@ std::optional<double> combine(const metrics::MetricSet& m, std::string_view name
   return mean ? sum / static_cast<double>(samples.size()) : sum;
 }
 
-Result<Scraped> scrape(const std::string& url, std::chrono::milliseconds timeout) {
-  auto r = io::http_fetch("GET", url + "/metrics", {}, {}, timeout);
+Result<Scraped> scrape(io::HttpKeepAliveClient& client, const std::string& url,
+                       std::chrono::milliseconds timeout) {
+  auto r = client.fetch("GET", url + "/metrics", {}, {}, timeout);
   if (!r) return Error(r.error());
   if (r->status != 200) return Error(fmt::format("status {}", r->status));
   auto m = metrics::parse_prometheus_text(r->body);
@@ -70,6 +71,7 @@ struct LiveFeed::Impl {
   std::condition_variable wake;
   bool stopping = false;
   std::thread scraper;
+  io::HttpKeepAliveClient scrape_client;  // the scraper thread's: a connection per endpoint
 
   Impl(PoolRuntime& p, GatewayMetrics& m) : pool(p), metrics(m) {}
 
@@ -143,9 +145,13 @@ struct LiveFeed::Impl {
 
   void scrape_all(std::chrono::milliseconds timeout) {
     const std::string& name = pool.name();
-    for (const EndpointAddress& e : pool.endpoints()) {
+    const std::vector<EndpointAddress> endpoints = pool.endpoints();
+    std::vector<std::string> urls;
+    for (const EndpointAddress& e : endpoints) urls.push_back(e.url);
+    scrape_client.retain(urls);  // no connection kept to a removed endpoint
+    for (const EndpointAddress& e : endpoints) {
       if (e.url.empty()) continue;
-      auto s = scrape(e.url, timeout);
+      auto s = scrape(scrape_client, e.url, timeout);
       if (!s) {
         metrics.scrape(name, e.url, nullptr, nullptr, nullptr);
         std::lock_guard lock(state_mu);
