@@ -103,8 +103,7 @@ struct Gateway::Impl {
   // connections, upstream connections, listeners once open) is used only from its one
   // thread: other threads reach it through posts and timers, which stay locked, and
   // stop_all() closes the idle upstream connections only after that thread has stopped.
-  explicit Impl(int threads)
-      : io(threads <= 1 ? BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO : std::max(1, threads)) {}
+  explicit Impl(int threads) : io(threads <= 1 ? BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO : threads) {}
 
   GatewayConfig config;
   std::optional<KeyStore> keys;
@@ -312,7 +311,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   auto respond = [&](int status, HttpResponse r, bool answered = false, const Usage* u = nullptr,
                      Nanos done = 0) {
     final_status = status;
-    const double seconds = to_seconds((done ? done : monotonic_now()) - call.received);
+    const double seconds = done ? to_seconds(done - call.received) : seconds_since(call.received);
     GatewayMetrics::Finished f{.model = model,
                                .pool = pool.name(),
                                .tenant = call.tenant,
