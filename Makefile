@@ -26,13 +26,17 @@ release:
 asan: build/asan/build.ninja
 	cmake --build build/asan -j $(JOBS)
 
-# The main job: see README.md.
-run: bootstrap release
+# The main job: see README.md. Builds once: the release build as it is configured, or a
+# plain -O3 one on a fresh machine (the profile-guided build is `make release`).
+run: bootstrap
+	JOBS=$(JOBS) scripts/build-release --reuse kvgate
 	scripts/run
 
 # Every test, under AddressSanitizer and UndefinedBehaviorSanitizer.
 test: bootstrap asan
 	@scripts/check-format
+	@scripts/check-layers
+	@scripts/check-no-rebuild build/asan
 	cd build/asan && ctest --output-on-failure --timeout 600 -j $(JOBS)
 
 bench: bootstrap

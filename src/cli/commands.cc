@@ -9,13 +9,6 @@
 #include "sim/sim_command.h"
 
 namespace kvgate::cli {
-namespace {
-int g_exit_code = 0;
-}  // namespace
-
-void set_exit_code(int code) { g_exit_code = code; }
-int exit_code() { return g_exit_code; }
-
 void add_commands(CLI::App& app) {
   // One line per subcommand module.
   kvgate::coldstart::add_coldstart_command(app);

@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "core/tokenizer/chat_template.h"
 #include "core/tokenizer/tokenizer.h"
+#include "env/file.h"
 
 namespace kvgate::cli {
 namespace {
@@ -29,13 +30,7 @@ struct Options {
   bool add_special_tokens = false;
 };
 
-std::optional<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using env::read_file;
 
 void print_error(const std::string& message) {
   std::cout << "{\"error\":" << boost::json::serialize(boost::json::string(message)) << "}\n";

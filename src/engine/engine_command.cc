@@ -9,8 +9,9 @@
 #include <optional>
 #include <sstream>
 
-#include "cli/commands.h"
+#include "cli/exit_code.h"
 #include "engine/engine_server.h"
+#include "env/file.h"
 #include "io/process_launch_time.h"
 
 namespace kvgate::engine_server {
@@ -26,13 +27,7 @@ struct Flags {
   std::string tokenizer;
 };
 
-std::optional<std::string> read_text(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using env::read_file;
 
 // --tokenizer: a tokenizer.json, or a directory with tokenizer.json and (optionally)
 // tokenizer_config.json for the chat template.
@@ -42,9 +37,9 @@ Result<std::unique_ptr<TextCodec>> load_codec(const Flags& f) {
   std::string config_text;
   if (std::filesystem::is_directory(f.tokenizer)) {
     json_path = f.tokenizer + "/tokenizer.json";
-    if (auto c = read_text(f.tokenizer + "/tokenizer_config.json")) config_text = std::move(*c);
+    if (auto c = read_file(f.tokenizer + "/tokenizer_config.json")) config_text = std::move(*c);
   }
-  auto json = read_text(json_path);
+  auto json = read_file(json_path);
   if (!json) return Error("--tokenizer: cannot read " + json_path);
   auto codec = make_tokenizer_codec(*json, config_text);
   if (!codec) return Error("--tokenizer " + f.tokenizer + ": " + codec.error());

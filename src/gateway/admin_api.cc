@@ -309,9 +309,9 @@ asio::awaitable<std::vector<EndpointSnapshot>> AdminApi::Impl::snapshot(
       EndpointSnapshot s;
       s.endpoint = *e;
       s.effective = route::effective_load(*e, now, r.config().saturation);
-      const PoolRuntime::BreakerState b = rt.breaker_state(id);
-      s.breaker = {.open = b.open_until > 0,
-                   .consecutive_failures = b.consecutive_failures,
+      const route::CircuitBreakers::State b = rt.breaker_state(id);
+      s.breaker = {.open = b.open(),
+                   .consecutive_failures = static_cast<int>(b.consecutive_failures),
                    .open_for = b.open_until > 0 ? std::max<Nanos>(0, b.open_until - now) : 0};
       if (kv::PreciseIndex* p = r.indexes().precise) {
         s.precise_blocks = p->blocks_held(id);

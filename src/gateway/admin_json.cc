@@ -1,12 +1,14 @@
 #include "gateway/admin_json.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <boost/json.hpp>
 #include <charconv>
 #include <cmath>
 
+#include "core/route/config_yaml.h"
 #include "io/http_client.h"
 
 namespace kvgate::gateway {
@@ -48,16 +50,6 @@ json::object effective_json(const route::EffectiveLoad& l) {
   return {{"waiting", num(l.waiting)},       {"running", num(l.running)},
           {"kv_usage", num(l.kv_usage)},     {"stale", l.stale},
           {"saturation", num(l.saturation)}, {"saturated", l.saturated()}};
-}
-
-// JSON scalar -> the text a RouterConfig entry or policy parameter holds.
-Result<std::string> scalar_text(const json::value& v, std::string_view field) {
-  if (v.is_string()) return std::string(v.as_string());
-  if (v.is_bool()) return std::string(v.as_bool() ? "true" : "false");
-  if (v.is_int64()) return std::to_string(v.as_int64());
-  if (v.is_uint64()) return std::to_string(v.as_uint64());
-  if (v.is_double()) return fmt::format("{}", v.as_double());
-  return Error(fmt::format("{}: expected a number, string or boolean", field));
 }
 
 Result<std::string> string_field(const json::object& o, std::string_view key,
@@ -250,7 +242,7 @@ json::object router_config_json(const route::RouterConfig& c) {
       {"policy", c.policy.name},
       {"params", std::move(params)},
       {"filters", std::move(filters)},
-      {"overlap_source", std::string(route::to_string(c.overlap_source))},
+      {"overlap", std::string(route::to_string(c.overlap_source))},
       {"record_decisions", c.record_decisions},
       {"block_size", c.block_size},
       {"prefill_tokens_per_second", num(c.prefill_tokens_per_second)},
@@ -259,7 +251,7 @@ json::object router_config_json(const route::RouterConfig& c) {
         {"kv_threshold", num(c.saturation.kv_threshold)},
         {"critical_max_waiting", c.saturation.critical_max_waiting},
         {"shed", c.saturation.shed},
-        {"metrics_max_age", num(to_seconds(c.saturation.metrics_max_age))}}},
+        {"metrics_max_age", num(to_seconds(c.saturation.metrics_max_age))}}},  // seconds
       {"pd",
        {{"mode", pd_mode},
         {"locality_weight", num(c.pd.locality_weight)},
@@ -274,92 +266,31 @@ json::object router_config_json(const route::RouterConfig& c) {
 
 Result<route::RouterConfig> apply_policy_body(const route::RouterConfig& current,
                                               std::string_view body, bool replace) {
-  auto parsed = parse_object(body);
-  if (!parsed) return Error(parsed.error());
-  const json::object& o = *parsed;
+  // A JSON object (checked first, for a clear error), then read as YAML (JSON is YAML)
+  // by the router's one reader, the one `kvgate serve` and `kvgate sim` use.
+  if (auto parsed = parse_object(body); !parsed) return Error(parsed.error());
+  YAML::Node section;
+  try {
+    section = YAML::Load(std::string(body));
+  } catch (const YAML::Exception& e) {
+    return Error(std::string("body: ") + e.what());
+  }
   route::RouterConfig c = current;
   if (replace) {
     c = route::RouterConfig{};
-    c.block_size = current.block_size;
     c.overlap_source = current.overlap_source;
   }
-  // The policy first: a new policy name starts from that policy's defaults.
-  if (const json::value* v = o.if_contains("policy")) {
-    if (!v->is_string() || v->as_string().empty()) {
-      return Error("policy: expected a policy name (string)");
-    }
-    std::string name(v->as_string());
-    if (name != c.policy.name) c.policy = {name, {}};
-  }
-  auto set_param = [&](std::string_view key, const json::value& value) -> Status {
-    const std::string field = fmt::format("params.{}", key);
-    std::erase_if(c.policy.params, [&](const auto& p) { return p.first == key; });
-    if (value.is_null()) return {};
-    auto text = scalar_text(value, field);
-    if (!text) return Error(text.error());
-    c.policy.params.emplace_back(std::string(key), std::move(*text));
-    return {};
-  };
-  std::vector<std::pair<std::string, std::string>> entries;
-  for (const auto& kv : o) {
-    const std::string key(kv.key());
-    const json::value& v = kv.value();
-    if (key == "policy") continue;
-    if (key == "params") {
-      if (!v.is_object()) return Error("params: expected an object of parameter to value");
-      for (const auto& p : v.as_object()) {
-        if (Status s = set_param(p.key(), p.value()); !s) return Error(s.error());
-      }
-    } else if (key.starts_with("params.") || key.starts_with("policy.")) {
-      if (Status s = set_param(std::string_view(key).substr(7), v); !s) return Error(s.error());
-    } else if (key == "filters") {
-      std::vector<route::PolicyConfig> filters;
-      if (v.is_string()) {
-        entries.emplace_back("filters", std::string(v.as_string()));
-        continue;
-      }
-      if (!v.is_array()) return Error("filters: expected a list of filter names");
-      for (size_t i = 0; i < v.as_array().size(); ++i) {
-        const json::value& f = v.as_array()[i];
-        const std::string ff = fmt::format("filters[{}]", i);
-        if (f.is_string()) {
-          filters.push_back({std::string(f.as_string()), {}});
-          continue;
-        }
-        if (!f.is_object() || !f.as_object().if_contains("name") ||
-            !f.as_object().at("name").is_string()) {
-          return Error(fmt::format("{}: expected a name or {{\"name\":..,\"params\":{{..}}}}", ff));
-        }
-        route::PolicyConfig pc{std::string(f.as_object().at("name").as_string()), {}};
-        if (const json::value* fp = f.as_object().if_contains("params")) {
-          if (!fp->is_object()) return Error(ff + ".params: expected an object");
-          for (const auto& p : fp->as_object()) {
-            auto text =
-                scalar_text(p.value(), fmt::format("{}.params.{}", ff, std::string_view(p.key())));
-            if (!text) return Error(text.error());
-            pc.params.emplace_back(std::string(p.key()), std::move(*text));
-          }
-        }
-        filters.push_back(std::move(pc));
-      }
-      c.filters = std::move(filters);
-    } else if (key == "saturation" || key == "pd" || key == "early_reject") {
-      if (!v.is_object()) return Error(key + ": expected an object");
-      for (const auto& p : v.as_object()) {
-        const std::string field = key + "." + std::string(p.key());
-        auto text = scalar_text(p.value(), field);
-        if (!text) return Error(text.error());
-        entries.emplace_back(field, std::move(*text));
-      }
-    } else {
-      auto text = scalar_text(v, key);
-      if (!text) return Error(text.error());
-      entries.emplace_back(key == "overlap" ? "overlap_source" : key, std::move(*text));
+  // The block size is the pool's (its indexes and engines share it): shown, not changed.
+  c.block_size = current.block_size;
+  if (const YAML::Node b = section["block_size"]) {
+    if (!b.IsScalar() || b.Scalar() != std::to_string(current.block_size)) {
+      return Error(
+          fmt::format("block_size: fixed by the pool's block_size ({})", current.block_size));
     }
   }
-  // The same parser as route::parse_router_config (and its messages, which name the key).
-  if (Status s = route::apply_router_entries(entries, c); !s) return Error(s.error());
-  if (Status s = c.validate(); !s) return Error(s.error());
+  if (Status s = route::read_router_section(section, "", c, {"block_size"}); !s) {
+    return Error(s.error());
+  }
   return c;
 }
 
@@ -401,7 +332,7 @@ json::object explanation_json(const route::Explanation& x, uint32_t prompt_token
           {"prompt_blocks", d.prompt_blocks},
           {"block_size", config.block_size},
           {"policy", config.policy.name},
-          {"overlap_source", std::string(route::to_string(config.overlap_source))},
+          {"overlap", std::string(route::to_string(config.overlap_source))},
           {"decision", std::move(decision)},
           {"endpoints", std::move(endpoints)}};
 }

@@ -72,23 +72,24 @@ struct AddEndpointRequest {
 Result<AddEndpointRequest> parse_add_endpoint(std::string_view body, bool bind_mode);
 
 // The routing parameters as the admin API shows them (GET .../policy):
-// {"policy":..,"params":{..},"filters":[..],"overlap_source":..,"record_decisions":..,
+// {"policy":..,"params":{..},"filters":[..],"overlap":..,"record_decisions":..,
 //  "block_size":..,"prefill_tokens_per_second":..,"saturation":{..},"pd":{..},
 //  "early_reject":{..}}. Parameters that read as numbers are shown as numbers.
 boost::json::object router_config_json(const route::RouterConfig& config);
 
 // A PATCH (replace = false: on top of `current`) or PUT (replace = true: on top of the
-// defaults, keeping current's block_size and overlap_source) body in the shape
+// defaults, keeping current's block_size and overlap) body in the shape
 // router_config_json renders; nested sections may also be given as dotted keys
 // ("saturation.kv_threshold": 0.9). Changing `policy` without `params` starts the new
-// policy from its defaults; a param set to null is removed. The result is validate()d;
+// policy from its defaults; a param set to null is removed. Read by the router's one
+// reader (route::read_router_section) after a JSON check; the result is validate()d;
 // the policy's own parameters are checked when the router rebuilds it
 // (Router::reconfigure). Errors name the field.
 Result<route::RouterConfig> apply_policy_body(const route::RouterConfig& current,
                                               std::string_view body, bool replace);
 
 // The router's view of one prompt (POST .../route):
-// {"prompt_tokens":..,"prompt_blocks":..,"block_size":..,"overlap_source":..,
+// {"prompt_tokens":..,"prompt_blocks":..,"block_size":..,"overlap":..,
 //  "decision":{"accepted":..,"reason":..,"endpoint":..,"url":..,"prefill_endpoint":..,
 //  "matched_blocks":..,"cached_blocks":..,"prefill_tokens":..,"predicted_prefill_ms":..,
 //  "cost":..},"endpoints":[{"id":..,"url":..,"health":..,"matched_blocks":..,

@@ -9,7 +9,9 @@
 #include <set>
 #include <sstream>
 
+#include "core/route/config_yaml.h"
 #include "core/route/router.h"
+#include "env/file.h"
 #include "io/tls_context.h"
 
 namespace kvgate::gateway {
@@ -466,96 +468,17 @@ class Parser {
     return k;
   }
 
+  // The router section, read by the core's one reader (docs/router.md).
   void router(const YAML::Node& r, const std::string& field, route::RouterConfig& rc) const {
-    only_keys(r, field,
-              {"policy", "params", "filters", "overlap", "record_decisions",
-               "prefill_tokens_per_second", "saturation", "pd"});
-    if (auto v = r["policy"]) rc.policy.name = text(v, field + ".policy");
-    if (auto v = r["params"]) rc.policy.params = params(v, field + ".params");
-    if (auto v = r["filters"]) {
-      if (!v.IsSequence()) fail(v, field + ".filters", "expected a list");
-      rc.filters.clear();
-      for (size_t i = 0; i < v.size(); ++i) {
-        std::string ff = fmt::format("{}.filters[{}]", field, i);
-        route::PolicyConfig f;
-        if (v[i].IsScalar()) {
-          f.name = v[i].Scalar();
-        } else {
-          only_keys(v[i], ff, {"name", "params"});
-          if (!v[i]["name"]) fail(v[i], ff + ".name", "missing");
-          f.name = text(v[i]["name"], ff + ".name");
-          if (v[i]["params"]) f.params = params(v[i]["params"], ff + ".params");
-        }
-        rc.filters.push_back(std::move(f));
-      }
+    if (Status st = route::read_router_section(r, field, rc); !st) {
+      throw ConfigError{fmt::format("{}: {}", file_, st.error())};
     }
-    if (auto v = r["overlap"]) {
-      auto o = route::parse_overlap_source(text(v, field + ".overlap"));
-      if (!o) fail(v, field + ".overlap", "expected none, precise, approx or both");
-      rc.overlap_source = *o;
-    } else {
-      // The router's own history: works without KV events configured.
-      rc.overlap_source = route::OverlapSource::kApprox;
-    }
-    if (auto v = r["record_decisions"]) {
-      rc.record_decisions = boolean(v, field + ".record_decisions");
-    }
-    if (auto v = r["prefill_tokens_per_second"]) {
-      rc.prefill_tokens_per_second = number(v, field + ".prefill_tokens_per_second");
-    }
-    if (auto v = r["pd"]) {
-      // Disaggregated prefill/decode (docs/router.md, docs/gateway.md).
-      const std::string pf = field + ".pd";
-      only_keys(v, pf, {"mode", "locality_weight", "local_prefill_max_tokens"});
-      if (auto m = v["mode"]) {
-        auto mode = route::parse_pd_mode(text(m, pf + ".mode"));
-        if (!mode) fail(m, pf + ".mode", "expected auto, off or on");
-        rc.pd.mode = *mode;
-      }
-      if (auto w = v["locality_weight"]) rc.pd.locality_weight = number(w, pf + ".locality_weight");
-      if (auto t = v["local_prefill_max_tokens"]) {
-        rc.pd.local_prefill_max_tokens =
-            static_cast<uint32_t>(integer(t, pf + ".local_prefill_max_tokens", 0, 1'000'000'000));
-      }
-    }
-    if (auto v = r["saturation"]) saturation(v, field + ".saturation", rc.saturation);
-    if (Status s = rc.validate(); !s) fail(r, field, s.error());
     // Build the router once so that an unknown policy or parameter fails here, at the
     // line of the router section, and not at start.
     kv::PreciseIndex precise({.block_size = rc.block_size});
     kv::ApproxIndex approx({});
     auto built = route::Router::create(rc, {.precise = &precise, .approx = &approx});
     if (!built) fail(r, field, built.error());
-  }
-
-  // The saturation filter's thresholds (docs/router.md, "Priorities and shedding").
-  void saturation(const YAML::Node& n, const std::string& field,
-                  route::SaturationConfig& sc) const {
-    only_keys(
-        n, field,
-        {"queue_threshold", "kv_threshold", "critical_max_waiting", "shed", "metrics_max_age_ms"});
-    if (auto v = n["queue_threshold"]) sc.queue_threshold = number(v, field + ".queue_threshold");
-    if (auto v = n["kv_threshold"]) sc.kv_threshold = number(v, field + ".kv_threshold");
-    if (auto v = n["critical_max_waiting"]) {
-      sc.critical_max_waiting =
-          static_cast<uint32_t>(integer(v, field + ".critical_max_waiting", 0, 1'000'000));
-    }
-    if (auto v = n["shed"]) sc.shed = boolean(v, field + ".shed");
-    if (auto v = n["metrics_max_age_ms"]) {
-      sc.metrics_max_age =
-          integer(v, field + ".metrics_max_age_ms", 0, 24LL * 3600 * 1000) * kMillisecond;
-    }
-  }
-
-  std::vector<std::pair<std::string, std::string>> params(const YAML::Node& v,
-                                                          const std::string& field) const {
-    if (!v.IsMap()) fail(v, field, "expected a mapping of parameter to value");
-    std::vector<std::pair<std::string, std::string>> out;
-    for (const auto& kv : v) {
-      std::string key = kv.first.as<std::string>();
-      out.emplace_back(key, text(kv.second, field + "." + key));
-    }
-    return out;
   }
 
   static bool valid_url(std::string_view url) {
@@ -613,11 +536,9 @@ Result<GatewayConfig> parse_gateway_config(std::string_view yaml, std::string_vi
 }
 
 Result<GatewayConfig> load_gateway_config(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return Error(fmt::format("{}: cannot open", file));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_gateway_config(ss.str(), file);
+  auto text = env::read_file(file);
+  if (!text) return Error(text.error());
+  return parse_gateway_config(*text, file);
 }
 
 }  // namespace kvgate::gateway

@@ -15,7 +15,7 @@
 #include <memory>
 #include <sstream>
 
-#include "cli/commands.h"
+#include "cli/exit_code.h"
 
 namespace kvgate::gateway {
 namespace {

@@ -22,6 +22,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "env/file.h"
 #include "io/http_client.h"
 
 namespace kvgate::gateway {
@@ -29,13 +30,7 @@ namespace asio = boost::asio;
 
 namespace {
 
-std::optional<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using env::read_file;
 
 // "http://host:port[/]" -> the endpoint's address.
 Result<EndpointAddress> address_of(const route::EndpointSpec& spec) {
@@ -62,13 +57,16 @@ Nanos monotonic_now() {
 PoolRuntime::PoolRuntime(const PoolConfig& config, const BreakerConfig& breaker,
                          asio::any_io_executor executor, GatewayMetrics& metrics, bool one_thread)
     : config_(config),
-      breaker_(breaker),
       metrics_(metrics),
       strand_(one_thread ? executor : asio::any_io_executor(asio::make_strand(executor))),
       one_thread_(one_thread),
       precise_({.model = config.name, .block_size = config.router.block_size}),
       approx_({}),
       rng_(std::hash<std::string>{}(config.name) ^ 0x6b76676174650001ULL),
+      breakers_(
+          {.failures = static_cast<uint32_t>(std::max(breaker.failures, 1)),
+           .open_for =
+               std::chrono::duration_cast<std::chrono::nanoseconds>(breaker.open_for).count()}),
       block_seed_(kv::block_seed(config.name, "", "")) {}
 
 PoolRuntime::~PoolRuntime() = default;
@@ -122,8 +120,7 @@ Result<route::EndpointId> PoolRuntime::add_on_strand(route::EndpointSpec spec,
   if (!id) return Error(id.error());
   addr->id = *id;
   addr->kv_events = std::move(kv_events);
-  if (breakers_.size() <= *id) breakers_.resize(*id + 1);
-  breakers_[*id] = Breaker{};
+  breakers_.reset(*id);
   {
     std::lock_guard lock(endpoints_mu_);
     if (endpoints_.size() <= *id) endpoints_.resize(*id + 1);
@@ -202,7 +199,7 @@ asio::awaitable<std::optional<Result<bool>>> PoolRuntime::remove_task(
   }
   const bool drained = !busy();
   router_->remove_endpoint(id);  // and its entries in both indexes
-  breakers_[id] = Breaker{};
+  breakers_.reset(id);
   {
     std::lock_guard lock(endpoints_mu_);
     endpoints_[id].reset();
@@ -293,17 +290,11 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
 }
 
 void PoolRuntime::close_expired_breakers(Nanos now) {
-  for (size_t id = 0; id < breakers_.size(); ++id) {
-    Breaker& b = breakers_[id];
-    if (b.open_until > 0 && now >= b.open_until && !removing(static_cast<route::EndpointId>(id))) {
-      // Half-open: let requests probe it; the next failure opens it again at once.
-      b.open_until = 0;
-      b.consecutive_failures = breaker_.failures - 1;
-      router_->pool().set_health(static_cast<route::EndpointId>(id), route::Health::kHealthy);
-      if (auto e = endpoint(static_cast<route::EndpointId>(id))) {
-        metrics_.breaker(config_.name, e->url, false);
-      }
-    }
+  for (route::EndpointId id : breakers_.expire(now)) {
+    if (removing(id)) continue;
+    // Half-open: requests probe it; the next failure opens it again at once.
+    router_->pool().set_health(id, route::Health::kHealthy);
+    if (auto e = endpoint(id)) metrics_.breaker(config_.name, e->url, false);
   }
 }
 
@@ -344,17 +335,14 @@ std::optional<Pick> PoolRuntime::pick_now(const route::RouteRequest& request,
 Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
                                    const std::vector<route::EndpointId>& excluded, Nanos now) {
   close_expired_breakers(now);
-  std::vector<route::EndpointId> hidden;
-  for (route::EndpointId id : excluded) {
-    const route::Endpoint* e = router_->pool().get(id);
-    if (e && e->health == route::Health::kHealthy) {
-      router_->pool().set_health(id, route::Health::kUnhealthy);
-      hidden.push_back(id);
-    }
-  }
   Pick pick;
-  pick.decision = router_->route(request, now, rng_);
-  for (route::EndpointId id : hidden) router_->pool().set_health(id, route::Health::kHealthy);
+  if (excluded.empty()) {
+    pick.decision = router_->route(request, now, rng_);
+  } else {
+    route::RouteRequest retry = request;  // a retry skips the endpoints that failed it
+    retry.excluded = excluded;
+    pick.decision = router_->route(retry, now, rng_);
+  }
   const auto reason = static_cast<size_t>(pick.decision.reason);
   std::atomic<uint64_t>*& counter = decision_counters_.at(reason);
   if (!counter) {
@@ -399,24 +387,16 @@ void PoolRuntime::finish_on_strand(route::RequestId id, bool ok, Nanos now) {
 }
 
 void PoolRuntime::endpoint_result_on_strand(route::EndpointId endpoint, bool ok) {
-  if (endpoint >= breakers_.size()) return;
-  Breaker& b = breakers_[endpoint];
-  if (ok) {
-    b.consecutive_failures = 0;
-    return;
-  }
-  if (b.open_until > 0 || removing(endpoint)) return;
-  if (++b.consecutive_failures >= breaker_.failures) {
-    b.open_until = monotonic_now() +
-                   std::chrono::duration_cast<std::chrono::nanoseconds>(breaker_.open_for).count();
+  if (removing(endpoint)) return;
+  if (breakers_.on_result(endpoint, ok, monotonic_now()) ==
+      route::CircuitBreakers::Transition::kOpened) {
     router_->pool().set_health(endpoint, route::Health::kUnhealthy);
     if (auto e = this->endpoint(endpoint)) metrics_.breaker(config_.name, e->url, true);
   }
 }
 
-PoolRuntime::BreakerState PoolRuntime::breaker_state(route::EndpointId id) const {
-  if (id >= breakers_.size()) return {};
-  return {breakers_[id].consecutive_failures, breakers_[id].open_until};
+route::CircuitBreakers::State PoolRuntime::breaker_state(route::EndpointId id) const {
+  return breakers_.state(id);
 }
 
 void PoolRuntime::post(std::function<void(route::Router&, kv::PreciseIndex&)> fn) {

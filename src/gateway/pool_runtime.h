@@ -5,12 +5,13 @@
 // breaker) runs on that strand, so the core needs no locks. Tokenization for routing
 // happens before, on the caller's thread (the tokenizer is immutable and thread-safe).
 //
-// A circuit breaker per endpoint: after `failures` consecutive failures the endpoint is
-// marked unhealthy in the router for `open_for`; after that, it is put back (half-open)
-// and the next failure opens it again, a success closes it.
+// A circuit breaker per endpoint (route::CircuitBreakers, the core's): after `failures`
+// consecutive failures the endpoint is marked unhealthy in the router for `open_for`;
+// after that, it is put back (half-open) and the next failure opens it again, a success
+// closes it.
 //
-// Retries exclude endpoints that already failed for this request: pick() hides them
-// from the router for the one decision.
+// Retries exclude endpoints that already failed for this request: they go to the router
+// as part of the route request (RouteRequest::excluded), for that one decision.
 //
 // Endpoints come from the config and may be added and removed at run time (admin API,
 // autoscaler): add_endpoint puts one in the router at once; remove_endpoint drains it
@@ -42,6 +43,7 @@
 #include "core/kv/approx_index.h"
 #include "core/kv/block_hash.h"
 #include "core/kv/precise_index.h"
+#include "core/route/circuit_breaker.h"
 #include "core/route/router.h"
 #include "core/tokenizer/chat_template.h"
 #include "core/tokenizer/tokenizer.h"
@@ -150,12 +152,9 @@ class PoolRuntime {
   // Control plane (scrapes, KV events): posts `fn(router, precise index)` to the strand.
   void post(std::function<void(route::Router&, kv::PreciseIndex&)> fn);
 
-  // The circuit breaker of `id` (admin views). Call on the strand (inside with_router).
-  struct BreakerState {
-    int consecutive_failures = 0;
-    Nanos open_until = 0;  // > 0 while open (monotonic_now() time)
-  };
-  BreakerState breaker_state(route::EndpointId id) const;
+  // The circuit breaker of `id` (admin views; open_until in monotonic_now() time). Call
+  // on the strand (inside with_router).
+  route::CircuitBreakers::State breaker_state(route::EndpointId id) const;
 
   // Test and admin access: runs `fn(router)` on the strand.
   boost::asio::awaitable<void> with_router(std::function<void(route::Router&)> fn);
@@ -192,7 +191,6 @@ class PoolRuntime {
   bool removing(route::EndpointId id) const;
 
   const PoolConfig config_;
-  const BreakerConfig breaker_;
   GatewayMetrics& metrics_;
   std::optional<tokenizer::Tokenizer> tokenizer_;
   std::optional<tokenizer::ChatTemplate> chat_template_;
@@ -204,11 +202,7 @@ class PoolRuntime {
   kv::ApproxIndex approx_;
   std::unique_ptr<route::Router> router_;
   Rng rng_;
-  struct Breaker {
-    int consecutive_failures = 0;
-    Nanos open_until = 0;  // > 0 while open
-  };
-  std::vector<Breaker> breakers_;  // by EndpointId
+  route::CircuitBreakers breakers_;
   // kvgate_routing_decisions_total's counters, by RejectReason (kNone: accepted).
   std::array<std::atomic<uint64_t>*, 8> decision_counters_{};
   uint64_t block_seed_ = 0;  // of the pool's block keys (keys_for)

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "cli/commands.h"
+#include "cli/exit_code.h"
 #include "gateway/config.h"
 #include "gateway/gateway.h"
 #include "gateway/keys.h"

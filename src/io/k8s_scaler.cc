@@ -20,6 +20,8 @@
 #include <sstream>
 #include <utility>
 
+#include "env/file.h"
+
 namespace kvgate::io {
 
 namespace net = boost::asio;
@@ -31,13 +33,7 @@ using tcp = boost::asio::ip::tcp;
 
 namespace {
 
-Result<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error("cannot read " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using env::read_file;
 
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();

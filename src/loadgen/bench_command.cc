@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "cli/commands.h"
+#include "cli/exit_code.h"
 #include "loadgen/load_generator.h"
 #include "sim/report.h"
 #include "sim/scenario.h"
@@ -21,7 +21,7 @@ struct BenchArgs {
   bool no_progress = false;
 };
 
-int RunBench(BenchArgs& args) {
+int run_bench(BenchArgs& args) {
   Result<sim::Scenario> scenario = sim::load_scenario(args.scenario);
   if (!scenario) {
     fmt::print(stderr, "kvgate bench: {}\n", scenario.error());
@@ -86,7 +86,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--out", args->out,
                   "Directory for summary.csv, stages.csv, report.json, requests.csv and SVGs");
   cmd->add_flag("--no-progress", args->no_progress, "Do not draw the progress bar on stderr");
-  cmd->callback([args] { cli::set_exit_code(RunBench(*args)); });
+  cmd->callback([args] { cli::set_exit_code(run_bench(*args)); });
 }
 
 }  // namespace kvgate::loadgen

@@ -62,7 +62,7 @@ class SseReader {
   std::string buf_;
 };
 
-void ReadChunk(std::string_view data, Nanos at, StreamOutcome& out) {
+void read_chunk(std::string_view data, Nanos at, StreamOutcome& out) {
   if (data == "[DONE]") {
     out.done = true;
     return;
@@ -248,7 +248,7 @@ class Runner {
       }
       if (piece->empty()) break;
       const Nanos at = virtual_now();
-      sse.feed(*piece, [&](std::string_view data) { ReadChunk(data, at, out); });
+      sse.feed(*piece, [&](std::string_view data) { read_chunk(data, at, out); });
     }
     if (out.done) {
       rec.first_token = out.first_token;

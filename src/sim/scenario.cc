@@ -5,7 +5,9 @@
 #include <set>
 #include <sstream>
 
+#include "core/route/config_yaml.h"
 #include "core/scale/config_yaml_node.h"
+#include "env/file.h"
 #include "sim/workload_yaml.h"
 #include "sim/yaml_util.h"
 
@@ -19,20 +21,14 @@ uint32_t Scenario::engine_count() const {
 
 namespace {
 
-Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error("cannot open " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using env::read_file;
 
 Result<engine::Profile> load_profile(const std::string& name, const std::string& base_dir) {
   if (auto builtin = engine::builtin_profile(name)) return std::move(*builtin);
   // Not a built-in: a YAML profile file.
   const std::string path =
       (!name.empty() && name[0] == '/') || base_dir.empty() ? name : base_dir + "/" + name;
-  auto text = read_text(path);
+  auto text = read_file(path);
   if (!text) {
     std::string known;
     for (auto n : engine::builtin_profile_names())
@@ -90,59 +86,14 @@ Nanos millis(double ms) { return static_cast<Nanos>(ms * 1e6); }
 
 Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
   PolicySpec p;
-  KVGATE_TRY(check_keys(
-      n,
-      {"name", "policy", "params", "overlap", "filters", "saturation", "approx", "record_decisions",
-       "prefill_tokens_per_second", "early_reject", "pd", "autoscale", "oracle", "warmup"},
-      where));
+  // The router's keys sit beside the simulator's own (name, approx, autoscale, oracle,
+  // warmup) and are read by the same reader as `kvgate serve`'s `router:` section.
+  if (!n.IsMap()) return Error(where + ": expected a mapping");
+  if (!n["policy"]) return Error(where + ".policy: required");
+  KVGATE_TRY(route::read_router_section(n, where, p.router,
+                                        {"name", "approx", "autoscale", "oracle", "warmup"}));
   KVGATE_TRY(read_field(n, "name", p.name, where));
-  KVGATE_TRY(read_field(n, "policy", p.router.policy.name, where));
   if (p.name.empty()) p.name = p.router.policy.name;
-  if (const YAML::Node params = n["params"]; params && params.IsMap()) {
-    for (const auto& kv : params) {
-      p.router.policy.params.emplace_back(kv.first.as<std::string>(""),
-                                          kv.second.as<std::string>(""));
-    }
-  }
-  std::string overlap;
-  KVGATE_TRY(read_field(n, "overlap", overlap, where));
-  if (!overlap.empty()) {
-    auto o = route::parse_overlap_source(overlap);
-    if (!o) return Error(where + ".overlap: expected none, precise, approx or both");
-    p.router.overlap_source = *o;
-  }
-  if (const YAML::Node f = n["filters"]) {
-    if (!f.IsSequence()) return Error(where + ".filters: expected a list");
-    p.router.filters.clear();
-    for (const auto& item : f) {
-      route::PolicyConfig fc;
-      if (item.IsScalar()) {
-        fc.name = item.as<std::string>();
-      } else {
-        KVGATE_TRY(read_field(item, "name", fc.name, where + ".filters"));
-        if (const YAML::Node params = item["params"]; params && params.IsMap()) {
-          for (const auto& kv : params) {
-            fc.params.emplace_back(kv.first.as<std::string>(""), kv.second.as<std::string>(""));
-          }
-        }
-      }
-      p.router.filters.push_back(std::move(fc));
-    }
-  }
-  if (const YAML::Node s = n["saturation"]) {
-    const std::string ws = where + ".saturation";
-    KVGATE_TRY(check_keys(
-        s, {"queue_threshold", "kv_threshold", "critical_max_waiting", "shed", "metrics_max_age_s"},
-        ws));
-    auto& sat = p.router.saturation;
-    KVGATE_TRY(read_field(s, "queue_threshold", sat.queue_threshold, ws));
-    KVGATE_TRY(read_field(s, "kv_threshold", sat.kv_threshold, ws));
-    KVGATE_TRY(read_field(s, "critical_max_waiting", sat.critical_max_waiting, ws));
-    KVGATE_TRY(read_field(s, "shed", sat.shed, ws));
-    double age = to_seconds(sat.metrics_max_age);
-    KVGATE_TRY(read_field(s, "metrics_max_age_s", age, ws));
-    sat.metrics_max_age = seconds(age);
-  }
   if (const YAML::Node a = n["approx"]) {
     const std::string wa = where + ".approx";
     KVGATE_TRY(check_keys(a, {"ttl_s", "capacity_pairs"}, wa));
@@ -151,32 +102,6 @@ Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
     p.approx.ttl = seconds(ttl);
     KVGATE_TRY(read_field(a, "capacity_pairs", p.approx.capacity_pairs, wa));
   }
-  KVGATE_TRY(read_field(n, "record_decisions", p.router.record_decisions, where));
-  KVGATE_TRY(read_field(n, "prefill_tokens_per_second", p.router.prefill_tokens_per_second, where));
-  if (const YAML::Node e = n["early_reject"]) {
-    const std::string we = where + ".early_reject";
-    KVGATE_TRY(check_keys(e, {"enabled", "max_usage", "decode_seconds_per_token", "predict"}, we));
-    auto& er = p.router.early_reject;
-    er.enabled = true;
-    KVGATE_TRY(read_field(e, "enabled", er.enabled, we));
-    KVGATE_TRY(read_field(e, "max_usage", er.max_usage, we));
-    KVGATE_TRY(read_field(e, "decode_seconds_per_token", er.decode_seconds_per_token, we));
-    KVGATE_TRY(read_field(e, "predict", er.predict, we));
-  }
-  if (const YAML::Node d = n["pd"]) {
-    const std::string wd = where + ".pd";
-    KVGATE_TRY(check_keys(d, {"mode", "locality_weight", "local_prefill_max_tokens"}, wd));
-    std::string mode;
-    KVGATE_TRY(read_field(d, "mode", mode, wd));
-    if (!mode.empty()) {
-      auto m = route::parse_pd_mode(mode);
-      if (!m) return Error(wd + ".mode: expected auto, off or on");
-      p.router.pd.mode = *m;
-    }
-    KVGATE_TRY(read_field(d, "locality_weight", p.router.pd.locality_weight, wd));
-    KVGATE_TRY(read_field(d, "local_prefill_max_tokens", p.router.pd.local_prefill_max_tokens, wd));
-  }
-  if (p.router.policy.name.empty()) return Error(where + ".policy: required");
   if (const YAML::Node a = n["autoscale"]) {
     auto c = scale::parse_autoscale_node(a, where + ".autoscale");
     if (!c) return Error(c.error());
@@ -356,7 +281,7 @@ Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string&
 }
 
 Result<Scenario> load_scenario(const std::string& path) {
-  auto text = read_text(path);
+  auto text = read_file(path);
   if (!text) return Error(text.error());
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);

@@ -7,7 +7,7 @@
 #include <memory>
 #include <sstream>
 
-#include "cli/commands.h"
+#include "cli/exit_code.h"
 #include "sim/cluster_sim.h"
 #include "sim/pd_load_report.h"
 #include "sim/scaling_report.h"

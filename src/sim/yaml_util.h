@@ -10,14 +10,6 @@
 
 #include "core/common/result.h"
 
-// Returns the error of a failed Status from the enclosing function (which returns a
-// Result or a Status).
-#define KVGATE_TRY(expr)                         \
-  do {                                           \
-    ::kvgate::Status s_ = (expr);                \
-    if (!s_) return ::kvgate::Error(s_.error()); \
-  } while (0)
-
 namespace kvgate::sim {
 
 // Reads `node[key]` into `out` when present; leaves `out` unchanged when absent.

@@ -149,7 +149,7 @@ TEST(AdminJson, PolicyRendersEveryParameter) {
   EXPECT_EQ(v.at("params").at("mode").as_string(), "fast");
   EXPECT_EQ(v.at("filters").as_array().size(), 1u);
   EXPECT_EQ(v.at("filters").at(0).as_string(), "saturation");
-  EXPECT_EQ(v.at("overlap_source").as_string(), "approx");
+  EXPECT_EQ(v.at("overlap").as_string(), "approx");
   EXPECT_EQ(v.at("block_size").as_int64(), 16);
   EXPECT_DOUBLE_EQ(v.at("saturation").at("kv_threshold").to_number<double>(), 0.8);
   EXPECT_DOUBLE_EQ(v.at("saturation").at("metrics_max_age").to_number<double>(), 5);
@@ -207,19 +207,19 @@ TEST(AdminJson, PolicyErrorsNameTheField) {
     return r ? std::string("(ok)") : r.error();
   };
   EXPECT_TRUE(err("nope").starts_with("body is not valid JSON"));
-  EXPECT_EQ(err(R"({"policy":3})"), "policy: expected a policy name (string)");
-  EXPECT_EQ(err(R"({"params":[1]})"), "params: expected an object of parameter to value");
+  EXPECT_EQ(err(R"({"policy":[3]})"), "policy: expected a name (line 1, column 11)");
+  EXPECT_EQ(err(R"({"params":[1]})"), "params: expected a mapping (line 1, column 11)");
   EXPECT_EQ(err(R"({"params":{"overlap_weight":[1]}})"),
-            "params.overlap_weight: expected a number, string or boolean");
+            "params.overlap_weight: expected a value (line 1, column 29)");
   EXPECT_EQ(err(R"({"saturation":{"kv_threshold":0}})"),
-            "router: saturation.kv_threshold must be > 0");
+            "router: saturation.kv_threshold must be > 0 (line 1, column 1)");
   EXPECT_EQ(err(R"({"saturation":{"kv_threshold":"high"}})"),
-            "router: saturation.kv_threshold: not a number: 'high'");
+            "saturation.kv_threshold: expected a number (line 1, column 31)");
   EXPECT_EQ(err(R"({"saturation":{"shed":1}})"),
-            "router: saturation.shed: expected true or false, got '1'");
-  EXPECT_EQ(err(R"({"colour":"blue"})"), "router: unknown key 'colour'");
-  EXPECT_EQ(err(R"({"filters":[3]})"),
-            R"(filters[0]: expected a name or {"name":..,"params":{..}})");
+            "saturation.shed: expected true or false (line 1, column 23)");
+  EXPECT_EQ(err(R"({"colour":"blue"})"), "colour: unknown field (line 1, column 2)");
+  EXPECT_EQ(err(R"({"filters":[[3]]})"), "filters[0]: expected a mapping (line 1, column 13)");
+  EXPECT_EQ(err(R"({"block_size":32})"), "block_size: fixed by the pool's block_size (16)");
 }
 
 TEST(AdminJson, RouteViewNamesEndpointsAndCosts) {

@@ -244,7 +244,7 @@ TEST(GatewayAdmin, PolicyParametersChangeAtRunTimeAndAreValidated) {
   json::value p = admin.get_json("/admin/pools/sim/policy");
   EXPECT_EQ(p.at("policy").as_string(), "kv-cost");
   EXPECT_TRUE(p.at("params").as_object().empty());
-  EXPECT_EQ(p.at("overlap_source").as_string(), "approx");
+  EXPECT_EQ(p.at("overlap").as_string(), "approx");
 
   auto r = admin.call("PATCH", "/admin/pools/sim/policy",
                       R"({"params":{"overlap_weight":3,"temperature":0.25},)"
@@ -280,7 +280,7 @@ TEST(GatewayAdmin, PolicyParametersChangeAtRunTimeAndAreValidated) {
   p = parse_json(r.body);
   EXPECT_EQ(p.at("policy").as_string(), "least-request");
   EXPECT_DOUBLE_EQ(p.at("saturation").at("queue_threshold").to_number<double>(), 5);
-  EXPECT_EQ(p.at("overlap_source").as_string(), "approx");
+  EXPECT_EQ(p.at("overlap").as_string(), "approx");
   // Requests still route under the new policy.
   auto g = admin.gw.post("/v1/completions", R"({"model":"sim","prompt":"hi","max_tokens":2})");
   EXPECT_EQ(g.status, 200) << g.body;

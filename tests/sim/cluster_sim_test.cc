@@ -196,7 +196,7 @@ policies:
     policy: kv-cost
     overlap: precise
     prefill_tokens_per_second: 20000
-    early_reject: {max_usage: 0.85, decode_seconds_per_token: 0.01}
+    early_reject: {enabled: true, max_usage: 0.85, decode_seconds_per_token: 0.01}
 workload:
   kind: shared_prefix
   shared_prefix: {groups: 10, prompts_per_group: 2, system_prompt_tokens: 1024,

@@ -26,12 +26,12 @@ policies:
     policy: least-request
     overlap: none
     prefill_tokens_per_second: 34000
-    early_reject: {max_usage: 0.85, decode_seconds_per_token: 0.010, predict: false}
+    early_reject: {enabled: true, max_usage: 0.85, decode_seconds_per_token: 0.010, predict: false}
   - name: predicted
     policy: least-request
     overlap: none
     prefill_tokens_per_second: 34000
-    early_reject: {max_usage: 0.85, decode_seconds_per_token: 0.010}
+    early_reject: {enabled: true, max_usage: 0.85, decode_seconds_per_token: 0.010}
 workload:
   kind: shared_prefix
   shared_prefix: {groups: 300, prompts_per_group: 1, system_prompt_tokens: 14000,

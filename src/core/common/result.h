@@ -60,3 +60,11 @@ class [[nodiscard]] Status {
 };
 
 }  // namespace kvgate
+
+// Returns the error of a failed Status from the enclosing function (which returns a
+// Result or a Status):  KVGATE_TRY(expect_map(node, path, {"a", "b"}));
+#define KVGATE_TRY(expr)                         \
+  do {                                           \
+    ::kvgate::Status s_ = (expr);                \
+    if (!s_) return ::kvgate::Error(s_.error()); \
+  } while (0)

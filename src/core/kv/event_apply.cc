@@ -3,7 +3,7 @@
 namespace kvgate::kv {
 namespace {
 
-Medium ToMedium(const std::optional<std::string>& m) {
+Medium to_medium(const std::optional<std::string>& m) {
   return m && *m == "CPU" ? Medium::kCpu : Medium::kGpu;
 }
 
@@ -18,11 +18,11 @@ void apply_event_batch(PreciseIndex& index, EndpointId endpoint, const EventBatc
       e.token_ids = s->token_ids;
       e.block_size = s->block_size;
       if (s->lora_name) e.lora_name = *s->lora_name;
-      e.medium = ToMedium(s->medium);
+      e.medium = to_medium(s->medium);
       index.apply_stored(endpoint, e);
     } else if (const auto* r = std::get_if<BlockRemoved>(&ev)) {
       index.apply_removed(endpoint,
-                          {.block_hashes = r->block_hashes, .medium = ToMedium(r->medium)});
+                          {.block_hashes = r->block_hashes, .medium = to_medium(r->medium)});
     } else {
       index.apply_all_cleared(endpoint);
     }

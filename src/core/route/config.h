@@ -1,7 +1,7 @@
-// RouterConfig: everything that shapes routing decisions, parsed once elsewhere.
-//
-// The gateway builds it from its YAML file, the simulator from its scenario, tests by
-// hand; the core never sees YAML. A policy's own parameters stay a flat list of
+// RouterConfig: everything that shapes routing decisions, read once by
+// read_router_section (config_yaml.h) for the gateway, the simulator and the admin API
+// alike, or built by hand in tests. Its defaults are the documented ones
+// (docs/router.md). A policy's own parameters stay a flat list of
 // key/value strings (PolicyConfig::params) that the policy's factory parses and
 // validates when the router is built, so a typo is an error at startup, not a silent
 // default.
@@ -122,7 +122,8 @@ struct RouterConfig {
   // Filters applied in order before the policy, by name (see registry.h): "healthy"
   // (always applied first, listed or not), "saturation" (criticality/shedding).
   std::vector<PolicyConfig> filters{{"saturation", {}}};
-  OverlapSource overlap_source = OverlapSource::kPrecise;
+  // The router's own history by default: it works without KV events configured.
+  OverlapSource overlap_source = OverlapSource::kApprox;
   // After each accepted decision, record it in the ApproxIndex (when the router has
   // one), so that history-based overlap learns from it.
   bool record_decisions = true;
@@ -136,25 +137,5 @@ struct RouterConfig {
   // Error naming the first field that is out of range.
   Status validate() const;
 };
-
-// Builds a RouterConfig from flat "dotted.key" = "value" entries, starting from the
-// defaults above; what a YAML `router:` map flattens to. Keys (docs/router.md):
-//   policy, policy.<param>, filters (comma-separated, "" for none), overlap_source,
-//   record_decisions, block_size, prefill_tokens_per_second,
-//   saturation.{queue_threshold, kv_threshold, critical_max_waiting, shed,
-//               metrics_max_age (seconds)},
-//   pd.{mode, locality_weight, local_prefill_max_tokens},
-//   early_reject.{enabled, max_usage, decode_seconds_per_token, predict}.
-// Booleans are true|false. Error on an unknown key, a malformed value, or a result that
-// fails validate(); the policy's own parameters are checked by Router::create.
-Result<RouterConfig> parse_router_config(
-    std::span<const std::pair<std::string, std::string>> entries);
-
-// The same keys applied on top of `config` (a run-time change of some parameters);
-// `policy.<param>` entries are appended to the policy's parameters. Does not validate()
-// the result. Error on an unknown key or a malformed value; `config` may then be
-// partly changed.
-Status apply_router_entries(std::span<const std::pair<std::string, std::string>> entries,
-                            RouterConfig& config);
 
 }  // namespace kvgate::route

@@ -7,12 +7,16 @@
 namespace kvgate::route::builtin {
 namespace {
 
-// Healthy endpoints only (not unhealthy, not draining).
+// Healthy endpoints only (not unhealthy, not draining), and not one the request excludes.
 class HealthyFilter final : public Filter {
  public:
   std::string_view name() const override { return "healthy"; }
-  RejectReason apply(const RouteContext&, std::vector<Candidate>& c) override {
-    std::erase_if(c, [](const Candidate& x) { return x.endpoint->health != Health::kHealthy; });
+  RejectReason apply(const RouteContext& ctx, std::vector<Candidate>& c) override {
+    const std::span<const EndpointId> excluded = ctx.request.excluded;
+    std::erase_if(c, [&](const Candidate& x) {
+      return x.endpoint->health != Health::kHealthy ||
+             std::find(excluded.begin(), excluded.end(), x.endpoint->id) != excluded.end();
+    });
     return c.empty() ? RejectReason::kNoHealthyEndpoints : RejectReason::kNone;
   }
 };

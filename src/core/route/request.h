@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/kv/block_hash.h"
+#include "core/kv/prefix_index.h"
 
 namespace kvgate::route {
 
@@ -39,6 +40,9 @@ struct RouteRequest {
   // unknown. Counted in the request's KV blocks and in early rejection's prediction.
   uint32_t expected_output_tokens = 0;
   Criticality criticality = Criticality::kStandard;
+  // Endpoints this request must not go to (a retry skips the ones that failed it); the
+  // healthy filter, which always runs first, drops them.
+  std::span<const kv::EndpointId> excluded;
 };
 
 }  // namespace kvgate::route

@@ -11,28 +11,6 @@
 
 namespace kvgate::scale {
 
-std::string yaml_location(const YAML::Node& n) {
-  const YAML::Mark m = n.Mark();
-  if (m.line < 0) return "";
-  return " (line " + std::to_string(m.line + 1) + ", column " + std::to_string(m.column + 1) + ")";
-}
-
-Error yaml_fail(const YAML::Node& n, const std::string& path, const std::string& what) {
-  return Error(path + ": " + what + yaml_location(n));
-}
-
-Status expect_map(const YAML::Node& n, const std::string& path,
-                  std::initializer_list<std::string_view> known) {
-  if (!n.IsMap()) return yaml_fail(n, path, "expected a mapping");
-  for (const auto& kv : n) {
-    const std::string key = kv.first.Scalar();
-    bool ok = false;
-    for (std::string_view k : known) ok = ok || k == key;
-    if (!ok) return yaml_fail(kv.first, path + "." + key, "unknown field");
-  }
-  return {};
-}
-
 namespace {
 
 Status read_double(const YAML::Node& map, const char* key, const std::string& path, double& out) {
@@ -86,11 +64,6 @@ Status read_string(const YAML::Node& map, const char* key, const std::string& pa
   out = n.Scalar();
   return {};
 }
-
-#define KVGATE_TRY(expr)                    \
-  do {                                      \
-    if (Status s_ = (expr); !s_) return s_; \
-  } while (0)
 
 Status parse_rules(const YAML::Node& n, const std::string& path, ScalingRules& r) {
   KVGATE_TRY(expect_map(n, path, {"stabilization_window", "select_policy", "policies"}));
@@ -357,8 +330,6 @@ Status parse_section(const YAML::Node& n, const std::string& path, AutoscaleConf
   if (const YAML::Node p = n["planner"]) KVGATE_TRY(parse_planner(p, path + ".planner", c));
   return {};
 }
-
-#undef KVGATE_TRY
 
 }  // namespace
 

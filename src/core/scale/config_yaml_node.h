@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "core/common/result.h"
+#include "core/common/yaml_node.h"
 #include "core/scale/config.h"
 
 namespace kvgate::scale {
@@ -18,13 +19,10 @@ namespace kvgate::scale {
 Result<AutoscaleConfig> parse_autoscale_node(const YAML::Node& section,
                                              const std::string& path = "autoscale");
 
-// Pieces of the parser that the gateway's `autoscale:` parser shares.
-// " (line L, column C)" for a node from a file, "" otherwise.
-std::string yaml_location(const YAML::Node& n);
-// "PATH: WHAT (line L, column C)".
-Error yaml_fail(const YAML::Node& n, const std::string& path, const std::string& what);
-// A mapping whose keys are all in `known`; else the first unknown key is the error.
-Status expect_map(const YAML::Node& n, const std::string& path,
-                  std::initializer_list<std::string_view> known);
+// The node helpers (core/common/yaml_node.h), under the names the gateway's `autoscale:`
+// parser uses.
+using kvgate::expect_map;
+using kvgate::yaml_fail;
+using kvgate::yaml_location;
 
 }  // namespace kvgate::scale

@@ -1,6 +1,9 @@
 #include "core/route/config.h"
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include "core/route/config_yaml.h"
 
 namespace kvgate::route {
 namespace {
@@ -16,34 +19,32 @@ TEST(RouterConfig, DefaultsAreValid) {
   EXPECT_EQ(c.saturation.critical_max_waiting, 50u);
 }
 
-TEST(RouterConfig, ParsesDottedKeys) {
-  auto c = parse_router_config(Entries{{"policy", "kv-cost"},
-                                       {"policy.overlap_weight", "2"},
-                                       {"policy.temperature", "0.5"},
-                                       {"filters", "healthy, saturation"},
-                                       {"overlap_source", "both"},
-                                       {"record_decisions", "false"},
-                                       {"block_size", "64"},
-                                       {"prefill_tokens_per_second", "20000"},
-                                       {"saturation.queue_threshold", "8"},
-                                       {"saturation.kv_threshold", "0.9"},
-                                       {"saturation.critical_max_waiting", "30"},
-                                       {"saturation.shed", "false"},
-                                       {"saturation.metrics_max_age", "1.5"},
-                                       {"pd.mode", "on"},
-                                       {"pd.locality_weight", "10"},
-                                       {"pd.local_prefill_max_tokens", "256"},
-                                       {"early_reject.enabled", "true"},
-                                       {"early_reject.max_usage", "0.9"},
-                                       {"early_reject.decode_seconds_per_token", "0.02"},
-                                       {"early_reject.predict", "false"}});
+Result<RouterConfig> read(std::string_view yaml, RouterConfig base = {}) {
+  if (Status s = read_router_section(YAML::Load(std::string(yaml)), "router", base); !s) {
+    return Error(s.error());
+  }
+  return base;
+}
+
+TEST(RouterConfig, ReadsEveryKey) {
+  auto c = read(R"(
+policy: kv-cost
+params: {overlap_weight: 2, temperature: 0.5}
+filters: [healthy, {name: saturation}]
+overlap: both
+record_decisions: false
+prefill_tokens_per_second: 20000
+saturation: {queue_threshold: 8, kv_threshold: 0.9, critical_max_waiting: 30, shed: false,
+             metrics_max_age: 1500ms}
+pd: {mode: on, locality_weight: 10, local_prefill_max_tokens: 256}
+early_reject: {enabled: true, max_usage: 0.9, decode_seconds_per_token: 0.02, predict: false}
+)");
   ASSERT_TRUE(c.ok()) << c.error();
   EXPECT_EQ(c->policy.params, (Entries{{"overlap_weight", "2"}, {"temperature", "0.5"}}));
   ASSERT_EQ(c->filters.size(), 2u);
   EXPECT_EQ(c->filters[1].name, "saturation");
   EXPECT_EQ(c->overlap_source, OverlapSource::kBoth);
   EXPECT_FALSE(c->record_decisions);
-  EXPECT_EQ(c->block_size, 64u);
   EXPECT_DOUBLE_EQ(c->prefill_tokens_per_second, 20000);
   EXPECT_DOUBLE_EQ(c->saturation.queue_threshold, 8);
   EXPECT_DOUBLE_EQ(c->saturation.kv_threshold, 0.9);
@@ -59,25 +60,90 @@ TEST(RouterConfig, ParsesDottedKeys) {
   EXPECT_FALSE(c->early_reject.predict);
 }
 
+TEST(RouterConfig, DottedKeysEqualNestedOnes) {
+  auto dotted = read(
+      "policy.overlap_weight: 2\nsaturation.shed: false\nsaturation.metrics_max_age: 2\n"
+      "pd.mode: off\nearly_reject.enabled: true\nparams.temperature: 0.1\n");
+  auto nested = read(
+      "params: {overlap_weight: 2, temperature: 0.1}\nsaturation: {shed: false, "
+      "metrics_max_age: 2s}\npd: {mode: off}\nearly_reject: {enabled: true}\n");
+  ASSERT_TRUE(dotted.ok()) << dotted.error();
+  ASSERT_TRUE(nested.ok()) << nested.error();
+  EXPECT_EQ(dotted->policy.params, nested->policy.params);
+  EXPECT_EQ(dotted->saturation.shed, nested->saturation.shed);
+  EXPECT_EQ(dotted->saturation.metrics_max_age, 2 * kSecond);
+  EXPECT_EQ(nested->saturation.metrics_max_age, 2 * kSecond);
+  EXPECT_EQ(dotted->pd.mode, PdMode::kOff);
+  EXPECT_TRUE(dotted->early_reject.enabled);
+}
+
+TEST(RouterConfig, AbsentKeysKeepTheDefaults) {
+  auto c = read("{}");
+  ASSERT_TRUE(c.ok());
+  RouterConfig d;
+  EXPECT_EQ(c->overlap_source, OverlapSource::kApprox);
+  EXPECT_EQ(c->policy.name, d.policy.name);
+  EXPECT_FALSE(c->early_reject.enabled);  // a section does not enable itself
+  auto e = read("early_reject: {max_usage: 0.5}");
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE(e->early_reject.enabled);
+}
+
 TEST(RouterConfig, EmptyFiltersMeansNone) {
-  auto c = parse_router_config(Entries{{"filters", ""}});
+  auto c = read("filters: []");
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(c->filters.empty());
 }
 
-TEST(RouterConfig, RejectsBadEntries) {
-  EXPECT_FALSE(parse_router_config(Entries{{"polcy", "random"}}).ok());
-  EXPECT_FALSE(parse_router_config(Entries{{"block_size", "0"}}).ok());
-  EXPECT_FALSE(parse_router_config(Entries{{"block_size", "1.5"}}).ok());
-  EXPECT_FALSE(parse_router_config(Entries{{"block_size", "-4"}}).ok());
-  EXPECT_FALSE(parse_router_config(Entries{{"overlap_source", "exact"}}).ok());
-  EXPECT_FALSE(parse_router_config(Entries{{"pd.mode", "maybe"}}).ok());
-  EXPECT_FALSE(parse_router_config(Entries{{"saturation.shed", "yes"}}).ok());
-  EXPECT_FALSE(parse_router_config(Entries{{"saturation.kv_threshold", "0"}}).ok());
-  EXPECT_FALSE(parse_router_config(Entries{{"prefill_tokens_per_second", "fast"}}).ok());
-  auto e = parse_router_config(Entries{{"saturation.queue_treshold", "3"}});
-  ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.error().find("saturation.queue_treshold"), std::string::npos);
+TEST(RouterConfig, ANewPolicyStartsFromItsDefaultsAndNullRemovesAParam) {
+  RouterConfig base;
+  base.policy = {"kv-cost", {{"overlap_weight", "2"}, {"temperature", "1"}}};
+  auto same = read("params: {temperature: null}\npolicy: kv-cost", base);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->policy.params, (Entries{{"overlap_weight", "2"}}));
+  // The policy is read first whatever the order of the keys.
+  auto other = read("params: {threshold: 3}\npolicy: approx-prefix", base);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->policy.name, "approx-prefix");
+  EXPECT_EQ(other->policy.params, (Entries{{"threshold", "3"}}));
+}
+
+TEST(RouterConfig, ShellKeysAreSkippedOthersRejected) {
+  RouterConfig c;
+  YAML::Node n = YAML::Load("name: a\npolicy: random\nwarmup: {}\n");
+  EXPECT_TRUE(read_router_section(n, "policies[0]", c, {"name", "warmup"}).ok());
+  EXPECT_EQ(c.policy.name, "random");
+  Status s = read_router_section(n, "policies[0]", c, {"name"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error(), "policies[0].warmup: unknown field (line 3, column 1)");
+}
+
+TEST(RouterConfig, ErrorsNameTheFieldAndItsPlace) {
+  auto err = [](std::string_view yaml) {
+    auto r = read(yaml);
+    return r ? std::string("(ok)") : r.error();
+  };
+  EXPECT_EQ(err("polcy: random"), "router.polcy: unknown field (line 1, column 1)");
+  EXPECT_EQ(err("overlap: exact"),
+            "router.overlap: expected none, precise, approx or both (line 1, column 10)");
+  EXPECT_EQ(err("pd: {mode: maybe}"),
+            "router.pd.mode: expected auto, off or on (line 1, column 12)");
+  EXPECT_EQ(err("saturation: {shed: 3}"),
+            "router.saturation.shed: expected true or false (line 1, column 20)");
+  EXPECT_EQ(err("saturation: {kv_threshold: 0}"),
+            "router: saturation.kv_threshold must be > 0 (line 1, column 1)");
+  EXPECT_EQ(err("prefill_tokens_per_second: fast"),
+            "router.prefill_tokens_per_second: expected a number (line 1, column 28)");
+  EXPECT_EQ(err("saturation.queue_treshold: 3"),
+            "router.saturation.queue_treshold: unknown field (line 1, column 28)");
+  EXPECT_EQ(err("saturation: {critical_max_waiting: 1.5}"),
+            "router.saturation.critical_max_waiting: expected a whole number (line 1, column 36)");
+  EXPECT_EQ(err("saturation: {metrics_max_age: soon}"),
+            "router.saturation.metrics_max_age: 'soon' is not a duration (e.g. 200ms, 15s, 5m, "
+            "24h) (line 1, column 31)");
+  EXPECT_EQ(err("filters: saturation"),
+            "router.filters: expected a list of filter names (line 1, column 10)");
+  EXPECT_EQ(err("[1, 2]"), "router: expected a mapping (line 1, column 1)");
 }
 
 TEST(ParamReader, ReportsMalformedAndUnknown) {
