@@ -163,26 +163,13 @@ struct FlowQueue::Tenant {
   std::string name;
   double weight = 1;
   double counter = 0;
-  std::array<std::set<Item*, ItemOrder>, kBands> items;
-  std::array<uint64_t, kBands> since{};  // key in the band's tenant set while backlogged
-  std::array<double, kBands> keyed_counter{};
+  std::array<OrderSet, kBands> items;
+  std::array<uint64_t, kBands> since{};           // key in the band's tenant set while backlogged
+  std::array<TenantSet::iterator, kBands> key{};  // valid while items[b] is not empty
   uint32_t queued = 0;
   uint64_t queued_tokens = 0;
   uint64_t dispatched = 0, evicted = 0, timed_out = 0, deadline_missed = 0;
   uint64_t served_tokens = 0;
-};
-
-struct FlowQueue::Item {
-  RequestId id = 0;
-  Tenant* tenant = nullptr;
-  size_t band = 0;
-  uint32_t prompt_tokens = 0;
-  uint32_t output_tokens = 0;  // charged
-  uint64_t tokens = 0;         // prompt + output: what the token limits count
-  Nanos enqueued_at = 0;
-  Nanos deadline = std::numeric_limits<Nanos>::max();  // max: none
-  uint64_t seq = 0;
-  const RouteRequest* request = nullptr;
 };
 
 bool FlowQueue::ItemOrder::operator()(const Item* a, const Item* b) const {
@@ -222,12 +209,38 @@ FlowQueue::Tenant& FlowQueue::tenant(std::string_view name) {
 void FlowQueue::set_counter(Tenant& t, double counter) {
   for (size_t b = 0; b < kBands; ++b) {
     if (t.items[b].empty()) continue;
-    bands_[b].tenants.erase({t.keyed_counter[b], t.since[b], &t});
-    bands_[b].tenants.insert({counter, t.since[b], &t});
-    t.keyed_counter[b] = counter;
+    // Re-keyed in its own node: no allocation.
+    auto node = bands_[b].tenants.extract(t.key[b]);
+    node.value().counter = counter;
+    t.key[b] = bands_[b].tenants.insert(std::move(node)).position;
   }
   t.counter = counter;
 }
+
+namespace {
+
+// Inserts `value` into `set` in a spare node when there is one.
+template <typename Set>
+typename Set::iterator insert_reusing(Set& set, std::vector<typename Set::node_type>& spare,
+                                      typename Set::value_type value) {
+  if (spare.empty()) return set.insert(value).first;
+  auto node = std::move(spare.back());
+  spare.pop_back();
+  node.value() = value;
+  return set.insert(std::move(node)).position;
+}
+
+template <typename Set>
+void erase_keeping(Set& set, std::vector<typename Set::node_type>& spare, typename Set::iterator it,
+                   size_t max_spare) {
+  if (spare.size() < max_spare) {
+    spare.push_back(set.extract(it));
+  } else {
+    set.erase(it);
+  }
+}
+
+}  // namespace
 
 Nanos FlowQueue::expiry_of(const Item& item) const {
   Nanos at = item.deadline;
@@ -300,19 +313,26 @@ FlowRefusal FlowQueue::enqueue(const Entry& e, Nanos now, std::vector<Removed>& 
     }
   }
 
-  auto item = std::make_unique<Item>();
-  item->id = e.id;
-  item->tenant = &t;
-  item->band = b;
-  item->prompt_tokens = e.prompt_tokens;
-  item->output_tokens = output;
-  item->tokens = tokens;
-  item->enqueued_at = now;
-  if (e.deadline) item->deadline = *e.deadline;
-  item->seq = ++seq_;
-  item->request = e.request;
-  Item* p = item.get();
-  entries_.emplace(e.id, std::move(item));
+  Item* p;
+  if (!spare_items_.empty()) {
+    auto node = std::move(spare_items_.back());
+    spare_items_.pop_back();
+    node.key() = e.id;
+    node.mapped() = Item{};
+    p = &entries_.insert(std::move(node)).position->second;
+  } else {
+    p = &entries_.try_emplace(e.id).first->second;
+  }
+  p->id = e.id;
+  p->tenant = &t;
+  p->band = b;
+  p->prompt_tokens = e.prompt_tokens;
+  p->output_tokens = output;
+  p->tokens = tokens;
+  p->enqueued_at = now;
+  p->deadline = e.deadline.value_or(kNoDeadline);
+  p->seq = ++seq_;
+  p->request = e.request;
 
   if (t.queued == 0) {
     // Back from idle: lift to the backlogged tenants' lowest counter (no banked credit).
@@ -334,13 +354,14 @@ FlowRefusal FlowQueue::enqueue(const Entry& e, Nanos now, std::vector<Removed>& 
   }
   if (t.items[b].empty()) {
     t.since[b] = p->seq;
-    t.keyed_counter[b] = t.counter;
-    band.tenants.insert({t.counter, p->seq, &t});
+    t.key[b] = band.tenants.insert({t.counter, p->seq, &t}).first;
   }
-  t.items[b].insert(p);
-  band.by_seq.insert(p);
+  p->in_tenant = insert_reusing(t.items[b], spare_order_, p);
+  p->in_band = insert_reusing(band.by_seq, spare_seq_, p);
   band.tokens += tokens;
-  if (p->deadline != std::numeric_limits<Nanos>::max()) by_deadline_.insert(p);
+  if (p->deadline != kNoDeadline) {
+    p->in_deadline = insert_reusing(by_deadline_, spare_deadline_, p);
+  }
   ++t.queued;
   t.queued_tokens += tokens;
   tokens_ += tokens;
@@ -351,11 +372,13 @@ FlowQueue::Removed FlowQueue::unlink(Item* item, FlowRefusal refusal) {
   Tenant& t = *item->tenant;
   const size_t b = item->band;
   Band& band = bands_[b];
-  t.items[b].erase(item);
-  if (t.items[b].empty()) band.tenants.erase({t.keyed_counter[b], t.since[b], &t});
-  band.by_seq.erase(item);
+  erase_keeping(t.items[b], spare_order_, item->in_tenant, kMaxSpare);
+  if (t.items[b].empty()) band.tenants.erase(t.key[b]);
+  erase_keeping(band.by_seq, spare_seq_, item->in_band, kMaxSpare);
   band.tokens -= item->tokens;
-  if (item->deadline != std::numeric_limits<Nanos>::max()) by_deadline_.erase(item);
+  if (item->deadline != kNoDeadline) {
+    erase_keeping(by_deadline_, spare_deadline_, item->in_deadline, kMaxSpare);
+  }
   --t.queued;
   t.queued_tokens -= item->tokens;
   tokens_ -= item->tokens;
@@ -367,14 +390,19 @@ FlowQueue::Removed FlowQueue::unlink(Item* item, FlowRefusal refusal) {
   out.enqueued_at = item->enqueued_at;
   out.charged_output_tokens = item->output_tokens;
   out.refusal = refusal;
-  entries_.erase(item->id);  // frees `item`
+  auto it = entries_.find(item->id);  // `item` dies here
+  if (spare_items_.size() < kMaxSpare) {
+    spare_items_.push_back(entries_.extract(it));
+  } else {
+    entries_.erase(it);
+  }
   return out;
 }
 
 size_t FlowQueue::pick_band(Nanos now) const {
   if (config_.starvation_bound > 0) {
     size_t starving = kBands;
-    Nanos oldest = std::numeric_limits<Nanos>::max();
+    Nanos oldest = kNoDeadline;
     for (size_t b = 1; b < kBands; ++b) {
       if (bands_[b].by_seq.empty()) continue;
       const Nanos at = (*bands_[b].by_seq.begin())->enqueued_at;
@@ -415,7 +443,7 @@ std::optional<FlowQueue::Removed> FlowQueue::pop(Nanos now) {
 bool FlowQueue::remove(RequestId id) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return false;
-  unlink(it->second.get(), FlowRefusal::kNone);
+  unlink(&it->second, FlowRefusal::kNone);
   return true;
 }
 
@@ -439,13 +467,13 @@ void FlowQueue::expire(Nanos now, std::vector<Removed>& out) {
 }
 
 std::optional<Nanos> FlowQueue::next_expiry() const {
-  Nanos at = std::numeric_limits<Nanos>::max();
+  Nanos at = kNoDeadline;
   for (size_t b = 0; b < kBands; ++b) {
     if (bands_[b].by_seq.empty() || config_.max_wait[b] <= 0) continue;
     at = std::min(at, (*bands_[b].by_seq.begin())->enqueued_at + config_.max_wait[b]);
   }
   if (!by_deadline_.empty()) at = std::min(at, (*by_deadline_.begin())->deadline);
-  if (at == std::numeric_limits<Nanos>::max()) return std::nullopt;
+  if (at == kNoDeadline) return std::nullopt;
   return at;
 }
 

@@ -34,6 +34,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -222,9 +223,30 @@ class FlowQueue {
     Tenant* tenant;
     bool operator<(const TenantKey& o) const;
   };
+  static constexpr Nanos kNoDeadline = std::numeric_limits<Nanos>::max();
+  using TenantSet = std::set<TenantKey>;
+  using OrderSet = std::set<Item*, ItemOrder>;
+  using SeqSet = std::set<Item*, ItemSeq>;
+  using DeadlineSet = std::set<Item*, ItemDeadline>;
+  // One queued request, and where it sits in each ordered set (erased in O(1)).
+  struct Item {
+    RequestId id = 0;
+    Tenant* tenant = nullptr;
+    size_t band = 0;
+    uint32_t prompt_tokens = 0;
+    uint32_t output_tokens = 0;  // charged
+    uint64_t tokens = 0;         // prompt + output: what the token limits count
+    Nanos enqueued_at = 0;
+    Nanos deadline = kNoDeadline;
+    uint64_t seq = 0;
+    const RouteRequest* request = nullptr;
+    OrderSet::iterator in_tenant;
+    SeqSet::iterator in_band;
+    DeadlineSet::iterator in_deadline;  // when it has a deadline
+  };
   struct Band {
-    std::set<TenantKey> tenants;      // backlogged tenants, lowest counter first
-    std::set<Item*, ItemSeq> by_seq;  // arrival order: oldest times out, newest is evicted
+    TenantSet tenants;  // backlogged tenants, lowest counter first
+    SeqSet by_seq;      // arrival order: oldest times out, newest is evicted
     uint64_t tokens = 0;
     double pass = 0;  // kWeighted: stride scheduling
   };
@@ -241,10 +263,18 @@ class FlowQueue {
   Nanos expiry_of(const Item& item) const;
 
   FlowQueueConfig config_;
-  std::unordered_map<RequestId, std::unique_ptr<Item>> entries_;
+  using ItemMap = std::unordered_map<RequestId, Item>;
+  ItemMap entries_;  // node-based: an Item's address is stable
+  // Nodes of dequeued requests and of their set entries, reused by the next enqueue:
+  // no allocation per request in the steady state.
+  static constexpr size_t kMaxSpare = 1024;
+  std::vector<ItemMap::node_type> spare_items_;
+  std::vector<OrderSet::node_type> spare_order_;
+  std::vector<SeqSet::node_type> spare_seq_;
+  std::vector<DeadlineSet::node_type> spare_deadline_;
   std::unordered_map<std::string, std::unique_ptr<Tenant>> tenants_;
   std::array<Band, kBands> bands_;
-  std::set<Item*, ItemDeadline> by_deadline_;
+  DeadlineSet by_deadline_;
   uint64_t tokens_ = 0;
   uint64_t seq_ = 0;
   double last_counter_ = 0;  // the last served tenant's counter (a returning tenant's floor)
