@@ -9,22 +9,48 @@ namespace kvgate::route {
 FlowController::FlowController(Router& router, FlowQueueConfig config)
     : router_(router), queue_(config) {}
 
+bool FlowController::endpoint_has_capacity(const Endpoint& e, Nanos now) const {
+  const SaturationConfig& sat = router_.config().saturation;
+  if (e.health != Health::kHealthy || !can_decode(e.spec.role)) return false;
+  const EffectiveLoad load = effective_load(e, now, sat);
+  if (load.stale) return false;
+  // Signed: a request that finished since the scrape made room for one that waited.
+  const double routed_since =
+      static_cast<double>(e.load.in_flight) - static_cast<double>(e.in_flight_at_scrape);
+  const double waiting = std::max(0.0, (e.metrics ? e.metrics->waiting : 0) + routed_since);
+  double kv = e.metrics ? e.metrics->kv_usage : 0;
+  if (e.spec.kv_capacity_blocks > 0) {
+    kv += (static_cast<double>(e.load.active_decode_blocks) -
+           static_cast<double>(e.decode_blocks_at_scrape)) /
+          e.spec.kv_capacity_blocks;
+  }
+  return std::max(waiting / sat.queue_threshold, kv / sat.kv_threshold) < 1.0;
+}
+
 bool FlowController::has_capacity(Nanos now) const {
   const EndpointPool& pool = router_.pool();
-  const SaturationConfig& sat = router_.config().saturation;
   for (EndpointId id : pool.ids()) {
-    const Endpoint& e = *pool.get(id);
-    if (e.health != Health::kHealthy || !can_decode(e.spec.role)) continue;
-    const EffectiveLoad load = effective_load(e, now, sat);
-    if (load.stale) continue;
-    const double routed_since =
-        e.load.in_flight > e.in_flight_at_scrape ? e.load.in_flight - e.in_flight_at_scrape : 0;
-    const double waiting = (e.metrics ? e.metrics->waiting : 0) + routed_since;
-    if (std::max(waiting / sat.queue_threshold, load.kv_usage / sat.kv_threshold) < 1.0) {
-      return true;
-    }
+    if (endpoint_has_capacity(*pool.get(id), now)) return true;
   }
   return false;
+}
+
+Decision FlowController::route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng) {
+  // The router picks among the endpoints that have room by this measure (its own
+  // saturation filter may find others unsaturated): the rest are hidden for the one
+  // decision, as a retry hides the endpoints that failed.
+  EndpointPool& pool = router_.pool();
+  hidden_.clear();
+  for (EndpointId id : pool.ids()) {
+    const Endpoint& e = *pool.get(id);
+    if (e.health == Health::kHealthy && can_decode(e.spec.role) && !endpoint_has_capacity(e, now)) {
+      hidden_.push_back(id);
+    }
+  }
+  for (EndpointId id : hidden_) pool.set_health(id, Health::kUnhealthy);
+  Decision d = router_.route(request, now, rng);
+  for (EndpointId id : hidden_) pool.set_health(id, Health::kHealthy);
+  return d;
 }
 
 namespace {
@@ -52,7 +78,8 @@ FlowOutcome FlowController::route_now(const FlowRequest& request, Nanos now, Rng
   o.request = &rr;
   o.tenant = request.tenant;
   o.band = rr.criticality;
-  o.decision = router_.route(rr, now, rng);
+  o.decision =
+      queue_.config().enabled ? route_with_capacity(rr, now, rng) : router_.route(rr, now, rng);
   if (!o.decision.accepted()) {
     o.kind = FlowOutcome::Kind::kRefused;
     return o;
@@ -124,7 +151,7 @@ size_t FlowController::dispatch(Nanos now, Rng& rng, std::vector<FlowOutcome>& o
     if (!r) break;
     ++n;
     FlowOutcome o = from_removed(*r, now);
-    o.decision = router_.route(*r->request, now, rng);
+    o.decision = route_with_capacity(*r->request, now, rng);
     if (!o.decision.accepted()) o.kind = FlowOutcome::Kind::kRefused;
     out.push_back(o);
   }

@@ -10,12 +10,16 @@
 // scrape, a request finished, an endpoint added, a prefill done) and expire() at
 // queue().next_expiry().
 //
+// Late binding routes among the endpoints that have capacity by this measure: the router
+// policy picks the best of them.
+//
 // Capacity, for the queue, is judged more strictly than the router's saturation filter:
 // between two scrapes the router cannot know whether an engine found room for what it
-// sent, so every request routed since the scrape counts as waiting there. An endpoint
-// thus takes at most queue_threshold requests beyond what its last scrape showed, plus
-// one per request that finished since: the queue releases work as fast as the engines
-// take it, and no faster.
+// sent, so every request routed since the scrape counts as waiting there, and every
+// request that finished since as one place freed (KV blocks likewise). An endpoint thus
+// takes at most queue_threshold requests beyond what its last scrape showed, plus one
+// per request that finished since: the queue releases work as fast as the engines take
+// it, and no faster.
 //
 //   FlowController flow(router, config);
 //   std::vector<FlowOutcome> out;
@@ -82,7 +86,7 @@ class FlowController {
   }
 
   // Some healthy endpoint that can decode is below saturation, counting every request
-  // routed since its scrape as waiting there.
+  // routed since its scrape as waiting there and every one finished since as room.
   bool has_capacity(Nanos now) const;
 
   bool enabled() const { return queue_.config().enabled; }
@@ -92,10 +96,14 @@ class FlowController {
 
  private:
   FlowOutcome route_now(const FlowRequest& request, Nanos now, Rng& rng);
+  bool endpoint_has_capacity(const Endpoint& e, Nanos now) const;
+  // Router::route among the endpoints that have capacity (the others hidden meanwhile).
+  Decision route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng);
 
   Router& router_;
   FlowQueue queue_;
   std::vector<FlowQueue::Removed> removed_;  // scratch
+  std::vector<EndpointId> hidden_;           // scratch
 };
 
 }  // namespace kvgate::route
