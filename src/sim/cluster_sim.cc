@@ -13,6 +13,7 @@
 #include "core/kv/hot_prefixes.h"
 #include "core/kv/precise_index.h"
 #include "core/kv/warmup_run.h"
+#include "core/route/flow_control.h"
 #include "core/route/router.h"
 #include "sim/event_queue.h"
 #include "sim/pool_scaler.h"
@@ -144,6 +145,13 @@ class Simulation {
   void pull_open_loop();
   // The router keys of r's prompt; sets r.cached for a prompt the workload resends.
   void set_keys(RequestState& r);
+  // An accepted decision: the request goes to its engine(s).
+  void send(Nanos now, uint64_t id, const route::Decision& d);
+  void reject(uint64_t id, std::string_view reason);
+  // Flow control: what one outcome means for its request.
+  void apply(Nanos now, const route::FlowOutcome& o);
+  // Flow control: capacity may have appeared (and time passed): timeouts, then dispatch.
+  void pump(Nanos now);
   bool done() const { return outstanding_ == 0 && open_loop_exhausted_; }
 
   const Scenario& scenario_;
@@ -159,6 +167,13 @@ class Simulation {
   std::unique_ptr<kv::PreciseIndex> precise_;
   std::unique_ptr<kv::ApproxIndex> approx_;
   std::unique_ptr<route::Router> router_;
+  // Flow control (policy_.flow.enabled): the gateway's queue in front of router_, and
+  // the RouteRequests it borrows while they wait (node-stable).
+  std::unique_ptr<route::FlowController> flow_;
+  std::unordered_map<uint64_t, route::RouteRequest> waiting_;
+  std::vector<route::FlowOutcome> flow_out_;
+  std::vector<uint32_t> charged_output_;  // by request id: output tokens flow charged
+  std::vector<bool> tenant_sends_;        // by tenant index: sends in this run
   bool want_events_ = false;
   uint32_t block_size_ = 16;
   uint64_t key_seed_ = 0;
@@ -214,7 +229,8 @@ Status Simulation::build() {
   for (const EngineGroup& g : scenario_.engines) {
     for (uint32_t i = 0; i < g.count; ++i) create_engine(g);
   }
-  block_size_ = engines_.front()->config().block_size;
+  block_size_ = engines_.empty() ? scenario_.engines.front().config.block_size
+                                 : engines_.front()->config().block_size;
   for (const auto& e : engines_) {
     if (e->config().block_size != block_size_) {
       return Error("all engines of a scenario must use the same block size");
@@ -234,6 +250,19 @@ Status Simulation::build() {
   auto router = route::Router::create(config, {.precise = precise_.get(), .approx = approx_.get()});
   if (!router) return Error("policy " + policy_.name + ": " + router.error());
   router_ = std::move(*router);
+  if (policy_.flow.enabled) {
+    flow_ = std::make_unique<route::FlowController>(*router_, policy_.flow);
+  }
+  const auto& tenants = scenario_.workload.tenants;
+  tenant_sends_.assign(std::max<size_t>(tenants.size(), 1), policy_.tenants.empty());
+  for (const std::string& name : policy_.tenants) {
+    auto it = std::find_if(tenants.begin(), tenants.end(),
+                           [&](const TenantSpec& t) { return t.name == name; });
+    if (it == tenants.end()) {
+      return Error("policy " + policy_.name + ": no tenant \"" + name + "\" in the workload");
+    }
+    tenant_sends_[static_cast<size_t>(it - tenants.begin())] = true;
+  }
 
   for (uint32_t index = 0; index < engines_.size(); ++index) {
     if (Status s = join_router(index, 0); !s) return s;
@@ -311,6 +340,7 @@ uint64_t Simulation::admit(WorkloadRequest w) {
   r.record.arrival = w.arrival;
   r.record.stage = w.stage;
   r.record.prompt_tokens = static_cast<uint32_t>(w.prompt->size());
+  r.record.tenant = w.tenant;
   r.work = std::move(w);
   ++outstanding_;
   queue_.push(r.record.arrival, Event{EventKind::kArrival, 0, id});
@@ -321,6 +351,7 @@ void Simulation::pull_open_loop() {
   // Exactly one future open-loop arrival is queued at a time, so a long workload never
   // sits in memory.
   auto w = workload_->next();
+  while (w && w->tenant < tenant_sends_.size() && !tenant_sends_[w->tenant]) w = workload_->next();
   if (!w) {
     open_loop_exhausted_ = true;
     return;
@@ -338,13 +369,64 @@ void Simulation::on_arrival(Nanos now, uint64_t id) {
   rr.prompt_tokens = static_cast<uint32_t>(r.work.prompt->size());
   rr.expected_output_tokens = r.work.output_tokens;
   if (hot_) hot_->observe(*r.keys, {.token_ids = *r.work.prompt}, now);
-  const route::Decision d = router_->route(rr, now, rng_);
-  if (!d.accepted()) {
-    r.record.rejected = true;
-    r.work.prompt.reset();
-    --outstanding_;
+  const auto& tenants = scenario_.workload.tenants;
+  const TenantSpec* tenant = r.work.tenant < tenants.size() ? &tenants[r.work.tenant] : nullptr;
+  if (tenant) rr.criticality = tenant->criticality;
+  if (!flow_) {
+    const route::Decision d = router_->route(rr, now, rng_);
+    if (!d.accepted()) return reject(id, route::to_string(d.reason));
+    return send(now, id, d);
+  }
+  route::RouteRequest& held = waiting_.try_emplace(id, rr).first->second;
+  route::FlowRequest fr{.request = &held};
+  if (tenant) {
+    fr.tenant = tenant->name;
+    fr.weight = tenant->weight;
+    if (tenant->deadline > 0) fr.deadline = now + tenant->deadline;
+  }
+  flow_out_.clear();
+  const route::FlowOutcome o = flow_->admit(fr, now, rng_, flow_out_);
+  apply(now, o);
+  for (const route::FlowOutcome& other : flow_out_) apply(now, other);
+}
+
+void Simulation::reject(uint64_t id, std::string_view reason) {
+  RequestState& r = requests_[id];
+  r.record.rejected = true;
+  r.record.reject_reason = reason;
+  r.work.prompt.reset();
+  --outstanding_;
+}
+
+void Simulation::apply(Nanos now, const route::FlowOutcome& o) {
+  if (o.kind == route::FlowOutcome::Kind::kQueued) {
+    requests_[o.id].record.queue_wait = 0;
     return;
   }
+  waiting_.erase(o.id);
+  RequestState& r = requests_[o.id];
+  if (r.record.queue_wait >= 0 || o.waited > 0) r.record.queue_wait = o.waited;
+  if (o.kind == route::FlowOutcome::Kind::kRefused) {
+    reject(o.id, o.refusal != route::FlowRefusal::kNone ? route::to_string(o.refusal)
+                                                        : route::to_string(o.decision.reason));
+    return;
+  }
+  if (charged_output_.size() <= o.id) charged_output_.resize(o.id + 1, 0);
+  charged_output_[o.id] = o.charged_output_tokens;
+  send(now, o.id, o.decision);
+}
+
+void Simulation::pump(Nanos now) {
+  if (!flow_ || flow_->queue().empty()) return;
+  flow_out_.clear();
+  flow_->expire(now, flow_out_);
+  flow_->dispatch(now, rng_, flow_out_);
+  // apply() may grow requests_ (no: only on_finished admits), but not flow_out_.
+  for (const route::FlowOutcome& o : flow_out_) apply(now, o);
+}
+
+void Simulation::send(Nanos now, uint64_t id, const route::Decision& d) {
+  RequestState& r = requests_[id];
   const uint32_t engine = engine_of_[d.endpoint];
   r.record.endpoint = engine;
   r.decode_engine = engine;
@@ -500,6 +582,16 @@ void Simulation::on_engine_step(Nanos now, uint32_t engine) {
 void Simulation::on_finished(Nanos now, uint64_t id) {
   router_->pool().on_finished(id, now);
   --outstanding_;
+  if (flow_) {
+    const RequestRecord& rec = requests_[id].record;
+    const auto& tenants = scenario_.workload.tenants;
+    const uint32_t charged = id < charged_output_.size() ? charged_output_[id] : 0;
+    if (charged > 0) {
+      flow_->finished(rec.tenant < tenants.size() ? std::string_view(tenants[rec.tenant].name) : "",
+                      charged, rec.output_tokens);
+    }
+    pump(now);
+  }
   {
     const RequestRecord& rec = requests_[id].record;
     if (rec.output_tokens > 1) {
@@ -525,6 +617,7 @@ void Simulation::on_prefill_done(Nanos now, uint64_t id) {
   router_->pool().on_first_token(id, now);
   queue_.push(now + scenario_.gateway.hop_delay,
               Event{EventKind::kEngineReceive, r.decode_engine, id});
+  pump(now);
 }
 
 void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
@@ -604,7 +697,9 @@ void Simulation::on_scrape(Nanos now) {
                       .prefill_waiting = prefill_waiting / p,
                       .decode_kv_usage = decoders ? decode_usage / decoders : 0,
                       .prefill_queued_tokens = prefill_queued / p,
-                      .prefill_busy = prefillers_busy / p});
+                      .prefill_busy = prefillers_busy / p,
+                      .queued = flow_ ? static_cast<double>(flow_->queue().size()) : 0});
+  pump(now);
   if (!done())
     queue_.push(now + scenario_.gateway.scrape_interval, Event{EventKind::kScrape, 0, 0});
 }
@@ -642,6 +737,8 @@ scale::PoolSignals Simulation::build_signals(Nanos now) {
     }
     r.busy_at_tick = engine_busy;
   }
+  // The gateway's queue: requests waiting for the pool (with zero replicas, all of them).
+  if (flow_) s.waiting += static_cast<double>(flow_->queue().size());
   const uint32_t ready = s.ready();
   if (ready > 0) {
     s.kv_usage = kv / ready;
@@ -721,6 +818,7 @@ void Simulation::on_replica_ready(Nanos now, uint32_t engine) {
   }
   if (!hot_) {
     r.admitted_at = now;
+    pump(now);  // an endpoint joined: capacity
     return;
   }
   // Warm-up: out of routing until the pool's hot prefixes are in its cache.
@@ -756,6 +854,7 @@ void Simulation::admit_replica(Nanos now, uint32_t engine) {
   if (r.phase != ReplicaPhase::kReady || r.admitted_at >= 0) return;  // draining, or done
   r.admitted_at = now;
   router_->pool().set_health(endpoint_of_[engine], route::Health::kHealthy);
+  pump(now);
 }
 
 void Simulation::drain(Nanos now, uint32_t engine) {
@@ -816,6 +915,7 @@ Result<PolicyRun> Simulation::run() {
         router_->pool().on_first_token(e.payload.id, now);
         const RequestRecord& rec = requests_[e.payload.id].record;
         ttft_window_.add(now, to_seconds(rec.first_token - rec.arrival));
+        pump(now);  // a prefill done
         break;
       }
       case EventKind::kFinished:

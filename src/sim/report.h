@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/common/time.h"
@@ -37,6 +38,11 @@ struct RequestRecord {
   // prefill work is wasted); rejected is set too.
   bool rejected_after_prefill = false;
   uint32_t prefill_engine = UINT32_MAX;  // UINT32_MAX: prefilled where it decodes
+  // Flow control: the tenant (multi-tenant workloads), how long it waited in the
+  // gateway's queue (-1: never queued), and why it was refused ("" when it was not).
+  uint32_t tenant = 0;
+  Nanos queue_wait = -1;
+  std::string_view reject_reason;
 };
 
 // One scrape-time sample of the cluster.
@@ -53,6 +59,7 @@ struct ClusterSample {
   // Mean over prefill engines of the share of the last scrape interval they spent
   // computing, 0..1 (a step's time spread over the intervals it covers).
   double prefill_busy = 0;
+  double queued = 0;  // flow control: requests waiting in the gateway's queue
 };
 
 // One autoscaler control tick (autoscaled runs only).

@@ -8,6 +8,7 @@
 #include "core/route/config_yaml.h"
 #include "core/scale/config_yaml_node.h"
 #include "env/file.h"
+#include "sim/flow_spec.h"
 #include "sim/workload_yaml.h"
 #include "sim/yaml_util.h"
 
@@ -87,11 +88,20 @@ Nanos millis(double ms) { return static_cast<Nanos>(ms * 1e6); }
 Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
   PolicySpec p;
   // The router's keys sit beside the simulator's own (name, approx, autoscale, oracle,
-  // warmup) and are read by the same reader as `kvgate serve`'s `router:` section.
+  // warmup, flow_control, tenants) and are read by the same reader as `kvgate serve`'s
+  // `router:` section.
   if (!n.IsMap()) return Error(where + ": expected a mapping");
   if (!n["policy"]) return Error(where + ".policy: required");
-  KVGATE_TRY(route::read_router_section(n, where, p.router,
-                                        {"name", "approx", "autoscale", "oracle", "warmup"}));
+  KVGATE_TRY(route::read_router_section(
+      n, where, p.router,
+      {"name", "approx", "autoscale", "oracle", "warmup", "flow_control", "tenants"}));
+  if (const YAML::Node f = n["flow_control"]) {
+    KVGATE_TRY(parse_flow_control(f, where + ".flow_control", p.flow));
+  }
+  if (const YAML::Node t = n["tenants"]) {
+    if (!t.IsSequence()) return Error(where + ".tenants: expected a list of tenant names");
+    for (const auto& name : t) p.tenants.push_back(name.as<std::string>(""));
+  }
   KVGATE_TRY(read_field(n, "name", p.name, where));
   if (p.name.empty()) p.name = p.router.policy.name;
   if (const YAML::Node a = n["approx"]) {
@@ -212,7 +222,7 @@ Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string&
     if (!g) return Error(g.error());
     s.engines.push_back(std::move(*g));
   }
-  if (s.engine_count() == 0) return Error("cluster: no engines");
+  // Zero engines only for a pool that scales from zero (checked below).
   if (s.engine_count() > 100000) return Error("cluster: at most 100000 engines");
 
   if (const YAML::Node gw = root["gateway"]) {
@@ -269,6 +279,7 @@ Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string&
   const bool scaled = std::any_of(s.policies.begin(), s.policies.end(), [&](const PolicySpec& p) {
     return p.oracle || p.autoscale || s.autoscale;
   });
+  if (s.engine_count() == 0 && !scaled) return Error("cluster: no engines");
   if (scaled && s.engines.size() != 1) {
     return Error("autoscale: the simulator scales one engine group (cluster without groups)");
   }

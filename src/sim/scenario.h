@@ -52,6 +52,7 @@
 #include "core/kv/warmup_run.h"
 #include "core/route/config.h"
 #include "core/route/endpoint.h"
+#include "core/route/flow_queue.h"
 #include "core/scale/config.h"
 #include "sim/scaling_spec.h"
 #include "sim/workload.h"
@@ -92,6 +93,10 @@ struct PolicySpec {
   // pool's hot prefixes before it joins routing. YAML:
   //   warmup: {enabled: true, prefixes: 16, budget_s: 10, concurrency: 4}
   kv::WarmupConfig warmup;
+  // Flow control (sim/flow_spec.h): the gateway's queue in front of the pool.
+  route::FlowQueueConfig flow;
+  // Multi-tenant workloads: only these tenants send in this run (empty: all).
+  std::vector<std::string> tenants;
 };
 
 struct Scenario {

@@ -9,6 +9,7 @@
 
 #include "cli/exit_code.h"
 #include "sim/cluster_sim.h"
+#include "sim/flow_report.h"
 #include "sim/pd_load_report.h"
 #include "sim/scaling_report.h"
 #include "sim/scenario.h"
@@ -100,6 +101,20 @@ int run_sim(const SimArgs& args) {
         "{} events)\n",
         s.policy, to_seconds(run->end_time), run->wall_seconds, run->cpu_seconds, s.speedup_cpu,
         run->events);
+  }
+  // Multi-tenant workloads: per-tenant latency, service and fairness (flow_report.h).
+  if (scenario->workload.kind == WorkloadSpec::Kind::kTenants) {
+    std::vector<FlowRunSummary> flow;
+    for (const PolicyRun& r : results.runs)
+      flow.push_back(summarize_flow(r, scenario->workload.tenants));
+    std::fputs(flow_table(flow).c_str(), stdout);
+    if (!args.out.empty()) {
+      auto written = write_flow_files(results.runs, flow, scenario->workload.tenants, args.out);
+      if (!written) {
+        fmt::print(stderr, "kvgate sim: {}\n", written.error());
+        return 1;
+      }
+    }
   }
   // Autoscaled runs: SLO attainment and GPU-hours (scaling_report.h).
   bool scaled = false;

@@ -6,6 +6,7 @@
 #include "core/common/rng.h"
 #include "sim/arrivals.h"
 #include "sim/mooncake_trace.h"
+#include "sim/tenant_workload.h"
 
 namespace kvgate::sim {
 namespace {
@@ -229,6 +230,8 @@ Result<std::unique_ptr<Workload>> make_workload(const WorkloadSpec& spec, uint64
       if (!records) return Error(records.error());
       return std::unique_ptr<Workload>(new TraceWorkload(spec, seed, std::move(*records)));
     }
+    case WorkloadSpec::Kind::kTenants:
+      return make_tenant_workload(spec, seed);
   }
   return Error("unknown workload kind");
 }

@@ -31,6 +31,7 @@
 #include "core/common/result.h"
 #include "core/common/time.h"
 #include "core/kv/block_hash.h"
+#include "core/route/request.h"
 
 namespace kvgate::sim {
 
@@ -99,14 +100,26 @@ struct TraceSpec {
   double stage_s = 60;          // report bucket width
 };
 
+// tenants (tenant_workload.h): one tenant of a multi-tenant workload, which sends its
+// own workload (tenant_workloads[i]) with its own arrivals.
+struct TenantSpec {
+  std::string name;
+  double weight = 1;  // fair share (flow control), as in the gateway's keys file
+  route::Criticality criticality = route::Criticality::kStandard;
+  Nanos deadline = 0;  // relative dispatch deadline (x-kvgate-deadline-ms); 0: none
+};
+
 struct WorkloadSpec {
-  enum class Kind { kSharedPrefix, kChat, kTrace };
+  enum class Kind { kSharedPrefix, kChat, kTrace, kTenants };
   Kind kind = Kind::kSharedPrefix;
   ArrivalSpec arrivals;
   SharedPrefixSpec shared_prefix;
   ChatSpec chat;
   TraceSpec trace;
   uint32_t vocab_size = 151'643;  // Qwen's; token ids are drawn below it
+  // kTenants: the tenants and, index by index, what each sends.
+  std::vector<TenantSpec> tenants;
+  std::vector<WorkloadSpec> tenant_workloads;
 };
 
 // A report stage: a span of arrival time with its nominal (or measured) rate.
@@ -127,6 +140,7 @@ struct WorkloadRequest {
   // chat: the assistant's reply the engine should emit (output_tokens long), so that the
   // next turn's prompt, which repeats it, can hit the engine's cache; null otherwise.
   PromptPtr reply;
+  uint32_t tenant = 0;  // kTenants: index into WorkloadSpec::tenants; 0 otherwise
 };
 
 class Workload {

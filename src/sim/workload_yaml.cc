@@ -1,5 +1,6 @@
 #include "sim/workload_yaml.h"
 
+#include "sim/tenant_workload.h"
 #include "sim/yaml_util.h"
 
 namespace kvgate::sim {
@@ -92,11 +93,15 @@ Result<WorkloadSpec> parse_workload(const YAML::Node& n, const std::string& base
   WorkloadSpec w;
   const std::string where = "workload";
   if (!n || !n.IsMap()) return Error("workload: missing or not a map");
-  KVGATE_TRY(
-      check_keys(n, {"kind", "shared_prefix", "chat", "trace", "arrivals", "vocab_size"}, where));
+  KVGATE_TRY(check_keys(
+      n, {"kind", "shared_prefix", "chat", "trace", "arrivals", "vocab_size", "tenants"}, where));
   std::string kind;
   KVGATE_TRY(read_field(n, "kind", kind, where));
   KVGATE_TRY(read_field(n, "vocab_size", w.vocab_size, where));
+  if (kind == "tenants") {
+    KVGATE_TRY(parse_tenants(n["tenants"], base_dir, w));
+    return w;  // each tenant brings its own arrivals
+  }
   if (kind == "shared_prefix") {
     w.kind = WorkloadSpec::Kind::kSharedPrefix;
     const YAML::Node s = n["shared_prefix"];
@@ -169,7 +174,8 @@ Result<WorkloadSpec> parse_workload(const YAML::Node& n, const std::string& base
     }
     return w;  // a trace brings its own arrivals
   } else {
-    return Error(where + ".kind: expected shared_prefix, chat or trace, got \"" + kind + "\"");
+    return Error(where + ".kind: expected shared_prefix, chat, trace or tenants, got \"" + kind +
+                 "\"");
   }
   auto arrivals = parse_arrivals(n["arrivals"]);
   if (!arrivals) return Error(arrivals.error());

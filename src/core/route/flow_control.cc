@@ -1,0 +1,167 @@
+#include "core/route/flow_control.h"
+
+#include <algorithm>
+
+#include "core/route/load.h"
+
+namespace kvgate::route {
+
+FlowController::FlowController(Router& router, FlowQueueConfig config)
+    : router_(router), queue_(config) {}
+
+bool FlowController::endpoint_has_capacity(const Endpoint& e, Nanos now) const {
+  const SaturationConfig& sat = router_.config().saturation;
+  if (e.health != Health::kHealthy || !can_decode(e.spec.role)) return false;
+  const EffectiveLoad load = effective_load(e, now, sat);
+  if (load.stale) return false;
+  // Signed: a request that finished since the scrape made room for one that waited.
+  const double routed_since =
+      static_cast<double>(e.load.in_flight) - static_cast<double>(e.in_flight_at_scrape);
+  const double waiting = std::max(0.0, (e.metrics ? e.metrics->waiting : 0) + routed_since);
+  double kv = e.metrics ? e.metrics->kv_usage : 0;
+  if (e.spec.kv_capacity_blocks > 0) {
+    kv += (static_cast<double>(e.load.active_decode_blocks) -
+           static_cast<double>(e.decode_blocks_at_scrape)) /
+          e.spec.kv_capacity_blocks;
+  }
+  return std::max(waiting / sat.queue_threshold, kv / sat.kv_threshold) < 1.0;
+}
+
+bool FlowController::has_capacity(Nanos now) const {
+  const EndpointPool& pool = router_.pool();
+  for (EndpointId id : pool.ids()) {
+    if (endpoint_has_capacity(*pool.get(id), now)) return true;
+  }
+  return false;
+}
+
+Decision FlowController::route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng) {
+  // The router picks among the endpoints that have room by this measure (its own
+  // saturation filter may find others unsaturated): the rest are hidden for the one
+  // decision, as a retry hides the endpoints that failed.
+  EndpointPool& pool = router_.pool();
+  hidden_.clear();
+  for (EndpointId id : pool.ids()) {
+    const Endpoint& e = *pool.get(id);
+    if (e.health == Health::kHealthy && can_decode(e.spec.role) && !endpoint_has_capacity(e, now)) {
+      hidden_.push_back(id);
+    }
+  }
+  for (EndpointId id : hidden_) pool.set_health(id, Health::kUnhealthy);
+  Decision d = router_.route(request, now, rng);
+  for (EndpointId id : hidden_) pool.set_health(id, Health::kHealthy);
+  return d;
+}
+
+namespace {
+
+FlowOutcome from_removed(const FlowQueue::Removed& r, Nanos now) {
+  FlowOutcome o;
+  o.kind = r.refusal == FlowRefusal::kNone ? FlowOutcome::Kind::kDispatched
+                                           : FlowOutcome::Kind::kRefused;
+  o.id = r.id;
+  o.request = r.request;
+  o.tenant = r.tenant;
+  o.band = r.band;
+  o.refusal = r.refusal;
+  o.waited = now - r.enqueued_at;
+  o.charged_output_tokens = r.charged_output_tokens;
+  return o;
+}
+
+}  // namespace
+
+FlowOutcome FlowController::route_now(const FlowRequest& request, Nanos now, Rng& rng) {
+  const RouteRequest& rr = *request.request;
+  FlowOutcome o;
+  o.id = rr.id;
+  o.request = &rr;
+  o.tenant = request.tenant;
+  o.band = rr.criticality;
+  o.decision =
+      queue_.config().enabled ? route_with_capacity(rr, now, rng) : router_.route(rr, now, rng);
+  if (!o.decision.accepted()) {
+    o.kind = FlowOutcome::Kind::kRefused;
+    return o;
+  }
+  o.kind = FlowOutcome::Kind::kDispatched;
+  if (queue_.config().enabled) {
+    o.charged_output_tokens = queue_.output_tokens_charged(rr.expected_output_tokens);
+    queue_.charge(request.tenant, request.weight, rr.prompt_tokens, o.charged_output_tokens, now);
+  }
+  return o;
+}
+
+FlowOutcome FlowController::admit(const FlowRequest& request, Nanos now, Rng& rng,
+                                  std::vector<FlowOutcome>& out) {
+  const RouteRequest& rr = *request.request;
+  if (!queue_.config().enabled || (queue_.empty() && has_capacity(now))) {
+    return route_now(request, now, rng);
+  }
+  FlowOutcome o;
+  o.id = rr.id;
+  o.request = &rr;
+  o.band = rr.criticality;
+  o.kind = FlowOutcome::Kind::kRefused;
+  if (rr.criticality == Criticality::kSheddable && queue_.config().shed_sheddable) {
+    o.decision.reason = RejectReason::kSaturated;
+    o.tenant = request.tenant;
+    return o;
+  }
+  if (router_.config().early_reject.enabled && router_.pool().size() > 0) {
+    // Refused before it waits, not after: early rejection's verdict now.
+    Decision d = router_.decide(rr, now, rng);
+    if (d.reason == RejectReason::kDecodeFull) {
+      o.decision = d;
+      o.tenant = request.tenant;
+      return o;
+    }
+  }
+  removed_.clear();
+  o.refusal = queue_.enqueue({.id = rr.id,
+                              .tenant = request.tenant,
+                              .weight = request.weight,
+                              .band = rr.criticality,
+                              .prompt_tokens = rr.prompt_tokens,
+                              .expected_output_tokens = rr.expected_output_tokens,
+                              .deadline = request.deadline,
+                              .request = &rr},
+                             now, removed_);
+  for (const FlowQueue::Removed& r : removed_) out.push_back(from_removed(r, now));
+  o.tenant = request.tenant;
+  if (o.refusal != FlowRefusal::kNone) return o;
+  o.kind = FlowOutcome::Kind::kQueued;
+  // Capacity may be there already (it appeared without a dispatch call): the queue's
+  // order decides whether this request is the one to go.
+  const size_t first = out.size();
+  dispatch(now, rng, out);
+  auto self = std::find_if(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+                           [&](const FlowOutcome& x) { return x.id == rr.id; });
+  if (self != out.end()) {
+    o = *self;
+    out.erase(self);
+  }
+  return o;
+}
+
+size_t FlowController::dispatch(Nanos now, Rng& rng, std::vector<FlowOutcome>& out) {
+  size_t n = 0;
+  while (!queue_.empty() && has_capacity(now)) {
+    auto r = queue_.pop(now);
+    if (!r) break;
+    ++n;
+    FlowOutcome o = from_removed(*r, now);
+    o.decision = route_with_capacity(*r->request, now, rng);
+    if (!o.decision.accepted()) o.kind = FlowOutcome::Kind::kRefused;
+    out.push_back(o);
+  }
+  return n;
+}
+
+void FlowController::expire(Nanos now, std::vector<FlowOutcome>& out) {
+  removed_.clear();
+  queue_.expire(now, removed_);
+  for (const FlowQueue::Removed& r : removed_) out.push_back(from_removed(r, now));
+}
+
+}  // namespace kvgate::route

@@ -1,0 +1,109 @@
+// FlowController: flow control in front of one pool's Router. What the gateway and the
+// simulator call instead of Router::route when the pool has a queue.
+//
+// A request is routed at once while the queue is empty and some endpoint has capacity
+// (has_capacity); otherwise it waits in the FlowQueue, unless it is sheddable and
+// shed_sheddable is set (refused `saturated`, the router's behaviour without a queue) or
+// early rejection would refuse it now (refused `decode_full` before it waited). Routing
+// is decided when a request leaves the queue (late binding), on the index and load as
+// they are then. The shell calls dispatch() whenever capacity may have appeared (a
+// scrape, a request finished, an endpoint added, a prefill done) and expire() at
+// queue().next_expiry().
+//
+// Late binding routes among the endpoints that have capacity by this measure: the router
+// policy picks the best of them.
+//
+// Capacity, for the queue, is judged more strictly than the router's saturation filter:
+// between two scrapes the router cannot know whether an engine found room for what it
+// sent, so every request routed since the scrape counts as waiting there, and every
+// request that finished since as one place freed (KV blocks likewise). An endpoint thus
+// takes at most queue_threshold requests beyond what its last scrape showed, plus one
+// per request that finished since: the queue releases work as fast as the engines take
+// it, and no faster.
+//
+//   FlowController flow(router, config);
+//   std::vector<FlowOutcome> out;
+//   FlowOutcome a = flow.admit({.request = &rr, .tenant = "acme"}, now, rng, out);
+//   // a.kind: kDispatched (a.decision), kQueued, or kRefused; `out` holds what else
+//   // happened meanwhile (evictions, other dispatches).
+//   ... on a scrape: flow.dispatch(now, rng, out); for (auto& o : out) deliver(o);
+//
+// Deterministic; thread-safety: none (the router's strand).
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "core/common/rng.h"
+#include "core/common/time.h"
+#include "core/route/flow_queue.h"
+#include "core/route/router.h"
+
+namespace kvgate::route {
+
+struct FlowRequest {
+  const RouteRequest* request = nullptr;  // borrowed until its outcome is delivered
+  std::string_view tenant;                // "" for anonymous traffic
+  double weight = 1;                      // the tenant's weight (keys file)
+  std::optional<Nanos> deadline;          // absolute: dispatch by then or refuse
+};
+
+struct FlowOutcome {
+  enum class Kind : uint8_t { kDispatched, kQueued, kRefused };
+  Kind kind = Kind::kRefused;
+  RequestId id = 0;
+  const RouteRequest* request = nullptr;
+  std::string_view tenant;  // valid as long as the controller
+  Criticality band = Criticality::kStandard;
+  // kDispatched: the accepted decision. kRefused by the router: its rejection (reason
+  // != kNone, refusal kNone). kRefused by the queue: refusal != kNone.
+  Decision decision;
+  FlowRefusal refusal = FlowRefusal::kNone;
+  Nanos waited = 0;                    // in the queue
+  uint32_t charged_output_tokens = 0;  // kDispatched: pass to finished()
+};
+
+class FlowController {
+ public:
+  // Borrows `router` for its lifetime. REQUIRES: config.validate() ok.
+  FlowController(Router& router, FlowQueueConfig config);
+
+  // Dispatched at once, queued, or refused. Other requests' outcomes caused by this call
+  // (evicted to make room, dispatched because capacity was there) go to `out`.
+  FlowOutcome admit(const FlowRequest& request, Nanos now, Rng& rng, std::vector<FlowOutcome>& out);
+  // Capacity may have appeared: routes queued requests in order while some endpoint has
+  // capacity, appending their outcomes (a dispatch the router then refuses, e.g.
+  // decode_full, is a kRefused outcome). Returns how many left the queue.
+  size_t dispatch(Nanos now, Rng& rng, std::vector<FlowOutcome>& out);
+  // Timeouts and missed deadlines up to `now`, appended as kRefused.
+  void expire(Nanos now, std::vector<FlowOutcome>& out);
+  // The client went away while queued: removed at once. False when not queued.
+  bool cancel(RequestId id) { return queue_.remove(id); }
+  // A dispatched request ended with `output_tokens`: corrects its tenant's counter.
+  void finished(std::string_view tenant, uint32_t charged_output_tokens, uint32_t output_tokens) {
+    queue_.correct_output(tenant, charged_output_tokens, output_tokens);
+  }
+
+  // Some healthy endpoint that can decode is below saturation, counting every request
+  // routed since its scrape as waiting there and every one finished since as room.
+  bool has_capacity(Nanos now) const;
+
+  bool enabled() const { return queue_.config().enabled; }
+  FlowQueue& queue() { return queue_; }
+  const FlowQueue& queue() const { return queue_; }
+  Router& router() { return router_; }
+
+ private:
+  FlowOutcome route_now(const FlowRequest& request, Nanos now, Rng& rng);
+  bool endpoint_has_capacity(const Endpoint& e, Nanos now) const;
+  // Router::route among the endpoints that have capacity (the others hidden meanwhile).
+  Decision route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng);
+
+  Router& router_;
+  FlowQueue queue_;
+  std::vector<FlowQueue::Removed> removed_;  // scratch
+  std::vector<EndpointId> hidden_;           // scratch
+};
+
+}  // namespace kvgate::route

@@ -1,0 +1,222 @@
+// FlowController over a real Router in virtual time: when to queue, dispatch when
+// capacity appears, late binding, shedding, early rejection before queueing, scale
+// from zero.
+#include "core/route/flow_control.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+
+namespace kvgate::route {
+namespace {
+
+using Kind = FlowOutcome::Kind;
+
+class FlowControlTest : public ::testing::Test {
+ protected:
+  RouterConfig config_;
+  FlowQueueConfig flow_;
+  std::unique_ptr<Router> router_;
+  std::unique_ptr<FlowController> fc_;
+  Rng rng_{3};
+  std::deque<RouteRequest> requests_;  // stable addresses: the queue borrows them
+  std::vector<FlowOutcome> out_;
+  RequestId next_ = 1;
+
+  void SetUp() override {
+    config_.overlap_source = OverlapSource::kNone;
+    config_.policy = {"least-request", {}};
+    config_.saturation.queue_threshold = 2;
+    config_.saturation.metrics_max_age = 0;
+    flow_.enabled = true;
+    flow_.max_wait.fill(0);
+  }
+  void Build() {
+    auto r = Router::create(config_, {});
+    ASSERT_TRUE(r.ok()) << r.error();
+    router_ = std::move(*r);
+    fc_ = std::make_unique<FlowController>(*router_, flow_);
+  }
+  EndpointId Add(std::string url, uint32_t kv_blocks = 0) {
+    auto id = router_->add_endpoint({.url = std::move(url), .kv_capacity_blocks = kv_blocks}, 0);
+    EXPECT_TRUE(id.ok());
+    return *id;
+  }
+  FlowOutcome Admit(std::string_view tenant, Criticality c = Criticality::kStandard, Nanos now = 0,
+                    uint32_t prompt = 64, uint32_t output = 16) {
+    RouteRequest& rr = requests_.emplace_back();
+    rr.id = next_++;
+    rr.prompt_tokens = prompt;
+    rr.expected_output_tokens = output;
+    rr.criticality = c;
+    return fc_->admit({.request = &rr, .tenant = tenant}, now, rng_, out_);
+  }
+  void Scrape(EndpointId id, uint32_t waiting, uint32_t running, Nanos now) {
+    router_->pool().on_metrics(id, {.waiting = waiting, .running = running}, now);
+  }
+};
+
+TEST_F(FlowControlTest, DispatchesAtOnceWhileAnEndpointHasCapacityThenQueues) {
+  Build();
+  EndpointId a = Add("http://a:1");
+  Scrape(a, 0, 0, 0);
+  // queue_threshold 2: two requests routed since the scrape fill it.
+  EXPECT_EQ(Admit("t").kind, Kind::kDispatched);
+  EXPECT_EQ(Admit("t").kind, Kind::kDispatched);
+  EXPECT_FALSE(fc_->has_capacity(0));
+  FlowOutcome q = Admit("t");
+  EXPECT_EQ(q.kind, Kind::kQueued);
+  EXPECT_EQ(fc_->queue().size(), 1u);
+  EXPECT_TRUE(out_.empty());
+  // Nothing changed: dispatch leaves it queued.
+  EXPECT_EQ(fc_->dispatch(1, rng_, out_), 0u);
+  // One request finishes: room for one.
+  router_->pool().on_finished(1, 2 * kSecond);
+  EXPECT_EQ(fc_->dispatch(2 * kSecond, rng_, out_), 1u);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(out_[0].kind, Kind::kDispatched);
+  EXPECT_EQ(out_[0].id, 3u);
+  EXPECT_EQ(out_[0].waited, 2 * kSecond);
+  EXPECT_EQ(out_[0].decision.endpoint, a);
+  EXPECT_NE(router_->pool().request(3), nullptr);  // routed and tracked
+}
+
+TEST_F(FlowControlTest, AScrapeShowingRoomReleasesTheQueueInOrder) {
+  Build();
+  EndpointId a = Add("http://a:1");
+  Scrape(a, 5, 10, 0);  // saturated
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(Admit("t", Criticality::kStandard, i).kind, Kind::kQueued);
+  EXPECT_EQ(Admit("t", Criticality::kCritical, 10).kind, Kind::kQueued);
+  Scrape(a, 0, 10, kSecond);  // the engine drained its queue
+  fc_->dispatch(kSecond, rng_, out_);
+  ASSERT_EQ(out_.size(), 2u);  // queue_threshold requests beyond the scrape
+  EXPECT_EQ(out_[0].id, 5u);   // critical first
+  EXPECT_EQ(out_[1].id, 1u);
+  EXPECT_EQ(fc_->queue().size(), 3u);
+}
+
+TEST_F(FlowControlTest, LateBindingRoutesToWhatIsThereWhenTheRequestLeaves) {
+  Build();
+  EndpointId a = Add("http://a:1");
+  Scrape(a, 9, 9, 0);
+  EXPECT_EQ(Admit("t").kind, Kind::kQueued);
+  // A second endpoint joins while it waits: the request goes there.
+  EndpointId b = Add("http://b:1");
+  fc_->dispatch(0, rng_, out_);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(out_[0].decision.endpoint, b);
+}
+
+TEST_F(FlowControlTest, ScaleFromZeroHoldsRequestsUntilTheFirstReplica) {
+  Build();
+  // No endpoint at all: without flow control this is no_endpoints (503).
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Admit("t", Criticality::kStandard, i).kind, Kind::kQueued);
+  EXPECT_EQ(fc_->queue().size(), 3u);  // the autoscaler's waiting signal
+  const Nanos ready = 90 * kSecond;
+  EndpointId a = router_->add_endpoint({.url = "http://a:1"}, ready).value();
+  fc_->dispatch(ready, rng_, out_);
+  ASSERT_EQ(out_.size(), 2u);
+  EXPECT_EQ(out_[0].id, 1u);
+  EXPECT_EQ(out_[0].waited, ready);
+  EXPECT_EQ(out_[0].decision.endpoint, a);
+  Scrape(a, 0, 2, ready + kSecond);
+  fc_->dispatch(ready + kSecond, rng_, out_);
+  ASSERT_EQ(out_.size(), 3u);  // none lost
+  EXPECT_TRUE(fc_->queue().empty());
+}
+
+TEST_F(FlowControlTest, SheddableIsShedOrQueuedByPolicy) {
+  flow_.shed_sheddable = true;
+  Build();
+  EndpointId a = Add("http://a:1");
+  Scrape(a, 9, 9, 0);
+  FlowOutcome o = Admit("t", Criticality::kSheddable);
+  EXPECT_EQ(o.kind, Kind::kRefused);
+  EXPECT_EQ(o.decision.reason, RejectReason::kSaturated);
+  EXPECT_EQ(Admit("t", Criticality::kStandard).kind, Kind::kQueued);
+
+  flow_.shed_sheddable = false;
+  Build();
+  a = Add("http://a:1");
+  Scrape(a, 9, 9, 0);
+  EXPECT_EQ(Admit("t", Criticality::kSheddable).kind, Kind::kQueued);
+}
+
+TEST_F(FlowControlTest, EarlyRejectionRefusesBeforeQueueing) {
+  config_.early_reject.enabled = true;
+  config_.saturation.kv_threshold = 0.5;
+  Build();
+  EndpointId a = Add("http://a:1", /*kv_blocks=*/10);
+  Scrape(a, 9, 9, 0);
+  // 64 + 16 tokens = 5 blocks of 16: fits in 10 x 0.95.
+  EXPECT_EQ(Admit("t").kind, Kind::kQueued);
+  // 400 tokens = 25 blocks: decode will never have room.
+  FlowOutcome o = Admit("t", Criticality::kStandard, 0, 384, 16);
+  EXPECT_EQ(o.kind, Kind::kRefused);
+  EXPECT_EQ(o.decision.reason, RejectReason::kDecodeFull);
+  EXPECT_EQ(fc_->queue().size(), 1u);
+}
+
+TEST_F(FlowControlTest, QueueRefusalsAndEvictionsComeBackAsOutcomes) {
+  flow_.max_requests = 1;
+  flow_.max_wait = {0, 5 * kSecond, 0};
+  Build();
+  EndpointId a = Add("http://a:1");
+  Scrape(a, 9, 9, 0);
+  EXPECT_EQ(Admit("t", Criticality::kSheddable).kind, Kind::kQueued);
+  EXPECT_EQ(Admit("t", Criticality::kStandard, kSecond).kind, Kind::kQueued);
+  ASSERT_EQ(out_.size(), 1u);  // the sheddable one, evicted
+  EXPECT_EQ(out_[0].id, 1u);
+  EXPECT_EQ(out_[0].refusal, FlowRefusal::kQueueFull);
+  FlowOutcome full = Admit("u", Criticality::kStandard, kSecond);
+  EXPECT_EQ(full.kind, Kind::kRefused);
+  EXPECT_EQ(full.refusal, FlowRefusal::kQueueFull);
+  out_.clear();
+  fc_->expire(6 * kSecond, out_);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(out_[0].id, 2u);
+  EXPECT_EQ(out_[0].refusal, FlowRefusal::kQueueTimeout);
+  EXPECT_EQ(out_[0].waited, 5 * kSecond);
+}
+
+TEST_F(FlowControlTest, CancelRemovesAQueuedRequest) {
+  Build();
+  EndpointId a = Add("http://a:1");
+  Scrape(a, 9, 9, 0);
+  Admit("t");
+  Admit("t");
+  EXPECT_TRUE(fc_->cancel(1));
+  EXPECT_FALSE(fc_->cancel(1));
+  Scrape(a, 0, 9, kSecond);
+  fc_->dispatch(kSecond, rng_, out_);
+  ASSERT_EQ(out_.size(), 1u);
+  EXPECT_EQ(out_[0].id, 2u);
+}
+
+TEST_F(FlowControlTest, DisabledRoutesLikeTheRouter) {
+  flow_.enabled = false;
+  Build();
+  FlowOutcome o = Admit("t");
+  EXPECT_EQ(o.kind, Kind::kRefused);
+  EXPECT_EQ(o.decision.reason, RejectReason::kNoEndpoints);
+  EndpointId a = Add("http://a:1");
+  Scrape(a, 9, 9, 0);
+  EXPECT_EQ(Admit("t").kind, Kind::kDispatched);  // piles up on the engine, as before
+  EXPECT_EQ(Admit("t", Criticality::kSheddable).decision.reason, RejectReason::kSaturated);
+}
+
+TEST_F(FlowControlTest, NoisyTenantDoesNotDelayAQuietOne) {
+  Build();
+  EndpointId a = Add("http://a:1");
+  Scrape(a, 9, 9, 0);
+  for (int i = 0; i < 50; ++i) Admit("noisy", Criticality::kStandard, i);
+  Admit("quiet", Criticality::kStandard, 60);
+  Scrape(a, 0, 9, 100);
+  fc_->dispatch(100, rng_, out_);
+  ASSERT_EQ(out_.size(), 2u);
+  EXPECT_EQ(out_[0].tenant, "noisy");  // equal counters: the older backlog first
+  EXPECT_EQ(out_[1].tenant, "quiet");  // then the quiet tenant, not after 50
+}
+
+}  // namespace
+}  // namespace kvgate::route
