@@ -215,6 +215,9 @@ if __name__ == "__main__":
                  "cold", dict(c, bursts=[]), old + ["oracle"], extra=new)
         scenario("horizon-day-7b-caches-kept", "horizon policy: the day, caches kept (68 s)",
                  "caches-kept", dict(c, startup_prior=68), old + ["oracle"], extra=new)
+        scenario("horizon-day-7b-caches-kept-no-bursts",
+                 "horizon policy: the day without bursts, caches kept (68 s)", "caches-kept",
+                 dict(c, startup_prior=68, bursts=[]), old + ["oracle"], extra=new)
         # Bursts no seasonal model knows: different times, sizes and lengths on each day,
         # two of them longer than a cold start.
         surprise = [(700, 300, 1.7), (2100, 90, 2.0), (2900, 420, 1.4), (4300, 240, 1.8),
