@@ -37,6 +37,7 @@ scale::PoolSignals build_signals(std::span<const EndpointView> endpoints,
   s.generation_tokens_per_s = usage.generation_tokens_per_s;
   s.mean_prompt_tokens = usage.mean_prompt_tokens;
   s.mean_generation_tokens = usage.mean_generation_tokens;
+  s.finished_per_s = usage.requests_per_s;
   s.ttft = usage.ttft;
   s.itl = usage.itl;
   return s;

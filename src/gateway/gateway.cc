@@ -623,7 +623,14 @@ void register_admin_sections(Gateway::Impl& impl) {
           const PoolAutoscaler::State st = a->state();
           const scale::Decision& d = st.decision;
           const scale::PoolSignals& sig = st.signals;
+          boost::json::object inputs;
+          if (d.inputs) {
+            for (const scale::NamedInput& in : scale::named_inputs(*d.inputs))
+              inputs[in.name] = in.value;
+          }
           return boost::json::object{
+              {"inputs", std::move(inputs)},
+              {"standby", d.standby},
               {"decisions", st.decisions},
               {"desired_replicas", d.desired_replicas},
               {"current_replicas", d.current_replicas},

@@ -1,5 +1,7 @@
 #include "gateway/metrics.h"
 
+#include <algorithm>
+
 #include "core/metrics/prometheus_text.h"
 
 namespace kvgate::gateway {
@@ -429,6 +431,20 @@ void GatewayMetrics::render_autoscalers(metrics::PrometheusWriter& w) const {
   for (const auto& [pool, a] : autoscalers_) {
     w.sample("kvgate_autoscaler_decision_info",
              {{"pool", pool}, {"direction", a.direction}, {"limited_by", a.limited_by}}, 1);
+  }
+  if (std::any_of(autoscalers_.begin(), autoscalers_.end(),
+                  [](const auto& kv) { return kv.second.horizon.has_value(); })) {
+    w.header("kvgate_autoscaler_horizon",
+             "The horizon policy's latest inputs (input: arrival_rate, forecast_rate, band, "
+             "rate_per_replica, ttft_correction, startup_seconds, ...).",
+             "gauge");
+    for (const auto& [pool, a] : autoscalers_) {
+      if (!a.horizon) continue;
+      for (const scale::NamedInput& in : scale::named_inputs(*a.horizon)) {
+        w.sample("kvgate_autoscaler_horizon", {{"pool", pool}, {"input", std::string(in.name)}},
+                 in.value);
+      }
+    }
   }
   w.header("kvgate_autoscaler_decisions_total", "Autoscaler decisions by direction.", "counter");
   for (const auto& [k, v] : autoscaler_decisions_) {

@@ -52,6 +52,7 @@
 #include <tuple>
 
 #include "core/metrics/histogram.h"
+#include "core/scale/horizon.h"
 #include "core/scale/usage_window.h"
 
 namespace kvgate::gateway {
@@ -64,9 +65,10 @@ struct AutoscalerGauges {
   std::string signal;                  // the tracked signal's name; empty for the planner
   std::optional<double> signal_value;  // per replica; none without a measurement
   bool panic = false;
-  std::string direction;   // "up", "down" or "hold"
-  std::string limited_by;  // scale::Decision::limited_by
-  uint64_t restarts = 0;   // crashed replicas replaced so far
+  std::string direction;                        // "up", "down" or "hold"
+  std::string limited_by;                       // scale::Decision::limited_by
+  uint64_t restarts = 0;                        // crashed replicas replaced so far
+  std::optional<scale::HorizonInputs> horizon;  // the horizon policy's inputs
 };
 
 class GatewayMetrics {

@@ -93,7 +93,8 @@ struct PoolAutoscaler::Impl {
     g.min = d.min_replicas;
     g.max = d.max_replicas;
     g.demand = d.demand;
-    if (config.policy.policy != scale::PolicyKind::kPlanner) {
+    if (config.policy.policy != scale::PolicyKind::kPlanner &&
+        config.policy.policy != scale::PolicyKind::kHorizon) {
       g.signal = std::string(scale::signal_name(config.policy.signal));
       g.signal_value = scale::signal_value(s, config.policy.signal);
     }
@@ -103,6 +104,7 @@ struct PoolAutoscaler::Impl {
                                                             : "hold";
     g.limited_by = d.limited_by;
     g.restarts = actuation->restarts();
+    g.horizon = d.inputs;
     metrics.autoscaler(pool.name(), g);
   }
 
@@ -154,8 +156,9 @@ Result<std::unique_ptr<PoolAutoscaler>> PoolAutoscaler::start(PoolRuntime& pool,
   impl->actuation = std::move(*actuation);
   const scale::AutoscaleConfig& policy = config.autoscale->policy;
   spdlog::info("pool {}: autoscaler on: {}, replicas {}..{}, {} actuator", config.name,
-               policy.policy == scale::PolicyKind::kPlanner
-                   ? std::string("planner")
+               policy.policy == scale::PolicyKind::kPlanner ? std::string("planner")
+               : policy.policy == scale::PolicyKind::kHorizon
+                   ? std::string("horizon")
                    : fmt::format("{} target {} per replica", scale::signal_name(policy.signal),
                                  policy.target),
                policy.min_replicas, policy.max_replicas, actuator_name(config.autoscale->actuator));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <tuple>
 #include <unordered_map>
 
 #include "core/engine/engine_model.h"
@@ -65,8 +66,11 @@ struct Replica {
   Nanos admitted_at = 0;  // joined routing (after its warm-up); -1: not yet
   Nanos drained_at = -1;
   Nanos stopped_at = -1;
-  uint32_t in_flight = 0;   // routed to it and not yet finished at the gateway
-  double busy_at_tick = 0;  // engine busy seconds at the last control tick
+  uint32_t in_flight = 0;               // routed to it and not yet finished at the gateway
+  double busy_at_tick = 0;              // engine busy seconds at the last control tick
+  uint64_t prefix_queries_at_tick = 0;  // engine prefix-cache counters then
+  uint64_t prefix_hits_at_tick = 0;
+  bool standby = false;  // kept out of routing by the autoscaler's decision
 };
 
 struct Event {
@@ -131,6 +135,7 @@ class Simulation {
   void admit_replica(Nanos now, uint32_t engine);
   scale::PoolSignals build_signals(Nanos now);
   void launch(Nanos now);
+  void apply_standby(Nanos now, int32_t count);
   void drain(Nanos now, uint32_t engine);
   void stop(Nanos now, uint32_t engine);
   // A request routed to `engine` (its decode engine) is over; a draining replica stops
@@ -199,6 +204,7 @@ class Simulation {
   LatencyWindow ttft_window_, itl_window_;       // seconds, observed at the gateway
   LatencyWindow prompt_window_, output_window_;  // tokens per finished request
   uint64_t arrivals_since_tick_ = 0;
+  int32_t standby_ = 0;  // replicas kept out of routing (horizon policy's standby)
   double gpu_seconds_ = 0;
   int32_t gpus_per_replica_ = 1;
   uint32_t launches_ = 0;
@@ -710,6 +716,7 @@ scale::PoolSignals Simulation::build_signals(Nanos now) {
   scale::PoolSignals s;
   const double interval = to_seconds(scenario_.scaling.control_interval);
   double kv = 0, busy = 0;
+  uint64_t prefix_queries = 0, prefix_hits = 0;
   for (uint32_t i = 0; i < replicas_.size(); ++i) {
     Replica& r = replicas_[i];
     if (!live(i)) continue;
@@ -736,6 +743,11 @@ scale::PoolSignals Simulation::build_signals(Nanos now) {
       if (span > 0) busy += std::min(1.0, (engine_busy - r.busy_at_tick) / span);
     }
     r.busy_at_tick = engine_busy;
+    const engine::EngineMetrics& m = engines_[i]->metrics();
+    prefix_queries += m.prefix_cache_queries - r.prefix_queries_at_tick;
+    prefix_hits += m.prefix_cache_hits - r.prefix_hits_at_tick;
+    r.prefix_queries_at_tick = m.prefix_cache_queries;
+    r.prefix_hits_at_tick = m.prefix_cache_hits;
   }
   // The gateway's queue: requests waiting for the pool (with zero replicas, all of them).
   if (flow_) s.waiting += static_cast<double>(flow_->queue().size());
@@ -754,6 +766,14 @@ scale::PoolSignals Simulation::build_signals(Nanos now) {
   if (prompt_window_.size() > 0) {
     s.mean_prompt_tokens = prompt_window_.sum() / static_cast<double>(prompt_window_.size());
     s.mean_generation_tokens = output_window_.sum() / static_cast<double>(output_window_.size());
+    s.generation_tokens_sd = output_window_.stddev();
+    if (window > 0) s.finished_per_s = static_cast<double>(output_window_.size()) / window;
+  }
+  // What the gateway counts itself: arrivals over the last interval; and the engines'
+  // prefix-cache counters since the last tick.
+  s.arrival_rate = static_cast<double>(arrivals_since_tick_) / interval;
+  if (prefix_queries > 0) {
+    s.prefix_hit_rate = static_cast<double>(prefix_hits) / static_cast<double>(prefix_queries);
   }
   s.ttft = ttft_window_.summary();
   s.itl = itl_window_.summary();
@@ -769,6 +789,7 @@ void Simulation::on_control(Nanos now) {
   }
   const int32_t keep = d.current_replicas - static_cast<int32_t>(d.drain.size());
   for (int32_t i = keep; i < d.desired_replicas; ++i) launch(now);
+  if (d.standby > 0 || standby_ > 0) apply_standby(now, d.standby);
 
   ScaleSample sample;
   sample.at = now;
@@ -786,6 +807,30 @@ void Simulation::on_control(Nanos now) {
   arrivals_since_tick_ = 0;
   if (!done()) {
     queue_.push(now + scenario_.scaling.control_interval, Event{EventKind::kControl, 0, 0});
+  }
+}
+
+void Simulation::apply_standby(Nanos, int32_t count) {
+  // The youngest ready replicas that joined routing are the standby ones: out of
+  // routing (their requests in flight finish), back in at once when the count falls.
+  std::vector<uint32_t> ready;
+  for (uint32_t i = 0; i < replicas_.size(); ++i) {
+    const Replica& r = replicas_[i];
+    if (r.phase == ReplicaPhase::kReady && r.admitted_at >= 0) ready.push_back(i);
+  }
+  std::sort(ready.begin(), ready.end(), [&](uint32_t a, uint32_t b) {
+    return std::tie(replicas_[a].ready_at, a) > std::tie(replicas_[b].ready_at, b);
+  });
+  standby_ = 0;
+  for (size_t k = 0; k < ready.size(); ++k) {
+    Replica& r = replicas_[ready[k]];
+    const bool want = static_cast<int32_t>(k) < count && k + 1 < ready.size();
+    if (want != r.standby) {
+      router_->pool().set_health(endpoint_of_[ready[k]],
+                                 want ? route::Health::kUnhealthy : route::Health::kHealthy);
+      r.standby = want;
+    }
+    standby_ += want;
   }
 }
 

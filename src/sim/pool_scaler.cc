@@ -64,6 +64,28 @@ class OracleScaler final : public PoolScaler {
 
 }  // namespace
 
+namespace {
+
+// The horizon policy's startup priors, where its section leaves them 0: the profile's
+// phase table (sum of the phase medians, cold and caches-kept), or the fixed startup;
+// the kind of start is the scenario's.
+void fill_startup_priors(const Scenario& scenario, scale::HorizonConfig& h) {
+  const engine::Profile& p = scenario.engines.front().profile;
+  const auto table_sum = [&](bool kept) -> Nanos {
+    if (scenario.scaling.startup_fixed > 0) return scenario.scaling.startup_fixed;
+    if (!p.startup) return 0;
+    double total = 0;
+    for (const engine::PhaseStats& ph : kept ? p.startup->caches_kept : p.startup->cold)
+      total += ph.median_s;
+    return seconds(total);
+  };
+  if (h.startup_cold == 0) h.startup_cold = table_sum(false);
+  if (h.startup_caches_kept == 0) h.startup_caches_kept = table_sum(true);
+  h.caches_kept = scenario.scaling.startup == engine::StartupMode::kCachesKept;
+}
+
+}  // namespace
+
 Nanos median_startup(const Scenario& scenario) {
   if (scenario.scaling.startup_fixed > 0) return scenario.scaling.startup_fixed;
   const engine::Profile& p = scenario.engines.front().profile;
@@ -83,9 +105,11 @@ Result<std::unique_ptr<PoolScaler>> make_pool_scaler(const Scenario& scenario,
     return std::unique_ptr<PoolScaler>(
         std::make_unique<OracleScaler>(*policy.oracle, scenario.workload.arrivals, horizon));
   }
-  const auto& config = policy.autoscale ? policy.autoscale : scenario.autoscale;
-  if (!config) return std::unique_ptr<PoolScaler>();
-  auto a = scale::Autoscaler::make(*config);
+  const auto& section = policy.autoscale ? policy.autoscale : scenario.autoscale;
+  if (!section) return std::unique_ptr<PoolScaler>();
+  scale::AutoscaleConfig config = *section;
+  if (config.policy == scale::PolicyKind::kHorizon) fill_startup_priors(scenario, config.horizon);
+  auto a = scale::Autoscaler::make(std::move(config));
   if (!a) return Error("policy " + policy.name + ": autoscale: " + a.error());
   return std::unique_ptr<PoolScaler>(std::make_unique<AutoscalerScaler>(std::move(*a)));
 }
@@ -112,6 +136,14 @@ double LatencyWindow::sum() const {
   double total = 0;
   for (const auto& [at, value] : samples_) total += value;
   return total;
+}
+
+double LatencyWindow::stddev() const {
+  if (samples_.size() < 2) return 0;
+  const double mean = sum() / static_cast<double>(samples_.size());
+  double ss = 0;
+  for (const auto& [at, value] : samples_) ss += (value - mean) * (value - mean);
+  return std::sqrt(ss / static_cast<double>(samples_.size() - 1));
 }
 
 }  // namespace kvgate::sim

@@ -44,6 +44,7 @@ class LatencyWindow {
   void prune(Nanos now);
   scale::LatencySummary summary() const;
   double sum() const;
+  double stddev() const;  // of the values (0 with fewer than two)
   size_t size() const { return samples_.size(); }
 
  private:

@@ -134,16 +134,46 @@ std::string utilization_svg(const std::string& title, const std::vector<PolicyRu
   return render_svg(c);
 }
 
+std::string frontier_svg(const std::string& title, const std::vector<ScalingSummary>& rows) {
+  LineChart c{
+      .title = title, .x_label = "GPU-hours (x oracle)", .y_label = "requests within the SLO (%)"};
+  std::vector<std::string> families;
+  for (const ScalingSummary& r : rows) {
+    const size_t at = r.policy.find('@');
+    if (at == std::string::npos || r.vs_oracle <= 0) continue;
+    const std::string family = r.policy.substr(0, at);
+    auto it = std::find(families.begin(), families.end(), family);
+    if (it == families.end()) {
+      families.push_back(family);
+      c.series.push_back({family, {}, true});
+      it = families.end() - 1;
+    }
+    c.series[static_cast<size_t>(it - families.begin())].points.emplace_back(
+        r.vs_oracle, 100 * r.slo_attainment);
+  }
+  for (Series& s : c.series) std::sort(s.points.begin(), s.points.end());
+  for (const ScalingSummary& r : rows) {
+    if (r.vs_oracle > 0 && r.policy.find('@') == std::string::npos && r.vs_oracle == 1) {
+      c.series.push_back({r.policy, {{r.vs_oracle, 100 * r.slo_attainment}}, true});
+    }
+  }
+  return render_svg(c);
+}
+
 Result<std::vector<std::string>> write_scaling_files(const std::string& scenario,
                                                      const std::vector<PolicyRun>& runs,
                                                      const std::vector<ScalingSummary>& rows,
                                                      const std::string& dir) {
-  const std::vector<std::pair<std::string, std::string>> files = {
+  std::vector<std::pair<std::string, std::string>> files = {
       {"scaling.csv", scaling_csv(rows)},
       {"replicas.svg", replicas_svg(scenario + ": replicas held", runs)},
       {"load.svg", load_svg(scenario + ": offered load", runs)},
       {"gpu_utilization.svg", utilization_svg(scenario + ": GPU utilisation", runs)},
   };
+  const bool swept = std::any_of(rows.begin(), rows.end(), [](const ScalingSummary& r) {
+    return r.policy.find('@') != std::string::npos && r.vs_oracle > 0;
+  });
+  if (swept) files.emplace_back("frontier.svg", frontier_svg(scenario + ": frontier", rows));
   return write_files(dir, files);
 }
 

@@ -48,7 +48,12 @@ std::string replicas_svg(const std::string& title, const std::vector<PolicyRun>&
 std::string load_svg(const std::string& title, const std::vector<PolicyRun>& runs);
 std::string utilization_svg(const std::string& title, const std::vector<PolicyRun>& runs);
 
-// Writes scaling.csv, replicas.svg, load.svg and gpu_utilization.svg into `dir`.
+// The frontier: SLO attainment against GPU-hours (x oracle), one series per policy family
+// for rows named FAMILY@KNOB (a sweep of the family's main knob), plus the oracle's point.
+std::string frontier_svg(const std::string& title, const std::vector<ScalingSummary>& rows);
+
+// Writes scaling.csv, replicas.svg, load.svg and gpu_utilization.svg into `dir`, and
+// frontier.svg when rows are named FAMILY@KNOB.
 Result<std::vector<std::string>> write_scaling_files(const std::string& scenario,
                                                      const std::vector<PolicyRun>& runs,
                                                      const std::vector<ScalingSummary>& rows,

@@ -26,6 +26,9 @@ Autoscaler::Autoscaler(AutoscaleConfig config)
   if (config_.policy == PolicyKind::kPlanner) {
     input_forecast_ = make_forecaster(config_.forecast);
     output_forecast_ = make_forecaster(config_.forecast);
+  } else if (config_.policy == PolicyKind::kHorizon) {
+    horizon_ = std::make_unique<HorizonPolicy>(config_.horizon, config_.forecast, 15 * kSecond,
+                                               config_.startup_time);
   } else {
     demand_forecast_ = make_forecaster(config_.forecast);
   }
@@ -114,17 +117,36 @@ void Autoscaler::need_from_planner(const PoolSignals& s, Nanos now, Decision& d)
   d.needed = r.needed;
 }
 
+void Autoscaler::need_from_horizon(const PoolSignals& s, Nanos now, Decision& d) {
+  const Capacity& c = d.capacity;
+  HorizonPlan p = horizon_->plan(s, now, c.total(), c.ready);
+  d.needed = p.needed;
+  d.demand = p.demand;
+  d.standby = p.standby;
+  d.reason = std::move(p.reason);
+  d.inputs = p.inputs;
+}
+
 Decision Autoscaler::propose(const PoolSignals& s, Nanos now) {
   Decision d;
-  startup_.observe(s.replicas);
-  const Nanos expected = startup_.expected();
-  d.horizon = expected;
+  Nanos expected = 0;
+  if (horizon_) {
+    // The horizon policy's own estimator (a quantile, cold and caches-kept apart).
+    expected = horizon_->observe_startups(s.replicas);
+  } else {
+    startup_.observe(s.replicas);
+    expected = startup_.expected();
+  }
+  d.horizon = horizon_ ? horizon_->horizon() : expected;
   d.capacity = account_capacity(s.replicas, now, d.horizon, expected,
                                 config_.cold_start_aware ? config_.stuck_factor : 1e300);
   d.current_replicas = d.capacity.total();
 
   if (config_.policy == PolicyKind::kPlanner) {
     need_from_planner(s, now, d);
+  } else if (horizon_) {
+    need_from_horizon(s, now, d);
+    d.horizon = horizon_->horizon();
   } else {
     need_from_target(s, now, d);
   }
@@ -157,12 +179,23 @@ Decision Autoscaler::commit(Decision d, int32_t replicas, const PoolSignals& s, 
     d.reason += fmt::format(", GPU budget -> {}", replicas);
     d.desired_replicas = replicas;
   }
-  if (replicas < d.current_replicas) {
+  if (replicas < d.current_replicas && horizon_) {
+    // Never a replica still starting: the pool keeps what it cannot drain.
+    d.drain = select_horizon_victims(s.replicas, d.current_replicas - replicas,
+                                     std::min(replicas, d.capacity.ready), now, horizon_->horizon(),
+                                     config_.stuck_factor);
+    replicas = d.current_replicas - static_cast<int32_t>(d.drain.size());
+    if (replicas != d.desired_replicas) {
+      d.reason += fmt::format(", {} starting kept", replicas - d.desired_replicas);
+      d.desired_replicas = replicas;
+    }
+  } else if (replicas < d.current_replicas) {
     d.drain = select_victims(s.replicas, d.current_replicas - replicas, now,
                              {.young_age = config_.young_age,
                               .expected_startup = startup_.expected(),
                               .stuck_factor = config_.stuck_factor});
   }
+  d.standby = std::min(d.standby, replicas);
   behavior_.record_scale(d.current_replicas, replicas, now);
   return d;
 }

@@ -14,11 +14,14 @@
 //        target / gpu-utilization — demand = ready x value / target (HPA), optionally
 //          with panic mode, against capacity with the tolerance band;
 //        planner — the disaggregated planner's arithmetic (planner.h);
+//        horizon — the load one startup ahead with an error band, a queueing model,
+//          TTFT correction, burst path, scale-down guard (horizon.h);
 //      with a forecaster, the larger of the need now and the need at the horizon;
 //   4. stuck replicas are added back (they keep their slot until drained);
 //   5. the schedule's floors and ceilings narrow [min, max];
 //   6. HPA behavior: stabilization windows, rate limits, min/max;
-//   7. on scale-down, the victims to drain (young replicas last).
+//   7. on scale-down, the victims to drain (young replicas last; horizon: the emptiest,
+//      then the youngest, never one still starting).
 // With cold_start_aware = false, target tracking multiplies the per-ready-replica value
 // by every replica, booting or not (HPA's formula with current = all replicas, as with a
 // Value-type external metric), stuck replicas get no special treatment and the planner's
@@ -39,6 +42,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,6 +53,7 @@
 #include "core/scale/cold_start.h"
 #include "core/scale/config.h"
 #include "core/scale/forecast.h"
+#include "core/scale/horizon.h"
 #include "core/scale/signals.h"
 #include "core/scale/target_tracking.h"
 
@@ -71,6 +76,10 @@ struct Decision {
   int32_t min_replicas = 0;  // bounds in force (after the schedule)
   int32_t max_replicas = 0;
   bool panic = false;
+  // Horizon policy: of desired_replicas, how many ready ones to keep out of routing
+  // (standby), and every input the decision used.
+  int32_t standby = 0;
+  std::optional<HorizonInputs> inputs;
 };
 
 class Autoscaler {
@@ -99,6 +108,7 @@ class Autoscaler {
   explicit Autoscaler(AutoscaleConfig config);
   void need_from_target(const PoolSignals& s, Nanos now, Decision& d);
   void need_from_planner(const PoolSignals& s, Nanos now, Decision& d);
+  void need_from_horizon(const PoolSignals& s, Nanos now, Decision& d);
   double forecast(Forecaster* f, double value, Nanos now, Nanos horizon);
 
   // Constant after construction.
@@ -110,6 +120,7 @@ class Autoscaler {
   std::unique_ptr<Forecaster> demand_forecast_;  // target tracking: demand
   std::unique_ptr<Forecaster> input_forecast_;   // planner: prompt tokens/s
   std::unique_ptr<Forecaster> output_forecast_;  // planner: generated tokens/s
+  std::unique_ptr<HorizonPolicy> horizon_;       // horizon
 };
 
 // Decides for several pools that share `total_gpus` (fit_gpu_budget, budget.h): each

@@ -12,6 +12,8 @@ std::string_view policy_name(PolicyKind kind) {
       return "gpu-utilization";
     case PolicyKind::kPlanner:
       return "planner";
+    case PolicyKind::kHorizon:
+      return "horizon";
   }
   return "unknown";
 }
@@ -20,6 +22,7 @@ std::optional<PolicyKind> parse_policy(std::string_view name) {
   if (name == "target") return PolicyKind::kTarget;
   if (name == "gpu-utilization" || name == "gpu_utilization") return PolicyKind::kGpuUtilization;
   if (name == "planner") return PolicyKind::kPlanner;
+  if (name == "horizon") return PolicyKind::kHorizon;
   return std::nullopt;
 }
 
@@ -36,6 +39,49 @@ Status check_rules(const ScalingRules& r, const std::string& where) {
   return {};
 }
 
+Status validate_horizon(const HorizonConfig& h) {
+  const auto open_unit = [](double v) { return v > 0 && v < 1; };
+  if (!(h.ttft_s > 0)) return Error("horizon.ttft_target: must be > 0");
+  if (!open_unit(h.ttft_quantile)) return Error("horizon.ttft_quantile: must be in (0, 1)");
+  if (!open_unit(h.quantile)) return Error("horizon.quantile: must be in (0, 1)");
+  if (!open_unit(h.startup_quantile)) {
+    return Error("horizon.startup_quantile: must be in (0, 1)");
+  }
+  const ReplicaProfile& r = h.replica;
+  if (!(r.prefill_tokens_per_s > 0))
+    return Error("horizon.replica.prefill_tokens_per_s: must be > 0");
+  if (!(r.itl_s > 0)) return Error("horizon.replica.itl: must be > 0");
+  if (!(r.kv_tokens > 0)) return Error("horizon.replica.kv_tokens: must be > 0");
+  if (r.max_batch < 1) return Error("horizon.replica.max_batch: must be >= 1");
+  if (h.prefix_hit_rate && !(*h.prefix_hit_rate >= 0 && *h.prefix_hit_rate < 1)) {
+    return Error("horizon.prefix_hit_rate: must be in [0, 1)");
+  }
+  if (h.band_window <= 0) return Error("horizon.band_window: must be > 0");
+  if (!(h.band_max >= 1)) return Error("horizon.band_max: must be >= 1");
+  if (!(h.headroom > 0 && h.headroom <= h.band_max)) {
+    return Error("horizon.headroom: must be in (0, band_max]");
+  }
+  if (h.startup_cold < 0 || h.startup_caches_kept < 0) {
+    return Error("horizon.startup: must be >= 0");
+  }
+  if (h.margin < 0) return Error("horizon.margin: must be >= 0");
+  if (!(h.correction_min > 0) || h.correction_min > 1) {
+    return Error("horizon.correction.min: must be in (0, 1]");
+  }
+  if (!(h.correction_max >= 1)) return Error("horizon.correction.max: must be >= 1");
+  if (!(h.correction_gain > 0 && h.correction_gain <= 1)) {
+    return Error("horizon.correction.gain: must be in (0, 1]");
+  }
+  if (!(h.correction_deadband >= 0 && h.correction_deadband < 1)) {
+    return Error("horizon.correction.deadband: must be in [0, 1)");
+  }
+  if (h.settle < 0) return Error("horizon.correction.settle: must be >= 0");
+  if (!(h.burst_threshold > 0)) return Error("horizon.burst.threshold: must be > 0");
+  if (h.burst_max_step < 0) return Error("horizon.burst.max_step: must be >= 0");
+  if (h.standby < 0) return Error("horizon.standby: must be >= 0");
+  return {};
+}
+
 }  // namespace
 
 Status validate(const AutoscaleConfig& c) {
@@ -45,7 +91,9 @@ Status validate(const AutoscaleConfig& c) {
                  " < " + std::to_string(c.min_replicas) + ")");
   }
   if (c.gpus_per_replica < 1) return Error("gpus_per_replica: must be >= 1");
-  if (c.policy != PolicyKind::kPlanner && !(c.target > 0)) return Error("target: must be > 0");
+  if (c.policy != PolicyKind::kPlanner && c.policy != PolicyKind::kHorizon && !(c.target > 0)) {
+    return Error("target: must be > 0");
+  }
   if (!(c.tracking.tolerance >= 0)) return Error("tolerance: must be >= 0");
   const PanicConfig& p = c.tracking.panic;
   if (p.enabled) {
@@ -68,6 +116,9 @@ Status validate(const AutoscaleConfig& c) {
     if (c.role == PoolRole::kDecode && !c.decode_profile) {
       return Error("planner.decode_profile: required for role decode");
     }
+  }
+  if (c.policy == PolicyKind::kHorizon) {
+    if (Status s = validate_horizon(c.horizon); !s) return s;
   }
   if (Status s = check_rules(c.behavior.scale_up, "behavior.scale_up"); !s) return s;
   if (Status s = check_rules(c.behavior.scale_down, "behavior.scale_down"); !s) return s;

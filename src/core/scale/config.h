@@ -14,6 +14,7 @@
 #include "core/common/time.h"
 #include "core/scale/behavior.h"
 #include "core/scale/forecast.h"
+#include "core/scale/horizon.h"
 #include "core/scale/planner.h"
 #include "core/scale/profile.h"
 #include "core/scale/schedule.h"
@@ -26,9 +27,10 @@ enum class PolicyKind : uint8_t {
   kTarget,          // target tracking on `signal`
   kGpuUtilization,  // target tracking on GPU utilisation: a cautionary example, see docs
   kPlanner,         // the disaggregated planner (planner.h)
+  kHorizon,         // sized for the load one startup ahead (horizon.h)
 };
 
-// Names in configuration: "target", "gpu-utilization", "planner".
+// Names in configuration: "target", "gpu-utilization", "planner", "horizon".
 std::string_view policy_name(PolicyKind kind);
 std::optional<PolicyKind> parse_policy(std::string_view name);
 
@@ -52,6 +54,9 @@ struct AutoscaleConfig {
   LatencyStat latency_stat = LatencyStat::kMean;
   std::optional<PrefillProfile> prefill_profile;  // required for role kPrefill
   std::optional<DecodeProfile> decode_profile;    // required for role kDecode
+
+  // Horizon (kHorizon): its `forecast` is of the arrival rate.
+  HorizonConfig horizon;
 
   Behavior behavior;
   ForecastConfig forecast;  // method kNone: scale on what is measured now

@@ -271,18 +271,84 @@ Status parse_planner(const YAML::Node& n, const std::string& path, AutoscaleConf
   return parse_profiles(n, path, c);
 }
 
+Status parse_horizon(const YAML::Node& n, const std::string& path, HorizonConfig& h) {
+  KVGATE_TRY(
+      expect_map(n, path,
+                 {"ttft_target", "ttft_quantile", "quantile", "band_window", "band_max", "headroom",
+                  "prefix_hit_rate", "replica", "startup", "correction", "burst", "standby"}));
+  Nanos ttft = seconds(h.ttft_s);
+  KVGATE_TRY(read_duration(n, "ttft_target", path, ttft));
+  h.ttft_s = to_seconds(ttft);
+  KVGATE_TRY(read_double(n, "ttft_quantile", path, h.ttft_quantile));
+  KVGATE_TRY(read_double(n, "quantile", path, h.quantile));
+  KVGATE_TRY(read_duration(n, "band_window", path, h.band_window));
+  KVGATE_TRY(read_double(n, "band_max", path, h.band_max));
+  KVGATE_TRY(read_double(n, "headroom", path, h.headroom));
+  if (n["prefix_hit_rate"]) {
+    double hit = 0;
+    KVGATE_TRY(read_double(n, "prefix_hit_rate", path, hit));
+    h.prefix_hit_rate = hit;
+  }
+  KVGATE_TRY(read_int(n, "standby", path, h.standby));
+  if (const YAML::Node r = n["replica"]) {
+    const std::string at = path + ".replica";
+    KVGATE_TRY(expect_map(r, at, {"prefill_tokens_per_s", "itl", "kv_tokens", "max_batch"}));
+    KVGATE_TRY(read_double(r, "prefill_tokens_per_s", at, h.replica.prefill_tokens_per_s));
+    Nanos itl = seconds(h.replica.itl_s);
+    KVGATE_TRY(read_duration(r, "itl", at, itl));
+    h.replica.itl_s = to_seconds(itl);
+    KVGATE_TRY(read_double(r, "kv_tokens", at, h.replica.kv_tokens));
+    KVGATE_TRY(read_int(r, "max_batch", at, h.replica.max_batch));
+  }
+  if (const YAML::Node st = n["startup"]) {
+    const std::string at = path + ".startup";
+    KVGATE_TRY(expect_map(st, at, {"cold", "caches_kept", "caches", "quantile", "margin"}));
+    KVGATE_TRY(read_duration(st, "cold", at, h.startup_cold));
+    KVGATE_TRY(read_duration(st, "caches_kept", at, h.startup_caches_kept));
+    std::optional<std::string> caches;
+    KVGATE_TRY(read_string(st, "caches", at, caches));
+    if (caches == "kept") {
+      h.caches_kept = true;
+    } else if (caches == "cold") {
+      h.caches_kept = false;
+    } else if (caches) {
+      return yaml_fail(st["caches"], at + ".caches", "expected kept or cold");
+    }
+    KVGATE_TRY(read_double(st, "quantile", at, h.startup_quantile));
+    KVGATE_TRY(read_duration(st, "margin", at, h.margin));
+  }
+  if (const YAML::Node co = n["correction"]) {
+    const std::string at = path + ".correction";
+    KVGATE_TRY(expect_map(co, at, {"enabled", "min", "max", "gain", "deadband", "settle"}));
+    KVGATE_TRY(read_bool(co, "enabled", at, h.ttft_correction));
+    KVGATE_TRY(read_double(co, "min", at, h.correction_min));
+    KVGATE_TRY(read_double(co, "max", at, h.correction_max));
+    KVGATE_TRY(read_double(co, "gain", at, h.correction_gain));
+    KVGATE_TRY(read_double(co, "deadband", at, h.correction_deadband));
+    KVGATE_TRY(read_duration(co, "settle", at, h.settle));
+  }
+  if (const YAML::Node b = n["burst"]) {
+    const std::string at = path + ".burst";
+    KVGATE_TRY(expect_map(b, at, {"enabled", "threshold", "max_step"}));
+    KVGATE_TRY(read_bool(b, "enabled", at, h.burst));
+    KVGATE_TRY(read_double(b, "threshold", at, h.burst_threshold));
+    KVGATE_TRY(read_int(b, "max_step", at, h.burst_max_step));
+  }
+  return {};
+}
+
 Status parse_section(const YAML::Node& n, const std::string& path, AutoscaleConfig& c) {
-  KVGATE_TRY(expect_map(
-      n, path,
-      {"policy", "min_replicas", "max_replicas", "gpus_per_replica", "signal", "target",
-       "tolerance", "panic", "behavior", "forecast", "schedule", "cold_start", "planner"}));
+  KVGATE_TRY(expect_map(n, path,
+                        {"policy", "min_replicas", "max_replicas", "gpus_per_replica", "signal",
+                         "target", "tolerance", "panic", "behavior", "forecast", "schedule",
+                         "cold_start", "planner", "horizon"}));
   std::optional<std::string> policy;
   KVGATE_TRY(read_string(n, "policy", path, policy));
   if (policy) {
     std::optional<PolicyKind> p = parse_policy(*policy);
     if (!p)
       return yaml_fail(n["policy"], path + ".policy",
-                       "expected target, gpu-utilization or planner");
+                       "expected target, gpu-utilization, planner or horizon");
     c.policy = *p;
   }
   KVGATE_TRY(read_int(n, "min_replicas", path, c.min_replicas));
@@ -328,6 +394,7 @@ Status parse_section(const YAML::Node& n, const std::string& path, AutoscaleConf
     KVGATE_TRY(read_duration(cs, "young_age", at, c.young_age));
   }
   if (const YAML::Node p = n["planner"]) KVGATE_TRY(parse_planner(p, path + ".planner", c));
+  if (const YAML::Node h = n["horizon"]) KVGATE_TRY(parse_horizon(h, path + ".horizon", c.horizon));
   return {};
 }
 

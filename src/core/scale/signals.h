@@ -39,6 +39,9 @@ struct ReplicaSignal {
   Nanos ready_at = 0;
   // Requests on it (running + waiting): scale-down prefers victims that drain fast.
   uint32_t in_flight = 0;
+  // How it started, when the actuator knows: with its compile caches kept (a restart on
+  // a node that ran it before) or cold. The horizon policy learns the two apart.
+  std::optional<bool> caches_kept;
 };
 
 // Latency percentiles observed by the gateway over the last measurement window, seconds.
@@ -61,9 +64,20 @@ struct PoolSignals {
   // Pool throughput over the last window: prompt (prefill) and generated tokens/s.
   double prompt_tokens_per_s = 0;
   double generation_tokens_per_s = 0;
-  // Mean prompt and generated length of requests finished in the window (tokens).
+  // Mean prompt and generated length of requests finished in the window (tokens), and
+  // the generated length's standard deviation (0: unknown or all alike).
   double mean_prompt_tokens = 0;
   double mean_generation_tokens = 0;
+  double generation_tokens_sd = 0;
+  // Requests/s arriving for the pool over the last control interval, when the caller
+  // counts them (the simulator); without it the horizon policy estimates arrivals as
+  // finished requests/s plus the growth of waiting + running.
+  std::optional<double> arrival_rate;
+  // Requests finished per second over the window (0: derive from the token rates).
+  double finished_per_s = 0;
+  // Fraction of prompt tokens the engines found in their prefix caches over the window
+  // (vllm:prefix_cache_hits_total / _queries_total); nullopt when not measured.
+  std::optional<double> prefix_hit_rate;
   LatencySummary ttft;  // time to first token
   LatencySummary itl;   // inter-token latency
   // Mean GPU "utilisation" (fraction of time a kernel runs), 0..1. Only for the

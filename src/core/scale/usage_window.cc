@@ -83,6 +83,7 @@ UsageRates UsageWindow::rates() const {
   const double requests = delta(last.totals.requests, base.totals.requests);
   r.prompt_tokens_per_s = prompt / seconds;
   r.generation_tokens_per_s = completion / seconds;
+  r.requests_per_s = requests / seconds;
   if (requests > 0) {
     r.mean_prompt_tokens = prompt / requests;
     r.mean_generation_tokens = completion / requests;

@@ -36,6 +36,7 @@ struct UsageTotals {
 struct UsageRates {
   double prompt_tokens_per_s = 0;
   double generation_tokens_per_s = 0;
+  double requests_per_s = 0;      // requests whose usage was counted, per second
   double mean_prompt_tokens = 0;  // per request counted in the window; 0 when none
   double mean_generation_tokens = 0;
   LatencySummary ttft;
