@@ -5,10 +5,14 @@
 //   -> one JSON array of ids per line, or {"error": "..."} for a bad line
 //   kvgate tokenize --tokenizer tokenizer.json --chat-template tokenizer_config.json
 //   -> each line a chat request {"messages": [...]}, rendered then encoded
-//   (--render prints the rendered prompt text as a JSON string instead of ids)
+//   (--render prints the rendered prompt text as a JSON string instead of ids; the
+//   template path the model takes, fast path or general engine, goes to stderr)
+//   kvgate tokenize --tokenizer tokenizer.json --chat-template tokenizer_config.json --describe
+//   -> one JSON object: which path the tokenizer and the chat template take, or why refused
 #include "cli/tokenize_command.h"
 
 #include <boost/json.hpp>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -28,6 +32,9 @@ struct Options {
   bool decode = false;
   bool render = false;
   bool add_special_tokens = false;
+  bool describe = false;
+  bool trust_request_chat_template = false;
+  bool no_fast_path = false;
 };
 
 using env::read_file;
@@ -36,14 +43,61 @@ void print_error(const std::string& message) {
   std::cout << "{\"error\":" << boost::json::serialize(boost::json::string(message)) << "}\n";
 }
 
+// --describe: the paths, as one JSON object (a refused template is reported, not fatal).
+int describe(const Options& opt, const Result<tokenizer::Tokenizer>& tok) {
+  boost::json::object out;
+  if (!opt.tokenizer_path.empty()) {
+    boost::json::object t;
+    t["file"] = opt.tokenizer_path;
+    if (tok) {
+      t["path"] = "loaded";
+    } else {
+      t["path"] = "refused";
+      t["reason"] = tok.error();
+    }
+    out["tokenizer"] = std::move(t);
+  }
+  if (!opt.chat_template_path.empty()) {
+    boost::json::object c;
+    c["file"] = opt.chat_template_path;
+    auto config = read_file(opt.chat_template_path);
+    auto tpl = config ? tokenizer::ChatTemplate::load(*config)
+                      : Result<tokenizer::ChatTemplate>(Error("cannot read the file"));
+    if (tpl) {
+      c["path"] = tpl->family() == tokenizer::TemplateFamily::kGeneral ? "general" : "fast_path";
+      c["renderer"] = tpl->describe();
+      c["content_format"] = tpl->content_as_parts() ? "openai" : "string";
+      c["memory_bytes"] = tpl->memory_bytes();
+    } else {
+      c["path"] = "refused";
+      c["reason"] = tpl.error();
+    }
+    out["chat_template"] = std::move(c);
+  }
+  std::cout << boost::json::serialize(out) << "\n";
+  return 0;
+}
+
 int run(const Options& opt) {
-  auto text = read_file(opt.tokenizer_path);
-  if (!text) {
-    std::cerr << "kvgate tokenize: cannot read " << opt.tokenizer_path << "\n";
+  // --render needs no tokenizer: any model's template renders, whatever its tokenizer.json.
+  const bool need_tokenizer = !opt.describe && !(opt.render && !opt.chat_template_path.empty());
+  if (opt.tokenizer_path.empty() && need_tokenizer) {
+    std::cerr << "kvgate tokenize: --tokenizer is required (except with --chat-template "
+                 "--render, or --describe)\n";
     return 2;
   }
-  auto tok = tokenizer::Tokenizer::load(*text);
-  if (!tok) {
+  std::optional<std::string> text;
+  if (!opt.tokenizer_path.empty()) {
+    text = read_file(opt.tokenizer_path);
+    if (!text) {
+      std::cerr << "kvgate tokenize: cannot read " << opt.tokenizer_path << "\n";
+      return 2;
+    }
+  }
+  auto tok = text ? tokenizer::Tokenizer::load(*text)
+                  : Result<tokenizer::Tokenizer>(Error("no --tokenizer given"));
+  if (opt.describe) return describe(opt, tok);
+  if (!tok && need_tokenizer) {
     std::cerr << "kvgate tokenize: " << opt.tokenizer_path << ": " << tok.error() << "\n";
     return 2;
   }
@@ -59,8 +113,13 @@ int run(const Options& opt) {
       std::cerr << "kvgate tokenize: " << opt.chat_template_path << ": " << t.error() << "\n";
       return 2;
     }
+    std::cerr << "kvgate tokenize: chat template: " << t->describe() << "\n";
     chat = std::move(*t);
   }
+  tokenizer::ChatRenderOptions render_options;
+  render_options.now_unix_seconds = static_cast<int64_t>(std::time(nullptr));
+  render_options.trust_request_chat_template = opt.trust_request_chat_template;
+  render_options.allow_fast_path = !opt.no_fast_path;
   std::ios::sync_with_stdio(false);
   std::string line, out;
   std::vector<uint32_t> ids;
@@ -105,7 +164,7 @@ int run(const Options& opt) {
         print_error(req.error());
         continue;
       }
-      auto r = chat->render(*req);
+      auto r = chat->render(*req, render_options);
       if (!r) {
         print_error(r.error());
         continue;
@@ -151,12 +210,24 @@ void add_tokenize_command(CLI::App& app) {
       "as the router does. Reads JSON lines on stdin: a JSON string per line (encode) or a "
       "JSON array of ids (--decode); writes one JSON line per input line, {\"error\": ...} "
       "for a bad one.");
-  cmd->add_option("--tokenizer", opt->tokenizer_path, "Path of tokenizer.json")->required();
+  cmd->add_option("--tokenizer", opt->tokenizer_path,
+                  "Path of tokenizer.json (required, except with --chat-template --render or "
+                  "--describe)");
   cmd->add_flag("--decode", opt->decode, "Decode arrays of ids to text instead of encoding");
   cmd->add_option("--chat-template", opt->chat_template_path,
                   "tokenizer_config.json: input lines are chat requests {\"messages\": [...]} "
-                  "rendered with its chat template (Qwen3 or Llama 3), then encoded");
+                  "rendered with its chat template (any Jinja template, as vLLM renders it), "
+                  "then encoded");
   cmd->add_flag("--render", opt->render, "With --chat-template: print the prompt text, not ids");
+  cmd->add_flag("--describe", opt->describe,
+                "Print which path the tokenizer and chat template take (fast path, general "
+                "engine, or refused and why) as JSON, and exit");
+  cmd->add_flag("--trust-request-chat-template", opt->trust_request_chat_template,
+                "Render a request's own chat_template field (vLLM's "
+                "--trust-request-chat-template); refused otherwise");
+  cmd->add_flag("--no-fast-path", opt->no_fast_path,
+                "Render with the general Jinja engine even where a hand-written fast path "
+                "exists (for comparing the two)");
   cmd->add_flag("--add-special-tokens", opt->add_special_tokens,
                 "Add the post-processor's special tokens (e.g. Llama 3.1's BOS), as vLLM does "
                 "for completions prompts");

@@ -306,9 +306,10 @@ class Parser {
 
   PoolConfig pool(const std::string& name, const YAML::Node& n) const {
     std::string field = "pools." + name;
-    only_keys(n, field,
-              {"endpoints", "router", "tokenizer", "chat_template", "block_size",
-               "scrape_interval_ms", "kv_events_bind", "warmup", "autoscale"});
+    only_keys(
+        n, field,
+        {"endpoints", "router", "tokenizer", "chat_template", "block_size", "scrape_interval_ms",
+         "kv_events_bind", "warmup", "autoscale", "trust_request_chat_template"});
     PoolConfig p;
     p.name = name;
     p.scrape_interval = std::chrono::milliseconds(200);
@@ -336,6 +337,9 @@ class Parser {
       if (!std::filesystem::exists(p.chat_template_file)) {
         fail(v, field + ".chat_template", "no such file: " + p.chat_template_file);
       }
+    }
+    if (auto v = n["trust_request_chat_template"]) {
+      p.trust_request_chat_template = boolean(v, field + ".trust_request_chat_template");
     }
     if (auto r = n["router"]) router(r, field + ".router", p.router);
     if (auto w = n["warmup"]) warmup(w, field + ".warmup", p);

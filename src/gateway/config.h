@@ -114,6 +114,10 @@ struct PoolConfig {
   route::RouterConfig router;      // policy and its params, filters, overlap, block size
   std::string tokenizer_file;      // tokenizer.json; empty: route on a byte-level fallback
   std::string chat_template_file;  // tokenizer_config.json (optional)
+  // Render a request's own `chat_template`, as vLLM does with --trust-request-chat-template
+  // (set it when the pool's engines run with that flag); else such a request routes
+  // approximately, as the engine will refuse it.
+  bool trust_request_chat_template = false;
   // Warm-up before traffic (gateway/warmup.h): an endpoint added at run time is sent the
   // pool's hot prefixes before it is routed to. YAML:
   //   warmup: {enabled: true, prefixes: 16, budget_ms: 10000, concurrency: 4,

@@ -183,6 +183,11 @@ void GatewayMetrics::rate_limited(std::string_view tenant, std::string_view rule
   ++slot(rate_limited_, tenant, rule);
 }
 
+void GatewayMetrics::chat_template_fallback(std::string_view pool, std::string_view reason) {
+  std::lock_guard lock(mu_);
+  ++slot(chat_fallbacks_, pool, reason);
+}
+
 void GatewayMetrics::rate_limit_store_failure() {
   std::lock_guard lock(mu_);
   ++rate_limit_store_failures_;
@@ -313,6 +318,16 @@ std::string GatewayMetrics::render() const {
   for (const auto& [k, v] : rate_limited_) {
     const auto& [tenant, rule] = k;
     w.sample("kvgate_rate_limited_total", {{"tenant", tenant}, {"rule", rule}},
+             static_cast<double>(v));
+  }
+  w.header("kvgate_chat_template_fallbacks_total",
+           "Chat requests the pool's chat template could not render exactly, routed on their "
+           "raw text instead, by pool and reason (bad_request, unsupported_content, "
+           "request_template_untrusted, render_error).",
+           "counter");
+  for (const auto& [k, v] : chat_fallbacks_) {
+    const auto& [pool, reason] = k;
+    w.sample("kvgate_chat_template_fallbacks_total", {{"pool", pool}, {"reason", reason}},
              static_cast<double>(v));
   }
   w.header("kvgate_rate_limit_store_failures_total",

@@ -16,6 +16,11 @@
 //   kvgate_routing_decision_seconds{pool}                  histogram (tokenize + chat template
 //                                                          + block hashes + the decision on
 //                                                          the pool's strand, per request)
+//   kvgate_chat_template_fallbacks_total{pool,reason}      counter (chat requests routed
+//                                                          approximately: bad_request,
+//                                                          unsupported_content,
+//                                                          request_template_untrusted,
+//                                                          render_error)
 //   kvgate_circuit_breaker_open{pool,endpoint}             gauge
 //   kvgate_rate_limited_total{tenant,rule}                 counter (429s; rule "store"
 //                                                          when fail-closed refused)
@@ -122,6 +127,8 @@ class GatewayMetrics {
   scale::UsageTotals usage(std::span<const std::string> models) const;
 
   void rate_limited(std::string_view tenant, std::string_view rule);
+  // A chat request the pool's template could not render exactly (routed approximately).
+  void chat_template_fallback(std::string_view pool, std::string_view reason);
   void rate_limit_store_failure();
   int64_t active_streams() const;
   // The Prometheus text exposition of everything above.
@@ -150,6 +157,7 @@ class GatewayMetrics {
   std::map<std::string, metrics::Histogram, std::less<>> routing_time_;  // by pool
   std::map<Key2, bool, std::less<>> breakers_;
   std::map<Key2, uint64_t, std::less<>> rate_limited_;
+  std::map<Key2, uint64_t, std::less<>> chat_fallbacks_;
   uint64_t rate_limit_store_failures_ = 0;
   std::map<Key2, uint64_t> pd_prefills_;
   std::map<std::string, uint64_t> pd_local_prefills_;

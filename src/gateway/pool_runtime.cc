@@ -19,6 +19,7 @@
 #include <boost/asio/use_future.hpp>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -249,12 +250,16 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
     bool have_text = false;
     if (kind == ApiKind::kChat && chat_template_) {
       auto chat = tokenizer::parse_chat_request(body);
-      if (chat) {
-        auto rendered = chat_template_->render(*chat);
-        if (rendered) {
-          text = std::move(*rendered);
-          have_text = true;
-        }
+      tokenizer::ChatRenderOptions options;
+      options.now_unix_seconds = static_cast<int64_t>(std::time(nullptr));
+      options.trust_request_chat_template = config_.trust_request_chat_template;
+      auto rendered =
+          chat ? chat_template_->render(*chat, options) : Result<std::string>(Error(chat.error()));
+      if (rendered) {
+        text = std::move(*rendered);
+        have_text = true;
+      } else {
+        metrics_.chat_template_fallback(config_.name, tokenizer::fallback_reason(chat, options));
       }
     } else if (kind == ApiKind::kCompletion) {
       text = request.prompt_text;

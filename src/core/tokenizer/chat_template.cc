@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 
+#include "core/tokenizer/chat_context.h"
 #include "core/tokenizer/unicode.h"
 
 namespace kvgate::tokenizer {
@@ -16,6 +17,7 @@ struct Known {
 };
 // XXH3-64 of the exact template texts kvgate renders.
 constexpr Known kKnown[] = {
+    // a fast path for each
     {0x0283f874ff58d644ULL, 4116, TemplateFamily::kQwen3},  // Qwen3 (hybrid thinking)
     {0xb97891b7adc1beb8ULL, 348, TemplateFamily::kLlama3},  // Meta Llama 3 Instruct
 };
@@ -153,19 +155,37 @@ std::string_view python_strip(std::string_view s) {
   return s.substr(b, e - b);
 }
 
-Result<ChatTemplate> ChatTemplate::from_template(std::string_view text, std::string bos_token) {
+std::string_view fallback_reason(const Result<ChatRequest>& request,
+                                 const ChatRenderOptions& options) {
+  if (!request) return "bad_request";
+  if (!request->unsupported.empty()) return "unsupported_content";
+  if (request->chat_template && !options.trust_request_chat_template)
+    return "request_template_untrusted";
+  return "render_error";
+}
+
+const std::string* SpecialTokens::find(std::string_view name) const {
+  for (const auto& [k, v] : named)
+    if (k == name) return &v;
+  return nullptr;
+}
+
+Result<ChatTemplate> ChatTemplate::from_template(std::string_view text, SpecialTokens tokens) {
+  auto compiled = jinja::Template::compile(text);
+  if (!compiled) return Error("chat_template:" + compiled.error());
+  ChatTemplate t;
+  t.default_ = std::make_shared<const jinja::Template>(std::move(*compiled));
+  t.tokens_ = std::move(tokens);
   const uint64_t h = XXH3_64bits(text.data(), text.size());
-  for (const Known& k : kKnown) {
-    if (k.hash == h && k.size == text.size()) {
-      ChatTemplate t;
-      t.family_ = k.family;
-      t.bos_token_ = std::move(bos_token);
-      return t;
-    }
-  }
-  return Error(
-      "chat_template: not a template kvgate can render (known: Qwen3, Llama 3); route this "
-      "pool on raw text (approximate mode) or add the family to kvgate");
+  for (const Known& k : kKnown)
+    if (k.hash == h && k.size == text.size()) t.family_ = k.family;
+  return t;
+}
+
+Result<ChatTemplate> ChatTemplate::from_template(std::string_view text, std::string bos_token) {
+  SpecialTokens tokens;
+  if (!bos_token.empty()) tokens.named.emplace_back("bos_token", std::move(bos_token));
+  return from_template(text, std::move(tokens));
 }
 
 Result<ChatTemplate> ChatTemplate::load(std::string_view config_json) {
@@ -174,45 +194,157 @@ Result<ChatTemplate> ChatTemplate::load(std::string_view config_json) {
   json::value root = json::parse(json::string_view(config_json.data(), config_json.size()), ec);
   if (ec || !root.is_object()) return Error("tokenizer_config.json: not a JSON object");
   const json::object& o = root.get_object();
+  // transformers' special_tokens_map: the tokens that are set, strings or AddedToken dicts.
+  auto token_text = [](const json::value& v) -> std::optional<std::string> {
+    if (v.is_string()) return std::string(v.get_string());
+    if (v.is_object() && v.get_object().if_contains("content") &&
+        v.get_object().at("content").is_string())
+      return std::string(v.get_object().at("content").get_string());
+    return std::nullopt;
+  };
+  SpecialTokens tokens;
+  for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                           "cls_token", "mask_token"}) {
+    if (const json::value* v = o.if_contains(name))
+      if (auto t = token_text(*v)) tokens.named.emplace_back(name, std::move(*t));
+  }
+  if (const json::value* a = o.if_contains("additional_special_tokens"); a && a->is_array()) {
+    for (const auto& x : a->get_array())
+      if (auto t = token_text(x)) tokens.additional.push_back(std::move(*t));
+  }
   const json::value* tpl = o.if_contains("chat_template");
-  std::string_view text;
   if (tpl && tpl->is_string()) {
-    text = tpl->get_string();
-  } else if (tpl && tpl->is_array()) {  // [{"name": "default", "template": "..."}, ...]
-    for (const auto& t : tpl->get_array()) {
-      const json::object* to = t.if_object();
-      if (to && to->if_contains("name") && to->at("name") == "default" &&
-          to->if_contains("template") && to->at("template").is_string())
-        text = to->at("template").get_string();
+    auto t = from_template(tpl->get_string(), std::move(tokens));
+    if (!t) return Error("tokenizer_config.json: " + t.error());
+    return t;
+  }
+  if (!tpl || !tpl->is_array()) return Error("tokenizer_config.json: chat_template: missing");
+  // [{"name": "default", "template": "..."}, {"name": "tool_use", ...}]
+  std::optional<ChatTemplate> out;
+  std::vector<Named> named;
+  size_t i = 0;
+  for (const auto& item : tpl->get_array()) {
+    const std::string path = "tokenizer_config.json: chat_template[" + std::to_string(i++) + "]";
+    const json::object* io = item.if_object();
+    if (!io || !io->if_contains("name") || !io->at("name").is_string() ||
+        !io->if_contains("template") || !io->at("template").is_string())
+      return Error(path + ": needs a \"name\" and a \"template\" string");
+    const std::string name(io->at("name").get_string());
+    auto t = from_template(io->at("template").get_string(), tokens);
+    if (!t) return Error(path + " (" + name + "): " + t.error());
+    if (name == "default") {
+      out = std::move(*t);
+    } else {
+      named.push_back({name, t->default_});
     }
   }
-  if (text.empty()) return Error("tokenizer_config.json: chat_template: missing");
-  std::string bos;
-  if (const json::value* b = o.if_contains("bos_token"); b) {
-    if (b->is_string()) {
-      bos = std::string(b->get_string());
-    } else if (b->is_object() && b->get_object().if_contains("content") &&
-               b->get_object().at("content").is_string()) {
-      bos = std::string(b->get_object().at("content").get_string());
-    }
-  }
-  auto t = from_template(text, std::move(bos));
-  if (!t) return Error("tokenizer_config.json: " + t.error());
-  return t;
+  if (!out) return Error("tokenizer_config.json: chat_template: no template named \"default\"");
+  out->named_ = std::move(named);
+  return std::move(*out);
 }
 
 std::string_view ChatTemplate::family_name() const {
-  return family_ == TemplateFamily::kQwen3 ? "qwen3" : "llama3";
+  switch (family_) {
+    case TemplateFamily::kQwen3:
+      return "qwen3";
+    case TemplateFamily::kLlama3:
+      return "llama3";
+    default:
+      return "general";
+  }
 }
 
-Result<std::string> ChatTemplate::render(const ChatRequest& request) const {
+std::string ChatTemplate::describe() const {
+  std::string s = family_ == TemplateFamily::kGeneral
+                      ? "general engine"
+                      : "fast path (" + std::string(family_name()) + "), general engine otherwise";
+  if (content_as_parts()) s += ", content as parts";
+  for (const Named& n : named_) s += ", named template '" + n.name + "' (general engine)";
+  return s;
+}
+
+bool ChatTemplate::content_as_parts() const { return default_->iterates_content(); }
+
+size_t ChatTemplate::memory_bytes() const {
+  size_t n = sizeof(*this) + default_->memory_bytes();
+  for (const Named& t : named_) n += t.name.capacity() + t.tpl->memory_bytes();
+  return n;
+}
+
+bool ChatTemplate::fast_path_covers(const ChatRequest& req, const ChatRenderOptions& opt) const {
+  if (family_ == TemplateFamily::kGeneral || !opt.allow_fast_path) return false;
+  if (req.chat_template || !req.documents.is_null() || !req.extra_kwargs.empty() ||
+      req.continue_final_message)
+    return false;
+  for (const Named& n : named_)
+    if (n.name == "tool_use" && !req.tools_json.is_null()) return false;
+  return true;
+}
+
+const jinja::Template* ChatTemplate::pick(const ChatRequest& req, const ChatRenderOptions& opt,
+                                          jinja::Template& scratch, std::string& error) const {
+  if (req.chat_template) {
+    if (!opt.trust_request_chat_template) {
+      error =
+          "chat_template: the request carries its own template, which vLLM refuses without "
+          "--trust-request-chat-template";
+      return nullptr;
+    }
+    for (const Named& n : named_)  // a name selects one of the model's named templates
+      if (n.name == *req.chat_template) return n.tpl.get();
+    if (*req.chat_template == "default") return default_.get();
+    auto t = jinja::Template::compile(*req.chat_template);
+    if (!t) {
+      error = "request chat_template:" + t.error();
+      return nullptr;
+    }
+    scratch = std::move(*t);
+    return &scratch;
+  }
+  if (!req.tools_json.is_null())
+    for (const Named& n : named_)
+      if (n.name == "tool_use") return n.tpl.get();
+  return default_.get();
+}
+
+Result<std::string> ChatTemplate::render(const ChatRequest& request,
+                                         const ChatRenderOptions& options) const {
   if (request.messages.empty()) return Error("messages: empty");
+  if (!request.unsupported.empty()) return Error(request.unsupported);
   for (const ChatMessage& m : request.messages) {
     for (std::string_view s : {std::string_view(m.role), std::string_view(m.content)})
       if (find_invalid_utf8(s) != std::string_view::npos) return Error("messages: invalid UTF-8");
   }
-  if (family_ == TemplateFamily::kQwen3) return render_qwen3(request);
-  return render_llama3(request, bos_token_);
+  if (fast_path_covers(request, options)) {
+    if (family_ == TemplateFamily::kQwen3) return render_qwen3(request);
+    const std::string* bos = tokens_.find("bos_token");
+    return render_llama3(request, bos ? *bos : std::string());
+  }
+  jinja::Template scratch;
+  std::string error;
+  const jinja::Template* tpl = pick(request, options, scratch, error);
+  if (!tpl) return Error(error);
+  const bool parts = tpl->iterates_content();
+  std::string final_text;
+  if (request.continue_final_message) {
+    const ChatMessage& last = request.messages.back();
+    if (parts && last.content_is_list) {
+      if (last.parts.empty())
+        return Error(
+            "continue_final_message is set but we could not find any text to continue in the "
+            "final message");
+      final_text = last.parts.back();
+    } else {
+      final_text = last.content;
+    }
+  }
+  const jinja::Value ctx = build_chat_context(request, tokens_, parts);
+  jinja::RenderOptions ro;
+  ro.now_unix_seconds = options.now_unix_seconds;
+  auto out = tpl->render(ctx, ro);
+  if (!out) return Error("chat_template:" + out.error());
+  if (request.continue_final_message) return cut_at_continue_tag(std::move(*out), final_text);
+  return out;
 }
 
 }  // namespace kvgate::tokenizer

@@ -16,7 +16,10 @@ const texts = ['Hello!', 'What is the capital of France?', 'Paris.', '写一首�
 // whitespace other than newlines; the C++ unit tests pin the Python behaviour there.
 const tight_texts = texts.filter((s) => s.length > 0 && !/^[^\S\n]|[^\S\n]$/.test(s));
 
-export function conversations(count, seed) {
+// alternating: user and assistant strictly alternate after an optional system prompt (the
+// templates of Gemma and Llama 2 raise otherwise); one conversation in 20 breaks the rule
+// on purpose, to compare the error.
+export function conversations(count, seed, {alternating = false} = {}) {
   const r = rng(seed);
   const pick = (a) => a[Math.floor(r() * a.length)];
   const int = (n) => Math.floor(r() * n);
@@ -50,8 +53,10 @@ export function conversations(count, seed) {
     const messages = [];
     if (int(2)) messages.push({role: 'system', content: text()});
     const turns = 1 + int(8);
+    const broken = alternating && int(20) === 0;
     for (let t = 0; t < turns; ++t) {
-      const k = int(10);
+      const k = alternating ? (int(10) === 2 ? 2 : 3) : int(10);
+      if (broken && t === turns - 1) messages.push({role: 'user', content: text()});
       if (k === 0 && messages.length) messages.push({role: 'system', content: text()});
       if (k === 1) messages.push({role: 'user', content: '<tool_response>\n' + text() + '\n</tool_response>'});
       else if (k === 2) messages.push({role: 'user', content: [{type: 'text', text: text()}, {type: 'text', text: text()}]});
@@ -62,7 +67,10 @@ export function conversations(count, seed) {
       if (ak === 0) a.content = '<think>\n' + tight() + '\n</think>\n\n' + tight();
       if (ak === 1) a.reasoning_content = tight();
       if (ak === 2) a.content = 'no open tag ' + tight() + '</think>' + tight();
-      if (ak === 3) {
+      if (ak === 3 && alternating) {
+        a.tool_calls = Array.from({length: 1 + int(2)}, call);
+        if (int(2)) a.content = null;
+      } else if (ak === 3) {
         a.tool_calls = Array.from({length: 1 + int(2)}, call);
         if (int(2)) a.content = null;
         messages.push(a);
@@ -80,6 +88,12 @@ export function conversations(count, seed) {
     const e = int(3);
     if (e === 1) req.chat_template_kwargs = {enable_thinking: false};
     if (e === 2) req.chat_template_kwargs = {enable_thinking: true};
+    const last = messages[messages.length - 1];
+    if (last.role === 'assistant' && last.content && int(6) === 0) {
+      req.add_generation_prompt = false;
+      req.continue_final_message = true;
+    }
+    if (int(8) === 0) messages[0].name = pick(['alice', 'bob']);
     out.push(req);
   }
   return out;

@@ -1,0 +1,183 @@
+// Chat rendering through the Jinja engine: the context vLLM passes to a template
+// (normalized messages, tools, documents, special tokens, kwargs), the list form of
+// chat_template, continue_final_message and the request's own template.
+#include <gtest/gtest.h>
+
+#include "core/tokenizer/chat_template.h"
+#include "fixtures.h"
+
+namespace kvgate::tokenizer {
+namespace {
+
+ChatRequest request(const std::string& json) {
+  auto r = parse_chat_request(json);
+  EXPECT_TRUE(r.ok()) << r.error();
+  return r.ok() ? std::move(*r) : ChatRequest{};
+}
+
+std::string render(const ChatTemplate& t, const std::string& json, ChatRenderOptions opt = {}) {
+  auto out = t.render(request(json), opt);
+  return out.ok() ? *out : "error: " + out.error();
+}
+
+ChatTemplate compile(const std::string& tpl, SpecialTokens tokens = {}) {
+  auto t = ChatTemplate::from_template(tpl, std::move(tokens));
+  EXPECT_TRUE(t.ok()) << t.error();
+  return std::move(*t);
+}
+
+TEST(ChatRender, MessagesAsVllmBuildsThem) {
+  ChatTemplate t = compile("{% for m in messages %}{{ m|tojson }}\n{% endfor %}");
+  EXPECT_EQ(render(t, R"({"messages": [
+      {"role": "user", "content": [{"type": "text", "text": "a"}, "b"], "name": "ann"},
+      {"role": "assistant", "content": null, "reasoning": "think",
+       "tool_calls": [{"id": "c1", "type": "function",
+                       "function": {"name": "f", "arguments": "{\"x\":1.5,\"y\":[1]}"}}]},
+      {"role": "tool", "content": "r", "tool_call_id": "c1", "reasoning_content": "dropped"},
+      {"role": "assistant", "content": "x", "tool_calls": []}]})"),
+            "{\"role\": \"user\", \"content\": \"a\\nb\", \"name\": \"ann\"}\n"
+            "{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\": \"c1\", "
+            "\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": {\"x\": 1.5, "
+            "\"y\": [1]}}}], \"reasoning\": \"think\", \"reasoning_content\": \"think\"}\n"
+            "{\"role\": \"tool\", \"content\": \"r\", \"tool_call_id\": \"c1\"}\n"
+            "{\"role\": \"assistant\", \"content\": \"x\"}\n");
+}
+
+TEST(ChatRender, ToolCallArgumentsThatAreNotObjectsBecomeEmpty) {
+  ChatTemplate t = compile(
+      "{% for m in messages %}{% for c in m.tool_calls %}{{ c.function.arguments|tojson }};"
+      "{% endfor %}{% endfor %}");
+  EXPECT_EQ(render(t, R"({"messages": [{"role": "assistant", "content": "", "tool_calls": [
+      {"function": {"name": "a", "arguments": "not json"}},
+      {"function": {"name": "b", "arguments": "[1, 2]"}},
+      {"function": {"name": "c", "arguments": ""}},
+      {"function": {"name": "d"}},
+      {"function": {"name": "e", "arguments": {"k": "v"}}}]}]})"),
+            "{};{};{};{};{\"k\": \"v\"};");
+  auto bad = parse_chat_request(R"({"messages": [{"role": "assistant", "tool_calls": [
+      {"type": "custom", "function": {"name": "a"}}]}]})");
+  EXPECT_FALSE(bad.ok());
+}
+
+TEST(ChatRender, ToolsDocumentsKwargsAndSpecialTokens) {
+  SpecialTokens tokens;
+  tokens.named = {{"bos_token", "<s>"}, {"eos_token", "</s>"}};
+  tokens.additional = {"<x>"};
+  ChatTemplate t = compile(
+      "{{ bos_token }}{{ eos_token }}{{ unk_token is defined }}|{{ tools is none }}|"
+      "{{ documents is none }}|{{ add_generation_prompt }}|{{ enable_thinking is defined }}|"
+      "{{ custom }}|{{ additional_special_tokens }}",
+      tokens);
+  EXPECT_EQ(render(t, R"({"messages": [{"role": "user", "content": "q"}]})"),
+            "<s></s>False|True|True|True|False||['<x>']");
+  EXPECT_EQ(render(t, R"({"messages": [{"role": "user", "content": "q"}],
+      "add_generation_prompt": false, "tools": [],
+      "chat_template_kwargs": {"enable_thinking": false, "custom": "c", "bos_token": "B"}})"),
+            "B</s>False|False|True|False|True|c|['<x>']");
+  ChatTemplate tools = compile("{{ tools|tojson }}|{{ documents[0].title }}");
+  EXPECT_EQ(render(tools, R"({"messages": [{"role": "user", "content": "q"}],
+      "documents": [{"title": "T", "text": "x"}],
+      "tools": [{"function": {"parameters": {}, "name": "f", "strict": true}, "x": 1}]})"),
+            "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": null, "
+            "\"parameters\": {}, \"strict\": true}, \"x\": 1}]|T");
+}
+
+TEST(ChatRender, ContentAsPartsWhenTheTemplateIteratesIt) {
+  ChatTemplate t = compile(
+      "{% for m in messages %}{% for p in m['content'] %}[{{ p.type }}:{{ p.text }}]{% endfor %};"
+      "{% endfor %}");
+  EXPECT_TRUE(t.content_as_parts());
+  EXPECT_EQ(t.describe(), "general engine, content as parts");
+  EXPECT_EQ(render(t, R"({"messages": [{"role": "user", "content": "s"},
+      {"role": "assistant", "content": null},
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})"),
+            "[text:s];;[text:a][text:b];");
+  EXPECT_EQ(render(t, R"({"messages": [{"role": "user", "content": [
+      {"type": "image_url", "image_url": {"url": "x"}}]}]})"),
+            "error: messages[0].content: content part of type 'image_url' (kvgate renders text "
+            "only)");
+}
+
+TEST(ChatRender, ContinueFinalMessageCutsAtTheFinalText) {
+  ChatTemplate keep = compile("{% for m in messages %}<{{ m.content }}>{% endfor %}");
+  const std::string req = R"({"messages": [{"role": "user", "content": "q"},
+      {"role": "assistant", "content": "Hel "}], "add_generation_prompt": false,
+      "continue_final_message": true})";
+  EXPECT_EQ(render(keep, req), "<q><Hel ");
+  ChatTemplate trimmed = compile("{% for m in messages %}<{{ m.content|trim }}>{% endfor %}");
+  EXPECT_EQ(render(trimmed, req), "<q><Hel");
+  ChatTemplate drops = compile(
+      "{% for m in messages %}{% if m.role == 'user' %}{{ m.content }}"
+      "{% endif %}{% endfor %}");
+  EXPECT_EQ(render(drops, req),
+            "error: continue_final_message is set but the final message does not appear in the "
+            "chat after applying the chat template");
+}
+
+TEST(ChatRender, ListFormTemplatesAndTheRequestsOwnTemplate) {
+  auto t = ChatTemplate::load(R"({"bos_token": {"content": "<s>", "lstrip": false},
+      "chat_template": [{"name": "default", "template": "D{{ bos_token }}"},
+                        {"name": "tool_use", "template": "T{{ tools|length if tools else 0 }}"}]})");
+  ASSERT_TRUE(t.ok()) << t.error();
+  EXPECT_EQ(t->describe(), "general engine, named template 'tool_use' (general engine)");
+  EXPECT_EQ(render(*t, R"({"messages": [{"role": "user", "content": "q"}]})"), "D<s>");
+  EXPECT_EQ(render(*t, R"({"messages": [{"role": "user", "content": "q"}],
+      "tools": [{"type": "function", "function": {"name": "f"}}]})"),
+            "T1");
+  const std::string own = R"({"messages": [{"role": "user", "content": "q"}],
+      "chat_template": "mine {{ messages|length }}"})";
+  EXPECT_EQ(render(*t, own),
+            "error: chat_template: the request carries its own template, which vLLM refuses "
+            "without --trust-request-chat-template");
+  ChatRenderOptions trust;
+  trust.trust_request_chat_template = true;
+  EXPECT_EQ(render(*t, own, trust), "mine 1");
+  EXPECT_EQ(render(*t, R"({"messages": [{"role": "user", "content": "q"}],
+      "chat_template_kwargs": {"chat_template": "tool_use"}})",
+                   trust),
+            "T0");
+  EXPECT_EQ(render(*t, R"({"messages": [{"role": "user", "content": "q"}],
+      "chat_template": "{{ x.y }}"})",
+                   trust),
+            "error: chat_template:1:5: 'x' is undefined");
+  EXPECT_FALSE(ChatTemplate::load(R"({"chat_template": [{"name": "x", "template": ""}]})").ok());
+}
+
+TEST(ChatRender, StrftimeNowTakesTheCallersClock) {
+  ChatTemplate t = compile("{{ strftime_now('%d %b %Y') }}");
+  ChatRenderOptions opt;
+  opt.now_unix_seconds = 1700000000;
+  EXPECT_EQ(render(t, R"({"messages": [{"role": "user", "content": "q"}]})", opt), "14 Nov 2023");
+}
+
+#define REQUIRE_CONFIG(model)                                 \
+  if (!testing::read_fixture(model, "tokenizer_config.json")) \
+  GTEST_SKIP() << "fixture " model " absent: run scripts/bootstrap first"
+
+TEST(ChatRender, RealTemplatesOfOtherFamilies) {
+  REQUIRE_CONFIG("deepseek_v3");
+  REQUIRE_CONFIG("gemma3");
+  auto ds = ChatTemplate::load(*testing::read_fixture("deepseek_v3", "tokenizer_config.json"));
+  ASSERT_TRUE(ds.ok()) << ds.error();
+  EXPECT_EQ(ds->describe(), "general engine");
+  const std::string chat = R"({"messages": [{"role": "system", "content": "S"},
+      {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"},
+      {"role": "user", "content": "Q"}]})";
+  EXPECT_EQ(render(*ds, chat),
+            "<｜begin▁of▁sentence｜>S<｜User｜>Hi<｜Assistant｜>Yo<｜end▁of▁sentence｜><｜User｜>Q"
+            "<｜Assistant｜>");
+  auto gemma = ChatTemplate::load(*testing::read_fixture("gemma3", "tokenizer_config.json"));
+  ASSERT_TRUE(gemma.ok()) << gemma.error();
+  EXPECT_EQ(gemma->describe(), "general engine, content as parts");
+  EXPECT_EQ(
+      render(*gemma, chat),
+      "<bos><start_of_turn>user\nS\n\nHi<end_of_turn>\n<start_of_turn>model\nYo<end_of_turn>\n"
+      "<start_of_turn>user\nQ<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(render(*gemma, R"({"messages": [{"role": "user", "content": "a"},
+      {"role": "user", "content": "b"}]})"),
+            "error: chat_template:19:12: Conversation roles must alternate "
+            "user/assistant/user/assistant/...");
+}
+
+}  // namespace
+}  // namespace kvgate::tokenizer
