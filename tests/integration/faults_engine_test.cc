@@ -78,7 +78,7 @@ TEST(Faults, EngineKilledMidStreamEndsItsStreamsWithAnErrorEventOthersComplete) 
   GatewayProcess gw(gateway_yaml({a.url, b.url}, "round-robin"));  // migration off
   ASSERT_FALSE(gw.url.empty());
   constexpr int kStreams = 8;
-  constexpr int kTokens = 80;
+  constexpr int kTokens = 200;
   std::vector<RawClient> clients;
   for (int i = 0; i < kStreams; ++i) {
     clients.emplace_back(gw.url);
