@@ -63,32 +63,36 @@ std::string RateLimiter::key(std::string_view tenant, const Rule& rule,
   return k;
 }
 
-LimitDecision RateLimiter::check(std::string_view tenant, std::string_view model,
-                                 std::span<const Rule> rules, Nanos now) {
-  LimitDecision d;
-  std::vector<const Rule*> active;
-  std::vector<std::string> keys;
-  for (const Rule& r : rules) {
+RateLimiter::CheckPlan RateLimiter::plan_check(std::string_view tenant, std::string_view model,
+                                               std::span<const Rule> rules, Nanos now) const {
+  CheckPlan plan;
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const Rule& r = rules[i];
     if (!Applies(r, model) || r.window <= 0) continue;
-    active.push_back(&r);
+    plan.active.push_back(i);
     int64_t w = now / r.window;
-    keys.push_back(key(tenant, r, w));
-    keys.push_back(key(tenant, r, w - 1));
+    plan.keys.push_back(key(tenant, r, w));
+    plan.keys.push_back(key(tenant, r, w - 1));
   }
-  if (active.empty()) return d;
-  Result<std::vector<int64_t>> values = store_.get(keys, now);
-  if (!values) {
-    ++store_failures_;
+  return plan;
+}
+
+LimitDecision RateLimiter::decide(const CheckPlan& plan, std::span<const Rule> rules,
+                                  const Result<std::vector<int64_t>>& values, Nanos now,
+                                  std::vector<Increment>& request_charges) const {
+  LimitDecision d;
+  if (plan.active.empty()) return d;
+  if (!values || values->size() != plan.keys.size()) {
     d.store_error = true;
-    d.error = values.error();
+    d.error = values ? std::string("store answered the wrong number of values") : values.error();
     d.rule = "store";
     d.allowed = on_failure_ == FailurePolicy::kOpen;
     d.retry_after = kSecond;
     return d;
   }
-  std::vector<Increment> request_charges;
-  for (size_t i = 0; i < active.size(); ++i) {
-    const Rule& r = *active[i];
+  std::vector<Increment> charges;
+  for (size_t i = 0; i < plan.active.size(); ++i) {
+    const Rule& r = rules[plan.active[i]];
     const double cur = static_cast<double>((*values)[2 * i]);
     const double prev = static_cast<double>((*values)[2 * i + 1]);
     const Nanos into = now % r.window;
@@ -105,17 +109,30 @@ LimitDecision RateLimiter::check(std::string_view tenant, std::string_view model
       }
     }
     if (r.measure == Measure::kRequests) {
-      request_charges.push_back({keys[2 * i], 1, 2 * r.window});
+      charges.push_back({plan.keys[2 * i], 1, 2 * r.window});
     }
   }
-  if (d.allowed && !request_charges.empty()) {
-    if (Status s = store_.add(request_charges, now); !s) ++store_failures_;
+  if (d.allowed) request_charges = std::move(charges);
+  return d;
+}
+
+LimitDecision RateLimiter::check(std::string_view tenant, std::string_view model,
+                                 std::span<const Rule> rules, Nanos now) {
+  const CheckPlan plan = plan_check(tenant, model, rules, now);
+  if (plan.active.empty()) return {};
+  const Result<std::vector<int64_t>> values = store_->get(plan.keys, now);
+  std::vector<Increment> request_charges;
+  LimitDecision d = decide(plan, rules, values, now, request_charges);
+  if (d.store_error) ++store_failures_;
+  if (!request_charges.empty()) {
+    if (Status s = store_->add(request_charges, now); !s) ++store_failures_;
   }
   return d;
 }
 
-Status RateLimiter::charge(std::string_view tenant, std::string_view model,
-                           std::span<const Rule> rules, const Usage& usage, Nanos now) {
+std::vector<Increment> RateLimiter::charges(std::string_view tenant, std::string_view model,
+                                            std::span<const Rule> rules, const Usage& usage,
+                                            Nanos now) const {
   std::vector<Increment> incs;
   for (const Rule& r : rules) {
     if (!Applies(r, model) || r.window <= 0) continue;
@@ -124,8 +141,14 @@ Status RateLimiter::charge(std::string_view tenant, std::string_view model,
     incs.push_back(
         {key(tenant, r, now / r.window), static_cast<int64_t>(std::llround(amount)), 2 * r.window});
   }
+  return incs;
+}
+
+Status RateLimiter::charge(std::string_view tenant, std::string_view model,
+                           std::span<const Rule> rules, const Usage& usage, Nanos now) {
+  const std::vector<Increment> incs = charges(tenant, model, rules, usage, now);
   if (incs.empty()) return {};
-  Status s = store_.add(incs, now);
+  Status s = store_->add(incs, now);
   if (!s) ++store_failures_;
   return s;
 }

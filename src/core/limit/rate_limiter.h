@@ -73,10 +73,15 @@ struct LimitDecision {
 class RateLimiter {
  public:
   RateLimiter(CounterStore& store, FailurePolicy on_store_failure, std::string key_prefix = "kvg")
-      : store_(store), on_failure_(on_store_failure), prefix_(std::move(key_prefix)) {}
+      : store_(&store), on_failure_(on_store_failure), prefix_(std::move(key_prefix)) {}
+  // Without a store of its own: only the halves below (plan_check, decide, charges), for
+  // a caller that talks to its store asynchronously.
+  explicit RateLimiter(FailurePolicy on_store_failure, std::string key_prefix = "kvg")
+      : on_failure_(on_store_failure), prefix_(std::move(key_prefix)) {}
 
   // Refuses when any rule that applies to (tenant, model) is already at or over its
   // limit. When it admits, request-counting rules are charged one request.
+  // REQUIRES (check, charge): constructed with a store.
   LimitDecision check(std::string_view tenant, std::string_view model, std::span<const Rule> rules,
                       Nanos now);
 
@@ -87,10 +92,29 @@ class RateLimiter {
   // Store failures seen so far (the gateway exports this as a metric).
   uint64_t store_failures() const { return store_failures_; }
 
+  // The same check and charge in halves, for a store answered asynchronously (the
+  // gateway's Redis store): what to read, then the decision on what was read. Neither
+  // touches the store; check() and charge() above are these halves around a store call.
+  struct CheckPlan {
+    std::vector<std::string> keys;  // two per active rule: this window's, the previous one's
+    std::vector<size_t> active;     // indices into `rules` of the rules that apply
+  };
+  CheckPlan plan_check(std::string_view tenant, std::string_view model, std::span<const Rule> rules,
+                       Nanos now) const;
+  // The decision on the values read for `plan` (or the store's error, decided by the
+  // failure policy). When it admits, `request_charges` receives the increments of the
+  // request-counting rules, to add to the store. REQUIRES: `rules` is the span planned.
+  LimitDecision decide(const CheckPlan& plan, std::span<const Rule> rules,
+                       const Result<std::vector<int64_t>>& values, Nanos now,
+                       std::vector<Increment>& request_charges) const;
+  // The increments that charge a finished request's `usage` (empty: nothing to add).
+  std::vector<Increment> charges(std::string_view tenant, std::string_view model,
+                                 std::span<const Rule> rules, const Usage& usage, Nanos now) const;
+
  private:
   std::string key(std::string_view tenant, const Rule& rule, int64_t window_index) const;
 
-  CounterStore& store_;
+  CounterStore* store_ = nullptr;
   FailurePolicy on_failure_;
   std::string prefix_;
   uint64_t store_failures_ = 0;

@@ -1,0 +1,197 @@
+#include "core/cluster/routing_event.h"
+
+#include <algorithm>
+
+namespace kvgate::cluster {
+namespace {
+
+constexpr uint8_t kVersion = 1;
+// Bounds a malformed input cannot exceed (a batch is published every few milliseconds).
+constexpr uint64_t kMaxEvents = 1 << 20;
+constexpr uint64_t kMaxKeys = 1 << 16;
+constexpr uint64_t kMaxText = 4096;
+
+void PutVarint(uint64_t v, std::string& out) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7F) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+void PutText(std::string_view s, std::string& out) {
+  PutVarint(s.size(), out);
+  out.append(s);
+}
+
+// Reads from a view, remembering the first failure.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  bool ok() const { return ok_; }
+  bool done() const { return pos_ == in_.size(); }
+
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (pos_ >= in_.size()) return fail();
+      const auto b = static_cast<uint8_t>(in_[pos_++]);
+      v |= static_cast<uint64_t>(b & 0x7F) << shift;
+      if ((b & 0x80) == 0) return v;
+    }
+    return fail();
+  }
+  uint32_t u32() {
+    const uint64_t v = varint();
+    return v > UINT32_MAX ? static_cast<uint32_t>(fail()) : static_cast<uint32_t>(v);
+  }
+  uint8_t byte() {
+    if (pos_ >= in_.size()) return static_cast<uint8_t>(fail());
+    return static_cast<uint8_t>(in_[pos_++]);
+  }
+  std::string text() {
+    const uint64_t n = varint();
+    if (!ok_ || n > kMaxText || n > in_.size() - pos_) {
+      fail();
+      return {};
+    }
+    std::string s(in_.substr(pos_, n));
+    pos_ += n;
+    return s;
+  }
+  void keys(std::vector<kv::BlockKey>& out) {
+    const uint64_t n = varint();
+    if (!ok_ || n > kMaxKeys || n * 8 > in_.size() - pos_) return void(fail());
+    out.resize(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      uint64_t k = 0;
+      for (int b = 7; b >= 0; --b) k = (k << 8) | static_cast<uint8_t>(in_[pos_ + b]);
+      out[i] = k;
+      pos_ += 8;
+    }
+  }
+
+ private:
+  uint64_t fail() {
+    ok_ = false;
+    pos_ = in_.size();
+    return 0;
+  }
+
+  std::string_view in_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+}  // namespace
+
+std::string_view to_string(EventKind kind) {
+  switch (kind) {
+    case EventKind::kRouted:
+      return "routed";
+    case EventKind::kPrefillDone:
+      return "prefill_done";
+    case EventKind::kFinished:
+      return "finished";
+    case EventKind::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
+RoutingEvent RoutingEvent::routed(uint64_t request, std::string endpoint,
+                                  std::span<const kv::BlockKey> keys, uint32_t prompt_tokens,
+                                  uint32_t expected_output_tokens) {
+  RoutingEvent e;
+  e.kind = EventKind::kRouted;
+  e.request = request;
+  e.endpoint = std::move(endpoint);
+  e.keys.assign(keys.begin(), keys.end());
+  e.prompt_tokens = prompt_tokens;
+  e.expected_output_tokens = expected_output_tokens;
+  return e;
+}
+
+RoutingEvent RoutingEvent::load(EventKind kind, uint64_t request, uint32_t output_tokens) {
+  RoutingEvent e;
+  e.kind = kind;
+  e.request = request;
+  e.output_tokens = output_tokens;
+  return e;
+}
+
+void encode(const EventBatch& batch, std::string& out) {
+  out.push_back(static_cast<char>(kVersion));
+  PutText(batch.replica, out);
+  PutText(batch.pool, out);
+  PutVarint(batch.seq, out);
+  PutVarint(static_cast<uint64_t>(std::max<Nanos>(0, batch.age) / 1000), out);
+  PutVarint(batch.events.size(), out);
+  for (const RoutingEvent& e : batch.events) {
+    out.push_back(static_cast<char>(e.kind));
+    PutVarint(e.request, out);
+    if (e.kind != EventKind::kRouted) {
+      PutVarint(e.output_tokens, out);
+      continue;
+    }
+    PutText(e.endpoint, out);
+    PutText(e.prefill_endpoint, out);
+    PutVarint(e.prompt_tokens, out);
+    PutVarint(e.expected_output_tokens, out);
+    PutVarint(e.prefill_tokens, out);
+    PutVarint(static_cast<uint64_t>(std::max<Nanos>(0, e.predicted_prefill) / 1000), out);
+    PutVarint(e.keys.size(), out);
+    const size_t at = out.size();
+    out.resize(at + 8 * e.keys.size());
+    char* p = out.data() + at;
+    for (kv::BlockKey k : e.keys) {
+      for (int b = 0; b < 8; ++b) *p++ = static_cast<char>((k >> (8 * b)) & 0xFF);
+    }
+  }
+}
+
+std::string encode(const EventBatch& batch) {
+  std::string out;
+  encode(batch, out);
+  return out;
+}
+
+Result<EventBatch> decode(std::string_view wire) {
+  Reader r(wire);
+  const uint8_t version = r.byte();
+  if (!r.ok()) return Error("routing event batch: empty");
+  if (version != kVersion) {
+    return Error("routing event batch: unknown version " + std::to_string(version));
+  }
+  EventBatch b;
+  b.replica = r.text();
+  b.pool = r.text();
+  b.seq = r.varint();
+  b.age = static_cast<Nanos>(r.varint()) * 1000;
+  const uint64_t n = r.varint();
+  if (!r.ok() || n > kMaxEvents) return Error("routing event batch: malformed header");
+  b.events.reserve(n);
+  for (uint64_t i = 0; i < n && r.ok(); ++i) {
+    RoutingEvent& e = b.events.emplace_back();
+    const uint8_t kind = r.byte();
+    if (kind < 1 || kind > 4) return Error("routing event batch: unknown event kind");
+    e.kind = static_cast<EventKind>(kind);
+    e.request = r.varint();
+    if (e.kind != EventKind::kRouted) {
+      e.output_tokens = r.u32();
+      continue;
+    }
+    e.endpoint = r.text();
+    e.prefill_endpoint = r.text();
+    e.prompt_tokens = r.u32();
+    e.expected_output_tokens = r.u32();
+    e.prefill_tokens = r.u32();
+    e.predicted_prefill = static_cast<Nanos>(r.varint()) * 1000;
+    r.keys(e.keys);
+  }
+  if (!r.ok()) return Error("routing event batch: truncated or malformed");
+  if (!r.done()) return Error("routing event batch: trailing bytes");
+  return b;
+}
+
+}  // namespace kvgate::cluster

@@ -1,0 +1,225 @@
+// Routing events between replicas: the wire form round-trips and rejects bad input; a
+// peer's decisions and load deltas, applied through PeerSync, weigh on this replica's
+// router exactly as its own would; dead peers' load expires.
+#include "core/cluster/peer_sync.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace kvgate::cluster {
+namespace {
+
+constexpr uint32_t kBs = 16;
+
+std::vector<kv::BlockKey> Keys(uint32_t blocks, uint32_t seed) {
+  std::vector<kv::TokenId> tokens(blocks * kBs);
+  std::iota(tokens.begin(), tokens.end(), seed * 100000);
+  std::vector<kv::BlockKey> keys;
+  kv::hash_blocks(tokens, kBs, kv::block_seed("m", "", ""), keys);
+  return keys;
+}
+
+TEST(RoutingEvent, BatchRoundTripsThroughItsWireForm) {
+  EventBatch b{.replica = "gw-1", .pool = "main", .seq = 300, .age = 7 * kMillisecond};
+  b.events.push_back(RoutingEvent::routed(42, "http://10.0.0.7:8000", Keys(5, 1), 85, 128));
+  b.events.back().prefill_endpoint = "http://10.0.0.8:8000";
+  b.events.back().prefill_tokens = 85;
+  b.events.back().predicted_prefill = 12 * kMillisecond;
+  b.events.push_back(RoutingEvent::load(EventKind::kPrefillDone, 42));
+  b.events.push_back(RoutingEvent::load(EventKind::kFinished, 42, 97));
+  b.events.push_back(RoutingEvent::load(EventKind::kFailed, 1ull << 40));
+  const std::string wire = encode(b);
+  // Compact: the five keys are 40 of its bytes.
+  EXPECT_LT(wire.size(), 40u + 100u);
+  Result<EventBatch> back = decode(wire);
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(*back, b);
+  EXPECT_EQ(to_string(back->events[1].kind), "prefill_done");
+}
+
+TEST(RoutingEvent, DecodeRejectsEveryTruncationAndBadInput) {
+  EventBatch b{.replica = "gw-1", .pool = "main", .seq = 1};
+  b.events.push_back(RoutingEvent::routed(1, "http://a", Keys(3, 2), 48, 10));
+  b.events.push_back(RoutingEvent::load(EventKind::kFinished, 1));
+  const std::string wire = encode(b);
+  for (size_t n = 0; n < wire.size(); ++n) {
+    EXPECT_FALSE(decode(std::string_view(wire).substr(0, n))) << n;
+  }
+  EXPECT_FALSE(decode(wire + "x"));  // trailing bytes
+  std::string bad_version = wire;
+  bad_version[0] = 9;
+  EXPECT_NE(decode(bad_version).error().find("version"), std::string::npos);
+  // A key count far beyond the input is refused before anything is allocated for it.
+  std::string huge = encode(EventBatch{.replica = "r", .pool = "p", .seq = 1});
+  huge.back() = 1;  // one event
+  huge += std::string("\x01\x01\x00\x00\x00\x00\x00\x00\xff\xff\x03", 11);
+  EXPECT_FALSE(decode(huge));
+}
+
+class PeerSyncTest : public ::testing::Test {
+ protected:
+  struct Replica {
+    kv::ApproxIndex approx{{}};
+    std::unique_ptr<route::Router> router;
+    std::vector<route::EndpointId> ids;
+  };
+  void Make(Replica& r, bool reverse_order) {
+    route::RouterConfig c;
+    c.block_size = kBs;
+    c.policy = {"kv-cost", {}};
+    c.overlap_source = route::OverlapSource::kApprox;
+    c.filters.clear();
+    auto router = route::Router::create(c, {.approx = &r.approx});
+    ASSERT_TRUE(router) << router.error();
+    r.router = std::move(*router);
+    // Each replica numbers the endpoints in its own order: events name them by URL.
+    for (int i = 0; i < 3; ++i) {
+      const int n = reverse_order ? 2 - i : i;
+      auto id = r.router->add_endpoint({.url = "http://e" + std::to_string(n)}, 0);
+      ASSERT_TRUE(id);
+    }
+    for (int i = 0; i < 3; ++i) r.ids.push_back(*r.router->pool().find(Url(i)));
+  }
+  static std::string Url(int n) { return "http://e" + std::to_string(n); }
+  void SetUp() override {
+    Make(a_, false);
+    Make(b_, true);
+  }
+  Replica a_, b_;
+  Rng rng_{7};
+};
+
+TEST_F(PeerSyncTest, APeersDecisionLandsInTheIndexAndTheLoadAsOnesOwn) {
+  Outbox out("gw-a", "main");
+  PeerSync sync(*b_.router, "gw-b", {});
+  const std::vector<kv::BlockKey> keys = Keys(8, 3);
+  route::RouteRequest req{
+      .id = 1, .keys = keys, .prompt_tokens = 8 * kBs, .expected_output_tokens = 32};
+  const route::Decision d = a_.router->route(req, 0, rng_);
+  ASSERT_TRUE(d.accepted());
+  const std::string url = a_.router->pool().get(d.endpoint)->spec.url;
+  out.routed(req, d, url, "", 0);
+  auto batch = out.take(kMillisecond);
+  ASSERT_TRUE(batch);
+  Result<EventBatch> wire = decode(encode(*batch));
+  ASSERT_TRUE(wire);
+  sync.apply(*wire, 2 * kMillisecond);
+  EXPECT_EQ(sync.stats().routed, 1u);
+
+  // On B the same endpoint (another id there) now holds the prefix and the request.
+  const route::EndpointId there = *b_.router->pool().find(url);
+  std::vector<kv::EndpointMatch> m;
+  b_.approx.match(keys, 3 * kMillisecond, m);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].endpoint, there);
+  EXPECT_EQ(m[0].total_blocks, 8u);
+  EXPECT_EQ(b_.router->pool().get(there)->load.in_flight, 1u);
+  EXPECT_GT(b_.router->pool().get(there)->load.active_prefill_tokens, 0u);
+  // The prefill is done (first token): B's own follow-up with the same prefix goes there
+  // too (kv-cost on the approximate index), the peer's request sharing its blocks.
+  out.load(EventKind::kPrefillDone, 1, 4 * kMillisecond);
+  sync.apply(*decode(encode(*out.take(4 * kMillisecond))), 4 * kMillisecond);
+  EXPECT_EQ(b_.router->pool().get(there)->load.active_prefill_tokens, 0u);
+  route::RouteRequest follow{.id = 2, .keys = keys, .prompt_tokens = 8 * kBs};
+  EXPECT_EQ(b_.router->route(follow, 5 * kMillisecond, rng_).endpoint, there);
+  ASSERT_TRUE(b_.router->pool().on_finished(2, 5 * kMillisecond));
+
+  // Finished: the load goes back to zero.
+  out.load(EventKind::kFinished, 1, 7 * kMillisecond, 32);
+  sync.apply(*decode(encode(*out.take(8 * kMillisecond))), 9 * kMillisecond);
+  EXPECT_EQ(b_.router->pool().get(there)->load.in_flight, 0u);
+  EXPECT_EQ(b_.router->pool().get(there)->load.active_decode_blocks, 0u);
+  EXPECT_EQ(sync.stats().released, 1u);
+  EXPECT_EQ(sync.stats().prefill_done, 1u);
+  EXPECT_EQ(sync.peer_requests(), 0u);
+}
+
+TEST_F(PeerSyncTest, OwnBatchesAreSkippedUnknownsCountedGapsSeen) {
+  PeerSync sync(*b_.router, "gw-b", {});
+  EventBatch own{.replica = "gw-b", .pool = "main", .seq = 1};
+  own.events.push_back(RoutingEvent::routed(1, Url(0), Keys(2, 1), 32, 0));
+  sync.apply(own, 0);
+  EXPECT_EQ(sync.stats().batches, 0u);
+  EXPECT_EQ(b_.router->pool().requests_in_flight(), 0u);
+
+  EventBatch peer{.replica = "gw-a", .pool = "main", .seq = 1};
+  peer.events.push_back(RoutingEvent::routed(1, "http://elsewhere", Keys(2, 1), 32, 0));
+  peer.events.push_back(RoutingEvent::load(EventKind::kFinished, 99));
+  sync.apply(peer, 0);
+  EXPECT_EQ(sync.stats().unknown_endpoint, 1u);
+  EXPECT_EQ(sync.stats().unknown_request, 1u);
+  peer.events.clear();
+  peer.seq = 5;  // 2, 3 and 4 were lost
+  sync.apply(peer, kMillisecond);
+  EXPECT_EQ(sync.stats().gaps, 3u);
+}
+
+TEST_F(PeerSyncTest, ADeadPeersLoadExpiresAndARestartReleasesIt) {
+  PeerSync sync(*b_.router, "gw-b", {.peer_timeout = kSecond, .max_request_age = 60 * kSecond});
+  EventBatch a{.replica = "gw-a", .pool = "main", .seq = 1};
+  for (uint64_t i = 1; i <= 3; ++i) {
+    a.events.push_back(RoutingEvent::routed(i, Url(0), Keys(2, static_cast<uint32_t>(i)), 32, 0));
+  }
+  sync.apply(a, 0);
+  EventBatch c{.replica = "gw-c", .pool = "main", .seq = 1};
+  c.events.push_back(RoutingEvent::routed(1, Url(1), Keys(2, 9), 32, 0));
+  sync.apply(c, 0);
+  EXPECT_EQ(b_.router->pool().requests_in_flight(), 4u);
+  // gw-c keeps sending heartbeats (empty batches); gw-a falls silent.
+  for (int t = 1; t <= 4; ++t) {
+    c.events.clear();
+    c.seq++;
+    sync.apply(c, t * 300 * kMillisecond);
+    sync.expire(t * 300 * kMillisecond);
+  }
+  EXPECT_EQ(sync.stats().dead_replicas, 1u);
+  EXPECT_EQ(sync.live_peers(1200 * kMillisecond), 1u);
+  EXPECT_EQ(b_.router->pool().get(b_.ids[0])->load.in_flight, 0u);
+  EXPECT_EQ(b_.router->pool().get(b_.ids[1])->load.in_flight, 1u);
+  // gw-c restarts: its sequence starts over, its old request is gone.
+  c.seq = 1;
+  sync.apply(c, 1300 * kMillisecond);
+  EXPECT_EQ(b_.router->pool().requests_in_flight(), 0u);
+  EXPECT_EQ(sync.stats().expired_requests, 4u);
+}
+
+TEST_F(PeerSyncTest, ARequestWhoseEndNeverCameIsReleasedByAge) {
+  PeerSync sync(*b_.router, "gw-b", {.peer_timeout = 60 * kSecond, .max_request_age = kSecond});
+  EventBatch a{.replica = "gw-a", .pool = "main", .seq = 1};
+  a.events.push_back(RoutingEvent::routed(1, Url(2), Keys(2, 1), 32, 0));
+  sync.apply(a, 0);
+  a.events.clear();
+  a.seq = 2;
+  sync.apply(a, 2 * kSecond);  // alive
+  sync.expire(2 * kSecond);
+  EXPECT_EQ(sync.stats().dead_replicas, 0u);
+  EXPECT_EQ(sync.stats().expired_requests, 1u);
+  EXPECT_EQ(b_.router->pool().requests_in_flight(), 0u);
+}
+
+TEST(Outbox, BatchesCarrySequenceAgeAndAtMostMaxKeys) {
+  Outbox out("gw-a", "main");
+  out.max_keys = 4;
+  EXPECT_FALSE(out.take(0));
+  auto hb = out.take(0, /*heartbeat=*/true);
+  ASSERT_TRUE(hb);
+  EXPECT_TRUE(hb->events.empty());
+  EXPECT_EQ(hb->seq, 1u);
+  const std::vector<kv::BlockKey> keys = Keys(10, 1);
+  route::RouteRequest r{.id = 5, .keys = keys, .prompt_tokens = 160};
+  route::Decision d;
+  out.routed(r, d, "http://e0", "", 10 * kMillisecond);
+  out.load(EventKind::kFinished, 5, 12 * kMillisecond);
+  auto b = out.take(15 * kMillisecond);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->seq, 2u);
+  EXPECT_EQ(b->age, 5 * kMillisecond);
+  ASSERT_EQ(b->events.size(), 2u);
+  EXPECT_EQ(b->events[0].keys.size(), 4u);
+  EXPECT_EQ(b->events[0].keys[3], keys[3]);
+  EXPECT_TRUE(out.empty());
+}
+
+}  // namespace
+}  // namespace kvgate::cluster
