@@ -6,6 +6,9 @@
 //   kvgate tokenize --tokenizer tokenizer.json --chat-template tokenizer_config.json
 //   -> each line a chat request {"messages": [...]}, rendered then encoded
 //   (--render prints the rendered prompt text as a JSON string instead of ids)
+//   kvgate tokenize --tokenizer tokenizer.json --explain
+//   -> {"path": "fast"|"general", "why": ..., "components": ...}: which path encode takes
+//   --general: never take the fast path (what the conformance tests check against)
 #include "cli/tokenize_command.h"
 
 #include <boost/json.hpp>
@@ -27,6 +30,9 @@ struct Options {
   bool decode = false;
   bool render = false;
   bool add_special_tokens = false;
+  bool skip_special = false;
+  bool general = false;
+  bool explain = false;
 };
 
 std::optional<std::string> read_file(const std::string& path) {
@@ -47,10 +53,19 @@ int run(const Options& opt) {
     std::cerr << "kvgate tokenize: cannot read " << opt.tokenizer_path << "\n";
     return 2;
   }
-  auto tok = tokenizer::Tokenizer::load(*text);
+  auto tok = tokenizer::Tokenizer::load(*text, {.fast_paths = !opt.general});
   if (!tok) {
     std::cerr << "kvgate tokenize: " << opt.tokenizer_path << ": " << tok.error() << "\n";
     return 2;
+  }
+  if (opt.explain) {
+    boost::json::object o;
+    o["path"] = tok->path().fast ? "fast" : "general";
+    o["why"] = tok->path().why;
+    o["components"] = tok->path().components;
+    o["memory_bytes"] = tok->memory_bytes();
+    std::cout << boost::json::serialize(o) << "\n";
+    return 0;
   }
   std::optional<tokenizer::ChatTemplate> chat;
   if (!opt.chat_template_path.empty()) {
@@ -95,7 +110,7 @@ int run(const Options& opt) {
         print_error("ids must be non-negative integers");
         continue;
       }
-      auto s = tok->decode(ids, false);
+      auto s = tok->decode(ids, opt.skip_special);
       if (!s) {
         print_error(s.error());
         continue;
@@ -127,13 +142,15 @@ int run(const Options& opt) {
       continue;
     }
     ids.clear();
-    if (opt.add_special_tokens) ids = tok->post_prefix();
     if (Status st = tok->encode_into(prompt, ids); !st) {
       print_error(st.error());
       continue;
     }
-    if (opt.add_special_tokens)
-      ids.insert(ids.end(), tok->post_suffix().begin(), tok->post_suffix().end());
+    if (opt.add_special_tokens) {
+      std::vector<uint32_t> with;
+      tok->post_process(ids, nullptr, with);
+      ids.swap(with);
+    }
     out.clear();
     out.push_back('[');
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -158,6 +175,12 @@ void add_tokenize_command(CLI::App& app) {
       "for a bad one.");
   cmd->add_option("--tokenizer", opt->tokenizer_path, "Path of tokenizer.json")->required();
   cmd->add_flag("--decode", opt->decode, "Decode arrays of ids to text instead of encoding");
+  cmd->add_flag("--skip-special-tokens", opt->skip_special,
+                "With --decode: drop added tokens marked special");
+  cmd->add_flag("--general", opt->general,
+                "Never take a fast path (hand-written scanner): run the general pipeline");
+  cmd->add_flag("--explain", opt->explain,
+                "Print which path (fast or general) the tokenizer takes and why, then exit");
   cmd->add_option("--chat-template", opt->chat_template_path,
                   "tokenizer_config.json: input lines are chat requests {\"messages\": [...]} "
                   "rendered with its chat template (Qwen3 or Llama 3), then encoded");
