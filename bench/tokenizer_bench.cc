@@ -1,16 +1,23 @@
-// Tokenizer benchmarks: encode throughput (MB/s, tokens/s) of the loaded Qwen3 tokenizer on
-// the corpora of bench/tokenizer_corpora.mjs, a 7,200-token chat prompt, turn 30 of a
-// 30-turn conversation with the PromptCache, and the memory of a loaded tokenizer.
+// Tokenizer benchmarks: encode throughput (MB/s, tokens/s) of the five fixture families
+// (Qwen3 and Llama 3 also on their general path, "<model>_general") on the corpora of
+// bench/tokenizer_corpora.mjs, a 7,200-token chat prompt per family (p50/p99 of
+// render + encode), turn 30 of a 30-turn conversation with the PromptCache, and the
+// load time and memory of each loaded tokenizer.
 // Needs .deps/fixtures (scripts/bootstrap) and the corpora:
 //   node bench/tokenizer_corpora.mjs out/bench/corpora
+//   node bench/tokenizer_chat_prompts.mjs out/bench/corpora
 //   build/release/tokenizer_bench            (env KVGATE_BENCH_CORPORA overrides the dir)
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -45,11 +52,15 @@ std::string fixture(const std::string& model, const std::string& file) {
   return read_file(std::string(d ? d : ".") + "/.deps/fixtures/" + model + "/" + file);
 }
 
+// "<model>_general": the model's tokenizer with the fast paths disabled.
 const Tokenizer& tokenizer(const std::string& model) {
   static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
   auto& t = cache[model];
   if (!t) {
-    auto r = Tokenizer::load(fixture(model, "tokenizer.json"));
+    const size_t g = model.find("_general");
+    const std::string base = g == std::string::npos ? model : model.substr(0, g);
+    auto r =
+        Tokenizer::load(fixture(base, "tokenizer.json"), {.fast_paths = g == std::string::npos});
     if (!r) {
       std::cerr << r.error() << "\n";
       std::exit(2);
@@ -197,12 +208,87 @@ void BM_LoadQwen3(benchmark::State& state) {
 }
 BENCHMARK(BM_LoadQwen3)->Unit(benchmark::kMillisecond)->Iterations(3);
 
+// A ~7,200-token chat prompt, timed one by one: p50 and p99 of render + encode. Qwen3 and
+// Llama 3 render with kvgate's C++ templates inside the timing; the other families encode
+// the prompt bench/tokenizer_chat_prompts.mjs rendered with their template (@huggingface/jinja).
+void BM_ChatPromptP99(benchmark::State& state, const std::string& model) {
+  const Tokenizer& tok = tokenizer(model);
+  std::optional<ChatTemplate> tpl;
+  ChatRequest req;
+  std::string prompt;
+  if (model == "qwen3" || model == "llama3") {
+    tpl = *ChatTemplate::load(fixture(model, "tokenizer_config.json"));
+    if (corpus("prose").empty()) {
+      state.SkipWithError("no corpora: run node bench/tokenizer_corpora.mjs out/bench/corpora");
+      return;
+    }
+    std::vector<uint32_t> probe;
+    for (size_t turns = 1; probe.size() < 7200; ++turns) {
+      req = conversation(turns, 1200);
+      probe.clear();
+      (void)tok.encode_into(*tpl->render(req), probe);
+    }
+  } else {
+    const char* d = std::getenv("KVGATE_BENCH_CORPORA");
+    std::ifstream in(std::string(d ? d : "out/bench/corpora") + "/chat_" + model + ".json");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (ss.str().empty()) {
+      state.SkipWithError(
+          "no prompts: run node bench/tokenizer_chat_prompts.mjs out/bench/corpora");
+      return;
+    }
+    prompt = std::string(boost::json::parse(ss.str()).as_string());
+  }
+  std::vector<double> us;
+  std::vector<uint32_t> ids;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (tpl) prompt = *tpl->render(req);
+    ids.clear();
+    benchmark::DoNotOptimize(tok.encode_into(prompt, ids));
+    us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(us.begin(), us.end());
+  state.counters["prompt_tokens"] = static_cast<double>(ids.size());
+  state.counters["p50_us"] = us[us.size() / 2];
+  state.counters["p99_us"] = us[std::min(us.size() - 1, us.size() * 99 / 100)];
+}
+
+// Load time and memory of each family's tokenizer.
+void BM_Load(benchmark::State& state, const std::string& model) {
+  const std::string json = fixture(model, "tokenizer.json");
+  size_t held = 0;
+  long rss_delta = 0;
+  for (auto _ : state) {
+    const long before = rss_kib();
+    auto t = Tokenizer::load(json);
+    rss_delta = rss_kib() - before;
+    held = t->memory_bytes();
+    benchmark::DoNotOptimize(t);
+  }
+  state.counters["held_MiB"] = static_cast<double>(held) / (1 << 20);
+  state.counters["rss_growth_MiB"] = static_cast<double>(rss_delta) / 1024;
+}
+
 const int kRegistered = [] {
-  for (const char* model : {"qwen3", "llama3"})
+  for (const char* model :
+       {"qwen3", "llama3", "deepseek_v3", "gemma3", "llama2", "qwen3_general", "llama3_general"})
     for (const char* name : {"prose", "code", "cjk", "mixed"})
       benchmark::RegisterBenchmark((std::string("BM_Encode/") + model + "/" + name).c_str(),
                                    BM_Encode, std::string(model), std::string(name))
           ->Unit(benchmark::kMillisecond);
+  for (const char* model : {"qwen3", "llama3", "deepseek_v3", "gemma3", "llama2"}) {
+    benchmark::RegisterBenchmark((std::string("BM_ChatPromptP99/") + model).c_str(),
+                                 BM_ChatPromptP99, std::string(model))
+        ->Unit(benchmark::kMicrosecond)
+        ->Iterations(300);
+    benchmark::RegisterBenchmark((std::string("BM_Load/") + model).c_str(), BM_Load,
+                                 std::string(model))
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(2);
+  }
   return 0;
 }();
 

@@ -2,7 +2,9 @@
 # Side-by-side encode throughput: kvgate's tokenizer vs the Hugging Face tokenizers
 # library (Rust, through the @anush008/tokenizers Node addon), same corpora, same run,
 # single thread, one ~4 KB document per call, median of the passes, CPU time on both
-# sides (the machine may be shared). Prints the ratio.
+# sides (the machine may be shared). Prints the ratio per family and corpus: the five
+# fixture families on the path kvgate chooses, and Qwen3 / Llama 3 also on the general
+# (PCRE2) path; then each family's 7,200-token chat prompt (p50/p99) and loaded memory.
 # Needs: scripts/bootstrap, and build/release/tokenizer_bench (make bench builds it:
 #   cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVGATE_BENCH=ON
 #   cmake --build build/release --target tokenizer_bench)
@@ -13,31 +15,49 @@ passes=${PASSES:-5}
 corpora=out/bench/corpora
 mkdir -p out/bench
 node bench/tokenizer_corpora.mjs "$corpora"
+node bench/tokenizer_chat_prompts.mjs "$corpora"
 bench=build/release/tokenizer_bench
 [[ -x $bench ]] || { echo "tokenizer_vs_hf: $bench missing (build the release benches)" >&2; exit 2; }
-for model in qwen3 llama3; do
+models="qwen3 llama3 deepseek_v3 gemma3 llama2"
+for model in $models; do
   node bench/tokenizer_hf.mjs ".deps/fixtures/$model/tokenizer.json" "$corpora" "$passes" \
     >"out/bench/tokenizer_hf_$model.json"
+done
+for model in $models qwen3_general llama3_general; do
   KVGATE_BENCH_CORPORA=$corpora "$bench" --benchmark_filter="BM_Encode/$model/" \
     --benchmark_repetitions="$passes" --benchmark_report_aggregates_only=true \
     --benchmark_format=json >"out/bench/tokenizer_kvgate_$model.json" 2>/dev/null
 done
 node - <<'JS'
 const fs = require('fs');
-console.log('model   corpus   HF MB/s   HF tok/s   kvgate MB/s   kvgate tok/s   ratio');
+console.log('model          corpus   HF MB/s   HF tok/s   kvgate MB/s   kvgate tok/s   ratio');
 let worst = Infinity;
-for (const model of ['qwen3', 'llama3']) {
-  const hf = JSON.parse(fs.readFileSync(`out/bench/tokenizer_hf_${model}.json`));
+for (const model of ['qwen3', 'llama3', 'deepseek_v3', 'gemma3', 'llama2', 'qwen3_general',
+                     'llama3_general']) {
+  const hf = JSON.parse(fs.readFileSync(`out/bench/tokenizer_hf_${model.replace('_general', '')}.json`));
   const kv = JSON.parse(fs.readFileSync(`out/bench/tokenizer_kvgate_${model}.json`)).benchmarks;
   for (const corpus of ['prose', 'code', 'cjk', 'mixed']) {
     const b = kv.find((x) => x.name === `BM_Encode/${model}/${corpus}_median`);
     const mb = b.bytes_per_second / 1e6, tok = b.tokens_per_s;
     const ratio = mb / hf[corpus].mb_per_s;
     worst = Math.min(worst, ratio);
-    console.log(`${model.padEnd(7)} ${corpus.padEnd(8)} ${hf[corpus].mb_per_s.toFixed(2).padStart(7)} ` +
+    console.log(`${model.padEnd(14)} ${corpus.padEnd(8)} ${hf[corpus].mb_per_s.toFixed(2).padStart(7)} ` +
       `${(hf[corpus].tokens_per_s / 1e6).toFixed(3).padStart(9)}M ${mb.toFixed(1).padStart(12)} ` +
       `${(tok / 1e6).toFixed(2).padStart(13)}M ${ratio.toFixed(1).padStart(7)}x`);
   }
 }
 console.log(`lowest ratio: ${worst.toFixed(1)}x (target >= 10x)`);
+JS
+KVGATE_BENCH_CORPORA=$corpora "$bench" --benchmark_filter='BM_ChatPromptP99|BM_Load/' \
+  --benchmark_format=json 2>/dev/null >out/bench/tokenizer_prompts.json
+node - <<'JS'
+const b = JSON.parse(require('fs').readFileSync('out/bench/tokenizer_prompts.json')).benchmarks;
+console.log('\nfamily        prompt tokens   p50 us   p99 us   | load ms   held MiB   RSS growth MiB');
+for (const m of ['qwen3', 'llama3', 'deepseek_v3', 'gemma3', 'llama2']) {
+  const p = b.find((x) => x.name.startsWith(`BM_ChatPromptP99/${m}/`));
+  const l = b.find((x) => x.name.startsWith(`BM_Load/${m}/`));
+  console.log(`${m.padEnd(13)} ${String(p.prompt_tokens).padStart(13)} ${p.p50_us.toFixed(0).padStart(8)} ` +
+    `${p.p99_us.toFixed(0).padStart(8)}   | ${l.real_time.toFixed(0).padStart(7)} ${l.held_MiB.toFixed(1).padStart(10)} ` +
+    `${l.rss_growth_MiB.toFixed(1).padStart(16)}`);
+}
 JS

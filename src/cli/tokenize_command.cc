@@ -9,6 +9,9 @@
 //   template path the model takes, fast path or general engine, goes to stderr)
 //   kvgate tokenize --tokenizer tokenizer.json --chat-template tokenizer_config.json --describe
 //   -> one JSON object: which path the tokenizer and the chat template take, or why refused
+//   kvgate tokenize --tokenizer tokenizer.json --explain
+//   -> {"path": "fast"|"general", "why": ..., "components": ...}: which path encode takes
+//   --general: never take the tokenizer's fast path (what the conformance tests check)
 #include "cli/tokenize_command.h"
 
 #include <boost/json.hpp>
@@ -35,6 +38,9 @@ struct Options {
   bool describe = false;
   bool trust_request_chat_template = false;
   bool no_fast_path = false;
+  bool skip_special = false;
+  bool general = false;
+  bool explain = false;
 };
 
 using env::read_file;
@@ -88,18 +94,28 @@ int run(const Options& opt) {
   }
   std::optional<std::string> text;
   if (!opt.tokenizer_path.empty()) {
-    text = read_file(opt.tokenizer_path);
-    if (!text) {
-      std::cerr << "kvgate tokenize: cannot read " << opt.tokenizer_path << "\n";
+    auto read = read_file(opt.tokenizer_path);
+    if (!read) {
+      std::cerr << "kvgate tokenize: " << read.error() << "\n";
       return 2;
     }
+    text = std::move(*read);
   }
-  auto tok = text ? tokenizer::Tokenizer::load(*text)
+  auto tok = text ? tokenizer::Tokenizer::load(*text, {.fast_paths = !opt.general})
                   : Result<tokenizer::Tokenizer>(Error("no --tokenizer given"));
   if (opt.describe) return describe(opt, tok);
   if (!tok && need_tokenizer) {
     std::cerr << "kvgate tokenize: " << opt.tokenizer_path << ": " << tok.error() << "\n";
     return 2;
+  }
+  if (opt.explain) {
+    boost::json::object o;
+    o["path"] = tok->path().fast ? "fast" : "general";
+    o["why"] = tok->path().why;
+    o["components"] = tok->path().components;
+    o["memory_bytes"] = tok->memory_bytes();
+    std::cout << boost::json::serialize(o) << "\n";
+    return 0;
   }
   std::optional<tokenizer::ChatTemplate> chat;
   if (!opt.chat_template_path.empty()) {
@@ -149,7 +165,7 @@ int run(const Options& opt) {
         print_error("ids must be non-negative integers");
         continue;
       }
-      auto s = tok->decode(ids, false);
+      auto s = tok->decode(ids, opt.skip_special);
       if (!s) {
         print_error(s.error());
         continue;
@@ -181,13 +197,15 @@ int run(const Options& opt) {
       continue;
     }
     ids.clear();
-    if (opt.add_special_tokens) ids = tok->post_prefix();
     if (Status st = tok->encode_into(prompt, ids); !st) {
       print_error(st.error());
       continue;
     }
-    if (opt.add_special_tokens)
-      ids.insert(ids.end(), tok->post_suffix().begin(), tok->post_suffix().end());
+    if (opt.add_special_tokens) {
+      std::vector<uint32_t> with;
+      tok->post_process(ids, nullptr, with);
+      ids.swap(with);
+    }
     out.clear();
     out.push_back('[');
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -214,6 +232,12 @@ void add_tokenize_command(CLI::App& app) {
                   "Path of tokenizer.json (required, except with --chat-template --render or "
                   "--describe)");
   cmd->add_flag("--decode", opt->decode, "Decode arrays of ids to text instead of encoding");
+  cmd->add_flag("--skip-special-tokens", opt->skip_special,
+                "With --decode: drop added tokens marked special");
+  cmd->add_flag("--general", opt->general,
+                "Never take a fast path (hand-written scanner): run the general pipeline");
+  cmd->add_flag("--explain", opt->explain,
+                "Print which path (fast or general) the tokenizer takes and why, then exit");
   cmd->add_option("--chat-template", opt->chat_template_path,
                   "tokenizer_config.json: input lines are chat requests {\"messages\": [...]} "
                   "rendered with its chat template (any Jinja template, as vLLM renders it), "

@@ -93,6 +93,8 @@ class PoolRuntime {
 
   const std::string& name() const { return config_.name; }
   const PoolConfig& config() const { return config_; }
+  // The pool's tokenizer (loaded from tokenizer.json by the general loader), or null.
+  const tokenizer::Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
 
   // Block keys of the prompt for routing, and its token count. With a tokenizer the
   // chat template (when configured) and tokenizer.json give real tokens; without, a

@@ -41,6 +41,10 @@ int check(const GatewayConfig& config) {
       fmt::print(stderr, "{}: {}\n", config.file, pool.error());
       return 2;
     }
+    if (const tokenizer::Tokenizer* tok = (*pool)->tokenizer()) {
+      fmt::print("pool {}: tokenizer {}: {} path: {}\n", p.name, p.tokenizer_file,
+                 tok->path().fast ? "fast" : "general", tok->path().why);
+    }
   }
   size_t endpoints = 0;
   for (const PoolConfig& p : config.pools) endpoints += p.endpoints.size();

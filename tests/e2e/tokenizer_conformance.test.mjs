@@ -1,42 +1,113 @@
 // Conformance of kvgate's tokenizer with the Hugging Face tokenizers library (the Rust
-// library as a Node addon): the same ids for >= 20,000 generated strings, for Qwen3 and
-// Llama 3. Needs the fixtures of scripts/bootstrap (.deps/fixtures) and KVGATE_BIN.
+// library as a Node addon) on the real tokenizer.json of five families: the same ids for
+// 20,000 generated strings each (kvgate's chosen path; for the families that have a fast
+// path, the general path too), the same text when decoding, and the same ids with the
+// post-processor's special tokens. Then tokenizer.json variants that combine the other
+// components (support/tokenizer_variants.mjs), 2,000 strings each. Needs the fixtures of
+// scripts/bootstrap (.deps/fixtures) and KVGATE_BIN.
 import {test} from 'node:test';
 import assert from 'node:assert/strict';
-import {readFileSync} from 'node:fs';
+import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import tokenizers from '@anush008/tokenizers';
 import {generate} from './support/tokenizer_strings.mjs';
 import {run_kvgate} from './support/kvgate.mjs';
+import {variants} from './support/tokenizer_variants.mjs';
 
 const root = process.env.KVGATE_SOURCE_DIR ?? path.resolve(import.meta.dirname, '../..');
 
+// Added tokens the strings embed: the first 40 and an even sample of the rest (DeepSeek
+// and Gemma have hundreds to thousands, some matched after normalization).
+function specials_of(file) {
+  const all = JSON.parse(readFileSync(file, 'utf8')).added_tokens.map((t) => t.content);
+  const step = Math.max(1, Math.floor(all.length / 40));
+  return [...new Set([...all.slice(0, 40), ...all.filter((_, i) => i % step === 0)])];
+}
 
-for (const [model, seed] of [['qwen3', 1], ['llama3', 2]]) {
-  test(`${model}: kvgate ids equal Hugging Face tokenizers on 20,000 strings`, async () => {
+async function reference_ids(ref, strings, add_special) {
+  const out = [];
+  for (let i = 0; i < strings.length; i += 500) {
+    const batch = await ref.encodeBatch(strings.slice(i, i + 500), {addSpecialTokens: add_special});
+    for (const e of batch) out.push(Array.from(e.getIds()));
+  }
+  return out;
+}
+
+function compare(label, strings, expected, lines) {
+  assert.equal(lines.length, expected.length, `${label}: line count`);
+  const bad = [];
+  for (let i = 0; i < expected.length; ++i) {
+    if (lines[i] !== JSON.stringify(expected[i])) bad.push(i);
+  }
+  for (const i of bad.slice(0, 5)) {
+    console.log(`${label} mismatch #${i}: ${JSON.stringify(strings[i]).slice(0, 300)}\n  want ${JSON.stringify(expected[i]).slice(0, 300)}\n  got  ${lines[i].slice(0, 300)}`);
+  }
+  assert.equal(bad.length, 0, `${label}: ${bad.length} of ${expected.length} differ`);
+}
+
+const families = [
+  // model, seed, has a fast path
+  ['qwen3', 1, true], ['llama3', 2, true], ['deepseek_v3', 3, false], ['gemma3', 4, false],
+  ['llama2', 5, false],
+];
+
+// Ids (both paths when there is a fast one), decoding both ways, special tokens.
+async function check(label, file, strings, fast) {
+  const ref = tokenizers.Tokenizer.fromFile(file);
+  const expected = await reference_ids(ref, strings, false);
+  const input = strings.map((s) => JSON.stringify(s)).join('\n') + '\n';
+  const split = (out) => out.trimEnd().split('\n');
+
+  const explain = JSON.parse(await run_kvgate(['tokenize', '--tokenizer', file, '--explain'], ''));
+  if (fast !== undefined) assert.equal(explain.path, fast ? 'fast' : 'general', explain.why);
+
+  compare(`${label} (${explain.path} path)`, strings, expected,
+          split(await run_kvgate(['tokenize', '--tokenizer', file], input)));
+  if (explain.path === 'fast') {
+    compare(`${label} (general path)`, strings, expected,
+            split(await run_kvgate(['tokenize', '--tokenizer', file, '--general'], input)));
+  }
+
+  // Decoding: the reference's ids of every 10th string back to text, both ways.
+  const sample = expected.filter((_, i) => i % 10 === 0);
+  const ids_input = sample.map((ids) => JSON.stringify(ids)).join('\n') + '\n';
+  for (const skip of [false, true]) {
+    const want = await ref.decodeBatch(sample, skip);
+    const args = ['tokenize', '--tokenizer', file, '--decode'];
+    if (skip) args.push('--skip-special-tokens');
+    const got = split(await run_kvgate(args, ids_input)).map((l) => JSON.stringify(JSON.parse(l)));
+    compare(`${label} decode skip=${skip}`, sample, want, got);
+  }
+
+  // The post-processor's special tokens (vLLM's completions prompts).
+  const some = strings.filter((_, i) => i % 20 === 0);
+  compare(`${label} add_special_tokens`, some, await reference_ids(ref, some, true),
+          split(await run_kvgate(['tokenize', '--tokenizer', file, '--add-special-tokens'],
+                                 some.map((s) => JSON.stringify(s)).join('\n') + '\n')));
+  return expected.reduce((n, e) => n + e.length, 0);
+}
+
+for (const [model, seed, fast] of families) {
+  test(`${model}: kvgate ids and text equal Hugging Face tokenizers on 20,000 strings`, async () => {
     const file = path.join(root, '.deps/fixtures', model, 'tokenizer.json');
-    const specials = JSON.parse(readFileSync(file, 'utf8')).added_tokens.map((t) => t.content);
-    const strings = generate(20000, seed, specials.slice(0, 40));
-    const ref = tokenizers.Tokenizer.fromFile(file);
-    const expected = [];
-    for (let i = 0; i < strings.length; i += 500) {
-      const batch = await ref.encodeBatch(strings.slice(i, i + 500), {addSpecialTokens: false});
-      for (const e of batch) expected.push(Array.from(e.getIds()));
-    }
-    const input = strings.map((s) => JSON.stringify(s)).join('\n') + '\n';
-    const lines = (await run_kvgate(['tokenize', '--tokenizer', file], input)).trimEnd().split('\n');
-    assert.equal(lines.length, strings.length);
-    const bad = [];
-    let tokens = 0;
-    for (let i = 0; i < strings.length; ++i) {
-      const got = JSON.parse(lines[i]);
-      tokens += expected[i].length;
-      if (JSON.stringify(got) !== JSON.stringify(expected[i])) bad.push(i);
-    }
-    for (const i of bad.slice(0, 5)) {
-      console.log(`mismatch #${i}: ${JSON.stringify(strings[i]).slice(0, 300)}\n  want ${JSON.stringify(expected[i]).slice(0, 300)}\n  got  ${lines[i].slice(0, 300)}`);
-    }
-    assert.equal(bad.length, 0, `${bad.length} of ${strings.length} strings differ`);
+    const tokens = await check(model, file, generate(20000, seed, specials_of(file)), fast);
     assert.ok(tokens > 200000, `only ${tokens} tokens compared`);
   });
 }
+
+test('variants: other component combinations equal Hugging Face tokenizers', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'kvgate-tok-'));
+  try {
+    let seed = 100;
+    for (const [name, base, patch] of variants) {
+      const j = JSON.parse(readFileSync(path.join(root, '.deps/fixtures', base, 'tokenizer.json'), 'utf8'));
+      patch(j);
+      const file = path.join(dir, `${name}.json`);
+      writeFileSync(file, JSON.stringify(j));
+      await check(name, file, generate(2000, seed++, j.added_tokens.map((t) => t.content).slice(0, 40)));
+    }
+  } finally {
+    rmSync(dir, {recursive: true, force: true});
+  }
+});

@@ -6,9 +6,18 @@
 
 namespace kvgate::tokenizer {
 
-AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens) : tokens_(tokens) {
+AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens)
+    : AddedTokenMatcher(tokens, [&] {
+        std::vector<std::string> p;
+        for (const AddedToken& t : tokens) p.push_back(t.content);
+        return p;
+      }()) {}
+
+AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens,
+                                     const std::vector<std::string>& patterns)
+    : tokens_(tokens) {
   for (size_t t = 0; t < tokens_.size(); ++t) {
-    const std::string& s = tokens_[t].content;
+    const std::string& s = patterns[t];
     if (s.empty()) continue;
     uint32_t node = 0;
     for (char ch : s) {
@@ -30,16 +39,14 @@ AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens) : to
   }
 }
 
-std::optional<AddedTokenMatcher::Match> AddedTokenMatcher::find(std::string_view text,
-                                                                size_t from) const {
-  if (empty()) return std::nullopt;
+int32_t AddedTokenMatcher::next_raw(std::string_view text, size_t from, size_t& start,
+                                    size_t& end) const {
   const auto* p = reinterpret_cast<const uint8_t*>(text.data());
-  for (size_t start = from; start < text.size(); ++start) {
-    if (!first_byte_[p[start]]) continue;
+  for (size_t s = from; s < text.size(); ++s) {
+    if (!first_byte_[p[s]]) continue;
     uint32_t node = 0;
     int32_t best = -1;
-    size_t best_end = 0;
-    for (size_t i = start; i < text.size(); ++i) {
+    for (size_t i = s; i < text.size(); ++i) {
       const auto& kids = nodes_[node].children;
       auto it = std::lower_bound(kids.begin(), kids.end(), std::make_pair(p[i], 0U),
                                  [](const auto& x, const auto& y) { return x.first < y.first; });
@@ -47,35 +54,64 @@ std::optional<AddedTokenMatcher::Match> AddedTokenMatcher::find(std::string_view
       node = it->second;
       if (nodes_[node].token >= 0) {
         best = nodes_[node].token;
-        best_end = i + 1;
+        end = i + 1;
       }
     }
-    if (best < 0) continue;
-    const AddedToken& tok = tokens_[static_cast<size_t>(best)];
-    Match m{start, best_end, tok.id};
+    if (best >= 0) {
+      start = s;
+      return best;
+    }
+  }
+  return -1;
+}
+
+namespace {
+
+// The code point that ends at byte `end` (exclusive). REQUIRES: end > 0, valid UTF-8.
+char32_t last_char(std::string_view s, size_t end, size_t& start) {
+  start = end - 1;
+  while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+  return decode_utf8(s, start).cp;
+}
+
+}  // namespace
+
+void AddedTokenMatcher::find_all(std::string_view sentence, std::vector<Match>& out) const {
+  if (empty()) return;
+  size_t start_offset = 0;  // end of the previous kept match
+  size_t from = 0;          // where the automaton resumes: after the previous raw match
+  size_t start = 0, stop = 0;
+  while (from < sentence.size()) {
+    const int32_t t = next_raw(sentence, from, start, stop);
+    if (t < 0) break;
+    from = stop;
+    const AddedToken& tok = tokens_[static_cast<size_t>(t)];
+    if (tok.single_word) {
+      size_t b;
+      const bool start_space = start == 0 || !is_word_char(last_char(sentence, start, b));
+      const bool stop_space =
+          stop == sentence.size() || !is_word_char(decode_utf8(sentence, stop).cp);
+      if (!start_space || !stop_space) continue;
+    }
+    size_t s = start, e = stop;
     if (tok.lstrip) {
-      // Walk back over whitespace code points (UTF-8: skip continuation bytes).
-      size_t s = start;
-      while (s > from) {
-        size_t b = s - 1;
-        while (b > from && (p[b] & 0xC0) == 0x80) --b;
-        if (!is_white_space(decode_utf8(text, b).cp)) break;
+      while (s > 0) {
+        size_t b;
+        if (!is_white_space(last_char(sentence, s, b))) break;
         s = b;
       }
-      m.start = s;
+      s = std::max(s, start_offset);
     }
     if (tok.rstrip) {
-      size_t e = best_end;
-      while (e < text.size()) {
-        const CodePoint c = decode_utf8(text, e);
+      while (e < sentence.size()) {
+        const CodePoint c = decode_utf8(sentence, e);
         if (!is_white_space(c.cp)) break;
         e += c.len;
       }
-      m.end = e;
     }
-    return m;
+    out.push_back({s, e, tok.id});
+    start_offset = e;
   }
-  return std::nullopt;
 }
 
 }  // namespace kvgate::tokenizer

@@ -3,15 +3,27 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <queue>
 #include <tuple>
+
+#include "core/tokenizer/unicode.h"
 
 namespace kvgate::tokenizer {
 
 Result<BpeModel> BpeModel::build(std::vector<VocabEntry> vocab, const std::vector<Merge>& merges,
-                                 bool ignore_merges) {
+                                 const Options& options) {
   BpeModel m;
-  m.ignore_merges_ = ignore_merges;
+  m.ignore_merges_ = options.ignore_merges;
+  m.byte_level_ = options.byte_level;
+  m.fuse_unk_ = options.fuse_unk;
+  m.byte_fallback_ = options.byte_fallback;
+  m.prefix_ = options.continuing_subword_prefix;
+  m.suffix_ = options.end_of_word_suffix;
+  if (m.byte_level_ && (!m.prefix_.empty() || !m.suffix_.empty()))
+    return Error(
+        "model: continuing_subword_prefix/end_of_word_suffix with a byte-level vocabulary are "
+        "not supported");
   uint32_t max_id = 0;
   size_t total = 0;
   for (const auto& v : vocab) {
@@ -41,6 +53,11 @@ Result<BpeModel> BpeModel::build(std::vector<VocabEntry> vocab, const std::vecto
   m.vocab_size_ = vocab.size();
   for (const auto& v : vocab) {
     if (v.bytes.empty()) return Error("model.vocab: empty token");
+    if (!v.reachable) {
+      if (m.unreachable_.empty()) m.unreachable_.assign(max_id + 1, false);
+      m.unreachable_[v.id] = true;
+      continue;
+    }
     size_t i = XXH3_64bits(v.bytes.data(), v.bytes.size()) & (vcap - 1);
     while (m.by_bytes_[i] != kNoId) {
       if (m.token_bytes(m.by_bytes_[i]) == v.bytes)
@@ -50,13 +67,49 @@ Result<BpeModel> BpeModel::build(std::vector<VocabEntry> vocab, const std::vecto
     }
     m.by_bytes_[i] = v.id;
   }
-  for (int b = 0; b < 256; ++b) {
+  for (int b = 0; m.byte_level_ && b < 256; ++b) {
     const char c = static_cast<char>(b);
     const int64_t id = m.token_id(std::string_view(&c, 1));
     if (id < 0)
       return Error("model.vocab: byte " + std::to_string(b) +
                    " has no token (not a byte-level vocabulary)");
     m.byte_ids_[b] = static_cast<uint32_t>(id);
+  }
+  if (!m.byte_level_) {
+    if (!options.unk_token.empty()) {
+      const int64_t unk = m.token_id(options.unk_token);
+      if (unk < 0)
+        return Error("model.unk_token: \"" + options.unk_token + "\" is not in model.vocab");
+      m.unk_id_ = static_cast<uint32_t>(unk);
+    }
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof name, "<0x%02X>", b);
+      const int64_t id = m.token_id(name);
+      m.fallback_ids_[b] = id < 0 ? kNoId : static_cast<uint32_t>(id);
+    }
+    if (m.prefix_.empty() && m.suffix_.empty()) {
+      m.char_pairs_.assign(size_t{1} << (kPairBits - 6), 0);
+      for (const auto& v : vocab) {
+        if (find_invalid_utf8(v.bytes) != std::string_view::npos) continue;
+        char32_t prev = 0;
+        for (size_t i = 0; i < v.bytes.size();) {
+          const CodePoint c = decode_utf8(v.bytes, i);
+          if (i > 0) {
+            const uint64_t bit = pair_bit(prev, c.cp);
+            m.char_pairs_[bit >> 6] |= 1ULL << (bit & 63);
+          }
+          prev = c.cp;
+          i += c.len;
+        }
+      }
+      m.char_ids_.assign(0x10000, kNoId);
+      for (const auto& v : vocab) {
+        if (v.bytes.size() > 3 || find_invalid_utf8(v.bytes) != std::string_view::npos) continue;
+        const CodePoint c = decode_utf8(v.bytes, 0);
+        if (c.len == v.bytes.size()) m.char_ids_[c.cp] = v.id;
+      }
+    }
   }
   size_t cap = 1;
   int bits = 0;
@@ -72,25 +125,30 @@ Result<BpeModel> BpeModel::build(std::vector<VocabEntry> vocab, const std::vecto
     const auto& mg = merges[r];
     const int64_t l = m.token_id(mg.left);
     const int64_t rt = m.token_id(mg.right);
-    joined = mg.left + mg.right;
-    const int64_t j = m.token_id(joined);
-    if (l < 0 || rt < 0 || j < 0)
+    if (l < 0 || rt < 0)
       return Error("model.merges[" + std::to_string(r) + "]: token not in model.vocab");
+    if (mg.right.size() < m.prefix_.size())
+      return Error("model.merges[" + std::to_string(r) +
+                   "]: right token shorter than continuing_subword_prefix");
+    joined = mg.left + mg.right.substr(m.prefix_.size());
+    const int64_t j = m.token_id(joined);
+    if (j < 0)
+      return Error("model.merges[" + std::to_string(r) + "]: merged token not in model.vocab");
     const uint64_t key = (static_cast<uint64_t>(l) << 32) | static_cast<uint64_t>(rt);
     const uint64_t h = key * 0x9E3779B97F4A7C15ULL;
     const uint64_t bit = h >> (64 - kFilterBits);
     m.filter_[bit >> 6] |= 1ULL << (bit & 63);
     size_t i = h >> m.shift_;
     while (m.pairs_[i].key != kEmpty && m.pairs_[i].key != key) i = (i + 1) & (cap - 1);
-    if (m.pairs_[i].key == key) continue;  // a duplicate merge keeps its first rank
+    // A pair listed twice keeps its last rank (the library collects merges into a map).
     m.pairs_[i] = PairSlot{key, static_cast<uint32_t>(r), static_cast<uint32_t>(j)};
   }
-  m.init_premerge();
+  if (m.byte_level_) m.init_premerge();
   m.self_merging_.assign(max_id + 1, false);
   std::vector<uint32_t> ids;
   for (uint32_t id = 0; id <= max_id; ++id) {
     const std::string_view t = m.token_bytes(id);
-    if (t.size() < 2 || t.size() > kShortWord) continue;
+    if (t.size() < 2 || t.size() > kShortWord || m.unreachable(id)) continue;
     ids.clear();
     m.encode_word_from_bytes(t, ids);
     m.self_merging_[id] = ids.size() == 1 && ids[0] == id;
@@ -109,13 +167,119 @@ int64_t BpeModel::token_id(std::string_view bytes) const {
 }
 
 size_t BpeModel::memory_bytes() const {
-  return bytes_.capacity() + offsets_.capacity() * sizeof(uint32_t) +
-         pairs_.capacity() * sizeof(PairSlot) + by_bytes_.capacity() * sizeof(uint32_t) +
-         filter_.capacity() * sizeof(uint64_t) + self_merging_.capacity() / 8 +
-         whole_char_.capacity() * sizeof(uint32_t) + straddle_.capacity() * sizeof(uint64_t);
+  return char_pairs_.capacity() * sizeof(uint64_t) + char_ids_.capacity() * sizeof(uint32_t) +
+         prefix_.capacity() + suffix_.capacity() + bytes_.capacity() +
+         offsets_.capacity() * sizeof(uint32_t) + pairs_.capacity() * sizeof(PairSlot) +
+         by_bytes_.capacity() * sizeof(uint32_t) + filter_.capacity() * sizeof(uint64_t) +
+         self_merging_.capacity() / 8 + whole_char_.capacity() * sizeof(uint32_t) +
+         straddle_.capacity() * sizeof(uint64_t);
+}
+
+uint32_t BpeModel::char_id(std::string_view ch, bool first, bool last) const {
+  if (!char_ids_.empty()) {
+    if (ch.size() == 1) return char_ids_[static_cast<unsigned char>(ch[0])];
+    if (ch.size() <= 3) return char_ids_[decode_utf8(ch, 0).cp];
+    const int64_t id = token_id(ch);
+    return id < 0 ? kNoId : static_cast<uint32_t>(id);
+  }
+  std::string s;
+  if (!first) s += prefix_;
+  s += ch;
+  if (last) s += suffix_;
+  const int64_t id = token_id(s);
+  return id < 0 ? kNoId : static_cast<uint32_t>(id);
+}
+
+size_t BpeModel::initial_char_symbols(std::string_view w, uint32_t* sym) const {
+  size_t n = 0;
+  bool unk = false;  // an unk token waiting to be emitted (fused with the next when fuse_unk)
+  std::string s;
+  for (size_t i = 0; i < w.size();) {
+    const auto b = static_cast<unsigned char>(w[i]);
+    const size_t len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    const bool first = i == 0, last = i + len == w.size();
+    const std::string_view ch = w.substr(i, len);
+    i += len;
+    const uint32_t id = char_id(ch, first, last);
+    if (id != kNoId) {
+      if (unk) {
+        sym[n++] = unk_id_;
+        unk = false;
+      }
+      sym[n++] = id;
+      continue;
+    }
+    if (byte_fallback_) {
+      // The byte tokens of the looked-up string (prefix and suffix included), if all exist.
+      s.clear();
+      if (!first) s += prefix_;
+      s += ch;
+      if (last) s += suffix_;
+      bool all = true;
+      for (char c : s) all = all && fallback_ids_[static_cast<unsigned char>(c)] != kNoId;
+      if (all) {
+        for (char c : s) sym[n++] = fallback_ids_[static_cast<unsigned char>(c)];
+        continue;
+      }
+    }
+    if (unk_id_ != kNoId) {
+      if (unk && !fuse_unk_) sym[n++] = unk_id_;
+      unk = true;
+    }
+  }
+  if (unk) sym[n++] = unk_id_;
+  return n;
+}
+
+void BpeModel::encode_chars(std::string_view word, std::vector<uint32_t>& out) const {
+  if (word.size() <= kShortWord) {
+    const int64_t id = token_id(word);
+    if (id >= 0 && self_merging_[static_cast<size_t>(id)]) {
+      out.push_back(static_cast<uint32_t>(id));
+      return;
+    }
+  }
+  const size_t cap = max_char_symbols(word.size());
+  if (cap <= kStackSymbols) {
+    uint32_t init[kStackSymbols];
+    merge(init, initial_char_symbols(word, init), out);
+  } else {
+    std::vector<uint32_t> init(cap);
+    merge(init.data(), initial_char_symbols(word, init.data()), out);
+  }
 }
 
 void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) const {
+  if (!byte_level_) {
+    if (ignore_merges_ || word.size() <= kShortWord) {
+      const int64_t id = token_id(word);
+      if (id >= 0 && (ignore_merges_ || self_merging_[static_cast<size_t>(id)])) {
+        out.push_back(static_cast<uint32_t>(id));
+        return;
+      }
+    }
+    if (char_pairs_.empty() || word.size() <= kShortWord) {
+      encode_chars(word, out);
+      return;
+    }
+    // Cut where no merge can cross (see char_pairs_), then encode the pieces.
+    size_t start = 0;
+    char32_t prev = 0;
+    bool prev_own = false;
+    for (size_t i = 0; i < word.size();) {
+      const CodePoint c = decode_utf8(word, i);
+      const bool own = char_id(word.substr(i, c.len), false, false) != kNoId;
+      if (i > start && prev_own && own && !may_pair(prev, c.cp)) {
+        encode_chars(word.substr(start, i - start), out);
+        start = i;
+      }
+      prev = c.cp;
+      prev_own = own;
+      i += c.len;
+    }
+    encode_chars(word.substr(start), out);
+    return;
+  }
   if (word.size() == 1) {
     out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
     return;
@@ -150,13 +314,14 @@ void BpeModel::encode_word_from_bytes(std::string_view word, std::vector<uint32_
       return;
     }
   }
+  if (!byte_level_) {
+    std::vector<uint32_t> init(max_char_symbols(word.size()));
+    merge(init.data(), initial_char_symbols(word, init.data()), out);
+    return;
+  }
   std::vector<uint32_t> init(word.size());
   for (size_t i = 0; i < word.size(); ++i) init[i] = byte_ids_[static_cast<unsigned char>(word[i])];
-  if (word.size() <= kShortWord) {
-    merge_short(init.data(), init.size(), out);
-  } else {
-    merge_long(init.data(), init.size(), out);
-  }
+  merge(init.data(), init.size(), out);
 }
 
 // Quadratic in the worst case but with tiny constants: ranks of adjacent pairs are kept

@@ -1,9 +1,16 @@
-// The byte-level BPE model: vocabulary and merge ranks, applied to one pre-token.
+// The BPE model: vocabulary and merge ranks, applied to one pre-token.
 //
-// Works on raw bytes (the byte-level alphabet of tokenizer.json is decoded at build time).
-// A word starts as one token per byte; the adjacent pair with the lowest merge rank is
-// merged (leftmost first on ties) until no pair has a rank, exactly like the Hugging Face
-// BPE model without dropout. Immutable after build(); encode_word is thread-safe.
+// Two modes, as the tokenizer's pre-tokenizer decides:
+// - byte-level (a ByteLevel pre-tokenizer): works on raw bytes (the byte-level alphabet of
+//   tokenizer.json is decoded at build time); a word starts as one token per byte.
+// - characters (SentencePiece-style BPE: Llama 2, Gemma): the vocabulary is plain UTF-8; a
+//   word starts as one token per character (with continuing_subword_prefix before all but
+//   the first and end_of_word_suffix after the last); a character missing from the
+//   vocabulary becomes its <0xNN> byte tokens (byte_fallback) or the unk token (fused with
+//   a neighbouring unk when fuse_unk), or is dropped when there is neither.
+// Then the adjacent pair with the lowest merge rank is merged (leftmost first on ties)
+// until no pair has a rank, exactly like the Hugging Face BPE model without dropout.
+// Immutable after build(); encode_word is thread-safe.
 //
 //   auto bpe = BpeModel::build(std::move(vocab), merges, /*ignore_merges=*/false);
 //   std::vector<uint32_t> ids;
@@ -25,21 +32,42 @@ class BpeModel {
   struct VocabEntry {
     std::string bytes;
     uint32_t id;
+    // false: a byte-level vocabulary's entry outside the byte alphabet (e.g. DeepSeek's
+    // added tokens): BPE can never produce it, so it is kept for decoding only and its
+    // `bytes` are its UTF-8 text.
+    bool reachable = true;
   };
   struct Merge {
     std::string left, right;  // raw bytes
   };
 
-  // Merge i has rank i. ignore_merges: a word that is itself in the vocabulary becomes
-  // that one token without merging (Llama 3).
+  struct Options {
+    bool byte_level = true;
+    // ignore_merges: a word that is itself in the vocabulary becomes that one token
+    // without merging (Llama 3).
+    bool ignore_merges = false;
+    // The rest applies to the character mode only.
+    std::string unk_token;  // empty: none
+    bool fuse_unk = false;
+    bool byte_fallback = false;
+    std::string continuing_subword_prefix, end_of_word_suffix;
+  };
+
+  // Merge i has rank i (a pair listed twice keeps its last rank, as the library's map).
   static Result<BpeModel> build(std::vector<VocabEntry> vocab, const std::vector<Merge>& merges,
-                                bool ignore_merges);
+                                const Options& options);
+  static Result<BpeModel> build(std::vector<VocabEntry> vocab, const std::vector<Merge>& merges,
+                                bool ignore_merges) {
+    Options o;
+    o.ignore_merges = ignore_merges;
+    return build(std::move(vocab), merges, o);
+  }
 
   // Appends the ids of `word` (raw bytes, non-empty) to `out`.
   void encode_word(std::string_view word, std::vector<uint32_t>& out) const;
 
-  // encode_word without the character pre-merging shortcut: plain BPE from bytes. For
-  // tests that check the shortcut changes nothing.
+  // encode_word without the shortcuts (pre-merged characters, whole-word lookups): plain
+  // BPE from bytes or characters. For tests that check the shortcuts change nothing.
   void encode_word_from_bytes(std::string_view word, std::vector<uint32_t>& out) const;
 
   // Bytes of token `id`; empty for ids the model does not have.
@@ -48,9 +76,14 @@ class BpeModel {
                ? std::string_view(bytes_).substr(offsets_[id], offsets_[id + 1] - offsets_[id])
                : std::string_view();
   }
+  // True for a VocabEntry built with reachable == false.
+  bool unreachable(uint32_t id) const { return id < unreachable_.size() && unreachable_[id]; }
   // Id of the token with exactly these bytes, or -1.
   int64_t token_id(std::string_view bytes) const;
   size_t vocab_size() const { return vocab_size_; }
+  bool byte_level() const { return byte_level_; }
+  // True when characters are pre-merged (byte-level mode, monotone ranks; see .cc).
+  bool premerge() const { return premerge_; }
   // Bytes of heap memory held (for the memory benchmark).
   size_t memory_bytes() const;
 
@@ -92,6 +125,20 @@ class BpeModel {
   // while holding only part of one of them (conservative: may say false wrongly).
   bool sealed(std::string_view x, std::string_view y) const;
   void init_premerge();
+  // The character mode's initial symbols (merge_word of the library). Returns the count.
+  // REQUIRES: sym has room for max_char_symbols(word.size()) entries.
+  size_t initial_char_symbols(std::string_view word, uint32_t* sym) const;
+  size_t max_char_symbols(size_t bytes) const {
+    return bytes * (1 + prefix_.size()) + suffix_.size() + 1;
+  }
+  uint32_t char_id(std::string_view ch, bool first, bool last) const;
+  void merge(const uint32_t* init, size_t n, std::vector<uint32_t>& out) const {
+    if (n <= kShortWord) {
+      merge_short(init, n, out);
+    } else {
+      merge_long(init, n, out);
+    }
+  }
   void merge_short(const uint32_t* init, size_t n, std::vector<uint32_t>& out) const;
   void merge_long(const uint32_t* init, size_t n, std::vector<uint32_t>& out) const;
 
@@ -111,6 +158,31 @@ class BpeModel {
   std::vector<uint32_t> whole_char_;  // BMP code point -> its single token, or kNoId
   std::vector<uint64_t> straddle_;    // bit filter of (left part, right part) pairs
   bool ignore_merges_ = false;
+  // Character mode.
+  bool byte_level_ = true;
+  uint32_t unk_id_ = kNoId;
+  bool fuse_unk_ = false;
+  bool byte_fallback_ = false;
+  uint32_t fallback_ids_[256] = {};  // <0xNN> token ids, kNoId when absent
+  std::string prefix_, suffix_;
+  std::vector<uint32_t> char_ids_;  // BMP code point -> its token (no prefix/suffix), or kNoId
+  std::vector<bool> unreachable_;   // by id; empty when every entry is reachable
+  // Character mode: a bit filter of the adjacent character pairs inside any vocabulary
+  // token (empty: no chunking). A long word is cut between two characters that both have
+  // their own token and never sit side by side in a token: no merge can cross there (the
+  // merged token would hold them side by side), so BPE of the pieces is BPE of the word.
+  static constexpr int kPairBits = 22;
+  std::vector<uint64_t> char_pairs_;
+  static uint64_t pair_bit(char32_t a, char32_t b) {
+    return ((static_cast<uint64_t>(a) * 0x9E3779B97F4A7C15ULL) ^
+            (static_cast<uint64_t>(b) * 0xC2B2AE3D27D4EB4FULL)) >>
+           (64 - kPairBits);
+  }
+  bool may_pair(char32_t a, char32_t b) const {
+    const uint64_t bit = pair_bit(a, b);
+    return (char_pairs_[bit >> 6] >> (bit & 63)) & 1;
+  }
+  void encode_chars(std::string_view word, std::vector<uint32_t>& out) const;
 };
 
 }  // namespace kvgate::tokenizer

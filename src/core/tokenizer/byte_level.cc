@@ -47,4 +47,11 @@ std::optional<std::string> byte_level_decode(std::string_view s) {
   return out;
 }
 
+std::string byte_level_encode(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (char b : bytes) append_utf8(out, kByteToChar[static_cast<uint8_t>(b)]);
+  return out;
+}
+
 }  // namespace kvgate::tokenizer

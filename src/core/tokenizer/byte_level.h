@@ -21,4 +21,7 @@ std::optional<uint8_t> char_to_byte(char32_t c);
 // is outside the alphabet.
 std::optional<std::string> byte_level_decode(std::string_view s);
 
+// Encodes raw bytes in the byte-level alphabet (the vocabulary's spelling of them).
+std::string byte_level_encode(std::string_view bytes);
+
 }  // namespace kvgate::tokenizer

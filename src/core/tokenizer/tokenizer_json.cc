@@ -1,5 +1,5 @@
-// Tokenizer::load: reads tokenizer.json (simdjson DOM) and checks that every component is
-// one kvgate implements exactly; anything else is rejected with the field's path.
+// Tokenizer::load: reads tokenizer.json (simdjson DOM) into the components; anything kvgate
+// does not implement exactly is refused with the field's path and the reason.
 #include <simdjson.h>
 
 #include <string>
@@ -12,166 +12,277 @@ namespace kvgate::tokenizer {
 
 namespace dom = simdjson::dom;
 
-struct Tokenizer::Loaded {
-  // Field `key` of object `obj`, or nullopt when absent.
-  static std::optional<dom::element> field(dom::element obj, const char* key) {
-    dom::object o;
-    if (obj.get(o)) return std::nullopt;
-    dom::element e;
-    if (o.at_key(key).get(e)) return std::nullopt;
-    return e;
-  }
-  static bool is_null_or_absent(const std::optional<dom::element>& e) { return !e || e->is_null(); }
-  static std::optional<std::string_view> string_of(const std::optional<dom::element>& e) {
-    std::string_view s;
-    if (!e || e->get(s)) return std::nullopt;
-    return s;
-  }
-  static std::string type_of(dom::element obj) {
-    auto t = string_of(field(obj, "type"));
-    return t ? std::string(*t) : std::string();
-  }
-  // Value of boolean field `key` (default when absent); error when not a boolean.
-  static Result<bool> flag(dom::element obj, const char* key, bool dflt, const std::string& path) {
-    auto e = field(obj, key);
-    if (!e || e->is_null()) return dflt;
-    bool b;
-    if (e->get(b)) return Error(path + "." + key + ": not a boolean");
-    return b;
-  }
+namespace {
 
-  static Status normalizer(Tokenizer& t, dom::element root) {
-    auto n = field(root, "normalizer");
-    if (is_null_or_absent(n)) return {};
-    const std::string type = type_of(*n);
-    if (type == "NFC") {
-      t.nfc_ = true;
-      return {};
+// Field `key` of object `obj`, or nullopt when absent.
+std::optional<dom::element> field(dom::element obj, const char* key) {
+  dom::object o;
+  if (obj.get(o)) return std::nullopt;
+  dom::element e;
+  if (o.at_key(key).get(e)) return std::nullopt;
+  return e;
+}
+bool is_null_or_absent(const std::optional<dom::element>& e) { return !e || e->is_null(); }
+std::optional<std::string_view> string_of(const std::optional<dom::element>& e) {
+  std::string_view s;
+  if (!e || e->get(s)) return std::nullopt;
+  return s;
+}
+std::string type_of(dom::element obj) {
+  auto t = string_of(field(obj, "type"));
+  return t ? std::string(*t) : std::string();
+}
+// Value of boolean field `key` (default when absent); error when not a boolean.
+Result<bool> flag(dom::element obj, const char* key, bool dflt, const std::string& path) {
+  auto e = field(obj, key);
+  if (!e || e->is_null()) return dflt;
+  bool b;
+  if (e->get(b)) return Error(path + "." + key + ": not a boolean");
+  return b;
+}
+Result<std::string> text(dom::element obj, const char* key, const std::string& path) {
+  auto s = string_of(field(obj, key));
+  if (!s) return Error(path + "." + key + ": missing or not a string");
+  return std::string(*s);
+}
+// A field holding exactly one character (Metaspace's replacement, Strip's content).
+Result<std::string> one_char(dom::element obj, const char* key, const std::string& path) {
+  auto s = text(obj, key, path);
+  if (!s) return s;
+  if (s->empty() || find_invalid_utf8(*s) != std::string::npos ||
+      decode_utf8(*s, 0).len != s->size())
+    return Error(path + "." + key + ": need exactly one character");
+  return s;
+}
+Result<size_t> count(dom::element obj, const char* key, const std::string& path) {
+  auto e = field(obj, key);
+  int64_t v = 0;
+  if (!e || e->get(v) || v < 0) return Error(path + "." + key + ": need a non-negative integer");
+  return static_cast<size_t>(v);
+}
+std::string at(const std::string& path, const char* key, size_t i) {
+  return path + "." + key + "[" + std::to_string(i) + "]";
+}
+
+// {"String": s} or {"Regex": r}.
+Result<Regex> pattern(dom::element obj, const std::string& path) {
+  auto p = field(obj, "pattern");
+  if (!p) return Error(path + ".pattern: missing");
+  if (auto s = string_of(field(*p, "String"))) return Regex::literal(*s);
+  if (auto r = string_of(field(*p, "Regex"))) {
+    auto re = Regex::compile(*r);
+    if (!re) return Error(path + ".pattern.Regex: " + re.error());
+    return re;
+  }
+  return Error(path + ".pattern: need {\"String\": ...} or {\"Regex\": ...}");
+}
+
+Result<SplitBehavior> behavior(dom::element obj, const std::string& path, SplitBehavior dflt) {
+  auto b = string_of(field(obj, "behavior"));
+  if (!b) return dflt;
+  if (*b == "Removed") return SplitBehavior::kRemoved;
+  if (*b == "Isolated") return SplitBehavior::kIsolated;
+  if (*b == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
+  if (*b == "MergedWithNext") return SplitBehavior::kMergedWithNext;
+  if (*b == "Contiguous") return SplitBehavior::kContiguous;
+  return Error(path + ".behavior: unknown \"" + std::string(*b) + "\"");
+}
+
+// Metaspace's prepend_scheme, or the older add_prefix_space (true: always).
+Result<PreTokenizer::Prepend> prepend_scheme(dom::element obj, const std::string& path) {
+  if (auto s = string_of(field(obj, "prepend_scheme"))) {
+    if (*s == "always") return PreTokenizer::Prepend::kAlways;
+    if (*s == "first") return PreTokenizer::Prepend::kFirst;
+    if (*s == "never") return PreTokenizer::Prepend::kNever;
+    return Error(path + ".prepend_scheme: unknown \"" + std::string(*s) + "\"");
+  }
+  auto aps = flag(obj, "add_prefix_space", true, path);
+  if (!aps) return Error(aps.error());
+  return *aps ? PreTokenizer::Prepend::kAlways : PreTokenizer::Prepend::kNever;
+}
+
+}  // namespace
+
+struct Tokenizer::Loaded {
+  static Status normalizer(Normalizer& n, dom::element e, const std::string& path) {
+    const std::string type = type_of(e);
+    static const std::pair<const char*, Normalizer::Kind> kSimple[] = {
+        {"NFC", Normalizer::kNfc},
+        {"NFD", Normalizer::kNfd},
+        {"NFKC", Normalizer::kNfkc},
+        {"NFKD", Normalizer::kNfkd},
+        {"Lowercase", Normalizer::kLowercase}};
+    for (const auto& [name, kind] : kSimple) {
+      if (type == name) {
+        n.add({.kind = kind});
+        return {};
+      }
     }
     if (type == "Sequence") {
       dom::array a;
-      if (auto ns = field(*n, "normalizers"); ns && !ns->get(a) && a.size() == 0) return {};
-    }
-    return Error("normalizer: unsupported type \"" + type + "\" (kvgate supports NFC or none)");
-  }
-
-  static Status byte_level(dom::element e, const std::string& path, bool need_no_regex) {
-    auto aps = flag(e, "add_prefix_space", false, path);
-    if (!aps) return Error(aps.error());
-    if (*aps) return Error(path + ".add_prefix_space: true is not supported");
-    if (need_no_regex) {
-      auto ur = flag(e, "use_regex", true, path);
-      if (!ur) return Error(ur.error());
-      if (*ur) return Error(path + ".use_regex: true (GPT-2 regex) is not supported");
-    }
-    return {};
-  }
-
-  static Status pre_tokenizer(Tokenizer& t, dom::element root) {
-    const std::string path = "pre_tokenizer";
-    auto p = field(root, "pre_tokenizer");
-    if (is_null_or_absent(p)) return Error(path + ": missing (kvgate needs a Split regex)");
-    if (type_of(*p) != "Sequence")
-      return Error(path + ".type: unsupported \"" + type_of(*p) + "\" (need Sequence)");
-    dom::array a;
-    auto list = field(*p, "pretokenizers");
-    if (!list || list->get(a) || a.size() != 2)
-      return Error(path + ".pretokenizers: need exactly [Split, ByteLevel]");
-    dom::element split = a.at(0).value_unsafe();
-    dom::element bl = a.at(1).value_unsafe();
-    const std::string sp = path + ".pretokenizers[0]";
-    if (type_of(split) != "Split") return Error(sp + ".type: need Split");
-    auto regex = string_of(field(field(split, "pattern").value_or(dom::element()), "Regex"));
-    if (!regex) return Error(sp + ".pattern.Regex: missing (only regex patterns are supported)");
-    auto kind = recognize_split_regex(*regex);
-    if (!kind)
-      return Error(sp + ".pattern.Regex: unsupported regex " + std::string(*regex) +
-                   " (kvgate knows the Qwen2/Qwen3 and Llama 3 patterns)");
-    t.split_ = *kind;
-    if (string_of(field(split, "behavior")).value_or("") != "Isolated")
-      return Error(sp + ".behavior: need Isolated");
-    auto inv = flag(split, "invert", false, sp);
-    if (!inv) return Error(inv.error());
-    if (*inv) return Error(sp + ".invert: true is not supported");
-    if (type_of(bl) != "ByteLevel") return Error(path + ".pretokenizers[1].type: need ByteLevel");
-    return byte_level(bl, path + ".pretokenizers[1]", true);
-  }
-
-  // TemplateProcessing's "single" template: special tokens before/after sequence A.
-  static Status template_processing(Tokenizer& t, dom::element pp, const std::string& path) {
-    dom::array single;
-    auto s = field(pp, "single");
-    if (!s || s->get(single)) return Error(path + ".single: missing");
-    dom::object specials;
-    auto st = field(pp, "special_tokens");
-    if (!st || st->get(specials)) return Error(path + ".special_tokens: missing");
-    bool seen_a = false;
-    size_t i = 0;
-    for (dom::element item : single) {
-      const std::string ip = path + ".single[" + std::to_string(i++) + "]";
-      if (auto seq = field(item, "Sequence")) {
-        if (string_of(field(*seq, "id")).value_or("") != "A") return Error(ip + ": need A");
-        seen_a = true;
-        continue;
-      }
-      auto sp = field(item, "SpecialToken");
-      auto name = sp ? string_of(field(*sp, "id")) : std::nullopt;
-      if (!name) return Error(ip + ": need Sequence or SpecialToken");
-      dom::element entry;
-      dom::array ids;
-      if (specials.at_key(*name).get(entry) ||
-          field(entry, "ids").value_or(dom::element()).get(ids))
-        return Error(path + ".special_tokens[\"" + std::string(*name) + "\"]: missing ids");
-      for (dom::element id : ids) {
-        int64_t v;
-        if (id.get(v) || v < 0 || v > UINT32_MAX) return Error(ip + ": bad id");
-        (seen_a ? t.post_suffix_ : t.post_prefix_).push_back(static_cast<uint32_t>(v));
-      }
-    }
-    if (!seen_a) return Error(path + ".single: no sequence A");
-    return {};
-  }
-
-  static Status post_processor(Tokenizer& t, dom::element pp, const std::string& path) {
-    const std::string type = type_of(pp);
-    if (type == "ByteLevel") return {};
-    if (type == "TemplateProcessing") return template_processing(t, pp, path);
-    if (type == "Sequence") {
-      dom::array list;
-      auto ps = field(pp, "processors");
-      if (!ps || ps->get(list)) return Error(path + ".processors: missing");
+      auto list = field(e, "normalizers");
+      if (!list || list->get(a)) return Error(path + ".normalizers: missing");
       size_t i = 0;
-      for (dom::element e : list) {
-        Status st = post_processor(t, e, path + ".processors[" + std::to_string(i++) + "]");
-        if (!st) return st;
+      for (dom::element x : a) {
+        if (Status st = normalizer(n, x, at(path, "normalizers", i++)); !st) return st;
       }
       return {};
     }
+    if (type == "Strip") {
+      auto l = flag(e, "strip_left", true, path);
+      auto r = flag(e, "strip_right", true, path);
+      if (!l) return Error(l.error());
+      if (!r) return Error(r.error());
+      n.add({.kind = Normalizer::kStrip, .strip_left = *l, .strip_right = *r});
+      return {};
+    }
+    if (type == "Replace") {
+      auto p = pattern(e, path);
+      if (!p) return Error(p.error());
+      auto c = text(e, "content", path);
+      if (!c) return Error(c.error());
+      n.add({.kind = Normalizer::kReplace, .pattern = std::move(*p), .content = std::move(*c)});
+      return {};
+    }
+    if (type == "Prepend") {
+      auto c = text(e, "prepend", path);
+      if (!c) return Error(c.error());
+      n.add({.kind = Normalizer::kPrepend, .content = std::move(*c)});
+      return {};
+    }
+    if (type == "Precompiled") {
+      // SentencePiece's compiled normalization rules. An empty map is the identity; any
+      // other map is a table of rewrites kvgate cannot prove equal to a Unicode form.
+      auto m = field(e, "precompiled_charsmap");
+      if (is_null_or_absent(m) || string_of(m).value_or("x").empty()) return {};
+      return Error(path +
+                   ": a Precompiled (SentencePiece) normalizer with a non-empty "
+                   "precompiled_charsmap is not supported: kvgate cannot prove its rewrite "
+                   "table equal to NFKC or the identity");
+    }
     return Error(path + ".type: unsupported \"" + type +
-                 "\" (need ByteLevel, TemplateProcessing, Sequence or null)");
+                 "\" (kvgate implements NFC, NFD, NFKC, NFKD, Lowercase, Strip, Replace, "
+                 "Prepend, Precompiled (empty) and Sequence)");
   }
 
-  static Status decoder_and_post(Tokenizer& t, dom::element root) {
-    auto d = field(root, "decoder");
-    if (!is_null_or_absent(d) && type_of(*d) != "ByteLevel")
-      return Error("decoder.type: unsupported \"" + type_of(*d) + "\" (need ByteLevel)");
-    auto pp = field(root, "post_processor");
-    if (is_null_or_absent(pp)) return {};
-    return post_processor(t, *pp, "post_processor");
+  static Status pre_tokenizer(PreTokenizer& pre, dom::element e, const std::string& path,
+                              std::vector<std::string>& regexes) {
+    const std::string type = type_of(e);
+    PreTokenizer::Step step{.kind = PreTokenizer::kSplit};
+    if (type == "Sequence") {
+      dom::array a;
+      auto list = field(e, "pretokenizers");
+      if (!list || list->get(a)) return Error(path + ".pretokenizers: missing");
+      size_t i = 0;
+      for (dom::element x : a) {
+        if (Status st = pre_tokenizer(pre, x, at(path, "pretokenizers", i++), regexes); !st)
+          return st;
+      }
+      return {};
+    }
+    if (type == "Split") {
+      auto p = pattern(e, path);
+      if (!p) return Error(p.error());
+      auto b = behavior(e, path, SplitBehavior::kIsolated);
+      if (!b) return Error(b.error());
+      auto inv = flag(e, "invert", false, path);
+      if (!inv) return Error(inv.error());
+      step.regex = std::move(*p);
+      step.behavior = *b;
+      step.invert = *inv;
+      regexes.push_back(std::string(
+          string_of(field(field(e, "pattern").value_or(dom::element()), "Regex")).value_or("")));
+    } else if (type == "ByteLevel") {
+      auto aps = flag(e, "add_prefix_space", true, path);
+      auto ur = flag(e, "use_regex", true, path);
+      if (!aps) return Error(aps.error());
+      if (!ur) return Error(ur.error());
+      step.kind = PreTokenizer::kByteLevel;
+      step.add_prefix_space = *aps;
+      if (*ur) step.regex = Regex::compile(kGpt2Regex).value();
+      regexes.emplace_back();
+    } else if (type == "Metaspace") {
+      auto r = one_char(e, "replacement", path);
+      if (!r) return Error(r.error());
+      auto ps = prepend_scheme(e, path);
+      if (!ps) return Error(ps.error());
+      auto sp = flag(e, "split", true, path);
+      if (!sp) return Error(sp.error());
+      step.kind = PreTokenizer::kMetaspace;
+      step.replacement = std::move(*r);
+      step.prepend = *ps;
+      step.split = *sp;
+      regexes.emplace_back();
+    } else if (type == "Digits") {
+      auto d = flag(e, "individual_digits", false, path);
+      if (!d) return Error(d.error());
+      step.kind = PreTokenizer::kDigits;
+      step.individual_digits = *d;
+      regexes.emplace_back();
+    } else if (type == "Punctuation") {
+      auto b = behavior(e, path, SplitBehavior::kIsolated);
+      if (!b) return Error(b.error());
+      step.kind = PreTokenizer::kPunctuation;
+      step.behavior = *b;
+      regexes.emplace_back();
+    } else if (type == "Whitespace" || type == "WhitespaceSplit") {
+      step.kind = type == "Whitespace" ? PreTokenizer::kWhitespace : PreTokenizer::kWhitespaceSplit;
+      regexes.emplace_back();
+    } else if (type == "CharDelimiterSplit") {
+      auto d = one_char(e, "delimiter", path);
+      if (!d) return Error(d.error());
+      step.kind = PreTokenizer::kCharDelimiter;
+      step.replacement = std::move(*d);
+      regexes.emplace_back();
+    } else {
+      return Error(path + ".type: unsupported \"" + type +
+                   "\" (kvgate implements Split, ByteLevel, Metaspace, Digits, Punctuation, "
+                   "Whitespace, WhitespaceSplit, CharDelimiterSplit and Sequence)");
+    }
+    pre.add(std::move(step));
+    return {};
   }
 
-  static Status model(Tokenizer& t, dom::element root) {
+  static Status model(Tokenizer& t, dom::element root, bool byte_level) {
     auto m = field(root, "model");
     if (!m) return Error("model: missing");
-    if (type_of(*m) != "BPE") return Error("model.type: unsupported \"" + type_of(*m) + "\"");
-    if (!is_null_or_absent(field(*m, "dropout"))) return Error("model.dropout: not supported");
-    for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-      auto v = field(*m, k);
-      if (!is_null_or_absent(v) && string_of(v).value_or("x") != "")
-        return Error(std::string("model.") + k + ": not supported");
+    const std::string type = type_of(*m);
+    if (type != "BPE")
+      return Error("model.type: unsupported \"" + type +
+                   "\" (kvgate implements BPE; Unigram, WordPiece and WordLevel models are "
+                   "refused)");
+    auto dropout = field(*m, "dropout");
+    double d = 0;
+    if (!is_null_or_absent(dropout) && (dropout->get(d) || d != 0))
+      return Error("model.dropout: not supported (encoding would be random)");
+    BpeModel::Options o;
+    o.byte_level = byte_level;
+    for (auto [key, dst] : {std::pair{"continuing_subword_prefix", &o.continuing_subword_prefix},
+                            {"end_of_word_suffix", &o.end_of_word_suffix},
+                            {"unk_token", &o.unk_token}}) {
+      auto v = field(*m, key);
+      if (is_null_or_absent(v)) continue;
+      auto s = string_of(v);
+      if (!s) return Error(std::string("model.") + key + ": not a string");
+      *dst = std::string(*s);
     }
-    auto im = flag(*m, "ignore_merges", false, "model");
-    if (!im) return Error(im.error());
+    for (auto [key, dst] : {std::pair{"ignore_merges", &o.ignore_merges},
+                            {"fuse_unk", &o.fuse_unk},
+                            {"byte_fallback", &o.byte_fallback}}) {
+      auto v = flag(*m, key, false, "model");
+      if (!v) return Error(v.error());
+      *dst = *v;
+    }
+    if (byte_level) {
+      // Every byte has a token in a byte-level vocabulary (checked by BpeModel::build),
+      // so unk_token and byte_fallback never apply.
+      o.unk_token.clear();
+      o.byte_fallback = false;
+    }
+    auto decode_key = [&](std::string_view s) -> std::optional<std::string> {
+      if (!byte_level) return std::string(s);
+      return byte_level_decode(s);
+    };
 
     dom::object vocab;
     auto ve = field(*m, "vocab");
@@ -184,9 +295,11 @@ struct Tokenizer::Loaded {
         return Error("model.vocab[\"" + std::string(key) + "\"]: id is not a number");
       if (find_invalid_utf8(key) != std::string_view::npos)
         return Error("model.vocab: token " + std::to_string(id) + " is not UTF-8");
-      auto bytes = byte_level_decode(key);
-      if (!bytes)
-        return Error("model.vocab[\"" + std::string(key) + "\"]: not in the byte-level alphabet");
+      auto bytes = decode_key(key);
+      if (!bytes) {
+        entries.push_back({std::string(key), static_cast<uint32_t>(id), /*reachable=*/false});
+        continue;
+      }
       entries.push_back({std::move(*bytes), static_cast<uint32_t>(id)});
     }
     dom::array merges;
@@ -212,24 +325,26 @@ struct Tokenizer::Loaded {
       if (find_invalid_utf8(l) != std::string_view::npos ||
           find_invalid_utf8(rt) != std::string_view::npos)
         return Error(mp + ": not UTF-8");
-      auto lb = byte_level_decode(l);
-      auto rb = byte_level_decode(rt);
+      auto lb = decode_key(l);
+      auto rb = decode_key(rt);
       if (!lb || !rb) return Error(mp + ": not in the byte-level alphabet");
       pairs.push_back({std::move(*lb), std::move(*rb)});
     }
-    auto bpe = BpeModel::build(std::move(entries), pairs, *im);
+    auto bpe = BpeModel::build(std::move(entries), pairs, o);
     if (!bpe) return Error(bpe.error());
     t.bpe_ = std::move(*bpe);
     return {};
   }
 
   static Status added_tokens(Tokenizer& t, dom::element root) {
-    auto at = field(root, "added_tokens");
-    if (is_null_or_absent(at)) return {};
+    auto at_list = field(root, "added_tokens");
+    if (is_null_or_absent(at_list)) return {};
     dom::array a;
-    if (at->get(a)) return Error("added_tokens: not an array");
+    if (at_list->get(a)) return Error("added_tokens: not an array");
     size_t i = 0;
     std::vector<AddedToken> raw, normalized;
+    std::vector<std::string> raw_patterns, normalized_patterns;
+    Regex::Scratch scratch;
     for (dom::element e : a) {
       const std::string p = "added_tokens[" + std::to_string(i++) + "]";
       AddedToken tok;
@@ -251,32 +366,246 @@ struct Tokenizer::Loaded {
         if (!v) return Error(v.error());
         *dst = *v;
       }
-      if (tok.single_word) return Error(p + ".single_word: true is not supported");
       if (tok.id >= t.added_by_id_.size()) t.added_by_id_.resize(tok.id + 1, -1);
       t.added_by_id_[tok.id] = static_cast<int32_t>(t.added_.size());
       t.added_.push_back(tok);
-      (tok.normalized && t.nfc_ ? normalized : raw).push_back(tok);
+      if (tok.normalized) {
+        // Matched in normalized text, so its pattern is its normalized content.
+        std::string n;
+        if (Status st = t.normalizer_.normalize(tok.content, n, scratch); !st)
+          return Error(p + ": " + st.error());
+        normalized.push_back(tok);
+        normalized_patterns.push_back(std::move(n));
+      } else {
+        raw.push_back(tok);
+        raw_patterns.push_back(tok.content);
+      }
     }
-    t.raw_matcher_ = AddedTokenMatcher(raw);
-    t.normalized_matcher_ = AddedTokenMatcher(normalized);
+    t.raw_matcher_ = AddedTokenMatcher(raw, raw_patterns);
+    t.normalized_matcher_ = AddedTokenMatcher(normalized, normalized_patterns);
     return {};
+  }
+
+  static Result<std::vector<PostProcessor::Item>> tpl(dom::element pp, const char* key,
+                                                      dom::object specials,
+                                                      const std::string& path) {
+    std::vector<PostProcessor::Item> out;
+    dom::array list;
+    auto s = field(pp, key);
+    if (!s || s->get(list)) return Error(path + "." + key + ": missing");
+    size_t i = 0;
+    for (dom::element item : list) {
+      const std::string ip = at(path, key, i++);
+      if (auto seq = field(item, "Sequence")) {
+        const std::string id(string_of(field(*seq, "id")).value_or(""));
+        if (id != "A" && id != "B") return Error(ip + ".Sequence.id: need A or B");
+        out.push_back({.sequence = id == "A" ? 0 : 1});
+        continue;
+      }
+      auto sp = field(item, "SpecialToken");
+      auto name = sp ? string_of(field(*sp, "id")) : std::nullopt;
+      if (!name) return Error(ip + ": need Sequence or SpecialToken");
+      dom::element entry;
+      dom::array ids;
+      if (specials.at_key(*name).get(entry) ||
+          field(entry, "ids").value_or(dom::element()).get(ids))
+        return Error(path + ".special_tokens[\"" + std::string(*name) + "\"]: missing ids");
+      PostProcessor::Item it;
+      for (dom::element id : ids) {
+        int64_t v;
+        if (id.get(v) || v < 0 || v > UINT32_MAX) return Error(ip + ": bad id");
+        it.ids.push_back(static_cast<uint32_t>(v));
+      }
+      out.push_back(std::move(it));
+    }
+    return out;
+  }
+
+  // ["<s>", 0] of RobertaProcessing / BertProcessing.
+  static Result<uint32_t> token_pair(dom::element pp, const char* key, const std::string& path) {
+    dom::array a;
+    int64_t id;
+    auto f = field(pp, key);
+    if (!f || f->get(a) || a.size() != 2 || a.at(1).get(id) || id < 0 || id > UINT32_MAX)
+      return Error(path + "." + key + ": need [token, id]");
+    return static_cast<uint32_t>(id);
+  }
+
+  static Status post_processor(Tokenizer& t, dom::element pp, const std::string& path) {
+    const std::string type = type_of(pp);
+    if (type == "ByteLevel") return {};
+    if (type == "Sequence") {
+      dom::array list;
+      auto ps = field(pp, "processors");
+      if (!ps || ps->get(list)) return Error(path + ".processors: missing");
+      size_t i = 0;
+      for (dom::element e : list) {
+        if (Status st = post_processor(t, e, at(path, "processors", i++)); !st) return st;
+      }
+      return {};
+    }
+    if (t.post_.adds_ids())
+      return Error(path + ": a second post-processor that adds tokens is not supported");
+    if (type == "TemplateProcessing") {
+      dom::object specials;
+      auto st = field(pp, "special_tokens");
+      if (!st || st->get(specials)) return Error(path + ".special_tokens: missing");
+      auto single = tpl(pp, "single", specials, path);
+      if (!single) return Error(single.error());
+      auto pair = tpl(pp, "pair", specials, path);
+      if (!pair) return Error(pair.error());
+      t.post_.set(std::move(*single), std::move(*pair), type);
+      return {};
+    }
+    if (type == "RobertaProcessing" || type == "BertProcessing") {
+      auto sep = token_pair(pp, "sep", path);
+      auto cls = token_pair(pp, "cls", path);
+      if (!sep) return Error(sep.error());
+      if (!cls) return Error(cls.error());
+      using Item = PostProcessor::Item;
+      std::vector<Item> single{{.ids = {*cls}}, {.sequence = 0}, {.ids = {*sep}}};
+      std::vector<Item> pair{{.ids = {*cls}}, {.sequence = 0}, {.ids = {*sep}}};
+      if (type == "RobertaProcessing") pair.push_back({.ids = {*sep}});
+      pair.push_back({.sequence = 1});
+      pair.push_back({.ids = {*sep}});
+      t.post_.set(std::move(single), std::move(pair), type);
+      return {};
+    }
+    return Error(path + ".type: unsupported \"" + type +
+                 "\" (kvgate implements TemplateProcessing, RobertaProcessing, BertProcessing, "
+                 "ByteLevel and Sequence)");
+  }
+
+  static Status decoder(Decoder& d, dom::element e, const std::string& path) {
+    const std::string type = type_of(e);
+    if (type == "Sequence") {
+      dom::array a;
+      auto list = field(e, "decoders");
+      if (!list || list->get(a)) return Error(path + ".decoders: missing");
+      size_t i = 0;
+      for (dom::element x : a) {
+        if (Status st = decoder(d, x, at(path, "decoders", i++)); !st) return st;
+      }
+      return {};
+    }
+    if (type == "ByteLevel") {
+      d.add({.kind = Decoder::kByteLevel});
+    } else if (type == "ByteFallback") {
+      d.add({.kind = Decoder::kByteFallback});
+    } else if (type == "Fuse") {
+      d.add({.kind = Decoder::kFuse});
+    } else if (type == "Metaspace") {
+      auto r = one_char(e, "replacement", path);
+      if (!r) return Error(r.error());
+      auto ps = prepend_scheme(e, path);
+      if (!ps) return Error(ps.error());
+      d.add({.kind = Decoder::kMetaspace,
+             .text = std::move(*r),
+             .drop_first = *ps != PreTokenizer::Prepend::kNever});
+    } else if (type == "Strip") {
+      auto c = one_char(e, "content", path);
+      auto s = count(e, "start", path);
+      auto st = count(e, "stop", path);
+      if (!c) return Error(c.error());
+      if (!s) return Error(s.error());
+      if (!st) return Error(st.error());
+      d.add({.kind = Decoder::kStrip, .text = std::move(*c), .start = *s, .stop = *st});
+    } else if (type == "Replace") {
+      auto p = pattern(e, path);
+      if (!p) return Error(p.error());
+      auto c = text(e, "content", path);
+      if (!c) return Error(c.error());
+      d.add({.kind = Decoder::kReplace, .text = std::move(*c), .pattern = std::move(*p)});
+    } else if (type == "BPEDecoder") {
+      auto s = text(e, "suffix", path);
+      if (!s) return Error(s.error());
+      d.add({.kind = Decoder::kBpeSuffix, .text = std::move(*s)});
+    } else {
+      return Error(path + ".type: unsupported \"" + type +
+                   "\" (kvgate implements ByteLevel, Metaspace, ByteFallback, Fuse, Strip, "
+                   "Replace, BPEDecoder and Sequence)");
+    }
+    return {};
+  }
+
+  // The fast path: a pre-tokenizer of exactly [Split(known regex), ByteLevel without prefix
+  // space or regex], whose Split the hand-written scanner runs.
+  static void choose_path(Tokenizer& t, const std::vector<std::string>& regexes, bool fast_paths) {
+    const auto& steps = t.pre_.steps();
+    const bool shape = steps.size() == 2 && steps[0].kind == PreTokenizer::kSplit &&
+                       steps[0].behavior == SplitBehavior::kIsolated && !steps[0].invert &&
+                       steps[1].kind == PreTokenizer::kByteLevel && !steps[1].add_prefix_space &&
+                       !steps[1].regex;
+    const std::optional<SplitPattern> known =
+        shape ? recognize_split_regex(regexes[0]) : std::nullopt;
+    std::string c = "normalizer " + t.normalizer_.describe() + "; pre-tokenizer " +
+                    t.pre_.describe() + "; model BPE (" +
+                    (t.bpe_.byte_level() ? "byte-level" : "characters") +
+                    (t.bpe_.premerge() ? ", pre-merged characters" : "") + "); decoder " +
+                    t.decoder_.describe() + "; post-processor " + t.post_.kind();
+    t.path_.components = std::move(c);
+    if (known && fast_paths) {
+      t.fast_split_ = known;
+      t.path_.fast = true;
+      t.path_.why = std::string("the Split regex is the ") +
+                    (*known == SplitPattern::kQwen2 ? "Qwen2/Qwen3" : "Llama 3") +
+                    " pattern: kvgate's hand-written scanner runs it";
+      return;
+    }
+    t.path_.fast = false;
+    if (known) {
+      t.path_.why = "fast paths disabled: PCRE2 runs the Split regex";
+    } else if (shape) {
+      t.path_.why = "the Split regex is not one of the scanner patterns: PCRE2 (JIT) runs it";
+    } else {
+      t.path_.why =
+          "the pre-tokenizer is not a single Split regex plus ByteLevel: the "
+          "general pipeline runs it";
+    }
   }
 };
 
-Result<Tokenizer> Tokenizer::load(std::string_view tokenizer_json) {
+Result<Tokenizer> Tokenizer::load(std::string_view tokenizer_json, const LoadOptions& options) {
   dom::parser parser;
   dom::element root;
   const simdjson::padded_string text(tokenizer_json);
   if (auto err = parser.parse(text).get(root))
     return Error(std::string("tokenizer.json: not valid JSON: ") + simdjson::error_message(err));
+  auto fail = [](const std::string& e) { return Error("tokenizer.json: " + e); };
   Tokenizer t;
-  for (auto step :
-       {&Loaded::normalizer, &Loaded::pre_tokenizer, &Loaded::model, &Loaded::added_tokens}) {
-    Status st = step(t, root);
-    if (!st) return Error("tokenizer.json: " + st.error());
+  if (auto n = field(root, "normalizer"); !is_null_or_absent(n)) {
+    if (Status st = Loaded::normalizer(t.normalizer_, *n, "normalizer"); !st)
+      return fail(st.error());
   }
-  if (Status st = Loaded::decoder_and_post(t, root); !st)
-    return Error("tokenizer.json: " + st.error());
+  std::vector<std::string> regexes;
+  if (auto p = field(root, "pre_tokenizer"); !is_null_or_absent(p)) {
+    if (Status st = Loaded::pre_tokenizer(t.pre_, *p, "pre_tokenizer", regexes); !st)
+      return fail(st.error());
+  }
+  const auto& steps = t.pre_.steps();
+  for (size_t i = 0; i + 1 < steps.size(); ++i) {
+    if (steps[i].kind == PreTokenizer::kByteLevel)
+      return fail(
+          "pre_tokenizer: a ByteLevel step before other pre-tokenizers is not supported (they "
+          "would split byte-level characters)");
+  }
+  if (Status st = Loaded::model(t, root, t.pre_.byte_level()); !st) return fail(st.error());
+  if (Status st = Loaded::added_tokens(t, root); !st) return fail(st.error());
+  if (auto d = field(root, "decoder"); !is_null_or_absent(d)) {
+    t.decoder_.set_present(true);
+    if (Status st = Loaded::decoder(t.decoder_, *d, "decoder"); !st) return fail(st.error());
+  }
+  if (auto pp = field(root, "post_processor"); !is_null_or_absent(pp)) {
+    if (Status st = Loaded::post_processor(t, *pp, "post_processor"); !st) return fail(st.error());
+  }
+  t.post_prefix_ = t.post_.single_prefix();
+  t.post_suffix_ = t.post_.single_suffix();
+  Loaded::choose_path(t, regexes, options.fast_paths);
+  for (const PreTokenizer::Step& s : t.pre_.steps())
+    if (s.kind == PreTokenizer::kMetaspace && s.prepend == PreTokenizer::Prepend::kFirst)
+      t.cut_exact_ = false;
+  for (const AddedToken& a : t.added_)
+    if (a.single_word) t.cut_exact_ = false;
   return t;
 }
 

@@ -79,6 +79,10 @@ inline uint8_t char_class(char32_t cp) {
 // True for Unicode White_Space (Rust's char::is_whitespace; used by lstrip/rstrip).
 bool is_white_space(char32_t cp);
 
+// True for a Unicode word character (\w of Rust's regex crate and of Oniguruma): letters,
+// marks, Nd, Nl, Pc, ZWNJ/ZWJ and the Other_Alphabetic symbols (circled/squared letters).
+bool is_word_char(char32_t cp);
+
 // Unicode NFC of valid UTF-8 `s` appended to `out`. ASCII-only input is copied as is.
 void nfc(std::string_view s, std::string& out);
 

@@ -44,5 +44,20 @@ TEST(BpePremerge, EqualsPlainBpeLlama3) {
   check_premerge(*t, 2);
 }
 
+// DeepSeek V3 takes the general pre-tokenizer path but still pre-merges characters.
+TEST(BpePremerge, EqualsPlainBpeDeepSeekV3) {
+  KVGATE_REQUIRE_FIXTURE(t, "deepseek_v3");
+  ASSERT_TRUE(t->bpe().premerge());
+  check_premerge(*t, 3);
+}
+
+// The character mode's whole-word lookup (a word equal to a token that BPE maps to
+// itself) changes nothing either.
+TEST(BpeShortcuts, CharacterModeEqualsPlainBpeLlama2) {
+  KVGATE_REQUIRE_FIXTURE(t, "llama2");
+  ASSERT_FALSE(t->bpe().byte_level());
+  check_premerge(*t, 4);
+}
+
 }  // namespace
 }  // namespace kvgate::tokenizer

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "fixtures.h"
 
 namespace kvgate::tokenizer {
@@ -80,22 +82,43 @@ TEST(Tokenizer, RejectsUnsupportedConstructsNamingTheField) {
     ASSERT_FALSE(r.ok()) << field;
     EXPECT_NE(r.error().find(field), std::string::npos) << r.error();
   };
-  expect_error(tiny_tokenizer_json(R"({"type": "NFKC"})"), "normalizer");
-  expect_error(tiny_tokenizer_json("null", R"( ?\\p{L}+)"),
+  expect_error(tiny_tokenizer_json(R"({"type": "BertNormalizer"})"), "normalizer.type");
+  expect_error(tiny_tokenizer_json(R"({"type": "Precompiled", "precompiled_charsmap": "AAAA"})"),
+               "Precompiled");
+  expect_error(tiny_tokenizer_json("null", R"([a[b]])"),
                "pre_tokenizer.pretokenizers[0].pattern.Regex");
   std::string j = tiny_tokenizer_json();
   expect_error(j.substr(0, j.size() / 2), "not valid JSON");
   std::string dropout = j;
   dropout.replace(dropout.find("\"dropout\": null"), 15, "\"dropout\": 0.1");
   expect_error(dropout, "model.dropout");
-  std::string word = j;
-  word.replace(word.find("\"single_word\": false"), 20, "\"single_word\": true");
-  expect_error(word, "added_tokens[0].single_word");
+  std::string unigram = j;
+  unigram.replace(unigram.find("\"type\": \"BPE\""), 13, "\"type\": \"Unigram\"");
+  expect_error(unigram, "model.type: unsupported \"Unigram\"");
   std::string merge = j;
   merge.replace(merge.find("\"hell o\""), 8, "\"hell q\"");
   expect_error(merge, "model.merges[3]");
-  expect_error("{}", "pre_tokenizer");
-  expect_error("[]", "pre_tokenizer");
+  std::string order = j;
+  order.replace(order.find("{\"type\": \"Split\""), 0,
+                R"({"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}, )");
+  expect_error(order, "ByteLevel step before");
+  std::string dec = j;
+  dec.replace(dec.find("\"decoder\": {\"type\": \"ByteLevel\""), 31,
+              "\"decoder\": {\"type\": \"WordPiece\"");
+  expect_error(dec, "decoder.type");
+  expect_error("{}", "model: missing");
+  expect_error("[]", "model: missing");
+}
+
+// single_word: a match touching a word character is dropped (and the automaton moves on).
+TEST(Tokenizer, SingleWordAddedTokens) {
+  std::string j = tiny_tokenizer_json();
+  j.replace(j.find("\"single_word\": false"), 20, "\"single_word\": true");
+  auto t = Tokenizer::load(j);
+  ASSERT_TRUE(t.ok()) << t.error();
+  EXPECT_EQ(*t->encode("a <|end|> b"), (Ids{'a', ' ', 300, ' ', 'b'}));
+  const Ids glued = *t->encode("a<|end|>b");
+  EXPECT_EQ(std::count(glued.begin(), glued.end(), 300u), 0);
 }
 
 // Ids from the Hugging Face tokenizers library (the Node addon) for the same strings.
@@ -138,10 +161,10 @@ TEST(Tokenizer, ReadsTemplateProcessingForSpecialTokens) {
   EXPECT_FALSE(Tokenizer::load(bad).ok());
   std::string other = testing::tiny_tokenizer_json();
   other.replace(other.find("\"post_processor\": null"), 22,
-                R"("post_processor": {"type": "BertProcessing"})");
+                R"("post_processor": {"type": "BertProcessing"})");  // no sep/cls
   auto r = Tokenizer::load(other);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().find("post_processor.type"), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find("post_processor.sep"), std::string::npos) << r.error();
 }
 
 }  // namespace

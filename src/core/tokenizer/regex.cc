@@ -1,0 +1,333 @@
+#include "core/tokenizer/regex.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <utf8proc.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "core/tokenizer/unicode.h"
+
+namespace kvgate::tokenizer {
+namespace {
+
+// Code points a newer Unicode assigned that PCRE2's tables (Debian's 10.42: Unicode 14)
+// still call unassigned, by general category ("Lo", and "L" for the group): the
+// Hugging Face library's Oniguruma knows them (Unicode 15), and so does utf8proc.
+// \p{...} of a general category is widened by these code points. Computed once.
+class NewerAssignments {
+ public:
+  static const NewerAssignments& get() {
+    static const NewerAssignments n;
+    return n;
+  }
+  // Class body ("\x{..}-\x{..}...") of the extra code points of a category, or "".
+  const std::string& extra(const std::string& category) const {
+    static const std::string kNone;
+    auto it = extra_.find(category);
+    return it == extra_.end() ? kNone : it->second;
+  }
+
+ private:
+  NewerAssignments() {
+    std::string all;
+    for (char32_t cp = 0x80; cp <= 0x10FFFF; ++cp) {
+      if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+      if (utf8proc_category(static_cast<utf8proc_int32_t>(cp)) != UTF8PROC_CATEGORY_CN)
+        append_utf8(all, cp);
+    }
+    int err = 0;
+    PCRE2_SIZE at = 0;
+    pcre2_code* code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(R"(\p{Cn})"), PCRE2_ZERO_TERMINATED,
+                      PCRE2_UTF | PCRE2_UCP, &err, &at, nullptr);
+    if (!code) return;
+    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+    pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
+    std::map<std::string, std::vector<char32_t>> cps;
+    size_t from = 0;
+    while (from < all.size() &&
+           pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(all.data()), all.size(), from,
+                       PCRE2_NO_UTF_CHECK, md, nullptr) > 0) {
+      const size_t s = pcre2_get_ovector_pointer(md)[0];
+      const CodePoint c = decode_utf8(all, s);
+      const char* name =
+          utf8proc_category_string(static_cast<utf8proc_int32_t>(c.cp));  // e.g. "Lo"
+      cps[name].push_back(c.cp);
+      cps[std::string(1, name[0])].push_back(c.cp);
+      from = s + c.len;
+    }
+    pcre2_match_data_free(md);
+    pcre2_code_free(code);
+    char buf[48];
+    for (auto& [cat, list] : cps) {
+      std::string& body = extra_[cat];
+      for (size_t i = 0; i < list.size();) {
+        size_t j = i;
+        while (j + 1 < list.size() && list[j + 1] == list[j] + 1) ++j;
+        if (j == i) {
+          std::snprintf(buf, sizeof buf, "\\x{%X}", static_cast<unsigned>(list[i]));
+        } else {
+          std::snprintf(buf, sizeof buf, "\\x{%X}-\\x{%X}", static_cast<unsigned>(list[i]),
+                        static_cast<unsigned>(list[j]));
+        }
+        body += buf;
+        i = j + 1;
+      }
+    }
+  }
+  std::map<std::string, std::string> extra_;
+};
+
+bool is_general_category(std::string_view n) {
+  static constexpr std::string_view kNames[] = {
+      "L",  "Lu", "Ll", "Lt", "Lm", "Lo", "M", "Mn", "Mc", "Me", "N",  "Nd", "Nl", "No", "P", "Pc",
+      "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "S", "Sm", "Sc", "Sk", "So", "Z",  "Zs", "Zl", "Zp"};
+  for (std::string_view k : kNames)
+    if (n == k) return true;
+  return false;
+}
+
+// The PCRE2 class body for \p{name} (widened by the newer assignments).
+std::string property_body(const std::string& name) {
+  return "\\p{" + name + "}" + NewerAssignments::get().extra(name);
+}
+
+// Unicode Word (UTS #18, what Oniguruma's \w is): Alphabetic, marks, Nd, Pc, Join_Control.
+// Alphabetic is L, Nl and Other_Alphabetic; the Other_Alphabetic characters outside the
+// marks are the circled and squared Latin letters listed here.
+std::string word_class() {
+  return property_body("L") + property_body("M") + property_body("Nd") + property_body("Nl") +
+         property_body("Pc") +
+         R"(\x{200C}\x{200D}\x{24B6}-\x{24E9}\x{1F130}-\x{1F149}\x{1F150}-\x{1F169})"
+         R"(\x{1F170}-\x{1F189})";
+}
+
+// Oniguruma's \s: the White_Space property. PCRE2's \s differs (it lacks U+0085 and has
+// U+180E, a space before Unicode 6.3).
+constexpr std::string_view kWhiteSpace =
+    R"(\t\n\x{0B}\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F})"
+    R"(\x{3000})";
+
+bool is_hex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+}  // namespace
+
+Result<std::string> oniguruma_to_pcre2(std::string_view p) {
+  std::string out;
+  out.reserve(p.size() + 16);
+  bool in_class = false;
+  size_t class_start = 0;
+  auto refuse = [&](size_t at, const std::string& what) {
+    return Error("regex " + std::string(p) + ": " + what + " at offset " + std::to_string(at) +
+                 " (PCRE2 cannot run it with Oniguruma's meaning)");
+  };
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\') {
+      if (i + 1 >= p.size()) return Error("regex " + std::string(p) + ": trailing backslash");
+      const char n = p[i + 1];
+      ++i;
+      switch (n) {
+        case 's':
+          out += in_class ? std::string(kWhiteSpace) : "[" + std::string(kWhiteSpace) + "]";
+          continue;
+        case 'w':
+          out += in_class ? word_class() : "[" + word_class() + "]";
+          continue;
+        case 'p':
+        case 'P': {
+          // \pL, \p{Lu}, \p{^L}, \P{L}: general categories get the newer assignments.
+          std::string name;
+          size_t end = i;
+          if (i + 1 < p.size() && p[i + 1] == '{') {
+            const size_t close = p.find('}', i + 2);
+            if (close == std::string_view::npos) return refuse(i - 1, "unterminated \\p{");
+            name = std::string(p.substr(i + 2, close - i - 2));
+            end = close;
+          } else if (i + 1 < p.size()) {
+            name = std::string(1, p[i + 1]);
+            end = i + 1;
+          }
+          bool negated = n == 'P';
+          if (!name.empty() && name[0] == '^') {
+            negated = !negated;
+            name.erase(0, 1);
+          }
+          if (!is_general_category(name) || NewerAssignments::get().extra(name).empty()) {
+            out.append(p.substr(i - 1, end - i + 2));
+            i = end;
+            continue;
+          }
+          if (negated && in_class)
+            return refuse(i - 1, "a negated Unicode category inside a character class");
+          out += (negated    ? "[^"
+                  : in_class ? ""
+                             : "[") +
+                 property_body(name) + (in_class ? "" : "]");
+          i = end;
+          continue;
+        }
+        case 'h':
+          out += in_class ? "0-9A-Fa-f" : "[0-9A-Fa-f]";
+          continue;
+        case 'S':
+        case 'W':
+        case 'H':
+          if (in_class) return refuse(i - 1, std::string("\\") + n + " inside a character class");
+          out += n == 'S'   ? "[^" + std::string(kWhiteSpace) + "]"
+                 : n == 'W' ? "[^" + word_class() + "]"
+                            : "[^0-9A-Fa-f]";
+          continue;
+        case 'u':
+          if (i + 4 < p.size() && is_hex(p[i + 1]) && is_hex(p[i + 2]) && is_hex(p[i + 3]) &&
+              is_hex(p[i + 4])) {
+            out += "\\x{" + std::string(p.substr(i + 1, 4)) + "}";
+            i += 4;
+            continue;
+          }
+          return refuse(i - 1, "\\u without four hex digits");
+        default:
+          out += '\\';
+          out += n;
+          continue;
+      }
+    }
+    if (in_class) {
+      if (c == '[') {
+        if (i + 1 < p.size() && p[i + 1] == ':') {
+          const size_t close = p.find(":]", i + 2);
+          if (close == std::string_view::npos) return refuse(i, "unterminated [: class");
+          out.append(p.substr(i, close + 2 - i));
+          i = close + 1;
+          continue;
+        }
+        return refuse(i, "a nested character class");
+      }
+      if (c == '&' && i + 1 < p.size() && p[i + 1] == '&')
+        return refuse(i, "a class intersection (&&)");
+      if (c == ']' && i != class_start) in_class = false;
+      out += c;
+      continue;
+    }
+    if (c == '[') {
+      in_class = true;
+      out += c;
+      size_t j = i + 1;
+      if (j < p.size() && p[j] == '^') {
+        out += '^';
+        ++j;
+      }
+      class_start = j;
+      i = j - 1;
+      continue;
+    }
+    if (c == '(' && i + 1 < p.size() && p[i + 1] == '?') {
+      size_t j = i + 2;
+      std::string opts;
+      while (j < p.size() && p[j] != '\0' && std::strchr("imx-", p[j]) != nullptr) {
+        opts += p[j] == 'm' ? 's' : p[j];
+        ++j;
+      }
+      if (!opts.empty() && j < p.size() && (p[j] == ')' || p[j] == ':')) {
+        out += "(?" + opts;
+        i = j - 1;
+        continue;
+      }
+    }
+    out += c;
+  }
+  if (in_class) return Error("regex " + std::string(p) + ": unterminated character class");
+  return out;
+}
+
+struct Regex::Code {
+  pcre2_code* code = nullptr;
+  bool jit = false;
+  ~Code() { pcre2_code_free(code); }
+};
+
+Regex::Scratch::Scratch() = default;
+void* Regex::Scratch::match_data() {
+  if (!data_) data_ = pcre2_match_data_create(1, nullptr);
+  return data_;
+}
+Regex::Scratch::~Scratch() { pcre2_match_data_free(static_cast<pcre2_match_data*>(data_)); }
+
+Result<Regex> Regex::compile(std::string_view oniguruma_pattern) {
+  auto translated = oniguruma_to_pcre2(oniguruma_pattern);
+  if (!translated) return Error(translated.error());
+  int err = 0;
+  PCRE2_SIZE at = 0;
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated->data()), translated->size(),
+                    PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE, &err, &at, nullptr);
+  if (!code) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(err, msg, sizeof msg);
+    return Error("regex " + std::string(oniguruma_pattern) + ": " +
+                 reinterpret_cast<const char*>(msg) + " at offset " + std::to_string(at));
+  }
+  auto c = std::make_shared<Code>();
+  c->code = code;
+  c->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+  Regex r;
+  r.code_ = std::move(c);
+  r.translated_ = std::move(*translated);
+  return r;
+}
+
+Regex Regex::literal(std::string_view text) {
+  Regex r;
+  r.literal_ = std::string(text);
+  r.translated_ = r.literal_;
+  return r;
+}
+
+Status Regex::find_all(std::string_view text, Scratch& scratch, std::vector<Span>& out) const {
+  if (!code_) {
+    if (literal_.empty()) return {};
+    for (size_t at = text.find(literal_); at != std::string_view::npos;
+         at = text.find(literal_, at + literal_.size()))
+      out.push_back({at, at + literal_.size()});
+    return {};
+  }
+  auto* md = static_cast<pcre2_match_data*>(scratch.match_data());
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  size_t last_end = 0;
+  bool matched_before = false;
+  size_t last_match_end = 0;
+  while (last_end <= text.size()) {
+    int rc =
+        pcre2_match(code_->code, subject, text.size(), last_end, PCRE2_NO_UTF_CHECK, md, nullptr);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+      rc = pcre2_match(code_->code, subject, text.size(), last_end,
+                       PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(rc, msg, sizeof msg);
+      return Error(std::string("regex match failed: ") + reinterpret_cast<const char*>(msg));
+    }
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    const size_t s = ov[0], e = ov[1];
+    if (s == e && matched_before && last_match_end == e) {
+      // Skip one character (UTF-8: the lead byte and its continuation bytes).
+      ++last_end;
+      while (last_end < text.size() && (static_cast<unsigned char>(text[last_end]) & 0xC0) == 0x80)
+        ++last_end;
+      continue;
+    }
+    last_end = e;
+    last_match_end = e;
+    matched_before = true;
+    out.push_back({s, e});
+  }
+  return {};
+}
+
+}  // namespace kvgate::tokenizer

@@ -1,0 +1,77 @@
+// The regular expressions of tokenizer.json (Split pre-tokenizers, Replace normalizers and
+// decoders), run with PCRE2 (JIT-compiled, UTF and Unicode-property mode).
+//
+// The Hugging Face library compiles these patterns with Oniguruma (Ruby syntax). compile()
+// translates the few constructs whose meaning differs before handing the pattern to PCRE2:
+//   \s \S   Oniguruma's White_Space (has U+0085, not U+180E; PCRE2's \s is the opposite)
+//   \w \W   Unicode Word: letters, marks, Nd, Nl, Pc, ZWJ/ZWNJ, the Other_Alphabetic symbols
+//   \h \H   Oniguruma: a hex digit (PCRE2: horizontal space)
+//   \uHHHH  Oniguruma only: becomes \x{HHHH}
+//   (?m)    Oniguruma: dot matches newline (PCRE2's (?s)); ^ and $ always match at lines
+// A construct PCRE2 cannot express the same way (nested classes, && intersections, \S \W \H
+// inside a class) is refused with an error naming it.
+//
+// Matches are iterated like the onig crate's find_iter: leftmost-first, non-overlapping, an
+// empty match right where the previous match ended is skipped by one character.
+//
+// Immutable after compile(); find_all is thread-safe given its own Scratch.
+//
+//   auto re = Regex::compile(R"(\p{N}{1,3})");
+//   Regex::Scratch scratch;
+//   std::vector<Regex::Span> spans;
+//   re->find_all("abc 12345", scratch, spans);  // {4,7} {7,9}
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/common/result.h"
+
+namespace kvgate::tokenizer {
+
+class Regex {
+ public:
+  struct Span {
+    size_t start, end;
+  };
+  // Per-thread match state (PCRE2 match data), reusable across calls and patterns.
+  class Scratch {
+   public:
+    Scratch();
+    ~Scratch();
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    // Created on first use: a Scratch that never meets a regex costs nothing.
+    void* match_data();
+
+   private:
+    void* data_ = nullptr;
+  };
+
+  // Compiles an Oniguruma-syntax pattern. Errors name the offending construct.
+  static Result<Regex> compile(std::string_view oniguruma_pattern);
+  // A pattern matching `text` literally (tokenizer.json's {"String": ...} patterns).
+  static Regex literal(std::string_view text);
+
+  // Appends the matches in `text` (valid UTF-8) to `out`. An error only when PCRE2 gives up
+  // (its match limits), never on valid input of reasonable size.
+  Status find_all(std::string_view text, Scratch& scratch, std::vector<Span>& out) const;
+
+  bool is_literal() const { return !code_; }
+  // The PCRE2 pattern compile() produced (for error messages and tests).
+  const std::string& translated() const { return translated_; }
+
+ private:
+  struct Code;
+  std::shared_ptr<const Code> code_;  // null for a literal
+  std::string literal_;
+  std::string translated_;
+};
+
+// The Oniguruma -> PCRE2 translation compile() applies (exposed for tests).
+Result<std::string> oniguruma_to_pcre2(std::string_view pattern);
+
+}  // namespace kvgate::tokenizer

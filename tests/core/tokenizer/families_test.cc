@@ -1,0 +1,117 @@
+// The general loader on the real tokenizer.json of five families (ids from the Hugging
+// Face tokenizers library for the same strings), and the fast path proven equal to the
+// general path on one corpus.
+#include <gtest/gtest.h>
+
+#include "core/common/rng.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/tokenizer/unicode.h"
+#include "fixtures.h"
+
+namespace kvgate::tokenizer {
+namespace {
+
+using Ids = std::vector<uint32_t>;
+
+TEST(TokenizerFamilies, Llama2ByteFallbackAndPrependPerSegment) {
+  KVGATE_REQUIRE_FIXTURE(t, "llama2");
+  EXPECT_FALSE(t->path().fast);
+  // U+20000 is not in the vocabulary: its four bytes fall back to <0xNN> tokens; the text
+  // after </s> is normalized on its own and gets its own leading ▁.
+  const std::string text = "Hello world</s> it's \xF0\xA0\x80\x80x";
+  EXPECT_EQ(*t->encode(text),
+            (Ids{22557, 1526, 2, 28705, 378, 28742, 28713, 28705, 243, 163, 131, 131, 28744}));
+  EXPECT_EQ(*t->decode(*t->encode(text), false), "Hello world</s>  it's \xF0\xA0\x80\x80x");
+  EXPECT_EQ(*t->encode(" lead  spaces"), (Ids{28705, 1736, 28705, 10599}));
+  EXPECT_EQ(t->post_prefix(), Ids{1});
+}
+
+TEST(TokenizerFamilies, Gemma3) {
+  KVGATE_REQUIRE_FIXTURE(t, "gemma3");
+  EXPECT_EQ(*t->encode("Hello world<end_of_turn>\n\xF0\xA0\x80\x80 12345"),
+            (Ids{9259, 1902, 106, 107, 478, 398, 366, 366, 236743, 236770, 236778, 236800, 236812,
+                 236810}));
+  EXPECT_EQ(*t->encode("<start_of_turn>user"), (Ids{105, 2364}));
+  EXPECT_EQ(t->post_prefix(), Ids{2});
+}
+
+TEST(TokenizerFamilies, DeepSeekV3ThreeSplitRegexes) {
+  KVGATE_REQUIRE_FIXTURE(t, "deepseek_v3");
+  EXPECT_FALSE(t->path().fast);
+  const std::string text =
+      "Hello world<\xEF\xBD\x9C"
+      "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C> 12345 "
+      "\xE4\xB8\xAD\xE6\x96\x87\xE5\xAD\x97\xE7\xAC\xA6 it's";
+  EXPECT_EQ(*t->encode(text),
+            (Ids{19923, 2058, 1, 223, 6895, 1883, 223, 525, 10541, 4596, 436, 734}));
+  EXPECT_EQ(*t->decode(*t->encode(text), false), text);
+}
+
+// Strings mixing every kind of text the fast path's scanner distinguishes.
+std::vector<std::string> corpus(uint64_t seed, size_t n) {
+  static const char* kPieces[] = {"Hello",
+                                  " world",
+                                  "it's",
+                                  "IT'S",
+                                  " 'll",
+                                  "12345",
+                                  " 3.14",
+                                  "\n\n",
+                                  "  \n ",
+                                  "\t",
+                                  "   ",
+                                  "\xE4\xB8\xAD\xE6\x96\x87",
+                                  "\xF0\x9F\x98\x80",
+                                  "caf\xC3\xA9",
+                                  "e\xCC\x81",
+                                  "!!",
+                                  "?\n",
+                                  "<|im_end|>",
+                                  "<|eot_id|>",
+                                  "\xC2\x85",
+                                  "\xE2\x80\xA8",
+                                  "_x_",
+                                  "def f(x):\n    return x",
+                                  "\xD9\xA3\xD9\xA4",
+                                  "\xE2\x85\xA0"};
+  Rng rng(seed);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i) {
+    std::string s;
+    const size_t k = 1 + rng.below(20);
+    for (size_t j = 0; j < k; ++j) {
+      if (rng.below(5) == 0) {
+        append_utf8(s, static_cast<char32_t>(0x20 + rng.below(0x3000)));
+      } else {
+        s += kPieces[rng.below(std::size(kPieces))];
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void expect_fast_equals_general(const std::string& model) {
+  const Tokenizer* fast = testing::fixture_tokenizer(model);
+  auto text = testing::read_fixture(model, "tokenizer.json");
+  if (!fast || !text) GTEST_SKIP() << "fixture " << model << " absent";
+  auto general = Tokenizer::load(*text, {.fast_paths = false});
+  ASSERT_TRUE(general.ok()) << general.error();
+  ASSERT_TRUE(fast->path().fast) << fast->path().why;
+  ASSERT_FALSE(general->path().fast);
+  size_t tokens = 0;
+  for (const std::string& s : corpus(7, 3000)) {
+    auto a = fast->encode(s);
+    auto b = general->encode(s);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ(*a, *b) << s;
+    tokens += a->size();
+  }
+  EXPECT_GT(tokens, 50000u);
+}
+
+TEST(TokenizerFamilies, Qwen3FastPathEqualsGeneralPath) { expect_fast_equals_general("qwen3"); }
+TEST(TokenizerFamilies, Llama3FastPathEqualsGeneralPath) { expect_fast_equals_general("llama3"); }
+
+}  // namespace
+}  // namespace kvgate::tokenizer
