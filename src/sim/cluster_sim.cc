@@ -235,8 +235,13 @@ Status Simulation::build() {
   for (const EngineGroup& g : scenario_.engines) {
     for (uint32_t i = 0; i < g.count; ++i) create_engine(g);
   }
-  block_size_ = engines_.empty() ? scenario_.engines.front().config.block_size
-                                 : engines_.front()->config().block_size;
+  if (engines_.empty()) {
+    // A pool that scales from zero: the block size its replicas will have.
+    const EngineGroup& g = scenario_.engines.front();
+    block_size_ = engine::EngineModel(g.config, g.profile).config().block_size;
+  } else {
+    block_size_ = engines_.front()->config().block_size;
+  }
   for (const auto& e : engines_) {
     if (e->config().block_size != block_size_) {
       return Error("all engines of a scenario must use the same block size");

@@ -61,8 +61,9 @@ FlowRunSummary summarize_flow(const PolicyRun& run, const std::vector<TenantSpec
   std::vector<TenantSummary> t(n);
   std::vector<std::vector<double>> ttft(n), waits(n);
   std::vector<std::map<std::string, uint64_t>> reasons(n);
-  Nanos first = -1, last = 0;
+  Nanos first = -1, last = 0, arrivals_end = 0;
   double output = 0;
+  for (const RequestRecord& r : run.requests) arrivals_end = std::max(arrivals_end, r.arrival);
   for (const RequestRecord& r : run.requests) {
     const size_t i = std::min<size_t>(r.tenant, n - 1);
     ++t[i].sent;
@@ -80,7 +81,10 @@ FlowRunSummary summarize_flow(const PolicyRun& run, const std::vector<TenantSpec
     if (r.first_token < 0) continue;
     ++t[i].served;
     ttft[i].push_back(to_seconds(r.first_token - r.arrival));
-    t[i].served_tokens += r.prompt_tokens + r.output_tokens;
+    // Service within the arrival window (the overload), not what was caught up later.
+    if (r.finish >= 0 && r.finish <= arrivals_end) {
+      t[i].served_tokens += r.prompt_tokens + r.output_tokens;
+    }
     t[i].demanded_tokens += r.output_tokens;
     output += r.output_tokens;
     last = std::max(last, r.finish);
@@ -99,6 +103,7 @@ FlowRunSummary summarize_flow(const PolicyRun& run, const std::vector<TenantSpec
     }
   }
   const double span = first >= 0 && last > first ? to_seconds(last - first) : 0;
+  const double window = first >= 0 && arrivals_end > first ? to_seconds(arrivals_end - first) : 0;
   out.output_tokens_per_s = span > 0 ? output / span : 0;
   std::vector<double> served, demanded, weights;
   for (size_t i = 0; i < n; ++i) {
@@ -109,7 +114,7 @@ FlowRunSummary summarize_flow(const PolicyRun& run, const std::vector<TenantSpec
     s.ttft_p90 = quantile(ttft[i], 0.9);
     s.ttft_p99 = quantile(ttft[i], 0.99);
     s.queue_wait_p90 = quantile(waits[i], 0.9);
-    s.served_tokens_per_s = span > 0 ? s.served_tokens / span : 0;
+    s.served_tokens_per_s = window > 0 ? s.served_tokens / window : 0;
     for (const auto& [reason, count] : reasons[i]) s.refused_by_reason.emplace_back(reason, count);
     served.push_back(s.served_tokens);
     demanded.push_back(s.demanded_tokens);
@@ -118,6 +123,19 @@ FlowRunSummary summarize_flow(const PolicyRun& run, const std::vector<TenantSpec
   }
   out.jain_index = weighted_jain_index(served, demanded, weights);
   for (const ClusterSample& c : run.samples) out.max_queued = std::max(out.max_queued, c.queued);
+  if (run.autoscaled && !run.replicas.empty() && run.replicas.front().launched_at > 0) {
+    out.from_zero = true;
+    const RequestRecord* first = nullptr;
+    for (const RequestRecord& r : run.requests) {
+      if (!first || r.arrival < first->arrival) first = &r;
+    }
+    if (first) {
+      out.first_arrival = first->arrival;
+      out.first_wait = first->rejected ? -1 : first->queue_wait;
+    }
+    out.first_launched = run.replicas.front().launched_at;
+    out.first_ready = run.replicas.front().ready_at;
+  }
   return out;
 }
 
@@ -139,6 +157,16 @@ std::string flow_table(const std::vector<FlowRunSummary>& runs) {
     s += fmt::format(
         "  {:<16} pool: {:.0f} output tokens/s, Jain's index {:.3f}, max queued {:.0f}\n", r.run,
         r.output_tokens_per_s, r.jain_index, r.max_queued);
+    if (r.from_zero) {
+      s += fmt::format(
+          "  {:<16} from zero: first request at {:.2f} s {}; first replica launched at "
+          "{:.2f} s, ready at {:.2f} s (cold start {:.1f} s)\n",
+          r.run, to_seconds(r.first_arrival),
+          r.first_wait >= 0 ? fmt::format("waited {:.2f} s in the queue", to_seconds(r.first_wait))
+                            : std::string("was not served"),
+          to_seconds(r.first_launched), to_seconds(r.first_ready),
+          r.first_ready >= 0 ? to_seconds(r.first_ready - r.first_launched) : 0.0);
+    }
   }
   return s;
 }

@@ -2,11 +2,12 @@
 // and fairness (docs/flow-control.md). For multi-tenant workloads (tenant_workload.h).
 //
 // Per tenant: requests sent, served (a first token), refused by reason, TTFT p50/p90/p99,
-// queue wait p90, served tokens/s (prompt + output of the served requests over the run's
-// span). Per run: the pool's output tokens/s and Jain's fairness index of weighted
-// service: x_i = served_i / fair_i, where fair_i is tenant i's max-min fair share of the
-// tokens the pool served, by weight and capped at what it asked for (water filling); an
-// index of 1 means every tenant got its fair share.
+// queue wait p90, served tokens/s: prompt + output of the requests that finished within
+// the arrival window (first to last arrival: the overload), over that window. Per run:
+// the pool's output tokens/s (all output over the whole run) and Jain's fairness index
+// of weighted service within the window: x_i = served_i / fair_i, where fair_i is tenant
+// i's max-min fair share of the tokens the pool served in the window, by weight and
+// capped at what it asked for (water filling); 1 means every tenant got its fair share.
 #pragma once
 
 #include <string>
@@ -29,7 +30,7 @@ struct TenantSummary {
   uint64_t queued = 0;  // requests that waited in the queue
   double served_tokens_per_s = 0;
   double demanded_tokens = 0;  // prompt + output of every request sent
-  double served_tokens = 0;
+  double served_tokens = 0;    // prompt + output finished within the arrival window
 };
 
 struct FlowRunSummary {
@@ -38,6 +39,11 @@ struct FlowRunSummary {
   double output_tokens_per_s = 0;      // the pool's, over the run's span
   double jain_index = 0;               // of weighted service (see above)
   double max_queued = 0;
+  // Autoscaled runs that started with no replica (scale from zero): the first request's
+  // arrival and wait in the queue (-1: never dispatched), and the first replica's launch
+  // and ready times (ready - launched: its cold start, from the profile's phase table).
+  bool from_zero = false;
+  Nanos first_arrival = 0, first_wait = -1, first_launched = 0, first_ready = -1;
 };
 
 FlowRunSummary summarize_flow(const PolicyRun& run, const std::vector<TenantSpec>& tenants);

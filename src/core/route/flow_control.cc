@@ -48,7 +48,11 @@ Decision FlowController::route_with_capacity(const RouteRequest& request, Nanos 
     }
   }
   for (EndpointId id : hidden_) pool.set_health(id, Health::kUnhealthy);
-  Decision d = router_.route(request, now, rng);
+  // Flow control decided that it goes: the saturation filter must not shed it again
+  // (its measure of saturation differs from the queue's).
+  RouteRequest r = request;
+  if (r.criticality == Criticality::kSheddable) r.criticality = Criticality::kStandard;
+  Decision d = router_.route(r, now, rng);
   for (EndpointId id : hidden_) pool.set_health(id, Health::kHealthy);
   return d;
 }
