@@ -118,10 +118,13 @@ double TtftCorrection::update(const Input& in, Nanos now) {
       // Over target at a load the model says it takes: the model is optimistic.
       factor_ *= std::exp(-gain * std::min(std::log(ratio), 1.0));
       action_ = "lower";
-    } else if (ratio < 1 - config_.correction_deadband && in.load_per_ready >= 0.8 * limit &&
-               ratio > 0) {
-      // Well under target near the model's limit: the model is pessimistic. Half speed.
-      factor_ *= std::exp(0.5 * gain * std::min(-std::log(ratio), 1.0));
+    } else if (factor_ < 1 && ratio < 1 - config_.correction_deadband &&
+               in.load_per_ready >= 0.8 * limit && ratio > 0) {
+      // Well under target near the corrected limit: give back an earlier lowering, at
+      // half the gain, never above 1. Only saturation (measured completions) raises the
+      // factor above the model: TTFT stays low right up to a sharp knee, so its being
+      // low says nothing about where the knee is.
+      factor_ = std::min(1.0, factor_ * std::exp(0.5 * gain * std::min(-std::log(ratio), 1.0)));
       action_ = "raise";
     }
   }

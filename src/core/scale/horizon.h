@@ -120,7 +120,8 @@ class ErrorBand {
 //     factor moves towards measured / modelled saturation;
 //   - otherwise TTFT over target (beyond the deadband) at a load within what the model
 //     says a replica takes means the model is optimistic: lower; TTFT well under target
-//     at >= 80 % of that load means it is pessimistic: raise, at half the gain.
+//     at >= 80 % of that load gives an earlier lowering back (half the gain, up to 1).
+//     Only saturation raises it above 1: TTFT stays low right up to a sharp knee.
 // Over target at a load beyond the model's rate says nothing about the model (capacity is
 // missing), and a pool sized with headroom never runs near the limit, so the factor does
 // not chase the replica count it causes: no oscillation.
