@@ -27,6 +27,8 @@ class RouterTest : public ::testing::Test {
   void SetUp() override {
     config_.block_size = kBs;
     config_.policy = {"kv-cost", {}};
+    // These tests feed the event-fed index (the default is the router's own history).
+    config_.overlap_source = OverlapSource::kPrecise;
   }
   void Build() {
     auto r = Router::create(config_, {.precise = &precise_, .approx = &approx_});
