@@ -24,6 +24,7 @@
 #include "core/kv/warmup_run.h"
 #include "core/route/config.h"
 #include "core/route/endpoint.h"
+#include "discovery/discovery_config.h"
 #include "gateway/autoscale_config.h"
 
 namespace kvgate::gateway {
@@ -125,6 +126,9 @@ struct PoolConfig {
   // Set when the pool has an `autoscale:` section. With a local actuator the pool lists
   // no endpoints: its replicas are launched and registered at run time.
   std::optional<PoolAutoscaleConfig> autoscale;
+  // Set when the pool has a `discovery:` section (docs/discovery.md): endpoints found in
+  // a file, DNS or Kubernetes join and leave at run time, beside any in `endpoints`.
+  std::optional<discovery::DiscoveryConfig> discovery;
 };
 
 // A model name clients send; resolves to a pool. Aliases resolve to the same pool, and
