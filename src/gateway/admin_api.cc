@@ -236,7 +236,7 @@ asio::awaitable<HttpResponse> AdminApi::Impl::pool_route(const HttpRequest& req,
       }
     }
     const std::string url = add->spec.url;
-    auto id = co_await rt.add_endpoint(std::move(add->spec), std::move(add->kv_events));
+    auto id = co_await rt.add_endpoint(std::move(add->spec), std::move(add->kv_events), "admin");
     if (!id) co_return error(400, id.error(), "invalid_endpoint");
     spdlog::info("admin: pool {}: added endpoint {} ({})", rt.name(), *id, url);
     co_return ok(201, json::object{{"id", *id}, {"url", url}, {"pool", rt.name()}});
@@ -321,6 +321,9 @@ asio::awaitable<std::vector<EndpointSnapshot>> AdminApi::Impl::snapshot(
       out.push_back(std::move(s));
     }
   });
+  for (EndpointSnapshot& s : out) {
+    if (auto address = rt.endpoint(s.endpoint.id)) s.origin = address->origin;
+  }
   if (pool.feed) {
     for (EndpointSnapshot& s : out) {
       auto events = pool.feed->endpoint_events(s.endpoint.id);

@@ -106,6 +106,7 @@ json::object endpoint_json(const EndpointSnapshot& s, Nanos now) {
       {"rack", e.spec.rack},
       {"labels", std::move(labels)},
       {"kv_capacity_blocks", e.spec.kv_capacity_blocks},
+      {"source", s.origin},
       {"health", std::string(route::to_string(e.health))},
       {"breaker",
        {{"state", s.breaker.open ? "open" : "closed"},

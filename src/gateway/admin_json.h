@@ -52,12 +52,14 @@ struct EndpointSnapshot {
   size_t approx_blocks = 0;                // blocks recorded by routing history (approx index)
   kv::EventStats index_events;             // what the precise index made of the events
   std::optional<EventFeedView> kv_events;  // none: no KV events configured
+  std::string origin;  // who added it: config, admin, local_actuator, discovery:NAME
 };
 
 // {"id":..,"url":..,"role":..,"zone":..,"rack":..,"labels":{..},"kv_capacity_blocks":..,
 //  "health":"healthy|unhealthy|draining","breaker":{..},"metrics":{..,"age_ms":..}|null,
 //  "load":{..},"effective_load":{..},"cache":{"precise_blocks":..,"approx_blocks":..,
-//  "events_applied":{..}},"kv_events":{..}|null}. `now` dates the metrics' age.
+//  "events_applied":{..}},"kv_events":{..}|null,"source":"config|admin|..."}. `now` dates the
+//  metrics' age.
 boost::json::object endpoint_json(const EndpointSnapshot& s, Nanos now);
 
 // A request to add an endpoint: {"url":"http://host:port","role":"both|prefill|decode",

@@ -310,7 +310,7 @@ class Parser {
     only_keys(
         n, field,
         {"endpoints", "router", "tokenizer", "chat_template", "block_size", "scrape_interval_ms",
-         "kv_events_bind", "warmup", "autoscale", "trust_request_chat_template", "migration"});
+         "kv_events_bind", "warmup", "autoscale", "trust_request_chat_template", "migration", "discovery"});
     PoolConfig p;
     p.name = name;
     p.scrape_interval = std::chrono::milliseconds(200);
@@ -364,6 +364,13 @@ class Parser {
       }
     }
     YAML::Node eps = n["endpoints"];
+    if (auto d = n["discovery"]) {
+      auto parsed = discovery::parse_discovery(d, file_, field + ".discovery", dir_,
+                                               !p.kv_events_bind.empty());
+      if (!parsed) throw ConfigError{parsed.error()};
+      p.discovery = std::move(*parsed);
+      if (!eps) return p;  // every endpoint is discovered
+    }
     if (p.autoscale && p.autoscale->actuator == ActuatorKind::kLocal) {
       // The local actuator launches and registers the pool's replicas itself.
       if (eps) fail(eps, field + ".endpoints", "not used with autoscale.actuator.kind local");

@@ -24,6 +24,7 @@
 #include "core/kv/warmup_run.h"
 #include "core/route/config.h"
 #include "core/route/endpoint.h"
+#include "discovery/discovery_config.h"
 #include "gateway/autoscale_config.h"
 
 namespace kvgate::gateway {
@@ -136,6 +137,9 @@ struct PoolConfig {
   // mid-stream continues on another endpoint, up to this many times per request (0: off).
   // YAML: migration: {max_migrations: 2}
   int max_migrations = 0;
+  // Set when the pool has a `discovery:` section (docs/discovery.md): endpoints found in
+  // a file, DNS or Kubernetes join and leave at run time, beside any in `endpoints`.
+  std::optional<discovery::DiscoveryConfig> discovery;
 };
 
 // A model name clients send; resolves to a pool. Aliases resolve to the same pool, and

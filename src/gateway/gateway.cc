@@ -18,6 +18,7 @@
 #include <charconv>
 #include <thread>
 
+#include "discovery/pool_discovery.h"
 #include "gateway/admin_api.h"
 #include "gateway/disagg_flow.h"
 #include "gateway/fault_metrics.h"
@@ -131,6 +132,7 @@ struct Gateway::Impl {
   std::vector<std::unique_ptr<LiveFeed>> feeds;              // after pools: destroyed first
   std::vector<std::unique_ptr<PoolWarmup>> warmups;          // by pool index (gateway/warmup.h)
   std::vector<std::unique_ptr<PoolAutoscaler>> autoscalers;  // stopped first in stop_all
+  std::vector<std::unique_ptr<discovery::PoolDiscovery>> discoveries;  // docs/discovery.md
   std::vector<std::unique_ptr<io::HttpServer>> servers;
   std::unique_ptr<AdminApi> admin;     // config.admin set; destroyed before the pools
   std::atomic<bool> not_ready{false};  // /ready answers 503 (drain announced)
@@ -151,6 +153,12 @@ struct Gateway::Impl {
     std::vector<const PoolWarmup*> out;
     for (const auto& w : warmups) out.push_back(w.get());
     return out;
+  }
+
+  std::string discovery_metrics() const {
+    std::vector<const discovery::PoolDiscovery*> d;
+    for (const auto& p : discoveries) d.push_back(p.get());
+    return discovery::render_discovery_metrics(d);
   }
 
   PoolRuntime* pool_named(std::string_view name) {
@@ -204,7 +212,8 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
         200,
         "text/plain; version=0.0.4; charset=utf-8",
         {},
-        metrics.render() + render_warmup_metrics(all_warmups()) + fault_metrics.render()});
+        metrics.render() + render_warmup_metrics(all_warmups()) + fault_metrics.render() +
+        discovery_metrics()});
   }
   const bool is_chat = path == "/v1/chat/completions"sv;
   const bool is_completion = path == "/v1/completions"sv;
@@ -748,6 +757,7 @@ void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const U
 void Gateway::Impl::stop_all() {
   if (stopped.exchange(true)) return;
   for (auto& a : autoscalers) a->stop();  // while the I/O threads still serve the strands
+  for (auto& d : discoveries) d->stop();
   if (admin) admin->stop();
   for (auto& s : servers) s->stop(std::chrono::milliseconds(0));
   work.reset();
@@ -776,6 +786,13 @@ void register_admin_sections(Gateway::Impl& impl) {
   Gateway::Impl* self = &impl;
   impl.admin->add_section(
       "warmup", [self] { return boost::json::parse(warmup_status_json(self->all_warmups())); });
+  impl.admin->add_pool_section("discovery",
+                               [self](std::string_view pool) -> std::optional<boost::json::value> {
+                                 for (const auto& d : self->discoveries) {
+                                   if (d->pool_name() == pool) return d->state_json();
+                                 }
+                                 return std::nullopt;
+                               });
   impl.admin->add_pool_section(
       "autoscaler", [self](std::string_view pool) -> std::optional<boost::json::value> {
         for (const auto& a : self->autoscalers) {
@@ -932,6 +949,16 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
       return Error(autoscaler.error());
     }
     impl->autoscalers.push_back(std::move(*autoscaler));
+  }
+  for (auto& pool : impl->pools) {
+    if (!pool->config().discovery) continue;
+    auto d =
+        discovery::PoolDiscovery::start(*pool, *pool->config().discovery, impl->io.get_executor());
+    if (!d) {
+      impl->stop_all();
+      return Error(d.error());
+    }
+    impl->discoveries.push_back(std::move(*d));
   }
   if (impl->admin) register_admin_sections(*impl);
   return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));

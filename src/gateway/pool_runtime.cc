@@ -107,21 +107,25 @@ Result<std::unique_ptr<PoolRuntime>> PoolRuntime::create(const PoolConfig& confi
   for (size_t i = 0; i < config.endpoints.size(); ++i) {
     std::optional<KvEventsConfig> events;
     if (i < config.kv_events.size()) events = config.kv_events[i];
-    auto id = p->add_on_strand(config.endpoints[i], std::move(events));
+    auto id = p->add_on_strand(config.endpoints[i], std::move(events), "config");
     if (!id) return Error(fmt::format("pool {}: {}", config.name, id.error()));
   }
   return p;
 }
 
 Result<route::EndpointId> PoolRuntime::add_on_strand(route::EndpointSpec spec,
-                                                     std::optional<KvEventsConfig> kv_events) {
+                                                     std::optional<KvEventsConfig> kv_events,
+                                                     std::string origin) {
   auto addr = address_of(spec);
   if (!addr) return Error(addr.error());
   auto id = router_->add_endpoint(std::move(spec), monotonic_now());
   if (!id) return Error(id.error());
   addr->id = *id;
   addr->kv_events = std::move(kv_events);
+  addr->origin = std::move(origin);
   breakers_.reset(*id);
+  if (removal_started_.size() <= *id) removal_started_.resize(*id + 1);
+  removal_started_[*id] = false;
   {
     std::lock_guard lock(endpoints_mu_);
     if (endpoints_.size() <= *id) endpoints_.resize(*id + 1);
@@ -146,9 +150,22 @@ std::optional<EndpointAddress> PoolRuntime::endpoint(route::EndpointId id) const
 }
 
 asio::awaitable<Result<route::EndpointId>> PoolRuntime::add_endpoint(
-    route::EndpointSpec spec, std::optional<KvEventsConfig> kv_events) {
-  co_return *co_await asio::co_spawn(strand_, add_task(std::move(spec), std::move(kv_events)),
-                                     asio::use_awaitable);
+    route::EndpointSpec spec, std::optional<KvEventsConfig> kv_events, std::string origin) {
+  co_return *co_await asio::co_spawn(
+      strand_, add_task(std::move(spec), std::move(kv_events), std::move(origin)),
+      asio::use_awaitable);
+}
+
+asio::awaitable<bool> PoolRuntime::set_held(route::EndpointId id, bool held) {
+  co_return co_await asio::co_spawn(strand_, held_task(id, held), asio::use_awaitable);
+}
+
+asio::awaitable<bool> PoolRuntime::held_task(route::EndpointId id, bool held) {
+  if (!router_->pool().get(id) || (id < removal_started_.size() && removal_started_[id])) {
+    co_return false;
+  }
+  router_->pool().set_health(id, held ? route::Health::kDraining : route::Health::kHealthy);
+  co_return true;
 }
 
 asio::awaitable<Result<bool>> PoolRuntime::remove_endpoint(route::EndpointId id,
@@ -157,9 +174,11 @@ asio::awaitable<Result<bool>> PoolRuntime::remove_endpoint(route::EndpointId id,
 }
 
 Result<route::EndpointId> PoolRuntime::add_endpoint_sync(route::EndpointSpec spec,
-                                                         std::optional<KvEventsConfig> kv_events) {
+                                                         std::optional<KvEventsConfig> kv_events,
+                                                         std::string origin) {
   auto done =
-      asio::co_spawn(strand_, add_task(std::move(spec), std::move(kv_events)), asio::use_future);
+      asio::co_spawn(strand_, add_task(std::move(spec), std::move(kv_events), std::move(origin)),
+                     asio::use_future);
   return *done.get();
 }
 
@@ -169,8 +188,8 @@ Result<bool> PoolRuntime::remove_endpoint_sync(route::EndpointId id,
 }
 
 asio::awaitable<std::optional<Result<route::EndpointId>>> PoolRuntime::add_task(
-    route::EndpointSpec spec, std::optional<KvEventsConfig> kv_events) {
-  auto id = add_on_strand(std::move(spec), std::move(kv_events));
+    route::EndpointSpec spec, std::optional<KvEventsConfig> kv_events, std::string origin) {
+  auto id = add_on_strand(std::move(spec), std::move(kv_events), std::move(origin));
   if (id) {
     spdlog::info("pool {}: endpoint {} added", config_.name, endpoint(*id)->url);
     notify(EndpointChange::Kind::kAdded, *endpoint(*id));
@@ -181,9 +200,10 @@ asio::awaitable<std::optional<Result<route::EndpointId>>> PoolRuntime::add_task(
 asio::awaitable<std::optional<Result<bool>>> PoolRuntime::remove_task(
     route::EndpointId id, std::chrono::milliseconds timeout) {
   std::optional<EndpointAddress> addr = endpoint(id);
-  if (!addr || !router_->pool().get(id) || removing(id)) {
+  if (!addr || !router_->pool().get(id) || id >= removal_started_.size() || removal_started_[id]) {
     co_return Error(fmt::format("pool {}: no endpoint {}", config_.name, id));
   }
+  removal_started_[id] = true;  // a held (draining) endpoint may still be removed
   router_->pool().set_health(id, route::Health::kDraining);
   notify(EndpointChange::Kind::kRemoving, *addr);
   // Requests in flight (including remote prefills running there) finish first.

@@ -59,6 +59,8 @@ struct EndpointAddress {
   std::string host;
   uint16_t port = 0;
   std::optional<KvEventsConfig> kv_events;  // where its engine publishes KV events
+  // Who put it in the pool: "config", "admin", "local_actuator", "discovery:NAME".
+  std::string origin;
 };
 
 struct EndpointChange {
@@ -136,14 +138,21 @@ class PoolRuntime {
   // endpoint's requests in flight all finished within `timeout`, false when it gave up
   // waiting (their later callbacks are then ignored); an error for an unknown id.
   boost::asio::awaitable<Result<route::EndpointId>> add_endpoint(
-      route::EndpointSpec spec, std::optional<KvEventsConfig> kv_events);
+      route::EndpointSpec spec, std::optional<KvEventsConfig> kv_events,
+      std::string origin = "runtime");
   boost::asio::awaitable<Result<bool>> remove_endpoint(route::EndpointId id,
                                                        std::chrono::milliseconds timeout);
   // The same, blocking, for threads that are not the gateway's I/O threads (an
   // autoscaler loop): calling them on an I/O thread can deadlock.
   Result<route::EndpointId> add_endpoint_sync(route::EndpointSpec spec,
-                                              std::optional<KvEventsConfig> kv_events);
+                                              std::optional<KvEventsConfig> kv_events,
+                                              std::string origin = "runtime");
   Result<bool> remove_endpoint_sync(route::EndpointId id, std::chrono::milliseconds timeout);
+  // Endpoint discovery's grace period (discovery/pool_discovery.h): `held` takes the
+  // endpoint out of routing (draining: requests in flight finish) without removing it,
+  // so its index entries stay; false puts it back. False for an unknown id or one that
+  // is being removed.
+  boost::asio::awaitable<bool> set_held(route::EndpointId id, bool held);
 
   // Observers of run-time changes, called on the strand (so they must not block, nor
   // add or remove observers). Returns a handle for remove_observer, which waits for a
@@ -182,10 +191,12 @@ class PoolRuntime {
   void finish_on_strand(route::RequestId id, bool ok, Nanos now);
   void endpoint_result_on_strand(route::EndpointId endpoint, bool ok);
   Result<route::EndpointId> add_on_strand(route::EndpointSpec spec,
-                                          std::optional<KvEventsConfig> kv_events);
+                                          std::optional<KvEventsConfig> kv_events,
+                                          std::string origin);
   // co_spawn needs a default-constructible result: hence the optional (always set).
   boost::asio::awaitable<std::optional<Result<route::EndpointId>>> add_task(
-      route::EndpointSpec spec, std::optional<KvEventsConfig> kv_events);
+      route::EndpointSpec spec, std::optional<KvEventsConfig> kv_events, std::string origin);
+  boost::asio::awaitable<bool> held_task(route::EndpointId id, bool held);
   boost::asio::awaitable<std::optional<Result<bool>>> remove_task(
       route::EndpointId id, std::chrono::milliseconds timeout);
   void notify(EndpointChange::Kind kind, const EndpointAddress& endpoint);
@@ -205,6 +216,7 @@ class PoolRuntime {
   std::unique_ptr<route::Router> router_;
   Rng rng_;
   route::CircuitBreakers breakers_;
+  std::vector<bool> removal_started_;  // by EndpointId: a remove_endpoint is under way
   // kvgate_routing_decisions_total's counters, by RejectReason (kNone: accepted).
   std::array<std::atomic<uint64_t>*, 8> decision_counters_{};
   uint64_t block_seed_ = 0;  // of the pool's block keys (keys_for)

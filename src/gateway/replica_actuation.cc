@@ -164,7 +164,8 @@ class LocalReplicas final : public ReplicaActuation {
   void on_change(const io::ReplicaChange& c) {
     switch (c.kind) {
       case io::ReplicaChange::Kind::kReady: {
-        auto id = pool_.add_endpoint_sync(route::EndpointSpec{.url = c.url}, std::nullopt);
+        auto id = pool_.add_endpoint_sync(route::EndpointSpec{.url = c.url}, std::nullopt,
+                                          "local_actuator");
         if (!id) {
           spdlog::warn("pool {}: {} at {} is healthy but could not be registered: {}", pool_.name(),
                        c.id, c.url, id.error());

@@ -42,6 +42,7 @@ TEST(AdminJson, EndpointStateWithMetricsLoadCacheAndEvents) {
   feed.events.next_sequence = 41;
   feed.resyncs = 1;
   s.kv_events = feed;
+  s.origin = "discovery:dns";
 
   json::value v = parse(endpoint_json(s, 1500 * kMillisecond));
   const json::object& o = v.as_object();
@@ -52,6 +53,7 @@ TEST(AdminJson, EndpointStateWithMetricsLoadCacheAndEvents) {
   EXPECT_EQ(o.at("rack").as_string(), "r4");
   EXPECT_EQ(o.at("labels").at("gpu").as_string(), "h100");
   EXPECT_EQ(o.at("health").as_string(), "draining");
+  EXPECT_EQ(o.at("source").as_string(), "discovery:dns");
   EXPECT_EQ(o.at("breaker").at("state").as_string(), "open");
   EXPECT_EQ(o.at("breaker").at("consecutive_failures").as_int64(), 5);
   EXPECT_DOUBLE_EQ(o.at("breaker").at("open_for_ms").to_number<double>(), 2000);

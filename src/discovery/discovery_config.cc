@@ -1,0 +1,258 @@
+#include "discovery/discovery_config.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <set>
+
+#include "discovery/yaml_reader.h"
+
+namespace kvgate::discovery {
+namespace {
+
+constexpr int64_t kDay = 24LL * 3600 * 1000;
+
+EndpointTemplate endpoint_template(const YamlReader& y, const YAML::Node& n,
+                                   const std::string& field) {
+  y.only_keys(n, field, {"role", "zone", "rack", "labels", "kv_events_port", "kv_replay_port"});
+  EndpointTemplate t;
+  if (auto v = n["role"]) {
+    auto role = route::parse_role(y.text(v, field + ".role"));
+    if (!role) y.fail(v, field + ".role", "expected both, prefill or decode");
+    t.role = *role;
+  }
+  if (auto v = n["zone"]) t.zone = y.text(v, field + ".zone");
+  if (auto v = n["rack"]) t.rack = y.text(v, field + ".rack");
+  if (auto v = n["labels"]) {
+    if (!v.IsMap()) y.fail(v, field + ".labels", "expected a mapping");
+    for (const auto& kv : v) {
+      t.labels.emplace_back(kv.first.Scalar(), y.text(kv.second, field + ".labels"));
+    }
+  }
+  if (auto v = n["kv_events_port"]) {
+    t.kv_events_port = static_cast<uint16_t>(y.integer(v, field + ".kv_events_port", 1, 65535));
+  }
+  if (auto v = n["kv_replay_port"]) {
+    t.kv_replay_port = static_cast<uint16_t>(y.integer(v, field + ".kv_replay_port", 1, 65535));
+  }
+  return t;
+}
+
+FileSourceConfig file_source(const YamlReader& y, const YAML::Node& n, const std::string& f,
+                             bool bind) {
+  y.only_keys(n, f, {"kind", "name", "path", "reread_ms", "settle_ms"});
+  FileSourceConfig c;
+  c.kv_events_bind = bind;
+  if (!n["path"]) y.fail(n, f + ".path", "missing");
+  c.path = y.path(n["path"], f + ".path");
+  if (auto v = n["reread_ms"]) c.reread = y.millis(v, f + ".reread_ms", 100, kDay);
+  if (auto v = n["settle_ms"]) c.settle = y.millis(v, f + ".settle_ms", 0, 10'000);
+  return c;
+}
+
+DnsSourceConfig dns_source(const YamlReader& y, const YAML::Node& n, const std::string& f,
+                           bool bind) {
+  y.only_keys(n, f,
+              {"kind", "name", "hostname", "record", "port", "interval_ms", "min_interval_ms",
+               "timeout_ms", "server", "endpoint"});
+  DnsSourceConfig c;
+  if (!n["hostname"]) y.fail(n, f + ".hostname", "missing");
+  c.name = y.text(n["hostname"], f + ".hostname");
+  if (c.name.empty()) y.fail(n["hostname"], f + ".hostname", "empty");
+  if (auto v = n["record"]) {
+    std::string r = y.text(v, f + ".record");
+    if (r == "a" || r == "A") {
+      c.record = DnsSourceConfig::Record::kA;
+    } else if (r == "aaaa" || r == "AAAA") {
+      c.record = DnsSourceConfig::Record::kAAAA;
+    } else if (r == "srv" || r == "SRV") {
+      c.record = DnsSourceConfig::Record::kSrv;
+    } else {
+      y.fail(v, f + ".record", fmt::format("expected a, aaaa or srv, got '{}'", r));
+    }
+  }
+  if (auto v = n["port"]) c.port = static_cast<uint16_t>(y.integer(v, f + ".port", 1, 65535));
+  if (c.record != DnsSourceConfig::Record::kSrv && c.port == 0) {
+    y.fail(n, f + ".port", "required for A and AAAA records (SRV records carry their port)");
+  }
+  if (auto v = n["interval_ms"]) c.interval = y.millis(v, f + ".interval_ms", 100, kDay);
+  if (auto v = n["min_interval_ms"]) {
+    c.min_interval = y.millis(v, f + ".min_interval_ms", 100, kDay);
+  }
+  if (c.min_interval > c.interval) c.min_interval = c.interval;
+  if (auto v = n["timeout_ms"]) c.timeout = y.millis(v, f + ".timeout_ms", 100, 60'000);
+  if (auto v = n["server"]) {
+    c.server = y.text(v, f + ".server");
+    const size_t colon = c.server.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == c.server.size() ||
+        c.server.find_first_not_of("0123456789.:") != std::string::npos ||
+        c.server.find(':') != colon) {
+      y.fail(v, f + ".server", fmt::format("expected IPV4:PORT, got '{}'", c.server));
+    }
+  }
+  if (auto v = n["endpoint"]) c.endpoint = endpoint_template(y, v, f + ".endpoint");
+  if (bind && c.endpoint.kv_events_port != 0) {
+    y.fail(n["endpoint"], f + ".endpoint.kv_events_port",
+           "not used with the pool's kv_events_bind (engines connect to the gateway)");
+  }
+  return c;
+}
+
+KubernetesSourceConfig kubernetes_source(const YamlReader& y, const YAML::Node& n,
+                                         const std::string& f, bool bind) {
+  y.only_keys(n, f,
+              {"kind",
+               "name",
+               "mode",
+               "namespace",
+               "selector",
+               "service",
+               "port_name",
+               "role_label",
+               "zone_label",
+               "rack_label",
+               "labels",
+               "kv_events_port_annotation",
+               "kv_replay_port_annotation",
+               "kv_topic_annotation",
+               "resync_ms",
+               "timeout_ms",
+               "watch_timeout_ms",
+               "backoff_ms",
+               "kubeconfig",
+               "token_file",
+               "ca_file",
+               "namespace_file"});
+  KubernetesSourceConfig c;
+  using Mode = KubernetesSourceConfig::Mode;
+  if (auto v = n["mode"]) {
+    std::string m = y.text(v, f + ".mode");
+    if (m == "pods") {
+      c.mode = Mode::kPods;
+    } else if (m == "endpointslices") {
+      c.mode = Mode::kEndpointSlices;
+    } else {
+      y.fail(v, f + ".mode", fmt::format("expected pods or endpointslices, got '{}'", m));
+    }
+  }
+  const auto str = [&](const char* key, std::string& out) {
+    if (auto v = n[key]) out = y.text(v, f + "." + key);
+  };
+  str("namespace", c.ns);
+  str("selector", c.selector);
+  str("service", c.service);
+  str("port_name", c.port_name);
+  str("role_label", c.role_label);
+  str("zone_label", c.zone_label);
+  str("rack_label", c.rack_label);
+  str("kv_events_port_annotation", c.kv_events_port_annotation);
+  str("kv_replay_port_annotation", c.kv_replay_port_annotation);
+  str("kv_topic_annotation", c.kv_topic_annotation);
+  if (c.mode == Mode::kPods && c.selector.empty()) {
+    y.fail(n, f + ".selector", "required with mode pods (e.g. app=vllm)");
+  }
+  if (c.mode == Mode::kEndpointSlices && c.service.empty()) {
+    y.fail(n, f + ".service", "required with mode endpointslices");
+  }
+  if (c.port_name.empty()) y.fail(n["port_name"], f + ".port_name", "empty");
+  if (auto v = n["labels"]) {
+    if (!v.IsSequence()) y.fail(v, f + ".labels", "expected a list of pod label names");
+    for (size_t i = 0; i < v.size(); ++i) {
+      c.labels.push_back(y.text(v[i], fmt::format("{}.labels[{}]", f, i)));
+    }
+  }
+  if (auto v = n["resync_ms"]) c.resync = y.millis(v, f + ".resync_ms", 100, kDay);
+  if (auto v = n["timeout_ms"]) c.timeout = y.millis(v, f + ".timeout_ms", 100, 600'000);
+  if (auto v = n["watch_timeout_ms"]) {
+    c.watch_timeout = y.millis(v, f + ".watch_timeout_ms", 1'000, 3'600'000);
+  }
+  if (auto v = n["backoff_ms"]) c.backoff = y.millis(v, f + ".backoff_ms", 10, 600'000);
+  if (auto v = n["kubeconfig"]) c.kubeconfig = y.path(v, f + ".kubeconfig");
+  if (auto v = n["token_file"]) c.token_file = y.path(v, f + ".token_file");
+  if (auto v = n["ca_file"]) c.ca_file = y.path(v, f + ".ca_file");
+  if (auto v = n["namespace_file"]) c.namespace_file = y.path(v, f + ".namespace_file");
+  if (bind) {
+    y.fail(n, f,
+           "kv_events_bind pools are not supported with Kubernetes discovery yet; "
+           "give the engines' publisher ports through annotations instead");
+  }
+  return c;
+}
+
+// The registry of source kinds: name -> parser of its keys.
+using SourceParser = std::function<decltype(SourceConfig::params)(
+    const YamlReader&, const YAML::Node&, const std::string&, bool)>;
+const std::vector<std::pair<std::string_view, SourceParser>>& registry() {
+  static const std::vector<std::pair<std::string_view, SourceParser>> kinds = {
+      {"file", file_source},
+      {"dns", dns_source},
+      {"kubernetes", kubernetes_source},
+  };
+  return kinds;
+}
+
+}  // namespace
+
+std::vector<std::string_view> source_kinds() {
+  std::vector<std::string_view> out;
+  for (const auto& [name, parser] : registry()) out.push_back(name);
+  return out;
+}
+
+Result<DiscoveryConfig> parse_discovery(const YAML::Node& n, std::string_view file,
+                                        const std::string& field, const std::filesystem::path& dir,
+                                        bool kv_events_bind) {
+  YamlReader y(file, dir);
+  try {
+    y.only_keys(n, field,
+                {"sources", "grace_ms", "hold_empty", "hold_empty_max_ms", "drain_timeout_ms"});
+    DiscoveryConfig c;
+    if (auto v = n["grace_ms"]) c.grace = y.millis(v, field + ".grace_ms", 0, kDay);
+    if (auto v = n["hold_empty"]) c.hold_empty = y.boolean(v, field + ".hold_empty");
+    if (auto v = n["hold_empty_max_ms"]) {
+      c.hold_empty_max = y.millis(v, field + ".hold_empty_max_ms", 0, kDay);
+    }
+    if (auto v = n["drain_timeout_ms"]) {
+      c.drain_timeout = y.millis(v, field + ".drain_timeout_ms", 0, kDay);
+    }
+    YAML::Node sources = n["sources"];
+    if (!sources || !sources.IsSequence() || sources.size() == 0) {
+      y.fail(sources ? sources : n, field + ".sources", "expected a non-empty list of sources");
+    }
+    if (sources.size() > 32) y.fail(sources, field + ".sources", "at most 32 sources");
+    std::set<std::string> names;
+    for (size_t i = 0; i < sources.size(); ++i) {
+      const std::string sf = fmt::format("{}.sources[{}]", field, i);
+      const YAML::Node& s = sources[i];
+      if (!s.IsMap()) y.fail(s, sf, "expected a mapping");
+      if (!s["kind"]) y.fail(s, sf + ".kind", "missing");
+      SourceConfig sc;
+      sc.kind = y.text(s["kind"], sf + ".kind");
+      const SourceParser* parser = nullptr;
+      for (const auto& [name, p] : registry()) {
+        if (name == sc.kind) parser = &p;
+      }
+      if (!parser) {
+        y.fail(s["kind"], sf + ".kind",
+               fmt::format("unknown source kind '{}' (expected {})", sc.kind,
+                           fmt::join(source_kinds(), ", ")));
+      }
+      sc.params = (*parser)(y, s, sf, kv_events_bind);
+      sc.name = sc.kind;
+      if (auto v = s["name"]) sc.name = y.text(v, sf + ".name");
+      if (sc.name.empty()) y.fail(s["name"], sf + ".name", "empty");
+      if (!names.insert(sc.name).second) {
+        y.fail(s, sf + ".name",
+               fmt::format("source name '{}' used twice (give each a name)", sc.name));
+      }
+      c.sources.push_back(std::move(sc));
+    }
+    return c;
+  } catch (const YamlError& e) {
+    return Error(e.message);
+  }
+}
+
+}  // namespace kvgate::discovery

@@ -1,0 +1,142 @@
+#include "discovery/endpoint_list.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <set>
+#include <string>
+
+#include "discovery/yaml_reader.h"
+
+namespace kvgate::discovery {
+namespace {
+
+bool valid_url(std::string_view url) {
+  constexpr std::string_view kScheme = "http://";
+  if (!url.starts_with(kScheme)) return false;
+  std::string_view rest = url.substr(kScheme.size());
+  size_t slash = rest.find('/');
+  std::string_view hostport = rest.substr(0, slash);
+  size_t colon = hostport.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == hostport.size()) return false;
+  for (char ch : hostport.substr(colon + 1)) {
+    if (ch < '0' || ch > '9') return false;
+  }
+  return slash == std::string_view::npos || rest.substr(slash) == "/";
+}
+
+bool valid_zmq_url(std::string_view url) {
+  if (url.substr(0, 6) != "tcp://") return false;
+  std::string_view rest = url.substr(6);
+  size_t colon = rest.rfind(':');
+  return colon != std::string_view::npos && colon > 0 && colon + 1 < rest.size();
+}
+
+KvEventsAddress kv_events(const YamlReader& y, const YAML::Node& n, const std::string& field,
+                          bool bind) {
+  y.only_keys(n, field, {"publisher", "replay", "topic"});
+  KvEventsAddress k;
+  if (auto v = n["publisher"]) k.publisher = y.text(v, field + ".publisher");
+  if (auto v = n["replay"]) k.replay = y.text(v, field + ".replay");
+  if (auto v = n["topic"]) k.topic = y.text(v, field + ".topic");
+  if (!bind && k.publisher.empty()) {
+    y.fail(n, field + ".publisher", "missing (or set the pool's kv_events_bind)");
+  }
+  if (bind && !k.publisher.empty()) {
+    y.fail(n["publisher"], field + ".publisher",
+           "not used with the pool's kv_events_bind (engines connect to the gateway)");
+  }
+  if (!k.publisher.empty() && !valid_zmq_url(k.publisher)) {
+    y.fail(n["publisher"], field + ".publisher", "expected tcp://host:port");
+  }
+  if (!k.replay.empty() && !valid_zmq_url(k.replay)) {
+    y.fail(n["replay"], field + ".replay", "expected tcp://host:port");
+  }
+  if (bind && k.topic.empty())
+    y.fail(n, field + ".topic", "required with the pool's kv_events_bind");
+  return k;
+}
+
+std::vector<DiscoveredEndpoint> parse(const YamlReader& y, const YAML::Node& root, bool bind) {
+  YAML::Node eps = root;
+  std::string field = "endpoints";
+  if (root.IsMap()) {
+    y.only_keys(root, "file", {"endpoints"});
+    eps = root["endpoints"];
+    if (!eps) y.fail(root, field, "missing");
+  }
+  if (eps.IsNull()) return {};
+  if (!eps.IsSequence()) y.fail(eps, field, "expected a list of endpoints");
+  std::vector<DiscoveredEndpoint> out;
+  std::set<std::string> urls;
+  std::set<std::string> topics;
+  for (size_t i = 0; i < eps.size(); ++i) {
+    const std::string ef = fmt::format("{}[{}]", field, i);
+    const YAML::Node& e = eps[i];
+    DiscoveredEndpoint d;
+    route::EndpointSpec& spec = d.spec;
+    if (e.IsScalar()) {
+      spec.url = e.Scalar();
+    } else {
+      y.only_keys(e, ef,
+                  {"url", "role", "zone", "rack", "labels", "kv_capacity_blocks", "kv_events"});
+      if (!e["url"]) y.fail(e, ef + ".url", "missing");
+      spec.url = y.text(e["url"], ef + ".url");
+      if (auto v = e["kv_events"]) {
+        d.kv_events = kv_events(y, v, ef + ".kv_events", bind);
+        if (bind && !topics.insert(d.kv_events->topic).second) {
+          y.fail(v, ef + ".kv_events.topic",
+                 fmt::format("topic '{}' used twice (bind mode tells engines apart by topic)",
+                             d.kv_events->topic));
+        }
+      }
+      if (auto v = e["role"]) {
+        auto role = route::parse_role(y.text(v, ef + ".role"));
+        if (!role) y.fail(v, ef + ".role", "expected both, prefill or decode");
+        spec.role = *role;
+      }
+      if (auto v = e["zone"]) spec.zone = y.text(v, ef + ".zone");
+      if (auto v = e["rack"]) spec.rack = y.text(v, ef + ".rack");
+      if (auto v = e["kv_capacity_blocks"]) {
+        spec.kv_capacity_blocks =
+            static_cast<uint32_t>(y.integer(v, ef + ".kv_capacity_blocks", 0, 1LL << 31));
+      }
+      if (auto v = e["labels"]) {
+        if (!v.IsMap()) y.fail(v, ef + ".labels", "expected a mapping");
+        for (const auto& kv : v) {
+          spec.labels.emplace_back(kv.first.Scalar(), y.text(kv.second, ef + ".labels"));
+        }
+      }
+    }
+    const YAML::Node& at = e.IsScalar() ? e : e["url"];
+    if (!valid_url(spec.url)) {
+      y.fail(at, e.IsScalar() ? ef : ef + ".url",
+             fmt::format("expected http://host:port, got '{}'", spec.url));
+    }
+    if (!urls.insert(spec.url).second) {
+      y.fail(at, ef, fmt::format("endpoint '{}' listed twice", spec.url));
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<DiscoveredEndpoint>> parse_endpoint_list(std::string_view text,
+                                                            std::string_view file,
+                                                            bool kv_events_bind) {
+  YamlReader y(file);
+  try {
+    YAML::Node root = YAML::Load(std::string(text));
+    if (!root || root.IsNull()) return Error(fmt::format("{}: empty file", file));
+    return parse(y, root, kv_events_bind);
+  } catch (const YamlError& e) {
+    return Error(e.message);
+  } catch (const YAML::Exception& e) {
+    if (e.mark.is_null()) return Error(fmt::format("{}: {}", file, e.msg));
+    return Error(fmt::format("{}:{}:{}: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+}
+
+}  // namespace kvgate::discovery

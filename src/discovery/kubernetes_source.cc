@@ -1,0 +1,234 @@
+#include "discovery/kubernetes_source.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/json.hpp>
+#include <fstream>
+#include <sstream>
+
+#include "discovery/k8s_objects.h"
+
+namespace kvgate::discovery {
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// The Status object of an error answer: its code and message.
+std::pair<int64_t, std::string> status_of(std::string_view body) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec || !v.is_object()) return {0, std::string(body.substr(0, 200))};
+  const json::object& o = v.as_object();
+  int64_t code = 0;
+  if (const json::value* c = o.if_contains("code"); c && c->is_int64()) code = c->as_int64();
+  std::string message;
+  if (const json::value* m = o.if_contains("message"); m && m->is_string()) {
+    message = std::string(m->as_string());
+  }
+  return {code, message};
+}
+
+}  // namespace
+
+KubernetesSource::KubernetesSource(KubernetesSourceConfig config, SourceSink& sink)
+    : config_(std::move(config)), sink_(sink) {}
+
+KubernetesSource::~KubernetesSource() { stop(); }
+
+Status KubernetesSource::start() {
+  io::KubeConfig connection;
+  std::string ns = config_.ns;
+  if (!config_.kubeconfig.empty()) {
+    auto k = io::load_kubeconfig(config_.kubeconfig);
+    if (!k) return Error(k.error());
+    connection = std::move(k->connection);
+    if (ns.empty()) ns = k->ns;
+  } else {
+    auto c = io::in_cluster_config(
+        {.token = config_.token_file, .ca = config_.ca_file, .ns = config_.namespace_file});
+    if (!c) return Error(c.error() + " (or give discovery a kubeconfig)");
+    connection = std::move(*c);
+    if (ns.empty()) {
+      auto n = io::in_cluster_namespace(
+          {.token = config_.token_file, .ca = config_.ca_file, .ns = config_.namespace_file});
+      if (n) ns = *n;
+    }
+  }
+  if (ns.empty()) ns = "default";
+  connection.timeout = config_.timeout;
+  ns_ = ns;
+  path_ = list_path(config_, ns_);
+  client_ = std::make_unique<io::KubeClient>(std::move(connection));
+  thread_ = std::thread([this] { run(); });
+  return {};
+}
+
+void KubernetesSource::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (client_) client_->cancel();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool KubernetesSource::sleep_for(std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  return !cv_.wait_for(lock, d, [this] { return stopping_; });
+}
+
+void KubernetesSource::report(bool resync) {
+  std::vector<DiscoveredEndpoint> set;
+  for (const auto& [name, endpoints] : objects_) {
+    set.insert(set.end(), endpoints.begin(), endpoints.end());
+  }
+  sink_.report(std::move(set), resync);
+}
+
+namespace {
+std::vector<DiscoveredEndpoint> endpoints_of(const json::value& object,
+                                             const KubernetesSourceConfig& c) {
+  return c.mode == KubernetesSourceConfig::Mode::kPods ? pod_endpoints(object, c)
+                                                       : slice_endpoints(object, c);
+}
+}  // namespace
+
+bool KubernetesSource::list(bool resync) {
+  auto reply = client_->get(path_);
+  if (!reply) {
+    sink_.error(reply.error());
+    return false;
+  }
+  if (reply->status != 200) {
+    auto [code, message] = status_of(reply->body);
+    sink_.error(fmt::format("kubernetes: LIST {} -> {}: {}", path_, reply->status, message));
+    return false;
+  }
+  boost::system::error_code ec;
+  json::value v = json::parse(reply->body, ec);
+  if (ec || !v.is_object()) {
+    sink_.error(fmt::format("kubernetes: LIST {}: not a JSON object", path_));
+    return false;
+  }
+  const json::object& o = v.as_object();
+  std::map<std::string, std::vector<DiscoveredEndpoint>> objects;
+  if (const json::value* items = o.if_contains("items"); items && items->is_array()) {
+    for (const json::value& item : items->as_array()) {
+      objects[object_name(item)] = endpoints_of(item, config_);
+    }
+  }
+  objects_ = std::move(objects);
+  resource_version_ = object_resource_version(v);
+  report(resync);
+  return true;
+}
+
+KubernetesSource::WatchEnd KubernetesSource::watch(Clock::time_point resync_at) {
+  const auto left = std::chrono::duration_cast<std::chrono::seconds>(resync_at - Clock::now());
+  const int64_t timeout_s = std::max<int64_t>(
+      1, std::min<int64_t>(
+             left.count() + 1,
+             std::chrono::duration_cast<std::chrono::seconds>(config_.watch_timeout).count()));
+  const std::string target =
+      fmt::format("{}&watch=1&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={}", path_,
+                  resource_version_, timeout_s);
+  bool relist = false;
+  auto result = client_->watch(target, resync_at, [&](std::string_view line) {
+    boost::system::error_code ec;
+    json::value v = json::parse(line, ec);
+    if (ec || !v.is_object()) {
+      sink_.error("kubernetes: WATCH: an event that is not JSON");
+      relist = true;
+      return false;
+    }
+    const json::object& event = v.as_object();
+    std::string type;
+    if (const json::value* t = event.if_contains("type"); t && t->is_string()) {
+      type = std::string(t->as_string());
+    }
+    const json::value* object = event.if_contains("object");
+    if (!object || !object->is_object()) {
+      sink_.error("kubernetes: WATCH: an event without an object");
+      relist = true;
+      return false;
+    }
+    if (type == "ERROR") {
+      auto [code, message] = status_of(json::serialize(*object));
+      if (code == 410) {
+        spdlog::info("discovery: kubernetes: watch expired ({}): listing again", message);
+      } else {
+        sink_.error(fmt::format("kubernetes: WATCH error {}: {}", code, message));
+      }
+      relist = true;
+      return false;
+    }
+    const std::string rv = object_resource_version(*object);
+    if (!rv.empty()) resource_version_ = rv;
+    if (type == "BOOKMARK") return true;
+    const std::string name = object_name(*object);
+    if (type == "ADDED" || type == "MODIFIED") {
+      objects_[name] = endpoints_of(*object, config_);
+    } else if (type == "DELETED") {
+      objects_.erase(name);
+    } else {
+      sink_.error("kubernetes: WATCH: unknown event type '" + type + "'");
+      return true;
+    }
+    report(false);
+    return true;
+  });
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return WatchEnd::kStopped;
+  }
+  if (!result) {
+    sink_.error(result.error());
+    return WatchEnd::kFailed;
+  }
+  if (relist) return WatchEnd::kRelist;
+  if (result->status == 410) {
+    spdlog::info("discovery: kubernetes: resourceVersion {} is gone (410): listing again",
+                 resource_version_);
+    return WatchEnd::kRelist;
+  }
+  if (result->status != 200) {
+    auto [code, message] = status_of(result->error_body);
+    sink_.error(fmt::format("kubernetes: WATCH {} -> {}: {}", path_, result->status, message));
+    return WatchEnd::kFailed;
+  }
+  if (result->deadline_reached || Clock::now() >= resync_at) return WatchEnd::kResyncDue;
+  // The server ended a healthy watch (its timeoutSeconds): watch again from where we are.
+  return WatchEnd::kRewatch;
+}
+
+void KubernetesSource::run() {
+  bool first = true;
+  while (true) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+    }
+    if (!list(/*resync=*/!first)) {
+      if (!sleep_for(config_.backoff)) return;
+      continue;
+    }
+    first = false;
+    const auto resync_at = Clock::now() + config_.resync;
+    // Watch until the resync is due; re-watch from the last resourceVersion when the
+    // server closes a healthy watch early.
+    while (true) {
+      const WatchEnd end = watch(resync_at);
+      if (end == WatchEnd::kStopped) return;
+      if (end == WatchEnd::kFailed) {
+        if (!sleep_for(config_.backoff)) return;
+        break;
+      }
+      if (end == WatchEnd::kRelist || end == WatchEnd::kResyncDue) break;
+    }
+  }
+}
+
+}  // namespace kvgate::discovery

@@ -1,0 +1,120 @@
+// The file source's schema: the same as the config's `endpoints:`, errors with
+// file:line:column: field.
+#include "discovery/endpoint_list.h"
+
+#include <gtest/gtest.h>
+
+#include "gateway/config.h"
+
+namespace kvgate::discovery {
+namespace {
+
+TEST(EndpointList, ReadsTheEndpointsSchemaAsAListOrUnderEndpoints) {
+  const std::string yaml =
+      "endpoints:\n"
+      "  - http://10.0.0.7:8000\n"
+      "  - url: http://10.0.0.8:8000\n"
+      "    role: decode\n"
+      "    zone: eu-1a\n"
+      "    rack: r7\n"
+      "    labels: {gpu: h100}\n"
+      "    kv_capacity_blocks: 4096\n"
+      "    kv_events: {publisher: tcp://10.0.0.8:5557, replay: tcp://10.0.0.8:5558}\n";
+  auto set = parse_endpoint_list(yaml, "eps.yaml", false);
+  ASSERT_TRUE(set) << set.error();
+  ASSERT_EQ(set->size(), 2u);
+  EXPECT_EQ((*set)[0].spec.url, "http://10.0.0.7:8000");
+  const DiscoveredEndpoint& b = (*set)[1];
+  EXPECT_EQ(b.spec.role, Role::kDecode);
+  EXPECT_EQ(b.spec.zone, "eu-1a");
+  EXPECT_EQ(b.spec.rack, "r7");
+  EXPECT_EQ(b.spec.label("gpu"), "h100");
+  EXPECT_EQ(b.spec.kv_capacity_blocks, 4096u);
+  ASSERT_TRUE(b.kv_events);
+  EXPECT_EQ(b.kv_events->replay, "tcp://10.0.0.8:5558");
+
+  auto json = parse_endpoint_list(
+      R"(["http://10.0.0.7:8000", {"url": "http://10.0.0.8:8000", "role": "prefill"}])", "eps.json",
+      false);
+  ASSERT_TRUE(json) << json.error();
+  ASSERT_EQ(json->size(), 2u);
+  EXPECT_EQ((*json)[1].spec.role, Role::kPrefill);
+}
+
+TEST(EndpointList, AgreesWithTheGatewayConfigOnTheSameEndpoints) {
+  // The schema lives in two parsers (the config's and this one): the same text must give
+  // the same specs.
+  const std::string eps =
+      "      - http://10.0.0.7:8000\n"
+      "      - url: http://10.0.0.8:8000\n"
+      "        role: prefill\n"
+      "        zone: z\n"
+      "        labels: {a: b}\n";
+  auto config = gateway::parse_gateway_config(
+      "pools:\n  main:\n    endpoints:\n" + eps + "models:\n  - {name: m, pool: main}\n", "g.yaml");
+  ASSERT_TRUE(config) << config.error();
+  auto set = parse_endpoint_list("endpoints:\n" + eps.substr(4), "eps.yaml", false);
+  ASSERT_TRUE(set) << set.error();
+  const auto& specs = config->pools[0].endpoints;
+  ASSERT_EQ(set->size(), specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ((*set)[i].spec.url, specs[i].url);
+    EXPECT_EQ((*set)[i].spec.role, specs[i].role);
+    EXPECT_EQ((*set)[i].spec.zone, specs[i].zone);
+    EXPECT_EQ((*set)[i].spec.labels, specs[i].labels);
+  }
+}
+
+TEST(EndpointList, ErrorsNameFileLineAndField) {
+  auto bad_role = parse_endpoint_list(
+      "endpoints:\n  - http://a:1\n  - url: http://b:1\n    role: chef\n", "/x/eps.yaml", false);
+  ASSERT_FALSE(bad_role);
+  EXPECT_EQ(bad_role.error(),
+            "/x/eps.yaml:4:11: endpoints[1].role: expected both, prefill or decode");
+  auto bad_url = parse_endpoint_list("- ftp://a:1\n", "eps.yaml", false);
+  ASSERT_FALSE(bad_url);
+  EXPECT_EQ(bad_url.error(),
+            "eps.yaml:1:3: endpoints[0]: expected http://host:port, got 'ftp://a:1'");
+  auto twice = parse_endpoint_list("[\"http://a:1\", \"http://a:1\"]", "e.json", false);
+  ASSERT_FALSE(twice);
+  EXPECT_NE(twice.error().find("listed twice"), std::string::npos);
+  auto unknown = parse_endpoint_list("- {url: http://a:1, weight: 3}\n", "e.yaml", false);
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().find("endpoints[0].weight: unknown field"), std::string::npos);
+}
+
+TEST(EndpointList, InvalidYamlAndPartialFilesAreErrors) {
+  auto yaml = parse_endpoint_list("endpoints:\n  - url: [http://a:1\n", "e.yaml", false);
+  ASSERT_FALSE(yaml);
+  EXPECT_TRUE(yaml.error().starts_with("e.yaml:")) << yaml.error();
+  auto half_json = parse_endpoint_list("[\"http://a:1\", {\"url\": \"htt", "e.json", false);
+  ASSERT_FALSE(half_json);
+  auto empty = parse_endpoint_list("", "e.yaml", false);
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.error(), "e.yaml: empty file");
+}
+
+TEST(EndpointList, AnEmptyListIsAGoodRead) {
+  auto a = parse_endpoint_list("endpoints: []\n", "e.yaml", false);
+  ASSERT_TRUE(a) << a.error();
+  EXPECT_TRUE(a->empty());
+  auto b = parse_endpoint_list("endpoints:\n", "e.yaml", false);
+  ASSERT_TRUE(b) << b.error();
+  EXPECT_TRUE(b->empty());
+}
+
+TEST(EndpointList, BindModeWantsTopicsNotPublishers) {
+  auto ok = parse_endpoint_list("- {url: http://a:1, kv_events: {topic: a}}\n", "e.yaml", true);
+  ASSERT_TRUE(ok) << ok.error();
+  auto publisher = parse_endpoint_list(
+      "- {url: http://a:1, kv_events: {publisher: tcp://a:5557}}\n", "e.yaml", true);
+  ASSERT_FALSE(publisher);
+  auto twice = parse_endpoint_list(
+      "- {url: http://a:1, kv_events: {topic: a}}\n- {url: http://b:1, kv_events: {topic: a}}\n",
+      "e.yaml", true);
+  ASSERT_FALSE(twice);
+  EXPECT_NE(twice.error().find("used twice"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvgate::discovery

@@ -1,0 +1,222 @@
+// The Kubernetes source against a test API server that speaks the real wire format
+// (support/fake_kube_api.h): LIST then WATCH, a pod going NotReady and terminating, a
+// dropped watch, 410 Gone, a missed DELETED that only the periodic LIST repairs, and a
+// service-account token rotated on disk.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/discovery/reconciler.h"
+#include "discovery/kubernetes_source.h"
+#include "support/fake_kube_api.h"
+#include "support/recording_sink.h"
+
+namespace kvgate::testing {
+namespace {
+
+using discovery::KubernetesSourceConfig;
+using std::chrono::milliseconds;
+
+class KubernetesSourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(api_.error().empty()) << api_.error();
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("k8s." + std::to_string(::getpid()) + "." +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    write_token("token-1");
+    std::ofstream(dir_ / "kubeconfig")
+        << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+           "clusters:\n- name: fake\n  cluster:\n    server: "
+        << api_.url()
+        << "\ncontexts:\n- name: test\n  context: {cluster: fake, user: discovery, namespace: "
+           "llm}\n"
+           "users:\n- name: discovery\n  user:\n    tokenFile: token\n";
+  }
+  void TearDown() override {
+    if (source_) source_->stop();
+    std::filesystem::remove_all(dir_);
+  }
+  void write_token(const std::string& t) {
+    std::ofstream(dir_ / "token.tmp") << t << "\n";
+    std::filesystem::rename(dir_ / "token.tmp", dir_ / "token");
+  }
+  void start(milliseconds resync = milliseconds(60'000)) {
+    KubernetesSourceConfig c;
+    c.selector = "app=vllm";
+    c.kubeconfig = (dir_ / "kubeconfig").string();
+    c.resync = resync;
+    c.backoff = milliseconds(50);
+    c.timeout = milliseconds(2000);
+    source_ = std::make_unique<discovery::KubernetesSource>(c, sink_);
+    Status s = source_->start();
+    ASSERT_TRUE(s) << s.error();
+  }
+  bool wait_watches(int n) {
+    for (int i = 0; i < 200 && api_.watches() < n; ++i)
+      std::this_thread::sleep_for(milliseconds(10));
+    return api_.watches() >= n;
+  }
+
+  FakeKubeApi api_{"token-1"};
+  std::filesystem::path dir_;
+  RecordingSink sink_;
+  std::unique_ptr<discovery::KubernetesSource> source_;
+};
+
+TEST_F(KubernetesSourceTest, ListThenWatchFollowsPodsThroughReadinessAndTermination) {
+  api_.upsert(make_pod("vllm-a", "127.0.0.1", 8001, true,
+                       {{"kvgate.io/role", "prefill"}, {"topology.kubernetes.io/zone", "z1"}},
+                       {{"kvgate.io/kv-events-port", "5557"}}));
+  api_.upsert(make_pod("vllm-b", "127.0.0.2", 8001, true));
+  api_.upsert(make_pod("vllm-c", "127.0.0.3", 8001, false));  // not Ready yet
+  start();
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.1:8001", "http://127.0.0.2:8001"}));
+  auto first = sink_.reports().back();
+  EXPECT_FALSE(first.resync);
+  for (const auto& e : first.set) {
+    if (e.spec.url != "http://127.0.0.1:8001") continue;
+    EXPECT_EQ(e.spec.role, Role::kPrefill);
+    EXPECT_EQ(e.spec.zone, "z1");
+    ASSERT_TRUE(e.kv_events);
+    EXPECT_EQ(e.kv_events->publisher, "tcp://127.0.0.1:5557");
+  }
+  ASSERT_TRUE(wait_watches(1));
+  const std::string q = api_.watch_queries().at(0);
+  EXPECT_NE(q.find("watch=1"), std::string::npos) << q;
+  EXPECT_NE(q.find("allowWatchBookmarks=true"), std::string::npos) << q;
+  EXPECT_NE(q.find("resourceVersion=1003"), std::string::npos) << q;  // the LIST's
+
+  // c becomes Ready; b goes NotReady; a terminates (deletionTimestamp), then is deleted.
+  api_.upsert(make_pod("vllm-c", "127.0.0.3", 8001, true));
+  ASSERT_TRUE(sink_.wait_for_urls(
+      {"http://127.0.0.1:8001", "http://127.0.0.2:8001", "http://127.0.0.3:8001"}));
+  api_.upsert(make_pod("vllm-b", "127.0.0.2", 8001, false));
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.1:8001", "http://127.0.0.3:8001"}));
+  auto terminating = make_pod("vllm-a", "127.0.0.1", 8001, true);
+  terminating["metadata"].as_object()["deletionTimestamp"] = "2026-12-01T10:05:00Z";
+  terminating["metadata"].as_object()["deletionGracePeriodSeconds"] = 30;
+  api_.upsert(terminating);
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.3:8001"}));
+  api_.remove("vllm-a");
+  api_.remove("vllm-b");
+  ASSERT_TRUE(sink_.wait([](const auto& r, const auto&) { return r.back().set.size() == 1; }));
+  EXPECT_EQ(api_.lists(), 1);
+  EXPECT_TRUE(sink_.errors().empty()) << sink_.errors().front();
+}
+
+TEST_F(KubernetesSourceTest, ADroppedWatchListsAgainAndBookmarksMoveTheResourceVersion) {
+  api_.upsert(make_pod("vllm-a", "127.0.0.1", 8001, true));
+  start();
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.1:8001"}));
+  ASSERT_TRUE(wait_watches(1));
+  api_.bookmark();  // rv 1002
+  // A clean end (the server's timeout): watch again from the bookmark, no LIST.
+  std::this_thread::sleep_for(milliseconds(50));
+  api_.end_watches();
+  ASSERT_TRUE(wait_watches(2));
+  EXPECT_NE(api_.watch_queries().at(1).find("resourceVersion=1002"), std::string::npos)
+      << api_.watch_queries().at(1);
+  EXPECT_EQ(api_.lists(), 1);
+  // A broken connection: counted as an error, then LIST again; what changed meanwhile
+  // arrives.
+  api_.drop_watches();
+  api_.upsert(make_pod("vllm-b", "127.0.0.2", 8001, true));
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.1:8001", "http://127.0.0.2:8001"}));
+  ASSERT_TRUE(wait_watches(3));
+  EXPECT_GE(api_.lists(), 2);
+  EXPECT_FALSE(sink_.errors().empty());
+}
+
+TEST_F(KubernetesSourceTest, GoneAsAnErrorEventOrAnHttp410ListsAgain) {
+  api_.upsert(make_pod("vllm-a", "127.0.0.1", 8001, true));
+  start();
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.1:8001"}));
+  ASSERT_TRUE(wait_watches(1));
+  // History compacted past what the client holds, and a change it never saw: its next
+  // WATCH gets an ERROR event with a 410 Status, and the LIST after it brings c.
+  api_.upsert_silently(make_pod("vllm-c", "127.0.0.3", 8001, true));
+  api_.compact();
+  api_.end_watches();
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.1:8001", "http://127.0.0.3:8001"}));
+  EXPECT_EQ(api_.lists(), 2);
+  // Again with the answer an HTTP 410.
+  ASSERT_TRUE(wait_watches(3));
+  api_.upsert_silently(make_pod("vllm-d", "127.0.0.4", 8001, true));
+  api_.compact(/*http_410=*/true);
+  api_.end_watches();
+  ASSERT_TRUE(sink_.wait_for_urls(
+      {"http://127.0.0.1:8001", "http://127.0.0.3:8001", "http://127.0.0.4:8001"}));
+  EXPECT_EQ(api_.lists(), 3);
+  EXPECT_TRUE(sink_.errors().empty()) << sink_.errors().front();  // 410 is routine
+}
+
+TEST_F(KubernetesSourceTest, AMissedDeletedIsRepairedByThePeriodicListAndCounted) {
+  api_.upsert(make_pod("vllm-a", "127.0.0.1", 8001, true));
+  api_.upsert(make_pod("vllm-b", "127.0.0.2", 8001, true));
+  start(/*resync=*/milliseconds(1500));
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.1:8001", "http://127.0.0.2:8001"}));
+  ASSERT_TRUE(wait_watches(1));
+  api_.remove_silently("vllm-b");  // the watch never hears of it
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(RecordingSink::ready_urls(sink_.reports().back()).size(), 2u);  // still believed
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.1:8001"}, std::chrono::seconds(5)));
+  EXPECT_TRUE(sink_.reports().back().resync);
+  // What the reconciler makes of these reports: one resync difference, one endpoint gone.
+  discovery::Reconciler r({.grace = 0});
+  const size_t k8s = r.add_source("k8s");
+  std::vector<discovery::Action> actions;
+  for (const auto& rep : sink_.reports()) {
+    auto a = r.report(k8s, 0, rep.set, rep.resync);
+    actions.insert(actions.end(), a.begin(), a.end());
+  }
+  EXPECT_EQ(r.stats(k8s).resync_differences, 1u);
+  ASSERT_FALSE(actions.empty());
+  EXPECT_EQ(actions.back().kind, discovery::Action::Kind::kRemove);
+  EXPECT_EQ(actions.back().endpoint.spec.url, "http://127.0.0.2:8001");
+}
+
+TEST_F(KubernetesSourceTest, ARotatedTokenIsUsedFromTheNextRequest) {
+  api_.upsert(make_pod("vllm-a", "127.0.0.1", 8001, true));
+  start();
+  ASSERT_TRUE(wait_watches(1));
+  EXPECT_EQ(api_.last_token(), "token-1");
+  // The kubelet rotates the projected token: the file changes, the old one is refused.
+  write_token("token-2");
+  api_.set_token("token-2");
+  api_.end_watches();
+  ASSERT_TRUE(wait_watches(2));
+  EXPECT_EQ(api_.last_token(), "token-2");
+  EXPECT_EQ(api_.unauthorized(), 0);
+  api_.upsert(make_pod("vllm-b", "127.0.0.2", 8001, true));
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.1:8001", "http://127.0.0.2:8001"}));
+  // A token the server does not take: 401s counted as errors, the set kept.
+  api_.set_token("token-3");
+  api_.drop_watches();
+  ASSERT_TRUE(sink_.wait([](const auto&, const auto& e) {
+    for (const auto& m : e) {
+      if (m.find("401") != std::string::npos) return true;
+    }
+    return false;
+  }));
+  write_token("token-3");
+  api_.upsert(make_pod("vllm-c", "127.0.0.3", 8001, true));
+  ASSERT_TRUE(sink_.wait_for_urls(
+      {"http://127.0.0.1:8001", "http://127.0.0.2:8001", "http://127.0.0.3:8001"}));
+}
+
+TEST_F(KubernetesSourceTest, NoCredentialsIsAClearErrorAtStart) {
+  KubernetesSourceConfig c;
+  c.selector = "app=vllm";
+  c.token_file = (dir_ / "none").string();
+  discovery::KubernetesSource s(c, sink_);
+  Status st = s.start();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().find("kubeconfig"), std::string::npos) << st.error();
+}
+
+}  // namespace
+}  // namespace kvgate::testing

@@ -1,0 +1,278 @@
+// A small Kubernetes API server for the discovery tests (there is none on these
+// machines): real HTTP on loopback, pods in the core/v1 shape, LIST with
+// metadata.resourceVersion, WATCH as a chunked stream of JSON lines
+// {"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": ...}, 410 Gone as a Status
+// object, bearer tokens checked. No gtest in here: bench/ uses it too. Knobs let a test drop
+// watches, compact history (so an old resourceVersion gets 410), lose a DELETED event, and rotate
+// the token.
+#pragma once
+
+#include <boost/json.hpp>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "io/http_server.h"
+
+namespace kvgate::testing {
+
+// A pod as the API serves it. `ready`: phase Running and condition Ready True.
+inline boost::json::object make_pod(const std::string& name, const std::string& ip, int port,
+                                    bool ready, const boost::json::object& labels = {},
+                                    const boost::json::object& annotations = {}) {
+  boost::json::object l = labels;
+  l["app"] = "vllm";
+  l["pod-template-hash"] = "6d8f";
+  return boost::json::object{
+      {"kind", "Pod"},
+      {"apiVersion", "v1"},
+      {"metadata",
+       {{"name", name},
+        {"generateName", "vllm-6d8f-"},
+        {"namespace", "llm"},
+        {"uid", "uid-" + name},
+        {"creationTimestamp", "2026-12-01T10:00:00Z"},
+        {"labels", l},
+        {"annotations", annotations}}},
+      {"spec",
+       {{"containers", boost::json::array{{{"name", "vllm"},
+                                           {"image", "vllm/vllm-openai:v0.11.0"},
+                                           {"ports", boost::json::array{{{"name", "http"},
+                                                                         {"containerPort", port},
+                                                                         {"protocol", "TCP"}}}}}}},
+        {"nodeName", "node-1"},
+        {"restartPolicy", "Always"}}},
+      {"status",
+       {{"phase", ready ? "Running" : "Pending"},
+        {"conditions",
+         boost::json::array{{{"type", "PodScheduled"}, {"status", "True"}},
+                            {{"type", "Ready"}, {"status", ready ? "True" : "False"}}}},
+        {"hostIP", "10.0.0.1"},
+        {"podIP", ip},
+        {"podIPs", boost::json::array{{{"ip", ip}}}}}}};
+}
+
+inline std::string status_json(int code, const std::string& reason, const std::string& message) {
+  return boost::json::serialize(boost::json::object{{"kind", "Status"},
+                                                    {"apiVersion", "v1"},
+                                                    {"metadata", boost::json::object{}},
+                                                    {"status", "Failure"},
+                                                    {"message", message},
+                                                    {"reason", reason},
+                                                    {"code", code}});
+}
+
+class FakeKubeApi {
+ public:
+  explicit FakeKubeApi(std::string token) : token_(std::move(token)) {
+    io::HttpServerOptions o;
+    o.threads = 1;
+    auto s = io::HttpServer::start(
+        o, [this](io::HttpRequest&& req, std::shared_ptr<io::ResponseStream> stream) {
+          handle(std::move(req), std::move(stream));
+        });
+    if (!s) {
+      error_ = s.error();
+      return;
+    }
+    server_ = std::move(*s);
+  }
+  ~FakeKubeApi() {
+    drop_watches();
+    if (server_) server_->stop(std::chrono::milliseconds(0));
+  }
+
+  // Empty unless the server could not start (then port() is 0).
+  const std::string& error() const { return error_; }
+  uint16_t port() const { return server_ ? server_->port() : 0; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port()); }
+
+  // ADDED (new name) or MODIFIED.
+  void upsert(boost::json::object pod) {
+    std::lock_guard lock(mu_);
+    const std::string name(pod["metadata"].as_object()["name"].as_string());
+    const bool known = pods_.contains(name);
+    pod["metadata"].as_object()["resourceVersion"] = std::to_string(++rv_);
+    pods_[name] = pod;
+    emit_locked(known ? "MODIFIED" : "ADDED", pod);
+  }
+  void remove(const std::string& name) {
+    std::lock_guard lock(mu_);
+    auto it = pods_.find(name);
+    if (it == pods_.end()) return;
+    boost::json::object pod = it->second;
+    pods_.erase(it);
+    pod["metadata"].as_object()["resourceVersion"] = std::to_string(++rv_);
+    emit_locked("DELETED", pod);
+  }
+  // Changed without an event reaching anyone (a watch that missed it).
+  void upsert_silently(boost::json::object pod) {
+    std::lock_guard lock(mu_);
+    const std::string name(pod["metadata"].as_object()["name"].as_string());
+    pod["metadata"].as_object()["resourceVersion"] = std::to_string(++rv_);
+    pods_[name] = pod;
+  }
+  // Gone without a DELETED event reaching anyone (a watch that missed it).
+  void remove_silently(const std::string& name) {
+    std::lock_guard lock(mu_);
+    pods_.erase(name);
+    ++rv_;
+  }
+  void bookmark() {
+    std::lock_guard lock(mu_);
+    ++rv_;
+    boost::json::object o{{"kind", "Pod"},
+                          {"apiVersion", "v1"},
+                          {"metadata", {{"resourceVersion", std::to_string(rv_)}}}};
+    const std::string line = event_line("BOOKMARK", o);
+    for (auto& w : watches_) w->write(line);
+  }
+  // Closes every watch mid-stream (no final chunk): a broken connection.
+  void drop_watches() {
+    std::lock_guard lock(mu_);
+    for (auto& w : watches_) w->abort();
+    watches_.clear();
+  }
+  // Ends every watch cleanly (the server's timeoutSeconds).
+  void end_watches() {
+    std::lock_guard lock(mu_);
+    for (auto& w : watches_) w->finish();
+    watches_.clear();
+  }
+  // Forgets history: a WATCH from an older resourceVersion gets an ERROR event with a
+  // 410 Status; with `http_410` the answer is an HTTP 410 instead.
+  void compact(bool http_410 = false) {
+    std::lock_guard lock(mu_);
+    compacted_ = rv_;
+    history_.clear();
+    http_410_ = http_410;
+  }
+  void set_token(std::string token) {
+    std::lock_guard lock(mu_);
+    token_ = std::move(token);
+  }
+
+  int lists() {
+    std::lock_guard lock(mu_);
+    return lists_;
+  }
+  int watches() {
+    std::lock_guard lock(mu_);
+    return watch_count_;
+  }
+  int unauthorized() {
+    std::lock_guard lock(mu_);
+    return unauthorized_;
+  }
+  std::vector<std::string> watch_queries() {
+    std::lock_guard lock(mu_);
+    return watch_queries_;
+  }
+  std::string last_token() {
+    std::lock_guard lock(mu_);
+    return last_token_;
+  }
+
+ private:
+  static std::string event_line(const std::string& type, const boost::json::object& o) {
+    return boost::json::serialize(boost::json::object{{"type", type}, {"object", o}}) + "\n";
+  }
+  void emit_locked(const std::string& type, const boost::json::object& pod) {
+    const std::string line = event_line(type, pod);
+    history_.push_back({rv_, line});
+    for (auto& w : watches_) w->write(line);
+  }
+  static std::string param(const std::string& query, const std::string& key) {
+    size_t at = 0;
+    while (at <= query.size()) {
+      size_t amp = query.find('&', at);
+      std::string kv = query.substr(at, amp == std::string::npos ? std::string::npos : amp - at);
+      if (kv.starts_with(key + "=")) return kv.substr(key.size() + 1);
+      if (amp == std::string::npos) break;
+      at = amp + 1;
+    }
+    return {};
+  }
+
+  void handle(io::HttpRequest&& req, std::shared_ptr<io::ResponseStream> stream) {
+    std::lock_guard lock(mu_);
+    auto auth = req.header("authorization");
+    last_token_ = auth ? std::string(auth->substr(std::min<size_t>(7, auth->size()))) : "";
+    if (!auth || *auth != "Bearer " + token_) {
+      ++unauthorized_;
+      stream->respond(
+          {401, "application/json", {}, status_json(401, "Unauthorized", "Unauthorized")});
+      return;
+    }
+    if (req.path != "/api/v1/namespaces/llm/pods" ||
+        param(req.query, "labelSelector") != "app%3Dvllm") {
+      stream->respond(
+          {404,
+           "application/json",
+           {},
+           status_json(404, "NotFound", "the server could not find the requested resource")});
+      return;
+    }
+    if (param(req.query, "watch") != "1") {
+      ++lists_;
+      boost::json::array items;
+      for (const auto& [name, pod] : pods_) {
+        boost::json::object item = pod;  // list items carry no kind/apiVersion
+        item.erase("kind");
+        item.erase("apiVersion");
+        items.push_back(std::move(item));
+      }
+      stream->respond({200,
+                       "application/json",
+                       {},
+                       boost::json::serialize(boost::json::object{
+                           {"kind", "PodList"},
+                           {"apiVersion", "v1"},
+                           {"metadata", {{"resourceVersion", std::to_string(rv_)}}},
+                           {"items", std::move(items)}})});
+      return;
+    }
+    ++watch_count_;
+    watch_queries_.push_back(req.query);
+    const int64_t from = std::stoll("0" + param(req.query, "resourceVersion"));
+    if (from < compacted_) {
+      const std::string message = "too old resource version: " + std::to_string(from) + " (" +
+                                  std::to_string(compacted_) + ")";
+      if (http_410_) {
+        stream->respond({410, "application/json", {}, status_json(410, "Expired", message)});
+        return;
+      }
+      stream->start(200, "application/json");
+      stream->write(boost::json::serialize(boost::json::object{
+                        {"type", "ERROR"},
+                        {"object", boost::json::parse(status_json(410, "Expired", message))}}) +
+                    "\n");
+      stream->finish();
+      return;
+    }
+    stream->start(200, "application/json");
+    for (const auto& [rv, line] : history_) {
+      if (rv > from) stream->write(line);
+    }
+    watches_.push_back(std::move(stream));
+  }
+
+  std::mutex mu_;
+  std::string token_;
+  std::map<std::string, boost::json::object> pods_;
+  int64_t rv_ = 1000;
+  int64_t compacted_ = 0;
+  bool http_410_ = false;
+  std::vector<std::pair<int64_t, std::string>> history_;
+  std::vector<std::shared_ptr<io::ResponseStream>> watches_;
+  int lists_ = 0;
+  int watch_count_ = 0;
+  int unauthorized_ = 0;
+  std::vector<std::string> watch_queries_;
+  std::string last_token_;
+  std::string error_;
+  std::unique_ptr<io::HttpServer> server_;
+};
+
+}  // namespace kvgate::testing
