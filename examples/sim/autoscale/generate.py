@@ -211,13 +211,16 @@ if __name__ == "__main__":
         old = ["gpu-utilization", "queue", "planner", "planner+forecast"]
         scenario("horizon-day-7b-cold", "horizon policy: the day, 7b, cold starts", "cold", c,
                  old + ["oracle"], extra=new)
+        # Without bursts a user needs no headroom floor: the band alone.
+        calm = new + horizon_policy("horizon-h1.0", c, quantile=0.9, headroom=1.0)
         scenario("horizon-day-7b-cold-no-bursts", "horizon policy: the day without bursts",
-                 "cold", dict(c, bursts=[]), old + ["oracle"], extra=new)
+                 "cold", dict(c, bursts=[]), old + ["oracle"], extra=calm)
         scenario("horizon-day-7b-caches-kept", "horizon policy: the day, caches kept (68 s)",
-                 "caches-kept", dict(c, startup_prior=68), old + ["oracle"], extra=new)
+                 "caches-kept", dict(c, startup_prior=68), old + ["oracle"],
+                 extra=new + horizon_policy("horizon-h1.15", c, quantile=0.9, headroom=1.15))
         scenario("horizon-day-7b-caches-kept-no-bursts",
                  "horizon policy: the day without bursts, caches kept (68 s)", "caches-kept",
-                 dict(c, startup_prior=68, bursts=[]), old + ["oracle"], extra=new)
+                 dict(c, startup_prior=68, bursts=[]), old + ["oracle"], extra=calm)
         # Bursts no seasonal model knows: different times, sizes and lengths on each day,
         # two of them longer than a cold start.
         surprise = [(700, 300, 1.7), (2100, 90, 2.0), (2900, 420, 1.4), (4300, 240, 1.8),
@@ -232,6 +235,12 @@ if __name__ == "__main__":
             scenario(f"horizon-step-x{k}", f"horizon policy: a step load x{k}", "cold", sc,
                      old + ["oracle"], extra=horizon_policy("horizon", sc, **HORIZON_DEFAULT),
                      load=step)
+            if k == 4:
+                abl4 = (horizon_policy("horizon", sc, **HORIZON_DEFAULT) +
+                        horizon_policy("-burst", sc, burst=False, **HORIZON_DEFAULT) +
+                        horizon_policy("-correction", sc, correction=False, **HORIZON_DEFAULT))
+                scenario("horizon-ablation-step-x4", "horizon policy: ablation on the x4 step",
+                         "cold", sc, ["oracle"], extra=abl4, load=step)
         # The frontier: every policy's main knob swept on the cold day.
         sweeps = (swept("gpu-utilization", c, "gpu_target", [0.5, 0.8, 0.95]) +
                   swept("queue", c, "queue_target", [1, 3, 8]) +
