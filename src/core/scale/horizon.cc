@@ -199,6 +199,10 @@ HorizonPlan HorizonPolicy::plan(const PoolSignals& s, Nanos now, int32_t current
   double sum = 0;
   for (const auto& [at, r] : rates_) sum += r;
   in.arrival_rate = sum / static_cast<double>(rates_.size());
+  // The smoothed rate before this interval: what the burst path compares with.
+  const double before = rates_.size() > 1
+                            ? (sum - in.last_rate) / static_cast<double>(rates_.size() - 1)
+                            : in.arrival_rate;
   const double expected_now = forecaster_->predict(now).value_or(in.arrival_rate);
   band_.observe(now, in.arrival_rate);
   forecaster_->observe(now, in.arrival_rate);
@@ -247,8 +251,7 @@ HorizonPlan HorizonPolicy::plan(const PoolSignals& s, Nanos now, int32_t current
   p.demand = in.per_replica > 0 ? in.sized_rate / in.per_replica : 0;
 
   // 4. Burst fast path: a jump the forecast did not expect, or a growing queue.
-  const bool rising =
-      in.last_rate > std::max(expected_now, in.arrival_rate) * (1 + c.burst_threshold);
+  const bool rising = in.last_rate > std::max(expected_now, before) * (1 + c.burst_threshold);
   const bool queue_growing = s.waiting > std::max(1, ready) && s.waiting > last_waiting_;
   last_waiting_ = s.waiting;
   int32_t up = std::max(in.need_now, in.need_horizon);
