@@ -7,7 +7,8 @@
 //   -> each line a chat request {"messages": [...]}, rendered then encoded
 //   (--render prints the rendered prompt text as a JSON string instead of ids)
 //   kvgate tokenize --tokenizer tokenizer.json --explain
-//   -> {"path": "fast"|"general", "why": ..., "components": ...}: which path encode takes
+//   -> first line {"path": "fast"|"general", "why": ..., "components": ...}: which path
+//   encode takes; then stdin is processed as without --explain
 //   --general: never take the fast path (what the conformance tests check against)
 #include "cli/tokenize_command.h"
 
@@ -64,8 +65,7 @@ int run(const Options& opt) {
     o["why"] = tok->path().why;
     o["components"] = tok->path().components;
     o["memory_bytes"] = tok->memory_bytes();
-    std::cout << boost::json::serialize(o) << "\n";
-    return 0;
+    std::cout << boost::json::serialize(o) << std::endl;  // then the input lines, if any
   }
   std::optional<tokenizer::ChatTemplate> chat;
   if (!opt.chat_template_path.empty()) {
@@ -180,7 +180,8 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_flag("--general", opt->general,
                 "Never take a fast path (hand-written scanner): run the general pipeline");
   cmd->add_flag("--explain", opt->explain,
-                "Print which path (fast or general) the tokenizer takes and why, then exit");
+                "Print first a JSON line saying which path (fast or general) the tokenizer takes "
+                "and why, then process stdin as usual");
   cmd->add_option("--chat-template", opt->chat_template_path,
                   "tokenizer_config.json: input lines are chat requests {\"messages\": [...]} "
                   "rendered with its chat template (Qwen3 or Llama 3), then encoded");
