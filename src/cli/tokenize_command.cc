@@ -10,8 +10,9 @@
 //   kvgate tokenize --tokenizer tokenizer.json --chat-template tokenizer_config.json --describe
 //   -> one JSON object: which path the tokenizer and the chat template take, or why refused
 //   kvgate tokenize --tokenizer tokenizer.json --explain
-//   -> {"path": "fast"|"general", "why": ..., "components": ...}: which path encode takes
-//   --general: never take the tokenizer's fast path (what the conformance tests check)
+//   -> first line {"path": "fast"|"general", "why": ..., "components": ...}: which path
+//   encode takes; then stdin is processed as without --explain
+//   --general: never take the fast path (what the conformance tests check against)
 #include "cli/tokenize_command.h"
 
 #include <boost/json.hpp>
@@ -114,8 +115,7 @@ int run(const Options& opt) {
     o["why"] = tok->path().why;
     o["components"] = tok->path().components;
     o["memory_bytes"] = tok->memory_bytes();
-    std::cout << boost::json::serialize(o) << "\n";
-    return 0;
+    std::cout << boost::json::serialize(o) << std::endl;  // then the input lines, if any
   }
   std::optional<tokenizer::ChatTemplate> chat;
   if (!opt.chat_template_path.empty()) {
@@ -237,7 +237,8 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_flag("--general", opt->general,
                 "Never take a fast path (hand-written scanner): run the general pipeline");
   cmd->add_flag("--explain", opt->explain,
-                "Print which path (fast or general) the tokenizer takes and why, then exit");
+                "Print first a JSON line saying which path (fast or general) the tokenizer takes "
+                "and why, then process stdin as usual");
   cmd->add_option("--chat-template", opt->chat_template_path,
                   "tokenizer_config.json: input lines are chat requests {\"messages\": [...]} "
                   "rendered with its chat template (any Jinja template, as vLLM renders it), "
