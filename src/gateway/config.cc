@@ -307,10 +307,10 @@ class Parser {
 
   PoolConfig pool(const std::string& name, const YAML::Node& n) const {
     std::string field = "pools." + name;
-    only_keys(
-        n, field,
-        {"endpoints", "router", "tokenizer", "chat_template", "block_size", "scrape_interval_ms",
-         "kv_events_bind", "warmup", "autoscale", "trust_request_chat_template", "migration", "discovery"});
+    only_keys(n, field,
+              {"endpoints", "router", "tokenizer", "chat_template", "block_size",
+               "scrape_interval_ms", "kv_events_bind", "warmup", "autoscale",
+               "trust_request_chat_template", "migration", "discovery"});
     PoolConfig p;
     p.name = name;
     p.scrape_interval = std::chrono::milliseconds(200);

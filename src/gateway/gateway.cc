@@ -208,12 +208,11 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
   }
   if (path == "/metrics"sv) {
     if (!get) return stream->respond(json_error(405, "Method not allowed"));
-    return stream->respond(HttpResponse{
-        200,
-        "text/plain; version=0.0.4; charset=utf-8",
-        {},
-        metrics.render() + render_warmup_metrics(all_warmups()) + fault_metrics.render() +
-        discovery_metrics()});
+    return stream->respond(HttpResponse{200,
+                                        "text/plain; version=0.0.4; charset=utf-8",
+                                        {},
+                                        metrics.render() + render_warmup_metrics(all_warmups()) +
+                                            fault_metrics.render() + discovery_metrics()});
   }
   const bool is_chat = path == "/v1/chat/completions"sv;
   const bool is_completion = path == "/v1/completions"sv;

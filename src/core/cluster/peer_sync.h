@@ -69,7 +69,7 @@ class PeerSync {
   static constexpr route::RequestId kPeerIdBase = route::RequestId{1} << 62;
 
   struct Options {
-    Nanos peer_timeout = 15 * kSecond;     // silent this long: dead, its load released
+    Nanos peer_timeout = 15 * kSecond;      // silent this long: dead, its load released
     Nanos max_request_age = 600 * kSecond;  // a request never heard to end is released
   };
   struct Stats {

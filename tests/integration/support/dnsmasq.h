@@ -78,17 +78,14 @@ class Dnsmasq {
     std::filesystem::rename(tmp, hosts_);
   }
   void start() {
-    std::vector<std::string> args = {"--no-daemon",
-                                     "--no-resolv",
-                                     "--no-hosts",
-                                     "--conf-file=/dev/null",
-                                     "--bind-interfaces",
-                                     "--listen-address=127.0.0.1",
-                                     "--port=" + std::to_string(port_),
-                                     "--addn-hosts=" + hosts_,
-                                     "--pid-file=" + (dir_ / "pid").string(),
-                                     "--local-ttl=" + std::to_string(ttl_),
-                                     "--log-facility=-"};
+    std::vector<std::string> args = {
+        "--no-daemon", "--no-resolv", "--no-hosts", "--conf-file=/dev/null", "--bind-interfaces",
+        "--listen-address=127.0.0.1", "--port=" + std::to_string(port_), "--addn-hosts=" + hosts_,
+        "--pid-file=" + (dir_ / "pid").string(), "--local-ttl=" + std::to_string(ttl_),
+        "--log-facility=-",
+        // Answer unknown names under test. with NXDOMAIN
+        // (not REFUSED: there is no upstream server).
+        "--local=/test/"};
     args.insert(args.end(), flags_.begin(), flags_.end());
     auto p = ChildProcess::spawn(kBinary, args);
     if (!p) {
