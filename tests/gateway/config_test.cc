@@ -200,7 +200,7 @@ TEST(GatewayConfig, RouterSaturationThresholds) {
   std::string y = std::string(kGood);
   y.replace(y.find("      policy: round-robin\n"), 26,
             "      policy: round-robin\n      saturation: {queue_threshold: 3, kv_threshold: 0.9, "
-            "critical_max_waiting: 20, shed: false, metrics_max_age_ms: 1500}\n");
+            "critical_max_waiting: 20, shed: false, metrics_max_age: 1500ms}\n");
   auto c = parse_gateway_config(y, "f.yaml");
   ASSERT_TRUE(c) << c.error();
   const route::SaturationConfig& s = c->pools[0].router.saturation;
