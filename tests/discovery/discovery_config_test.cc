@@ -76,7 +76,7 @@ TEST(DiscoveryConfig, ErrorsNameTheLineAndField) {
   auto kind = parse("    discovery:\n      sources:\n        - {kind: consul}\n");
   ASSERT_FALSE(kind);
   EXPECT_EQ(kind.error(),
-            "/etc/g.yaml:5:17: pools.main.discovery.sources[0].kind: unknown source kind 'consul' "
+            "/etc/g.yaml:5:18: pools.main.discovery.sources[0].kind: unknown source kind 'consul' "
             "(expected file, dns, kubernetes)");
   auto port = parse("    discovery:\n      sources:\n        - {kind: dns, hostname: x}\n");
   ASSERT_FALSE(port);

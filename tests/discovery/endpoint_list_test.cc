@@ -53,7 +53,10 @@ TEST(EndpointList, AgreesWithTheGatewayConfigOnTheSameEndpoints) {
   auto config = gateway::parse_gateway_config(
       "pools:\n  main:\n    endpoints:\n" + eps + "models:\n  - {name: m, pool: main}\n", "g.yaml");
   ASSERT_TRUE(config) << config.error();
-  auto set = parse_endpoint_list("endpoints:\n" + eps.substr(4), "eps.yaml", false);
+  auto set = parse_endpoint_list(
+      "endpoints:\n  - http://10.0.0.7:8000\n  - url: http://10.0.0.8:8000\n    role: prefill\n"
+      "    zone: z\n    labels: {a: b}\n",
+      "eps.yaml", false);
   ASSERT_TRUE(set) << set.error();
   const auto& specs = config->pools[0].endpoints;
   ASSERT_EQ(set->size(), specs.size());

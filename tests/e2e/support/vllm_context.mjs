@@ -96,7 +96,7 @@ export function render_like_transformers(template, ctx, req) {
   }
   const out = template.render({...ctx, messages});
   const loc = out.lastIndexOf(kTag.trim());
-  if (loc < 0 || !out.includes(py_strip(final_text))) throw new Error('continue_final_message: final message not in the prompt');
+  if (loc < 0 || !out.includes(py_strip(final_text))) throw new Error('continue_final_message is set but the final message does not appear in the chat after applying the chat template');
   if (out.slice(loc, loc + kTag.length) === kTag) return out.slice(0, loc);
   return py_rstrip(out.slice(0, loc));
 }
