@@ -98,15 +98,15 @@ void KvEventPublisher::Impl::run() {
   if (replay) items.push_back({replay->handle(), 0, ZMQ_POLLIN, 0});
   while (true) {
     zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
-    if (items.size() > 1 && (items[1].revents & ZMQ_POLLIN)) serve_replay();
-    if (items[0].revents & ZMQ_POLLIN) {
-      while (true) {
-        zmq::message_t m;
-        if (!in_recv.recv(m, zmq::recv_flags::dontwait)) break;
-        if (m.size() == 0) return;  // stop marker, after everything queued before it
-        send_batch(m.to_string());
-      }
+    // Batches queued before a replay request are published (and buffered) first: a client
+    // that asks for a replay after a response was delivered sees that response's events.
+    while (true) {
+      zmq::message_t m;
+      if (!in_recv.recv(m, zmq::recv_flags::dontwait)) break;
+      if (m.size() == 0) return;  // stop marker, after everything queued before it
+      send_batch(m.to_string());
     }
+    if (items.size() > 1 && (items[1].revents & ZMQ_POLLIN)) serve_replay();
   }
 }
 
