@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/route/router.h"
+#include "gateway/flow_config.h"
 #include "io/tls_context.h"
 
 namespace kvgate::gateway {
@@ -306,7 +307,7 @@ class Parser {
     std::string field = "pools." + name;
     only_keys(n, field,
               {"endpoints", "router", "tokenizer", "chat_template", "block_size",
-               "scrape_interval_ms", "kv_events_bind", "warmup", "autoscale"});
+               "scrape_interval_ms", "kv_events_bind", "warmup", "autoscale", "flow_control"});
     PoolConfig p;
     p.name = name;
     p.scrape_interval = std::chrono::milliseconds(200);
@@ -337,6 +338,11 @@ class Parser {
     }
     if (auto r = n["router"]) router(r, field + ".router", p.router);
     if (auto w = n["warmup"]) warmup(w, field + ".warmup", p);
+    if (auto f = n["flow_control"]) {
+      auto parsed = parse_pool_flow(f, field + ".flow_control", file_);
+      if (!parsed) throw ConfigError{parsed.error()};
+      p.flow = *parsed;
+    }
     if (auto a = n["autoscale"]) {
       auto parsed = parse_pool_autoscale(a, field + ".autoscale");
       if (!parsed) throw ConfigError{fmt::format("{}: {}", file_, parsed.error())};

@@ -24,6 +24,7 @@
 #include "core/kv/warmup_run.h"
 #include "core/route/config.h"
 #include "core/route/endpoint.h"
+#include "core/route/flow_queue.h"
 #include "gateway/autoscale_config.h"
 
 namespace kvgate::gateway {
@@ -125,6 +126,9 @@ struct PoolConfig {
   // Set when the pool has an `autoscale:` section. With a local actuator the pool lists
   // no endpoints: its replicas are launched and registered at run time.
   std::optional<PoolAutoscaleConfig> autoscale;
+  // Flow control (docs/flow-control.md): the pool's queue for requests that find every
+  // endpoint saturated. YAML `flow_control:` (gateway/flow_config.h); off by default.
+  route::FlowQueueConfig flow;
 };
 
 // A model name clients send; resolves to a pool. Aliases resolve to the same pool, and
