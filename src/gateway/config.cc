@@ -12,6 +12,7 @@
 #include "core/route/config_yaml.h"
 #include "core/route/router.h"
 #include "env/file.h"
+#include "gateway/flow_config.h"
 #include "io/tls_context.h"
 
 namespace kvgate::gateway {
@@ -306,10 +307,10 @@ class Parser {
 
   PoolConfig pool(const std::string& name, const YAML::Node& n) const {
     std::string field = "pools." + name;
-    only_keys(
-        n, field,
-        {"endpoints", "router", "tokenizer", "chat_template", "block_size", "scrape_interval_ms",
-         "kv_events_bind", "warmup", "autoscale", "trust_request_chat_template", "discovery"});
+    only_keys(n, field,
+              {"endpoints", "router", "tokenizer", "chat_template", "block_size",
+               "scrape_interval_ms", "kv_events_bind", "warmup", "autoscale",
+               "trust_request_chat_template", "discovery", "flow_control"});
     PoolConfig p;
     p.name = name;
     p.scrape_interval = std::chrono::milliseconds(200);
@@ -343,6 +344,11 @@ class Parser {
     }
     if (auto r = n["router"]) router(r, field + ".router", p.router);
     if (auto w = n["warmup"]) warmup(w, field + ".warmup", p);
+    if (auto f = n["flow_control"]) {
+      auto parsed = parse_pool_flow(f, field + ".flow_control", file_);
+      if (!parsed) throw ConfigError{parsed.error()};
+      p.flow = *parsed;
+    }
     if (auto a = n["autoscale"]) {
       auto parsed = parse_pool_autoscale(a, field + ".autoscale");
       if (!parsed) throw ConfigError{fmt::format("{}: {}", file_, parsed.error())};

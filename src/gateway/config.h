@@ -24,6 +24,7 @@
 #include "core/kv/warmup_run.h"
 #include "core/route/config.h"
 #include "core/route/endpoint.h"
+#include "core/route/flow_queue.h"
 #include "discovery/discovery_config.h"
 #include "gateway/autoscale_config.h"
 
@@ -133,6 +134,9 @@ struct PoolConfig {
   // Set when the pool has a `discovery:` section (docs/discovery.md): endpoints found in
   // a file, DNS or Kubernetes join and leave at run time, beside any in `endpoints`.
   std::optional<discovery::DiscoveryConfig> discovery;
+  // Flow control (docs/flow-control.md): the pool's queue for requests that find every
+  // endpoint saturated. YAML `flow_control:` (gateway/flow_config.h); off by default.
+  route::FlowQueueConfig flow;
 };
 
 // A model name clients send; resolves to a pool. Aliases resolve to the same pool, and

@@ -20,10 +20,12 @@
 #include "discovery/pool_discovery.h"
 #include "gateway/admin_api.h"
 #include "gateway/disagg_flow.h"
+#include "gateway/flow_glue.h"
 #include "gateway/keys.h"
 #include "gateway/live_feed.h"
 #include "gateway/openai_request.h"
 #include "gateway/pool_autoscaler.h"
+#include "gateway/pool_flow.h"
 #include "gateway/pool_runtime.h"
 #include "gateway/sse_tap.h"
 #include "gateway/tenant_limiter.h"
@@ -72,6 +74,13 @@ asio::awaitable<void> answered() { co_return; }
 
 }  // namespace
 
+// Flow control: what the pool's queue needs to know of the request (pool_flow.h).
+struct FlowTicketData {
+  double weight = 1;
+  std::optional<Nanos> deadline;       // absolute, monotonic_now() time
+  uint32_t charged_output_tokens = 0;  // set once dispatched: corrected at the end
+};
+
 struct ProxyCall {
   std::shared_ptr<ResponseStream> stream;
   std::string body;  // already rewritten for the upstream
@@ -83,6 +92,7 @@ struct ProxyCall {
   std::string tenant;
   const Tenant* limited_tenant = nullptr;  // set when the tenant has rate limits
   route::Criticality criticality;
+  FlowTicketData flow;  // flow control: the tenant's weight and the request's deadline
   Nanos received;
   std::optional<double> routing_seconds;  // keys through the first pick (once picked)
 };
@@ -145,6 +155,12 @@ struct Gateway::Impl {
     return discovery::render_discovery_metrics(d);
   }
 
+  std::vector<const PoolFlow*> all_flows() const {
+    std::vector<const PoolFlow*> out;
+    for (const auto& p : pools) out.push_back(p->flow());
+    return out;
+  }
+
   PoolRuntime* pool_named(std::string_view name) {
     for (auto& p : pools) {
       if (p->name() == name) return p.get();
@@ -188,11 +204,12 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
   }
   if (path == "/metrics"sv) {
     if (!get) return stream->respond(json_error(405, "Method not allowed"));
-    return stream->respond(HttpResponse{
-        200,
-        "text/plain; version=0.0.4; charset=utf-8",
-        {},
-        metrics.render() + render_warmup_metrics(all_warmups()) + discovery_metrics()});
+    return stream->respond(HttpResponse{200,
+                                        "text/plain; version=0.0.4; charset=utf-8",
+                                        {},
+                                        metrics.render() + render_warmup_metrics(all_warmups()) +
+                                            discovery_metrics() +
+                                            render_flow_metrics(all_flows())});
   }
   const bool is_chat = path == "/v1/chat/completions"sv;
   const bool is_completion = path == "/v1/completions"sv;
@@ -291,7 +308,21 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
       criticality = *named;
     }
   }
+  FlowTicketData flow;
+  if (tenant) flow.weight = tenant->weight;
+  int64_t deadline_ms = tenant ? tenant->deadline_ms : 0;
+  if (const auto d = req.header("x-kvgate-deadline-ms")) {
+    auto [end, ec] = std::from_chars(d->data(), d->data() + d->size(), deadline_ms);
+    if (ec != std::errc() || end != d->data() + d->size() || deadline_ms <= 0) {
+      return reject(400,
+                    json_error(400, "x-kvgate-deadline-ms: expected a positive integer",
+                               "x-kvgate-deadline-ms", "invalid_header"),
+                    model->name, model->pool);
+    }
+  }
+  if (deadline_ms > 0) flow.deadline = received + deadline_ms * kMillisecond;
   ProxyCall& call = to_proxy.emplace();
+  call.flow = flow;
   call.stream = std::move(stream);
   call.target = std::move(req.path);
   // The body goes upstream as it came (moved, not copied) when nothing in it changes.
@@ -328,6 +359,9 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
                                .seconds = seconds,
                                .routing_seconds = call.routing_seconds};
     if (answered) f.ttft = seconds;
+    if (u && u->seen && call.flow.charged_output_tokens > 0) {
+      pool.flow_output(call.tenant, call.flow.charged_output_tokens, u->completion_tokens);
+    }
     if (u && u->seen) {
       f.has_tokens = true;
       f.prompt_tokens = u->prompt_tokens;
@@ -376,10 +410,26 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   for (int attempt = 0; attempt < attempts && !exchange; ++attempt) {
     // At once on the pool's only thread; else on its strand.
     // (Not a conditional expression: GCC 12 mishandles co_await inside one.)
-    std::optional<Pick> now =
-        pool.pick_now(rr, excluded, attempt == 0 ? route_start : monotonic_now());
+    // Flow control: the first attempt goes through the pool's queue (pool_flow.h).
+    const bool queue = attempt == 0 && pool.flow() != nullptr;
+    std::optional<Pick> now;
+    if (queue) {
+      auto* p = &pool;
+      const route::RequestId id = rr.id;
+      call.stream->on_close([p, id] { p->cancel_queued(id); });
+      now = co_await pool.admit(
+          rr, {.tenant = call.tenant, .weight = call.flow.weight, .deadline = call.flow.deadline});
+    } else {
+      now = pool.pick_now(rr, excluded, attempt == 0 ? route_start : monotonic_now());
+    }
     if (!now) now = co_await pool.pick(rr, excluded);
     Pick& pick = *now;
+    if (pick.flow_status != 0) {
+      HttpResponse r = flow_refusal_response(pick, pool.flow()->config());
+      respond(pick.flow_status, std::move(r));
+      break;
+    }
+    if (queue) call.flow.charged_output_tokens = pick.charged_output_tokens;
     if (attempt == 0) {
       const Nanos took = monotonic_now() - route_start;
       call.routing_seconds = to_seconds(took);
@@ -571,6 +621,9 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
   // Tokens count also when the client went away mid-stream, as long as the usage chunk came.
   const Usage& u = tap.usage();
   if (u.seen) charge(call.limited_tenant, model, u);
+  if (u.seen && call.flow.charged_output_tokens > 0) {
+    pool.flow_output(call.tenant, call.flow.charged_output_tokens, u.completion_tokens);
+  }
   metrics.stream_ended();
   metrics.request_finished({.model = model,
                             .pool = pool.name(),
@@ -632,6 +685,12 @@ void register_admin_sections(Gateway::Impl& impl) {
                                    if (d->pool_name() == pool) return d->state_json();
                                  }
                                  return std::nullopt;
+                               });
+  impl.admin->add_pool_section("queue",
+                               [self](std::string_view pool) -> std::optional<boost::json::value> {
+                                 PoolRuntime* p = self->pool_named(pool);
+                                 if (!p || !p->flow()) return std::nullopt;
+                                 return boost::json::parse(p->flow()->queue_view());
                                });
   impl.admin->add_pool_section(
       "autoscaler", [self](std::string_view pool) -> std::optional<boost::json::value> {
@@ -756,6 +815,12 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
                                               std::shared_ptr<ResponseStream> stream) {
       std::optional<ProxyCall> call;
       self->handle(std::move(req), std::move(stream), call);
+      if (call && call->pool->flow()) {
+        // A request that may wait in the queue runs apart from its connection, which
+        // then watches for the client going away (the queue drops it at once).
+        asio::co_spawn(self->io.get_executor(), self->proxy(std::move(*call)), asio::detached);
+        return answered();
+      }
       return call ? self->proxy(std::move(*call)) : answered();
     };
     auto server = io::HttpServer::start(opts, std::move(handler));
@@ -820,6 +885,9 @@ void Gateway::drain() {
     std::this_thread::sleep_for(announce);
   }
   impl_->draining = true;
+  // Queued requests may still be served during the drain; those left are answered 503
+  // shortly before the grace time ends (pool_flow_drain.h).
+  auto refuse = refuse_queued_before(impl_->io, impl_->config.timeouts.drain, pools());
   spdlog::info("draining: waiting up to {} ms for {} stream(s)",
                impl_->config.timeouts.drain.count(), impl_->metrics.active_streams());
   // Each server stops accepting at once and gives its responses in flight the grace time.

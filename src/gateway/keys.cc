@@ -96,7 +96,8 @@ Result<KeyStore> KeyStore::parse(std::string_view yaml, std::string_view file) {
       for (const auto& kv : k) {
         std::string name = kv.first.as<std::string>();
         if (name != "sha256" && name != "tenant" && name != "models" && name != "priority" &&
-            name != "may_set_priority" && name != "limits") {
+            name != "may_set_priority" && name != "limits" && name != "weight" &&
+            name != "deadline_ms") {
           return Error(fmt::format("{}: {}.{}: unknown field", where(file, kv.first), field, name));
         }
       }
@@ -122,6 +123,21 @@ Result<KeyStore> KeyStore::parse(std::string_view yaml, std::string_view file) {
       }
       if (auto p = k["priority"]) e.tenant.priority = p.as<int>();
       if (auto p = k["may_set_priority"]) e.tenant.may_set_priority = p.as<bool>();
+      if (auto w = k["weight"]) {
+        double v = 0;
+        if (!w.IsScalar() || !YAML::convert<double>::decode(w, v) || !(v > 0) || v > 1e6) {
+          return Error(fmt::format("{}: {}.weight: expected a number > 0", where(file, w), field));
+        }
+        e.tenant.weight = v;
+      }
+      if (auto d = k["deadline_ms"]) {
+        int64_t v = 0;
+        if (!d.IsScalar() || !YAML::convert<int64_t>::decode(d, v) || v < 0) {
+          return Error(
+              fmt::format("{}: {}.deadline_ms: expected milliseconds >= 0", where(file, d), field));
+        }
+        e.tenant.deadline_ms = v;
+      }
       if (auto l = k["limits"]) {
         if (!l.IsMap()) {
           return Error(fmt::format("{}: {}.limits: expected a mapping", where(file, l), field));

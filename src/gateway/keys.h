@@ -10,6 +10,8 @@
 //       models: [qwen3]            # absent or empty: every model
 //       priority: 0                # default priority (> 0 critical, < 0 sheddable)
 //       may_set_priority: false    # may the x-kvgate-priority header override it
+//       weight: 1                  # flow control: fair share when the pool is saturated
+//       deadline_ms: 0             # flow control: default dispatch deadline (0: none)
 //       limits:
 //         tokens_per_minute: 100000
 //         requests_per_minute: 600
@@ -67,6 +69,10 @@ struct Tenant {
   int priority = 0;
   bool may_set_priority = false;
   TenantLimits limits;
+  // Flow control (docs/flow-control.md): the tenant's fair share of a saturated pool,
+  // and the dispatch deadline of its requests that send no x-kvgate-deadline-ms (0: none).
+  double weight = 1;
+  int64_t deadline_ms = 0;
 
   bool allows(std::string_view model) const;
 };

@@ -66,6 +66,9 @@ struct PoolAutoscaler::Impl {
     const Nanos max_age =
         std::max<Nanos>(2 * kSecond, 5 * pool.config().scrape_interval.count() * kMillisecond);
     scale::PoolSignals signals = build_signals(*endpoints, usage.rates(), monotonic_now(), max_age);
+    // The gateway's queue (flow control): requests waiting for the pool, which with no
+    // replica are all there is to see (scale from zero).
+    signals.waiting += static_cast<double>(pool.flow_queued());
     signals.replicas = actuation->replicas(*endpoints);
     scale::Decision d = autoscaler.decide(signals, now());
     // Logged when the wanted size changes or replicas are drained: with actuator none the

@@ -24,6 +24,7 @@
 #include <sstream>
 
 #include "env/file.h"
+#include "gateway/pool_flow.h"
 #include "io/http_client.h"
 
 namespace kvgate::gateway {
@@ -103,6 +104,10 @@ Result<std::unique_ptr<PoolRuntime>> PoolRuntime::create(const PoolConfig& confi
       route::Router::create(config.router, {.precise = &p->precise_, .approx = &p->approx_});
   if (!router) return Error(fmt::format("pool {}: {}", config.name, router.error()));
   p->router_ = std::move(*router);
+  if (config.flow.enabled) {
+    p->flow_ =
+        std::make_unique<PoolFlow>(*p->router_, config.flow, p->strand_, p->rng_, config.name);
+  }
   // The strand runs nothing yet: adding directly is safe.
   for (size_t i = 0; i < config.endpoints.size(); ++i) {
     std::optional<KvEventsConfig> events;
@@ -131,6 +136,7 @@ Result<route::EndpointId> PoolRuntime::add_on_strand(route::EndpointSpec spec,
     if (endpoints_.size() <= *id) endpoints_.resize(*id + 1);
     endpoints_[*id] = std::make_shared<const EndpointAddress>(*addr);
   }
+  pump_flow(monotonic_now());
   return *id;
 }
 
@@ -383,11 +389,19 @@ Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
 }
 
 void PoolRuntime::first_token(route::RequestId id) {
-  on_strand([this, id] { router_->pool().on_first_token(id, monotonic_now()); });
+  on_strand([this, id] {
+    const Nanos now = monotonic_now();
+    router_->pool().on_first_token(id, now);
+    pump_flow(now);
+  });
 }
 
 void PoolRuntime::finished(route::RequestId id, bool ok) {
-  on_strand([this, id, ok] { finish_on_strand(id, ok, monotonic_now()); });
+  on_strand([this, id, ok] {
+    const Nanos now = monotonic_now();
+    finish_on_strand(id, ok, now);
+    pump_flow(now);
+  });
 }
 
 void PoolRuntime::endpoint_result(route::EndpointId endpoint, bool ok) {
@@ -400,6 +414,7 @@ void PoolRuntime::exchange_done(route::RequestId id, route::EndpointId endpoint,
     if (first_token) router_->pool().on_first_token(id, now);
     finish_on_strand(id, ok, now);
     endpoint_result_on_strand(endpoint, ok);
+    pump_flow(now);
   });
 }
 
@@ -425,7 +440,10 @@ route::CircuitBreakers::State PoolRuntime::breaker_state(route::EndpointId id) c
 }
 
 void PoolRuntime::post(std::function<void(route::Router&, kv::PreciseIndex&)> fn) {
-  asio::post(strand_, [this, fn = std::move(fn)] { fn(*router_, precise_); });
+  asio::post(strand_, [this, fn = std::move(fn)] {
+    fn(*router_, precise_);
+    pump_flow(monotonic_now());  // a scrape may show room
+  });
 }
 
 asio::awaitable<void> PoolRuntime::with_router(std::function<void(route::Router&)> fn) {

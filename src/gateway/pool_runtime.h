@@ -77,7 +77,17 @@ struct Pick {
   route::Decision decision;
   // Set when accepted: shared with the pool, not copied (a string or two per request).
   std::shared_ptr<const EndpointAddress> endpoint;
+  // Flow control (PoolRuntime::admit): refused by the queue with this status (429/503)
+  // and reason (queue_full, queue_timeout, deadline_unmeetable, shutting_down); 0 when
+  // not (then `decision` says what happened). `queued`: how long it waited.
+  int flow_status = 0;
+  std::string_view flow_reason;
+  Nanos queued = 0;
+  uint32_t charged_output_tokens = 0;
 };
+
+class PoolFlow;
+struct FlowTicket;
 
 // Nanoseconds on a monotonic clock since process start (the `now` the core is given).
 Nanos monotonic_now();
@@ -117,6 +127,22 @@ class PoolRuntime {
   // the caller's reading of monotonic_now() (one clock read fewer per request).
   std::optional<Pick> pick_now(const route::RouteRequest& request,
                                const std::vector<route::EndpointId>& excluded, Nanos now);
+  // Flow control (pool_flow.h; the pool's `flow_control:` section): null without it.
+  PoolFlow* flow() const { return flow_.get(); }
+  // Routed at once while some endpoint has room, else waits in the pool's queue until it
+  // is routed or refused (Pick::flow_status). `on_queued` runs (on the strand) when it
+  // starts waiting. `request` is borrowed until the awaitable completes.
+  boost::asio::awaitable<Pick> admit(const route::RouteRequest& request, FlowTicket ticket);
+  // The client of a queued request went away: out of the queue at once (on the strand).
+  void cancel_queued(route::RequestId id);
+  // Stop: every queued request is answered 503 shutting_down (on the strand).
+  void refuse_queued();
+  // Requests waiting in the queue (thread-safe): the autoscaler counts them as waiting.
+  size_t flow_queued() const;
+  // A request dispatched by flow control ended with `actual` output tokens where
+  // `charged` were counted: its tenant's counter is corrected (on the strand).
+  void flow_output(std::string_view tenant, uint32_t charged, uint32_t actual);
+
   // Lifecycle, dispatched to the strand (fire and forget: run at once when the strand is
   // free and this thread runs its context, else queued in order).
   void first_token(route::RequestId id);
@@ -217,6 +243,9 @@ class PoolRuntime {
   Rng rng_;
   route::CircuitBreakers breakers_;
   std::vector<bool> removal_started_;  // by EndpointId: a remove_endpoint is under way
+  std::unique_ptr<PoolFlow> flow_;     // after router_ and rng_, which it borrows
+  // Capacity may have appeared: the queue dispatches (no-op without flow control).
+  void pump_flow(Nanos now);
   // kvgate_routing_decisions_total's counters, by RejectReason (kNone: accepted).
   std::array<std::atomic<uint64_t>*, 8> decision_counters_{};
   uint64_t block_seed_ = 0;  // of the pool's block keys (keys_for)

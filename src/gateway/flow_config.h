@@ -1,0 +1,35 @@
+// A pool's `flow_control:` section in the gateway config (docs/flow-control.md):
+//
+//   pools:
+//     chat:
+//       flow_control:
+//         enabled: true
+//         shed_sheddable: false          # true: sheddable requests are refused, not queued
+//         band_order: strict             # strict | weighted
+//         band_weights: {critical: 16, standard: 4, sheddable: 1}
+//         starvation_bound_s: 0          # a band waiting this long goes next (0: off)
+//         max_requests: 10000            # queued requests in the pool
+//         max_tokens: 0                  # queued prompt + expected output tokens (0: none)
+//         tenant_max_requests: 0
+//         tenant_max_tokens: 0
+//         max_wait_s: {critical: 30, standard: 30, sheddable: 30}   # or one number; 0: none
+//         input_weight: 1                # VTC: counter cost of a prompt token
+//         output_weight: 2               # ... and of an output token
+//         default_output_tokens: 256     # charged when a request sets no max_tokens
+//
+// Errors name the file, line and field.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string_view>
+
+#include "core/common/result.h"
+#include "core/route/flow_queue.h"
+
+namespace kvgate::gateway {
+
+Result<route::FlowQueueConfig> parse_pool_flow(const YAML::Node& node, std::string_view field,
+                                               std::string_view file);
+
+}  // namespace kvgate::gateway

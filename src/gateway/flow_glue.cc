@@ -1,0 +1,59 @@
+#include "gateway/flow_glue.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/asio/steady_timer.hpp>
+#include <string>
+
+#include "gateway/openai_request.h"
+
+namespace kvgate::gateway {
+
+io::HttpResponse flow_refusal_response(const Pick& pick, const route::FlowQueueConfig& config) {
+  const std::string reason(pick.flow_reason);
+  std::string message;
+  if (reason == "queue_full") {
+    message = "The pool is saturated and its queue is full";
+  } else if (reason == "queue_timeout") {
+    message =
+        fmt::format("No capacity in time: waited {:.1f} s in the queue", to_seconds(pick.queued));
+  } else if (reason == "deadline_unmeetable") {
+    message = "The request's deadline cannot be met";
+  } else if (reason == "shutting_down") {
+    message = "The gateway is shutting down";
+  } else {
+    message = "Request not routed: " + reason;
+  }
+  io::HttpResponse r;
+  r.status = pick.flow_status;
+  r.content_type = "application/json";
+  r.body = openai_error_json(pick.flow_status, message, {}, reason);
+  r.headers.push_back({"x-kvgate-reject-reason", reason});
+  if (reason == "queue_full" || reason == "queue_timeout") {
+    Nanos wait = 0;
+    for (Nanos w : config.max_wait) {
+      if (w > 0) wait = wait == 0 ? w : std::min(wait, w);
+    }
+    const int64_t seconds = std::clamp<int64_t>(wait / kSecond, 1, 60);
+    r.headers.push_back({"Retry-After", std::to_string(seconds)});
+  }
+  return r;
+}
+
+std::shared_ptr<void> refuse_queued_before(boost::asio::io_context& io,
+                                           std::chrono::milliseconds grace,
+                                           std::vector<PoolRuntime*> pools) {
+  bool any = false;
+  for (PoolRuntime* p : pools) any = any || p->flow() != nullptr;
+  if (!any) return nullptr;
+  const auto margin = std::min<std::chrono::milliseconds>(std::chrono::seconds(1), grace / 2);
+  auto timer = std::make_shared<boost::asio::steady_timer>(io, grace - margin);
+  timer->async_wait([pools](const boost::system::error_code& ec) {
+    if (ec) return;
+    for (PoolRuntime* p : pools) p->refuse_queued();
+  });
+  return timer;
+}
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,29 @@
+// The gateway's side of flow control beyond the pool (pool_flow.h): the error a refused
+// request gets, and the drain's deadline for requests still queued.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "core/route/flow_queue.h"
+#include "gateway/pool_runtime.h"
+#include "io/http_types.h"
+
+namespace kvgate::gateway {
+
+// An OpenAI-style error for a request refused by flow control (Pick::flow_status set):
+// status 429 (queue_full, deadline_unmeetable) or 503 (queue_timeout, shutting_down),
+// code = reason, `x-kvgate-reject-reason: <reason>`, and Retry-After (seconds) where
+// waiting helps: queue_full and queue_timeout, a second past the shortest max wait.
+io::HttpResponse flow_refusal_response(const Pick& pick, const route::FlowQueueConfig& config);
+
+// During a drain, queued requests may still be served; those still queued `margin`
+// before `grace` ends (1 s, or half the grace if shorter) are answered 503 shutting_down,
+// so that none is cut off without an answer. The timer lives as long as the result.
+std::shared_ptr<void> refuse_queued_before(boost::asio::io_context& io,
+                                           std::chrono::milliseconds grace,
+                                           std::vector<PoolRuntime*> pools);
+
+}  // namespace kvgate::gateway
