@@ -41,11 +41,7 @@ DnsSourceConfig config(const Dnsmasq& dns, const std::string& name) {
   return c;
 }
 
-// DISABLED: against dnsmasq the source's queries get no answer in these tests (the
-// SRV/AAAA one passed once and failed once in the same build), although a hand query to
-// the same dnsmasq answers; found at the end of the session, not yet understood. Issue
-// #21 stays open on it.
-TEST(DiscoveryDns, DISABLED_ARecordsAddedAndRemoved) {
+TEST(DiscoveryDns, ARecordsAddedAndRemoved) {
   Dnsmasq dns(/*ttl=*/7, {});
   dns.set_hosts("127.0.0.11 engines.test\n127.0.0.12 engines.test\n");
   DnsSourceConfig c = config(dns, "engines.test");
@@ -70,8 +66,7 @@ TEST(DiscoveryDns, DISABLED_ARecordsAddedAndRemoved) {
   EXPECT_TRUE(none->endpoints.empty());
 }
 
-// DISABLED: see above.
-TEST(DiscoveryDns, DISABLED_SrvRecordsGiveTheirPortsAndAaaaRecordsWork) {
+TEST(DiscoveryDns, SrvRecordsGiveTheirPortsAndAaaaRecordsWork) {
   Dnsmasq dns(/*ttl=*/5, {"--srv-host=_http._tcp.engines.test,e1.test,8001,0,10",
                           "--srv-host=_http._tcp.engines.test,e2.test,8002,0,10",
                           "--host-record=e1.test,127.0.0.21", "--host-record=e2.test,127.0.0.22",
@@ -96,11 +91,7 @@ TEST(DiscoveryDns, DISABLED_SrvRecordsGiveTheirPortsAndAaaaRecordsWork) {
   EXPECT_EQ(urls(*c), (std::set<std::string>{"http://127.0.0.22:9002"}));
 }
 
-// DISABLED: against dnsmasq the source's queries get no answer in these tests (the
-// SRV/AAAA one passed once and failed once in the same build), although a hand query to
-// the same dnsmasq answers; found at the end of the session, not yet understood. Issue
-// #21 stays open on it.
-TEST(DiscoveryDns, DISABLED_TheSourceReResolvesWhenTheTtlRunsOutAndKeepsItsSetWhenTheServerIsDown) {
+TEST(DiscoveryDns, TheSourceReResolvesWhenTheTtlRunsOutAndKeepsItsSetWhenTheServerIsDown) {
   Dnsmasq dns(/*ttl=*/1, {});
   dns.set_hosts("127.0.0.11 engines.test\n");
   DnsSourceConfig c = config(dns, "engines.test");

@@ -1,34 +1,69 @@
 // A real DNS server for the DNS discovery tests: Debian's dnsmasq on a loopback port,
 // answering from files the test rewrites (hosts re-read on SIGHUP) and from --srv-host /
-// --host-record flags (fixed for one run: restart() to change them).
+// --host-record flags (fixed for one run: restart() to change them). The constructor and
+// restart() return once dnsmasq answers queries.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "process.h"
 
 namespace kvgate::testing {
 
-// A UDP port free on 127.0.0.1 just now.
-inline uint16_t free_udp_port() {
+// A port free on 127.0.0.1 for UDP and for TCP just now: dnsmasq listens on both and
+// exits when the TCP one is taken (a loopback client of another test can hold a port that
+// is free for UDP).
+inline uint16_t free_dns_port() {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    int udp = ::socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    (void)::bind(udp, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(udp, reinterpret_cast<sockaddr*>(&a), &len);
+    int tcp = ::socket(AF_INET, SOCK_STREAM, 0);
+    const bool both = ::bind(tcp, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(tcp);
+    ::close(udp);
+    if (both) return ntohs(a.sin_port);
+  }
+  return 0;
+}
+
+// True when a DNS server on 127.0.0.1:`port` answers a query ("ready.test A") within
+// 100 ms; false at once while nothing listens there (the ICMP error ends the wait).
+inline bool dns_answers(uint16_t port) {
+  static constexpr unsigned char kQuery[] = {
+      0, 1,   1,   0,   0,   1,   0, 0,   0,   0,   0,   0,  // id 1, RD, one question
+      5, 'r', 'e', 'a', 'd', 'y', 4, 't', 'e', 's', 't', 0,  // ready.test
+      0, 1,   0,   1};                                       // A, IN
   int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  (void)::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  a.sin_port = htons(port);
+  bool answered = false;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::send(fd, kQuery, sizeof kQuery, 0) == static_cast<ssize_t>(sizeof kQuery)) {
+    pollfd p{fd, POLLIN, 0};
+    unsigned char reply[512];
+    answered = ::poll(&p, 1, 100) == 1 && ::recv(fd, reply, sizeof reply, 0) > 0;
+  }
   ::close(fd);
-  return ntohs(a.sin_port);
+  return answered;
 }
 
 class Dnsmasq {
@@ -42,7 +77,7 @@ class Dnsmasq {
     std::filesystem::create_directories(dir_);
     hosts_ = (dir_ / "hosts").string();
     write_hosts("");
-    port_ = free_udp_port();
+    port_ = free_dns_port();
     start();
   }
   ~Dnsmasq() {
@@ -93,6 +128,22 @@ class Dnsmasq {
       return;
     }
     proc_ = std::move(*p);
+    // dnsmasq dies of a SIGHUP that comes before it installs its handler, which is what
+    // set_hosts() right after the constructor did: every later query went unanswered. An
+    // answer comes from its main loop, after every handler is in place.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!dns_answers(port_)) {
+      if (!proc_->running()) {
+        ADD_FAILURE() << "dnsmasq exited; stderr:\n" << proc_->errors();
+        return;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "dnsmasq does not answer on " << server() << "; stderr:\n"
+                      << proc_->errors();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
 
   int ttl_;
