@@ -7,7 +7,7 @@ export CCACHE_NOHASHDIR := true
 export CCACHE_SLOPPINESS := time_macros
 CMAKE_COMMON := -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 
-.PHONY: all bootstrap release asan run test bench format check-format clean
+.PHONY: all bootstrap release asan run test faults bench format check-format clean
 
 PGO ?= 1
 
@@ -38,6 +38,10 @@ test: bootstrap asan
 	@scripts/check-layers
 	@scripts/check-no-rebuild build/asan
 	cd build/asan && ctest --output-on-failure --timeout 600 -j $(JOBS)
+
+# The fault matrix alone (docs/reliability.md); `make test` runs it too.
+faults: asan
+	cd build/asan && ctest --output-on-failure --timeout 600 -L faults
 
 bench: bootstrap
 	JOBS=$(JOBS) PGO=$(PGO) scripts/build-release all

@@ -47,8 +47,12 @@ std::string render_engine_metrics(const engine::EngineModel& model,
             static_cast<double>(m.generation_tokens));
   metrics::Labels finished = labels;
   finished.emplace_back("finished_reason", "length");
-  w.counter("vllm:request_success_total", "Count of successfully processed requests.", finished,
-            static_cast<double>(m.requests_finished));
+  // One family, a series per reason: "length" for finished requests, "abort" for those
+  // aborted (the client went away, as vLLM counts them).
+  w.header("vllm:request_success_total", "Count of successfully processed requests.", "counter");
+  w.sample("vllm:request_success_total", finished, static_cast<double>(m.requests_finished));
+  finished.back().second = "abort";
+  w.sample("vllm:request_success_total", finished, static_cast<double>(m.requests_aborted));
   w.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
               labels, snapshot(m.time_to_first_token));
   w.histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",

@@ -18,6 +18,7 @@
 
 #include "core/common/rng.h"
 #include "core/engine/engine_model.h"
+#include "core/engine/greedy_decode.h"
 #include "engine/engine_metrics_text.h"
 #include "engine/openai_api.h"
 #include "engine/startup_log.h"
@@ -44,6 +45,10 @@ struct Pending {
   uint32_t prompt_tokens = 0;
   uint32_t cached_tokens = 0;
   bool role_sent = false;
+  // return_token_ids: the prompt's ids (sent once) and, for a whole answer, the output's.
+  bool return_token_ids = false;
+  std::vector<kv::TokenId> prompt_ids;
+  std::vector<kv::TokenId> output_ids;
 };
 
 // A request parsed and tokenized on an I/O thread, on its way to the engine thread.
@@ -243,7 +248,17 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, ApiKind k
   r.id = next_id.fetch_add(1);
   r.max_tokens = c.max_tokens.value_or(opt.default_max_tokens);
   r.priority = c.priority;
+  // Temperature 0: the answer is a function of the prompt (and of nothing else), so a
+  // request continued elsewhere from a prefix of its answer goes on identically.
+  if (c.temperature && *c.temperature == 0) {
+    r.output_tokens =
+        engine::greedy_continuation(r.prompt, r.max_tokens, model.config().vocab_size);
+  }
   Pending& p = sub->pending;
+  if (c.return_token_ids) {
+    p.return_token_ids = true;
+    p.prompt_ids = r.prompt;
+  }
   p.stream = std::move(s);
   p.kind = kind;
   p.streaming = c.stream;
@@ -367,12 +382,20 @@ void EngineServer::Impl::deliver_update(const engine::RequestUpdate& u) {
   const bool last = u.finished;
   const Usage usage{p.prompt_tokens, p.produced, p.cached_tokens};
   if (p.streaming) {
+    // return_token_ids: the prompt's ids in the first chunk, this token's id in its own.
+    TokenIdFields role_ids;
+    const kv::TokenId token = u.token;
+    TokenIdFields token_ids{std::span(&token, 1), nullptr};
+    if (p.return_token_ids && u.output_index == 0) {
+      (p.kind == ApiKind::kChat ? role_ids : token_ids).prompt = &p.prompt_ids;
+    }
     if (p.kind == ApiKind::kChat && !p.role_sent) {
       p.role_sent = true;
-      p.stream->write(render_chunk(p.kind, p.ids, "", true, "", p.include_usage));
+      p.stream->write(render_chunk(p.kind, p.ids, "", true, "", p.include_usage,
+                                   p.return_token_ids ? &role_ids : nullptr));
     }
-    std::string out =
-        render_chunk(p.kind, p.ids, text, false, last ? "length" : "", p.include_usage);
+    std::string out = render_chunk(p.kind, p.ids, text, false, last ? "length" : "",
+                                   p.include_usage, p.return_token_ids ? &token_ids : nullptr);
     if (last) {
       if (p.include_usage) out += render_usage_chunk(p.kind, p.ids, usage);
       out += kSseDone;
@@ -384,13 +407,16 @@ void EngineServer::Impl::deliver_update(const engine::RequestUpdate& u) {
     p.stream->write(std::move(out));
   } else {
     p.text += text;
+    if (p.return_token_ids) p.output_ids.push_back(u.token);
     if (last) {
+      const TokenIdFields ids{p.output_ids, &p.prompt_ids};
       p.stream->respond(
           io::HttpResponse{200,
                            "application/json",
                            {},
                            render_response(p.kind, p.ids, p.text, "length", usage,
-                                           p.remote_decode ? kv_transfer_json(u) : std::string())});
+                                           p.remote_decode ? kv_transfer_json(u) : std::string(),
+                                           p.return_token_ids ? &ids : nullptr)});
       pending.erase(it);
       return;
     }

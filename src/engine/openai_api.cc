@@ -139,6 +139,21 @@ json::value finish_value(std::string_view finish_reason) {
   return json::string(finish_reason);
 }
 
+json::array id_array(std::span<const kv::TokenId> ids) {
+  json::array a;
+  a.reserve(ids.size());
+  for (kv::TokenId t : ids) a.push_back(t);
+  return a;
+}
+
+// Adds return_token_ids' fields to an answer `o` whose (only) choice is `choice`.
+void add_token_ids(ApiKind kind, const TokenIdFields& t, json::object& o, json::object& choice) {
+  if (t.prompt) {
+    (kind == ApiKind::kChat ? o : choice)["prompt_token_ids"] = id_array(*t.prompt);
+  }
+  choice["token_ids"] = id_array(t.tokens);
+}
+
 std::string sse(const json::object& o) {
   std::string out = "data: ";
   out += json::serialize(o);
@@ -216,6 +231,16 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
       r.include_usage = iu->is_bool() && iu->as_bool();
     }
   }
+  if (const json::value* t = o.if_contains("return_token_ids"); t && !t->is_null()) {
+    if (!t->is_bool()) return bad("'return_token_ids' must be a boolean");
+    r.return_token_ids = t->as_bool();
+  }
+  if (const json::value* t = o.if_contains("temperature"); t && !t->is_null()) {
+    if (!t->is_number()) return bad("'temperature' must be a number");
+    const double v = t->to_number<double>();
+    if (v < 0) return bad("'temperature' must be at least 0");
+    r.temperature = v;
+  }
   auto prio = opt_int(o, "priority");
   if (auto* e = std::get_if<ApiError>(&prio)) return *e;
   if (auto pv = std::get<0>(prio)) r.priority = static_cast<int32_t>(*pv);
@@ -250,7 +275,7 @@ std::variant<TokenizeRequest, ApiError> parse_tokenize_request(std::string_view 
 
 std::string render_response(ApiKind kind, const ResponseIds& ids, std::string_view text,
                             std::string_view finish_reason, const Usage& usage,
-                            std::string_view kv_transfer_json) {
+                            std::string_view kv_transfer_json, const TokenIdFields* token_ids) {
   json::object o = head(kind, ids, false);
   json::object choice;
   choice["index"] = 0;
@@ -266,6 +291,7 @@ std::string render_response(ApiKind kind, const ResponseIds& ids, std::string_vi
   choice["logprobs"] = nullptr;
   choice["finish_reason"] = finish_value(finish_reason);
   choice["stop_reason"] = nullptr;
+  if (token_ids) add_token_ids(kind, *token_ids, o, choice);
   json::array choices;
   choices.push_back(std::move(choice));
   o["choices"] = std::move(choices);
@@ -281,7 +307,8 @@ std::string render_response(ApiKind kind, const ResponseIds& ids, std::string_vi
 }
 
 std::string render_chunk(ApiKind kind, const ResponseIds& ids, std::string_view delta,
-                         bool role_chunk, std::string_view finish_reason, bool with_usage_null) {
+                         bool role_chunk, std::string_view finish_reason, bool with_usage_null,
+                         const TokenIdFields* token_ids) {
   json::object o = head(kind, ids, true);
   json::object choice;
   choice["index"] = 0;
@@ -296,6 +323,7 @@ std::string render_chunk(ApiKind kind, const ResponseIds& ids, std::string_view 
   choice["logprobs"] = nullptr;
   choice["finish_reason"] = finish_value(finish_reason);
   if (kind == ApiKind::kCompletion) choice["stop_reason"] = nullptr;
+  if (token_ids) add_token_ids(kind, *token_ids, o, choice);
   json::array choices;
   choices.push_back(std::move(choice));
   o["choices"] = std::move(choices);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -44,6 +45,12 @@ struct CompletionRequest {
   bool include_usage = false;  // stream_options.include_usage
   int32_t priority = 0;
   std::optional<KvTransferParams> kv_transfer;
+  // vLLM's return_token_ids: the answer carries the prompt's token ids (once) and the
+  // ids of the tokens it produced (per chunk when streamed).
+  bool return_token_ids = false;
+  // Sampling temperature when given; 0 samples greedily (core/engine/greedy_decode.h:
+  // the answer is a function of the prompt).
+  std::optional<double> temperature;
 };
 
 // A request body error: status and message for an OpenAI error response.
@@ -77,16 +84,28 @@ struct Usage {
   uint32_t cached_tokens = 0;
 };
 
+// Token ids an answer carries with return_token_ids, where vLLM puts them: a chat
+// answer's prompt_token_ids at the top level (streamed: in the first chunk), a
+// completion's in its choice; `tokens` (the chunk's or the whole answer's) as the
+// choice's token_ids. prompt null: no prompt_token_ids in this chunk.
+struct TokenIdFields {
+  std::span<const kv::TokenId> tokens;
+  const std::vector<kv::TokenId>* prompt = nullptr;
+};
+
 // A whole (non-streamed) response. kv_transfer_json: a JSON object text, or "" for none.
 std::string render_response(ApiKind kind, const ResponseIds& ids, std::string_view text,
                             std::string_view finish_reason, const Usage& usage,
-                            std::string_view kv_transfer_json);
+                            std::string_view kv_transfer_json,
+                            const TokenIdFields* token_ids = nullptr);
 
 // One SSE event "data: {...}\n\n" carrying `delta`. role_chunk: the first chat chunk
 // (delta {"role":"assistant","content":""}). finish_reason: "" while not finished.
 // with_usage_null: adds "usage": null (stream_options.include_usage).
+// token_ids: with return_token_ids.
 std::string render_chunk(ApiKind kind, const ResponseIds& ids, std::string_view delta,
-                         bool role_chunk, std::string_view finish_reason, bool with_usage_null);
+                         bool role_chunk, std::string_view finish_reason, bool with_usage_null,
+                         const TokenIdFields* token_ids = nullptr);
 // The final usage event ("choices": []) sent before [DONE] with include_usage.
 std::string render_usage_chunk(ApiKind kind, const ResponseIds& ids, const Usage& usage);
 

@@ -290,8 +290,8 @@ class Parser {
 
   void timeouts(const YAML::Node& n, TimeoutConfig& t) const {
     only_keys(n, "timeouts",
-              {"header_ms", "idle_ms", "connect_ms", "upstream_header_ms", "stream_ms", "drain_ms",
-               "drain_announce_ms"});
+              {"header_ms", "idle_ms", "connect_ms", "upstream_header_ms", "stream_ms",
+               "stream_idle_ms", "drain_ms", "drain_announce_ms"});
     if (auto v = n["header_ms"]) t.header = millis(v, "timeouts.header_ms");
     if (auto v = n["idle_ms"]) t.idle = millis(v, "timeouts.idle_ms");
     if (auto v = n["connect_ms"]) t.connect = millis(v, "timeouts.connect_ms");
@@ -299,6 +299,7 @@ class Parser {
       t.upstream_header = millis(v, "timeouts.upstream_header_ms");
     }
     if (auto v = n["stream_ms"]) t.stream = millis(v, "timeouts.stream_ms");
+    if (auto v = n["stream_idle_ms"]) t.stream_idle = millis(v, "timeouts.stream_idle_ms");
     if (auto v = n["drain_ms"]) t.drain = millis(v, "timeouts.drain_ms");
     if (auto v = n["drain_announce_ms"]) {
       t.drain_announce = millis(v, "timeouts.drain_announce_ms");
@@ -310,7 +311,7 @@ class Parser {
     only_keys(n, field,
               {"endpoints", "router", "tokenizer", "chat_template", "block_size",
                "scrape_interval_ms", "kv_events_bind", "warmup", "autoscale",
-               "trust_request_chat_template", "discovery", "flow_control"});
+               "trust_request_chat_template", "discovery", "flow_control", "migration"});
     PoolConfig p;
     p.name = name;
     p.scrape_interval = std::chrono::milliseconds(200);
@@ -348,6 +349,13 @@ class Parser {
       auto parsed = parse_pool_flow(f, field + ".flow_control", file_);
       if (!parsed) throw ConfigError{parsed.error()};
       p.flow = *parsed;
+    }
+    if (auto m = n["migration"]) {
+      only_keys(m, field + ".migration", {"max_migrations"});
+      p.max_migrations = 2;
+      if (auto v = m["max_migrations"]) {
+        p.max_migrations = static_cast<int>(integer(v, field + ".migration.max_migrations", 0, 16));
+      }
     }
     if (auto a = n["autoscale"]) {
       auto parsed = parse_pool_autoscale(a, field + ".autoscale");

@@ -49,10 +49,13 @@ struct TimeoutConfig {
   std::chrono::milliseconds upstream_header{60'000};  // until the upstream's response head
   std::chrono::milliseconds stream{600'000};          // a whole streamed response (LLM answers
                                                       // stream for minutes)
-  std::chrono::milliseconds drain{30'000};            // on SIGTERM, how long streams may finish
-  std::chrono::milliseconds drain_announce{0};        // on SIGTERM, how long /ready answers 503
-                                                      // while new requests are still served
-                                                      // (so load balancers notice first)
+  // A stream's engine silent this long (no byte) counts as failed mid-stream (an error
+  // event, or a migration). 0: only `stream` bounds it.
+  std::chrono::milliseconds stream_idle{0};
+  std::chrono::milliseconds drain{30'000};      // on SIGTERM, how long streams may finish
+  std::chrono::milliseconds drain_announce{0};  // on SIGTERM, how long /ready answers 503
+                                                // while new requests are still served
+                                                // (so load balancers notice first)
 };
 
 struct LimitConfig {
@@ -131,6 +134,10 @@ struct PoolConfig {
   // Set when the pool has an `autoscale:` section. With a local actuator the pool lists
   // no endpoints: its replicas are launched and registered at run time.
   std::optional<PoolAutoscaleConfig> autoscale;
+  // Stream migration (gateway/stream_migration.h), opt-in: a stream whose engine fails
+  // mid-stream continues on another endpoint, up to this many times per request (0: off).
+  // YAML: migration: {max_migrations: 2}
+  int max_migrations = 0;
   // Set when the pool has a `discovery:` section (docs/discovery.md): endpoints found in
   // a file, DNS or Kubernetes join and leave at run time, beside any in `endpoints`.
   std::optional<discovery::DiscoveryConfig> discovery;

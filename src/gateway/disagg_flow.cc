@@ -53,7 +53,7 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
   hop.failed_endpoint = pid;
   const std::optional<EndpointAddress> found = ctx.pool.endpoint(pid);
   if (!found) {  // removed at run time since the decision
-    ctx.pool.finished(ctx.request_id, false);
+    ctx.lease.finish(false);
     hop.outcome = PrefillHop::kRetry;
     hop.error = fmt::format("prefill endpoint {} is gone", pid);
     co_return hop;
@@ -63,7 +63,7 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
   auto retry = [&](std::string_view kind, std::string message) {
     ctx.metrics.upstream_error(pool_name, prefill.url, kind);
     ctx.metrics.pd_hop_failure(pool_name, "prefill", kind);
-    ctx.pool.finished(ctx.request_id, false);
+    ctx.lease.finish(false);
     ctx.pool.endpoint_result(pid, false);
     hop.outcome = PrefillHop::kRetry;
     hop.error = fmt::format("prefill {}: {}", prefill.url, message);
@@ -71,11 +71,11 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
 
   auto body = prefill_body(ctx.request.body);
   if (!body) {  // the gateway validated the body already; cannot happen
-    ctx.pool.finished(ctx.request_id, false);
+    ctx.lease.finish(false);
     hop.response = {500, "application/json", {}, openai_error_json(500, body.error())};
     co_return hop;
   }
-  const std::string request_id = hop_request_id(ctx.request_id);
+  const std::string request_id = hop_request_id(ctx.lease.id());
   io::UpstreamRequest req;
   req.method = "POST";
   req.target = ctx.request.target;
@@ -83,8 +83,19 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
                  {"Accept", "application/json"},
                  {"X-Request-Id", request_id}};
   req.body = std::move(*body);
+  req.cancel = ctx.request.cancel;  // the client leaving ends this hop too
   ctx.metrics.pd_prefill(pool_name, prefill.url);
   auto exchange = co_await ctx.upstream.send(prefill.host, prefill.port, std::move(req));
+  // The client left (UpstreamCancel): no failure of the endpoint's; the caller sees it.
+  auto cancelled = [&] {
+    ctx.lease.finish(true);
+    hop.outcome = PrefillHop::kRetry;
+    hop.error = "cancelled";
+  };
+  if (!exchange && exchange.error().kind == io::UpstreamErrorKind::kCancelled) {
+    cancelled();
+    co_return hop;
+  }
   if (!exchange) {
     retry(io::to_string(exchange.error().kind), exchange.error().message);
     co_return hop;
@@ -93,6 +104,10 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
       (*exchange)->headers().find("content-type").value_or("application/json"));
   auto answer =
       co_await (*exchange)->read_all(ctx.timeouts.upstream_header, kMaxPrefillAnswerBytes);
+  if (!answer && answer.error().kind == io::UpstreamErrorKind::kCancelled) {
+    cancelled();
+    co_return hop;
+  }
   if (!answer) {
     retry(io::to_string(answer.error().kind), answer.error().message);
     co_return hop;
@@ -105,7 +120,7 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
   if (status != 200) {
     // The engine refused the request itself (bad parameters, too long a prompt): every
     // engine would; pass its answer on, as the one-hop path does.
-    ctx.pool.finished(ctx.request_id, true);
+    ctx.lease.finish(true);
     ctx.pool.endpoint_result(pid, true);
     ctx.metrics.pd_hop_failure(pool_name, "prefill", fmt::format("status_{}", status));
     hop.response = {
@@ -130,7 +145,7 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
   }
   ctx.pool.endpoint_result(pid, true);
   // The prefill endpoint's part is done: its prefill load goes.
-  ctx.pool.first_token(ctx.request_id);
+  ctx.lease.first_token();
   hop.outcome = PrefillHop::kDone;
   hop.prefill_url = prefill.url;
   hop.decode_request = ctx.request;

@@ -11,8 +11,8 @@
 // one-hop one does.
 //
 // The router tracks one request on both endpoints (EndpointPool: a P/D placement), so a
-// failed hop releases both with one PoolRuntime::finished(id, false). A successful
-// prefill hop ends the prefill endpoint's part: PoolRuntime::first_token(id) releases its
+// failed hop releases both with one RouteLease::finish(false). A successful
+// prefill hop ends the prefill endpoint's part: RouteLease::first_token() releases its
 // prefill load there (the decode endpoint's first token later is a no-op for the pool).
 //
 //   PrefillHop hop = co_await run_prefill_hop({...});
@@ -29,6 +29,7 @@
 #include "gateway/config.h"
 #include "gateway/metrics.h"
 #include "gateway/pool_runtime.h"
+#include "gateway/route_lease.h"
 #include "io/http_types.h"
 #include "io/upstream_client.h"
 
@@ -62,7 +63,9 @@ struct PrefillHopContext {
   GatewayMetrics& metrics;
   const TimeoutConfig& timeouts;
   const route::Decision& decision;  // accepted, with a prefill_endpoint
-  route::RequestId request_id;      // the router's id of the request (both endpoints)
+  // The router's bookkeeping of the request (both endpoints): released here when the hop
+  // fails or the engine refuses the request.
+  RouteLease& lease;
   // The request as the gateway sends it upstream (model rewritten, include_usage on
   // streams): the prefill body is built from it and the decode request is it plus the
   // kv_transfer_params.

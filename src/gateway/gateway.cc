@@ -9,6 +9,7 @@
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -20,6 +21,7 @@
 #include "discovery/pool_discovery.h"
 #include "gateway/admin_api.h"
 #include "gateway/disagg_flow.h"
+#include "gateway/fault_metrics.h"
 #include "gateway/flow_glue.h"
 #include "gateway/keys.h"
 #include "gateway/live_feed.h"
@@ -27,7 +29,9 @@
 #include "gateway/pool_autoscaler.h"
 #include "gateway/pool_flow.h"
 #include "gateway/pool_runtime.h"
+#include "gateway/route_lease.h"
 #include "gateway/sse_tap.h"
+#include "gateway/stream_migration.h"
 #include "gateway/tenant_limiter.h"
 #include "gateway/warmup.h"
 #include "io/http_server.h"
@@ -100,12 +104,18 @@ struct ProxyCall {
 // A stream request whose engine answered 200: the events are passed through by a
 // coroutine of its own (the connection writes them as they come).
 struct StreamJob {
+  // The client leaving cancels the exchange (declared first: it outlives the exchange).
+  std::shared_ptr<io::UpstreamCancel> cancel;
   ProxyCall call;
   std::unique_ptr<io::UpstreamExchange> exchange;
   std::shared_ptr<const EndpointAddress> endpoint;
-  route::RequestId id = 0;
+  RouteLease lease;
   std::string route_us;
   std::string prefill_url;
+  // Pools with stream migration: the stream's state and what a continuation is routed on.
+  std::optional<MigratingStream> migration;
+  std::vector<kv::BlockKey> keys;
+  int migrations = 0;  // done so far
 };
 
 struct Gateway::Impl {
@@ -115,10 +125,14 @@ struct Gateway::Impl {
   // thread: other threads reach it through posts and timers, which stay locked, and
   // stop_all() closes the idle upstream connections only after that thread has stopped.
   explicit Impl(int threads) : io(threads <= 1 ? BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO : threads) {}
+  // Before any member goes: coroutine frames the context destroys later (with their
+  // route leases) must not call the pools, which are destroyed first.
+  ~Impl() { pools_alive->store(false, std::memory_order_release); }
 
   GatewayConfig config;
   std::optional<KeyStore> keys;
   GatewayMetrics metrics;
+  FaultMetrics fault_metrics;  // cancellations, stream migrations
   std::unique_ptr<TenantLimiter> limiter;
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
@@ -135,6 +149,8 @@ struct Gateway::Impl {
   std::atomic<bool> draining{false};   // new requests get 503, listeners closed
   std::atomic<bool> stopped{false};
   std::atomic<uint64_t> next_request_id{1};
+  // Whether the pools still exist, for route leases (route_lease.h).
+  std::shared_ptr<std::atomic<bool>> pools_alive = std::make_shared<std::atomic<bool>>(true);
   std::string models_json;
 
   PoolWarmup* warmup_of(const PoolRuntime* pool) {
@@ -178,6 +194,10 @@ struct Gateway::Impl {
   // pump_stream, on a coroutine of its own.
   asio::awaitable<void> proxy(ProxyCall call);
   asio::awaitable<void> pump_stream(StreamJob job);
+  // After the stream's engine failed mid-stream: a continuation on another endpoint
+  // (stream_migration.h). kResumed: job.exchange, endpoint and lease are the new leg's.
+  enum class Migrated { kResumed, kComplete, kCancelled, kFailed };
+  asio::awaitable<Migrated> migrate(StreamJob& job);
   void stop_all();
   // Charges a finished request's usage to its tenant's token budget.
   void charge(const Tenant* tenant, std::string_view model, const Usage& u);
@@ -208,7 +228,7 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
                                         "text/plain; version=0.0.4; charset=utf-8",
                                         {},
                                         metrics.render() + render_warmup_metrics(all_warmups()) +
-                                            discovery_metrics() +
+                                            fault_metrics.render() + discovery_metrics() +
                                             render_flow_metrics(all_flows())});
   }
   const bool is_chat = path == "/v1/chat/completions"sv;
@@ -400,23 +420,54 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
                          ? "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
                          : "Content-Type: application/json\r\nAccept: application/json\r\n";
   up.body = std::move(call.body);
+  // A client that leaves closes the upstream exchange at once (the engine then aborts the
+  // request, as vLLM does on a disconnect) instead of keeping the engine busy to the end.
+  auto cancel = std::make_shared<io::UpstreamCancel>();
+  up.cancel = cancel.get();
+  const asio::any_io_executor here = co_await asio::this_coro::executor;
+  call.stream->on_close([here, cancel] { asio::dispatch(here, [cancel] { cancel->cancel(); }); });
+  call.stream->watch_client();
+  // Stream migration (opt-in per pool): the engine is asked for the token ids.
+  std::optional<MigratingStream> migration;
+  if (call.request.stream && pool.config().max_migrations > 0) {
+    migration = MigratingStream::start(up.body, call.kind);
+    if (migration) up.body = migration->first_body();
+  }
 
   std::vector<route::EndpointId> excluded;
+  RouteLease lease;  // the router's load for the attempt in progress
+  auto client_left = [&] {
+    // Released as finished: the endpoint did nothing wrong.
+    lease.finish(true);
+    fault_metrics.cancelled(pool.name(), /*after_first_byte=*/false);
+    final_status = 499;  // nginx's "client closed request"
+    metrics.request_finished({.model = model,
+                              .pool = pool.name(),
+                              .tenant = call.tenant,
+                              .status = final_status,
+                              .seconds = seconds_since(call.received),
+                              .routing_seconds = call.routing_seconds});
+  };
   std::unique_ptr<io::UpstreamExchange> exchange;
   std::shared_ptr<const EndpointAddress> endpoint;
   std::string prefill_url;  // disaggregated: the prefill endpoint of the decode hop below
   std::string last_error;   // set by a failed attempt (no allocation on the common path)
   const int attempts = config.retries.max_attempts;
   for (int attempt = 0; attempt < attempts && !exchange; ++attempt) {
+    if (cancel->cancelled()) break;
     // At once on the pool's only thread; else on its strand.
     // (Not a conditional expression: GCC 12 mishandles co_await inside one.)
     // Flow control: the first attempt goes through the pool's queue (pool_flow.h).
     const bool queue = attempt == 0 && pool.flow() != nullptr;
     std::optional<Pick> now;
     if (queue) {
+      // One close callback (a second would replace the first): leave the queue, cancel.
       auto* p = &pool;
       const route::RequestId id = rr.id;
-      call.stream->on_close([p, id] { p->cancel_queued(id); });
+      call.stream->on_close([p, id, here, cancel] {
+        p->cancel_queued(id);
+        asio::dispatch(here, [cancel] { cancel->cancel(); });
+      });
       now = co_await pool.admit(
           rr, {.tenant = call.tenant, .weight = call.flow.weight, .deadline = call.flow.deadline});
     } else {
@@ -445,13 +496,14 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       respond(status, std::move(r));
       break;
     }
+    lease = RouteLease(pool, rr.id, pools_alive);
     endpoint = std::move(pick.endpoint);
     if (attempt > 0) metrics.retry(pool.name());
     // Disaggregated: the prefill hop first; `endpoint` is then the decode endpoint.
     std::optional<io::UpstreamRequest> decode_up;
     prefill_url.clear();
     if (pick.decision.prefill_endpoint) {
-      PrefillHopContext ctx{*upstream, pool, metrics, config.timeouts, pick.decision, rr.id, up};
+      PrefillHopContext ctx{*upstream, pool, metrics, config.timeouts, pick.decision, lease, up};
       PrefillHop hop = co_await run_prefill_hop(ctx);
       if (hop.outcome == PrefillHop::kRetry) {
         last_error = std::move(hop.error);
@@ -469,13 +521,14 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     }
     const io::UpstreamRequest& to_send = decode_up ? *decode_up : up;  // borrowed by send
     auto result = co_await upstream->send(endpoint->host, endpoint->port, to_send);
+    if (!result && result.error().kind == io::UpstreamErrorKind::kCancelled) break;
     if (!result) {
       last_error = result.error().message;
       metrics.upstream_error(pool.name(), endpoint->url, io::to_string(result.error().kind));
       if (!prefill_url.empty()) {
         metrics.pd_hop_failure(pool.name(), "decode", io::to_string(result.error().kind));
       }
-      pool.exchange_done(rr.id, endpoint->id, false, monotonic_now());
+      lease.done(endpoint->id, false, monotonic_now());
       excluded.push_back(endpoint->id);
       continue;
     }
@@ -485,14 +538,16 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       last_error = fmt::format("{} answered 503", endpoint->url);
       metrics.upstream_error(pool.name(), endpoint->url, "status_503");
       if (!prefill_url.empty()) metrics.pd_hop_failure(pool.name(), "decode", "status_503");
-      pool.exchange_done(rr.id, endpoint->id, false, monotonic_now());
+      lease.done(endpoint->id, false, monotonic_now());
       excluded.push_back(endpoint->id);
       continue;
     }
     exchange = std::move(*result);
   }
 
-  if (!exchange) {
+  if (cancel->cancelled() && final_status == 0) {
+    client_left();
+  } else if (!exchange) {
     if (final_status == 0) {
       respond(502,
               json_error(502,
@@ -504,17 +559,19 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     // Whole response (or an engine error on a stream request): read it, pass it on.
     std::string content_type(exchange->headers().find("content-type").value_or("application/json"));
     auto body = co_await exchange->read_all(config.timeouts.stream, 64 << 20);
-    if (!body) {
+    if (!body && body.error().kind == io::UpstreamErrorKind::kCancelled) {
+      client_left();
+    } else if (!body) {
       metrics.upstream_error(pool.name(), endpoint->url, io::to_string(body.error().kind));
       if (!prefill_url.empty()) {
         metrics.pd_hop_failure(pool.name(), "decode", io::to_string(body.error().kind));
       }
-      pool.exchange_done(rr.id, endpoint->id, false, monotonic_now());
+      lease.done(endpoint->id, false, monotonic_now());
       respond(502,
               json_error(502, "Upstream failed: " + body.error().message, {}, "upstream_error"));
     } else {
       const Nanos done = monotonic_now();
-      pool.exchange_done(rr.id, endpoint->id, true, done, /*first_token=*/true);
+      lease.done(endpoint->id, true, done, /*first_token=*/true);
       const bool answered = exchange->status() == 200;
       Usage u;
       if (answered) {
@@ -536,8 +593,13 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   } else {
     // Stream: pass events through as they arrive, from a coroutine of its own (the
     // connection writes them meanwhile).
-    StreamJob job{std::move(call), std::move(exchange), std::move(endpoint),
-                  rr.id,           std::move(route_us), std::move(prefill_url)};
+    StreamJob job{std::move(cancel),     std::move(call),  std::move(exchange),
+                  std::move(endpoint),   std::move(lease), std::move(route_us),
+                  std::move(prefill_url)};
+    if (migration) {
+      job.migration = std::move(migration);
+      job.keys = std::move(keys);  // rr.keys views them
+    }
     asio::co_spawn(co_await asio::this_coro::executor, pump_stream(std::move(job)), asio::detached);
   }
 }
@@ -546,13 +608,11 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
   ProxyCall& call = job.call;
   PoolRuntime& pool = *call.pool;
   const std::string& model = call.model->name;
-  const EndpointAddress* endpoint = job.endpoint.get();
   const std::string& prefill_url = job.prefill_url;
-  io::UpstreamExchange* exchange = job.exchange.get();
   metrics.stream_started();
   const int final_status = 200;
   std::vector<io::HttpHeader> head = {{"Cache-Control", "no-cache"},
-                                      {"x-kvgate-endpoint", endpoint->url},
+                                      {"x-kvgate-endpoint", job.endpoint->url},
                                       {"x-kvgate-route-us", job.route_us}};
   if (!prefill_url.empty()) head.push_back({"x-kvgate-prefill-endpoint", prefill_url});
   call.stream->start(200, "text/event-stream", std::move(head));
@@ -562,32 +622,71 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(config.timeouts.stream).count();
   Nanos last_token = 0;
   bool ok = false;
+  bool client_left = false;
   std::string out;
+  std::string relayed;  // migration: the client's events of what came
+  auto end_timed_out = [&] {
+    out = "data: " + openai_error_json(504, "The stream exceeded the gateway's stream timeout") +
+          "\n\ndata: [DONE]\n\n";
+    call.stream->write(std::move(out));
+    metrics.upstream_error(pool.name(), job.endpoint->url, "timeout");
+  };
   while (true) {
-    if (call.stream->closed()) break;  // the client went away
-    Nanos left = deadline - monotonic_now();
-    if (left <= 0) {
-      out = "data: " + openai_error_json(504, "The stream exceeded the gateway's stream timeout") +
-            "\n\ndata: [DONE]\n\n";
-      call.stream->write(std::move(out));
-      metrics.upstream_error(pool.name(), endpoint->url, "timeout");
+    if (call.stream->closed()) {  // the client went away
+      client_left = true;
       break;
     }
-    auto piece = co_await exchange->read_some(
+    Nanos left = deadline - monotonic_now();
+    if (left <= 0) {
+      end_timed_out();
+      break;
+    }
+    auto wait =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds(left)) +
-        std::chrono::milliseconds(1));
+        std::chrono::milliseconds(1);
+    bool until_deadline = true;  // else the idle timeout bounds this read
+    if (const auto idle = config.timeouts.stream_idle; idle.count() > 0 && idle < wait) {
+      wait = idle;
+      until_deadline = false;
+    }
+    auto piece = co_await job.exchange->read_some(wait);
+    if (!piece &&
+        (piece.error().kind == io::UpstreamErrorKind::kCancelled || call.stream->closed())) {
+      client_left = true;  // its on_close cancelled the exchange
+      break;
+    }
+    // (The read's timer may fire a clock tick before `deadline`.)
+    if (!piece && piece.error().kind == io::UpstreamErrorKind::kTimeout && until_deadline) {
+      end_timed_out();  // the read waited out the gateway's stream timeout, not a silence
+      break;
+    }
     if (!piece) {
-      // Bytes already reached the client: end the stream with an error event.
-      metrics.upstream_error(pool.name(), endpoint->url, io::to_string(piece.error().kind));
-      if (!prefill_url.empty()) {
-        metrics.pd_hop_failure(pool.name(), "decode", io::to_string(piece.error().kind));
+      const std::string kind(io::to_string(piece.error().kind));
+      metrics.upstream_error(pool.name(), job.endpoint->url, kind);
+      if (!prefill_url.empty()) metrics.pd_hop_failure(pool.name(), "decode", kind);
+      pool.endpoint_result(job.endpoint->id, false);
+      std::string error = piece.error().message;
+      if (job.migration) {
+        const Migrated m = co_await migrate(job);
+        if (m == Migrated::kResumed) continue;
+        if (m == Migrated::kCancelled) {
+          client_left = true;
+          break;
+        }
+        if (m == Migrated::kComplete) {
+          // Every token went through before the engine died: end the answer here.
+          out.clear();
+          (void)tap.feed(job.migration->closing_events(), out);
+          call.stream->write(std::move(out));
+          ok = true;
+          break;
+        }
       }
-      pool.endpoint_result(endpoint->id, false);
-      out =
-          "data: " +
-          openai_error_json(502, "The upstream engine failed mid-stream: " + piece.error().message,
-                            {}, "upstream_error") +
-          "\n\ndata: [DONE]\n\n";
+      // Bytes already reached the client: end the stream with an error event.
+      out = "data: " +
+            openai_error_json(502, "The upstream engine failed mid-stream: " + error, {},
+                              "upstream_error") +
+            "\n\ndata: [DONE]\n\n";
       call.stream->write(std::move(out));
       break;
     }
@@ -596,15 +695,21 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
       break;
     }
     out.clear();
-    SseTap::Step step = tap.feed(*piece, out);
+    std::string_view data = *piece;
+    if (job.migration) {
+      relayed.clear();
+      job.migration->feed(data, relayed);
+      data = relayed;
+    }
+    SseTap::Step step = tap.feed(data, out);
     if (step.token_events > 0) {
       Nanos now = monotonic_now();
       if (last_token == 0) {
         metrics.ttft(model, to_seconds(now - call.received));
-        pool.first_token(job.id);
       } else {
         metrics.itl(model, to_seconds(now - last_token));
       }
+      job.lease.first_token();  // once per leg
       for (size_t i = 1; i < step.token_events; ++i) metrics.itl(model, 0);
       last_token = now;
     }
@@ -616,8 +721,13 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
     }
     out = std::string();
   }
-  if (ok) pool.endpoint_result(endpoint->id, true);
-  pool.finished(job.id, ok);
+  if (ok && job.lease.held()) pool.endpoint_result(job.endpoint->id, true);
+  if (client_left) {
+    job.exchange.reset();  // closes the upstream connection now: the engine aborts
+    fault_metrics.cancelled(pool.name(), /*after_first_byte=*/true);
+  }
+  // A client that left is no failure of the endpoint's.
+  job.lease.finish(ok || client_left);
   // Tokens count also when the client went away mid-stream, as long as the usage chunk came.
   const Usage& u = tap.usage();
   if (u.seen) charge(call.limited_tenant, model, u);
@@ -636,6 +746,69 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
                             .completion_tokens = u.completion_tokens,
                             .cached_tokens = u.cached_tokens});
   call.stream->finish();
+}
+
+asio::awaitable<Gateway::Impl::Migrated> Gateway::Impl::migrate(StreamJob& job) {
+  PoolRuntime& pool = *job.call.pool;
+  MigratingStream& m = *job.migration;
+  const route::EndpointId failed = job.endpoint->id;
+  job.lease.finish(false);  // the failed leg's load goes now
+  job.exchange.reset();
+  if (m.complete()) co_return Migrated::kComplete;
+  if (!m.can_continue()) {  // the engine sent no token ids: nothing to continue from
+    fault_metrics.migration(pool.name(), "failed", 0);
+    co_return Migrated::kFailed;
+  }
+  if (job.migrations >= pool.config().max_migrations) {
+    fault_metrics.migration(pool.name(), "exhausted", 0);
+    co_return Migrated::kFailed;
+  }
+  ++job.migrations;
+  // Routed like any request: the original prompt's blocks (the streamed tokens are in no
+  // other engine's cache), so an endpoint holding the prefix is preferred.
+  route::RouteRequest rr;
+  rr.id = next_request_id.fetch_add(1);
+  rr.keys = job.keys;
+  rr.prompt_tokens = static_cast<uint32_t>(m.prompt_tokens() + m.generated());
+  rr.expected_output_tokens = m.remaining().value_or(job.call.request.max_tokens);
+  rr.criticality = job.call.criticality;
+  io::UpstreamRequest up;
+  up.method = "POST";
+  up.target = "/v1/completions";
+  up.fixed_headers = "Content-Type: application/json\r\nAccept: text/event-stream\r\n";
+  up.body = m.continuation_body();
+  up.cancel = job.cancel.get();
+  std::vector<route::EndpointId> excluded{failed};
+  for (int attempt = 0; attempt < config.retries.max_attempts; ++attempt) {
+    std::optional<Pick> now = pool.pick_now(rr, excluded, monotonic_now());
+    if (!now) now = co_await pool.pick(rr, excluded);
+    if (!now->decision.accepted()) break;
+    RouteLease lease(pool, rr.id, pools_alive);
+    std::shared_ptr<const EndpointAddress> endpoint = std::move(now->endpoint);
+    auto result = co_await upstream->send(endpoint->host, endpoint->port, up);
+    if (!result && result.error().kind == io::UpstreamErrorKind::kCancelled) {
+      lease.finish(true);  // the client left: no failure of this endpoint's
+      co_return Migrated::kCancelled;
+    }
+    if (!result || (*result)->status() != 200) {
+      const std::string kind = result ? fmt::format("status_{}", (*result)->status())
+                                      : std::string(io::to_string(result.error().kind));
+      metrics.upstream_error(pool.name(), endpoint->url, kind);
+      lease.done(endpoint->id, false, monotonic_now());
+      excluded.push_back(endpoint->id);
+      continue;
+    }
+    fault_metrics.migration(pool.name(), "resumed", m.generated());
+    spdlog::info("pool {}: stream migrated from endpoint {} to {} after {} tokens", pool.name(),
+                 failed, endpoint->url, m.generated());
+    m.begin_leg();
+    job.exchange = std::move(*result);
+    job.endpoint = std::move(endpoint);
+    job.lease = std::move(lease);
+    co_return Migrated::kResumed;
+  }
+  fault_metrics.migration(pool.name(), "failed", 0);
+  co_return Migrated::kFailed;
 }
 
 void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const Usage& u) {

@@ -157,6 +157,8 @@ class Stream final : public ResponseStream {
     callback();
   }
 
+  void watch_client() override;
+
   // Connection side.
   Batch take() {
     std::lock_guard lock(mu_);
@@ -362,6 +364,17 @@ void watch_disconnect(const std::shared_ptr<Connection>& conn, std::shared_ptr<S
       conn->wake();
     }
     // Data: a pipelined request; stop watching (it is read after this response).
+  });
+}
+
+void Stream::watch_client() {
+  auto conn = conn_.lock();
+  if (!conn) return;
+  // On the connection's strand, where `current` and `watching` live.
+  net::dispatch(conn->signal.get_executor(), [conn, this] {
+    if (conn->closing || conn->watching || conn->current.get() != this) return;
+    conn->watching = true;
+    watch_disconnect(conn, conn->current);
   });
 }
 

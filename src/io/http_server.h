@@ -71,6 +71,12 @@ class ResponseStream {
   // Runs once (on an I/O thread) if the stream closes before it finished; runs at once
   // if it is already closed.
   virtual void on_close(std::function<void()> callback) = 0;
+  // Watches for the client going away from now on, also while an awaited handler is
+  // still running (the connection otherwise watches only once the handler returned and
+  // the response kept the client waiting): a handler about to wait long on an upstream
+  // calls it, and its on_close callback then runs as soon as the client leaves. Costs a
+  // reactor registration, so quick answers should not.
+  virtual void watch_client() = 0;
 };
 
 using HttpHandler =

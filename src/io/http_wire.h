@@ -177,7 +177,10 @@ class LazyDeadline {
   void reset_expired() { state_->expired.store(false); }
   // Stops the timer for good (the owner goes away); on_expire never runs after this.
   void cancel() {
-    state_->alive.store(false);
+    {
+      std::lock_guard lock(state_->expire_mu);  // waits for an on_expire in progress
+      state_->alive.store(false);
+    }
     state_->timer.cancel();
   }
 
@@ -193,6 +196,7 @@ class LazyDeadline {
     std::atomic<bool> armed{false};
     std::atomic<bool> alive{true};
     std::atomic<bool> expired{false};
+    std::mutex expire_mu;  // held while on_expire runs, and by cancel()
   };
 
   static void arm(const std::shared_ptr<State>& s) {
@@ -207,6 +211,11 @@ class LazyDeadline {
       const Clock::time_point d = s->deadline.load();
       if (ec || !s->alive.load() || d == Clock::time_point::max()) return;
       if (Clock::now() < d) return arm(s);  // pushed back meanwhile
+      // Under the lock that cancel() takes: the owner cannot go away while on_expire runs
+      // (closing a socket lets its pending operation complete on another thread, which
+      // may free the owner before close() returns here).
+      std::lock_guard lock(s->expire_mu);
+      if (!s->alive.load()) return;
       s->expired.store(true);
       s->on_expire();
     });

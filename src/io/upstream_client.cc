@@ -130,6 +130,34 @@ UpstreamErrorKind kind_of(const Connection& conn) {
   return conn.deadline.expired() ? UpstreamErrorKind::kTimeout : UpstreamErrorKind::kClosed;
 }
 
+// kCancelled when the caller's cancel closed the socket, else as kind_of.
+UpstreamErrorKind kind_of(const Connection& conn, const UpstreamCancel* cancel) {
+  return cancel && cancel->cancelled() ? UpstreamErrorKind::kCancelled : kind_of(conn);
+}
+
+// Points `cancel` at `conn` for as long as it lives here: the connection's socket closes
+// on cancel(). Detaches on scope exit unless handed on (keep()).
+class CancelAttachment {
+ public:
+  CancelAttachment(UpstreamCancel* cancel, Connection& conn) : cancel_(cancel) {
+    if (cancel_) {
+      cancel_->attach([c = &conn] {
+        beast::error_code ignored;
+        c->socket.close(ignored);
+      });
+    }
+  }
+  ~CancelAttachment() {
+    if (cancel_) cancel_->detach();
+  }
+  CancelAttachment(const CancelAttachment&) = delete;
+  CancelAttachment& operator=(const CancelAttachment&) = delete;
+  void keep() { cancel_ = nullptr; }
+
+ private:
+  UpstreamCancel* cancel_;
+};
+
 // The error's text, "timed out" when the deadline closed the socket.
 std::string message_of(const Connection& conn, const boost::system::error_code& ec) {
   return conn.deadline.expired() ? "timed out" : ec.message();
@@ -169,7 +197,11 @@ struct UpstreamClient::Pool {
 };
 
 struct UpstreamExchange::Impl {
+  ~Impl() {
+    if (cancel) cancel->detach();
+  }
   std::shared_ptr<UpstreamClient::Pool> pool;
+  UpstreamCancel* cancel = nullptr;  // attached to conn while it is here
   std::string key;
   std::unique_ptr<Connection> conn;
   int status = 0;
@@ -189,11 +221,13 @@ struct UpstreamExchange::Impl {
 
   void release() {
     done = true;
+    if (cancel) cancel->detach();
     if (conn && keep_alive && parsed_all()) {
       conn->parser.reset();
       conn->body.clear();
       pool->give(key, std::move(conn));
     } else if (conn) {
+      conn->deadline.cancel();  // waits for a timeout's close in progress on another thread
       beast::error_code ignored;
       conn->socket.close(ignored);
       conn.reset();
@@ -226,7 +260,7 @@ struct UpstreamExchange::Impl {
     }
     conn->deadline.expires_never();
     if (!ec) co_return std::nullopt;
-    UpstreamError err{kind_of(*conn), "upstream body: " + message_of(*conn, ec)};
+    UpstreamError err{kind_of(*conn, cancel), "upstream body: " + message_of(*conn, ec)};
     keep_alive = false;
     release();
     co_return err;
@@ -315,14 +349,18 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
   key.append(host).push_back(':');
   char digits[8];
   key.append(digits, std::to_chars(digits, digits + sizeof(digits), port).ptr);
+  UpstreamCancel* const cancel = request.cancel;
+  auto cancelled = [cancel] { return cancel && cancel->cancelled(); };
+  if (cancelled()) co_return UpstreamError{UpstreamErrorKind::kCancelled, "cancelled"};
   // Attempt 0 may reuse an idle connection; when that one turns out dead before any
   // response byte, attempt 1 uses a fresh one.
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::unique_ptr<Connection> conn = attempt == 0 ? pool_->take(key) : nullptr;
     const bool reused = conn != nullptr;
     beast::error_code ec;
-    if (!conn) {
-      conn = std::make_unique<Connection>(executor_);
+    if (!conn) conn = std::make_unique<Connection>(executor_);
+    CancelAttachment attached(cancel, *conn);
+    if (!reused) {
       tcp::resolver resolver(executor_);
       // A numeric address (as endpoints mostly are) needs no lookup.
       auto endpoints =
@@ -340,6 +378,7 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
       co_await asio::async_connect(conn->socket, endpoints,
                                    asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
+        if (cancelled()) co_return UpstreamError{UpstreamErrorKind::kCancelled, "cancelled"};
         if (conn->deadline.expired()) {
           co_return UpstreamError{UpstreamErrorKind::kTimeout, "connect " + key + ": timed out"};
         }
@@ -356,8 +395,9 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
     std::tie(ec, std::ignore) =
         co_await asio::async_write(conn->socket, out, asio::as_tuple(asio::deferred));
     if (ec) {
-      if (reused && !conn->deadline.expired()) continue;
-      co_return UpstreamError{kind_of(*conn), "send to " + key + ": " + message_of(*conn, ec)};
+      if (reused && !conn->deadline.expired() && !cancelled()) continue;
+      co_return UpstreamError{kind_of(*conn, cancel),
+                              "send to " + key + ": " + message_of(*conn, ec)};
     }
     conn->body.clear();
     conn->plain = false;
@@ -365,8 +405,9 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
       auto [rec, n] = co_await conn->socket.async_read_some(
           conn->buffer.prepare(wire::read_size(conn->buffer)), asio::as_tuple(asio::deferred));
       if (rec) {
-        if (reused && !conn->deadline.expired()) continue;  // nothing came: a stale connection
-        co_return UpstreamError{kind_of(*conn),
+        // Nothing came: a stale connection.
+        if (reused && !conn->deadline.expired() && !cancelled()) continue;
+        co_return UpstreamError{kind_of(*conn, cancel),
                                 "response head from " + key + ": " + message_of(*conn, rec)};
       }
       conn->buffer.commit(n);
@@ -380,8 +421,10 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
       conn->parser->header_limit(kMaxResponseHead);
       ec = co_await wire::read_message(conn->socket, conn->buffer, *conn->parser, true);
       if (ec) {
-        if (reused && !conn->deadline.expired() && !conn->parser->got_some()) continue;
-        co_return UpstreamError{kind_of(*conn),
+        if (reused && !conn->deadline.expired() && !conn->parser->got_some() && !cancelled()) {
+          continue;
+        }
+        co_return UpstreamError{kind_of(*conn, cancel),
                                 "response head from " + key + ": " + message_of(*conn, ec)};
       }
       status = conn->parser->status();
@@ -394,9 +437,20 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
     impl->pool = pool_;
     impl->key = std::move(key);
     impl->conn = std::move(conn);
+    impl->cancel = cancel;  // stays attached to the connection, now the exchange's
+    attached.keep();
     co_return std::make_unique<UpstreamExchange>(std::move(impl));
   }
   co_return UpstreamError{UpstreamErrorKind::kClosed, "send to " + key + ": connection lost"};
+}
+
+void UpstreamCancel::cancel() {
+  if (cancelled_) return;
+  cancelled_ = true;
+  if (auto close = std::move(close_)) {
+    close_ = nullptr;
+    close();
+  }
 }
 
 std::string_view to_string(UpstreamErrorKind kind) {
@@ -409,6 +463,8 @@ std::string_view to_string(UpstreamErrorKind kind) {
       return "closed";
     case UpstreamErrorKind::kProtocol:
       return "protocol";
+    case UpstreamErrorKind::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }

@@ -27,6 +27,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -41,13 +42,14 @@ namespace kvgate::io {
 using UpstreamHeaders = std::vector<std::pair<std::string, std::string>>;
 
 enum class UpstreamErrorKind : uint8_t {
-  kConnect,   // resolve or connect failed (nothing was sent): safe to retry elsewhere
-  kTimeout,   // connect, head or body timed out
-  kClosed,    // the connection failed or closed mid-exchange
-  kProtocol,  // malformed response
+  kConnect,    // resolve or connect failed (nothing was sent): safe to retry elsewhere
+  kTimeout,    // connect, head or body timed out
+  kClosed,     // the connection failed or closed mid-exchange
+  kProtocol,   // malformed response
+  kCancelled,  // the caller cancelled the exchange (UpstreamCancel)
 };
 
-// "connect", "timeout", "closed", "protocol" (metric label values).
+// "connect", "timeout", "closed", "protocol", "cancelled" (metric label values).
 std::string_view to_string(UpstreamErrorKind kind);
 
 struct UpstreamError {
@@ -69,6 +71,25 @@ class UpstreamResult {
   std::variant<T, UpstreamError> v_;
 };
 
+// Lets a caller abort an exchange in progress (the client it serves went away): cancel()
+// closes the exchange's connection at once, so the operation in progress fails with
+// kCancelled, later ones fail at once, and the server sees the connection close (vLLM
+// then aborts the request). A send() that starts after cancel() fails at once.
+// Use it on the executor that runs the exchange's coroutine, as the exchange itself.
+class UpstreamCancel {
+ public:
+  void cancel();
+  bool cancelled() const { return cancelled_; }
+
+  // For the client: the connection in use (`close` closes it), or none.
+  void attach(std::function<void()> close) { close_ = std::move(close); }
+  void detach() { close_ = nullptr; }
+
+ private:
+  bool cancelled_ = false;
+  std::function<void()> close_;
+};
+
 struct UpstreamRequest {
   std::string method = "POST";
   std::string target;  // "/v1/chat/completions"
@@ -78,6 +99,8 @@ struct UpstreamRequest {
   UpstreamHeaders headers;  // sent as given, after fixed_headers (Host and Content-Length
                             // are added)
   std::string body;
+  // Borrowed; must outlive the exchange. Null: not cancellable.
+  UpstreamCancel* cancel = nullptr;
 };
 
 struct UpstreamOptions {

@@ -80,6 +80,44 @@ TEST(OpenAiApi, RendersResponsesAndChunks) {
   EXPECT_EQ(u.at("usage").at("completion_tokens").as_int64(), 2);
 }
 
+TEST(OpenAiApi, ReturnTokenIdsAndTemperatureAsVllmHasThem) {
+  auto parsed = parse_completion_request(
+      R"({"prompt":"x","return_token_ids":true,"temperature":0})", ApiKind::kCompletion);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(parsed));
+  const CompletionRequest& r = std::get<CompletionRequest>(parsed);
+  EXPECT_TRUE(r.return_token_ids);
+  EXPECT_EQ(r.temperature, 0.0);
+  EXPECT_NE(err(R"({"prompt":"x","return_token_ids":1})", ApiKind::kCompletion), "");
+  EXPECT_NE(err(R"({"prompt":"x","temperature":-1})", ApiKind::kCompletion), "");
+  EXPECT_NE(err(R"({"prompt":"x","temperature":"hot"})", ApiKind::kCompletion), "");
+
+  const ResponseIds ids{"chatcmpl-1", 7, "m"};
+  const std::vector<kv::TokenId> prompt = {1, 2, 3};
+  const kv::TokenId token = 42;
+  // A chat's prompt ids at the top level of its first chunk; a chunk's own ids in its choice.
+  const TokenIdFields first{{}, &prompt};
+  auto role = json::parse(render_chunk(ApiKind::kChat, ids, "", true, "", false, &first).substr(6));
+  EXPECT_EQ(role.at("prompt_token_ids"), json::parse("[1,2,3]"));
+  EXPECT_TRUE(role.at("choices").at(0).at("token_ids").as_array().empty());
+  const TokenIdFields one{std::span(&token, 1), nullptr};
+  auto next =
+      json::parse(render_chunk(ApiKind::kChat, ids, " a", false, "", false, &one).substr(6));
+  EXPECT_FALSE(next.as_object().contains("prompt_token_ids"));
+  EXPECT_EQ(next.at("choices").at(0).at("token_ids"), json::parse("[42]"));
+  // A completion's prompt ids in its choice.
+  const TokenIdFields both{std::span(&token, 1), &prompt};
+  auto c =
+      json::parse(render_chunk(ApiKind::kCompletion, ids, " a", false, "", false, &both).substr(6));
+  EXPECT_EQ(c.at("choices").at(0).at("prompt_token_ids"), json::parse("[1,2,3]"));
+  auto whole =
+      json::parse(render_response(ApiKind::kChat, ids, " a", "length", {3, 1, 0}, "", &both));
+  EXPECT_EQ(whole.at("prompt_token_ids"), json::parse("[1,2,3]"));
+  EXPECT_EQ(whole.at("choices").at(0).at("token_ids"), json::parse("[42]"));
+  // Without the flag, no ids at all (as before).
+  auto plain = json::parse(render_chunk(ApiKind::kChat, ids, " a", false, "", false).substr(6));
+  EXPECT_FALSE(plain.at("choices").at(0).as_object().contains("token_ids"));
+}
+
 TEST(TextCodec, WordCodecIsStableAndPrefixPreserving) {
   auto codec = make_word_codec(151643);
   auto a = *codec->encode("the quick brown fox");

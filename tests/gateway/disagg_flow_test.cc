@@ -67,11 +67,14 @@ class DisaggFlowTest : public ::testing::Test {
     thread_ = std::thread([this] { io_.run(); });
   }
   void TearDown() override {
-    pool_.reset();
-    upstream_.reset();
+    lease_ = RouteLease();  // releases what a kDone hop left held, while the pool exists
+    // The context stops before the pool goes: what the hops posted to the pool's strand
+    // (releases, results) is dropped unrun instead of running on a freed pool.
     work_.reset();
     io_.stop();
     thread_.join();
+    pool_.reset();
+    upstream_.reset();
   }
 
   // A pool of one prefill endpoint at `prefill_url` and one decode endpoint.
@@ -102,12 +105,13 @@ class DisaggFlowTest : public ::testing::Test {
     EXPECT_TRUE(pick.decision.accepted());
     EXPECT_TRUE(pick.decision.prefill_endpoint.has_value());
     decision_ = pick.decision;
+    lease_ = RouteLease(*pool_, rr.id, alive_);
     request_.target = "/v1/chat/completions";
     request_.headers = {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}};
     request_.body = body;
     return asio::co_spawn(io_,
                           run_prefill_hop({*upstream_, *pool_, metrics_, timeouts_, decision_,
-                                           rr.id, request_}),
+                                           lease_, request_}),
                           asio::use_future)
         .get();
   }
@@ -135,6 +139,8 @@ class DisaggFlowTest : public ::testing::Test {
   }
 
   asio::io_context io_;
+  std::shared_ptr<std::atomic<bool>> alive_ = std::make_shared<std::atomic<bool>>(true);
+  RouteLease lease_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::thread thread_;
   GatewayMetrics metrics_;
