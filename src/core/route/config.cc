@@ -144,7 +144,11 @@ Result<RouterConfig> parse_router_config(
 
 Status apply_router_entries(std::span<const std::pair<std::string, std::string>> entries,
                             RouterConfig& c) {
-  for (const auto& [key, value] : entries) {
+  for (const auto& entry : entries) {
+    // Named references, not a structured binding: clang 14 (the fuzz build) cannot
+    // capture those in the lambdas below.
+    const std::string& key = entry.first;
+    const std::string& value = entry.second;
     auto number = [&](double& field) -> Status {
       auto v = to_number(key, value);
       if (!v) return Error(v.error());
