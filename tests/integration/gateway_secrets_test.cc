@@ -30,10 +30,10 @@ TEST(GatewaySecrets, NoKeyTokenOrHashInLogsMetricsOrAdmin) {
   const std::string admin_token = "admin-secret-token-4c8e1a7f";
   const std::string wrong_token = "admin-wrong-token-9b3d6e2a";
   const std::string keys = write_temp_file(
-      "secrets-keys.yaml",
-      "keys:\n  - sha256: " + gateway::to_hex(gateway::sha256(key)) + "\n    tenant: acme\n" +
-          "  - sha256: " + gateway::to_hex(gateway::sha256(other_key)) +
-          "\n    tenant: tiny\n    limits: {requests_per_minute: 1}\n");
+      "secrets-keys.yaml", "keys:\n  - sha256: " + gateway::to_hex(gateway::sha256(key)) +
+                               "\n    tenant: acme\n" +
+                               "  - sha256: " + gateway::to_hex(gateway::sha256(other_key)) +
+                               "\n    tenant: tiny\n    limits: {requests_per_minute: 1}\n");
   const std::string yaml = gateway_yaml({engine.url}, "round-robin",
                                         "keys_file: " + keys +
                                             "\nadmin: {address: 127.0.0.1, "
