@@ -1,5 +1,5 @@
 # kvgate's front door. `make run` runs the main job, `make test` every test,
-# `make bench` the benchmarks (never part of the tests).
+# `make bench` the benchmarks (never part of the tests), `make fuzz` the fuzz targets.
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 export CCACHE_BASEDIR := $(CURDIR)
@@ -7,7 +7,7 @@ export CCACHE_NOHASHDIR := true
 export CCACHE_SLOPPINESS := time_macros
 CMAKE_COMMON := -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 
-.PHONY: all bootstrap release asan run test faults bench format check-format clean
+.PHONY: all bootstrap release asan fuzz-build fuzz run test faults bench format check-format clean
 
 PGO ?= 1
 
@@ -18,6 +18,18 @@ bootstrap:
 
 build/asan/build.ninja: CMakeLists.txt
 	cmake -S . -B build/asan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DKVGATE_SANITIZE=ON >/dev/null
+
+# The libFuzzer targets (fuzz/, docs/fuzzing.md): clang, ASan and UBSan, their own build.
+build/fuzz/build.ninja: fuzz/CMakeLists.txt
+	cmake -S fuzz -B build/fuzz $(CMAKE_COMMON) -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
+
+fuzz-build: build/fuzz/build.ninja
+	cmake --build build/fuzz -j $(JOBS)
+
+# Each target for FUZZ_SECONDS (FUZZ_TARGETS: some of them), growing build/fuzz/corpus.
+FUZZ_SECONDS ?= 60
+fuzz: bootstrap fuzz-build
+	scripts/fuzz long $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # Profile-guided by default; PGO=0 for a plain -O3 build (scripts/build-release).
 release:
@@ -32,12 +44,14 @@ run: bootstrap
 	JOBS=$(JOBS) scripts/build-release --reuse kvgate
 	scripts/run
 
-# Every test, under AddressSanitizer and UndefinedBehaviorSanitizer.
-test: bootstrap asan
+# Every test, under AddressSanitizer and UndefinedBehaviorSanitizer, and a short fixed run
+# of every fuzz target on its seed corpus.
+test: bootstrap asan fuzz-build
 	@scripts/check-format
 	@scripts/check-layers
 	@scripts/check-no-rebuild build/asan
 	cd build/asan && ctest --output-on-failure --timeout 600 -j $(JOBS)
+	scripts/fuzz smoke
 
 # The fault matrix alone (docs/reliability.md); `make test` runs it too.
 faults: asan

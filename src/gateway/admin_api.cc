@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/limit/auth_failure_limiter.h"
 #include "gateway/admin_json.h"
 #include "gateway/keys.h"
 #include "gateway/live_feed.h"
@@ -78,6 +79,15 @@ std::optional<T> parse_number(std::string_view s) {
   return v;
 }
 
+constexpr uint32_t kMaxAuthFailures = 10;
+constexpr Nanos kAuthFailureWindow = 60 * kSecond;
+
+// "10.0.0.7:51234" -> "10.0.0.7", "::1:51234" -> "::1": failures count per address.
+std::string_view client_address(std::string_view remote) {
+  const size_t colon = remote.rfind(':');
+  return colon == std::string_view::npos ? remote : remote.substr(0, colon);
+}
+
 bool reserved(std::string_view name) {
   return name.empty() || name == "pools" || name == "endpoints" || name == "route" ||
          name == "policy" || name.find('/') != std::string_view::npos;
@@ -94,6 +104,11 @@ struct AdminApi::Impl : std::enable_shared_from_this<Impl> {
   std::mutex mu;  // guards the sections
   std::map<std::string, Section, std::less<>> sections;
   std::map<std::string, PoolSection, std::less<>> pool_sections;
+  // Failed authentications per client address (a token guessed at most kMaxAuthFailures
+  // times per kAuthFailureWindow from one address).
+  std::mutex auth_mu;
+  limit::AuthFailureLimiter auth_failures{
+      {.max_failures = kMaxAuthFailures, .window = kAuthFailureWindow}};
   // Request ids for route views: never committed, kept apart from the data plane's.
   std::atomic<uint64_t> next_view_id{uint64_t{1} << 62};
 
@@ -135,10 +150,40 @@ struct AdminApi::Impl : std::enable_shared_from_this<Impl> {
 };
 
 void AdminApi::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream) {
-  if (!authorized(req)) {
-    HttpResponse r = error(401, "Invalid or missing admin token", "invalid_admin_token");
-    r.headers.push_back({"WWW-Authenticate", "Bearer"});
-    return stream->respond(std::move(r));
+  if (token) {
+    const std::string_view client = client_address(req.remote);
+    const Nanos now = monotonic_now();
+    std::optional<Nanos> wait;
+    {
+      std::lock_guard lock(auth_mu);
+      wait = auth_failures.locked_out(client, now);
+    }
+    if (wait) {
+      // Not checked at all: a right token is refused as a wrong one would be.
+      HttpResponse r = error(429,
+                             fmt::format("Too many failed admin authentications from {}; retry "
+                                         "in {} s",
+                                         client, (*wait + kSecond - 1) / kSecond),
+                             "too_many_failed_authentications");
+      r.headers.push_back({"Retry-After", std::to_string((*wait + kSecond - 1) / kSecond)});
+      return stream->respond(std::move(r));
+    }
+    if (!authorized(req)) {
+      bool locked;
+      {
+        std::lock_guard lock(auth_mu);
+        locked = auth_failures.failed(client, now);
+      }
+      if (locked) {
+        spdlog::warn(
+            "admin: {} failed authentications from {} within {} s: its requests are refused "
+            "until that time is over",
+            kMaxAuthFailures, client, kAuthFailureWindow / kSecond);
+      }
+      HttpResponse r = error(401, "Invalid or missing admin token", "invalid_admin_token");
+      r.headers.push_back({"WWW-Authenticate", "Bearer"});
+      return stream->respond(std::move(r));
+    }
   }
   // The work runs on the gateway's executor (the pools' strands live there).
   asio::co_spawn(executor, serve(shared_from_this(), std::move(req), std::move(stream)),

@@ -190,6 +190,12 @@ struct Gateway::Impl {
               std::optional<ProxyCall>& to_proxy);
   void handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream, ApiKind kind,
                         Nanos received, std::optional<ProxyCall>& to_proxy);
+  // REQUIRES: keys. The 401 for a request without a valid API key, else nullopt and
+  // `tenant` set.
+  std::optional<HttpResponse> check_key(const HttpRequest& req, const Tenant*& tenant) const;
+  // For the listeners' HttpServerOptions::early_refusal (with keys): an inference request
+  // whose key is missing or wrong is refused on its head, before its body is read.
+  std::optional<HttpResponse> refuse_before_body(const HttpRequest& head);
   // Routes, sends and retries; answers a whole response itself and hands a stream to
   // pump_stream, on a coroutine of its own.
   asio::awaitable<void> proxy(ProxyCall call);
@@ -255,6 +261,32 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
                    is_chat ? ApiKind::kChat : ApiKind::kCompletion, received, to_proxy);
 }
 
+std::optional<HttpResponse> Gateway::Impl::check_key(const HttpRequest& req,
+                                                     const Tenant*& tenant) const {
+  const auto auth = req.header("authorization");
+  if (!auth) {
+    return json_error(401,
+                      "You didn't provide an API key. Send it as "
+                      "'Authorization: Bearer <key>'.",
+                      {}, "invalid_api_key");
+  }
+  tenant = keys->authenticate_header(*auth);
+  if (!tenant) return json_error(401, "Incorrect API key provided.", {}, "invalid_api_key");
+  return std::nullopt;
+}
+
+std::optional<HttpResponse> Gateway::Impl::refuse_before_body(const HttpRequest& head) {
+  using namespace std::string_view_literals;
+  if (head.method != "POST"sv ||
+      (head.path != "/v1/chat/completions"sv && head.path != "/v1/completions"sv)) {
+    return std::nullopt;
+  }
+  const Tenant* tenant = nullptr;
+  std::optional<HttpResponse> r = check_key(head, tenant);
+  if (r) metrics.request_done({}, {}, "anonymous", 401, 0);
+  return r;
+}
+
 void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
                                      ApiKind kind, Nanos received,
                                      std::optional<ProxyCall>& to_proxy) {
@@ -266,17 +298,7 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
     stream->respond(std::move(r));
   };
   if (keys) {
-    const auto auth = req.header("authorization");
-    if (!auth) {
-      return reject(401, json_error(401,
-                                    "You didn't provide an API key. Send it as "
-                                    "'Authorization: Bearer <key>'.",
-                                    {}, "invalid_api_key"));
-    }
-    tenant = keys->authenticate_header(*auth);
-    if (!tenant) {
-      return reject(401, json_error(401, "Incorrect API key provided.", {}, "invalid_api_key"));
-    }
+    if (std::optional<HttpResponse> r = check_key(req, tenant)) return reject(401, std::move(*r));
     tenant_name = tenant->name;
   }
   if (draining.load()) {
@@ -983,6 +1005,11 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     // and the upstream's side of a request.
     opts.io_context = &impl->io;
     opts.single_threaded = c.threads == 1;  // streams are used on that thread only
+    if (impl->keys) {
+      opts.early_refusal = [self](const HttpRequest& head) {
+        return self->refuse_before_body(head);
+      };
+    }
     // The proxy runs inside the connection's coroutine (no hand-off for a whole answer).
     io::AwaitableHttpHandler handler = [self](HttpRequest&& req,
                                               std::shared_ptr<ResponseStream> stream) {

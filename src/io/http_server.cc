@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "io/http_head.h"
+#include "io/http_parsers.h"
 #include "io/http_wire.h"
 #include "io/tls_context.h"
 
@@ -337,6 +338,7 @@ struct Connection : std::enable_shared_from_this<Connection> {
   bool busy = false;                // between reading a request and its response's end
   bool watching = false;            // the disconnect watcher is armed for `current`
   bool closing = false;
+  bool linger = false;  // a refusal was written: close lingering (linger_close)
 };
 
 void Stream::wake() {
@@ -406,48 +408,44 @@ void write_whole_head(std::string& out, unsigned version, bool keep, const HttpR
   out.append("\r\n"sv);
 }
 
-// Parses one request straight into an HttpRequest (Beast's own message type allocates
-// per header field, and would then be copied).
-class RequestParser final : public http::basic_parser<true> {
- public:
-  HttpRequest request;
-  unsigned version() const { return version_; }
+// The end of a connection whose request was refused before its body was read (see
+// HttpServerOptions::linger_time): no more writes, and what the client still sends is read
+// and thrown away until it closes or a bound is reached; the caller then closes.
+awaitable<void> linger_close(Connection& conn, const HttpServerOptions& options) {
+  tcp::socket& socket = conn.socket();
+  beast::error_code ec;
+  socket.shutdown(tcp::socket::shutdown_send, ec);
+  if (ec) co_return;
+  // Only lingering connections have one (a refusal is rare); the bytes are not looked at.
+  constexpr size_t kSinkBytes = 16 * 1024;
+  const auto sink = std::make_unique<char[]>(kSinkBytes);
+  const auto end = wire::coarse_now() + options.linger_time;
+  uint64_t discarded = 0;
+  while (!conn.closing && discarded < options.linger_max_bytes) {
+    const std::chrono::steady_clock::duration left = end - wire::coarse_now();
+    if (left <= left.zero()) break;
+    conn.deadline->expires_after(
+        std::min<std::chrono::steady_clock::duration>(options.linger_timeout, left));
+    auto [rec, n] = co_await socket.async_read_some(net::buffer(sink.get(), kSinkBytes), kTuple);
+    if (rec) break;  // the client closed or reset, or a bound's deadline closed the socket
+    discarded += n;
+  }
+}
 
- private:
-  void on_request_impl(http::verb, beast::string_view method, beast::string_view target,
-                       int version, beast::error_code&) override {
-    request.method.assign(method.data(), method.size());
-    request.target.assign(target.data(), target.size());
-    version_ = static_cast<unsigned>(version);
-  }
-  void on_response_impl(int, beast::string_view, int, beast::error_code&) override {}
-  void on_field_impl(http::field, beast::string_view name, beast::string_view value,
-                     beast::error_code&) override {
-    request.fields.add(name, value);
-  }
-  void on_header_impl(beast::error_code&) override {
-    const std::string_view target = request.target;
-    const size_t q = target.find('?');
-    request.path.assign(target.substr(0, q));
-    if (q != std::string_view::npos) request.query.assign(target.substr(q + 1));
-  }
-  void on_body_init_impl(const boost::optional<std::uint64_t>& length,
-                         beast::error_code&) override {
-    if (length) request.body.reserve(static_cast<size_t>(*length));  // within body_limit
-  }
-  size_t on_body_impl(beast::string_view body, beast::error_code&) override {
-    request.body.append(body.data(), body.size());
-    return body.size();
-  }
-  void on_chunk_header_impl(std::uint64_t, beast::string_view, beast::error_code&) override {}
-  size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, beast::error_code&) override {
-    request.body.append(body.data(), body.size());
-    return body.size();
-  }
-  void on_finish_impl(beast::error_code&) override {}
+// Writes `r` as the last response on the connection, for a request refused before its body
+// was read; the session then closes the connection lingering.
+template <class S>
+awaitable<void> write_refusal(Connection& conn, S& stream, const HttpServerOptions& options,
+                              const HttpResponse& r) {
+  write_whole_head(conn.head_out, 11, /*keep=*/false, r);
+  const std::array<net::const_buffer, 2> out{net::buffer(conn.head_out), net::buffer(r.body)};
+  conn.deadline->expires_after(options.write_timeout);
+  auto [wec, wn] = co_await net::async_write(stream, out, token_for<S>());
+  (void)wn;
+  conn.linger = !wec;
+}
 
-  unsigned version_ = 11;
-};
+using wire::RequestParser;
 
 // What the connection needs of a plain request head once it is read.
 struct PlainHead {
@@ -519,6 +517,13 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
       keep_alive = head.keep_alive;
       version = head.version;
       const size_t length = head.content_length;
+      if (options.early_refusal && buffer.size() < length) {
+        request.remote = conn->remote;
+        if (std::optional<HttpResponse> r = options.early_refusal(request)) {
+          co_await write_refusal(*conn, stream, options, *r);
+          co_return false;
+        }
+      }
       request.body.reserve(length);
       while (true) {
         wire::take_bytes(buffer, length - request.body.size(), request.body);
@@ -536,7 +541,19 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
     if (!plain) {
       parser.header_limit(static_cast<uint32_t>(options.max_header_bytes));
       parser.body_limit(options.max_body_bytes);
-      ec = co_await wire::read_message(stream, buffer, parser, false);
+      if (options.early_refusal) {
+        // The head first: a refusal that does not need the body comes before it is read.
+        ec = co_await wire::read_message(stream, buffer, parser, true);
+        if (!ec && !parser.is_done() &&
+            (parser.chunked() || parser.content_length().value_or(0) > buffer.size())) {
+          parser.request.remote = conn->remote;
+          if (std::optional<HttpResponse> r = options.early_refusal(parser.request)) {
+            co_await write_refusal(*conn, stream, options, *r);
+            co_return false;
+          }
+        }
+      }
+      if (!ec) ec = co_await wire::read_message(stream, buffer, parser, false);
       if (!ec) {
         keep_alive = parser.keep_alive();
         version = parser.version();
@@ -554,16 +571,8 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
         status = 431;
         message = "request headers exceed " + std::to_string(options.max_header_bytes) + " bytes";
       }
-      HttpResponse err = error_response(status, message);
-      http::response<http::string_body> res{static_cast<http::status>(status), 11};
-      res.set(http::field::content_type, err.content_type);
-      res.keep_alive(false);
-      res.body() = std::move(err.body);
-      res.prepare_payload();
-      conn->deadline->expires_after(options.write_timeout);
-      auto [wec, wn] = co_await http::async_write(stream, res, kTupleAwaitable);
-      (void)wn;
-      co_return !wec;
+      co_await write_refusal(*conn, stream, options, error_response(status, message));
+      co_return false;
     }
     conn->busy = true;
     request.remote = conn->remote;
@@ -736,6 +745,8 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Connection> conn) {
     } else {
       (void)co_await serve_requests(*this, conn, *conn->plain);
     }
+    // Under TLS too at the TCP level (without close_notify: the client is still sending).
+    if (conn->linger && !conn->closing) co_await linger_close(*conn, options);
   } catch (const std::exception&) {
     // Fall through to close; a session never takes the server down.
   }

@@ -17,7 +17,8 @@
 // Beast's.
 //
 // Limits and timeouts: header and body size (431 / 413 with an OpenAI-style error),
-// idle keep-alive timeout, a per-write timeout (a stalled client is dropped).
+// idle keep-alive timeout, a per-write timeout (a stalled client is dropped). Refusals
+// made before the body is read reach clients that are still sending (lingering close).
 // TLS (HttpServerOptions::tls_cert_file/tls_key_file): a failed or slow handshake, or
 // bytes that are not TLS at all (plain HTTP sent to the HTTPS port), close the
 // connection without an answer.
@@ -35,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/common/result.h"
@@ -101,6 +103,20 @@ struct HttpServerOptions {
   std::chrono::milliseconds write_timeout{60'000};  // one write to a slow client
   // A stream whose unwritten bytes exceed this is closed (client too slow to follow).
   size_t max_pending_bytes = 16 * 1024 * 1024;
+  // Refusals before the body is read (413, 431, 400 on a bad head, early_refusal's) close
+  // the connection the way nginx does (RFC 9112 section 9.6): the answer is written, the
+  // write side shut down, and what the client still sends is read and thrown away until it
+  // closes, for at most linger_time in all, linger_timeout without a byte, or
+  // linger_max_bytes. Closing at once would make the kernel reset the connection while
+  // the client is still sending, and most clients then never read the answer.
+  std::chrono::milliseconds linger_time{30'000};
+  std::chrono::milliseconds linger_timeout{5'000};
+  uint64_t linger_max_bytes = 256ull * 1024 * 1024;
+  // Runs on the head of a request whose body has not all arrived with it (method, target,
+  // path, query and fields set; body empty). A response refuses the request there,
+  // without reading the body (say a missing API key on a 60 MiB upload); nullopt reads
+  // the body and calls the handler as usual. Runs on an I/O thread; must not block.
+  std::function<std::optional<HttpResponse>(const HttpRequest& head)> early_refusal;
   int backlog = 4096;
   // HTTPS: with both files set, the listener speaks TLS 1.2/1.3 only (see tls_context.h);
   // a client must complete its handshake within handshake_timeout or is dropped.

@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "io/http_head.h"
+#include "io/http_parsers.h"
 #include "io/http_wire.h"
 
 namespace kvgate::io {
@@ -32,43 +33,7 @@ namespace {
 
 constexpr size_t kMaxResponseHead = 64 * 1024;
 
-// The response head and body as they are parsed, without allocating per exchange: the
-// fields go to the connection's HeaderFields and body bytes are appended to `body`, which
-// the reader consumes.
-class ResponseParser final : public http::basic_parser<false> {
- public:
-  ResponseParser(HeaderFields& fields, std::string& body) : fields_(fields), body_(body) {
-    fields_.clear();
-  }
-  int status() const { return status_; }
-
- private:
-  void on_request_impl(http::verb, beast::string_view, beast::string_view, int,
-                       beast::error_code&) override {}
-  void on_response_impl(int code, beast::string_view, int, beast::error_code&) override {
-    status_ = code;
-  }
-  void on_field_impl(http::field, beast::string_view name, beast::string_view value,
-                     beast::error_code&) override {
-    fields_.add(name, value);
-  }
-  void on_header_impl(beast::error_code&) override {}
-  void on_body_init_impl(const boost::optional<std::uint64_t>&, beast::error_code&) override {}
-  size_t on_body_impl(beast::string_view body, beast::error_code&) override {
-    body_.append(body.data(), body.size());
-    return body.size();
-  }
-  void on_chunk_header_impl(std::uint64_t, beast::string_view, beast::error_code&) override {}
-  size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, beast::error_code&) override {
-    body_.append(body.data(), body.size());
-    return body.size();
-  }
-  void on_finish_impl(beast::error_code&) override {}
-
-  HeaderFields& fields_;
-  std::string& body_;
-  int status_ = 0;
-};
+using wire::ResponseParser;
 
 // A pooled connection keeps its buffers, its header strings and its parser's storage: an
 // exchange on a reused connection allocates no I/O memory.

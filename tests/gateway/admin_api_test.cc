@@ -79,6 +79,25 @@ TEST_F(AdminApiTest, TokenIsRequired) {
   EXPECT_EQ(call("GET", "/admin/pools").status, 200);
 }
 
+TEST_F(AdminApiTest, FailedAuthenticationsAreRateLimited) {
+  // Ten failures from one address within a minute lock it out for the rest of it: then
+  // even the right token is refused, unchecked, with 429 and Retry-After.
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(call("GET", "/admin/pools", {}, "guess" + std::to_string(i)).status, 401) << i;
+  }
+  for (const std::string token : {"guess", "t0k", ""}) {
+    auto r = call("GET", "/admin/pools", {}, token);
+    EXPECT_EQ(r.status, 429) << token;
+    EXPECT_EQ(json::parse(r.body).at("error").at("code").as_string(),
+              "too_many_failed_authentications");
+    ASSERT_NE(r.header("retry-after"), nullptr);
+    const int retry = std::stoi(*r.header("retry-after"));
+    EXPECT_GE(retry, 50);
+    EXPECT_LE(retry, 60);
+    EXPECT_EQ(r.body.find("t0k"), std::string::npos);
+  }
+}
+
 TEST_F(AdminApiTest, ListsEndpointsWithTheirBreakerAndLoad) {
   json::value v = get("/admin/pools/main/endpoints");
   const json::array& eps = v.at("endpoints").as_array();

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets (fuzz/corpus/<target>/) from inputs the
+unit tests use. Run from the repository root; the files it writes are checked in."""
+import os
+import struct
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "fuzz", "corpus")
+
+
+def write(target, seeds):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    for old in os.listdir(d):
+        os.remove(os.path.join(d, old))
+    for i, s in enumerate(seeds):
+        with open(os.path.join(d, "seed-%02d" % i), "wb") as f:
+            f.write(s if isinstance(s, bytes) else s.encode())
+
+
+# --- HTTP (tests/io/http_head_test.cc, tests/io/http_server_test.cc) ---
+requests = [
+    "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Length: 2\r\n"
+    "Content-Type: application/json\r\n\r\n{}",
+    "POST /v1/completions HTTP/1.1\r\nHost: localhost:8000\r\nUser-Agent: curl/7.88.1\r\n"
+    "Accept: */*\r\nAuthorization: Bearer sk-abc\r\nContent-Type: application/json\r\n"
+    "Content-Length: 4\r\n\r\nnull",
+    "POST /v1/chat/completions HTTP/1.1\r\naccept: application/json\r\n"
+    "authorization: Bearer kvg-0123456789abcdef\r\ncontent-type: application/json\r\n"
+    "user-agent: OpenAI/JS 4.77.0\r\nx-stainless-lang: js\r\ncontent-length: 3\r\n"
+    "Host: 127.0.0.1:41000\r\nConnection: keep-alive\r\n\r\n[1]",
+    "GET /v1/models?limit=10&x=%20y HTTP/1.1\r\nHost: h\r\n\r\n",
+    "GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    "GET /ready HTTP/1.1\r\nConnection: close\r\nX-Empty:\r\nX-Spaces: \t a b \t\r\n\r\n",
+    "POST /v1/completions HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+    "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nTrailer: x\r\n\r\n",
+    "POST /v1/completions HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999\r\n\r\nabc",
+    "GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\n\r\n",
+    "BREW /pot HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nx",
+]
+responses = [
+    "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nContent-Type: application/json\r\n"
+    "Content-Length: 2\r\nConnection: keep-alive\r\n\r\n{}",
+    "HTTP/1.1 200 OK\r\ndate: Mon, 30 Nov 2026 10:00:00 GMT\r\nserver: uvicorn\r\n"
+    "content-length: 4\r\ncontent-type: application/json\r\n\r\nnull",
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n",
+    "HTTP/1.0 200 OK\r\nContent-Length: 1\r\nConnection: keep-alive\r\n\r\nx",
+    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    "1c\r\ndata: {\"choices\":[{}]}\n\n\r\ne\r\ndata: [DONE]\n\n\r\n0\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nuntil the end",
+    "HTTP/1.1 204 No Content\r\n\r\n",
+]
+write("http_request", requests)
+write("http_response", responses)
+
+# --- OpenAI bodies (tests/gateway/openai_json_fast_test.cc, openai_request_test.cc) ---
+chat = [
+    '{"model":"qwen3","messages":[{"role":"user","content":"Hello"}]}',
+    '{"model":"qwen3","messages":[{"role":"system","content":"Be brief."},'
+    '{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],'
+    '"stream":true,"stream_options":{"include_usage":true},"max_tokens":16}',
+    '{"model":"m","messages":[{"role":"user","content":"caf\\u00e9 \\ud83d\\ude00"}],"stream":false,'
+    '"max_completion_tokens":3,"temperature":0.2}',
+    '{"model":"m","messages":[],"max_tokens":-1}',
+    '{"model":"m","model":"n","messages":[{"role":"user","content":null}]}',
+]
+completion = [
+    '{"model":"qwen3","prompt":"Once upon a time","max_tokens":8}',
+    '{"model":"qwen3","prompt":["a","b"],"stream":true}',
+    '{"model":"qwen3","prompt":[1,2,3],"stream":true,"stream_options":null}',
+    '{"prompt":"no model"}',
+]
+usage = [
+    '{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":7,"completion_tokens":3,'
+    '"total_tokens":10}}',
+    '{"id":"c","choices":[],"usage":{"prompt_tokens":40,"completion_tokens":2,"total_tokens":42,'
+    '"prompt_tokens_details":{"cached_tokens":32}}}',
+    '{"usage":null}',
+    '{"usage":{"prompt_tokens":1},"usage":{"prompt_tokens":2}}',
+]
+write("openai_json", ["\x00" + b for b in chat] + ["\x01" + b for b in completion] +
+      ["\x02" + u for u in usage])
+
+# --- SSE (tests/gateway/sse_tap_test.cc) ---
+c1 = 'data: {"id":"c","choices":[{"index":0,"delta":{"content":"Hel"}}],"usage":null}\n\n'
+c2 = 'data: {"id":"c","choices":[{"index":0,"delta":{"content":"lo"}}],"usage":null}\n\n'
+u = ('data: {"id":"c","choices":[],"usage":{"prompt_tokens":40,"completion_tokens":2,'
+     '"total_tokens":42,"prompt_tokens_details":{"cached_tokens":32}}}\n\n')
+done = "data: [DONE]\n\n"
+write("sse_tap", ["\x00" + c1 + c2 + u + done, "\x01" + c1 + u + done,
+                  "\x01" + c1.replace("\n\n", "\r\n\r\n") + 'data: {"error":{"message":"x"}}\n\n',
+                  "\x00: comment\n\nevent: x\ndata: {\"choices\": [{}]}\n\n"])
+
+# --- Prometheus (tests/core/metrics, the engine's /metrics) ---
+write("prometheus_text", [
+    "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+    "# TYPE vllm:num_requests_running gauge\n"
+    'vllm:num_requests_running{model_name="qwen3"} 3.0\n'
+    "# TYPE vllm:num_requests_waiting gauge\n"
+    'vllm:num_requests_waiting{model_name="qwen3"} 0\n'
+    "# TYPE vllm:kv_cache_usage_perc gauge\n"
+    'vllm:kv_cache_usage_perc{model_name="qwen3"} 0.25\n',
+    "# TYPE vllm:time_to_first_token_seconds histogram\n"
+    'vllm:time_to_first_token_seconds_bucket{le="0.001",model_name="m"} 0\n'
+    'vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 4\n'
+    'vllm:time_to_first_token_seconds_sum{model_name="m"} 0.5\n'
+    'vllm:time_to_first_token_seconds_count{model_name="m"} 4\n',
+    'x{a="q\\"uo\\\\te\\nd"} -Inf 1700000000000\ny NaN\nz 1e-7\n',
+])
+
+# --- vLLM KV events: msgpack by hand (tests/core/kv/vllm_event_codec_test.cc shapes) ---
+def mp(v):
+    if v is None:
+        return b"\xc0"
+    if v is True:
+        return b"\xc3"
+    if v is False:
+        return b"\xc2"
+    if isinstance(v, float):
+        return b"\xcb" + struct.pack(">d", v)
+    if isinstance(v, int):
+        if 0 <= v < 128:
+            return bytes([v])
+        if 0 <= v < 2**64:
+            return b"\xcf" + struct.pack(">Q", v)
+        return b"\xd3" + struct.pack(">q", v)
+    if isinstance(v, str):
+        e = v.encode()
+        return bytes([0xA0 | len(e)]) + e if len(e) < 32 else b"\xd9" + bytes([len(e)]) + e
+    if isinstance(v, bytes):
+        return b"\xc4" + bytes([len(v)]) + v
+    if isinstance(v, list):
+        return bytes([0x90 | len(v)]) + b"".join(mp(x) for x in v)
+    if isinstance(v, dict):
+        return bytes([0x80 | len(v)]) + b"".join(mp(k) + mp(x) for k, x in v.items())
+    raise TypeError(v)
+
+
+stored = ["BlockStored", [11, 12], None, [1, 2, 3, 4, 5, 6, 7, 8], 4, None, "GPU", None]
+child = ["BlockStored", [13], 12, [9, 10, 11, 12], 4, None, "GPU", None]
+removed = ["BlockRemoved", [12], "GPU"]
+array_batch = mp([1700000000.5, [stored, child, removed], 0])
+map_batch = mp({"ts": 1700000000.5, "events": [
+    {"type": "BlockStored", "block_hashes": [b"\x00" * 24 + b"\x01\x02\x03\x04\x05\x06\x07\x08"],
+     "parent_block_hash": None, "token_ids": [1, 2, 3, 4], "block_size": 4, "medium": "CPU"},
+    {"type": "AllBlocksCleared"}], "data_parallel_rank": 0})
+old_batch = mp([1.0, [["AllBlocksCleared"], ["Unknown", 1]]])
+
+
+def record(step, payload):
+    return bytes([step]) + struct.pack("<H", len(payload)) + payload
+
+
+write("kv_events", [
+    record(0, array_batch),
+    record(0, map_batch),
+    record(0, array_batch) + record(0, map_batch) + record(210, old_batch) + record(240, array_batch)
+    + record(255, map_batch),
+])
+
+# --- tokenizer and chat template (tests/core/tokenizer) ---
+write("tokenizer", [
+    "Hello world",
+    "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n",
+    "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>",
+    "caf\u00e9 cafe\u0301 \u00c5ngstr\u00f6m \U0001F600 \u4f60\u597d\uff0c\u4e16\u754c  \t\n\n 12345 don't",
+    "    indented code\n\tif (x) { return y; }\n",
+])
+write("chat_template", [
+    '{"messages":[{"role":"user","content":"Hello"}]}',
+    '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"2+2?"},'
+    '{"role":"assistant","content":"4","reasoning_content":"easy"},{"role":"user","content":"ok"}],'
+    '"chat_template_kwargs":{"enable_thinking":false}}',
+    '{"messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":null,'
+    '"tool_calls":[{"type":"function","function":{"name":"get","arguments":"{\\"q\\":1}"}}]},'
+    '{"role":"tool","content":"sunny"}],"tools":[{"type":"function","function":{"name":"get",'
+    '"parameters":{"type":"object"}}}],"add_generation_prompt":true}',
+    '{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url"}]}]}',
+])
+
+# --- config and keys (examples/, tests/gateway/config_test.cc, keys_test.cc) ---
+configs = []
+for name in ["local-fleet.yaml", "pd-fleet.yaml", "autoscale-load.yaml"]:
+    with open(os.path.join(ROOT, "examples", name)) as f:
+        configs.append("\x00" + f.read())
+keys = ("\x01keys:\n  - sha256: " + "ab" * 32 + "\n    tenant: acme\n    models: [qwen3]\n"
+        "    priority: 1\n    may_set_priority: true\n    limits:\n      tokens_per_minute: 100000\n"
+        "      requests_per_minute: 600\n      prompt_weight: 0.5\n      models:\n"
+        "        qwen3: {tokens_per_minute: 20000, requests_per_minute: 100}\n")
+write("config", configs + [keys, "\x01keys: []\n", "\x00listen: [1, {a: b}]\n"])
