@@ -125,17 +125,19 @@ class Parser {
              fmt::format("expected fail-open or fail-closed, got '{}'", s));
       }
     }
-    if (auto v = n["redis"]) {
-      only_keys(v, "rate_limits.redis", {"host", "port", "password"});
-      if (auto h = v["host"]) {
-        r.redis.host = text(h, "rate_limits.redis.host");
-        if (r.redis.host.empty()) fail(h, "rate_limits.redis.host", "empty host");
-      }
-      if (auto p = v["port"]) {
-        r.redis.port = static_cast<uint16_t>(integer(p, "rate_limits.redis.port", 1, 65535));
-      }
-      if (auto p = v["password"]) r.redis.password = text(p, "rate_limits.redis.password");
+    if (auto v = n["redis"]) redis(v, "rate_limits.redis", r.redis);
+  }
+
+  void redis(const YAML::Node& v, std::string_view field, RedisConfig& r) const {
+    const std::string f(field);
+    only_keys(v, f, {"host", "port", "password", "timeout_ms"});
+    if (auto h = v["host"]) {
+      r.host = text(h, f + ".host");
+      if (r.host.empty()) fail(h, f + ".host", "empty host");
     }
+    if (auto p = v["port"]) r.port = static_cast<uint16_t>(integer(p, f + ".port", 1, 65535));
+    if (auto p = v["password"]) r.password = text(p, f + ".password");
+    if (auto t = v["timeout_ms"]) r.timeout = millis(t, f + ".timeout_ms");
   }
 
   GatewayConfig parse(const YAML::Node& root) {

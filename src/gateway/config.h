@@ -76,6 +76,9 @@ struct RedisConfig {
   std::string host = "127.0.0.1";
   uint16_t port = 6379;
   std::string password;  // AUTH when not empty
+  // Connect and command timeout (a command unanswered this long fails, and so does
+  // every one pipelined behind it on the connection).
+  std::chrono::milliseconds timeout{50};
 };
 struct RateLimitConfig {
   enum class Store : uint8_t { kMemory, kRedis };

@@ -12,6 +12,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 #include <charconv>
@@ -65,6 +66,20 @@ asio::awaitable<void> write_and_wait(ResponseStream& stream, std::string chunk) 
 }
 
 double seconds_since(Nanos t0) { return to_seconds(monotonic_now() - t0); }
+
+// The 429 of a request its tenant's limits (or a failed store, fail-closed) refused.
+HttpResponse rate_limited_response(const limit::LimitDecision& d, std::string_view tenant) {
+  std::string message =
+      d.store_error
+          ? "Rate limit store unavailable; request refused (fail-closed)"
+          : fmt::format("Rate limit reached for {} on {}: used {:.0f} of {:.0f} per minute", tenant,
+                        d.rule, d.used, d.limit);
+  HttpResponse r = json_error(429, message, {}, "rate_limit_exceeded");
+  r.headers.push_back({"Retry-After", std::to_string(d.retry_after_seconds())});
+  r.headers.push_back({"x-kvgate-reject-reason", d.store_error ? "store" : "rate_limited"});
+  r.headers.push_back({"x-kvgate-rate-limit-rule", d.rule});
+  return r;
+}
 
 // An awaitable for a request already answered (nothing to proxy).
 asio::awaitable<void> answered() { co_return; }
@@ -253,24 +268,6 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
                              "model", "model_not_allowed"),
                   model->name);
   }
-  if (tenant && TenantLimiter::limited(*tenant)) {
-    TenantLimiter::Checked c = limiter->check(*tenant, model->name, wall_now());
-    if (c.store_failed) metrics.rate_limit_store_failure();
-    if (!c.decision.allowed) {
-      const limit::LimitDecision& d = c.decision;
-      metrics.rate_limited(tenant_name, d.rule);
-      std::string message =
-          d.store_error
-              ? "Rate limit store unavailable; request refused (fail-closed)"
-              : fmt::format("Rate limit reached for {} on {}: used {:.0f} of {:.0f} per minute",
-                            tenant_name, d.rule, d.used, d.limit);
-      HttpResponse r = json_error(429, message, {}, "rate_limit_exceeded");
-      r.headers.push_back({"Retry-After", std::to_string(d.retry_after_seconds())});
-      r.headers.push_back({"x-kvgate-reject-reason", d.store_error ? "store" : "rate_limited"});
-      r.headers.push_back({"x-kvgate-rate-limit-rule", d.rule});
-      return reject(429, std::move(r), model->name, model->pool);
-    }
-  }
   // An integer priority or a criticality name; anything else keeps the default.
   route::Criticality criticality = route::criticality_from_priority(tenant ? tenant->priority : 0);
   if (const auto p = req.header("x-kvgate-priority"); p && tenant && tenant->may_set_priority) {
@@ -300,6 +297,19 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
 }
 
 asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
+  if (call.limited_tenant) {
+    // Suspends this request alone until the store answers (Redis: pipelined, bounded by
+    // its timeout); other requests go on meanwhile.
+    const TenantLimiter::Checked c =
+        co_await limiter->check_async(*call.limited_tenant, call.model->name, wall_now());
+    if (!c.decision.allowed) {
+      metrics.rate_limited(call.tenant, c.decision.rule);
+      metrics.request_done(call.model->name, call.model->pool, call.tenant, 429,
+                           seconds_since(call.received));
+      call.stream->respond(rate_limited_response(c.decision, call.tenant));
+      co_return;
+    }
+  }
   metrics.request_started();
   PoolRuntime& pool = *call.pool;
   const std::string& model = call.model->name;
@@ -578,11 +588,9 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
 
 void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const Usage& u) {
   if (!tenant) return;
-  if (!limiter->charge(*tenant, model,
-                       {.prompt_tokens = u.prompt_tokens, .completion_tokens = u.completion_tokens},
-                       wall_now())) {
-    metrics.rate_limit_store_failure();
-  }
+  limiter->charge_async(
+      *tenant, model, {.prompt_tokens = u.prompt_tokens, .completion_tokens = u.completion_tokens},
+      wall_now());
 }
 
 void Gateway::Impl::stop_all() {
@@ -596,6 +604,7 @@ void Gateway::Impl::stop_all() {
     if (t.joinable()) t.join();
   }
   upstream->close_idle();  // no thread runs the context now (see the hint in Impl())
+  limiter.reset();         // its Redis connection's socket before the context goes
 }
 
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -659,7 +668,12 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     if (!keys) return Error(keys.error());
     impl->keys = std::move(*keys);
   }
-  impl->limiter = std::make_unique<TenantLimiter>(c.rate_limits);
+  // Redis calls on one strand (the context itself when it has one thread).
+  impl->limiter = std::make_unique<TenantLimiter>(
+      c.rate_limits,
+      c.threads == 1 ? asio::any_io_executor(impl->io.get_executor())
+                     : asio::any_io_executor(asio::make_strand(impl->io)),
+      [m = &impl->metrics] { m->rate_limit_store_failure(); });
   impl->upstream = std::make_unique<io::UpstreamClient>(
       impl->io.get_executor(), io::UpstreamOptions{.connect_timeout = c.timeouts.connect,
                                                    .head_timeout = c.timeouts.upstream_header,
