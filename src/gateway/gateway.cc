@@ -25,6 +25,7 @@
 #include "gateway/openai_request.h"
 #include "gateway/pool_autoscaler.h"
 #include "gateway/pool_runtime.h"
+#include "gateway/replica_sync.h"
 #include "gateway/sse_tap.h"
 #include "gateway/tenant_limiter.h"
 #include "gateway/warmup.h"
@@ -133,9 +134,10 @@ struct Gateway::Impl {
   std::vector<std::unique_ptr<PoolWarmup>> warmups;          // by pool index (gateway/warmup.h)
   std::vector<std::unique_ptr<PoolAutoscaler>> autoscalers;  // stopped first in stop_all
   std::vector<std::unique_ptr<io::HttpServer>> servers;
-  std::unique_ptr<AdminApi> admin;     // config.admin set; destroyed before the pools
-  std::atomic<bool> not_ready{false};  // /ready answers 503 (drain announced)
-  std::atomic<bool> draining{false};   // new requests get 503, listeners closed
+  std::unique_ptr<AdminApi> admin;       // config.admin set; destroyed before the pools
+  std::unique_ptr<ReplicaSync> cluster;  // config.cluster set (gateway/replica_sync.h)
+  std::atomic<bool> not_ready{false};    // /ready answers 503 (drain announced)
+  std::atomic<bool> draining{false};     // new requests get 503, listeners closed
   std::atomic<bool> stopped{false};
   std::atomic<uint64_t> next_request_id{1};
   std::string models_json;
@@ -198,7 +200,8 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
     return stream->respond(HttpResponse{200,
                                         "text/plain; version=0.0.4; charset=utf-8",
                                         {},
-                                        metrics.render() + render_warmup_metrics(all_warmups())});
+                                        metrics.render() + render_warmup_metrics(all_warmups()) +
+                                            (cluster ? cluster->render_metrics() : "")});
   }
   const bool is_chat = path == "/v1/chat/completions"sv;
   const bool is_completion = path == "/v1/completions"sv;
@@ -596,6 +599,7 @@ void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const U
 void Gateway::Impl::stop_all() {
   if (stopped.exchange(true)) return;
   for (auto& a : autoscalers) a->stop();  // while the I/O threads still serve the strands
+  if (cluster) cluster->stop();
   if (admin) admin->stop();
   for (auto& s : servers) s->stop(std::chrono::milliseconds(0));
   work.reset();
@@ -625,6 +629,10 @@ void register_admin_sections(Gateway::Impl& impl) {
   Gateway::Impl* self = &impl;
   impl.admin->add_section(
       "warmup", [self] { return boost::json::parse(warmup_status_json(self->all_warmups())); });
+  if (impl.cluster) {
+    impl.admin->add_section("cluster",
+                            [self] { return boost::json::parse(self->cluster->status_json()); });
+  }
   impl.admin->add_pool_section(
       "autoscaler", [self](std::string_view pool) -> std::optional<boost::json::value> {
         for (const auto& a : self->autoscalers) {
@@ -719,6 +727,14 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     impl->models_json =
         boost::json::serialize(boost::json::object{{"object", "list"}, {"data", std::move(data)}});
   }
+  if (c.cluster) {
+    std::vector<PoolRuntime*> pools;
+    for (auto& p : impl->pools) pools.push_back(p.get());
+    impl->cluster =
+        ReplicaSync::start(*c.cluster, std::move(pools),
+                           c.threads == 1 ? asio::any_io_executor(impl->io.get_executor())
+                                          : asio::any_io_executor(asio::make_strand(impl->io)));
+  }
   impl->work.emplace(impl->io.get_executor());
   for (int i = 0; i < c.threads; ++i) {
     impl->threads.emplace_back([io = &impl->io] { io->run(); });
@@ -773,7 +789,10 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     for (const ModelConfig& m : c.models) {
       if (m.pool == pool->name()) models.push_back(m.name);
     }
-    auto autoscaler = PoolAutoscaler::start(*pool, std::move(models), impl->metrics);
+    // Several replicas: only the pool's leader actuates (gateway/replica_sync.h).
+    auto autoscaler = PoolAutoscaler::start(
+        *pool, std::move(models), impl->metrics,
+        impl->cluster ? impl->cluster->leader_check(pool->name()) : std::function<bool()>());
     if (!autoscaler) {
       impl->stop_all();
       return Error(autoscaler.error());

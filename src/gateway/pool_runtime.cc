@@ -366,11 +366,17 @@ Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
   if (pick.decision.accepted() && pick.decision.endpoint < endpoints_.size()) {
     pick.endpoint = endpoints_[pick.decision.endpoint];
   }
+  if (hooks_.routed && pick.decision.accepted())
+    hooks_.routed(*router_, request, pick.decision, now);
   return pick;
 }
 
 void PoolRuntime::first_token(route::RequestId id) {
-  on_strand([this, id] { router_->pool().on_first_token(id, monotonic_now()); });
+  on_strand([this, id] {
+    const Nanos now = monotonic_now();
+    router_->pool().on_first_token(id, now);
+    if (hooks_.lifecycle) hooks_.lifecycle(id, cluster::EventKind::kPrefillDone, now);
+  });
 }
 
 void PoolRuntime::finished(route::RequestId id, bool ok) {
@@ -384,7 +390,10 @@ void PoolRuntime::endpoint_result(route::EndpointId endpoint, bool ok) {
 void PoolRuntime::exchange_done(route::RequestId id, route::EndpointId endpoint, bool ok, Nanos now,
                                 bool first_token) {
   on_strand([this, id, endpoint, ok, now, first_token] {
-    if (first_token) router_->pool().on_first_token(id, now);
+    if (first_token) {
+      router_->pool().on_first_token(id, now);
+      if (hooks_.lifecycle) hooks_.lifecycle(id, cluster::EventKind::kPrefillDone, now);
+    }
     finish_on_strand(id, ok, now);
     endpoint_result_on_strand(endpoint, ok);
   });
@@ -395,6 +404,9 @@ void PoolRuntime::finish_on_strand(route::RequestId id, bool ok, Nanos now) {
     router_->pool().on_finished(id, now);
   } else {
     router_->pool().on_failed(id, now);
+  }
+  if (hooks_.lifecycle) {
+    hooks_.lifecycle(id, ok ? cluster::EventKind::kFinished : cluster::EventKind::kFailed, now);
   }
 }
 
