@@ -53,6 +53,36 @@ models:
   - {name: m, pool: main}
 YAML
 }
+# write_user_gateway_yaml PORT UPSTREAM_PORT STORE REDIS_PORT NAME [CLUSTER]: $W/NAME.yaml,
+# the user-like configuration: API keys with a token budget (tenant "bench", key
+# "sk-bench") in STORE (memory | redis), kv-cost routing on the approximate prefix index;
+# CLUSTER=sync adds `cluster: {sync: on}` on the same Redis (routing events published).
+write_user_gateway_yaml() {
+  local cluster=""
+  if [[ ${6:-} == sync ]]; then cluster="cluster: {redis: {host: 127.0.0.1, port: $4}, replica_id: bench, sync: on}"; fi
+  python3 -c "import hashlib; print('keys:\n  - sha256: ' + hashlib.sha256(b'sk-bench').hexdigest() + '\n    tenant: bench\n    limits: {tokens_per_minute: 1000000000000}')" >"$W/keys.yaml"
+  cat >"$W/$5.yaml" <<YAML
+listeners: [{address: 127.0.0.1, port: $1}]
+threads: 1
+keys_file: $W/keys.yaml
+rate_limits:
+  store: $3
+  redis: {host: 127.0.0.1, port: $4}
+$cluster
+pools:
+  main:
+    router: {policy: kv-cost, overlap: approx}
+    endpoints: [http://127.0.0.1:$2]
+models:
+  - {name: m, pool: main}
+YAML
+}
+cat >"$W/post-key.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"model":"m","messages":[{"role":"user","content":"Hello there, how are you?"}],"max_tokens":1}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer sk-bench"
+LUA
 cat >"$W/post.lua" <<'LUA'
 wrk.method = "POST"
 wrk.body = '{"model":"m","messages":[{"role":"user","content":"Hello there, how are you?"}],"max_tokens":1}'

@@ -3,7 +3,12 @@
 # upstream, on loopback, driven by wrk in the same run:
 #   1. requests/s for small non-streaming chat requests (kvgate: round-robin policy);
 #   (and the CPU time each proxy process spends per request, from /proc);
-#   2. p50 latency at one connection: direct to the upstream, via nginx, via kvgate;
+#   2. the user-like configuration side by side in the same rounds (USER_CONFIG=0 skips it):
+#      API keys, a token budget charged per request, kv-cost routing on the approximate
+#      prefix index, the budget in memory and in Redis (a redis-server of its own), and
+#      the latter again with `cluster: {sync: on}` (every decision published to a Redis
+#      stream, the cost of replica sync);
+#   3. p50 latency at one connection: direct to the upstream, via nginx, via kvgate;
 # (memory per held SSE stream: bench/gateway_sse_streams.bench.sh).
 # The upstream is an nginx answering a fixed small chat.completion JSON (so the proxies,
 # not an engine, are what is measured).
@@ -53,14 +58,32 @@ if [[ -n ${KVGATE_BIN_B:-} ]]; then
   start_gateway "$KVGATE_BIN_B" "$GWB" gateway-b
   GWBPID=$GATEWAY_PID
 fi
+if [[ ${USER_CONFIG:-1} != 0 ]]; then
+  RP=$(free_port)
+  "${PINNED[@]}" redis-server --port "$RP" --bind 127.0.0.1 --save "" --appendonly no >"$W/redis.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do redis-cli -p "$RP" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  start_user_gateway() {  # STORE [sync] -> its port in USER_PORT, pid in GATEWAY_PID
+    USER_PORT=$(free_port)
+    write_user_gateway_yaml "$USER_PORT" "$UP" "$1" "$RP" "user-$1${2:-}" "${2:-}"
+    "${PINNED[@]}" "$BIN" serve "$W/user-$1${2:-}.yaml" >"$W/user-$1${2:-}.log" 2>&1 &
+    GATEWAY_PID=$!
+    pids+=($GATEWAY_PID)
+    for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$USER_PORT/ready" && break; sleep 0.1; done
+  }
+  start_user_gateway memory; GWM=$USER_PORT; GWMPID=$GATEWAY_PID
+  start_user_gateway redis; GWR=$USER_PORT; GWRPID=$GATEWAY_PID
+  start_user_gateway redis sync; GWS=$USER_PORT; GWSPID=$GATEWAY_PID
+fi
 for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$GW/ready" && curl -fs -o /dev/null "http://127.0.0.1:$UP/" && break; sleep 0.1; done
 
-# rps URL PID: requests/s through URL, and the CPU time process PID (the proxy) spent per
-# request meanwhile (user and system microseconds, from /proc/PID/stat), as "rps user sys".
+# rps URL PID [SCRIPT]: requests/s through URL, and the CPU time process PID (the proxy)
+# spent per request meanwhile (user and system microseconds, from /proc/PID/stat), as
+# "rps user sys".
 rps() {
   local t0 t1 out
   t0=$(awk '{print $14, $15}' "/proc/$2/stat")
-  out=$("${PINNED[@]}" wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DUR}s" -s "$W/post.lua" "$1")
+  out=$("${PINNED[@]}" wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DUR}s" -s "$W/${3:-post}.lua" "$1")
   t1=$(awk '{print $14, $15}' "/proc/$2/stat")
   python3 -c "
 import sys
@@ -77,7 +100,7 @@ us() { python3 -c "import sys; v=sys.argv[1]; print({'us':1,'ms':1e3,'s':1e6}[v.
 NGPID=$(pgrep -P "$NGMASTER" | head -1)  # nginx's proxy worker
 echo "== requests/s, small non-streaming chat requests, ${CONNS} connections, ${DUR}s each"
 echo "   (cpu: the proxy process's user+system CPU microseconds per request)"
-ns=(); ks=(); ncs=(); kcs=(); bs=(); bcs=(); krs=(); brs=()
+ns=(); ks=(); ncs=(); kcs=(); bs=(); bcs=(); krs=(); brs=(); ms=(); rs=(); mcs=(); rcs=(); mrs=(); rrs=(); ys=(); ycs=(); yrs=()
 for round in $(seq "$ROUNDS"); do
   read -r n nu nsys < <(rps "http://127.0.0.1:$NG/v1/chat/completions" "$NGPID")
   read -r k ku ksys < <(rps "http://127.0.0.1:$GW/v1/chat/completions" "$GWPID")
@@ -90,6 +113,15 @@ for round in $(seq "$ROUNDS"); do
     line+="   B $b req/s (cpu ${bu}+${bsys} us)   ratio B/nginx ${brs[-1]}"
   fi
   echo "$line"
+  if [[ ${USER_CONFIG:-1} != 0 ]]; then
+    read -r m mu msys < <(rps "http://127.0.0.1:$GWM/v1/chat/completions" "$GWMPID" post-key)
+    read -r r ru rsys < <(rps "http://127.0.0.1:$GWR/v1/chat/completions" "$GWRPID" post-key)
+    read -r y yu ysys < <(rps "http://127.0.0.1:$GWS/v1/chat/completions" "$GWSPID" post-key)
+    ms+=("$m"); rs+=("$r"); mcs+=("$(python3 -c "print($mu+$msys)")"); rcs+=("$(python3 -c "print($ru+$rsys)")")
+    mrs+=("$(python3 -c "print(round($m/$n,3))")"); rrs+=("$(python3 -c "print(round($r/$m,3))")")
+    ys+=("$y"); ycs+=("$(python3 -c "print($yu+$ysys)")"); yrs+=("$(python3 -c "print(round($y/$r,3))")")
+    echo "         user-like: budget in memory $m req/s (cpu ${mu}+${msys} us, ${mrs[-1]}x nginx)   budget in Redis $r req/s (cpu ${ru}+${rsys} us)   ratio Redis/memory ${rrs[-1]}   + sync on $y req/s (cpu ${yu}+${ysys} us, ${yrs[-1]}x without)"
+  fi
 done
 mn=$(median "${ns[@]}"); mk=$(median "${ks[@]}")
 echo "median: nginx $mn req/s   kvgate $mk req/s   ratio $(python3 -c "print(round($mk/$mn,3))")   (median of the per-round ratios $(median "${krs[@]}"))"
@@ -97,6 +129,15 @@ echo "median cpu per request: nginx $(median "${ncs[@]}") us   kvgate $(median "
 if [[ -n ${KVGATE_BIN_B:-} ]]; then
   mb=$(median "${bs[@]}")
   echo "B ($KVGATE_BIN_B): median $mb req/s   ratio B/nginx $(python3 -c "print(round($mb/$mn,3))")   (median of the per-round ratios $(median "${brs[@]}"))   median cpu per request $(median "${bcs[@]}") us"
+fi
+
+if [[ ${USER_CONFIG:-1} != 0 ]]; then
+  mm=$(median "${ms[@]}"); mr=$(median "${rs[@]}")
+  echo "user-like median: budget in memory $mm req/s ($(python3 -c "print(round($mm/$mn,3))")x nginx)   budget in Redis $mr req/s   ratio Redis/memory $(python3 -c "print(round($mr/$mm,3))")   (median of the per-round ratios $(median "${rrs[@]}"))"
+  my=$(median "${ys[@]}")
+  echo "user-like median cpu per request: memory $(median "${mcs[@]}") us   Redis $(median "${rcs[@]}") us   Redis + sync on $(median "${ycs[@]}") us"
+  echo "sync on: median $my req/s   ratio to the same without sync $(python3 -c "print(round($my/$mr,3))")   (median of the per-round ratios $(median "${yrs[@]}"))   events published: $(curl -fs "http://127.0.0.1:$GWS/metrics" | awk '/^kvgate_cluster_events_published_total/ {s+=$2} END {print s+0}')"
+  echo "user-like store failures: Redis gateway $(curl -fs "http://127.0.0.1:$GWR/metrics" | awk '/^kvgate_rate_limit_store_failures_total/ {print $2}')   429s: $(curl -fs "http://127.0.0.1:$GWR/metrics" | awk '/^kvgate_requests_total/ && /status="429"/ {s+=$2} END {print s+0}')"
 fi
 
 echo "== p50 latency at 1 connection (wrk --latency)"

@@ -128,17 +128,50 @@ class Parser {
              fmt::format("expected fail-open or fail-closed, got '{}'", s));
       }
     }
-    if (auto v = n["redis"]) {
-      only_keys(v, "rate_limits.redis", {"host", "port", "password"});
-      if (auto h = v["host"]) {
-        r.redis.host = text(h, "rate_limits.redis.host");
-        if (r.redis.host.empty()) fail(h, "rate_limits.redis.host", "empty host");
-      }
-      if (auto p = v["port"]) {
-        r.redis.port = static_cast<uint16_t>(integer(p, "rate_limits.redis.port", 1, 65535));
-      }
-      if (auto p = v["password"]) r.redis.password = text(p, "rate_limits.redis.password");
+    if (auto v = n["redis"]) redis(v, "rate_limits.redis", r.redis);
+  }
+
+  void redis(const YAML::Node& v, std::string_view field, RedisConfig& r) const {
+    const std::string f(field);
+    only_keys(v, f, {"host", "port", "password", "timeout_ms"});
+    if (auto h = v["host"]) {
+      r.host = text(h, f + ".host");
+      if (r.host.empty()) fail(h, f + ".host", "empty host");
     }
+    if (auto p = v["port"]) r.port = static_cast<uint16_t>(integer(p, f + ".port", 1, 65535));
+    if (auto p = v["password"]) r.password = text(p, f + ".password");
+    if (auto t = v["timeout_ms"]) r.timeout = millis(t, f + ".timeout_ms");
+  }
+
+  ClusterConfig cluster(const YAML::Node& n) const {
+    ClusterConfig c;
+    only_keys(n, "cluster",
+              {"redis", "replica_id", "sync", "stream_prefix", "flush_ms", "poll_ms", "max_len",
+               "replay_ms", "peer_timeout_ms", "lease_ms"});
+    if (auto v = n["redis"]) redis(v, "cluster.redis", c.redis);
+    if (auto v = n["replica_id"]) {
+      c.replica_id = text(v, "cluster.replica_id");
+      if (c.replica_id.empty()) fail(v, "cluster.replica_id", "empty replica id");
+    }
+    if (auto v = n["sync"]) {
+      // YAML reads a bare on/off as a boolean: accept both spellings.
+      const std::string s = text(v, "cluster.sync");
+      if (s == "on" || s == "true") {
+        c.sync = true;
+      } else if (s == "off" || s == "false") {
+        c.sync = false;
+      } else {
+        fail(v, "cluster.sync", fmt::format("expected on or off, got '{}'", s));
+      }
+    }
+    if (auto v = n["stream_prefix"]) c.stream_prefix = text(v, "cluster.stream_prefix");
+    if (auto v = n["flush_ms"]) c.flush = millis(v, "cluster.flush_ms");
+    if (auto v = n["poll_ms"]) c.poll = millis(v, "cluster.poll_ms");
+    if (auto v = n["max_len"]) c.max_len = integer(v, "cluster.max_len", 100, 100'000'000);
+    if (auto v = n["replay_ms"]) c.replay = millis(v, "cluster.replay_ms");
+    if (auto v = n["peer_timeout_ms"]) c.peer_timeout = millis(v, "cluster.peer_timeout_ms");
+    if (auto v = n["lease_ms"]) c.lease = millis(v, "cluster.lease_ms");
+    return c;
   }
 
   GatewayConfig parse(const YAML::Node& root) {
@@ -146,7 +179,7 @@ class Parser {
     c.file = file_;
     only_keys(root, "config",
               {"listeners", "keys_file", "timeouts", "limits", "retries", "circuit_breaker",
-               "rate_limits", "threads", "admin", "pools", "models"});
+               "rate_limits", "cluster", "threads", "admin", "pools", "models"});
     if (auto n = root["listeners"]) {
       if (!n.IsSequence() || n.size() == 0) fail(n, "listeners", "expected a non-empty list");
       for (size_t i = 0; i < n.size(); ++i) {
@@ -174,6 +207,7 @@ class Parser {
       }
     }
     if (auto n = root["rate_limits"]) rate_limits(n, c.rate_limits);
+    if (auto n = root["cluster"]) c.cluster = cluster(n);
     if (auto n = root["admin"]) c.admin = admin(n);
     if (auto n = root["circuit_breaker"]) {
       only_keys(n, "circuit_breaker", {"failures", "open_ms"});

@@ -81,12 +81,32 @@ struct RedisConfig {
   std::string host = "127.0.0.1";
   uint16_t port = 6379;
   std::string password;  // AUTH when not empty
+  // Connect and command timeout (a command unanswered this long fails, and so does
+  // every one pipelined behind it on the connection).
+  std::chrono::milliseconds timeout{50};
 };
 struct RateLimitConfig {
   enum class Store : uint8_t { kMemory, kRedis };
   Store store = Store::kMemory;
   RedisConfig redis;
   bool fail_closed = false;  // on_store_failure: fail-open (default) | fail-closed
+};
+
+// Several `kvgate serve` replicas that route as one (docs/replicas.md): each publishes
+// its routing events to a Redis stream per pool and applies the others'.
+struct ClusterConfig {
+  RedisConfig redis;
+  std::string replica_id;                // unique per replica; default: hostname and process id
+  bool sync = true;                      // sync: on | off (off: no stream, each routes on its own)
+  std::string stream_prefix = "kvgate";  // keys: PREFIX:routing:POOL
+  std::chrono::milliseconds flush{5};    // batching of own events
+  std::chrono::milliseconds poll{5};     // reading of the peers' events
+  int64_t max_len = 100000;              // batches kept per stream (XADD MAXLEN ~)
+  std::chrono::milliseconds replay{120000};       // tail read at start and after an outage
+  std::chrono::milliseconds peer_timeout{15000};  // a silent replica's load expires
+  // Autoscaled pools: one leader per pool actuates, under a Redis lease this long
+  // (renewed every third of it).
+  std::chrono::milliseconds lease{3000};
 };
 
 // Where an endpoint's engine publishes its KV cache events (vLLM's ZmqEventPublisher).
@@ -164,8 +184,9 @@ struct GatewayConfig {
   RetryConfig retries;
   BreakerConfig breaker;
   RateLimitConfig rate_limits;
-  int threads = 2;                   // I/O threads
-  std::optional<AdminConfig> admin;  // absent: no admin listener
+  std::optional<ClusterConfig> cluster;  // absent: a lone replica
+  int threads = 2;                       // I/O threads
+  std::optional<AdminConfig> admin;      // absent: no admin listener
   std::vector<PoolConfig> pools;
   std::vector<ModelConfig> models;
 

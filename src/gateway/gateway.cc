@@ -13,6 +13,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 #include <charconv>
@@ -29,6 +30,7 @@
 #include "gateway/pool_autoscaler.h"
 #include "gateway/pool_flow.h"
 #include "gateway/pool_runtime.h"
+#include "gateway/replica_sync.h"
 #include "gateway/route_lease.h"
 #include "gateway/sse_tap.h"
 #include "gateway/stream_migration.h"
@@ -72,6 +74,20 @@ asio::awaitable<void> write_and_wait(ResponseStream& stream, std::string chunk) 
 }
 
 double seconds_since(Nanos t0) { return to_seconds(monotonic_now() - t0); }
+
+// The 429 of a request its tenant's limits (or a failed store, fail-closed) refused.
+HttpResponse rate_limited_response(const limit::LimitDecision& d, std::string_view tenant) {
+  std::string message =
+      d.store_error
+          ? "Rate limit store unavailable; request refused (fail-closed)"
+          : fmt::format("Rate limit reached for {} on {}: used {:.0f} of {:.0f} per minute", tenant,
+                        d.rule, d.used, d.limit);
+  HttpResponse r = json_error(429, message, {}, "rate_limit_exceeded");
+  r.headers.push_back({"Retry-After", std::to_string(d.retry_after_seconds())});
+  r.headers.push_back({"x-kvgate-reject-reason", d.store_error ? "store" : "rate_limited"});
+  r.headers.push_back({"x-kvgate-rate-limit-rule", d.rule});
+  return r;
+}
 
 // An awaitable for a request already answered (nothing to proxy).
 asio::awaitable<void> answered() { co_return; }
@@ -144,9 +160,10 @@ struct Gateway::Impl {
   std::vector<std::unique_ptr<PoolAutoscaler>> autoscalers;  // stopped first in stop_all
   std::vector<std::unique_ptr<discovery::PoolDiscovery>> discoveries;  // docs/discovery.md
   std::vector<std::unique_ptr<io::HttpServer>> servers;
-  std::unique_ptr<AdminApi> admin;     // config.admin set; destroyed before the pools
-  std::atomic<bool> not_ready{false};  // /ready answers 503 (drain announced)
-  std::atomic<bool> draining{false};   // new requests get 503, listeners closed
+  std::unique_ptr<AdminApi> admin;       // config.admin set; destroyed before the pools
+  std::unique_ptr<ReplicaSync> cluster;  // config.cluster set (gateway/replica_sync.h)
+  std::atomic<bool> not_ready{false};    // /ready answers 503 (drain announced)
+  std::atomic<bool> draining{false};     // new requests get 503, listeners closed
   std::atomic<bool> stopped{false};
   std::atomic<uint64_t> next_request_id{1};
   // Whether the pools still exist, for route leases (route_lease.h).
@@ -235,7 +252,8 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
                                         {},
                                         metrics.render() + render_warmup_metrics(all_warmups()) +
                                             fault_metrics.render() + discovery_metrics() +
-                                            render_flow_metrics(all_flows())});
+                                            render_flow_metrics(all_flows()) +
+                                            (cluster ? cluster->render_metrics() : "")});
   }
   const bool is_chat = path == "/v1/chat/completions"sv;
   const bool is_completion = path == "/v1/completions"sv;
@@ -321,24 +339,6 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
                              "model", "model_not_allowed"),
                   model->name);
   }
-  if (tenant && TenantLimiter::limited(*tenant)) {
-    TenantLimiter::Checked c = limiter->check(*tenant, model->name, wall_now());
-    if (c.store_failed) metrics.rate_limit_store_failure();
-    if (!c.decision.allowed) {
-      const limit::LimitDecision& d = c.decision;
-      metrics.rate_limited(tenant_name, d.rule);
-      std::string message =
-          d.store_error
-              ? "Rate limit store unavailable; request refused (fail-closed)"
-              : fmt::format("Rate limit reached for {} on {}: used {:.0f} of {:.0f} per minute",
-                            tenant_name, d.rule, d.used, d.limit);
-      HttpResponse r = json_error(429, message, {}, "rate_limit_exceeded");
-      r.headers.push_back({"Retry-After", std::to_string(d.retry_after_seconds())});
-      r.headers.push_back({"x-kvgate-reject-reason", d.store_error ? "store" : "rate_limited"});
-      r.headers.push_back({"x-kvgate-rate-limit-rule", d.rule});
-      return reject(429, std::move(r), model->name, model->pool);
-    }
-  }
   // An integer priority or a criticality name; anything else keeps the default.
   route::Criticality criticality = route::criticality_from_priority(tenant ? tenant->priority : 0);
   if (const auto p = req.header("x-kvgate-priority"); p && tenant && tenant->may_set_priority) {
@@ -382,6 +382,19 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
 }
 
 asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
+  if (call.limited_tenant) {
+    // Suspends this request alone until the store answers (Redis: pipelined, bounded by
+    // its timeout); other requests go on meanwhile.
+    const TenantLimiter::Checked c =
+        co_await limiter->check_async(*call.limited_tenant, call.model->name, wall_now());
+    if (!c.decision.allowed) {
+      metrics.rate_limited(call.tenant, c.decision.rule);
+      metrics.request_done(call.model->name, call.model->pool, call.tenant, 429,
+                           seconds_since(call.received));
+      call.stream->respond(rate_limited_response(c.decision, call.tenant));
+      co_return;
+    }
+  }
   metrics.request_started();
   PoolRuntime& pool = *call.pool;
   const std::string& model = call.model->name;
@@ -835,17 +848,16 @@ asio::awaitable<Gateway::Impl::Migrated> Gateway::Impl::migrate(StreamJob& job) 
 
 void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const Usage& u) {
   if (!tenant) return;
-  if (!limiter->charge(*tenant, model,
-                       {.prompt_tokens = u.prompt_tokens, .completion_tokens = u.completion_tokens},
-                       wall_now())) {
-    metrics.rate_limit_store_failure();
-  }
+  limiter->charge_async(
+      *tenant, model, {.prompt_tokens = u.prompt_tokens, .completion_tokens = u.completion_tokens},
+      wall_now());
 }
 
 void Gateway::Impl::stop_all() {
   if (stopped.exchange(true)) return;
   for (auto& a : autoscalers) a->stop();  // while the I/O threads still serve the strands
   for (auto& d : discoveries) d->stop();
+  if (cluster) cluster->stop();
   if (admin) admin->stop();
   for (auto& s : servers) s->stop(std::chrono::milliseconds(0));
   work.reset();
@@ -854,6 +866,7 @@ void Gateway::Impl::stop_all() {
     if (t.joinable()) t.join();
   }
   upstream->close_idle();  // no thread runs the context now (see the hint in Impl())
+  limiter.reset();         // its Redis connection's socket before the context goes
 }
 
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -887,6 +900,10 @@ void register_admin_sections(Gateway::Impl& impl) {
                                  if (!p || !p->flow()) return std::nullopt;
                                  return boost::json::parse(p->flow()->queue_view());
                                });
+  if (impl.cluster) {
+    impl.admin->add_section("cluster",
+                            [self] { return boost::json::parse(self->cluster->status_json()); });
+  }
   impl.admin->add_pool_section(
       "autoscaler", [self](std::string_view pool) -> std::optional<boost::json::value> {
         for (const auto& a : self->autoscalers) {
@@ -937,7 +954,12 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     if (!keys) return Error(keys.error());
     impl->keys = std::move(*keys);
   }
-  impl->limiter = std::make_unique<TenantLimiter>(c.rate_limits);
+  // Redis calls on one strand (the context itself when it has one thread).
+  impl->limiter = std::make_unique<TenantLimiter>(
+      c.rate_limits,
+      c.threads == 1 ? asio::any_io_executor(impl->io.get_executor())
+                     : asio::any_io_executor(asio::make_strand(impl->io)),
+      [m = &impl->metrics] { m->rate_limit_store_failure(); });
   impl->upstream = std::make_unique<io::UpstreamClient>(
       impl->io.get_executor(), io::UpstreamOptions{.connect_timeout = c.timeouts.connect,
                                                    .head_timeout = c.timeouts.upstream_header,
@@ -982,6 +1004,14 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     }
     impl->models_json =
         boost::json::serialize(boost::json::object{{"object", "list"}, {"data", std::move(data)}});
+  }
+  if (c.cluster) {
+    std::vector<PoolRuntime*> pools;
+    for (auto& p : impl->pools) pools.push_back(p.get());
+    impl->cluster =
+        ReplicaSync::start(*c.cluster, std::move(pools),
+                           c.threads == 1 ? asio::any_io_executor(impl->io.get_executor())
+                                          : asio::any_io_executor(asio::make_strand(impl->io)));
   }
   impl->work.emplace(impl->io.get_executor());
   for (int i = 0; i < c.threads; ++i) {
@@ -1048,7 +1078,10 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     for (const ModelConfig& m : c.models) {
       if (m.pool == pool->name()) models.push_back(m.name);
     }
-    auto autoscaler = PoolAutoscaler::start(*pool, std::move(models), impl->metrics);
+    // Several replicas: only the pool's leader actuates (gateway/replica_sync.h).
+    auto autoscaler = PoolAutoscaler::start(
+        *pool, std::move(models), impl->metrics,
+        impl->cluster ? impl->cluster->leader_check(pool->name()) : std::function<bool()>());
     if (!autoscaler) {
       impl->stop_all();
       return Error(autoscaler.error());

@@ -28,6 +28,7 @@ struct PoolAutoscaler::Impl {
   scale::UsageWindow usage;
   std::unique_ptr<ReplicaActuation> actuation;  // the loop's thread only (after start)
   int32_t last_desired = -1;                    // the loop's thread only
+  std::function<bool()> may_actuate;            // empty: always
 
   std::mutex mu;
   std::condition_variable wake;
@@ -78,7 +79,7 @@ struct PoolAutoscaler::Impl {
                    d.drain.empty() ? "" : fmt::format(", draining {}", fmt::join(d.drain, ", ")));
     }
     last_desired = d.desired_replicas;
-    actuation->apply(d);
+    if (!may_actuate || may_actuate()) actuation->apply(d);
     export_decision(d, signals);
     std::lock_guard lock(mu);
     state.decision = std::move(d);
@@ -145,7 +146,8 @@ PoolAutoscaler::State PoolAutoscaler::state() const {
 
 Result<std::unique_ptr<PoolAutoscaler>> PoolAutoscaler::start(PoolRuntime& pool,
                                                               std::vector<std::string> models,
-                                                              GatewayMetrics& metrics) {
+                                                              GatewayMetrics& metrics,
+                                                              std::function<bool()> may_actuate) {
   const PoolConfig& config = pool.config();
   if (!config.autoscale) return Error(fmt::format("pool {}: no autoscale section", config.name));
   auto autoscaler = scale::Autoscaler::make(config.autoscale->policy);
@@ -157,6 +159,7 @@ Result<std::unique_ptr<PoolAutoscaler>> PoolAutoscaler::start(PoolRuntime& pool,
       {.pool = pool, .now = [raw] { return raw->now(); }, .clock_offset = raw->clock_offset});
   if (!actuation) return Error(fmt::format("pool {}: {}", config.name, actuation.error()));
   impl->actuation = std::move(*actuation);
+  impl->may_actuate = std::move(may_actuate);
   const scale::AutoscaleConfig& policy = config.autoscale->policy;
   spdlog::info("pool {}: autoscaler on: {}, replicas {}..{}, {} actuator", config.name,
                policy.policy == scale::PolicyKind::kPlanner ? std::string("planner")

@@ -22,6 +22,7 @@
 // does (it calls into the pool's strand and waits): stop it before stopping them.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,9 +39,13 @@ class PoolAutoscaler {
  public:
   // Errors: the actuator cannot be set up (e.g. kubernetes outside a pod). `pool` and
   // `metrics` must outlive it; `models` are the names the pool serves (for usage).
+  // `may_actuate` (optional; several gateway replicas: the pool's leader lease,
+  // gateway/replica_sync.h) is asked before each actuation; false: decide and export,
+  // do not act.
   static Result<std::unique_ptr<PoolAutoscaler>> start(PoolRuntime& pool,
                                                        std::vector<std::string> models,
-                                                       GatewayMetrics& metrics);
+                                                       GatewayMetrics& metrics,
+                                                       std::function<bool()> may_actuate = {});
   ~PoolAutoscaler();
   PoolAutoscaler(const PoolAutoscaler&) = delete;
   PoolAutoscaler& operator=(const PoolAutoscaler&) = delete;

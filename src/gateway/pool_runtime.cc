@@ -385,6 +385,8 @@ Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
   if (pick.decision.accepted() && pick.decision.endpoint < endpoints_.size()) {
     pick.endpoint = endpoints_[pick.decision.endpoint];
   }
+  if (hooks_.routed && pick.decision.accepted())
+    hooks_.routed(*router_, request, pick.decision, now);
   return pick;
 }
 
@@ -392,6 +394,7 @@ void PoolRuntime::first_token(route::RequestId id) {
   on_strand([this, id] {
     const Nanos now = monotonic_now();
     router_->pool().on_first_token(id, now);
+    if (hooks_.lifecycle) hooks_.lifecycle(id, cluster::EventKind::kPrefillDone, now);
     pump_flow(now);
   });
 }
@@ -411,7 +414,10 @@ void PoolRuntime::endpoint_result(route::EndpointId endpoint, bool ok) {
 void PoolRuntime::exchange_done(route::RequestId id, route::EndpointId endpoint, bool ok, Nanos now,
                                 bool first_token) {
   on_strand([this, id, endpoint, ok, now, first_token] {
-    if (first_token) router_->pool().on_first_token(id, now);
+    if (first_token) {
+      router_->pool().on_first_token(id, now);
+      if (hooks_.lifecycle) hooks_.lifecycle(id, cluster::EventKind::kPrefillDone, now);
+    }
     finish_on_strand(id, ok, now);
     endpoint_result_on_strand(endpoint, ok);
     pump_flow(now);
@@ -423,6 +429,9 @@ void PoolRuntime::finish_on_strand(route::RequestId id, bool ok, Nanos now) {
     router_->pool().on_finished(id, now);
   } else {
     router_->pool().on_failed(id, now);
+  }
+  if (hooks_.lifecycle) {
+    hooks_.lifecycle(id, ok ? cluster::EventKind::kFinished : cluster::EventKind::kFailed, now);
   }
 }
 

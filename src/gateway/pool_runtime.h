@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cluster/routing_event.h"
 #include "core/common/rng.h"
 #include "core/kv/approx_index.h"
 #include "core/kv/block_hash.h"
@@ -193,6 +194,17 @@ class PoolRuntime {
   // on the strand (inside with_router).
   route::CircuitBreakers::State breaker_state(route::EndpointId id) const;
 
+  // Replica sync (gateway/replica_sync.h): called on the strand after each of this
+  // replica's own decisions (accepted ones) and lifecycle steps, never for the peers'
+  // requests it applies. Set before traffic starts.
+  struct RoutingHooks {
+    std::function<void(const route::Router&, const route::RouteRequest&, const route::Decision&,
+                       Nanos)>
+        routed;
+    std::function<void(route::RequestId, cluster::EventKind, Nanos)> lifecycle;
+  };
+  void set_routing_hooks(RoutingHooks hooks) { hooks_ = std::move(hooks); }
+
   // Test and admin access: runs `fn(router)` on the strand.
   boost::asio::awaitable<void> with_router(std::function<void(route::Router&)> fn);
 
@@ -249,6 +261,7 @@ class PoolRuntime {
   // kvgate_routing_decisions_total's counters, by RejectReason (kNone: accepted).
   std::array<std::atomic<uint64_t>*, 8> decision_counters_{};
   uint64_t block_seed_ = 0;  // of the pool's block keys (keys_for)
+  RoutingHooks hooks_;
 
   // Read from any thread (the scraper, admin), written on the strand.
   mutable std::mutex endpoints_mu_;

@@ -28,7 +28,7 @@ asio::awaitable<Pick> PoolRuntime::admit(const route::RouteRequest& request, Flo
           const Nanos now = monotonic_now();
           close_expired_breakers(now);
           flow_->admit(request, ticket, now,
-                       [this, held](const route::FlowOutcome& o, PoolFlow::End end) {
+                       [this, held, &request](const route::FlowOutcome& o, PoolFlow::End end) {
                          Pick pick;
                          pick.decision = o.decision;
                          pick.queued = o.waited;
@@ -47,6 +47,11 @@ asio::awaitable<Pick> PoolRuntime::admit(const route::RouteRequest& request, Flo
                              pick.decision.endpoint < endpoints_.size()) {
                            // endpoints_ is written only on the strand, where this runs.
                            pick.endpoint = endpoints_[pick.decision.endpoint];
+                           // Replica sync (replica_sync.h): peers hear of it as of a pick.
+                           // `request` lives in the awaiting coroutine's frame.
+                           if (hooks_.routed && pick.decision.accepted()) {
+                             hooks_.routed(*router_, request, pick.decision, monotonic_now());
+                           }
                          }
                          auto ex = asio::get_associated_executor(*held);
                          asio::dispatch(ex, [held, pick = std::move(pick)]() mutable {

@@ -1,30 +1,56 @@
+// GCC 12 reports a false -Wmismatched-new-delete on Asio coroutine frames (GCC bug 109224).
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
 #include "gateway/tenant_limiter.h"
 
 #include <algorithm>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 
 #include "io/redis_counter_store.h"
 
 namespace kvgate::gateway {
+namespace asio = boost::asio;
+
 namespace {
 
-std::unique_ptr<limit::CounterStore> make_store(const RateLimitConfig& c) {
-  if (c.store == RateLimitConfig::Store::kRedis) {
-    io::RedisCounterStore::Options o;
-    o.host = c.redis.host;
-    o.port = c.redis.port;
-    o.password = c.redis.password;
-    return std::make_unique<io::RedisCounterStore>(std::move(o));
-  }
-  return std::make_unique<limit::MemoryCounterStore>();
+limit::FailurePolicy policy(const RateLimitConfig& c) {
+  return c.fail_closed ? limit::FailurePolicy::kClosed : limit::FailurePolicy::kOpen;
+}
+
+bool charges_tokens(const std::vector<limit::Rule>& rules) {
+  return std::any_of(rules.begin(), rules.end(), [](const limit::Rule& r) {
+    return r.measure == limit::Measure::kTotalTokens;
+  });
 }
 
 }  // namespace
 
 TenantLimiter::TenantLimiter(const RateLimitConfig& config)
-    : store_(make_store(config)),
-      limiter_(*store_,
-               config.fail_closed ? limit::FailurePolicy::kClosed : limit::FailurePolicy::kOpen) {}
+    : memory_(std::make_unique<limit::MemoryCounterStore>()), limiter_(*memory_, policy(config)) {}
+
+TenantLimiter::TenantLimiter(const RateLimitConfig& config, asio::any_io_executor executor,
+                             std::function<void()> on_store_failure)
+    : executor_(std::move(executor)),
+      on_store_failure_(std::move(on_store_failure)),
+      memory_(config.store == RateLimitConfig::Store::kRedis
+                  ? nullptr
+                  : std::make_unique<limit::MemoryCounterStore>()),
+      limiter_(memory_ ? limit::RateLimiter(*memory_, policy(config))
+                       : limit::RateLimiter(policy(config))) {
+  if (!memory_) {
+    io::RedisCounterStore::Options o;
+    o.host = config.redis.host;
+    o.port = config.redis.port;
+    o.password = config.redis.password;
+    o.connect_timeout = o.command_timeout =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(config.redis.timeout).count();
+    redis_ = std::make_unique<io::RedisCounterStore>(executor_, std::move(o));
+  }
+}
 
 TenantLimiter::~TenantLimiter() = default;
 
@@ -76,13 +102,67 @@ TenantLimiter::Checked TenantLimiter::check(const Tenant& tenant, std::string_vi
 bool TenantLimiter::charge(const Tenant& tenant, std::string_view model, const limit::Usage& usage,
                            Nanos now) {
   std::vector<limit::Rule> rules = rules_for(tenant.limits);
-  if (std::none_of(rules.begin(), rules.end(), [](const limit::Rule& r) {
-        return r.measure == limit::Measure::kTotalTokens;
-      })) {
-    return true;
-  }
+  if (!charges_tokens(rules)) return true;
   std::lock_guard lock(mu_);
   return static_cast<bool>(limiter_.charge(tenant.name, model, rules, usage, now));
+}
+
+asio::awaitable<TenantLimiter::Checked> TenantLimiter::check_async(const Tenant& tenant,
+                                                                   std::string_view model,
+                                                                   Nanos now) {
+  if (!redis_) {
+    Checked c = check(tenant, model, now);
+    if (c.store_failed && on_store_failure_) on_store_failure_();
+    co_return c;
+  }
+  Checked out;
+  if (!limited(tenant)) co_return out;
+  const std::vector<limit::Rule> rules = rules_for(tenant.limits);
+  limit::RateLimiter::CheckPlan plan = limiter_.plan_check(tenant.name, model, rules, now);
+  if (plan.active.empty()) co_return out;
+  const Result<std::vector<int64_t>> values = co_await read(plan.keys);
+  std::vector<limit::Increment> request_charges;
+  out.decision = limiter_.decide(plan, rules, values, now, request_charges);
+  out.store_failed = out.decision.store_error;
+  if (out.store_failed && on_store_failure_) on_store_failure_();
+  if (!request_charges.empty()) add(std::move(request_charges));
+  co_return out;
+}
+
+void TenantLimiter::charge_async(const Tenant& tenant, std::string_view model,
+                                 const limit::Usage& usage, Nanos now) {
+  if (!redis_) {
+    if (!charge(tenant, model, usage, now) && on_store_failure_) on_store_failure_();
+    return;
+  }
+  const std::vector<limit::Rule> rules = rules_for(tenant.limits);
+  if (!charges_tokens(rules)) return;
+  std::vector<limit::Increment> incs = limiter_.charges(tenant.name, model, rules, usage, now);
+  if (!incs.empty()) add(std::move(incs));
+}
+
+asio::awaitable<Result<std::vector<int64_t>>> TenantLimiter::read(std::vector<std::string> keys) {
+  using Values = Result<std::vector<int64_t>>;
+  return asio::async_initiate<decltype(asio::use_awaitable), void(Values)>(
+      [this](auto handler, std::vector<std::string> keys) {
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        asio::dispatch(executor_, [this, h, keys = std::move(keys)] {
+          redis_->get(keys, [h](Values values) {
+            // Resumed from the caller's executor, never inside hiredis's callback.
+            auto ex = asio::get_associated_executor(*h);
+            asio::post(ex, [h, values = std::move(values)]() mutable { (*h)(std::move(values)); });
+          });
+        });
+      },
+      asio::use_awaitable, std::move(keys));
+}
+
+void TenantLimiter::add(std::vector<limit::Increment> increments) {
+  asio::dispatch(executor_, [this, increments = std::move(increments)] {
+    redis_->add(increments, [this](Status s) {
+      if (!s && on_store_failure_) on_store_failure_();
+    });
+  });
 }
 
 Nanos wall_now() {

@@ -4,15 +4,23 @@
 // gateways share one budget) and a limit::RateLimiter over it, and turns a tenant's
 // keys-file limits into rules: tokens_per_minute -> a total_tokens rule named
 // "tokens_per_minute", requests_per_minute -> a requests rule "requests_per_minute".
-// check() before routing, charge() once the response's usage is known
+// check_async() before routing, charge_async() once the response's usage is known
 // (docs/rate-limits.md).
 //
-// Thread-safe: one mutex around the limiter and the store. With Redis the store already
-// serializes its calls on one connection, so this costs nothing more; those calls block
-// the calling I/O thread for at most the store's timeouts (50 ms).
+// Nothing waits on Redis: with the Redis store a check suspends the request's coroutine
+// until the MGET answers (pipelined with every other request's, on one connection run on
+// `executor`), and a charge is sent and forgotten (coalesced with the charges of other
+// requests while one is in flight). A request of a tenant without limits never touches
+// the store. The store's failures are reported through `on_store_failure` (a metric).
+//
+// Thread-safe: the memory store is guarded by a mutex; the Redis store is used on
+// `executor` only (the gateway passes a strand when it runs several threads).
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string_view>
@@ -22,11 +30,19 @@
 #include "gateway/config.h"
 #include "gateway/keys.h"
 
+namespace kvgate::io {
+class RedisCounterStore;
+}
+
 namespace kvgate::gateway {
 
 class TenantLimiter {
  public:
+  // With the in-process store only (config.store memory).
   explicit TenantLimiter(const RateLimitConfig& config);
+  // Either store; Redis is driven on `executor`.
+  TenantLimiter(const RateLimitConfig& config, boost::asio::any_io_executor executor,
+                std::function<void()> on_store_failure);
   ~TenantLimiter();
 
   struct Checked {
@@ -34,18 +50,37 @@ class TenantLimiter {
     bool store_failed = false;  // the store could not answer (count it as a metric)
   };
   // Admits or refuses a request of `tenant` for `model` at wall-clock `now`.
+  // REQUIRES (check, charge): the in-process store.
   Checked check(const Tenant& tenant, std::string_view model, Nanos now);
   // Charges a finished request's tokens. False when the store failed.
   bool charge(const Tenant& tenant, std::string_view model, const limit::Usage& usage, Nanos now);
+
+  // The same for either store, without blocking the calling thread. `tenant` and `model`
+  // must outlive the call (the gateway's keys and config do).
+  boost::asio::awaitable<Checked> check_async(const Tenant& tenant, std::string_view model,
+                                              Nanos now);
+  // Never waits; a failure is reported through on_store_failure.
+  void charge_async(const Tenant& tenant, std::string_view model, const limit::Usage& usage,
+                    Nanos now);
 
   // Whether `tenant` has any limit at all (no store round trip otherwise).
   static bool limited(const Tenant& tenant);
   static std::vector<limit::Rule> rules_for(const TenantLimits& limits);
 
  private:
-  std::unique_ptr<limit::CounterStore> store_;
+  // Reads `keys` from Redis, resuming the caller on its own executor.
+  boost::asio::awaitable<Result<std::vector<int64_t>>> read(std::vector<std::string> keys);
+  void add(std::vector<limit::Increment> increments);
+
+  // Constant after construction.
+  boost::asio::any_io_executor executor_;  // Redis: the store's executor
+  std::function<void()> on_store_failure_;
+  std::unique_ptr<io::RedisCounterStore> redis_;  // used on executor_ only
+  // The in-process store (when redis_ is null) and the limiter, guarded by mu_ (the
+  // limiter's halves used with Redis are const).
+  std::unique_ptr<limit::MemoryCounterStore> memory_;
   std::mutex mu_;
-  limit::RateLimiter limiter_;  // guarded by mu_
+  limit::RateLimiter limiter_;
 };
 
 // Nanoseconds since the Unix epoch (system clock): gateways sharing Redis must agree on

@@ -2,18 +2,11 @@
 
 #include <hiredis.h>
 
-#include <chrono>
+#include <algorithm>
 #include <string_view>
 
 namespace kvgate::io {
 namespace {
-
-timeval ToTimeval(Nanos t) {
-  timeval tv;
-  tv.tv_sec = static_cast<time_t>(t / kSecond);
-  tv.tv_usec = static_cast<suseconds_t>((t % kSecond) / 1000);
-  return tv;
-}
 
 // Increments KEYS[i] by ARGV[i] and sets its expiry to ARGV[#KEYS + i] ms, atomically.
 constexpr std::string_view kAddScript =
@@ -22,109 +15,88 @@ constexpr std::string_view kAddScript =
     "redis.call('PEXPIRE', KEYS[i], ARGV[#KEYS + i]) "
     "end return #KEYS";
 
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
-
-// Reconnection is paced in real time, whatever `now` the limiter works in.
-Nanos SteadyNow() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+std::string ReplyError(const redisReply* r, std::string_view error, std::string_view what) {
+  std::string out = "redis ";
+  out += what;
+  out += ": ";
+  if (r == nullptr) {
+    out += error;
+  } else if (r->type == REDIS_REPLY_ERROR) {
+    out.append(r->str, r->len);
+  } else {
+    out += "unexpected reply";
+  }
+  return out;
 }
 
 }  // namespace
 
-RedisCounterStore::RedisCounterStore(Options options) : options_(std::move(options)) {}
+RedisCounterStore::RedisCounterStore(boost::asio::any_io_executor executor, Options options)
+    : redis_(std::move(executor), std::move(options)) {}
 
-RedisCounterStore::~RedisCounterStore() { drop_connection(); }
+RedisCounterStore::~RedisCounterStore() { closing_ = true; }
 
-void RedisCounterStore::drop_connection() {
-  if (ctx_ != nullptr) redisFree(ctx_);
-  ctx_ = nullptr;
+void RedisCounterStore::get(std::span<const std::string> keys, GetDone done) {
+  if (keys.empty()) {
+    done(std::vector<int64_t>{});
+    return;
+  }
+  std::vector<std::string_view> args;
+  args.reserve(keys.size() + 1);
+  args.push_back("MGET");
+  for (const std::string& k : keys) args.push_back(k);
+  redis_.command(
+      args, [n = keys.size(), done = std::move(done)](const redisReply* r, std::string_view error) {
+        if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != n) {
+          done(Error(ReplyError(r, error, "MGET")));
+          return;
+        }
+        std::vector<int64_t> values;
+        values.reserve(n);
+        for (size_t i = 0; i < r->elements; ++i) {
+          const redisReply* e = r->element[i];
+          values.push_back(e->type == REDIS_REPLY_STRING ? std::strtoll(e->str, nullptr, 10) : 0);
+        }
+        done(std::move(values));
+      });
 }
 
-Status RedisCounterStore::ensure_connected() {
-  if (ctx_ != nullptr) return {};
-  const Nanos now = SteadyNow();
-  if (now < next_attempt_) return Error("redis unavailable: " + last_error_);
-  next_attempt_ = now + options_.reconnect_interval;
-  timeval tv = ToTimeval(options_.connect_timeout);
-  redisContext* c = redisConnectWithTimeout(options_.host.c_str(), options_.port, tv);
-  if (c == nullptr || c->err) {
-    last_error_ = c ? c->errstr : "out of memory";
-    if (c) redisFree(c);
-    return Error("redis connect " + options_.host + ":" + std::to_string(options_.port) + ": " +
-                 last_error_);
+void RedisCounterStore::add(std::span<const limit::Increment> increments, AddDone done) {
+  if (increments.empty()) {
+    if (done) done(Status{});
+    return;
   }
-  timeval cmd = ToTimeval(options_.command_timeout);
-  redisSetTimeout(c, cmd);
-  ctx_ = c;
-  if (!options_.password.empty()) {
-    Reply r(static_cast<redisReply*>(redisCommand(ctx_, "AUTH %s", options_.password.c_str())));
-    if (!r || r->type == REDIS_REPLY_ERROR) {
-      last_error_ = r ? std::string(r->str, r->len) : ctx_->errstr;
-      drop_connection();
-      return Error("redis auth: " + last_error_);
+  for (const limit::Increment& inc : increments) {
+    auto [it, fresh] = queued_.try_emplace(inc.key, inc);
+    if (!fresh) {
+      it->second.amount += inc.amount;
+      it->second.ttl = std::max(it->second.ttl, inc.ttl);
     }
   }
-  return {};
+  if (done) queued_done_.push_back(std::move(done));
+  if (!add_in_flight_) send_adds();
 }
 
-Result<std::vector<int64_t>> RedisCounterStore::get(std::span<const std::string> keys,
-                                                    Nanos /*now*/) {
-  std::lock_guard lock(mu_);
-  if (keys.empty()) return std::vector<int64_t>{};
-  if (Status s = ensure_connected(); !s) return Error(s.error());
-  std::vector<const char*> argv{"MGET"};
-  std::vector<size_t> lens{4};
-  for (const std::string& k : keys) {
-    argv.push_back(k.data());
-    lens.push_back(k.size());
-  }
-  Reply r(static_cast<redisReply*>(
-      redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data())));
-  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != keys.size()) {
-    last_error_ = r ? (r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len)
-                                                    : std::string("unexpected MGET reply"))
-                    : std::string(ctx_->errstr);
-    drop_connection();
-    return Error("redis MGET: " + last_error_);
-  }
-  std::vector<int64_t> values;
-  values.reserve(keys.size());
-  for (size_t i = 0; i < r->elements; ++i) {
-    const redisReply* e = r->element[i];
-    values.push_back(e->type == REDIS_REPLY_STRING ? std::strtoll(e->str, nullptr, 10) : 0);
-  }
-  return values;
-}
-
-Status RedisCounterStore::add(std::span<const limit::Increment> increments, Nanos /*now*/) {
-  std::lock_guard lock(mu_);
-  if (increments.empty()) return {};
-  if (Status s = ensure_connected(); !s) return s;
-  std::vector<std::string> args{"EVAL", std::string(kAddScript), std::to_string(increments.size())};
-  for (const auto& inc : increments) args.push_back(inc.key);
-  for (const auto& inc : increments) args.push_back(std::to_string(inc.amount));
-  for (const auto& inc : increments) {
+void RedisCounterStore::send_adds() {
+  if (queued_.empty()) return;
+  std::vector<std::string> args{"EVAL", std::string(kAddScript), std::to_string(queued_.size())};
+  args.reserve(3 + 3 * queued_.size());
+  for (const auto& [key, inc] : queued_) args.push_back(key);
+  for (const auto& [key, inc] : queued_) args.push_back(std::to_string(inc.amount));
+  for (const auto& [key, inc] : queued_) {
     args.push_back(std::to_string(std::max<Nanos>(1, inc.ttl / kMillisecond)));
   }
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (const std::string& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  Reply r(static_cast<redisReply*>(
-      redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data())));
-  if (!r || r->type == REDIS_REPLY_ERROR) {
-    last_error_ = r ? std::string(r->str, r->len) : std::string(ctx_->errstr);
-    drop_connection();
-    return Error("redis EVAL: " + last_error_);
-  }
-  return {};
+  queued_.clear();
+  add_in_flight_ = true;
+  redis_.command(
+      args, [this, done = std::move(queued_done_)](const redisReply* r, std::string_view error) {
+        add_in_flight_ = false;
+        Status s;
+        if (r == nullptr || r->type == REDIS_REPLY_ERROR) s = Error(ReplyError(r, error, "EVAL"));
+        for (const AddDone& d : done) d(s);
+        if (!closing_) send_adds();
+      });
+  queued_done_.clear();
 }
 
 }  // namespace kvgate::io

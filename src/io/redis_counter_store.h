@@ -1,55 +1,57 @@
 // RedisCounterStore: rate-limit counters in Redis, so several gateway replicas share one
-// budget.
+// budget, read and written without blocking the caller's thread.
 //
-// Each add() is one round trip: a Lua script increments every key and refreshes its
-// expiry atomically (INCRBY + PEXPIRE per key). get() is one MGET. Both run under short
-// timeouts (connect and command, default 50 ms): when Redis is slow or gone the call
-// fails fast with an error, the RateLimiter's failure policy decides (open or closed),
-// and reconnection is retried at most once per `reconnect_interval` so a dead Redis
-// costs the data path nothing more than a failed check.
+// A get() is one MGET; an add() one Lua script that increments every key and refreshes
+// its expiry atomically (INCRBY + PEXPIRE per key). Both go over one pipelined
+// RedisAsync connection (io/redis_async.h), with its timeouts (50 ms by default) and
+// paced reconnection, so a slow or dead Redis delays a limited tenant's request by one
+// timeout at most and never the thread it runs on. Adds are coalesced: while one script
+// call is in flight, the increments that come meanwhile add up per key and go out as one
+// call when it answers (at any load, one add in flight per store).
 //
-// Thread-safety: safe; calls are serialized on one connection.
+//   RedisCounterStore store(strand, {.port = 6379});
+//   store.get(keys, [](Result<std::vector<int64_t>> v) { ... });   // on `strand`
+//
+// Thread-safety: call on the store's executor only; callbacks run there.
 #pragma once
 
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "core/limit/counter_store.h"
-
-struct redisContext;
+#include "io/redis_async.h"
 
 namespace kvgate::io {
 
-class RedisCounterStore final : public limit::CounterStore {
+class RedisCounterStore {
  public:
-  struct Options {
-    std::string host = "127.0.0.1";
-    int port = 6379;
-    std::string password;  // AUTH when not empty
-    Nanos connect_timeout = 50 * kMillisecond;
-    Nanos command_timeout = 50 * kMillisecond;
-    Nanos reconnect_interval = kSecond;
-  };
+  using Options = RedisAsync::Options;
+  using GetDone = std::function<void(Result<std::vector<int64_t>>)>;
+  using AddDone = std::function<void(Status)>;
 
-  explicit RedisCounterStore(Options options);
-  ~RedisCounterStore() override;
+  RedisCounterStore(boost::asio::any_io_executor executor, Options options);
+  ~RedisCounterStore();
 
-  // `now` is not used: Redis expires keys itself, and reconnection attempts are paced
-  // in real time (steady clock).
-  Result<std::vector<int64_t>> get(std::span<const std::string> keys, Nanos now) override;
-  Status add(std::span<const limit::Increment> increments, Nanos now) override;
+  // The current values of `keys` (0 for absent or expired ones), or the error.
+  void get(std::span<const std::string> keys, GetDone done);
+  // Adds every increment and (re)sets its expiry; `done` (may be empty) learns whether
+  // the batch it went out in was stored.
+  void add(std::span<const limit::Increment> increments, AddDone done);
+
+  const RedisAsync& connection() const { return redis_; }
 
  private:
-  Status ensure_connected();
-  void drop_connection();
+  void send_adds();
 
-  Options options_;
-  std::mutex mu_;
-  // State below is protected by mu_.
-  redisContext* ctx_ = nullptr;
-  Nanos next_attempt_ = 0;
-  std::string last_error_;
+  bool closing_ = false;  // the destructor runs: no more sends
+  bool add_in_flight_ = false;
+  // Increments waiting for the call in flight to answer: key -> (amount, ttl).
+  std::unordered_map<std::string, limit::Increment> queued_;
+  std::vector<AddDone> queued_done_;
+  RedisAsync redis_;  // last: destroyed first, its failing callbacks still see the above
 };
 
 }  // namespace kvgate::io

@@ -19,6 +19,7 @@
 #include "sim/event_queue.h"
 #include "sim/pool_scaler.h"
 #include "sim/progress.h"
+#include "sim/replica_group.h"
 
 namespace kvgate::sim {
 namespace {
@@ -170,8 +171,10 @@ class Simulation {
   std::vector<kv::EndpointId> endpoint_of_;  // engine index -> router endpoint id
   std::vector<bool> step_pending_;
   std::unique_ptr<kv::PreciseIndex> precise_;
-  std::unique_ptr<kv::ApproxIndex> approx_;
-  std::unique_ptr<route::Router> router_;
+  // The gateway replicas (one unless RunOptions::replicas says more); router_ is the
+  // first one's router, the view the autoscaler and the reports read.
+  std::unique_ptr<ReplicaGroup> group_;
+  route::Router* router_ = nullptr;
   // Flow control (policy_.flow.enabled): the gateway's queue in front of router_, and
   // the RouteRequests it borrows while they wait (node-stable).
   std::unique_ptr<route::FlowController> flow_;
@@ -253,15 +256,21 @@ Status Simulation::build() {
     precise_ = std::make_unique<kv::PreciseIndex>(
         kv::PreciseIndex::Options{.model = scenario_.gateway.model, .block_size = block_size_});
   }
-  if (want_approx) approx_ = std::make_unique<kv::ApproxIndex>(policy_.approx);
   if (policy_.warmup.enabled) hot_ = std::make_unique<kv::HotPrefixes>(block_size_);
 
   route::RouterConfig config = policy_.router;
   config.block_size = block_size_;
-  auto router = route::Router::create(config, {.precise = precise_.get(), .approx = approx_.get()});
-  if (!router) return Error("policy " + policy_.name + ": " + router.error());
-  router_ = std::move(*router);
+  auto group = ReplicaGroup::create(config, precise_.get(), want_approx, policy_.approx,
+                                    options_.replicas, seed_);
+  if (!group) return Error("policy " + policy_.name + ": " + group.error());
+  group_ = std::move(*group);
+  router_ = &group_->primary();
   if (policy_.flow.enabled) {
+    // One queue in front of one router: several replicas' queues are not simulated.
+    if (group_->size() > 1) {
+      return Error("policy " + policy_.name +
+                   ": flow control with several gateway replicas is not simulated");
+    }
     flow_ = std::make_unique<route::FlowController>(*router_, policy_.flow);
   }
   const auto& tenants = scenario_.workload.tenants;
@@ -312,7 +321,7 @@ Status Simulation::join_router(uint32_t index, Nanos now) {
   spec.zone = g.zone;
   spec.rack = g.rack;
   spec.kv_capacity_blocks = engines_[index]->config().num_gpu_blocks;
-  auto id = router_->add_endpoint(std::move(spec), now);
+  auto id = group_->add_endpoint(spec, now);
   if (!id) return Error(id.error());
   endpoint_of_[index] = *id;
   if (engine_of_.size() <= *id) engine_of_.resize(*id + 1, 0);
@@ -384,7 +393,7 @@ void Simulation::on_arrival(Nanos now, uint64_t id) {
   const TenantSpec* tenant = r.work.tenant < tenants.size() ? &tenants[r.work.tenant] : nullptr;
   if (tenant) rr.criticality = tenant->criticality;
   if (!flow_) {
-    const route::Decision d = router_->route(rr, now, rng_);
+    const route::Decision d = group_->route(rr, now, rng_);
     if (!d.accepted()) return reject(id, route::to_string(d.reason));
     return send(now, id, d);
   }
@@ -491,7 +500,7 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
       r.record.rejected = true;
       r.record.rejected_after_prefill = true;
       queue_.push(now, Event{EventKind::kPrefillRelease, prefill_engine, id});
-      router_->pool().on_failed(id, now + scenario_.gateway.hop_delay);
+      group_->on_failed(id, now + scenario_.gateway.hop_delay);
       r.work.prompt.reset();
       --outstanding_;
       release_in_flight(now, engine);
@@ -506,7 +515,7 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
   if (!s) {
     // The engine refused it (too long for its context or its KV pool): a 400 upstream.
     r.record.rejected = true;
-    router_->pool().on_failed(id, now + scenario_.gateway.hop_delay);
+    group_->on_failed(id, now + scenario_.gateway.hop_delay);
     --outstanding_;
     release_in_flight(now, r.decode_engine);
     return;
@@ -591,7 +600,7 @@ void Simulation::on_engine_step(Nanos now, uint32_t engine) {
 }
 
 void Simulation::on_finished(Nanos now, uint64_t id) {
-  router_->pool().on_finished(id, now);
+  group_->on_finished(id, now);
   --outstanding_;
   if (flow_) {
     const RequestRecord& rec = requests_[id].record;
@@ -625,7 +634,7 @@ void Simulation::on_prefill_done(Nanos now, uint64_t id) {
   r.phase = Phase::kDecode;
   // The gateway's P/D flow does the same when the prefill answer comes back: the
   // prefill endpoint's load goes, and the request counts as landed on decode.
-  router_->pool().on_first_token(id, now);
+  group_->on_first_token(id, now);
   queue_.push(now + scenario_.gateway.hop_delay,
               Event{EventKind::kEngineReceive, r.decode_engine, id});
   pump(now);
@@ -691,11 +700,11 @@ void Simulation::on_scrape(Nanos now) {
       decode_usage += m.kv_cache_usage;
       ++decoders;
     }
-    router_->pool().on_metrics(endpoint_of_[i],
-                               {.waiting = m.num_requests_waiting + m.num_requests_arriving,
-                                .running = m.num_requests_running,
-                                .kv_usage = m.kv_cache_usage},
-                               now);
+    group_->on_metrics(endpoint_of_[i],
+                       {.waiting = m.num_requests_waiting + m.num_requests_arriving,
+                        .running = m.num_requests_running,
+                        .kv_usage = m.kv_cache_usage},
+                       now);
     waiting += m.num_requests_waiting;
     usage += m.kv_cache_usage;
   }
@@ -831,8 +840,8 @@ void Simulation::apply_standby(Nanos, int32_t count) {
     Replica& r = replicas_[ready[k]];
     const bool want = static_cast<int32_t>(k) < count && k + 1 < ready.size();
     if (want != r.standby) {
-      router_->pool().set_health(endpoint_of_[ready[k]],
-                                 want ? route::Health::kUnhealthy : route::Health::kHealthy);
+      group_->set_health(endpoint_of_[ready[k]],
+                         want ? route::Health::kUnhealthy : route::Health::kHealthy);
       r.standby = want;
     }
     standby_ += want;
@@ -872,7 +881,7 @@ void Simulation::on_replica_ready(Nanos now, uint32_t engine) {
     return;
   }
   // Warm-up: out of routing until the pool's hot prefixes are in its cache.
-  router_->pool().set_health(endpoint_of_[engine], route::Health::kUnhealthy);
+  group_->set_health(endpoint_of_[engine], route::Health::kUnhealthy);
   auto [it, inserted] = warmups_.insert_or_assign(
       engine, kv::WarmupRun(hot_->top(policy_.warmup.prefixes, now), policy_.warmup, now));
   queue_.push(it->second.deadline(), Event{EventKind::kWarmupDeadline, engine, 0});
@@ -903,7 +912,7 @@ void Simulation::admit_replica(Nanos now, uint32_t engine) {
   Replica& r = replicas_[engine];
   if (r.phase != ReplicaPhase::kReady || r.admitted_at >= 0) return;  // draining, or done
   r.admitted_at = now;
-  router_->pool().set_health(endpoint_of_[engine], route::Health::kHealthy);
+  group_->set_health(endpoint_of_[engine], route::Health::kHealthy);
   pump(now);
 }
 
@@ -916,14 +925,14 @@ void Simulation::drain(Nanos now, uint32_t engine) {
   if (r.phase != ReplicaPhase::kReady) return;
   r.phase = ReplicaPhase::kDraining;
   r.drained_at = now;
-  router_->pool().set_health(endpoint_of_[engine], route::Health::kDraining);
+  group_->set_health(endpoint_of_[engine], route::Health::kDraining);
   if (r.in_flight == 0) stop(now, engine);
 }
 
 void Simulation::stop(Nanos now, uint32_t engine) {
   Replica& r = replicas_[engine];
   if (r.phase == ReplicaPhase::kReady || r.phase == ReplicaPhase::kDraining) {
-    router_->remove_endpoint(endpoint_of_[engine]);
+    group_->remove_endpoint(endpoint_of_[engine]);
   }
   r.phase = ReplicaPhase::kStopped;
   r.stopped_at = now;
@@ -962,7 +971,7 @@ Result<PolicyRun> Simulation::run() {
         on_engine_step(now, e.payload.engine);
         break;
       case EventKind::kFirstToken: {
-        router_->pool().on_first_token(e.payload.id, now);
+        group_->on_first_token(e.payload.id, now);
         const RequestRecord& rec = requests_[e.payload.id].record;
         ttft_window_.add(now, to_seconds(rec.first_token - rec.arrival));
         pump(now);  // a prefill done

@@ -20,6 +20,7 @@
 #include <functional>
 
 #include "core/common/result.h"
+#include "sim/replica_group.h"
 #include "sim/report.h"
 #include "sim/scenario.h"
 
@@ -28,6 +29,9 @@ namespace kvgate::sim {
 struct RunOptions {
   bool progress = false;        // a progress bar on stderr (when it is a terminal)
   bool force_progress = false;  // draw it even when stderr is not a terminal
+  // Gateway replicas in front of the fleet and how they share routing state
+  // (replica_group.h); the default is the single gateway.
+  ReplicaSyncOptions replicas;
 };
 
 // Simulates `policy` over `scenario`'s cluster and workload. Errors: a bad router

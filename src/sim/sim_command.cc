@@ -27,6 +27,9 @@ struct SimArgs {
   std::string policies;
   bool no_progress = false;
   bool per_request = false;
+  uint32_t replicas = 1;
+  std::string sync = "on";
+  double sync_lag_ms = 0;
 };
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -46,6 +49,10 @@ int run_sim(const SimArgs& args) {
     return 2;
   }
   const uint64_t seed = args.seed_given ? args.seed : scenario->seed;
+  const ReplicaSyncOptions replicas{
+      .replicas = args.replicas,
+      .sync = args.sync == "on",
+      .lag = static_cast<Nanos>(args.sync_lag_ms * static_cast<double>(kMillisecond))};
   std::vector<const PolicySpec*> chosen;
   if (args.policies.empty()) {
     for (const PolicySpec& p : scenario->policies) chosen.push_back(&p);
@@ -72,8 +79,13 @@ int run_sim(const SimArgs& args) {
   results.seed = seed;
   fmt::print(stderr, "kvgate sim: {} ({} engines, {} policies, seed {})\n", scenario->name,
              scenario->engine_count(), chosen.size(), seed);
+  if (replicas.replicas > 1) {
+    fmt::print(stderr, "kvgate sim: {} gateway replicas, sync {}{}\n", replicas.replicas, args.sync,
+               replicas.sync ? fmt::format(" (lag {} ms)", args.sync_lag_ms) : "");
+  }
   for (const PolicySpec* p : chosen) {
-    auto run = run_policy(*scenario, *p, seed, {.progress = !args.no_progress});
+    auto run =
+        run_policy(*scenario, *p, seed, {.progress = !args.no_progress, .replicas = replicas});
     if (!run) {
       fmt::print(stderr, "kvgate sim: {}\n", run.error());
       return 1;
@@ -186,6 +198,19 @@ void add_sim_command(CLI::App& app) {
   cmd->add_flag("--no-progress", args->no_progress, "Do not draw the progress bar on stderr");
   cmd->add_flag("--requests-csv", args->per_request,
                 "Also write requests.csv with one row per request");
+  cmd->add_option("--replicas", args->replicas,
+                  "Gateway replicas in front of the fleet, each with its own router; requests "
+                  "spread over them at random (docs/replicas.md)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--sync", args->sync,
+                  "on: the replicas share their routing events; off: each routes on its own")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--sync-lag-ms", args->sync_lag_ms,
+                  "Delay from one replica's decision to its peers applying it")
+      ->check(CLI::Range(0.0, 600000.0))
+      ->capture_default_str();
   cmd->callback([args] { cli::set_exit_code(run_sim(*args)); });
 }
 

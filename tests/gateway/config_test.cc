@@ -131,6 +131,36 @@ TEST(GatewayConfig, RateLimitsSection) {
             "f.yaml:2:17: rate_limits.redis.port: 0 is outside [1, 65535]");
 }
 
+TEST(GatewayConfig, ClusterSection) {
+  auto defaults = parse_gateway_config(kGood, "f.yaml");
+  ASSERT_TRUE(defaults) << defaults.error();
+  EXPECT_FALSE(defaults->cluster);
+  auto c = parse_gateway_config(
+      "cluster:\n  redis: {host: 10.0.0.6, port: 6390, timeout_ms: 80}\n  replica_id: gw-a\n"
+      "  sync: off\n  flush_ms: 3\n  max_len: 5000\n" +
+          std::string(kGood),
+      "f.yaml");
+  ASSERT_TRUE(c) << c.error();
+  ASSERT_TRUE(c->cluster);
+  EXPECT_EQ(c->cluster->redis.host, "10.0.0.6");
+  EXPECT_EQ(c->cluster->redis.port, 6390);
+  EXPECT_EQ(c->cluster->redis.timeout, std::chrono::milliseconds(80));
+  EXPECT_EQ(c->cluster->replica_id, "gw-a");
+  EXPECT_FALSE(c->cluster->sync);
+  EXPECT_EQ(c->cluster->flush, std::chrono::milliseconds(3));
+  EXPECT_EQ(c->cluster->max_len, 5000);
+  auto on = parse_gateway_config("cluster: {sync: on}\n" + std::string(kGood), "f.yaml");
+  ASSERT_TRUE(on) << on.error();
+  EXPECT_TRUE(on->cluster->sync);
+  EXPECT_EQ(on->cluster->poll, std::chrono::milliseconds(5));
+  EXPECT_EQ(error_of("cluster: {sync: maybe}\n" + std::string(kGood)),
+            "f.yaml:1:17: cluster.sync: expected on or off, got 'maybe'");
+  EXPECT_EQ(error_of("cluster: {replicas: 3}\n" + std::string(kGood)),
+            "f.yaml:1:11: cluster.replicas: unknown field");
+  EXPECT_EQ(error_of("cluster:\n  redis: {port: 70000}\n" + std::string(kGood)),
+            "f.yaml:2:17: cluster.redis.port: 70000 is outside [1, 65535]");
+}
+
 constexpr const char* kLive = R"(
 pools:
   main:

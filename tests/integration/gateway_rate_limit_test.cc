@@ -8,6 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "gateway/keys.h"
 #include "support/gateway_fixture.h"
 
@@ -130,6 +134,66 @@ TEST(GatewayRateLimit, TwoGatewaysShareRedisAndADeadRedisFollowsThePolicy) {
   EXPECT_EQ(b.metric("kvgate_rate_limited_total", {{"tenant", "other"}, {"rule", "store"}}), 1);
   EXPECT_EQ(a.proc->stop(), 0) << a.proc->errors();
   EXPECT_EQ(b.proc->stop(), 0) << b.proc->errors();
+}
+
+// One I/O thread, Redis paused (SIGSTOP): a limited tenant's request waits for the
+// store's 300 ms timeout and then passes (fail-open), while the requests of a tenant
+// without limits, on the same thread meanwhile, are answered as fast as ever.
+TEST(GatewayRateLimit, APausedRedisDelaysNoRequestOfATenantWithoutLimits) {
+  const int port = free_port();
+  auto redis = ChildProcess::spawn(
+      "/usr/bin/redis-server", {"--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", "--daemonize", "no"});
+  ASSERT_TRUE(redis) << redis.error();
+  ASSERT_TRUE((*redis)->wait_for_line("Ready to accept connections"));
+  EngineProcess engine(kFast);
+  ASSERT_FALSE(engine.url.empty());
+  const std::string keys =
+      write_temp_file("rl-free-keys.yaml",
+                      "keys:\n  - sha256: " + gateway::to_hex(gateway::sha256("key-small")) +
+                          "\n    tenant: small\n    limits: {tokens_per_minute: 100000}\n"
+                          "  - sha256: " +
+                          gateway::to_hex(gateway::sha256("key-free")) + "\n    tenant: free\n");
+  GatewayProcess gw(gateway_yaml({engine.url}, "round-robin",
+                                 "threads: 1\nkeys_file: " + keys +
+                                     "\nrate_limits:\n  store: redis\n  redis: {host: 127.0.0.1, "
+                                     "port: " +
+                                     std::to_string(port) + ", timeout_ms: 300}\n"));
+  ASSERT_FALSE(gw.url.empty());
+  ASSERT_EQ(gw.post("/v1/completions", completion(false), bearer("key-small")).status, 200);
+
+  (*redis)->signal(SIGSTOP);
+  std::atomic<bool> limited_done{false};
+  std::vector<std::pair<int, double>> limited;  // status, seconds
+  std::thread t([&] {
+    for (int i = 0; i < 3; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const int status = gw.post("/v1/completions", completion(false), bearer("key-small")).status;
+      limited.emplace_back(
+          status, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    limited_done = true;
+  });
+  double slowest = 0;
+  int served = 0;
+  while (!limited_done) {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(gw.post("/v1/completions", completion(false), bearer("key-free")).status, 200);
+    slowest = std::max(
+        slowest, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    ++served;
+  }
+  t.join();
+  (*redis)->signal(SIGCONT);
+  ASSERT_EQ(limited.size(), 3u);
+  for (const auto& [status, seconds] : limited) EXPECT_EQ(status, 200);  // fail-open
+  // The first waited for the timeout; after it the store fails at once until it may
+  // reconnect (1 s later).
+  EXPECT_GE(limited[0].second, 0.29);
+  EXPECT_GE(served, 5);
+  EXPECT_LT(slowest, 0.2) << served << " requests";
+  EXPECT_GE(gw.metric("kvgate_rate_limit_store_failures_total"), 3);
+  EXPECT_EQ(gw.proc->stop(), 0) << gw.proc->errors();
 }
 
 }  // namespace

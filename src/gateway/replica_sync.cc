@@ -1,0 +1,513 @@
+#include "gateway/replica_sync.h"
+
+#include <fmt/format.h>
+#include <hiredis.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/json.hpp>
+#include <chrono>
+#include <future>
+
+#include "core/cluster/peer_sync.h"
+#include "core/metrics/prometheus_text.h"
+#include "io/redis_async.h"
+
+namespace kvgate::gateway {
+namespace asio = boost::asio;
+
+namespace {
+
+constexpr Nanos kHeartbeat = kSecond;
+constexpr int kReadCount = 256;  // stream entries per XREAD
+
+std::string DefaultReplicaId() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return fmt::format("{}-{}", host[0] ? host : "kvgate", ::getpid());
+}
+
+int64_t WallMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Nanos ToNanos(std::chrono::milliseconds ms) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(ms).count();
+}
+
+// One pool's sync state. The Outbox and PeerSync live on the pool's strand; the stream
+// position on the Redis executor; the counters are read from anywhere.
+struct PoolSync {
+  PoolRuntime* pool = nullptr;
+  std::string stream;
+  // On the pool's strand.
+  std::unique_ptr<cluster::Outbox> outbox;
+  std::unique_ptr<cluster::PeerSync> peers;
+  Nanos last_heartbeat = 0;
+  // On the Redis executor.
+  std::string last_id;
+  bool read_in_flight = false;
+  bool publish_in_flight = false;
+  // Counters.
+  std::atomic<uint64_t> batches_published{0}, events_published{0}, publish_failures{0};
+  std::atomic<uint64_t> batches_applied{0}, events_applied{0}, read_failures{0};
+  std::atomic<uint64_t> decode_errors{0}, gaps{0}, expired_requests{0}, dead_replicas{0};
+  std::atomic<uint64_t> unknown_endpoint{0};
+  std::atomic<uint64_t> peer_requests{0}, live_peers{0};
+};
+
+// Takes the lease when free (with a new fencing token) or renews it when held by
+// ARGV[1]; returns the holder's token, 0 when another replica holds it.
+constexpr std::string_view kLeaseScript =
+    "local cur = redis.call('GET', KEYS[1]) "
+    "if cur then "
+    "  local holder, token = string.match(cur, '^(.*):(%d+)$') "
+    "  if holder == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return tonumber(token) "
+    "end "
+    "  return 0 "
+    "end "
+    "local token = redis.call('INCR', KEYS[2]) "
+    "redis.call('SET', KEYS[1], ARGV[1] .. ':' .. token, 'PX', ARGV[2]) "
+    "return token";
+// 1 when KEYS[1] still holds ARGV[1] ("replica:token"), else 0.
+constexpr std::string_view kFenceScript =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end return 0";
+
+// A pool's leader lease. Written on the Redis executor, read from anywhere.
+struct Lease {
+  std::string pool, key, fence_key;
+  std::atomic<bool> held{false};
+  std::atomic<uint64_t> token{0};
+  std::atomic<Nanos> valid_until{0};  // monotonic_now() time the lease surely lasts to
+  bool in_flight = false;             // the Redis executor only
+  std::atomic<uint64_t> acquisitions{0}, losses{0}, actuations{0}, refusals{0};
+
+  bool valid() const { return held && monotonic_now() < valid_until; }
+};
+
+}  // namespace
+
+struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
+  Impl(const ClusterConfig& c, asio::any_io_executor ex)
+      : config(c),
+        id(c.replica_id.empty() ? DefaultReplicaId() : c.replica_id),
+        executor(ex),
+        redis(ex, {.host = c.redis.host,
+                   .port = c.redis.port,
+                   .password = c.redis.password,
+                   .connect_timeout = ToNanos(c.redis.timeout),
+                   .command_timeout = ToNanos(c.redis.timeout)}),
+        flush_timer(ex),
+        poll_timer(ex) {}
+
+  const ClusterConfig config;
+  const std::string id;
+  asio::any_io_executor executor;
+  io::RedisAsync redis;  // used on `executor` only
+  asio::steady_timer flush_timer, poll_timer;
+  std::vector<std::shared_ptr<PoolSync>> pools;
+  std::vector<std::shared_ptr<Lease>> leases;  // set before the lease timer starts
+  asio::steady_timer lease_timer{executor};
+  std::atomic<bool> stopped{false};
+  std::atomic<bool> redis_up{false};
+  std::atomic<uint64_t> outages{0}, recoveries{0};
+
+  void hook(const std::shared_ptr<PoolSync>& ps) {
+    PoolRuntime::RoutingHooks hooks;
+    std::shared_ptr<PoolSync> p = ps;
+    hooks.routed = [p](const route::Router& router, const route::RouteRequest& request,
+                       const route::Decision& d, Nanos now) {
+      if (!p->outbox) return;
+      const route::Endpoint* ep = router.pool().get(d.endpoint);
+      const route::Endpoint* pre =
+          d.prefill_endpoint ? router.pool().get(*d.prefill_endpoint) : nullptr;
+      if (!ep) return;
+      p->outbox->routed(request, d, ep->spec.url, pre ? pre->spec.url : std::string_view(), now);
+    };
+    hooks.lifecycle = [p](route::RequestId id, cluster::EventKind kind, Nanos now) {
+      if (p->outbox) p->outbox->load(kind, id, now);
+    };
+    ps->pool->set_routing_hooks(std::move(hooks));
+  }
+
+  // Every `flush`: each pool's batch goes out (and a heartbeat once a second), peers'
+  // stale load expires.
+  void arm_flush() {
+    flush_timer.expires_after(config.flush);
+    flush_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->stopped) return;
+      for (const auto& ps : self->pools) self->flush(ps);
+      self->arm_flush();
+    });
+  }
+  void flush(const std::shared_ptr<PoolSync>& ps) {
+    ps->pool->post([self = shared_from_this(), ps](route::Router&, kv::PreciseIndex&) {
+      if (!ps->outbox) return;
+      const Nanos now = monotonic_now();
+      const bool heartbeat = now - ps->last_heartbeat >= kHeartbeat;
+      std::optional<cluster::EventBatch> b = ps->outbox->take(now, heartbeat);
+      if (ps->peers) {
+        ps->peers->expire(now);
+        self->copy_stats(*ps);
+      }
+      if (!b) return;
+      if (heartbeat) ps->last_heartbeat = now;
+      const size_t events = b->events.size();
+      std::string wire = cluster::encode(*b);
+      asio::dispatch(self->executor, [self, ps, events, wire = std::move(wire)] {
+        self->publish(ps, events, wire);
+      });
+    });
+  }
+  void publish(const std::shared_ptr<PoolSync>& ps, size_t events, const std::string& wire) {
+    const std::string max_len = std::to_string(config.max_len);
+    const std::string_view args[] = {"XADD", ps->stream, "MAXLEN", "~", max_len, "*", "b", wire};
+    redis.command(
+        args, [self = shared_from_this(), ps, events](const redisReply* r, std::string_view error) {
+          if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
+            // Lost: peers learn of these requests' load only through their age limit, and of
+            // their prefixes from the next decisions.
+            ps->publish_failures.fetch_add(1, std::memory_order_relaxed);
+            self->redis_state(false, r ? std::string_view(r->str, r->len) : error);
+            return;
+          }
+          ps->batches_published.fetch_add(1, std::memory_order_relaxed);
+          ps->events_published.fetch_add(events, std::memory_order_relaxed);
+          self->redis_state(true, {});
+        });
+  }
+
+  // Every `poll`: the peers' batches since the last id seen.
+  void arm_poll() {
+    poll_timer.expires_after(config.poll);
+    poll_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->stopped) return;
+      for (const auto& ps : self->pools) self->read(ps);
+      self->arm_poll();
+    });
+  }
+  void read(const std::shared_ptr<PoolSync>& ps) {
+    if (ps->read_in_flight) return;
+    ps->read_in_flight = true;
+    const std::string count = std::to_string(kReadCount);
+    const std::string_view args[] = {"XREAD", "COUNT", count, "STREAMS", ps->stream, ps->last_id};
+    redis.command(args, [self = shared_from_this(), ps](const redisReply* r,
+                                                        std::string_view error) {
+      ps->read_in_flight = false;
+      if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
+        ps->read_failures.fetch_add(1, std::memory_order_relaxed);
+        self->redis_state(false, r ? std::string_view(r->str, r->len) : error);
+        return;
+      }
+      self->redis_state(true, {});
+      if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) return;  // nothing new
+      const redisReply* stream = r->element[0];
+      if (stream->type != REDIS_REPLY_ARRAY || stream->elements != 2) return;
+      const redisReply* entries = stream->element[1];
+      if (entries->type != REDIS_REPLY_ARRAY) return;
+      std::vector<cluster::EventBatch> batches;
+      for (size_t i = 0; i < entries->elements; ++i) {
+        const redisReply* e = entries->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) continue;
+        ps->last_id.assign(e->element[0]->str, e->element[0]->len);
+        const redisReply* fields = e->element[1];
+        for (size_t f = 0; f + 1 < fields->elements; f += 2) {
+          if (std::string_view(fields->element[f]->str, fields->element[f]->len) != "b") continue;
+          Result<cluster::EventBatch> b = cluster::decode(
+              std::string_view(fields->element[f + 1]->str, fields->element[f + 1]->len));
+          if (!b) {
+            ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
+          } else if (b->replica != self->id) {
+            batches.push_back(std::move(*b));
+          }
+        }
+      }
+      // A full page: more may be waiting, read on at once.
+      if (entries->elements == static_cast<size_t>(kReadCount)) self->read(ps);
+      if (batches.empty()) return;
+      ps->pool->post([self, ps, batches = std::move(batches)](route::Router&, kv::PreciseIndex&) {
+        if (!ps->peers) return;
+        const Nanos now = monotonic_now();
+        for (const cluster::EventBatch& b : batches) {
+          ps->peers->apply(b, now);
+          ps->batches_applied.fetch_add(1, std::memory_order_relaxed);
+          ps->events_applied.fetch_add(b.events.size(), std::memory_order_relaxed);
+        }
+        self->copy_stats(*ps);
+      });
+    });
+  }
+
+  // Every third of the lease: take or renew each pool's lease.
+  void arm_lease() {
+    lease_timer.expires_after(config.lease / 3);
+    lease_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->stopped) return;
+      for (const auto& l : self->leases) self->renew(l);
+      self->arm_lease();
+    });
+  }
+  void renew(const std::shared_ptr<Lease>& l) {
+    if (l->in_flight) return;
+    l->in_flight = true;
+    const Nanos sent = monotonic_now();
+    const std::string ms = std::to_string(config.lease.count());
+    const std::string_view args[] = {"EVAL", kLeaseScript, "2", l->key, l->fence_key, id, ms};
+    redis.command(args, [self = shared_from_this(), l, sent](const redisReply* r,
+                                                             std::string_view error) {
+      l->in_flight = false;
+      if (r == nullptr || r->type != REDIS_REPLY_INTEGER) {
+        // Unknown: the lease, if held, lasts until valid_until and no longer.
+        self->redis_state(
+            false, r && r->type == REDIS_REPLY_ERROR ? std::string_view(r->str, r->len) : error);
+        return;
+      }
+      self->redis_state(true, {});
+      if (r->integer > 0) {
+        // Counted from when the renewal was sent, less a margin for clock drift.
+        l->valid_until = sent + ToNanos(self->config.lease) * 9 / 10;
+        l->token = static_cast<uint64_t>(r->integer);
+        if (!l->held.exchange(true)) {
+          l->acquisitions.fetch_add(1, std::memory_order_relaxed);
+          spdlog::info("cluster: replica {} leads pool {} (fencing token {})", self->id, l->pool,
+                       r->integer);
+        }
+      } else if (l->held.exchange(false)) {
+        l->losses.fetch_add(1, std::memory_order_relaxed);
+        spdlog::warn("cluster: replica {} lost the lead of pool {}", self->id, l->pool);
+      }
+    });
+  }
+  // On the autoscaler's thread: the lease is ours, and Redis still says so with our
+  // token, right now.
+  bool confirm(const std::shared_ptr<Lease>& l) {
+    if (!l->valid()) {
+      l->refusals.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    auto done = std::make_shared<std::promise<bool>>();
+    std::future<bool> answer = done->get_future();
+    const std::string value = fmt::format("{}:{}", id, l->token.load());
+    asio::dispatch(executor, [self = shared_from_this(), l, done, value] {
+      const std::string_view args[] = {"EVAL", kFenceScript, "1", l->key, value};
+      self->redis.command(args, [done](const redisReply* r, std::string_view) {
+        done->set_value(r != nullptr && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+      });
+    });
+    const auto wait = 2 * config.redis.timeout + std::chrono::milliseconds(50);
+    const bool ok =
+        answer.wait_for(wait) == std::future_status::ready && answer.get() && l->valid();
+    (ok ? l->actuations : l->refusals).fetch_add(1, std::memory_order_relaxed);
+    return ok;
+  }
+
+  void copy_stats(PoolSync& ps) {
+    const cluster::PeerSync::Stats& s = ps.peers->stats();
+    ps.gaps = s.gaps;
+    ps.expired_requests = s.expired_requests;
+    ps.dead_replicas = s.dead_replicas;
+    ps.unknown_endpoint = s.unknown_endpoint;
+    ps.peer_requests = ps.peers->peer_requests();
+    ps.live_peers = ps.peers->live_peers(monotonic_now());
+  }
+
+  void redis_state(bool up, std::string_view error) {
+    const bool was = redis_up.exchange(up);
+    if (was == up) return;
+    if (up) {
+      recoveries.fetch_add(1, std::memory_order_relaxed);
+      spdlog::info("cluster: Redis {}:{} answers again: sync resumes", config.redis.host,
+                   config.redis.port);
+    } else {
+      outages.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn("cluster: Redis {}:{} unavailable ({}): routing on this replica's own view",
+                   config.redis.host, config.redis.port, error);
+    }
+  }
+};
+
+ReplicaSync::ReplicaSync(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ReplicaSync::~ReplicaSync() { stop(); }
+
+std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
+                                                std::vector<PoolRuntime*> pools,
+                                                asio::any_io_executor redis_executor) {
+  auto impl = std::make_shared<Impl>(config, std::move(redis_executor));
+  const std::string replay_from = fmt::format("{}-0", WallMillis() - config.replay.count());
+  for (PoolRuntime* pool : pools) {
+    auto ps = std::make_shared<PoolSync>();
+    ps->pool = pool;
+    ps->stream = fmt::format("{}:routing:{}", config.stream_prefix, pool->name());
+    ps->last_id = replay_from;
+    const cluster::PeerSync::Options options{.peer_timeout = ToNanos(config.peer_timeout)};
+    pool->post([ps, id = impl->id, options, name = pool->name()](route::Router& router,
+                                                                 kv::PreciseIndex&) {
+      ps->outbox = std::make_unique<cluster::Outbox>(id, name);
+      ps->peers = std::make_unique<cluster::PeerSync>(router, id, options);
+    });
+    if (config.sync) impl->hook(ps);
+    impl->pools.push_back(std::move(ps));
+  }
+  if (config.sync) {
+    asio::dispatch(impl->executor, [impl] {
+      impl->arm_flush();
+      impl->arm_poll();
+    });
+  }
+  spdlog::info("cluster: replica {}, sync {}, Redis {}:{}", impl->id, config.sync ? "on" : "off",
+               config.redis.host, config.redis.port);
+  return std::unique_ptr<ReplicaSync>(new ReplicaSync(std::move(impl)));
+}
+
+std::function<bool()> ReplicaSync::leader_check(const std::string& pool) {
+  auto l = std::make_shared<Lease>();
+  l->pool = pool;
+  l->key = fmt::format("{}:leader:{}", impl_->config.stream_prefix, pool);
+  l->fence_key = fmt::format("{}:fence:{}", impl_->config.stream_prefix, pool);
+  const bool first = impl_->leases.empty();
+  impl_->leases.push_back(l);
+  if (first) {
+    asio::dispatch(impl_->executor, [impl = impl_] {
+      for (const auto& l : impl->leases) impl->renew(l);
+      impl->arm_lease();
+    });
+  }
+  return [impl = impl_, l] { return impl->confirm(l); };
+}
+
+void ReplicaSync::stop() {
+  if (impl_->stopped.exchange(true)) return;
+  // The timers' handlers see `stopped` and do not re-arm; cancelling here could race
+  // with a handler running on another thread. The connection closes on its executor:
+  // commands still waiting fail and let go of this object (they hold it), or it and its
+  // hiredis context would outlive the gateway. Waited for while the I/O threads run.
+  auto closed = std::make_shared<std::promise<void>>();
+  std::future<void> done = closed->get_future();
+  asio::dispatch(impl_->executor, [impl = impl_, closed] {
+    impl->redis.close();
+    closed->set_value();
+  });
+  (void)done.wait_for(std::chrono::seconds(1));
+}
+
+const std::string& ReplicaSync::replica_id() const { return impl_->id; }
+
+std::string ReplicaSync::render_metrics() const {
+  metrics::PrometheusWriter w;
+  w.header("kvgate_cluster_redis_up",
+           "1 while the cluster's Redis answers (sync on), else 0: routing on the own view",
+           "gauge");
+  w.sample("kvgate_cluster_redis_up", {}, impl_->redis_up ? 1 : 0);
+  w.header("kvgate_cluster_redis_outages_total", "Times the cluster's Redis stopped answering",
+           "counter");
+  w.sample("kvgate_cluster_redis_outages_total", {}, static_cast<double>(impl_->outages.load()));
+  w.header("kvgate_cluster_redis_recoveries_total",
+           "Times the cluster's Redis answered again (the first connection counts)", "counter");
+  w.sample("kvgate_cluster_redis_recoveries_total", {},
+           static_cast<double>(impl_->recoveries.load()));
+  struct Counter {
+    const char* name;
+    const char* help;
+    std::atomic<uint64_t> PoolSync::*field;
+    const char* type = "counter";
+  };
+  const Counter counters[] = {
+      {"kvgate_cluster_batches_published_total", "Batches of own routing events published",
+       &PoolSync::batches_published},
+      {"kvgate_cluster_events_published_total", "Own routing events published",
+       &PoolSync::events_published},
+      {"kvgate_cluster_publish_failures_total", "Batches lost because Redis failed",
+       &PoolSync::publish_failures},
+      {"kvgate_cluster_batches_applied_total", "Peers' batches applied",
+       &PoolSync::batches_applied},
+      {"kvgate_cluster_events_applied_total", "Peers' routing events applied",
+       &PoolSync::events_applied},
+      {"kvgate_cluster_read_failures_total", "Stream reads that failed", &PoolSync::read_failures},
+      {"kvgate_cluster_decode_errors_total", "Stream entries that did not decode",
+       &PoolSync::decode_errors},
+      {"kvgate_cluster_gaps_total", "Peers' batches missed (sequence gaps)", &PoolSync::gaps},
+      {"kvgate_cluster_unknown_endpoint_total", "Peers' decisions for endpoints not in this pool",
+       &PoolSync::unknown_endpoint},
+      {"kvgate_cluster_expired_requests_total",
+       "Peers' requests released without their end (dead peer, age)", &PoolSync::expired_requests},
+      {"kvgate_cluster_dead_replicas_total", "Peers taken for dead (silent too long)",
+       &PoolSync::dead_replicas},
+      {"kvgate_cluster_peer_requests", "Peers' requests in flight, as this replica tracks them",
+       &PoolSync::peer_requests, "gauge"},
+      {"kvgate_cluster_live_peers", "Peers heard from within the peer timeout",
+       &PoolSync::live_peers, "gauge"},
+  };
+  for (const Counter& c : counters) {
+    w.header(c.name, c.help, c.type);
+    for (const auto& ps : impl_->pools) {
+      w.sample(c.name, {{"pool", ps->pool->name()}}, static_cast<double>(((*ps).*c.field).load()));
+    }
+  }
+  if (!impl_->leases.empty()) {
+    w.header("kvgate_cluster_leader", "1 while this replica holds the pool's autoscaler lease",
+             "gauge");
+    for (const auto& l : impl_->leases) {
+      w.sample("kvgate_cluster_leader", {{"pool", l->pool}}, l->valid() ? 1 : 0);
+    }
+    const std::pair<const char*, std::atomic<uint64_t> Lease::*> lease_counters[] = {
+        {"kvgate_cluster_leader_acquisitions_total", &Lease::acquisitions},
+        {"kvgate_cluster_leader_losses_total", &Lease::losses},
+        {"kvgate_cluster_actuations_total", &Lease::actuations},
+        {"kvgate_cluster_actuations_refused_total", &Lease::refusals}};
+    for (const auto& [name, field] : lease_counters) {
+      w.header(name, "The pool's autoscaler lease (docs/replicas.md)", "counter");
+      for (const auto& l : impl_->leases) {
+        w.sample(name, {{"pool", l->pool}}, static_cast<double>(((*l).*field).load()));
+      }
+    }
+  }
+  return w.take();
+}
+
+std::string ReplicaSync::status_json() const {
+  boost::json::array pools;
+  for (const auto& ps : impl_->pools) {
+    pools.push_back(boost::json::object{{"pool", ps->pool->name()},
+                                        {"stream", ps->stream},
+                                        {"batches_published", ps->batches_published.load()},
+                                        {"events_published", ps->events_published.load()},
+                                        {"publish_failures", ps->publish_failures.load()},
+                                        {"batches_applied", ps->batches_applied.load()},
+                                        {"events_applied", ps->events_applied.load()},
+                                        {"read_failures", ps->read_failures.load()},
+                                        {"gaps", ps->gaps.load()},
+                                        {"peer_requests", ps->peer_requests.load()},
+                                        {"live_peers", ps->live_peers.load()},
+                                        {"expired_requests", ps->expired_requests.load()},
+                                        {"dead_replicas", ps->dead_replicas.load()}});
+  }
+  return boost::json::serialize(boost::json::object{
+      {"replica_id", impl_->id},
+      {"sync", impl_->config.sync},
+      {"redis", fmt::format("{}:{}", impl_->config.redis.host, impl_->config.redis.port)},
+      {"redis_up", impl_->redis_up.load()},
+      {"routing_on_own_view", impl_->config.sync && !impl_->redis_up.load()},
+      {"outages", impl_->outages.load()},
+      {"recoveries", impl_->recoveries.load()},
+      {"pools", std::move(pools)},
+      {"leases", [&] {
+         boost::json::array leases;
+         for (const auto& l : impl_->leases) {
+           leases.push_back(boost::json::object{{"pool", l->pool},
+                                                {"leader", l->valid()},
+                                                {"token", l->token.load()},
+                                                {"acquisitions", l->acquisitions.load()},
+                                                {"actuations", l->actuations.load()},
+                                                {"refusals", l->refusals.load()}});
+         }
+         return leases;
+       }()}});
+}
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,132 @@
+#include "sim/replica_group.h"
+
+#include <fmt/format.h>
+
+namespace kvgate::sim {
+
+ReplicaGroup::ReplicaGroup(ReplicaSyncOptions options, uint64_t seed)
+    : options_(options), pick_(seed ^ 0x7265706c6963ULL) {}
+
+Result<std::unique_ptr<ReplicaGroup>> ReplicaGroup::create(
+    const route::RouterConfig& config, kv::PreciseIndex* precise, bool want_approx,
+    const kv::ApproxIndex::Options& approx, ReplicaSyncOptions options, uint64_t seed) {
+  if (options.replicas < 1) return Error("replicas must be at least 1");
+  std::unique_ptr<ReplicaGroup> g(new ReplicaGroup(options, seed));
+  for (uint32_t i = 0; i < options.replicas; ++i) {
+    Replica r;
+    if (want_approx) r.approx = std::make_unique<kv::ApproxIndex>(approx);
+    auto router = route::Router::create(config, {.precise = precise, .approx = r.approx.get()});
+    if (!router) return Error(router.error());
+    r.router = std::move(*router);
+    const std::string name = fmt::format("replica-{}", i);
+    r.outbox = std::make_unique<cluster::Outbox>(name, "sim");
+    // No replica dies in a simulation: peers are never timed out.
+    r.sync = std::make_unique<cluster::PeerSync>(
+        *r.router, name,
+        cluster::PeerSync::Options{.peer_timeout = INT64_MAX / 2,
+                                   .max_request_age = INT64_MAX / 2});
+    g->replicas_.push_back(std::move(r));
+  }
+  return g;
+}
+
+Result<route::EndpointId> ReplicaGroup::add_endpoint(const route::EndpointSpec& spec, Nanos now) {
+  std::optional<route::EndpointId> id;
+  for (Replica& r : replicas_) {
+    auto got = r.router->add_endpoint(spec, now);
+    if (!got) return Error(got.error());
+    if (id && *id != *got) return Error("replicas numbered an endpoint differently");
+    id = *got;
+  }
+  return *id;
+}
+
+void ReplicaGroup::remove_endpoint(route::EndpointId id) {
+  for (Replica& r : replicas_) r.router->remove_endpoint(id);
+}
+
+void ReplicaGroup::set_health(route::EndpointId id, route::Health health) {
+  for (Replica& r : replicas_) r.router->pool().set_health(id, health);
+}
+
+void ReplicaGroup::on_metrics(route::EndpointId id, const route::ScrapedMetrics& metrics,
+                              Nanos now) {
+  deliver(now);  // the scrape's baseline is the load each replica knows by now
+  for (Replica& r : replicas_) r.router->pool().on_metrics(id, metrics, now);
+}
+
+route::Decision ReplicaGroup::route(const route::RouteRequest& request, Nanos now, Rng& rng) {
+  if (replicas_.size() == 1) return replicas_[0].router->route(request, now, rng);
+  deliver(now);
+  const auto i = static_cast<uint32_t>(pick_.below(replicas_.size()));
+  Replica& r = replicas_[i];
+  const route::Decision d = r.router->route(request, now, rng);
+  if (!d.accepted()) return d;
+  owner_[request.id] = {i};
+  if (options_.sync) {
+    const route::Endpoint* ep = r.router->pool().get(d.endpoint);
+    const route::Endpoint* pre =
+        d.prefill_endpoint ? r.router->pool().get(*d.prefill_endpoint) : nullptr;
+    r.outbox->routed(request, d, ep ? ep->spec.url : "", pre ? pre->spec.url : "", now);
+    publish(i, now);
+  }
+  return d;
+}
+
+void ReplicaGroup::lifecycle(route::RequestId id, cluster::EventKind kind, Nanos now) {
+  if (replicas_.size() == 1) {
+    route::EndpointPool& pool = replicas_[0].router->pool();
+    if (kind == cluster::EventKind::kPrefillDone) pool.on_first_token(id, now);
+    if (kind == cluster::EventKind::kFinished) pool.on_finished(id, now);
+    if (kind == cluster::EventKind::kFailed) pool.on_failed(id, now);
+    return;
+  }
+  auto it = owner_.find(id);
+  if (it == owner_.end()) return;
+  const uint32_t i = it->second.replica;
+  route::EndpointPool& pool = replicas_[i].router->pool();
+  if (kind == cluster::EventKind::kPrefillDone) {
+    pool.on_first_token(id, now);
+  } else {
+    if (kind == cluster::EventKind::kFinished) pool.on_finished(id, now);
+    if (kind == cluster::EventKind::kFailed) pool.on_failed(id, now);
+    owner_.erase(it);
+  }
+  if (options_.sync) {
+    replicas_[i].outbox->load(kind, id, now);
+    publish(i, now);
+  }
+}
+
+void ReplicaGroup::on_first_token(route::RequestId id, Nanos now) {
+  lifecycle(id, cluster::EventKind::kPrefillDone, now);
+}
+void ReplicaGroup::on_finished(route::RequestId id, Nanos now) {
+  lifecycle(id, cluster::EventKind::kFinished, now);
+}
+void ReplicaGroup::on_failed(route::RequestId id, Nanos now) {
+  lifecycle(id, cluster::EventKind::kFailed, now);
+}
+
+void ReplicaGroup::publish(uint32_t from, Nanos now) {
+  std::optional<cluster::EventBatch> b = replicas_[from].outbox->take(now);
+  if (!b) return;
+  pending_.push_back({now + options_.lag, from, std::move(*b)});
+  if (options_.lag == 0) deliver(now);
+}
+
+void ReplicaGroup::deliver(Nanos now) {
+  while (!pending_.empty() && pending_.front().due <= now) {
+    const Published& p = pending_.front();
+    for (uint32_t i = 0; i < replicas_.size(); ++i) {
+      if (i == p.from) continue;
+      replicas_[i].sync->apply(p.batch, now);
+      applied_ += p.batch.events.size();
+    }
+    pending_.pop_front();
+  }
+}
+
+uint64_t ReplicaGroup::applied_events() const { return applied_; }
+
+}  // namespace kvgate::sim

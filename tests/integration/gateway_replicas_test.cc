@@ -1,0 +1,293 @@
+// Three `kvgate serve` replicas in front of four `kvgate engine`s, sharing their routing
+// events through a real redis-server (cluster: sync on), kv-cost on the approximate
+// index: shared-prefix traffic spread round-robin over the replicas lands where the
+// group's first request went, whichever replica it passes (the engines' cached_tokens
+// say the prefix was there); with sync off it scatters. Redis killed mid-run: every
+// replica keeps serving on its own view (counted); restarted: sync resumes (counted).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "support/gateway_fixture.h"
+
+namespace kvgate::testing {
+namespace {
+
+const std::vector<std::string> kFast = {"--time-scale", "0.01", "--model", "sim"};
+constexpr int kGroups = 12;
+
+Result<std::unique_ptr<ChildProcess>> StartRedis(int port) {
+  auto p = ChildProcess::spawn("/usr/bin/redis-server",
+                               {"--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", "--daemonize", "no"});
+  if (!p) return p;
+  if (auto line = (*p)->wait_for_line("Ready to accept connections"); !line) {
+    return Error(line.error());
+  }
+  return p;
+}
+
+std::string ReplicaYaml(const std::vector<std::string>& engines, int redis_port, int replica,
+                        bool sync) {
+  std::string y =
+      "listeners:\n  - address: 127.0.0.1\n    port: 0\nthreads: 1\n"
+      "timeouts: {header_ms: 2000, drain_ms: 2000, connect_ms: 1000}\n"
+      "cluster:\n  redis: {host: 127.0.0.1, port: " +
+      std::to_string(redis_port) + ", timeout_ms: 100}\n  replica_id: gw-" +
+      std::to_string(replica) + "\n  sync: " + (sync ? "on" : "off") +
+      "\n  flush_ms: 2\n  poll_ms: 2\n  stream_prefix: t" + std::to_string(::getpid()) +
+      (sync ? "" : "off") +
+      "\npools:\n  main:\n    block_size: 16\n    router:\n      policy: kv-cost\n"
+      "      params: {temperature: 0.05}\n      overlap: approx\n    endpoints:\n";
+  for (const std::string& u : engines) y += "      - " + u + "\n";
+  return y + "models:\n  - name: sim\n    pool: main\n";
+}
+
+// A group's prompt: 400 shared words, then a question of its own.
+std::string Body(int group, int question) {
+  return R"({"model":"sim","prompt":")" + words_prompt("g" + std::to_string(group) + "w", 400) +
+         words_prompt("q" + std::to_string(question) + "x", 20) + R"(","max_tokens":2})";
+}
+
+struct Fleet {
+  std::vector<std::unique_ptr<GatewayProcess>> replicas;
+  explicit Fleet(const std::vector<std::string>& engines, int redis_port, bool sync) {
+    for (int i = 0; i < 3; ++i) {
+      replicas.push_back(
+          std::make_unique<GatewayProcess>(ReplicaYaml(engines, redis_port, i, sync)));
+    }
+  }
+  bool ok() const {
+    for (const auto& r : replicas) {
+      if (r->url.empty()) return false;
+    }
+    return true;
+  }
+  double metric(int i, const std::string& name) {
+    return replicas[i]->metric(name, {{"pool", "main"}});
+  }
+  // Waits until every replica applied at least `events[i]` of its peers' events.
+  bool wait_applied(const std::vector<double>& events) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < give_up) {
+      bool all = true;
+      for (int i = 0; i < 3; ++i) {
+        all = all && metric(i, "kvgate_cluster_events_applied_total") >= events[i];
+      }
+      if (all) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+};
+
+std::string Endpoint(const io::HttpClientResponse& r) {
+  const std::string* e = r.header("x-kvgate-endpoint");
+  return e ? *e : std::string();
+}
+
+struct Outcome {
+  int follow_ups = 0;
+  int on_first_engine = 0;
+  int cached = 0;  // follow-ups whose engine had the prefix cached
+};
+
+// Each group's first request through replica g % 3, then one follow-up through each
+// replica. `wait` (sync on) lets the peers apply the first requests before.
+Outcome RunTraffic(Fleet& fleet, int first_group, bool wait) {
+  Outcome out;
+  std::vector<std::string> first_engine(kGroups);
+  std::vector<double> applied(3);
+  for (int i = 0; i < 3; ++i) applied[i] = fleet.metric(i, "kvgate_cluster_events_applied_total");
+  for (int g = 0; g < kGroups; ++g) {
+    auto r = fleet.replicas[g % 3]->post("/v1/completions", Body(first_group + g, 0));
+    EXPECT_EQ(r.status, 200) << r.body;
+    first_engine[g] = Endpoint(r);
+    // routed + prefill done + finished, for each peer but the one that served it.
+    for (int i = 0; i < 3; ++i) applied[i] += i == g % 3 ? 0 : 3;
+  }
+  if (wait) {
+    EXPECT_TRUE(fleet.wait_applied(applied));
+  }
+  for (int g = 0; g < kGroups; ++g) {
+    for (int i = 0; i < 3; ++i) {
+      auto r =
+          fleet.replicas[(g + 1 + i) % 3]->post("/v1/completions", Body(first_group + g, i + 1));
+      EXPECT_EQ(r.status, 200) << r.body;
+      ++out.follow_ups;
+      if (Endpoint(r) == first_engine[g]) ++out.on_first_engine;
+      auto usage = parse_json(r.body).at("usage");
+      if (usage.at("prompt_tokens_details").at("cached_tokens").as_int64() >= 384) ++out.cached;
+    }
+  }
+  return out;
+}
+
+TEST(GatewayReplicas, SyncedReplicasRouteAsOneAndSurviveARedisOutage) {
+  const int port = free_port();
+  auto redis = StartRedis(port);
+  ASSERT_TRUE(redis) << redis.error();
+  std::vector<std::unique_ptr<EngineProcess>> engines;
+  std::vector<std::string> urls;
+  for (int i = 0; i < 4; ++i) {
+    engines.push_back(std::make_unique<EngineProcess>(kFast));
+    ASSERT_FALSE(engines.back()->url.empty());
+    urls.push_back(engines.back()->url);
+  }
+
+  {
+    Fleet off(urls, port, /*sync=*/false);
+    ASSERT_TRUE(off.ok());
+    const Outcome o = RunTraffic(off, 0, /*wait=*/false);
+    std::printf("[ replicas ] sync off: %d of %d follow-ups on the group's first engine\n",
+                o.on_first_engine, o.follow_ups);
+    // Only the replica that routed the group knows where its prefix is; the others
+    // spread it over the four engines.
+    EXPECT_LT(o.on_first_engine, o.follow_ups * 2 / 3) << o.on_first_engine;  // 18 of 36 seen
+    EXPECT_EQ(off.metric(1, "kvgate_cluster_events_applied_total"), 0);
+  }
+
+  Fleet fleet(urls, port, /*sync=*/true);
+  ASSERT_TRUE(fleet.ok());
+  const Outcome o = RunTraffic(fleet, 100, /*wait=*/true);
+  std::printf("[ replicas ] sync on: %d of %d follow-ups on the group's first engine, %d cached\n",
+              o.on_first_engine, o.follow_ups, o.cached);
+  // 30-36 of 36 seen: a follow-up may still go elsewhere for load (kv-cost weighs both).
+  EXPECT_GE(o.on_first_engine, o.follow_ups * 3 / 4) << o.on_first_engine;
+  EXPECT_GE(o.cached, o.follow_ups * 3 / 4) << o.cached;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(fleet.replicas[i]->metric("kvgate_cluster_redis_up"), 1);
+    EXPECT_GT(fleet.metric(i, "kvgate_cluster_events_published_total"), 0);
+    EXPECT_EQ(fleet.metric(i, "kvgate_cluster_decode_errors_total"), 0);
+  }
+
+  // Redis dies: every replica keeps serving, on its own view, and says so.
+  (*redis)->signal(SIGKILL);
+  (*redis)->stop();
+  for (int n = 0; n < 6; ++n) {
+    EXPECT_EQ(fleet.replicas[n % 3]->post("/v1/completions", Body(200 + n, 0)).status, 200);
+  }
+  for (int i = 0; i < 3; ++i) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (fleet.replicas[i]->metric("kvgate_cluster_redis_up") != 0 &&
+           std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_EQ(fleet.replicas[i]->metric("kvgate_cluster_redis_up"), 0);
+    EXPECT_GE(fleet.replicas[i]->metric("kvgate_cluster_redis_outages_total"), 1);
+  }
+  const double publish_failures =
+      fleet.replicas[0]->metric("kvgate_cluster_publish_failures_total", {{"pool", "main"}});
+  EXPECT_GE(publish_failures, 1);
+
+  // Redis is back: sync resumes (counted), and a new group routes as one again.
+  auto again = StartRedis(port);
+  ASSERT_TRUE(again) << again.error();
+  redis = std::move(again);
+  for (int i = 0; i < 3; ++i) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (fleet.replicas[i]->metric("kvgate_cluster_redis_up") != 1 &&
+           std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(fleet.replicas[i]->metric("kvgate_cluster_redis_up"), 1);
+    EXPECT_GE(fleet.replicas[i]->metric("kvgate_cluster_redis_recoveries_total"), 2);
+  }
+  const Outcome after = RunTraffic(fleet, 300, /*wait=*/true);
+  EXPECT_GE(after.on_first_engine, after.follow_ups * 3 / 4) << after.on_first_engine;
+  for (auto& r : fleet.replicas) EXPECT_EQ(r->proc->stop(), 0) << r->proc->errors();
+}
+
+// One autoscaler actor: three replicas of an autoscaled pool (actuator none, deciding
+// every 100 ms) compete for a 1 s lease; exactly one leads and actuates, the others
+// decide and refuse to act. The leader is killed: another takes over within the lease
+// time, and at no poll do two lead at once.
+TEST(GatewayReplicas, OneAutoscalerLeaderAndAFastTakeOver) {
+  const int port = free_port();
+  auto redis = StartRedis(port);
+  ASSERT_TRUE(redis) << redis.error();
+  EngineProcess engine(kFast);
+  ASSERT_FALSE(engine.url.empty());
+  std::vector<std::unique_ptr<GatewayProcess>> gw;
+  for (int i = 0; i < 3; ++i) {
+    gw.push_back(std::make_unique<GatewayProcess>(
+        "listeners:\n  - address: 127.0.0.1\n    port: 0\nthreads: 1\n"
+        "cluster:\n  redis: {host: 127.0.0.1, port: " +
+        std::to_string(port) + "}\n  replica_id: lead-" + std::to_string(i) +
+        "\n  lease_ms: 1000\n  stream_prefix: l" + std::to_string(::getpid()) +
+        "\npools:\n  main:\n    router: {policy: kv-cost, overlap: approx}\n"
+        "    endpoints: [" +
+        engine.url +
+        "]\n    autoscale:\n      signal: waiting\n      target: 2\n      min_replicas: 1\n"
+        "      max_replicas: 3\n      interval: 100ms\n      window: 2s\n"
+        "models:\n  - name: sim\n    pool: main\n"));
+    ASSERT_FALSE(gw.back()->url.empty());
+  }
+  auto leaders = [&](std::vector<int>& who) {
+    who.clear();
+    for (int i = 0; i < 3; ++i) {
+      if (gw[i] && gw[i]->metric("kvgate_cluster_leader", {{"pool", "main"}}) == 1) {
+        who.push_back(i);
+      }
+    }
+  };
+  std::vector<int> who;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (leaders(who); who.size() != 1 && std::chrono::steady_clock::now() < give_up; leaders(who)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(who.size(), 1u);
+  const int first = who[0];
+  // The leader actuates; the others refuse.
+  const auto acted = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (gw[first]->metric("kvgate_cluster_actuations_total", {{"pool", "main"}}) < 3 &&
+         std::chrono::steady_clock::now() < acted) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_GE(gw[first]->metric("kvgate_cluster_actuations_total", {{"pool", "main"}}), 3);
+  for (int i = 0; i < 3; ++i) {
+    if (i == first) continue;
+    EXPECT_EQ(gw[i]->metric("kvgate_cluster_actuations_total", {{"pool", "main"}}), 0);
+    EXPECT_GE(gw[i]->metric("kvgate_cluster_actuations_refused_total", {{"pool", "main"}}), 1);
+  }
+
+  gw[first]->proc->signal(SIGKILL);
+  gw[first]->proc->stop();
+  const auto killed = std::chrono::steady_clock::now();
+  gw[first].reset();
+  int next = -1;
+  while (std::chrono::steady_clock::now() - killed < std::chrono::seconds(5)) {
+    leaders(who);
+    ASSERT_LE(who.size(), 1u);  // never two at once
+    if (who.size() == 1) {
+      next = who[0];
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE(next, 0);
+  // Within the lease (1 s) plus one renewal period (1/3 s) and the polling's slack.
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::milliseconds(2000));
+  const double before = gw[next]->metric("kvgate_cluster_actuations_total", {{"pool", "main"}});
+  const auto acts = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (gw[next]->metric("kvgate_cluster_actuations_total", {{"pool", "main"}}) <= before &&
+         std::chrono::steady_clock::now() < acts) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_GT(gw[next]->metric("kvgate_cluster_actuations_total", {{"pool", "main"}}), before);
+  for (int i = 0; i < 3; ++i) {
+    leaders(who);
+    EXPECT_EQ(who.size(), 1u);
+  }
+  for (auto& g : gw) {
+    if (g) {
+      EXPECT_EQ(g->proc->stop(), 0) << g->proc->errors();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::testing
