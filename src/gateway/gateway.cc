@@ -986,6 +986,11 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     auto feed = LiveFeed::start(*pool, impl->metrics);
     if (!feed) return Error(feed.error());
     impl->feeds.push_back(std::move(*feed));
+    // An endpoint that left takes its idle upstream connections with it.
+    (void)pool->on_change([up = impl->upstream.get()](const EndpointChange& c) {
+      if (c.kind == EndpointChange::Kind::kRemoved)
+        up->close_idle(c.endpoint.host, c.endpoint.port);
+    });
   }
   {
     boost::json::array data;

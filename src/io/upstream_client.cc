@@ -306,6 +306,18 @@ void UpstreamClient::close_idle() {
   pool_->idle.clear();
 }
 
+void UpstreamClient::close_idle(std::string_view host, uint16_t port) {
+  const std::string key = std::string(host) + ":" + std::to_string(port);
+  std::vector<std::unique_ptr<Connection>> closing;  // closed outside the lock
+  {
+    std::lock_guard lock(pool_->mu);
+    auto it = pool_->idle.find(key);
+    if (it == pool_->idle.end()) return;
+    closing.swap(it->second);
+    pool_->idle.erase(it);
+  }
+}
+
 asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClient::send(
     std::string host, uint16_t port, const UpstreamRequest& request) {
   // host:port, the pool's key and the Host header, in one allocation at most.

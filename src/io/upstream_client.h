@@ -157,6 +157,9 @@ class UpstreamClient {
   size_t idle_connections() const;
   // Closes every idle connection (shutdown).
   void close_idle();
+  // Closes the idle connections to host:port (an endpoint that left: nothing will reuse
+  // them, and a dead engine's would sit in CLOSE_WAIT for good).
+  void close_idle(std::string_view host, uint16_t port);
 
   struct Pool;
 
