@@ -83,42 +83,19 @@ class RawClient {
                   std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
     const auto end = std::chrono::steady_clock::now() + timeout;
     while (received_.find(needle) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          end - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-      char buf[8192];
-      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) return false;
-      received_.append(buf, static_cast<size_t>(n));
+      if (read_once(left_until(end)) != Read::kData) return false;
     }
     return true;
   }
   // Reads what arrives within `timeout` (one read; nothing if nothing came): for a caller
   // that counts events as they come. False once the peer closed or failed.
-  bool read_some(std::chrono::milliseconds timeout) {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return true;
-    char buf[8192];
-    const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
-    if (n <= 0) return false;
-    received_.append(buf, static_cast<size_t>(n));
-    return true;
-  }
+  bool read_some(std::chrono::milliseconds timeout) { return read_once(timeout) != Read::kClosed; }
   // True when the peer closed the connection within `timeout` (what came is kept).
   bool closed_by_peer(std::chrono::milliseconds timeout) {
     const auto end = std::chrono::steady_clock::now() + timeout;
     while (true) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          end - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-      char buf[8192];
-      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) return true;
-      received_.append(buf, static_cast<size_t>(n));
+      const Read r = read_once(left_until(end));
+      if (r != Read::kData) return r == Read::kClosed;
     }
   }
   const std::string& received() const { return received_; }
@@ -128,6 +105,23 @@ class RawClient {
   }
 
  private:
+  enum class Read { kData, kNothing, kClosed };
+  static std::chrono::milliseconds left_until(std::chrono::steady_clock::time_point end) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(end -
+                                                                 std::chrono::steady_clock::now());
+  }
+  // One poll of up to `timeout` and one read into received_: kNothing when nothing came in
+  // time (or no time was left), kClosed when the peer closed or the read failed.
+  Read read_once(std::chrono::milliseconds timeout) {
+    if (timeout.count() <= 0) return Read::kNothing;
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return Read::kNothing;
+    char buf[8192];
+    const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+    if (n <= 0) return Read::kClosed;
+    received_.append(buf, static_cast<size_t>(n));
+    return Read::kData;
+  }
   int fd_ = -1;
   std::string received_;
 };
