@@ -6,6 +6,7 @@
 #include <boost/beast/http/error.hpp>
 #include <string>
 
+#include "fuzz/feed_parser.h"
 #include "fuzz/fuzz_support.h"
 #include "io/http_head.h"
 #include "io/http_parsers.h"
@@ -42,33 +43,7 @@ Outcome read_response(const std::vector<std::string_view>& in) {
   p.body_limit(boost::none);
   p.header_limit(kMaxResponseHead);
   p.eager(false);
-  std::string buffer;
-  size_t next = 0;
-  boost::beast::error_code ec;
-  while (!p.is_done()) {
-    if (!buffer.empty()) {
-      const size_t used = p.put(boost::asio::buffer(buffer), ec);
-      buffer.erase(0, used);
-      if (p.is_header_done()) p.eager(true);
-      if (ec == http::error::need_more) {
-        ec = {};
-      } else if (ec) {
-        break;
-      } else if (used > 0) {
-        continue;
-      }
-    }
-    if (next == in.size()) {
-      if (!p.got_some()) {
-        ec = http::error::end_of_stream;
-      } else {
-        p.put_eof(ec);
-        if (!ec && !p.is_done()) ec = http::error::partial_message;
-      }
-      break;
-    }
-    buffer.append(in[next++]);
-  }
+  const boost::beast::error_code ec = fuzz::feed_parser(p, in, /*eager_after_head=*/true);
   o.error = ec ? ec.message() : "";
   o.header_done = p.is_header_done();
   if (o.header_done) {
