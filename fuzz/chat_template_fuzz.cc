@@ -1,8 +1,10 @@
-// The chat template renderer that exists today (core/tokenizer/chat_template.h: Qwen3's
-// and Llama 3's templates as C++) on arbitrary request bodies: parse_chat_request either
-// refuses the body or gives messages that both templates render (or refuse) without
-// crashing, and a prompt rendered from valid UTF-8 is valid UTF-8.
+// The chat template renderer (core/tokenizer/chat_template.h: the fixtures' templates,
+// Qwen3, Llama 3, Gemma 3 and DeepSeek V3, compiled by kvgate's Jinja engine) on
+// arbitrary request bodies: parse_chat_request either refuses the body or gives messages
+// that every template renders (or refuses) without crashing, and a prompt rendered from
+// valid UTF-8 is valid UTF-8. Arbitrary template sources are jinja_fuzz.cc's.
 #include <string>
+#include <vector>
 
 #include "core/tokenizer/chat.h"
 #include "core/tokenizer/chat_template.h"
@@ -23,18 +25,17 @@ ChatTemplate load(const char* name) {
 
 }  // namespace
 
-const ChatTemplate* g_qwen3 = nullptr;
-const ChatTemplate* g_llama3 = nullptr;
+std::vector<const ChatTemplate*>* g_templates = nullptr;
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  g_qwen3 = new ChatTemplate(load("qwen3"));
-  g_llama3 = new ChatTemplate(load("llama3"));
+  g_templates = new std::vector<const ChatTemplate*>;
+  for (const char* name : {"qwen3", "llama3", "gemma3", "deepseek_v3"}) {
+    g_templates->push_back(new ChatTemplate(load(name)));
+  }
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const ChatTemplate& qwen3 = *g_qwen3;
-  const ChatTemplate& llama3 = *g_llama3;
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   const Result<ChatRequest> request = parse_chat_request(body);
   if (!request) {
@@ -42,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const bool valid = find_invalid_utf8(body) == std::string_view::npos;
-  for (const ChatTemplate* t : {&qwen3, &llama3}) {
+  for (const ChatTemplate* t : *g_templates) {
     const Result<std::string> prompt = t->render(*request);
     if (!prompt) {
       KVGATE_FUZZ_CHECK(!prompt.error().empty(), "an error without a message");

@@ -188,3 +188,51 @@ keys = ("\x01keys:\n  - sha256: " + "ab" * 32 + "\n    tenant: acme\n    models:
         "      requests_per_minute: 600\n      prompt_weight: 0.5\n      models:\n"
         "        qwen3: {tokens_per_minute: 20000, requests_per_minute: 100}\n")
 write("config", configs + [keys, "\x01keys: []\n", "\x00listen: [1, {a: b}]\n"])
+
+# --- the Jinja engine (tests/core/template): the fixtures' chat templates and snippets,
+# each with a context after "\n--context--\n" ---
+import json
+
+chat_context = json.dumps({
+    "messages": [{"role": "system", "content": "Be brief."},
+                 {"role": "user", "content": "Hello"},
+                 {"role": "assistant", "content": "Hi", "reasoning_content": "think"},
+                 {"role": "user", "content": [{"type": "text", "text": "and?"}]}],
+    "add_generation_prompt": True, "bos_token": "<s>", "eos_token": "</s>",
+    "tools": [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}],
+})
+templates = []
+fixtures = os.path.join(ROOT, ".deps", "fixtures")
+for name in sorted(os.listdir(fixtures)) if os.path.isdir(fixtures) else []:
+    path = os.path.join(fixtures, name, "tokenizer_config.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            t = json.load(f).get("chat_template")
+        if isinstance(t, str):
+            templates.append(t)
+snippets = [
+    "{% for m in messages %}{{ m.role | upper }}: {{ m.content | trim }}\n{% endfor %}",
+    "{% set ns = namespace(n=0) %}{% for x in range(5) if x % 2 %}{% set ns.n = ns.n + x %}"
+    "{% if loop.last %}{{ ns.n }}{% endif %}{% endfor %}",
+    "{% macro f(a, b=2) %}{{ a ~ b }}{% endmacro %}{{ f(1) }}{{ f(b=3, a=4) }}",
+    "{{ messages | map(attribute='role') | join(',') }} {{ tools | tojson(indent=2) }}",
+    "{%- if not messages -%}{{ raise_exception('no messages') }}{%- endif -%}"
+    "{{ strftime_now('%Y-%m-%d') }} {{ 'a,b'.split(',') | list | length }}",
+    "{% for m in messages %}{% if m.content is string %}{{ m.content[::-1] }}"
+    "{% else %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endif %}"
+    "{% generation %}{{ eos_token }}{% endgeneration %}{% endfor %}",
+]
+write("jinja", [t + "\n--context--\n" + chat_context for t in templates + snippets])
+
+# --- admin API bodies (tests/gateway/admin_json_test.cc): the first byte picks the body ---
+write("admin_api", [
+    '\x00{"url":"http://10.0.0.7:8000","role":"decode","zone":"z1","rack":"r2",'
+    '"labels":{"gpu":"h100"},"kv_capacity_blocks":4096,'
+    '"kv_events":{"publisher":"tcp://10.0.0.7:5557","replay":"tcp://10.0.0.7:5558","topic":"kv"}}',
+    '\x00{"url":"http://[::1]:8001"}',
+    '\x01{"url":"http://h:1","kv_events":{"topic":"engine-3"}}',
+    '\x02{"params":{"temperature":0.5},"saturation":{"kv_threshold":0.9}}',
+    '\x02{"policy":"approx-prefix","saturation.queue_threshold":8}',
+    '\x03{"policy":"kv-cost","params":{"alpha":1.5},"filters":["healthy","saturation"],'
+    '"early_reject":{"enabled":true}}',
+])

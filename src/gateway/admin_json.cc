@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "core/route/config_yaml.h"
-#include "io/http_client.h"
+#include "io/http_types.h"
 
 namespace kvgate::gateway {
 namespace json = boost::json;

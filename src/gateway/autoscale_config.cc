@@ -109,7 +109,7 @@ Status local_section(const YAML::Node& n, const std::string& path, LocalReplicaC
 Status kubernetes_section(const YAML::Node& n, const std::string& path,
                           KubernetesReplicaConfig& c) {
   if (Status s = scale::expect_map(
-          n, path, {"kind", "namespace", "deployment", "statefulset", "api_server"});
+          n, path, {"kind", "namespace", "deployment", "statefulset", "api_server", "kubeconfig"});
       !s) {
     return s;
   }
@@ -136,6 +136,15 @@ Status kubernetes_section(const YAML::Node& n, const std::string& path,
                               "expected http://host:port (a kubectl proxy)");
     }
     c.api_server = *a;
+  }
+  if (const YAML::Node v = n["kubeconfig"]) {
+    if (n["api_server"]) {
+      return scale::yaml_fail(v, path + ".kubeconfig", "give api_server or kubeconfig, not both");
+    }
+    auto k = text(v, path + ".kubeconfig");
+    if (!k) return Error(k.error());
+    if (k->empty()) return scale::yaml_fail(v, path + ".kubeconfig", "empty path");
+    c.kubeconfig = *k;
   }
   return {};
 }

@@ -58,9 +58,13 @@ struct LocalReplicaConfig {
 
 struct KubernetesReplicaConfig {
   io::KubeTarget target;  // ns empty: the gateway pod's own namespace
-  // Empty: in-cluster (service account token and CA). "http://127.0.0.1:8001": through a
-  // `kubectl proxy` (plain HTTP, the proxy authenticates).
+  // Both empty: in-cluster (service account token and CA). api_server
+  // "http://127.0.0.1:8001": through a `kubectl proxy` (plain HTTP, the proxy
+  // authenticates). kubeconfig: a kubeconfig file's current context (its server, CA and
+  // token or tokenFile, and its namespace when `namespace` is not set), the same file a
+  // pool's Kubernetes discovery can use. Relative to the config file's directory.
   std::string api_server;
+  std::string kubeconfig;
 };
 
 struct PoolAutoscaleConfig {

@@ -396,6 +396,10 @@ class Parser {
       if (!parsed) throw ConfigError{fmt::format("{}: {}", file_, parsed.error())};
       p.autoscale = std::move(*parsed);
       const std::string dir = dir_.string();
+      std::string& kubeconfig = p.autoscale->kubernetes.kubeconfig;
+      if (!kubeconfig.empty() && std::filesystem::path(kubeconfig).is_relative()) {
+        kubeconfig = (dir_ / kubeconfig).string();
+      }
       for (std::string& arg : p.autoscale->local.command) {
         for (size_t at = arg.find("{config_dir}"); at != std::string::npos;
              at = arg.find("{config_dir}", at + dir.size())) {

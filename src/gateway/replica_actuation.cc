@@ -3,16 +3,19 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "gateway/pool_runtime.h"
 #include "io/http_client.h"
+#include "io/k8s_client.h"
 #include "io/k8s_scaler.h"
 #include "io/local_actuator.h"
 
@@ -21,10 +24,47 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// Replicas asked for and not yet among the endpoints. The core expects what it asked for
+// to be reported as starting from then on (or it asks again, and its rate limits count
+// the first ask as done); endpoints that appear replace the oldest asks first.
+class PendingAsks {
+ public:
+  // Appends the asks still missing to `out`, the endpoints' replicas: `requested` less
+  // the endpoints not draining. With `assume_ready_after`, an ask that old is reported
+  // ready (someone else starts the replicas and we cannot see them start); without it,
+  // an ask stays starting until its endpoint appears (and turns stuck if it never does).
+  void report(std::vector<scale::ReplicaSignal>& out, int32_t requested, Nanos now,
+              std::optional<Nanos> assume_ready_after) {
+    int32_t real = 0;
+    for (const scale::ReplicaSignal& r : out) real += r.phase != scale::ReplicaPhase::kDraining;
+    const size_t missing = static_cast<size_t>(std::max(requested - real, 0));
+    while (pending_.size() > missing) pending_.pop_front();  // the oldest asks arrived first
+    while (pending_.size() < missing) pending_.push_back({next_id_++, now});
+    for (const Pending& p : pending_) {
+      const bool up = assume_ready_after && now - p.asked_at >= *assume_ready_after;
+      out.push_back({.id = fmt::format("requested-{}", p.id),
+                     .phase = up ? scale::ReplicaPhase::kReady : scale::ReplicaPhase::kStarting,
+                     .launched_at = p.asked_at,
+                     .ready_at = up ? p.asked_at + *assume_ready_after : 0});
+    }
+  }
+  // The autoscaler picked an ask for scale-down: it is no longer expected.
+  void forget(const std::string& id) {
+    std::erase_if(pending_,
+                  [&](const Pending& p) { return fmt::format("requested-{}", p.id) == id; });
+  }
+
+ private:
+  struct Pending {
+    uint64_t id;
+    Nanos asked_at;
+  };
+  std::deque<Pending> pending_;
+  uint64_t next_id_ = 0;
+};
+
 // Kind none: the endpoints are the replicas, and someone else (KEDA, an HPA) carries
-// the exported decision out. The core expects what it asked for to be reported as
-// starting from then on (or it asks again, and its rate limits count the first ask as
-// done), so replicas asked for and not yet seen among the endpoints are reported as
+// the exported decision out. Asks not yet seen among the endpoints are reported as
 // starting for the expected startup time, then as ready, until endpoints replace them.
 class ExportOnly final : public ReplicaActuation {
  public:
@@ -33,40 +73,20 @@ class ExportOnly final : public ReplicaActuation {
   void poll() override {}
   std::vector<scale::ReplicaSignal> replicas(std::span<const EndpointView> endpoints) override {
     std::vector<scale::ReplicaSignal> out = replicas_from_endpoints(endpoints, clock_offset_);
-    int32_t real = 0;
-    for (const scale::ReplicaSignal& r : out) real += r.phase != scale::ReplicaPhase::kDraining;
-    const size_t missing = static_cast<size_t>(std::max(requested_ - real, 0));
-    while (pending_.size() > missing) pending_.pop_front();  // the oldest asks arrived first
-    while (pending_.size() < missing) pending_.push_back({next_id_++, now_()});
-    const Nanos t = now_();
-    for (const Pending& p : pending_) {
-      const bool up = t - p.asked_at >= startup_;
-      out.push_back({.id = fmt::format("requested-{}", p.id),
-                     .phase = up ? scale::ReplicaPhase::kReady : scale::ReplicaPhase::kStarting,
-                     .launched_at = p.asked_at,
-                     .ready_at = up ? p.asked_at + startup_ : 0});
-    }
+    pending_.report(out, requested_, now_(), startup_);
     return out;
   }
   void apply(const scale::Decision& d) override {
     requested_ = d.desired_replicas;
-    for (const std::string& id : d.drain) {
-      std::erase_if(pending_,
-                    [&](const Pending& p) { return fmt::format("requested-{}", p.id) == id; });
-    }
+    for (const std::string& id : d.drain) pending_.forget(id);
   }
 
  private:
-  struct Pending {
-    uint64_t id;
-    Nanos asked_at;
-  };
   Nanos clock_offset_;
   Nanos startup_;
   std::function<Nanos()> now_;
   int32_t requested_ = 0;
-  std::deque<Pending> pending_;
-  uint64_t next_id_ = 0;
+  PendingAsks pending_;
 };
 
 // Kind local: replicas are processes this gateway launches and registers.
@@ -241,14 +261,21 @@ class LocalReplicas final : public ReplicaActuation {
   std::map<std::string, Drain> drains_;                  // replicas being drained
 };
 
-// Kind kubernetes: the replicas are the pods of a Deployment or StatefulSet.
+// Kind kubernetes: the replicas are the pods of a Deployment or StatefulSet. When the
+// pool also discovers its endpoints from Kubernetes, the discovered endpoints are the
+// Ready pods (discovery admits a pod only while it is Ready and not terminating, after
+// warm-up), and the rest of spec.replicas is starting since it was asked for. Without
+// discovery the scale subresource is all there is: the oldest status.replicas of the
+// pods asked for count as ready.
 class KubeReplicas final : public ReplicaActuation {
  public:
   KubeReplicas(io::KubeConfig config, io::KubeTarget target, ActuationContext context)
       : scaler_(std::move(config)),
         target_(std::move(target)),
         name_(context.pool.name()),
-        now_(std::move(context.now)) {}
+        now_(std::move(context.now)),
+        clock_offset_(context.clock_offset),
+        discovered_(discovers_from_kubernetes(context.pool.config())) {}
 
   void poll() override {
     auto s = scaler_.get_scale(target_);
@@ -260,8 +287,11 @@ class KubeReplicas final : public ReplicaActuation {
     reconcile();
   }
 
-  std::vector<scale::ReplicaSignal> replicas(std::span<const EndpointView>) override {
-    return pods_;
+  std::vector<scale::ReplicaSignal> replicas(std::span<const EndpointView> endpoints) override {
+    if (!discovered_) return pods_;
+    std::vector<scale::ReplicaSignal> out = replicas_from_endpoints(endpoints, clock_offset_);
+    if (scale_) pending_.report(out, scale_->spec_replicas, now_(), std::nullopt);
+    return out;
   }
 
   void apply(const scale::Decision& d) override {
@@ -273,9 +303,11 @@ class KubeReplicas final : public ReplicaActuation {
     }
     spdlog::info("pool {}: {} spec.replicas {} -> {}", name_, target_.name, scale_->spec_replicas,
                  d.desired_replicas);
-    // The drained ones leave our count first; Kubernetes picks the pods it removes.
+    // The drained ones leave our count first; Kubernetes picks the pods it removes (and
+    // discovery drains each as its pod starts terminating).
     for (const std::string& id : d.drain) {
       std::erase_if(pods_, [&](const scale::ReplicaSignal& r) { return r.id == id; });
+      pending_.forget(id);
     }
     scale_->spec_replicas = d.desired_replicas;
     reconcile();
@@ -310,10 +342,20 @@ class KubeReplicas final : public ReplicaActuation {
     spdlog::warn("pool {}: {}", name_, error);
   }
 
+  static bool discovers_from_kubernetes(const PoolConfig& pool) {
+    if (!pool.discovery) return false;
+    return std::ranges::any_of(pool.discovery->sources, [](const discovery::SourceConfig& s) {
+      return s.kind == "kubernetes";
+    });
+  }
+
   io::KubeScaler scaler_;
   io::KubeTarget target_;
   std::string name_;
   std::function<Nanos()> now_;
+  Nanos clock_offset_;
+  bool discovered_;
+  PendingAsks pending_;
   std::optional<io::ScaleState> scale_;
   std::vector<scale::ReplicaSignal> pods_;
   uint64_t next_id_ = 0;
@@ -324,16 +366,21 @@ Result<std::unique_ptr<ReplicaActuation>> make_kube(const KubernetesReplicaConfi
                                                     ActuationContext context) {
   io::KubeTarget target = k.target;
   io::KubeConfig config;
-  if (k.api_server.empty()) {
-    auto in_cluster = io::in_cluster_config();
-    if (!in_cluster) return Error("kubernetes actuator: " + in_cluster.error());
-    config = std::move(*in_cluster);
-  } else {
+  if (!k.kubeconfig.empty()) {
+    auto file = io::load_kubeconfig(k.kubeconfig);
+    if (!file) return Error("kubernetes actuator: " + file.error());
+    config = std::move(file->connection);
+    if (target.ns.empty()) target.ns = file->ns;
+  } else if (!k.api_server.empty()) {
     auto url = io::parse_url(k.api_server);
     if (!url) return Error("kubernetes actuator: api_server: " + url.error());
     config.host = url->host;
     config.port = static_cast<uint16_t>(std::stoi(url->port));
     config.tls = false;
+  } else {
+    auto in_cluster = io::in_cluster_config();
+    if (!in_cluster) return Error("kubernetes actuator: " + in_cluster.error());
+    config = std::move(*in_cluster);
   }
   if (target.ns.empty()) {
     auto ns = io::in_cluster_namespace();

@@ -28,16 +28,6 @@ struct HttpClientResponse {
   const std::string* header(std::string_view name) const { return find_header(headers, name); }
 };
 
-struct Url {
-  std::string host;
-  std::string port;
-  std::string target;  // path and query, "/" at least
-};
-
-// Parses "http://host[:port][/path]" (IPv6 hosts in brackets; port 80 when none).
-// https is not supported here.
-Result<Url> parse_url(std::string_view url);
-
 // Errors: bad URL, connection refused, timeout (the whole exchange), malformed response.
 Result<HttpClientResponse> http_fetch(
     std::string_view method, std::string_view url, std::string_view body = {},

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/common/result.h"
+
 namespace kvgate::io {
 
 struct HttpHeader {
@@ -96,5 +98,15 @@ std::string_view openai_error_type(int status);
 
 // A whole error response in OpenAI's format.
 HttpResponse error_response(int status, std::string_view message);
+
+struct Url {
+  std::string host;
+  std::string port;
+  std::string target;  // path and query, "/" at least
+};
+
+// Parses "http://host[:port][/path]" (IPv6 hosts in brackets; port 80 when none).
+// https is not supported here.
+Result<Url> parse_url(std::string_view url);
 
 }  // namespace kvgate::io

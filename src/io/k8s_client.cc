@@ -23,6 +23,8 @@
 #include <limits>
 #include <sstream>
 
+#include "env/file.h"
+
 namespace kvgate::io {
 
 namespace net = boost::asio;
@@ -33,13 +35,7 @@ using tcp = boost::asio::ip::tcp;
 
 namespace {
 
-Result<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error("cannot read " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using env::read_file;
 
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
@@ -65,16 +61,24 @@ Result<std::string> base64_decode(const std::string& in) {
 
 // One request's exchange over a connected stream: the head, then the body in pieces.
 template <typename Stream>
-net::awaitable<void> exchange(Stream& stream, const KubeConfig& c, const std::string& target,
-                              const std::string& token,
+net::awaitable<void> exchange(Stream& stream, const KubeConfig& c,
+                              const KubeClient::Request& request, const std::string& token,
                               std::chrono::steady_clock::time_point deadline,
                               const std::function<bool(std::string_view)>* on_line,
                               KubeClient::WatchEnd& end, KubeReply& whole) {
-  http::request<http::empty_body> req{http::verb::get, target, 11};
+  http::request<http::string_body> req;
+  req.method_string(request.method);
+  req.target(request.target);
+  req.version(11);
   req.set(http::field::host, c.host);
-  req.set(http::field::user_agent, "kvgate-discovery");
+  req.set(http::field::user_agent, "kvgate");
   req.set(http::field::accept, "application/json");
   if (!token.empty()) req.set(http::field::authorization, "Bearer " + token);
+  if (!request.body.empty()) {
+    req.set(http::field::content_type, request.content_type);
+    req.body() = request.body;
+  }
+  req.prepare_payload();
   co_await http::async_write(stream, req, net::use_awaitable);
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
@@ -217,7 +221,7 @@ namespace {
 
 using CallState = KubeClient::CallResult;
 
-net::awaitable<void> run_call(const KubeConfig& c, const std::string& target,
+net::awaitable<void> run_call(const KubeConfig& c, const KubeClient::Request& request,
                               const std::string& token,
                               std::chrono::steady_clock::time_point deadline,
                               const std::function<bool(std::string_view)>* on_line,
@@ -233,7 +237,7 @@ net::awaitable<void> run_call(const KubeConfig& c, const std::string& target,
     beast::tcp_stream stream(ex);
     stream.expires_at(expiry);
     co_await stream.async_connect(endpoints, net::use_awaitable);
-    co_await exchange(stream, c, target, token, deadline, on_line, out.end, out.whole);
+    co_await exchange(stream, c, request, token, deadline, on_line, out.end, out.whole);
     beast::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
     co_return;
@@ -243,8 +247,8 @@ net::awaitable<void> run_call(const KubeConfig& c, const std::string& target,
   ctx.set_verify_mode(ssl::verify_peer);
   ctx.add_certificate_authority(net::buffer(c.ca_pem));
   beast::ssl_stream<beast::tcp_stream> stream(ex, ctx);
-  // As the actuator does (k8s_scaler.cc): an IP SAN for an address, a DNS SAN (and SNI)
-  // for a name.
+  // Verify the name the server is reached by: an IP SAN for an address (the in-cluster
+  // service IP), a DNS SAN otherwise (then also sent as SNI).
   X509_VERIFY_PARAM* param = SSL_get0_param(stream.native_handle());
   beast::error_code ec;
   net::ip::make_address(c.host, ec);
@@ -257,7 +261,8 @@ net::awaitable<void> run_call(const KubeConfig& c, const std::string& target,
   beast::get_lowest_layer(stream).expires_at(expiry);
   co_await beast::get_lowest_layer(stream).async_connect(endpoints, net::use_awaitable);
   co_await stream.async_handshake(ssl::stream_base::client, net::use_awaitable);
-  co_await exchange(stream, c, target, token, deadline, on_line, out.end, out.whole);
+  co_await exchange(stream, c, request, token, deadline, on_line, out.end, out.whole);
+  // The API server may drop the connection without a TLS close_notify; that is fine here.
   beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(1));
   co_await stream.async_shutdown(net::redirect_error(net::use_awaitable, ec));
 }
@@ -267,23 +272,25 @@ net::awaitable<void> run_call(const KubeConfig& c, const std::string& target,
 Result<KubeClient::WatchEnd> KubeClient::watch(
     const std::string& target, std::chrono::steady_clock::time_point deadline,
     const std::function<bool(std::string_view)>& on_line) {
-  auto r = perform(target, deadline, &on_line);
+  auto r = perform({.target = target}, deadline, &on_line);
   if (!r) return Error(r.error());
   return r->end;
 }
 
-Result<KubeReply> KubeClient::get(const std::string& target) {
-  auto r = perform(target, {}, nullptr);
+Result<KubeReply> KubeClient::get(const std::string& target) { return send({.target = target}); }
+
+Result<KubeReply> KubeClient::send(const Request& request) {
+  auto r = perform(request, {}, nullptr);
   if (!r) return Error(r.error());
   return std::move(r->whole);
 }
 
 Result<KubeClient::CallResult> KubeClient::perform(
-    const std::string& target, std::chrono::steady_clock::time_point deadline,
+    const Request& request, std::chrono::steady_clock::time_point deadline,
     const std::function<bool(std::string_view)>* on_line) {
   auto tok = token();
   if (!tok) return Error(tok.error());
-  const std::string what = "kubernetes: GET " + target;
+  const std::string what = "kubernetes: " + request.method + " " + request.target;
   net::io_context ioc;
   {
     std::lock_guard lock(mu_);
@@ -293,7 +300,7 @@ Result<KubeClient::CallResult> KubeClient::perform(
   CallState state;
   std::exception_ptr failure;
   bool done = false;
-  net::co_spawn(ioc, run_call(config_, target, *tok, deadline, on_line, state),
+  net::co_spawn(ioc, run_call(config_, request, *tok, deadline, on_line, state),
                 [&](std::exception_ptr e) {
                   failure = e;
                   done = true;

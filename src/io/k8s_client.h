@@ -1,7 +1,8 @@
-// KubeClient: the Kubernetes API calls endpoint discovery makes: a GET of a whole
-// object list (LIST), and a GET whose chunked body is a stream of JSON lines (WATCH).
+// KubeClient: kvgate's one Kubernetes API client. Endpoint discovery makes a GET of a
+// whole object list (LIST) and a GET whose chunked body is a stream of JSON lines (WATCH);
+// the actuator (k8s_scaler.h) GETs and PATCHes the scale subresource through send().
 //
-// Connection settings are the actuator's KubeConfig (k8s_scaler.h): bearer token
+// Connection settings are KubeConfig (k8s_scaler.h): bearer token
 // (re-read from token_file on every request, so a rotated service-account token is used
 // from the next request on) and TLS verified against the CA bundle, or plain HTTP for a
 // local `kubectl proxy` or a test server. load_kubeconfig() reads a kubeconfig file.
@@ -49,6 +50,15 @@ class KubeClient {
   // The whole response (any status: the caller reads Status objects itself). Errors:
   // no connection, TLS failure, timeout, an unreadable token file.
   Result<KubeReply> get(const std::string& target);
+  // Any method with an optional body (PATCH with application/merge-patch+json, say); the
+  // whole response, any status.
+  struct Request {
+    std::string method = "GET";
+    std::string target;
+    std::string body;
+    std::string content_type;
+  };
+  Result<KubeReply> send(const Request& request);
   // Streams the body line by line into `on_line` (false stops). Returns the status when
   // the server ends the stream (or, for a non-200 answer, after reading its body into
   // `error_body`), or `deadline_reached` once `deadline` passes with the stream healthy.
@@ -69,8 +79,7 @@ class KubeClient {
 
  private:
   Result<std::string> token() const;
-  Result<CallResult> perform(const std::string& target,
-                             std::chrono::steady_clock::time_point deadline,
+  Result<CallResult> perform(const Request& request, std::chrono::steady_clock::time_point deadline,
                              const std::function<bool(std::string_view)>* on_line);
   const KubeConfig config_;
   std::mutex mu_;

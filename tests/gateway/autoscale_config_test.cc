@@ -108,6 +108,27 @@ TEST(AutoscaleConfig, Kubernetes) {
   EXPECT_EQ(k.api_server, "http://127.0.0.1:8001");
 }
 
+TEST(AutoscaleConfig, KubernetesFromAKubeconfigRelativeToTheConfigFile) {
+  auto c = parse_gateway_config(fleet("      actuator:\n"
+                                      "        kind: kubernetes\n"
+                                      "        deployment: vllm\n"
+                                      "        kubeconfig: kube/config\n",
+                                      "    endpoints: [http://127.0.0.1:8001]\n"),
+                                "/etc/kvgate/f.yaml");
+  ASSERT_TRUE(c) << c.error();
+  const KubernetesReplicaConfig& k = c->pools[0].autoscale->kubernetes;
+  EXPECT_EQ(k.kubeconfig, "/etc/kvgate/kube/config");
+  EXPECT_EQ(k.target.ns, "");  // the kubeconfig context's, when the actuator starts
+  EXPECT_EQ(error_of(fleet("      actuator:\n"
+                           "        kind: kubernetes\n"
+                           "        deployment: vllm\n"
+                           "        api_server: http://127.0.0.1:8001\n"
+                           "        kubeconfig: kube/config\n",
+                           "    endpoints: [http://127.0.0.1:8001]\n")),
+            "f.yaml: pools.local.autoscale.actuator.kubeconfig: give api_server or kubeconfig, "
+            "not both (line 10, column 21)");
+}
+
 TEST(AutoscaleConfig, ErrorsNameTheFieldAndLine) {
   // The core's own fields, through the core's parser: its line numbers are the file's.
   EXPECT_EQ(error_of(fleet("      signal: queue\n")),

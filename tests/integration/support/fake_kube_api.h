@@ -4,7 +4,10 @@
 // {"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": ...}, 410 Gone as a Status
 // object, bearer tokens checked. No gtest in here: bench/ uses it too. Knobs let a test drop
 // watches, compact history (so an old resourceVersion gets 410), lose a DELETED event, and rotate
-// the token.
+// the token. It also serves one Deployment's scale subresource (GET, and PATCH with a
+// merge patch of spec.replicas, as `kubectl scale` and the autoscaler's actuator send it);
+// the test plays the Deployment controller, reading spec_replicas() and creating or
+// deleting pods.
 #pragma once
 
 #include <boost/json.hpp>
@@ -153,6 +156,27 @@ class FakeKubeApi {
     token_ = std::move(token);
   }
 
+  // The Deployment `name` in namespace llm, with its scale subresource.
+  void add_deployment(const std::string& name, int32_t replicas) {
+    std::lock_guard lock(mu_);
+    deployment_ = name;
+    spec_replicas_ = replicas;
+  }
+  int32_t spec_replicas() {
+    std::lock_guard lock(mu_);
+    return spec_replicas_;
+  }
+  // status.replicas: the pods the controller has created.
+  void set_status_replicas(int32_t n) {
+    std::lock_guard lock(mu_);
+    status_replicas_ = n;
+  }
+  // The spec.replicas of every PATCH, in order.
+  std::vector<int32_t> scale_patches() {
+    std::lock_guard lock(mu_);
+    return scale_patches_;
+  }
+
   int lists() {
     std::lock_guard lock(mu_);
     return lists_;
@@ -203,6 +227,11 @@ class FakeKubeApi {
       ++unauthorized_;
       stream->respond(
           {401, "application/json", {}, status_json(401, "Unauthorized", "Unauthorized")});
+      return;
+    }
+    if (!deployment_.empty() &&
+        req.path == "/apis/apps/v1/namespaces/llm/deployments/" + deployment_ + "/scale") {
+      scale_locked(req, *stream);
       return;
     }
     if (req.path != "/api/v1/namespaces/llm/pods" ||
@@ -258,7 +287,62 @@ class FakeKubeApi {
     watches_.push_back(std::move(stream));
   }
 
+  // GET or PATCH of the scale subresource; the answer is an autoscaling/v1 Scale.
+  void scale_locked(const io::HttpRequest& req, io::ResponseStream& stream) {
+    if (req.method == "PATCH") {
+      auto type = req.header("content-type");
+      if (!type || *type != "application/merge-patch+json") {
+        stream.respond({415,
+                        "application/json",
+                        {},
+                        status_json(415, "UnsupportedMediaType", "unsupported patch type")});
+        return;
+      }
+      boost::system::error_code ec;
+      boost::json::value v = boost::json::parse(req.body, ec);
+      const boost::json::value* r = nullptr;
+      if (!ec && v.is_object()) {
+        if (const auto* spec = v.as_object().if_contains("spec"); spec && spec->is_object()) {
+          r = spec->as_object().if_contains("replicas");
+        }
+      }
+      if (r == nullptr || !r->is_int64() || r->as_int64() < 0) {
+        stream.respond({422,
+                        "application/json",
+                        {},
+                        status_json(422, "Invalid", "spec.replicas: Invalid value")});
+        return;
+      }
+      spec_replicas_ = static_cast<int32_t>(r->as_int64());
+      scale_patches_.push_back(spec_replicas_);
+    } else if (req.method != "GET") {
+      stream.respond({405,
+                      "application/json",
+                      {},
+                      status_json(405, "MethodNotAllowed", "method not allowed")});
+      return;
+    }
+    stream.respond({200,
+                    "application/json",
+                    {},
+                    boost::json::serialize(
+                        boost::json::object{{"kind", "Scale"},
+                                            {"apiVersion", "autoscaling/v1"},
+                                            {"metadata",
+                                             {{"name", deployment_},
+                                              {"namespace", "llm"},
+                                              {"resourceVersion", std::to_string(rv_)}}},
+                                            {"spec", {{"replicas", spec_replicas_}}},
+                                            {"status",
+                                             {{"replicas", status_replicas_},
+                                              {"selector", "app=vllm,pod-template-hash=6d8f"}}}})});
+  }
+
   std::mutex mu_;
+  std::string deployment_;  // empty: none
+  int32_t spec_replicas_ = 0;
+  int32_t status_replicas_ = 0;
+  std::vector<int32_t> scale_patches_;
   std::string token_;
   std::map<std::string, boost::json::object> pods_;
   int64_t rv_ = 1000;
