@@ -191,6 +191,10 @@ void add_engine_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--stall-rate", o.stall_rate, "Fraction of requests that stall")
       ->capture_default_str();
+  cmd->add_option("--kv-events-drop-every", o.kv_events_drop_every,
+                  "Withhold every Nth KV event batch from the PUB socket, as if lost on the "
+                  "way (still numbered and kept for replay; 0: never)")
+      ->capture_default_str();
   cmd->add_option("--default-max-tokens", o.default_max_tokens,
                   "Output length when a request gives no max_tokens")
       ->capture_default_str();

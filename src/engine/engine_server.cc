@@ -496,6 +496,7 @@ Result<std::unique_ptr<EngineServer>> EngineServer::start(const EngineServerOpti
     if (!options.replay_endpoint.empty()) po.replay_endpoint = options.replay_endpoint;
     po.topic = options.kv_events_topic;
     po.buffer_steps = options.kv_events_buffer_steps;
+    po.drop_every = options.kv_events_drop_every;
     auto pub = io::KvEventPublisher::start(po);
     if (!pub) return Error(pub.error());
     impl->publisher = std::move(*pub);
