@@ -43,33 +43,11 @@ inline uint16_t free_dns_port() {
   return 0;
 }
 
-// True when a DNS server on 127.0.0.1:`port` answers a query ("ready.test A") within
-// 100 ms; false at once while nothing listens there (the ICMP error ends the wait).
-inline bool dns_answers(uint16_t port) {
-  static constexpr unsigned char kQuery[] = {
-      0, 1,   1,   0,   0,   1,   0, 0,   0,   0,   0,   0,  // id 1, RD, one question
-      5, 'r', 'e', 'a', 'd', 'y', 4, 't', 'e', 's', 't', 0,  // ready.test
-      0, 1,   0,   1};                                       // A, IN
-  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  bool answered = false;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::send(fd, kQuery, sizeof kQuery, 0) == static_cast<ssize_t>(sizeof kQuery)) {
-    pollfd p{fd, POLLIN, 0};
-    unsigned char reply[512];
-    answered = ::poll(&p, 1, 100) == 1 && ::recv(fd, reply, sizeof reply, 0) > 0;
-  }
-  ::close(fd);
-  return answered;
-}
-
-// True when a DNS server on 127.0.0.1:`port` answers "`name` A" within 100 ms with at
-// least one record (`name`: dot-separated labels of up to 63 bytes).
-inline bool dns_has_a_record(uint16_t port, const std::string& name) {
-  std::vector<unsigned char> q = {0, 2, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0};  // id 2, RD, one question
+// Asks the DNS server on 127.0.0.1:`port` "`name` A" (`name`: dot-separated labels of up
+// to 63 bytes) and waits up to 100 ms: the answer's length in `reply`, or -1 (no answer;
+// at once while nothing listens there, as the ICMP error ends the wait).
+inline ssize_t dns_ask(uint16_t port, const std::string& name, unsigned char (&reply)[512]) {
+  std::vector<unsigned char> q = {0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0};  // id 1, RD, one question
   size_t start = 0;
   while (start <= name.size()) {
     size_t dot = name.find('.', start);
@@ -85,19 +63,27 @@ inline bool dns_has_a_record(uint16_t port, const std::string& name) {
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = htons(port);
-  bool found = false;
+  ssize_t n = -1;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
       ::send(fd, q.data(), q.size(), 0) == static_cast<ssize_t>(q.size())) {
     pollfd p{fd, POLLIN, 0};
-    unsigned char reply[512];
-    if (::poll(&p, 1, 100) == 1) {
-      const ssize_t n = ::recv(fd, reply, sizeof reply, 0);
-      // RCODE 0 and an answer count above zero.
-      found = n >= 12 && (reply[3] & 0x0f) == 0 && (reply[6] != 0 || reply[7] != 0);
-    }
+    if (::poll(&p, 1, 100) == 1) n = ::recv(fd, reply, sizeof reply, 0);
   }
   ::close(fd);
-  return found;
+  return n;
+}
+
+// True when the server answers at all (an NXDOMAIN for "ready.test" will do).
+inline bool dns_answers(uint16_t port) {
+  unsigned char reply[512];
+  return dns_ask(port, "ready.test", reply) > 0;
+}
+
+// True when the server answers "`name` A" with RCODE 0 and at least one record.
+inline bool dns_has_a_record(uint16_t port, const std::string& name) {
+  unsigned char reply[512];
+  const ssize_t n = dns_ask(port, name, reply);
+  return n >= 12 && (reply[3] & 0x0f) == 0 && (reply[6] != 0 || reply[7] != 0);
 }
 
 class Dnsmasq {
