@@ -13,64 +13,45 @@
 #include <zmq.hpp>
 
 #include "core/kv/vllm_event_codec.h"
+#include "engine_fixture.h"
 #include "fault_fixture.h"
 
 namespace kvgate::testing {
 
 inline std::string fixture_tokenizer_dir() { return source_dir() + "/.deps/fixtures/qwen3"; }
 
-struct KvEngine {
-  std::unique_ptr<ChildProcess> proc;
-  std::string url;
+struct KvEngine : EngineProcess {
   std::string publisher;  // tcp://127.0.0.1:PORT
   std::string replay;
 
-  explicit KvEngine(const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {"engine",
-                                     "--port",
-                                     "0",
-                                     "--model",
-                                     "sim",
-                                     "--tokenizer",
-                                     fixture_tokenizer_dir(),
-                                     "--block-size",
-                                     "16",
-                                     "--kv-events-endpoint",
-                                     "tcp://127.0.0.1:*",
-                                     "--replay-endpoint",
-                                     "tcp://127.0.0.1:*"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto p = ChildProcess::spawn(kvgate_bin(), args);
-    if (!p) {
-      ADD_FAILURE() << p.error();
-      return;
-    }
-    proc = std::move(*p);
-    // Loading the tokenizer takes seconds under the sanitizers on a busy machine.
-    const std::chrono::seconds patience(60);
-    auto u = proc->wait_for_url(patience);
-    auto pub = proc->wait_for_line("kv events on ", patience);
-    auto rep = proc->wait_for_line("kv replay on ", patience);
-    if (!u || !pub || !rep) {
-      ADD_FAILURE() << (!u ? u.error() : !pub ? pub.error() : rep.error());
-      return;
-    }
-    if (Status s = proc->wait_for_status(*u + "/health", 200, patience); !s) {
-      ADD_FAILURE() << s.error();
+  // Loading the tokenizer takes seconds under the sanitizers on a busy machine.
+  explicit KvEngine(const std::vector<std::string>& extra)
+      : EngineProcess(args(extra), /*wait_healthy=*/true, std::chrono::seconds(60)) {
+    if (!proc || url.empty()) return;
+    auto pub = proc->wait_for_line("kv events on ", std::chrono::seconds(60));
+    auto rep = proc->wait_for_line("kv replay on ", std::chrono::seconds(60));
+    if (!pub || !rep) {
+      ADD_FAILURE() << (!pub ? pub.error() : rep.error());
+      url.clear();
       return;
     }
     publisher = pub->substr(pub->find("tcp://"));
     replay = rep->substr(rep->find("tcp://"));
-    url = *u;
   }
 
-  io::HttpClientResponse post(const std::string& path, const std::string& body) {
-    auto r = io::http_fetch("POST", url + path, body, {}, std::chrono::seconds(30));
-    if (!r) {
-      ADD_FAILURE() << r.error();
-      return {};
-    }
-    return *r;
+  static std::vector<std::string> args(const std::vector<std::string>& extra) {
+    std::vector<std::string> a = {"--model",
+                                  "sim",
+                                  "--tokenizer",
+                                  fixture_tokenizer_dir(),
+                                  "--block-size",
+                                  "16",
+                                  "--kv-events-endpoint",
+                                  "tcp://127.0.0.1:*",
+                                  "--replay-endpoint",
+                                  "tcp://127.0.0.1:*"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
   }
 
   std::string yaml_entry() const {
