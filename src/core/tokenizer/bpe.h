@@ -84,6 +84,8 @@ class BpeModel {
   bool byte_level() const { return byte_level_; }
   // True when characters are pre-merged (byte-level mode, monotone ranks; see .cc).
   bool premerge() const { return premerge_; }
+  // True when a character without a token cuts a long character-mode word (see .cc).
+  bool fallback_inert() const { return fallback_inert_; }
   // Bytes of heap memory held (for the memory benchmark).
   size_t memory_bytes() const;
 
@@ -165,8 +167,17 @@ class BpeModel {
   bool byte_fallback_ = false;
   uint32_t fallback_ids_[256] = {};  // <0xNN> token ids, kNoId when absent
   std::string prefix_, suffix_;
-  std::vector<uint32_t> char_ids_;  // BMP code point -> its token (no prefix/suffix), or kNoId
-  std::vector<bool> unreachable_;   // by id; empty when every entry is reachable
+  // BMP code point -> its token (no prefix/suffix) | kPairsLeft | kPairsRight, or kNoId.
+  // The flags say whether the character sits before (left) or after (right) another
+  // character inside some vocabulary token; ids fit in 24 bits (build() checks).
+  static constexpr uint32_t kPairsLeft = 1U << 30, kPairsRight = 1U << 29;
+  static constexpr uint32_t kIdMask = (1U << 24) - 1;
+  std::vector<uint32_t> char_ids_;
+  // Character mode: every character without a token becomes byte tokens that no merge
+  // takes (byte_fallback with all 256 <0xNN> tokens, none in a merge): such a character
+  // is a hard cut, its bytes go straight to the output.
+  bool fallback_inert_ = false;
+  std::vector<bool> unreachable_;  // by id; empty when every entry is reachable
   // Character mode: a bit filter of the adjacent character pairs inside any vocabulary
   // token (empty: no chunking). A long word is cut between two characters that both have
   // their own token and never sit side by side in a token: no merge can cross there (the
@@ -183,6 +194,9 @@ class BpeModel {
     return (char_pairs_[bit >> 6] >> (bit & 63)) & 1;
   }
   void encode_chars(std::string_view word, std::vector<uint32_t>& out) const;
+  // A long character-mode word (char_pairs_ set): cut into chunks no merge crosses, each
+  // chunk's symbols collected in the same pass (`sym`: room for word.size() entries).
+  void encode_chunked(std::string_view word, uint32_t* sym, std::vector<uint32_t>& out) const;
 };
 
 }  // namespace kvgate::tokenizer
