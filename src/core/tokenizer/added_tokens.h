@@ -59,6 +59,7 @@ class AddedTokenMatcher {
   std::vector<Node> nodes_{1};
   std::vector<AddedToken> tokens_;
   bool first_byte_[256] = {};
+  int only_first_byte_ = -1;  // the one first byte of all patterns, or -1
 };
 
 }  // namespace kvgate::tokenizer
