@@ -42,6 +42,13 @@ AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens,
   if (roots.size() == 1) only_first_byte_ = roots[0].first;
 }
 
+size_t AddedTokenMatcher::memory_bytes() const {
+  size_t n = nodes_.capacity() * sizeof(Node) + tokens_.capacity() * sizeof(AddedToken);
+  for (const Node& node : nodes_) n += node.children.capacity() * sizeof(node.children[0]);
+  for (const AddedToken& t : tokens_) n += t.content.capacity();
+  return n;
+}
+
 int32_t AddedTokenMatcher::next_raw(std::string_view text, size_t from, size_t& start,
                                     size_t& end) const {
   const auto* p = reinterpret_cast<const uint8_t*>(text.data());

@@ -47,6 +47,8 @@ class AddedTokenMatcher {
   // Appends the matches in `sentence`, in order and non-overlapping.
   void find_all(std::string_view sentence, std::vector<Match>& out) const;
   bool empty() const { return nodes_.size() <= 1; }
+  // Heap bytes held: the trie and the matcher's copy of the tokens.
+  size_t memory_bytes() const;
 
  private:
   struct Node {
