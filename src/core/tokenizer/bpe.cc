@@ -173,7 +173,37 @@ Result<BpeModel> BpeModel::build(std::vector<VocabEntry> vocab, const std::vecto
     m.encode_word_from_bytes(t, ids);
     m.self_merging_[id] = ids.size() == 1 && ids[0] == id;
   }
+  m.init_short_table();
   return m;
+}
+
+void BpeModel::init_short_table() {
+  auto wanted = [&](uint32_t id) {
+    const std::string_view t = token_bytes(id);
+    return !t.empty() && t.size() <= kInlineKey && !unreachable(id) &&
+           (ignore_merges_ || self_merging_[id]);
+  };
+  size_t n = 0;
+  for (uint32_t id = 0; id + 1 < offsets_.size(); ++id) n += wanted(id);
+  size_t cap = 1;
+  int bits = 0;
+  while (cap < 2 * n + 2) {
+    cap <<= 1;
+    ++bits;
+  }
+  short_.assign(cap, ShortSlot{});
+  short_shift_ = 64 - bits;
+  for (uint32_t id = 0; id + 1 < offsets_.size(); ++id) {
+    if (!wanted(id)) continue;
+    const std::string_view t = token_bytes(id);
+    ShortSlot s;
+    short_key(t.data(), t.size(), s.a, s.b);
+    s.id = id | (self_merging_[id] ? kSelfMerging : 0);
+    s.len = static_cast<uint32_t>(t.size());
+    size_t i = short_hash(s.a, s.b, t.size()) >> short_shift_;
+    while (short_[i].len != 0) i = (i + 1) & (cap - 1);
+    short_[i] = s;
+  }
 }
 
 int64_t BpeModel::token_id(std::string_view bytes) const {
@@ -191,7 +221,8 @@ size_t BpeModel::memory_bytes() const {
          prefix_.capacity() + suffix_.capacity() + bytes_.capacity() +
          offsets_.capacity() * sizeof(uint32_t) + pairs_.capacity() * sizeof(PairSlot) +
          by_bytes_.capacity() * sizeof(uint32_t) + filter_.capacity() * sizeof(uint64_t) +
-         self_merging_.capacity() / 8 + whole_char_.capacity() * sizeof(uint32_t) +
+         (self_merging_.capacity() + unreachable_.capacity()) / 8 +
+         whole_char_.capacity() * sizeof(uint32_t) + short_.capacity() * sizeof(ShortSlot) +
          straddle_.capacity() * sizeof(uint64_t);
 }
 
@@ -254,12 +285,9 @@ size_t BpeModel::initial_char_symbols(std::string_view w, uint32_t* sym) const {
 }
 
 void BpeModel::encode_chars(std::string_view word, std::vector<uint32_t>& out) const {
-  if (word.size() <= kShortWord) {
-    const int64_t id = token_id(word);
-    if (id >= 0 && self_merging_[static_cast<size_t>(id)]) {
-      out.push_back(static_cast<uint32_t>(id));
-      return;
-    }
+  if (const int64_t id = whole_token(word, false); id >= 0) {
+    out.push_back(static_cast<uint32_t>(id));
+    return;
   }
   const size_t cap = max_char_symbols(word.size());
   if (cap <= kStackSymbols) {
@@ -273,12 +301,9 @@ void BpeModel::encode_chars(std::string_view word, std::vector<uint32_t>& out) c
 
 void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) const {
   if (!byte_level_) {
-    if (ignore_merges_ || word.size() <= kShortWord) {
-      const int64_t id = token_id(word);
-      if (id >= 0 && (ignore_merges_ || self_merging_[static_cast<size_t>(id)])) {
-        out.push_back(static_cast<uint32_t>(id));
-        return;
-      }
+    if (const int64_t id = whole_token(word, ignore_merges_); id >= 0) {
+      out.push_back(static_cast<uint32_t>(id));
+      return;
     }
     if (char_pairs_.empty() || word.size() <= kShortWord) {
       encode_chars(word, out);
@@ -297,12 +322,9 @@ void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) co
     out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
     return;
   }
-  if (ignore_merges_ || word.size() <= kShortWord) {
-    const int64_t id = token_id(word);
-    if (id >= 0 && (ignore_merges_ || self_merging_[static_cast<size_t>(id)])) {
-      out.push_back(static_cast<uint32_t>(id));
-      return;
-    }
+  if (const int64_t id = whole_token(word, ignore_merges_); id >= 0) {
+    out.push_back(static_cast<uint32_t>(id));
+    return;
   }
   if (word.size() <= kShortWord) {
     uint32_t init[kShortWord];
@@ -337,8 +359,7 @@ void BpeModel::encode_chunked(std::string_view word, uint32_t* sym,
     } else if (n == 1) {
       out.push_back(sym[0]);
     } else if (n > 1) {
-      const int64_t id = chunk.size() <= kShortWord ? token_id(chunk) : -1;
-      if (id >= 0 && self_merging_[static_cast<size_t>(id)]) {
+      if (const int64_t id = whole_token(chunk, false); id >= 0) {
         out.push_back(static_cast<uint32_t>(id));
       } else {
         merge(sym, n, out);
