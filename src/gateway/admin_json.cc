@@ -116,6 +116,7 @@ json::object endpoint_json(const EndpointSnapshot& s, Nanos now) {
       {"load",
        {{"in_flight", e.load.in_flight},
         {"active_prefill_tokens", e.load.active_prefill_tokens},
+        {"unstarted_since_scrape", e.unstarted_since_scrape},
         {"active_decode_blocks", e.load.active_decode_blocks},
         {"routed_total", e.load.routed_total},
         {"failed_total", e.load.failed_total}}},

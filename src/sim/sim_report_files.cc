@@ -14,15 +14,16 @@ namespace {
 std::string requests_csv(const ScenarioResults& r) {
   std::string out =
       "policy,request,stage,endpoint,arrival_s,ttft_s,e2e_s,prompt_tokens,cached_tokens,"
-      "output_tokens,rejected\n";
+      "output_tokens,rejected,tenant,queue_wait_s\n";
   for (const PolicyRun& run : r.runs) {
     for (size_t i = 0; i < run.requests.size(); ++i) {
       const RequestRecord& q = run.requests[i];
-      out += fmt::format("{},{},{},{},{:.6f},{:.6f},{:.6f},{},{},{},{}\n", run.policy, i, q.stage,
-                         q.endpoint, to_seconds(q.arrival),
+      out += fmt::format("{},{},{},{},{:.6f},{:.6f},{:.6f},{},{},{},{},{},{:.6f}\n", run.policy, i,
+                         q.stage, q.endpoint, to_seconds(q.arrival),
                          q.first_token >= 0 ? to_seconds(q.first_token - q.arrival) : -1.0,
                          q.finish >= 0 ? to_seconds(q.finish - q.arrival) : -1.0, q.prompt_tokens,
-                         q.cached_tokens, q.output_tokens, q.rejected ? 1 : 0);
+                         q.cached_tokens, q.output_tokens, q.rejected ? 1 : 0, q.tenant,
+                         q.queue_wait >= 0 ? to_seconds(q.queue_wait) : -1.0);
     }
   }
   return out;

@@ -87,6 +87,10 @@ struct Endpoint {
   // The difference to `load` is what the router added since (see load.h).
   uint32_t in_flight_at_scrape = 0;
   uint64_t decode_blocks_at_scrape = 0;
+  // Requests routed here since the last scrape that have no first token yet: the ones
+  // that may wait in the engine's queue without the scrape having seen them.
+  uint32_t unstarted_since_scrape = 0;
+  uint64_t scrapes = 0;  // scrapes so far (which requests unstarted_since_scrape counts)
 };
 
 }  // namespace kvgate::route

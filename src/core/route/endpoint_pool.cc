@@ -68,6 +68,8 @@ bool EndpointPool::on_metrics(EndpointId id, ScrapedMetrics metrics, Nanos now) 
   metrics.scraped_at = now;
   e.metrics = metrics;
   e.in_flight_at_scrape = e.load.in_flight;
+  e.unstarted_since_scrape = 0;
+  ++e.scrapes;
   e.decode_blocks_at_scrape = e.load.active_decode_blocks;
   return true;
 }
@@ -120,6 +122,8 @@ Status EndpointPool::on_routed(RequestId id, const Placement& p, Nanos now) {
   e.load.active_decode_blocks += r.added_blocks;
   ++e.load.in_flight;
   ++e.load.routed_total;
+  r.scrape = e.scrapes;
+  ++e.unstarted_since_scrape;
   Endpoint& prefiller = r.prefill_endpoint ? *slots_[*r.prefill_endpoint] : e;
   prefiller.load.active_prefill_tokens += r.prefill_tokens;
   if (r.prefill_endpoint) {
@@ -130,12 +134,18 @@ Status EndpointPool::on_routed(RequestId id, const Placement& p, Nanos now) {
   return {};
 }
 
+void EndpointPool::note_started(const TrackedRequest& r) {
+  Endpoint& e = *slots_[r.endpoint];
+  if (r.scrape == e.scrapes && e.unstarted_since_scrape > 0) --e.unstarted_since_scrape;
+}
+
 bool EndpointPool::on_first_token(RequestId id, Nanos now) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return false;
   TrackedRequest& r = it->second;
   if (r.first_token_at) return true;
   r.first_token_at = now;
+  note_started(r);
   if (!r.prefill_done) {
     r.prefill_done = true;
     Endpoint& prefiller = *slots_[r.prefill_endpoint ? *r.prefill_endpoint : r.endpoint];
@@ -148,6 +158,7 @@ bool EndpointPool::on_first_token(RequestId id, Nanos now) {
 
 void EndpointPool::release(TrackedRequest& r, bool failed) {
   Endpoint& e = *slots_[r.endpoint];
+  if (!r.first_token_at) note_started(r);
   if (!r.prefill_done) {
     r.prefill_done = true;
     Endpoint& prefiller = *slots_[r.prefill_endpoint ? *r.prefill_endpoint : r.endpoint];

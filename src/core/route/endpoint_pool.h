@@ -60,6 +60,7 @@ struct TrackedRequest {
   Nanos routed_at = 0;
   Nanos predicted_prefill_end = 0;
   std::optional<Nanos> first_token_at;
+  uint64_t scrape = 0;  // its endpoint's Endpoint::scrapes when it was routed
   // Prefill load released (first token came, or the prefill endpoint was removed).
   bool prefill_done = false;
 };
@@ -134,6 +135,9 @@ class EndpointPool {
   double decode_blocks_now(EndpointId id) const;
 
  private:
+  // A request of r.endpoint left its waiting queue (first token, or it ended without
+  // one): it no longer counts in Endpoint::unstarted_since_scrape.
+  void note_started(const TrackedRequest& r);
   void release(TrackedRequest& request, bool failed);
   // A new entry in requests_ for `id` (not there yet), in a spare node when there is one.
   TrackedRequest& track(RequestId id);

@@ -9,33 +9,47 @@ namespace kvgate::route {
 FlowController::FlowController(Router& router, FlowQueueConfig config)
     : router_(router), queue_(config) {}
 
-bool FlowController::endpoint_has_capacity(const Endpoint& e, Nanos now) const {
+bool FlowController::endpoint_has_room(const Endpoint& e, Nanos now, Room room) const {
   const SaturationConfig& sat = router_.config().saturation;
   if (e.health != Health::kHealthy || !can_decode(e.spec.role)) return false;
   const EffectiveLoad load = effective_load(e, now, sat);
   if (load.stale) return false;
-  // Signed: a request that finished since the scrape made room for one that waited.
+  // The engine's queue as the scrape showed it, plus the requests routed since that have
+  // not started (no first token), less one per request finished since (it made room for
+  // one that waited).
   const double routed_since =
       static_cast<double>(e.load.in_flight) - static_cast<double>(e.in_flight_at_scrape);
-  const double waiting = std::max(0.0, (e.metrics ? e.metrics->waiting : 0) + routed_since);
+  const double waiting =
+      std::max(0.0, (e.metrics ? e.metrics->waiting : 0) +
+                        std::min(routed_since, static_cast<double>(e.unstarted_since_scrape)));
   double kv = e.metrics ? e.metrics->kv_usage : 0;
   if (e.spec.kv_capacity_blocks > 0) {
     kv += (static_cast<double>(e.load.active_decode_blocks) -
            static_cast<double>(e.decode_blocks_at_scrape)) /
           e.spec.kv_capacity_blocks;
   }
-  return std::max(waiting / sat.queue_threshold, kv / sat.kv_threshold) < 1.0;
+  if (room.requests == 0) {
+    return std::max(waiting / sat.queue_threshold, kv / sat.kv_threshold) < 1.0;
+  }
+  // The reserve: the request must fit in what is left of the KV cache, else it would
+  // wait inside the engine, where it can no longer be re-placed.
+  const double need = e.spec.kv_capacity_blocks > 0
+                          ? static_cast<double>(room.blocks) / e.spec.kv_capacity_blocks
+                          : 0;
+  return waiting < sat.queue_threshold + room.requests &&
+         kv + need <= std::max(1.0, sat.kv_threshold);
 }
 
-bool FlowController::has_capacity(Nanos now) const {
+bool FlowController::has_room(Nanos now, Room room) const {
   const EndpointPool& pool = router_.pool();
   for (EndpointId id : pool.ids()) {
-    if (endpoint_has_capacity(*pool.get(id), now)) return true;
+    if (endpoint_has_room(*pool.get(id), now, room)) return true;
   }
   return false;
 }
 
-Decision FlowController::route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng) {
+Decision FlowController::route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng,
+                                             Room room) {
   // The router picks among the endpoints that have room by this measure (its own
   // saturation filter may find others unsaturated): the rest are excluded for the one
   // decision, beside what the request excludes itself (a retry's failed endpoints).
@@ -44,7 +58,8 @@ Decision FlowController::route_with_capacity(const RouteRequest& request, Nanos 
   excluded_.assign(request.excluded.begin(), request.excluded.end());
   for (EndpointId id : pool.ids()) {
     const Endpoint& e = *pool.get(id);
-    if (e.health == Health::kHealthy && can_decode(e.spec.role) && !endpoint_has_capacity(e, now)) {
+    if (e.health == Health::kHealthy && can_decode(e.spec.role) &&
+        !endpoint_has_room(e, now, room)) {
       excluded_.push_back(id);
     }
   }
@@ -81,8 +96,8 @@ FlowOutcome FlowController::route_now(const FlowRequest& request, Nanos now, Rng
   o.request = &rr;
   o.tenant = request.tenant;
   o.band = rr.criticality;
-  o.decision =
-      queue_.config().enabled ? route_with_capacity(rr, now, rng) : router_.route(rr, now, rng);
+  o.decision = queue_.config().enabled ? route_with_capacity(rr, now, rng, Room{})
+                                       : router_.route(rr, now, rng);
   if (!o.decision.accepted()) {
     o.kind = FlowOutcome::Kind::kRefused;
     return o;
@@ -149,12 +164,25 @@ FlowOutcome FlowController::admit(const FlowRequest& request, Nanos now, Rng& rn
 
 size_t FlowController::dispatch(Nanos now, Rng& rng, std::vector<FlowOutcome>& out) {
   size_t n = 0;
-  while (!queue_.empty() && has_capacity(now)) {
+  const uint32_t sparse_reserve = queue_.config().sparse_reserve;
+  while (!queue_.empty()) {
+    Room room{};
+    if (!has_capacity(now)) {
+      // Full: only a sparse request may go, into the reserve.
+      if (sparse_reserve == 0) break;
+      const auto next = queue_.peek(now);
+      if (!next || !next->sparse || next->request == nullptr) break;
+      const RouteRequest& rr = *next->request;
+      room = {.requests = sparse_reserve,
+              .blocks = router_.pool().request_blocks(rr.prompt_tokens, rr.expected_output_tokens,
+                                                      rr.keys.size())};
+      if (!has_room(now, room)) break;
+    }
     auto r = queue_.pop(now);
     if (!r) break;
     ++n;
     FlowOutcome o = from_removed(*r, now);
-    o.decision = route_with_capacity(*r->request, now, rng);
+    o.decision = route_with_capacity(*r->request, now, rng, room);
     if (!o.decision.accepted()) o.kind = FlowOutcome::Kind::kRefused;
     out.push_back(o);
   }

@@ -13,13 +13,23 @@
 // Late binding routes among the endpoints that have capacity by this measure: the router
 // policy picks the best of them.
 //
+// The sparse reserve (FlowQueueConfig::sparse_reserve): when no endpoint has capacity
+// and the queue's next request is sparse (its tenant has nothing else queued while
+// others' requests wait), it may go to an endpoint with up to sparse_reserve requests
+// beyond the limit and KV usage up to 1 (the headroom kv_threshold keeps), so that a
+// light tenant's request does not wait behind a heavy tenant's backlog for a place to
+// free. The reserve is bounded per endpoint and the queue's order is kept: only the
+// request that would leave next anyway takes it.
+//
 // Capacity, for the queue, is judged more strictly than the router's saturation filter:
 // between two scrapes the router cannot know whether an engine found room for what it
-// sent, so every request routed since the scrape counts as waiting there, and every
-// request that finished since as one place freed (KV blocks likewise). An endpoint thus
-// takes at most queue_threshold requests beyond what its last scrape showed, plus one
-// per request that finished since: the queue releases work as fast as the engines take
-// it, and no faster.
+// sent, so every request routed since the scrape counts as waiting there, less those
+// that have left the engine's queue since: as many as finished (each made room for one
+// that waited) or, if more, as many as got their first token (RouterLoad::not_started:
+// one that has its first token runs). KV blocks likewise. An endpoint thus takes
+// queue_threshold requests beyond what its last scrape showed, plus one per request that
+// finished or started since: the queue releases work as fast as the engines take it,
+// and no faster.
 //
 //   FlowController flow(router, config);
 //   std::vector<FlowOutcome> out;
@@ -87,7 +97,7 @@ class FlowController {
 
   // Some healthy endpoint that can decode is below saturation, counting every request
   // routed since its scrape as waiting there and every one finished since as room.
-  bool has_capacity(Nanos now) const;
+  bool has_capacity(Nanos now) const { return has_room(now, {}); }
 
   bool enabled() const { return queue_.config().enabled; }
   FlowQueue& queue() { return queue_; }
@@ -96,9 +106,17 @@ class FlowController {
 
  private:
   FlowOutcome route_now(const FlowRequest& request, Nanos now, Rng& rng);
-  bool endpoint_has_capacity(const Endpoint& e, Nanos now) const;
-  // Router::route among the endpoints that have capacity (the others excluded).
-  Decision route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng);
+  // How far an endpoint may be filled: the saturation limit (requests == 0), or the
+  // sparse reserve: `requests` beyond the waiting limit and KV usage up to full, less the
+  // `blocks` the request itself needs.
+  struct Room {  // Room{}: the saturation limit
+    uint32_t requests;
+    uint32_t blocks;
+  };
+  bool has_room(Nanos now, Room room) const;
+  bool endpoint_has_room(const Endpoint& e, Nanos now, Room room) const;
+  // Router::route among the endpoints that have room (the others excluded).
+  Decision route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng, Room room);
 
   Router& router_;
   FlowQueue queue_;

@@ -149,6 +149,8 @@ Status apply_flow_entries(std::span<const std::pair<std::string, std::string>> e
       ok = parse_double(value, c.output_weight);
     } else if (key == "default_output_tokens") {
       ok = parse_uint(value, c.default_output_tokens);
+    } else if (key == "sparse_reserve") {
+      ok = parse_uint(value, c.sparse_reserve);
     } else {
       return Error(fmt::format("flow_control: unknown key '{}'", key));
     }
@@ -164,7 +166,7 @@ struct FlowQueue::Tenant {
   double weight = 1;
   double counter = 0;
   std::array<OrderSet, kBands> items;
-  std::array<uint64_t, kBands> since{};           // key in the band's tenant set while backlogged
+  uint64_t served_at = 0;                         // TenantKey::served_at
   std::array<TenantSet::iterator, kBands> key{};  // valid while items[b] is not empty
   uint32_t queued = 0;
   uint64_t queued_tokens = 0;
@@ -183,6 +185,7 @@ bool FlowQueue::ItemDeadline::operator()(const Item* a, const Item* b) const {
 }
 bool FlowQueue::TenantKey::operator<(const TenantKey& o) const {
   if (counter != o.counter) return counter < o.counter;
+  if (served_at != o.served_at) return served_at < o.served_at;
   return since < o.since;  // unique: one tenant per `since` and band
 }
 
@@ -212,9 +215,16 @@ void FlowQueue::set_counter(Tenant& t, double counter) {
     // Re-keyed in its own node: no allocation.
     auto node = bands_[b].tenants.extract(t.key[b]);
     node.value().counter = counter;
+    node.value().served_at = t.served_at;
     t.key[b] = bands_[b].tenants.insert(std::move(node)).position;
   }
   t.counter = counter;
+}
+
+void FlowQueue::serve(Tenant& t, double cost) {
+  t.served_at = ++services_;
+  set_counter(t, t.counter + cost);
+  last_counter_ = t.counter;
 }
 
 namespace {
@@ -353,8 +363,7 @@ FlowRefusal FlowQueue::enqueue(const Entry& e, Nanos now, std::vector<Removed>& 
     if (std::isfinite(floor)) band.pass = std::max(band.pass, floor);
   }
   if (t.items[b].empty()) {
-    t.since[b] = p->seq;
-    t.key[b] = band.tenants.insert({t.counter, p->seq, &t}).first;
+    t.key[b] = band.tenants.insert({t.counter, t.served_at, p->seq, &t}).first;
   }
   p->in_tenant = insert_reusing(t.items[b], spare_order_, p);
   p->in_band = insert_reusing(band.by_seq, spare_seq_, p);
@@ -422,6 +431,15 @@ size_t FlowQueue::pick_band(Nanos now) const {
   return pick;
 }
 
+std::optional<FlowQueue::Next> FlowQueue::peek(Nanos now) const {
+  const size_t b = pick_band(now);
+  if (b == kBands) return std::nullopt;
+  const Tenant& t = *bands_[b].tenants.begin()->tenant;
+  const Item& item = **t.items[b].begin();
+  return Next{
+      .id = item.id, .request = item.request, .sparse = t.queued == 1 && entries_.size() > 1};
+}
+
 std::optional<FlowQueue::Removed> FlowQueue::pop(Nanos now) {
   const size_t b = pick_band(now);
   if (b == kBands) return std::nullopt;
@@ -432,8 +450,7 @@ std::optional<FlowQueue::Removed> FlowQueue::pop(Nanos now) {
   const uint64_t served = uint64_t{item->prompt_tokens} + item->output_tokens;
   Removed out = unlink(item, FlowRefusal::kNone);
   band.pass += 1.0 / config_.band_weights[b];
-  set_counter(t, t.counter + charge);
-  last_counter_ = t.counter;
+  serve(t, charge);
   ++t.dispatched;
   t.served_tokens += served;
   note_dispatch(now);
@@ -486,8 +503,7 @@ void FlowQueue::charge(std::string_view name, double weight, uint32_t prompt_tok
     // service given last (otherwise an idle tenant's old counter would be its credit).
     t.counter = last_counter_;
   }
-  set_counter(t, t.counter + cost(prompt_tokens, output_tokens) / t.weight);
-  last_counter_ = t.counter;
+  serve(t, cost(prompt_tokens, output_tokens) / t.weight);
   ++t.dispatched;
   t.served_tokens += uint64_t{prompt_tokens} + output_tokens;
   note_dispatch(now);

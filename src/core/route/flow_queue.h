@@ -92,6 +92,12 @@ struct FlowQueueConfig {
   double output_weight = 2;  // w_out: counter cost of an output token
   // Output tokens charged for a request that does not say (max_tokens absent).
   uint32_t default_output_tokens = 256;
+  // Requests per endpoint beyond the saturation limit (and into the KV headroom that
+  // kv_threshold keeps) that the queue's next request may take when it is sparse: its
+  // tenant has nothing else queued while other tenants' requests wait (FlowQueue::peek).
+  // A light tenant then does not wait for a place to free behind a heavy one's backlog;
+  // 0 = off.
+  uint32_t sparse_reserve = 1;
 
   // Error naming the first field out of range.
   Status validate() const;
@@ -102,7 +108,7 @@ struct FlowQueueConfig {
 //   band_weights.{critical,standard,sheddable}, starvation_bound (seconds),
 //   max_requests, max_tokens, tenant_max_requests, tenant_max_tokens,
 //   max_wait.{critical,standard,sheddable} (seconds, 0 = unbounded),
-//   input_weight, output_weight, default_output_tokens.
+//   input_weight, output_weight, default_output_tokens, sparse_reserve.
 // Error naming the key on an unknown key or a malformed value; `config` may then be
 // partly changed. Does not validate().
 Status apply_flow_entries(std::span<const std::pair<std::string, std::string>> entries,
@@ -170,6 +176,15 @@ class FlowQueue {
   // make room are appended to `evicted` (refusal kQueueFull). A duplicate id is refused
   // (kQueueFull) and changes nothing.
   FlowRefusal enqueue(const Entry& e, Nanos now, std::vector<Removed>& evicted);
+  // The request pop(now) would return, left in the queue; nullopt when empty. `sparse`:
+  // its tenant has no other request queued while other tenants have (a light tenant's
+  // request behind others' backlog, FQ-CoDel's "new flow").
+  struct Next {
+    RequestId id = 0;
+    const RouteRequest* request = nullptr;
+    bool sparse = false;
+  };
+  std::optional<Next> peek(Nanos now) const;
   // The next request in order, removed and charged to its tenant; nullopt when empty.
   std::optional<Removed> pop(Nanos now);
   // A request that leaves without being dispatched (client gone); false when unknown.
@@ -219,7 +234,11 @@ class FlowQueue {
   };
   struct TenantKey {
     double counter;
-    uint64_t since;  // when it became backlogged in the band: older first on a tie
+    // On a counter tie, the tenant served least recently goes first (round robin among
+    // equals; a tenant back from idle, lifted to the others' counter, wins), then the
+    // one backlogged longest in the band.
+    uint64_t served_at;  // the tenant's last service, in service order; 0: never
+    uint64_t since;      // when it became backlogged in the band
     Tenant* tenant;
     bool operator<(const TenantKey& o) const;
   };
@@ -258,6 +277,8 @@ class FlowQueue {
   // The band to serve next; kBands when all are empty.
   size_t pick_band(Nanos now) const;
   void set_counter(Tenant& t, double counter);
+  // Charges `cost` (already divided by the weight) to `t` as one service given now.
+  void serve(Tenant& t, double cost);
   double cost(uint32_t prompt, uint32_t output) const;
   void note_dispatch(Nanos now);
   Nanos expiry_of(const Item& item) const;
@@ -278,6 +299,7 @@ class FlowQueue {
   uint64_t tokens_ = 0;
   uint64_t seq_ = 0;
   double last_counter_ = 0;  // the last served tenant's counter (a returning tenant's floor)
+  uint64_t services_ = 0;    // services given (pop and charge): the order of served_at
   double rate_ = 0;          // decayed dispatch count / tau, at rate_at_
   Nanos rate_at_ = 0;
 };

@@ -57,6 +57,29 @@ TEST_F(EndpointPoolTest, LifecycleKeepsLoadExact) {
   EXPECT_EQ(Load(a).routed_total, 1u);
 }
 
+TEST_F(EndpointPoolTest, CountsTheRequestsRoutedSinceTheScrapeThatHaveNotStarted) {
+  EndpointId a = Add("a");
+  auto unstarted = [&] { return pool_.get(a)->unstarted_since_scrape; };
+  ASSERT_TRUE(pool_.on_routed(1, {.endpoint = a, .prompt_tokens = 16}, 0));
+  ASSERT_TRUE(pool_.on_routed(2, {.endpoint = a, .prompt_tokens = 16}, 0));
+  EXPECT_EQ(unstarted(), 2u);
+  pool_.on_first_token(1, 1);
+  pool_.on_first_token(1, 2);  // once only
+  EXPECT_EQ(unstarted(), 1u);
+  pool_.on_failed(2, 3);  // ended without a first token: no longer waiting either
+  EXPECT_EQ(unstarted(), 0u);
+  // A scrape sees the requests routed before it: they no longer count, and their first
+  // tokens after it do not take from the ones routed after it.
+  ASSERT_TRUE(pool_.on_routed(3, {.endpoint = a, .prompt_tokens = 16}, 4));
+  pool_.on_metrics(a, {.waiting = 1}, 5);
+  EXPECT_EQ(unstarted(), 0u);
+  ASSERT_TRUE(pool_.on_routed(4, {.endpoint = a, .prompt_tokens = 16}, 6));
+  pool_.on_first_token(3, 7);
+  EXPECT_EQ(unstarted(), 1u);
+  pool_.on_finished(4, 8);
+  EXPECT_EQ(unstarted(), 0u);
+}
+
 TEST_F(EndpointPoolTest, SharedPrefixBlocksCountOnce) {
   EndpointId a = Add("a");
   std::vector<kv::BlockKey> r1 = {1, 2, 3, 4};

@@ -51,8 +51,8 @@ class FlowControlTest : public ::testing::Test {
     rr.criticality = c;
     return fc_->admit({.request = &rr, .tenant = tenant}, now, rng_, out_);
   }
-  void Scrape(EndpointId id, uint32_t waiting, uint32_t running, Nanos now) {
-    router_->pool().on_metrics(id, {.waiting = waiting, .running = running}, now);
+  void Scrape(EndpointId id, uint32_t waiting, uint32_t running, Nanos now, double kv = 0) {
+    router_->pool().on_metrics(id, {.waiting = waiting, .running = running, .kv_usage = kv}, now);
   }
 };
 
@@ -216,6 +216,89 @@ TEST_F(FlowControlTest, NoisyTenantDoesNotDelayAQuietOne) {
   ASSERT_EQ(out_.size(), 2u);
   EXPECT_EQ(out_[0].tenant, "noisy");  // equal counters: the older backlog first
   EXPECT_EQ(out_[1].tenant, "quiet");  // then the quiet tenant, not after 50
+}
+
+TEST_F(FlowControlTest, ASparseTenantTakesTheReserveInsteadOfWaitingForAPlace) {
+  Build();
+  EndpointId a = Add("http://a:1", 1000);
+  Scrape(a, 0, 9, 0);
+  // queue_threshold 2: two requests routed since the scrape fill it; the rest waits.
+  EXPECT_EQ(Admit("noisy").kind, Kind::kDispatched);
+  EXPECT_EQ(Admit("noisy").kind, Kind::kDispatched);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(Admit("noisy").kind, Kind::kQueued);
+  // The quiet tenant's request is next in order (lifted to noisy's counter, it wins the
+  // tie) and its tenant has nothing else queued: it takes the reserve, one request
+  // beyond the limit, at once instead of waiting for a request to finish.
+  FlowOutcome quiet = Admit("quiet", Criticality::kStandard, 10);
+  EXPECT_EQ(quiet.kind, Kind::kDispatched);
+  EXPECT_EQ(quiet.decision.endpoint, a);
+  EXPECT_TRUE(out_.empty());  // noisy's backlog still waits
+  // The reserve is used up: another sparse tenant's request waits.
+  EXPECT_EQ(Admit("other", Criticality::kStandard, 11).kind, Kind::kQueued);
+  // Quiet's counter is now ahead of noisy's: its next request waits its turn.
+  EXPECT_EQ(Admit("quiet", Criticality::kStandard, 12).kind, Kind::kQueued);
+  // Two requests finish: room for one below the limit, in the queue's order (noisy's,
+  // its counter the lowest now), and the reserve is free again: the next in order,
+  // other's, is sparse and takes it. Quiet's second waits its turn.
+  router_->pool().on_finished(1, 20);
+  router_->pool().on_finished(quiet.id, 20);
+  EXPECT_EQ(fc_->dispatch(20, rng_, out_), 2u);
+  ASSERT_EQ(out_.size(), 2u);
+  EXPECT_EQ(out_[0].tenant, "noisy");
+  EXPECT_EQ(out_[1].tenant, "other");
+  EXPECT_EQ(fc_->queue().size(), 5u);  // four of noisy's and quiet's
+}
+
+TEST_F(FlowControlTest, TheReserveIsOffAtZeroAndNeverForALoneTenant) {
+  flow_.sparse_reserve = 0;
+  Build();
+  EndpointId a = Add("http://a:1", 1000);
+  Scrape(a, 0, 9, 0);
+  Admit("noisy");
+  Admit("noisy");
+  Admit("noisy");
+  EXPECT_EQ(Admit("quiet").kind, Kind::kQueued);
+
+  flow_.sparse_reserve = 1;
+  Build();
+  a = Add("http://a:1", 1000);
+  Scrape(a, 2, 9, 0);
+  // One tenant: its first queued request has no one else's backlog to skip.
+  EXPECT_EQ(Admit("only").kind, Kind::kQueued);
+  EXPECT_EQ(fc_->dispatch(0, rng_, out_), 0u);
+}
+
+TEST_F(FlowControlTest, TheReserveTakesTheKvHeadroomOnlyAsFarAsTheRequestFits) {
+  Build();
+  // 100 blocks of 16 tokens.
+  EndpointId a = Add("http://a:1", 100);
+  Scrape(a, 0, 9, 0, 0.5);
+  EXPECT_EQ(Admit("noisy").kind, Kind::kDispatched);
+  Scrape(a, 0, 9, 1, 0.92);  // above kv_threshold (0.9): no capacity
+  EXPECT_EQ(Admit("noisy", Criticality::kStandard, 1).kind, Kind::kQueued);
+  // 160 + 16 tokens = 11 blocks: 0.92 + 0.11 > 1, it would wait inside the engine.
+  FlowOutcome big = Admit("big", Criticality::kStandard, 1, 160, 16);
+  EXPECT_EQ(big.kind, Kind::kQueued);
+  EXPECT_TRUE(fc_->cancel(big.id));
+  // 64 + 16 tokens = 5 blocks: fits in the headroom.
+  EXPECT_EQ(Admit("small", Criticality::kStandard, 1, 64, 16).kind, Kind::kDispatched);
+}
+
+TEST_F(FlowControlTest, ARequestWithItsFirstTokenNoLongerCountsAsWaiting) {
+  Build();
+  EndpointId a = Add("http://a:1", 1000);
+  Scrape(a, 0, 9, 0);
+  // queue_threshold 2: two requests routed since the scrape, neither started yet.
+  FlowOutcome first = Admit("t");
+  EXPECT_EQ(first.kind, Kind::kDispatched);
+  EXPECT_EQ(Admit("t").kind, Kind::kDispatched);
+  EXPECT_EQ(Admit("t", Criticality::kStandard, 1).kind, Kind::kQueued);
+  EXPECT_EQ(fc_->dispatch(1, rng_, out_), 0u);
+  // The first one's first token came back: it runs, so the engine's queue holds at most
+  // one of them. Room for the queued request before the next scrape, and no more.
+  router_->pool().on_first_token(first.id, 2);
+  EXPECT_EQ(fc_->dispatch(2, rng_, out_), 1u);
+  EXPECT_EQ(Admit("t", Criticality::kStandard, 3).kind, Kind::kQueued);
 }
 
 }  // namespace

@@ -138,6 +138,46 @@ TEST_F(FlowQueueTest, ReturningTenantCannotBankCredit) {
   EXPECT_EQ(served["B"], 5);
 }
 
+TEST_F(FlowQueueTest, ReturningTenantWinsTheTieWithTheBacklog) {
+  FlowQueue q(Config());
+  for (int i = 0; i < 10; ++i) Push(q, "A");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(q.pop(0)->tenant, "A");
+  // B arrives and is lifted to A's counter. On the tie the tenant served least recently
+  // goes first: B at the next dispatch, not after one more of A's (which would double
+  // a light tenant's wait behind a heavy one's backlog).
+  Push(q, "B");
+  auto stats = q.tenants();
+  EXPECT_EQ(stats[0].counter, stats[1].counter);
+  EXPECT_EQ(q.pop(0)->tenant, "B");
+  // Then round robin among equals: A (served before B), and B again after A.
+  Push(q, "B");
+  EXPECT_EQ(q.pop(0)->tenant, "A");
+  EXPECT_EQ(q.pop(0)->tenant, "B");
+}
+
+TEST_F(FlowQueueTest, PeekShowsTheNextRequestAndWhetherItIsSparse) {
+  FlowQueue q(Config());
+  EXPECT_FALSE(q.peek(0).has_value());
+  Push(q, "A");
+  // Alone in the queue: not sparse (there is no one else's backlog to wait behind).
+  EXPECT_EQ(q.peek(0)->id, 1u);
+  EXPECT_FALSE(q.peek(0)->sparse);
+  Push(q, "A");
+  q.pop(0);
+  Push(q, "B");  // id 3: B's only request, A's waits too
+  auto next = q.peek(0);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->id, 3u);
+  EXPECT_TRUE(next->sparse);
+  EXPECT_EQ(q.pop(0)->id, 3u);  // peek left it where pop finds it
+  Push(q, "B");
+  Push(q, "B");
+  EXPECT_EQ(q.peek(0)->id, 2u);  // A's last: A has nothing else queued, B's wait
+  EXPECT_TRUE(q.peek(0)->sparse);
+  q.pop(0);
+  EXPECT_FALSE(q.peek(0)->sparse);  // B has two queued
+}
+
 TEST_F(FlowQueueTest, ServiceOutsideTheQueueCountsAndLiftsAnIdleTenant) {
   FlowQueue q(Config());
   q.charge("B", 1, 100, 100, 0);                               // B: 200
@@ -300,9 +340,11 @@ TEST_F(FlowQueueTest, HeadListsEachTenantsNextRequestInOrder) {
   ASSERT_EQ(head.size(), 3u);
   EXPECT_EQ(head[0].band, C::kCritical);
   EXPECT_EQ(head[0].id, 4u);
-  EXPECT_EQ(head[1].tenant, "A");  // equal counters: A became backlogged first
-  EXPECT_EQ(head[2].tenant, "B");
-  EXPECT_EQ(head[2].id, 2u);
+  // Equal counters: B, never served, before A (the tenant served least recently first).
+  EXPECT_EQ(head[1].tenant, "B");
+  EXPECT_EQ(head[1].id, 2u);
+  EXPECT_EQ(head[2].tenant, "A");
+  EXPECT_EQ(head[2].id, 1u);
   EXPECT_EQ(q.head(1).size(), 1u);
 }
 
@@ -311,7 +353,7 @@ TEST(FlowQueueConfigTest, ParsesKeysAndRejectsTypos) {
   std::vector<std::pair<std::string, std::string>> e = {
       {"enabled", "true"},           {"band_order", "weighted"}, {"band_weights.critical", "8"},
       {"max_wait.sheddable", "1.5"}, {"max_requests", "50"},     {"tenant_max_tokens", "9000"},
-      {"starvation_bound", "2"},     {"output_weight", "3"}};
+      {"starvation_bound", "2"},     {"output_weight", "3"},     {"sparse_reserve", "0"}};
   ASSERT_TRUE(apply_flow_entries(e, c).ok());
   EXPECT_TRUE(c.enabled);
   EXPECT_EQ(c.band_order, BandOrder::kWeighted);
@@ -321,6 +363,7 @@ TEST(FlowQueueConfigTest, ParsesKeysAndRejectsTypos) {
   EXPECT_EQ(c.tenant_max_tokens, 9000u);
   EXPECT_EQ(c.starvation_bound, 2 * kSecond);
   EXPECT_EQ(c.output_weight, 3);
+  EXPECT_EQ(c.sparse_reserve, 0u);
   EXPECT_TRUE(c.validate().ok());
 
   std::vector<std::pair<std::string, std::string>> typo = {{"max_request", "5"}};
