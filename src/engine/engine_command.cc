@@ -195,6 +195,11 @@ void add_engine_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--stall-rate", o.stall_rate, "Fraction of requests that stall")
       ->capture_default_str();
+  cmd->add_option("--tokenize-delay-ms", o.tokenize_delay_ms,
+                  "Answer POST /tokenize this many wall milliseconds late (a slow engine)")
+      ->capture_default_str();
+  cmd->add_flag("--tokenize-fail", o.tokenize_fail,
+                "Answer every POST /tokenize with HTTP 500 (a broken tokenizer endpoint)");
   cmd->add_option("--default-max-tokens", o.default_max_tokens,
                   "Output length when a request gives no max_tokens")
       ->capture_default_str();

@@ -22,6 +22,7 @@
 #include "discovery/pool_discovery.h"
 #include "gateway/admin_api.h"
 #include "gateway/disagg_flow.h"
+#include "gateway/engine_tokenizer.h"
 #include "gateway/fault_metrics.h"
 #include "gateway/flow_glue.h"
 #include "gateway/keys.h"
@@ -434,8 +435,17 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   std::vector<uint32_t> token_ids;
   PoolWarmup* warmup = warmup_of(&pool);
   const bool track = warmup && warmup->enabled();
-  pool.keys_for(call.request, call.body, call.kind, call.model->served_name, keys, prompt_tokens,
-                track ? &token_ids : nullptr);
+  if (EngineTokenizer* et = pool.engine_tokenizer(); et && et->covers(call.kind)) {
+    // The engine fallback: the ids come from the pool's engines (at most its timeout).
+    EngineTokenizer::Ids got =
+        co_await et->ids_for(call.request, call.body, call.kind, call.model->served_name);
+    pool.keys_of(got.ids, keys);
+    prompt_tokens = static_cast<uint32_t>(got.ids.size());
+    if (track && got.exact) token_ids = std::move(got.ids);
+  } else {
+    pool.keys_for(call.request, call.body, call.kind, call.model->served_name, keys, prompt_tokens,
+                  track ? &token_ids : nullptr);
+  }
   if (track) {
     // A chat prompt without real tokens cannot be replayed as a completion: not tracked.
     warmup->observe(keys, token_ids,
@@ -970,6 +980,13 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
                                     /*one_thread=*/c.threads == 1);
     if (!pool) return Error(pool.error());
     impl->pools.push_back(std::move(*pool));
+  }
+  for (auto& pool : impl->pools) {
+    if (!pool->tokenize_plan().uses_engine()) continue;
+    pool->set_engine_tokenizer(
+        EngineTokenizer::create(*pool, *impl->upstream, impl->io.get_executor(), impl->metrics));
+    spdlog::info("pool {}: {}; {}", pool->name(), pool->tokenize_plan().tokenizer,
+                 pool->tokenize_plan().chat_template);
   }
   for (auto& pool : impl->pools) {
     std::string served = pool->name();
