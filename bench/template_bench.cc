@@ -179,13 +179,16 @@ void parse(benchmark::State& state, const Family& f) {
 void compile(benchmark::State& state, const Family& f) {
   const std::string text = config(f.model);
   int64_t heap = 0;
+  size_t held = 0;
   for (auto _ : state) {
     const int64_t before = g_live.load();
     auto t = ChatTemplate::load(text);
     heap = g_live.load() - before;
+    held = t->memory_bytes();
     benchmark::DoNotOptimize(t);
   }
   state.counters["heap_bytes"] = static_cast<double>(heap);
+  state.counters["held_bytes"] = static_cast<double>(held);  // ChatTemplate::memory_bytes()
   state.counters["template_bytes"] =
       static_cast<double>(json::parse(text).as_object().at("chat_template").as_string().size());
 }

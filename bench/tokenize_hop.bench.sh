@@ -11,7 +11,9 @@
 # pools; then, on the engine pool, follow-ups of conversations it has seen (a cached
 # prefix: no hop) and repeats (a cached whole: no hop). RUNS times.
 #
-# The figure is the gateway's own `x-kvgate-route-us` (from the parsed request to the
+# First the hop alone: REQUESTS POST /tokenize calls (chat form, a new conversation each)
+# straight to one engine on a kept-alive connection, p50/p99 as the client times them.
+# Then the figure is the gateway's own `x-kvgate-route-us` (from the parsed request to the
 # router's pick: for the engine pool the /tokenize call, the answer's parsing and the
 # block hashes; for the local pool the chat template and tokenization). Per run: the median
 # of each pool; printed at the end: the median over the runs, and the engine pool's
@@ -20,7 +22,8 @@
 # own time there.
 #
 # Usage: bench/tokenize_hop.bench.sh [REQUESTS=200] [RUNS=5]
-# Env: ENGINES (2), TOKENS (2000), KVGATE_BIN (build/release/kvgate).
+# Env: ENGINES (2), TOKENS (2000), KVGATE_BIN (build/release/kvgate; an ASan build works
+# but its figures are the sanitizer's, not kvgate's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${KVGATE_BIN:-build/release/kvgate}
@@ -81,8 +84,9 @@ for e in $(grep -o 'http://127.0.0.1:[0-9]*' "$W/gateway.yaml" | sort -u); do
   for _ in $(seq 200); do curl -fs -o /dev/null "$e/health" && break; sleep 0.1; done
 done
 
-python3 - "http://127.0.0.1:$GW" "$REQUESTS" "$RUNS" "$TOKENS" <<'PY'
-import http.client, json, random, statistics, sys, urllib.parse
+first_engine=$(grep -o 'http://127.0.0.1:[0-9]*' "$W/gateway.yaml" | head -1)
+python3 - "http://127.0.0.1:$GW" "$REQUESTS" "$RUNS" "$TOKENS" "$first_engine" <<'PY'
+import http.client, json, random, statistics, sys, time, urllib.parse
 
 url, requests, runs, tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 u = urllib.parse.urlparse(url)
@@ -108,6 +112,25 @@ def post(model, messages):
 def conversation():
     return [{"role": "system", "content": text(int(tokens * 0.8))},
             {"role": "user", "content": text(int(tokens * 0.2))}]
+
+# The hop alone: POST /tokenize (chat form, a new conversation each time) straight to one
+# engine over one kept-alive loopback connection, timed by the client (send to last byte).
+e = urllib.parse.urlparse(sys.argv[5])
+econn = http.client.HTTPConnection(e.hostname, e.port, timeout=60)
+rtt = []
+for i in range(requests):
+    body = json.dumps({"model": "qwen3", "messages": conversation()})
+    t0 = time.perf_counter()
+    econn.request("POST", "/tokenize", body, {"Content-Type": "application/json"})
+    r = econn.getresponse()
+    data = r.read()
+    rtt.append((time.perf_counter() - t0) * 1e6)
+    if r.status != 200:
+        raise SystemExit(f"/tokenize HTTP {r.status}: {data[:300]!r}")
+    count = json.loads(data)["count"]
+rtt.sort()
+print(f"POST /tokenize round trip to one engine ({count} tokens, {len(rtt)} calls): "
+      f"p50 {rtt[len(rtt) // 2]:.0f} us, p99 {rtt[int(len(rtt) * 0.99)]:.0f} us")
 
 pools = ["local", "engine", "none"]
 medians = {p: [] for p in pools + ["engine follow-up", "engine repeat"]}

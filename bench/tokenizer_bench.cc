@@ -1,23 +1,23 @@
 // Tokenizer benchmarks: encode throughput (MB/s, tokens/s) of the five fixture families
 // (Qwen3 and Llama 3 also on their general path, "<model>_general") on the corpora of
-// bench/tokenizer_corpora.mjs, a 7,200-token chat prompt per family (p50/p99 of
+// bench/tokenizer_corpora.mjs, a 7,200-token chat prompt per family (p50/p99 of kvgate's
 // render + encode), turn 30 of a 30-turn conversation with the PromptCache, and the
 // load time and memory of each loaded tokenizer.
 // Needs .deps/fixtures (scripts/bootstrap) and the corpora:
 //   node bench/tokenizer_corpora.mjs out/bench/corpora
-//   node bench/tokenizer_chat_prompts.mjs out/bench/corpora
 //   build/release/tokenizer_bench            (env KVGATE_BENCH_CORPORA overrides the dir)
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <boost/json.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -208,67 +208,113 @@ void BM_LoadQwen3(benchmark::State& state) {
 }
 BENCHMARK(BM_LoadQwen3)->Unit(benchmark::kMillisecond)->Iterations(3);
 
-// A ~7,200-token chat prompt, timed one by one: p50 and p99 of render + encode. Qwen3 and
-// Llama 3 render with kvgate's C++ templates inside the timing; the other families encode
-// the prompt bench/tokenizer_chat_prompts.mjs rendered with their template (@huggingface/jinja).
-void BM_ChatPromptP99(benchmark::State& state, const std::string& model) {
-  const Tokenizer& tok = tokenizer(model);
-  std::optional<ChatTemplate> tpl;
-  ChatRequest req;
-  std::string prompt;
-  if (model == "qwen3" || model == "llama3") {
-    tpl = *ChatTemplate::load(fixture(model, "tokenizer_config.json"));
-    if (corpus("prose").empty()) {
-      state.SkipWithError("no corpora: run node bench/tokenizer_corpora.mjs out/bench/corpora");
-      return;
+// tokenizer_config.json of a family, as a ChatTemplate; Llama 2's gets Meta's Llama-2-chat
+// template, which the npm fixture lacks (as in tests/e2e/chat_template_conformance).
+const ChatTemplate& chat_template(const std::string& model) {
+  static std::map<std::string, std::unique_ptr<ChatTemplate>> cache;
+  auto& t = cache[model];
+  if (!t) {
+    std::string config = fixture(model, "tokenizer_config.json");
+    if (model == "llama2") {
+      boost::json::value v = boost::json::parse(config);
+      const char* d = std::getenv("KVGATE_SOURCE_DIR");
+      v.as_object()["chat_template"] =
+          read_file(std::string(d ? d : ".") + "/tests/e2e/support/templates/llama2_chat.jinja");
+      config = boost::json::serialize(v);
     }
-    std::vector<uint32_t> probe;
-    for (size_t turns = 1; probe.size() < 7200; ++turns) {
-      req = conversation(turns, 1200);
-      probe.clear();
-      (void)tok.encode_into(*tpl->render(req), probe);
+    auto r = ChatTemplate::load(config);
+    if (!r) {
+      std::cerr << model << ": " << r.error() << "\n";
+      std::exit(2);
     }
-  } else {
-    const char* d = std::getenv("KVGATE_BENCH_CORPORA");
-    std::ifstream in(std::string(d ? d : "out/bench/corpora") + "/chat_" + model + ".json");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (ss.str().empty()) {
-      state.SkipWithError(
-          "no prompts: run node bench/tokenizer_chat_prompts.mjs out/bench/corpora");
-      return;
-    }
-    prompt = std::string(boost::json::parse(ss.str()).as_string());
+    t = std::make_unique<ChatTemplate>(std::move(*r));
   }
-  std::vector<double> us;
-  std::vector<uint32_t> ids;
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    if (tpl) prompt = *tpl->render(req);
-    ids.clear();
-    benchmark::DoNotOptimize(tok.encode_into(prompt, ids));
-    us.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(us.begin(), us.end());
-  state.counters["prompt_tokens"] = static_cast<double>(ids.size());
-  state.counters["p50_us"] = us[us.size() / 2];
-  state.counters["p99_us"] = us[std::min(us.size() - 1, us.size() * 99 / 100)];
+  return *t;
 }
 
-// Load time and memory of each family's tokenizer.
+double thread_cpu_us() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
+// A chat prompt of at least 7,200 tokens (a system message, then user/assistant turns of
+// 1,200 prose characters, ending on a user turn), rendered by kvgate and encoded, timed
+// one by one: p50 and p99 of render + encode, wall and thread CPU time. `fast`: the
+// template's hand-written fast path where it has one (Qwen3, Llama 3; proven equal to the
+// engine by tests/core/tokenizer/chat_fast_path_test.cc), else kvgate's Jinja engine.
+void BM_ChatPromptP99(benchmark::State& state, const std::string& model, bool fast) {
+  if (corpus("prose").empty()) {
+    state.SkipWithError("no corpora: run node bench/tokenizer_corpora.mjs out/bench/corpora");
+    return;
+  }
+  const Tokenizer& tok = tokenizer(model);
+  const ChatTemplate& tpl = chat_template(model);
+  kvgate::tokenizer::ChatRenderOptions opt;
+  opt.allow_fast_path = fast;
+  ChatRequest req;
+  std::vector<uint32_t> ids;
+  for (size_t turns = 1; ids.size() < 7200; ++turns) {
+    req = conversation(turns, 1200);
+    auto prompt = tpl.render(req, opt);
+    if (!prompt) {
+      state.SkipWithError(prompt.error().c_str());
+      return;
+    }
+    ids.clear();
+    (void)tok.encode_into(*prompt, ids);
+  }
+  std::vector<double> wall, cpu;
+  size_t bytes = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = thread_cpu_us();
+    auto prompt = tpl.render(req, opt);
+    ids.clear();
+    benchmark::DoNotOptimize(tok.encode_into(*prompt, ids));
+    cpu.push_back(thread_cpu_us() - c0);
+    wall.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    bytes = prompt->size();
+  }
+  auto pct = [](std::vector<double>& v, size_t p) {
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1, v.size() * p / 100)];
+  };
+  state.counters["prompt_tokens"] = static_cast<double>(ids.size());
+  state.counters["prompt_bytes"] = static_cast<double>(bytes);
+  state.counters["messages"] = static_cast<double>(req.messages.size());
+  state.counters["p50_us"] = pct(wall, 50);
+  state.counters["p99_us"] = pct(wall, 99);
+  state.counters["cpu_p50_us"] = pct(cpu, 50);
+  state.counters["cpu_p99_us"] = pct(cpu, 99);
+}
+
+// Live heap bytes (glibc: in-use chunks of every arena plus mmapped chunks).
+size_t heap_in_use() {
+  const struct mallinfo2 mi = mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+
+// Load time and memory of each family's tokenizer: held_MiB is Tokenizer::memory_bytes()
+// (tables, added tokens and tries, regexes with their JIT code), heap_MiB the live heap the
+// loaded tokenizer keeps (malloc's count after the load's temporaries are freed; without
+// PCRE2's JIT code, which is mmapped), rss_growth_MiB the process RSS across the load.
 void BM_Load(benchmark::State& state, const std::string& model) {
   const std::string json = fixture(model, "tokenizer.json");
-  size_t held = 0;
+  size_t held = 0, heap = 0;
   long rss_delta = 0;
   for (auto _ : state) {
     const long before = rss_kib();
+    const size_t heap_before = heap_in_use();
     auto t = Tokenizer::load(json);
+    heap = heap_in_use() - heap_before;
     rss_delta = rss_kib() - before;
     held = t->memory_bytes();
     benchmark::DoNotOptimize(t);
   }
   state.counters["held_MiB"] = static_cast<double>(held) / (1 << 20);
+  state.counters["heap_MiB"] = static_cast<double>(heap) / (1 << 20);
   state.counters["rss_growth_MiB"] = static_cast<double>(rss_delta) / 1024;
 }
 
@@ -280,10 +326,16 @@ const int kRegistered = [] {
                                    BM_Encode, std::string(model), std::string(name))
           ->Unit(benchmark::kMillisecond);
   for (const char* model : {"qwen3", "llama3", "deepseek_v3", "gemma3", "llama2"}) {
-    benchmark::RegisterBenchmark((std::string("BM_ChatPromptP99/") + model).c_str(),
-                                 BM_ChatPromptP99, std::string(model))
+    benchmark::RegisterBenchmark((std::string("BM_ChatPromptP99/") + model + "/engine").c_str(),
+                                 BM_ChatPromptP99, std::string(model), false)
         ->Unit(benchmark::kMicrosecond)
-        ->Iterations(300);
+        ->Iterations(1000);
+    if (std::string(model) == "qwen3" || std::string(model) == "llama3")
+      benchmark::RegisterBenchmark(
+          (std::string("BM_ChatPromptP99/") + model + "/fast_path").c_str(), BM_ChatPromptP99,
+          std::string(model), true)
+          ->Unit(benchmark::kMicrosecond)
+          ->Iterations(1000);
     benchmark::RegisterBenchmark((std::string("BM_Load/") + model).c_str(), BM_Load,
                                  std::string(model))
         ->Unit(benchmark::kMillisecond)

@@ -4,7 +4,9 @@
 # single thread, one ~4 KB document per call, median of the passes, CPU time on both
 # sides (the machine may be shared). Prints the ratio per family and corpus: the five
 # fixture families on the path kvgate chooses, and Qwen3 / Llama 3 also on the general
-# (PCRE2) path; then each family's 7,200-token chat prompt (p50/p99) and loaded memory.
+# (PCRE2) path; then each family's 7,200-token chat prompt rendered by kvgate (its Jinja
+# engine, and the hand-written fast path where one exists) and encoded: p50/p99 of wall and
+# thread CPU time; then each tokenizer's load time and memory.
 # Needs: scripts/bootstrap, and build/release/tokenizer_bench (make bench builds it:
 #   cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVGATE_BENCH=ON
 #   cmake --build build/release --target tokenizer_bench)
@@ -15,7 +17,6 @@ passes=${PASSES:-5}
 corpora=out/bench/corpora
 mkdir -p out/bench
 node bench/tokenizer_corpora.mjs "$corpora"
-node bench/tokenizer_chat_prompts.mjs "$corpora"
 bench=build/release/tokenizer_bench
 [[ -x $bench ]] || { echo "tokenizer_vs_hf: $bench missing (build the release benches)" >&2; exit 2; }
 models="qwen3 llama3 deepseek_v3 gemma3 llama2"
@@ -49,15 +50,21 @@ for (const model of ['qwen3', 'llama3', 'deepseek_v3', 'gemma3', 'llama2', 'qwen
 console.log(`lowest ratio: ${worst.toFixed(1)}x (target >= 10x)`);
 JS
 KVGATE_BENCH_CORPORA=$corpora "$bench" --benchmark_filter='BM_ChatPromptP99|BM_Load/' \
-  --benchmark_format=json 2>/dev/null >out/bench/tokenizer_prompts.json
+  --benchmark_repetitions="$passes" --benchmark_report_aggregates_only=true --benchmark_format=json 2>/dev/null >out/bench/tokenizer_prompts.json
 node - <<'JS'
 const b = JSON.parse(require('fs').readFileSync('out/bench/tokenizer_prompts.json')).benchmarks;
-console.log('\nfamily        prompt tokens   p50 us   p99 us   | load ms   held MiB   RSS growth MiB');
+console.log('\nchat prompt       renderer    tokens   p50 us   p99 us   CPU p50 us   CPU p99 us');
+// Medians over the passes of each run's p50 / p99 (1,000 prompts a run).
+for (const x of b.filter((x) => x.name.startsWith('BM_ChatPromptP99/') && x.aggregate_name === 'median')) {
+  const [, m, r] = x.name.split('/');
+  console.log(`${m.padEnd(17)} ${r.padEnd(9)} ${String(x.prompt_tokens).padStart(8)} ` +
+    `${x.p50_us.toFixed(0).padStart(8)} ${x.p99_us.toFixed(0).padStart(8)} ` +
+    `${x.cpu_p50_us.toFixed(0).padStart(12)} ${x.cpu_p99_us.toFixed(0).padStart(12)}`);
+}
+console.log('\ntokenizer      load ms   held MiB   heap MiB   RSS growth MiB');
 for (const m of ['qwen3', 'llama3', 'deepseek_v3', 'gemma3', 'llama2']) {
-  const p = b.find((x) => x.name.startsWith(`BM_ChatPromptP99/${m}/`));
-  const l = b.find((x) => x.name.startsWith(`BM_Load/${m}/`));
-  console.log(`${m.padEnd(13)} ${String(p.prompt_tokens).padStart(13)} ${p.p50_us.toFixed(0).padStart(8)} ` +
-    `${p.p99_us.toFixed(0).padStart(8)}   | ${l.real_time.toFixed(0).padStart(7)} ${l.held_MiB.toFixed(1).padStart(10)} ` +
-    `${l.rss_growth_MiB.toFixed(1).padStart(16)}`);
+  const l = b.find((x) => x.name.startsWith(`BM_Load/${m}/`) && x.aggregate_name === 'median');
+  console.log(`${m.padEnd(13)} ${l.real_time.toFixed(0).padStart(8)} ${l.held_MiB.toFixed(1).padStart(10)} ` +
+    `${l.heap_MiB.toFixed(1).padStart(10)} ${l.rss_growth_MiB.toFixed(1).padStart(16)}`);
 }
 JS

@@ -10,10 +10,9 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "discovery/endpoint_list.h"
+#include "env/file.h"
 
 namespace kvgate::discovery {
 
@@ -85,15 +84,10 @@ void FileSource::run() {
 }
 
 void FileSource::read_and_report() {
-  std::ifstream in(config_.path, std::ios::binary);
-  Result<std::vector<DiscoveredEndpoint>> set = Error("");
-  if (!in) {
-    set = Error(config_.path + ": cannot read: " + std::strerror(errno));
-  } else {
-    std::ostringstream text;
-    text << in.rdbuf();
-    set = parse_endpoint_list(text.str(), config_.path, config_.kv_events_bind);
-  }
+  Result<std::string> text = env::read_file(config_.path);
+  Result<std::vector<DiscoveredEndpoint>> set =
+      text ? parse_endpoint_list(*text, config_.path, config_.kv_events_bind)
+           : Result<std::vector<DiscoveredEndpoint>>(Error(text.error()));
   if (!set) {
     if (set.error() != last_error_) {
       spdlog::warn("discovery: {} (the last good set is kept)", set.error());

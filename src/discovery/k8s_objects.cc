@@ -144,23 +144,22 @@ std::vector<DiscoveredEndpoint> slice_endpoints(const json::value& slice,
       const json::value* terminating = cond ? cond->if_contains("terminating") : nullptr;
       const bool is_ready = !(ready && ready->is_bool() && !ready->as_bool()) &&
                             !(terminating && terminating->is_bool() && terminating->as_bool());
+      // An entry is one backend; its addresses are fungible (the API reference: clients
+      // may use the first only), so one endpoint, not one per address.
       const json::array* addresses = arr(o, "addresses");
-      if (!addresses) continue;
-      for (const json::value& a : *addresses) {
-        if (!a.is_string()) continue;
-        const std::string ip(a.as_string());
-        DiscoveredEndpoint e;
-        e.spec.url = fmt::format("http://{}:{}", host_of(ip), port);
-        e.spec.zone = str(o, "zone");
-        e.ready = is_ready;
-        if (kv != 0) {
-          KvEventsAddress k;
-          k.publisher = fmt::format("tcp://{}:{}", host_of(ip), kv);
-          if (replay != 0) k.replay = fmt::format("tcp://{}:{}", host_of(ip), replay);
-          e.kv_events = std::move(k);
-        }
-        out.push_back(std::move(e));
+      if (!addresses || addresses->empty() || !addresses->front().is_string()) continue;
+      const std::string ip(addresses->front().as_string());
+      DiscoveredEndpoint e;
+      e.spec.url = fmt::format("http://{}:{}", host_of(ip), port);
+      e.spec.zone = str(o, "zone");
+      e.ready = is_ready;
+      if (kv != 0) {
+        KvEventsAddress k;
+        k.publisher = fmt::format("tcp://{}:{}", host_of(ip), kv);
+        if (replay != 0) k.replay = fmt::format("tcp://{}:{}", host_of(ip), replay);
+        e.kv_events = std::move(k);
       }
+      out.push_back(std::move(e));
     }
   }
   return out;

@@ -9,8 +9,9 @@
 // and free-form labels come from its labels (names in the config), the KV events
 // publisher/replay ports and topic from its annotations.
 //
-// An EndpointSlice gives one endpoint per address of each entry of `endpoints`, at the
-// slice port named `port_name` (or its only port); ready unless conditions.ready is
+// An EndpointSlice gives one endpoint per entry of `endpoints`, at its first address
+// (an entry's addresses are one backend's, fungible) and the slice port named
+// `port_name` (or its only port); ready unless conditions.ready is
 // false or conditions.terminating is true (an absent ready condition counts as ready, as
 // the API reference says consumers should); the zone from the entry's `zone`; KV event
 // ports from slice ports named `kv-events` and `kv-replay`.

@@ -4,10 +4,8 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include "cli/exit_code.h"
 #include "engine/engine_server.h"
@@ -50,19 +48,17 @@ Result<engine::Profile> load_profile(const std::string& name_or_path) {
   for (std::string_view n : engine::builtin_profile_names()) {
     if (n == name_or_path) return engine::builtin_profile(name_or_path);
   }
-  std::ifstream in(name_or_path);
-  if (!in) {
+  Result<std::string> text = env::read_file(name_or_path);
+  if (!text) {
     std::string names;
     for (std::string_view n : engine::builtin_profile_names()) {
       names += names.empty() ? "" : ", ";
       names += n;
     }
     return Error("--profile: \"" + name_or_path + "\" is neither a built-in profile (" + names +
-                 ") nor a readable YAML file");
+                 ") nor a readable YAML file (" + text.error() + ")");
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  auto p = engine::parse_profile_yaml(text.str());
+  auto p = engine::parse_profile_yaml(*text);
   if (!p) return Error("--profile " + name_or_path + ": " + p.error());
   return p;
 }
@@ -200,6 +196,10 @@ void add_engine_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--tokenize-fail", o.tokenize_fail,
                 "Answer every POST /tokenize with HTTP 500 (a broken tokenizer endpoint)");
+  cmd->add_option("--kv-events-drop-every", o.kv_events_drop_every,
+                  "Withhold every Nth KV event batch from the PUB socket, as if lost on the "
+                  "way (still numbered and kept for replay; 0: never)")
+      ->capture_default_str();
   cmd->add_option("--default-max-tokens", o.default_max_tokens,
                   "Output length when a request gives no max_tokens")
       ->capture_default_str();

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -203,8 +204,17 @@ void EngineServer::Impl::handle_tokenize(const io::HttpRequest& req,
   auto tokens = t.prompt ? codec->encode(*t.prompt, t.add_special_tokens)
                          : codec->encode_chat(t.chat, t.add_special_tokens);
   if (!tokens) return s->respond(io::error_response(400, tokens.error()));
+  std::optional<std::vector<std::string>> strs;
+  if (t.return_token_strs) {
+    auto got = codec->token_strs(*tokens);
+    if (!got) return s->respond(io::error_response(400, got.error()));
+    strs = std::move(*got);
+  }
   io::HttpResponse r{
-      200, "application/json", {}, render_tokenize_response(*tokens, model.config().max_model_len)};
+      200,
+      "application/json",
+      {},
+      render_tokenize_response(*tokens, model.config().max_model_len, strs ? &*strs : nullptr)};
   if (opt.tokenize_delay_ms == 0) return s->respond(std::move(r));
   auto timer =
       std::make_shared<net::steady_timer>(ioc, std::chrono::milliseconds(opt.tokenize_delay_ms));
@@ -489,6 +499,7 @@ Result<std::unique_ptr<EngineServer>> EngineServer::start(const EngineServerOpti
     if (!options.replay_endpoint.empty()) po.replay_endpoint = options.replay_endpoint;
     po.topic = options.kv_events_topic;
     po.buffer_steps = options.kv_events_buffer_steps;
+    po.drop_every = options.kv_events_drop_every;
     auto pub = io::KvEventPublisher::start(po);
     if (!pub) return Error(pub.error());
     impl->publisher = std::move(*pub);

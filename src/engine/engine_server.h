@@ -66,6 +66,9 @@ struct EngineServerOptions {
   double stall_rate = 1.0;          // fraction of requests that stall
   uint32_t tokenize_delay_ms = 0;   // answer POST /tokenize this much later (wall)
   bool tokenize_fail = false;       // answer POST /tokenize with 500
+  // Withhold every Nth KV event batch from the PUB socket, as if lost on the way (it keeps
+  // its sequence number and stays in the replay buffer); 0: never.
+  uint64_t kv_events_drop_every = 0;
 
   // Print "kvgate engine listening on http://HOST:PORT" (and the KV event endpoints) on
   // stdout once bound, and "kvgate engine ready" when startup completes, in that order.

@@ -53,6 +53,13 @@ class WordCodec final : public TextCodec {
     return out;
   }
 
+  Result<std::vector<std::string>> token_strs(std::span<const kv::TokenId> ids) const override {
+    std::vector<std::string> out;
+    out.reserve(ids.size());
+    for (kv::TokenId id : ids) out.emplace_back(output_token_text(id));
+    return out;
+  }
+
  private:
   void append_words(std::string_view text, std::vector<kv::TokenId>& out) const {
     size_t i = 0;
@@ -122,6 +129,17 @@ class TokenizerCodec final : public TextCodec {
         text += "<|im_start|>assistant\n";
     }
     return encode(text, add_special_tokens);
+  }
+
+  Result<std::vector<std::string>> token_strs(std::span<const kv::TokenId> ids) const override {
+    std::vector<std::string> out;
+    out.reserve(ids.size());
+    for (kv::TokenId id : ids) {
+      auto text = tok_.decode(std::span<const uint32_t>(&id, 1), /*skip_special=*/false);
+      if (!text) return Error(text.error());
+      out.push_back(std::move(*text));
+    }
+    return out;
   }
 
  private:

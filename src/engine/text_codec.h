@@ -15,6 +15,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,10 @@ class TextCodec {
   // chat is false: the template writes BOS). Non-text content parts are left out.
   virtual Result<std::vector<kv::TokenId>> encode_chat(const tokenizer::ChatRequest& chat,
                                                        bool add_special_tokens) const = 0;
+  // The text of each token alone (POST /tokenize's `token_strs`). vLLM gives the raw
+  // vocabulary entries (convert_ids_to_tokens, e.g. "Ġhello"); this gives each id decoded
+  // (" hello"; the word codec: its own words). Errors: an id the tokenizer lacks.
+  virtual Result<std::vector<std::string>> token_strs(std::span<const kv::TokenId> ids) const = 0;
 };
 
 // The default codec (see the header comment). vocab_size > 8.

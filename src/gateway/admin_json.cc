@@ -276,6 +276,9 @@ Result<route::RouterConfig> apply_policy_body(const route::RouterConfig& current
   } catch (const YAML::Exception& e) {
     return Error(std::string("body: ") + e.what());
   }
+  // JSON and YAML disagree on a few texts (a body that starts with a bare carriage
+  // return is a JSON object but a YAML scalar): refuse what YAML does not read as a map.
+  if (!section.IsMap()) return Error("body: must be a JSON object");
   route::RouterConfig c = current;
   if (replace) {
     c = route::RouterConfig{};

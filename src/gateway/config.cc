@@ -5,9 +5,7 @@
 
 #include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "core/route/config_yaml.h"
 #include "core/route/router.h"
@@ -273,11 +271,9 @@ class Parser {
     }
     if (auto v = n["token_file"]) {
       a.token_file = path(v, "admin.token_file");
-      std::ifstream in(a.token_file, std::ios::binary);
-      if (!in) fail(v, "admin.token_file", "cannot read " + a.token_file);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      a.token = ss.str();
+      Result<std::string> token = env::read_file(a.token_file);
+      if (!token) fail(v, "admin.token_file", token.error());
+      a.token = std::move(*token);
       // A trailing newline (echo > admin.token) is not part of the token.
       while (!a.token.empty() && (a.token.back() == '\n' || a.token.back() == '\r' ||
                                   a.token.back() == ' ' || a.token.back() == '\t')) {

@@ -7,9 +7,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
+
+#include "env/file.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -191,11 +191,9 @@ Result<KeyStore> KeyStore::parse(std::string_view yaml, std::string_view file) {
 }
 
 Result<KeyStore> KeyStore::load(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return Error(fmt::format("{}: cannot open", file));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), file);
+  Result<std::string> text = env::read_file(file);
+  if (!text) return Error(text.error());
+  return parse(*text, file);
 }
 
 const Tenant* KeyStore::authenticate(std::string_view key) const {

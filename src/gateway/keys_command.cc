@@ -8,11 +8,10 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "cli/exit_code.h"
+#include "env/file.h"
 #include "gateway/keys.h"
 
 namespace kvgate::gateway {
@@ -28,16 +27,11 @@ struct AddOptions {
 
 int run_add(const AddOptions& o) {
   // Refuse to append to a file that does not parse: the result would not load either.
-  {
-    std::ifstream in(o.file, std::ios::binary);
-    if (in) {
-      std::stringstream ss;
-      ss << in.rdbuf();
-      auto existing = KeyStore::parse(ss.str(), o.file);
-      if (!existing) {
-        fmt::print(stderr, "kvgate keys add: {}\n", existing.error());
-        return 2;
-      }
+  if (Result<std::string> text = env::read_file(o.file)) {
+    auto existing = KeyStore::parse(*text, o.file);
+    if (!existing) {
+      fmt::print(stderr, "kvgate keys add: {}\n", existing.error());
+      return 2;
     }
   }
   auto key = generate_key();

@@ -47,6 +47,7 @@ struct KvEventPublisher::Impl {
   std::string endpoint;
   std::string replay_endpoint;
   std::atomic<uint64_t> published{0};
+  std::atomic<uint64_t> dropped{0};
   std::deque<std::pair<uint64_t, std::string>> buffer;  // thread only
 
   void run();
@@ -57,10 +58,14 @@ struct KvEventPublisher::Impl {
 void KvEventPublisher::Impl::send_batch(std::string&& payload) {
   const uint64_t seq = published.load(std::memory_order_relaxed);
   const std::string seq8 = seq_bytes(seq);
-  // PUB never blocks: at the high-water mark ZeroMQ drops the message.
-  (void)pub.send(zmq::buffer(options.topic), zmq::send_flags::sndmore);
-  (void)pub.send(zmq::buffer(seq8), zmq::send_flags::sndmore);
-  (void)pub.send(zmq::buffer(payload), zmq::send_flags::none);
+  if (options.drop_every > 0 && (seq + 1) % options.drop_every == 0) {
+    dropped.fetch_add(1, std::memory_order_relaxed);  // lost on the way, kept for replay
+  } else {
+    // PUB never blocks: at the high-water mark ZeroMQ drops the message.
+    (void)pub.send(zmq::buffer(options.topic), zmq::send_flags::sndmore);
+    (void)pub.send(zmq::buffer(seq8), zmq::send_flags::sndmore);
+    (void)pub.send(zmq::buffer(payload), zmq::send_flags::none);
+  }
   published.store(seq + 1, std::memory_order_release);
   if (options.buffer_steps == 0) return;
   if (buffer.size() >= options.buffer_steps) buffer.pop_front();
@@ -172,6 +177,9 @@ const std::string& KvEventPublisher::endpoint() const { return impl_->endpoint; 
 const std::string& KvEventPublisher::replay_endpoint() const { return impl_->replay_endpoint; }
 uint64_t KvEventPublisher::published() const {
   return impl_->published.load(std::memory_order_acquire);
+}
+uint64_t KvEventPublisher::dropped() const {
+  return impl_->dropped.load(std::memory_order_relaxed);
 }
 
 }  // namespace kvgate::io

@@ -31,6 +31,10 @@ struct KvEventPublisherOptions {
   std::string topic;
   size_t buffer_steps = 10'000;
   int hwm = 100'000;
+  // Fault injection (`kvgate engine --kv-events-drop-every N`): every Nth batch (sequence
+  // numbers N-1, 2N-1, ...) is numbered and kept for replay but never sent on the PUB
+  // socket, as a message lost on the way is. 0: off.
+  uint64_t drop_every = 0;
 };
 
 // True when vLLM's rule says the PUB socket binds `endpoint` (else it connects).
@@ -55,8 +59,10 @@ class KvEventPublisher {
   const std::string& endpoint() const;
   // The replay ROUTER's bound address, or "" without replay.
   const std::string& replay_endpoint() const;
-  // Batches sent so far (the next sequence number).
+  // Batches sent so far (the next sequence number), those withheld by drop_every included.
   uint64_t published() const;
+  // Batches withheld by drop_every so far.
+  uint64_t dropped() const;
 
   struct Impl;
 

@@ -116,7 +116,8 @@ const char* kSlice = R"({
     {"addresses": ["10.244.2.6"], "conditions": {"ready": false, "serving": true, "terminating": true},
      "nodeName": "node-2", "zone": "eu-west-1b",
      "targetRef": {"kind": "Pod", "namespace": "llm", "name": "vllm-1", "uid": "u1"}},
-    {"addresses": ["10.244.3.7"], "conditions": {}, "zone": "eu-west-1c"}
+    {"addresses": ["10.244.3.7"], "conditions": {}, "zone": "eu-west-1c"},
+    {"addresses": ["10.244.4.8", "10.244.4.9"], "conditions": {"ready": true}, "zone": "eu-west-1a"}
   ],
   "ports": [{"name": "http", "protocol": "TCP", "port": 8000}, {"name": "kv-events", "protocol": "TCP", "port": 5557}]
 })";
@@ -126,13 +127,15 @@ TEST(K8sObjects, AnEndpointSlice) {
   c.mode = KubernetesSourceConfig::Mode::kEndpointSlices;
   c.service = "vllm";
   auto eps = slice_endpoints(boost::json::parse(kSlice), c);
-  ASSERT_EQ(eps.size(), 3u);
+  ASSERT_EQ(eps.size(), 4u);
   EXPECT_EQ(eps[0].spec.url, "http://10.244.1.5:8000");
   EXPECT_TRUE(eps[0].ready);
   EXPECT_EQ(eps[0].spec.zone, "eu-west-1a");
   EXPECT_EQ(eps[0].kv_events->publisher, "tcp://10.244.1.5:5557");
   EXPECT_FALSE(eps[1].ready);  // terminating
   EXPECT_TRUE(eps[2].ready);   // no ready condition: unknown, taken as ready
+  // One backend with two (fungible) addresses is one endpoint, at the first.
+  EXPECT_EQ(eps[3].spec.url, "http://10.244.4.8:8000");
   EXPECT_EQ(list_path(c, "llm"),
             "/apis/discovery.k8s.io/v1/namespaces/llm/endpointslices?labelSelector="
             "kubernetes.io%2Fservice-name%3Dvllm");

@@ -196,6 +196,10 @@ TEST(TextCodec, WordCodecIsStableAndPrefixPreserving) {
   EXPECT_EQ(open.size(), 11u);  // the user turn (7) and "<start> assistant \n hi"
   EXPECT_TRUE(std::equal(open.begin(), open.end(), two.begin()));
   EXPECT_EQ(output_token_text(5).front(), ' ');
+  // POST /tokenize's token_strs: one text per id.
+  auto strs = *codec->token_strs(a);
+  ASSERT_EQ(strs.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(strs[i], output_token_text(a[i]));
 }
 
 }  // namespace

@@ -63,7 +63,8 @@ TEST(AdminConfig, ErrorsNameFileLineAndField) {
             "f.yaml:2:9: admin.port: 99999 is outside [0, 65535]");
   EXPECT_EQ(error_of(with_admin("admin:\n  tokn: x\n")), "f.yaml:2:3: admin.tokn: unknown field");
   EXPECT_EQ(error_of(with_admin("admin:\n  token_file: /nonexistent/admin.token\n")),
-            "f.yaml:2:15: admin.token_file: cannot read /nonexistent/admin.token");
+            "f.yaml:2:15: admin.token_file: cannot read /nonexistent/admin.token: No such file or "
+            "directory");
   EXPECT_EQ(error_of(with_admin("admin:\n  token: a\n  token_file: b\n")),
             "f.yaml:2:3: admin: give token or token_file, not both");
 }

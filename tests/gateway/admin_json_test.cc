@@ -222,6 +222,11 @@ TEST(AdminJson, PolicyErrorsNameTheField) {
   EXPECT_EQ(err(R"({"colour":"blue"})"), "colour: unknown field (line 1, column 2)");
   EXPECT_EQ(err(R"({"filters":[[3]]})"), "filters[0]: expected a mapping (line 1, column 13)");
   EXPECT_EQ(err(R"({"block_size":32})"), "block_size: fixed by the pool's block_size (16)");
+  // Found by the admin_api fuzz target: JSON reads a body that starts with a bare
+  // carriage return as an object, YAML as a scalar; it used to throw out of the handler.
+  EXPECT_EQ(err("\r{\"policy\":\"approx-prefix\",\"saturation.queue_threshold\":8}"),
+            "body: must be a JSON object");
+  EXPECT_EQ(err("\r{\"block_size\":16}"), "body: must be a JSON object");
 }
 
 TEST(AdminJson, RouteViewNamesEndpointsAndCosts) {

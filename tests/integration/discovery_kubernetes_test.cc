@@ -1,7 +1,8 @@
 // The Kubernetes source against a test API server that speaks the real wire format
 // (support/fake_kube_api.h): LIST then WATCH, a pod going NotReady and terminating, a
-// dropped watch, 410 Gone, a missed DELETED that only the periodic LIST repairs, and a
-// service-account token rotated on disk.
+// dropped watch, 410 Gone, a missed DELETED that only the periodic LIST repairs, a
+// service-account token rotated on disk, and a Service's EndpointSlices through the same
+// (an endpoint not ready, terminating, moved between slices; a slice deleted).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -44,9 +45,15 @@ class KubernetesSourceTest : public ::testing::Test {
     std::ofstream(dir_ / "token.tmp") << t << "\n";
     std::filesystem::rename(dir_ / "token.tmp", dir_ / "token");
   }
-  void start(milliseconds resync = milliseconds(60'000)) {
+  // `slices`: the EndpointSlices of Service vllm instead of the pods selected by app=vllm.
+  void start(milliseconds resync = milliseconds(60'000), bool slices = false) {
     KubernetesSourceConfig c;
-    c.selector = "app=vllm";
+    if (slices) {
+      c.mode = KubernetesSourceConfig::Mode::kEndpointSlices;
+      c.service = "vllm";
+    } else {
+      c.selector = "app=vllm";
+    }
     c.kubeconfig = (dir_ / "kubeconfig").string();
     c.resync = resync;
     c.backoff = milliseconds(50);
@@ -206,6 +213,91 @@ TEST_F(KubernetesSourceTest, ARotatedTokenIsUsedFromTheNextRequest) {
   api_.upsert(make_pod("vllm-c", "127.0.0.3", 8001, true));
   ASSERT_TRUE(sink_.wait_for_urls(
       {"http://127.0.0.1:8001", "http://127.0.0.2:8001", "http://127.0.0.3:8001"}));
+}
+
+TEST_F(KubernetesSourceTest, EndpointSlicesOfAServiceThroughReadinessTerminationAndDeletion) {
+  // Service vllm in two slices (the controller splits a Service's endpoints), and a slice
+  // of another Service the label selector must leave out.
+  api_.upsert(make_endpoint_slice(
+      "vllm-7x2kq", {{{"127.0.0.1"}, "vllm-a"}, {{"127.0.0.2"}, "vllm-b", true, true, false, "z2"}},
+      8001, "vllm", 5557));
+  api_.upsert(make_endpoint_slice("vllm-p9d4m", {{{"127.0.0.3"}, "vllm-c"}}, 8001));
+  api_.upsert(make_endpoint_slice("other-h5t8z", {{{"127.0.0.9"}, "other-0"}}, 8001, "other"));
+  start(milliseconds(60'000), /*slices=*/true);
+  ASSERT_TRUE(sink_.wait_for_urls(
+      {"http://127.0.0.1:8001", "http://127.0.0.2:8001", "http://127.0.0.3:8001"}));
+  const RecordingSink::Report listed = sink_.reports().back();
+  for (const auto& e : listed.set) {
+    if (e.spec.url == "http://127.0.0.2:8001") {
+      EXPECT_EQ(e.spec.zone, "z2");
+      ASSERT_TRUE(e.kv_events);
+      EXPECT_EQ(e.kv_events->publisher, "tcp://127.0.0.2:5557");
+    }
+    if (e.spec.url == "http://127.0.0.3:8001") {
+      EXPECT_FALSE(e.kv_events);  // its slice has no kv-events port
+    }
+  }
+  ASSERT_TRUE(wait_watches(1));
+  const std::string q = api_.watch_queries().at(0);
+  EXPECT_TRUE(
+      q.starts_with("/apis/discovery.k8s.io/v1/namespaces/llm/endpointslices?"
+                    "labelSelector=kubernetes.io%2Fservice-name%3Dvllm&"))
+      << q;
+  EXPECT_NE(q.find("watch=1"), std::string::npos) << q;
+  EXPECT_NE(q.find("allowWatchBookmarks=true"), std::string::npos) << q;
+  EXPECT_NE(q.find("resourceVersion=1003"), std::string::npos) << q;  // the LIST's
+
+  // b fails its readiness probe: ready and serving false.
+  api_.upsert(make_endpoint_slice(
+      "vllm-7x2kq", {{{"127.0.0.1"}, "vllm-a"}, {{"127.0.0.2"}, "vllm-b", false, false, false}},
+      8001, "vllm", 5557));
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.1:8001", "http://127.0.0.3:8001"}));
+  // a's pod is deleted: terminating, still serving through its grace period. It drains.
+  api_.upsert(make_endpoint_slice("vllm-7x2kq",
+                                  {{{"127.0.0.1"}, "vllm-a", false, true, true},
+                                   {{"127.0.0.2"}, "vllm-b", false, false, false}},
+                                  8001, "vllm", 5557));
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.3:8001"}));
+  // a is gone from its slice, b is ready again, and the controller moves c into this slice
+  // (added here before it leaves the other): c is never absent from a report.
+  const size_t before_move = sink_.reports().size();
+  api_.upsert(make_endpoint_slice(
+      "vllm-7x2kq", {{{"127.0.0.2"}, "vllm-b"}, {{"127.0.0.3"}, "vllm-c"}}, 8001, "vllm", 5557));
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.2:8001", "http://127.0.0.3:8001"}));
+  // The slice it left, emptied, then deleted: one report each, b and c stay.
+  const size_t before_delete = sink_.reports().size();
+  api_.upsert(make_endpoint_slice("vllm-p9d4m", {}, 8001));
+  api_.remove("vllm-p9d4m", "EndpointSlice");
+  ASSERT_TRUE(
+      sink_.wait([&](const auto& r, const auto&) { return r.size() >= before_delete + 2; }));
+  EXPECT_EQ(RecordingSink::ready_urls(sink_.reports().back()),
+            (std::set<std::string>{"http://127.0.0.2:8001", "http://127.0.0.3:8001"}));
+  // One pod with two addresses (fungible: the first is used): one endpoint.
+  api_.upsert(make_endpoint_slice("vllm-w3j6n", {{{"127.0.0.4", "127.0.0.5"}, "vllm-d"}}, 8001));
+  ASSERT_TRUE(sink_.wait_for_urls(
+      {"http://127.0.0.2:8001", "http://127.0.0.3:8001", "http://127.0.0.4:8001"}));
+  EXPECT_EQ(sink_.reports().back().set.size(), 3u);
+  const std::vector<RecordingSink::Report> reports = sink_.reports();
+  for (size_t i = before_move; i < reports.size(); ++i) {
+    EXPECT_TRUE(RecordingSink::ready_urls(reports[i]).contains("http://127.0.0.3:8001"))
+        << "report " << i;
+  }
+  // The slice deleted: its endpoint leaves.
+  api_.remove("vllm-w3j6n", "EndpointSlice");
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.2:8001", "http://127.0.0.3:8001"}));
+  // Everything came through one LIST and its WATCH, nothing from the other Service.
+  EXPECT_EQ(api_.lists(), 1);
+  for (const auto& r : sink_.reports()) {
+    for (const auto& e : r.set) EXPECT_NE(e.spec.url, "http://127.0.0.9:8001");
+  }
+  EXPECT_TRUE(sink_.errors().empty()) << sink_.errors().front();
+
+  // A broken watch: LIST again; a slice deleted meanwhile (its DELETED never seen) is gone.
+  api_.remove_silently("vllm-7x2kq", "EndpointSlice");
+  api_.upsert_silently(make_endpoint_slice("vllm-k8r1s", {{{"127.0.0.6"}, "vllm-e"}}, 8001));
+  api_.drop_watches();
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.6:8001"}));
+  EXPECT_EQ(api_.lists(), 2);
 }
 
 TEST_F(KubernetesSourceTest, NoCredentialsIsAClearErrorAtStart) {

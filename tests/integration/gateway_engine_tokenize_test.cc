@@ -1,45 +1,21 @@
 // The engine fallback for precise routing (`tokenize: engine`, docs/tokenizer.md): a
-// `kvgate serve` whose pool has no tokenizer asks its `kvgate engine` processes for the
-// ids (POST /tokenize), so `overlap: precise` matches the engines' KV events and a
-// follow-up goes to the engine holding its conversation, even one the gateway never saw;
-// a slow or failing engine routes the request approximately with a counted reason.
+// `kvgate serve` whose pool has no tokenizer of its own asks its `kvgate engine`s (the
+// Qwen3 tokenizer and chat template) for the ids (POST /tokenize), so `overlap: precise`
+// matches the engines' KV events and a follow-up goes to the engine holding its
+// conversation, even one the gateway never saw; the answers are cached per conversation
+// prefix; a slow or failing engine routes the request approximately with a counted reason.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <thread>
 
-#include "support/gateway_fixture.h"
+#include "support/kv_engine.h"
 
 namespace kvgate::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// An engine (the word codec: no tokenizer anywhere) whose KV events the gateway reads.
-struct Engine {
-  std::string pub_port = std::to_string(free_port());
-  std::unique_ptr<EngineProcess> proc;
-  std::string url;
-
-  explicit Engine(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"--time-scale",
-                                     "0.01",
-                                     "--model",
-                                     "sim",
-                                     "--block-size",
-                                     "16",
-                                     "--kv-events-endpoint",
-                                     "tcp://*:" + pub_port};
-    args.insert(args.end(), extra.begin(), extra.end());
-    proc = std::make_unique<EngineProcess>(args);
-    url = proc->url;
-  }
-
-  std::string yaml_entry() const {
-    return "      - url: " + url + "\n        kv_events: {publisher: tcp://127.0.0.1:" + pub_port +
-           "}\n";
-  }
-};
 
 // A conversation: a long system prompt (tag words), then user/assistant turns.
 std::string chat_body(const std::string& tag, int turns, int max_tokens = 1) {
@@ -56,33 +32,23 @@ double tokenize_metric(GatewayProcess& gw, const std::string& pool, const std::s
   return gw.metric("kvgate_engine_tokenize_total", {{"pool", pool}, {"result", result}});
 }
 
-// Polls until `pred()` holds (at most ~10 s).
-template <typename Pred>
-bool eventually(Pred pred, int polls = 500) {
-  for (int i = 0; i < polls; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
-double batches(GatewayProcess& gw, const Engine& e) {
-  return gw.metric("kvgate_kv_event_batches_total", {{"pool", "sim"}, {"endpoint", e.url}});
+double batches(GatewayProcess& gw, const KvEngine& e) {
+  return gw.metric("kvgate_kv_event_batches_total", {{"pool", "main"}, {"endpoint", e.url}});
 }
 
 // Sends `body` to `engine` directly and waits until the gateway applied its KV events.
-void warm_directly(GatewayProcess& gw, Engine& engine, const std::string& body) {
+void warm_directly(GatewayProcess& gw, KvEngine& engine, const std::string& body) {
   const double before = batches(gw, engine);
-  auto r = engine.proc->post("/v1/chat/completions", body);
+  auto r = engine.post("/v1/chat/completions", body);
   ASSERT_EQ(r.status, 200) << r.body;
   ASSERT_TRUE(eventually([&] { return batches(gw, engine) > before; }));
-  // The count is copied after the delivery was posted to the router's strand; one more
-  // scrape period makes sure it ran before the next decision.
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  // The count is copied after the delivery was posted to the router's strand; a little
+  // more makes sure it ran before the next decision.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
-// Sends `body` through the gateway: it must go to `engine` and hit its cache.
-void expect_routed_to(GatewayProcess& gw, const Engine& engine, const std::string& body,
+// Sends `body` through the gateway: it must go to `engine` and hit its prefix cache.
+void expect_routed_to(GatewayProcess& gw, const KvEngine& engine, const std::string& body,
                       const std::string& what) {
   auto r = gw.post("/v1/chat/completions", body);
   ASSERT_EQ(r.status, 200) << r.body;
@@ -93,65 +59,59 @@ void expect_routed_to(GatewayProcess& gw, const Engine& engine, const std::strin
   EXPECT_GE(cached, 48) << what;
 }
 
-TEST(GatewayEngineTokenize, PreciseRoutingOfFollowUpsThroughTheEnginesIds) {
-  Engine a, b;
+TEST(GatewayEngineTokenize, PreciseRoutingOnTheEnginesIdsCachedPerConversationPrefix) {
+  if (source_dir().empty() || !std::ifstream(fixture_tokenizer_dir() + "/tokenizer.json")) {
+    GTEST_SKIP() << "no Qwen3 tokenizer fixture (run scripts/bootstrap)";
+  }
+  KvEngine a({"--time-scale", "0.01"});
+  KvEngine b({"--time-scale", "0.01"});
   ASSERT_FALSE(a.url.empty() || b.url.empty());
   std::string yaml =
-      "listeners:\n  - address: 127.0.0.1\n    port: 0\n"
-      "timeouts: {header_ms: 2000, drain_ms: 2000, connect_ms: 1000}\n"
-      "pools:\n  sim:\n    block_size: 16\n    scrape_interval_ms: 50\n"
-      "    tokenize: {mode: engine, timeout_ms: 2000}\n"
-      "    router:\n      policy: kv-cost\n      overlap: precise\n    endpoints:\n" +
-      a.yaml_entry() + b.yaml_entry() + "models:\n  - name: sim\n    pool: sim\n";
-  GatewayProcess gw(yaml);
-  ASSERT_FALSE(gw.url.empty());
-  // ZeroMQ's slow joiner: warm each engine until one of its batches arrives.
-  for (Engine* e : {&a, &b}) {
-    ASSERT_TRUE(eventually(
-        [&] {
-          (void)e->proc->post("/v1/completions",
-                              R"({"model":"sim","max_tokens":1,"prompt":"join words"})");
-          return batches(gw, *e) > 0;
-        },
-        100));
-  }
+      precise_pool_yaml({&a, &b}, "    tokenize: {mode: engine, timeout_ms: 5000}\n");
+  // No tokenizer of the gateway's own: a matching block key can only come from the
+  // engines' ids.
+  const size_t t = yaml.find("    tokenizer: ");
+  ASSERT_NE(t, std::string::npos);
+  yaml.erase(t, yaml.find('\n', t) + 1 - t);
+  AdminGateway gw(yaml);
+  ASSERT_FALSE(gw.admin_url.empty());
+  // The admin route view gets its ids as requests do: matched blocks show the engines' ids.
+  join_kv_events(gw, {&a, &b});
+  EXPECT_GT(tokenize_metric(gw.gw, "main", "engine"), 0);
 
-  int turn = 0;
-  for (Engine* e : {&a, &b, &a, &b}) {
-    const std::string tag = "conv" + std::to_string(turn++) + "w";
-    // The conversation's first turn reaches the engine without the gateway: only its KV
-    // events tell the gateway where it is, in the engine's own token ids.
-    warm_directly(gw, *e, chat_body(tag, 1));
-    const double asked = tokenize_metric(gw, "sim", "engine");
+  int conversation = 0;
+  for (KvEngine* e : {&a, &b, &a, &b}) {
+    const std::string tag = "conv" + std::to_string(conversation++) + "w";
+    // The first turn reaches the engine without the gateway: only its KV events tell the
+    // gateway where it is, in the engine's own token ids.
+    warm_directly(gw.gw, *e, chat_body(tag, 1));
     // The second turn: nothing cached in the gateway, so it asks an engine for the ids.
-    expect_routed_to(gw, *e, chat_body(tag, 2), tag + " turn 2");
-    EXPECT_EQ(tokenize_metric(gw, "sim", "engine"), asked + 1);
+    const double asked = tokenize_metric(gw.gw, "main", "engine");
+    expect_routed_to(gw.gw, *e, chat_body(tag, 2), tag + " turn 2");
+    EXPECT_EQ(tokenize_metric(gw.gw, "main", "engine"), asked + 1);
     // The third turn: routed at once on the second turn's ids (cached), its new messages
     // as pseudo-tokens; the whole is fetched in the background for the next turn.
-    const double prefix = tokenize_metric(gw, "sim", "prefix");
-    expect_routed_to(gw, *e, chat_body(tag, 3), tag + " turn 3");
-    EXPECT_EQ(tokenize_metric(gw, "sim", "prefix"), prefix + 1);
+    const double prefix = tokenize_metric(gw.gw, "main", "prefix");
+    expect_routed_to(gw.gw, *e, chat_body(tag, 3), tag + " turn 3");
+    EXPECT_EQ(tokenize_metric(gw.gw, "main", "prefix"), prefix + 1);
   }
   ASSERT_TRUE(eventually([&] {
-    return gw.metric("kvgate_engine_tokenize_background_total",
-                     {{"pool", "sim"}, {"result", "stored"}}) >= 4;
+    return gw.gw.metric("kvgate_engine_tokenize_background_total",
+                        {{"pool", "main"}, {"result", "stored"}}) >= 4;
   }));
   // The whole third turn is cached now: the same request needs no engine.
-  const double hits = tokenize_metric(gw, "sim", "hit");
-  expect_routed_to(gw, b, chat_body("conv3w", 3), "repeated");
-  EXPECT_EQ(tokenize_metric(gw, "sim", "hit"), hits + 1);
-  // Completions too (the prompt form of /tokenize).
-  const std::string prompt = words_prompt("plain", 80);
-  auto warm = a.proc->post("/v1/completions",
-                           R"({"model":"sim","max_tokens":1,"prompt":")" + prompt + R"("})");
-  ASSERT_EQ(warm.status, 200);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  auto r = gw.post("/v1/completions",
-                   R"({"model":"sim","max_tokens":1,"prompt":")" + prompt + R"(more"})");
-  ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(*r.header("x-kvgate-endpoint"), a.url);
-  for (const char* reason : {"timeout", "engine_error", "no_endpoint", "bad_response"}) {
-    EXPECT_EQ(tokenize_metric(gw, "sim", reason), 0) << reason;
+  const double hits = tokenize_metric(gw.gw, "main", "hit");
+  const double engine_calls = tokenize_metric(gw.gw, "main", "engine");
+  expect_routed_to(gw.gw, b, chat_body("conv3w", 3), "repeated");
+  EXPECT_EQ(tokenize_metric(gw.gw, "main", "hit"), hits + 1);
+  EXPECT_EQ(tokenize_metric(gw.gw, "main", "engine"), engine_calls);
+  // The admin view says so too.
+  auto view =
+      io::http_fetch("POST", gw.admin_url + "/admin/pools/main/route", chat_body("conv2w", 3));
+  ASSERT_TRUE(view && view->status == 200);
+  EXPECT_EQ(parse_json(view->body).at("engine_tokenize").as_string(), "hit") << view->body;
+  for (const char* reason : {"timeout", "engine_error", "refused", "no_endpoint", "bad_response"}) {
+    EXPECT_EQ(tokenize_metric(gw.gw, "main", reason), 0) << reason;
   }
 }
 

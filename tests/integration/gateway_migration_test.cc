@@ -2,12 +2,16 @@
 // mid-stream and the gateway continues the answer on another engine (a token-id
 // continuation through /v1/completions), so the client sees one uninterrupted answer:
 // continuous text, the right token count and usage, and at temperature 0 exactly the
-// answer an engine gives without interruption.
+// answer an engine gives without interruption. The continuation is placed by the router
+// like any request: on a prefix-aware pool it goes to the replica that holds the prompt's
+// prefix.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 
 #include "support/fault_fixture.h"
+#include "support/kv_engine.h"
 
 namespace kvgate::testing {
 namespace {
@@ -36,8 +40,8 @@ struct Answer {
 };
 
 // Sends `body` as a stream, SIGKILLs the engine serving it once `kill_after` token chunks
-// came (0: never), and reads the answer to its end.
-Answer stream_and_kill(GatewayProcess& gw, std::vector<EngineProcess*> engines,
+// came (0: never) by calling `kill` with its URL, and reads the answer to its end.
+Answer stream_and_kill(GatewayProcess& gw, const std::function<void(const std::string&)>& kill,
                        const std::string& path, const std::string& body, int kill_after) {
   Answer a;
   RawClient c(gw.url);
@@ -56,9 +60,7 @@ Answer stream_and_kill(GatewayProcess& gw, std::vector<EngineProcess*> engines,
           return static_cast<int>(n) >= want;
         },
         std::chrono::seconds(10)));
-    for (EngineProcess* e : engines) {
-      if (e->url == a.endpoint) e->proc->signal(SIGKILL);
-    }
+    kill(a.endpoint);
   }
   EXPECT_TRUE(c.read_until("data: [DONE]", std::chrono::seconds(30))) << c.received();
   for (const std::string& e : sse_events(response_body(c.received()))) {
@@ -81,6 +83,19 @@ Answer stream_and_kill(GatewayProcess& gw, std::vector<EngineProcess*> engines,
     }
   }
   return a;
+}
+
+// The same, SIGKILLing whichever of `engines` serves the stream.
+Answer stream_and_kill(GatewayProcess& gw, std::vector<EngineProcess*> engines,
+                       const std::string& path, const std::string& body, int kill_after) {
+  return stream_and_kill(
+      gw,
+      [&](const std::string& url) {
+        for (EngineProcess* e : engines) {
+          if (e->url == url) e->proc->signal(SIGKILL);
+        }
+      },
+      path, body, kill_after);
 }
 
 int token_chunks(const Answer& a) {
@@ -211,6 +226,80 @@ TEST(GatewayMigration, CompletionStreamMigratesTwiceAndStopsAtMaxMigrations) {
   EXPECT_EQ(lone.chunks.back().at("error").at("code"), "upstream_error");
   EXPECT_EQ(gw.metric("kvgate_stream_migrations_total", {{"outcome", "failed"}}), 1);
   EXPECT_EQ(gw.proc->stop(), 0) << gw.proc->errors();
+}
+
+TEST(GatewayMigration, ContinuationIsRoutedToTheReplicaHoldingThePromptsPrefix) {
+  // Three engines publishing KV events; the pool routes on them (kv-cost, precise). B runs
+  // at a third of A's and C's speed so that a request it serves lasts (below).
+  KvEngine a({"--time-scale", "0.3"}), b({"--time-scale", "1"}), c({"--time-scale", "0.3"});
+  ASSERT_FALSE(a.url.empty() || b.url.empty() || c.url.empty());
+  AdminGateway gw(precise_pool_yaml({&a, &b, &c}, kMigration));
+  ASSERT_FALSE(gw.admin_url.empty());
+  join_kv_events(gw, {&a, &b, &c});
+  if (HasFatalFailure()) return;
+
+  // A holds the whole prompt (its uninterrupted answer is the reference), B its first
+  // half, C nothing of it.
+  const std::string prompt = words_prompt("migr", 160);
+  auto ref = a.complete(prompt, 120);
+  ASSERT_EQ(ref.status, 200) << ref.body;
+  const std::string expected(parse_json(ref.body).at("choices").at(0).at("text").as_string());
+  ASSERT_EQ(b.complete(words_prompt("migr", 80)).status, 200);
+  // B is also busy with a request of its own (a prompt only B holds, so the router sends
+  // it there): on load alone the idle C would take the continuation, so only the prefix
+  // can bring it to B.
+  const std::string busy_prompt = words_prompt("busy", 8);
+  ASSERT_EQ(b.complete(busy_prompt).status, 200);
+  int64_t on_a = 0, on_b = 0;
+  ASSERT_TRUE(eventually([&] {
+    on_a = gw.matched_blocks(prompt, a.url);
+    on_b = gw.matched_blocks(prompt, b.url);
+    return on_a > on_b && on_b >= 12 && gw.matched_blocks(busy_prompt, b.url) == 1;
+  })) << "A "
+      << on_a << " blocks, B " << on_b;
+  EXPECT_EQ(gw.matched_blocks(prompt, c.url), 0);
+  const metrics::Labels finished = {{"finished_reason", "length"}};
+  const double b_done = metric_at(b.url, "vllm:request_success_total", finished);
+  const double b_hits = metric_at(b.url, "vllm:prefix_cache_hits_total");
+  const double c_done = metric_at(c.url, "vllm:request_success_total", finished);
+  const double c_prompt = metric_at(c.url, "vllm:prompt_tokens_total");
+  RawClient busy(gw.gw.url);
+  ASSERT_TRUE(busy.send(raw_post("/v1/completions", R"({"model":"sim","prompt":")" + busy_prompt +
+                                                        R"(","max_tokens":100,"stream":true})")));
+  ASSERT_TRUE(busy.read_until("\r\n\r\n"));
+  ASSERT_EQ(response_header(busy.received(), "x-kvgate-endpoint"), b.url);
+
+  // The stream goes to A (all of the prompt); A is killed after 20 tokens, and the
+  // continuation, routed on the prompt's blocks with A excluded, goes to B.
+  const std::string body = R"({"model":"sim","prompt":")" + prompt +
+                           R"(","max_tokens":120,"temperature":0,"stream":true})";
+  bool busy_when_killed = false;
+  Answer got = stream_and_kill(
+      gw.gw,
+      [&](const std::string& url) {
+        busy.read_some(std::chrono::milliseconds(1));
+        busy_when_killed = busy.received().find("[DONE]") == std::string::npos;
+        for (KvEngine* e : {&a, &b, &c}) {
+          if (e->url == url) e->proc->signal(SIGKILL);
+        }
+      },
+      "/v1/completions", body, 20);
+  ASSERT_EQ(got.endpoint, a.url);  // the longest prefix
+  ASSERT_TRUE(busy_when_killed) << "B's own request ended before the migration";
+  ASSERT_TRUE(got.done);
+  EXPECT_EQ(got.text, expected);
+  EXPECT_EQ(token_chunks(got), 120);
+  EXPECT_EQ(gw.gw.metric("kvgate_stream_migrations_total", {{"outcome", "resumed"}}), 1);
+
+  // The continuation ran on B (its own request and the continuation finished there), from
+  // B's cached half of the prompt; C was never asked.
+  EXPECT_TRUE(busy.read_until("data: [DONE]", std::chrono::seconds(30)));
+  ASSERT_TRUE(eventually(
+      [&] { return metric_at(b.url, "vllm:request_success_total", finished) == b_done + 2; }));
+  EXPECT_GE(metric_at(b.url, "vllm:prefix_cache_hits_total") - b_hits, 16.0 * on_b);
+  EXPECT_EQ(metric_at(c.url, "vllm:request_success_total", finished), c_done);
+  EXPECT_EQ(metric_at(c.url, "vllm:prompt_tokens_total"), c_prompt);
+  EXPECT_EQ(gw.gw.proc->stop(), 0) << gw.gw.proc->errors();
 }
 
 }  // namespace

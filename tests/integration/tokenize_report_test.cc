@@ -13,12 +13,12 @@
 namespace kvgate::testing {
 namespace {
 
-struct Run {
+struct Exit {
   int status = -1;
   std::string out, err;
 };
 
-Run run(const std::vector<std::string>& args) {
+Exit run(const std::vector<std::string>& args) {
   auto p = ChildProcess::spawn(kvgate_bin(), args);
   if (!p) {
     ADD_FAILURE() << p.error();
@@ -27,7 +27,7 @@ Run run(const std::vector<std::string>& args) {
   for (int i = 0; i < 2000 && (*p)->running(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  Run r;
+  Exit r;
   r.status = (*p)->stop();
   r.out = (*p)->output();
   r.err = (*p)->errors();
@@ -76,12 +76,13 @@ TEST(TokenizeReport, EachPoolSaysWhichPathItsIdsTakeAndWhy) {
       "models:\n  - name: m\n    pool: local\n";
   const std::string config = write_temp_file("report.yaml", yaml);
 
-  const Run check = run({"serve", "--check", config});
+  const Exit check = run({"serve", "--check", config});
   ASSERT_EQ(check.status, 0) << check.err;
   const std::vector<std::string> want = {
       "pool local: tokenizer " + tok + ": ",
       "pool local: chat template " + tpl + ": general engine",
-      "pool badtok: tokenizer " + refused_tok + ": refused (tokenizer.json: model.type: unsupported \"Unigram\"",
+      "pool badtok: tokenizer " + refused_tok +
+          ": refused (tokenizer.json: model.type: unsupported \"Unigram\"",
       "pool badtok: chat template: engine fallback (the tokenizer was refused)",
       "pool badtpl: tokenizer " + tok + ": ",
       "pool badtpl: chat template " + bad_tpl + ": refused (",
@@ -109,7 +110,7 @@ TEST(TokenizeReport, EachPoolSaysWhichPathItsIdsTakeAndWhy) {
       << check.out << check.err;
 
   // `kvgate tokenize --config` prints the same lines.
-  const Run report = run({"tokenize", "--config", config});
+  const Exit report = run({"tokenize", "--config", config});
   ASSERT_EQ(report.status, 0) << report.err;
   EXPECT_EQ(lines_of(report.out, "pool "), got);
 
@@ -121,9 +122,10 @@ TEST(TokenizeReport, EachPoolSaysWhichPathItsIdsTakeAndWhy) {
                           refused_tok +
                           "\n    endpoints: [http://127.0.0.1:1]\nmodels:\n  - name: m\n"
                           "    pool: p\n");
-  const Run failed = run({"serve", "--check", strict});
+  const Exit failed = run({"serve", "--check", strict});
   EXPECT_EQ(failed.status, 2);
-  EXPECT_NE(failed.err.find("pool p: " + refused_tok + ": tokenizer.json: model.type"), std::string::npos)
+  EXPECT_NE(failed.err.find("pool p: " + refused_tok + ": tokenizer.json: model.type"),
+            std::string::npos)
       << failed.err;
 }
 

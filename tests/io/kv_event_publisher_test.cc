@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 #include <zmq.hpp>
 
@@ -93,6 +94,68 @@ TEST(KvEventPublisher, ThreeFramesWithBigEndianSequenceAndReplay) {
     got.push_back(p.to_string());
   }
   EXPECT_EQ(got, (std::vector<std::string>{"batch2", "batch3", "batch4"}));
+}
+
+TEST(KvEventPublisher, DropEveryWithholdsEveryNthBatchFromTheWireButReplaysIt) {
+  KvEventPublisherOptions o;
+  o.endpoint = "tcp://127.0.0.1:*";
+  o.replay_endpoint = "tcp://127.0.0.1:*";
+  o.drop_every = 3;  // seq 2, 5, 8, ... never go out
+  auto pub = KvEventPublisher::start(o);
+  ASSERT_TRUE(pub) << pub.error();
+  zmq::context_t ctx;
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::subscribe, "");
+  sub.connect((*pub)->endpoint());
+  zmq::message_t topic, seq, payload;
+  int probes = 0;
+  while (true) {  // slow joiner
+    (*pub)->publish("probe" + std::to_string(probes++));
+    sub.set(zmq::sockopt::rcvtimeo, 20);
+    if (sub.recv(topic)) break;
+    ASSERT_LT(probes, 500);
+  }
+  sub.set(zmq::sockopt::rcvtimeo, 5000);
+  ASSERT_TRUE(sub.recv(seq));
+  ASSERT_TRUE(sub.recv(payload));
+  std::vector<uint64_t> seen = {be64(seq)};
+  for (int i = 0; i < 6; ++i) (*pub)->publish("batch" + std::to_string(i));
+  const uint64_t end = static_cast<uint64_t>(probes) + 6;  // sequence numbers 0 .. end-1
+  while (true) {
+    sub.set(zmq::sockopt::rcvtimeo, 200);
+    if (!sub.recv(topic)) break;  // nothing more: the last ones may be withheld
+    ASSERT_TRUE(sub.recv(seq));
+    ASSERT_TRUE(sub.recv(payload));
+    seen.push_back(be64(seq));
+  }
+  for (uint64_t s : seen) EXPECT_NE(s % 3, 2u) << s;
+  for (uint64_t s = seen.front(); s < end; ++s) {
+    if (s % 3 != 2) {
+      EXPECT_NE(std::find(seen.begin(), seen.end(), s), seen.end()) << s;
+    }
+  }
+  for (int i = 0; i < 200 && (*pub)->published() != end; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ((*pub)->published(), end);
+  EXPECT_EQ((*pub)->dropped(), end / 3);
+
+  // The withheld batches are in the replay buffer like every other.
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::rcvtimeo, 5000);
+  dealer.connect((*pub)->replay_endpoint());
+  (void)dealer.send(zmq::message_t(), zmq::send_flags::sndmore);
+  (void)dealer.send(zmq::buffer(std::string(8, '\0')), zmq::send_flags::none);
+  uint64_t replayed = 0;
+  while (true) {
+    zmq::message_t empty, s, p;
+    ASSERT_TRUE(dealer.recv(empty));
+    ASSERT_TRUE(dealer.recv(s));
+    ASSERT_TRUE(dealer.recv(p));
+    if (s.to_string() == std::string(8, '\xff')) break;
+    EXPECT_EQ(be64(s), replayed++);
+  }
+  EXPECT_EQ(replayed, end);
 }
 
 TEST(KvEventPublisher, ConnectModeReachesABoundSubscriber) {

@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "cli/coldstart/coldstart_runner.h"
 #include "cli/commands.h"
 #include "core/coldstart/report_render.h"
+#include "env/file.h"
 
 namespace kvgate::coldstart {
 namespace {
@@ -58,14 +58,12 @@ int run(const Flags& flags) {
   options.echo_output = flags.echo;
   if (!flags.out.empty()) options.log_dir = flags.out;
   if (!flags.patterns_file.empty()) {
-    std::ifstream f(flags.patterns_file);
-    if (!f) {
-      std::fprintf(stderr, "kvgate coldstart: cannot read %s\n", flags.patterns_file.c_str());
+    Result<std::string> text = env::read_file(flags.patterns_file);
+    if (!text) {
+      std::fprintf(stderr, "kvgate coldstart: %s\n", text.error().c_str());
       return 2;
     }
-    std::stringstream text;
-    text << f.rdbuf();
-    Result<PatternSet> set = parse_patterns_yaml(text.str());
+    Result<PatternSet> set = parse_patterns_yaml(*text);
     if (!set) {
       std::fprintf(stderr, "kvgate coldstart: %s: %s\n", flags.patterns_file.c_str(),
                    set.error().c_str());

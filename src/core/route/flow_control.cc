@@ -37,24 +37,23 @@ bool FlowController::has_capacity(Nanos now) const {
 
 Decision FlowController::route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng) {
   // The router picks among the endpoints that have room by this measure (its own
-  // saturation filter may find others unsaturated): the rest are hidden for the one
-  // decision, as a retry hides the endpoints that failed.
-  EndpointPool& pool = router_.pool();
-  hidden_.clear();
+  // saturation filter may find others unsaturated): the rest are excluded for the one
+  // decision, beside what the request excludes itself (a retry's failed endpoints).
+  // Nothing about the endpoints changes, so no other reader sees them flip.
+  const EndpointPool& pool = router_.pool();
+  excluded_.assign(request.excluded.begin(), request.excluded.end());
   for (EndpointId id : pool.ids()) {
     const Endpoint& e = *pool.get(id);
     if (e.health == Health::kHealthy && can_decode(e.spec.role) && !endpoint_has_capacity(e, now)) {
-      hidden_.push_back(id);
+      excluded_.push_back(id);
     }
   }
-  for (EndpointId id : hidden_) pool.set_health(id, Health::kUnhealthy);
+  RouteRequest r = request;
+  r.excluded = excluded_;
   // Flow control decided that it goes: the saturation filter must not shed it again
   // (its measure of saturation differs from the queue's).
-  RouteRequest r = request;
   if (r.criticality == Criticality::kSheddable) r.criticality = Criticality::kStandard;
-  Decision d = router_.route(r, now, rng);
-  for (EndpointId id : hidden_) pool.set_health(id, Health::kHealthy);
-  return d;
+  return router_.route(r, now, rng);
 }
 
 namespace {

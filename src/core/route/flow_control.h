@@ -97,13 +97,13 @@ class FlowController {
  private:
   FlowOutcome route_now(const FlowRequest& request, Nanos now, Rng& rng);
   bool endpoint_has_capacity(const Endpoint& e, Nanos now) const;
-  // Router::route among the endpoints that have capacity (the others hidden meanwhile).
+  // Router::route among the endpoints that have capacity (the others excluded).
   Decision route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng);
 
   Router& router_;
   FlowQueue queue_;
   std::vector<FlowQueue::Removed> removed_;  // scratch
-  std::vector<EndpointId> hidden_;           // scratch
+  std::vector<EndpointId> excluded_;         // scratch: the request's and the full ones
 };
 
 }  // namespace kvgate::route

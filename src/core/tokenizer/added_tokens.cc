@@ -1,6 +1,7 @@
 #include "core/tokenizer/added_tokens.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/tokenizer/unicode.h"
 
@@ -37,13 +38,28 @@ AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens,
     if (nodes_[node].token < 0) nodes_[node].token = static_cast<int32_t>(t);
     first_byte_[static_cast<uint8_t>(s[0])] = true;
   }
+  const auto& roots = nodes_[0].children;
+  if (roots.size() == 1) only_first_byte_ = roots[0].first;
+}
+
+size_t AddedTokenMatcher::memory_bytes() const {
+  size_t n = nodes_.capacity() * sizeof(Node) + tokens_.capacity() * sizeof(AddedToken);
+  for (const Node& node : nodes_) n += node.children.capacity() * sizeof(node.children[0]);
+  for (const AddedToken& t : tokens_) n += t.content.capacity();
+  return n;
 }
 
 int32_t AddedTokenMatcher::next_raw(std::string_view text, size_t from, size_t& start,
                                     size_t& end) const {
   const auto* p = reinterpret_cast<const uint8_t*>(text.data());
   for (size_t s = from; s < text.size(); ++s) {
-    if (!first_byte_[p[s]]) continue;
+    if (only_first_byte_ >= 0) {  // most tokenizers: every added token starts with '<'
+      const void* q = std::memchr(p + s, only_first_byte_, text.size() - s);
+      if (!q) return -1;
+      s = static_cast<size_t>(static_cast<const uint8_t*>(q) - p);
+    } else if (!first_byte_[p[s]]) {
+      continue;
+    }
     uint32_t node = 0;
     int32_t best = -1;
     for (size_t i = s; i < text.size(); ++i) {

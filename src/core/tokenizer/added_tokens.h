@@ -47,6 +47,8 @@ class AddedTokenMatcher {
   // Appends the matches in `sentence`, in order and non-overlapping.
   void find_all(std::string_view sentence, std::vector<Match>& out) const;
   bool empty() const { return nodes_.size() <= 1; }
+  // Heap bytes held: the trie and the matcher's copy of the tokens.
+  size_t memory_bytes() const;
 
  private:
   struct Node {
@@ -59,6 +61,7 @@ class AddedTokenMatcher {
   std::vector<Node> nodes_{1};
   std::vector<AddedToken> tokens_;
   bool first_byte_[256] = {};
+  int only_first_byte_ = -1;  // the one first byte of all patterns, or -1
 };
 
 }  // namespace kvgate::tokenizer

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <queue>
 #include <tuple>
 
@@ -31,7 +32,7 @@ Result<BpeModel> BpeModel::build(std::vector<VocabEntry> vocab, const std::vecto
     total += v.bytes.size();
   }
   if (vocab.empty()) return Error("model.vocab: empty");
-  if (max_id > 16 * 1024 * 1024) return Error("model.vocab: token id too large");
+  if (max_id > kIdMask) return Error("model.vocab: token id too large");
   std::sort(vocab.begin(), vocab.end(),
             [](const VocabEntry& a, const VocabEntry& b) { return a.id < b.id; });
   m.bytes_.reserve(total);
@@ -89,7 +90,16 @@ Result<BpeModel> BpeModel::build(std::vector<VocabEntry> vocab, const std::vecto
       m.fallback_ids_[b] = id < 0 ? kNoId : static_cast<uint32_t>(id);
     }
     if (m.prefix_.empty() && m.suffix_.empty()) {
+      m.char_ids_.assign(0x10000, kNoId);
+      for (const auto& v : vocab) {
+        if (v.bytes.size() > 3 || find_invalid_utf8(v.bytes) != std::string_view::npos) continue;
+        const CodePoint c = decode_utf8(v.bytes, 0);
+        if (c.len == v.bytes.size()) m.char_ids_[c.cp] = v.id;
+      }
       m.char_pairs_.assign(size_t{1} << (kPairBits - 6), 0);
+      auto flag = [&](char32_t cp, uint32_t f) {
+        if (cp < m.char_ids_.size() && m.char_ids_[cp] != kNoId) m.char_ids_[cp] |= f;
+      };
       for (const auto& v : vocab) {
         if (find_invalid_utf8(v.bytes) != std::string_view::npos) continue;
         char32_t prev = 0;
@@ -98,16 +108,12 @@ Result<BpeModel> BpeModel::build(std::vector<VocabEntry> vocab, const std::vecto
           if (i > 0) {
             const uint64_t bit = pair_bit(prev, c.cp);
             m.char_pairs_[bit >> 6] |= 1ULL << (bit & 63);
+            flag(prev, kPairsLeft);
+            flag(c.cp, kPairsRight);
           }
           prev = c.cp;
           i += c.len;
         }
-      }
-      m.char_ids_.assign(0x10000, kNoId);
-      for (const auto& v : vocab) {
-        if (v.bytes.size() > 3 || find_invalid_utf8(v.bytes) != std::string_view::npos) continue;
-        const CodePoint c = decode_utf8(v.bytes, 0);
-        if (c.len == v.bytes.size()) m.char_ids_[c.cp] = v.id;
       }
     }
   }
@@ -144,6 +150,20 @@ Result<BpeModel> BpeModel::build(std::vector<VocabEntry> vocab, const std::vecto
     m.pairs_[i] = PairSlot{key, static_cast<uint32_t>(r), static_cast<uint32_t>(j)};
   }
   if (m.byte_level_) m.init_premerge();
+  if (m.byte_fallback_ && !m.char_pairs_.empty()) {
+    // Byte tokens are inert when all 256 exist and no merge takes one (Llama 2, Gemma).
+    std::vector<bool> is_fallback(max_id + 1, false);
+    bool all = true;
+    for (uint32_t id : m.fallback_ids_) {
+      all = all && id != kNoId;
+      if (id != kNoId) is_fallback[id] = true;
+    }
+    m.fallback_inert_ = all;
+    for (const PairSlot& p : m.pairs_) {
+      if (p.key != kEmpty && (is_fallback[p.key >> 32] || is_fallback[p.key & 0xFFFFFFFF]))
+        m.fallback_inert_ = false;
+    }
+  }
   m.self_merging_.assign(max_id + 1, false);
   std::vector<uint32_t> ids;
   for (uint32_t id = 0; id <= max_id; ++id) {
@@ -153,7 +173,37 @@ Result<BpeModel> BpeModel::build(std::vector<VocabEntry> vocab, const std::vecto
     m.encode_word_from_bytes(t, ids);
     m.self_merging_[id] = ids.size() == 1 && ids[0] == id;
   }
+  m.init_short_table();
   return m;
+}
+
+void BpeModel::init_short_table() {
+  auto wanted = [&](uint32_t id) {
+    const std::string_view t = token_bytes(id);
+    return !t.empty() && t.size() <= kInlineKey && !unreachable(id) &&
+           (ignore_merges_ || self_merging_[id]);
+  };
+  size_t n = 0;
+  for (uint32_t id = 0; id + 1 < offsets_.size(); ++id) n += wanted(id);
+  size_t cap = 1;
+  int bits = 0;
+  while (cap < 2 * n + 2) {
+    cap <<= 1;
+    ++bits;
+  }
+  short_.assign(cap, ShortSlot{});
+  short_shift_ = 64 - bits;
+  for (uint32_t id = 0; id + 1 < offsets_.size(); ++id) {
+    if (!wanted(id)) continue;
+    const std::string_view t = token_bytes(id);
+    ShortSlot s;
+    short_key(t.data(), t.size(), s.a, s.b);
+    s.id = id | (self_merging_[id] ? kSelfMerging : 0);
+    s.len = static_cast<uint32_t>(t.size());
+    size_t i = short_hash(s.a, s.b, t.size()) >> short_shift_;
+    while (short_[i].len != 0) i = (i + 1) & (cap - 1);
+    short_[i] = s;
+  }
 }
 
 int64_t BpeModel::token_id(std::string_view bytes) const {
@@ -171,14 +221,17 @@ size_t BpeModel::memory_bytes() const {
          prefix_.capacity() + suffix_.capacity() + bytes_.capacity() +
          offsets_.capacity() * sizeof(uint32_t) + pairs_.capacity() * sizeof(PairSlot) +
          by_bytes_.capacity() * sizeof(uint32_t) + filter_.capacity() * sizeof(uint64_t) +
-         self_merging_.capacity() / 8 + whole_char_.capacity() * sizeof(uint32_t) +
+         (self_merging_.capacity() + unreachable_.capacity()) / 8 +
+         whole_char_.capacity() * sizeof(uint32_t) + short_.capacity() * sizeof(ShortSlot) +
          straddle_.capacity() * sizeof(uint64_t);
 }
 
 uint32_t BpeModel::char_id(std::string_view ch, bool first, bool last) const {
   if (!char_ids_.empty()) {
-    if (ch.size() == 1) return char_ids_[static_cast<unsigned char>(ch[0])];
-    if (ch.size() <= 3) return char_ids_[decode_utf8(ch, 0).cp];
+    if (ch.size() <= 3) {
+      const uint32_t e = char_ids_[decode_utf8(ch, 0).cp];
+      return e == kNoId ? kNoId : e & kIdMask;
+    }
     const int64_t id = token_id(ch);
     return id < 0 ? kNoId : static_cast<uint32_t>(id);
   }
@@ -232,12 +285,9 @@ size_t BpeModel::initial_char_symbols(std::string_view w, uint32_t* sym) const {
 }
 
 void BpeModel::encode_chars(std::string_view word, std::vector<uint32_t>& out) const {
-  if (word.size() <= kShortWord) {
-    const int64_t id = token_id(word);
-    if (id >= 0 && self_merging_[static_cast<size_t>(id)]) {
-      out.push_back(static_cast<uint32_t>(id));
-      return;
-    }
+  if (const int64_t id = whole_token(word, false); id >= 0) {
+    out.push_back(static_cast<uint32_t>(id));
+    return;
   }
   const size_t cap = max_char_symbols(word.size());
   if (cap <= kStackSymbols) {
@@ -251,45 +301,30 @@ void BpeModel::encode_chars(std::string_view word, std::vector<uint32_t>& out) c
 
 void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) const {
   if (!byte_level_) {
-    if (ignore_merges_ || word.size() <= kShortWord) {
-      const int64_t id = token_id(word);
-      if (id >= 0 && (ignore_merges_ || self_merging_[static_cast<size_t>(id)])) {
-        out.push_back(static_cast<uint32_t>(id));
-        return;
-      }
+    if (const int64_t id = whole_token(word, ignore_merges_); id >= 0) {
+      out.push_back(static_cast<uint32_t>(id));
+      return;
     }
     if (char_pairs_.empty() || word.size() <= kShortWord) {
       encode_chars(word, out);
       return;
     }
-    // Cut where no merge can cross (see char_pairs_), then encode the pieces.
-    size_t start = 0;
-    char32_t prev = 0;
-    bool prev_own = false;
-    for (size_t i = 0; i < word.size();) {
-      const CodePoint c = decode_utf8(word, i);
-      const bool own = char_id(word.substr(i, c.len), false, false) != kNoId;
-      if (i > start && prev_own && own && !may_pair(prev, c.cp)) {
-        encode_chars(word.substr(start, i - start), out);
-        start = i;
-      }
-      prev = c.cp;
-      prev_own = own;
-      i += c.len;
+    if (word.size() <= kStackSymbols) {
+      uint32_t sym[kStackSymbols];
+      encode_chunked(word, sym, out);
+    } else {
+      auto sym = std::make_unique_for_overwrite<uint32_t[]>(word.size());
+      encode_chunked(word, sym.get(), out);
     }
-    encode_chars(word.substr(start), out);
     return;
   }
   if (word.size() == 1) {
     out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
     return;
   }
-  if (ignore_merges_ || word.size() <= kShortWord) {
-    const int64_t id = token_id(word);
-    if (id >= 0 && (ignore_merges_ || self_merging_[static_cast<size_t>(id)])) {
-      out.push_back(static_cast<uint32_t>(id));
-      return;
-    }
+  if (const int64_t id = whole_token(word, ignore_merges_); id >= 0) {
+    out.push_back(static_cast<uint32_t>(id));
+    return;
   }
   if (word.size() <= kShortWord) {
     uint32_t init[kShortWord];
@@ -304,6 +339,73 @@ void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) co
     const size_t n = initial_symbols(word, init.data());
     merge_long(init.data(), n, out);
   }
+}
+
+// Cuts where no merge can cross: between two characters that both have a token and never
+// sit side by side in one (char_pairs_, with the kPairsLeft/kPairsRight flags answering
+// most pairs from the character's own entry), and around a character that becomes inert
+// byte tokens. Each chunk is then BPE'd on its own: a single character is its token.
+void BpeModel::encode_chunked(std::string_view word, uint32_t* sym,
+                              std::vector<uint32_t>& out) const {
+  size_t start = 0;       // byte offset of the current chunk
+  size_t n = 0;           // its symbols, sym[0, n)
+  bool missing = false;   // it holds a character without a token: encode_chars decides
+  uint32_t prev = kNoId;  // char_ids_ entry of the previous character (kNoId: none)
+  char32_t prev_cp = 0;
+  auto flush = [&](size_t end) {
+    const std::string_view chunk = word.substr(start, end - start);
+    if (missing) {
+      encode_chars(chunk, out);
+    } else if (n == 1) {
+      out.push_back(sym[0]);
+    } else if (n > 1) {
+      if (const int64_t id = whole_token(chunk, false); id >= 0) {
+        out.push_back(static_cast<uint32_t>(id));
+      } else {
+        merge(sym, n, out);
+      }
+    }
+    start = end;
+    n = 0;
+    missing = false;
+  };
+  for (size_t i = 0; i < word.size();) {
+    const auto b = static_cast<unsigned char>(word[i]);
+    CodePoint c{b, 1};
+    uint32_t e;
+    if (b < 0x80) {
+      e = char_ids_[b];
+    } else {
+      c = decode_utf8(word, i);
+      if (c.len < 4) {
+        e = char_ids_[c.cp];
+      } else {
+        const int64_t id = token_id(word.substr(i, c.len));
+        e = id < 0 ? kNoId : static_cast<uint32_t>(id) | kPairsLeft | kPairsRight;
+      }
+    }
+    if (e == kNoId) {
+      if (fallback_inert_) {
+        flush(i);
+        for (size_t k = i; k < i + c.len; ++k)
+          out.push_back(fallback_ids_[static_cast<unsigned char>(word[k])]);
+        start = i + c.len;
+      } else {
+        missing = true;
+      }
+      prev = kNoId;
+      i += c.len;
+      continue;
+    }
+    if (i > start && prev != kNoId &&
+        !((prev & kPairsLeft) && (e & kPairsRight) && may_pair(prev_cp, c.cp)))
+      flush(i);
+    sym[n++] = e & kIdMask;
+    prev = e;
+    prev_cp = c.cp;
+    i += c.len;
+  }
+  flush(word.size());
 }
 
 void BpeModel::encode_word_from_bytes(std::string_view word, std::vector<uint32_t>& out) const {

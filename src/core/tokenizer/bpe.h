@@ -84,6 +84,8 @@ class BpeModel {
   bool byte_level() const { return byte_level_; }
   // True when characters are pre-merged (byte-level mode, monotone ranks; see .cc).
   bool premerge() const { return premerge_; }
+  // True when a character without a token cuts a long character-mode word (see .cc).
+  bool fallback_inert() const { return fallback_inert_; }
   // Bytes of heap memory held (for the memory benchmark).
   size_t memory_bytes() const;
 
@@ -99,6 +101,57 @@ class BpeModel {
   static constexpr size_t kShortWord = 24;  // longer words take the heap path
   static constexpr size_t kStackSymbols = 256;
   static constexpr int kFilterBits = 21;
+
+  // The short-token table: tokens of 1..kInlineKey bytes with their bytes inline, so that
+  // a whole-word lookup costs one hash and one slot (no byte table, no memcmp). It holds
+  // the self-merging tokens, or every reachable token under ignore_merges.
+  static constexpr size_t kInlineKey = 16;
+  struct ShortSlot {
+    uint64_t a, b;     // the bytes, as short_key() packs them
+    uint32_t id;       // | kSelfMerging
+    uint32_t len = 0;  // 0: free
+  };
+  static constexpr uint32_t kSelfMerging = 1U << 31;
+  // REQUIRES: 1 <= n <= kInlineKey. Packs the n bytes at p (with n, a unique key).
+  static void short_key(const char* p, size_t n, uint64_t& a, uint64_t& b) {
+    if (n >= 8) {
+      __builtin_memcpy(&a, p, 8);
+      __builtin_memcpy(&b, p + n - 8, 8);
+    } else if (n >= 4) {
+      uint32_t x, y;
+      __builtin_memcpy(&x, p, 4);
+      __builtin_memcpy(&y, p + n - 4, 4);
+      a = x;
+      b = y;
+    } else {
+      a = static_cast<unsigned char>(p[0]) | static_cast<unsigned char>(p[n / 2]) << 8 |
+          static_cast<uint64_t>(static_cast<unsigned char>(p[n - 1])) << 16;
+      b = 0;
+    }
+  }
+  static uint64_t short_hash(uint64_t a, uint64_t b, size_t n) {
+    const uint64_t h = (a * 0x9E3779B97F4A7C15ULL) ^ (b * 0xC2B2AE3D27D4EB4FULL) ^ n;
+    return (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ULL;
+  }
+  // The id of the token whose bytes are exactly `word` when BPE makes that one token of it
+  // (self-merging), or, with `any` (ignore_merges only), when it is a token at all; else -1.
+  int64_t whole_token(std::string_view word, bool any) const {
+    if (word.size() <= kInlineKey) {
+      uint64_t a, b;
+      short_key(word.data(), word.size(), a, b);
+      const size_t mask = short_.size() - 1;
+      for (size_t i = short_hash(a, b, word.size()) >> short_shift_;; i = (i + 1) & mask) {
+        const ShortSlot& s = short_[i];
+        if (s.len == 0) return -1;
+        if (s.a == a && s.b == b && s.len == word.size())
+          return any || (s.id & kSelfMerging) ? static_cast<int64_t>(s.id & ~kSelfMerging) : -1;
+      }
+    }
+    if (!any && word.size() > kShortWord) return -1;
+    const int64_t id = token_id(word);
+    return id >= 0 && (any || self_merging_[static_cast<size_t>(id)]) ? id : -1;
+  }
+  void init_short_table();
 
   // Rank and merged id of (left, right); rank kNoRank when they do not merge.
   // Most adjacent pairs do not merge; a 256 KiB bit filter (fits in L2) answers most of
@@ -155,6 +208,8 @@ class BpeModel {
   // Token ids whose own bytes BPE turns into exactly that token: a word equal to such a
   // token is looked up instead of merged (exact, BPE is a function of the word).
   std::vector<bool> self_merging_;
+  std::vector<ShortSlot> short_;  // see whole_token
+  int short_shift_ = 64;
   std::vector<uint32_t> whole_char_;  // BMP code point -> its single token, or kNoId
   std::vector<uint64_t> straddle_;    // bit filter of (left part, right part) pairs
   bool ignore_merges_ = false;
@@ -165,8 +220,17 @@ class BpeModel {
   bool byte_fallback_ = false;
   uint32_t fallback_ids_[256] = {};  // <0xNN> token ids, kNoId when absent
   std::string prefix_, suffix_;
-  std::vector<uint32_t> char_ids_;  // BMP code point -> its token (no prefix/suffix), or kNoId
-  std::vector<bool> unreachable_;   // by id; empty when every entry is reachable
+  // BMP code point -> its token (no prefix/suffix) | kPairsLeft | kPairsRight, or kNoId.
+  // The flags say whether the character sits before (left) or after (right) another
+  // character inside some vocabulary token; ids fit in 24 bits (build() checks).
+  static constexpr uint32_t kPairsLeft = 1U << 30, kPairsRight = 1U << 29;
+  static constexpr uint32_t kIdMask = (1U << 24) - 1;
+  std::vector<uint32_t> char_ids_;
+  // Character mode: every character without a token becomes byte tokens that no merge
+  // takes (byte_fallback with all 256 <0xNN> tokens, none in a merge): such a character
+  // is a hard cut, its bytes go straight to the output.
+  bool fallback_inert_ = false;
+  std::vector<bool> unreachable_;  // by id; empty when every entry is reachable
   // Character mode: a bit filter of the adjacent character pairs inside any vocabulary
   // token (empty: no chunking). A long word is cut between two characters that both have
   // their own token and never sit side by side in a token: no merge can cross there (the
@@ -183,6 +247,9 @@ class BpeModel {
     return (char_pairs_[bit >> 6] >> (bit & 63)) & 1;
   }
   void encode_chars(std::string_view word, std::vector<uint32_t>& out) const;
+  // A long character-mode word (char_pairs_ set): cut into chunks no merge crosses, each
+  // chunk's symbols collected in the same pass (`sym`: room for word.size() entries).
+  void encode_chunked(std::string_view word, uint32_t* sym, std::vector<uint32_t>& out) const;
 };
 
 }  // namespace kvgate::tokenizer

@@ -167,6 +167,12 @@ Result<std::string> Decoder::decode(std::vector<std::string> tokens,
   return out;
 }
 
+size_t Decoder::memory_bytes() const {
+  size_t n = steps_.capacity() * sizeof(Step);
+  for (const Step& s : steps_) n += s.text.capacity() + (s.pattern ? s.pattern->memory_bytes() : 0);
+  return n;
+}
+
 std::string Decoder::describe() const {
   if (!present_) return "none (tokens joined with spaces)";
   if (steps_.empty()) return "empty Sequence";

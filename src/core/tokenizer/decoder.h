@@ -44,6 +44,7 @@ class Decoder {
   // The text of `tokens` (consumed).
   Result<std::string> decode(std::vector<std::string> tokens, Regex::Scratch& scratch) const;
   std::string describe() const;
+  size_t memory_bytes() const;  // heap bytes held (regexes, texts)
 
  private:
   bool present_ = false;

@@ -9,18 +9,10 @@
 
 namespace kvgate::tokenizer {
 
-void normalize_form(NormalForm form, std::string_view s, std::string& out) {
-  bool ascii = true;
-  for (char c : s) {
-    if (static_cast<unsigned char>(c) >= 0x80) {
-      ascii = false;
-      break;
-    }
-  }
-  if (ascii) {  // every normal form of ASCII is itself
-    out.append(s);
-    return;
-  }
+namespace {
+
+// utf8proc_map of valid UTF-8 `s` in `form`, appended to `out`.
+void map_form(NormalForm form, std::string_view s, std::string& out) {
   int opts = UTF8PROC_STABLE;
   switch (form) {
     case NormalForm::kNfc:
@@ -46,6 +38,38 @@ void normalize_form(NormalForm form, std::string_view s, std::string& out) {
   }
   std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> guard(mapped, &std::free);
   out.append(reinterpret_cast<const char*>(mapped), static_cast<size_t>(n));
+}
+
+}  // namespace
+
+// Every normal form of a text is the concatenation of the normal forms of its pieces when
+// each cut is right before an ASCII character: ASCII is its own normal form, has
+// combining class 0 (canonical reordering stops at it) and is never the second character
+// of a composition (nothing before it composes with it, and as a starter it blocks
+// composition across it). So only the runs of non-ASCII characters, each with the ASCII
+// character before it (which may compose with what follows), go through utf8proc.
+void normalize_form(NormalForm form, std::string_view s, std::string& out) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  size_t at = 0;  // s[0, at) is done
+  while (at < n) {
+    size_t j = at;
+    while (j + 8 <= n) {  // to the next non-ASCII byte, 8 bytes at a time
+      uint64_t w;
+      __builtin_memcpy(&w, p + j, 8);
+      if (w & 0x8080808080808080ULL) break;
+      j += 8;
+    }
+    while (j < n && p[j] < 0x80) ++j;
+    if (j == n) break;
+    const size_t start = j > at ? j - 1 : j;
+    size_t k = j;
+    while (k < n && p[k] >= 0x80) ++k;
+    out.append(s.substr(at, start - at));
+    map_form(form, s.substr(start, k - start), out);
+    at = k;
+  }
+  out.append(s.substr(at));
 }
 
 void lowercase(std::string_view s, std::string& out) {
@@ -145,6 +169,13 @@ Status Normalizer::normalize(std::string_view in, std::string& out, Regex::Scrat
     }
   }
   return {};
+}
+
+size_t Normalizer::memory_bytes() const {
+  size_t n = steps_.capacity() * sizeof(Step);
+  for (const Step& s : steps_)
+    n += s.content.capacity() + (s.pattern ? s.pattern->memory_bytes() : 0);
+  return n;
 }
 
 std::string Normalizer::describe() const {

@@ -46,6 +46,7 @@ class Normalizer {
 
   // "NFC", "Prepend(▁) + Replace( →▁)", ... for `kvgate tokenize --explain`.
   std::string describe() const;
+  size_t memory_bytes() const;  // heap bytes held (regexes, texts)
 
  private:
   std::vector<Step> steps_;

@@ -260,6 +260,13 @@ Status PreTokenizer::run(std::string_view text, bool at_start, Scratch& s,
   return {};
 }
 
+size_t PreTokenizer::memory_bytes() const {
+  size_t n = steps_.capacity() * sizeof(Step);
+  for (const Step& s : steps_)
+    n += s.replacement.capacity() + (s.regex ? s.regex->memory_bytes() : 0);
+  return n;
+}
+
 std::string PreTokenizer::describe() const {
   if (steps_.empty()) return "none";
   std::string d;

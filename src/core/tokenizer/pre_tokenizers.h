@@ -89,6 +89,7 @@ class PreTokenizer {
   Status run(std::string_view text, bool at_start, Scratch& s, std::vector<Piece>& out) const;
 
   std::string describe() const;
+  size_t memory_bytes() const;  // heap bytes held (regexes, texts)
 
  private:
   Status apply(const Step& step, const Piece& in, Scratch& s, std::vector<Piece>& out) const;

@@ -288,6 +288,17 @@ Regex Regex::literal(std::string_view text) {
   return r;
 }
 
+size_t Regex::memory_bytes() const {
+  size_t n = literal_.capacity() + translated_.capacity();
+  if (code_) {
+    size_t size = 0, jit = 0;
+    pcre2_pattern_info(code_->code, PCRE2_INFO_SIZE, &size);
+    if (code_->jit) pcre2_pattern_info(code_->code, PCRE2_INFO_JITSIZE, &jit);
+    n += sizeof(Code) + size + jit;
+  }
+  return n;
+}
+
 Status Regex::find_all(std::string_view text, Scratch& scratch, std::vector<Span>& out) const {
   if (!code_) {
     if (literal_.empty()) return {};

@@ -61,6 +61,9 @@ class Regex {
   Status find_all(std::string_view text, Scratch& scratch, std::vector<Span>& out) const;
 
   bool is_literal() const { return !code_; }
+  // Bytes held: the compiled pattern and its JIT code (PCRE2_INFO_SIZE, _JITSIZE), or the
+  // literal.
+  size_t memory_bytes() const;
   // The PCRE2 pattern compile() produced (for error messages and tests).
   const std::string& translated() const { return translated_; }
 

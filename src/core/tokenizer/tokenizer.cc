@@ -139,7 +139,10 @@ size_t Tokenizer::vocab_size() const {
 }
 
 size_t Tokenizer::memory_bytes() const {
-  size_t n = bpe_.memory_bytes() + added_by_id_.capacity() * sizeof(int32_t);
+  size_t n = bpe_.memory_bytes() + added_by_id_.capacity() * sizeof(int32_t) +
+             raw_matcher_.memory_bytes() + normalized_matcher_.memory_bytes() +
+             normalizer_.memory_bytes() + pre_.memory_bytes() + decoder_.memory_bytes() +
+             (post_prefix_.capacity() + post_suffix_.capacity()) * sizeof(uint32_t);
   for (const AddedToken& t : added_) n += sizeof(AddedToken) + t.content.capacity();
   return n;
 }

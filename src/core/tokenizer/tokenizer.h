@@ -104,7 +104,9 @@ class Tokenizer {
   // Number of distinct ids (vocabulary plus added tokens).
   size_t vocab_size() const;
   const BpeModel& bpe() const { return bpe_; }
-  // Heap bytes held by the loaded tokenizer (approximate; for the memory benchmark).
+  // Heap bytes held by the loaded tokenizer: the model's tables, the added tokens and their
+  // tries, the normalizer's, pre-tokenizer's and decoder's regexes (PCRE2 code and JIT
+  // code included). Approximate (allocator slack not counted); for the memory benchmark.
   size_t memory_bytes() const;
 
  private:

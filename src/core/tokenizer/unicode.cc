@@ -1,5 +1,6 @@
 #include "core/tokenizer/unicode.h"
 
+#include <simdjson.h>
 #include <utf8proc.h>
 
 #include <cstdlib>
@@ -8,6 +9,9 @@
 namespace kvgate::tokenizer {
 
 size_t find_invalid_utf8(std::string_view s) {
+  // simdjson's validator (SIMD, same definition of well-formed) answers long valid texts at
+  // several GB/s; the scan below finds the offset when there is one.
+  if (s.size() >= 64 && simdjson::validate_utf8(s.data(), s.size())) return std::string_view::npos;
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const size_t n = s.size();
   size_t i = 0;

@@ -110,6 +110,30 @@ TEST_F(RouterTest, RejectionReasons) {
   EXPECT_EQ(Winner(r), 'B');
 }
 
+// A retry (or flow control's capacity check) names the endpoints a request must not go
+// to: the best endpoint by cache is skipped for that request only, nothing about the
+// endpoint changes, and a request that excludes every endpoint gets the healthy filter's
+// reason.
+TEST_F(RouterTest, ExcludedEndpointsAreSkippedForThatRequestOnly) {
+  Build();
+  auto r = Prompt(8, 1);
+  EndpointId a = Add({.url = "A"});
+  EndpointId b = Add({.url = "B"});
+  Cache(a, r, 8);
+  EXPECT_EQ(Winner(r), 'A');
+  const std::vector<EndpointId> not_a = {a};
+  RouteRequest retry = r;
+  retry.excluded = not_a;
+  Decision d = router_->decide(retry, 0, rng_);
+  ASSERT_TRUE(d.accepted());
+  EXPECT_EQ(d.endpoint, b);
+  EXPECT_EQ(router_->pool().get(a)->health, Health::kHealthy);
+  EXPECT_EQ(Winner(r), 'A');  // the next request is not affected
+  const std::vector<EndpointId> both = {a, b};
+  retry.excluded = both;
+  EXPECT_EQ(router_->decide(retry, 0, rng_).reason, RejectReason::kNoHealthyEndpoints);
+}
+
 // The seed's toy example end to end: cache contents from KV events into the precise
 // index, load from requests in flight. See policies_test.cc for the arithmetic.
 TEST_F(RouterTest, SeedToyExampleThroughTheIndex) {

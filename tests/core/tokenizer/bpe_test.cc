@@ -56,6 +56,7 @@ TEST(BpePremerge, EqualsPlainBpeDeepSeekV3) {
 TEST(BpeShortcuts, CharacterModeEqualsPlainBpeLlama2) {
   KVGATE_REQUIRE_FIXTURE(t, "llama2");
   ASSERT_FALSE(t->bpe().byte_level());
+  EXPECT_TRUE(t->bpe().fallback_inert());
   check_premerge(*t, 4);
 }
 

@@ -1,8 +1,13 @@
 #include "core/tokenizer/normalizer.h"
 
 #include <gtest/gtest.h>
+#include <utf8proc.h>
 
+#include <cstdlib>
+
+#include "core/common/rng.h"
 #include "core/tokenizer/decoder.h"
+#include "core/tokenizer/unicode.h"
 
 namespace kvgate::tokenizer {
 namespace {
@@ -26,6 +31,42 @@ TEST(Normalizer, UnicodeForms) {
   EXPECT_EQ(normalize(one({.kind = Normalizer::kNfd}), "\xC3\xA9"), decomposed);
   EXPECT_EQ(normalize(one({.kind = Normalizer::kNfkc}), "\xEF\xAC\x81"), "fi");  // ligature
   EXPECT_EQ(normalize(one({.kind = Normalizer::kNfkd}), "\xE2\x91\xA0"), "1");   // circled 1
+}
+
+// normalize_form runs utf8proc only on the non-ASCII runs (with the ASCII character before
+// each): the same as utf8proc on the whole text, for texts mixing ASCII with combining
+// marks (also after ASCII: e + U+0301, < + U+0338), precomposed letters, Hangul jamo and
+// syllables, compatibility characters and singletons (U+2000, U+FB01, U+212B).
+TEST(Normalizer, FormsOfNonAsciiRunsEqualFormsOfTheWholeText) {
+  static constexpr std::pair<char32_t, char32_t> kRanges[] = {
+      {0x20, 0x7E},     {0x300, 0x36F},   {0xC0, 0x17F},    {0x1100, 0x1175},
+      {0x11A8, 0x11C2}, {0xAC00, 0xAC40}, {0x2000, 0x2010}, {0xFB00, 0xFB06},
+      {0x2126, 0x212B}, {0x338, 0x338},   {0x3099, 0x309A}, {0x304B, 0x3062}};
+  const NormalForm forms[] = {NormalForm::kNfc, NormalForm::kNfd, NormalForm::kNfkc,
+                              NormalForm::kNfkd};
+  const int opts[] = {UTF8PROC_COMPOSE, UTF8PROC_DECOMPOSE, UTF8PROC_COMPOSE | UTF8PROC_COMPAT,
+                      UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT};
+  Rng rng(5);
+  for (int t = 0; t < 4000; ++t) {
+    std::string text;
+    const size_t len = 1 + rng.below(40);
+    for (size_t i = 0; i < len; ++i) {
+      const auto& r = kRanges[rng.below(2) ? 0 : rng.below(std::size(kRanges))];
+      append_utf8(text, r.first + static_cast<char32_t>(rng.below(r.second - r.first + 1)));
+    }
+    for (size_t f = 0; f < 4; ++f) {
+      utf8proc_uint8_t* mapped = nullptr;
+      const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                  static_cast<utf8proc_ssize_t>(text.size()), &mapped,
+                                  static_cast<utf8proc_option_t>(UTF8PROC_STABLE | opts[f]));
+      ASSERT_GE(n, 0);
+      const std::string want(reinterpret_cast<const char*>(mapped), static_cast<size_t>(n));
+      std::free(mapped);
+      std::string got;
+      normalize_form(forms[f], text, got);
+      ASSERT_EQ(got, want) << "form " << f << ": " << text;
+    }
+  }
 }
 
 TEST(Normalizer, LowercaseStripReplacePrepend) {

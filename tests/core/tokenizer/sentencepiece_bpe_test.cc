@@ -4,6 +4,9 @@
 // TemplateProcessing post-processor.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
+#include "core/common/rng.h"
 #include "core/tokenizer/bpe.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -92,6 +95,71 @@ TEST(SentencePieceBpe, SubwordPrefixAndWordSuffix) {
   out.clear();
   s->encode_word("ba", out);
   EXPECT_EQ(out, (Ids{3}));  // "a" at the end is looked up as "a</w>": absent, dropped
+}
+
+// Long words are cut into chunks that no merge crosses (bpe.h): the result must be plain
+// BPE's, whether a character without a token becomes inert byte tokens (all 256 present,
+// none merged: a hard cut), byte tokens that merge, or a (fused) unk.
+void check_chunking(const BpeModel::Options& options, bool all_bytes, bool merge_bytes) {
+  std::vector<BpeModel::VocabEntry> vocab = {{"<unk>", 0},
+                                             {"\u2581", 1},
+                                             {"h", 2},
+                                             {"e", 3},
+                                             {"l", 4},
+                                             {"o", 5},
+                                             {"\u2581h", 6},
+                                             {"\u2581he", 7},
+                                             {"ll", 8},
+                                             {"llo", 9},
+                                             {"\u2581hello", 10},
+                                             {"\u4e2d", 11},
+                                             {"\u6587", 12},
+                                             {"\u4e2d\u6587", 13},
+                                             {"o\u2581", 14},
+                                             {"\U0001F600", 15}};
+  std::vector<BpeModel::Merge> merges = {{"\u2581", "h"}, {"\u2581h", "e"},    {"l", "l"},
+                                         {"ll", "o"},     {"\u2581he", "llo"}, {"\u4e2d", "\u6587"},
+                                         {"o", "\u2581"}};
+  uint32_t next = 16;
+  for (int b = 0; b < 256; ++b) {
+    if (!all_bytes && b != 0xC3 && b != 0xA9) continue;
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab.push_back({name, next++});
+  }
+  if (merge_bytes) {
+    vocab.push_back({"<0xC3><0xA9>", next++});
+    merges.push_back({"<0xC3>", "<0xA9>"});
+  }
+  auto m = BpeModel::build(vocab, merges, options);
+  ASSERT_TRUE(m.ok()) << m.error();
+  EXPECT_EQ(m->fallback_inert(), options.byte_fallback && all_bytes && !merge_bytes);
+  // ▁ h e l o, 中 文 (merge), é (bytes), x and € (no token), 😀 (4 bytes, a token).
+  static constexpr std::string_view kAlphabet[] = {
+      "\u2581", "h", "e", "l", "o", "\u4e2d", "\u6587", "\u00e9", "x", "\u20ac", "\U0001F600"};
+  Rng rng(7);
+  Ids fast, plain;
+  for (int w = 0; w < 5000; ++w) {
+    std::string word;
+    const size_t len = 1 + rng.below(w % 2 ? 40 : 300);
+    for (size_t i = 0; i < len; ++i) word += kAlphabet[rng.below(std::size(kAlphabet))];
+    fast.clear();
+    plain.clear();
+    m->encode_word(word, fast);
+    m->encode_word_from_bytes(word, plain);
+    ASSERT_EQ(fast, plain) << "word " << w << ": " << word;
+  }
+}
+
+TEST(SentencePieceBpe, LongWordChunkingEqualsPlainBpe) {
+  BpeModel::Options fused{
+      .byte_level = false, .unk_token = "<unk>", .fuse_unk = true, .byte_fallback = true};
+  BpeModel::Options unfused = fused;
+  unfused.fuse_unk = false;
+  check_chunking(fused, /*all_bytes=*/true, /*merge_bytes=*/false);  // inert byte tokens
+  check_chunking(fused, true, true);    // a merge takes two byte tokens: not inert
+  check_chunking(fused, false, false);  // bytes missing: unk, fused
+  check_chunking(unfused, false, false);
 }
 
 }  // namespace

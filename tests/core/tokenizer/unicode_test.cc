@@ -29,6 +29,20 @@ TEST(Utf8, FindsIllFormedBytes) {
   EXPECT_EQ(find_invalid_utf8("\x80"), 0u);  // lone continuation
 }
 
+// Texts of 64 bytes and more are checked by simdjson's validator first: the same answers,
+// with the offset of the first ill-formed byte.
+TEST(Utf8, LongTextsGiveTheSameAnswers) {
+  std::string prefix;
+  while (prefix.size() < 150) prefix += "h\xC3\xA9 \xE4\xB8\xAD\xF0\x9F\x98\x80 ascii ";
+  EXPECT_EQ(find_invalid_utf8(prefix), npos);
+  EXPECT_EQ(find_invalid_utf8(prefix + "\xF4\x8F\xBF\xBF" + prefix), npos);
+  for (std::string_view bad : {"\xFF", "\xC0\xAF", "\xE0\x80\xAF", "\xED\xA0\x80",
+                               "\xF4\x90\x80\x80", "\xE4\xB8", "\x80"}) {
+    EXPECT_EQ(find_invalid_utf8(prefix + std::string(bad) + prefix), prefix.size()) << bad;
+    EXPECT_EQ(find_invalid_utf8(prefix + std::string(bad)), prefix.size()) << bad;
+  }
+}
+
 TEST(Utf8, LossyReplacesMaximalSubparts) {
   EXPECT_EQ(utf8_lossy("ok"), "ok");
   EXPECT_EQ(utf8_lossy("a\xFF"

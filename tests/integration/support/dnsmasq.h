@@ -43,27 +43,47 @@ inline uint16_t free_dns_port() {
   return 0;
 }
 
-// True when a DNS server on 127.0.0.1:`port` answers a query ("ready.test A") within
-// 100 ms; false at once while nothing listens there (the ICMP error ends the wait).
-inline bool dns_answers(uint16_t port) {
-  static constexpr unsigned char kQuery[] = {
-      0, 1,   1,   0,   0,   1,   0, 0,   0,   0,   0,   0,  // id 1, RD, one question
-      5, 'r', 'e', 'a', 'd', 'y', 4, 't', 'e', 's', 't', 0,  // ready.test
-      0, 1,   0,   1};                                       // A, IN
+// Asks the DNS server on 127.0.0.1:`port` "`name` A" (`name`: dot-separated labels of up
+// to 63 bytes) and waits up to 100 ms: the answer's length in `reply`, or -1 (no answer;
+// at once while nothing listens there, as the ICMP error ends the wait).
+inline ssize_t dns_ask(uint16_t port, const std::string& name, unsigned char (&reply)[512]) {
+  std::vector<unsigned char> q = {0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0};  // id 1, RD, one question
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t dot = name.find('.', start);
+    if (dot == std::string::npos) dot = name.size();
+    q.push_back(static_cast<unsigned char>(dot - start));
+    q.insert(q.end(), name.begin() + static_cast<std::ptrdiff_t>(start),
+             name.begin() + static_cast<std::ptrdiff_t>(dot));
+    start = dot + 1;
+  }
+  q.insert(q.end(), {0, 0, 1, 0, 1});  // root, A, IN
   int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = htons(port);
-  bool answered = false;
+  ssize_t n = -1;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::send(fd, kQuery, sizeof kQuery, 0) == static_cast<ssize_t>(sizeof kQuery)) {
+      ::send(fd, q.data(), q.size(), 0) == static_cast<ssize_t>(q.size())) {
     pollfd p{fd, POLLIN, 0};
-    unsigned char reply[512];
-    answered = ::poll(&p, 1, 100) == 1 && ::recv(fd, reply, sizeof reply, 0) > 0;
+    if (::poll(&p, 1, 100) == 1) n = ::recv(fd, reply, sizeof reply, 0);
   }
   ::close(fd);
-  return answered;
+  return n;
+}
+
+// True when the server answers at all (an NXDOMAIN for "ready.test" will do).
+inline bool dns_answers(uint16_t port) {
+  unsigned char reply[512];
+  return dns_ask(port, "ready.test", reply) > 0;
+}
+
+// True when the server answers "`name` A" with RCODE 0 and at least one record.
+inline bool dns_has_a_record(uint16_t port, const std::string& name) {
+  unsigned char reply[512];
+  const ssize_t n = dns_ask(port, name, reply);
+  return n >= 12 && (reply[3] & 0x0f) == 0 && (reply[6] != 0 || reply[7] != 0);
 }
 
 class Dnsmasq {
@@ -88,9 +108,22 @@ class Dnsmasq {
 
   std::string server() const { return "127.0.0.1:" + std::to_string(port_); }
   // Replaces the hosts file ("ADDRESS NAME" lines) and makes dnsmasq read it again.
+  // Returns once dnsmasq answers from the new file: SIGHUP is asynchronous, and a query
+  // sent before dnsmasq re-read the file gets the old answer (or NXDOMAIN, whose
+  // re-resolution a test may not wait for). A marker name per generation tells.
   void set_hosts(const std::string& lines) {
-    write_hosts(lines);
-    if (proc_) proc_->signal(SIGHUP);
+    const std::string marker = "hosts-" + std::to_string(++generation_) + ".test";
+    write_hosts(lines + "\n127.0.0.1 " + marker + "\n");
+    if (!proc_) return;
+    proc_->signal(SIGHUP);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!dns_has_a_record(port_, marker)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "dnsmasq did not re-read its hosts file";
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   void stop() {
     if (proc_) proc_->stop(std::chrono::seconds(2));
@@ -147,6 +180,7 @@ class Dnsmasq {
   }
 
   int ttl_;
+  int generation_ = 0;
   std::vector<std::string> flags_;
   std::filesystem::path dir_;
   std::string hosts_;

@@ -14,12 +14,13 @@
 namespace kvgate::testing {
 
 // Starts `kvgate engine --port 0 <args>` and waits for its URL (and /health 200 unless
-// wait_healthy is false). Fails the test on error.
+// wait_healthy is false), each for up to `patience`. Fails the test on error.
 struct EngineProcess {
   std::unique_ptr<ChildProcess> proc;
   std::string url;
 
-  explicit EngineProcess(std::vector<std::string> args, bool wait_healthy = true) {
+  explicit EngineProcess(std::vector<std::string> args, bool wait_healthy = true,
+                         std::chrono::seconds patience = std::chrono::seconds(20)) {
     std::vector<std::string> all = {"engine", "--port", "0"};
     all.insert(all.end(), args.begin(), args.end());
     auto p = ChildProcess::spawn(kvgate_bin(), all);
@@ -28,14 +29,14 @@ struct EngineProcess {
       return;
     }
     proc = std::move(*p);
-    auto u = proc->wait_for_url();
+    auto u = proc->wait_for_url(patience);
     if (!u) {
       ADD_FAILURE() << u.error();
       return;
     }
     url = *u;
     if (wait_healthy) {
-      Status s = proc->wait_for_status(url + "/health", 200);
+      Status s = proc->wait_for_status(url + "/health", 200, patience);
       if (!s) ADD_FAILURE() << s.error();
     }
   }

@@ -1,8 +1,10 @@
 // A small Kubernetes API server for the discovery tests (there is none on these
-// machines): real HTTP on loopback, pods in the core/v1 shape, LIST with
-// metadata.resourceVersion, WATCH as a chunked stream of JSON lines
-// {"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": ...}, 410 Gone as a Status
-// object, bearer tokens checked. No gtest in here: bench/ uses it too. Knobs let a test drop
+// machines): real HTTP on loopback, pods in the core/v1 shape and EndpointSlices in the
+// discovery.k8s.io/v1 shape (namespace llm), LIST with metadata.resourceVersion and an
+// equality labelSelector (`app=vllm`, `kubernetes.io/service-name=vllm`), WATCH as a
+// chunked stream of JSON lines {"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object":
+// ...} of the objects the selector matches, 410 Gone as a Status object, bearer tokens
+// checked. No gtest in here: bench/ uses it too. Knobs let a test drop
 // watches, compact history (so an old resourceVersion gets 410), lose a DELETED event, and rotate
 // the token. It also serves one Deployment's scale subresource (GET, and PATCH with a
 // merge patch of spec.replicas, as `kubectl scale` and the autoscaler's actuator send it);
@@ -13,6 +15,7 @@
 #include <boost/json.hpp>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +59,64 @@ inline boost::json::object make_pod(const std::string& name, const std::string& 
         {"podIPs", boost::json::array{{{"ip", ip}}}}}}};
 }
 
+// One entry of an EndpointSlice's `endpoints`: a pod's address and its conditions, as the
+// EndpointSlice controller writes them (NotReady: ready and serving false; terminating:
+// ready false, serving while its readiness probe still passes, terminating true).
+struct SliceEndpoint {
+  std::vector<std::string> addresses;
+  std::string pod;
+  bool ready = true;
+  bool serving = true;
+  bool terminating = false;
+  std::string zone = "z1";
+};
+
+// An EndpointSlice of Service `service` as the API serves it: IPv4, the Service's port
+// named `http` (and `kv-events` when kv_port is not 0), each entry with addresses,
+// conditions, targetRef, nodeName and zone.
+inline boost::json::object make_endpoint_slice(const std::string& name,
+                                               const std::vector<SliceEndpoint>& endpoints,
+                                               int port, const std::string& service = "vllm",
+                                               int kv_port = 0) {
+  boost::json::array eps;
+  for (const SliceEndpoint& e : endpoints) {
+    boost::json::array addresses;
+    for (const std::string& a : e.addresses) addresses.emplace_back(a);
+    eps.push_back(boost::json::object{
+        {"addresses", std::move(addresses)},
+        {"conditions",
+         {{"ready", e.ready}, {"serving", e.serving}, {"terminating", e.terminating}}},
+        {"targetRef",
+         {{"kind", "Pod"}, {"namespace", "llm"}, {"name", e.pod}, {"uid", "uid-" + e.pod}}},
+        {"nodeName", "node-1"},
+        {"zone", e.zone}});
+  }
+  boost::json::array ports{{{"name", "http"}, {"protocol", "TCP"}, {"port", port}}};
+  if (kv_port != 0)
+    ports.push_back({{"name", "kv-events"}, {"protocol", "TCP"}, {"port", kv_port}});
+  return boost::json::object{
+      {"kind", "EndpointSlice"},
+      {"apiVersion", "discovery.k8s.io/v1"},
+      {"metadata",
+       {{"name", name},
+        {"generateName", service + "-"},
+        {"namespace", "llm"},
+        {"uid", "uid-" + name},
+        {"creationTimestamp", "2026-12-01T10:00:00Z"},
+        {"labels",
+         {{"kubernetes.io/service-name", service},
+          {"endpointslice.kubernetes.io/managed-by", "endpointslice-controller.k8s.io"}}},
+        {"ownerReferences", boost::json::array{{{"apiVersion", "v1"},
+                                                {"kind", "Service"},
+                                                {"name", service},
+                                                {"uid", "uid-svc-" + service},
+                                                {"controller", true},
+                                                {"blockOwnerDeletion", true}}}}}},
+      {"addressType", "IPv4"},
+      {"endpoints", std::move(eps)},
+      {"ports", std::move(ports)}};
+}
+
 inline std::string status_json(int code, const std::string& reason, const std::string& message) {
   return boost::json::serialize(boost::json::object{{"kind", "Status"},
                                                     {"apiVersion", "v1"},
@@ -91,64 +152,72 @@ class FakeKubeApi {
   uint16_t port() const { return server_ ? server_->port() : 0; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port()); }
 
-  // ADDED (new name) or MODIFIED.
-  void upsert(boost::json::object pod) {
+  // ADDED (new name) or MODIFIED; a Pod or an EndpointSlice (by its kind).
+  void upsert(boost::json::object object) {
     std::lock_guard lock(mu_);
-    const std::string name(pod["metadata"].as_object()["name"].as_string());
-    const bool known = pods_.contains(name);
-    pod["metadata"].as_object()["resourceVersion"] = std::to_string(++rv_);
-    pods_[name] = pod;
-    emit_locked(known ? "MODIFIED" : "ADDED", pod);
+    Collection& c = collection_of(object);
+    const std::string name = name_of(object);
+    const bool known = c.objects.contains(name);
+    object["metadata"].as_object()["resourceVersion"] = std::to_string(++rv_);
+    c.objects[name] = object;
+    emit_locked(c, known ? "MODIFIED" : "ADDED", object);
   }
-  void remove(const std::string& name) {
+  void remove(const std::string& name, const std::string& kind = "Pod") {
     std::lock_guard lock(mu_);
-    auto it = pods_.find(name);
-    if (it == pods_.end()) return;
-    boost::json::object pod = it->second;
-    pods_.erase(it);
-    pod["metadata"].as_object()["resourceVersion"] = std::to_string(++rv_);
-    emit_locked("DELETED", pod);
+    Collection& c = collections_.at(kind);
+    auto it = c.objects.find(name);
+    if (it == c.objects.end()) return;
+    boost::json::object object = it->second;
+    c.objects.erase(it);
+    object["metadata"].as_object()["resourceVersion"] = std::to_string(++rv_);
+    emit_locked(c, "DELETED", object);
   }
   // Changed without an event reaching anyone (a watch that missed it).
-  void upsert_silently(boost::json::object pod) {
+  void upsert_silently(boost::json::object object) {
     std::lock_guard lock(mu_);
-    const std::string name(pod["metadata"].as_object()["name"].as_string());
-    pod["metadata"].as_object()["resourceVersion"] = std::to_string(++rv_);
-    pods_[name] = pod;
+    const std::string name = name_of(object);
+    object["metadata"].as_object()["resourceVersion"] = std::to_string(++rv_);
+    collection_of(object).objects[name] = object;
   }
   // Gone without a DELETED event reaching anyone (a watch that missed it).
-  void remove_silently(const std::string& name) {
+  void remove_silently(const std::string& name, const std::string& kind = "Pod") {
     std::lock_guard lock(mu_);
-    pods_.erase(name);
+    collections_.at(kind).objects.erase(name);
     ++rv_;
   }
   void bookmark() {
     std::lock_guard lock(mu_);
     ++rv_;
-    boost::json::object o{{"kind", "Pod"},
-                          {"apiVersion", "v1"},
-                          {"metadata", {{"resourceVersion", std::to_string(rv_)}}}};
-    const std::string line = event_line("BOOKMARK", o);
-    for (auto& w : watches_) w->write(line);
+    for (auto& [kind, c] : collections_) {
+      boost::json::object o{{"kind", kind},
+                            {"apiVersion", c.api_version},
+                            {"metadata", {{"resourceVersion", std::to_string(rv_)}}}};
+      const std::string line = event_line("BOOKMARK", o);
+      for (auto& w : c.watches) w.stream->write(line);
+    }
   }
   // Closes every watch mid-stream (no final chunk): a broken connection.
   void drop_watches() {
     std::lock_guard lock(mu_);
-    for (auto& w : watches_) w->abort();
-    watches_.clear();
+    for (auto& [kind, c] : collections_) {
+      for (auto& w : c.watches) w.stream->abort();
+      c.watches.clear();
+    }
   }
   // Ends every watch cleanly (the server's timeoutSeconds).
   void end_watches() {
     std::lock_guard lock(mu_);
-    for (auto& w : watches_) w->finish();
-    watches_.clear();
+    for (auto& [kind, c] : collections_) {
+      for (auto& w : c.watches) w.stream->finish();
+      c.watches.clear();
+    }
   }
   // Forgets history: a WATCH from an older resourceVersion gets an ERROR event with a
   // 410 Status; with `http_410` the answer is an HTTP 410 instead.
   void compact(bool http_410 = false) {
     std::lock_guard lock(mu_);
     compacted_ = rv_;
-    history_.clear();
+    for (auto& [kind, c] : collections_) c.history.clear();
     http_410_ = http_410;
   }
   void set_token(std::string token) {
@@ -199,13 +268,64 @@ class FakeKubeApi {
   }
 
  private:
+  // A watch and the label its selector asks for.
+  struct Watch {
+    std::shared_ptr<io::ResponseStream> stream;
+    std::pair<std::string, std::string> label;
+  };
+  // One resource in namespace llm: its objects by name, their events, its watches.
+  struct Collection {
+    std::string path;         // of the LIST and WATCH
+    std::string list_kind;    // PodList, EndpointSliceList
+    std::string api_version;  // v1, discovery.k8s.io/v1
+    std::map<std::string, boost::json::object> objects;
+    std::vector<std::pair<int64_t, boost::json::object>> history;  // (rv, event), in order
+    std::vector<Watch> watches;
+  };
+
+  static std::string name_of(const boost::json::object& o) {
+    return std::string(o.at("metadata").as_object().at("name").as_string());
+  }
+  Collection& collection_of(const boost::json::object& o) {
+    return collections_.at(std::string(o.at("kind").as_string()));
+  }
+  // Whether `o`'s labels hold key=value.
+  static bool matches(const boost::json::object& o,
+                      const std::pair<std::string, std::string>& label) {
+    const boost::json::value* labels = o.at("metadata").as_object().if_contains("labels");
+    if (!labels || !labels->is_object()) return false;
+    const boost::json::value* v = labels->as_object().if_contains(label.first);
+    return v && v->is_string() && v->as_string() == label.second;
+  }
+  // An equality selector `key=value` as it arrives percent-encoded in the query; anything
+  // else (set-based selectors, several terms) is not served here.
+  static std::optional<std::pair<std::string, std::string>> selector_label(
+      const std::string& encoded) {
+    std::string text;
+    for (size_t i = 0; i < encoded.size(); ++i) {
+      if (encoded[i] == '%' && i + 2 < encoded.size()) {
+        text += static_cast<char>(std::stoi(encoded.substr(i + 1, 2), nullptr, 16));
+        i += 2;
+      } else {
+        text += encoded[i];
+      }
+    }
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos || eq == 0 || text.find_first_of(",!() ") != std::string::npos) {
+      return std::nullopt;
+    }
+    return std::pair{text.substr(0, eq), text.substr(eq + 1)};
+  }
   static std::string event_line(const std::string& type, const boost::json::object& o) {
     return boost::json::serialize(boost::json::object{{"type", type}, {"object", o}}) + "\n";
   }
-  void emit_locked(const std::string& type, const boost::json::object& pod) {
-    const std::string line = event_line(type, pod);
-    history_.push_back({rv_, line});
-    for (auto& w : watches_) w->write(line);
+  void emit_locked(Collection& c, const std::string& type, const boost::json::object& o) {
+    boost::json::object event{{"type", type}, {"object", o}};
+    c.history.emplace_back(rv_, event);
+    const std::string line = boost::json::serialize(event) + "\n";
+    for (auto& w : c.watches) {
+      if (matches(o, w.label)) w.stream->write(line);
+    }
   }
   static std::string param(const std::string& query, const std::string& key) {
     size_t at = 0;
@@ -234,8 +354,12 @@ class FakeKubeApi {
       scale_locked(req, *stream);
       return;
     }
-    if (req.path != "/api/v1/namespaces/llm/pods" ||
-        param(req.query, "labelSelector") != "app%3Dvllm") {
+    Collection* c = nullptr;
+    for (auto& [kind, col] : collections_) {
+      if (req.path == col.path) c = &col;
+    }
+    const auto label = selector_label(param(req.query, "labelSelector"));
+    if (c == nullptr || !label) {
       stream->respond(
           {404,
            "application/json",
@@ -246,8 +370,9 @@ class FakeKubeApi {
     if (param(req.query, "watch") != "1") {
       ++lists_;
       boost::json::array items;
-      for (const auto& [name, pod] : pods_) {
-        boost::json::object item = pod;  // list items carry no kind/apiVersion
+      for (const auto& [name, object] : c->objects) {
+        if (!matches(object, *label)) continue;
+        boost::json::object item = object;  // list items carry no kind/apiVersion
         item.erase("kind");
         item.erase("apiVersion");
         items.push_back(std::move(item));
@@ -256,14 +381,14 @@ class FakeKubeApi {
                        "application/json",
                        {},
                        boost::json::serialize(boost::json::object{
-                           {"kind", "PodList"},
-                           {"apiVersion", "v1"},
+                           {"kind", c->list_kind},
+                           {"apiVersion", c->api_version},
                            {"metadata", {{"resourceVersion", std::to_string(rv_)}}},
                            {"items", std::move(items)}})});
       return;
     }
     ++watch_count_;
-    watch_queries_.push_back(req.query);
+    watch_queries_.push_back(req.path + "?" + req.query);
     const int64_t from = std::stoll("0" + param(req.query, "resourceVersion"));
     if (from < compacted_) {
       const std::string message = "too old resource version: " + std::to_string(from) + " (" +
@@ -281,10 +406,12 @@ class FakeKubeApi {
       return;
     }
     stream->start(200, "application/json");
-    for (const auto& [rv, line] : history_) {
-      if (rv > from) stream->write(line);
+    for (const auto& [rv, event] : c->history) {
+      if (rv > from && matches(event.at("object").as_object(), *label)) {
+        stream->write(boost::json::serialize(event) + "\n");
+      }
     }
-    watches_.push_back(std::move(stream));
+    c->watches.push_back({std::move(stream), *label});
   }
 
   // GET or PATCH of the scale subresource; the answer is an autoscaling/v1 Scale.
@@ -344,12 +471,18 @@ class FakeKubeApi {
   int32_t status_replicas_ = 0;
   std::vector<int32_t> scale_patches_;
   std::string token_;
-  std::map<std::string, boost::json::object> pods_;
+  std::map<std::string, Collection> collections_{
+      {"Pod", {"/api/v1/namespaces/llm/pods", "PodList", "v1", {}, {}, {}}},
+      {"EndpointSlice",
+       {"/apis/discovery.k8s.io/v1/namespaces/llm/endpointslices",
+        "EndpointSliceList",
+        "discovery.k8s.io/v1",
+        {},
+        {},
+        {}}}};
   int64_t rv_ = 1000;
   int64_t compacted_ = 0;
   bool http_410_ = false;
-  std::vector<std::pair<int64_t, std::string>> history_;
-  std::vector<std::shared_ptr<io::ResponseStream>> watches_;
   int lists_ = 0;
   int watch_count_ = 0;
   int unauthorized_ = 0;

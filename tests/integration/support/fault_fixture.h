@@ -215,6 +215,22 @@ struct AdminGateway {
     }
     return n;
   }
+  // How many leading blocks of `prompt` the pool's index puts on the endpoint at `url`
+  // (POST /admin/pools/POOL/route: the router's view, nothing routed); -1 on error or when
+  // the pool has no such endpoint.
+  int64_t matched_blocks(const std::string& prompt, const std::string& url,
+                         const std::string& pool = "main") {
+    auto r = io::http_fetch("POST", admin_url + "/admin/pools/" + pool + "/route",
+                            R"({"prompt":")" + prompt + R"(","max_tokens":1})");
+    if (!r || r->status != 200) return -1;
+    boost::system::error_code ec;
+    auto v = boost::json::parse(r->body, ec);
+    if (ec) return -1;
+    for (const auto& e : v.at("endpoints").as_array()) {
+      if (e.at("url").as_string() == url) return e.at("matched_blocks").to_number<int64_t>();
+    }
+    return -1;
+  }
 };
 
 // gateway_yaml with its own `timeouts` (the text inside the braces), `extra` top-level
