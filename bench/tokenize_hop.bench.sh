@@ -51,7 +51,7 @@ for i in $(seq "$ENGINES"); do
   "$BIN" engine --port "$http" --model qwen3 --tokenizer "$FIX" --block-size 16 \
     --time-scale 0.01 --seed "$i" >"$W/engine$i.log" 2>&1 &
   pids+=($!)
-  endpoints+="$([[ -n $endpoints ]] && echo -n ", ")http://127.0.0.1:$http"
+  endpoints+="${endpoints:+, }http://127.0.0.1:$http"
 done
 GW=$(free_port)
 cat >"$W/gateway.yaml" <<YAML
@@ -163,4 +163,8 @@ print(f"the /tokenize hop adds {final['engine'] - final['local']:.0f} us to a ne
       f"routing over the local tokenizer, {final['engine'] - final['none']:.0f} us over none; "
       f"a follow-up (cached prefix) costs {final['engine follow-up'] - final['none']:+.0f} us and a "
       f"repeat {final['engine repeat'] - final['none']:+.0f} us over none")
+conn.request("GET", "/metrics")
+for line in conn.getresponse().read().decode().splitlines():
+    if line.startswith("kvgate_engine_tokenize") and not line.endswith(" 0"):
+        print(line)
 PY

@@ -424,6 +424,7 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
     pool.pool->keys_of(got.ids, keys);
     prompt_tokens = static_cast<uint32_t>(got.ids.size());
     tokenize_result = got.result;
+    // A follow-up's whole ids are not fetched for a view (the view records nothing).
   } else {
     pool.pool->keys_for(in.request, text, kind, in.request.model, keys, prompt_tokens);
   }

@@ -108,13 +108,7 @@ asio::awaitable<EngineTokenizer::Ids> EngineTokenizer::ids_for(const InspectedRe
     kv::append_pseudo_tokens(std::string_view(call.text).substr(call.text_end[found - 1]), out.ids);
     out.result = "prefix";
     count(out.result);
-    if (in_background_.fetch_add(1, std::memory_order_relaxed) < kMaxBackground) {
-      asio::co_spawn(executor_, fetch_in_background(shared_from_this(), std::move(call)),
-                     asio::detached);
-    } else {
-      in_background_.fetch_sub(1, std::memory_order_relaxed);
-      count("skipped", true);
-    }
+    out.later = std::move(call);
     co_return out;
   }
   Answer a = co_await ask(std::move(call.body));
@@ -131,6 +125,16 @@ asio::awaitable<EngineTokenizer::Ids> EngineTokenizer::ids_for(const InspectedRe
   out.result = "engine";
   count(out.result);
   co_return out;
+}
+
+void EngineTokenizer::fetch_later(tokenizer::TokenizeCall call) {
+  if (in_background_.fetch_add(1, std::memory_order_relaxed) < kMaxBackground) {
+    asio::co_spawn(executor_, fetch_in_background(shared_from_this(), std::move(call)),
+                   asio::detached);
+  } else {
+    in_background_.fetch_sub(1, std::memory_order_relaxed);
+    count("skipped", true);
+  }
 }
 
 asio::awaitable<void> EngineTokenizer::fetch_in_background(std::shared_ptr<EngineTokenizer> self,

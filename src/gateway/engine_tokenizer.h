@@ -10,7 +10,8 @@
 //   - the whole request cached (a retry, a repeated prompt): its ids, no call;
 //   - an earlier turn of the conversation cached (a follow-up): routed at once on those
 //     ids with its new messages as pseudo-tokens; the whole request's ids are then
-//     fetched in the background (at most kMaxBackground at a time) for the next turn;
+//     fetched in the background (fetch_later, once the request is routed; at most
+//     kMaxBackground at a time) for the next turn;
 //   - nothing cached: the request waits for the engine's answer.
 // It never holds a request longer than the pool's `tokenize.timeout_ms`: a timeout, an
 // engine error, a bad answer or no healthy engine routes the request on pseudo-tokens (as
@@ -34,6 +35,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -72,12 +74,20 @@ class EngineTokenizer : public std::enable_shared_from_this<EngineTokenizer> {
     std::vector<uint32_t> ids;
     bool exact = false;       // all the engine's (else pseudo-tokens, at least in part)
     std::string_view result;  // the kvgate_engine_tokenize_total label counted
+    // A follow-up routed on its cached prefix: the call for its whole ids, to pass to
+    // fetch_later() once the request is routed (started earlier, the call's work would
+    // share the event loop with the very decision it spares).
+    std::optional<tokenizer::TokenizeCall> later;
   };
   // The routing ids of one request (`body` as the client sent it; the engines call its
   // model `served_model`). Never fails; waits at most the pool's tokenize timeout.
   // `request` and `body` are borrowed until the awaitable completes.
   boost::asio::awaitable<Ids> ids_for(const InspectedRequest& request, std::string_view body,
                                       ApiKind kind, std::string_view served_model);
+
+  // Fetches `call` (Ids::later) in the background and stores its ids for the next turn:
+  // at most kMaxBackground at a time per pool (else dropped, counted `skipped`).
+  void fetch_later(tokenizer::TokenizeCall call);
 
   // The cache's size (tests, admin).
   size_t cached_bytes() const;

@@ -435,13 +435,16 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   std::vector<uint32_t> token_ids;
   PoolWarmup* warmup = warmup_of(&pool);
   const bool track = warmup && warmup->enabled();
-  if (EngineTokenizer* et = pool.engine_tokenizer(); et && et->covers(call.kind)) {
+  EngineTokenizer* fallback = pool.engine_tokenizer();
+  std::optional<tokenizer::TokenizeCall> fetch_after_pick;  // a follow-up's whole ids
+  if (fallback && fallback->covers(call.kind)) {
     // The engine fallback: the ids come from the pool's engines (at most its timeout).
     EngineTokenizer::Ids got =
-        co_await et->ids_for(call.request, call.body, call.kind, call.model->served_name);
+        co_await fallback->ids_for(call.request, call.body, call.kind, call.model->served_name);
     pool.keys_of(got.ids, keys);
     prompt_tokens = static_cast<uint32_t>(got.ids.size());
     if (track && got.exact) token_ids = std::move(got.ids);
+    fetch_after_pick = std::move(got.later);
   } else {
     pool.keys_for(call.request, call.body, call.kind, call.model->served_name, keys, prompt_tokens,
                   track ? &token_ids : nullptr);
@@ -530,6 +533,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       const Nanos took = monotonic_now() - route_start;
       call.routing_seconds = to_seconds(took);
       route_us = std::to_string((took + 500) / 1000);
+      // Only now, so that the follow-up's own routing never waits behind it.
+      if (fetch_after_pick) fallback->fetch_later(std::move(*fetch_after_pick));
     }
     if (!pick.decision.accepted()) {
       if (attempt > 0) break;  // retries exhausted the healthy endpoints: 502 below
