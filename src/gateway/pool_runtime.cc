@@ -325,6 +325,7 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
   if (tokenizer_) {
     std::string text;
     bool have_text = false;
+    bool add_special = false;
     if (kind == ApiKind::kChat && chat_template_) {
       auto chat = tokenizer::parse_chat_request(body);
       tokenizer::ChatRenderOptions options;
@@ -341,8 +342,21 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
     } else if (kind == ApiKind::kCompletion) {
       text = request.prompt_text;
       have_text = true;
+      // vLLM adds the post-processor's special tokens to a completion prompt by default
+      // (Llama 2's and Gemma's BOS); a chat template writes its own. (A request's
+      // `add_special_tokens: false` is not read here.)
+      add_special = true;
     }
-    if (have_text && tokenizer_->encode_into(text, ids).ok()) tokenized = true;
+    if (have_text) {
+      if (add_special)
+        ids.assign(tokenizer_->post_prefix().begin(), tokenizer_->post_prefix().end());
+      if (tokenizer_->encode_into(text, ids).ok()) {
+        tokenized = true;
+        if (add_special) {
+          ids.insert(ids.end(), tokenizer_->post_suffix().begin(), tokenizer_->post_suffix().end());
+        }
+      }
+    }
   }
   if (!tokenized) {
     // Byte-level fallback: 4 bytes per pseudo-token, so a shared text prefix still

@@ -9,6 +9,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -232,6 +234,35 @@ TEST(PoolRuntimeTokenizePlan, EngineModeAutoFallbackAndLocalRefusal) {
   auto local = PoolRuntime::create(config, {}, io.get_executor(), metrics);
   ASSERT_FALSE(local.ok());
   EXPECT_NE(local.error().find(bad), std::string::npos) << local.error();
+}
+
+// A completion prompt gets the post-processor's special tokens, as vLLM adds them (and as
+// `kvgate engine` does): Llama 2's <s> first, so block keys match the
+// engines' KV events.
+TEST(PoolRuntimeKeys, CompletionPromptsGetThePostProcessorsTokensAsVllmAddsThem) {
+  const char* dir = std::getenv("KVGATE_SOURCE_DIR");
+  const std::string file = std::string(dir ? dir : "") + "/.deps/fixtures/llama2/tokenizer.json";
+  if (!dir || !std::ifstream(file)) GTEST_SKIP() << "no Llama 2 fixture (scripts/bootstrap)";
+  asio::io_context io;
+  GatewayMetrics metrics;
+  PoolConfig config;
+  config.name = "p";
+  config.tokenizer_file = file;
+  config.endpoints.push_back({.url = "http://127.0.0.1:9001"});
+  auto pool = PoolRuntime::create(config, {}, io.get_executor(), metrics);
+  ASSERT_TRUE(pool.ok()) << pool.error();
+  InspectedRequest r;
+  r.prompt_text = "Hello world";
+  std::vector<kv::BlockKey> keys;
+  uint32_t tokens = 0;
+  std::vector<uint32_t> ids;
+  (*pool)->keys_for(r, "", ApiKind::kCompletion, "m", keys, tokens, &ids);
+  auto plain = (*pool)->tokenizer()->encode("Hello world");
+  ASSERT_TRUE(plain.ok());
+  ASSERT_EQ(ids.size(), plain->size() + 1);
+  EXPECT_EQ(ids.front(), 1u);  // <s>
+  EXPECT_TRUE(std::equal(plain->begin(), plain->end(), ids.begin() + 1));
+  EXPECT_EQ(tokens, ids.size());
 }
 
 }  // namespace
