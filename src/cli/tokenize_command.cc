@@ -13,6 +13,9 @@
 //   -> first line {"path": "fast"|"general", "why": ..., "components": ...}: which path
 //   encode takes; then stdin is processed as without --explain
 //   --general: never take the fast path (what the conformance tests check against)
+//   kvgate tokenize --config fleet.yaml
+//   -> per pool of a gateway config, as `kvgate serve --check` prints them: which path
+//   its routing ids take (local fast or general path, engine fallback, none) and why
 #include "cli/tokenize_command.h"
 
 #include <boost/json.hpp>
@@ -26,11 +29,14 @@
 #include "core/tokenizer/chat_template.h"
 #include "core/tokenizer/tokenizer.h"
 #include "env/file.h"
+#include "gateway/config.h"
+#include "gateway/serve_command.h"
 
 namespace kvgate::cli {
 namespace {
 
 struct Options {
+  std::string config_path;
   std::string tokenizer_path;
   std::string chat_template_path;
   bool decode = false;
@@ -61,6 +67,7 @@ int describe(const Options& opt, const Result<tokenizer::Tokenizer>& tok) {
     } else {
       t["path"] = "refused";
       t["reason"] = tok.error();
+      t["fallback"] = "engine";  // a pool with it asks its engines (tokenize: auto)
     }
     out["tokenizer"] = std::move(t);
   }
@@ -78,6 +85,7 @@ int describe(const Options& opt, const Result<tokenizer::Tokenizer>& tok) {
     } else {
       c["path"] = "refused";
       c["reason"] = tpl.error();
+      c["fallback"] = "engine";
     }
     out["chat_template"] = std::move(c);
   }
@@ -85,12 +93,29 @@ int describe(const Options& opt, const Result<tokenizer::Tokenizer>& tok) {
   return 0;
 }
 
+// --config: the per-pool report of a gateway config (gateway/serve_command.h).
+int report(const Options& opt) {
+  auto config = gateway::load_gateway_config(opt.config_path);
+  if (!config) {
+    std::cerr << config.error() << "\n";
+    return 2;
+  }
+  auto lines = gateway::tokenize_report(*config);
+  if (!lines) {
+    std::cerr << opt.config_path << ": " << lines.error() << "\n";
+    return 2;
+  }
+  for (const std::string& line : *lines) std::cout << line << "\n";
+  return 0;
+}
+
 int run(const Options& opt) {
+  if (!opt.config_path.empty()) return report(opt);
   // --render needs no tokenizer: any model's template renders, whatever its tokenizer.json.
   const bool need_tokenizer = !opt.describe && !(opt.render && !opt.chat_template_path.empty());
   if (opt.tokenizer_path.empty() && need_tokenizer) {
     std::cerr << "kvgate tokenize: --tokenizer is required (except with --chat-template "
-                 "--render, or --describe)\n";
+                 "--render, --describe or --config)\n";
     return 2;
   }
   std::optional<std::string> text;
@@ -228,9 +253,14 @@ void add_tokenize_command(CLI::App& app) {
       "as the router does. Reads JSON lines on stdin: a JSON string per line (encode) or a "
       "JSON array of ids (--decode); writes one JSON line per input line, {\"error\": ...} "
       "for a bad one.");
+  cmd->add_option("--config", opt->config_path,
+                  "A gateway config (kvgate serve's YAML): print per pool where its routing ids "
+                  "come from (local fast or general path, engine fallback, or none) and why, "
+                  "as `kvgate serve --check` does, and exit")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--tokenizer", opt->tokenizer_path,
-                  "Path of tokenizer.json (required, except with --chat-template --render or "
-                  "--describe)");
+                  "Path of tokenizer.json (required, except with --chat-template --render, "
+                  "--describe or --config)");
   cmd->add_flag("--decode", opt->decode, "Decode arrays of ids to text instead of encoding");
   cmd->add_flag("--skip-special-tokens", opt->skip_special,
                 "With --decode: drop added tokens marked special");

@@ -191,6 +191,11 @@ void add_engine_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--stall-rate", o.stall_rate, "Fraction of requests that stall")
       ->capture_default_str();
+  cmd->add_option("--tokenize-delay-ms", o.tokenize_delay_ms,
+                  "Answer POST /tokenize this many wall milliseconds late (a slow engine)")
+      ->capture_default_str();
+  cmd->add_flag("--tokenize-fail", o.tokenize_fail,
+                "Answer every POST /tokenize with HTTP 500 (a broken tokenizer endpoint)");
   cmd->add_option("--kv-events-drop-every", o.kv_events_drop_every,
                   "Withhold every Nth KV event batch from the PUB socket, as if lost on the "
                   "way (still numbered and kept for replay; 0: never)")

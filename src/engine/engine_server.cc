@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -194,30 +195,32 @@ io::HttpResponse EngineServer::Impl::models_response() const {
 
 void EngineServer::Impl::handle_tokenize(const io::HttpRequest& req,
                                          const std::shared_ptr<io::ResponseStream>& s) {
+  if (opt.tokenize_fail) return s->respond(io::error_response(500, "tokenizer failure (injected)"));
   auto parsed = parse_tokenize_request(req.body);
   if (auto* e = std::get_if<ApiError>(&parsed)) {
     return s->respond(io::error_response(e->status, e->message));
   }
   const TokenizeRequest& t = std::get<TokenizeRequest>(parsed);
-  std::vector<kv::TokenId> tokens;
-  if (t.prompt) {
-    auto r = codec->encode(*t.prompt);
-    if (!r) return s->respond(io::error_response(400, r.error()));
-    tokens = std::move(*r);
-  } else {
-    auto r = codec->encode_chat(t.messages, t.add_generation_prompt);
-    if (!r) return s->respond(io::error_response(400, r.error()));
-    tokens = std::move(*r);
+  auto tokens = t.prompt ? codec->encode(*t.prompt, t.add_special_tokens)
+                         : codec->encode_chat(t.chat, t.add_special_tokens);
+  if (!tokens) return s->respond(io::error_response(400, tokens.error()));
+  std::optional<std::vector<std::string>> strs;
+  if (t.return_token_strs) {
+    auto got = codec->token_strs(*tokens);
+    if (!got) return s->respond(io::error_response(400, got.error()));
+    strs = std::move(*got);
   }
-  json::object body;
-  body["count"] = tokens.size();
-  body["max_model_len"] = model.config().max_model_len;
-  json::array ids;
-  ids.reserve(tokens.size());
-  for (kv::TokenId id : tokens) ids.push_back(id);
-  body["tokens"] = std::move(ids);
-  body["token_strs"] = nullptr;
-  s->respond(io::HttpResponse{200, "application/json", {}, json::serialize(body)});
+  io::HttpResponse r{
+      200,
+      "application/json",
+      {},
+      render_tokenize_response(*tokens, model.config().max_model_len, strs ? &*strs : nullptr)};
+  if (opt.tokenize_delay_ms == 0) return s->respond(std::move(r));
+  auto timer =
+      std::make_shared<net::steady_timer>(ioc, std::chrono::milliseconds(opt.tokenize_delay_ms));
+  timer->async_wait([timer, s, r = std::move(r)](boost::system::error_code) mutable {
+    s->respond(std::move(r));
+  });
 }
 
 void EngineServer::Impl::handle_completion(const io::HttpRequest& req, ApiKind kind,
@@ -234,13 +237,13 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, ApiKind k
   auto sub = std::make_shared<Submission>();
   engine::EngineRequest& r = sub->request;
   if (kind == ApiKind::kChat) {
-    auto tokens = codec->encode_chat(c.messages, true);
+    auto tokens = codec->encode_chat(c.chat, c.add_special_tokens);
     if (!tokens) return s->respond(io::error_response(400, tokens.error()));
     r.prompt = std::move(*tokens);
   } else if (c.prompt_tokens) {
     r.prompt = std::move(*c.prompt_tokens);
   } else {
-    auto tokens = codec->encode(*c.prompt_text);
+    auto tokens = codec->encode(*c.prompt_text, c.add_special_tokens);
     if (!tokens) return s->respond(io::error_response(400, tokens.error()));
     r.prompt = std::move(*tokens);
   }

@@ -64,6 +64,8 @@ struct EngineServerOptions {
   uint32_t abort_after_tokens = 0;  // cut every stream after this many tokens (0: never)
   uint32_t stall_ms = 0;            // hold requests this long (wall) before scheduling
   double stall_rate = 1.0;          // fraction of requests that stall
+  uint32_t tokenize_delay_ms = 0;   // answer POST /tokenize this much later (wall)
+  bool tokenize_fail = false;       // answer POST /tokenize with 500
   // Withhold every Nth KV event batch from the PUB socket, as if lost on the way (it keeps
   // its sequence number and stays in the replay buffer); 0: never.
   uint64_t kv_events_drop_every = 0;

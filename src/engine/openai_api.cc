@@ -47,35 +47,13 @@ std::variant<std::optional<int64_t>, ApiError> opt_int(const json::object& o,
   return field_error(key, "must be an integer");
 }
 
-std::variant<std::vector<ChatMessage>, ApiError> parse_messages(const json::value& v) {
-  if (!v.is_array()) return bad("'messages' must be an array");
-  std::vector<ChatMessage> out;
-  for (const json::value& m : v.as_array()) {
-    if (!m.is_object()) return bad("each message must be an object");
-    const json::object& o = m.as_object();
-    ChatMessage msg;
-    auto role = opt_string(o, "role");
-    if (!role) return bad("each message needs a string 'role'");
-    msg.role = *role;
-    const json::value* c = o.if_contains("content");
-    if (c && c->is_string()) {
-      msg.content = std::string(c->as_string());
-    } else if (c && c->is_array()) {
-      // Content parts: concatenate the text parts.
-      for (const json::value& part : c->as_array()) {
-        if (!part.is_object()) return bad("message content parts must be objects");
-        if (auto t = opt_string(part.as_object(), "text")) {
-          if (!msg.content.empty()) msg.content += "\n";
-          msg.content += *t;
-        }
-      }
-    } else if (c && !c->is_null()) {
-      return bad("message 'content' must be a string or an array of parts");
-    }
-    out.push_back(std::move(msg));
-  }
-  if (out.empty()) return bad("'messages' must not be empty");
-  return out;
+// Reads a boolean field into `out` when present (null leaves it); an error otherwise.
+std::optional<ApiError> opt_bool(const json::object& o, std::string_view key, bool& out) {
+  const json::value* v = o.if_contains(key);
+  if (!v || v->is_null()) return std::nullopt;
+  if (!v->is_bool()) return field_error(key, "must be a boolean");
+  out = v->as_bool();
+  return std::nullopt;
 }
 
 std::variant<KvTransferParams, ApiError> parse_kv_transfer(const json::value& v) {
@@ -175,11 +153,11 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
     if (m->is_string()) r.model = std::string(m->as_string());
   }
   if (kind == ApiKind::kChat) {
-    const json::value* m = o.if_contains("messages");
-    if (!m) return bad("'messages' is required");
-    auto msgs = parse_messages(*m);
-    if (auto* e = std::get_if<ApiError>(&msgs)) return *e;
-    r.messages = std::move(std::get<0>(msgs));
+    if (!o.contains("messages")) return bad("'messages' is required");
+    auto chat = tokenizer::parse_chat_request(o);
+    if (!chat) return bad(chat.error());
+    r.chat = std::move(*chat);
+    r.add_special_tokens = false;
   } else {
     const json::value* p = o.if_contains("prompt");
     if (!p) return bad("'prompt' is required");
@@ -241,6 +219,7 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
     if (v < 0) return bad("'temperature' must be at least 0");
     r.temperature = v;
   }
+  if (auto st = opt_bool(o, "add_special_tokens", r.add_special_tokens)) return *st;
   auto prio = opt_int(o, "priority");
   if (auto* e = std::get_if<ApiError>(&prio)) return *e;
   if (auto pv = std::get<0>(prio)) r.priority = static_cast<int32_t>(*pv);
@@ -257,20 +236,37 @@ std::variant<TokenizeRequest, ApiError> parse_tokenize_request(std::string_view 
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
   const json::object& o = std::get<json::object>(parsed);
   TokenizeRequest r;
+  if (auto m = opt_string(o, "model")) r.model = *m;
   if (const json::value* p = o.if_contains("prompt")) {
     if (!p->is_string()) return bad("'prompt' must be a string");
     r.prompt = std::string(p->as_string());
-  } else if (const json::value* m = o.if_contains("messages")) {
-    auto msgs = parse_messages(*m);
-    if (auto* e = std::get_if<ApiError>(&msgs)) return *e;
-    r.messages = std::move(std::get<0>(msgs));
-    if (const json::value* g = o.if_contains("add_generation_prompt"); g && g->is_bool()) {
-      r.add_generation_prompt = g->as_bool();
-    }
+    r.add_special_tokens = true;
+  } else if (o.contains("messages")) {
+    auto chat = tokenizer::parse_chat_request(o);
+    if (!chat) return bad(chat.error());
+    r.chat = std::move(*chat);
   } else {
     return bad("'prompt' or 'messages' is required");
   }
+  if (auto st = opt_bool(o, "add_special_tokens", r.add_special_tokens)) return *st;
+  if (auto st = opt_bool(o, "return_token_strs", r.return_token_strs)) return *st;
   return r;
+}
+
+std::string render_tokenize_response(std::span<const kv::TokenId> tokens, uint32_t max_model_len,
+                                     const std::vector<std::string>* token_strs) {
+  json::object body;
+  body["count"] = tokens.size();
+  body["max_model_len"] = max_model_len;
+  body["tokens"] = id_array(tokens);
+  if (token_strs) {
+    json::array strs;
+    for (const std::string& t : *token_strs) strs.emplace_back(t);
+    body["token_strs"] = std::move(strs);
+  } else {
+    body["token_strs"] = nullptr;
+  }
+  return json::serialize(body);
 }
 
 std::string render_response(ApiKind kind, const ResponseIds& ids, std::string_view text,

@@ -39,7 +39,10 @@ struct CompletionRequest {
   // Exactly one of these holds the prompt.
   std::optional<std::string> prompt_text;
   std::optional<std::vector<kv::TokenId>> prompt_tokens;
-  std::vector<ChatMessage> messages;   // kChat
+  tokenizer::ChatRequest chat;  // kChat (core/tokenizer/chat.h)
+  // The tokenizer's post-processor tokens on top (vLLM's default: true for completions,
+  // false for chat, whose template writes them).
+  bool add_special_tokens = true;
   std::optional<uint32_t> max_tokens;  // max_tokens or max_completion_tokens
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
@@ -63,13 +66,23 @@ struct ApiError {
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
                                                                    ApiKind kind);
 
-// Parses /tokenize: {"prompt": ...} or {"messages": [...], "add_generation_prompt"}.
+// POST /tokenize as vLLM takes it (TokenizeCompletionRequest | TokenizeChatRequest):
+// {"prompt": s, "add_special_tokens"} or {"messages": [...], "add_generation_prompt",
+// "continue_final_message", "add_special_tokens", "chat_template", "chat_template_kwargs",
+// "tools", "documents"}; "model" and "return_token_strs" are read too.
 struct TokenizeRequest {
-  std::optional<std::string> prompt;
-  std::vector<ChatMessage> messages;
-  bool add_generation_prompt = true;
+  std::string model;                  // "" when absent
+  std::optional<std::string> prompt;  // the completion form
+  tokenizer::ChatRequest chat;        // the chat form (no prompt)
+  bool add_special_tokens = false;    // default: true for a prompt, false for messages
+  bool return_token_strs = false;
 };
 std::variant<TokenizeRequest, ApiError> parse_tokenize_request(std::string_view body);
+
+// TokenizeResponse: {"count", "max_model_len", "tokens", "token_strs"}. token_strs: the
+// text of each token when given (with return_token_strs), else null.
+std::string render_tokenize_response(std::span<const kv::TokenId> tokens, uint32_t max_model_len,
+                                     const std::vector<std::string>* token_strs = nullptr);
 
 // Identity of one response, shared by all its chunks.
 struct ResponseIds {

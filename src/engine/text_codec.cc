@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <ctime>
 #include <optional>
 
 #include "core/tokenizer/chat.h"
@@ -21,28 +22,41 @@ class WordCodec final : public TextCodec {
  public:
   explicit WordCodec(uint32_t vocab) : vocab_(vocab) {}
 
-  Result<std::vector<kv::TokenId>> encode(std::string_view text) const override {
+  Result<std::vector<kv::TokenId>> encode(std::string_view text, bool) const override {
     std::vector<kv::TokenId> out;
     append_words(text, out);
     return out;
   }
 
-  Result<std::vector<kv::TokenId>> encode_chat(const std::vector<ChatMessage>& messages,
-                                               bool add_generation_prompt) const override {
+  Result<std::vector<kv::TokenId>> encode_chat(const tokenizer::ChatRequest& chat,
+                                               bool) const override {
     std::vector<kv::TokenId> out;
-    for (const ChatMessage& m : messages) {
+    for (size_t i = 0; i < chat.messages.size(); ++i) {
+      const tokenizer::ChatMessage& m = chat.messages[i];
       out.push_back(kImStart);
       append_words(m.role, out);
       out.push_back(kNewline);
       append_words(m.content, out);
+      for (const tokenizer::ToolCall& call : m.tool_calls) {
+        append_words(call.name, out);
+        append_words(call.arguments, out);
+      }
+      if (chat.continue_final_message && i + 1 == chat.messages.size()) break;
       out.push_back(kImEnd);
       out.push_back(kNewline);
     }
-    if (add_generation_prompt) {
+    if (chat.add_generation_prompt && !chat.continue_final_message) {
       out.push_back(kImStart);
       append_words("assistant", out);
       out.push_back(kNewline);
     }
+    return out;
+  }
+
+  Result<std::vector<std::string>> token_strs(std::span<const kv::TokenId> ids) const override {
+    std::vector<std::string> out;
+    out.reserve(ids.size());
+    for (kv::TokenId id : ids) out.emplace_back(output_token_text(id));
     return out;
   }
 
@@ -81,35 +95,60 @@ class TokenizerCodec final : public TextCodec {
   TokenizerCodec(tokenizer::Tokenizer tok, std::optional<tokenizer::ChatTemplate> chat)
       : tok_(std::move(tok)), chat_(std::move(chat)) {}
 
-  Result<std::vector<kv::TokenId>> encode(std::string_view text) const override {
-    return tok_.encode(text);
+  Result<std::vector<kv::TokenId>> encode(std::string_view text,
+                                          bool add_special_tokens) const override {
+    auto ids = tok_.encode(text);
+    if (ids && add_special_tokens) return with_special_tokens(*ids);
+    return ids;
   }
 
-  Result<std::vector<kv::TokenId>> encode_chat(const std::vector<ChatMessage>& messages,
-                                               bool add_generation_prompt) const override {
+  Result<std::vector<kv::TokenId>> encode_chat(const tokenizer::ChatRequest& chat,
+                                               bool add_special_tokens) const override {
     std::string text;
     if (chat_) {
-      tokenizer::ChatRequest req;
-      for (const ChatMessage& m : messages) {
-        tokenizer::ChatMessage cm;
-        cm.role = m.role;
-        cm.content = m.content;
-        req.messages.push_back(std::move(cm));
+      tokenizer::ChatRenderOptions options;
+      options.now_unix_seconds = static_cast<int64_t>(std::time(nullptr));
+      Result<std::string> rendered = Error("");
+      if (chat.unsupported.empty()) {
+        rendered = chat_->render(chat, options);
+      } else {
+        tokenizer::ChatRequest text_only = chat;  // the text parts (a simulator: no images)
+        text_only.unsupported.clear();
+        rendered = chat_->render(text_only, options);
       }
-      req.add_generation_prompt = add_generation_prompt;
-      auto rendered = chat_->render(req);
       if (!rendered) return Error("chat template: " + rendered.error());
       text = std::move(*rendered);
     } else {
-      for (const ChatMessage& m : messages) {
-        text += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      for (size_t i = 0; i < chat.messages.size(); ++i) {
+        const tokenizer::ChatMessage& m = chat.messages[i];
+        text += "<|im_start|>" + m.role + "\n" + m.content;
+        if (chat.continue_final_message && i + 1 == chat.messages.size()) break;
+        text += "<|im_end|>\n";
       }
-      if (add_generation_prompt) text += "<|im_start|>assistant\n";
+      if (chat.add_generation_prompt && !chat.continue_final_message)
+        text += "<|im_start|>assistant\n";
     }
-    return tok_.encode(text);
+    return encode(text, add_special_tokens);
+  }
+
+  Result<std::vector<std::string>> token_strs(std::span<const kv::TokenId> ids) const override {
+    std::vector<std::string> out;
+    out.reserve(ids.size());
+    for (kv::TokenId id : ids) {
+      auto text = tok_.decode(std::span<const uint32_t>(&id, 1), /*skip_special=*/false);
+      if (!text) return Error(text.error());
+      out.push_back(std::move(*text));
+    }
+    return out;
   }
 
  private:
+  std::vector<kv::TokenId> with_special_tokens(const std::vector<kv::TokenId>& ids) const {
+    std::vector<kv::TokenId> out;
+    tok_.post_process(ids, nullptr, out);
+    return out;
+  }
+
   tokenizer::Tokenizer tok_;
   std::optional<tokenizer::ChatTemplate> chat_;
 };

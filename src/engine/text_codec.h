@@ -6,34 +6,44 @@
 // vocabulary. It is stable across processes and runs, and equal prompt prefixes give
 // equal token prefixes, which is all the prefix cache and the router need. Chat messages
 // are framed like ChatML (<|im_start|>role ... <|im_end|>, then <|im_start|>assistant) so
-// a conversation that grows turn by turn keeps its earlier tokens.
+// a conversation that grows turn by turn keeps its earlier tokens; an assistant message's
+// tool calls are words too (name, then arguments), and continue_final_message leaves the
+// last message open.
 //
 // Output text is pseudo-text: token id -> one word with a leading space, so a response
 // of N tokens is exactly N words and its token count is exact by construction.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/common/result.h"
 #include "core/kv/block_hash.h"
+#include "core/tokenizer/chat.h"
 
 namespace kvgate::engine_server {
-
-struct ChatMessage {
-  std::string role;
-  std::string content;
-};
 
 class TextCodec {
  public:
   virtual ~TextCodec() = default;
   // Errors: text the tokenizer cannot take (invalid UTF-8 for a real tokenizer).
-  virtual Result<std::vector<kv::TokenId>> encode(std::string_view text) const = 0;
-  virtual Result<std::vector<kv::TokenId>> encode_chat(const std::vector<ChatMessage>& messages,
-                                                       bool add_generation_prompt) const = 0;
+  // add_special_tokens: the tokenizer's post-processor tokens too (e.g. Llama 3's BOS), as
+  // vLLM adds them to completion prompts by default.
+  virtual Result<std::vector<kv::TokenId>> encode(std::string_view text,
+                                                  bool add_special_tokens) const = 0;
+  // A chat request (core/tokenizer/chat.h: messages with content parts, tools,
+  // chat_template_kwargs, add_generation_prompt, continue_final_message) rendered as the
+  // engine renders it, then encoded; add_special_tokens as for encode (vLLM's default for
+  // chat is false: the template writes BOS). Non-text content parts are left out.
+  virtual Result<std::vector<kv::TokenId>> encode_chat(const tokenizer::ChatRequest& chat,
+                                                       bool add_special_tokens) const = 0;
+  // The text of each token alone (POST /tokenize's `token_strs`). vLLM gives the raw
+  // vocabulary entries (convert_ids_to_tokens, e.g. "Ġhello"); this gives each id decoded
+  // (" hello"; the word codec: its own words). Errors: an id the tokenizer lacks.
+  virtual Result<std::vector<std::string>> token_strs(std::span<const kv::TokenId> ids) const = 0;
 };
 
 // The default codec (see the header comment). vocab_size > 8.

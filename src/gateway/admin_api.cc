@@ -18,6 +18,7 @@
 
 #include "core/limit/auth_failure_limiter.h"
 #include "gateway/admin_json.h"
+#include "gateway/engine_tokenizer.h"
 #include "gateway/keys.h"
 #include "gateway/live_feed.h"
 #include "gateway/openai_request.h"
@@ -415,7 +416,18 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
   }
   std::vector<kv::BlockKey> keys;
   uint32_t prompt_tokens = 0;
-  pool.pool->keys_for(in.request, text, kind, in.request.model, keys, prompt_tokens);
+  std::string_view tokenize_result;  // the engine fallback's, for its pools
+  if (EngineTokenizer* et = pool.pool->engine_tokenizer(); et && et->covers(kind)) {
+    // As a request of this pool gets its ids: cached, or asked of an engine (counted in
+    // kvgate_engine_tokenize_total like a request's) under the body's model name.
+    EngineTokenizer::Ids got = co_await et->ids_for(in.request, text, kind, in.request.model);
+    pool.pool->keys_of(got.ids, keys);
+    prompt_tokens = static_cast<uint32_t>(got.ids.size());
+    tokenize_result = got.result;
+    // A follow-up's whole ids are not fetched for a view (the view records nothing).
+  } else {
+    pool.pool->keys_for(in.request, text, kind, in.request.model, keys, prompt_tokens);
+  }
   route::RouteRequest rr;
   rr.id = next_view_id.fetch_add(1);
   rr.keys = keys;
@@ -436,6 +448,7 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
     out = explanation_json(x, prompt_tokens, r.config(), url_of, health_of);
   });
   out["kind"] = kind == ApiKind::kChat ? "chat" : "completion";
+  if (!tokenize_result.empty()) out["engine_tokenize"] = tokenize_result;
   co_return ok(200, out);
 }
 

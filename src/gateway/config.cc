@@ -338,10 +338,11 @@ class Parser {
 
   PoolConfig pool(const std::string& name, const YAML::Node& n) const {
     std::string field = "pools." + name;
-    only_keys(n, field,
-              {"endpoints", "router", "tokenizer", "chat_template", "block_size",
-               "scrape_interval_ms", "kv_events_bind", "warmup", "autoscale",
-               "trust_request_chat_template", "discovery", "flow_control", "migration"});
+    only_keys(
+        n, field,
+        {"endpoints", "router", "tokenizer", "chat_template", "block_size", "scrape_interval_ms",
+         "kv_events_bind", "warmup", "autoscale", "trust_request_chat_template", "discovery",
+         "flow_control", "migration", "tokenize"});
     PoolConfig p;
     p.name = name;
     p.scrape_interval = std::chrono::milliseconds(200);
@@ -373,6 +374,7 @@ class Parser {
     if (auto v = n["trust_request_chat_template"]) {
       p.trust_request_chat_template = boolean(v, field + ".trust_request_chat_template");
     }
+    if (auto t = n["tokenize"]) tokenize(t, field + ".tokenize", p.tokenize);
     if (auto r = n["router"]) router(r, field + ".router", p.router);
     if (auto w = n["warmup"]) warmup(w, field + ".warmup", p);
     if (auto f = n["flow_control"]) {
@@ -482,6 +484,31 @@ class Parser {
     return colon != std::string_view::npos && colon > 0 && colon + 1 < rest.size();
   }
 
+  TokenizeMode tokenize_mode(const YAML::Node& n, const std::string& field) const {
+    const std::string s = text(n, field);
+    if (s == "auto") return TokenizeMode::kAuto;
+    if (s == "local") return TokenizeMode::kLocal;
+    if (s == "engine") return TokenizeMode::kEngine;
+    fail(n, field, fmt::format("expected auto, local or engine, got '{}'", s));
+  }
+
+  // `tokenize: MODE` or `tokenize: {mode, timeout_ms, cache_mb}`.
+  void tokenize(const YAML::Node& n, const std::string& field, TokenizeConfig& t) const {
+    if (n.IsScalar()) {
+      t.mode = tokenize_mode(n, field);
+      return;
+    }
+    if (!n.IsMap()) fail(n, field, "expected auto, local, engine or a mapping");
+    only_keys(n, field, {"mode", "timeout_ms", "cache_mb"});
+    if (auto v = n["mode"]) t.mode = tokenize_mode(v, field + ".mode");
+    if (auto v = n["timeout_ms"]) {
+      t.timeout = std::chrono::milliseconds(integer(v, field + ".timeout_ms", 1, 60'000));
+    }
+    if (auto v = n["cache_mb"]) {
+      t.cache_bytes = static_cast<size_t>(integer(v, field + ".cache_mb", 0, 1 << 20)) << 20;
+    }
+  }
+
   void warmup(const YAML::Node& n, const std::string& field, PoolConfig& p) const {
     only_keys(n, field, {"enabled", "prefixes", "budget_ms", "concurrency", "ready_timeout_ms"});
     kv::WarmupConfig& w = p.warmup;
@@ -562,6 +589,18 @@ class Parser {
 };
 
 }  // namespace
+
+std::string_view to_string(TokenizeMode mode) {
+  switch (mode) {
+    case TokenizeMode::kAuto:
+      return "auto";
+    case TokenizeMode::kLocal:
+      return "local";
+    case TokenizeMode::kEngine:
+      return "engine";
+  }
+  return "auto";
+}
 
 const ModelConfig* GatewayConfig::find_model(std::string_view name) const {
   for (const ModelConfig& m : models) {

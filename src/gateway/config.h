@@ -125,6 +125,24 @@ struct AdminConfig {
   std::string token_file;  // where `token` was read from (empty: given inline)
 };
 
+// Where a pool's routing token ids come from (docs/tokenizer.md, "Engine fallback").
+// YAML: `tokenize: engine`, or `tokenize: {mode: engine, timeout_ms: 50, cache_mb: 64}`.
+enum class TokenizeMode : uint8_t {
+  kAuto,    // the pool's tokenizer.json and chat template; one that is refused at load
+            // falls back to the engines (the pool starts and says why)
+  kLocal,   // the local files only: one that is refused fails the start
+  kEngine,  // always the pool's engines (vLLM's POST /tokenize); the files are not used
+};
+std::string_view to_string(TokenizeMode mode);  // "auto", "local", "engine"
+
+struct TokenizeConfig {
+  TokenizeMode mode = TokenizeMode::kAuto;
+  // The /tokenize call's whole budget (connect, send, answer): past it the request is
+  // routed approximately (pseudo-tokens) and the reason counted.
+  std::chrono::milliseconds timeout{50};
+  size_t cache_bytes = size_t{64} << 20;  // ids kept per pool (tokenizer/engine_id_cache.h)
+};
+
 struct PoolConfig {
   std::string name;
   std::vector<route::EndpointSpec> endpoints;
@@ -143,6 +161,7 @@ struct PoolConfig {
   // (set it when the pool's engines run with that flag); else such a request routes
   // approximately, as the engine will refuse it.
   bool trust_request_chat_template = false;
+  TokenizeConfig tokenize;  // `tokenize:`; the default uses the files above
   // Warm-up before traffic (gateway/warmup.h): an endpoint added at run time is sent the
   // pool's hot prefixes before it is routed to. YAML:
   //   warmup: {enabled: true, prefixes: 16, budget_ms: 10000, concurrency: 4,

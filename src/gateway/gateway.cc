@@ -22,6 +22,7 @@
 #include "discovery/pool_discovery.h"
 #include "gateway/admin_api.h"
 #include "gateway/disagg_flow.h"
+#include "gateway/engine_tokenizer.h"
 #include "gateway/fault_metrics.h"
 #include "gateway/flow_glue.h"
 #include "gateway/keys.h"
@@ -434,8 +435,20 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   std::vector<uint32_t> token_ids;
   PoolWarmup* warmup = warmup_of(&pool);
   const bool track = warmup && warmup->enabled();
-  pool.keys_for(call.request, call.body, call.kind, call.model->served_name, keys, prompt_tokens,
-                track ? &token_ids : nullptr);
+  EngineTokenizer* fallback = pool.engine_tokenizer();
+  std::optional<tokenizer::TokenizeCall> fetch_after_pick;  // a follow-up's whole ids
+  if (fallback && fallback->covers(call.kind)) {
+    // The engine fallback: the ids come from the pool's engines (at most its timeout).
+    EngineTokenizer::Ids got =
+        co_await fallback->ids_for(call.request, call.body, call.kind, call.model->served_name);
+    pool.keys_of(got.ids, keys);
+    prompt_tokens = static_cast<uint32_t>(got.ids.size());
+    if (track && got.exact) token_ids = std::move(got.ids);
+    fetch_after_pick = std::move(got.later);
+  } else {
+    pool.keys_for(call.request, call.body, call.kind, call.model->served_name, keys, prompt_tokens,
+                  track ? &token_ids : nullptr);
+  }
   if (track) {
     // A chat prompt without real tokens cannot be replayed as a completion: not tracked.
     warmup->observe(keys, token_ids,
@@ -520,6 +533,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       const Nanos took = monotonic_now() - route_start;
       call.routing_seconds = to_seconds(took);
       route_us = std::to_string((took + 500) / 1000);
+      // Only now, so that the follow-up's own routing never waits behind it.
+      if (fetch_after_pick) fallback->fetch_later(std::move(*fetch_after_pick));
     }
     if (!pick.decision.accepted()) {
       if (attempt > 0) break;  // retries exhausted the healthy endpoints: 502 below
@@ -970,6 +985,13 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
                                     /*one_thread=*/c.threads == 1);
     if (!pool) return Error(pool.error());
     impl->pools.push_back(std::move(*pool));
+  }
+  for (auto& pool : impl->pools) {
+    if (!pool->tokenize_plan().uses_engine()) continue;
+    pool->set_engine_tokenizer(
+        EngineTokenizer::create(*pool, *impl->upstream, impl->io.get_executor(), impl->metrics));
+    spdlog::info("pool {}: {}; {}", pool->name(), pool->tokenize_plan().tokenizer,
+                 pool->tokenize_plan().chat_template);
   }
   for (auto& pool : impl->pools) {
     std::string served = pool->name();

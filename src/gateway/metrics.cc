@@ -173,6 +173,13 @@ std::atomic<uint64_t>& GatewayMetrics::decision_counter(std::string_view pool,
   return slot(decisions_, pool, policy, reason);
 }
 
+std::atomic<uint64_t>& GatewayMetrics::engine_tokenize_counter(std::string_view pool,
+                                                               std::string_view result,
+                                                               bool background) {
+  std::lock_guard lock(mu_);
+  return slot(background ? engine_background_ : engine_tokenize_, pool, result);
+}
+
 void GatewayMetrics::breaker(std::string_view pool, std::string_view endpoint, bool open) {
   std::lock_guard lock(mu_);
   slot(breakers_, pool, endpoint) = open;
@@ -296,6 +303,28 @@ std::string GatewayMetrics::render() const {
     const auto& [pool, policy, reason] = k;
     w.sample("kvgate_routing_decisions_total",
              {{"pool", pool}, {"policy", policy}, {"reason", reason}},
+             static_cast<double>(v.load(std::memory_order_relaxed)));
+  }
+  w.header("kvgate_engine_tokenize_total",
+           "Requests of pools whose routing ids come from their engines (POST /tokenize), by "
+           "how the ids were found: hit (cached), prefix (a follow-up: the cached ids of the "
+           "conversation so far, its new messages as pseudo-tokens), engine (asked), "
+           "prompt_ids (given); or why the request was routed on pseudo-tokens: timeout, "
+           "engine_error, refused (a 4xx answer), bad_response, no_endpoint, bad_request, "
+           "batched_prompt.",
+           "counter");
+  for (const auto& [k, v] : engine_tokenize_) {
+    const auto& [pool, result] = k;
+    w.sample("kvgate_engine_tokenize_total", {{"pool", pool}, {"result", result}},
+             static_cast<double>(v.load(std::memory_order_relaxed)));
+  }
+  w.header("kvgate_engine_tokenize_background_total",
+           "Follow-ups routed on their cached prefix whose whole ids were then fetched from an "
+           "engine for the next turn: stored, failed, or skipped (too many in flight).",
+           "counter");
+  for (const auto& [k, v] : engine_background_) {
+    const auto& [pool, result] = k;
+    w.sample("kvgate_engine_tokenize_background_total", {{"pool", pool}, {"result", result}},
              static_cast<double>(v.load(std::memory_order_relaxed)));
   }
   w.header("kvgate_routing_decision_seconds",

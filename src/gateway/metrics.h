@@ -21,6 +21,17 @@
 //                                                          unsupported_content,
 //                                                          request_template_untrusted,
 //                                                          render_error)
+//   kvgate_engine_tokenize_total{pool,result}             counter (pools whose routing ids
+//                                                          come from their engines: hit,
+//                                                          prefix, engine, prompt_ids; routed
+//                                                          approximately: timeout,
+//                                                          engine_error, refused,
+//                                                          bad_response,
+//                                                          no_endpoint, bad_request,
+//                                                          batched_prompt)
+//   kvgate_engine_tokenize_background_total{pool,result}  counter (a follow-up's ids fetched
+//                                                          after it was routed: stored,
+//                                                          failed, skipped)
 //   kvgate_circuit_breaker_open{pool,endpoint}             gauge
 //   kvgate_rate_limited_total{tenant,rule}                 counter (429s; rule "store"
 //                                                          when fail-closed refused)
@@ -106,6 +117,10 @@ class GatewayMetrics {
   // object).
   std::atomic<uint64_t>& decision_counter(std::string_view pool, std::string_view policy,
                                           std::string_view reason);
+  // The counters of the engine fallback (engine_tokenizer.h), created at zero and kept
+  // by the caller as decision_counter's. `background`: kvgate_engine_tokenize_background.
+  std::atomic<uint64_t>& engine_tokenize_counter(std::string_view pool, std::string_view result,
+                                                 bool background = false);
   void breaker(std::string_view pool, std::string_view endpoint, bool open);
   // One scrape of an endpoint's /metrics; the values are null when it failed.
   void scrape(std::string_view pool, std::string_view endpoint, const double* waiting,
@@ -153,8 +168,10 @@ class GatewayMetrics {
   std::atomic<int64_t> active_requests_{0};
   std::map<Key3, uint64_t, std::less<>> upstream_errors_;
   std::map<std::string, uint64_t, std::less<>> retries_;
-  std::map<Key3, std::atomic<uint64_t>, std::less<>> decisions_;         // nodes stay put
-  std::map<std::string, metrics::Histogram, std::less<>> routing_time_;  // by pool
+  std::map<Key3, std::atomic<uint64_t>, std::less<>> decisions_;          // nodes stay put
+  std::map<std::string, metrics::Histogram, std::less<>> routing_time_;   // by pool
+  std::map<Key2, std::atomic<uint64_t>, std::less<>> engine_tokenize_;    // nodes stay put
+  std::map<Key2, std::atomic<uint64_t>, std::less<>> engine_background_;  // likewise
   std::map<Key2, bool, std::less<>> breakers_;
   std::map<Key2, uint64_t, std::less<>> rate_limited_;
   std::map<Key2, uint64_t, std::less<>> chat_fallbacks_;

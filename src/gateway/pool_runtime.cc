@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <bit>
+#include <algorithm>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -23,6 +23,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/kv/pseudo_tokens.h"
 #include "env/file.h"
 #include "gateway/pool_flow.h"
 #include "io/http_client.h"
@@ -79,27 +80,7 @@ Result<std::unique_ptr<PoolRuntime>> PoolRuntime::create(const PoolConfig& confi
                                                          GatewayMetrics& metrics, bool one_thread) {
   std::unique_ptr<PoolRuntime> p(
       new PoolRuntime(config, breaker, std::move(executor), metrics, one_thread));
-  if (!config.tokenizer_file.empty()) {
-    auto text = read_file(config.tokenizer_file);
-    if (!text)
-      return Error(fmt::format("pool {}: cannot read {}", config.name, config.tokenizer_file));
-    auto tok = tokenizer::Tokenizer::load(*text);
-    if (!tok)
-      return Error(fmt::format("pool {}: {}: {}", config.name, config.tokenizer_file, tok.error()));
-    p->tokenizer_ = std::move(*tok);
-  }
-  if (!config.chat_template_file.empty()) {
-    auto text = read_file(config.chat_template_file);
-    if (!text) {
-      return Error(fmt::format("pool {}: cannot read {}", config.name, config.chat_template_file));
-    }
-    auto tpl = tokenizer::ChatTemplate::load(*text);
-    if (!tpl) {
-      return Error(
-          fmt::format("pool {}: {}: {}", config.name, config.chat_template_file, tpl.error()));
-    }
-    p->chat_template_ = std::move(*tpl);
-  }
+  if (Status st = p->load_tokenize(); !st) return Error(st.error());
   auto router =
       route::Router::create(config.router, {.precise = &p->precise_, .approx = &p->approx_});
   if (!router) return Error(fmt::format("pool {}: {}", config.name, router.error()));
@@ -116,6 +97,76 @@ Result<std::unique_ptr<PoolRuntime>> PoolRuntime::create(const PoolConfig& confi
     if (!id) return Error(fmt::format("pool {}: {}", config.name, id.error()));
   }
   return p;
+}
+
+Status PoolRuntime::load_tokenize() {
+  const PoolConfig& config = config_;
+  const TokenizeMode mode = config.tokenize.mode;
+  constexpr std::string_view kFallback =
+      "-> engine fallback (POST /tokenize to the pool's engines)";
+  if (mode == TokenizeMode::kEngine) {
+    plan_.chat_from_engine = plan_.completion_from_engine = true;
+    plan_.tokenizer = "tokenizer: engine fallback (tokenize: engine)";
+    plan_.chat_template = "chat template: engine fallback (tokenize: engine)";
+    return {};
+  }
+  // A file that is refused fails the start with `tokenize: local`; otherwise the pool
+  // asks its engines instead, and says why.
+  auto refused = [&](std::string_view what, const std::string& file,
+                     const std::string& why) -> Status {
+    if (mode == TokenizeMode::kLocal) {
+      return Error(fmt::format("pool {}: {}: {}", config.name, file, why));
+    }
+    spdlog::warn(
+        "pool {}: {} {} refused ({}): routing ids come from the pool's engines "
+        "(POST /tokenize)",
+        config.name, what, file, why);
+    return {};
+  };
+  if (config.tokenizer_file.empty()) {
+    plan_.tokenizer = "tokenizer: none: approximate routing on pseudo-tokens (4 bytes each)";
+  } else {
+    auto text = read_file(config.tokenizer_file);
+    if (!text)
+      return Error(fmt::format("pool {}: cannot read {}", config.name, config.tokenizer_file));
+    auto tok = tokenizer::Tokenizer::load(*text);
+    if (tok) {
+      tokenizer_ = std::move(*tok);
+      plan_.tokenizer =
+          fmt::format("tokenizer {}: {} path: {}", config.tokenizer_file,
+                      tokenizer_->path().fast ? "fast" : "general", tokenizer_->path().why);
+    } else {
+      KVGATE_TRY(refused("tokenizer", config.tokenizer_file, tok.error()));
+      plan_.chat_from_engine = plan_.completion_from_engine = true;
+      plan_.tokenizer = fmt::format("tokenizer {}: refused ({}) {}", config.tokenizer_file,
+                                    tok.error(), kFallback);
+    }
+  }
+  if (!config.chat_template_file.empty()) {
+    auto text = read_file(config.chat_template_file);
+    if (!text) {
+      return Error(fmt::format("pool {}: cannot read {}", config.name, config.chat_template_file));
+    }
+    auto tpl = tokenizer::ChatTemplate::load(*text);
+    if (tpl) {
+      chat_template_ = std::move(*tpl);
+      plan_.chat_template = fmt::format(
+          "chat template {}: {}{}", config.chat_template_file, chat_template_->describe(),
+          plan_.chat_from_engine ? " (not used: the tokenizer was refused -> engine fallback)"
+          : !tokenizer_          ? " (not used: no tokenizer, chat requests route approximately)"
+                                 : "");
+    } else {
+      KVGATE_TRY(refused("chat template", config.chat_template_file, tpl.error()));
+      plan_.chat_from_engine = true;
+      plan_.chat_template = fmt::format("chat template {}: refused ({}) {}",
+                                        config.chat_template_file, tpl.error(), kFallback);
+    }
+  } else if (plan_.chat_from_engine) {
+    plan_.chat_template = "chat template: engine fallback (the tokenizer was refused)";
+  } else {
+    plan_.chat_template = "chat template: none: chat requests route approximately on pseudo-tokens";
+  }
+  return {};
 }
 
 Result<route::EndpointId> PoolRuntime::add_on_strand(route::EndpointSpec spec,
@@ -274,6 +325,7 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
   if (tokenizer_) {
     std::string text;
     bool have_text = false;
+    bool add_special = false;
     if (kind == ApiKind::kChat && chat_template_) {
       auto chat = tokenizer::parse_chat_request(body);
       tokenizer::ChatRenderOptions options;
@@ -290,26 +342,27 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
     } else if (kind == ApiKind::kCompletion) {
       text = request.prompt_text;
       have_text = true;
+      // vLLM adds the post-processor's special tokens to a completion prompt by default
+      // (Llama 2's and Gemma's BOS); a chat template writes its own. (A request's
+      // `add_special_tokens: false` is not read here.)
+      add_special = true;
     }
-    if (have_text && tokenizer_->encode_into(text, ids).ok()) tokenized = true;
+    if (have_text) {
+      if (add_special)
+        ids.assign(tokenizer_->post_prefix().begin(), tokenizer_->post_prefix().end());
+      if (tokenizer_->encode_into(text, ids).ok()) {
+        tokenized = true;
+        if (add_special) {
+          ids.insert(ids.end(), tokenizer_->post_suffix().begin(), tokenizer_->post_suffix().end());
+        }
+      }
+    }
   }
   if (!tokenized) {
     // Byte-level fallback: 4 bytes per pseudo-token, so a shared text prefix still
     // gives shared block keys (and a token count of the right order).
     ids.clear();
-    const std::string& t = request.prompt_text;
-    ids.resize((t.size() + 3) / 4);
-    const size_t whole = t.size() / 4;
-    for (size_t i = 0; i < whole; ++i) {  // big-endian: the first byte is the high one
-      uint32_t v;
-      std::memcpy(&v, t.data() + 4 * i, 4);
-      ids[i] = std::endian::native == std::endian::little ? __builtin_bswap32(v) : v;
-    }
-    if (whole < ids.size()) {
-      uint32_t v = 0;
-      for (size_t j = 4 * whole; j < t.size(); ++j) v = v << 8 | static_cast<uint8_t>(t[j]);
-      ids[whole] = v;
-    }
+    kv::append_pseudo_tokens(request.prompt_text, ids);
   }
   prompt_tokens = static_cast<uint32_t>(ids.size());
   keys.clear();
@@ -318,6 +371,37 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
     token_ids->clear();
     if (tokenized) token_ids->assign(ids.begin(), ids.end());
   }
+}
+
+void PoolRuntime::keys_of(std::span<const uint32_t> ids, std::vector<kv::BlockKey>& keys) const {
+  keys.clear();
+  kv::hash_blocks(ids, config_.router.block_size, block_seed_, keys);
+}
+
+asio::awaitable<std::shared_ptr<const EndpointAddress>> PoolRuntime::tokenize_endpoint(
+    std::vector<route::EndpointId> avoid) {
+  // As pick(): on the strand (at once when this thread runs it), no coroutine spawned.
+  return asio::async_initiate<const asio::use_awaitable_t<>&,
+                              void(std::shared_ptr<const EndpointAddress>)>(
+      [this, avoid = std::move(avoid)](auto handler) mutable {
+        asio::dispatch(strand_, [this, avoid = std::move(avoid), h = std::move(handler)]() mutable {
+          std::shared_ptr<const EndpointAddress> chosen;
+          const auto ids = router_->pool().ids();
+          for (size_t n = 0; n < ids.size() && !chosen; ++n) {
+            const route::EndpointId id = ids[(tokenize_turn_ + n) % ids.size()];
+            const route::Endpoint* e = router_->pool().get(id);
+            if (!e || e->health != route::Health::kHealthy || id >= endpoints_.size()) continue;
+            if (std::find(avoid.begin(), avoid.end(), id) != avoid.end()) continue;
+            chosen = endpoints_[id];
+            tokenize_turn_ = (tokenize_turn_ + n + 1) % ids.size();
+          }
+          auto ex = asio::get_associated_executor(h);
+          asio::dispatch(ex, [h = std::move(h), chosen = std::move(chosen)]() mutable {
+            std::move(h)(std::move(chosen));
+          });
+        });
+      },
+      asio::use_awaitable);
 }
 
 void PoolRuntime::close_expired_breakers(Nanos now) {

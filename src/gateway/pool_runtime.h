@@ -89,6 +89,20 @@ struct Pick {
 
 class PoolFlow;
 struct FlowTicket;
+class EngineTokenizer;
+
+// Where a pool's routing token ids come from, decided when it is created from its
+// `tokenize:` mode and whether its tokenizer.json and chat template load (kvgate serve
+// --check and kvgate tokenize --config print it).
+struct TokenizePlan {
+  // Asked of the pool's engines (POST /tokenize, gateway/engine_tokenizer.h).
+  bool chat_from_engine = false;
+  bool completion_from_engine = false;
+  bool uses_engine() const { return chat_from_engine || completion_from_engine; }
+  // One line each: which path and why, e.g. "tokenizer /m/tokenizer.json: fast path: ...".
+  std::string tokenizer;
+  std::string chat_template;
+};
 
 // Nanoseconds on a monotonic clock since process start (the `now` the core is given).
 Nanos monotonic_now();
@@ -108,6 +122,18 @@ class PoolRuntime {
   const PoolConfig& config() const { return config_; }
   // The pool's tokenizer (loaded from tokenizer.json by the general loader), or null.
   const tokenizer::Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
+  const TokenizePlan& tokenize_plan() const { return plan_; }
+
+  // The engine fallback (set by the gateway for pools whose plan uses the engines),
+  // or null: then keys_for computes every request's keys.
+  void set_engine_tokenizer(std::shared_ptr<EngineTokenizer> t) {
+    engine_tokenizer_ = std::move(t);
+  }
+  EngineTokenizer* engine_tokenizer() const { return engine_tokenizer_.get(); }
+  // An endpoint to ask for token ids: the next healthy one in turn that is not in
+  // `avoid`, or null when there is none. Decided on the strand.
+  boost::asio::awaitable<std::shared_ptr<const EndpointAddress>> tokenize_endpoint(
+      std::vector<route::EndpointId> avoid);
 
   // Block keys of the prompt for routing, and its token count. With a tokenizer the
   // chat template (when configured) and tokenizer.json give real tokens; without, a
@@ -118,6 +144,8 @@ class PoolRuntime {
   void keys_for(const InspectedRequest& request, std::string_view body, ApiKind kind,
                 std::string_view served_model, std::vector<kv::BlockKey>& keys,
                 uint32_t& prompt_tokens, std::vector<uint32_t>* token_ids = nullptr) const;
+  // Block keys of token ids computed elsewhere (the engine fallback), as keys_for hashes.
+  void keys_of(std::span<const uint32_t> ids, std::vector<kv::BlockKey>& keys) const;
 
   // Routes on the strand; endpoints in `excluded` are skipped for this decision. Both
   // arguments are borrowed until the awaitable completes.
@@ -211,6 +239,8 @@ class PoolRuntime {
  private:
   PoolRuntime(const PoolConfig& config, const BreakerConfig& breaker,
               boost::asio::any_io_executor executor, GatewayMetrics& metrics, bool one_thread);
+  // The tokenizer and chat template, as the pool's `tokenize:` mode says (plan_).
+  Status load_tokenize();
   void close_expired_breakers(Nanos now);
   // True on the pool's one thread (`threads: 1`), where strand work may run at once.
   bool on_own_thread() const;
@@ -245,6 +275,8 @@ class PoolRuntime {
   GatewayMetrics& metrics_;
   std::optional<tokenizer::Tokenizer> tokenizer_;
   std::optional<tokenizer::ChatTemplate> chat_template_;
+  TokenizePlan plan_;
+  std::shared_ptr<EngineTokenizer> engine_tokenizer_;
 
   // State below is touched only on strand_ (a strand, or the context's one thread).
   boost::asio::any_io_executor strand_;
@@ -255,6 +287,7 @@ class PoolRuntime {
   Rng rng_;
   route::CircuitBreakers breakers_;
   std::vector<bool> removal_started_;  // by EndpointId: a remove_endpoint is under way
+  size_t tokenize_turn_ = 0;           // tokenize_endpoint: where the next search starts
   std::unique_ptr<PoolFlow> flow_;     // after router_ and rng_, which it borrows
   // Capacity may have appeared: the queue dispatches (no-op without flow control).
   void pump_flow(Nanos now);

@@ -33,19 +33,12 @@ int check(const GatewayConfig& config) {
     }
   }
   // Tokenizers and chat templates load here too, as they would at start.
-  boost::asio::io_context io;
-  GatewayMetrics metrics;
-  for (const PoolConfig& p : config.pools) {
-    auto pool = PoolRuntime::create(p, config.breaker, io.get_executor(), metrics);
-    if (!pool) {
-      fmt::print(stderr, "{}: {}\n", config.file, pool.error());
-      return 2;
-    }
-    if (const tokenizer::Tokenizer* tok = (*pool)->tokenizer()) {
-      fmt::print("pool {}: tokenizer {}: {} path: {}\n", p.name, p.tokenizer_file,
-                 tok->path().fast ? "fast" : "general", tok->path().why);
-    }
+  auto report = tokenize_report(config);
+  if (!report) {
+    fmt::print(stderr, "{}: {}\n", config.file, report.error());
+    return 2;
   }
+  for (const std::string& line : *report) fmt::print("{}\n", line);
   size_t endpoints = 0;
   for (const PoolConfig& p : config.pools) endpoints += p.endpoints.size();
   fmt::print("{}: ok ({} listener(s), {} pool(s), {} endpoint(s), {} model(s))\n", config.file,
@@ -101,6 +94,21 @@ int run(const ServeOptions& o) {
 
 }  // namespace
 
+Result<std::vector<std::string>> tokenize_report(const GatewayConfig& config) {
+  boost::asio::io_context io;
+  GatewayMetrics metrics;
+  std::vector<std::string> lines;
+  for (const PoolConfig& p : config.pools) {
+    auto pool = PoolRuntime::create(p, config.breaker, io.get_executor(), metrics);
+    if (!pool) return Error(pool.error());
+    // Where the pool's routing ids come from, and why (pool_runtime.h, TokenizePlan).
+    const TokenizePlan& plan = (*pool)->tokenize_plan();
+    lines.push_back(fmt::format("pool {}: {}", p.name, plan.tokenizer));
+    lines.push_back(fmt::format("pool {}: {}", p.name, plan.chat_template));
+  }
+  return lines;
+}
+
 void add_serve_command(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* serve = app.add_subcommand(
@@ -108,7 +116,10 @@ void add_serve_command(CLI::App& app) {
   serve->add_option("config", o->config, "Gateway config file (see docs/gateway.md)")
       ->required()
       ->check(CLI::ExistingFile);
-  serve->add_flag("--check", o->check, "Validate the config, keys file and tokenizers; exit");
+  serve->add_flag("--check", o->check,
+                  "Validate the config, keys file and tokenizers; print per pool where its "
+                  "routing token ids come from (local fast or general path, engine fallback, "
+                  "or none) and why; exit");
   serve->add_option("--port", o->port, "Override the first listener's port (0: ephemeral)")
       ->check(CLI::Range(0, 65535));
   serve->callback([o] { cli::set_exit_code(run(*o)); });

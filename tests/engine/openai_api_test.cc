@@ -36,9 +36,11 @@ TEST(OpenAiApi, ParsesCompletionAndChatFields) {
                     {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],
                     "max_completion_tokens":3,"max_tokens":9})",
                  ApiKind::kChat);
-  ASSERT_EQ(chat.messages.size(), 2u);
-  EXPECT_EQ(chat.messages[1].content, "a\nb");
-  EXPECT_EQ(chat.max_tokens, 3u);  // max_completion_tokens wins
+  ASSERT_EQ(chat.chat.messages.size(), 2u);
+  EXPECT_EQ(chat.chat.messages[1].content, "a\nb");
+  EXPECT_FALSE(chat.add_special_tokens);  // vLLM's chat default
+  EXPECT_TRUE(c.add_special_tokens);      // and its completions default
+  EXPECT_EQ(chat.max_tokens, 3u);         // max_completion_tokens wins
   auto pd = ok(R"({"prompt":"x","kv_transfer_params":{"do_remote_prefill":true,
                   "remote_block_ids":[1,2],"remote_rack":"r","remote_port":9}})",
                ApiKind::kCompletion);
@@ -118,22 +120,86 @@ TEST(OpenAiApi, ReturnTokenIdsAndTemperatureAsVllmHasThem) {
   EXPECT_FALSE(plain.at("choices").at(0).as_object().contains("token_ids"));
 }
 
+TokenizeRequest tok(std::string_view body) {
+  auto r = parse_tokenize_request(body);
+  if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << e->message;
+  return std::get<TokenizeRequest>(r);
+}
+
+TEST(OpenAiApi, ParsesTokenizeAsVllmTakesIt) {
+  auto p = tok(R"({"model":"m","prompt":"hi"})");
+  EXPECT_EQ(p.model, "m");
+  EXPECT_EQ(p.prompt, "hi");
+  EXPECT_TRUE(p.add_special_tokens);  // TokenizeCompletionRequest's default
+  EXPECT_FALSE(tok(R"({"prompt":"hi","add_special_tokens":false})").add_special_tokens);
+  // The chat form: the whole chat request, as a chat completion's.
+  auto c = tok(R"({"messages":[{"role":"system","content":"s"},
+                  {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
+                  {"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function",
+                   "function":{"name":"f","arguments":"{\"x\":1}"}}]}],
+                  "tools":[{"type":"function","function":{"name":"f"}}],
+                  "chat_template_kwargs":{"enable_thinking":false,"custom":1},
+                  "documents":[{"text":"d"}],"add_generation_prompt":false,
+                  "continue_final_message":true,"return_token_strs":true})");
+  EXPECT_FALSE(c.prompt);
+  EXPECT_FALSE(c.add_special_tokens);  // TokenizeChatRequest's default
+  EXPECT_TRUE(c.return_token_strs);
+  ASSERT_EQ(c.chat.messages.size(), 3u);
+  EXPECT_EQ(c.chat.messages[1].parts.size(), 2u);
+  EXPECT_EQ(c.chat.messages[2].tool_calls.at(0).name, "f");
+  EXPECT_EQ(c.chat.tools.size(), 1u);
+  EXPECT_EQ(c.chat.enable_thinking, false);
+  EXPECT_TRUE(c.chat.extra_kwargs.contains("custom"));
+  EXPECT_FALSE(c.chat.documents.is_null());
+  EXPECT_FALSE(c.chat.add_generation_prompt);
+  EXPECT_TRUE(c.chat.continue_final_message);
+  for (const char* bad :
+       {"{", R"({})", R"({"prompt":3})", R"({"messages":[]})",
+        R"({"prompt":"x","add_special_tokens":1})",
+        R"({"messages":[{"role":"user","content":"x"}],"continue_final_message":true})"}) {
+    auto r = parse_tokenize_request(bad);
+    EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << bad;
+  }
+}
+
+TEST(OpenAiApi, RendersTokenizeResponseAsVllm) {
+  const std::vector<kv::TokenId> ids = {7, 8, 9};
+  auto r = json::parse(render_tokenize_response(ids, 4096));
+  EXPECT_EQ(r,
+            json::parse(R"({"count":3,"max_model_len":4096,"tokens":[7,8,9],"token_strs":null})"));
+  const std::vector<std::string> strs = {"a", "b", "c"};
+  EXPECT_EQ(json::parse(render_tokenize_response(ids, 1, &strs)).at("token_strs"),
+            json::parse(R"(["a","b","c"])"));
+}
+
 TEST(TextCodec, WordCodecIsStableAndPrefixPreserving) {
   auto codec = make_word_codec(151643);
-  auto a = *codec->encode("the quick brown fox");
-  auto b = *codec->encode("the quick  brown\nfox jumps");
+  auto a = *codec->encode("the quick brown fox", true);
+  auto b = *codec->encode("the quick  brown\nfox jumps", false);
   ASSERT_EQ(a.size(), 4u);
   ASSERT_EQ(b.size(), 5u);
   EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin()));
   for (auto t : b) EXPECT_LT(t, 151643u);
-  std::vector<ChatMessage> conv = {{"user", "hello there"}};
-  auto one = *codec->encode_chat(conv, true);
-  conv.push_back({"assistant", "hi"});
-  conv.push_back({"user", "more"});
-  auto two = *codec->encode_chat(conv, true);
+  auto conv =
+      *tokenizer::parse_chat_request(R"({"messages":[{"role":"user","content":"hello there"}]})");
+  auto one = *codec->encode_chat(conv, false);
+  conv = *tokenizer::parse_chat_request(R"({"messages":[{"role":"user","content":"hello there"},
+      {"role":"assistant","content":"hi"},{"role":"user","content":"more"}]})");
+  auto two = *codec->encode_chat(conv, false);
   // A conversation that grows keeps its earlier tokens (all but the generation prompt).
   EXPECT_TRUE(std::equal(one.begin(), one.end() - 3, two.begin()));
+  // continue_final_message leaves the last message open: no end, no generation prompt.
+  conv = *tokenizer::parse_chat_request(R"({"messages":[{"role":"user","content":"hello there"},
+      {"role":"assistant","content":"hi"}],"continue_final_message":true,
+      "add_generation_prompt":false})");
+  auto open = *codec->encode_chat(conv, false);
+  EXPECT_EQ(open.size(), 11u);  // the user turn (7) and "<start> assistant \n hi"
+  EXPECT_TRUE(std::equal(open.begin(), open.end(), two.begin()));
   EXPECT_EQ(output_token_text(5).front(), ' ');
+  // POST /tokenize's token_strs: one text per id.
+  auto strs = *codec->token_strs(a);
+  ASSERT_EQ(strs.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(strs[i], output_token_text(a[i]));
 }
 
 }  // namespace

@@ -327,5 +327,36 @@ TEST(GatewayConfigWarmup, OffByDefaultOnWithASectionAndValidated) {
   EXPECT_NE(typo.error().find("prefixs"), std::string::npos) << typo.error();
 }
 
+TEST(GatewayConfigTokenize, ModeAloneOrWithTheCallsBudgetAndCache) {
+  auto def = parse_gateway_config(with_pool_extra(""), "f.yaml");
+  ASSERT_TRUE(def) << def.error();
+  EXPECT_EQ(def->pools[0].tokenize.mode, TokenizeMode::kAuto);
+  EXPECT_EQ(def->pools[0].tokenize.timeout.count(), 50);
+  EXPECT_EQ(def->pools[0].tokenize.cache_bytes, size_t{64} << 20);
+
+  auto engine = parse_gateway_config(with_pool_extra("    tokenize: engine"), "f.yaml");
+  ASSERT_TRUE(engine) << engine.error();
+  EXPECT_EQ(engine->pools[0].tokenize.mode, TokenizeMode::kEngine);
+
+  auto full = parse_gateway_config(
+      with_pool_extra("    tokenize: {mode: local, timeout_ms: 120, cache_mb: 8}"), "f.yaml");
+  ASSERT_TRUE(full) << full.error();
+  EXPECT_EQ(full->pools[0].tokenize.mode, TokenizeMode::kLocal);
+  EXPECT_EQ(full->pools[0].tokenize.timeout.count(), 120);
+  EXPECT_EQ(full->pools[0].tokenize.cache_bytes, size_t{8} << 20);
+  EXPECT_EQ(to_string(TokenizeMode::kEngine), "engine");
+
+  for (const auto& [extra, field] : std::vector<std::pair<std::string, std::string>>{
+           {"    tokenize: remote", "pools.main.tokenize"},
+           {"    tokenize: {mode: nope}", "pools.main.tokenize.mode"},
+           {"    tokenize: {timeout_ms: 0}", "pools.main.tokenize.timeout_ms"},
+           {"    tokenize: {timeout: 5}", "timeout"},
+           {"    tokenize: [engine]", "pools.main.tokenize"}}) {
+    auto bad = parse_gateway_config(with_pool_extra(extra), "f.yaml");
+    ASSERT_FALSE(bad) << extra;
+    EXPECT_NE(bad.error().find(field), std::string::npos) << bad.error();
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::gateway

@@ -8,6 +8,9 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -164,6 +167,102 @@ TEST_F(PoolRuntimeTest, ByteLevelKeysWithoutATokenizer) {
   EXPECT_NE(keys_of(changed, n), a);
   EXPECT_TRUE(keys_of("123456789", n).empty());
   EXPECT_EQ(n, 3u);
+}
+
+// The engine fallback asks the pool's healthy endpoints in turn, skipping those it is told
+// to avoid (ones that just failed it); none left: null, never a wait.
+TEST_F(PoolRuntimeTest, TokenizeEndpointTakesTurnsAndSkipsAvoidedAndUnhealthyOnes) {
+  auto second = pool_->add_endpoint_sync({.url = "http://127.0.0.1:9002"}, std::nullopt);
+  ASSERT_TRUE(second.ok()) << second.error();
+  auto ask = [&](std::vector<route::EndpointId> avoid) {
+    auto e =
+        asio::co_spawn(io_, pool_->tokenize_endpoint(std::move(avoid)), asio::use_future).get();
+    return e ? e->port : 0;
+  };
+  EXPECT_EQ(ask({}), 9001);
+  EXPECT_EQ(ask({}), 9002);
+  EXPECT_EQ(ask({}), 9001);
+  EXPECT_EQ(ask({0}), 9002);
+  EXPECT_EQ(ask({0, *second}), 0);
+  asio::co_spawn(io_, pool_->with_router([&](route::Router& r) {
+    r.pool().set_health(*second, route::Health::kUnhealthy);
+  }),
+                 asio::use_future)
+      .get();
+  EXPECT_EQ(ask({}), 9001);
+  EXPECT_EQ(ask({}), 9001);
+  EXPECT_EQ(ask({0}), 0);
+}
+
+// Where routing ids come from is decided at creation from `tokenize:` and the files.
+TEST(PoolRuntimeTokenizePlan, EngineModeAutoFallbackAndLocalRefusal) {
+  asio::io_context io;
+  GatewayMetrics metrics;
+  PoolConfig config;
+  config.name = "p";
+  config.endpoints.push_back({.url = "http://127.0.0.1:9001"});
+  auto none = PoolRuntime::create(config, {}, io.get_executor(), metrics);
+  ASSERT_TRUE(none.ok()) << none.error();
+  EXPECT_FALSE((*none)->tokenize_plan().uses_engine());
+  EXPECT_NE((*none)->tokenize_plan().tokenizer.find("none: approximate routing"),
+            std::string::npos);
+
+  config.tokenize.mode = TokenizeMode::kEngine;
+  auto engine = PoolRuntime::create(config, {}, io.get_executor(), metrics);
+  ASSERT_TRUE(engine.ok()) << engine.error();
+  EXPECT_TRUE((*engine)->tokenize_plan().chat_from_engine);
+  EXPECT_TRUE((*engine)->tokenize_plan().completion_from_engine);
+  EXPECT_EQ((*engine)->tokenizer(), nullptr);
+
+  // A chat template kvgate refuses: chat requests go to the engines, completions do not
+  // (there is no tokenizer for them either way); with `tokenize: local` the start fails.
+  const std::string bad = ::testing::TempDir() + "/bad_tokenizer_config.json";
+  {
+    std::FILE* f = std::fopen(bad.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(R"({"chat_template": "{% for m in %}"})", f);
+    std::fclose(f);
+  }
+  config.chat_template_file = bad;
+  config.tokenize.mode = TokenizeMode::kAuto;
+  auto fallback = PoolRuntime::create(config, {}, io.get_executor(), metrics);
+  ASSERT_TRUE(fallback.ok()) << fallback.error();
+  EXPECT_TRUE((*fallback)->tokenize_plan().chat_from_engine);
+  EXPECT_FALSE((*fallback)->tokenize_plan().completion_from_engine);
+  EXPECT_NE((*fallback)->tokenize_plan().chat_template.find("refused"), std::string::npos);
+  config.tokenize.mode = TokenizeMode::kLocal;
+  auto local = PoolRuntime::create(config, {}, io.get_executor(), metrics);
+  ASSERT_FALSE(local.ok());
+  EXPECT_NE(local.error().find(bad), std::string::npos) << local.error();
+}
+
+// A completion prompt gets the post-processor's special tokens, as vLLM adds them (and as
+// `kvgate engine` does): Llama 2's <s> first, so block keys match the
+// engines' KV events.
+TEST(PoolRuntimeKeys, CompletionPromptsGetThePostProcessorsTokensAsVllmAddsThem) {
+  const char* dir = std::getenv("KVGATE_SOURCE_DIR");
+  const std::string file = std::string(dir ? dir : "") + "/.deps/fixtures/llama2/tokenizer.json";
+  if (!dir || !std::ifstream(file)) GTEST_SKIP() << "no Llama 2 fixture (scripts/bootstrap)";
+  asio::io_context io;
+  GatewayMetrics metrics;
+  PoolConfig config;
+  config.name = "p";
+  config.tokenizer_file = file;
+  config.endpoints.push_back({.url = "http://127.0.0.1:9001"});
+  auto pool = PoolRuntime::create(config, {}, io.get_executor(), metrics);
+  ASSERT_TRUE(pool.ok()) << pool.error();
+  InspectedRequest r;
+  r.prompt_text = "Hello world";
+  std::vector<kv::BlockKey> keys;
+  uint32_t tokens = 0;
+  std::vector<uint32_t> ids;
+  (*pool)->keys_for(r, "", ApiKind::kCompletion, "m", keys, tokens, &ids);
+  auto plain = (*pool)->tokenizer()->encode("Hello world");
+  ASSERT_TRUE(plain.ok());
+  ASSERT_EQ(ids.size(), plain->size() + 1);
+  EXPECT_EQ(ids.front(), 1u);  // <s>
+  EXPECT_TRUE(std::equal(plain->begin(), plain->end(), ids.begin() + 1));
+  EXPECT_EQ(tokens, ids.size());
 }
 
 }  // namespace

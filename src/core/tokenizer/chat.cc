@@ -149,6 +149,11 @@ Result<ChatRequest> parse_chat_request(std::string_view text) {
   if (ec) return Error("request body is not JSON: " + ec.message());
   const json::object* o = root.if_object();
   if (!o) return Error("request body must be a JSON object");
+  return parse_chat_request(*o);
+}
+
+Result<ChatRequest> parse_chat_request(const json::object& body) {
+  const json::object* o = &body;
   ChatRequest req;
   const json::value* msgs = o->if_contains("messages");
   if (!msgs || !msgs->is_array() || msgs->get_array().empty())

@@ -12,6 +12,7 @@
 //   {"name", "description", "parameters", ...extra}, ...extra}, absent fields as null.
 #pragma once
 
+#include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 #include <optional>
 #include <string>
@@ -64,5 +65,7 @@ struct ChatRequest {
 // "chat_template_kwargs": {...}} (other fields are ignored). Errors are what vLLM
 // answers 400 for (or what kvgate cannot read).
 Result<ChatRequest> parse_chat_request(std::string_view json);
+// The same from a body already parsed.
+Result<ChatRequest> parse_chat_request(const boost::json::object& body);
 
 }  // namespace kvgate::tokenizer
