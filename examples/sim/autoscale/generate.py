@@ -208,16 +208,18 @@ if __name__ == "__main__":
 
         # Issue #24: the horizon policy next to the old ones and the oracle.
         new = horizon_policy("horizon", c, **HORIZON_DEFAULT)
+        # One configuration for every day: the 1.15 headroom floor meets both targets.
+        one = horizon_policy("horizon-h1.15", c, quantile=0.9, headroom=1.15)
         old = ["gpu-utilization", "queue", "planner", "planner+forecast"]
         scenario("horizon-day-7b-cold", "horizon policy: the day, 7b, cold starts", "cold", c,
-                 old + ["oracle"], extra=new)
+                 old + ["oracle"], extra=new + one)
         # Without bursts a user needs no headroom floor: the band alone.
-        calm = new + horizon_policy("horizon-h1.0", c, quantile=0.9, headroom=1.0)
+        calm = new + horizon_policy("horizon-h1.0", c, quantile=0.9, headroom=1.0) + one
         scenario("horizon-day-7b-cold-no-bursts", "horizon policy: the day without bursts",
                  "cold", dict(c, bursts=[]), old + ["oracle"], extra=calm)
         scenario("horizon-day-7b-caches-kept", "horizon policy: the day, caches kept (68 s)",
                  "caches-kept", dict(c, startup_prior=68), old + ["oracle"],
-                 extra=new + horizon_policy("horizon-h1.15", c, quantile=0.9, headroom=1.15))
+                 extra=new + one)
         scenario("horizon-day-7b-caches-kept-no-bursts",
                  "horizon policy: the day without bursts, caches kept (68 s)", "caches-kept",
                  dict(c, startup_prior=68, bursts=[]), old + ["oracle"], extra=calm)
@@ -226,7 +228,7 @@ if __name__ == "__main__":
         surprise = [(700, 300, 1.7), (2100, 90, 2.0), (2900, 420, 1.4), (4300, 240, 1.8),
                     (5500, 60, 2.2), (6600, 360, 1.5)]
         scenario("horizon-day-7b-surprise", "horizon policy: bursts no seasonal model knows",
-                 "cold", dict(c, bursts=surprise), old + ["oracle"], extra=new)
+                 "cold", dict(c, bursts=surprise), old + ["oracle"], extra=new + one)
         # Step loads: flat at the day's trough, then x2 or x4 at once (within 10 s), held.
         for k in (2, 4):
             base = round(c["qps_per_replica"] * 1.5, 2)
@@ -247,7 +249,13 @@ if __name__ == "__main__":
                   swept("planner", c, "itl_target", [7.2, 7.7, 8]) +
                   swept("planner+forecast", c, "itl_target", [7.2, 7.7, 8]) +
                   "".join(horizon_policy(f"horizon@q{q}h{h}", c, quantile=q, headroom=h)
-                          for q, h in [(0.9, 1.0), (0.9, 1.15), (0.9, 1.3), (0.95, 1.45)]))
+                          for q, h in [(0.7, 1.0), (0.8, 1.0), (0.9, 1.0), (0.9, 1.05),
+                                       (0.9, 1.15), (0.9, 1.3),
+                                       (0.95, 1.15), (0.95, 1.3), (0.95, 1.45)]) +
+                  # The same family with the last value as its forecast (the ablation's
+                  # best variant on this day), at two headrooms.
+                  "".join(horizon_policy(f"horizon@q0.9h{h}-last-value", c, quantile=0.9,
+                                         headroom=h, forecast=False) for h in (1.15, 1.3)))
         scenario("horizon-frontier-7b-cold", "horizon policy: frontier on the cold day", "cold",
                  c, ["oracle"], extra=sweeps)
         # Ablation: the horizon policy without each of its pieces.
