@@ -50,17 +50,20 @@ bool FlowController::has_room(Nanos now, Room room) const {
 
 Decision FlowController::route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng,
                                              Room room) {
-  // The router picks among the endpoints that have room by this measure (its own
-  // saturation filter may find others unsaturated): the rest are excluded for the one
-  // decision, beside what the request excludes itself (a retry's failed endpoints).
-  // Nothing about the endpoints changes, so no other reader sees them flip.
+  // late_binding room: the router picks among the endpoints that have room by this
+  // measure (its own saturation filter may find others unsaturated): the rest are
+  // excluded for the one decision, beside what the request excludes itself (a retry's
+  // failed endpoints). Nothing about the endpoints changes, so no other reader sees them
+  // flip. late_binding any: the router's own choice.
   const EndpointPool& pool = router_.pool();
   excluded_.assign(request.excluded.begin(), request.excluded.end());
-  for (EndpointId id : pool.ids()) {
-    const Endpoint& e = *pool.get(id);
-    if (e.health == Health::kHealthy && can_decode(e.spec.role) &&
-        !endpoint_has_room(e, now, room)) {
-      excluded_.push_back(id);
+  if (queue_.config().late_binding == LateBinding::kRoom) {
+    for (EndpointId id : pool.ids()) {
+      const Endpoint& e = *pool.get(id);
+      if (e.health == Health::kHealthy && can_decode(e.spec.role) &&
+          !endpoint_has_room(e, now, room)) {
+        excluded_.push_back(id);
+      }
     }
   }
   RouteRequest r = request;

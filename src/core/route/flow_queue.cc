@@ -47,6 +47,16 @@ int http_status(FlowRefusal refusal) {
   return 503;
 }
 
+std::string_view to_string(LateBinding binding) {
+  return binding == LateBinding::kAny ? "any" : "room";
+}
+
+std::optional<LateBinding> parse_late_binding(std::string_view text) {
+  if (text == "room") return LateBinding::kRoom;
+  if (text == "any") return LateBinding::kAny;
+  return std::nullopt;
+}
+
 Status FlowQueueConfig::validate() const {
   for (size_t b = 0; b < kBands; ++b) {
     if (!(band_weights[b] > 0) || !std::isfinite(band_weights[b])) {
@@ -151,6 +161,10 @@ Status apply_flow_entries(std::span<const std::pair<std::string, std::string>> e
       ok = parse_uint(value, c.default_output_tokens);
     } else if (key == "sparse_reserve") {
       ok = parse_uint(value, c.sparse_reserve);
+    } else if (key == "late_binding") {
+      auto b = parse_late_binding(value);
+      if (b) c.late_binding = *b;
+      ok = b.has_value();
     } else {
       return Error(fmt::format("flow_control: unknown key '{}'", key));
     }

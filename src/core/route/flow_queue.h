@@ -57,6 +57,14 @@ enum class BandOrder : uint8_t { kStrict, kWeighted };
 std::string_view to_string(BandOrder order);
 std::optional<BandOrder> parse_band_order(std::string_view text);  // strict|weighted
 
+// Which endpoints a request leaving the queue may be routed to: only those with room by
+// the queue's measure (kRoom: engines' queues stay short, so the gateway's order is the
+// order requests start in), or any the router would pick (kAny: its own saturation
+// filter and scorers, so a request may follow its cached prefix into a queue).
+enum class LateBinding : uint8_t { kRoom, kAny };
+std::string_view to_string(LateBinding binding);
+std::optional<LateBinding> parse_late_binding(std::string_view text);  // room|any
+
 // Why a request left the queue (or never entered it) without being routed.
 enum class FlowRefusal : uint8_t {
   kNone,
@@ -98,6 +106,9 @@ struct FlowQueueConfig {
   // A light tenant then does not wait for a place to free behind a heavy one's backlog;
   // 0 = off.
   uint32_t sparse_reserve = 1;
+  // Where a request leaving the queue may go (LateBinding); the pool is gated the same
+  // way either way: requests leave only while some endpoint has room.
+  LateBinding late_binding = LateBinding::kRoom;
 
   // Error naming the first field out of range.
   Status validate() const;
@@ -108,7 +119,8 @@ struct FlowQueueConfig {
 //   band_weights.{critical,standard,sheddable}, starvation_bound (seconds),
 //   max_requests, max_tokens, tenant_max_requests, tenant_max_tokens,
 //   max_wait.{critical,standard,sheddable} (seconds, 0 = unbounded),
-//   input_weight, output_weight, default_output_tokens, sparse_reserve.
+//   input_weight, output_weight, default_output_tokens, sparse_reserve,
+//   late_binding (room|any).
 // Error naming the key on an unknown key or a malformed value; `config` may then be
 // partly changed. Does not validate().
 Status apply_flow_entries(std::span<const std::pair<std::string, std::string>> entries,

@@ -301,5 +301,29 @@ TEST_F(FlowControlTest, ARequestWithItsFirstTokenNoLongerCountsAsWaiting) {
   EXPECT_EQ(Admit("t", Criticality::kStandard, 3).kind, Kind::kQueued);
 }
 
+// `a` is full by the queue's measure (two requests routed since its scrape, neither
+// started) but not by the router's (its scrape showed room); `b` has room by both but
+// more requests in flight. Least-request prefers `a`: late_binding room keeps the
+// request off it, late_binding any lets the router have its way.
+TEST_F(FlowControlTest, LateBindingRoomOrAnyDecidesWhetherAFullEndpointMayBeChosen) {
+  for (LateBinding binding : {LateBinding::kRoom, LateBinding::kAny}) {
+    flow_.late_binding = binding;
+    Build();
+    EndpointId a = Add("http://a:1");
+    EndpointId b = Add("http://b:1");
+    for (RequestId id : {101, 102, 103}) {
+      ASSERT_TRUE(router_->pool().on_routed(id, {.endpoint = b, .prompt_tokens = 16}, 0).ok());
+    }
+    Scrape(b, 1, 3, 0);
+    Scrape(a, 0, 0, 0);
+    for (RequestId id : {104, 105}) {
+      ASSERT_TRUE(router_->pool().on_routed(id, {.endpoint = a, .prompt_tokens = 16}, 0).ok());
+    }
+    FlowOutcome o = Admit("t");
+    ASSERT_EQ(o.kind, Kind::kDispatched) << to_string(binding);
+    EXPECT_EQ(o.decision.endpoint, binding == LateBinding::kRoom ? b : a) << to_string(binding);
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::route

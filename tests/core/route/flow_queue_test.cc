@@ -353,7 +353,8 @@ TEST(FlowQueueConfigTest, ParsesKeysAndRejectsTypos) {
   std::vector<std::pair<std::string, std::string>> e = {
       {"enabled", "true"},           {"band_order", "weighted"}, {"band_weights.critical", "8"},
       {"max_wait.sheddable", "1.5"}, {"max_requests", "50"},     {"tenant_max_tokens", "9000"},
-      {"starvation_bound", "2"},     {"output_weight", "3"},     {"sparse_reserve", "0"}};
+      {"starvation_bound", "2"},     {"output_weight", "3"},     {"sparse_reserve", "0"},
+      {"late_binding", "any"}};
   ASSERT_TRUE(apply_flow_entries(e, c).ok());
   EXPECT_TRUE(c.enabled);
   EXPECT_EQ(c.band_order, BandOrder::kWeighted);
@@ -364,6 +365,7 @@ TEST(FlowQueueConfigTest, ParsesKeysAndRejectsTypos) {
   EXPECT_EQ(c.starvation_bound, 2 * kSecond);
   EXPECT_EQ(c.output_weight, 3);
   EXPECT_EQ(c.sparse_reserve, 0u);
+  EXPECT_EQ(c.late_binding, LateBinding::kAny);
   EXPECT_TRUE(c.validate().ok());
 
   std::vector<std::pair<std::string, std::string>> typo = {{"max_request", "5"}};
@@ -372,6 +374,10 @@ TEST(FlowQueueConfigTest, ParsesKeysAndRejectsTypos) {
   EXPECT_NE(s.error().find("max_request"), std::string::npos);
   std::vector<std::pair<std::string, std::string>> bad = {{"max_wait.critical", "-1"}};
   EXPECT_FALSE(apply_flow_entries(bad, c).ok());
+  std::vector<std::pair<std::string, std::string>> binding = {{"late_binding", "anywhere"}};
+  s = apply_flow_entries(binding, c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().find("late_binding"), std::string::npos);
   c.max_requests = 0;
   EXPECT_FALSE(c.validate().ok());
   c.max_requests = 1;
