@@ -1,5 +1,6 @@
 #include "core/scale/config.h"
 
+#include <cmath>
 #include <string>
 
 namespace kvgate::scale {
@@ -42,6 +43,9 @@ Status check_rules(const ScalingRules& r, const std::string& where) {
 Status validate_horizon(const HorizonConfig& h) {
   const auto open_unit = [](double v) { return v > 0 && v < 1; };
   if (!(h.ttft_s > 0)) return Error("horizon.ttft_target: must be > 0");
+  if (!(h.itl_s >= 0) || !std::isfinite(h.itl_s)) {
+    return Error("horizon.itl_target: must be >= 0 (0: off)");
+  }
   if (!open_unit(h.ttft_quantile)) return Error("horizon.ttft_quantile: must be in (0, 1)");
   if (!open_unit(h.quantile)) return Error("horizon.quantile: must be in (0, 1)");
   if (!open_unit(h.startup_quantile)) {

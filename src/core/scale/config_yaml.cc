@@ -272,13 +272,15 @@ Status parse_planner(const YAML::Node& n, const std::string& path, AutoscaleConf
 }
 
 Status parse_horizon(const YAML::Node& n, const std::string& path, HorizonConfig& h) {
-  KVGATE_TRY(
-      expect_map(n, path,
-                 {"ttft_target", "ttft_quantile", "quantile", "band_window", "band_max", "headroom",
-                  "prefix_hit_rate", "replica", "startup", "correction", "burst", "standby"}));
-  Nanos ttft = seconds(h.ttft_s);
+  KVGATE_TRY(expect_map(
+      n, path,
+      {"ttft_target", "ttft_quantile", "itl_target", "quantile", "band_window", "band_max",
+       "headroom", "prefix_hit_rate", "replica", "startup", "correction", "burst", "standby"}));
+  Nanos ttft = seconds(h.ttft_s), itl = seconds(h.itl_s);
   KVGATE_TRY(read_duration(n, "ttft_target", path, ttft));
+  KVGATE_TRY(read_duration(n, "itl_target", path, itl));
   h.ttft_s = to_seconds(ttft);
+  h.itl_s = to_seconds(itl);
   KVGATE_TRY(read_double(n, "ttft_quantile", path, h.ttft_quantile));
   KVGATE_TRY(read_double(n, "quantile", path, h.quantile));
   KVGATE_TRY(read_duration(n, "band_window", path, h.band_window));

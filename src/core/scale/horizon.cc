@@ -111,9 +111,15 @@ double TtftCorrection::update(const Input& in, Nanos now) {
         action_ = step < 0 ? "lower (saturated)" : "raise (saturated)";
       }
     }
-  } else if (in.have_ttft) {
+  } else if (in.have_ttft || (config_.itl_s > 0 && in.have_itl)) {
     const double limit = in.model_rate * factor_;
-    const double ratio = in.measured_ttft / config_.ttft_s;
+    // The worse of what users feel against its target: the wait for the first token,
+    // and (with an ITL target) the time between tokens, which a batch too large for the
+    // replica's decode speed stretches. Raising needs both well under.
+    double ratio = in.have_ttft ? in.measured_ttft / config_.ttft_s : 0;
+    if (config_.itl_s > 0 && in.have_itl) {
+      ratio = std::max(ratio, in.measured_itl / config_.itl_s);
+    }
     if (ratio > 1 + config_.correction_deadband && in.load_per_ready <= limit) {
       // Over target at a load the model says it takes: the model is optimistic.
       factor_ *= std::exp(-gain * std::min(std::log(ratio), 1.0));
@@ -235,6 +241,8 @@ HorizonPlan HorizonPolicy::plan(const PoolSignals& s, Nanos now, int32_t current
   in.correction =
       correction_.update({.measured_ttft = measured,
                           .have_ttft = t.samples > 0,
+                          .measured_itl = s.itl.p90,
+                          .have_itl = s.itl.samples > 0,
                           .load_per_ready = ready > 0 ? in.arrival_rate / ready : 0,
                           .model_rate = cap.rate,
                           .backlog_per_ready = ready > 0 ? s.waiting / ready : s.waiting,

@@ -46,6 +46,9 @@ namespace kvgate::scale {
 struct HorizonConfig {
   double ttft_s = 1.0;          // TTFT target
   double ttft_quantile = 0.99;  // of requests within it (the queueing model's target)
+  // ITL target for the correction (0: TTFT alone): the measured ITL p90 over it at a
+  // load the model says a replica takes lowers the factor as a TTFT over target does.
+  double itl_s = 0;
   ReplicaProfile replica;
   std::optional<double> prefix_hit_rate;  // set: use this, not the measured one
 
@@ -131,6 +134,8 @@ class TtftCorrection {
   struct Input {
     double measured_ttft = 0;  // the measured quantile matching the target's
     bool have_ttft = false;
+    double measured_itl = 0;  // the measured ITL p90 (used when HorizonConfig::itl_s > 0)
+    bool have_itl = false;
     double load_per_ready = 0;      // arrivals/s per ready replica
     double model_rate = 0;          // the model's requests/s per replica (before correction)
     double backlog_per_ready = 0;   // waiting requests per ready replica

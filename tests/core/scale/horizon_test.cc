@@ -180,6 +180,45 @@ TEST(ErrorBand, LearnsTheQuantileOfForecastErrorsWhenTheyComeDue) {
   EXPECT_EQ(b.factor(0.99), 1);
 }
 
+// The correction on what users feel: an ITL over its target at a load the model says a
+// replica takes lowers the factor (more replicas) as a TTFT over target does; without an
+// ITL target the same measurements hold it; raising needs TTFT and ITL well under.
+TEST(TtftCorrection, CorrectsOnItlWhenItHasATarget) {
+  HorizonConfig c;
+  c.ttft_s = 1.0;
+  c.settle = 0;
+  TtftCorrection::Input in{.measured_ttft = 0.3,
+                           .have_ttft = true,
+                           .measured_itl = 0.080,
+                           .have_itl = true,
+                           .load_per_ready = 5,
+                           .model_rate = 8,
+                           .ready = 4};
+  TtftCorrection off(c);
+  off.update(in, 0);  // the first call sees the pool's size
+  EXPECT_DOUBLE_EQ(off.update(in, kSecond), 1.0) << "TTFT alone: well under, factor at 1";
+
+  c.itl_s = 0.040;  // ITL twice its target
+  TtftCorrection on(c);
+  on.update(in, 0);
+  const double f1 = on.update(in, kSecond);
+  EXPECT_LT(f1, 1.0);
+  EXPECT_STREQ(on.last_action(), "lower");
+  const double f2 = on.update(in, 2 * kSecond);
+  EXPECT_LT(f2, f1);
+
+  // ITL back under target but TTFT still over: no raise.
+  in.measured_itl = 0.020;
+  in.measured_ttft = 1.5;
+  EXPECT_LT(on.update(in, 3 * kSecond), f2);
+  // Both well under near the corrected limit: the earlier lowering is given back.
+  in.measured_ttft = 0.3;
+  in.load_per_ready = 0.9 * 8 * on.factor();
+  const double before = on.factor();
+  EXPECT_GT(on.update(in, 4 * kSecond), before);
+  EXPECT_STREQ(on.last_action(), "raise");
+}
+
 TEST(HorizonPolicy, SizesForTheLoadAtTheHorizonWithTheModel) {
   auto made = Autoscaler::make(horizon_config());
   ASSERT_TRUE(made) << made.error();
@@ -356,6 +395,7 @@ max_replicas: 12
 horizon:
   ttft_target: 800ms
   ttft_quantile: 0.95
+  itl_target: 40ms
   quantile: 0.9
   band_window: 30m
   band_max: 2
@@ -372,6 +412,7 @@ horizon:
   const HorizonConfig& h = c->horizon;
   EXPECT_DOUBLE_EQ(h.ttft_s, 0.8);
   EXPECT_DOUBLE_EQ(h.ttft_quantile, 0.95);
+  EXPECT_DOUBLE_EQ(h.itl_s, 0.04);
   EXPECT_DOUBLE_EQ(h.quantile, 0.9);
   EXPECT_EQ(h.band_window, 1800 * kSecond);
   EXPECT_DOUBLE_EQ(h.headroom, 1.25);
@@ -395,6 +436,9 @@ horizon:
   EXPECT_NE(bad.error().find("autoscale.horizon.startup.caches: expected kept or cold (line 2"),
             std::string::npos)
       << bad.error();
+  bad = parse_autoscale_yaml("policy: horizon\nhorizon: {itl_target: -5ms}\n");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("itl_target"), std::string::npos) << bad.error();
   bad = parse_autoscale_yaml("policy: horizon\nhorizon: {bogus: 1}\n");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().find("horizon.bogus: unknown field"), std::string::npos) << bad.error();
