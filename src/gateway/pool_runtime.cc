@@ -213,6 +213,13 @@ asio::awaitable<Result<route::EndpointId>> PoolRuntime::add_endpoint(
       asio::use_awaitable);
 }
 
+void PoolRuntime::hold_on_strand(route::EndpointId id) {
+  const route::Endpoint* e = router_->pool().get(id);
+  if (e && e->health == route::Health::kHealthy) {
+    router_->pool().set_health(id, route::Health::kUnhealthy);
+  }
+}
+
 asio::awaitable<bool> PoolRuntime::set_held(route::EndpointId id, bool held) {
   co_return co_await asio::co_spawn(strand_, held_task(id, held), asio::use_awaitable);
 }

@@ -215,6 +215,10 @@ class PoolRuntime {
   using Observer = std::function<void(const EndpointChange&)>;
   uint64_t on_change(Observer fn);
   void remove_observer(uint64_t handle);
+  // Takes a healthy endpoint out of routing at once (unhealthy, as a warm-up holds it).
+  // Only on the strand: from an observer, so that an endpoint that just joined is held
+  // before any request can be routed to it.
+  void hold_on_strand(route::EndpointId id);
   // Control plane (scrapes, KV events): posts `fn(router, precise index)` to the strand.
   void post(std::function<void(route::Router&, kv::PreciseIndex&)> fn);
 

@@ -229,8 +229,12 @@ std::unique_ptr<PoolWarmup> PoolWarmup::create(PoolRuntime& pool, std::string se
   if (impl->config.enabled) {
     PoolWarmup* self = w.get();
     // Kept for the pool's lifetime: the gateway destroys warm-ups and pools together.
-    pool.on_change([self](const EndpointChange& c) {
+    // Observers run on the pool's strand, in the same step as the add: the endpoint is
+    // held out of routing before any request can be routed to it (the warm-up's own
+    // hold, posted from its strand, would leave a window).
+    pool.on_change([self, &pool](const EndpointChange& c) {
       if (c.kind == EndpointChange::Kind::kAdded) {
+        pool.hold_on_strand(c.endpoint.id);
         self->start(c.endpoint.id, c.endpoint.url);
       } else {
         self->cancel(c.endpoint.id);

@@ -54,11 +54,11 @@ TEST(Loadgen, BenchStreamsAWorkloadThroughAnEngine) {
   while (std::getline(csv, row)) {
     ++rows;
     // policy,request,stage,endpoint,arrival_s,ttft_s,e2e_s,prompt_tokens,cached_tokens,
-    // output_tokens,rejected
+    // output_tokens,rejected,tenant,queue_wait_s
     std::vector<std::string> f;
     std::stringstream ss(row);
     for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
-    ASSERT_EQ(f.size(), 11u) << row;
+    ASSERT_EQ(f.size(), 13u) << row;
     EXPECT_GT(std::stod(f[5]), 0) << row;  // a first token came
     EXPECT_EQ(f[7], "288") << row;         // prompt tokens, as the engine counted
     EXPECT_EQ(f[9], "12") << row;          // exactly max_tokens
