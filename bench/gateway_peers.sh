@@ -2,12 +2,8 @@
 # cleaned up on exit, free ports, and the pieces of the common topology, an upstream nginx
 # answering a fixed small chat.completion, nginx as a plain reverse proxy, kvgate serve
 # (round-robin, threads: 1) and wrk's request.
-W=$(mktemp -d -t kvgate-bench.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$W"; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+BENCH_NAME=bench
+source "$(dirname "${BASH_SOURCE[0]}")/bench_procs.sh"
 
 BODY='{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":1,"total_tokens":10}}'
 

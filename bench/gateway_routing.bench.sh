@@ -29,16 +29,8 @@ SYSTEMS=${SYSTEMS:-4}
 FIX=$PWD/.deps/fixtures/qwen3
 [[ -x $BIN ]] || { echo "gateway_routing: $BIN missing (build the release kvgate)" >&2; exit 2; }
 [[ -f $FIX/tokenizer.json ]] || { echo "gateway_routing: run scripts/bootstrap first" >&2; exit 2; }
-W=$(mktemp -d -t kvgate-routing.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$W"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+BENCH_NAME=routing
+source bench/bench_procs.sh
 
 endpoints=""
 for i in $(seq "$ENGINES"); do

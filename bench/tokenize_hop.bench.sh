@@ -34,16 +34,8 @@ TOKENS=${TOKENS:-2000}
 FIX=$PWD/.deps/fixtures/qwen3
 [[ -x $BIN ]] || { echo "tokenize_hop: $BIN missing (build the release kvgate)" >&2; exit 2; }
 [[ -f $FIX/tokenizer.json ]] || { echo "tokenize_hop: run scripts/bootstrap first" >&2; exit 2; }
-W=$(mktemp -d -t kvgate-tokhop.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$W"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+BENCH_NAME=tokhop
+source bench/bench_procs.sh
 
 endpoints=""
 for i in $(seq "$ENGINES"); do
