@@ -57,6 +57,7 @@ std::vector<scale::ReplicaSignal> replicas_from_endpoints(std::span<const Endpoi
     r.in_flight = e.in_flight;
     switch (e.health) {
       case route::Health::kHealthy:
+      case route::Health::kStandby:  // ready, kept out of routing by the autoscaler
         r.phase = scale::ReplicaPhase::kReady;
         r.ready_at = never_launched;
         break;

@@ -935,7 +935,9 @@ void register_admin_sections(Gateway::Impl& impl) {
               {"inputs", std::move(inputs)},
               {"standby", d.standby},
               {"decisions", st.decisions},
-              {"desired_replicas", d.desired_replicas},
+              {"desired_replicas", st.leader_desired.value_or(d.desired_replicas)},
+              {"own_desired_replicas", d.desired_replicas},
+              {"acted", st.acted},
               {"current_replicas", d.current_replicas},
               {"needed", d.needed},
               {"demand", d.demand},
@@ -1108,7 +1110,7 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     // Several replicas: only the pool's leader actuates (gateway/replica_sync.h).
     auto autoscaler = PoolAutoscaler::start(
         *pool, std::move(models), impl->metrics,
-        impl->cluster ? impl->cluster->leader_check(pool->name()) : std::function<bool()>());
+        impl->cluster ? impl->cluster->leader_link(pool->name()) : LeaderLink());
     if (!autoscaler) {
       impl->stop_all();
       return Error(autoscaler.error());

@@ -28,7 +28,8 @@ struct PoolAutoscaler::Impl {
   scale::UsageWindow usage;
   std::unique_ptr<ReplicaActuation> actuation;  // the loop's thread only (after start)
   int32_t last_desired = -1;                    // the loop's thread only
-  std::function<bool()> may_actuate;            // empty: always
+  LeaderLink leader;                            // empty: always actuates
+  bool standby_applied = false;                 // the last decision held replicas out
 
   std::mutex mu;
   std::condition_variable wake;
@@ -79,17 +80,29 @@ struct PoolAutoscaler::Impl {
                    d.drain.empty() ? "" : fmt::format(", draining {}", fmt::join(d.drain, ", ")));
     }
     last_desired = d.desired_replicas;
-    if (!may_actuate || may_actuate()) actuation->apply(d);
-    export_decision(d, signals);
+    const bool acted = !leader.may_actuate || leader.may_actuate(d.desired_replicas);
+    if (acted) actuation->apply(d);
+    const std::optional<int32_t> leader_desired =
+        !acted && leader.leader_desired ? leader.leader_desired() : std::nullopt;
+    // Standby replicas are this gateway's routing, not an actuation: every replica holds
+    // them out (and puts them back) on its own decision.
+    if (d.standby > 0 || standby_applied) pool.apply_standby(d.standby);
+    standby_applied = d.standby > 0;
+    export_decision(d, signals, leader_desired);
     std::lock_guard lock(mu);
     state.decision = std::move(d);
     state.signals = std::move(signals);
+    state.acted = acted;
+    state.leader_desired = leader_desired;
     ++state.decisions;
   }
 
-  void export_decision(const scale::Decision& d, const scale::PoolSignals& s) {
+  // The pool's desired count is the leader's when another replica leads (every replica
+  // exports the same); the rest is this replica's own decision.
+  void export_decision(const scale::Decision& d, const scale::PoolSignals& s,
+                       std::optional<int32_t> leader_desired) {
     AutoscalerGauges g;
-    g.desired = d.desired_replicas;
+    g.desired = leader_desired.value_or(d.desired_replicas);
     g.current = d.current_replicas;
     g.ready = static_cast<int32_t>(s.ready());
     g.starting = static_cast<int32_t>(s.starting());
@@ -103,9 +116,9 @@ struct PoolAutoscaler::Impl {
       g.signal_value = scale::signal_value(s, config.policy.signal);
     }
     g.panic = d.panic;
-    g.direction = d.desired_replicas > d.current_replicas   ? "up"
-                  : d.desired_replicas < d.current_replicas ? "down"
-                                                            : "hold";
+    g.direction = g.desired > d.current_replicas   ? "up"
+                  : g.desired < d.current_replicas ? "down"
+                                                   : "hold";
     g.limited_by = d.limited_by;
     g.restarts = actuation->restarts();
     g.horizon = d.inputs;
@@ -147,7 +160,7 @@ PoolAutoscaler::State PoolAutoscaler::state() const {
 Result<std::unique_ptr<PoolAutoscaler>> PoolAutoscaler::start(PoolRuntime& pool,
                                                               std::vector<std::string> models,
                                                               GatewayMetrics& metrics,
-                                                              std::function<bool()> may_actuate) {
+                                                              LeaderLink leader) {
   const PoolConfig& config = pool.config();
   if (!config.autoscale) return Error(fmt::format("pool {}: no autoscale section", config.name));
   auto autoscaler = scale::Autoscaler::make(config.autoscale->policy);
@@ -159,7 +172,7 @@ Result<std::unique_ptr<PoolAutoscaler>> PoolAutoscaler::start(PoolRuntime& pool,
       {.pool = pool, .now = [raw] { return raw->now(); }, .clock_offset = raw->clock_offset});
   if (!actuation) return Error(fmt::format("pool {}: {}", config.name, actuation.error()));
   impl->actuation = std::move(*actuation);
-  impl->may_actuate = std::move(may_actuate);
+  impl->leader = std::move(leader);
   const scale::AutoscaleConfig& policy = config.autoscale->policy;
   spdlog::info("pool {}: autoscaler on: {}, replicas {}..{}, {} actuator", config.name,
                policy.policy == scale::PolicyKind::kPlanner ? std::string("planner")

@@ -24,6 +24,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,17 +36,28 @@ namespace kvgate::gateway {
 
 class PoolRuntime;
 
+// The pool's autoscaler among several gateway replicas (gateway/replica_sync.h). Empty
+// functions: a gateway alone, which always actuates.
+struct LeaderLink {
+  // Asked before each actuation with the decision's desired count: true only on the
+  // pool's leader (then the count is recorded as the pool's for the other replicas).
+  std::function<bool(int32_t desired)> may_actuate;
+  // The leader's latest recorded count, when another replica leads; nullopt when this
+  // one leads, or none is known.
+  std::function<std::optional<int32_t>()> leader_desired;
+};
+
 class PoolAutoscaler {
  public:
   // Errors: the actuator cannot be set up (e.g. kubernetes outside a pod). `pool` and
   // `metrics` must outlive it; `models` are the names the pool serves (for usage).
-  // `may_actuate` (optional; several gateway replicas: the pool's leader lease,
-  // gateway/replica_sync.h) is asked before each actuation; false: decide and export,
-  // do not act.
+  // `leader` (several gateway replicas: the pool's leader lease) is asked before each
+  // actuation; when another replica leads, this one decides but does not act, and
+  // exports the leader's desired count as the pool's (its own stays in the admin view).
   static Result<std::unique_ptr<PoolAutoscaler>> start(PoolRuntime& pool,
                                                        std::vector<std::string> models,
                                                        GatewayMetrics& metrics,
-                                                       std::function<bool()> may_actuate = {});
+                                                       LeaderLink leader = {});
   ~PoolAutoscaler();
   PoolAutoscaler(const PoolAutoscaler&) = delete;
   PoolAutoscaler& operator=(const PoolAutoscaler&) = delete;
@@ -55,9 +67,13 @@ class PoolAutoscaler {
 
   // The latest decision and the signals it was made on (thread-safe copies).
   struct State {
-    scale::Decision decision;
+    scale::Decision decision;  // this replica's own
     scale::PoolSignals signals;
     uint64_t decisions = 0;
+    // Several gateway replicas: whether this one acted on the last decision (it leads),
+    // and the leader's desired count when another replica leads.
+    bool acted = true;
+    std::optional<int32_t> leader_desired;
   };
   State state() const;
   const std::string& pool_name() const;

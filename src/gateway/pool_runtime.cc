@@ -24,6 +24,7 @@
 #include <sstream>
 
 #include "core/kv/pseudo_tokens.h"
+#include "core/scale/standby.h"
 #include "env/file.h"
 #include "gateway/pool_flow.h"
 #include "io/http_client.h"
@@ -218,6 +219,30 @@ void PoolRuntime::hold_on_strand(route::EndpointId id) {
   if (e && e->health == route::Health::kHealthy) {
     router_->pool().set_health(id, route::Health::kUnhealthy);
   }
+}
+
+void PoolRuntime::apply_standby(int32_t count) {
+  asio::dispatch(strand_, [this, count] {
+    route::EndpointPool& pool = router_->pool();
+    std::vector<route::EndpointId> ids;
+    std::vector<Nanos> ready_at;
+    for (route::EndpointId id : pool.ids()) {
+      const route::Endpoint* e = pool.get(id);
+      if (!e || removing(id)) continue;
+      if (e->health != route::Health::kHealthy && e->health != route::Health::kStandby) continue;
+      ids.push_back(id);
+      ready_at.push_back(e->added_at);
+    }
+    const std::vector<bool> standby = scale::pick_standby(ready_at, count);
+    bool returned = false;
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const route::Health want = standby[k] ? route::Health::kStandby : route::Health::kHealthy;
+      if (pool.get(ids[k])->health == want) continue;
+      pool.set_health(ids[k], want);
+      returned |= !standby[k];
+    }
+    if (returned) pump_flow(monotonic_now());
+  });
 }
 
 asio::awaitable<bool> PoolRuntime::set_held(route::EndpointId id, bool held) {

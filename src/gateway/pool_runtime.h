@@ -219,6 +219,12 @@ class PoolRuntime {
   // Only on the strand: from an observer, so that an endpoint that just joined is held
   // before any request can be routed to it.
   void hold_on_strand(route::EndpointId id);
+  // The autoscaler's standby replicas (the horizon policy's `standby`): `count` of the
+  // ready endpoints, the youngest (scale/standby.h), are kept out of routing
+  // (Health::kStandby); the others return to routing, and the queue dispatches. Only
+  // healthy and standby endpoints are touched: a warm-up's, a breaker's or discovery's
+  // hold stays as it is. Any thread; runs on the strand.
+  void apply_standby(int32_t count);
   // Control plane (scrapes, KV events): posts `fn(router, precise index)` to the strand.
   void post(std::function<void(route::Router&, kv::PreciseIndex&)> fn);
 

@@ -5,12 +5,15 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json.hpp>
 #include <chrono>
 #include <future>
+#include <limits>
+#include <optional>
 
 #include "core/cluster/peer_sync.h"
 #include "core/metrics/prometheus_text.h"
@@ -62,26 +65,33 @@ struct PoolSync {
 };
 
 // Takes the lease when free (with a new fencing token) or renews it when held by
-// ARGV[1]; returns the holder's token, 0 when another replica holds it.
+// ARGV[1]; returns {the holder's token, 0 when another replica holds it; the leader's
+// latest desired count (KEYS[3]), -1 when none is recorded}.
 constexpr std::string_view kLeaseScript =
+    "local desired = tonumber(redis.call('GET', KEYS[3]) or '-1') or -1 "
     "local cur = redis.call('GET', KEYS[1]) "
     "if cur then "
     "  local holder, token = string.match(cur, '^(.*):(%d+)$') "
-    "  if holder == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return tonumber(token) "
-    "end "
-    "  return 0 "
+    "  if holder == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) "
+    "    return {tonumber(token), desired} end "
+    "  return {0, desired} "
     "end "
     "local token = redis.call('INCR', KEYS[2]) "
     "redis.call('SET', KEYS[1], ARGV[1] .. ':' .. token, 'PX', ARGV[2]) "
-    "return token";
-// 1 when KEYS[1] still holds ARGV[1] ("replica:token"), else 0.
+    "return {token, desired}";
+// 1 when KEYS[1] still holds ARGV[1] ("replica:token"), and then the leader's desired
+// count ARGV[2] is recorded in KEYS[2] for the other replicas (expiring with the lease,
+// ARGV[3] ms); else 0.
 constexpr std::string_view kFenceScript =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end return 0";
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3]) return 1 end "
+    "return 0";
 
 // A pool's leader lease. Written on the Redis executor, read from anywhere.
 struct Lease {
-  std::string pool, key, fence_key;
+  std::string pool, key, fence_key, desired_key;
   std::atomic<bool> held{false};
+  std::atomic<int32_t> leader_desired{-1};  // the leader's count as last read; -1: none
   std::atomic<uint64_t> token{0};
   std::atomic<Nanos> valid_until{0};  // monotonic_now() time the lease surely lasts to
   bool in_flight = false;             // the Redis executor only
@@ -257,25 +267,31 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     l->in_flight = true;
     const Nanos sent = monotonic_now();
     const std::string ms = std::to_string(config.lease.count());
-    const std::string_view args[] = {"EVAL", kLeaseScript, "2", l->key, l->fence_key, id, ms};
+    const std::string_view args[] = {"EVAL",       kLeaseScript,   "3", l->key,
+                                     l->fence_key, l->desired_key, id,  ms};
     redis.command(args, [self = shared_from_this(), l, sent](const redisReply* r,
                                                              std::string_view error) {
       l->in_flight = false;
-      if (r == nullptr || r->type != REDIS_REPLY_INTEGER) {
+      if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+          r->element[0]->type != REDIS_REPLY_INTEGER ||
+          r->element[1]->type != REDIS_REPLY_INTEGER) {
         // Unknown: the lease, if held, lasts until valid_until and no longer.
         self->redis_state(
             false, r && r->type == REDIS_REPLY_ERROR ? std::string_view(r->str, r->len) : error);
         return;
       }
       self->redis_state(true, {});
-      if (r->integer > 0) {
+      const long long token = r->element[0]->integer;
+      l->leader_desired = static_cast<int32_t>(
+          std::clamp<long long>(r->element[1]->integer, -1, std::numeric_limits<int32_t>::max()));
+      if (token > 0) {
         // Counted from when the renewal was sent, less a margin for clock drift.
         l->valid_until = sent + ToNanos(self->config.lease) * 9 / 10;
-        l->token = static_cast<uint64_t>(r->integer);
+        l->token = static_cast<uint64_t>(token);
         if (!l->held.exchange(true)) {
           l->acquisitions.fetch_add(1, std::memory_order_relaxed);
           spdlog::info("cluster: replica {} leads pool {} (fencing token {})", self->id, l->pool,
-                       r->integer);
+                       token);
         }
       } else if (l->held.exchange(false)) {
         l->losses.fetch_add(1, std::memory_order_relaxed);
@@ -284,8 +300,8 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     });
   }
   // On the autoscaler's thread: the lease is ours, and Redis still says so with our
-  // token, right now.
-  bool confirm(const std::shared_ptr<Lease>& l) {
+  // token, right now; then `desired` is recorded as the pool's count for the others.
+  bool confirm(const std::shared_ptr<Lease>& l, int32_t desired) {
     if (!l->valid()) {
       l->refusals.fetch_add(1, std::memory_order_relaxed);
       return false;
@@ -293,8 +309,11 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     auto done = std::make_shared<std::promise<bool>>();
     std::future<bool> answer = done->get_future();
     const std::string value = fmt::format("{}:{}", id, l->token.load());
-    asio::dispatch(executor, [self = shared_from_this(), l, done, value] {
-      const std::string_view args[] = {"EVAL", kFenceScript, "1", l->key, value};
+    const std::string count = std::to_string(desired);
+    const std::string ms = std::to_string(config.lease.count());
+    asio::dispatch(executor, [self = shared_from_this(), l, done, value, count, ms] {
+      const std::string_view args[] = {"EVAL",         kFenceScript, "2",   l->key,
+                                       l->desired_key, value,        count, ms};
       self->redis.command(args, [done](const redisReply* r, std::string_view) {
         done->set_value(r != nullptr && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
       });
@@ -365,11 +384,12 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
   return std::unique_ptr<ReplicaSync>(new ReplicaSync(std::move(impl)));
 }
 
-std::function<bool()> ReplicaSync::leader_check(const std::string& pool) {
+LeaderLink ReplicaSync::leader_link(const std::string& pool) {
   auto l = std::make_shared<Lease>();
   l->pool = pool;
   l->key = fmt::format("{}:leader:{}", impl_->config.stream_prefix, pool);
   l->fence_key = fmt::format("{}:fence:{}", impl_->config.stream_prefix, pool);
+  l->desired_key = fmt::format("{}:desired:{}", impl_->config.stream_prefix, pool);
   const bool first = impl_->leases.empty();
   impl_->leases.push_back(l);
   if (first) {
@@ -378,7 +398,12 @@ std::function<bool()> ReplicaSync::leader_check(const std::string& pool) {
       impl->arm_lease();
     });
   }
-  return [impl = impl_, l] { return impl->confirm(l); };
+  return {.may_actuate = [impl = impl_, l](int32_t desired) { return impl->confirm(l, desired); },
+          .leader_desired = [l]() -> std::optional<int32_t> {
+            const int32_t d = l->leader_desired;
+            if (d < 0 || l->valid()) return std::nullopt;
+            return d;
+          }};
 }
 
 void ReplicaSync::stop() {
@@ -502,6 +527,7 @@ std::string ReplicaSync::status_json() const {
            leases.push_back(boost::json::object{{"pool", l->pool},
                                                 {"leader", l->valid()},
                                                 {"token", l->token.load()},
+                                                {"leader_desired", l->leader_desired.load()},
                                                 {"acquisitions", l->acquisitions.load()},
                                                 {"actuations", l->actuations.load()},
                                                 {"refusals", l->refusals.load()}});

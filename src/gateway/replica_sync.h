@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "gateway/config.h"
+#include "gateway/pool_autoscaler.h"
 #include "gateway/pool_runtime.h"
 
 namespace kvgate::gateway {
@@ -45,11 +46,13 @@ class ReplicaSync {
 
   // One autoscaler actor per pool: the replicas compete for a lease in Redis
   // (PREFIX:leader:POOL = "replica:token", taken with a fencing token from
-  // PREFIX:fence:POOL, set with PX and renewed every third of `lease`). The returned
-  // check (for PoolAutoscaler's may_actuate, called on its own thread) is true only
-  // while this replica holds the lease, confirmed in Redis with its fencing token right
-  // before the actuation; a dead leader's lease runs out and another replica takes it.
-  std::function<bool()> leader_check(const std::string& pool);
+  // PREFIX:fence:POOL, set with PX and renewed every third of `lease`). The link's
+  // may_actuate (for PoolAutoscaler, called on its own thread) is true only while this
+  // replica holds the lease, confirmed in Redis with its fencing token right before the
+  // actuation, and then records the leader's desired count (PREFIX:desired:POOL); the
+  // other replicas read it back at each renewal and export it. A dead leader's lease
+  // runs out and another replica takes it.
+  LeaderLink leader_link(const std::string& pool);
 
   const std::string& replica_id() const;
   // Prometheus text of the kvgate_cluster_* metrics (appended to /metrics).

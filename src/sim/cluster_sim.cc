@@ -16,6 +16,7 @@
 #include "core/kv/warmup_run.h"
 #include "core/route/flow_control.h"
 #include "core/route/router.h"
+#include "core/scale/standby.h"
 #include "sim/event_queue.h"
 #include "sim/pool_scaler.h"
 #include "sim/progress.h"
@@ -825,26 +826,27 @@ void Simulation::on_control(Nanos now) {
 }
 
 void Simulation::apply_standby(Nanos, int32_t count) {
-  // The youngest ready replicas that joined routing are the standby ones: out of
-  // routing (their requests in flight finish), back in at once when the count falls.
+  // Among the ready replicas that joined routing (scale/standby.h picks the youngest):
+  // out of routing (their requests in flight finish), back in at once when the count falls.
   std::vector<uint32_t> ready;
+  std::vector<Nanos> ready_at;
   for (uint32_t i = 0; i < replicas_.size(); ++i) {
     const Replica& r = replicas_[i];
-    if (r.phase == ReplicaPhase::kReady && r.admitted_at >= 0) ready.push_back(i);
+    if (r.phase == ReplicaPhase::kReady && r.admitted_at >= 0) {
+      ready.push_back(i);
+      ready_at.push_back(r.ready_at);
+    }
   }
-  std::sort(ready.begin(), ready.end(), [&](uint32_t a, uint32_t b) {
-    return std::tie(replicas_[a].ready_at, a) > std::tie(replicas_[b].ready_at, b);
-  });
+  const std::vector<bool> standby = scale::pick_standby(ready_at, count);
   standby_ = 0;
   for (size_t k = 0; k < ready.size(); ++k) {
     Replica& r = replicas_[ready[k]];
-    const bool want = static_cast<int32_t>(k) < count && k + 1 < ready.size();
-    if (want != r.standby) {
+    if (standby[k] != r.standby) {
       group_->set_health(endpoint_of_[ready[k]],
-                         want ? route::Health::kUnhealthy : route::Health::kHealthy);
-      r.standby = want;
+                         standby[k] ? route::Health::kStandby : route::Health::kHealthy);
+      r.standby = standby[k];
     }
-    standby_ += want;
+    standby_ += standby[k];
   }
 }
 

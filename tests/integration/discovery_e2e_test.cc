@@ -92,12 +92,6 @@ Result complete(const std::string& gw, bool stream, int max_tokens) {
   return out;
 }
 
-json::value get_json(const std::string& url) {
-  auto r = io::http_fetch("GET", url);
-  if (!r || r->status != 200) return nullptr;
-  return parse_json(r->body);
-}
-
 TEST_F(DiscoveryE2E, EnginesJoinAndLeaveThroughAWatchedFileWithoutFailedRequests) {
   auto a = engine();
   set_endpoints({a->url});

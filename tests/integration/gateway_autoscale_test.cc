@@ -21,6 +21,7 @@ namespace kvgate::testing {
 namespace {
 
 using namespace std::chrono_literals;
+namespace json = boost::json;
 
 // Engines that are slow in wall time but boot fast: 0.5 s of simulated overhead per
 // step at --time-scale 0.01 is a 5 ms step, and the 7B "caches kept" start (~68 s) is
@@ -315,6 +316,99 @@ TEST(GatewayAutoscale, HorizonPolicyMeetsAStepLoadAgainWithinOneStartup) {
   EXPECT_TRUE(burst.failures().empty()) << burst.failures().front();
   EXPECT_TRUE(base.failures().empty()) << base.failures().front();
   EXPECT_NE(log().find("horizon: "), std::string::npos) << "every decision logs its reason";
+}
+
+// The horizon policy's standby replicas in `kvgate serve`: with `standby: 1` the pool
+// runs one replica above its need, started and ready but out of routing (health
+// "standby" in the admin API); no request reaches it while one replica is enough. A
+// burst puts it back into routing at once, before any new replica is ready. The admin
+// API's autoscaler view shows the horizon decision: its inputs, the standby count and
+// the reason.
+TEST(GatewayAutoscale, HorizonStandbyReplicaIsReadyButOutOfRoutingUntilABurst) {
+  const std::string policy =
+      "      policy: horizon\n"
+      "      min_replicas: 1\n"
+      "      max_replicas: 4\n"
+      "      interval: 200ms\n"
+      "      window: 5s\n"
+      "      behavior:\n"
+      "        scale_down: {stabilization_window: 60s}\n"
+      "      horizon:\n"
+      "        ttft_target: 0.5s\n"
+      "        quantile: 0.9\n"
+      "        headroom: 1.0\n"
+      "        standby: 1\n"
+      "        replica: {prefill_tokens_per_s: 100000, itl: 5ms, kv_tokens: 200, max_batch: 2}\n"
+      "        burst: {enabled: true, max_step: 4}\n";
+  GatewayProcess gw("admin: {address: 127.0.0.1, port: 0}\n" +
+                    autoscale_yaml(write_profile(), policy));
+  ASSERT_FALSE(gw.url.empty());
+  auto log = [&] { return gw.proc->output() + gw.proc->errors(); };
+  auto admin_line = gw.proc->wait_for_line("admin API on http://");
+  ASSERT_TRUE(admin_line) << admin_line.error();
+  const std::string admin = admin_line->substr(admin_line->find("http://"));
+  // The endpoints' URLs by health.
+  auto by_health = [&] {
+    std::map<std::string, std::vector<std::string>> out;
+    json::value v = get_json(admin + "/admin/pools/main/endpoints");
+    if (v.is_null()) return out;
+    for (const auto& e : v.at("endpoints").as_array()) {
+      out[std::string(e.at("health").as_string())].emplace_back(e.at("url").as_string());
+    }
+    return out;
+  };
+
+  // The horizon policy sizes the pool once it has seen a request mix: a light load (one
+  // stream). One replica for the need, one more on standby: both ready, one routed.
+  ASSERT_TRUE(
+      eventually([&] { return pool_metric(gw, "kvgate_autoscaler_ready_replicas") == 1; }, 30s))
+      << log();
+  StreamingLoad light(gw.url, 1);
+  std::map<std::string, std::vector<std::string>> health;
+  ASSERT_TRUE(eventually(
+      [&] {
+        health = by_health();
+        return health["healthy"].size() == 1 && health["standby"].size() == 1;
+      },
+      30s))
+      << log();
+  EXPECT_EQ(pool_metric(gw, "kvgate_autoscaler_ready_replicas"), 2) << "standby counts as ready";
+  const std::string routed = health["healthy"].front();
+  const std::string standby = health["standby"].front();
+
+  json::value view = get_json(admin + "/admin/pools/main/autoscaler");
+  ASSERT_TRUE(view.is_object()) << log();
+  EXPECT_EQ(view.at("standby").to_number<int>(), 1);
+  EXPECT_EQ(view.at("desired_replicas").to_number<int>(), 2);
+  const json::object& inputs = view.at("inputs").as_object();
+  for (const char* name : {"need_horizon", "startup_seconds", "model_rate_per_replica", "band",
+                           "ttft_correction", "standby"}) {
+    EXPECT_TRUE(inputs.contains(name)) << "the horizon input " << name << " in " << view;
+  }
+  EXPECT_EQ(inputs.at("standby").to_number<double>(), 1);
+  const std::string reason(view.at("reason").as_string());
+  EXPECT_NE(reason.find("horizon: "), std::string::npos) << reason;
+  EXPECT_NE(reason.find("standby"), std::string::npos) << reason;
+
+  // Under the light load, from now on only the routed replica serves.
+  auto served_by = [&](const std::string& url) {
+    const auto served = light.served_by();
+    return served.count(url) ? served.at(url) : 0;
+  };
+  const int routed_before = served_by(routed), standby_before = served_by(standby);
+  std::this_thread::sleep_for(2s);
+  EXPECT_GT(served_by(routed), routed_before) << log();
+  EXPECT_EQ(served_by(standby), standby_before) << "a standby replica got a request";
+  EXPECT_EQ(by_health()["standby"].size(), 1u);
+
+  // A burst: the standby replica routes again before any new replica is ready.
+  StreamingLoad burst(gw.url, 8);
+  EXPECT_TRUE(eventually([&] { return burst.served_by().count(standby) > 0; }, 10s))
+      << "the standby replica never joined the burst; " << log();
+  burst.stop();
+  light.stop();
+  EXPECT_TRUE(burst.failures().empty()) << burst.failures().front();
+  EXPECT_TRUE(light.failures().empty()) << light.failures().front();
 }
 
 }  // namespace

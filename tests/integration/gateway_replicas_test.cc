@@ -204,7 +204,9 @@ TEST(GatewayReplicas, SyncedReplicasRouteAsOneAndSurviveARedisOutage) {
 // One autoscaler actor: three replicas of an autoscaled pool (actuator none, deciding
 // every 100 ms) compete for a 1 s lease; exactly one leads and actuates, the others
 // decide and refuse to act. The leader is killed: another takes over within the lease
-// time, and at no poll do two lead at once.
+// time, and at no poll do two lead at once. Every replica exports the leader's desired
+// count: their configurations differ on purpose (replica i has min_replicas i + 1, as
+// during a rolling change of the config), so each would want a count of its own.
 TEST(GatewayReplicas, OneAutoscalerLeaderAndAFastTakeOver) {
   const int port = free_port();
   auto redis = StartRedis(port);
@@ -221,8 +223,9 @@ TEST(GatewayReplicas, OneAutoscalerLeaderAndAFastTakeOver) {
         "\npools:\n  main:\n    router: {policy: kv-cost, overlap: approx}\n"
         "    endpoints: [" +
         engine.url +
-        "]\n    autoscale:\n      signal: waiting\n      target: 2\n      min_replicas: 1\n"
-        "      max_replicas: 3\n      interval: 100ms\n      window: 2s\n"
+        "]\n    autoscale:\n      signal: waiting\n      target: 2\n      min_replicas: " +
+        std::to_string(i + 1) +
+        "\n      max_replicas: 3\n      interval: 100ms\n      window: 2s\n"
         "models:\n  - name: sim\n    pool: main\n"));
     ASSERT_FALSE(gw.back()->url.empty());
   }
@@ -241,6 +244,22 @@ TEST(GatewayReplicas, OneAutoscalerLeaderAndAFastTakeOver) {
   }
   ASSERT_EQ(who.size(), 1u);
   const int first = who[0];
+  // Every live replica exports the leader's count (read back at its next renewal).
+  auto all_export = [&](int count) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (true) {
+      int same = 0, live = 0;
+      for (auto& g : gw) {
+        if (!g) continue;
+        ++live;
+        same += g->metric("kvgate_autoscaler_desired_replicas", {{"pool", "main"}}) == count;
+      }
+      if (same == live) return true;
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  };
+  EXPECT_TRUE(all_export(first + 1)) << "leader " << first;
   // The leader actuates; the others refuse.
   const auto acted = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (gw[first]->metric("kvgate_cluster_actuations_total", {{"pool", "main"}}) < 3 &&
@@ -278,6 +297,7 @@ TEST(GatewayReplicas, OneAutoscalerLeaderAndAFastTakeOver) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_GT(gw[next]->metric("kvgate_cluster_actuations_total", {{"pool", "main"}}), before);
+  EXPECT_TRUE(all_export(next + 1)) << "new leader " << next;
   for (int i = 0; i < 3; ++i) {
     leaders(who);
     EXPECT_EQ(who.size(), 1u);

@@ -10,6 +10,8 @@ std::string_view to_string(Health health) {
       return "unhealthy";
     case Health::kDraining:
       return "draining";
+    case Health::kStandby:
+      return "standby";
   }
   return "healthy";
 }

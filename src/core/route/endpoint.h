@@ -35,8 +35,10 @@ inline bool can_prefill(Role r) { return r != Role::kDecode; }
 inline bool can_decode(Role r) { return r != Role::kPrefill; }
 
 // kHealthy until a health check says otherwise. kDraining endpoints finish what they
-// have but get no new requests (graceful shutdown, scale-down).
-enum class Health : uint8_t { kHealthy, kUnhealthy, kDraining };
+// have but get no new requests (graceful shutdown, scale-down). kStandby ones are ready
+// and kept out of routing by the autoscaler (the horizon policy's standby replicas,
+// scale/standby.h): they count as ready capacity, and return to routing at once.
+enum class Health : uint8_t { kHealthy, kUnhealthy, kDraining, kStandby };
 
 std::string_view to_string(Health health);
 

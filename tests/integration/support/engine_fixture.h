@@ -67,6 +67,13 @@ inline boost::json::value parse_json(const std::string& text) {
   return v;
 }
 
+// GET `url` and its JSON body; null when the request fails or the status is not 200.
+inline boost::json::value get_json(const std::string& url) {
+  auto r = io::http_fetch("GET", url);
+  if (!r || r->status != 200) return nullptr;
+  return parse_json(r->body);
+}
+
 // The JSON payloads of an SSE body's "data: ..." events; "[DONE]" is kept as a string.
 inline std::vector<std::string> sse_events(const std::string& body) {
   std::vector<std::string> out;
