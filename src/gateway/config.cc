@@ -145,7 +145,7 @@ class Parser {
     ClusterConfig c;
     only_keys(n, "cluster",
               {"redis", "replica_id", "sync", "stream_prefix", "flush_ms", "poll_ms", "max_len",
-               "replay_ms", "peer_timeout_ms", "lease_ms"});
+               "replay_ms", "peer_timeout_ms", "lease_ms", "snapshot_ms"});
     if (auto v = n["redis"]) redis(v, "cluster.redis", c.redis);
     if (auto v = n["replica_id"]) {
       c.replica_id = text(v, "cluster.replica_id");
@@ -169,6 +169,10 @@ class Parser {
     if (auto v = n["replay_ms"]) c.replay = millis(v, "cluster.replay_ms");
     if (auto v = n["peer_timeout_ms"]) c.peer_timeout = millis(v, "cluster.peer_timeout_ms");
     if (auto v = n["lease_ms"]) c.lease = millis(v, "cluster.lease_ms");
+    if (auto v = n["snapshot_ms"]) {
+      c.snapshot =
+          std::chrono::milliseconds(integer(v, "cluster.snapshot_ms", 0, 24LL * 3600 * 1000));
+    }
     return c;
   }
 

@@ -104,6 +104,9 @@ struct ClusterConfig {
   int64_t max_len = 100000;              // batches kept per stream (XADD MAXLEN ~)
   std::chrono::milliseconds replay{120000};       // tail read at start and after an outage
   std::chrono::milliseconds peer_timeout{15000};  // a silent replica's load expires
+  // Each replica writes its approximate index this often (0: never), for replicas that
+  // start later (PREFIX:snapshot:POOL).
+  std::chrono::milliseconds snapshot{30000};
   // Autoscaled pools: one leader per pool actuates, under a Redis lease this long
   // (renewed every third of it).
   std::chrono::milliseconds lease{3000};

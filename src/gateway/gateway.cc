@@ -244,6 +244,9 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
       return stream->respond(
           HttpResponse{503, "application/json", {}, "{\"status\":\"draining\"}"});
     }
+    if (cluster && !cluster->started()) {
+      return stream->respond(HttpResponse{503, "application/json", {}, "{\"status\":\"syncing\"}"});
+    }
     return stream->respond(HttpResponse{200, "application/json", {}, "{\"status\":\"ready\"}"});
   }
   if (path == "/metrics"sv) {

@@ -10,11 +10,13 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json.hpp>
+#include <charconv>
 #include <chrono>
 #include <future>
 #include <limits>
 #include <optional>
 
+#include "core/cluster/index_snapshot.h"
 #include "core/cluster/peer_sync.h"
 #include "core/metrics/prometheus_text.h"
 #include "io/redis_async.h"
@@ -62,7 +64,20 @@ struct PoolSync {
   std::atomic<uint64_t> decode_errors{0}, gaps{0}, expired_requests{0}, dead_replicas{0};
   std::atomic<uint64_t> unknown_endpoint{0};
   std::atomic<uint64_t> peer_requests{0}, live_peers{0};
+  // Index snapshots (cluster/index_snapshot.h): PREFIX:snapshot:POOL.
+  std::string snapshot_key;
+  bool snapshot_in_flight = false;  // the Redis executor only
+  std::atomic<uint64_t> snapshots_written{0}, snapshot_failures{0}, snapshots_loaded{0};
+  std::atomic<uint64_t> snapshot_pairs_restored{0};
+  std::atomic<bool> started{false};  // the start's snapshot read and first tail read are done
 };
+
+// A stream id "ms-seq" as its millisecond part (0 when malformed).
+int64_t StreamMillis(std::string_view id) {
+  int64_t ms = 0;
+  std::from_chars(id.data(), id.data() + id.size(), ms);
+  return ms;
+}
 
 // Takes the lease when free (with a new fencing token) or renews it when held by
 // ARGV[1]; returns {the holder's token, 0 when another replica holds it; the leader's
@@ -120,6 +135,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   asio::any_io_executor executor;
   io::RedisAsync redis;  // used on `executor` only
   asio::steady_timer flush_timer, poll_timer;
+  asio::steady_timer snapshot_timer{executor};
   std::vector<std::shared_ptr<PoolSync>> pools;
   std::vector<std::shared_ptr<Lease>> leases;  // set before the lease timer starts
   asio::steady_timer lease_timer{executor};
@@ -210,12 +226,16 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
                                                         std::string_view error) {
       ps->read_in_flight = false;
       if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
+        ps->started = true;  // Redis is away: route on the own view, do not wait for it
         ps->read_failures.fetch_add(1, std::memory_order_relaxed);
         self->redis_state(false, r ? std::string_view(r->str, r->len) : error);
         return;
       }
       self->redis_state(true, {});
-      if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) return;  // nothing new
+      if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {  // nothing new: caught up
+        ps->started = true;
+        return;
+      }
       const redisReply* stream = r->element[0];
       if (stream->type != REDIS_REPLY_ARRAY || stream->elements != 2) return;
       const redisReply* entries = stream->element[1];
@@ -238,7 +258,11 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
         }
       }
       // A full page: more may be waiting, read on at once.
-      if (entries->elements == static_cast<size_t>(kReadCount)) self->read(ps);
+      if (entries->elements == static_cast<size_t>(kReadCount)) {
+        self->read(ps);
+      } else {
+        ps->started = true;
+      }
       if (batches.empty()) return;
       ps->pool->post([self, ps, batches = std::move(batches)](route::Router&, kv::PreciseIndex&) {
         if (!ps->peers) return;
@@ -325,6 +349,94 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     return ok;
   }
 
+  // At start: the newest snapshot of the pool's index, if any, then the stream from the
+  // id it includes (or the tail of `replay`, whichever is later); then polling starts.
+  // Without Redis the replica starts on its own view at once.
+  void load_snapshots(std::shared_ptr<size_t> pending) {
+    for (const auto& ps : pools) {
+      const std::string_view args[] = {"GET", ps->snapshot_key};
+      redis.command(args, [self = shared_from_this(), ps, pending](const redisReply* r,
+                                                                   std::string_view error) {
+        if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
+          self->redis_state(false, r ? std::string_view(r->str, r->len) : error);
+          ps->started = true;  // Redis is away: route on the own view, do not wait for it
+        } else if (r->type == REDIS_REPLY_STRING) {
+          self->redis_state(true, {});
+          self->apply_snapshot(ps, std::string_view(r->str, r->len));
+        }
+        if (--*pending == 0) self->arm_poll();
+      });
+    }
+  }
+  void apply_snapshot(const std::shared_ptr<PoolSync>& ps, std::string_view wire) {
+    Result<cluster::IndexSnapshot> snap = cluster::decode_snapshot(wire);
+    if (!snap) {
+      ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn("cluster: pool {}: snapshot not loaded: {}", ps->pool->name(), snap.error());
+      return;
+    }
+    const int64_t taken = StreamMillis(snap->stream_id);
+    if (taken > StreamMillis(ps->last_id)) ps->last_id = snap->stream_id;
+    const Nanos elapsed = std::max<int64_t>(0, WallMillis() - taken) * kMillisecond;
+    ps->pool->post([self = shared_from_this(), ps,
+                    snap = std::make_shared<cluster::IndexSnapshot>(std::move(*snap)),
+                    elapsed](route::Router& router, kv::PreciseIndex&) {
+      kv::ApproxIndex* approx = router.indexes().approx;
+      if (approx == nullptr) return;
+      const cluster::RestoreStats r =
+          cluster::restore_snapshot(*snap, *approx, router.pool(), monotonic_now(), elapsed);
+      ps->snapshots_loaded.fetch_add(1, std::memory_order_relaxed);
+      ps->snapshot_pairs_restored.fetch_add(r.restored, std::memory_order_relaxed);
+      spdlog::info(
+          "cluster: pool {}: loaded {}'s index snapshot: {} pairs restored, {} of unknown "
+          "endpoints, {} expired",
+          ps->pool->name(), snap->replica, r.restored, r.unknown_endpoint, r.expired);
+    });
+  }
+
+  // Every `snapshot`: this replica's index, as its peers will load it at their start.
+  void arm_snapshot() {
+    snapshot_timer.expires_after(config.snapshot);
+    snapshot_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->stopped) return;
+      for (const auto& ps : self->pools) self->write_snapshot(ps);
+      self->arm_snapshot();
+    });
+  }
+  void write_snapshot(const std::shared_ptr<PoolSync>& ps) {
+    if (ps->snapshot_in_flight || !ps->started) return;
+    ps->snapshot_in_flight = true;
+    // The stream id this replica's view includes, read here on the Redis executor.
+    std::string through = ps->last_id;
+    ps->pool->post([self = shared_from_this(), ps, through = std::move(through)](
+                       route::Router& router, kv::PreciseIndex&) mutable {
+      kv::ApproxIndex* approx = router.indexes().approx;
+      std::string wire;
+      if (approx != nullptr && approx->held_pairs() > 0) {
+        wire = cluster::encode(cluster::take_snapshot(*approx, router.pool(), monotonic_now(),
+                                                      self->id, std::move(through)));
+      }
+      asio::dispatch(self->executor, [self, ps, wire = std::move(wire)] {
+        if (wire.empty() || self->stopped) {
+          ps->snapshot_in_flight = false;
+          return;
+        }
+        const std::string px = std::to_string(self->config.replay.count());
+        const std::string_view args[] = {"SET", ps->snapshot_key, wire, "PX", px};
+        self->redis.command(args, [self, ps](const redisReply* r, std::string_view error) {
+          ps->snapshot_in_flight = false;
+          if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
+            ps->snapshot_failures.fetch_add(1, std::memory_order_relaxed);
+            self->redis_state(false, r ? std::string_view(r->str, r->len) : error);
+            return;
+          }
+          ps->snapshots_written.fetch_add(1, std::memory_order_relaxed);
+          self->redis_state(true, {});
+        });
+      });
+    });
+  }
+
   void copy_stats(PoolSync& ps) {
     const cluster::PeerSync::Stats& s = ps.peers->stats();
     ps.gaps = s.gaps;
@@ -363,7 +475,9 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
     auto ps = std::make_shared<PoolSync>();
     ps->pool = pool;
     ps->stream = fmt::format("{}:routing:{}", config.stream_prefix, pool->name());
+    ps->snapshot_key = fmt::format("{}:snapshot:{}", config.stream_prefix, pool->name());
     ps->last_id = replay_from;
+    ps->started = !config.sync;
     const cluster::PeerSync::Options options{.peer_timeout = ToNanos(config.peer_timeout)};
     pool->post([ps, id = impl->id, options, name = pool->name()](route::Router& router,
                                                                  kv::PreciseIndex&) {
@@ -376,7 +490,9 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
   if (config.sync) {
     asio::dispatch(impl->executor, [impl] {
       impl->arm_flush();
-      impl->arm_poll();
+      if (impl->pools.empty()) return;
+      impl->load_snapshots(std::make_shared<size_t>(impl->pools.size()));
+      if (impl->config.snapshot.count() > 0) impl->arm_snapshot();
     });
   }
   spdlog::info("cluster: replica {}, sync {}, Redis {}:{}", impl->id, config.sync ? "on" : "off",
@@ -419,6 +535,13 @@ void ReplicaSync::stop() {
     closed->set_value();
   });
   (void)done.wait_for(std::chrono::seconds(1));
+}
+
+bool ReplicaSync::started() const {
+  for (const auto& ps : impl_->pools) {
+    if (!ps->started) return false;
+  }
+  return true;
 }
 
 const std::string& ReplicaSync::replica_id() const { return impl_->id; }
@@ -467,6 +590,15 @@ std::string ReplicaSync::render_metrics() const {
        &PoolSync::peer_requests, "gauge"},
       {"kvgate_cluster_live_peers", "Peers heard from within the peer timeout",
        &PoolSync::live_peers, "gauge"},
+      {"kvgate_cluster_snapshots_written_total", "Snapshots of this replica's index written",
+       &PoolSync::snapshots_written},
+      {"kvgate_cluster_snapshot_failures_total", "Snapshots not written because Redis failed",
+       &PoolSync::snapshot_failures},
+      {"kvgate_cluster_snapshots_loaded_total", "Peers' index snapshots loaded at start",
+       &PoolSync::snapshots_loaded},
+      {"kvgate_cluster_snapshot_pairs_restored_total",
+       "(block, endpoint) pairs restored from a loaded snapshot",
+       &PoolSync::snapshot_pairs_restored},
   };
   for (const Counter& c : counters) {
     w.header(c.name, c.help, c.type);
@@ -498,19 +630,24 @@ std::string ReplicaSync::render_metrics() const {
 std::string ReplicaSync::status_json() const {
   boost::json::array pools;
   for (const auto& ps : impl_->pools) {
-    pools.push_back(boost::json::object{{"pool", ps->pool->name()},
-                                        {"stream", ps->stream},
-                                        {"batches_published", ps->batches_published.load()},
-                                        {"events_published", ps->events_published.load()},
-                                        {"publish_failures", ps->publish_failures.load()},
-                                        {"batches_applied", ps->batches_applied.load()},
-                                        {"events_applied", ps->events_applied.load()},
-                                        {"read_failures", ps->read_failures.load()},
-                                        {"gaps", ps->gaps.load()},
-                                        {"peer_requests", ps->peer_requests.load()},
-                                        {"live_peers", ps->live_peers.load()},
-                                        {"expired_requests", ps->expired_requests.load()},
-                                        {"dead_replicas", ps->dead_replicas.load()}});
+    pools.push_back(
+        boost::json::object{{"pool", ps->pool->name()},
+                            {"stream", ps->stream},
+                            {"batches_published", ps->batches_published.load()},
+                            {"events_published", ps->events_published.load()},
+                            {"publish_failures", ps->publish_failures.load()},
+                            {"batches_applied", ps->batches_applied.load()},
+                            {"events_applied", ps->events_applied.load()},
+                            {"read_failures", ps->read_failures.load()},
+                            {"gaps", ps->gaps.load()},
+                            {"peer_requests", ps->peer_requests.load()},
+                            {"live_peers", ps->live_peers.load()},
+                            {"expired_requests", ps->expired_requests.load()},
+                            {"dead_replicas", ps->dead_replicas.load()},
+                            {"started", ps->started.load()},
+                            {"snapshots_written", ps->snapshots_written.load()},
+                            {"snapshots_loaded", ps->snapshots_loaded.load()},
+                            {"snapshot_pairs_restored", ps->snapshot_pairs_restored.load()}});
   }
   return boost::json::serialize(boost::json::object{
       {"replica_id", impl_->id},

@@ -9,8 +9,12 @@
 //   - every `poll` reads the peers' batches that came since (XREAD from the last id it
 //     saw) and applies them on the pool's strand with cluster::PeerSync: the same
 //     Router::commit / on_first_token / on_finished calls as its own requests;
-//   - at start, and after an outage, reads the stream's tail (the last `replay`), so it
-//     does not route blind; a peer silent for `peer_timeout` has its load released.
+//   - every `snapshot` writes its approximate index (cluster/index_snapshot.h) to
+//     PREFIX:snapshot:POOL; at start loads the newest one, then reads the stream from the
+//     id it includes (or the tail of `replay`, whichever is later), so it does not route
+//     blind even when the stream is trimmed or Redis lost it; /ready waits for that;
+//   - after an outage resumes from the last id read; a peer silent for `peer_timeout`
+//     has its load released.
 // When Redis is away, each replica routes on its own view: publishing and reading fail
 // fast (RedisAsync's timeouts), are counted, and reading resumes from the last id once
 // Redis answers again. Redis calls run on one executor (a strand, or the gateway's one
@@ -54,6 +58,10 @@ class ReplicaSync {
   // runs out and another replica takes it.
   LeaderLink leader_link(const std::string& pool);
 
+  // True once every pool's start is done: the newest index snapshot loaded (or none
+  // found, or Redis away) and the stream read up to its end. /ready waits for it, so a
+  // new replica does not take traffic on an empty index.
+  bool started() const;
   const std::string& replica_id() const;
   // Prometheus text of the kvgate_cluster_* metrics (appended to /metrics).
   std::string render_metrics() const;

@@ -31,15 +31,15 @@ Result<std::unique_ptr<ChildProcess>> StartRedis(int port) {
 }
 
 std::string ReplicaYaml(const std::vector<std::string>& engines, int redis_port, int replica,
-                        bool sync) {
+                        bool sync, const std::string& cluster_extra = "") {
   std::string y =
       "listeners:\n  - address: 127.0.0.1\n    port: 0\nthreads: 1\n"
       "timeouts: {header_ms: 2000, drain_ms: 2000, connect_ms: 1000}\n"
       "cluster:\n  redis: {host: 127.0.0.1, port: " +
       std::to_string(redis_port) + ", timeout_ms: 100}\n  replica_id: gw-" +
       std::to_string(replica) + "\n  sync: " + (sync ? "on" : "off") +
-      "\n  flush_ms: 2\n  poll_ms: 2\n  stream_prefix: t" + std::to_string(::getpid()) +
-      (sync ? "" : "off") +
+      "\n  flush_ms: 2\n  poll_ms: 2\n" + cluster_extra + "  stream_prefix: t" +
+      std::to_string(::getpid()) + (sync ? "" : "off") +
       "\npools:\n  main:\n    block_size: 16\n    router:\n      policy: kv-cost\n"
       "      params: {temperature: 0.05}\n      overlap: approx\n    endpoints:\n";
   for (const std::string& u : engines) y += "      - " + u + "\n";
@@ -307,6 +307,79 @@ TEST(GatewayReplicas, OneAutoscalerLeaderAndAFastTakeOver) {
       EXPECT_EQ(g->proc->stop(), 0) << g->proc->errors();
     }
   }
+}
+
+// Start after the stream is gone: Redis restarts empty (no persistence), the running
+// replicas write their index snapshots again, and a replica that starts only then loads
+// one: /ready waits for it, and the groups' follow-ups through the new replica land on
+// the engines that served the groups first (without the snapshot it would know nothing,
+// and pick one of four).
+TEST(GatewayReplicas, AReplicaStartingAfterRedisLostTheStreamLoadsAPeersSnapshot) {
+  const int port = free_port();
+  auto redis = StartRedis(port);
+  ASSERT_TRUE(redis) << redis.error();
+  std::vector<std::unique_ptr<EngineProcess>> engines;
+  std::vector<std::string> urls;
+  for (int i = 0; i < 4; ++i) {
+    engines.push_back(std::make_unique<EngineProcess>(kFast));
+    ASSERT_FALSE(engines.back()->url.empty());
+    urls.push_back(engines.back()->url);
+  }
+  const std::string snapshots = "  snapshot_ms: 200\n";
+  std::vector<std::unique_ptr<GatewayProcess>> gw;
+  for (int i = 0; i < 2; ++i) {
+    gw.push_back(std::make_unique<GatewayProcess>(ReplicaYaml(urls, port, i, true, snapshots)));
+    ASSERT_FALSE(gw.back()->url.empty());
+  }
+  auto metric = [&](int i, const std::string& name) {
+    return gw[i]->metric(name, {{"pool", "main"}});
+  };
+  std::vector<std::string> first(kGroups);
+  for (int g = 0; g < kGroups; ++g) {
+    auto r = gw[g % 2]->post("/v1/completions", Body(500 + g, 0));
+    ASSERT_EQ(r.status, 200) << r.body;
+    first[g] = Endpoint(r);
+  }
+
+  // Redis loses everything; the replicas keep their indexes and write them again.
+  (*redis)->signal(SIGKILL);
+  (*redis)->stop();
+  auto again = StartRedis(port);
+  ASSERT_TRUE(again) << again.error();
+  redis = std::move(again);
+  const double written = metric(0, "kvgate_cluster_snapshots_written_total");
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (metric(0, "kvgate_cluster_snapshots_written_total") < written + 2 &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GE(metric(0, "kvgate_cluster_snapshots_written_total"), written + 2)
+      << gw[0]->proc->errors();
+
+  gw.push_back(std::make_unique<GatewayProcess>(ReplicaYaml(urls, port, 2, true, snapshots)));
+  ASSERT_FALSE(gw[2]->url.empty());
+  int ready = 0;
+  for (int i = 0; i < 200 && ready != 200; ++i) {
+    auto r = io::http_fetch("GET", gw[2]->url + "/ready");
+    ready = r ? r->status : 0;
+    if (ready != 200) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(ready, 200);
+  EXPECT_GE(metric(2, "kvgate_cluster_snapshots_loaded_total"), 1);
+  EXPECT_GT(metric(2, "kvgate_cluster_snapshot_pairs_restored_total"), 0);
+
+  int on_first = 0;
+  for (int g = 0; g < kGroups; ++g) {
+    auto r = gw[2]->post("/v1/completions", Body(500 + g, 1));
+    ASSERT_EQ(r.status, 200) << r.body;
+    on_first += Endpoint(r) == first[g];
+  }
+  std::printf(
+      "[ replicas ] new replica after a Redis restart: %d of %d follow-ups on the "
+      "group's first engine\n",
+      on_first, kGroups);
+  EXPECT_GE(on_first, kGroups * 9 / 10);
+  for (auto& g : gw) EXPECT_EQ(g->proc->stop(), 0) << g->proc->errors();
 }
 
 }  // namespace

@@ -2,86 +2,18 @@
 
 #include <algorithm>
 
+#include "core/cluster/wire.h"
+
 namespace kvgate::cluster {
 namespace {
 
 constexpr uint8_t kVersion = 1;
 // Bounds a malformed input cannot exceed (a batch is published every few milliseconds).
 constexpr uint64_t kMaxEvents = 1 << 20;
-constexpr uint64_t kMaxKeys = 1 << 16;
-constexpr uint64_t kMaxText = 4096;
 
-void PutVarint(uint64_t v, std::string& out) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7F) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
-
-void PutText(std::string_view s, std::string& out) {
-  PutVarint(s.size(), out);
-  out.append(s);
-}
-
-// Reads from a view, remembering the first failure.
-class Reader {
- public:
-  explicit Reader(std::string_view in) : in_(in) {}
-  bool ok() const { return ok_; }
-  bool done() const { return pos_ == in_.size(); }
-
-  uint64_t varint() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (pos_ >= in_.size()) return fail();
-      const auto b = static_cast<uint8_t>(in_[pos_++]);
-      v |= static_cast<uint64_t>(b & 0x7F) << shift;
-      if ((b & 0x80) == 0) return v;
-    }
-    return fail();
-  }
-  uint32_t u32() {
-    const uint64_t v = varint();
-    return v > UINT32_MAX ? static_cast<uint32_t>(fail()) : static_cast<uint32_t>(v);
-  }
-  uint8_t byte() {
-    if (pos_ >= in_.size()) return static_cast<uint8_t>(fail());
-    return static_cast<uint8_t>(in_[pos_++]);
-  }
-  std::string text() {
-    const uint64_t n = varint();
-    if (!ok_ || n > kMaxText || n > in_.size() - pos_) {
-      fail();
-      return {};
-    }
-    std::string s(in_.substr(pos_, n));
-    pos_ += n;
-    return s;
-  }
-  void keys(std::vector<kv::BlockKey>& out) {
-    const uint64_t n = varint();
-    if (!ok_ || n > kMaxKeys || n * 8 > in_.size() - pos_) return void(fail());
-    out.resize(n);
-    for (uint64_t i = 0; i < n; ++i) {
-      uint64_t k = 0;
-      for (int b = 7; b >= 0; --b) k = (k << 8) | static_cast<uint8_t>(in_[pos_ + b]);
-      out[i] = k;
-      pos_ += 8;
-    }
-  }
-
- private:
-  uint64_t fail() {
-    ok_ = false;
-    pos_ = in_.size();
-    return 0;
-  }
-
-  std::string_view in_;
-  size_t pos_ = 0;
-  bool ok_ = true;
-};
+using wire::PutText;
+using wire::PutVarint;
+using wire::Reader;
 
 }  // namespace
 

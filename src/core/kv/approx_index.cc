@@ -121,6 +121,33 @@ void ApproxIndex::record(EndpointId endpoint, std::span<const BlockKey> keys, Na
   if (m.options.capacity_pairs > 0 && m.held_pairs > m.options.capacity_pairs) m.prune();
 }
 
+void ApproxIndex::export_pairs(Nanos now, std::vector<Held>& out) const {
+  const Nanos cutoff = now - impl_->options.ttl;
+  for (const Entry& en : impl_->arena) {
+    if (!en.live) continue;
+    for (const Holder& h : en.holders) {
+      if (h.last_use >= cutoff) out.push_back({en.key, en.depth, h.endpoint, h.last_use});
+    }
+  }
+}
+
+bool ApproxIndex::restore(const Held& held, Nanos now) {
+  Impl& m = *impl_;
+  if (held.last_use < now - m.options.ttl) return false;
+  const uint16_t e = static_cast<uint16_t>(held.endpoint);
+  Entry& en = m.arena[m.find_or_create(held.key, held.depth)];
+  auto it = std::find_if(en.holders.begin(), en.holders.end(),
+                         [&](const Holder& h) { return h.endpoint == e; });
+  if (it != en.holders.end()) {
+    it->last_use = std::max(it->last_use, held.last_use);
+  } else {
+    en.holders.push_back({e, held.last_use});
+    ++m.held_pairs;
+  }
+  if (m.options.capacity_pairs > 0 && m.held_pairs > m.options.capacity_pairs) m.prune();
+  return true;
+}
+
 void ApproxIndex::expire(Nanos now) {
   Impl& m = *impl_;
   const Nanos cutoff = now - m.options.ttl;

@@ -46,6 +46,23 @@ class ApproxIndex final : public PrefixIndex {
   // inspection (the admin API), not the hot path.
   void blocks_held(Nanos now, std::vector<size_t>& out) const;
 
+  // Snapshots of the index (several gateway replicas: cluster/index_snapshot.h). One
+  // (block, endpoint) pair: `depth` is the block's position in the prompts that
+  // recorded it, `last_use` when it was last recorded there.
+  struct Held {
+    BlockKey key = 0;
+    uint32_t depth = 0;
+    EndpointId endpoint = 0;
+    Nanos last_use = 0;
+  };
+  // Appends every pair not expired at `now`, in the index's own order (restoring them in
+  // this order keeps the layout that makes match() fast).
+  void export_pairs(Nanos now, std::vector<Held>& out) const;
+  // Adds a pair as record() would have left it at `held.last_use` (a later use already
+  // recorded stays); false, and nothing changes, when it is expired at `now`.
+  // REQUIRES: held.endpoint < kMaxEndpoints.
+  bool restore(const Held& held, Nanos now);
+
   // PrefixIndex. Everything recorded counts as GPU-resident (gpu_blocks == total_blocks).
   void match(std::span<const BlockKey> keys, Nanos now, std::vector<EndpointMatch>& out) override;
   void remove_endpoint(EndpointId endpoint) override;
