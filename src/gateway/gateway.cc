@@ -1040,10 +1040,13 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
   if (c.cluster) {
     std::vector<PoolRuntime*> pools;
     for (auto& p : impl->pools) pools.push_back(p.get());
+    std::vector<PoolWarmup*> warmups;
+    for (auto& w : impl->warmups) warmups.push_back(w.get());
     impl->cluster =
         ReplicaSync::start(*c.cluster, std::move(pools),
                            c.threads == 1 ? asio::any_io_executor(impl->io.get_executor())
-                                          : asio::any_io_executor(asio::make_strand(impl->io)));
+                                          : asio::any_io_executor(asio::make_strand(impl->io)),
+                           std::move(warmups));
   }
   impl->work.emplace(impl->io.get_executor());
   for (int i = 0; i < c.threads; ++i) {

@@ -14,11 +14,14 @@
 #include <chrono>
 #include <future>
 #include <limits>
+#include <mutex>
 #include <optional>
 
+#include "core/cluster/hot_prefix_share.h"
 #include "core/cluster/index_snapshot.h"
 #include "core/cluster/peer_sync.h"
 #include "core/metrics/prometheus_text.h"
+#include "gateway/warmup.h"
 #include "io/redis_async.h"
 
 namespace kvgate::gateway {
@@ -70,6 +73,14 @@ struct PoolSync {
   std::atomic<uint64_t> snapshots_written{0}, snapshot_failures{0}, snapshots_loaded{0};
   std::atomic<uint64_t> snapshot_pairs_restored{0};
   std::atomic<bool> started{false};  // the start's snapshot read and first tail read are done
+  // Hot prefixes (cluster/hot_prefix_share.h): PREFIX:hot:POOL, a field per replica.
+  std::string hot_key;
+  PoolWarmup* warmup = nullptr;  // set before the timers start; null: not shared
+  size_t hot_k = 16;
+  bool hot_in_flight = false;  // the Redis executor only
+  std::mutex hot_mu;
+  std::vector<std::vector<kv::HotPrefix>> peer_hot;  // guarded by hot_mu
+  std::atomic<uint64_t> hot_published{0}, hot_peer_lists{0};
 };
 
 // A stream id "ms-seq" as its millisecond part (0 when malformed).
@@ -399,7 +410,10 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     snapshot_timer.expires_after(config.snapshot);
     snapshot_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (ec || self->stopped) return;
-      for (const auto& ps : self->pools) self->write_snapshot(ps);
+      for (const auto& ps : self->pools) {
+        self->write_snapshot(ps);
+        self->share_hot(ps);
+      }
       self->arm_snapshot();
     });
   }
@@ -437,6 +451,55 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
+  // Every `snapshot` too: this replica's hot prefixes out, the peers' in (fresh ones:
+  // written within three intervals; a dead replica's field is then ignored, and removed).
+  void share_hot(const std::shared_ptr<PoolSync>& ps) {
+    if (ps->warmup == nullptr || ps->hot_in_flight) return;
+    ps->hot_in_flight = true;
+    const int64_t now_ms = WallMillis();
+    const std::string wire = cluster::encode_hot_prefixes(id, now_ms, ps->warmup->top(ps->hot_k));
+    const std::string px = std::to_string(config.replay.count());
+    const std::string_view set[] = {"HSET", ps->hot_key, id, wire};
+    redis.command(set, [ps](const redisReply* r, std::string_view) {
+      if (r != nullptr && r->type != REDIS_REPLY_ERROR) {
+        ps->hot_published.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+    const std::string_view expire[] = {"PEXPIRE", ps->hot_key, px};
+    redis.command(expire, [](const redisReply*, std::string_view) {});
+    const std::string_view get[] = {"HGETALL", ps->hot_key};
+    redis.command(get,
+                  [self = shared_from_this(), ps, now_ms](const redisReply* r, std::string_view) {
+                    ps->hot_in_flight = false;
+                    if (r == nullptr || r->type != REDIS_REPLY_ARRAY) return;
+                    const int64_t fresh_ms = 3 * self->config.snapshot.count();
+                    std::vector<std::vector<kv::HotPrefix>> lists;
+                    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+                      const redisReply* field = r->element[i];
+                      const redisReply* value = r->element[i + 1];
+                      if (field->type != REDIS_REPLY_STRING || value->type != REDIS_REPLY_STRING)
+                        continue;
+                      const std::string_view replica(field->str, field->len);
+                      if (replica == self->id) continue;
+                      Result<cluster::SharedHotPrefixes> h =
+                          cluster::decode_hot_prefixes(std::string_view(value->str, value->len));
+                      if (!h) {
+                        ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
+                        continue;
+                      }
+                      if (now_ms - h->written_ms > fresh_ms) {
+                        const std::string_view del[] = {"HDEL", ps->hot_key, replica};
+                        self->redis.command(del, [](const redisReply*, std::string_view) {});
+                        continue;
+                      }
+                      lists.push_back(std::move(h->prefixes));
+                    }
+                    ps->hot_peer_lists.store(lists.size(), std::memory_order_relaxed);
+                    std::lock_guard lock(ps->hot_mu);
+                    ps->peer_hot = std::move(lists);
+                  });
+  }
+
   void copy_stats(PoolSync& ps) {
     const cluster::PeerSync::Stats& s = ps.peers->stats();
     ps.gaps = s.gaps;
@@ -468,7 +531,8 @@ ReplicaSync::~ReplicaSync() { stop(); }
 
 std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
                                                 std::vector<PoolRuntime*> pools,
-                                                asio::any_io_executor redis_executor) {
+                                                asio::any_io_executor redis_executor,
+                                                std::vector<PoolWarmup*> warmups) {
   auto impl = std::make_shared<Impl>(config, std::move(redis_executor));
   const std::string replay_from = fmt::format("{}-0", WallMillis() - config.replay.count());
   for (PoolRuntime* pool : pools) {
@@ -476,8 +540,18 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
     ps->pool = pool;
     ps->stream = fmt::format("{}:routing:{}", config.stream_prefix, pool->name());
     ps->snapshot_key = fmt::format("{}:snapshot:{}", config.stream_prefix, pool->name());
+    ps->hot_key = fmt::format("{}:hot:{}", config.stream_prefix, pool->name());
     ps->last_id = replay_from;
     ps->started = !config.sync;
+    for (PoolWarmup* w : warmups) {
+      if (w == nullptr || !w->enabled() || &w->pool() != pool || !config.sync) continue;
+      ps->warmup = w;
+      ps->hot_k = w->prefixes();
+      w->set_peers([ps] {
+        std::lock_guard lock(ps->hot_mu);
+        return ps->peer_hot;
+      });
+    }
     const cluster::PeerSync::Options options{.peer_timeout = ToNanos(config.peer_timeout)};
     pool->post([ps, id = impl->id, options, name = pool->name()](route::Router& router,
                                                                  kv::PreciseIndex&) {
@@ -599,6 +673,11 @@ std::string ReplicaSync::render_metrics() const {
       {"kvgate_cluster_snapshot_pairs_restored_total",
        "(block, endpoint) pairs restored from a loaded snapshot",
        &PoolSync::snapshot_pairs_restored},
+      {"kvgate_cluster_hot_prefixes_published_total",
+       "Times this replica's hot prefixes were published (warm-up pools)",
+       &PoolSync::hot_published},
+      {"kvgate_cluster_peer_hot_prefix_lists",
+       "Peers whose fresh hot prefixes a warm-up here merges", &PoolSync::hot_peer_lists, "gauge"},
   };
   for (const Counter& c : counters) {
     w.header(c.name, c.help, c.type);

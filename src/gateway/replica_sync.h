@@ -36,13 +36,18 @@
 
 namespace kvgate::gateway {
 
+class PoolWarmup;
+
 class ReplicaSync {
  public:
   // Hooks into every pool and starts the timers on `redis_executor`. `pools` must outlive
   // this object.
+  // `warmups` (optional, any order): the pools' warm-ups; with sync on, those enabled
+  // share their hot prefixes every `snapshot` and warm new endpoints with the fleet's.
   static std::unique_ptr<ReplicaSync> start(const ClusterConfig& config,
                                             std::vector<PoolRuntime*> pools,
-                                            boost::asio::any_io_executor redis_executor);
+                                            boost::asio::any_io_executor redis_executor,
+                                            std::vector<PoolWarmup*> warmups = {});
   ~ReplicaSync();
 
   // Cancels the timers; call while the executor still runs, or after it stopped for good.

@@ -82,6 +82,7 @@ struct PoolWarmup::Impl : std::enable_shared_from_this<PoolWarmup::Impl> {
 
   mutable std::mutex mu;  // guards everything below
   kv::HotPrefixes hot;
+  std::function<std::vector<std::vector<kv::HotPrefix>>()> peers;  // empty: one replica
   std::deque<std::shared_ptr<WarmupTask>> tasks;  // running, then the last finished
   std::map<std::string, uint64_t> outcomes;
   uint64_t requests_ok = 0, requests_failed = 0, prompt_tokens = 0, cached_tokens = 0;
@@ -189,8 +190,16 @@ asio::awaitable<void> PoolWarmup::Impl::warm(std::shared_ptr<WarmupTask> task) {
   }
   {
     const Nanos now = monotonic_now();
+    std::vector<std::vector<kv::HotPrefix>> lists;
+    std::function<std::vector<std::vector<kv::HotPrefix>>()> peers_now;
+    {
+      std::lock_guard lock(mu);
+      peers_now = peers;
+    }
+    if (peers_now) lists = peers_now();  // outside mu: it takes the sync's own lock
     std::lock_guard lock(mu);
-    task->run.emplace(hot.top(config.prefixes, now), config, now);
+    lists.push_back(hot.top(config.prefixes, now));
+    task->run.emplace(kv::merge_hot_prefixes(lists, config.prefixes), config, now);
     task->record.state = "warming";
     task->record.stats = task->run->stats();
   }
@@ -245,6 +254,19 @@ std::unique_ptr<PoolWarmup> PoolWarmup::create(PoolRuntime& pool, std::string se
 }
 
 bool PoolWarmup::enabled() const { return impl_->config.enabled; }
+
+PoolRuntime& PoolWarmup::pool() const { return impl_->pool; }
+size_t PoolWarmup::prefixes() const { return impl_->config.prefixes; }
+
+std::vector<kv::HotPrefix> PoolWarmup::top(size_t k) const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->hot.top(k, monotonic_now());
+}
+
+void PoolWarmup::set_peers(std::function<std::vector<std::vector<kv::HotPrefix>>()> peers) {
+  std::lock_guard lock(impl_->mu);
+  impl_->peers = std::move(peers);
+}
 
 void PoolWarmup::observe(std::span<const kv::BlockKey> keys, std::span<const kv::TokenId> token_ids,
                          std::string_view text) {

@@ -28,6 +28,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -37,6 +38,7 @@
 
 #include "core/common/time.h"
 #include "core/kv/block_hash.h"
+#include "core/kv/hot_prefixes.h"
 #include "core/kv/warmup_run.h"
 #include "core/metrics/prometheus_text.h"
 #include "gateway/pool_runtime.h"
@@ -95,6 +97,14 @@ class PoolWarmup {
   // is kept instead, and an empty text means "not trackable". No-op when disabled.
   void observe(std::span<const kv::BlockKey> keys, std::span<const kv::TokenId> token_ids,
                std::string_view text);
+  PoolRuntime& pool() const;
+  size_t prefixes() const;  // the warm-up set's size (warmup.prefixes)
+  // This replica's hot prefixes, best first (kv::HotPrefixes::top), for its peers.
+  std::vector<kv::HotPrefix> top(size_t k) const;
+  // Several gateway replicas (gateway/replica_sync.h): `peers` returns the peers' latest
+  // hot prefixes; a warm-up then takes the best of its own and theirs
+  // (kv::merge_hot_prefixes). Set before endpoints are added at run time.
+  void set_peers(std::function<std::vector<std::vector<kv::HotPrefix>>()> peers);
   // Starts a warm-up of an endpoint added at run time (what the on_change observer calls).
   void start(route::EndpointId id, std::string url);
   // The endpoint is going away: a warm-up in progress stops without admitting it.

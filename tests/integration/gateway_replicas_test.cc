@@ -382,5 +382,64 @@ TEST(GatewayReplicas, AReplicaStartingAfterRedisLostTheStreamLoadsAPeersSnapshot
   for (auto& g : gw) EXPECT_EQ(g->proc->stop(), 0) << g->proc->errors();
 }
 
+// Warm-ups follow the fleet's hot prefixes: traffic passes replica A only; an engine
+// that joins replica B is warmed by B with A's hot prefixes (B alone has none), shared
+// through Redis every snapshot_ms.
+TEST(GatewayReplicas, AWarmUpOnOneReplicaUsesThePeersHotPrefixes) {
+  const int port = free_port();
+  auto redis = StartRedis(port);
+  ASSERT_TRUE(redis) << redis.error();
+  EngineProcess first(kFast), joining(kFast);
+  ASSERT_FALSE(first.url.empty());
+  ASSERT_FALSE(joining.url.empty());
+  auto yaml = [&](int replica) {
+    std::string y = ReplicaYaml({first.url}, port, replica, true, "  snapshot_ms: 200\n");
+    const std::string pool = "  main:\n";
+    y.insert(y.find(pool) + pool.size(),
+             "    warmup: {prefixes: 8, budget_ms: 10000, concurrency: 2}\n");
+    return "admin: {address: 127.0.0.1, port: 0}\n" + y;
+  };
+  GatewayProcess a(yaml(0)), b(yaml(1));
+  ASSERT_FALSE(a.url.empty());
+  ASSERT_FALSE(b.url.empty());
+  auto admin_line = b.proc->wait_for_line("admin API on http://");
+  ASSERT_TRUE(admin_line) << admin_line.error();
+  const std::string admin = admin_line->substr(admin_line->find("http://"));
+  // Three groups, each prompt twice (a prefix is worth warming from its second hit).
+  for (int g = 0; g < 3; ++g) {
+    for (int k = 0; k < 2; ++k) ASSERT_EQ(a.post("/v1/completions", Body(700 + g, k)).status, 200);
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (b.metric("kvgate_cluster_peer_hot_prefix_lists", {{"pool", "main"}}) < 1 &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GE(b.metric("kvgate_cluster_peer_hot_prefix_lists", {{"pool", "main"}}), 1)
+      << b.proc->errors();
+  EXPECT_GE(a.metric("kvgate_cluster_hot_prefixes_published_total", {{"pool", "main"}}), 1);
+
+  auto added =
+      io::http_fetch("POST", admin + "/admin/pools/main/endpoints",
+                     R"({"url":")" + joining.url + R"("})", {{"Content-Type", "application/json"}});
+  ASSERT_TRUE(added) << added.error();
+  ASSERT_EQ(added->status, 201) << added->body;
+  const metrics::Labels complete = {{"pool", "main"}, {"outcome", "complete"}};
+  const auto warmed = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (b.metric("kvgate_warmups_total", complete) < 1 &&
+         std::chrono::steady_clock::now() < warmed) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(b.metric("kvgate_warmups_total", complete), 1) << b.proc->errors();
+  const double tokens = b.metric("kvgate_warmup_prompt_tokens_total", {{"pool", "main"}});
+  std::printf(
+      "[ replicas ] replica B warmed the joining engine with %.0f prompt tokens of "
+      "replica A's hot prefixes\n",
+      tokens);
+  EXPECT_GE(tokens, 3 * 300);  // most of the three groups' shared 400-word prefixes
+  EXPECT_GE(b.metric("kvgate_warmup_requests_total", {{"pool", "main"}, {"result", "ok"}}), 3);
+  EXPECT_EQ(a.proc->stop(), 0) << a.proc->errors();
+  EXPECT_EQ(b.proc->stop(), 0) << b.proc->errors();
+}
+
 }  // namespace
 }  // namespace kvgate::testing

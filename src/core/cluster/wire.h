@@ -76,6 +76,16 @@ class Reader {
     pos_ += 8;
     return k;
   }
+  // The next `n` bytes as they are (empty and a failure when fewer are left).
+  std::string_view raw(uint64_t n) {
+    if (n > in_.size() - pos_) {
+      fail();
+      return {};
+    }
+    const std::string_view s = in_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
   // What is left to read (a bound for counts a malformed input may claim).
   size_t remaining() const { return in_.size() - pos_; }
   void keys(std::vector<kv::BlockKey>& out) {

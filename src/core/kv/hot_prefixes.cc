@@ -145,4 +145,47 @@ std::vector<HotPrefix> HotPrefixes::top(size_t k, Nanos now) const {
   return out;
 }
 
+namespace {
+
+// `a` is a proper prefix of `b`'s content.
+bool begins(const HotPrefix& a, const HotPrefix& b) {
+  if (a.blocks >= b.blocks || a.token_ids.empty() != b.token_ids.empty()) return false;
+  if (!a.token_ids.empty()) {
+    return a.token_ids.size() < b.token_ids.size() &&
+           std::equal(a.token_ids.begin(), a.token_ids.end(), b.token_ids.begin());
+  }
+  return a.text.size() < b.text.size() && std::string_view(b.text).starts_with(a.text);
+}
+
+}  // namespace
+
+std::vector<HotPrefix> merge_hot_prefixes(std::span<const std::vector<HotPrefix>> lists, size_t k) {
+  std::vector<HotPrefix> all;
+  std::unordered_map<BlockKey, size_t> at;  // key -> index in `all`
+  for (const std::vector<HotPrefix>& list : lists) {
+    for (const HotPrefix& p : list) {
+      auto [it, fresh] = at.emplace(p.key, all.size());
+      if (fresh) {
+        all.push_back(p);
+      } else {
+        all[it->second].hits += p.hits;
+      }
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const HotPrefix& a, const HotPrefix& b) {
+    const double sa = a.hits * a.blocks, sb = b.hits * b.blocks;
+    return sa != sb ? sa > sb : a.key < b.key;
+  });
+  std::vector<HotPrefix> out;
+  for (HotPrefix& p : all) {
+    if (out.size() >= k) break;
+    if (std::any_of(out.begin(), out.end(), [&](const HotPrefix& c) { return begins(p, c); })) {
+      continue;  // a chosen deeper prefix warms it too
+    }
+    std::erase_if(out, [&](const HotPrefix& c) { return begins(c, p); });
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 }  // namespace kvgate::kv

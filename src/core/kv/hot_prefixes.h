@@ -103,4 +103,10 @@ class HotPrefixes {
   size_t stored_tokens_ = 0;
 };
 
+// Several gateway replicas (cluster/hot_prefix_share.h): the best k of this replica's
+// top() and its peers', ranked as top() ranks (hits x blocks). A prefix in several lists
+// (the same last block key) counts with all their hits; a prefix whose content begins
+// another chosen one is left out (warming the deeper one caches it too).
+std::vector<HotPrefix> merge_hot_prefixes(std::span<const std::vector<HotPrefix>> lists, size_t k);
+
 }  // namespace kvgate::kv
