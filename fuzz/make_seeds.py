@@ -236,3 +236,52 @@ write("admin_api", [
     '\x03{"policy":"kv-cost","params":{"alpha":1.5},"filters":["healthy","saturation"],'
     '"early_reject":{"enabled":true}}',
 ])
+
+
+# --- What gateway replicas exchange (tests/core/cluster/*_test.cc) ---
+def varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def text(s):
+    b = s.encode()
+    return varint(len(b)) + b
+
+
+def key(k):
+    return struct.pack("<Q", k)
+
+
+def routing_batch():
+    routed = (bytes([1]) + varint(42) + text("http://10.0.0.7:8000") + text("") + varint(85)
+              + varint(128) + varint(85) + varint(12000) + varint(3)
+              + key(0x1111) + key(0x2222) + key(0x3333))
+    done = bytes([2]) + varint(42) + varint(0)
+    finished = bytes([3]) + varint(42) + varint(97)
+    return (bytes([1]) + text("gw-1") + text("main") + varint(300) + varint(7000) + varint(3)
+            + routed + done + finished)
+
+
+def snapshot():
+    body = (bytes([1]) + text("gw-a") + text("1700000000000-5") + varint(2)
+            + text("http://e1:8000") + text("http://e2:8000") + varint(3))
+    body += key(0x1111) + varint(0) + varint(2) + varint(0) + varint(20000) + varint(1) + varint(10000)
+    body += key(0x2222) + varint(1) + varint(1) + varint(0) + varint(20000)
+    body += key(0x3333) + varint(2) + varint(1) + varint(1) + varint(5)
+    return body
+
+
+def hot_list():
+    tokens = varint(4) + b"".join(varint(t) for t in (1, 70000, 3, 4))
+    return (bytes([1]) + text("gw-2") + varint(1700000000123) + varint(2)
+            + key(7) + varint(2) + varint(3500) + tokens + varint(0)
+            + key(11) + varint(1) + varint(2000) + varint(0) + text("You are a helpful assistant."))
+
+
+write("cluster_wire", [bytes([0]) + routing_batch(), bytes([1]) + snapshot(),
+                       bytes([2]) + hot_list()])

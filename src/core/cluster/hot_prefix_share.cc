@@ -50,7 +50,9 @@ Result<SharedHotPrefixes> decode_hot_prefixes(std::string_view in) {
     kv::HotPrefix& p = s.prefixes.emplace_back();
     p.key = r.key();
     p.blocks = r.u32();
-    p.hits = static_cast<double>(r.varint()) / 1000;
+    const uint64_t milli_hits = r.varint();
+    if (milli_hits > (uint64_t{1} << 50)) return Error("hot prefixes: malformed prefix");
+    p.hits = static_cast<double>(milli_hits) / 1000;
     const uint64_t tokens = r.varint();
     if (!r.ok() || tokens > kMaxTokens || tokens > r.remaining()) {
       return Error("hot prefixes: malformed prefix");
