@@ -409,14 +409,21 @@ TEST(GatewayReplicas, AWarmUpOnOneReplicaUsesThePeersHotPrefixes) {
   for (int g = 0; g < 3; ++g) {
     for (int k = 0; k < 2; ++k) ASSERT_EQ(a.post("/v1/completions", Body(700 + g, k)).status, 200);
   }
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (b.metric("kvgate_cluster_peer_hot_prefix_lists", {{"pool", "main"}}) < 1 &&
-         std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_GE(b.metric("kvgate_cluster_peer_hot_prefix_lists", {{"pool", "main"}}), 1)
-      << b.proc->errors();
-  EXPECT_GE(a.metric("kvgate_cluster_hot_prefixes_published_total", {{"pool", "main"}}), 1);
+  // A publishes twice after the traffic (the list then holds all three), then B reads
+  // twice (it reads the peers' lists where it publishes its own).
+  auto published_twice_more = [&](GatewayProcess& gw) {
+    const metrics::Labels pool = {{"pool", "main"}};
+    const double from = gw.metric("kvgate_cluster_hot_prefixes_published_total", pool);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (gw.metric("kvgate_cluster_hot_prefixes_published_total", pool) < from + 2 &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return gw.metric("kvgate_cluster_hot_prefixes_published_total", pool) >= from + 2;
+  };
+  ASSERT_TRUE(published_twice_more(a)) << a.proc->errors();
+  ASSERT_TRUE(published_twice_more(b)) << b.proc->errors();
+  ASSERT_EQ(b.metric("kvgate_cluster_peer_hot_prefix_lists", {{"pool", "main"}}), 1);
 
   auto added =
       io::http_fetch("POST", admin + "/admin/pools/main/endpoints",

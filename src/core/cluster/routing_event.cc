@@ -15,6 +15,17 @@ using wire::PutText;
 using wire::PutVarint;
 using wire::Reader;
 
+// A duration sent in microseconds, in nanoseconds; more than 2^40 us (12 days) is
+// malformed (and would overflow).
+Nanos micros(Reader& r) {
+  const uint64_t us = r.varint();
+  if (us > (uint64_t{1} << 40)) {
+    r.fail();
+    return 0;
+  }
+  return static_cast<Nanos>(us) * 1000;
+}
+
 }  // namespace
 
 std::string_view to_string(EventKind kind) {
@@ -99,7 +110,7 @@ Result<EventBatch> decode(std::string_view wire) {
   b.replica = r.text();
   b.pool = r.text();
   b.seq = r.varint();
-  b.age = static_cast<Nanos>(r.varint()) * 1000;
+  b.age = micros(r);
   const uint64_t n = r.varint();
   if (!r.ok() || n > kMaxEvents) return Error("routing event batch: malformed header");
   b.events.reserve(n);
@@ -118,7 +129,7 @@ Result<EventBatch> decode(std::string_view wire) {
     e.prompt_tokens = r.u32();
     e.expected_output_tokens = r.u32();
     e.prefill_tokens = r.u32();
-    e.predicted_prefill = static_cast<Nanos>(r.varint()) * 1000;
+    e.predicted_prefill = micros(r);
     r.keys(e.keys);
   }
   if (!r.ok()) return Error("routing event batch: truncated or malformed");

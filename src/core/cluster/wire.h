@@ -100,13 +100,14 @@ class Reader {
     }
   }
 
- private:
+  // Marks the input malformed (a decoder's own check failed); returns 0.
   uint64_t fail() {
     ok_ = false;
     pos_ = in_.size();
     return 0;
   }
 
+ private:
   std::string_view in_;
   size_t pos_ = 0;
   bool ok_ = true;

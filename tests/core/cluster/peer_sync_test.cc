@@ -20,6 +20,20 @@ std::vector<kv::BlockKey> Keys(uint32_t blocks, uint32_t seed) {
   return keys;
 }
 
+// Found by the cluster_wire fuzz target: a duration of 2^56 microseconds overflowed the
+// conversion to nanoseconds; more than 2^40 us is now malformed.
+TEST(RoutingEvent, AnAbsurdDurationIsMalformedNotAnOverflow) {
+  EventBatch b{.replica = "gw-1", .pool = "main", .seq = 1, .age = 0};
+  b.events.push_back(RoutingEvent::routed(42, "http://10.0.0.7:8000", Keys(1, 1), 16, 16));
+  b.events.back().predicted_prefill = (Nanos{1} << 40) * 1000;
+  EXPECT_TRUE(decode(encode(b)));
+  b.events.back().predicted_prefill = (Nanos{1} << 40) * 1000 + 1000;
+  EXPECT_FALSE(decode(encode(b)));
+  b.events.back().predicted_prefill = 0;
+  b.age = (Nanos{1} << 41) * 1000;
+  EXPECT_FALSE(decode(encode(b)));
+}
+
 TEST(RoutingEvent, BatchRoundTripsThroughItsWireForm) {
   EventBatch b{.replica = "gw-1", .pool = "main", .seq = 300, .age = 7 * kMillisecond};
   b.events.push_back(RoutingEvent::routed(42, "http://10.0.0.7:8000", Keys(5, 1), 85, 128));
