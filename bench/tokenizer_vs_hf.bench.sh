@@ -52,7 +52,11 @@ JS
 KVGATE_BENCH_CORPORA=$corpora "$bench" --benchmark_filter='BM_ChatPromptP99|BM_Load/' \
   --benchmark_repetitions="$passes" --benchmark_report_aggregates_only=true --benchmark_format=json 2>/dev/null >out/bench/tokenizer_prompts.json
 node - <<'JS'
-const b = JSON.parse(require('fs').readFileSync('out/bench/tokenizer_prompts.json')).benchmarks;
+// Google Benchmark writes a counter it could not compute (an aggregate of RSS deltas that
+// include a 0) as a bare NaN, which is not JSON: read it as null.
+const text = require('fs').readFileSync('out/bench/tokenizer_prompts.json', 'utf8');
+const b = JSON.parse(text.replace(/:\s*-?nan\b/gi, ': null')).benchmarks;
+const fix = (v, w) => (v === null || v === undefined ? '-' : v.toFixed(1)).padStart(w);
 console.log('\nchat prompt       renderer    tokens   p50 us   p99 us   CPU p50 us   CPU p99 us');
 // Medians over the passes of each run's p50 / p99 (1,000 prompts a run).
 for (const x of b.filter((x) => x.name.startsWith('BM_ChatPromptP99/') && x.aggregate_name === 'median')) {
@@ -65,6 +69,6 @@ console.log('\ntokenizer      load ms   held MiB   heap MiB   RSS growth MiB');
 for (const m of ['qwen3', 'llama3', 'deepseek_v3', 'gemma3', 'llama2']) {
   const l = b.find((x) => x.name.startsWith(`BM_Load/${m}/`) && x.aggregate_name === 'median');
   console.log(`${m.padEnd(13)} ${l.real_time.toFixed(0).padStart(8)} ${l.held_MiB.toFixed(1).padStart(10)} ` +
-    `${l.heap_MiB.toFixed(1).padStart(10)} ${l.rss_growth_MiB.toFixed(1).padStart(16)}`);
+    `${fix(l.heap_MiB, 10)} ${fix(l.rss_growth_MiB, 16)}`);
 }
 JS

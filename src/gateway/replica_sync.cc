@@ -259,8 +259,9 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
         const redisReply* fields = e->element[1];
         for (size_t f = 0; f + 1 < fields->elements; f += 2) {
           if (std::string_view(fields->element[f]->str, fields->element[f]->len) != "b") continue;
-          Result<cluster::EventBatch> b = cluster::decode(
-              std::string_view(fields->element[f + 1]->str, fields->element[f + 1]->len));
+          const std::string_view wire(fields->element[f + 1]->str, fields->element[f + 1]->len);
+          if (cluster::batch_replica(wire) == std::string_view(self->id)) continue;  // own
+          Result<cluster::EventBatch> b = cluster::decode(wire);
           if (!b) {
             ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
           } else if (b->replica != self->id) {

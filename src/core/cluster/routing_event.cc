@@ -99,6 +99,16 @@ std::string encode(const EventBatch& batch) {
   return out;
 }
 
+std::optional<std::string_view> batch_replica(std::string_view wire) {
+  Reader r(wire);
+  if (r.byte() != kVersion) return std::nullopt;
+  const uint64_t n = r.varint();
+  if (!r.ok() || n > wire::kMaxText) return std::nullopt;
+  const std::string_view replica = r.raw(n);
+  if (!r.ok()) return std::nullopt;
+  return replica;
+}
+
 Result<EventBatch> decode(std::string_view wire) {
   Reader r(wire);
   const uint8_t version = r.byte();

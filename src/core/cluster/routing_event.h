@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -81,5 +82,8 @@ void encode(const EventBatch& batch, std::string& out);
 std::string encode(const EventBatch& batch);
 // Error on a truncated, malformed or unknown-version input (never reads past it).
 Result<EventBatch> decode(std::string_view wire);
+// The replica that published the batch, read without decoding the rest (a replica skips
+// its own batches in the shared stream this way); nullopt when the head is malformed.
+std::optional<std::string_view> batch_replica(std::string_view wire);
 
 }  // namespace kvgate::cluster

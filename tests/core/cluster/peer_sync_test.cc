@@ -50,6 +50,9 @@ TEST(RoutingEvent, BatchRoundTripsThroughItsWireForm) {
   ASSERT_TRUE(back) << back.error();
   EXPECT_EQ(*back, b);
   EXPECT_EQ(to_string(back->events[1].kind), "prefill_done");
+  EXPECT_EQ(batch_replica(wire), std::optional<std::string_view>("gw-1"));
+  EXPECT_EQ(batch_replica(wire.substr(0, 3)), std::nullopt);
+  EXPECT_EQ(batch_replica(""), std::nullopt);
 }
 
 TEST(RoutingEvent, DecodeRejectsEveryTruncationAndBadInput) {
