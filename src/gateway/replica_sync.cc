@@ -425,17 +425,19 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     std::string through = ps->last_id;
     ps->pool->post([self = shared_from_this(), ps, through = std::move(through)](
                        route::Router& router, kv::PreciseIndex&) mutable {
+      // The index is walked here, on its strand; it is encoded on the Redis executor.
       kv::ApproxIndex* approx = router.indexes().approx;
-      std::string wire;
+      std::optional<cluster::IndexSnapshot> snap;
       if (approx != nullptr && approx->held_pairs() > 0) {
-        wire = cluster::encode(cluster::take_snapshot(*approx, router.pool(), monotonic_now(),
-                                                      self->id, std::move(through)));
+        snap = cluster::take_snapshot(*approx, router.pool(), monotonic_now(), self->id,
+                                      std::move(through));
       }
-      asio::dispatch(self->executor, [self, ps, wire = std::move(wire)] {
-        if (wire.empty() || self->stopped) {
+      asio::dispatch(self->executor, [self, ps, snap = std::move(snap)] {
+        if (!snap || self->stopped) {
           ps->snapshot_in_flight = false;
           return;
         }
+        const std::string wire = cluster::encode(*snap);
         const std::string px = std::to_string(self->config.replay.count());
         const std::string_view args[] = {"SET", ps->snapshot_key, wire, "PX", px};
         self->redis.command(args, [self, ps](const redisReply* r, std::string_view error) {

@@ -84,6 +84,16 @@ struct Fleet {
   }
 };
 
+// `n` fast engines, kept in `engines`; their URLs (fewer when one failed to start).
+std::vector<std::string> StartEngines(int n, std::vector<std::unique_ptr<EngineProcess>>& engines) {
+  std::vector<std::string> urls;
+  for (int i = 0; i < n; ++i) {
+    engines.push_back(std::make_unique<EngineProcess>(kFast));
+    if (!engines.back()->url.empty()) urls.push_back(engines.back()->url);
+  }
+  return urls;
+}
+
 std::string Endpoint(const io::HttpClientResponse& r) {
   const std::string* e = r.header("x-kvgate-endpoint");
   return e ? *e : std::string();
@@ -131,12 +141,8 @@ TEST(GatewayReplicas, SyncedReplicasRouteAsOneAndSurviveARedisOutage) {
   auto redis = StartRedis(port);
   ASSERT_TRUE(redis) << redis.error();
   std::vector<std::unique_ptr<EngineProcess>> engines;
-  std::vector<std::string> urls;
-  for (int i = 0; i < 4; ++i) {
-    engines.push_back(std::make_unique<EngineProcess>(kFast));
-    ASSERT_FALSE(engines.back()->url.empty());
-    urls.push_back(engines.back()->url);
-  }
+  const std::vector<std::string> urls = StartEngines(4, engines);
+  ASSERT_EQ(urls.size(), 4u);
 
   {
     Fleet off(urls, port, /*sync=*/false);
@@ -319,12 +325,8 @@ TEST(GatewayReplicas, AReplicaStartingAfterRedisLostTheStreamLoadsAPeersSnapshot
   auto redis = StartRedis(port);
   ASSERT_TRUE(redis) << redis.error();
   std::vector<std::unique_ptr<EngineProcess>> engines;
-  std::vector<std::string> urls;
-  for (int i = 0; i < 4; ++i) {
-    engines.push_back(std::make_unique<EngineProcess>(kFast));
-    ASSERT_FALSE(engines.back()->url.empty());
-    urls.push_back(engines.back()->url);
-  }
+  const std::vector<std::string> urls = StartEngines(4, engines);
+  ASSERT_EQ(urls.size(), 4u);
   const std::string snapshots = "  snapshot_ms: 200\n";
   std::vector<std::unique_ptr<GatewayProcess>> gw;
   for (int i = 0; i < 2; ++i) {

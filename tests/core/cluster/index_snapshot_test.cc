@@ -8,18 +8,10 @@
 #include <map>
 #include <numeric>
 
+#include "keys.h"
+
 namespace kvgate::cluster {
 namespace {
-
-constexpr uint32_t kBs = 16;
-
-std::vector<kv::BlockKey> Keys(uint32_t blocks, uint32_t seed) {
-  std::vector<kv::TokenId> tokens(blocks * kBs);
-  std::iota(tokens.begin(), tokens.end(), seed * 100000);
-  std::vector<kv::BlockKey> keys;
-  kv::hash_blocks(tokens, kBs, kv::block_seed("m", "", ""), keys);
-  return keys;
-}
 
 route::EndpointId Add(route::EndpointPool& pool, const std::string& url) {
   auto id = pool.add({.url = url}, 0);

@@ -7,18 +7,10 @@
 
 #include <numeric>
 
+#include "keys.h"
+
 namespace kvgate::cluster {
 namespace {
-
-constexpr uint32_t kBs = 16;
-
-std::vector<kv::BlockKey> Keys(uint32_t blocks, uint32_t seed) {
-  std::vector<kv::TokenId> tokens(blocks * kBs);
-  std::iota(tokens.begin(), tokens.end(), seed * 100000);
-  std::vector<kv::BlockKey> keys;
-  kv::hash_blocks(tokens, kBs, kv::block_seed("m", "", ""), keys);
-  return keys;
-}
 
 // Found by the cluster_wire fuzz target: a duration of 2^56 microseconds overflowed the
 // conversion to nanoseconds; more than 2^40 us is now malformed.
