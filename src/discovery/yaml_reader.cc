@@ -43,6 +43,17 @@ int64_t YamlReader::integer(const YAML::Node& node, std::string_view field, int6
   return v;
 }
 
+double YamlReader::number(const YAML::Node& node, std::string_view field) const {
+  if (!node.IsScalar()) fail(node, field, "expected a number");
+  const std::string& s = node.Scalar();
+  double v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) {
+    fail(node, field, fmt::format("expected a number, got '{}'", s));
+  }
+  return v;
+}
+
 bool YamlReader::boolean(const YAML::Node& node, std::string_view field) const {
   std::string s = text(node, field);
   if (s == "true") return true;
@@ -60,6 +71,15 @@ std::string YamlReader::path(const YAML::Node& node, std::string_view field) con
   if (p.empty()) fail(node, field, "empty path");
   std::filesystem::path fp(p);
   return fp.is_absolute() ? p : (dir_ / fp).lexically_normal().string();
+}
+
+std::vector<std::string> YamlReader::strings(const YAML::Node& node, std::string_view field) const {
+  if (!node.IsSequence()) fail(node, field, "expected a list");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < node.size(); ++i) {
+    out.push_back(text(node[i], fmt::format("{}[{}]", field, i)));
+  }
+  return out;
 }
 
 }  // namespace kvgate::discovery

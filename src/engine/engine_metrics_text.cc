@@ -24,7 +24,7 @@ std::string render_engine_metrics(const engine::EngineModel& model,
   w.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels,
           m.num_requests_running);
   w.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels,
-          m.num_requests_waiting);
+          m.waiting_gauge());
   w.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels,
           m.kv_cache_usage);
   if (options.deprecated_gpu_cache_metric) {

@@ -135,7 +135,7 @@ struct EngineServer::Impl {
   void deliver();
   void deliver_update(const engine::RequestUpdate& u);
   void abort_request(RequestId id);
-  void publish(const std::vector<engine::KvEvent>& events);
+  void publish(const std::vector<kv::KvEvent>& events);
   void run_startup(std::vector<engine::StartupPhase> phases, size_t i, Nanos at);
   void set_ready();
   std::string kv_transfer_json(const engine::RequestUpdate& u) const;
@@ -432,23 +432,12 @@ void EngineServer::Impl::deliver_update(const engine::RequestUpdate& u) {
   }
 }
 
-void EngineServer::Impl::publish(const std::vector<engine::KvEvent>& events) {
+void EngineServer::Impl::publish(const std::vector<kv::KvEvent>& events) {
   kv::EventBatch batch;
   batch.ts =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   batch.data_parallel_rank = 0;
-  batch.events.reserve(events.size());
-  for (const engine::KvEvent& e : events) {
-    if (const auto* s = std::get_if<engine::BlockStored>(&e)) {
-      batch.events.emplace_back(kv::BlockStored{s->block_hashes, s->parent_block_hash, s->token_ids,
-                                                s->block_size, s->lora_id, s->medium,
-                                                s->lora_name});
-    } else if (const auto* r = std::get_if<engine::BlockRemoved>(&e)) {
-      batch.events.emplace_back(kv::BlockRemoved{r->block_hashes, r->medium});
-    } else {
-      batch.events.emplace_back(kv::AllBlocksCleared{});
-    }
-  }
+  batch.events = events;  // the engine model speaks the wire's vocabulary
   publisher->publish(kv::encode_event_batch(batch, opt.kv_events_format));
 }
 

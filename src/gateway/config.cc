@@ -9,6 +9,7 @@
 
 #include "core/route/config_yaml.h"
 #include "core/route/router.h"
+#include "discovery/yaml_reader.h"
 #include "env/file.h"
 #include "gateway/flow_config.h"
 #include "io/tls_context.h"
@@ -16,91 +17,21 @@
 namespace kvgate::gateway {
 namespace {
 
-// Thrown inside the parser only (never escapes parse_gateway_config).
-struct ConfigError {
-  std::string message;
-};
+std::filesystem::path directory_of(std::string_view file) {
+  std::filesystem::path p(file);
+  return p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+}
 
-class Parser {
+// The config's reader: the YAML helpers (fail, only_keys, text, integer, ...) are the
+// discovery files' (discovery/yaml_reader.h), which throw YamlError inside the parser
+// only (it never escapes parse_gateway_config).
+class Parser : public discovery::YamlReader {
  public:
-  Parser(std::string_view file) : file_(file) {
-    std::filesystem::path p(file_);
-    dir_ = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
-  }
+  explicit Parser(std::string_view file) : YamlReader(file, directory_of(file)) {}
 
-  [[noreturn]] void fail(const YAML::Node& node, std::string_view field,
-                         std::string_view message) const {
-    YAML::Mark mark = node.Mark();
-    if (mark.is_null()) throw ConfigError{fmt::format("{}: {}: {}", file_, field, message)};
-    throw ConfigError{
-        fmt::format("{}:{}:{}: {}: {}", file_, mark.line + 1, mark.column + 1, field, message)};
-  }
-
-  // Rejects keys that are not in `known` (a typo must not become a silent default).
-  void only_keys(const YAML::Node& node, std::string_view field,
-                 std::initializer_list<std::string_view> known) const {
-    if (!node.IsMap()) fail(node, field, "expected a mapping");
-    for (const auto& kv : node) {
-      std::string key = kv.first.as<std::string>();
-      bool ok = false;
-      for (std::string_view k : known) ok = ok || k == key;
-      if (!ok) fail(kv.first, fmt::format("{}.{}", field, key), "unknown field");
-    }
-  }
-
-  std::string text(const YAML::Node& node, std::string_view field) const {
-    if (!node.IsScalar()) fail(node, field, "expected a string");
-    return node.Scalar();
-  }
-
-  int64_t integer(const YAML::Node& node, std::string_view field, int64_t lo, int64_t hi) const {
-    if (!node.IsScalar()) fail(node, field, "expected an integer");
-    const std::string& s = node.Scalar();
-    int64_t v = 0;
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size()) {
-      fail(node, field, fmt::format("expected an integer, got '{}'", s));
-    }
-    if (v < lo || v > hi) fail(node, field, fmt::format("{} is outside [{}, {}]", v, lo, hi));
-    return v;
-  }
-
-  double number(const YAML::Node& node, std::string_view field) const {
-    if (!node.IsScalar()) fail(node, field, "expected a number");
-    const std::string& s = node.Scalar();
-    double v = 0;
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size()) {
-      fail(node, field, fmt::format("expected a number, got '{}'", s));
-    }
-    return v;
-  }
-
-  bool boolean(const YAML::Node& node, std::string_view field) const {
-    std::string s = text(node, field);
-    if (s == "true") return true;
-    if (s == "false") return false;
-    fail(node, field, fmt::format("expected true or false, got '{}'", s));
-  }
-
+  // Durations in whole milliseconds, up to a day.
   std::chrono::milliseconds millis(const YAML::Node& node, std::string_view field) const {
-    return std::chrono::milliseconds(integer(node, field, 1, 24LL * 3600 * 1000));
-  }
-
-  std::string path(const YAML::Node& node, std::string_view field) const {
-    std::string p = text(node, field);
-    if (p.empty()) fail(node, field, "empty path");
-    std::filesystem::path fp(p);
-    return fp.is_absolute() ? p : (dir_ / fp).lexically_normal().string();
-  }
-
-  std::vector<std::string> strings(const YAML::Node& node, std::string_view field) const {
-    if (!node.IsSequence()) fail(node, field, "expected a list");
-    std::vector<std::string> out;
-    for (size_t i = 0; i < node.size(); ++i) {
-      out.push_back(text(node[i], fmt::format("{}[{}]", field, i)));
-    }
-    return out;
+    return YamlReader::millis(node, field, 1, 24LL * 3600 * 1000);
   }
 
   void rate_limits(const YAML::Node& n, RateLimitConfig& r) const {
@@ -178,7 +109,7 @@ class Parser {
 
   GatewayConfig parse(const YAML::Node& root) {
     GatewayConfig c;
-    c.file = file_;
+    c.file = file();
     only_keys(root, "config",
               {"listeners", "keys_file", "timeouts", "limits", "retries", "circuit_breaker",
                "rate_limits", "cluster", "threads", "admin", "pools", "models"});
@@ -382,8 +313,8 @@ class Parser {
     if (auto r = n["router"]) router(r, field + ".router", p.router);
     if (auto w = n["warmup"]) warmup(w, field + ".warmup", p);
     if (auto f = n["flow_control"]) {
-      auto parsed = parse_pool_flow(f, field + ".flow_control", file_);
-      if (!parsed) throw ConfigError{parsed.error()};
+      auto parsed = parse_pool_flow(f, field + ".flow_control", file());
+      if (!parsed) throw discovery::YamlError{parsed.error()};
       p.flow = *parsed;
     }
     if (auto m = n["migration"]) {
@@ -395,25 +326,25 @@ class Parser {
     }
     if (auto a = n["autoscale"]) {
       auto parsed = parse_pool_autoscale(a, field + ".autoscale");
-      if (!parsed) throw ConfigError{fmt::format("{}: {}", file_, parsed.error())};
+      if (!parsed) throw discovery::YamlError{fmt::format("{}: {}", file(), parsed.error())};
       p.autoscale = std::move(*parsed);
-      const std::string dir = dir_.string();
+      const std::string config_dir = dir().string();
       std::string& kubeconfig = p.autoscale->kubernetes.kubeconfig;
       if (!kubeconfig.empty() && std::filesystem::path(kubeconfig).is_relative()) {
-        kubeconfig = (dir_ / kubeconfig).string();
+        kubeconfig = (dir() / kubeconfig).string();
       }
       for (std::string& arg : p.autoscale->local.command) {
         for (size_t at = arg.find("{config_dir}"); at != std::string::npos;
-             at = arg.find("{config_dir}", at + dir.size())) {
-          arg.replace(at, 12, dir);
+             at = arg.find("{config_dir}", at + config_dir.size())) {
+          arg.replace(at, 12, config_dir);
         }
       }
     }
     YAML::Node eps = n["endpoints"];
     if (auto d = n["discovery"]) {
-      auto parsed = discovery::parse_discovery(d, file_, field + ".discovery", dir_,
+      auto parsed = discovery::parse_discovery(d, file(), field + ".discovery", dir(),
                                                !p.kv_events_bind.empty());
-      if (!parsed) throw ConfigError{parsed.error()};
+      if (!parsed) throw discovery::YamlError{parsed.error()};
       p.discovery = std::move(*parsed);
       if (!eps) return p;  // every endpoint is discovered
     }
@@ -561,7 +492,7 @@ class Parser {
   // The router section, read by the core's one reader (docs/router.md).
   void router(const YAML::Node& r, const std::string& field, route::RouterConfig& rc) const {
     if (Status st = route::read_router_section(r, field, rc); !st) {
-      throw ConfigError{fmt::format("{}: {}", file_, st.error())};
+      throw discovery::YamlError{fmt::format("{}: {}", file(), st.error())};
     }
     // Build the router once so that an unknown policy or parameter fails here, at the
     // line of the router section, and not at start.
@@ -586,10 +517,6 @@ class Parser {
     }
     return slash == std::string_view::npos || rest.substr(slash) == "/";
   }
-
- private:
-  std::string file_;
-  std::filesystem::path dir_;
 };
 
 }  // namespace
@@ -629,7 +556,7 @@ Result<GatewayConfig> parse_gateway_config(std::string_view yaml, std::string_vi
     YAML::Node root = YAML::Load(std::string(yaml));
     if (!root.IsMap()) return Error(fmt::format("{}: expected a YAML mapping", file));
     return parser.parse(root);
-  } catch (const ConfigError& e) {
+  } catch (const discovery::YamlError& e) {
     return Error(e.message);
   } catch (const YAML::Exception& e) {
     if (e.mark.is_null()) return Error(fmt::format("{}: {}", file, e.msg));

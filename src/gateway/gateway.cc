@@ -379,6 +379,7 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   call.request = std::move(inspection.request);
   call.model = model;
   call.pool = pool_named(model->pool);
+  call.pool->count_arrival();
   call.tenant = std::move(tenant_name);
   if (tenant && TenantLimiter::limited(*tenant)) call.limited_tenant = tenant;
   call.criticality = criticality;

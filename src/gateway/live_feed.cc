@@ -10,6 +10,7 @@
 
 #include "core/kv/event_apply.h"
 #include "core/metrics/prometheus_text.h"
+#include "core/route/scrape.h"
 #include "io/http_client.h"
 #include "io/kv_event_subscriber.h"
 
@@ -17,34 +18,15 @@ namespace kvgate::gateway {
 
 namespace {
 
-struct Scraped {
-  double waiting = 0;
-  double running = 0;
-  double kv_usage = 0;
-};
-
-// Sums (or averages) every series of `name`: one per engine core behind the endpoint.
-std::optional<double> combine(const metrics::MetricSet& m, std::string_view name, bool mean) {
-  auto samples = m.all(name);
-  if (samples.empty()) return std::nullopt;
-  double sum = 0;
-  for (const metrics::Sample* s : samples) sum += s->value;
-  return mean ? sum / static_cast<double>(samples.size()) : sum;
-}
-
-Result<Scraped> scrape(io::HttpKeepAliveClient& client, const std::string& url,
-                       std::chrono::milliseconds timeout) {
+// One scrape of `url`, read as the router reads every scrape (route/scrape.h).
+Result<route::ScrapedMetrics> scrape(io::HttpKeepAliveClient& client, const std::string& url,
+                                     std::chrono::milliseconds timeout) {
   auto r = client.fetch("GET", url + "/metrics", {}, {}, timeout);
   if (!r) return Error(r.error());
   if (r->status != 200) return Error(fmt::format("status {}", r->status));
   auto m = metrics::parse_prometheus_text(r->body);
   if (!m) return Error(m.error());
-  auto waiting = combine(*m, "vllm:num_requests_waiting", false);
-  auto running = combine(*m, "vllm:num_requests_running", false);
-  auto usage = combine(*m, "vllm:kv_cache_usage_perc", true);
-  if (!usage) usage = combine(*m, "vllm:gpu_cache_usage_perc", true);
-  if (!waiting || !running || !usage) return Error("vllm:num_requests_* or KV usage missing");
-  return Scraped{*waiting, *running, *usage};
+  return route::read_scrape(*m);
 }
 
 }  // namespace
@@ -168,10 +150,9 @@ struct LiveFeed::Impl {
           failed_scrapes.erase(it);
         }
       }
-      metrics.scrape(name, e.url, &s->waiting, &s->running, &s->kv_usage);
-      route::ScrapedMetrics sm{.waiting = static_cast<uint32_t>(s->waiting),
-                               .running = static_cast<uint32_t>(s->running),
-                               .kv_usage = std::clamp(s->kv_usage, 0.0, 1.0)};
+      const route::ScrapedMetrics sm = *s;
+      const double waiting = sm.waiting, running = sm.running;
+      metrics.scrape(name, e.url, &waiting, &running, &sm.kv_usage);
       pool.post([id = e.id, url = e.url, sm](route::Router& router, kv::PreciseIndex&) {
         // The endpoint may have been removed (and its id reused) since the scrape began.
         const route::Endpoint* now = router.pool().get(id);

@@ -97,6 +97,8 @@ void GatewayMetrics::request_finished(const Finished& f) {
       r.tokens->prompt += f.prompt_tokens;
       r.tokens->completion += f.completion_tokens;
       r.tokens->cached += f.cached_tokens;
+      r.tokens->completion_sq +=
+          static_cast<double>(f.completion_tokens) * static_cast<double>(f.completion_tokens);
       ++r.tokens->reports;
     }
   }
@@ -120,6 +122,7 @@ void GatewayMetrics::tokens(std::string_view model, std::string_view tenant, uin
   t.prompt += prompt;
   t.completion += completion;
   t.cached += cached;
+  t.completion_sq += static_cast<double>(completion) * static_cast<double>(completion);
   ++t.reports;
 }
 
@@ -138,6 +141,7 @@ scale::UsageTotals GatewayMetrics::usage(std::span<const std::string> models) co
       u.prompt_tokens += it->second.prompt;
       u.completion_tokens += it->second.completion;
       u.requests += it->second.reports;
+      u.completion_tokens_sq += it->second.completion_sq;
     }
     if (auto it = ttft_.find(model); it != ttft_.end()) {
       scale::add_histogram(u.ttft, it->second.snapshot());

@@ -9,8 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include "core/route/pool_signals.h"
 #include "core/scale/usage_window.h"
-#include "gateway/autoscale_signals.h"
 #include "gateway/pool_runtime.h"
 #include "gateway/replica_actuation.h"
 #include "gateway/tenant_limiter.h"
@@ -30,6 +30,7 @@ struct PoolAutoscaler::Impl {
   int32_t last_desired = -1;                    // the loop's thread only
   LeaderLink leader;                            // empty: always actuates
   bool standby_applied = false;                 // the last decision held replicas out
+  scale::ArrivalRate arrivals;  // of the pool's arrivals counter (the loop's thread)
 
   std::mutex mu;
   std::condition_variable wake;
@@ -50,11 +51,11 @@ struct PoolAutoscaler::Impl {
 
   // The router's endpoints, read on its strand. Empty if the strand does not answer
   // within a few seconds (the gateway is stopping).
-  std::optional<std::vector<EndpointView>> read_endpoints() {
-    auto done = std::make_shared<std::promise<std::vector<EndpointView>>>();
+  std::optional<std::vector<route::EndpointView>> read_endpoints() {
+    auto done = std::make_shared<std::promise<std::vector<route::EndpointView>>>();
     auto result = done->get_future();
     pool.post([done](route::Router& router, kv::PreciseIndex&) {
-      done->set_value(view_endpoints(router));
+      done->set_value(route::view_endpoints(router.pool()));
     });
     if (result.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return std::nullopt;
     return result.get();
@@ -64,13 +65,15 @@ struct PoolAutoscaler::Impl {
     actuation->poll();
     auto endpoints = read_endpoints();
     if (!endpoints) return;
-    usage.add(monotonic_now(), metrics.usage(models));
-    const Nanos max_age =
-        std::max<Nanos>(2 * kSecond, 5 * pool.config().scrape_interval.count() * kMillisecond);
-    scale::PoolSignals signals = build_signals(*endpoints, usage.rates(), monotonic_now(), max_age);
-    // The gateway's queue (flow control): requests waiting for the pool, which with no
-    // replica are all there is to see (scale from zero).
-    signals.waiting += static_cast<double>(pool.flow_queued());
+    const Nanos router_now = monotonic_now();
+    usage.add(router_now, metrics.usage(models));
+    route::PoolInputs in{
+        .usage = usage.rates(),
+        .queued = static_cast<uint32_t>(pool.flow_queued()),
+        .max_age = route::scrape_max_age(pool.config().scrape_interval.count() * kMillisecond)};
+    arrivals.add(router_now, pool.arrivals());
+    in.arrival_rate = arrivals.rate();
+    scale::PoolSignals signals = route::build_pool_signals(*endpoints, in, router_now);
     signals.replicas = actuation->replicas(*endpoints);
     scale::Decision d = autoscaler.decide(signals, now());
     // Logged when the wanted size changes or replicas are drained: with actuator none the

@@ -6,7 +6,7 @@
 //   2. reads the pool's endpoints on the router's strand (scraped waiting, running, KV
 //      usage; requests in flight) and the gateway's token and latency counters for the
 //      pool's models, differenced over `autoscale.window` (scale::UsageWindow);
-//   3. builds scale::PoolSignals (autoscale_signals.h), calls Autoscaler::decide;
+//   3. builds scale::PoolSignals (core/route/pool_signals.h), calls Autoscaler::decide;
 //   4. applies the decision through the actuator, logs it when it changes something, and
 //      exports it: kvgate_autoscaler_desired_replicas{pool} and friends (metrics.h).
 //

@@ -168,6 +168,11 @@ class PoolRuntime {
   void refuse_queued();
   // Requests waiting in the queue (thread-safe): the autoscaler counts them as waiting.
   size_t flow_queued() const;
+  // Requests that arrived for the pool (a valid key and body for one of its models; its
+  // tenant's limits not yet checked), counted by the front door: the autoscaler's
+  // arrival rate, as the simulator counts arrivals (thread-safe).
+  void count_arrival() { arrivals_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t arrivals() const { return arrivals_.load(std::memory_order_relaxed); }
   // A request dispatched by flow control ended with `actual` output tokens where
   // `charged` were counted: its tenant's counter is corrected (on the strand).
   void flow_output(std::string_view tenant, uint32_t charged, uint32_t actual);
@@ -305,6 +310,7 @@ class PoolRuntime {
   std::array<std::atomic<uint64_t>*, 8> decision_counters_{};
   uint64_t block_seed_ = 0;  // of the pool's block keys (keys_for)
   RoutingHooks hooks_;
+  std::atomic<uint64_t> arrivals_{0};
 
   // Read from any thread (the scraper, admin), written on the strand.
   mutable std::mutex endpoints_mu_;

@@ -71,8 +71,8 @@ class ExportOnly final : public ReplicaActuation {
   ExportOnly(Nanos clock_offset, Nanos startup, std::function<Nanos()> now)
       : clock_offset_(clock_offset), startup_(startup), now_(std::move(now)) {}
   void poll() override {}
-  std::vector<scale::ReplicaSignal> replicas(std::span<const EndpointView> endpoints) override {
-    std::vector<scale::ReplicaSignal> out = replicas_from_endpoints(endpoints, clock_offset_);
+  std::vector<scale::ReplicaSignal> replicas(std::span<const route::EndpointView> endpoints) override {
+    std::vector<scale::ReplicaSignal> out = route::replicas_from_endpoints(endpoints, clock_offset_);
     pending_.report(out, requested_, now_(), startup_);
     return out;
   }
@@ -154,13 +154,13 @@ class LocalReplicas final : public ReplicaActuation {
     std::erase_if(output_, [&](const auto& kv) { return !present.contains(kv.first); });
   }
 
-  std::vector<scale::ReplicaSignal> replicas(std::span<const EndpointView> endpoints) override {
+  std::vector<scale::ReplicaSignal> replicas(std::span<const route::EndpointView> endpoints) override {
     std::vector<scale::ReplicaSignal> out = actuator_->replicas();
     for (scale::ReplicaSignal& r : out) {
       r.in_flight = 0;
       auto it = registered_.find(r.id);
       if (it == registered_.end()) continue;
-      for (const EndpointView& e : endpoints) {
+      for (const route::EndpointView& e : endpoints) {
         if (e.id == it->second) r.in_flight = e.in_flight;
       }
     }
@@ -287,9 +287,9 @@ class KubeReplicas final : public ReplicaActuation {
     reconcile();
   }
 
-  std::vector<scale::ReplicaSignal> replicas(std::span<const EndpointView> endpoints) override {
+  std::vector<scale::ReplicaSignal> replicas(std::span<const route::EndpointView> endpoints) override {
     if (!discovered_) return pods_;
-    std::vector<scale::ReplicaSignal> out = replicas_from_endpoints(endpoints, clock_offset_);
+    std::vector<scale::ReplicaSignal> out = route::replicas_from_endpoints(endpoints, clock_offset_);
     if (scale_) pending_.report(out, scale_->spec_replicas, now_(), std::nullopt);
     return out;
   }

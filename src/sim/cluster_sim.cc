@@ -11,11 +11,14 @@
 #include "core/engine/engine_model.h"
 #include "core/kv/approx_index.h"
 #include "core/kv/block_hash.h"
+#include "core/kv/event_apply.h"
 #include "core/kv/hot_prefixes.h"
 #include "core/kv/precise_index.h"
 #include "core/kv/warmup_run.h"
 #include "core/route/flow_control.h"
+#include "core/route/pool_signals.h"
 #include "core/route/router.h"
+#include "core/route/scrape.h"
 #include "core/scale/standby.h"
 #include "sim/event_queue.h"
 #include "sim/pool_scaler.h"
@@ -135,6 +138,7 @@ class Simulation {
   // until its WarmupRun finishes.
   void warmup_send(Nanos now, uint32_t engine);
   void admit_replica(Nanos now, uint32_t engine);
+  scale::UsageRates usage_rates(Nanos now);
   scale::PoolSignals build_signals(Nanos now);
   void launch(Nanos now);
   void apply_standby(Nanos now, int32_t count);
@@ -190,7 +194,7 @@ class Simulation {
   EventQueue<Event> queue_;
   std::vector<RequestState> requests_;
   std::unordered_map<const Prompt*, CachedPrompt> key_cache_;
-  std::vector<std::vector<engine::KvEvent>> kv_batches_;
+  std::vector<std::vector<kv::KvEvent>> kv_batches_;
   std::vector<uint64_t> free_batches_;
   engine::StepResult step_;
   uint64_t outstanding_ = 0;  // admitted (arrival queued or past) and not finished/rejected
@@ -208,6 +212,8 @@ class Simulation {
   LatencyWindow ttft_window_, itl_window_;       // seconds, observed at the gateway
   LatencyWindow prompt_window_, output_window_;  // tokens per finished request
   uint64_t arrivals_since_tick_ = 0;
+  uint64_t arrivals_ = 0;           // every arrival so far
+  scale::ArrivalRate arrival_rate_;  // of arrivals_, read at each control tick
   int32_t standby_ = 0;  // replicas kept out of routing (horizon policy's standby)
   double gpu_seconds_ = 0;
   int32_t gpus_per_replica_ = 1;
@@ -453,6 +459,7 @@ void Simulation::send(Nanos now, uint64_t id, const route::Decision& d) {
   r.decode_engine = engine;
   ++replicas_[engine].in_flight;
   ++arrivals_since_tick_;
+  ++arrivals_;
   uint32_t first = engine;
   if (d.prefill_endpoint) {
     // Disaggregated: prefill there first, then hand the KV to `engine`.
@@ -649,24 +656,7 @@ void Simulation::on_kv_events(uint32_t engine, uint64_t slot) {
     free_batches_.push_back(slot);
     return;
   }
-  for (const engine::KvEvent& ev : kv_batches_[slot]) {
-    if (const auto* stored = std::get_if<engine::BlockStored>(&ev)) {
-      kv::BlockStoredEvent e;
-      e.block_hashes = stored->block_hashes;
-      e.parent_block_hash = stored->parent_block_hash;
-      e.token_ids = stored->token_ids;
-      e.block_size = stored->block_size;
-      if (stored->lora_name) e.lora_name = *stored->lora_name;
-      e.medium = stored->medium == "CPU" ? kv::Medium::kCpu : kv::Medium::kGpu;
-      precise_->apply_stored(ep, e);
-    } else if (const auto* removed = std::get_if<engine::BlockRemoved>(&ev)) {
-      precise_->apply_removed(
-          ep, {.block_hashes = removed->block_hashes,
-               .medium = removed->medium == "CPU" ? kv::Medium::kCpu : kv::Medium::kGpu});
-    } else {
-      precise_->apply_all_cleared(ep);
-    }
-  }
+  kv::apply_events(*precise_, ep, kv_batches_[slot]);
   step_.recycle(kv_batches_[slot]);  // the engines refill these vectors: no allocation
   free_batches_.push_back(slot);
 }
@@ -701,11 +691,7 @@ void Simulation::on_scrape(Nanos now) {
       decode_usage += m.kv_cache_usage;
       ++decoders;
     }
-    group_->on_metrics(endpoint_of_[i],
-                       {.waiting = m.num_requests_waiting + m.num_requests_arriving,
-                        .running = m.num_requests_running,
-                        .kv_usage = m.kv_cache_usage},
-                       now);
+    group_->on_metrics(endpoint_of_[i], route::scrape_of(m), now);
     waiting += m.num_requests_waiting;
     usage += m.kv_cache_usage;
   }
@@ -725,12 +711,43 @@ void Simulation::on_scrape(Nanos now) {
     queue_.push(now + scenario_.gateway.scrape_interval, Event{EventKind::kScrape, 0, 0});
 }
 
+scale::UsageRates Simulation::usage_rates(Nanos now) {
+  // What the gateway observed of finished requests over the signal window.
+  scale::UsageRates u;
+  for (LatencyWindow* w : {&ttft_window_, &itl_window_, &prompt_window_, &output_window_})
+    w->prune(now);
+  const double window = to_seconds(std::min(now, scenario_.scaling.signal_window));
+  if (window > 0) {
+    u.prompt_tokens_per_s = prompt_window_.sum() / window;
+    u.generation_tokens_per_s = output_window_.sum() / window;
+  }
+  if (prompt_window_.size() > 0) {
+    u.mean_prompt_tokens = prompt_window_.sum() / static_cast<double>(prompt_window_.size());
+    u.mean_generation_tokens = output_window_.sum() / static_cast<double>(output_window_.size());
+    u.generation_tokens_sd = output_window_.stddev();
+    if (window > 0) u.requests_per_s = static_cast<double>(output_window_.size()) / window;
+  }
+  u.ttft = ttft_window_.summary();
+  u.itl = itl_window_.summary();
+  return u;
+}
+
 scale::PoolSignals Simulation::build_signals(Nanos now) {
-  // The pool as the gateway sees it: the router's scraped endpoint state, the latencies
-  // and token counts it observed over the window, and the replicas it launched.
-  scale::PoolSignals s;
+  // The pool as the gateway sees it, built by the same core call `kvgate serve` makes
+  // (route/pool_signals.h): the router's scraped endpoints, the gateway's queue, the
+  // usage it observed over the window and the arrivals it counted; then the replicas it
+  // launched (as an actuator reports them) and what only a simulator can see.
   const double interval = to_seconds(scenario_.scaling.control_interval);
-  double kv = 0, busy = 0;
+  const std::vector<route::EndpointView> endpoints = route::view_endpoints(router_->pool());
+  arrival_rate_.add(now, arrivals_);
+  scale::PoolSignals s = route::build_pool_signals(
+      endpoints,
+      {.usage = usage_rates(now),
+       .queued = flow_ ? static_cast<uint32_t>(flow_->queue().size()) : 0,
+       .arrival_rate = arrival_rate_.rate(),
+       .max_age = route::scrape_max_age(scenario_.gateway.scrape_interval)},
+      now);
+  double busy = 0;
   uint64_t prefix_queries = 0, prefix_hits = 0;
   for (uint32_t i = 0; i < replicas_.size(); ++i) {
     Replica& r = replicas_[i];
@@ -747,11 +764,6 @@ scale::PoolSignals Simulation::build_signals(Nanos now) {
     if (r.phase == ReplicaPhase::kStarting) continue;
     const double engine_busy = engines_[i]->metrics().busy_seconds;
     if (r.phase == ReplicaPhase::kReady) {
-      if (const route::Endpoint* ep = router_->pool().get(endpoint_of_[i]); ep && ep->metrics) {
-        s.waiting += ep->metrics->waiting;
-        s.running += ep->metrics->running;
-        kv += ep->metrics->kv_usage;
-      }
       // GPU "utilisation" as nvidia-smi reports it: the fraction of the interval in which
       // a kernel ran, i.e. the engine was stepping a batch of any size.
       const double span = std::min(interval, to_seconds(now - r.ready_at));
@@ -764,34 +776,11 @@ scale::PoolSignals Simulation::build_signals(Nanos now) {
     r.prefix_queries_at_tick = m.prefix_cache_queries;
     r.prefix_hits_at_tick = m.prefix_cache_hits;
   }
-  // The gateway's queue: requests waiting for the pool (with zero replicas, all of them).
-  if (flow_) s.waiting += static_cast<double>(flow_->queue().size());
-  const uint32_t ready = s.ready();
-  if (ready > 0) {
-    s.kv_usage = kv / ready;
-    s.gpu_utilization = busy / ready;
-  }
-  for (LatencyWindow* w : {&ttft_window_, &itl_window_, &prompt_window_, &output_window_})
-    w->prune(now);
-  const double window = to_seconds(std::min(now, scenario_.scaling.signal_window));
-  if (window > 0) {
-    s.prompt_tokens_per_s = prompt_window_.sum() / window;
-    s.generation_tokens_per_s = output_window_.sum() / window;
-  }
-  if (prompt_window_.size() > 0) {
-    s.mean_prompt_tokens = prompt_window_.sum() / static_cast<double>(prompt_window_.size());
-    s.mean_generation_tokens = output_window_.sum() / static_cast<double>(output_window_.size());
-    s.generation_tokens_sd = output_window_.stddev();
-    if (window > 0) s.finished_per_s = static_cast<double>(output_window_.size()) / window;
-  }
-  // What the gateway counts itself: arrivals over the last interval; and the engines'
-  // prefix-cache counters since the last tick.
-  s.arrival_rate = static_cast<double>(arrivals_since_tick_) / interval;
+  if (const uint32_t ready = s.ready(); ready > 0) s.gpu_utilization = busy / ready;
+  // The engines' prefix-cache counters since the last tick.
   if (prefix_queries > 0) {
     s.prefix_hit_rate = static_cast<double>(prefix_hits) / static_cast<double>(prefix_queries);
   }
-  s.ttft = ttft_window_.summary();
-  s.itl = itl_window_.summary();
   return s;
 }
 
@@ -948,7 +937,10 @@ Result<PolicyRun> Simulation::run() {
   if (Status s = build(); !s) return Error(s.error());
   pull_open_loop();
   queue_.push(0, Event{EventKind::kScrape, 0, 0});
-  if (scaler_) queue_.push(scenario_.scaling.control_interval, Event{EventKind::kControl, 0, 0});
+  if (scaler_) {
+    arrival_rate_.add(0, 0);
+    queue_.push(scenario_.scaling.control_interval, Event{EventKind::kControl, 0, 0});
+  }
 
   const auto& stages = workload_->stages();
   const Nanos planned_end = stages.empty() ? 1 : std::max<Nanos>(stages.back().end, 1);

@@ -14,7 +14,7 @@
 namespace kvgate::gateway {
 namespace {
 
-EndpointView ready_endpoint(route::EndpointId id) {
+route::EndpointView ready_endpoint(route::EndpointId id) {
   return {.id = id, .url = "http://127.0.0.1:" + std::to_string(9000 + id)};
 }
 
@@ -39,7 +39,7 @@ TEST(ExportOnlyActuation, AskedForReplicasStartThenServeUntilEndpointsReplaceThe
   ASSERT_TRUE(a) << a.error();
   ReplicaActuation& act = **a;
 
-  std::vector<EndpointView> one = {ready_endpoint(0)};
+  std::vector<route::EndpointView> one = {ready_endpoint(0)};
   EXPECT_EQ((*a)->replicas(one).size(), 1u);
 
   // The autoscaler wants 3: two are asked for and count as starting from now.
@@ -53,14 +53,14 @@ TEST(ExportOnlyActuation, AskedForReplicasStartThenServeUntilEndpointsReplaceThe
   EXPECT_EQ(r[1].launched_at, now);
 
   // One endpoint arrives; after the expected startup the other counts as ready too.
-  std::vector<EndpointView> two = {ready_endpoint(0), ready_endpoint(1)};
+  std::vector<route::EndpointView> two = {ready_endpoint(0), ready_endpoint(1)};
   now += 61 * kSecond;
   r = act.replicas(two);
   ASSERT_EQ(r.size(), 3u);
   EXPECT_EQ(count(r, scale::ReplicaPhase::kReady), 3u);
 
   // All three are endpoints: nothing is made up any more.
-  std::vector<EndpointView> three = {ready_endpoint(0), ready_endpoint(1), ready_endpoint(2)};
+  std::vector<route::EndpointView> three = {ready_endpoint(0), ready_endpoint(1), ready_endpoint(2)};
   r = act.replicas(three);
   EXPECT_EQ(r.size(), 3u);
   for (const auto& s : r) EXPECT_EQ(s.id.rfind("requested-", 0), std::string::npos) << s.id;
@@ -91,7 +91,7 @@ TEST(ExportOnlyActuation, TheExportedDecisionHoldsWhileItIsCarriedOut) {
   ASSERT_TRUE(a) << a.error();
   auto scaler = scale::Autoscaler::make(autoscale.policy);
   ASSERT_TRUE(scaler) << scaler.error();
-  std::vector<EndpointView> one = {ready_endpoint(0)};
+  std::vector<route::EndpointView> one = {ready_endpoint(0)};
   // One endpoint running 3 against a target of 1: 3 replicas, every interval, while the
   // new ones are not there yet.
   for (int i = 0; i < 20; ++i) {

@@ -16,9 +16,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/engine/kv_event.h"
+#include "core/kv/kv_event.h"
 
 namespace kvgate::engine {
+
+using kv::EngineBlockHash;
 
 using BlockId = uint32_t;
 inline constexpr BlockId kNoBlock = UINT32_MAX;

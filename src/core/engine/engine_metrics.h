@@ -17,6 +17,13 @@ struct EngineMetrics {
   uint32_t num_requests_arriving = 0;  // in preprocessing / KV transfer (not in vLLM)
   double kv_cache_usage = 0;           // vllm:kv_cache_usage_perc, 0..1
 
+  // What vllm:num_requests_waiting reads: every request the engine accepted and has not
+  // begun, the arriving ones included (vLLM keeps a request that waits for its KV
+  // transfer in its waiting queue; its preprocessing is counted here too, a small
+  // difference). The router reads this gauge the same way in the simulator and live
+  // (route/scrape.h).
+  uint32_t waiting_gauge() const { return num_requests_waiting + num_requests_arriving; }
+
   // Counters.
   uint64_t prefix_cache_queries = 0;  // vllm:prefix_cache_queries_total (tokens)
   uint64_t prefix_cache_hits = 0;     // vllm:prefix_cache_hits_total (tokens)

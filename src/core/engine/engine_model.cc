@@ -260,6 +260,7 @@ void EngineModel::flush_evictions(StepResult& out) {
         std::get<BlockRemoved>(out.kv_events.emplace_back(std::in_place_type<BlockRemoved>));
     StepResult::take(out.spare_hashes, removed.block_hashes);
     removed.block_hashes.assign(evicted_.begin(), evicted_.end());
+    removed.medium = kv::kMediumGpu;
   }
   evicted_.clear();
 }
@@ -404,6 +405,7 @@ void EngineModel::commit_blocks(Request& r, StepResult& out) {
       batch = &std::get<BlockStored>(out.kv_events.emplace_back(std::in_place_type<BlockStored>));
       if (i > 0) batch->parent_block_hash = r.hashes[i - 1];
       batch->block_size = bs;
+      batch->medium = kv::kMediumGpu;
       StepResult::take(out.spare_hashes, batch->block_hashes);
       StepResult::take(out.spare_tokens, batch->token_ids);
       batch->block_hashes.reserve(full - i);

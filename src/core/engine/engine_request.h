@@ -11,10 +11,18 @@
 #include <vector>
 
 #include "core/common/time.h"
-#include "core/engine/kv_event.h"
+#include "core/kv/kv_event.h"
 #include "core/kv/block_hash.h"
 
 namespace kvgate::engine {
+
+// The engine reports its prefix cache in vLLM's KV event vocabulary, the same values the
+// wire carries and the index applies (core/kv/kv_event.h).
+using kv::AllBlocksCleared;
+using kv::BlockRemoved;
+using kv::BlockStored;
+using kv::EngineBlockHash;
+using kv::KvEvent;
 
 // Chosen by the caller, unique among the requests an engine currently holds.
 using RequestId = uint64_t;

@@ -9,8 +9,8 @@ Medium to_medium(const std::optional<std::string>& m) {
 
 }  // namespace
 
-void apply_event_batch(PreciseIndex& index, EndpointId endpoint, const EventBatch& batch) {
-  for (const KvEvent& ev : batch.events) {
+void apply_events(PreciseIndex& index, EndpointId endpoint, std::span<const KvEvent> events) {
+  for (const KvEvent& ev : events) {
     if (const auto* s = std::get_if<BlockStored>(&ev)) {
       BlockStoredEvent e;
       e.block_hashes = s->block_hashes;

@@ -27,34 +27,9 @@
 #include <vector>
 
 #include "core/common/result.h"
+#include "core/kv/kv_event.h"
 
 namespace kvgate::kv {
-
-// The engine's own block hash as it appears on the wire (not kvgate's BlockKey).
-using EngineBlockHash = uint64_t;
-
-struct BlockStored {
-  std::vector<EngineBlockHash> block_hashes;
-  std::optional<EngineBlockHash> parent_block_hash;  // nullopt: chain starts at the root
-  std::vector<uint32_t> token_ids;                   // block_hashes.size() * block_size
-  uint32_t block_size = 0;
-  std::optional<int64_t> lora_id;
-  std::optional<std::string> medium;  // "GPU", "CPU"
-  std::optional<std::string> lora_name;
-  bool operator==(const BlockStored&) const = default;
-};
-
-struct BlockRemoved {
-  std::vector<EngineBlockHash> block_hashes;
-  std::optional<std::string> medium;
-  bool operator==(const BlockRemoved&) const = default;
-};
-
-struct AllBlocksCleared {
-  bool operator==(const AllBlocksCleared&) const = default;
-};
-
-using KvEvent = std::variant<BlockStored, BlockRemoved, AllBlocksCleared>;
 
 struct EventBatch {
   double ts = 0;  // seconds since the epoch, as vLLM's time.time()

@@ -88,9 +88,29 @@ UsageRates UsageWindow::rates() const {
     r.mean_prompt_tokens = prompt / requests;
     r.mean_generation_tokens = completion / requests;
   }
+  if (requests > 1) {
+    // The sample variance from the sums: (sum of squares - sum^2 / n) / (n - 1).
+    const double sq = last.totals.completion_tokens_sq - base.totals.completion_tokens_sq;
+    const double var = (sq - completion * completion / requests) / (requests - 1);
+    r.generation_tokens_sd = var > 0 ? std::sqrt(var) : 0;
+  }
   r.ttft = summarize_delta(last.totals.ttft, base.totals.ttft);
   r.itl = summarize_delta(last.totals.itl, base.totals.itl);
   return r;
+}
+
+void ArrivalRate::add(Nanos now, uint64_t total) {
+  readings_.emplace_back(now, total);
+  // The base is the newest reading at least min_span_ before `now` (or the oldest).
+  while (readings_.size() > 2 && readings_[1].first <= now - min_span_) readings_.pop_front();
+}
+
+std::optional<double> ArrivalRate::rate() const {
+  if (readings_.size() < 2) return std::nullopt;
+  const auto& [base_at, base] = readings_.front();
+  const auto& [last_at, last] = readings_.back();
+  if (last_at <= base_at) return std::nullopt;
+  return static_cast<double>(last >= base ? last - base : 0) / to_seconds(last_at - base_at);
 }
 
 }  // namespace kvgate::scale

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
+#include <utility>
 
 #include "core/common/time.h"
 #include "core/metrics/prometheus_text.h"
@@ -29,6 +31,7 @@ struct UsageTotals {
   uint64_t prompt_tokens = 0;
   uint64_t completion_tokens = 0;
   uint64_t requests = 0;            // requests whose usage was counted
+  double completion_tokens_sq = 0;  // sum over those requests of completion tokens squared
   metrics::HistogramSnapshot ttft;  // seconds; empty bounds = nothing recorded yet
   metrics::HistogramSnapshot itl;
 };
@@ -39,6 +42,7 @@ struct UsageRates {
   double requests_per_s = 0;      // requests whose usage was counted, per second
   double mean_prompt_tokens = 0;  // per request counted in the window; 0 when none
   double mean_generation_tokens = 0;
+  double generation_tokens_sd = 0;  // sample standard deviation (0 with fewer than two)
   LatencySummary ttft;
   LatencySummary itl;
   Nanos span = 0;  // the time the figures cover (0: fewer than two snapshots)
@@ -64,6 +68,27 @@ class UsageWindow {
   };
   Nanos window_;
   std::deque<Snapshot> snapshots_;
+};
+
+// ArrivalRate: requests/s arriving for a pool, from a cumulative count read at every
+// control tick. The rate spans the newest readings covering at least `min_span`: with a
+// control interval of a fraction of a second, three requests in 200 ms must not read as
+// a burst of 15 requests/s. With ticks at least `min_span` apart it is the last
+// interval's rate.
+//
+//   ArrivalRate a;  a.add(0, 0);
+//   every tick: a.add(now, arrivals_so_far);  signals.arrival_rate = a.rate();
+class ArrivalRate {
+ public:
+  explicit ArrivalRate(Nanos min_span = kSecond) : min_span_(min_span) {}
+  // REQUIRES: `now` not before the previous call's; `total` never decreases.
+  void add(Nanos now, uint64_t total);
+  // nullopt until two readings are apart in time.
+  std::optional<double> rate() const;
+
+ private:
+  Nanos min_span_;
+  std::deque<std::pair<Nanos, uint64_t>> readings_;
 };
 
 // The observations between two cumulative snapshots of one histogram (`older` may be

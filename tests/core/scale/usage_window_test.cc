@@ -76,6 +76,49 @@ TEST(UsageWindowTest, RatesOverTheWindow) {
   EXPECT_DOUBLE_EQ(r.mean_generation_tokens, 100);
 }
 
+TEST(UsageWindowTest, SpreadOfGeneratedLengthsInTheWindow) {
+  // Outputs 100, 200, 300 before the window's base, then 10, 20, 30, 40 inside it: the
+  // spread is theirs alone (sample standard deviation of 10..40 = 12.91).
+  UsageWindow w(10 * kSecond);
+  UsageTotals t = totals(0, 600, 3);
+  t.completion_tokens_sq = 100 * 100 + 200 * 200 + 300 * 300;
+  w.add(0, t);
+  t.completion_tokens += 100;
+  t.requests += 4;
+  t.completion_tokens_sq += 10 * 10 + 20 * 20 + 30 * 30 + 40 * 40;
+  w.add(5 * kSecond, t);
+  UsageRates r = w.rates();
+  EXPECT_DOUBLE_EQ(r.mean_generation_tokens, 25);
+  EXPECT_NEAR(r.generation_tokens_sd, 12.9099, 1e-4);
+  t.requests += 1;  // one more request, then nothing: a window without two has no spread
+  t.completion_tokens += 50;
+  t.completion_tokens_sq += 50 * 50;
+  w.add(30 * kSecond, t);
+  w.add(31 * kSecond, t);
+  EXPECT_EQ(w.rates().generation_tokens_sd, 0);
+}
+
+TEST(ArrivalRateTest, TheLastIntervalWhenTicksAreSecondsApart) {
+  ArrivalRate a;
+  EXPECT_FALSE(a.rate()) << "no reading";
+  a.add(0, 0);
+  EXPECT_FALSE(a.rate()) << "one reading has no rate";
+  a.add(15 * kSecond, 30);
+  EXPECT_DOUBLE_EQ(*a.rate(), 2.0);
+  a.add(30 * kSecond, 30 + 150);
+  EXPECT_DOUBLE_EQ(*a.rate(), 10.0) << "the last interval only";
+}
+
+TEST(ArrivalRateTest, ShortIntervalsAreReadOverAtLeastTheMinimumSpan) {
+  // Ticks every 200 ms; three requests land in the last one: that tick alone would read
+  // 15 req/s, the last second reads 6.
+  ArrivalRate a(kSecond);
+  const uint64_t totals[] = {0, 1, 2, 3, 4, 4, 7};
+  for (int i = 0; i < 7; ++i) a.add(i * 200 * kMillisecond, totals[i]);
+  // Base: the newest reading at least 1 s before 1.2 s, i.e. 0.2 s (total 1).
+  EXPECT_DOUBLE_EQ(*a.rate(), 6.0);
+}
+
 TEST(UsageWindowTest, OldLoadLeavesTheWindow) {
   UsageWindow w(10 * kSecond);
   // A burst in the first seconds, then nothing for a long time.

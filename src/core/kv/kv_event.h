@@ -1,10 +1,12 @@
-// KvEvent: what an engine tells listeners about its prefix cache, as vLLM does.
+// KvEvent: what an engine tells listeners about its prefix cache, in vLLM's vocabulary
+// (vllm/distributed/kv_events.py). One set of values from end to end: the engine model
+// emits them (core/engine/), `kvgate engine` encodes them on the wire and the gateway
+// decodes them (vllm_event_codec.h), and both the gateway and the simulator apply them
+// to a PreciseIndex with one call (event_apply.h).
 //
-// Plain values; the engine server encodes them in vLLM's msgpack wire format
-// (PROTOCOLS.md, vLLM's vllm/distributed/kv_events.py) and the simulator may hand them
-// straight to a PreciseIndex. Block hashes are the ENGINE's own 64-bit hashes (chained
-// from the parent, seeded per process), not kvgate's router keys: a consumer must map
-// them through the tokens, exactly as with a real vLLM.
+// Block hashes are the ENGINE's own 64-bit hashes (chained from the parent, seeded per
+// process), not kvgate's router keys: a consumer maps them through the tokens, exactly as
+// with a real vLLM.
 //
 // When they happen (vLLM's rules):
 //   BlockStored      a full block was committed to the prefix cache (its tokens are all
@@ -21,30 +23,27 @@
 #include <variant>
 #include <vector>
 
-#include "core/kv/block_hash.h"
-
-namespace kvgate::engine {
-
-using EngineBlockHash = uint64_t;
+namespace kvgate::kv {
 
 inline constexpr const char* kMediumGpu = "GPU";
 
+// The engine's own block hash as it appears on the wire (not kvgate's BlockKey).
+using EngineBlockHash = uint64_t;
+
 struct BlockStored {
   std::vector<EngineBlockHash> block_hashes;
-  std::optional<EngineBlockHash> parent_block_hash;
-  std::vector<kv::TokenId> token_ids;  // block_hashes.size() * block_size tokens
-  uint32_t block_size = 16;
+  std::optional<EngineBlockHash> parent_block_hash;  // nullopt: chain starts at the root
+  std::vector<uint32_t> token_ids;                   // block_hashes.size() * block_size
+  uint32_t block_size = 0;
   std::optional<int64_t> lora_id;
-  std::string medium = kMediumGpu;
+  std::optional<std::string> medium;  // "GPU", "CPU"
   std::optional<std::string> lora_name;
-
   bool operator==(const BlockStored&) const = default;
 };
 
 struct BlockRemoved {
   std::vector<EngineBlockHash> block_hashes;
-  std::string medium = kMediumGpu;
-
+  std::optional<std::string> medium;
   bool operator==(const BlockRemoved&) const = default;
 };
 
@@ -54,4 +53,4 @@ struct AllBlocksCleared {
 
 using KvEvent = std::variant<BlockStored, BlockRemoved, AllBlocksCleared>;
 
-}  // namespace kvgate::engine
+}  // namespace kvgate::kv

@@ -1,13 +1,14 @@
-#include "gateway/autoscale_signals.h"
+#include "core/route/pool_signals.h"
 
-namespace kvgate::gateway {
+#include <algorithm>
 
-std::vector<EndpointView> view_endpoints(const route::Router& router) {
+namespace kvgate::route {
+
+std::vector<EndpointView> view_endpoints(const EndpointPool& pool) {
   std::vector<EndpointView> out;
-  const route::EndpointPool& pool = router.pool();
   out.reserve(pool.size());
-  for (route::EndpointId id : pool.ids()) {
-    const route::Endpoint* e = pool.get(id);
+  for (EndpointId id : pool.ids()) {
+    const Endpoint* e = pool.get(id);
     if (e == nullptr) continue;
     out.push_back({.id = id,
                    .url = e->spec.url,
@@ -19,27 +20,35 @@ std::vector<EndpointView> view_endpoints(const route::Router& router) {
   return out;
 }
 
-scale::PoolSignals build_signals(std::span<const EndpointView> endpoints,
-                                 const scale::UsageRates& usage, Nanos now, Nanos max_age) {
+Nanos scrape_max_age(Nanos scrape_interval) {
+  return std::max<Nanos>(2 * kSecond, 5 * scrape_interval);
+}
+
+scale::PoolSignals build_pool_signals(std::span<const EndpointView> endpoints,
+                                      const PoolInputs& inputs, Nanos now) {
   scale::PoolSignals s;
   double kv_sum = 0;
   int kv_count = 0;
   for (const EndpointView& e : endpoints) {
-    if (e.health == route::Health::kDraining || !e.metrics) continue;
-    if (now - e.metrics->scraped_at > max_age) continue;
+    if (e.health == Health::kDraining || !e.metrics) continue;
+    if (now - e.metrics->scraped_at > inputs.max_age) continue;
     s.waiting += e.metrics->waiting;
     s.running += e.metrics->running;
     kv_sum += e.metrics->kv_usage;
     ++kv_count;
   }
+  s.waiting += inputs.queued;
   s.kv_usage = kv_count > 0 ? kv_sum / kv_count : 0;
-  s.prompt_tokens_per_s = usage.prompt_tokens_per_s;
-  s.generation_tokens_per_s = usage.generation_tokens_per_s;
-  s.mean_prompt_tokens = usage.mean_prompt_tokens;
-  s.mean_generation_tokens = usage.mean_generation_tokens;
-  s.finished_per_s = usage.requests_per_s;
-  s.ttft = usage.ttft;
-  s.itl = usage.itl;
+  const scale::UsageRates& u = inputs.usage;
+  s.prompt_tokens_per_s = u.prompt_tokens_per_s;
+  s.generation_tokens_per_s = u.generation_tokens_per_s;
+  s.mean_prompt_tokens = u.mean_prompt_tokens;
+  s.mean_generation_tokens = u.mean_generation_tokens;
+  s.generation_tokens_sd = u.generation_tokens_sd;
+  s.finished_per_s = u.requests_per_s;
+  s.arrival_rate = inputs.arrival_rate;
+  s.ttft = u.ttft;
+  s.itl = u.itl;
   return s;
 }
 
@@ -56,16 +65,16 @@ std::vector<scale::ReplicaSignal> replicas_from_endpoints(std::span<const Endpoi
     const Nanos never_launched = r.launched_at - 1;
     r.in_flight = e.in_flight;
     switch (e.health) {
-      case route::Health::kHealthy:
-      case route::Health::kStandby:  // ready, kept out of routing by the autoscaler
+      case Health::kHealthy:
+      case Health::kStandby:  // ready, kept out of routing by the autoscaler
         r.phase = scale::ReplicaPhase::kReady;
         r.ready_at = never_launched;
         break;
-      case route::Health::kDraining:
+      case Health::kDraining:
         r.phase = scale::ReplicaPhase::kDraining;
         r.ready_at = never_launched;
         break;
-      case route::Health::kUnhealthy:
+      case Health::kUnhealthy:
         r.phase = scale::ReplicaPhase::kStarting;
         break;
     }
@@ -74,4 +83,4 @@ std::vector<scale::ReplicaSignal> replicas_from_endpoints(std::span<const Endpoi
   return out;
 }
 
-}  // namespace kvgate::gateway
+}  // namespace kvgate::route

@@ -1,0 +1,32 @@
+// What a scrape of an engine's /metrics yields for the router: the one definition that
+// the gateway's scraper, the simulator and `kvgate engine`'s own metrics all follow.
+//
+//   vllm:num_requests_waiting   summed over the endpoint's series (one per engine core)
+//   vllm:num_requests_running   summed
+//   vllm:kv_cache_usage_perc    averaged (vllm:gpu_cache_usage_perc, its older name, when
+//                               the new one is absent)
+//
+// The simulator reads its engine model's gauges with scrape_of() instead of rendering
+// and parsing text; a test checks that both give the same (tests/engine/).
+#pragma once
+
+#include "core/common/result.h"
+#include "core/engine/engine_metrics.h"
+#include "core/metrics/prometheus_text.h"
+#include "core/route/endpoint.h"
+
+namespace kvgate::route {
+
+// The router's reading of one scrape (scraped_at is left to EndpointPool::on_metrics,
+// which stamps it). KV usage is clamped to 0..1, counts to 0..4e9. Errors: a gauge above
+// is missing.
+Result<ScrapedMetrics> read_scrape(const metrics::MetricSet& m);
+
+// The same reading of an engine model's gauges, as `kvgate engine` exports them.
+inline ScrapedMetrics scrape_of(const engine::EngineMetrics& m) {
+  return {.waiting = m.waiting_gauge(),
+          .running = m.num_requests_running,
+          .kv_usage = m.kv_cache_usage};
+}
+
+}  // namespace kvgate::route
