@@ -1,7 +1,7 @@
 // The gateway's JSON work per request: inspect_request on the client's body and
 // parse_usage on the engine's answer (or its SSE usage chunk), the one-pass scanner
-// (openai_json_fast.h, what the gateway runs) against the Boost.JSON tree parse it falls
-// back to (openai_json_dom.h, the implementation before it), side by side. For usage,
+// (openai/json_fast.h, what the gateway runs) against the Boost.JSON tree parse it falls
+// back to (openai/json_dom.h, the implementation before it), side by side. For usage,
 // simdjson too, as reference points only (neither is equivalent to the Boost.JSON parse,
 // see docs/performance/gateway-json.md): On Demand (skips what it does not read without
 // checking it), from a body copied into a reusable padded buffer and from one that has
@@ -15,12 +15,12 @@
 
 #include <string>
 
-#include "gateway/openai_json_dom.h"
-#include "gateway/openai_json_fast.h"
-#include "gateway/openai_request.h"
-#include "gateway/sse_tap.h"
+#include "openai/json_dom.h"
+#include "openai/json_fast.h"
+#include "openai/request.h"
+#include "openai/usage.h"
 
-namespace kvgate::gateway {
+namespace kvgate::openai {
 namespace {
 
 // A sentence of everyday chat text, with the escapes real bodies carry.
@@ -238,6 +238,6 @@ BENCHMARK_CAPTURE(run_reference, sse_chunk_simdjson_ondemand_padded, usage_ondem
 BENCHMARK_CAPTURE(run_reference, sse_chunk_simdjson_dom, usage_simdjson_dom, kUsageChunk);
 
 }  // namespace
-}  // namespace kvgate::gateway
+}  // namespace kvgate::openai
 
 BENCHMARK_MAIN();

@@ -1,15 +1,15 @@
 // The gateway's own CPU work per disaggregated request: building the prefill hop's body,
 // reading kv_transfer_params from the prefill answer, building the decode hop's body
-// (src/gateway/pd_request.h), for a chat request of 7,200 words (~57 KB of text in 24
+// (src/openai/pd_request.h), for a chat request of 7,200 words (~57 KB of text in 24
 // messages, about 7,200 tokens) and a prefill answer listing its 450 block ids.
 //
 //   build/release/pd_request_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
-#include "gateway/pd_request.h"
+#include "openai/pd_request.h"
 
-namespace kvgate::gateway {
+namespace kvgate::openai {
 namespace {
 
 std::string chat_body() {
@@ -73,6 +73,6 @@ void BM_TwoHopBodies(benchmark::State& state) {
 BENCHMARK(BM_TwoHopBodies);
 
 }  // namespace
-}  // namespace kvgate::gateway
+}  // namespace kvgate::openai
 
 BENCHMARK_MAIN();

@@ -53,7 +53,7 @@ responses = [
 write("http_request", requests)
 write("http_response", responses)
 
-# --- OpenAI bodies (tests/gateway/openai_json_fast_test.cc, openai_request_test.cc) ---
+# --- OpenAI bodies (tests/openai/json_fast_test.cc, request_test.cc) ---
 chat = [
     '{"model":"qwen3","messages":[{"role":"user","content":"Hello"}]}',
     '{"model":"qwen3","messages":[{"role":"system","content":"Be brief."},'
@@ -81,7 +81,7 @@ usage = [
 write("openai_json", ["\x00" + b for b in chat] + ["\x01" + b for b in completion] +
       ["\x02" + u for u in usage])
 
-# --- SSE (tests/gateway/sse_tap_test.cc) ---
+# --- SSE (tests/openai/sse_tap_test.cc) ---
 c1 = 'data: {"id":"c","choices":[{"index":0,"delta":{"content":"Hel"}}],"usage":null}\n\n'
 c2 = 'data: {"id":"c","choices":[{"index":0,"delta":{"content":"lo"}}],"usage":null}\n\n'
 u = ('data: {"id":"c","choices":[],"usage":{"prompt_tokens":40,"completion_tokens":2,'

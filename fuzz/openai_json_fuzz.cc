@@ -6,12 +6,12 @@
 #include <string>
 
 #include "fuzz/fuzz_support.h"
-#include "gateway/openai_json_dom.h"
-#include "gateway/openai_json_fast.h"
+#include "openai/json_dom.h"
+#include "openai/json_fast.h"
 
 namespace {
 
-using namespace kvgate::gateway;
+using namespace kvgate::openai;
 
 std::string show(const Usage& u) {
   return std::to_string(u.seen) + "/" + std::to_string(u.prompt_tokens) + "/" +

@@ -1,23 +1,23 @@
-// The SSE usage tap (gateway/sse_tap.h) on an engine's stream: fed in one piece or in the
+// The SSE usage tap (openai/sse_tap.h) on an engine's stream: fed in one piece or in the
 // small pieces the network delivers, it must forward the same bytes, count the same
 // token events and read the same usage; what it forwards is what came in, less at most
 // the usage-only chunk it strips, and nothing is held past an event's end.
 #include <string>
 
 #include "fuzz/fuzz_support.h"
-#include "gateway/sse_tap.h"
+#include "openai/sse_tap.h"
 
 namespace {
 
 using namespace kvgate;
-using kvgate::gateway::SseTap;
+using kvgate::openai::SseTap;
 
 struct Seen {
   std::string out;
   size_t token_events = 0;
   size_t done = 0;
   size_t pending = 0;
-  gateway::Usage usage;
+  openai::Usage usage;
   bool error = false;
 };
 

@@ -21,10 +21,10 @@
 #include "core/engine/engine_model.h"
 #include "core/engine/greedy_decode.h"
 #include "engine/engine_metrics_text.h"
-#include "engine/openai_api.h"
 #include "engine/startup_log.h"
 #include "io/http_server.h"
 #include "io/kv_event_publisher.h"
+#include "openai/engine_api.h"
 
 namespace kvgate::engine_server {
 namespace {
@@ -36,11 +36,11 @@ using engine::RequestId;
 
 struct Pending {
   std::shared_ptr<io::ResponseStream> stream;
-  ApiKind kind = ApiKind::kCompletion;
+  openai::ApiKind kind = openai::ApiKind::kCompletion;
   bool streaming = false;
   bool include_usage = false;
   bool remote_decode = false;  // a P/D prefill: answer with kv_transfer_params
-  ResponseIds ids;
+  openai::ResponseIds ids;
   std::string text;  // whole responses accumulate here
   uint32_t produced = 0;
   uint32_t prompt_tokens = 0;
@@ -123,7 +123,7 @@ struct EngineServer::Impl {
 
   // I/O threads.
   void handle(io::HttpRequest&& req, std::shared_ptr<io::ResponseStream> s);
-  void handle_completion(const io::HttpRequest& req, ApiKind kind,
+  void handle_completion(const io::HttpRequest& req, openai::ApiKind kind,
                          std::shared_ptr<io::ResponseStream> s);
   void handle_tokenize(const io::HttpRequest& req, const std::shared_ptr<io::ResponseStream>& s);
   io::HttpResponse models_response() const;
@@ -168,8 +168,9 @@ void EngineServer::Impl::handle(io::HttpRequest&& req, std::shared_ptr<io::Respo
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (!post) return s->respond(io::error_response(405, "method not allowed"));
-    return handle_completion(req, path == "/v1/completions" ? ApiKind::kCompletion : ApiKind::kChat,
-                             std::move(s));
+    return handle_completion(
+        req, path == "/v1/completions" ? openai::ApiKind::kCompletion : openai::ApiKind::kChat,
+        std::move(s));
   }
   s->respond(io::error_response(404, "Not Found: " + path));
 }
@@ -196,11 +197,11 @@ io::HttpResponse EngineServer::Impl::models_response() const {
 void EngineServer::Impl::handle_tokenize(const io::HttpRequest& req,
                                          const std::shared_ptr<io::ResponseStream>& s) {
   if (opt.tokenize_fail) return s->respond(io::error_response(500, "tokenizer failure (injected)"));
-  auto parsed = parse_tokenize_request(req.body);
-  if (auto* e = std::get_if<ApiError>(&parsed)) {
+  auto parsed = openai::parse_tokenize_request(req.body);
+  if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
     return s->respond(io::error_response(e->status, e->message));
   }
-  const TokenizeRequest& t = std::get<TokenizeRequest>(parsed);
+  const openai::TokenizeRequest& t = std::get<openai::TokenizeRequest>(parsed);
   auto tokens = t.prompt ? codec->encode(*t.prompt, t.add_special_tokens)
                          : codec->encode_chat(t.chat, t.add_special_tokens);
   if (!tokens) return s->respond(io::error_response(400, tokens.error()));
@@ -210,11 +211,11 @@ void EngineServer::Impl::handle_tokenize(const io::HttpRequest& req,
     if (!got) return s->respond(io::error_response(400, got.error()));
     strs = std::move(*got);
   }
-  io::HttpResponse r{
-      200,
-      "application/json",
-      {},
-      render_tokenize_response(*tokens, model.config().max_model_len, strs ? &*strs : nullptr)};
+  io::HttpResponse r{200,
+                     "application/json",
+                     {},
+                     openai::render_tokenize_response(*tokens, model.config().max_model_len,
+                                                      strs ? &*strs : nullptr)};
   if (opt.tokenize_delay_ms == 0) return s->respond(std::move(r));
   auto timer =
       std::make_shared<net::steady_timer>(ioc, std::chrono::milliseconds(opt.tokenize_delay_ms));
@@ -223,20 +224,20 @@ void EngineServer::Impl::handle_tokenize(const io::HttpRequest& req,
   });
 }
 
-void EngineServer::Impl::handle_completion(const io::HttpRequest& req, ApiKind kind,
+void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::ApiKind kind,
                                            std::shared_ptr<io::ResponseStream> s) {
   if (!is_ready.load()) return s->respond(io::error_response(503, "engine is starting"));
-  auto parsed = parse_completion_request(req.body, kind);
-  if (auto* e = std::get_if<ApiError>(&parsed)) {
+  auto parsed = openai::parse_completion_request(req.body, kind);
+  if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
     return s->respond(io::error_response(e->status, e->message));
   }
-  CompletionRequest& c = std::get<CompletionRequest>(parsed);
+  openai::CompletionRequest& c = std::get<openai::CompletionRequest>(parsed);
   if (!c.model.empty() && c.model != opt.served_model_name) {
     return s->respond(io::error_response(404, "The model `" + c.model + "` does not exist."));
   }
   auto sub = std::make_shared<Submission>();
   engine::EngineRequest& r = sub->request;
-  if (kind == ApiKind::kChat) {
+  if (kind == openai::ApiKind::kChat) {
     auto tokens = codec->encode_chat(c.chat, c.add_special_tokens);
     if (!tokens) return s->respond(io::error_response(400, tokens.error()));
     r.prompt = std::move(*tokens);
@@ -271,7 +272,7 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, ApiKind k
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
   if (c.kv_transfer) {
-    const KvTransferParams& kt = *c.kv_transfer;
+    const openai::KvTransferParams& kt = *c.kv_transfer;
     if (kt.do_remote_decode) {
       p.remote_decode = true;
       r.max_tokens = 1;  // the prefill half: the first token only
@@ -304,7 +305,7 @@ void EngineServer::Impl::submit(std::shared_ptr<Submission> sub) {
   }
   if (p.stream->closed()) return;
   const RequestId id = sub->request.id;
-  p.ids.id = (p.kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + random_hex(id_rng);
+  p.ids.id = (p.kind == openai::ApiKind::kChat ? "chatcmpl-" : "cmpl-") + random_hex(id_rng);
   Status added = model.add(std::move(sub->request), std::max(model_now(), last_end));
   if (!added) return p.stream->respond(io::error_response(400, added.error()));
   p.stream->on_close([this, id] { net::post(ioc, [this, id] { abort_request(id); }); });
@@ -383,25 +384,26 @@ void EngineServer::Impl::deliver_update(const engine::RequestUpdate& u) {
   ++p.produced;
   const std::string_view text = output_token_text(u.token);
   const bool last = u.finished;
-  const Usage usage{p.prompt_tokens, p.produced, p.cached_tokens};
+  const openai::Usage usage{p.prompt_tokens, p.produced, p.cached_tokens};
   if (p.streaming) {
     // return_token_ids: the prompt's ids in the first chunk, this token's id in its own.
-    TokenIdFields role_ids;
+    openai::TokenIdFields role_ids;
     const kv::TokenId token = u.token;
-    TokenIdFields token_ids{std::span(&token, 1), nullptr};
+    openai::TokenIdFields token_ids{std::span(&token, 1), nullptr};
     if (p.return_token_ids && u.output_index == 0) {
-      (p.kind == ApiKind::kChat ? role_ids : token_ids).prompt = &p.prompt_ids;
+      (p.kind == openai::ApiKind::kChat ? role_ids : token_ids).prompt = &p.prompt_ids;
     }
-    if (p.kind == ApiKind::kChat && !p.role_sent) {
+    if (p.kind == openai::ApiKind::kChat && !p.role_sent) {
       p.role_sent = true;
-      p.stream->write(render_chunk(p.kind, p.ids, "", true, "", p.include_usage,
-                                   p.return_token_ids ? &role_ids : nullptr));
+      p.stream->write(openai::render_chunk(p.kind, p.ids, "", true, "", p.include_usage,
+                                           p.return_token_ids ? &role_ids : nullptr));
     }
-    std::string out = render_chunk(p.kind, p.ids, text, false, last ? "length" : "",
-                                   p.include_usage, p.return_token_ids ? &token_ids : nullptr);
+    std::string out =
+        openai::render_chunk(p.kind, p.ids, text, false, last ? "length" : "", p.include_usage,
+                             p.return_token_ids ? &token_ids : nullptr);
     if (last) {
-      if (p.include_usage) out += render_usage_chunk(p.kind, p.ids, usage);
-      out += kSseDone;
+      if (p.include_usage) out += openai::render_usage_chunk(p.kind, p.ids, usage);
+      out += openai::kSseDone;
       p.stream->write(std::move(out));
       p.stream->finish();
       pending.erase(it);
@@ -412,14 +414,14 @@ void EngineServer::Impl::deliver_update(const engine::RequestUpdate& u) {
     p.text += text;
     if (p.return_token_ids) p.output_ids.push_back(u.token);
     if (last) {
-      const TokenIdFields ids{p.output_ids, &p.prompt_ids};
-      p.stream->respond(
-          io::HttpResponse{200,
-                           "application/json",
-                           {},
-                           render_response(p.kind, p.ids, p.text, "length", usage,
-                                           p.remote_decode ? kv_transfer_json(u) : std::string(),
-                                           p.return_token_ids ? &ids : nullptr)});
+      const openai::TokenIdFields ids{p.output_ids, &p.prompt_ids};
+      p.stream->respond(io::HttpResponse{
+          200,
+          "application/json",
+          {},
+          openai::render_response(p.kind, p.ids, p.text, "length", usage,
+                                  p.remote_decode ? kv_transfer_json(u) : std::string(),
+                                  p.return_token_ids ? &ids : nullptr)});
       pending.erase(it);
       return;
     }

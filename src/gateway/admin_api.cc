@@ -21,9 +21,10 @@
 #include "gateway/engine_tokenizer.h"
 #include "gateway/keys.h"
 #include "gateway/live_feed.h"
-#include "gateway/openai_request.h"
 #include "gateway/pool_runtime.h"
 #include "io/http_server.h"
+#include "openai/error.h"
+#include "openai/request.h"
 
 namespace kvgate::gateway {
 namespace asio = boost::asio;
@@ -38,7 +39,8 @@ constexpr std::chrono::milliseconds kDefaultDrainTimeout{30'000};
 constexpr std::chrono::milliseconds kMaxDrainTimeout{3'600'000};
 
 HttpResponse error(int status, std::string_view message, std::string_view code = {}) {
-  return HttpResponse{status, "application/json", {}, openai_error_json(status, message, {}, code)};
+  return HttpResponse{
+      status, "application/json", {}, openai::error_json(status, message, {}, code)};
 }
 
 HttpResponse ok(int status, const json::value& body) {
@@ -403,16 +405,18 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
     co_return error(400, "The body must be an OpenAI chat or completion request (JSON object)");
   }
   json::object& o = body.as_object();
-  const ApiKind kind = o.contains("messages") ? ApiKind::kChat : ApiKind::kCompletion;
+  const openai::ApiKind kind =
+      o.contains("messages") ? openai::ApiKind::kChat : openai::ApiKind::kCompletion;
   // The pool is in the path: `model` is optional here.
   if (!o.contains("model")) o["model"] = pool.pool->name();
   const std::string text = json::serialize(o);
-  Inspection in = inspect_request(text, kind);
+  openai::Inspection in = openai::inspect_request(text, kind);
   if (in.error) {
-    co_return HttpResponse{in.error->status,
-                           "application/json",
-                           {},
-                           openai_error_json(in.error->status, in.error->message, in.error->param)};
+    co_return HttpResponse{
+        in.error->status,
+        "application/json",
+        {},
+        openai::error_json(in.error->status, in.error->message, in.error->param)};
   }
   std::vector<kv::BlockKey> keys;
   uint32_t prompt_tokens = 0;
@@ -447,7 +451,7 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
     };
     out = explanation_json(x, prompt_tokens, r.config(), url_of, health_of);
   });
-  out["kind"] = kind == ApiKind::kChat ? "chat" : "completion";
+  out["kind"] = kind == openai::ApiKind::kChat ? "chat" : "completion";
   if (!tokenize_result.empty()) out["engine_tokenize"] = tokenize_result;
   co_return ok(200, out);
 }

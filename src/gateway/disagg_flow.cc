@@ -9,8 +9,8 @@
 #include <atomic>
 #include <random>
 
-#include "gateway/openai_request.h"
-#include "gateway/pd_request.h"
+#include "openai/error.h"
+#include "openai/pd_request.h"
 
 namespace kvgate::gateway {
 
@@ -69,10 +69,10 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
     hop.error = fmt::format("prefill {}: {}", prefill.url, message);
   };
 
-  auto body = prefill_body(ctx.request.body);
+  auto body = openai::prefill_body(ctx.request.body);
   if (!body) {  // the gateway validated the body already; cannot happen
     ctx.lease.finish(false);
-    hop.response = {500, "application/json", {}, openai_error_json(500, body.error())};
+    hop.response = {500, "application/json", {}, openai::error_json(500, body.error())};
     co_return hop;
   }
   const std::string request_id = hop_request_id(ctx.lease.id());
@@ -127,7 +127,7 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
         status, content_type, {{"x-kvgate-prefill-endpoint", prefill.url}}, std::move(*answer)};
     co_return hop;
   }
-  auto params = transfer_params_of(*answer);
+  auto params = openai::transfer_params_of(*answer);
   if (!params) {
     retry("protocol", params.error());
     co_return hop;
@@ -138,7 +138,7 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
     spdlog::warn("pool {}: prefill endpoint {} answered without kv_transfer_params", pool_name,
                  prefill.url);
   }
-  auto decode = decode_body(ctx.request.body, params->value_or(""));
+  auto decode = openai::decode_body(ctx.request.body, params->value_or(""));
   if (!decode) {
     retry("protocol", decode.error());
     co_return hop;

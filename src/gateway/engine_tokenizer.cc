@@ -67,12 +67,12 @@ size_t EngineTokenizer::cached_bytes() const {
   return cache_.bytes();
 }
 
-asio::awaitable<EngineTokenizer::Ids> EngineTokenizer::ids_for(const InspectedRequest& request,
-                                                               std::string_view body, ApiKind kind,
-                                                               std::string_view served_model) {
+asio::awaitable<EngineTokenizer::Ids> EngineTokenizer::ids_for(
+    const openai::InspectedRequest& request, std::string_view body, openai::ApiKind kind,
+    std::string_view served_model) {
   Ids out;
   tokenizer::TokenizeCall call =
-      tokenizer::build_tokenize_call(body, kind == ApiKind::kChat, served_model);
+      tokenizer::build_tokenize_call(body, kind == openai::ApiKind::kChat, served_model);
   auto approximate = [&](std::string_view reason) {
     out.ids.clear();
     kv::append_pseudo_tokens(request.prompt_text, out.ids);

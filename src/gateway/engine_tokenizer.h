@@ -45,8 +45,8 @@
 #include "core/tokenizer/engine_id_cache.h"
 #include "core/tokenizer/tokenize_call.h"
 #include "gateway/metrics.h"
-#include "gateway/openai_request.h"
 #include "gateway/pool_runtime.h"
+#include "openai/request.h"
 
 namespace kvgate::io {
 class UpstreamClient;
@@ -65,9 +65,9 @@ class EngineTokenizer : public std::enable_shared_from_this<EngineTokenizer> {
                                                  GatewayMetrics& metrics);
 
   // Whether requests of `kind` get their ids here (else PoolRuntime::keys_for).
-  bool covers(ApiKind kind) const {
+  bool covers(openai::ApiKind kind) const {
     const TokenizePlan& p = pool_.tokenize_plan();
-    return kind == ApiKind::kChat ? p.chat_from_engine : p.completion_from_engine;
+    return kind == openai::ApiKind::kChat ? p.chat_from_engine : p.completion_from_engine;
   }
 
   struct Ids {
@@ -82,8 +82,9 @@ class EngineTokenizer : public std::enable_shared_from_this<EngineTokenizer> {
   // The routing ids of one request (`body` as the client sent it; the engines call its
   // model `served_model`). Never fails; waits at most the pool's tokenize timeout.
   // `request` and `body` are borrowed until the awaitable completes.
-  boost::asio::awaitable<Ids> ids_for(const InspectedRequest& request, std::string_view body,
-                                      ApiKind kind, std::string_view served_model);
+  boost::asio::awaitable<Ids> ids_for(const openai::InspectedRequest& request,
+                                      std::string_view body, openai::ApiKind kind,
+                                      std::string_view served_model);
 
   // Fetches `call` (Ids::later) in the background and stores its ids for the next turn:
   // at most kMaxBackground at a time per pool (else dropped, counted `skipped`).

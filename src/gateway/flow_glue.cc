@@ -6,7 +6,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <string>
 
-#include "gateway/openai_request.h"
+#include "openai/error.h"
 
 namespace kvgate::gateway {
 
@@ -28,7 +28,7 @@ io::HttpResponse flow_refusal_response(const Pick& pick, const route::FlowQueueC
   io::HttpResponse r;
   r.status = pick.flow_status;
   r.content_type = "application/json";
-  r.body = openai_error_json(pick.flow_status, message, {}, reason);
+  r.body = openai::error_json(pick.flow_status, message, {}, reason);
   r.headers.push_back({"x-kvgate-reject-reason", reason});
   if (reason == "queue_full" || reason == "queue_timeout") {
     Nanos wait = 0;

@@ -27,18 +27,19 @@
 #include "gateway/flow_glue.h"
 #include "gateway/keys.h"
 #include "gateway/live_feed.h"
-#include "gateway/openai_request.h"
 #include "gateway/pool_autoscaler.h"
 #include "gateway/pool_flow.h"
 #include "gateway/pool_runtime.h"
 #include "gateway/replica_sync.h"
 #include "gateway/route_lease.h"
-#include "gateway/sse_tap.h"
 #include "gateway/stream_migration.h"
 #include "gateway/tenant_limiter.h"
 #include "gateway/warmup.h"
 #include "io/http_server.h"
 #include "io/upstream_client.h"
+#include "openai/error.h"
+#include "openai/request.h"
+#include "openai/sse_tap.h"
 
 namespace kvgate::gateway {
 namespace asio = boost::asio;
@@ -57,7 +58,7 @@ HttpResponse json_error(int status, std::string_view message, std::string_view p
   HttpResponse r;
   r.status = status;
   r.content_type = "application/json";
-  r.body = openai_error_json(status, message, param, code);
+  r.body = openai::error_json(status, message, param, code);
   return r;
 }
 
@@ -106,8 +107,8 @@ struct ProxyCall {
   std::shared_ptr<ResponseStream> stream;
   std::string body;  // already rewritten for the upstream
   std::string target;
-  ApiKind kind;
-  InspectedRequest request;
+  openai::ApiKind kind;
+  openai::InspectedRequest request;
   const ModelConfig* model;
   PoolRuntime* pool;
   std::string tenant;
@@ -206,8 +207,8 @@ struct Gateway::Impl {
   // comes back in `to_proxy`.
   void handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
               std::optional<ProxyCall>& to_proxy);
-  void handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream, ApiKind kind,
-                        Nanos received, std::optional<ProxyCall>& to_proxy);
+  void handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
+                        openai::ApiKind kind, Nanos received, std::optional<ProxyCall>& to_proxy);
   // REQUIRES: keys. The 401 for a request without a valid API key, else nullopt and
   // `tenant` set.
   std::optional<HttpResponse> check_key(const HttpRequest& req, const Tenant*& tenant) const;
@@ -224,7 +225,7 @@ struct Gateway::Impl {
   asio::awaitable<Migrated> migrate(StreamJob& job);
   void stop_all();
   // Charges a finished request's usage to its tenant's token budget.
-  void charge(const Tenant* tenant, std::string_view model, const Usage& u);
+  void charge(const Tenant* tenant, std::string_view model, const openai::Usage& u);
 };
 
 void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
@@ -280,7 +281,8 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
     return stream->respond(HttpResponse{200, "application/json", {}, models_json});
   }
   handle_inference(std::move(req), std::move(stream),
-                   is_chat ? ApiKind::kChat : ApiKind::kCompletion, received, to_proxy);
+                   is_chat ? openai::ApiKind::kChat : openai::ApiKind::kCompletion, received,
+                   to_proxy);
 }
 
 std::optional<HttpResponse> Gateway::Impl::check_key(const HttpRequest& req,
@@ -310,7 +312,7 @@ std::optional<HttpResponse> Gateway::Impl::refuse_before_body(const HttpRequest&
 }
 
 void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
-                                     ApiKind kind, Nanos received,
+                                     openai::ApiKind kind, Nanos received,
                                      std::optional<ProxyCall>& to_proxy) {
   std::string tenant_name = "anonymous";
   const Tenant* tenant = nullptr;
@@ -326,9 +328,9 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   if (draining.load()) {
     return reject(503, json_error(503, "The gateway is shutting down"));
   }
-  Inspection inspection = inspect_request(req.body, kind);
+  openai::Inspection inspection = openai::inspect_request(req.body, kind);
   if (inspection.error) {
-    const RequestError& e = *inspection.error;
+    const openai::RequestError& e = *inspection.error;
     return reject(e.status, json_error(e.status, e.message, e.param));
   }
   const ModelConfig* model = config.find_model(inspection.request.model);
@@ -372,9 +374,9 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   call.stream = std::move(stream);
   call.target = std::move(req.path);
   // The body goes upstream as it came (moved, not copied) when nothing in it changes.
-  call.body = sent_unchanged(inspection.request, model->served_name)
+  call.body = openai::sent_unchanged(inspection.request, model->served_name)
                   ? std::move(req.body)
-                  : upstream_body(req.body, inspection.request, model->served_name);
+                  : openai::upstream_body(req.body, inspection.request, model->served_name);
   call.kind = kind;
   call.request = std::move(inspection.request);
   call.model = model;
@@ -408,8 +410,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   // /metrics right after its answer sees it counted.
   // A whole answer from the engine also brings its TTFT (the whole answer) and usage, and
   // when it ended (`done`, monotonic_now(); read here when not given).
-  auto respond = [&](int status, HttpResponse r, bool answered = false, const Usage* u = nullptr,
-                     Nanos done = 0) {
+  auto respond = [&](int status, HttpResponse r, bool answered = false,
+                     const openai::Usage* u = nullptr, Nanos done = 0) {
     final_status = status;
     const double seconds = done ? to_seconds(done - call.received) : seconds_since(call.received);
     GatewayMetrics::Finished f{.model = model,
@@ -456,7 +458,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   if (track) {
     // A chat prompt without real tokens cannot be replayed as a completion: not tracked.
     warmup->observe(keys, token_ids,
-                    call.kind == ApiKind::kCompletion ? call.request.prompt_text : "");
+                    call.kind == openai::ApiKind::kCompletion ? call.request.prompt_text : "");
   }
   route::RouteRequest rr;
   rr.id = next_request_id.fetch_add(1);
@@ -627,9 +629,9 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       const Nanos done = monotonic_now();
       lease.done(endpoint->id, true, done, /*first_token=*/true);
       const bool answered = exchange->status() == 200;
-      Usage u;
+      openai::Usage u;
       if (answered) {
-        u = parse_usage(*body);
+        u = openai::parse_usage(*body);
         if (u.seen) charge(call.limited_tenant, model, u);
       }
       HttpResponse r{exchange->status(), std::move(content_type), {}, std::move(*body)};
@@ -670,7 +672,7 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
                                       {"x-kvgate-route-us", job.route_us}};
   if (!prefill_url.empty()) head.push_back({"x-kvgate-prefill-endpoint", prefill_url});
   call.stream->start(200, "text/event-stream", std::move(head));
-  SseTap tap(/*strip_usage_chunk=*/!call.request.client_wants_usage);
+  openai::SseTap tap(/*strip_usage_chunk=*/!call.request.client_wants_usage);
   const Nanos deadline =
       call.received +
       std::chrono::duration_cast<std::chrono::nanoseconds>(config.timeouts.stream).count();
@@ -680,7 +682,7 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
   std::string out;
   std::string relayed;  // migration: the client's events of what came
   auto end_timed_out = [&] {
-    out = "data: " + openai_error_json(504, "The stream exceeded the gateway's stream timeout") +
+    out = "data: " + openai::error_json(504, "The stream exceeded the gateway's stream timeout") +
           "\n\ndata: [DONE]\n\n";
     call.stream->write(std::move(out));
     metrics.upstream_error(pool.name(), job.endpoint->url, "timeout");
@@ -738,8 +740,8 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
       }
       // Bytes already reached the client: end the stream with an error event.
       out = "data: " +
-            openai_error_json(502, "The upstream engine failed mid-stream: " + error, {},
-                              "upstream_error") +
+            openai::error_json(502, "The upstream engine failed mid-stream: " + error, {},
+                               "upstream_error") +
             "\n\ndata: [DONE]\n\n";
       call.stream->write(std::move(out));
       break;
@@ -755,7 +757,7 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
       job.migration->feed(data, relayed);
       data = relayed;
     }
-    SseTap::Step step = tap.feed(data, out);
+    openai::SseTap::Step step = tap.feed(data, out);
     if (step.token_events > 0) {
       Nanos now = monotonic_now();
       if (last_token == 0) {
@@ -783,7 +785,7 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
   // A client that left is no failure of the endpoint's.
   job.lease.finish(ok || client_left);
   // Tokens count also when the client went away mid-stream, as long as the usage chunk came.
-  const Usage& u = tap.usage();
+  const openai::Usage& u = tap.usage();
   if (u.seen) charge(call.limited_tenant, model, u);
   if (u.seen && call.flow.charged_output_tokens > 0) {
     pool.flow_output(call.tenant, call.flow.charged_output_tokens, u.completion_tokens);
@@ -865,7 +867,7 @@ asio::awaitable<Gateway::Impl::Migrated> Gateway::Impl::migrate(StreamJob& job) 
   co_return Migrated::kFailed;
 }
 
-void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const Usage& u) {
+void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const openai::Usage& u) {
   if (!tenant) return;
   limiter->charge_async(
       *tenant, model, {.prompt_tokens = u.prompt_tokens, .completion_tokens = u.completion_tokens},

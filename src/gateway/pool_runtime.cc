@@ -343,9 +343,10 @@ void PoolRuntime::notify(EndpointChange::Kind kind, const EndpointAddress& endpo
   for (const auto& [handle, fn] : observers_) fn(change);
 }
 
-void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view body, ApiKind kind,
-                           std::string_view served_model, std::vector<kv::BlockKey>& keys,
-                           uint32_t& prompt_tokens, std::vector<uint32_t>* token_ids) const {
+void PoolRuntime::keys_for(const openai::InspectedRequest& request, std::string_view body,
+                           openai::ApiKind kind, std::string_view served_model,
+                           std::vector<kv::BlockKey>& keys, uint32_t& prompt_tokens,
+                           std::vector<uint32_t>* token_ids) const {
   const uint32_t block_size = config_.router.block_size;
   // Keys only meet the pool's own indexes, and the precise index seeds the chains it
   // rebuilds from events with the pool's name: the request side must use the same seed.
@@ -358,7 +359,7 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
     std::string text;
     bool have_text = false;
     bool add_special = false;
-    if (kind == ApiKind::kChat && chat_template_) {
+    if (kind == openai::ApiKind::kChat && chat_template_) {
       auto chat = tokenizer::parse_chat_request(body);
       tokenizer::ChatRenderOptions options;
       options.now_unix_seconds = static_cast<int64_t>(std::time(nullptr));
@@ -371,7 +372,7 @@ void PoolRuntime::keys_for(const InspectedRequest& request, std::string_view bod
       } else {
         metrics_.chat_template_fallback(config_.name, tokenizer::fallback_reason(chat, options));
       }
-    } else if (kind == ApiKind::kCompletion) {
+    } else if (kind == openai::ApiKind::kCompletion) {
       text = request.prompt_text;
       have_text = true;
       // vLLM adds the post-processor's special tokens to a completion prompt by default

@@ -50,7 +50,7 @@
 #include "core/tokenizer/tokenizer.h"
 #include "gateway/config.h"
 #include "gateway/metrics.h"
-#include "gateway/openai_request.h"
+#include "openai/request.h"
 
 namespace kvgate::gateway {
 
@@ -141,9 +141,10 @@ class PoolRuntime {
   // Runs on the caller's thread.
   // Warm-up hook (gateway/warmup.h): when `token_ids` is given it receives the token ids
   // the keys were hashed from if they are real tokens (a tokenizer ran), else is cleared.
-  void keys_for(const InspectedRequest& request, std::string_view body, ApiKind kind,
-                std::string_view served_model, std::vector<kv::BlockKey>& keys,
-                uint32_t& prompt_tokens, std::vector<uint32_t>* token_ids = nullptr) const;
+  void keys_for(const openai::InspectedRequest& request, std::string_view body,
+                openai::ApiKind kind, std::string_view served_model,
+                std::vector<kv::BlockKey>& keys, uint32_t& prompt_tokens,
+                std::vector<uint32_t>* token_ids = nullptr) const;
   // Block keys of token ids computed elsewhere (the engine fallback), as keys_for hashes.
   void keys_of(std::span<const uint32_t> ids, std::vector<kv::BlockKey>& keys) const;
 

@@ -56,7 +56,7 @@ std::string event_of(const json::object& o) { return "data: " + json::serialize(
 }  // namespace
 
 std::optional<MigratingStream> MigratingStream::start(std::string_view upstream_body,
-                                                      ApiKind kind) {
+                                                      openai::ApiKind kind) {
   boost::system::error_code ec;
   json::value v = json::parse(upstream_body, ec);
   if (ec || !v.is_object()) return std::nullopt;
@@ -209,14 +209,14 @@ std::string MigratingStream::rewrite_continuation(json::object& chunk) {
     if (!finish.is_null()) finished_ = true;
     json::object choice;
     choice["index"] = 0;
-    if (kind_ == ApiKind::kChat) {
+    if (kind_ == openai::ApiKind::kChat) {
       choice["delta"] = json::object{{"content", std::move(text)}};
     } else {
       choice["text"] = std::move(text);
     }
     choice["logprobs"] = nullptr;
     choice["finish_reason"] = std::move(finish);
-    if (kind_ == ApiKind::kCompletion) {
+    if (kind_ == openai::ApiKind::kCompletion) {
       choice["stop_reason"] = c.contains("stop_reason") ? c.at("stop_reason") : json::value();
     }
     if (client_wants_ids_) {

@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "core/kv/block_hash.h"
-#include "gateway/openai_request.h"
+#include "openai/api_kind.h"
 
 namespace kvgate::gateway {
 
@@ -46,7 +46,7 @@ class MigratingStream {
  public:
   // From the body the gateway sends upstream for a streamed request (a JSON object);
   // nullopt when it is not one.
-  static std::optional<MigratingStream> start(std::string_view upstream_body, ApiKind kind);
+  static std::optional<MigratingStream> start(std::string_view upstream_body, openai::ApiKind kind);
 
   // The first leg's body: the upstream body with return_token_ids on.
   std::string first_body() const;
@@ -81,7 +81,7 @@ class MigratingStream {
   std::string rewrite_continuation(boost::json::object& chunk);
   boost::json::object usage_of_whole(const boost::json::object* leg_usage) const;
 
-  ApiKind kind_ = ApiKind::kChat;
+  openai::ApiKind kind_ = openai::ApiKind::kChat;
   boost::json::object original_;  // the upstream body, as parsed
   bool client_wants_ids_ = false;
   std::optional<uint32_t> max_tokens_;

@@ -19,9 +19,9 @@
 
 #include "core/kv/hot_prefixes.h"
 #include "core/metrics/histogram.h"
-#include "gateway/sse_tap.h"
 #include "io/http_client.h"
 #include "io/upstream_client.h"
+#include "openai/usage.h"
 
 namespace kvgate::gateway {
 namespace asio = boost::asio;
@@ -157,7 +157,7 @@ asio::awaitable<void> PoolWarmup::Impl::send_one(std::shared_ptr<WarmupTask> tas
     auto text = co_await (*ex)->read_all(
         std::chrono::duration_cast<std::chrono::milliseconds>(nanos(left)), 1 << 20);
     if (text && (*ex)->status() == 200) {
-      Usage u = parse_usage(*text);
+      openai::Usage u = openai::parse_usage(*text);
       result = {.ok = true,
                 .prompt_tokens = static_cast<uint32_t>(u.prompt_tokens),
                 .cached_tokens = static_cast<uint32_t>(u.cached_tokens)};

@@ -1,6 +1,6 @@
 #include "io/http_types.h"
 
-#include <boost/json.hpp>
+#include "openai/error.h"
 
 namespace kvgate::io {
 
@@ -45,46 +45,10 @@ void HeaderFields::add(std::string_view name, std::string_view value) {
                       static_cast<uint32_t>(value.size())});
 }
 
-std::string openai_error_body(std::string_view message, std::string_view type, int code) {
-  boost::json::object error;
-  error["message"] = message;
-  error["type"] = type;
-  error["param"] = nullptr;
-  if (code != 0) {
-    error["code"] = code;
-  } else {
-    error["code"] = nullptr;
-  }
-  boost::json::object body;
-  body["error"] = std::move(error);
-  return boost::json::serialize(body);
-}
-
-std::string_view openai_error_type(int status) {
-  switch (status) {
-    case 400:
-    case 413:
-    case 422:
-      return "BadRequestError";
-    case 401:
-      return "AuthenticationError";
-    case 403:
-      return "PermissionDeniedError";
-    case 404:
-      return "NotFoundError";
-    case 429:
-      return "RateLimitError";
-    case 503:
-      return "ServiceUnavailableError";
-    default:
-      return status >= 500 ? "InternalServerError" : "BadRequestError";
-  }
-}
-
 HttpResponse error_response(int status, std::string_view message) {
   HttpResponse r;
   r.status = status;
-  r.body = openai_error_body(message, openai_error_type(status), status);
+  r.body = openai::vllm_error_json(status, message);
   return r;
 }
 

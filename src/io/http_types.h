@@ -88,15 +88,7 @@ struct HttpResponse {
   std::string header_lines;
 };
 
-// The OpenAI-style JSON error body: {"error":{"message":..,"type":..,"param":null,
-// "code":..}}. `code` is written as a number (vLLM's habit) when non-zero, else null.
-std::string openai_error_body(std::string_view message, std::string_view type, int code = 0);
-
-// The error type OpenAI clients expect for an HTTP status ("invalid_request_error",
-// "authentication_error", "not_found_error", "rate_limit_error", "server_error", ...).
-std::string_view openai_error_type(int status);
-
-// A whole error response in OpenAI's format.
+// A whole error response in vLLM's dialect of OpenAI's format (openai/error.h).
 HttpResponse error_response(int status, std::string_view message);
 
 struct Url {

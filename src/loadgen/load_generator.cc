@@ -11,10 +11,12 @@
 #include <chrono>
 #include <deque>
 
+#include "env/file.h"
 #include "io/http_client.h"
 #include "io/upstream_client.h"
+#include "openai/stream_reader.h"
 #include "sim/progress.h"
-#include "sim/workload.h"
+#include "workload/workload.h"
 
 namespace kvgate::loadgen {
 namespace {
@@ -23,93 +25,9 @@ namespace asio = boost::asio;
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
-// What one streamed response told us.
-struct StreamOutcome {
-  Nanos first_token = -1;  // real time since the run's start
-  uint64_t content_chunks = 0;
-  int64_t prompt_tokens = -1, completion_tokens = -1, cached_tokens = 0;
-  bool done = false;
-};
-
-// Feeds SSE bytes; calls on_data(payload) for each `data:` line of a complete event.
-class SseReader {
- public:
-  template <typename Fn>
-  void feed(std::string_view bytes, Fn&& on_data) {
-    for (char c : bytes) {
-      if (c != '\r') buf_ += c;
-    }
-    size_t pos;
-    while ((pos = buf_.find("\n\n")) != std::string::npos) {
-      std::string_view event(buf_.data(), pos);
-      size_t start = 0;
-      while (start <= event.size()) {
-        size_t end = event.find('\n', start);
-        if (end == std::string_view::npos) end = event.size();
-        std::string_view line = event.substr(start, end - start);
-        if (line.starts_with("data:")) {
-          line.remove_prefix(5);
-          if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
-          on_data(line);
-        }
-        start = end + 1;
-      }
-      buf_.erase(0, pos + 2);
-    }
-  }
-
- private:
-  std::string buf_;
-};
-
-void read_chunk(std::string_view data, Nanos at, StreamOutcome& out) {
-  if (data == "[DONE]") {
-    out.done = true;
-    return;
-  }
-  json::error_code ec;
-  json::value v = json::parse(data, ec);
-  if (ec || !v.is_object()) return;
-  const json::object& o = v.as_object();
-  if (auto* choices = o.if_contains("choices"); choices && choices->is_array()) {
-    for (const json::value& c : choices->as_array()) {
-      if (!c.is_object()) continue;
-      const json::object& co = c.as_object();
-      bool has_text = false;
-      if (auto* t = co.if_contains("text"); t && t->is_string() && !t->as_string().empty()) {
-        has_text = true;
-      }
-      if (auto* d = co.if_contains("delta"); d && d->is_object()) {
-        if (auto* t = d->as_object().if_contains("content");
-            t && t->is_string() && !t->as_string().empty()) {
-          has_text = true;
-        }
-      }
-      if (has_text) {
-        if (out.first_token < 0) out.first_token = at;
-        ++out.content_chunks;
-      }
-    }
-  }
-  if (auto* u = o.if_contains("usage"); u && u->is_object()) {
-    const json::object& uo = u->as_object();
-    if (auto* p = uo.if_contains("prompt_tokens"); p && p->is_int64()) {
-      out.prompt_tokens = p->as_int64();
-    }
-    if (auto* c = uo.if_contains("completion_tokens"); c && c->is_int64()) {
-      out.completion_tokens = c->as_int64();
-    }
-    if (auto* d = uo.if_contains("prompt_tokens_details"); d && d->is_object()) {
-      if (auto* ct = d->as_object().if_contains("cached_tokens"); ct && ct->is_int64()) {
-        out.cached_tokens = ct->as_int64();
-      }
-    }
-  }
-}
-
 class Runner {
  public:
-  Runner(const sim::Scenario& scenario, const LoadOptions& options, sim::Workload& workload,
+  Runner(const sim::Scenario& scenario, const LoadOptions& options, workload::Workload& workload,
          io::Url url)
       : options_(options),
         workload_(workload),
@@ -170,7 +88,7 @@ class Runner {
     }
   }
 
-  asio::awaitable<void> send_and_follow(sim::WorkloadRequest r) {
+  asio::awaitable<void> send_and_follow(workload::WorkloadRequest r) {
     Nanos finished = co_await send_one(r);
     if (auto next = workload_.follow_up(r, finished); next && take_slot()) {
       co_await sleep_until_virtual(next->arrival);
@@ -180,7 +98,7 @@ class Runner {
 
   asio::awaitable<void> closed_loop_worker() {
     while (true) {
-      std::optional<sim::WorkloadRequest> r;
+      std::optional<workload::WorkloadRequest> r;
       if (!follow_ups_.empty()) {
         r = std::move(follow_ups_.front());
         follow_ups_.pop_front();
@@ -193,7 +111,7 @@ class Runner {
     }
   }
 
-  std::string body(const sim::WorkloadRequest& r) const {
+  std::string body(const workload::WorkloadRequest& r) const {
     json::object b;
     b["model"] = model_;
     std::string text = prompt_text(*r.prompt);
@@ -210,7 +128,7 @@ class Runner {
   }
 
   // Sends one request, records it; returns its finish time (virtual).
-  asio::awaitable<Nanos> send_one(const sim::WorkloadRequest& r) {
+  asio::awaitable<Nanos> send_one(const workload::WorkloadRequest& r) {
     sim::RequestRecord rec;
     rec.stage = r.stage;
     rec.arrival = virtual_now();
@@ -238,8 +156,8 @@ class Runner {
       }
       co_return finish(std::move(rec));
     }
-    StreamOutcome out;
-    SseReader sse;
+    openai::StreamReader stream;
+    Nanos first_token = -1;
     while (true) {
       auto piece = co_await (*ex)->read_some(timeout);
       if (!piece) {
@@ -248,16 +166,16 @@ class Runner {
       }
       if (piece->empty()) break;
       const Nanos at = virtual_now();
-      sse.feed(*piece, [&](std::string_view data) { read_chunk(data, at, out); });
+      if (stream.feed(*piece) > 0 && first_token < 0) first_token = at;
     }
-    if (out.done) {
-      rec.first_token = out.first_token;
+    if (stream.done()) {
+      const openai::Usage& usage = stream.usage();
+      rec.first_token = first_token;
       rec.finish = virtual_now();
-      if (out.prompt_tokens >= 0) rec.prompt_tokens = static_cast<uint32_t>(out.prompt_tokens);
-      rec.cached_tokens = static_cast<uint32_t>(std::max<int64_t>(0, out.cached_tokens));
-      rec.output_tokens = static_cast<uint32_t>(out.completion_tokens >= 0
-                                                    ? out.completion_tokens
-                                                    : static_cast<int64_t>(out.content_chunks));
+      if (usage.seen) rec.prompt_tokens = static_cast<uint32_t>(usage.prompt_tokens);
+      rec.cached_tokens = static_cast<uint32_t>(usage.cached_tokens);
+      rec.output_tokens =
+          static_cast<uint32_t>(usage.seen ? usage.completion_tokens : stream.content_chunks());
     }
     co_return finish(std::move(rec));
   }
@@ -280,7 +198,7 @@ class Runner {
   }
 
   const LoadOptions& options_;
-  sim::Workload& workload_;
+  workload::Workload& workload_;
   io::Url url_;
   std::string model_;
   uint16_t port_ = 80;
@@ -289,7 +207,7 @@ class Runner {
   sim::ProgressBar bar_;
   Clock::time_point start_;
   uint64_t issued_ = 0;
-  std::deque<sim::WorkloadRequest> follow_ups_;
+  std::deque<workload::WorkloadRequest> follow_ups_;
   LoadResult result_;
 };
 
@@ -310,8 +228,8 @@ Result<LoadResult> run_load(const sim::Scenario& scenario, const LoadOptions& op
   if (options.time_scale <= 0) return Error("--time-scale must be positive");
   Result<io::Url> url = io::parse_url(options.url);
   if (!url) return Error(url.error());
-  Result<std::unique_ptr<sim::Workload>> workload =
-      sim::make_workload(scenario.workload, scenario.seed);
+  Result<std::unique_ptr<workload::Workload>> workload =
+      workload::make_workload(scenario.workload, scenario.seed, env::read_file);
   if (!workload) return Error(workload.error());
   Runner runner(scenario, options, **workload, *url);
   return runner.run();

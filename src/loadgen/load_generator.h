@@ -41,7 +41,7 @@ struct LoadOptions {
 
 struct LoadResult {
   sim::PolicyRun run;
-  std::vector<sim::StageInfo> stages;
+  std::vector<workload::StageInfo> stages;
   uint64_t errors = 0;  // transport errors and statuses other than 200 / 429 / 503
   std::vector<std::string> error_samples;  // the first few, for the user
 };

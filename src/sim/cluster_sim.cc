@@ -20,6 +20,7 @@
 #include "core/route/router.h"
 #include "core/route/scrape.h"
 #include "core/scale/standby.h"
+#include "env/file.h"
 #include "sim/event_queue.h"
 #include "sim/pool_scaler.h"
 #include "sim/progress.h"
@@ -87,14 +88,14 @@ struct Event {
 // A prompt the workload resends (keys_for): its router keys, hashed once, and each
 // engine's block hashes of it, made by that engine the first time it receives it.
 struct CachedPrompt {
-  PromptPtr prompt;  // held, so that its address names it while the entry exists
+  workload::PromptPtr prompt;  // held, so that its address names it while the entry exists
   std::shared_ptr<const std::vector<kv::BlockKey>> keys;
   // (engine index, its hashes): a prompt reaches few engines, however large the fleet.
   std::vector<std::pair<uint32_t, std::shared_ptr<const engine::PromptHashes>>> engine_hashes;
 };
 
 struct RequestState {
-  WorkloadRequest work;
+  workload::WorkloadRequest work;
   std::shared_ptr<const std::vector<kv::BlockKey>> keys;
   CachedPrompt* cached = nullptr;  // set when the prompt is a resent one
   RequestRecord record;
@@ -152,7 +153,7 @@ class Simulation {
   }
   bool live(uint32_t engine) const { return replicas_[engine].phase != ReplicaPhase::kStopped; }
   void schedule_step(uint32_t engine, Nanos at);
-  uint64_t admit(WorkloadRequest w);
+  uint64_t admit(workload::WorkloadRequest w);
   void pull_open_loop();
   // The router keys of r's prompt; sets r.cached for a prompt the workload resends.
   void set_keys(RequestState& r);
@@ -171,7 +172,7 @@ class Simulation {
   RunOptions options_;
   Rng rng_;
 
-  std::unique_ptr<Workload> workload_;
+  std::unique_ptr<workload::Workload> workload_;
   std::vector<std::unique_ptr<engine::EngineModel>> engines_;
   std::vector<kv::EndpointId> endpoint_of_;  // engine index -> router endpoint id
   std::vector<bool> step_pending_;
@@ -193,7 +194,7 @@ class Simulation {
 
   EventQueue<Event> queue_;
   std::vector<RequestState> requests_;
-  std::unordered_map<const Prompt*, CachedPrompt> key_cache_;
+  std::unordered_map<const workload::Prompt*, CachedPrompt> key_cache_;
   std::vector<std::vector<kv::KvEvent>> kv_batches_;
   std::vector<uint64_t> free_batches_;
   engine::StepResult step_;
@@ -224,7 +225,7 @@ class Simulation {
 };
 
 Status Simulation::build() {
-  auto w = make_workload(scenario_.workload, seed_);
+  auto w = workload::make_workload(scenario_.workload, seed_, env::read_file);
   if (!w) return Error(w.error());
   workload_ = std::move(*w);
 
@@ -284,7 +285,7 @@ Status Simulation::build() {
   tenant_sends_.assign(std::max<size_t>(tenants.size(), 1), policy_.tenants.empty());
   for (const std::string& name : policy_.tenants) {
     auto it = std::find_if(tenants.begin(), tenants.end(),
-                           [&](const TenantSpec& t) { return t.name == name; });
+                           [&](const workload::TenantSpec& t) { return t.name == name; });
     if (it == tenants.end()) {
       return Error("policy " + policy_.name + ": no tenant \"" + name + "\" in the workload");
     }
@@ -340,7 +341,7 @@ void Simulation::set_keys(RequestState& r) {
   // Workloads that resend the same prompts (shared_prefix) keep them alive themselves
   // (use_count > 1 here): hash each of those once. The cache also holds the prompt, so
   // its address can never be reused by another prompt while the entry exists.
-  const PromptPtr& prompt = r.work.prompt;
+  const workload::PromptPtr& prompt = r.work.prompt;
   const bool shared = prompt.use_count() > 1;
   if (shared) {
     auto it = key_cache_.find(prompt.get());
@@ -361,7 +362,7 @@ void Simulation::set_keys(RequestState& r) {
   }
 }
 
-uint64_t Simulation::admit(WorkloadRequest w) {
+uint64_t Simulation::admit(workload::WorkloadRequest w) {
   const uint64_t id = requests_.size();
   RequestState& r = requests_.emplace_back();
   r.record.arrival = w.arrival;
@@ -397,7 +398,8 @@ void Simulation::on_arrival(Nanos now, uint64_t id) {
   rr.expected_output_tokens = r.work.output_tokens;
   if (hot_) hot_->observe(*r.keys, {.token_ids = *r.work.prompt}, now);
   const auto& tenants = scenario_.workload.tenants;
-  const TenantSpec* tenant = r.work.tenant < tenants.size() ? &tenants[r.work.tenant] : nullptr;
+  const workload::TenantSpec* tenant =
+      r.work.tenant < tenants.size() ? &tenants[r.work.tenant] : nullptr;
   if (tenant) rr.criticality = tenant->criticality;
   if (!flow_) {
     const route::Decision d = group_->route(rr, now, rng_);

@@ -54,7 +54,8 @@ double weighted_jain_index(const std::vector<double>& served, const std::vector<
   return sq > 0 ? sum * sum / (static_cast<double>(counted) * sq) : 0;
 }
 
-FlowRunSummary summarize_flow(const PolicyRun& run, const std::vector<TenantSpec>& tenants) {
+FlowRunSummary summarize_flow(const PolicyRun& run,
+                              const std::vector<workload::TenantSpec>& tenants) {
   FlowRunSummary out;
   out.run = run.policy;
   const size_t n = std::max<size_t>(tenants.size(), 1);
@@ -173,7 +174,7 @@ std::string flow_table(const std::vector<FlowRunSummary>& runs) {
 
 Result<std::vector<std::string>> write_flow_files(const std::vector<PolicyRun>& runs,
                                                   const std::vector<FlowRunSummary>& summaries,
-                                                  const std::vector<TenantSpec>& tenants,
+                                                  const std::vector<workload::TenantSpec>& tenants,
                                                   const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

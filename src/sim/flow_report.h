@@ -15,7 +15,7 @@
 
 #include "core/common/result.h"
 #include "sim/report.h"
-#include "sim/workload.h"
+#include "workload/workload.h"
 
 namespace kvgate::sim {
 
@@ -46,7 +46,8 @@ struct FlowRunSummary {
   Nanos first_arrival = 0, first_wait = -1, first_launched = 0, first_ready = -1;
 };
 
-FlowRunSummary summarize_flow(const PolicyRun& run, const std::vector<TenantSpec>& tenants);
+FlowRunSummary summarize_flow(const PolicyRun& run,
+                              const std::vector<workload::TenantSpec>& tenants);
 // Jain's index of served_i / fair_i (exposed for tests).
 double weighted_jain_index(const std::vector<double>& served, const std::vector<double>& demanded,
                            const std::vector<double>& weights);
@@ -56,7 +57,7 @@ std::string flow_table(const std::vector<FlowRunSummary>& runs);
 // length over time per run) in `dir`. Returns the paths written.
 Result<std::vector<std::string>> write_flow_files(const std::vector<PolicyRun>& runs,
                                                   const std::vector<FlowRunSummary>& summaries,
-                                                  const std::vector<TenantSpec>& tenants,
+                                                  const std::vector<workload::TenantSpec>& tenants,
                                                   const std::string& dir);
 
 }  // namespace kvgate::sim

@@ -50,13 +50,13 @@ std::vector<double> within_groups(const std::vector<double>& v, const std::vecto
 
 }  // namespace
 
-std::vector<MeasuredSpan> measured_spans(const std::vector<StageInfo>& stages) {
+std::vector<MeasuredSpan> measured_spans(const std::vector<workload::StageInfo>& stages) {
   double peak = 0;
-  for (const StageInfo& st : stages) {
+  for (const workload::StageInfo& st : stages) {
     if (!st.warmup) peak = std::max(peak, st.qps);
   }
   std::vector<MeasuredSpan> spans;
-  for (const StageInfo& st : stages) {
+  for (const workload::StageInfo& st : stages) {
     if (st.warmup || st.qps < peak) continue;
     spans.push_back({std::min(st.start + kSettle, st.end), st.end});
   }
@@ -75,7 +75,7 @@ bool has_pd_samples(const std::vector<PolicyRun>& runs) {
 
 std::vector<PdLoadSummary> summarize_pd_load(const std::vector<PolicyRun>& runs,
                                              const std::vector<Summary>& summaries,
-                                             const std::vector<StageInfo>& stages) {
+                                             const std::vector<workload::StageInfo>& stages) {
   const std::vector<MeasuredSpan> spans = measured_spans(stages);
   auto measured = [&](Nanos t) {
     for (const MeasuredSpan& m : spans) {
@@ -101,7 +101,7 @@ std::vector<PdLoadSummary> summarize_pd_load(const std::vector<PolicyRun>& runs,
       if (!measured(c.at)) continue;
       kv.push_back(c.decode_kv_usage);
       load.push_back(c.prefill_queued_tokens / 1000);
-      stage.push_back(stages.empty() ? 0 : stage_at(stages, c.at));
+      stage.push_back(stages.empty() ? 0 : workload::stage_at(stages, c.at));
       busy.push_back(c.prefill_busy);
     }
     row.samples = kv.size();

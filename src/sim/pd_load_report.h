@@ -51,12 +51,12 @@ struct MeasuredSpan {
   Nanos from = 0;
   Nanos to = 0;  // 0: open-ended
 };
-std::vector<MeasuredSpan> measured_spans(const std::vector<StageInfo>& stages);
+std::vector<MeasuredSpan> measured_spans(const std::vector<workload::StageInfo>& stages);
 
 // One row per run; `summaries` are summarize()'s for the same runs, in the same order.
 std::vector<PdLoadSummary> summarize_pd_load(const std::vector<PolicyRun>& runs,
                                              const std::vector<Summary>& summaries,
-                                             const std::vector<StageInfo>& stages);
+                                             const std::vector<workload::StageInfo>& stages);
 
 // True when some run sampled decode engines (a disaggregated cluster).
 bool has_pd_samples(const std::vector<PolicyRun>& runs);

@@ -26,14 +26,15 @@ class AutoscalerScaler final : public PoolScaler {
 
 class OracleScaler final : public PoolScaler {
  public:
-  OracleScaler(OracleSpec spec, ArrivalSpec arrivals, Nanos horizon)
+  OracleScaler(OracleSpec spec, workload::ArrivalSpec arrivals, Nanos horizon)
       : spec_(spec), arrivals_(std::move(arrivals)), horizon_(horizon) {}
 
   scale::Decision decide(const scale::PoolSignals& s, Nanos now) override {
     // The most the curve sends from now until a replica launched now would be up.
     double peak = 0;
     const double from = to_seconds(now), to = to_seconds(now + horizon_);
-    for (double t = from; t <= to; t += 1.0) peak = std::max(peak, diurnal_rate(arrivals_, t));
+    for (double t = from; t <= to; t += 1.0)
+      peak = std::max(peak, workload::diurnal_rate(arrivals_, t));
     const int32_t need = static_cast<int32_t>(std::ceil(peak / spec_.qps_per_replica - 1e-9));
     scale::Decision d;
     d.current_replicas = static_cast<int32_t>(s.active());
@@ -58,7 +59,7 @@ class OracleScaler final : public PoolScaler {
 
  private:
   OracleSpec spec_;
-  ArrivalSpec arrivals_;
+  workload::ArrivalSpec arrivals_;
   Nanos horizon_;
 };
 

@@ -26,13 +26,13 @@ double mean(const std::vector<double>& v) {
   return s / static_cast<double>(v.size());
 }
 
-bool is_warmup(const std::vector<StageInfo>& stages, uint32_t stage) {
+bool is_warmup(const std::vector<workload::StageInfo>& stages, uint32_t stage) {
   return stage < stages.size() && stages[stage].warmup;
 }
 
 }  // namespace
 
-Summary summarize(const PolicyRun& run, const std::vector<StageInfo>& stages) {
+Summary summarize(const PolicyRun& run, const std::vector<workload::StageInfo>& stages) {
   Summary s;
   s.policy = run.policy;
   std::vector<double> ttft;
@@ -126,7 +126,7 @@ Summary summarize(const PolicyRun& run, const std::vector<StageInfo>& stages) {
 
   // Time-averaged queue and KV usage after the warmup (samples are evenly spaced).
   Nanos measured_from = 0;
-  for (const StageInfo& st : stages) {
+  for (const workload::StageInfo& st : stages) {
     if (st.warmup) measured_from = std::max(measured_from, st.end);
   }
   double waiting = 0, kv = 0;

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/common/time.h"
-#include "sim/workload.h"
+#include "workload/workload.h"
 
 namespace kvgate::sim {
 
@@ -132,7 +132,7 @@ struct Summary {
   std::vector<StageSummary> stages;
 };
 
-Summary summarize(const PolicyRun& run, const std::vector<StageInfo>& stages);
+Summary summarize(const PolicyRun& run, const std::vector<workload::StageInfo>& stages);
 
 // The q-quantile (0..1) of `values`, linear interpolation; 0 for an empty input.
 double quantile(std::vector<double> values, double q);

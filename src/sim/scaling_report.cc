@@ -15,7 +15,7 @@ uint32_t held(const ScaleSample& s) { return s.ready + s.starting + s.draining; 
 }  // namespace
 
 std::vector<ScalingSummary> summarize_scaling(const std::vector<PolicyRun>& runs,
-                                              const std::vector<StageInfo>& stages,
+                                              const std::vector<workload::StageInfo>& stages,
                                               const SloSpec& slo, const std::string& oracle) {
   std::vector<ScalingSummary> out;
   double oracle_hours = 0;

@@ -35,7 +35,7 @@ struct ScalingSummary {
 
 // `oracle` names the oracle policy's run ("" for none).
 std::vector<ScalingSummary> summarize_scaling(const std::vector<PolicyRun>& runs,
-                                              const std::vector<StageInfo>& stages,
+                                              const std::vector<workload::StageInfo>& stages,
                                               const SloSpec& slo, const std::string& oracle);
 
 std::string scaling_table(const std::vector<ScalingSummary>& rows, const SloSpec& slo);

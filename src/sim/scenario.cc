@@ -9,8 +9,8 @@
 #include "core/scale/config_yaml_node.h"
 #include "env/file.h"
 #include "sim/flow_spec.h"
-#include "sim/workload_yaml.h"
-#include "sim/yaml_util.h"
+#include "workload/workload_yaml.h"
+#include "workload/yaml_util.h"
 
 namespace kvgate::sim {
 
@@ -45,15 +45,15 @@ Result<engine::Profile> load_profile(const std::string& name, const std::string&
 Result<EngineGroup> parse_group(const YAML::Node& n, const std::string& where,
                                 const std::string& base_dir, const EngineGroup* defaults) {
   EngineGroup g = defaults ? *defaults : EngineGroup{};
-  KVGATE_TRY(check_keys(
+  KVGATE_TRY(workload::check_keys(
       n,
       {"count", "engines", "groups", "profile", "num_gpu_blocks", "block_size", "max_num_seqs",
        "max_num_batched_tokens", "max_model_len", "enable_prefix_caching", "role", "zone", "rack"},
       where));
-  KVGATE_TRY(read_field(n, "count", g.count, where));
-  KVGATE_TRY(read_field(n, "engines", g.count, where));
+  KVGATE_TRY(workload::read_field(n, "count", g.count, where));
+  KVGATE_TRY(workload::read_field(n, "engines", g.count, where));
   std::string profile;
-  KVGATE_TRY(read_field(n, "profile", profile, where));
+  KVGATE_TRY(workload::read_field(n, "profile", profile, where));
   if (!profile.empty()) {
     auto p = load_profile(profile, base_dir);
     if (!p) return Error(where + ".profile: " + p.error());
@@ -62,14 +62,14 @@ Result<EngineGroup> parse_group(const YAML::Node& n, const std::string& where,
     return Error(where + ".profile: required");
   }
   auto& c = g.config;
-  KVGATE_TRY(read_field(n, "num_gpu_blocks", c.num_gpu_blocks, where));
-  KVGATE_TRY(read_field(n, "block_size", c.block_size, where));
-  KVGATE_TRY(read_field(n, "max_num_seqs", c.max_num_seqs, where));
-  KVGATE_TRY(read_field(n, "max_num_batched_tokens", c.max_num_batched_tokens, where));
-  KVGATE_TRY(read_field(n, "max_model_len", c.max_model_len, where));
-  KVGATE_TRY(read_field(n, "enable_prefix_caching", c.enable_prefix_caching, where));
+  KVGATE_TRY(workload::read_field(n, "num_gpu_blocks", c.num_gpu_blocks, where));
+  KVGATE_TRY(workload::read_field(n, "block_size", c.block_size, where));
+  KVGATE_TRY(workload::read_field(n, "max_num_seqs", c.max_num_seqs, where));
+  KVGATE_TRY(workload::read_field(n, "max_num_batched_tokens", c.max_num_batched_tokens, where));
+  KVGATE_TRY(workload::read_field(n, "max_model_len", c.max_model_len, where));
+  KVGATE_TRY(workload::read_field(n, "enable_prefix_caching", c.enable_prefix_caching, where));
   std::string role;
-  KVGATE_TRY(read_field(n, "role", role, where));
+  KVGATE_TRY(workload::read_field(n, "role", role, where));
   if (!role.empty()) {
     auto r = route::parse_role(role);
     if (!r) return Error(where + ".role: expected both, prefill or decode");
@@ -78,8 +78,8 @@ Result<EngineGroup> parse_group(const YAML::Node& n, const std::string& where,
              : *r == route::Role::kDecode ? engine::Role::kDecode
                                           : engine::Role::kBoth;
   }
-  KVGATE_TRY(read_field(n, "zone", g.zone, where));
-  KVGATE_TRY(read_field(n, "rack", g.rack, where));
+  KVGATE_TRY(workload::read_field(n, "zone", g.zone, where));
+  KVGATE_TRY(workload::read_field(n, "rack", g.rack, where));
   return g;
 }
 
@@ -102,15 +102,15 @@ Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
     if (!t.IsSequence()) return Error(where + ".tenants: expected a list of tenant names");
     for (const auto& name : t) p.tenants.push_back(name.as<std::string>(""));
   }
-  KVGATE_TRY(read_field(n, "name", p.name, where));
+  KVGATE_TRY(workload::read_field(n, "name", p.name, where));
   if (p.name.empty()) p.name = p.router.policy.name;
   if (const YAML::Node a = n["approx"]) {
     const std::string wa = where + ".approx";
-    KVGATE_TRY(check_keys(a, {"ttl_s", "capacity_pairs"}, wa));
+    KVGATE_TRY(workload::check_keys(a, {"ttl_s", "capacity_pairs"}, wa));
     double ttl = to_seconds(p.approx.ttl);
-    KVGATE_TRY(read_field(a, "ttl_s", ttl, wa));
+    KVGATE_TRY(workload::read_field(a, "ttl_s", ttl, wa));
     p.approx.ttl = seconds(ttl);
-    KVGATE_TRY(read_field(a, "capacity_pairs", p.approx.capacity_pairs, wa));
+    KVGATE_TRY(workload::read_field(a, "capacity_pairs", p.approx.capacity_pairs, wa));
   }
   if (const YAML::Node a = n["autoscale"]) {
     auto c = scale::parse_autoscale_node(a, where + ".autoscale");
@@ -119,13 +119,13 @@ Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
   }
   if (const YAML::Node o = n["oracle"]) {
     const std::string wo = where + ".oracle";
-    KVGATE_TRY(
-        check_keys(o, {"qps_per_replica", "min_replicas", "max_replicas", "gpus_per_replica"}, wo));
+    KVGATE_TRY(workload::check_keys(
+        o, {"qps_per_replica", "min_replicas", "max_replicas", "gpus_per_replica"}, wo));
     OracleSpec spec;
-    KVGATE_TRY(read_field(o, "qps_per_replica", spec.qps_per_replica, wo));
-    KVGATE_TRY(read_field(o, "min_replicas", spec.min_replicas, wo));
-    KVGATE_TRY(read_field(o, "max_replicas", spec.max_replicas, wo));
-    KVGATE_TRY(read_field(o, "gpus_per_replica", spec.gpus_per_replica, wo));
+    KVGATE_TRY(workload::read_field(o, "qps_per_replica", spec.qps_per_replica, wo));
+    KVGATE_TRY(workload::read_field(o, "min_replicas", spec.min_replicas, wo));
+    KVGATE_TRY(workload::read_field(o, "max_replicas", spec.max_replicas, wo));
+    KVGATE_TRY(workload::read_field(o, "gpus_per_replica", spec.gpus_per_replica, wo));
     if (spec.qps_per_replica <= 0 || spec.min_replicas < 0 || spec.gpus_per_replica < 1 ||
         spec.max_replicas < spec.min_replicas) {
       return Error(wo + ": need qps_per_replica > 0 and 0 <= min_replicas <= max_replicas");
@@ -135,14 +135,14 @@ Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
   }
   if (const YAML::Node w = n["warmup"]) {
     const std::string ww = where + ".warmup";
-    KVGATE_TRY(check_keys(w, {"enabled", "prefixes", "budget_s", "concurrency"}, ww));
+    KVGATE_TRY(workload::check_keys(w, {"enabled", "prefixes", "budget_s", "concurrency"}, ww));
     p.warmup.enabled = true;
-    KVGATE_TRY(read_field(w, "enabled", p.warmup.enabled, ww));
-    KVGATE_TRY(read_field(w, "prefixes", p.warmup.prefixes, ww));
+    KVGATE_TRY(workload::read_field(w, "enabled", p.warmup.enabled, ww));
+    KVGATE_TRY(workload::read_field(w, "prefixes", p.warmup.prefixes, ww));
     double budget = to_seconds(p.warmup.budget);
-    KVGATE_TRY(read_field(w, "budget_s", budget, ww));
+    KVGATE_TRY(workload::read_field(w, "budget_s", budget, ww));
     p.warmup.budget = seconds(budget);
-    KVGATE_TRY(read_field(w, "concurrency", p.warmup.concurrency, ww));
+    KVGATE_TRY(workload::read_field(w, "concurrency", p.warmup.concurrency, ww));
     if (budget < 0 || p.warmup.concurrency < 1) {
       return Error(ww + ": need budget_s >= 0 and concurrency >= 1");
     }
@@ -152,17 +152,17 @@ Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
 
 Status parse_scaling(const YAML::Node& n, ScalingSpec& out) {
   const std::string where = "scaling";
-  KVGATE_TRY(check_keys(n,
-                        {"control_interval_s", "signal_window_s", "startup", "startup_s", "slo",
-                         "new_replica_window_s"},
-                        where));
+  KVGATE_TRY(workload::check_keys(n,
+                                  {"control_interval_s", "signal_window_s", "startup", "startup_s",
+                                   "slo", "new_replica_window_s"},
+                                  where));
   double control = to_seconds(out.control_interval), window = to_seconds(out.signal_window);
   double fixed = 0;
   std::string mode = std::string(engine::startup_mode_name(out.startup));
-  KVGATE_TRY(read_field(n, "control_interval_s", control, where));
-  KVGATE_TRY(read_field(n, "signal_window_s", window, where));
-  KVGATE_TRY(read_field(n, "startup_s", fixed, where));
-  KVGATE_TRY(read_field(n, "startup", mode, where));
+  KVGATE_TRY(workload::read_field(n, "control_interval_s", control, where));
+  KVGATE_TRY(workload::read_field(n, "signal_window_s", window, where));
+  KVGATE_TRY(workload::read_field(n, "startup_s", fixed, where));
+  KVGATE_TRY(workload::read_field(n, "startup", mode, where));
   auto m = engine::parse_startup_mode(mode);
   if (!m) return Error(where + ".startup: expected none, cold or caches-kept");
   if (control <= 0 || window <= 0 || fixed < 0) {
@@ -173,13 +173,13 @@ Status parse_scaling(const YAML::Node& n, ScalingSpec& out) {
   out.startup = *m;
   out.startup_fixed = seconds(fixed);
   double new_window = to_seconds(out.new_replica_window);
-  KVGATE_TRY(read_field(n, "new_replica_window_s", new_window, where));
+  KVGATE_TRY(workload::read_field(n, "new_replica_window_s", new_window, where));
   if (new_window <= 0) return Error(where + ".new_replica_window_s: must be > 0");
   out.new_replica_window = seconds(new_window);
   if (const YAML::Node slo = n["slo"]) {
-    KVGATE_TRY(check_keys(slo, {"ttft_s", "itl_s"}, where + ".slo"));
-    KVGATE_TRY(read_field(slo, "ttft_s", out.slo.ttft_s, where + ".slo"));
-    KVGATE_TRY(read_field(slo, "itl_s", out.slo.itl_s, where + ".slo"));
+    KVGATE_TRY(workload::check_keys(slo, {"ttft_s", "itl_s"}, where + ".slo"));
+    KVGATE_TRY(workload::read_field(slo, "ttft_s", out.slo.ttft_s, where + ".slo"));
+    KVGATE_TRY(workload::read_field(slo, "itl_s", out.slo.itl_s, where + ".slo"));
     if (out.slo.ttft_s <= 0 || out.slo.itl_s <= 0)
       return Error(where + ".slo: targets must be > 0");
   }
@@ -197,14 +197,14 @@ Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string&
   }
   if (!root.IsMap()) return Error("scenario: expected a YAML map");
   Scenario s;
-  KVGATE_TRY(check_keys(root,
-                        {"name", "description", "seed", "cluster", "gateway", "policies",
-                         "workload", "max_time_s", "scaling", "autoscale"},
-                        "scenario"));
-  KVGATE_TRY(read_field(root, "name", s.name, "scenario"));
-  KVGATE_TRY(read_field(root, "seed", s.seed, "scenario"));
+  KVGATE_TRY(workload::check_keys(root,
+                                  {"name", "description", "seed", "cluster", "gateway", "policies",
+                                   "workload", "max_time_s", "scaling", "autoscale"},
+                                  "scenario"));
+  KVGATE_TRY(workload::read_field(root, "name", s.name, "scenario"));
+  KVGATE_TRY(workload::read_field(root, "seed", s.seed, "scenario"));
   double max_time = 0;
-  KVGATE_TRY(read_field(root, "max_time_s", max_time, "scenario"));
+  KVGATE_TRY(workload::read_field(root, "max_time_s", max_time, "scenario"));
   s.max_time = seconds(max_time);
 
   const YAML::Node cluster = root["cluster"];
@@ -226,15 +226,16 @@ Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string&
   if (s.engine_count() > 100000) return Error("cluster: at most 100000 engines");
 
   if (const YAML::Node gw = root["gateway"]) {
-    KVGATE_TRY(check_keys(gw,
-                          {"model", "hop_delay_ms", "scrape_interval_ms", "kv_event_delay_ms",
-                           "kv_transfer_ms_per_1k_tokens", "decode_reject_kv_usage"},
-                          "gateway"));
-    KVGATE_TRY(read_field(gw, "model", s.gateway.model, "gateway"));
+    KVGATE_TRY(
+        workload::check_keys(gw,
+                             {"model", "hop_delay_ms", "scrape_interval_ms", "kv_event_delay_ms",
+                              "kv_transfer_ms_per_1k_tokens", "decode_reject_kv_usage"},
+                             "gateway"));
+    KVGATE_TRY(workload::read_field(gw, "model", s.gateway.model, "gateway"));
     double hop = 1, scrape = 100, kv = 10;
-    KVGATE_TRY(read_field(gw, "hop_delay_ms", hop, "gateway"));
-    KVGATE_TRY(read_field(gw, "scrape_interval_ms", scrape, "gateway"));
-    KVGATE_TRY(read_field(gw, "kv_event_delay_ms", kv, "gateway"));
+    KVGATE_TRY(workload::read_field(gw, "hop_delay_ms", hop, "gateway"));
+    KVGATE_TRY(workload::read_field(gw, "scrape_interval_ms", scrape, "gateway"));
+    KVGATE_TRY(workload::read_field(gw, "kv_event_delay_ms", kv, "gateway"));
     if (hop < 0 || scrape <= 0 || kv < 0) {
       return Error("gateway: delays must be >= 0 and scrape_interval_ms > 0");
     }
@@ -242,9 +243,9 @@ Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string&
     s.gateway.scrape_interval = millis(scrape);
     s.gateway.kv_event_delay = millis(kv);
     double transfer = 5;
-    KVGATE_TRY(read_field(gw, "kv_transfer_ms_per_1k_tokens", transfer, "gateway"));
-    KVGATE_TRY(
-        read_field(gw, "decode_reject_kv_usage", s.gateway.decode_reject_kv_usage, "gateway"));
+    KVGATE_TRY(workload::read_field(gw, "kv_transfer_ms_per_1k_tokens", transfer, "gateway"));
+    KVGATE_TRY(workload::read_field(gw, "decode_reject_kv_usage", s.gateway.decode_reject_kv_usage,
+                                    "gateway"));
     if (transfer < 0 || s.gateway.decode_reject_kv_usage < 0 ||
         s.gateway.decode_reject_kv_usage > 1) {
       return Error("gateway: kv_transfer_ms_per_1k_tokens >= 0, 0 <= decode_reject_kv_usage <= 1");
@@ -264,7 +265,7 @@ Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string&
     s.policies.push_back(std::move(*p));
   }
 
-  auto w = parse_workload(root["workload"], base_dir);
+  auto w = workload::parse_workload(root["workload"], base_dir);
   if (!w) return Error(w.error());
   s.workload = std::move(*w);
 
@@ -284,7 +285,7 @@ Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string&
     return Error("autoscale: the simulator scales one engine group (cluster without groups)");
   }
   for (const PolicySpec& p : s.policies) {
-    if (p.oracle && s.workload.arrivals.kind != ArrivalSpec::Kind::kDiurnal) {
+    if (p.oracle && s.workload.arrivals.kind != workload::ArrivalSpec::Kind::kDiurnal) {
       return Error("policy " + p.name + ": an oracle needs diurnal arrivals (a known curve)");
     }
   }

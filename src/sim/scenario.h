@@ -55,7 +55,7 @@
 #include "core/route/flow_queue.h"
 #include "core/scale/config.h"
 #include "sim/scaling_spec.h"
-#include "sim/workload.h"
+#include "workload/workload.h"
 
 namespace kvgate::sim {
 
@@ -105,7 +105,7 @@ struct Scenario {
   std::vector<EngineGroup> engines;
   GatewaySpec gateway;
   std::vector<PolicySpec> policies;
-  WorkloadSpec workload;
+  workload::WorkloadSpec workload;
   Nanos max_time = 0;                               // 0: run until every request is done
   std::optional<scale::AutoscaleConfig> autoscale;  // default for every policy
   ScalingSpec scaling;

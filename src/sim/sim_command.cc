@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/exit_code.h"
+#include "env/file.h"
 #include "sim/cluster_sim.h"
 #include "sim/flow_report.h"
 #include "sim/pd_load_report.h"
@@ -93,7 +94,8 @@ int run_sim(const SimArgs& args) {
     results.runs.push_back(std::move(*run));
   }
   // The stages are the workload's; build it once more to read them (cheap).
-  if (auto w = make_workload(scenario->workload, seed)) results.stages = (*w)->stages();
+  if (auto w = workload::make_workload(scenario->workload, seed, env::read_file))
+    results.stages = (*w)->stages();
   for (const PolicyRun& run : results.runs)
     results.summaries.push_back(summarize(run, results.stages));
 
@@ -115,7 +117,7 @@ int run_sim(const SimArgs& args) {
         run->events);
   }
   // Multi-tenant workloads: per-tenant latency, service and fairness (flow_report.h).
-  if (scenario->workload.kind == WorkloadSpec::Kind::kTenants) {
+  if (scenario->workload.kind == workload::WorkloadSpec::Kind::kTenants) {
     std::vector<FlowRunSummary> flow;
     for (const PolicyRun& r : results.runs)
       flow.push_back(summarize_flow(r, scenario->workload.tenants));

@@ -141,8 +141,8 @@ std::string pd_load_over_time_svg(const ScenarioResults& r) {
 
 PdZoom pd_zoom_window(const ScenarioResults& r) {
   // The busiest stage (the first of the highest rate), from 10 s in (past the ramp).
-  const StageInfo* busiest = nullptr;
-  for (const StageInfo& st : r.stages) {
+  const workload::StageInfo* busiest = nullptr;
+  for (const workload::StageInfo& st : r.stages) {
     if (!st.warmup && (!busiest || st.qps > busiest->qps)) busiest = &st;
   }
   if (!busiest) return {};

@@ -19,7 +19,7 @@ struct ScenarioResults {
   uint64_t seed = 0;
   std::vector<PolicyRun> runs;
   std::vector<Summary> summaries;
-  std::vector<StageInfo> stages;
+  std::vector<workload::StageInfo> stages;
 };
 
 // The charts as SVG text (also used by the tests).

@@ -11,7 +11,7 @@
 namespace kvgate::sim {
 namespace {
 
-bool in_warmup_stage(const RequestRecord& r, const std::vector<StageInfo>& stages) {
+bool in_warmup_stage(const RequestRecord& r, const std::vector<workload::StageInfo>& stages) {
   return r.stage < stages.size() && stages[r.stage].warmup;
 }
 
@@ -49,7 +49,8 @@ TtftFigures figures(const std::vector<const RequestRecord*>& records) {
 }  // namespace
 
 std::vector<WarmupSummary> summarize_warmup(const std::vector<PolicyRun>& runs,
-                                            const std::vector<StageInfo>& stages, Nanos window) {
+                                            const std::vector<workload::StageInfo>& stages,
+                                            Nanos window) {
   std::vector<WarmupSummary> out;
   for (const PolicyRun& run : runs) {
     WarmupSummary s;
@@ -134,7 +135,7 @@ std::string warmup_cdf_svg(const std::string& title, const std::vector<PolicyRun
 }
 
 std::string warmup_timeline_svg(const std::string& title, const std::vector<PolicyRun>& runs,
-                                const std::vector<StageInfo>& stages) {
+                                const std::vector<workload::StageInfo>& stages) {
   LineChart c{.title = title, .x_label = "arrival time (s)", .y_label = "mean TTFT (s), pool"};
   constexpr Nanos kBin = 10 * kSecond;
   for (const PolicyRun& run : runs) {
@@ -156,7 +157,7 @@ std::string warmup_timeline_svg(const std::string& title, const std::vector<Poli
 }
 
 Result<std::vector<std::string>> write_warmup_files(const std::vector<PolicyRun>& runs,
-                                                    const std::vector<StageInfo>& stages,
+                                                    const std::vector<workload::StageInfo>& stages,
                                                     const std::vector<WarmupSummary>& rows,
                                                     Nanos window, const std::string& dir) {
   const std::vector<std::pair<std::string, std::string>> files = {

@@ -34,7 +34,8 @@ struct WarmupSummary {
 };
 
 std::vector<WarmupSummary> summarize_warmup(const std::vector<PolicyRun>& runs,
-                                            const std::vector<StageInfo>& stages, Nanos window);
+                                            const std::vector<workload::StageInfo>& stages,
+                                            Nanos window);
 
 std::string warmup_table(const std::vector<WarmupSummary>& rows, Nanos window);
 std::string warmup_csv(const std::vector<WarmupSummary>& rows);
@@ -43,11 +44,11 @@ std::string warmup_cdf_svg(const std::string& title, const std::vector<PolicyRun
                            Nanos window);
 // Mean TTFT of the pool per 10 s of arrival time, per policy.
 std::string warmup_timeline_svg(const std::string& title, const std::vector<PolicyRun>& runs,
-                                const std::vector<StageInfo>& stages);
+                                const std::vector<workload::StageInfo>& stages);
 
 // Writes warmup.csv, warmup_ttft_cdf.svg and warmup_timeline.svg into `dir`.
 Result<std::vector<std::string>> write_warmup_files(const std::vector<PolicyRun>& runs,
-                                                    const std::vector<StageInfo>& stages,
+                                                    const std::vector<workload::StageInfo>& stages,
                                                     const std::vector<WarmupSummary>& rows,
                                                     Nanos window, const std::string& dir);
 

@@ -265,5 +265,19 @@ TEST_F(DisaggFlowTest, AnswerWithoutTransferParamsDecodesWithoutThem) {
   EXPECT_TRUE(view().tracked);
 }
 
+TEST(DisaggFlow, DisaggregatedFollowsTheRoutersRule) {
+  PoolConfig pool;
+  pool.endpoints = {{.url = "http://a:1", .role = route::Role::kBoth},
+                    {.url = "http://b:1", .role = route::Role::kDecode}};
+  EXPECT_FALSE(disaggregated(pool));  // auto, no prefill role
+  pool.router.pd.mode = route::PdMode::kOn;
+  EXPECT_TRUE(disaggregated(pool));
+  pool.router.pd.mode = route::PdMode::kAuto;
+  pool.endpoints.push_back({.url = "http://c:1", .role = route::Role::kPrefill});
+  EXPECT_TRUE(disaggregated(pool));
+  pool.router.pd.mode = route::PdMode::kOff;
+  EXPECT_FALSE(disaggregated(pool));
+}
+
 }  // namespace
 }  // namespace kvgate::gateway

@@ -149,10 +149,10 @@ TEST_F(PoolRuntimeTest, RemovingAnUnknownEndpointIsAnError) {
 TEST_F(PoolRuntimeTest, ByteLevelKeysWithoutATokenizer) {
   const uint32_t block = pool_->config().router.block_size;
   auto keys_of = [&](std::string prompt, uint32_t& tokens) {
-    InspectedRequest r;
+    openai::InspectedRequest r;
     r.prompt_text = std::move(prompt);
     std::vector<kv::BlockKey> keys;
-    pool_->keys_for(r, "", ApiKind::kCompletion, "m", keys, tokens);
+    pool_->keys_for(r, "", openai::ApiKind::kCompletion, "m", keys, tokens);
     return keys;
   };
   const std::string head(4 * block, 'a');
@@ -251,12 +251,12 @@ TEST(PoolRuntimeKeys, CompletionPromptsGetThePostProcessorsTokensAsVllmAddsThem)
   config.endpoints.push_back({.url = "http://127.0.0.1:9001"});
   auto pool = PoolRuntime::create(config, {}, io.get_executor(), metrics);
   ASSERT_TRUE(pool.ok()) << pool.error();
-  InspectedRequest r;
+  openai::InspectedRequest r;
   r.prompt_text = "Hello world";
   std::vector<kv::BlockKey> keys;
   uint32_t tokens = 0;
   std::vector<uint32_t> ids;
-  (*pool)->keys_for(r, "", ApiKind::kCompletion, "m", keys, tokens, &ids);
+  (*pool)->keys_for(r, "", openai::ApiKind::kCompletion, "m", keys, tokens, &ids);
   auto plain = (*pool)->tokenizer()->encode("Hello world");
   ASSERT_TRUE(plain.ok());
   ASSERT_EQ(ids.size(), plain->size() + 1);

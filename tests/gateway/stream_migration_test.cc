@@ -40,7 +40,7 @@ const std::string kFirstLeg =
     "\n\n";
 
 TEST(StreamMigration, FirstLegHidesTheTokenIdsTheGatewayAskedForAndLearnsThem) {
-  auto m = MigratingStream::start(kChatBody, ApiKind::kChat);
+  auto m = MigratingStream::start(kChatBody, openai::ApiKind::kChat);
   ASSERT_TRUE(m);
   EXPECT_EQ(json::parse(m->first_body()).at("return_token_ids"), true);
   std::string out;
@@ -72,7 +72,7 @@ TEST(StreamMigration, FirstLegHidesTheTokenIdsTheGatewayAskedForAndLearnsThem) {
 }
 
 TEST(StreamMigration, ContinuationChunksAndUsageBecomeTheOriginalAnswers) {
-  auto m = MigratingStream::start(kChatBody, ApiKind::kChat);
+  auto m = MigratingStream::start(kChatBody, openai::ApiKind::kChat);
   ASSERT_TRUE(m);
   std::string out;
   m->feed(kFirstLeg, out);
@@ -115,7 +115,7 @@ TEST(StreamMigration, ContinuationChunksAndUsageBecomeTheOriginalAnswers) {
 TEST(StreamMigration, CompletionStreamKeepsTheIdsTheClientAskedForAndEndsByItself) {
   const std::string body =
       R"({"model":"m","prompt":"x y","max_tokens":2,"stream":true,"return_token_ids":true})";
-  auto m = MigratingStream::start(body, ApiKind::kCompletion);
+  auto m = MigratingStream::start(body, openai::ApiKind::kCompletion);
   ASSERT_TRUE(m);
   const std::string leg =
       R"(data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"a","logprobs":null,"finish_reason":null,"stop_reason":null,"prompt_token_ids":[5,6],"token_ids":[7]}]})"
@@ -135,7 +135,7 @@ TEST(StreamMigration, CompletionStreamKeepsTheIdsTheClientAskedForAndEndsByItsel
 }
 
 TEST(StreamMigration, AnEngineWithoutTokenIdsCannotBeContinued) {
-  auto m = MigratingStream::start(kChatBody, ApiKind::kChat);
+  auto m = MigratingStream::start(kChatBody, openai::ApiKind::kChat);
   ASSERT_TRUE(m);
   std::string out;
   m->feed(
@@ -143,7 +143,7 @@ TEST(StreamMigration, AnEngineWithoutTokenIdsCannotBeContinued) {
       "\n\n",
       out);
   EXPECT_FALSE(m->can_continue());
-  EXPECT_FALSE(MigratingStream::start("not json", ApiKind::kChat));
+  EXPECT_FALSE(MigratingStream::start("not json", openai::ApiKind::kChat));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "env/file.h"
 #include "sim/scenario.h"
 
 namespace kvgate::sim {
@@ -100,7 +101,7 @@ TEST(ClusterSim, PoliciesSeeTheSameArrivals) {
 
 TEST(ClusterSim, PreciseRoutingBeatsRandomOnHitRate) {
   Scenario s = tiny();
-  auto workload = make_workload(s.workload, s.seed);
+  auto workload = workload::make_workload(s.workload, s.seed, env::read_file);
   ASSERT_TRUE(workload.ok());
   const auto stages = (*workload)->stages();
   auto precise = run_policy(s, policy(s, "precise"), s.seed);

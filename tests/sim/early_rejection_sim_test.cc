@@ -5,6 +5,7 @@
 // no rejection wasting prefill), this fails.
 #include <gtest/gtest.h>
 
+#include "env/file.h"
 #include "sim/cluster_sim.h"
 #include "sim/pd_load_report.h"
 #include "sim/scenario.h"
@@ -48,9 +49,9 @@ TEST(EarlyRejectionSim, NaiveOscillatesAndPredictionDampsIt) {
   ASSERT_EQ(s->policies.size(), 3u);
   EXPECT_FALSE(s->policies[1].router.early_reject.predict);
   EXPECT_TRUE(s->policies[2].router.early_reject.predict);
-  auto w = make_workload(s->workload, s->seed);
+  auto w = workload::make_workload(s->workload, s->seed, env::read_file);
   ASSERT_TRUE(w.ok());
-  const std::vector<StageInfo> stages = (*w)->stages();
+  const std::vector<workload::StageInfo> stages = (*w)->stages();
   std::vector<PolicyRun> runs;
   std::vector<Summary> summaries;
   for (const PolicySpec& p : s->policies) {

@@ -8,7 +8,7 @@ namespace kvgate::sim {
 namespace {
 
 // A warm-up stage, a quiet stage and a busy one (the peak, measured from 5 s in).
-std::vector<StageInfo> Stages() {
+std::vector<workload::StageInfo> Stages() {
   return {{2, 0, 10 * kSecond, true},
           {4, 10 * kSecond, 30 * kSecond, false},
           {14, 30 * kSecond, 60 * kSecond, false}};

@@ -15,9 +15,9 @@ TEST(Report, Quantile) {
 }
 
 TEST(Report, WarmupIsLeftOutAndStageThroughputIsLlmdStyle) {
-  std::vector<StageInfo> stages = {{10, 0, 10 * kSecond, true},
-                                   {5, 10 * kSecond, 20 * kSecond, false},
-                                   {20, 20 * kSecond, 30 * kSecond, false}};
+  std::vector<workload::StageInfo> stages = {{10, 0, 10 * kSecond, true},
+                                             {5, 10 * kSecond, 20 * kSecond, false},
+                                             {20, 20 * kSecond, 30 * kSecond, false}};
   PolicyRun run;
   run.policy = "p";
   // Warm-up request with a huge TTFT: must not show.

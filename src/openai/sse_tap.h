@@ -1,0 +1,50 @@
+// SseTap: watches an OpenAI SSE stream on its way from the engine to the client.
+//
+// Upstream bytes go in as they arrive; complete events come out to forward (a partial
+// event waits for its end, never more: the stream is not buffered whole). On the way
+// it reads `usage` (prompt, completion and cached tokens) from the usage chunk, counts
+// events that carry tokens (for TTFT and inter-token latency as the client sees them),
+// and, when the client did not ask for usage, drops the usage-only chunk
+// (`"choices":[]` plus usage) that the gateway requested for itself.
+//
+//   SseTap tap(/*strip_usage_chunk=*/!client_wants_usage);
+//   std::string out;
+//   SseTap::Step s = tap.feed(bytes, out);   // forward `out`; s.token_events new tokens
+//   ... tap.usage()
+//
+// Not thread-safe (one per stream).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "openai/usage.h"
+
+namespace kvgate::openai {
+
+class SseTap {
+ public:
+  explicit SseTap(bool strip_usage_chunk) : strip_usage_(strip_usage_chunk) {}
+
+  struct Step {
+    size_t token_events = 0;  // completed events whose choices are non-empty
+    bool done = false;        // `data: [DONE]` passed
+  };
+  Step feed(std::string_view data, std::string& out);
+  // Bytes of an unfinished event still held (forwarded only when it completes).
+  size_t pending() const { return partial_.size(); }
+  const Usage& usage() const { return usage_; }
+  bool saw_error() const { return saw_error_; }
+
+ private:
+  void on_event(std::string_view event, std::string& out, Step& step);
+
+  bool strip_usage_;
+  std::string partial_;
+  Usage usage_;
+  bool saw_error_ = false;
+};
+
+}  // namespace kvgate::openai

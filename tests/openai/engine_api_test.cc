@@ -1,0 +1,176 @@
+#include "openai/engine_api.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+namespace kvgate::openai {
+namespace {
+
+namespace json = boost::json;
+
+CompletionRequest ok(std::string_view body, ApiKind kind) {
+  auto r = parse_completion_request(body, kind);
+  if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << e->message;
+  return std::get<CompletionRequest>(r);
+}
+
+std::string err(std::string_view body, ApiKind kind) {
+  auto r = parse_completion_request(body, kind);
+  auto* e = std::get_if<ApiError>(&r);
+  return e ? e->message : "";
+}
+
+TEST(EngineApi, ParsesCompletionAndChatFields) {
+  auto c = ok(R"({"model":"m","prompt":"hi","max_tokens":5,"stream":true,
+                 "stream_options":{"include_usage":true},"priority":-1})",
+              ApiKind::kCompletion);
+  EXPECT_EQ(c.model, "m");
+  EXPECT_EQ(c.prompt_text, "hi");
+  EXPECT_EQ(c.max_tokens, 5u);
+  EXPECT_TRUE(c.stream && c.include_usage);
+  EXPECT_EQ(c.priority, -1);
+  auto ids = ok(R"({"prompt":[1,2,3]})", ApiKind::kCompletion);
+  EXPECT_EQ(*ids.prompt_tokens, (std::vector<kv::TokenId>{1, 2, 3}));
+  auto chat = ok(R"({"messages":[{"role":"system","content":"s"},
+                    {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],
+                    "max_completion_tokens":3,"max_tokens":9})",
+                 ApiKind::kChat);
+  ASSERT_EQ(chat.chat.messages.size(), 2u);
+  EXPECT_EQ(chat.chat.messages[1].content, "a\nb");
+  EXPECT_FALSE(chat.add_special_tokens);  // vLLM's chat default
+  EXPECT_TRUE(c.add_special_tokens);      // and its completions default
+  EXPECT_EQ(chat.max_tokens, 3u);         // max_completion_tokens wins
+  auto pd = ok(R"({"prompt":"x","kv_transfer_params":{"do_remote_prefill":true,
+                  "remote_block_ids":[1,2],"remote_rack":"r","remote_port":9}})",
+               ApiKind::kCompletion);
+  ASSERT_TRUE(pd.kv_transfer);
+  EXPECT_TRUE(pd.kv_transfer->do_remote_prefill);
+  EXPECT_EQ(pd.kv_transfer->remote_block_ids.size(), 2u);
+  EXPECT_EQ(pd.kv_transfer->remote_rack, "r");
+  EXPECT_EQ(pd.kv_transfer->remote_port, 9);
+}
+
+TEST(EngineApi, RejectsBadBodiesWithMessages) {
+  EXPECT_NE(err("{", ApiKind::kCompletion).find("JSON"), std::string::npos);
+  EXPECT_NE(err(R"({"prompt":"x","n":2})", ApiKind::kCompletion).find("n=1"), std::string::npos);
+  EXPECT_NE(err(R"({"prompt":"x","max_tokens":-1})", ApiKind::kCompletion), "");
+  EXPECT_NE(err(R"({"prompt":["a","b"]})", ApiKind::kCompletion), "");
+  EXPECT_NE(err(R"({"prompt":[1,-2]})", ApiKind::kCompletion), "");
+  EXPECT_NE(err(R"({"messages":[{"role":"user","content":5}]})", ApiKind::kChat), "");
+  EXPECT_NE(err(R"({"model":3,"prompt":"x"})", ApiKind::kCompletion), "");
+  EXPECT_NE(err(R"({"prompt":"x","stream":"yes"})", ApiKind::kCompletion), "");
+}
+
+TEST(EngineApi, RendersResponsesAndChunks) {
+  const ResponseIds ids{"chatcmpl-1", 7, "m"};
+  auto full = json::parse(render_response(ApiKind::kChat, ids, " a b", "length", {10, 2, 8}, ""));
+  EXPECT_EQ(full.at("object").as_string(), "chat.completion");
+  EXPECT_EQ(full.at("choices").at(0).at("message").at("content").as_string(), " a b");
+  EXPECT_EQ(full.at("usage").at("total_tokens").as_int64(), 12);
+  EXPECT_EQ(full.at("usage").at("prompt_tokens_details").at("cached_tokens").as_int64(), 8);
+  EXPECT_TRUE(full.at("kv_transfer_params").is_null());
+  const std::string chunk = render_chunk(ApiKind::kCompletion, ids, " x", false, "", true);
+  ASSERT_EQ(chunk.substr(0, 6), "data: ");
+  ASSERT_EQ(chunk.substr(chunk.size() - 2), "\n\n");
+  auto c = json::parse(chunk.substr(6));
+  EXPECT_EQ(c.at("object").as_string(), "text_completion");
+  EXPECT_TRUE(c.at("usage").is_null());
+  EXPECT_TRUE(c.at("choices").at(0).at("finish_reason").is_null());
+  auto u = json::parse(render_usage_chunk(ApiKind::kChat, ids, {1, 2, 0}).substr(6));
+  EXPECT_TRUE(u.at("choices").as_array().empty());
+  EXPECT_EQ(u.at("usage").at("completion_tokens").as_int64(), 2);
+}
+
+TEST(EngineApi, ReturnTokenIdsAndTemperatureAsVllmHasThem) {
+  auto parsed = parse_completion_request(
+      R"({"prompt":"x","return_token_ids":true,"temperature":0})", ApiKind::kCompletion);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(parsed));
+  const CompletionRequest& r = std::get<CompletionRequest>(parsed);
+  EXPECT_TRUE(r.return_token_ids);
+  EXPECT_EQ(r.temperature, 0.0);
+  EXPECT_NE(err(R"({"prompt":"x","return_token_ids":1})", ApiKind::kCompletion), "");
+  EXPECT_NE(err(R"({"prompt":"x","temperature":-1})", ApiKind::kCompletion), "");
+  EXPECT_NE(err(R"({"prompt":"x","temperature":"hot"})", ApiKind::kCompletion), "");
+
+  const ResponseIds ids{"chatcmpl-1", 7, "m"};
+  const std::vector<kv::TokenId> prompt = {1, 2, 3};
+  const kv::TokenId token = 42;
+  // A chat's prompt ids at the top level of its first chunk; a chunk's own ids in its choice.
+  const TokenIdFields first{{}, &prompt};
+  auto role = json::parse(render_chunk(ApiKind::kChat, ids, "", true, "", false, &first).substr(6));
+  EXPECT_EQ(role.at("prompt_token_ids"), json::parse("[1,2,3]"));
+  EXPECT_TRUE(role.at("choices").at(0).at("token_ids").as_array().empty());
+  const TokenIdFields one{std::span(&token, 1), nullptr};
+  auto next =
+      json::parse(render_chunk(ApiKind::kChat, ids, " a", false, "", false, &one).substr(6));
+  EXPECT_FALSE(next.as_object().contains("prompt_token_ids"));
+  EXPECT_EQ(next.at("choices").at(0).at("token_ids"), json::parse("[42]"));
+  // A completion's prompt ids in its choice.
+  const TokenIdFields both{std::span(&token, 1), &prompt};
+  auto c =
+      json::parse(render_chunk(ApiKind::kCompletion, ids, " a", false, "", false, &both).substr(6));
+  EXPECT_EQ(c.at("choices").at(0).at("prompt_token_ids"), json::parse("[1,2,3]"));
+  auto whole =
+      json::parse(render_response(ApiKind::kChat, ids, " a", "length", {3, 1, 0}, "", &both));
+  EXPECT_EQ(whole.at("prompt_token_ids"), json::parse("[1,2,3]"));
+  EXPECT_EQ(whole.at("choices").at(0).at("token_ids"), json::parse("[42]"));
+  // Without the flag, no ids at all (as before).
+  auto plain = json::parse(render_chunk(ApiKind::kChat, ids, " a", false, "", false).substr(6));
+  EXPECT_FALSE(plain.at("choices").at(0).as_object().contains("token_ids"));
+}
+
+TokenizeRequest tok(std::string_view body) {
+  auto r = parse_tokenize_request(body);
+  if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << e->message;
+  return std::get<TokenizeRequest>(r);
+}
+
+TEST(EngineApi, ParsesTokenizeAsVllmTakesIt) {
+  auto p = tok(R"({"model":"m","prompt":"hi"})");
+  EXPECT_EQ(p.model, "m");
+  EXPECT_EQ(p.prompt, "hi");
+  EXPECT_TRUE(p.add_special_tokens);  // TokenizeCompletionRequest's default
+  EXPECT_FALSE(tok(R"({"prompt":"hi","add_special_tokens":false})").add_special_tokens);
+  // The chat form: the whole chat request, as a chat completion's.
+  auto c = tok(R"({"messages":[{"role":"system","content":"s"},
+                  {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
+                  {"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function",
+                   "function":{"name":"f","arguments":"{\"x\":1}"}}]}],
+                  "tools":[{"type":"function","function":{"name":"f"}}],
+                  "chat_template_kwargs":{"enable_thinking":false,"custom":1},
+                  "documents":[{"text":"d"}],"add_generation_prompt":false,
+                  "continue_final_message":true,"return_token_strs":true})");
+  EXPECT_FALSE(c.prompt);
+  EXPECT_FALSE(c.add_special_tokens);  // TokenizeChatRequest's default
+  EXPECT_TRUE(c.return_token_strs);
+  ASSERT_EQ(c.chat.messages.size(), 3u);
+  EXPECT_EQ(c.chat.messages[1].parts.size(), 2u);
+  EXPECT_EQ(c.chat.messages[2].tool_calls.at(0).name, "f");
+  EXPECT_EQ(c.chat.tools.size(), 1u);
+  EXPECT_EQ(c.chat.enable_thinking, false);
+  EXPECT_TRUE(c.chat.extra_kwargs.contains("custom"));
+  EXPECT_FALSE(c.chat.documents.is_null());
+  EXPECT_FALSE(c.chat.add_generation_prompt);
+  EXPECT_TRUE(c.chat.continue_final_message);
+  for (const char* bad :
+       {"{", R"({})", R"({"prompt":3})", R"({"messages":[]})",
+        R"({"prompt":"x","add_special_tokens":1})",
+        R"({"messages":[{"role":"user","content":"x"}],"continue_final_message":true})"}) {
+    auto r = parse_tokenize_request(bad);
+    EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << bad;
+  }
+}
+
+TEST(EngineApi, RendersTokenizeResponseAsVllm) {
+  const std::vector<kv::TokenId> ids = {7, 8, 9};
+  auto r = json::parse(render_tokenize_response(ids, 4096));
+  EXPECT_EQ(r,
+            json::parse(R"({"count":3,"max_model_len":4096,"tokens":[7,8,9],"token_strs":null})"));
+  const std::vector<std::string> strs = {"a", "b", "c"};
+  EXPECT_EQ(json::parse(render_tokenize_response(ids, 1, &strs)).at("token_strs"),
+            json::parse(R"(["a","b","c"])"));
+}
+
+}  // namespace
+}  // namespace kvgate::openai

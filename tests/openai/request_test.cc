@@ -1,0 +1,101 @@
+#include "openai/request.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+namespace kvgate::openai {
+namespace {
+
+RequestError error_of(std::string_view body, ApiKind kind = ApiKind::kChat) {
+  Inspection i = inspect_request(body, kind);
+  return i.error ? *i.error : RequestError{0, "", ""};
+}
+
+TEST(OpenAiRequest, AcceptsAChatRequest) {
+  Inspection i = inspect_request(
+      R"({"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,
+          "stream_options":{"include_usage":true},"max_tokens":5})",
+      ApiKind::kChat);
+  ASSERT_FALSE(i.error);
+  EXPECT_EQ(i.request.model, "m");
+  EXPECT_TRUE(i.request.stream);
+  EXPECT_TRUE(i.request.client_wants_usage);
+  EXPECT_EQ(i.request.max_tokens, 5u);
+  EXPECT_EQ(i.request.prompt_text, "user\nhi\n");
+}
+
+TEST(OpenAiRequest, BadBodiesGet400WithTheParam) {
+  EXPECT_EQ(error_of("{not json").status, 400);
+  EXPECT_EQ(error_of("[1,2]").status, 400);
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"x"}]})").param, "model");
+  EXPECT_EQ(error_of(R"({"model":5,"messages":[]})").param, "model");
+  EXPECT_EQ(error_of(R"({"model":"m","messages":[]})").param, "messages");
+  EXPECT_EQ(error_of(R"({"model":"m","messages":"hi"})").param, "messages");
+  EXPECT_EQ(error_of(R"({"model":"m","messages":[1]})").param, "messages[0]");
+  EXPECT_EQ(error_of(R"({"model":"m","messages":[{"role":"user"}],"stream":"yes"})").param,
+            "stream");
+  EXPECT_EQ(error_of(R"({"model":"m","messages":[{"role":"user"}],"max_tokens":-1})").param,
+            "max_tokens");
+  EXPECT_EQ(error_of(R"({"model":"m"})", ApiKind::kCompletion).param, "prompt");
+  EXPECT_EQ(error_of(R"({"model":"m","prompt":3})", ApiKind::kCompletion).param, "prompt");
+  std::string deep(200, '[');
+  EXPECT_EQ(error_of(deep).status, 400);
+}
+
+TEST(OpenAiRequest, RewriteSetsServedModelAndAsksForUsage) {
+  std::string out =
+      rewrite_request(R"({"model":"alias","prompt":"x","stream":true})", "served", /*stream=*/true);
+  auto v = boost::json::parse(out).as_object();
+  EXPECT_EQ(v["model"].as_string(), "served");
+  EXPECT_EQ(v["stream_options"].as_object()["include_usage"].as_bool(), true);
+  std::string plain = rewrite_request(R"({"model":"a","prompt":"x"})", "s", false);
+  EXPECT_FALSE(boost::json::parse(plain).as_object().contains("stream_options"));
+}
+
+// upstream_body, case by case: what the engine gets must always carry the served model
+// and, on streams, include_usage: true.
+boost::json::object upstream_of(std::string_view body, std::string_view served) {
+  Inspection i = inspect_request(body, ApiKind::kCompletion);
+  EXPECT_FALSE(i.error);
+  std::string out = upstream_body(body, i.request, served);
+  boost::system::error_code ec;
+  auto v = boost::json::parse(out, ec);
+  EXPECT_FALSE(ec) << out;
+  EXPECT_EQ(v.as_object().at("model").as_string(), served) << out;
+  if (i.request.stream) {
+    EXPECT_EQ(v.at("stream_options").at("include_usage"), true) << out;
+  }
+  return v.as_object();
+}
+
+TEST(OpenAiRequest, UpstreamBodyAvoidsReparsingWhereItCan) {
+  // Nothing to change: byte for byte the client's body.
+  const std::string same = R"({"model":"m", "prompt":"x","max_tokens":3})";
+  Inspection i = inspect_request(same, ApiKind::kCompletion);
+  EXPECT_EQ(upstream_body(same, i.request, "m"), same);
+  const std::string asked =
+      R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage":true}})";
+  i = inspect_request(asked, ApiKind::kCompletion);
+  EXPECT_EQ(upstream_body(asked, i.request, "m"), asked);
+  // A stream without stream_options: spliced in, the rest kept as sent.
+  auto spliced = upstream_of(R"(  {"model":"m","prompt":"x","stream":true})", "m");
+  EXPECT_EQ(spliced.at("prompt").as_string(), "x");
+  // stream_options present (null, or without include_usage, or false): rewritten.
+  upstream_of(R"({"model":"m","prompt":"x","stream":true,"stream_options":null})", "m");
+  upstream_of(R"({"model":"m","prompt":"x","stream":true,"stream_options":{}})", "m");
+  auto kept = upstream_of(
+      R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage":false,"k":1}})",
+      "m");
+  EXPECT_EQ(kept.at("stream_options").at("k"), 1);
+  // An alias: the model is rewritten, streamed or not.
+  upstream_of(R"({"model":"alias","prompt":"x"})", "served");
+  upstream_of(R"({"model":"alias","prompt":"x","stream":true})", "served");
+  // Duplicate keys: the last wins for the gateway as for Python's json, so the body
+  // passed through names the model that was checked.
+  auto dup = upstream_of(R"({"model":"other","prompt":"x","model":"m"})", "m");
+  EXPECT_EQ(dup.at("model").as_string(), "m");
+}
+
+}  // namespace
+}  // namespace kvgate::openai
