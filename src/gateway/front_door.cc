@@ -1,0 +1,168 @@
+// GCC 12 reports a false -Wmismatched-new-delete on Asio coroutine frames (GCC bug 109224).
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+#include "gateway/gateway_impl.h"
+
+namespace kvgate::gateway {
+
+void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
+                           std::optional<ProxyCall>& to_proxy) {
+  using namespace std::string_view_literals;  // comparisons by size first, no strlen
+  const Nanos received = monotonic_now();
+  const std::string_view path = req.path;
+  const std::string_view method = req.method;
+  const bool get = method == "GET"sv || method == "HEAD"sv;
+  if (path == "/health"sv) {
+    if (!get) return stream->respond(json_error(405, "Method not allowed"));
+    return stream->respond(HttpResponse{200, "application/json", {}, "{\"status\":\"ok\"}"});
+  }
+  if (path == "/ready"sv) {
+    if (!get) return stream->respond(json_error(405, "Method not allowed"));
+    if (not_ready.load()) {
+      return stream->respond(
+          HttpResponse{503, "application/json", {}, "{\"status\":\"draining\"}"});
+    }
+    if (cluster && !cluster->started()) {
+      return stream->respond(HttpResponse{503, "application/json", {}, "{\"status\":\"syncing\"}"});
+    }
+    return stream->respond(HttpResponse{200, "application/json", {}, "{\"status\":\"ready\"}"});
+  }
+  if (path == "/metrics"sv) {
+    if (!get) return stream->respond(json_error(405, "Method not allowed"));
+    return stream->respond(HttpResponse{200,
+                                        "text/plain; version=0.0.4; charset=utf-8",
+                                        {},
+                                        metrics.render() + render_warmup_metrics(all_warmups()) +
+                                            fault_metrics.render() + discovery_metrics() +
+                                            render_flow_metrics(all_flows()) +
+                                            (cluster ? cluster->render_metrics() : "")});
+  }
+  const bool is_chat = path == "/v1/chat/completions"sv;
+  const bool is_completion = path == "/v1/completions"sv;
+  const bool is_models = path == "/v1/models"sv;
+  if (!is_chat && !is_completion && !is_models) {
+    return stream->respond(json_error(404, fmt::format("Not found: {} {}", req.method, path)));
+  }
+  if (is_models ? !get : method != "POST"sv) {
+    return stream->respond(
+        json_error(405, fmt::format("Method {} not allowed on {}", req.method, path)));
+  }
+  if (is_models) {
+    if (keys) {
+      const auto auth = req.header("authorization");
+      if (!auth || !keys->authenticate_header(*auth)) {
+        return stream->respond(
+            json_error(401, "Invalid or missing API key", {}, "invalid_api_key"));
+      }
+    }
+    return stream->respond(HttpResponse{200, "application/json", {}, models_json});
+  }
+  handle_inference(std::move(req), std::move(stream),
+                   is_chat ? openai::ApiKind::kChat : openai::ApiKind::kCompletion, received,
+                   to_proxy);
+}
+
+std::optional<HttpResponse> Gateway::Impl::check_key(const HttpRequest& req,
+                                                     const Tenant*& tenant) const {
+  const auto auth = req.header("authorization");
+  if (!auth) {
+    return json_error(401,
+                      "You didn't provide an API key. Send it as "
+                      "'Authorization: Bearer <key>'.",
+                      {}, "invalid_api_key");
+  }
+  tenant = keys->authenticate_header(*auth);
+  if (!tenant) return json_error(401, "Incorrect API key provided.", {}, "invalid_api_key");
+  return std::nullopt;
+}
+
+std::optional<HttpResponse> Gateway::Impl::refuse_before_body(const HttpRequest& head) {
+  using namespace std::string_view_literals;
+  if (head.method != "POST"sv ||
+      (head.path != "/v1/chat/completions"sv && head.path != "/v1/completions"sv)) {
+    return std::nullopt;
+  }
+  const Tenant* tenant = nullptr;
+  std::optional<HttpResponse> r = check_key(head, tenant);
+  if (r) metrics.request_done({}, {}, "anonymous", 401, 0);
+  return r;
+}
+
+void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
+                                     openai::ApiKind kind, Nanos received,
+                                     std::optional<ProxyCall>& to_proxy) {
+  std::string tenant_name = "anonymous";
+  const Tenant* tenant = nullptr;
+  auto reject = [&](int status, HttpResponse r, std::string_view model = {},
+                    std::string_view pool = {}) {
+    metrics.request_done(model, pool, tenant_name, status, seconds_since(received));
+    stream->respond(std::move(r));
+  };
+  if (keys) {
+    if (std::optional<HttpResponse> r = check_key(req, tenant)) return reject(401, std::move(*r));
+    tenant_name = tenant->name;
+  }
+  if (draining.load()) {
+    return reject(503, json_error(503, "The gateway is shutting down"));
+  }
+  openai::Inspection inspection = openai::inspect_request(req.body, kind);
+  if (inspection.error) {
+    const openai::RequestError& e = *inspection.error;
+    return reject(e.status, json_error(e.status, e.message, e.param));
+  }
+  const ModelConfig* model = config.find_model(inspection.request.model);
+  if (!model) {
+    return reject(
+        404, json_error(404, fmt::format("The model '{}' does not exist", inspection.request.model),
+                        "model", "model_not_found"));
+  }
+  if (tenant && !tenant->allows(model->name)) {
+    return reject(403,
+                  json_error(403, fmt::format("This key may not use the model '{}'", model->name),
+                             "model", "model_not_allowed"),
+                  model->name);
+  }
+  // An integer priority or a criticality name; anything else keeps the default.
+  route::Criticality criticality = route::criticality_from_priority(tenant ? tenant->priority : 0);
+  if (const auto p = req.header("x-kvgate-priority"); p && tenant && tenant->may_set_priority) {
+    int v = 0;
+    auto [end, ec] = std::from_chars(p->data(), p->data() + p->size(), v);
+    if (ec == std::errc() && end == p->data() + p->size()) {
+      criticality = route::criticality_from_priority(v);
+    } else if (auto named = route::parse_criticality(*p)) {
+      criticality = *named;
+    }
+  }
+  FlowTicketData flow;
+  if (tenant) flow.weight = tenant->weight;
+  int64_t deadline_ms = tenant ? tenant->deadline_ms : 0;
+  if (const auto d = req.header("x-kvgate-deadline-ms")) {
+    auto [end, ec] = std::from_chars(d->data(), d->data() + d->size(), deadline_ms);
+    if (ec != std::errc() || end != d->data() + d->size() || deadline_ms <= 0) {
+      return reject(400,
+                    json_error(400, "x-kvgate-deadline-ms: expected a positive integer",
+                               "x-kvgate-deadline-ms", "invalid_header"),
+                    model->name, model->pool);
+    }
+  }
+  if (deadline_ms > 0) flow.deadline = received + deadline_ms * kMillisecond;
+  ProxyCall& call = to_proxy.emplace();
+  call.flow = flow;
+  call.stream = std::move(stream);
+  call.target = std::move(req.path);
+  // The body goes upstream as it came (moved, not copied) when nothing in it changes.
+  call.body = openai::sent_unchanged(inspection.request, model->served_name)
+                  ? std::move(req.body)
+                  : openai::upstream_body(req.body, inspection.request, model->served_name);
+  call.kind = kind;
+  call.request = std::move(inspection.request);
+  call.model = model;
+  call.pool = pool_named(model->pool);
+  call.pool->count_arrival();
+  call.tenant = std::move(tenant_name);
+  if (tenant && TenantLimiter::limited(*tenant)) call.limited_tenant = tenant;
+  call.criticality = criticality;
+  call.received = received;
+}
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,198 @@
+// The gateway's internals, shared by the files of its data plane and its wiring:
+//   front_door.cc  the request's checks: key, body, model, tenant (Impl::handle*)
+//   proxy.cc       routing, proxy attempts and retries, the stream pump, migration
+//   gateway.cc     start-up wiring, the control plane around it (feeds, warm-up,
+//                  autoscalers, discovery, replica sync, admin sections), drain and stop
+// Not a public header: only these files include it.
+#pragma once
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+#include <charconv>
+#include <thread>
+
+#include "discovery/pool_discovery.h"
+#include "gateway/admin_api.h"
+#include "gateway/disagg_flow.h"
+#include "gateway/engine_tokenizer.h"
+#include "gateway/fault_metrics.h"
+#include "gateway/flow_glue.h"
+#include "gateway/gateway.h"
+#include "gateway/keys.h"
+#include "gateway/live_feed.h"
+#include "gateway/pool_autoscaler.h"
+#include "gateway/pool_flow.h"
+#include "gateway/pool_runtime.h"
+#include "gateway/replica_sync.h"
+#include "gateway/route_lease.h"
+#include "gateway/stream_migration.h"
+#include "gateway/tenant_limiter.h"
+#include "gateway/warmup.h"
+#include "io/http_server.h"
+#include "io/upstream_client.h"
+#include "openai/error.h"
+#include "openai/request.h"
+#include "openai/sse_tap.h"
+
+namespace kvgate::gateway {
+namespace asio = boost::asio;
+using io::HttpRequest;
+using io::HttpResponse;
+using io::ResponseStream;
+
+// An OpenAI-style error answer.
+inline HttpResponse json_error(int status, std::string_view message, std::string_view param = {},
+                               std::string_view code = {}) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "application/json";
+  r.body = openai::error_json(status, message, param, code);
+  return r;
+}
+
+inline double seconds_since(Nanos t0) { return to_seconds(monotonic_now() - t0); }
+
+// Flow control: what the pool's queue needs to know of the request (pool_flow.h).
+struct FlowTicketData {
+  double weight = 1;
+  std::optional<Nanos> deadline;       // absolute, monotonic_now() time
+  uint32_t charged_output_tokens = 0;  // set once dispatched: corrected at the end
+};
+
+struct ProxyCall {
+  std::shared_ptr<ResponseStream> stream;
+  std::string body;  // already rewritten for the upstream
+  std::string target;
+  openai::ApiKind kind;
+  openai::InspectedRequest request;
+  const ModelConfig* model;
+  PoolRuntime* pool;
+  std::string tenant;
+  const Tenant* limited_tenant = nullptr;  // set when the tenant has rate limits
+  route::Criticality criticality;
+  FlowTicketData flow;  // flow control: the tenant's weight and the request's deadline
+  Nanos received;
+  std::optional<double> routing_seconds;  // keys through the first pick (once picked)
+};
+
+// A stream request whose engine answered 200: the events are passed through by a
+// coroutine of its own (the connection writes them as they come).
+struct StreamJob {
+  // The client leaving cancels the exchange (declared first: it outlives the exchange).
+  std::shared_ptr<io::UpstreamCancel> cancel;
+  ProxyCall call;
+  std::unique_ptr<io::UpstreamExchange> exchange;
+  std::shared_ptr<const EndpointAddress> endpoint;
+  RouteLease lease;
+  std::string route_us;
+  std::string prefill_url;
+  // Pools with stream migration: the stream's state and what a continuation is routed on.
+  std::optional<MigratingStream> migration;
+  std::vector<kv::BlockKey> keys;
+  int migrations = 0;  // done so far
+};
+
+struct Gateway::Impl {
+  // One thread: the hint drops Asio's per-socket locks (six lock pairs per request) and
+  // cross-thread wake-ups. That is safe because every socket of this context (client
+  // connections, upstream connections, listeners once open) is used only from its one
+  // thread: other threads reach it through posts and timers, which stay locked, and
+  // stop_all() closes the idle upstream connections only after that thread has stopped.
+  explicit Impl(int threads) : io(threads <= 1 ? BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO : threads) {}
+  // Before any member goes: coroutine frames the context destroys later (with their
+  // route leases) must not call the pools, which are destroyed first.
+  ~Impl() { pools_alive->store(false, std::memory_order_release); }
+
+  GatewayConfig config;
+  std::optional<KeyStore> keys;
+  GatewayMetrics metrics;
+  FaultMetrics fault_metrics;  // cancellations, stream migrations
+  std::unique_ptr<TenantLimiter> limiter;
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::vector<std::thread> threads;
+  std::unique_ptr<io::UpstreamClient> upstream;
+  std::vector<std::unique_ptr<PoolRuntime>> pools;
+  std::vector<std::unique_ptr<LiveFeed>> feeds;              // after pools: destroyed first
+  std::vector<std::unique_ptr<PoolWarmup>> warmups;          // by pool index (gateway/warmup.h)
+  std::vector<std::unique_ptr<PoolAutoscaler>> autoscalers;  // stopped first in stop_all
+  std::vector<std::unique_ptr<discovery::PoolDiscovery>> discoveries;  // docs/discovery.md
+  std::vector<std::unique_ptr<io::HttpServer>> servers;
+  std::unique_ptr<AdminApi> admin;       // config.admin set; destroyed before the pools
+  std::unique_ptr<ReplicaSync> cluster;  // config.cluster set (gateway/replica_sync.h)
+  std::atomic<bool> not_ready{false};    // /ready answers 503 (drain announced)
+  std::atomic<bool> draining{false};     // new requests get 503, listeners closed
+  std::atomic<bool> stopped{false};
+  std::atomic<uint64_t> next_request_id{1};
+  // Whether the pools still exist, for route leases (route_lease.h).
+  std::shared_ptr<std::atomic<bool>> pools_alive = std::make_shared<std::atomic<bool>>(true);
+  std::string models_json;
+
+  PoolWarmup* warmup_of(const PoolRuntime* pool) {
+    for (size_t i = 0; i < pools.size() && i < warmups.size(); ++i) {
+      if (pools[i].get() == pool) return warmups[i].get();
+    }
+    return nullptr;
+  }
+  std::vector<const PoolWarmup*> all_warmups() const {
+    std::vector<const PoolWarmup*> out;
+    for (const auto& w : warmups) out.push_back(w.get());
+    return out;
+  }
+
+  std::string discovery_metrics() const {
+    std::vector<const discovery::PoolDiscovery*> d;
+    for (const auto& p : discoveries) d.push_back(p.get());
+    return discovery::render_discovery_metrics(d);
+  }
+
+  std::vector<const PoolFlow*> all_flows() const {
+    std::vector<const PoolFlow*> out;
+    for (const auto& p : pools) out.push_back(p->flow());
+    return out;
+  }
+
+  PoolRuntime* pool_named(std::string_view name) {
+    for (auto& p : pools) {
+      if (p->name() == name) return p.get();
+    }
+    return nullptr;
+  }
+
+  // Answers what needs no engine at once; an inference request that passes every check
+  // comes back in `to_proxy`.
+  void handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
+              std::optional<ProxyCall>& to_proxy);
+  void handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
+                        openai::ApiKind kind, Nanos received, std::optional<ProxyCall>& to_proxy);
+  // REQUIRES: keys. The 401 for a request without a valid API key, else nullopt and
+  // `tenant` set.
+  std::optional<HttpResponse> check_key(const HttpRequest& req, const Tenant*& tenant) const;
+  // For the listeners' HttpServerOptions::early_refusal (with keys): an inference request
+  // whose key is missing or wrong is refused on its head, before its body is read.
+  std::optional<HttpResponse> refuse_before_body(const HttpRequest& head);
+  // Routes, sends and retries; answers a whole response itself and hands a stream to
+  // pump_stream, on a coroutine of its own.
+  asio::awaitable<void> proxy(ProxyCall call);
+  asio::awaitable<void> pump_stream(StreamJob job);
+  // After the stream's engine failed mid-stream: a continuation on another endpoint
+  // (stream_migration.h). kResumed: job.exchange, endpoint and lease are the new leg's.
+  enum class Migrated { kResumed, kComplete, kCancelled, kFailed };
+  asio::awaitable<Migrated> migrate(StreamJob& job);
+  void stop_all();
+  // Charges a finished request's usage to its tenant's token budget.
+  void charge(const Tenant* tenant, std::string_view model, const openai::Usage& u);
+};
+
+}  // namespace kvgate::gateway
