@@ -335,8 +335,8 @@ bool is_ascii(std::string_view s) {
 // match at the end of that one, and so on while P matches right there; the callout reports
 // each end. That is exactly the sequence of matches find_all's search for P would find
 // until the first gap, provided P cannot match the empty string (then the search skips a
-// character, the loop would stop), and has no construct whose meaning depends on where
-// the search started (\G), on a reported start (\K), callouts or verbs of its own.
+// character; the callout aborts the call on an empty match), and has no construct whose meaning
+// depends on where the search started (\G), on a reported start (\K), callouts or verbs of its own.
 std::optional<std::string> batch_pattern(std::string_view p, const pcre2_code* compiled) {
   uint32_t min_length = 0;
   pcre2_pattern_info(compiled, PCRE2_INFO_MINLENGTH, &min_length);
@@ -374,6 +374,9 @@ struct Batch {
 int on_match(pcre2_callout_block* cb, void* data) {
   auto* b = static_cast<Batch*>(data);
   const size_t start = b->first ? cb->start_match : b->prev_end;
+  // An empty match: PCRE2's minimum length is only a bound (lookarounds alone have one of
+  // 1), so the guarantee is checked here. Abort; find_all continues one match per call.
+  if (cb->current_position == start) return PCRE2_ERROR_CALLOUT;
   b->out->push_back({start, cb->current_position});
   b->prev_end = cb->current_position;
   b->first = false;

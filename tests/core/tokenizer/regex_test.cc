@@ -103,6 +103,7 @@ const std::vector<std::string>& variant_patterns() {
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
       R"((?<=a)b+|(?<!\d)\d|x(?=y))",
+      R"((?<=[aeiou])(?=[^aeiou\s]))",  // only empty matches, though PCRE2's minimum is 1
       R"((?m:a.c)|^\s*$|\d+|\w+|\W)",
       "\u00e9+|z|[\u00e0-\u00ff]",
       "a*|b",
