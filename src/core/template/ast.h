@@ -52,8 +52,11 @@ struct Expr {
   uint32_t offset;  // into the normalized source
   BinOp op = BinOp::kAdd;
   bool negated = false;  // kTest
-  int sym = -1;          // kName: symbol id
-  int fn = -1;           // kFilter, kTest: builtins id; kAttr, kMethodCall: method_kinds
+  // No call anywhere inside (set after parsing): evaluating it runs no template code, so
+  // it cannot bind variables or set a namespace's attributes.
+  bool pure = false;
+  int sym = -1;  // kName: symbol id
+  int fn = -1;   // kFilter, kTest: builtins id; kAttr, kMethodCall: method_kinds
   std::string_view name;
   Value literal;
   std::vector<ExprPtr> args;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 
 #include "core/template/builtins.h"
 #include "core/template/strings.h"
@@ -141,10 +142,8 @@ class Interp {
         check_size(out_->size());
         return Flow::kNormal;
       case StmtKind::kIf:
-        for (const auto& [cond, body] : s.branches) {
-          Value tmp;
-          if (eval_ref(*cond, tmp).truthy()) return exec(body);
-        }
+        for (const auto& [cond, body] : s.branches)
+          if (truth(*cond)) return exec(body);
         return exec(s.else_body);
       case StmtKind::kFor:
         return exec_for(s);
@@ -251,7 +250,7 @@ class Interp {
           step();
           frames_[static_cast<size_t>(cur_)].clear();
           bind_targets(s, item);
-          if (eval(*s.cond).truthy()) kept.push_back(std::move(item));
+          if (truth(*s.cond)) kept.push_back(std::move(item));
         }
         pop_frame();
         cur_ = saved;
@@ -311,14 +310,110 @@ class Interp {
     }
   }
 
-  // e's value without a copy when e names a variable, else evaluated into tmp. The
-  // reference is good until the next evaluation (which may bind variables).
+  // e's value without a copy when it is already stored somewhere (a literal, a variable,
+  // an item or attribute of a dict reached from one), else evaluated into tmp. The
+  // reference is good until the next evaluation that may run template code (a call can
+  // bind variables or set a namespace's attributes).
   const Value& eval_ref(const Expr& e, Value& tmp) {
-    if (e.kind == ExprKind::kName) {
-      if (const Value* v = lookup(e.sym)) return *v;
-    }
+    if (const Value* v = ref(e)) return *v;
     tmp = eval(e);
     return tmp;
+  }
+
+  // Where e's value is stored, when finding it has no side effects and cannot fail; null
+  // otherwise (the caller evaluates e, which raises whatever error there is). Follows
+  // get_attr and get_item: a dict's method name is not a key lookup, a missing key falls
+  // back to an attribute.
+  const Value* ref(const Expr& e) {
+    switch (e.kind) {
+      case ExprKind::kLiteral:
+        return &e.literal;
+      case ExprKind::kName:
+        return lookup(e.sym);
+      case ExprKind::kAttr: {
+        const Value* obj = ref(*e.args[0]);
+        if (!obj) return nullptr;
+        if (obj->is_dict()) {
+          if (has_method(*obj, static_cast<uint8_t>(e.fn))) return nullptr;
+          return obj->as_dict().find(e.name);
+        }
+        if (obj->kind() == Kind::kNamespace) return obj->namespace_dict().find(e.name);
+        return nullptr;
+      }
+      case ExprKind::kItem: {
+        const Expr& key = *e.args[1];
+        if (key.kind != ExprKind::kLiteral) return nullptr;
+        const Value* obj = ref(*e.args[0]);
+        if (!obj) return nullptr;
+        if (obj->is_dict()) return obj->as_dict().find(key.literal);
+        if (obj->is_list() && is_intlike(key.literal)) {
+          const auto& items = obj->as_list().items;
+          int64_t i = key.literal.as_int();
+          if (i < 0) i += static_cast<int64_t>(items.size());
+          if (i < 0 || i >= static_cast<int64_t>(items.size())) return nullptr;
+          return &items[static_cast<size_t>(i)];
+        }
+        return nullptr;
+      }
+      default:
+        return nullptr;
+    }
+  }
+
+  // Python truthiness of e, without building the Values of `and`, `or`, `not`, comparisons
+  // and tests.
+  bool truth(const Expr& e) {
+    switch (e.kind) {
+      case ExprKind::kNot:
+        return !truth(*e.args[0]);
+      case ExprKind::kAnd:
+        return truth(*e.args[0]) && truth(*e.args[1]);
+      case ExprKind::kOr:
+        return truth(*e.args[0]) || truth(*e.args[1]);
+      case ExprKind::kCompare:
+        try {
+          return compare_chain(e);
+        } catch (const TemplateError& err) {
+          throw RenderFailure{e.offset, err.what()};
+        }
+      case ExprKind::kTest:
+        if (e.args.size() == 1) {
+          Value tmp;
+          const Value& v = eval_ref(*e.args[0], tmp);
+          try {
+            return apply_test(e.fn, v, Args{}) != e.negated;
+          } catch (const TemplateError& err) {
+            throw RenderFailure{e.offset, err.what()};
+          }
+        }
+        [[fallthrough]];
+      default: {
+        Value tmp;
+        return eval_ref(e, tmp).truthy();
+      }
+    }
+  }
+
+  // a op1 b op2 c ...: Python's chained comparison. Throws TemplateError.
+  bool compare_chain(const Expr& e) {
+    if (e.ops.size() == 1) {
+      Value lt, rt;
+      const Value* left;
+      if (e.args[1]->pure) {
+        left = &eval_ref(*e.args[0], lt);
+      } else {
+        lt = eval(*e.args[0]);
+        left = &lt;
+      }
+      return compare_op(e.ops[0], *left, eval_ref(*e.args[1], rt));
+    }
+    Value left = eval(*e.args[0]);
+    for (size_t i = 0; i < e.ops.size(); ++i) {
+      Value right = eval(*e.args[i + 1]);
+      if (!compare_op(e.ops[i], left, right)) return false;
+      left = std::move(right);
+    }
+    return true;
   }
 
   void print(const Expr& e) {
@@ -334,7 +429,8 @@ class Interp {
       for (const ExprPtr& a : e.args) append_str(*out_, eval(*a));
       return;
     }
-    const Value v = eval(e);
+    Value tmp;
+    const Value& v = eval_ref(e, tmp);
     if (v.is_string()) {
       out_->append(v.str());
     } else {
@@ -353,31 +449,50 @@ class Interp {
       rights[n++] = left->args[1].get();
       left = left->args[0].get();
     }
-    // The operands go on a stack shared by nested chains (no Values built for nothing).
+    // Operands that are stored somewhere (literals, variables, dict items) are read in
+    // place; the others are evaluated onto a stack shared by nested chains. In place only
+    // when no operand can run template code (which could change what a reference shows).
+    bool pure = left->pure;
+    for (size_t i = 0; i < n && pure; ++i) pure = rights[i]->pure;
     const size_t base = add_stack_.size();
-    add_stack_.push_back(eval(*left));
-    for (size_t i = 0; i < n; ++i) add_stack_.push_back(eval(*rights[n - 1 - i]));
-    const Value* vals = add_stack_.data() + base;
+    std::array<const Value*, kMax> ptrs;
+    auto operand = [&](size_t k, const Expr& x) {
+      if (pure) {
+        if (const Value* r = ref(x)) {
+          ptrs[k] = r;
+          return;
+        }
+      }
+      ptrs[k] = nullptr;
+      add_stack_.push_back(eval(x));
+    };
+    operand(0, *left);
+    for (size_t i = 0; i < n; ++i) operand(i + 1, *rights[n - 1 - i]);
+    for (size_t k = 0, next = base; k <= n; ++k)
+      if (!ptrs[k]) ptrs[k] = &add_stack_[next++];  // the stack no longer grows
     bool all_strings = true;
     size_t total = 0;
-    for (size_t i = 0; i <= n; ++i) {
-      all_strings = all_strings && vals[i].is_string();
-      if (vals[i].is_string()) total += vals[i].str().size();
+    for (size_t i = 0; i <= n && all_strings; ++i) {
+      all_strings = ptrs[i]->is_string();
+      if (all_strings) total += ptrs[i]->str().size();
     }
     Value result;
     if (all_strings) {
       check_size(total);
       if (direct) {
-        for (size_t i = 0; i <= n; ++i) direct->append(vals[i].str());
+        for (size_t i = 0; i <= n; ++i) direct->append(ptrs[i]->str());
       } else {
-        std::string s;
-        s.reserve(total);
-        for (size_t i = 0; i <= n; ++i) s.append(vals[i].str());
-        result = Value::string(std::move(s));
+        char* at;
+        result = Value::uninitialized_string(total, &at);
+        for (size_t i = 0; i <= n; ++i) {
+          const std::string_view part = ptrs[i]->str();
+          if (!part.empty()) std::memcpy(at, part.data(), part.size());
+          at += part.size();
+        }
       }
     } else {
-      Value acc = vals[0];
-      for (size_t i = 1; i <= n; ++i) acc = binop(BinOp::kAdd, acc, add_stack_[base + i]);
+      Value acc = *ptrs[0];
+      for (size_t i = 1; i <= n; ++i) acc = binop(BinOp::kAdd, acc, *ptrs[i]);
       if (direct) {
         append_str(*direct, acc);
       } else {
@@ -416,12 +531,21 @@ class Interp {
       }
       case ExprKind::kAttr: {
         Value tmp;
-        return get_attr(eval_ref(*e.args[0], tmp), e.name, true, static_cast<uint8_t>(e.fn));
+        const Value& obj = eval_ref(*e.args[0], tmp);
+        if (obj.is_dict() && !has_method(obj, static_cast<uint8_t>(e.fn))) {
+          const Value* v = obj.as_dict().find(e.name);  // get_attr's dict case
+          return v ? *v : Value::undefined(e.name);
+        }
+        return get_attr(obj, e.name, true, static_cast<uint8_t>(e.fn));
       }
       case ExprKind::kItem: {
         if (e.args[1]->kind == ExprKind::kLiteral) {
           Value tmp;
-          return get_item(eval_ref(*e.args[0], tmp), e.args[1]->literal);
+          const Value& obj = eval_ref(*e.args[0], tmp);
+          if (obj.is_dict()) {
+            if (const Value* v = obj.as_dict().find(e.args[1]->literal)) return *v;
+          }
+          return get_item(obj, e.args[1]->literal);
         }
         Value obj = eval(*e.args[0]);
         return get_item(obj, eval(*e.args[1]));
@@ -466,7 +590,7 @@ class Interp {
                             std::string(v.type_name()) + "'");
       }
       case ExprKind::kNot:
-        return Value::boolean(!eval(*e.args[0]).truthy());
+        return Value::boolean(!truth(*e.args[0]));
       case ExprKind::kBinary:
         if (e.op == BinOp::kAdd) return eval_add(e, nullptr);
         {
@@ -490,17 +614,10 @@ class Interp {
         if (a.truthy()) return a;
         return eval(*e.args[1]);
       }
-      case ExprKind::kCompare: {
-        Value left = eval(*e.args[0]);
-        for (size_t i = 0; i < e.ops.size(); ++i) {
-          Value right = eval(*e.args[i + 1]);
-          if (!compare_op(e.ops[i], left, right)) return Value::boolean(false);
-          left = std::move(right);
-        }
-        return Value::boolean(true);
-      }
+      case ExprKind::kCompare:
+        return Value::boolean(compare_chain(e));
       case ExprKind::kCond:
-        if (eval(*e.args[1]).truthy()) return eval(*e.args[0]);
+        if (truth(*e.args[1])) return eval(*e.args[0]);
         return e.args[2] ? eval(*e.args[2]) : Value();
       case ExprKind::kList:
       case ExprKind::kTuple: {

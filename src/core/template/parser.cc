@@ -26,6 +26,7 @@ class Parser {
   Program run() {
     std::string_view end;
     prog_.body = body({}, end);
+    mark_pure(prog_.body);
     return std::move(prog_);
   }
 
@@ -806,6 +807,32 @@ class Parser {
       } else {
         return e;
       }
+    }
+  }
+
+  // Sets Expr::pure bottom-up: calls (of macros, callers, or methods that may be either)
+  // are the only expressions that can run template code.
+  static bool mark_pure(Expr* e) {
+    if (!e) return true;
+    bool pure = e->kind != ExprKind::kCall && e->kind != ExprKind::kMethodCall;
+    for (ExprPtr& a : e->args) pure = mark_pure(a.get()) && pure;
+    for (auto& kw : e->kwargs) pure = mark_pure(kw.second.get()) && pure;
+    e->pure = pure;
+    return pure;
+  }
+  static void mark_pure(Body& body) {
+    for (StmtPtr& s : body) {
+      mark_pure(s->expr.get());
+      mark_pure(s->cond.get());
+      for (auto& [cond, b] : s->branches) {
+        mark_pure(cond.get());
+        mark_pure(b);
+      }
+      mark_pure(s->body);
+      mark_pure(s->else_body);
+      for (Param& p : s->params) mark_pure(p.default_value.get());
+      for (ExprPtr& f : s->filters) mark_pure(f.get());
+      for (auto& a : s->assigns) mark_pure(a.second.get());
     }
   }
 

@@ -69,6 +69,8 @@ Result<std::string> Template::render(const Value& context, const RenderOptions& 
 
 bool Template::iterates_content() const { return impl_->program.iterates_content; }
 
+bool Template::references(std::string_view name) const { return impl_->symbol_ids.contains(name); }
+
 size_t Template::memory_bytes() const { return impl_->memory; }
 
 }  // namespace kvgate::jinja

@@ -57,6 +57,9 @@ class Template {
   // True when some for loop iterates `x.content` / `x['content']`: vLLM then passes
   // message content as a list of parts ("openai" content format) instead of a string.
   bool iterates_content() const;
+  // Whether the template names a variable `name` anywhere. A context variable it does not
+  // name can never be read, so a caller may leave it out of the context.
+  bool references(std::string_view name) const;
   // Heap bytes held by the compiled template (source, tree, literals), estimated.
   size_t memory_bytes() const;
 

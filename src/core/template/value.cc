@@ -102,6 +102,15 @@ Value Value::string(std::string s) {
   return v;
 }
 
+Value Value::uninitialized_string(size_t size, char** data) {
+  std::shared_ptr<char[]> buf = std::make_shared_for_overwrite<char[]>(size ? size : 1);
+  *data = buf.get();
+  Value v(Kind::kString);
+  v.s_ = {buf.get(), static_cast<uint32_t>(size)};
+  v.obj_ = std::move(buf);
+  return v;
+}
+
 Value Value::list(std::vector<Value> items, bool tuple) {
   auto l = std::make_shared<ListObj>();
   l->items = std::move(items);

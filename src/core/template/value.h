@@ -83,6 +83,9 @@ class Value {
     return v;
   }
   static Value string(std::string s);
+  // A new string of `size` bytes in a single allocation; the caller writes them through
+  // *data before the value is read.
+  static Value uninitialized_string(size_t size, char** data);
   // A slice of `owner`'s string (shares its keep-alive). REQUIRES: owner is a string and
   // `part` lies inside it.
   static Value slice_of(const Value& owner, std::string_view part) {

@@ -65,30 +65,37 @@ Value message_value(const ChatMessage& m, bool as_parts, bool is_final, bool con
 
 }  // namespace
 
-Value build_chat_context(const ChatRequest& req, const SpecialTokens& tokens, bool as_parts) {
+Value build_chat_context(const ChatRequest& req, const SpecialTokens& tokens, bool as_parts,
+                         const jinja::Template* only_for) {
+  auto wanted = [only_for](std::string_view name) {
+    return !only_for || only_for->references(name);
+  };
   auto ctx = std::make_shared<DictObj>();
   for (const auto& [name, value] : tokens.named)
-    ctx->items.emplace_back(Value::borrowed(name), Value::borrowed(value));
-  if (!tokens.additional.empty()) {
+    if (wanted(name)) ctx->items.emplace_back(Value::borrowed(name), Value::borrowed(value));
+  if (!tokens.additional.empty() && wanted("additional_special_tokens")) {
     std::vector<Value> extra;
     for (const std::string& t : tokens.additional) extra.push_back(Value::borrowed(t));
     ctx->items.emplace_back(Value::borrowed("additional_special_tokens"),
                             Value::list(std::move(extra)));
   }
-  std::vector<Value> messages;
-  messages.reserve(req.messages.size());
-  for (size_t i = 0; i < req.messages.size(); ++i)
-    messages.push_back(message_value(req.messages[i], as_parts, i + 1 == req.messages.size(),
-                                     req.continue_final_message));
-  ctx->set(Value::borrowed("messages"), Value::list(std::move(messages)));
-  ctx->set(Value::borrowed("tools"), jinja::from_json(req.tools_json));
-  ctx->set(Value::borrowed("documents"), jinja::from_json(req.documents));
+  if (wanted("messages")) {
+    std::vector<Value> messages;
+    messages.reserve(req.messages.size());
+    for (size_t i = 0; i < req.messages.size(); ++i)
+      messages.push_back(message_value(req.messages[i], as_parts, i + 1 == req.messages.size(),
+                                       req.continue_final_message));
+    ctx->set(Value::borrowed("messages"), Value::list(std::move(messages)));
+  }
+  if (wanted("tools")) ctx->set(Value::borrowed("tools"), jinja::from_json(req.tools_json));
+  if (wanted("documents")) ctx->set(Value::borrowed("documents"), jinja::from_json(req.documents));
   ctx->set(Value::borrowed("add_generation_prompt"), Value::boolean(req.add_generation_prompt));
   if (req.enable_thinking)
     ctx->set(Value::borrowed("enable_thinking"), Value::boolean(*req.enable_thinking));
   for (const auto& kv : req.extra_kwargs) {
     const auto k = kv.key();
-    ctx->set(Value::borrowed(std::string_view(k.data(), k.size())), jinja::from_json(kv.value()));
+    const std::string_view name(k.data(), k.size());
+    if (wanted(name)) ctx->set(Value::borrowed(name), jinja::from_json(kv.value()));
   }
   return Value::dict(std::move(ctx));
 }

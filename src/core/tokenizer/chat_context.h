@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "core/common/result.h"
+#include "core/template/template.h"
 #include "core/template/value.h"
 #include "core/tokenizer/chat.h"
 
@@ -20,9 +21,11 @@ namespace kvgate::tokenizer {
 struct SpecialTokens;
 
 // content_as_parts: the template iterates content (vLLM's "openai" content format), so
-// content is a list of {"type": "text", "text": ...} instead of a string.
+// content is a list of {"type": "text", "text": ...} instead of a string. With `only_for`,
+// the variables that template never names are left out (they could not be read; tools
+// and documents are the costly ones to build).
 jinja::Value build_chat_context(const ChatRequest& request, const SpecialTokens& tokens,
-                                bool content_as_parts);
+                                bool content_as_parts, const jinja::Template* only_for = nullptr);
 
 // transformers' continue_final_message: the marker build_chat_context appends to the
 // final message's (last text part's) content, and the cut of the rendered prompt.

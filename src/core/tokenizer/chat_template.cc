@@ -338,7 +338,7 @@ Result<std::string> ChatTemplate::render(const ChatRequest& request,
       final_text = last.content;
     }
   }
-  const jinja::Value ctx = build_chat_context(request, tokens_, parts);
+  const jinja::Value ctx = build_chat_context(request, tokens_, parts, tpl);
   jinja::RenderOptions ro;
   ro.now_unix_seconds = options.now_unix_seconds;
   auto out = tpl->render(ctx, ro);

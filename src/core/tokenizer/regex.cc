@@ -4,9 +4,12 @@
 #include <pcre2.h>
 #include <utf8proc.h>
 
+#include <bitset>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "core/tokenizer/unicode.h"
 
@@ -248,24 +251,281 @@ Result<std::string> oniguruma_to_pcre2(std::string_view p) {
 struct Regex::Code {
   pcre2_code* code = nullptr;
   bool jit = false;
-  ~Code() { pcre2_code_free(code); }
+  // The same expression restricted to ASCII subjects (ascii_variant), compiled without UTF
+  // and Unicode properties and JIT-compiled; null when it could not be derived.
+  pcre2_code* ascii = nullptr;
+  // `code` and `ascii` wrapped as (?:(?>P)(?C1))++ (batch_pattern), or null: one call
+  // finds a run of adjacent matches, reported one by one through the callout.
+  pcre2_code* batch = nullptr;
+  pcre2_code* ascii_batch = nullptr;
+  ~Code() {
+    for (pcre2_code* c : {code, ascii, batch, ascii_batch}) pcre2_code_free(c);
+  }
 };
 
+namespace {
+
+constexpr uint32_t kFlags = PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE;
+
+// The ASCII characters a single-character item (a class "[...]" or an escape such as
+// "\p{L}"), as PCRE2 compiles it with kFlags, matches: asked of PCRE2 itself, one
+// character at a time. Nullopt when the item does not compile alone.
+std::optional<std::bitset<128>> ascii_members(std::string_view item) {
+  int err = 0;
+  PCRE2_SIZE at = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(item.data()), item.size(),
+                                   kFlags | PCRE2_ANCHORED, &err, &at, nullptr);
+  if (!code) return std::nullopt;
+  pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
+  std::bitset<128> members;
+  bool single = true;
+  for (unsigned c = 0; c < 128; ++c) {
+    const char ch = static_cast<char>(c);
+    const int rc =
+        pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(&ch), 1, 0, PCRE2_ANCHORED, md, nullptr);
+    if (rc > 0) {
+      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+      single = single && ov[0] == 0 && ov[1] == 1;
+      members.set(c);
+    }
+  }
+  pcre2_match_data_free(md);
+  pcre2_code_free(code);
+  if (!single) return std::nullopt;
+  return members;
+}
+
+// An explicit class of `members` for a pattern compiled without UTF; a class of the bytes
+// 0x80-0xFF (which an ASCII subject never has) when empty, so that quantifiers after it
+// keep their meaning.
+std::string explicit_class(const std::bitset<128>& members) {
+  if (members.none()) return R"([^\x00-\x7F])";
+  std::string out = "[";
+  char buf[16];
+  for (unsigned c = 0; c < 128; ++c) {
+    if (!members.test(c)) continue;
+    unsigned e = c;
+    while (e + 1 < 128 && members.test(e + 1)) ++e;
+    std::snprintf(buf, sizeof buf, "\\x%02X", c);
+    out += buf;
+    if (e > c) {
+      std::snprintf(buf, sizeof buf, "-\\x%02X", e);
+      out += buf;
+    }
+    c = e;
+  }
+  return out + "]";
+}
+
+bool is_ascii(std::string_view s) {
+  uint64_t seen = 0;
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    seen |= w;
+  }
+  for (; i < s.size(); ++i) seen |= static_cast<unsigned char>(s[i]);
+  return (seen & 0x8080808080808080ULL) == 0;
+}
+
+// Matches P runs through PCRE2 one call per match, and a call costs about as much as the
+// matching itself on short words. (?:(?>P)(?C1))++ at a position where P matches takes P's
+// first match there (the atomic group commits to it, as a search for P would), then P's
+// match at the end of that one, and so on while P matches right there; the callout reports
+// each end. That is exactly the sequence of matches find_all's search for P would find
+// until the first gap, provided P cannot match the empty string (then the search skips a
+// character; the callout aborts the call on an empty match), and has no construct whose meaning
+// depends on where the search started (\G), on a reported start (\K), callouts or verbs of its own.
+std::optional<std::string> batch_pattern(std::string_view p, const pcre2_code* compiled) {
+  uint32_t min_length = 0;
+  pcre2_pattern_info(compiled, PCRE2_INFO_MINLENGTH, &min_length);
+  if (min_length == 0) return std::nullopt;
+  for (std::string_view bad : {"\\G", "\\K", "(?C", "(*"})
+    if (p.find(bad) != std::string_view::npos) return std::nullopt;
+  return "(?:(?>" + std::string(p) + ")(?C1))++";
+}
+
+pcre2_code* compile_jit(std::string_view pattern, uint32_t flags) {
+  int err = 0;
+  PCRE2_SIZE at = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                   flags, &err, &at, nullptr);
+  if (code && pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) != 0) {
+    pcre2_code_free(code);
+    return nullptr;
+  }
+  return code;
+}
+
+pcre2_code* compile_batch(std::string_view pattern, const pcre2_code* compiled, uint32_t flags) {
+  if (!compiled) return nullptr;
+  auto b = batch_pattern(pattern, compiled);
+  return b ? compile_jit(*b, flags) : nullptr;
+}
+
+// The state of one batched call: where the next reported match starts.
+struct Batch {
+  std::vector<Regex::Span>* out;
+  size_t prev_end;
+  bool first;
+};
+
+int on_match(pcre2_callout_block* cb, void* data) {
+  auto* b = static_cast<Batch*>(data);
+  const size_t start = b->first ? cb->start_match : b->prev_end;
+  // An empty match: PCRE2's minimum length is only a bound (lookarounds alone have one of
+  // 1), so the guarantee is checked here. Abort; find_all continues one match per call.
+  if (cb->current_position == start) return PCRE2_ERROR_CALLOUT;
+  b->out->push_back({start, cb->current_position});
+  b->prev_end = cb->current_position;
+  b->first = false;
+  return 0;
+}
+
+// The end of the class that opens at p[i] == '[' (one past its ']'), or npos.
+size_t class_end(std::string_view p, size_t i) {
+  size_t j = i + 1;
+  if (j < p.size() && p[j] == '^') ++j;
+  if (j < p.size() && p[j] == ']') ++j;  // a leading ']' is a member
+  while (j < p.size()) {
+    if (p[j] == '\\') {
+      j += 2;
+    } else if (p[j] == '[' && j + 1 < p.size() && p[j + 1] == ':') {
+      const size_t close = p.find(":]", j + 2);
+      if (close == std::string_view::npos) return std::string_view::npos;
+      j = close + 2;
+    } else if (p[j] == ']') {
+      return j + 1;
+    } else {
+      ++j;
+    }
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+// A pattern that, compiled without UTF and Unicode properties, matches an ASCII subject
+// exactly where `translated` (compiled with kFlags) does: every class and class escape is
+// replaced by the explicit set of its ASCII members (PCRE2 decides membership, so the
+// tables are PCRE2's own), a non-ASCII literal by a class no ASCII character is in; the
+// rest (groups, lookarounds, quantifiers, alternation, anchors, ASCII literals) means the
+// same on ASCII text in both modes. Nullopt for anything outside that subset: case-
+// insensitive patterns with classes (a class's case folding depends on the scope),
+// extended syntax, verbs, \Q..\E, \b and other escapes with a mode-dependent meaning.
+std::optional<std::string> ascii_variant(std::string_view p) {
+  const bool caseless = p.find("(?i") != std::string_view::npos;
+  std::string out;
+  out.reserve(p.size());
+  for (size_t i = 0; i < p.size();) {
+    const auto c = static_cast<unsigned char>(p[i]);
+    if (c == '[') {
+      if (caseless) return std::nullopt;
+      const size_t end = class_end(p, i);
+      if (end == std::string_view::npos) return std::nullopt;
+      auto m = ascii_members(p.substr(i, end - i));
+      if (!m) return std::nullopt;
+      out += explicit_class(*m);
+      i = end;
+      continue;
+    }
+    if (c == '\\') {
+      if (i + 1 >= p.size()) return std::nullopt;
+      const char n = p[i + 1];
+      if (n == 'p' || n == 'P' || n == 'd' || n == 'D' || n == 's' || n == 'S' || n == 'w' ||
+          n == 'W') {
+        if (caseless) return std::nullopt;
+        size_t end = i + 2;
+        if (n == 'p' || n == 'P') {
+          if (end >= p.size()) return std::nullopt;
+          if (p[end] == '{') {
+            end = p.find('}', end);
+            if (end == std::string_view::npos) return std::nullopt;
+          }
+          ++end;
+        }
+        auto m = ascii_members(p.substr(i, end - i));
+        if (!m) return std::nullopt;
+        out += explicit_class(*m);
+        i = end;
+        continue;
+      }
+      if (n == 'x') {  // \xHH or \x{H...}: an ASCII literal or nothing
+        size_t end = i + 2;
+        std::string hex;
+        if (end < p.size() && p[end] == '{') {
+          const size_t close = p.find('}', end);
+          if (close == std::string_view::npos) return std::nullopt;
+          hex = std::string(p.substr(end + 1, close - end - 1));
+          end = close + 1;
+        } else {
+          while (end < p.size() && end < i + 4 && std::isxdigit(static_cast<unsigned char>(p[end])))
+            hex += p[end++];
+        }
+        if (hex.empty() || hex.size() > 6) return std::nullopt;
+        const unsigned long v = std::stoul(hex, nullptr, 16);
+        if (v < 0x80) {
+          char buf[16];
+          std::snprintf(buf, sizeof buf, "\\x%02lX", v);
+          out += buf;
+        } else {
+          out += R"([^\x00-\x7F])";
+        }
+        i = end;
+        continue;
+      }
+      // Escaped punctuation and the control escapes mean the same in both modes.
+      if (std::strchr("nrtfae", n) != nullptr || std::ispunct(static_cast<unsigned char>(n))) {
+        out += p.substr(i, 2);
+        i += 2;
+        continue;
+      }
+      return std::nullopt;
+    }
+    if (c == '(' && i + 1 < p.size() && p[i + 1] == '*') return std::nullopt;  // verbs
+    if (c == '(' && i + 2 < p.size() && p[i + 1] == '?') {
+      // Option settings: only i, m, s (PCRE2 letters) keep their meaning here.
+      size_t j = i + 2;
+      while (j < p.size() && (std::isalpha(static_cast<unsigned char>(p[j])) || p[j] == '-')) ++j;
+      const std::string_view opts = p.substr(i + 2, j - i - 2);
+      if (!opts.empty() && opts.find_first_not_of("ims-") != std::string_view::npos)
+        return std::nullopt;
+      if (p[i + 2] == '#') return std::nullopt;  // a comment
+    }
+    if (c >= 0x80) {  // a non-ASCII literal: its UTF-8 sequence is one character
+      const CodePoint cp = decode_utf8(p, i);
+      out += R"([^\x00-\x7F])";
+      i += cp.len;
+      continue;
+    }
+    out += static_cast<char>(c);
+    ++i;
+  }
+  return out;
+}
+
 Regex::Scratch::Scratch() = default;
+void* Regex::Scratch::match_context() {
+  if (!context_) context_ = pcre2_match_context_create(nullptr);
+  return context_;
+}
 void* Regex::Scratch::match_data() {
   if (!data_) data_ = pcre2_match_data_create(1, nullptr);
   return data_;
 }
-Regex::Scratch::~Scratch() { pcre2_match_data_free(static_cast<pcre2_match_data*>(data_)); }
+Regex::Scratch::~Scratch() {
+  pcre2_match_data_free(static_cast<pcre2_match_data*>(data_));
+  pcre2_match_context_free(static_cast<pcre2_match_context*>(context_));
+}
 
 Result<Regex> Regex::compile(std::string_view oniguruma_pattern) {
   auto translated = oniguruma_to_pcre2(oniguruma_pattern);
   if (!translated) return Error(translated.error());
   int err = 0;
   PCRE2_SIZE at = 0;
-  pcre2_code* code =
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated->data()), translated->size(),
-                    PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE, &err, &at, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated->data()),
+                                   translated->size(), kFlags, &err, &at, nullptr);
   if (!code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
@@ -275,6 +535,13 @@ Result<Regex> Regex::compile(std::string_view oniguruma_pattern) {
   auto c = std::make_shared<Code>();
   c->code = code;
   c->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+  if (c->jit) {
+    c->batch = compile_batch(*translated, code, kFlags);
+    if (auto ascii = ascii_variant(*translated)) {
+      c->ascii = compile_jit(*ascii, PCRE2_MULTILINE);
+      c->ascii_batch = compile_batch(*ascii, c->ascii, PCRE2_MULTILINE);
+    }
+  }
   Regex r;
   r.code_ = std::move(c);
   r.translated_ = std::move(*translated);
@@ -295,11 +562,21 @@ size_t Regex::memory_bytes() const {
     pcre2_pattern_info(code_->code, PCRE2_INFO_SIZE, &size);
     if (code_->jit) pcre2_pattern_info(code_->code, PCRE2_INFO_JITSIZE, &jit);
     n += sizeof(Code) + size + jit;
+    for (const pcre2_code* v : {code_->ascii, code_->batch, code_->ascii_batch}) {
+      if (!v) continue;
+      pcre2_pattern_info(v, PCRE2_INFO_SIZE, &size);
+      pcre2_pattern_info(v, PCRE2_INFO_JITSIZE, &jit);
+      n += size + jit;
+    }
   }
   return n;
 }
 
-Status Regex::find_all(std::string_view text, Scratch& scratch, std::vector<Span>& out) const {
+bool Regex::has_ascii_variant() const { return code_ && code_->ascii; }
+bool Regex::has_batched_variant() const { return code_ && code_->batch; }
+
+Status Regex::find_all(std::string_view text, Scratch& scratch, std::vector<Span>& out,
+                       Variants variants) const {
   if (!code_) {
     if (literal_.empty()) return {};
     for (size_t at = text.find(literal_); at != std::string_view::npos;
@@ -309,15 +586,41 @@ Status Regex::find_all(std::string_view text, Scratch& scratch, std::vector<Span
   }
   auto* md = static_cast<pcre2_match_data*>(scratch.match_data());
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  // ASCII text (most prompts) takes the variant without UTF decoding and Unicode property
+  // lookups. All are JIT-compiled and called without pcre2_match's per-call checks.
+  const bool ascii = variants.ascii && code_->ascii && is_ascii(text);
+  pcre2_code* code = ascii ? code_->ascii : code_->code;
+  pcre2_code* batch = !variants.batched ? nullptr : ascii ? code_->ascii_batch : code_->batch;
+  const bool jit = code_->jit;
   size_t last_end = 0;
   bool matched_before = false;
   size_t last_match_end = 0;
+  if (batch) {
+    auto* context = static_cast<pcre2_match_context*>(scratch.match_context());
+    while (last_end < text.size()) {
+      Batch b{&out, last_end, true};
+      pcre2_set_callout(context, on_match, &b);
+      const size_t before = out.size();
+      const int rc = pcre2_jit_match(batch, subject, text.size(), last_end, 0, md, context);
+      if (rc == PCRE2_ERROR_NOMATCH) return {};
+      if (rc < 0) {  // e.g. the JIT stack: from here on, one match per call
+        out.resize(before);
+        break;
+      }
+      last_end = last_match_end = b.prev_end;
+      matched_before = true;
+    }
+    if (last_end >= text.size()) return {};  // P matches no empty string
+  }
   while (last_end <= text.size()) {
     int rc =
-        pcre2_match(code_->code, subject, text.size(), last_end, PCRE2_NO_UTF_CHECK, md, nullptr);
-    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-      rc = pcre2_match(code_->code, subject, text.size(), last_end,
-                       PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, nullptr);
+        jit ? pcre2_jit_match(code, subject, text.size(), last_end, 0, md, nullptr)
+            : pcre2_match(code, subject, text.size(), last_end, PCRE2_NO_UTF_CHECK, md, nullptr);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {  // the interpreter, on the UTF pattern
+      code = code_->code;
+      rc = pcre2_match(code, subject, text.size(), last_end, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md,
+                       nullptr);
+    }
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR msg[256];
