@@ -157,8 +157,8 @@ class GatewayMetrics {
   using Key4 = std::tuple<std::string, std::string, std::string, int>;  // status last
   struct TokenCounts {
     uint64_t prompt = 0, completion = 0, cached = 0;
-    uint64_t reports = 0;       // requests whose usage was counted
-    double completion_sq = 0;   // sum of completion^2 over them (the autoscaler's spread)
+    uint64_t reports = 0;      // requests whose usage was counted
+    double completion_sq = 0;  // sum of completion^2 over them (the autoscaler's spread)
   };
 
   mutable std::mutex mu_;

@@ -71,8 +71,10 @@ class ExportOnly final : public ReplicaActuation {
   ExportOnly(Nanos clock_offset, Nanos startup, std::function<Nanos()> now)
       : clock_offset_(clock_offset), startup_(startup), now_(std::move(now)) {}
   void poll() override {}
-  std::vector<scale::ReplicaSignal> replicas(std::span<const route::EndpointView> endpoints) override {
-    std::vector<scale::ReplicaSignal> out = route::replicas_from_endpoints(endpoints, clock_offset_);
+  std::vector<scale::ReplicaSignal> replicas(
+      std::span<const route::EndpointView> endpoints) override {
+    std::vector<scale::ReplicaSignal> out =
+        route::replicas_from_endpoints(endpoints, clock_offset_);
     pending_.report(out, requested_, now_(), startup_);
     return out;
   }
@@ -154,7 +156,8 @@ class LocalReplicas final : public ReplicaActuation {
     std::erase_if(output_, [&](const auto& kv) { return !present.contains(kv.first); });
   }
 
-  std::vector<scale::ReplicaSignal> replicas(std::span<const route::EndpointView> endpoints) override {
+  std::vector<scale::ReplicaSignal> replicas(
+      std::span<const route::EndpointView> endpoints) override {
     std::vector<scale::ReplicaSignal> out = actuator_->replicas();
     for (scale::ReplicaSignal& r : out) {
       r.in_flight = 0;
@@ -287,9 +290,11 @@ class KubeReplicas final : public ReplicaActuation {
     reconcile();
   }
 
-  std::vector<scale::ReplicaSignal> replicas(std::span<const route::EndpointView> endpoints) override {
+  std::vector<scale::ReplicaSignal> replicas(
+      std::span<const route::EndpointView> endpoints) override {
     if (!discovered_) return pods_;
-    std::vector<scale::ReplicaSignal> out = route::replicas_from_endpoints(endpoints, clock_offset_);
+    std::vector<scale::ReplicaSignal> out =
+        route::replicas_from_endpoints(endpoints, clock_offset_);
     if (scale_) pending_.report(out, scale_->spec_replicas, now_(), std::nullopt);
     return out;
   }

@@ -26,10 +26,10 @@
 #include <vector>
 
 #include "core/common/result.h"
+#include "core/route/pool_signals.h"
 #include "core/scale/autoscaler.h"
 #include "core/scale/signals.h"
 #include "gateway/autoscale_config.h"
-#include "core/route/pool_signals.h"
 
 namespace kvgate::gateway {
 
@@ -42,7 +42,8 @@ class ReplicaActuation {
   virtual void poll() = 0;
   // The replicas, times in the autoscaler's clock. `endpoints` is the router's view
   // (for requests in flight, and for kind none, the replicas themselves).
-  virtual std::vector<scale::ReplicaSignal> replicas(std::span<const route::EndpointView> endpoints) = 0;
+  virtual std::vector<scale::ReplicaSignal> replicas(
+      std::span<const route::EndpointView> endpoints) = 0;
   virtual void apply(const scale::Decision& decision) = 0;
   // Replicas that exited on their own and were replaced.
   virtual uint64_t restarts() const { return 0; }

@@ -213,9 +213,9 @@ class Simulation {
   LatencyWindow ttft_window_, itl_window_;       // seconds, observed at the gateway
   LatencyWindow prompt_window_, output_window_;  // tokens per finished request
   uint64_t arrivals_since_tick_ = 0;
-  uint64_t arrivals_ = 0;           // every arrival so far
+  uint64_t arrivals_ = 0;            // every arrival so far
   scale::ArrivalRate arrival_rate_;  // of arrivals_, read at each control tick
-  int32_t standby_ = 0;  // replicas kept out of routing (horizon policy's standby)
+  int32_t standby_ = 0;              // replicas kept out of routing (horizon policy's standby)
   double gpu_seconds_ = 0;
   int32_t gpus_per_replica_ = 1;
   uint32_t launches_ = 0;

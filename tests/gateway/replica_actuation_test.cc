@@ -60,7 +60,8 @@ TEST(ExportOnlyActuation, AskedForReplicasStartThenServeUntilEndpointsReplaceThe
   EXPECT_EQ(count(r, scale::ReplicaPhase::kReady), 3u);
 
   // All three are endpoints: nothing is made up any more.
-  std::vector<route::EndpointView> three = {ready_endpoint(0), ready_endpoint(1), ready_endpoint(2)};
+  std::vector<route::EndpointView> three = {ready_endpoint(0), ready_endpoint(1),
+                                            ready_endpoint(2)};
   r = act.replicas(three);
   EXPECT_EQ(r.size(), 3u);
   for (const auto& s : r) EXPECT_EQ(s.id.rfind("requested-", 0), std::string::npos) << s.id;

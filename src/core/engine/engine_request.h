@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/common/time.h"
-#include "core/kv/kv_event.h"
 #include "core/kv/block_hash.h"
+#include "core/kv/kv_event.h"
 
 namespace kvgate::engine {
 

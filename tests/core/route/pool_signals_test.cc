@@ -29,7 +29,7 @@ TEST(BuildSignals, SumsQueuesAndAveragesKvOverServingEndpoints) {
   std::vector<EndpointView> v = {
       endpoint(0, 6, 10, 0.5, now - kSecond), endpoint(1, 2, 8, 0.3, now - kSecond),
       endpoint(2, 50, 50, 1.0, now - kSecond, Health::kDraining),  // leaving: not load
-      endpoint(3, 40, 40, 0.9, now - 60 * kSecond),  // stopped answering a minute ago
+      endpoint(3, 40, 40, 0.9, now - 60 * kSecond),                // stopped answering a minute ago
   };
   v.push_back({.id = 4, .url = "http://10.0.0.4:8000"});  // never scraped
   scale::UsageRates usage;
