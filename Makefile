@@ -2,12 +2,9 @@
 # `make bench` the benchmarks (never part of the tests), `make fuzz` the fuzz targets.
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
-export CCACHE_BASEDIR := $(CURDIR)
-export CCACHE_NOHASHDIR := true
-export CCACHE_SLOPPINESS := time_macros
-CMAKE_COMMON := -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+CMAKE_COMMON := -G Ninja
 
-.PHONY: all bootstrap release asan fuzz-build fuzz run test faults bench format check-format clean
+.PHONY: all bootstrap release asan fuzz-build fuzz run test check faults bench format check-format clean
 
 PGO ?= 1
 
@@ -52,6 +49,29 @@ test: bootstrap asan fuzz-build
 	@scripts/check-no-rebuild build/asan
 	cd build/asan && ctest --output-on-failure --timeout 600 -j $(JOBS)
 	scripts/fuzz smoke
+
+# The quick loop (docs/development.md): builds only the unit tests and runs them, under
+# the same sanitizers and in the same build directory as `make test`.
+#   make check                      every layer's unit tests (ctest label `unit`)
+#   make check LAYER=gateway        one layer's (core env openai workload io sim engine
+#                                   gateway loadgen cli; discovery's are in gateway's)
+#   make check LAYER=gateway FILTER='GatewayTest.Drain*'   some tests of one layer
+LAYERS := core env openai workload io sim engine gateway loadgen cli
+check: bootstrap build/asan/build.ninja
+ifneq ($(LAYER),)
+	@if [[ ! " $(LAYERS) " =~ " $(LAYER) " ]]; then \
+	  echo "make check: LAYER=$(LAYER) is not a layer; one of: $(LAYERS)" >&2; exit 2; fi
+	cmake --build build/asan -j $(JOBS) --target kvgate_$(LAYER)_tests
+ifneq ($(FILTER),)
+	cd build/asan && KVGATE_SOURCE_DIR=$(CURDIR) ./kvgate_$(LAYER)_tests --gtest_brief=1 \
+	  --gtest_filter='$(FILTER)'
+else
+	cd build/asan && ctest --output-on-failure --timeout 600 -j $(JOBS) -R '^unit_$(LAYER)$$'
+endif
+else
+	cmake --build build/asan -j $(JOBS) --target kvgate_unit_tests
+	cd build/asan && ctest --output-on-failure --timeout 600 -j $(JOBS) -L unit
+endif
 
 # The fault matrix alone (docs/reliability.md); `make test` runs it too.
 faults: asan
