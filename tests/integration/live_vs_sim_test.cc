@@ -140,16 +140,18 @@ double elapsed() {
 // One engine publishing its KV events on a PUB socket the gateway connects to. Spawned
 // at once; ready() waits for it, so that several start in parallel.
 struct Engine {
-  std::string pub_port = std::to_string(free_port()), replay_port = std::to_string(free_port());
+  // The engine binds its KV-event sockets on ports it picks itself and prints them: a
+  // port picked here and bound there later could be taken meanwhile by another test.
+  std::string publisher, replay;  // tcp://127.0.0.1:PORT
   std::unique_ptr<ChildProcess> proc;
   std::string url;
 
   explicit Engine(const std::string& profile_path) {
-    auto p = ChildProcess::spawn(
-        kvgate_bin(),
-        {"engine", "--port", "0", "--model", "sim", "--tokenizer", g_tokenizer, "--profile",
-         profile_path, "--time-scale", kTimeScale, "--kv-events-endpoint", "tcp://*:" + pub_port,
-         "--replay-endpoint", "tcp://127.0.0.1:" + replay_port});
+    auto p =
+        ChildProcess::spawn(kvgate_bin(), {"engine", "--port", "0", "--model", "sim", "--tokenizer",
+                                           g_tokenizer, "--profile", profile_path, "--time-scale",
+                                           kTimeScale, "--kv-events-endpoint", "tcp://127.0.0.1:*",
+                                           "--replay-endpoint", "tcp://127.0.0.1:*"});
     if (p) {
       proc = std::move(*p);
     } else {
@@ -165,6 +167,14 @@ struct Engine {
       return false;
     }
     url = *u;
+    auto pub = proc->wait_for_line("kv events on ", std::chrono::seconds(30));
+    auto rep = proc->wait_for_line("kv replay on ", std::chrono::seconds(30));
+    if (!pub || !rep) {
+      ADD_FAILURE() << (!pub ? pub.error() : rep.error());
+      return false;
+    }
+    publisher = pub->substr(pub->find("tcp://"));
+    replay = rep->substr(rep->find("tcp://"));
     Status s = proc->wait_for_status(url + "/health", 200, std::chrono::seconds(30));
     if (!s) ADD_FAILURE() << s.error();
     return static_cast<bool>(s);
@@ -190,9 +200,8 @@ std::string gateway_config(const Engines& engines, const std::string& router) {
       "    tokenizer: " +
       g_tokenizer + "\n    router:\n" + router + "    endpoints:\n";
   for (const auto& e : engines) {
-    y += "      - url: " + e->url +
-         "\n        kv_events: {publisher: tcp://127.0.0.1:" + e->pub_port +
-         ", replay: tcp://127.0.0.1:" + e->replay_port + "}\n";
+    y += "      - url: " + e->url + "\n        kv_events: {publisher: " + e->publisher +
+         ", replay: " + e->replay + "}\n";
   }
   return y + "models:\n  - name: sim\n    pool: sim\n";
 }
