@@ -161,7 +161,10 @@ TEST(GatewayPd, DecodeEngineKilledMidStreamEndsWithAnErrorEventAndTheNextRequest
       {{"Content-Type", "application/json"}},
       [&](std::string_view piece) {
         body += piece;
-        if (!killed && token_events(sse_events(body)) >= 2) {
+        // Count complete events only: a piece may end inside an event.
+        const size_t complete = body.rfind("\n\n");
+        if (!killed && complete != std::string::npos &&
+            token_events(sse_events(body.substr(0, complete + 2))) >= 2) {
           da.engine.proc->signal(SIGKILL);  // the decode engine of this request (rack-a)
           killed = true;
         }
