@@ -140,9 +140,7 @@ double elapsed() {
 // One engine publishing its KV events on a PUB socket the gateway connects to. Spawned
 // at once; ready() waits for it, so that several start in parallel.
 struct Engine {
-  // The engine binds its KV-event sockets on ports it picks itself and prints them: a
-  // port picked here and bound there later could be taken meanwhile by another test.
-  std::string publisher, replay;  // tcp://127.0.0.1:PORT
+  KvEventEndpoints kv_events;  // bound by the engine (read_kv_event_endpoints)
   std::unique_ptr<ChildProcess> proc;
   std::string url;
 
@@ -167,14 +165,12 @@ struct Engine {
       return false;
     }
     url = *u;
-    auto pub = proc->wait_for_line("kv events on ", std::chrono::seconds(30));
-    auto rep = proc->wait_for_line("kv replay on ", std::chrono::seconds(30));
-    if (!pub || !rep) {
-      ADD_FAILURE() << (!pub ? pub.error() : rep.error());
+    auto endpoints = read_kv_event_endpoints(*proc, std::chrono::seconds(30));
+    if (!endpoints) {
+      ADD_FAILURE() << endpoints.error();
       return false;
     }
-    publisher = pub->substr(pub->find("tcp://"));
-    replay = rep->substr(rep->find("tcp://"));
+    kv_events = *endpoints;
     Status s = proc->wait_for_status(url + "/health", 200, std::chrono::seconds(30));
     if (!s) ADD_FAILURE() << s.error();
     return static_cast<bool>(s);
@@ -200,8 +196,8 @@ std::string gateway_config(const Engines& engines, const std::string& router) {
       "    tokenizer: " +
       g_tokenizer + "\n    router:\n" + router + "    endpoints:\n";
   for (const auto& e : engines) {
-    y += "      - url: " + e->url + "\n        kv_events: {publisher: " + e->publisher +
-         ", replay: " + e->replay + "}\n";
+    y += "      - url: " + e->url + "\n        kv_events: {publisher: " + e->kv_events.publisher +
+         ", replay: " + e->kv_events.replay + "}\n";
   }
   return y + "models:\n  - name: sim\n    pool: sim\n";
 }

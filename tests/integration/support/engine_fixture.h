@@ -60,6 +60,22 @@ struct EngineProcess {
   }
 };
 
+// Where an engine started with `--kv-events-endpoint tcp://127.0.0.1:*` and
+// `--replay-endpoint tcp://127.0.0.1:*` bound its sockets (it prints both): ports the
+// engine picks itself, which no test running beside it can take first.
+struct KvEventEndpoints {
+  std::string publisher;  // tcp://127.0.0.1:PORT
+  std::string replay;
+};
+inline Result<KvEventEndpoints> read_kv_event_endpoints(ChildProcess& engine,
+                                                        std::chrono::seconds patience) {
+  auto pub = engine.wait_for_line("kv events on ", patience);
+  if (!pub) return Error(pub.error());
+  auto rep = engine.wait_for_line("kv replay on ", patience);
+  if (!rep) return Error(rep.error());
+  return KvEventEndpoints{pub->substr(pub->find("tcp://")), rep->substr(rep->find("tcp://"))};
+}
+
 inline boost::json::value parse_json(const std::string& text) {
   boost::system::error_code ec;
   boost::json::value v = boost::json::parse(text, ec);

@@ -28,15 +28,14 @@ struct KvEngine : EngineProcess {
   explicit KvEngine(const std::vector<std::string>& extra)
       : EngineProcess(args(extra), /*wait_healthy=*/true, std::chrono::seconds(60)) {
     if (!proc || url.empty()) return;
-    auto pub = proc->wait_for_line("kv events on ", std::chrono::seconds(60));
-    auto rep = proc->wait_for_line("kv replay on ", std::chrono::seconds(60));
-    if (!pub || !rep) {
-      ADD_FAILURE() << (!pub ? pub.error() : rep.error());
+    auto endpoints = read_kv_event_endpoints(*proc, std::chrono::seconds(60));
+    if (!endpoints) {
+      ADD_FAILURE() << endpoints.error();
       url.clear();
       return;
     }
-    publisher = pub->substr(pub->find("tcp://"));
-    replay = rep->substr(rep->find("tcp://"));
+    publisher = endpoints->publisher;
+    replay = endpoints->replay;
   }
 
   static std::vector<std::string> args(const std::vector<std::string>& extra) {
