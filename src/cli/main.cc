@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "env/exit_code.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -21,5 +22,5 @@ int main(int argc, char** argv) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
   }
-  return kvgate::cli::exit_code();
+  return kvgate::env::exit_code();
 }

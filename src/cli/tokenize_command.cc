@@ -25,9 +25,9 @@
 #include <sstream>
 #include <string>
 
-#include "cli/commands.h"
 #include "core/tokenizer/chat_template.h"
 #include "core/tokenizer/tokenizer.h"
+#include "env/exit_code.h"
 #include "env/file.h"
 #include "gateway/config.h"
 #include "gateway/serve_command.h"
@@ -286,7 +286,7 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_flag("--add-special-tokens", opt->add_special_tokens,
                 "Add the post-processor's special tokens (e.g. Llama 3.1's BOS), as vLLM does "
                 "for completions prompts");
-  cmd->callback([opt] { set_exit_code(run(*opt)); });
+  cmd->callback([opt] { env::set_exit_code(run(*opt)); });
 }
 
 }  // namespace kvgate::cli

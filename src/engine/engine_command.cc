@@ -7,8 +7,8 @@
 #include <memory>
 #include <optional>
 
-#include "cli/exit_code.h"
 #include "engine/engine_server.h"
+#include "env/exit_code.h"
 #include "env/file.h"
 #include "io/process_launch_time.h"
 
@@ -205,7 +205,7 @@ void add_engine_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--deprecated-gpu-cache-metric", o.deprecated_gpu_cache_metric,
                 "Also export vllm:gpu_cache_usage_perc (older vLLM)");
-  cmd->callback([flags] { cli::set_exit_code(run(*flags)); });
+  cmd->callback([flags] { env::set_exit_code(run(*flags)); });
 }
 
 }  // namespace kvgate::engine_server

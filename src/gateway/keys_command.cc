@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "cli/exit_code.h"
+#include "env/exit_code.h"
 #include "env/file.h"
 #include "gateway/keys.h"
 
@@ -93,7 +93,7 @@ void add_keys_command(CLI::App& app) {
   add->add_flag("--may-set-priority", opts->may_set_priority,
                 "Let the tenant override its priority with the x-kvgate-priority header");
   add->add_option("--file", opts->file, "Keys file (YAML), created when absent")->required();
-  add->callback([opts] { cli::set_exit_code(run_add(*opts)); });
+  add->callback([opts] { env::set_exit_code(run_add(*opts)); });
 }
 
 }  // namespace kvgate::gateway

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "cli/exit_code.h"
+#include "env/exit_code.h"
 #include "gateway/config.h"
 #include "gateway/gateway.h"
 #include "gateway/keys.h"
@@ -122,7 +122,7 @@ void add_serve_command(CLI::App& app) {
                   "or none) and why; exit");
   serve->add_option("--port", o->port, "Override the first listener's port (0: ephemeral)")
       ->check(CLI::Range(0, 65535));
-  serve->callback([o] { cli::set_exit_code(run(*o)); });
+  serve->callback([o] { env::set_exit_code(run(*o)); });
 }
 
 }  // namespace kvgate::gateway

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "cli/exit_code.h"
+#include "env/exit_code.h"
 #include "loadgen/load_generator.h"
 #include "sim/report.h"
 #include "sim/scenario.h"
@@ -86,7 +86,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--out", args->out,
                   "Directory for summary.csv, stages.csv, report.json, requests.csv and SVGs");
   cmd->add_flag("--no-progress", args->no_progress, "Do not draw the progress bar on stderr");
-  cmd->callback([args] { cli::set_exit_code(run_bench(*args)); });
+  cmd->callback([args] { env::set_exit_code(run_bench(*args)); });
 }
 
 }  // namespace kvgate::loadgen

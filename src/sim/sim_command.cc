@@ -7,7 +7,7 @@
 #include <memory>
 #include <sstream>
 
-#include "cli/exit_code.h"
+#include "env/exit_code.h"
 #include "env/file.h"
 #include "sim/cluster_sim.h"
 #include "sim/flow_report.h"
@@ -213,7 +213,7 @@ void add_sim_command(CLI::App& app) {
                   "Delay from one replica's decision to its peers applying it")
       ->check(CLI::Range(0.0, 600000.0))
       ->capture_default_str();
-  cmd->callback([args] { cli::set_exit_code(run_sim(*args)); });
+  cmd->callback([args] { env::set_exit_code(run_sim(*args)); });
 }
 
 }  // namespace kvgate::sim

@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "cli/coldstart/coldstart_runner.h"
-#include "cli/commands.h"
 #include "core/coldstart/report_render.h"
+#include "env/exit_code.h"
 #include "env/file.h"
 
 namespace kvgate::coldstart {
@@ -168,7 +168,7 @@ void add_coldstart_command(CLI::App& app) {
   cmd->add_flag("--echo", flags->echo, "Copy the server's output to stderr as it comes");
   cmd->add_option("command", flags->command, "The server command and its arguments, after --")
       ->required();
-  cmd->callback([flags] { cli::set_exit_code(run(*flags)); });
+  cmd->callback([flags] { env::set_exit_code(run(*flags)); });
 }
 
 }  // namespace kvgate::coldstart
