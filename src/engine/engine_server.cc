@@ -25,6 +25,7 @@
 #include "io/http_server.h"
 #include "io/kv_event_publisher.h"
 #include "openai/engine_api.h"
+#include "openai/error.h"
 
 namespace kvgate::engine_server {
 namespace {
@@ -70,6 +71,11 @@ std::string random_hex(Rng& rng) {
   std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(rng.next()),
                 static_cast<unsigned long long>(rng.next()));
   return buf;
+}
+
+// An error answer as vLLM's server words it (openai/error.h).
+io::HttpResponse vllm_error(int status, std::string_view message) {
+  return io::HttpResponse{status, "application/json", {}, openai::vllm_error_json(status, message)};
 }
 
 }  // namespace
@@ -146,12 +152,12 @@ void EngineServer::Impl::handle(io::HttpRequest&& req, std::shared_ptr<io::Respo
   const bool get = req.method == "GET";
   const bool post = req.method == "POST";
   if (path == "/health") {
-    if (!get) return s->respond(io::error_response(405, "method not allowed"));
+    if (!get) return s->respond(vllm_error(405, "method not allowed"));
     if (is_ready.load()) return s->respond(io::HttpResponse{200, "application/json", {}, ""});
-    return s->respond(io::error_response(503, "engine is starting"));
+    return s->respond(vllm_error(503, "engine is starting"));
   }
   if (path == "/metrics") {
-    if (!get) return s->respond(io::error_response(405, "method not allowed"));
+    if (!get) return s->respond(vllm_error(405, "method not allowed"));
     net::post(ioc, [this, s] {
       s->respond(io::HttpResponse{
           200, "text/plain; version=0.0.4; charset=utf-8", {}, render_engine_metrics(model, opt)});
@@ -159,20 +165,20 @@ void EngineServer::Impl::handle(io::HttpRequest&& req, std::shared_ptr<io::Respo
     return;
   }
   if (path == "/v1/models") {
-    if (!get) return s->respond(io::error_response(405, "method not allowed"));
+    if (!get) return s->respond(vllm_error(405, "method not allowed"));
     return s->respond(models_response());
   }
   if (path == "/tokenize") {
-    if (!post) return s->respond(io::error_response(405, "method not allowed"));
+    if (!post) return s->respond(vllm_error(405, "method not allowed"));
     return handle_tokenize(req, s);
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
-    if (!post) return s->respond(io::error_response(405, "method not allowed"));
+    if (!post) return s->respond(vllm_error(405, "method not allowed"));
     return handle_completion(
         req, path == "/v1/completions" ? openai::ApiKind::kCompletion : openai::ApiKind::kChat,
         std::move(s));
   }
-  s->respond(io::error_response(404, "Not Found: " + path));
+  s->respond(vllm_error(404, "Not Found: " + path));
 }
 
 io::HttpResponse EngineServer::Impl::models_response() const {
@@ -196,19 +202,19 @@ io::HttpResponse EngineServer::Impl::models_response() const {
 
 void EngineServer::Impl::handle_tokenize(const io::HttpRequest& req,
                                          const std::shared_ptr<io::ResponseStream>& s) {
-  if (opt.tokenize_fail) return s->respond(io::error_response(500, "tokenizer failure (injected)"));
+  if (opt.tokenize_fail) return s->respond(vllm_error(500, "tokenizer failure (injected)"));
   auto parsed = openai::parse_tokenize_request(req.body);
   if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
-    return s->respond(io::error_response(e->status, e->message));
+    return s->respond(vllm_error(e->status, e->message));
   }
   const openai::TokenizeRequest& t = std::get<openai::TokenizeRequest>(parsed);
   auto tokens = t.prompt ? codec->encode(*t.prompt, t.add_special_tokens)
                          : codec->encode_chat(t.chat, t.add_special_tokens);
-  if (!tokens) return s->respond(io::error_response(400, tokens.error()));
+  if (!tokens) return s->respond(vllm_error(400, tokens.error()));
   std::optional<std::vector<std::string>> strs;
   if (t.return_token_strs) {
     auto got = codec->token_strs(*tokens);
-    if (!got) return s->respond(io::error_response(400, got.error()));
+    if (!got) return s->respond(vllm_error(400, got.error()));
     strs = std::move(*got);
   }
   io::HttpResponse r{200,
@@ -226,29 +232,29 @@ void EngineServer::Impl::handle_tokenize(const io::HttpRequest& req,
 
 void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::ApiKind kind,
                                            std::shared_ptr<io::ResponseStream> s) {
-  if (!is_ready.load()) return s->respond(io::error_response(503, "engine is starting"));
+  if (!is_ready.load()) return s->respond(vllm_error(503, "engine is starting"));
   auto parsed = openai::parse_completion_request(req.body, kind);
   if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
-    return s->respond(io::error_response(e->status, e->message));
+    return s->respond(vllm_error(e->status, e->message));
   }
   openai::CompletionRequest& c = std::get<openai::CompletionRequest>(parsed);
   if (!c.model.empty() && c.model != opt.served_model_name) {
-    return s->respond(io::error_response(404, "The model `" + c.model + "` does not exist."));
+    return s->respond(vllm_error(404, "The model `" + c.model + "` does not exist."));
   }
   auto sub = std::make_shared<Submission>();
   engine::EngineRequest& r = sub->request;
   if (kind == openai::ApiKind::kChat) {
     auto tokens = codec->encode_chat(c.chat, c.add_special_tokens);
-    if (!tokens) return s->respond(io::error_response(400, tokens.error()));
+    if (!tokens) return s->respond(vllm_error(400, tokens.error()));
     r.prompt = std::move(*tokens);
   } else if (c.prompt_tokens) {
     r.prompt = std::move(*c.prompt_tokens);
   } else {
     auto tokens = codec->encode(*c.prompt_text, c.add_special_tokens);
-    if (!tokens) return s->respond(io::error_response(400, tokens.error()));
+    if (!tokens) return s->respond(vllm_error(400, tokens.error()));
     r.prompt = std::move(*tokens);
   }
-  if (r.prompt.empty()) return s->respond(io::error_response(400, "the prompt is empty"));
+  if (r.prompt.empty()) return s->respond(vllm_error(400, "the prompt is empty"));
   r.id = next_id.fetch_add(1);
   r.max_tokens = c.max_tokens.value_or(opt.default_max_tokens);
   r.priority = c.priority;
@@ -293,7 +299,7 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::A
 void EngineServer::Impl::submit(std::shared_ptr<Submission> sub) {
   Pending& p = sub->pending;
   if (opt.fail_rate > 0 && rng.uniform() < opt.fail_rate) {
-    return p.stream->respond(io::error_response(500, "injected failure (--fail-rate)"));
+    return p.stream->respond(vllm_error(500, "injected failure (--fail-rate)"));
   }
   if (sub->may_stall && opt.stall_ms > 0 && rng.uniform() < opt.stall_rate) {
     sub->may_stall = false;
@@ -307,7 +313,7 @@ void EngineServer::Impl::submit(std::shared_ptr<Submission> sub) {
   const RequestId id = sub->request.id;
   p.ids.id = (p.kind == openai::ApiKind::kChat ? "chatcmpl-" : "cmpl-") + random_hex(id_rng);
   Status added = model.add(std::move(sub->request), std::max(model_now(), last_end));
-  if (!added) return p.stream->respond(io::error_response(400, added.error()));
+  if (!added) return p.stream->respond(vllm_error(400, added.error()));
   p.stream->on_close([this, id] { net::post(ioc, [this, id] { abort_request(id); }); });
   if (p.streaming) p.stream->start(200, "text/event-stream; charset=utf-8");
   pending.emplace(id, std::move(p));
@@ -499,6 +505,7 @@ Result<std::unique_ptr<EngineServer>> EngineServer::start(const EngineServerOpti
   ho.address = options.host;
   ho.port = options.port;
   ho.threads = options.http_threads;
+  ho.error_json = openai::vllm_error_json;
   Impl* raw = impl.get();
   auto http = io::HttpServer::start(
       ho, [raw](io::HttpRequest&& req, std::shared_ptr<io::ResponseStream> s) {

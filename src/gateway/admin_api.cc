@@ -504,6 +504,7 @@ Result<std::unique_ptr<AdminApi>> AdminApi::start(const AdminConfig& config,
   opts.port = config.port;
   opts.threads = 1;
   opts.max_body_bytes = 8 * 1024 * 1024;  // a route view may carry a long prompt
+  opts.error_json = openai::vllm_error_json;
   std::weak_ptr<Impl> weak = impl;
   auto server = io::HttpServer::start(
       opts, [weak](HttpRequest&& req, std::shared_ptr<ResponseStream> stream) {

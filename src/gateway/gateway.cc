@@ -203,6 +203,8 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     opts.max_body_bytes = c.limits.max_body_bytes;
     opts.idle_timeout = std::min(c.timeouts.header, c.timeouts.idle);
     opts.handshake_timeout = c.timeouts.header;
+    // The listeners' own refusals (a bad head, 413, 431) in vLLM's words, as an engine's.
+    opts.error_json = openai::vllm_error_json;
     if (l.tls) {
       opts.tls_cert_file = l.tls->cert_file;
       opts.tls_key_file = l.tls->key_file;

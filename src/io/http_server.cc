@@ -432,6 +432,14 @@ awaitable<void> linger_close(Connection& conn, const HttpServerOptions& options)
   }
 }
 
+// The server's own error answer (HttpServerOptions::error_json).
+HttpResponse error_answer(const HttpServerOptions& options, int status, std::string_view message) {
+  if (options.error_json) {
+    return HttpResponse{status, "application/json", {}, options.error_json(status, message)};
+  }
+  return HttpResponse{status, "text/plain", {}, std::string(message) + "\n"};
+}
+
 // Writes `r` as the last response on the connection, for a request refused before its body
 // was read; the session then closes the connection lingering.
 template <class S>
@@ -571,7 +579,7 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
         status = 431;
         message = "request headers exceed " + std::to_string(options.max_header_bytes) + " bytes";
       }
-      co_await write_refusal(*conn, stream, options, error_response(status, message));
+      co_await write_refusal(*conn, stream, options, error_answer(options, status, message));
       co_return false;
     }
     conn->busy = true;
@@ -585,7 +593,7 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
         server.handler(std::move(request), rs);
       }
     } catch (const std::exception& e) {
-      rs->respond(error_response(500, std::string("internal error: ") + e.what()));
+      rs->respond(error_answer(options, 500, std::string("internal error: ") + e.what()));
     }
     conn->deadline->expires_never();
 

@@ -16,9 +16,10 @@
 // Request heads are read by a small strict parser when plain (http_head.h), else by
 // Beast's.
 //
-// Limits and timeouts: header and body size (431 / 413 with an OpenAI-style error),
-// idle keep-alive timeout, a per-write timeout (a stalled client is dropped). Refusals
-// made before the body is read reach clients that are still sending (lingering close).
+// Limits and timeouts: header and body size (431 / 413, with an error body in the owner's
+// protocol: HttpServerOptions::error_json, as io knows none), idle keep-alive timeout, a
+// per-write timeout (a stalled client is dropped). Refusals made before the body is read
+// reach clients that are still sending (lingering close).
 // TLS (HttpServerOptions::tls_cert_file/tls_key_file): a failed or slow handshake, or
 // bytes that are not TLS at all (plain HTTP sent to the HTTPS port), close the
 // connection without an answer.
@@ -38,6 +39,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/common/result.h"
 #include "io/http_types.h"
@@ -117,6 +119,10 @@ struct HttpServerOptions {
   // without reading the body (say a missing API key on a 60 MiB upload); nullopt reads
   // the body and calls the handler as usual. Runs on an I/O thread; must not block.
   std::function<std::optional<HttpResponse>(const HttpRequest& head)> early_refusal;
+  // The JSON body of the server's own error answers (400 on a bad head, 413, 431, and 500
+  // when a handler throws), in the owner's protocol: the gateway and the engine simulator
+  // pass openai::vllm_error_json. Empty: the message as text/plain.
+  std::function<std::string(int status, std::string_view message)> error_json;
   int backlog = 4096;
   // HTTPS: with both files set, the listener speaks TLS 1.2/1.3 only (see tls_context.h);
   // a client must complete its handshake within handshake_timeout or is dropped.

@@ -1,7 +1,5 @@
 #include "io/http_types.h"
 
-#include "openai/error.h"
-
 namespace kvgate::io {
 
 namespace {
@@ -43,13 +41,6 @@ void HeaderFields::add(std::string_view name, std::string_view value) {
   refs_.push_back(Ref{at, static_cast<uint32_t>(name.size()),
                       at + static_cast<uint32_t>(name.size()),
                       static_cast<uint32_t>(value.size())});
-}
-
-HttpResponse error_response(int status, std::string_view message) {
-  HttpResponse r;
-  r.status = status;
-  r.body = openai::vllm_error_json(status, message);
-  return r;
 }
 
 Result<Url> parse_url(std::string_view url) {

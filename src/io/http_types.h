@@ -88,9 +88,6 @@ struct HttpResponse {
   std::string header_lines;
 };
 
-// A whole error response in vLLM's dialect of OpenAI's format (openai/error.h).
-HttpResponse error_response(int status, std::string_view message);
-
 struct Url {
   std::string host;
   std::string port;

@@ -11,6 +11,7 @@
 #include "gateway/gateway.h"
 #include "io/http_client.h"
 #include "io/http_server.h"
+#include "openai/error.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -37,7 +38,8 @@ std::unique_ptr<Fake> prefill_engine(int status = 200) {
       {}, [f = f.get(), status](HttpRequest&& r, std::shared_ptr<ResponseStream> out) {
         ++f->hits;
         if (status != 200) {
-          out->respond(io::error_response(status, "scripted refusal"));
+          out->respond(HttpResponse{
+              status, "application/json", {}, openai::vllm_error_json(status, "scripted refusal")});
           return;
         }
         auto body = json::parse(r.body).as_object();
@@ -63,7 +65,8 @@ std::unique_ptr<Fake> decode_engine(int refuse = 0) {
   auto s = io::HttpServer::start(
       {}, [f = f.get(), refuse](HttpRequest&& r, std::shared_ptr<ResponseStream> out) {
         if (++f->hits <= refuse) {
-          out->respond(io::error_response(503, "starting"));
+          out->respond(
+              HttpResponse{503, "application/json", {}, openai::vllm_error_json(503, "starting")});
           return;
         }
         auto body = json::parse(r.body).as_object();

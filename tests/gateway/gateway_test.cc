@@ -16,6 +16,7 @@
 #include "gateway/keys.h"
 #include "io/http_client.h"
 #include "io/http_server.h"
+#include "openai/error.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -44,7 +45,8 @@ std::unique_ptr<io::HttpServer> fake_engine(std::string name, std::atomic<int>* 
                                          HttpRequest&& r, std::shared_ptr<ResponseStream> out) {
     if (hits) ++*hits;
     if (status != 200) {
-      out->respond(io::error_response(status, "scripted failure"));
+      out->respond(HttpResponse{
+          status, "application/json", {}, openai::vllm_error_json(status, "scripted failure")});
       return;
     }
     auto body = boost::json::parse(r.body).as_object();

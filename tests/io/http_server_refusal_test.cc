@@ -74,7 +74,8 @@ TEST(HttpServerRefusal, TooLargeBodyIsAnsweredWhileTheClientSendsIt) {
     EXPECT_EQ(r.body_bytes, mib << 20);
     EXPECT_TRUE(r.answer.starts_with("HTTP/1.1 413 ")) << r.answer;
     EXPECT_NE(r.answer.find("Connection: close\r\n"), std::string::npos) << r.answer;
-    EXPECT_NE(r.answer.find(R"("message":"request body exceeds 8388608 bytes")"), std::string::npos)
+    // Without error_json, the message as text/plain.
+    EXPECT_NE(r.answer.find("\r\n\r\nrequest body exceeds 8388608 bytes\n"), std::string::npos)
         << r.answer;
   }
   EXPECT_EQ(handled.load(), 0);
@@ -83,6 +84,11 @@ TEST(HttpServerRefusal, TooLargeBodyIsAnsweredWhileTheClientSendsIt) {
 TEST(HttpServerRefusal, HeadersTooLargeAndBadHeadsAreAnsweredToo) {
   HttpServerOptions o;
   o.max_header_bytes = 1024;
+  // The owner's protocol words the refusals (the gateway's and the engine's: vLLM's).
+  o.error_json = [](int status, std::string_view message) {
+    return R"({"error":{"message":")" + std::string(message) + R"(","code":)" +
+           std::to_string(status) + "}}";
+  };
   auto server = serve(o);
   const Sent big = send_all(
       server->port(),
@@ -90,10 +96,14 @@ TEST(HttpServerRefusal, HeadersTooLargeAndBadHeadsAreAnsweredToo) {
       4 << 20);
   EXPECT_FALSE(big.write_failed);
   EXPECT_TRUE(big.answer.starts_with("HTTP/1.1 431 ")) << big.answer;
+  EXPECT_NE(big.answer.find(R"("message":"request headers exceed 1024 bytes","code":431)"),
+            std::string::npos)
+      << big.answer;
   const Sent bad = send_all(server->port(), "POST / HTTP/9.9\r\n\r\n", 4 << 20);
   EXPECT_FALSE(bad.write_failed);
   EXPECT_TRUE(bad.answer.starts_with("HTTP/1.1 400 ")) << bad.answer;
-  EXPECT_NE(bad.answer.find("\"error\""), std::string::npos) << bad.answer;
+  EXPECT_NE(bad.answer.find(R"({"error":{"message":"malformed HTTP request: )"), std::string::npos)
+      << bad.answer;
 }
 
 TEST(HttpServerRefusal, EarlyRefusalAnswersOnTheHeadBeforeTheBody) {
@@ -103,7 +113,7 @@ TEST(HttpServerRefusal, EarlyRefusalAnswersOnTheHeadBeforeTheBody) {
     EXPECT_TRUE(head.body.empty());
     if (head.header("authorization")) return std::nullopt;
     ++refusals;
-    return error_response(401, "no key");
+    return HttpResponse{401, "application/json", {}, R"({"error":{"message":"no key"}})"};
   };
   std::atomic<int> handled{0};
   auto server = serve(o, &handled);

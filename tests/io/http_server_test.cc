@@ -48,7 +48,8 @@ TEST(HttpServer, WholeResponsesAndRequestFields) {
       s->respond(std::move(res));
       return;
     }
-    s->respond(error_response(404, "no route " + r.path));
+    s->respond(HttpResponse{
+        404, "application/json", {}, R"({"error":{"message":"no route )" + r.path + R"("}})"});
   });
   auto r = http_fetch("POST", url(*server, "/echo?a=1"), "hello", {{"X-Test", "yes"}});
   ASSERT_TRUE(r) << r.error();
