@@ -268,8 +268,7 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
   }
   for (auto& pool : impl->pools) {
     if (!pool->config().discovery) continue;
-    auto d =
-        discovery::PoolDiscovery::start(*pool, *pool->config().discovery, impl->io.get_executor());
+    auto d = PoolDiscovery::start(*pool, *pool->config().discovery, impl->io.get_executor());
     if (!d) {
       impl->stop_all();
       return Error(d.error());

@@ -22,7 +22,6 @@
 #include <charconv>
 #include <thread>
 
-#include "discovery/pool_discovery.h"
 #include "gateway/admin_api.h"
 #include "gateway/disagg_flow.h"
 #include "gateway/engine_tokenizer.h"
@@ -32,6 +31,7 @@
 #include "gateway/keys.h"
 #include "gateway/live_feed.h"
 #include "gateway/pool_autoscaler.h"
+#include "gateway/pool_discovery.h"
 #include "gateway/pool_flow.h"
 #include "gateway/pool_runtime.h"
 #include "gateway/replica_sync.h"
@@ -127,7 +127,7 @@ struct Gateway::Impl {
   std::vector<std::unique_ptr<LiveFeed>> feeds;              // after pools: destroyed first
   std::vector<std::unique_ptr<PoolWarmup>> warmups;          // by pool index (gateway/warmup.h)
   std::vector<std::unique_ptr<PoolAutoscaler>> autoscalers;  // stopped first in stop_all
-  std::vector<std::unique_ptr<discovery::PoolDiscovery>> discoveries;  // docs/discovery.md
+  std::vector<std::unique_ptr<PoolDiscovery>> discoveries;   // docs/discovery.md
   std::vector<std::unique_ptr<io::HttpServer>> servers;
   std::unique_ptr<AdminApi> admin;       // config.admin set; destroyed before the pools
   std::unique_ptr<ReplicaSync> cluster;  // config.cluster set (gateway/replica_sync.h)
@@ -152,9 +152,9 @@ struct Gateway::Impl {
   }
 
   std::string discovery_metrics() const {
-    std::vector<const discovery::PoolDiscovery*> d;
+    std::vector<const PoolDiscovery*> d;
     for (const auto& p : discoveries) d.push_back(p.get());
-    return discovery::render_discovery_metrics(d);
+    return render_discovery_metrics(d);
   }
 
   std::vector<const PoolFlow*> all_flows() const {

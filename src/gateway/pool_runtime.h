@@ -209,7 +209,7 @@ class PoolRuntime {
                                               std::optional<KvEventsConfig> kv_events,
                                               std::string origin = "runtime");
   Result<bool> remove_endpoint_sync(route::EndpointId id, std::chrono::milliseconds timeout);
-  // Endpoint discovery's grace period (discovery/pool_discovery.h): `held` takes the
+  // Endpoint discovery's grace period (gateway/pool_discovery.h): `held` takes the
   // endpoint out of routing (draining: requests in flight finish) without removing it,
   // so its index entries stay; false puts it back. False for an unknown id or one that
   // is being removed.

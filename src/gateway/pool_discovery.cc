@@ -1,7 +1,7 @@
 // GCC 12 reports a false -Wmismatched-new-delete on Asio coroutine frames (GCC bug 109224).
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
-#include "discovery/pool_discovery.h"
+#include "gateway/pool_discovery.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -22,22 +22,21 @@
 #include "discovery/source.h"
 #include "gateway/pool_runtime.h"
 
-namespace kvgate::discovery {
+namespace kvgate::gateway {
 namespace asio = boost::asio;
 namespace json = boost::json;
-using gateway::monotonic_now;
 
 namespace {
 
-std::optional<gateway::KvEventsConfig> kv_config(const std::optional<KvEventsAddress>& k) {
+std::optional<KvEventsConfig> kv_config(const std::optional<discovery::KvEventsAddress>& k) {
   if (!k) return std::nullopt;
-  return gateway::KvEventsConfig{.publisher = k->publisher, .replay = k->replay, .topic = k->topic};
+  return KvEventsConfig{.publisher = k->publisher, .replay = k->replay, .topic = k->topic};
 }
 
 }  // namespace
 
 struct PoolDiscovery::Impl : std::enable_shared_from_this<PoolDiscovery::Impl> {
-  Impl(gateway::PoolRuntime& p, const DiscoveryConfig& c, asio::any_io_executor ex)
+  Impl(PoolRuntime& p, const discovery::DiscoveryConfig& c, asio::any_io_executor ex)
       : pool(p),
         config(c),
         strand(asio::make_strand(ex)),
@@ -49,10 +48,10 @@ struct PoolDiscovery::Impl : std::enable_shared_from_this<PoolDiscovery::Impl> {
         apply_seconds({0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}) {}
 
   // One source's reports, into the reconciler.
-  struct Sink : SourceSink {
+  struct Sink : discovery::SourceSink {
     Impl* impl = nullptr;
     size_t index = 0;
-    void report(std::vector<DiscoveredEndpoint> set, bool resync) override {
+    void report(std::vector<discovery::DiscoveredEndpoint> set, bool resync) override {
       impl->report(index, std::move(set), resync);
     }
     void error(std::string message) override {
@@ -61,9 +60,9 @@ struct PoolDiscovery::Impl : std::enable_shared_from_this<PoolDiscovery::Impl> {
     }
   };
 
-  void report(size_t source, std::vector<DiscoveredEndpoint> set, bool resync) {
+  void report(size_t source, std::vector<discovery::DiscoveredEndpoint> set, bool resync) {
     const Nanos now = monotonic_now();
-    std::vector<Action> actions;
+    std::vector<discovery::Action> actions;
     {
       std::lock_guard lock(mu);
       actions = reconciler.report(source, now, std::move(set), resync);
@@ -71,10 +70,10 @@ struct PoolDiscovery::Impl : std::enable_shared_from_this<PoolDiscovery::Impl> {
     enqueue(std::move(actions), now);
   }
 
-  void enqueue(std::vector<Action> actions, Nanos seen) {
+  void enqueue(std::vector<discovery::Action> actions, Nanos seen) {
     if (actions.empty()) return;
     asio::post(strand, [self = shared_from_this(), actions = std::move(actions), seen]() mutable {
-      for (Action& a : actions) {
+      for (discovery::Action& a : actions) {
         std::string url = a.endpoint.spec.url;
         auto& q = self->queues[url];
         q.push_back({std::move(a), seen});
@@ -99,7 +98,7 @@ struct PoolDiscovery::Impl : std::enable_shared_from_this<PoolDiscovery::Impl> {
       {
         std::lock_guard lock(mu);
         (ok ? applied_ok : applied_failed)++;
-        if (q.action.kind != Action::Kind::kRemove) {
+        if (q.action.kind != discovery::Action::Kind::kRemove) {
           apply_seconds.observe(to_seconds(monotonic_now() - q.seen));
         }
       }
@@ -107,11 +106,11 @@ struct PoolDiscovery::Impl : std::enable_shared_from_this<PoolDiscovery::Impl> {
     }
   }
 
-  asio::awaitable<bool> apply(const Action& a, Nanos seen) {
+  asio::awaitable<bool> apply(const discovery::Action& a, Nanos seen) {
     const std::string& url = a.endpoint.spec.url;
     auto id = ids.find(url);
     switch (a.kind) {
-      case Action::Kind::kAdd: {
+      case discovery::Action::Kind::kAdd: {
         auto added = co_await pool.add_endpoint(a.endpoint.spec, kv_config(a.endpoint.kv_events),
                                                 "discovery:" + a.source);
         if (!added) {
@@ -124,16 +123,16 @@ struct PoolDiscovery::Impl : std::enable_shared_from_this<PoolDiscovery::Impl> {
         ids[url] = *added;
         co_return true;
       }
-      case Action::Kind::kSuspend:
-      case Action::Kind::kResume: {
+      case discovery::Action::Kind::kSuspend:
+      case discovery::Action::Kind::kResume: {
         if (id == ids.end()) co_return false;
-        const bool held = a.kind == Action::Kind::kSuspend;
+        const bool held = a.kind == discovery::Action::Kind::kSuspend;
         spdlog::info("discovery: pool {}: {} {} (source {})", pool.name(), url,
                      held ? "vanished: held out of routing for the grace period" : "is back",
                      a.source);
         co_return co_await pool.set_held(id->second, held);
       }
-      case Action::Kind::kRemove: {
+      case discovery::Action::Kind::kRemove: {
         if (id == ids.end()) co_return false;
         const route::EndpointId eid = id->second;
         ids.erase(id);
@@ -160,7 +159,7 @@ struct PoolDiscovery::Impl : std::enable_shared_from_this<PoolDiscovery::Impl> {
       co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (stopped) co_return;
       const Nanos now = monotonic_now();
-      std::vector<Action> due;
+      std::vector<discovery::Action> due;
       {
         std::lock_guard lock(mu);
         auto next = reconciler.next_deadline();
@@ -170,38 +169,37 @@ struct PoolDiscovery::Impl : std::enable_shared_from_this<PoolDiscovery::Impl> {
     }
   }
 
-  gateway::PoolRuntime& pool;
-  const DiscoveryConfig config;
+  PoolRuntime& pool;
+  const discovery::DiscoveryConfig config;
   asio::strand<asio::any_io_executor> strand;
 
   mutable std::mutex mu;  // guards the reconciler and the counters below
-  Reconciler reconciler;
+  discovery::Reconciler reconciler;
   metrics::Histogram apply_seconds;
   uint64_t applied_ok = 0;
   uint64_t applied_failed = 0;
 
   std::vector<std::unique_ptr<Sink>> sinks;
-  std::vector<std::unique_ptr<EndpointSource>> sources;  // stopped before the sinks go
+  std::vector<std::unique_ptr<discovery::EndpointSource>> sources;  // stopped before the sinks go
   std::atomic<bool> stopped{false};
 
   // On the strand only.
   struct Queued {
-    Action action;
+    discovery::Action action;
     Nanos seen = 0;  // when the report that caused it arrived
   };
   std::map<std::string, std::deque<Queued>> queues;
   std::map<std::string, route::EndpointId> ids;  // the endpoints discovery added
 };
 
-Result<std::unique_ptr<PoolDiscovery>> PoolDiscovery::start(gateway::PoolRuntime& pool,
-                                                            const DiscoveryConfig& config,
-                                                            asio::any_io_executor executor) {
+Result<std::unique_ptr<PoolDiscovery>> PoolDiscovery::start(
+    PoolRuntime& pool, const discovery::DiscoveryConfig& config, asio::any_io_executor executor) {
   auto impl = std::make_shared<Impl>(pool, config, std::move(executor));
-  for (const SourceConfig& sc : config.sources) {
+  for (const discovery::SourceConfig& sc : config.sources) {
     auto sink = std::make_unique<Impl::Sink>();
     sink->impl = impl.get();
     sink->index = impl->reconciler.add_source(sc.name);
-    auto source = make_source(sc, *sink);
+    auto source = discovery::make_source(sc, *sink);
     if (!source) return Error(fmt::format("pool {}: discovery: {}", pool.name(), source.error()));
     impl->sinks.push_back(std::move(sink));
     impl->sources.push_back(std::move(*source));
@@ -247,8 +245,8 @@ json::value PoolDiscovery::state_json() const {
   const Nanos now = monotonic_now();
   const DiscoveryCounters c = counters();
   json::array sources;
-  for (const SourceState& s : c.sources) {
-    const SourceStats& st = s.stats;
+  for (const DiscoverySourceState& s : c.sources) {
+    const discovery::SourceStats& st = s.stats;
     sources.push_back(json::object{
         {"name", s.name},
         {"kind", s.kind},
@@ -268,7 +266,7 @@ json::value PoolDiscovery::state_json() const {
   json::array endpoints;
   {
     std::lock_guard lock(impl_->mu);
-    for (const EntryView& e : impl_->reconciler.entries()) {
+    for (const discovery::EntryView& e : impl_->reconciler.entries()) {
       json::array from;
       for (const std::string& s : e.sources) from.push_back(json::value(s));
       endpoints.push_back(json::object{
@@ -298,29 +296,29 @@ std::string render_discovery_metrics(const std::vector<const PoolDiscovery*>& po
   auto each = [&](std::string_view name, std::string_view help, std::string_view type, auto value) {
     w.header(name, help, type);
     for (const DiscoveryCounters& c : cs) {
-      for (const SourceState& s : c.sources) {
+      for (const DiscoverySourceState& s : c.sources) {
         w.sample(name, {{"pool", c.pool}, {"source", s.name}, {"kind", s.kind}}, value(s.stats));
       }
     }
   };
   each("kvgate_discovery_endpoints", "Endpoints in the source's last good set (ready ones).",
-       "gauge", [](const SourceStats& s) { return static_cast<double>(s.endpoints); });
+       "gauge", [](const discovery::SourceStats& s) { return static_cast<double>(s.endpoints); });
   each("kvgate_discovery_reports_total", "Good reads of the source (full sets taken).", "counter",
-       [](const SourceStats& s) { return static_cast<double>(s.reports); });
+       [](const discovery::SourceStats& s) { return static_cast<double>(s.reports); });
   each("kvgate_discovery_errors_total",
        "Reads, answers or watches that failed (the last good set was kept).", "counter",
-       [](const SourceStats& s) { return static_cast<double>(s.errors); });
+       [](const discovery::SourceStats& s) { return static_cast<double>(s.errors); });
   each("kvgate_discovery_changes_total",
        "Changes the source caused in the pool (adds, suspends, resumes, removes).", "counter",
-       [](const SourceStats& s) { return static_cast<double>(s.changes); });
+       [](const discovery::SourceStats& s) { return static_cast<double>(s.changes); });
   each("kvgate_discovery_resync_differences_total",
        "Endpoints a periodic full read found different from what the source held.", "counter",
-       [](const SourceStats& s) { return static_cast<double>(s.resync_differences); });
+       [](const discovery::SourceStats& s) { return static_cast<double>(s.resync_differences); });
   each("kvgate_discovery_held_empty_total", "Sudden empty sets held instead of applied.", "counter",
-       [](const SourceStats& s) { return static_cast<double>(s.held_empty); });
+       [](const discovery::SourceStats& s) { return static_cast<double>(s.held_empty); });
   each("kvgate_discovery_last_success_age_seconds",
        "Seconds since the source's last good read (-1: none yet).", "gauge",
-       [now](const SourceStats& s) {
+       [now](const discovery::SourceStats& s) {
          return s.last_success < 0 ? -1.0 : to_seconds(now - s.last_success);
        });
   w.header("kvgate_discovery_applied_total", "Discovery actions the pool carried out, by result.",
@@ -339,4 +337,4 @@ std::string render_discovery_metrics(const std::vector<const PoolDiscovery*>& po
   return w.take();
 }
 
-}  // namespace kvgate::discovery
+}  // namespace kvgate::gateway

@@ -1,8 +1,10 @@
-// The `discovery:` section of a pool, through the gateway's config parser.
+// The `discovery:` section of a pool, through the gateway's config parser, and the file
+// source's endpoint schema against the config's `endpoints:`.
 #include "discovery/discovery_config.h"
 
 #include <gtest/gtest.h>
 
+#include "discovery/endpoint_list.h"
 #include "gateway/config.h"
 
 namespace kvgate::discovery {
@@ -123,6 +125,33 @@ TEST(DiscoveryConfig, WithoutEitherThePoolStillNeedsEndpoints) {
   auto c = parse("    block_size: 16\n");
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().find("pools.main.endpoints"), std::string::npos);
+}
+
+TEST(EndpointList, AgreesWithTheGatewayConfigOnTheSameEndpoints) {
+  // The schema lives in two parsers (the config's and this one): the same text must give
+  // the same specs.
+  const std::string eps =
+      "      - http://10.0.0.7:8000\n"
+      "      - url: http://10.0.0.8:8000\n"
+      "        role: prefill\n"
+      "        zone: z\n"
+      "        labels: {a: b}\n";
+  auto config = gateway::parse_gateway_config(
+      "pools:\n  main:\n    endpoints:\n" + eps + "models:\n  - {name: m, pool: main}\n", "g.yaml");
+  ASSERT_TRUE(config) << config.error();
+  auto set = parse_endpoint_list(
+      "endpoints:\n  - http://10.0.0.7:8000\n  - url: http://10.0.0.8:8000\n    role: prefill\n"
+      "    zone: z\n    labels: {a: b}\n",
+      "eps.yaml", false);
+  ASSERT_TRUE(set) << set.error();
+  const auto& specs = config->pools[0].endpoints;
+  ASSERT_EQ(set->size(), specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ((*set)[i].spec.url, specs[i].url);
+    EXPECT_EQ((*set)[i].spec.role, specs[i].role);
+    EXPECT_EQ((*set)[i].spec.zone, specs[i].zone);
+    EXPECT_EQ((*set)[i].spec.labels, specs[i].labels);
+  }
 }
 
 }  // namespace

@@ -1,4 +1,6 @@
-// PoolDiscovery: a pool's endpoint sources (source.h) feeding its PoolRuntime.
+// PoolDiscovery: a pool's endpoint sources (discovery/source.h) feeding its PoolRuntime.
+// The gateway's wiring of discovery: the sources know no pool, this is where their
+// reports meet one.
 //
 // Each source reports from its own thread; the reports go through one Reconciler
 // (core/discovery/reconciler.h, under a mutex) and the actions it answers are applied
@@ -29,20 +31,18 @@
 #include "discovery/discovery_config.h"
 
 namespace kvgate::gateway {
+
 class PoolRuntime;
-}
 
-namespace kvgate::discovery {
-
-struct SourceState {
+struct DiscoverySourceState {
   std::string name;
   std::string kind;
-  SourceStats stats;
+  discovery::SourceStats stats;
 };
 
 struct DiscoveryCounters {
   std::string pool;
-  std::vector<SourceState> sources;
+  std::vector<DiscoverySourceState> sources;
   uint64_t applied_ok = 0;      // actions the pool carried out
   uint64_t applied_failed = 0;  // refused (e.g. the URL was already in the pool)
   // From the report that caused an action to the action carried out in the pool
@@ -54,8 +54,8 @@ class PoolDiscovery {
  public:
   // Starts every source. `pool` must outlive the object; coroutines on `executor` must
   // stop before it is destroyed (the gateway stops its io_context first).
-  static Result<std::unique_ptr<PoolDiscovery>> start(gateway::PoolRuntime& pool,
-                                                      const DiscoveryConfig& config,
+  static Result<std::unique_ptr<PoolDiscovery>> start(PoolRuntime& pool,
+                                                      const discovery::DiscoveryConfig& config,
                                                       boost::asio::any_io_executor executor);
   ~PoolDiscovery();  // stop()
   // Stops the sources (no report after it returns); actions already queued still run.
@@ -78,4 +78,4 @@ class PoolDiscovery {
 // Prometheus text for several pools (docs/discovery.md, "Metrics").
 std::string render_discovery_metrics(const std::vector<const PoolDiscovery*>& pools);
 
-}  // namespace kvgate::discovery
+}  // namespace kvgate::gateway
