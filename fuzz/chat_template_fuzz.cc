@@ -6,15 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "core/common/unicode.h"
 #include "core/tokenizer/chat.h"
 #include "core/tokenizer/chat_template.h"
-#include "core/tokenizer/unicode.h"
 #include "fuzz/fuzz_support.h"
 
 namespace {
 
 using namespace kvgate;
 using namespace kvgate::tokenizer;
+using kvgate::unicode::find_invalid_utf8;
 
 ChatTemplate load(const char* name) {
   Result<ChatTemplate> t = ChatTemplate::load(

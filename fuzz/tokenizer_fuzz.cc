@@ -11,16 +11,18 @@
 #include <string>
 #include <vector>
 
+#include "core/common/unicode.h"
 #include "core/tokenizer/pre_tokenizer.h"
 #include "core/tokenizer/prompt_cache.h"
 #include "core/tokenizer/tokenizer.h"
-#include "core/tokenizer/unicode.h"
 #include "fuzz/fuzz_support.h"
 
 namespace {
 
 using namespace kvgate;
 using namespace kvgate::tokenizer;
+using kvgate::unicode::find_invalid_utf8;
+using kvgate::unicode::nfc;
 
 struct Subject {
   const char* name;

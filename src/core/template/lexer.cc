@@ -2,13 +2,13 @@
 
 #include <cstring>
 
-#include "core/tokenizer/unicode.h"
+#include "core/common/unicode.h"
 
 namespace kvgate::jinja {
 namespace {
 
-using tokenizer::append_utf8;
-using tokenizer::decode_utf8;
+using unicode::append_utf8;
+using unicode::decode_utf8;
 
 bool python_space(char32_t c) {
   return (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||

@@ -6,15 +6,15 @@
 #include <cstdio>
 #include <unordered_map>
 
+#include "core/common/unicode.h"
 #include "core/template/builtins.h"
 #include "core/template/strings.h"
-#include "core/tokenizer/unicode.h"
 
 namespace kvgate::jinja {
 namespace {
 
-using tokenizer::append_utf8;
-using tokenizer::decode_utf8;
+using unicode::append_utf8;
+using unicode::decode_utf8;
 
 [[noreturn]] void unsafe(const Value& self, std::string_view name) {
   throw TemplateError("access to attribute '" + std::string(name) + "' of '" +

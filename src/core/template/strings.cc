@@ -5,13 +5,13 @@
 #include <cmath>
 #include <cstdio>
 
-#include "core/tokenizer/unicode.h"
+#include "core/common/unicode.h"
 
 namespace kvgate::jinja {
 namespace {
 
-using tokenizer::append_utf8;
-using tokenizer::decode_utf8;
+using unicode::append_utf8;
+using unicode::decode_utf8;
 
 bool ascii_only(std::string_view s) {
   for (char c : s)

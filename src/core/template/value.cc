@@ -8,12 +8,12 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/tokenizer/unicode.h"
+#include "core/common/unicode.h"
 
 namespace kvgate::jinja {
 namespace {
 
-using tokenizer::decode_utf8;
+using unicode::decode_utf8;
 
 struct OwnedString {
   std::string s;

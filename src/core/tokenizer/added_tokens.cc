@@ -3,9 +3,14 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/tokenizer/unicode.h"
+#include "core/common/unicode.h"
 
 namespace kvgate::tokenizer {
+
+using unicode::CodePoint;
+using unicode::decode_utf8;
+using unicode::is_white_space;
+using unicode::is_word_char;
 
 AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens)
     : AddedTokenMatcher(tokens, [&] {

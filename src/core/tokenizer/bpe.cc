@@ -8,9 +8,13 @@
 #include <queue>
 #include <tuple>
 
-#include "core/tokenizer/unicode.h"
+#include "core/common/unicode.h"
 
 namespace kvgate::tokenizer {
+
+using unicode::CodePoint;
+using unicode::decode_utf8;
+using unicode::find_invalid_utf8;
 
 Result<BpeModel> BpeModel::build(std::vector<VocabEntry> vocab, const std::vector<Merge>& merges,
                                  const Options& options) {

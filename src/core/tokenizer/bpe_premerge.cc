@@ -16,10 +16,14 @@
 // The conformance test compares with the reference on CJK-heavy text.
 #include <algorithm>
 
+#include "core/common/unicode.h"
 #include "core/tokenizer/bpe.h"
-#include "core/tokenizer/unicode.h"
 
 namespace kvgate::tokenizer {
+
+using unicode::append_utf8;
+using unicode::decode_utf8;
+
 namespace {
 
 constexpr int kStraddleBits = 20;

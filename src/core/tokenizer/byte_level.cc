@@ -2,9 +2,14 @@
 
 #include <array>
 
-#include "core/tokenizer/unicode.h"
+#include "core/common/unicode.h"
 
 namespace kvgate::tokenizer {
+
+using unicode::append_utf8;
+using unicode::CodePoint;
+using unicode::decode_utf8;
+
 namespace {
 
 constexpr bool shown_as_itself(unsigned b) {

@@ -4,10 +4,15 @@
 
 #include <boost/json.hpp>
 
+#include "core/common/unicode.h"
 #include "core/tokenizer/chat_context.h"
-#include "core/tokenizer/unicode.h"
 
 namespace kvgate::tokenizer {
+
+using unicode::CodePoint;
+using unicode::decode_utf8;
+using unicode::find_invalid_utf8;
+
 namespace {
 
 struct Known {

@@ -1,9 +1,15 @@
 #include "core/tokenizer/decoder.h"
 
+#include "core/common/unicode.h"
 #include "core/tokenizer/byte_level.h"
-#include "core/tokenizer/unicode.h"
 
 namespace kvgate::tokenizer {
+
+using unicode::CodePoint;
+using unicode::decode_utf8;
+using unicode::find_invalid_utf8;
+using unicode::utf8_lossy;
+
 namespace {
 
 void byte_level(std::vector<std::string>& tokens) {

@@ -5,9 +5,14 @@
 #include <cstdlib>
 #include <memory>
 
-#include "core/tokenizer/unicode.h"
+#include "core/common/unicode.h"
 
 namespace kvgate::tokenizer {
+
+using unicode::append_utf8;
+using unicode::CodePoint;
+using unicode::decode_utf8;
+using unicode::is_white_space;
 
 namespace {
 

@@ -1,8 +1,17 @@
 #include "core/tokenizer/pre_tokenizer.h"
 
-#include "core/tokenizer/unicode.h"
+#include "core/common/unicode.h"
 
 namespace kvgate::tokenizer {
+
+using unicode::char_class_slow;
+using unicode::CodePoint;
+using unicode::decode_utf8;
+using unicode::kLetter;
+using unicode::kNewline;
+using unicode::kNumber;
+using unicode::kSpace;
+
 namespace {
 
 constexpr std::string_view kQwen2Regex =
@@ -17,7 +26,7 @@ struct Cursor {
     const auto b = static_cast<unsigned char>(s[i]);
     if (b < 0x80) {
       len = 1;
-      return internal::kAsciiClass[b];
+      return unicode::internal::kAsciiClass[b];
     }
     const CodePoint c = decode_utf8(s, i);
     len = c.len;

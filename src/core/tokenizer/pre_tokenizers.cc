@@ -2,9 +2,18 @@
 
 #include <algorithm>
 
-#include "core/tokenizer/unicode.h"
+#include "core/common/unicode.h"
 
 namespace kvgate::tokenizer {
+
+using unicode::char_class;
+using unicode::CodePoint;
+using unicode::decode_utf8;
+using unicode::is_white_space;
+using unicode::is_word_char;
+using unicode::kNumber;
+using unicode::kPunctuation;
+
 namespace {
 
 using Mark = PreTokenizer::Scratch::Mark;

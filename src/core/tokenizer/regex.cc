@@ -11,9 +11,14 @@
 #include <map>
 #include <optional>
 
-#include "core/tokenizer/unicode.h"
+#include "core/common/unicode.h"
 
 namespace kvgate::tokenizer {
+
+using unicode::append_utf8;
+using unicode::CodePoint;
+using unicode::decode_utf8;
+
 namespace {
 
 // Code points a newer Unicode assigned that PCRE2's tables (Debian's 10.42: Unicode 14)

@@ -1,9 +1,12 @@
 #include "core/tokenizer/tokenizer.h"
 
+#include "core/common/unicode.h"
 #include "core/tokenizer/byte_level.h"
-#include "core/tokenizer/unicode.h"
 
 namespace kvgate::tokenizer {
+
+using unicode::find_invalid_utf8;
+using unicode::utf8_lossy;
 
 // Scratch of one encode call; allocates only what the configured components use.
 struct Tokenizer::Work {

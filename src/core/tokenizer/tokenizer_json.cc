@@ -4,11 +4,14 @@
 
 #include <string>
 
+#include "core/common/unicode.h"
 #include "core/tokenizer/byte_level.h"
 #include "core/tokenizer/tokenizer.h"
-#include "core/tokenizer/unicode.h"
 
 namespace kvgate::tokenizer {
+
+using unicode::decode_utf8;
+using unicode::find_invalid_utf8;
 
 namespace dom = simdjson::dom;
 

@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "core/common/rng.h"
-#include "core/tokenizer/unicode.h"
+#include "core/common/unicode.h"
 #include "fixtures.h"
 
 namespace kvgate::tokenizer {
+
+using unicode::append_utf8;
+
 namespace {
 
 // The character pre-merging shortcut (bpe_premerge.cc) must give exactly what plain

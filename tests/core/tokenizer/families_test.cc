@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include "core/common/rng.h"
+#include "core/common/unicode.h"
 #include "core/tokenizer/tokenizer.h"
-#include "core/tokenizer/unicode.h"
 #include "fixtures.h"
 
 namespace kvgate::tokenizer {
+
+using unicode::append_utf8;
+
 namespace {
 
 using Ids = std::vector<uint32_t>;

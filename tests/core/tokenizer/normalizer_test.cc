@@ -6,10 +6,13 @@
 #include <cstdlib>
 
 #include "core/common/rng.h"
+#include "core/common/unicode.h"
 #include "core/tokenizer/decoder.h"
-#include "core/tokenizer/unicode.h"
 
 namespace kvgate::tokenizer {
+
+using unicode::append_utf8;
+
 namespace {
 
 std::string normalize(const Normalizer& n, std::string_view in) {

@@ -1,4 +1,6 @@
-// UTF-8 and the Unicode character classes the tokenizer's pre-tokenizer needs.
+// UTF-8 and the Unicode character classes the tokenizer's pre-tokenizer needs, and the
+// UTF-8 steps of the chat templates' Jinja engine (core/template): here in common, below
+// both, so that the tokenizer may use the template engine and not the other way round.
 //
 // Text reaching the tokenizer is validated once (validate_utf8); after that the scanners
 // decode code points with decode_utf8 without re-checking. Classes follow Oniguruma's
@@ -12,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-namespace kvgate::tokenizer {
+namespace kvgate::unicode {
 
 // Offset of the first byte that is not part of well-formed UTF-8 (overlongs, surrogates
 // and code points above U+10FFFF are ill-formed), or npos when `s` is valid.
@@ -90,4 +92,4 @@ void nfc(std::string_view s, std::string& out);
 // String::from_utf8_lossy does (one U+FFFD per maximal ill-formed subpart).
 std::string utf8_lossy(std::string_view bytes);
 
-}  // namespace kvgate::tokenizer
+}  // namespace kvgate::unicode

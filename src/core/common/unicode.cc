@@ -1,4 +1,4 @@
-#include "core/tokenizer/unicode.h"
+#include "core/common/unicode.h"
 
 #include <simdjson.h>
 #include <utf8proc.h>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <memory>
 
-namespace kvgate::tokenizer {
+namespace kvgate::unicode {
 
 size_t find_invalid_utf8(std::string_view s) {
   // simdjson's validator (SIMD, same definition of well-formed) answers long valid texts at
@@ -208,4 +208,4 @@ std::string utf8_lossy(std::string_view bytes) {
   return out;
 }
 
-}  // namespace kvgate::tokenizer
+}  // namespace kvgate::unicode
