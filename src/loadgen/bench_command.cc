@@ -6,10 +6,11 @@
 #include <memory>
 
 #include "env/exit_code.h"
+#include "env/file.h"
 #include "loadgen/load_generator.h"
-#include "sim/report.h"
-#include "sim/scenario.h"
-#include "sim/sim_report_files.h"
+#include "workload/report.h"
+#include "workload/report_files.h"
+#include "workload/scenario.h"
 
 namespace kvgate::loadgen {
 namespace {
@@ -22,7 +23,7 @@ struct BenchArgs {
 };
 
 int run_bench(BenchArgs& args) {
-  Result<sim::Scenario> scenario = sim::load_scenario(args.scenario);
+  Result<workload::Scenario> scenario = workload::load_scenario(args.scenario, env::read_file);
   if (!scenario) {
     fmt::print(stderr, "kvgate bench: {}\n", scenario.error());
     return 2;
@@ -33,20 +34,20 @@ int run_bench(BenchArgs& args) {
     fmt::print(stderr, "kvgate bench: {}\n", result.error());
     return 2;
   }
-  sim::ScenarioResults report;
+  workload::ScenarioResults report;
   report.scenario = scenario->name;
   report.seed = scenario->seed;
   report.stages = result->stages;
   report.runs.push_back(std::move(result->run));
-  report.summaries.push_back(sim::summarize(report.runs.back(), report.stages));
-  fmt::print("{}", sim::format_table(report.scenario + " (live: " + args.load.url + ")",
-                                     report.summaries));
+  report.summaries.push_back(workload::summarize(report.runs.back(), report.stages));
+  fmt::print("{}", workload::format_table(report.scenario + " (live: " + args.load.url + ")",
+                                          report.summaries));
   if (result->errors > 0) {
     fmt::print(stderr, "kvgate bench: {} request(s) failed; first errors:\n", result->errors);
     for (const auto& e : result->error_samples) fmt::print(stderr, "  {}\n", e);
   }
   if (!args.out.empty()) {
-    auto files = sim::write_report_files(report, args.out, /*per_request=*/true);
+    auto files = env::write_files(args.out, workload::report_files(report, /*per_request=*/true));
     if (!files) {
       fmt::print(stderr, "kvgate bench: {}\n", files.error());
       return 2;

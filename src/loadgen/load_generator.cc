@@ -12,10 +12,10 @@
 #include <deque>
 
 #include "env/file.h"
+#include "env/progress.h"
 #include "io/http_client.h"
 #include "io/upstream_client.h"
 #include "openai/stream_reader.h"
-#include "sim/progress.h"
 #include "workload/workload.h"
 
 namespace kvgate::loadgen {
@@ -27,8 +27,8 @@ using Clock = std::chrono::steady_clock;
 
 class Runner {
  public:
-  Runner(const sim::Scenario& scenario, const LoadOptions& options, workload::Workload& workload,
-         io::Url url)
+  Runner(const workload::Scenario& scenario, const LoadOptions& options,
+         workload::Workload& workload, io::Url url)
       : options_(options),
         workload_(workload),
         url_(std::move(url)),
@@ -129,7 +129,7 @@ class Runner {
 
   // Sends one request, records it; returns its finish time (virtual).
   asio::awaitable<Nanos> send_one(const workload::WorkloadRequest& r) {
-    sim::RequestRecord rec;
+    workload::RequestRecord rec;
     rec.stage = r.stage;
     rec.arrival = virtual_now();
     rec.prompt_tokens = static_cast<uint32_t>(r.prompt->size());
@@ -180,7 +180,7 @@ class Runner {
     co_return finish(std::move(rec));
   }
 
-  Nanos finish(sim::RequestRecord rec) {
+  Nanos finish(workload::RequestRecord rec) {
     Nanos t = rec.finish >= 0 ? rec.finish : virtual_now();
     result_.run.requests.push_back(rec);
     const auto& stages = workload_.stages();
@@ -204,7 +204,7 @@ class Runner {
   uint16_t port_ = 80;
   asio::io_context io_;
   io::UpstreamClient client_;
-  sim::ProgressBar bar_;
+  env::ProgressBar bar_;
   Clock::time_point start_;
   uint64_t issued_ = 0;
   std::deque<workload::WorkloadRequest> follow_ups_;
@@ -224,7 +224,7 @@ std::string prompt_text(const std::vector<uint32_t>& tokens) {
   return text;
 }
 
-Result<LoadResult> run_load(const sim::Scenario& scenario, const LoadOptions& options) {
+Result<LoadResult> run_load(const workload::Scenario& scenario, const LoadOptions& options) {
   if (options.time_scale <= 0) return Error("--time-scale must be positive");
   Result<io::Url> url = io::parse_url(options.url);
   if (!url) return Error(url.error());

@@ -5,8 +5,8 @@
 // the simulator and against a real fleet. Each request streams (`stream_options.
 // include_usage`, `ignore_eos` so the answer has exactly the asked length); TTFT is the
 // first content chunk, the end is `[DONE]`, and the usage chunk gives prompt, cached
-// and completion tokens. The result is a sim::PolicyRun, so `kvgate bench` prints the
-// same table and plots as `kvgate sim`.
+// and completion tokens. The result is a workload::PolicyRun, as a simulated run's, so
+// `kvgate bench` prints the same table and plots as `kvgate sim` (workload/report.h).
 //
 // Prompts are the workload's token ids written as words ("t1234"), one word per token:
 // prompts that share token ids share a text prefix, hence a token prefix on the engine.
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "core/common/result.h"
-#include "sim/report.h"
-#include "sim/scenario.h"
+#include "workload/report.h"
+#include "workload/scenario.h"
 
 namespace kvgate::loadgen {
 
@@ -40,14 +40,14 @@ struct LoadOptions {
 };
 
 struct LoadResult {
-  sim::PolicyRun run;
+  workload::PolicyRun run;
   std::vector<workload::StageInfo> stages;
   uint64_t errors = 0;  // transport errors and statuses other than 200 / 429 / 503
   std::vector<std::string> error_samples;  // the first few, for the user
 };
 
 // Runs the whole workload and returns when every request has finished.
-Result<LoadResult> run_load(const sim::Scenario& scenario, const LoadOptions& options);
+Result<LoadResult> run_load(const workload::Scenario& scenario, const LoadOptions& options);
 
 // The prompt text for token ids (exposed for tests).
 std::string prompt_text(const std::vector<uint32_t>& tokens);

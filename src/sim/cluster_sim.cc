@@ -21,12 +21,22 @@
 #include "core/route/scrape.h"
 #include "core/scale/standby.h"
 #include "env/file.h"
+#include "env/progress.h"
 #include "sim/event_queue.h"
 #include "sim/pool_scaler.h"
-#include "sim/progress.h"
 #include "sim/replica_group.h"
 
 namespace kvgate::sim {
+
+using workload::ClusterSample;
+using workload::EngineGroup;
+using workload::PolicyRun;
+using workload::PolicySpec;
+using workload::ReplicaLife;
+using workload::RequestRecord;
+using workload::ScaleSample;
+using workload::Scenario;
+
 namespace {
 
 double process_cpu_seconds() {
@@ -946,7 +956,7 @@ Result<PolicyRun> Simulation::run() {
 
   const auto& stages = workload_->stages();
   const Nanos planned_end = stages.empty() ? 1 : std::max<Nanos>(stages.back().end, 1);
-  ProgressBar bar(policy_.name, options_.progress, options_.force_progress);
+  env::ProgressBar bar(policy_.name, options_.progress, options_.force_progress);
   Nanos now = 0;
   while (!queue_.empty()) {
     auto e = queue_.pop();

@@ -21,8 +21,8 @@
 
 #include "core/common/result.h"
 #include "sim/replica_group.h"
-#include "sim/report.h"
-#include "sim/scenario.h"
+#include "workload/report.h"
+#include "workload/scenario.h"
 
 namespace kvgate::sim {
 
@@ -36,7 +36,8 @@ struct RunOptions {
 
 // Simulates `policy` over `scenario`'s cluster and workload. Errors: a bad router
 // config, engines with different block sizes, an unreadable trace.
-Result<PolicyRun> run_policy(const Scenario& scenario, const PolicySpec& policy, uint64_t seed,
-                             const RunOptions& options = {});
+Result<workload::PolicyRun> run_policy(const workload::Scenario& scenario,
+                                       const workload::PolicySpec& policy, uint64_t seed,
+                                       const RunOptions& options = {});
 
 }  // namespace kvgate::sim

@@ -7,9 +7,18 @@
 #include <fstream>
 #include <map>
 
-#include "sim/svg_plot.h"
+#include "workload/svg_plot.h"
 
 namespace kvgate::sim {
+
+using workload::cdf_points;
+using workload::ClusterSample;
+using workload::LineChart;
+using workload::PolicyRun;
+using workload::quantile;
+using workload::render_svg;
+using workload::RequestRecord;
+using workload::Series;
 
 double weighted_jain_index(const std::vector<double>& served, const std::vector<double>& demanded,
                            const std::vector<double>& weights) {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/common/result.h"
-#include "sim/report.h"
+#include "workload/report.h"
 #include "workload/workload.h"
 
 namespace kvgate::sim {
@@ -46,7 +46,7 @@ struct FlowRunSummary {
   Nanos first_arrival = 0, first_wait = -1, first_launched = 0, first_ready = -1;
 };
 
-FlowRunSummary summarize_flow(const PolicyRun& run,
+FlowRunSummary summarize_flow(const workload::PolicyRun& run,
                               const std::vector<workload::TenantSpec>& tenants);
 // Jain's index of served_i / fair_i (exposed for tests).
 double weighted_jain_index(const std::vector<double>& served, const std::vector<double>& demanded,
@@ -55,7 +55,7 @@ double weighted_jain_index(const std::vector<double>& served, const std::vector<
 std::string flow_table(const std::vector<FlowRunSummary>& runs);
 // flow.csv, flow_ttft_cdf.svg (TTFT CDF per run and tenant), flow_queue.svg (queue
 // length over time per run) in `dir`. Returns the paths written.
-Result<std::vector<std::string>> write_flow_files(const std::vector<PolicyRun>& runs,
+Result<std::vector<std::string>> write_flow_files(const std::vector<workload::PolicyRun>& runs,
                                                   const std::vector<FlowRunSummary>& summaries,
                                                   const std::vector<workload::TenantSpec>& tenants,
                                                   const std::string& dir);

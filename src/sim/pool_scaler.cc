@@ -7,9 +7,15 @@
 #include <vector>
 
 #include "core/scale/cold_start.h"
-#include "sim/report.h"
+#include "workload/report.h"
 
 namespace kvgate::sim {
+
+using workload::OracleSpec;
+using workload::PolicySpec;
+using workload::quantile;
+using workload::Scenario;
+
 namespace {
 
 class AutoscalerScaler final : public PoolScaler {

@@ -16,7 +16,7 @@
 #include "core/common/time.h"
 #include "core/scale/autoscaler.h"
 #include "core/scale/signals.h"
-#include "sim/scenario.h"
+#include "workload/scenario.h"
 
 namespace kvgate::sim {
 
@@ -29,12 +29,12 @@ class PoolScaler {
 
 // The policy's scaler: its oracle, its own autoscale section, or the scenario's; nullptr
 // when the run has a fixed fleet. Errors: an autoscale config the core rejects.
-Result<std::unique_ptr<PoolScaler>> make_pool_scaler(const Scenario& scenario,
-                                                     const PolicySpec& policy);
+Result<std::unique_ptr<PoolScaler>> make_pool_scaler(const workload::Scenario& scenario,
+                                                     const workload::PolicySpec& policy);
 
 // The median time a new replica of `scenario` takes to become ready (the sum of the
 // startup table's phase medians for its mode, or the fixed startup).
-Nanos median_startup(const Scenario& scenario);
+Nanos median_startup(const workload::Scenario& scenario);
 
 // Samples (time, value) of the last `window`; older ones are dropped on prune().
 class LatencyWindow {

@@ -4,10 +4,20 @@
 
 #include <algorithm>
 
-#include "sim/sim_report_files.h"
-#include "sim/svg_plot.h"
+#include "env/file.h"
+#include "workload/svg_plot.h"
 
 namespace kvgate::sim {
+
+using workload::LineChart;
+using workload::PolicyRun;
+using workload::quantile;
+using workload::render_svg;
+using workload::RequestRecord;
+using workload::ScaleSample;
+using workload::Series;
+using workload::SloSpec;
+
 namespace {
 
 uint32_t held(const ScaleSample& s) { return s.ready + s.starting + s.draining; }
@@ -174,7 +184,7 @@ Result<std::vector<std::string>> write_scaling_files(const std::string& scenario
     return r.policy.find('@') != std::string::npos && r.vs_oracle > 0;
   });
   if (swept) files.emplace_back("frontier.svg", frontier_svg(scenario + ": frontier", rows));
-  return write_files(dir, files);
+  return env::write_files(dir, files);
 }
 
 }  // namespace kvgate::sim

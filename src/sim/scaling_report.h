@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/common/result.h"
-#include "sim/report.h"
-#include "sim/scaling_spec.h"
+#include "workload/report.h"
+#include "workload/scaling_spec.h"
 
 namespace kvgate::sim {
 
@@ -34,19 +34,20 @@ struct ScalingSummary {
 };
 
 // `oracle` names the oracle policy's run ("" for none).
-std::vector<ScalingSummary> summarize_scaling(const std::vector<PolicyRun>& runs,
+std::vector<ScalingSummary> summarize_scaling(const std::vector<workload::PolicyRun>& runs,
                                               const std::vector<workload::StageInfo>& stages,
-                                              const SloSpec& slo, const std::string& oracle);
+                                              const workload::SloSpec& slo,
+                                              const std::string& oracle);
 
-std::string scaling_table(const std::vector<ScalingSummary>& rows, const SloSpec& slo);
+std::string scaling_table(const std::vector<ScalingSummary>& rows, const workload::SloSpec& slo);
 std::string scaling_csv(const std::vector<ScalingSummary>& rows);
 
 // Replicas held over time, one series per policy; x in hours of virtual time.
-std::string replicas_svg(const std::string& title, const std::vector<PolicyRun>& runs);
+std::string replicas_svg(const std::string& title, const std::vector<workload::PolicyRun>& runs);
 // Offered load (arrivals/s per control interval) of the first run, and each policy's
 // mean GPU utilisation as the engines report it.
-std::string load_svg(const std::string& title, const std::vector<PolicyRun>& runs);
-std::string utilization_svg(const std::string& title, const std::vector<PolicyRun>& runs);
+std::string load_svg(const std::string& title, const std::vector<workload::PolicyRun>& runs);
+std::string utilization_svg(const std::string& title, const std::vector<workload::PolicyRun>& runs);
 
 // The frontier: SLO attainment against GPU-hours (x oracle), one series per policy family
 // for rows named FAMILY@KNOB (a sweep of the family's main knob), plus the oracle's point.
@@ -55,7 +56,7 @@ std::string frontier_svg(const std::string& title, const std::vector<ScalingSumm
 // Writes scaling.csv, replicas.svg, load.svg and gpu_utilization.svg into `dir`, and
 // frontier.svg when rows are named FAMILY@KNOB.
 Result<std::vector<std::string>> write_scaling_files(const std::string& scenario,
-                                                     const std::vector<PolicyRun>& runs,
+                                                     const std::vector<workload::PolicyRun>& runs,
                                                      const std::vector<ScalingSummary>& rows,
                                                      const std::string& dir);
 

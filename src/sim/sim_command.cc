@@ -11,13 +11,26 @@
 #include "env/file.h"
 #include "sim/cluster_sim.h"
 #include "sim/flow_report.h"
-#include "sim/pd_load_report.h"
 #include "sim/scaling_report.h"
-#include "sim/scenario.h"
-#include "sim/sim_report_files.h"
 #include "sim/warmup_report.h"
+#include "workload/pd_load_report.h"
+#include "workload/report_files.h"
+#include "workload/scenario.h"
 
 namespace kvgate::sim {
+
+using workload::format_table;
+using workload::has_pd_samples;
+using workload::load_scenario;
+using workload::pd_load_table;
+using workload::PolicyRun;
+using workload::PolicySpec;
+using workload::report_files;
+using workload::ScenarioResults;
+using workload::summarize;
+using workload::summarize_pd_load;
+using workload::Summary;
+
 namespace {
 
 struct SimArgs {
@@ -44,7 +57,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 }
 
 int run_sim(const SimArgs& args) {
-  auto scenario = load_scenario(args.scenario);
+  auto scenario = load_scenario(args.scenario, env::read_file);
   if (!scenario) {
     fmt::print(stderr, "kvgate sim: {}\n", scenario.error());
     return 2;
@@ -165,7 +178,7 @@ int run_sim(const SimArgs& args) {
     }
   }
   if (!args.out.empty()) {
-    auto written = write_report_files(results, args.out, args.per_request);
+    auto written = env::write_files(args.out, report_files(results, args.per_request));
     if (!written) {
       fmt::print(stderr, "kvgate sim: {}\n", written.error());
       return 1;

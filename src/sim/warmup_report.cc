@@ -5,10 +5,20 @@
 #include <algorithm>
 #include <map>
 
-#include "sim/sim_report_files.h"
-#include "sim/svg_plot.h"
+#include "env/file.h"
+#include "workload/svg_plot.h"
 
 namespace kvgate::sim {
+
+using workload::cdf_points;
+using workload::LineChart;
+using workload::PolicyRun;
+using workload::quantile;
+using workload::render_svg;
+using workload::ReplicaLife;
+using workload::RequestRecord;
+using workload::Series;
+
 namespace {
 
 bool in_warmup_stage(const RequestRecord& r, const std::vector<workload::StageInfo>& stages) {
@@ -166,7 +176,7 @@ Result<std::vector<std::string>> write_warmup_files(const std::vector<PolicyRun>
        warmup_cdf_svg("TTFT on new replicas in their first minutes", runs, window)},
       {"warmup_timeline.svg", warmup_timeline_svg("Pool TTFT over time", runs, stages)},
   };
-  return write_files(dir, files);
+  return env::write_files(dir, files);
 }
 
 }  // namespace kvgate::sim

@@ -13,7 +13,7 @@
 
 #include "core/common/result.h"
 #include "core/common/time.h"
-#include "sim/report.h"
+#include "workload/report.h"
 
 namespace kvgate::sim {
 
@@ -33,21 +33,22 @@ struct WarmupSummary {
   TtftFigures pool;                // every request of the non-warmup stages
 };
 
-std::vector<WarmupSummary> summarize_warmup(const std::vector<PolicyRun>& runs,
+std::vector<WarmupSummary> summarize_warmup(const std::vector<workload::PolicyRun>& runs,
                                             const std::vector<workload::StageInfo>& stages,
                                             Nanos window);
 
 std::string warmup_table(const std::vector<WarmupSummary>& rows, Nanos window);
 std::string warmup_csv(const std::vector<WarmupSummary>& rows);
 // CDF of the TTFT of the requests new replicas served in their first window, per policy.
-std::string warmup_cdf_svg(const std::string& title, const std::vector<PolicyRun>& runs,
+std::string warmup_cdf_svg(const std::string& title, const std::vector<workload::PolicyRun>& runs,
                            Nanos window);
 // Mean TTFT of the pool per 10 s of arrival time, per policy.
-std::string warmup_timeline_svg(const std::string& title, const std::vector<PolicyRun>& runs,
+std::string warmup_timeline_svg(const std::string& title,
+                                const std::vector<workload::PolicyRun>& runs,
                                 const std::vector<workload::StageInfo>& stages);
 
 // Writes warmup.csv, warmup_ttft_cdf.svg and warmup_timeline.svg into `dir`.
-Result<std::vector<std::string>> write_warmup_files(const std::vector<PolicyRun>& runs,
+Result<std::vector<std::string>> write_warmup_files(const std::vector<workload::PolicyRun>& runs,
                                                     const std::vector<workload::StageInfo>& stages,
                                                     const std::vector<WarmupSummary>& rows,
                                                     Nanos window, const std::string& dir);

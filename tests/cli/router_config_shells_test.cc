@@ -7,9 +7,10 @@
 #include <boost/json.hpp>
 #include <string>
 
+#include "env/file.h"
 #include "gateway/admin_json.h"
 #include "gateway/config.h"
-#include "sim/scenario.h"
+#include "workload/scenario.h"
 
 namespace kvgate {
 namespace {
@@ -47,7 +48,7 @@ route::RouterConfig from_sim(const std::string& router) {
       "\nworkload:\n  kind: shared_prefix\n  shared_prefix: {groups: 1, prompts_per_group: 1,"
       " system_prompt_tokens: 10, question_tokens: 10, output_tokens: 1}\n"
       "  arrivals: {kind: poisson, stages: [{qps: 1, duration_s: 1}]}\n";
-  auto s = sim::parse_scenario(yaml, ".");
+  auto s = workload::parse_scenario(yaml, ".", env::read_file);
   EXPECT_TRUE(s.ok()) << s.error();
   return s ? s->policies.at(0).router : route::RouterConfig{};
 }

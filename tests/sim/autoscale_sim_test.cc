@@ -5,12 +5,20 @@
 
 #include <string>
 
+#include "env/file.h"
 #include "sim/cluster_sim.h"
 #include "sim/pool_scaler.h"
 #include "sim/scaling_report.h"
-#include "sim/scenario.h"
+#include "workload/scenario.h"
 
 namespace kvgate::sim {
+
+using workload::parse_scenario;
+using workload::ReplicaLife;
+using workload::RequestRecord;
+using workload::ScaleSample;
+using workload::Scenario;
+
 namespace {
 
 // One engine at first; load rises from 1 to 10 req/s and falls back to 4, so a queue
@@ -52,7 +60,7 @@ workload:
 )";
 
 Scenario parse(const std::string& text) {
-  auto s = parse_scenario(text, "");
+  auto s = parse_scenario(text, "", env::read_file);
   EXPECT_TRUE(s.ok()) << s.error();
   return *s;
 }
@@ -207,9 +215,9 @@ TEST(AutoscaleSim, ScenarioErrors) {
   std::string bad = kFlat;
   bad.replace(bad.find("kind: diurnal"), 13, "kind: poisson, stages: [{qps: 1, duration_s: 1}]");
   bad.replace(bad.find("mean_qps: 9,"), 12, "");
-  auto s = parse_scenario(bad, "");
+  auto s = parse_scenario(bad, "", env::read_file);
   EXPECT_FALSE(s.ok());
-  auto t = parse_scenario(std::string(kRamp) + "\nscaling2: 1\n", "");
+  auto t = parse_scenario(std::string(kRamp) + "\nscaling2: 1\n", "", env::read_file);
   EXPECT_FALSE(t.ok());
 }
 

@@ -3,9 +3,17 @@
 #include <gtest/gtest.h>
 
 #include "env/file.h"
-#include "sim/scenario.h"
+#include "workload/scenario.h"
 
 namespace kvgate::sim {
+
+using workload::parse_scenario;
+using workload::PolicySpec;
+using workload::RequestRecord;
+using workload::Scenario;
+using workload::summarize;
+using workload::Summary;
+
 namespace {
 
 // Four small engines, 12 customers with 1,024-token system prompts: a cache holds the
@@ -31,7 +39,7 @@ workload:
 )";
 
 Scenario tiny() {
-  auto s = parse_scenario(kTiny, "");
+  auto s = parse_scenario(kTiny, "", env::read_file);
   EXPECT_TRUE(s.ok()) << s.error();
   return *s;
 }
@@ -135,47 +143,6 @@ TEST(ClusterSim, MaxTimeStopsTheClock) {
   EXPECT_LE(run->end_time, 3 * kSecond);
 }
 
-TEST(Scenario, ErrorsNameTheField) {
-  auto no_policies = parse_scenario("{cluster: {engines: 1, profile: h100-qwen2.5-7b}}", "");
-  ASSERT_FALSE(no_policies.ok());
-  EXPECT_NE(no_policies.error().find("policies"), std::string::npos);
-  auto bad_profile = parse_scenario("{cluster: {engines: 1, profile: nope}}", "");
-  ASSERT_FALSE(bad_profile.ok());
-  EXPECT_NE(bad_profile.error().find("profile"), std::string::npos);
-  auto bad_overlap = parse_scenario(
-      "{cluster: {engines: 1, profile: h100-qwen2.5-7b}, policies: [{policy: random, overlap: x}]}",
-      "");
-  ASSERT_FALSE(bad_overlap.ok());
-  EXPECT_NE(bad_overlap.error().find("overlap"), std::string::npos);
-  EXPECT_FALSE(parse_scenario("[1, 2", "").ok());
-  auto typo = parse_scenario("{clustr: {}}", "");
-  ASSERT_FALSE(typo.ok());
-  EXPECT_NE(typo.error().find("clustr"), std::string::npos);
-}
-
-TEST(Scenario, GroupsAndPolicyParams) {
-  auto s = parse_scenario(R"(
-cluster:
-  groups:
-    - {count: 2, profile: h100-qwen2.5-7b, zone: a}
-    - {count: 3, profile: 2xh100-qwen3-32b, num_gpu_blocks: 100, rack: r1}
-policies:
-  - {name: w2, policy: kv-cost, params: {overlap_weight: 2, temperature: 0.5}, overlap: both}
-workload:
-  kind: chat
-  chat: {min_turns: 1, max_turns: 2}
-  arrivals: {kind: constant, stages: [{qps: 1, duration_s: 1}]}
-)",
-                          "");
-  ASSERT_TRUE(s.ok()) << s.error();
-  EXPECT_EQ(s->engine_count(), 5u);
-  EXPECT_EQ(s->engines[1].config.num_gpu_blocks, 100u);
-  EXPECT_EQ(s->engines[0].zone, "a");
-  ASSERT_EQ(s->policies[0].router.policy.params.size(), 2u);
-  EXPECT_EQ(s->policies[0].router.policy.params[0].first, "overlap_weight");
-  EXPECT_EQ(s->policies[0].router.overlap_source, route::OverlapSource::kBoth);
-}
-
 }  // namespace
 }  // namespace kvgate::sim
 
@@ -206,7 +173,7 @@ workload:
 )";
 
 TEST(ClusterSim, DisaggregatedPrefillThenDecodeAndEarlyRejection) {
-  auto s = parse_scenario(kDisaggregated, "");
+  auto s = parse_scenario(kDisaggregated, "", env::read_file);
   ASSERT_TRUE(s.ok()) << s.error();
   auto none = run_policy(*s, s->policies[0], s->seed);
   auto predicted = run_policy(*s, s->policies[1], s->seed);

@@ -7,10 +7,20 @@
 
 #include "env/file.h"
 #include "sim/cluster_sim.h"
-#include "sim/pd_load_report.h"
-#include "sim/scenario.h"
+#include "workload/pd_load_report.h"
+#include "workload/scenario.h"
 
 namespace kvgate::sim {
+
+using workload::parse_scenario;
+using workload::pd_load_table;
+using workload::PdLoadSummary;
+using workload::PolicyRun;
+using workload::PolicySpec;
+using workload::summarize;
+using workload::summarize_pd_load;
+using workload::Summary;
+
 namespace {
 
 constexpr const char* kScenario = R"(
@@ -44,7 +54,7 @@ workload:
 )";
 
 TEST(EarlyRejectionSim, NaiveOscillatesAndPredictionDampsIt) {
-  auto s = parse_scenario(kScenario, "");
+  auto s = parse_scenario(kScenario, "", env::read_file);
   ASSERT_TRUE(s.ok()) << s.error();
   ASSERT_EQ(s->policies.size(), 3u);
   EXPECT_FALSE(s->policies[1].router.early_reject.predict);

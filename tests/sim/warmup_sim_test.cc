@@ -5,11 +5,19 @@
 
 #include <string>
 
+#include "env/file.h"
 #include "sim/cluster_sim.h"
-#include "sim/scenario.h"
 #include "sim/warmup_report.h"
+#include "workload/scenario.h"
 
 namespace kvgate::sim {
+
+using workload::parse_scenario;
+using workload::PolicyRun;
+using workload::PolicySpec;
+using workload::ReplicaLife;
+using workload::RequestRecord;
+
 namespace {
 
 // Two replicas, load stepping from 4 to 60 req/s over 8 customers with 4,000-token
@@ -41,7 +49,7 @@ workload:
 )";
 
 TEST(WarmupSim, NewReplicasAreWarmedBeforeTheyJoinRoutingAndStartWarm) {
-  auto s = parse_scenario(kStep, "");
+  auto s = parse_scenario(kStep, "", env::read_file);
   ASSERT_TRUE(s.ok()) << s.error();
   ASSERT_FALSE(s->policies[0].warmup.enabled);
   ASSERT_TRUE(s->policies[1].warmup.enabled);
@@ -89,10 +97,10 @@ TEST(WarmupSim, NewReplicasAreWarmedBeforeTheyJoinRoutingAndStartWarm) {
 TEST(WarmupSim, BadWarmupSectionsAreErrors) {
   std::string bad = kStep;
   bad.replace(bad.find("concurrency: 4"), 14, "concurrency: 0");
-  EXPECT_FALSE(parse_scenario(bad, "").ok());
+  EXPECT_FALSE(parse_scenario(bad, "", env::read_file).ok());
   std::string typo = kStep;
   typo.replace(typo.find("prefixes: 8"), 8, "prefixs:");
-  EXPECT_FALSE(parse_scenario(typo, "").ok());
+  EXPECT_FALSE(parse_scenario(typo, "", env::read_file).ok());
 }
 
 }  // namespace

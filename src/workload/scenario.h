@@ -1,5 +1,8 @@
 // Scenario: one simulation study, read from YAML: the cluster, the gateway between the
-// clients and the engines, the routing policies to compare, and the workload.
+// clients and the engines, the routing policies to compare, and the workload. `kvgate sim`
+// runs all of it; `kvgate bench` reads the same file and sends its workload to a live
+// endpoint. Pure: a profile file comes in through the caller's ReadFile (workload.h),
+// env::read_file in the shells.
 //
 //   name: llm-d shared prefix
 //   seed: 1
@@ -54,10 +57,10 @@
 #include "core/route/endpoint.h"
 #include "core/route/flow_queue.h"
 #include "core/scale/config.h"
-#include "sim/scaling_spec.h"
+#include "workload/scaling_spec.h"
 #include "workload/workload.h"
 
-namespace kvgate::sim {
+namespace kvgate::workload {
 
 struct EngineGroup {
   uint32_t count = 1;
@@ -93,7 +96,7 @@ struct PolicySpec {
   // pool's hot prefixes before it joins routing. YAML:
   //   warmup: {enabled: true, prefixes: 16, budget_s: 10, concurrency: 4}
   kv::WarmupConfig warmup;
-  // Flow control (sim/flow_spec.h): the gateway's queue in front of the pool.
+  // Flow control (flow_spec.h): the gateway's queue in front of the pool.
   route::FlowQueueConfig flow;
   // Multi-tenant workloads: only these tenants send in this run (empty: all).
   std::vector<std::string> tenants;
@@ -113,9 +116,11 @@ struct Scenario {
   uint32_t engine_count() const;
 };
 
-// Parses scenario YAML text; `base_dir` resolves relative paths (profiles, traces).
-Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string& base_dir);
-// Reads and parses a scenario file.
-Result<Scenario> load_scenario(const std::string& path);
+// Parses scenario YAML text; `base_dir` resolves relative paths (profiles, traces). A
+// profile that is not a built-in is a file, read through `read_file`.
+Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string& base_dir,
+                                const ReadFile& read_file);
+// Reads (through `read_file`) and parses a scenario file.
+Result<Scenario> load_scenario(const std::string& path, const ReadFile& read_file);
 
-}  // namespace kvgate::sim
+}  // namespace kvgate::workload

@@ -1,11 +1,11 @@
-#include "sim/pd_load_report.h"
+#include "workload/pd_load_report.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
-namespace kvgate::sim {
+namespace kvgate::workload {
 namespace {
 
 struct Moments {
@@ -161,4 +161,4 @@ std::string pd_load_csv(const std::vector<PdLoadSummary>& rows) {
   return out;
 }
 
-}  // namespace kvgate::sim
+}  // namespace kvgate::workload

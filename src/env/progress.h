@@ -1,4 +1,4 @@
-// ProgressBar: a one-line progress bar on stderr for long simulations.
+// ProgressBar: a one-line progress bar on stderr for long runs (`kvgate sim`, `kvgate bench`).
 //
 // Redrawn at most every 200 ms of wall time with a carriage return, only when stderr is a
 // terminal (or when forced), so logs and CI output stay clean.
@@ -11,7 +11,7 @@
 #include <chrono>
 #include <string>
 
-namespace kvgate::sim {
+namespace kvgate::env {
 
 class ProgressBar {
  public:
@@ -33,4 +33,4 @@ class ProgressBar {
   std::chrono::steady_clock::time_point last_;
 };
 
-}  // namespace kvgate::sim
+}  // namespace kvgate::env

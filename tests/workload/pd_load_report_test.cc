@@ -1,10 +1,10 @@
-#include "sim/pd_load_report.h"
+#include "workload/pd_load_report.h"
 
 #include <gtest/gtest.h>
 
-#include "sim/sim_report_files.h"
+#include "workload/report_files.h"
 
-namespace kvgate::sim {
+namespace kvgate::workload {
 namespace {
 
 // A warm-up stage, a quiet stage and a busy one (the peak, measured from 5 s in).
@@ -137,4 +137,4 @@ TEST(PdLoadReport, ChartsHaveOnePanelPerPolicy) {
 }
 
 }  // namespace
-}  // namespace kvgate::sim
+}  // namespace kvgate::workload

@@ -26,7 +26,7 @@
 #include "core/common/time.h"
 #include "core/engine/startup.h"
 
-namespace kvgate::sim {
+namespace kvgate::workload {
 
 // A request meets the SLO when its TTFT and its mean inter-token latency are both
 // within target (a rejected or unfinished request misses it).
@@ -59,4 +59,4 @@ struct OracleSpec {
   int32_t gpus_per_replica = 1;
 };
 
-}  // namespace kvgate::sim
+}  // namespace kvgate::workload

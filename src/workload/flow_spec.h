@@ -16,9 +16,9 @@
 #include "core/common/result.h"
 #include "core/route/flow_queue.h"
 
-namespace kvgate::sim {
+namespace kvgate::workload {
 
 Status parse_flow_control(const YAML::Node& node, const std::string& where,
                           route::FlowQueueConfig& out);
 
-}  // namespace kvgate::sim
+}  // namespace kvgate::workload

@@ -1,4 +1,5 @@
-// SvgPlot: line charts written as plain SVG text, for the simulator's reports.
+// SvgPlot: line charts written as plain SVG text, for the reports of `kvgate sim` and
+// `kvgate bench`.
 //
 // No plotting library: a chart is a frame, nice ticks on both axes (linear or log10), one
 // polyline per series in a fixed palette, and a legend. Enough for a TTFT CDF per policy
@@ -13,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace kvgate::sim {
+namespace kvgate::workload {
 
 struct Series {
   std::string name;
@@ -41,4 +42,4 @@ std::string render_svg_panels(const std::vector<LineChart>& charts);
 std::vector<std::pair<double, double>> cdf_points(std::vector<double> values,
                                                   size_t max_points = 400);
 
-}  // namespace kvgate::sim
+}  // namespace kvgate::workload

@@ -1,10 +1,10 @@
-#include "sim/report.h"
+#include "workload/report.h"
 
 #include <gtest/gtest.h>
 
-#include "sim/svg_plot.h"
+#include "workload/svg_plot.h"
 
-namespace kvgate::sim {
+namespace kvgate::workload {
 namespace {
 
 TEST(Report, Quantile) {
@@ -87,4 +87,4 @@ TEST(SvgPlot, CdfIsMonotoneAndEndsAtOne) {
 }
 
 }  // namespace
-}  // namespace kvgate::sim
+}  // namespace kvgate::workload

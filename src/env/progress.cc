@@ -1,4 +1,4 @@
-#include "sim/progress.h"
+#include "env/progress.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
-namespace kvgate::sim {
+namespace kvgate::env {
 
 ProgressBar::ProgressBar(std::string label, bool enabled, bool force)
     : label_(std::move(label)), enabled_(enabled && (force || isatty(STDERR_FILENO) == 1)) {}
@@ -41,4 +41,4 @@ void ProgressBar::draw(double fraction, const std::string& note) {
   drawn_ = true;
 }
 
-}  // namespace kvgate::sim
+}  // namespace kvgate::env

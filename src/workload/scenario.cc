@@ -1,18 +1,15 @@
-#include "sim/scenario.h"
+#include "workload/scenario.h"
 
 #include <algorithm>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "core/route/config_yaml.h"
 #include "core/scale/config_yaml_node.h"
-#include "env/file.h"
-#include "sim/flow_spec.h"
+#include "workload/flow_spec.h"
 #include "workload/workload_yaml.h"
 #include "workload/yaml_util.h"
 
-namespace kvgate::sim {
+namespace kvgate::workload {
 
 uint32_t Scenario::engine_count() const {
   uint32_t n = 0;
@@ -22,9 +19,8 @@ uint32_t Scenario::engine_count() const {
 
 namespace {
 
-using env::read_file;
-
-Result<engine::Profile> load_profile(const std::string& name, const std::string& base_dir) {
+Result<engine::Profile> load_profile(const std::string& name, const std::string& base_dir,
+                                     const ReadFile& read_file) {
   if (auto builtin = engine::builtin_profile(name)) return std::move(*builtin);
   // Not a built-in: a YAML profile file.
   const std::string path =
@@ -43,7 +39,8 @@ Result<engine::Profile> load_profile(const std::string& name, const std::string&
 }
 
 Result<EngineGroup> parse_group(const YAML::Node& n, const std::string& where,
-                                const std::string& base_dir, const EngineGroup* defaults) {
+                                const std::string& base_dir, const ReadFile& read_file,
+                                const EngineGroup* defaults) {
   EngineGroup g = defaults ? *defaults : EngineGroup{};
   KVGATE_TRY(workload::check_keys(
       n,
@@ -55,7 +52,7 @@ Result<EngineGroup> parse_group(const YAML::Node& n, const std::string& where,
   std::string profile;
   KVGATE_TRY(workload::read_field(n, "profile", profile, where));
   if (!profile.empty()) {
-    auto p = load_profile(profile, base_dir);
+    auto p = load_profile(profile, base_dir, read_file);
     if (!p) return Error(where + ".profile: " + p.error());
     g.profile = std::move(*p);
   } else if (!defaults) {
@@ -188,7 +185,8 @@ Status parse_scaling(const YAML::Node& n, ScalingSpec& out) {
 
 }  // namespace
 
-Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string& base_dir) {
+Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string& base_dir,
+                                const ReadFile& read_file) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -212,13 +210,13 @@ Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string&
   if (const YAML::Node groups = cluster["groups"]) {
     if (!groups.IsSequence() || groups.size() == 0) return Error("cluster.groups: expected a list");
     for (size_t i = 0; i < groups.size(); ++i) {
-      auto g =
-          parse_group(groups[i], "cluster.groups[" + std::to_string(i) + "]", base_dir, nullptr);
+      auto g = parse_group(groups[i], "cluster.groups[" + std::to_string(i) + "]", base_dir,
+                           read_file, nullptr);
       if (!g) return Error(g.error());
       s.engines.push_back(std::move(*g));
     }
   } else {
-    auto g = parse_group(cluster, "cluster", base_dir, nullptr);
+    auto g = parse_group(cluster, "cluster", base_dir, read_file, nullptr);
     if (!g) return Error(g.error());
     s.engines.push_back(std::move(*g));
   }
@@ -292,15 +290,15 @@ Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string&
   return s;
 }
 
-Result<Scenario> load_scenario(const std::string& path) {
+Result<Scenario> load_scenario(const std::string& path, const ReadFile& read_file) {
   auto text = read_file(path);
   if (!text) return Error(text.error());
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  auto s = parse_scenario(*text, dir);
+  auto s = parse_scenario(*text, dir, read_file);
   if (!s) return Error(path + ": " + s.error());
   if (s->name.empty()) s->name = path.substr(slash == std::string::npos ? 0 : slash + 1);
   return s;
 }
 
-}  // namespace kvgate::sim
+}  // namespace kvgate::workload

@@ -12,6 +12,9 @@
 //   - prefix-cache hit rate: prompt tokens the engines found cached / prompt tokens;
 //   - mean waiting queue per engine (time average of the scrape samples);
 //   - rejected requests.
+// `kvgate bench` records the same RequestRecords from a live endpoint
+// (loadgen/load_generator.h), so both print the same table and write the same files
+// (report_files.h).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +25,7 @@
 #include "core/common/time.h"
 #include "workload/workload.h"
 
-namespace kvgate::sim {
+namespace kvgate::workload {
 
 struct RequestRecord {
   uint32_t stage = 0;
@@ -144,4 +147,4 @@ std::string stages_csv(const std::vector<Summary>& summaries);
 std::string report_json(const std::string& scenario, uint64_t seed,
                         const std::vector<Summary>& summaries);
 
-}  // namespace kvgate::sim
+}  // namespace kvgate::workload

@@ -1,4 +1,4 @@
-#include "sim/report.h"
+#include "workload/report.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <boost/json.hpp>
 #include <cmath>
 
-namespace kvgate::sim {
+namespace kvgate::workload {
 
 double quantile(std::vector<double> values, double q) {
   if (values.empty()) return 0;
@@ -239,4 +239,4 @@ std::string report_json(const std::string& scenario, uint64_t seed,
   return boost::json::serialize(root) + "\n";
 }
 
-}  // namespace kvgate::sim
+}  // namespace kvgate::workload

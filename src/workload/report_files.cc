@@ -1,14 +1,13 @@
-#include "sim/sim_report_files.h"
+#include "workload/report_files.h"
 
 #include <fmt/format.h>
 
-#include <filesystem>
-#include <fstream>
+#include <algorithm>
 
-#include "sim/pd_load_report.h"
-#include "sim/svg_plot.h"
+#include "workload/pd_load_report.h"
+#include "workload/svg_plot.h"
 
-namespace kvgate::sim {
+namespace kvgate::workload {
 namespace {
 
 std::string requests_csv(const ScenarioResults& r) {
@@ -161,25 +160,8 @@ std::string pd_load_zoom_svg(const ScenarioResults& r) {
   return render_svg_panels(panels);
 }
 
-Result<std::vector<std::string>> write_files(
-    const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Error("cannot create " + dir + ": " + ec.message());
-  std::vector<std::string> written;
-  for (const auto& [name, text] : files) {
-    const std::string path = dir + "/" + name;
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    if (!out) return Error("cannot write " + path);
-    out << text;
-    if (!out) return Error("error writing " + path);
-    written.push_back(path);
-  }
-  return written;
-}
-
-Result<std::vector<std::string>> write_report_files(const ScenarioResults& r,
-                                                    const std::string& dir, bool per_request) {
+std::vector<std::pair<std::string, std::string>> report_files(const ScenarioResults& r,
+                                                              bool per_request) {
   std::vector<std::pair<std::string, std::string>> files = {
       {"summary.csv", summary_csv(r.summaries)},
       {"stages.csv", stages_csv(r.summaries)},
@@ -197,7 +179,7 @@ Result<std::vector<std::string>> write_report_files(const ScenarioResults& r,
     files.emplace_back("pd_load_samples.csv", pd_samples_csv(r));
   }
   if (per_request) files.emplace_back("requests.csv", requests_csv(r));
-  return write_files(dir, files);
+  return files;
 }
 
-}  // namespace kvgate::sim
+}  // namespace kvgate::workload

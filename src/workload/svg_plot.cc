@@ -1,4 +1,4 @@
-#include "sim/svg_plot.h"
+#include "workload/svg_plot.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 
 #include "core/common/xml.h"
 
-namespace kvgate::sim {
+namespace kvgate::workload {
 namespace {
 
 constexpr const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
@@ -183,4 +183,4 @@ std::vector<std::pair<double, double>> cdf_points(std::vector<double> values, si
   return out;
 }
 
-}  // namespace kvgate::sim
+}  // namespace kvgate::workload

@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "sim/report.h"
+#include "workload/report.h"
 
-namespace kvgate::sim {
+namespace kvgate::workload {
 
 struct PdLoadSummary {
   std::string policy;
@@ -64,4 +64,4 @@ bool has_pd_samples(const std::vector<PolicyRun>& runs);
 std::string pd_load_table(const std::vector<PdLoadSummary>& rows);
 std::string pd_load_csv(const std::vector<PdLoadSummary>& rows);
 
-}  // namespace kvgate::sim
+}  // namespace kvgate::workload

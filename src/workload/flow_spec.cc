@@ -1,9 +1,9 @@
-#include "sim/flow_spec.h"
+#include "workload/flow_spec.h"
 
 #include <utility>
 #include <vector>
 
-namespace kvgate::sim {
+namespace kvgate::workload {
 namespace {
 
 void flatten(const YAML::Node& node, const std::string& prefix,
@@ -31,4 +31,4 @@ Status parse_flow_control(const YAML::Node& node, const std::string& where,
   return {};
 }
 
-}  // namespace kvgate::sim
+}  // namespace kvgate::workload
