@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 namespace kvgate::env {
@@ -28,6 +29,23 @@ TEST(ReadFile, NamesTheFileAndTheReason) {
   auto got = read_file("/nonexistent/kvgate/file.yaml");
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error(), "cannot read /nonexistent/kvgate/file.yaml: No such file or directory");
+}
+
+TEST(WriteFiles, CreatesTheDirectoryAndReplacesWhatWasThere) {
+  char base[] = "/tmp/kvgate-write-files-XXXXXX";
+  ASSERT_NE(mkdtemp(base), nullptr);
+  const std::string dir = std::string(base) + "/out/run";
+  ASSERT_TRUE(write_files(dir, {{"a.csv", "old"}}).ok());
+  auto written = write_files(dir, {{"a.csv", "x,y\n"}, {"b.svg", "<svg/>"}});
+  ASSERT_TRUE(written.ok()) << written.error();
+  EXPECT_EQ(*written, (std::vector<std::string>{dir + "/a.csv", dir + "/b.svg"}));
+  EXPECT_EQ(*read_file(dir + "/a.csv"), "x,y\n");
+  EXPECT_EQ(*read_file(dir + "/b.svg"), "<svg/>");
+  // A directory that cannot be made is an error naming it.
+  auto bad = write_files(dir + "/a.csv/sub", {{"c", ""}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find(dir + "/a.csv/sub"), std::string::npos) << bad.error();
+  std::filesystem::remove_all(base);
 }
 
 }  // namespace
