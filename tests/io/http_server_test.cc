@@ -136,16 +136,28 @@ TEST(HttpServer, ChunksWrittenDuringTheHeadWriteAreNotLost) {
   for (auto& t : producers) t.join();
 }
 
-TEST(HttpServer, LimitsGiveOpenAiErrors) {
+TEST(HttpServer, LimitsAnswerInTheServersErrorShape) {
   HttpServerOptions o;
   o.max_body_bytes = 100;
   o.max_header_bytes = 1024;
+  auto plain = serve(
+      [](HttpRequest&&, std::shared_ptr<ResponseStream> s) { s->respond(HttpResponse{}); }, o);
+  auto text = http_fetch("POST", url(*plain, "/"), std::string(1000, 'x'));
+  ASSERT_TRUE(text) << text.error();
+  EXPECT_EQ(text->status, 413);
+  EXPECT_EQ(text->body.find("\"error\""), std::string::npos) << "no hook: plain text";
+  EXPECT_FALSE(text->body.empty());
+
+  o.error_json = [](int status, std::string_view message) {
+    return "{\"error\":{\"code\":" + std::to_string(status) + ",\"message\":\"" +
+           std::string(message) + "\"}}";
+  };
   auto server = serve(
       [](HttpRequest&&, std::shared_ptr<ResponseStream> s) { s->respond(HttpResponse{}); }, o);
   auto big = http_fetch("POST", url(*server, "/"), std::string(1000, 'x'));
   ASSERT_TRUE(big) << big.error();
   EXPECT_EQ(big->status, 413);
-  EXPECT_NE(big->body.find("\"error\""), std::string::npos);
+  EXPECT_NE(big->body.find("{\"error\":{\"code\":413"), std::string::npos) << big->body;
   auto hdr = http_fetch("GET", url(*server, "/"), "", {{"X-Big", std::string(4000, 'h')}});
   ASSERT_TRUE(hdr) << hdr.error();
   EXPECT_EQ(hdr->status, 431);
