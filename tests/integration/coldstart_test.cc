@@ -36,6 +36,36 @@ constexpr double kTimeScale = 0.04;
 // of 0.2 s would otherwise fail on scheduling noise, not on the tool.
 double Tolerance(double expected) { return std::max(0.10 * expected, 0.030); }
 
+// The report's phase medians against the engine's plan: each within Tolerance, but the
+// first two by their sum. The engine simulator times its phases from its launch and logs
+// each at its planned end, yet cannot log "python imports done" before its own set-up
+// (an ASan build beside a busy ctest: up to 0.8 s) is over; the phases after it end on
+// time, so the boundary between the first two moves and their sum does not (seen: python
+// imports 0.125 s long, engine and worker start 0.113 s short, of 0.692 s each).
+void ExpectPhasesAsPlanned(const boost::json::array& rows,
+                           const std::map<std::string, double>& planned) {
+  double planned_total = 0;
+  for (const auto& [name, seconds] : planned) planned_total += seconds;
+  std::map<std::string, double> median;
+  for (const auto& row : rows) {
+    median[std::string(row.at("name").as_string())] = row.at("median_s").as_double();
+  }
+  const char* first = "python_imports";
+  const char* second = "engine_worker_start";
+  ASSERT_TRUE(median.count(first) && median.count(second) && planned.count(first) &&
+              planned.count(second));
+  const double pair = planned.at(first) + planned.at(second);
+  EXPECT_NEAR(median.at(first) + median.at(second), pair, Tolerance(pair))
+      << "python imports + engine and worker start: measured " << median.at(first) << " + "
+      << median.at(second) << " s";
+  for (const auto& [name, measured] : median) {
+    if (name == first || name == second) continue;
+    const double expected = name == "time_to_health" ? planned_total : planned.at(name);
+    EXPECT_NEAR(measured, expected, Tolerance(expected))
+        << name << ": measured " << measured << " s, configured " << expected << " s";
+  }
+}
+
 std::string kvgate_bin() {
   const char* bin = std::getenv("KVGATE_BIN");
   return bin != nullptr ? bin : "";
@@ -158,20 +188,13 @@ TEST_F(ColdstartTest, ReproducesTheEnginesPhaseDurationsAndFormatsTheTable) {
         planned_wall_durations(read_file(dir_ / "out" / ("run-" + std::to_string(r) + ".log"))),
         planned);
   }
-  double planned_total = 0;
-  for (const auto& [name, seconds] : planned) planned_total += seconds;
-
   // Median of each phase within 10% of what the engine was configured to take.
   const auto& rows = report.at("summary").as_array().at(0).at("rows").as_array();
   ASSERT_EQ(rows.size(), 8u);
   for (const auto& row : rows) {
-    std::string name(row.at("name").as_string());
-    ASSERT_EQ(row.at("count").as_int64(), 3) << name;
-    double median = row.at("median_s").as_double();
-    double expected = name == "time_to_health" ? planned_total : planned.at(name);
-    EXPECT_NEAR(median, expected, Tolerance(expected))
-        << name << ": measured " << median << " s, configured " << expected << " s";
+    ASSERT_EQ(row.at("count").as_int64(), 3) << row.at("name").as_string();
   }
+  ExpectPhasesAsPlanned(rows, planned);
   EXPECT_TRUE(fs::exists(dir_ / "out" / "coldstart.svg"));
   EXPECT_EQ(read_file(dir_ / "out" / "table.txt").substr(0, 5), "phase");
 }
@@ -184,12 +207,7 @@ TEST_F(ColdstartTest, CachesKeptStartIsShorterAndSkipsCompiling) {
       planned_wall_durations(read_file(dir_ / "out" / "run-1.log"));
   double planned_total = 0;
   for (const auto& [name, seconds] : planned) planned_total += seconds;
-  const auto& rows = report.at("summary").as_array().at(0).at("rows").as_array();
-  for (const auto& row : rows) {
-    std::string name(row.at("name").as_string());
-    double expected = name == "time_to_health" ? planned_total : planned.at(name);
-    EXPECT_NEAR(row.at("median_s").as_double(), expected, Tolerance(expected)) << name;
-  }
+  ExpectPhasesAsPlanned(report.at("summary").as_array().at(0).at("rows").as_array(), planned);
   // The seed's 7B: 68 s (68-75) with caches kept against 200 s cold.
   EXPECT_LT(planned_total, 80 * kTimeScale);
 }
