@@ -10,6 +10,8 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "env/system_clock.h"
+
 namespace kvgate::io {
 namespace {
 
@@ -26,12 +28,6 @@ std::string SeqBytes(uint64_t v) {
   std::string s(8, '\0');
   for (int i = 7; i >= 0; --i, v >>= 8) s[static_cast<size_t>(i)] = static_cast<char>(v & 0xFF);
   return s;
-}
-
-Nanos Now() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 struct SourceState {
@@ -159,7 +155,7 @@ struct KvEventSubscriber::Impl {
     }
     ++st.stats.replays;
     st.replaying = true;
-    st.replay_deadline = Now() + options.replay_timeout;
+    st.replay_deadline = options.clock->now() + options.replay_timeout;
     return true;
   }
 
@@ -319,7 +315,7 @@ struct KvEventSubscriber::Impl {
           drain(*st->sub, [&](auto& f) { on_pub_frames(st, f); });
         }
       }
-      const Nanos now = Now();
+      const Nanos now = options.clock->now();
       for (auto& [e, st] : sources) {
         if (st->replaying && now > st->replay_deadline) abandon_replay(*st);
       }
@@ -337,6 +333,7 @@ struct KvEventSubscriber::Impl {
 Result<std::unique_ptr<KvEventSubscriber>> KvEventSubscriber::create(Options options, Sink sink) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
+  if (impl->options.clock == nullptr) impl->options.clock = &env::system_clock();
   impl->sink = std::move(sink);
   if (!impl->options.bind_url.empty()) {
     try {

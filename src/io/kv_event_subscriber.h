@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "core/common/clock.h"
 #include "core/common/result.h"
 #include "core/common/time.h"
 #include "core/kv/event_sequencer.h"
@@ -55,6 +56,9 @@ class KvEventSubscriber {
     Nanos replay_timeout = 2 * kSecond;
     size_t max_held_batches = 100'000;  // live batches held back during a replay
     Nanos poll_interval = 20 * kMillisecond;
+    // What replay deadlines are read on; null: env::system_clock(). Borrowed: it must
+    // outlive the subscriber.
+    const Clock* clock = nullptr;
   };
   using Sink = std::function<void(KvEventDelivery)>;
 

@@ -3,6 +3,7 @@
 #include <async.h>
 #include <hiredis.h>
 
+#include <algorithm>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -10,22 +11,17 @@
 #include <deque>
 #include <limits>
 
+#include "env/system_clock.h"
+
 namespace kvgate::io {
 namespace asio = boost::asio;
 
-namespace {
-
-Nanos SteadyNow() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::any_io_executor executor, Options o)
-      : ex(std::move(executor)), opt(std::move(o)), timer(ex) {}
+      : ex(std::move(executor)),
+        opt(std::move(o)),
+        clock(opt.clock ? *opt.clock : env::system_clock()),
+        timer(ex) {}
 
   // One pending command's callback (hiredis's privdata).
   struct Pending {
@@ -34,6 +30,7 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
 
   asio::any_io_executor ex;
   Options opt;
+  const Clock& clock;
   asio::steady_timer timer;
   // State of the current connection (ctx null: none).
   redisAsyncContext* ctx = nullptr;
@@ -115,7 +112,7 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
   void connection_gone() {
     if (!dropping) {
       ++failures;
-      next_attempt = SteadyNow() + opt.reconnect_interval;
+      next_attempt = clock.now() + opt.reconnect_interval;
     }
     ctx = nullptr;
     ++generation;
@@ -131,7 +128,7 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
     if (ctx == nullptr) return;
     last_error = std::move(reason);
     ++failures;
-    next_attempt = SteadyNow() + opt.reconnect_interval;
+    next_attempt = clock.now() + opt.reconnect_interval;
     dropping = true;
     redisAsyncContext* c = ctx;
     redisAsyncFree(c);  // runs the callbacks with no reply, then Cleanup
@@ -141,7 +138,7 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
   }
 
   bool connect() {
-    const Nanos now = SteadyNow();
+    const Nanos now = clock.now();
     if (now < next_attempt) return false;
     next_attempt = now + opt.reconnect_interval;
     redisAsyncContext* c = redisAsyncConnect(opt.host.c_str(), opt.port);
@@ -180,7 +177,7 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
   void arm_timer(Nanos at) {
     if (timer_armed) return;  // armed for an earlier deadline: it re-arms when it fires
     timer_armed = true;
-    timer.expires_at(asio::steady_timer::time_point(std::chrono::nanoseconds(at)));
+    timer.expires_after(std::chrono::nanoseconds(std::max<Nanos>(at - clock.now(), 0)));
     timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       self->timer_armed = false;
       if (ec) return;
@@ -189,7 +186,7 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
   }
   void check_deadlines() {
     if (ctx == nullptr) return;
-    const Nanos now = SteadyNow();
+    const Nanos now = clock.now();
     if (connecting && now >= connect_deadline) {
       drop("connect " + opt.host + ":" + std::to_string(opt.port) + ": timed out");
       return;
@@ -221,7 +218,7 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
       return false;
     }
     pending.release();  // owned by hiredis until OnReply
-    deadlines.push_back(SteadyNow() + opt.command_timeout);
+    deadlines.push_back(clock.now() + opt.command_timeout);
     arm_timer(deadlines.back());
     return true;
   }

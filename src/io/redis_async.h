@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/common/clock.h"
 #include "core/common/time.h"
 
 struct redisReply;
@@ -43,6 +44,10 @@ class RedisAsync {
     Nanos connect_timeout = 50 * kMillisecond;
     Nanos command_timeout = 50 * kMillisecond;
     Nanos reconnect_interval = kSecond;
+    // What the deadlines and the reconnect interval are read on (the timer that wakes
+    // to check them is still Asio's); null: env::system_clock(). Borrowed: it must
+    // outlive the connection.
+    const Clock* clock = nullptr;
   };
   // The reply (never null on success; may be a Redis error reply, type REDIS_REPLY_ERROR),
   // or null and the reason the command failed (not connected, timeout, connection lost).
