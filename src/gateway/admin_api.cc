@@ -100,6 +100,7 @@ bool reserved(std::string_view name) {
 
 struct AdminApi::Impl : std::enable_shared_from_this<Impl> {
   AdminConfig config;
+  const Clock* clock = nullptr;  // the gateway's (set by start): failed authentications
   asio::any_io_executor executor;
   std::vector<PoolHandle> pools;
   std::optional<KeyDigest> token;
@@ -155,7 +156,7 @@ struct AdminApi::Impl : std::enable_shared_from_this<Impl> {
 void AdminApi::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream) {
   if (token) {
     const std::string_view client = client_address(req.remote);
-    const Nanos now = monotonic_now();
+    const Nanos now = clock->now();
     std::optional<Nanos> wait;
     {
       std::lock_guard lock(auth_mu);
@@ -269,7 +270,7 @@ asio::awaitable<HttpResponse> AdminApi::Impl::pool_route(const HttpRequest& req,
     if (get) {
       json::array out;
       for (const EndpointSnapshot& s : co_await snapshot(pool, std::nullopt)) {
-        out.push_back(endpoint_json(s, monotonic_now()));
+        out.push_back(endpoint_json(s, rt.clock().now()));
       }
       co_return ok(200, json::object{{"pool", rt.name()}, {"endpoints", std::move(out)}});
     }
@@ -303,7 +304,7 @@ asio::awaitable<HttpResponse> AdminApi::Impl::pool_route(const HttpRequest& req,
         co_return error(404, fmt::format("No endpoint {} in pool {}", seg[4], rt.name()),
                         "endpoint_not_found");
       }
-      co_return ok(200, endpoint_json(snap[0], monotonic_now()));
+      co_return ok(200, endpoint_json(snap[0], rt.clock().now()));
     }
     if (req.method != "DELETE") co_return not_allowed();
     std::chrono::milliseconds timeout = kDefaultDrainTimeout;
@@ -348,7 +349,7 @@ asio::awaitable<std::vector<EndpointSnapshot>> AdminApi::Impl::snapshot(
   std::vector<EndpointSnapshot> out;
   PoolRuntime& rt = *pool.pool;
   co_await rt.with_router([&](route::Router& r) {
-    const Nanos now = monotonic_now();
+    const Nanos now = rt.clock().now();
     std::vector<size_t> approx;
     if (kv::ApproxIndex* a = r.indexes().approx) a->blocks_held(now, approx);
     for (route::EndpointId id : r.pool().ids()) {
@@ -387,7 +388,7 @@ asio::awaitable<std::vector<EndpointSnapshot>> AdminApi::Impl::snapshot(
 asio::awaitable<json::object> AdminApi::Impl::pool_json(const PoolHandle& pool) {
   json::array endpoints;
   for (const EndpointSnapshot& s : co_await snapshot(pool, std::nullopt)) {
-    endpoints.push_back(endpoint_json(s, monotonic_now()));
+    endpoints.push_back(endpoint_json(s, pool.pool->clock().now()));
   }
   std::string policy;
   co_await pool.pool->with_router([&](route::Router& r) { policy = r.config().policy.name; });
@@ -439,8 +440,8 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
   rr.expected_output_tokens = in.request.max_tokens;
   json::object out;
   co_await pool.pool->with_router([&](route::Router& r) {
-    Rng rng(static_cast<uint64_t>(monotonic_now()));
-    route::Explanation x = r.explain(rr, monotonic_now(), rng);
+    Rng rng(static_cast<uint64_t>(pool.pool->clock().now()));
+    route::Explanation x = r.explain(rr, pool.pool->clock().now(), rng);
     auto url_of = [&](route::EndpointId id) {
       const route::Endpoint* e = r.pool().get(id);
       return e ? e->spec.url : std::string();
@@ -493,9 +494,11 @@ AdminApi::~AdminApi() { stop(); }
 
 Result<std::unique_ptr<AdminApi>> AdminApi::start(const AdminConfig& config,
                                                   asio::any_io_executor executor,
-                                                  std::vector<PoolHandle> pools) {
+                                                  std::vector<PoolHandle> pools,
+                                                  const Clock& clock) {
   auto impl = std::make_shared<Impl>();
   impl->config = config;
+  impl->clock = &clock;
   impl->executor = std::move(executor);
   impl->pools = std::move(pools);
   if (!config.token.empty()) impl->token = sha256(config.token);

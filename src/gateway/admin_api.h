@@ -23,7 +23,7 @@
 // everything else: they must be thread-safe, quick and never block (they hold up
 // requests on that thread).
 //
-//   auto admin = AdminApi::start(*config.admin, executor, {{pool, feed}, ...});
+//   auto admin = AdminApi::start(*config.admin, executor, {{pool, feed}, ...}, clock);
 //   (*admin)->add_pool_section("autoscaler", [&](std::string_view pool)
 //       -> std::optional<boost::json::value> { return scaler.state_json(pool); });
 //   uint16_t port = (*admin)->port();
@@ -39,6 +39,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/common/clock.h"
 #include "core/common/result.h"
 #include "gateway/config.h"
 
@@ -59,11 +60,13 @@ class AdminApi {
   using PoolSection = std::function<std::optional<boost::json::value>(std::string_view pool)>;
 
   // Binds config.address:config.port and serves until stop(). The handlers do their work
-  // on `executor` (the gateway's I/O threads, where the pools' strands live). The pools
-  // and feeds must outlive the AdminApi. Errors: the address cannot be bound.
+  // on `executor` (the gateway's I/O threads, where the pools' strands live). The pools,
+  // feeds and `clock` (what the failed authentications' window is measured on; a pool's
+  // views are in its own clock) must outlive the AdminApi. Errors: the address cannot be
+  // bound.
   static Result<std::unique_ptr<AdminApi>> start(const AdminConfig& config,
                                                  boost::asio::any_io_executor executor,
-                                                 std::vector<PoolHandle> pools);
+                                                 std::vector<PoolHandle> pools, const Clock& clock);
   ~AdminApi();  // stop()
   AdminApi(const AdminApi&) = delete;
   AdminApi& operator=(const AdminApi&) = delete;

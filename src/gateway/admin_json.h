@@ -6,7 +6,7 @@
 // validate once more. Kept apart so that each piece is unit-tested on its own.
 //
 //   EndpointSnapshot s = ...;               // gathered on the strand
-//   boost::json::object o = endpoint_json(s, monotonic_now());
+//   boost::json::object o = endpoint_json(s, pool.clock().now());
 //   auto next = apply_policy_body(router.config(), body, /*replace=*/false);
 //   if (!next) return 400 with next.error();
 #pragma once

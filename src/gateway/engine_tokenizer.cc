@@ -171,20 +171,20 @@ void EngineTokenizer::cool(route::EndpointId id, Nanos now, std::string_view fai
 
 asio::awaitable<EngineTokenizer::Answer> EngineTokenizer::ask(std::string body) {
   std::shared_ptr<const EndpointAddress> endpoint =
-      co_await pool_.tokenize_endpoint(cooling(monotonic_now()));
+      co_await pool_.tokenize_endpoint(cooling(pool_.clock().now()));
   if (!endpoint) co_return Answer{.failure = "no_endpoint"};
   // On a strand of its own: the timeout's cancel and the exchange never run at once.
   Answer a = co_await asio::co_spawn(asio::make_strand(executor_),
                                      exchange(endpoint, std::move(body)), asio::use_awaitable);
   if (a.failure == "timeout" || a.failure == "engine_error") {
-    cool(endpoint->id, monotonic_now(), a.failure, a.error);
+    cool(endpoint->id, pool_.clock().now(), a.failure, a.error);
   }
   co_return a;
 }
 
 asio::awaitable<EngineTokenizer::Answer> EngineTokenizer::exchange(
     std::shared_ptr<const EndpointAddress> endpoint, std::string body) {
-  const Nanos start = monotonic_now();
+  const Nanos start = pool_.clock().now();
   auto cancel = std::make_shared<io::UpstreamCancel>();
   auto over = std::make_shared<bool>(false);
   asio::steady_timer timer(co_await asio::this_coro::executor);
@@ -209,7 +209,7 @@ asio::awaitable<EngineTokenizer::Answer> EngineTokenizer::exchange(
   auto sent = co_await upstream_.send(endpoint->host, endpoint->port, req);
   if (!sent) co_return failed(sent.error());
   const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 timeout_ - std::chrono::nanoseconds(monotonic_now() - start)),
+                                 timeout_ - std::chrono::nanoseconds(pool_.clock().now() - start)),
                              std::chrono::milliseconds(1));
   auto text = co_await (*sent)->read_all(left, kMaxAnswerBytes);
   *over = true;

@@ -16,7 +16,7 @@
 // It never holds a request longer than the pool's `tokenize.timeout_ms`: a timeout, an
 // engine error, a bad answer or no healthy engine routes the request on pseudo-tokens (as
 // a pool without a tokenizer does), counted in kvgate_engine_tokenize_total by reason. An
-// engine that timed out or failed is not asked again for a second.
+// engine that timed out or failed is not asked again for a second (on the pool's clock).
 //
 // Pools without the fallback never reach this (PoolRuntime::engine_tokenizer() is null).
 //

@@ -8,7 +8,7 @@ namespace kvgate::gateway {
 void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
                            std::optional<ProxyCall>& to_proxy) {
   using namespace std::string_view_literals;  // comparisons by size first, no strlen
-  const Nanos received = monotonic_now();
+  const Nanos received = clock.now();
   const std::string_view path = req.path;
   const std::string_view method = req.method;
   const bool get = method == "GET"sv || method == "HEAD"sv;

@@ -106,8 +106,9 @@ void register_admin_sections(Gateway::Impl& impl) {
       });
 }
 
-Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
-  auto impl = std::make_unique<Impl>(config.threads);
+Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config, GatewayOptions options) {
+  const Clock& clock = options.clock ? *options.clock : env::system_clock();
+  auto impl = std::make_unique<Impl>(config.threads, clock);
   impl->config = std::move(config);
   const GatewayConfig& c = impl->config;
   if (!c.keys_file.empty()) {
@@ -120,14 +121,14 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
       c.rate_limits,
       c.threads == 1 ? asio::any_io_executor(impl->io.get_executor())
                      : asio::any_io_executor(asio::make_strand(impl->io)),
-      [m = &impl->metrics] { m->rate_limit_store_failure(); });
+      [m = &impl->metrics] { m->rate_limit_store_failure(); }, clock);
   impl->upstream = std::make_unique<io::UpstreamClient>(
       impl->io.get_executor(), io::UpstreamOptions{.connect_timeout = c.timeouts.connect,
                                                    .head_timeout = c.timeouts.upstream_header,
                                                    .lazy_idle_timers = true,
                                                    .single_threaded = c.threads == 1});
   for (const PoolConfig& p : c.pools) {
-    auto pool = PoolRuntime::create(p, c.breaker, impl->io.get_executor(), impl->metrics,
+    auto pool = PoolRuntime::create(p, c.breaker, impl->io.get_executor(), impl->metrics, clock,
                                     /*one_thread=*/c.threads == 1);
     if (!pool) return Error(pool.error());
     impl->pools.push_back(std::move(*pool));
@@ -187,7 +188,7 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
         ReplicaSync::start(*c.cluster, std::move(pools),
                            c.threads == 1 ? asio::any_io_executor(impl->io.get_executor())
                                           : asio::any_io_executor(asio::make_strand(impl->io)),
-                           std::move(warmups));
+                           clock, std::move(warmups));
   }
   impl->work.emplace(impl->io.get_executor());
   for (int i = 0; i < c.threads; ++i) {
@@ -243,7 +244,7 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config) {
     for (size_t i = 0; i < impl->pools.size(); ++i) {
       handles.push_back({impl->pools[i].get(), impl->feeds[i].get()});
     }
-    auto admin = AdminApi::start(*c.admin, impl->io.get_executor(), std::move(handles));
+    auto admin = AdminApi::start(*c.admin, impl->io.get_executor(), std::move(handles), clock);
     if (!admin) {
       impl->stop_all();
       return Error(admin.error());

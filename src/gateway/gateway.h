@@ -6,7 +6,8 @@
 // auth -> body check -> model -> pool -> tokenize -> route -> proxy (retried on another
 // endpoint before any byte reached the client) -> usage, TTFT/ITL -> router lifecycle.
 //
-//   auto gw = Gateway::start(*config);
+//   auto gw = Gateway::start(*config);   // on the real clock; a test may pass its own:
+//   auto gw = Gateway::start(*config, {.clock = &manual_clock});
 //   if (!gw) ...;
 //   uint16_t port = (*gw)->ports()[0];
 //   ...
@@ -23,7 +24,9 @@
 #include <string_view>
 #include <vector>
 
+#include "core/common/clock.h"
 #include "core/common/result.h"
+#include "env/system_clock.h"
 #include "gateway/config.h"
 #include "gateway/metrics.h"
 
@@ -32,9 +35,17 @@ namespace kvgate::gateway {
 class PoolRuntime;
 class AdminApi;
 
+// What the gateway is given by whoever starts it, besides its config.
+struct GatewayOptions {
+  // The gateway's one clock (core/common/clock.h): every time its pools, proxy and control
+  // plane read (routing, breakers, deadlines, drains, warm-ups, leases, rate-limit windows).
+  // Borrowed: it must outlive the gateway. Null is taken as the default.
+  const Clock* clock = &env::system_clock();
+};
+
 class Gateway {
  public:
-  static Result<std::unique_ptr<Gateway>> start(GatewayConfig config);
+  static Result<std::unique_ptr<Gateway>> start(GatewayConfig config, GatewayOptions options = {});
   ~Gateway();
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;

@@ -61,12 +61,10 @@ inline HttpResponse json_error(int status, std::string_view message, std::string
   return r;
 }
 
-inline double seconds_since(Nanos t0) { return to_seconds(monotonic_now() - t0); }
-
 // Flow control: what the pool's queue needs to know of the request (pool_flow.h).
 struct FlowTicketData {
   double weight = 1;
-  std::optional<Nanos> deadline;       // absolute, monotonic_now() time
+  std::optional<Nanos> deadline;       // absolute, in Impl::clock's time
   uint32_t charged_output_tokens = 0;  // set once dispatched: corrected at the end
 };
 
@@ -109,11 +107,15 @@ struct Gateway::Impl {
   // connections, upstream connections, listeners once open) is used only from its one
   // thread: other threads reach it through posts and timers, which stay locked, and
   // stop_all() closes the idle upstream connections only after that thread has stopped.
-  explicit Impl(int threads) : io(threads <= 1 ? BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO : threads) {}
+  Impl(int threads, const Clock& c)
+      : clock(c), io(threads <= 1 ? BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO : threads) {}
   // Before any member goes: coroutine frames the context destroys later (with their
   // route leases) must not call the pools, which are destroyed first.
   ~Impl() { pools_alive->store(false, std::memory_order_release); }
 
+  // Every time the gateway reads (GatewayOptions::clock): given to the pools, the limiter's
+  // store, the admin API and replica sync; the rest reads it through its pool.
+  const Clock& clock;
   GatewayConfig config;
   std::optional<KeyStore> keys;
   GatewayMetrics metrics;
@@ -138,6 +140,9 @@ struct Gateway::Impl {
   // Whether the pools still exist, for route leases (route_lease.h).
   std::shared_ptr<std::atomic<bool>> pools_alive = std::make_shared<std::atomic<bool>>(true);
   std::string models_json;
+
+  // Seconds from `t0` (a reading of `clock`) to now.
+  double seconds_since(Nanos t0) const { return to_seconds(clock.now() - t0); }
 
   PoolWarmup* warmup_of(const PoolRuntime* pool) {
     for (size_t i = 0; i < pools.size() && i < warmups.size(); ++i) {

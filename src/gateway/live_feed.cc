@@ -71,8 +71,8 @@ struct LiveFeed::Impl {
         }
       });
     };
-    auto sub =
-        io::KvEventSubscriber::create({.bind_url = pool.config().kv_events_bind}, std::move(sink));
+    auto sub = io::KvEventSubscriber::create(
+        {.bind_url = pool.config().kv_events_bind, .clock = &pool.clock()}, std::move(sink));
     if (!sub) return Error(fmt::format("pool {}: kv events: {}", pool.name(), sub.error()));
     subscriber = std::move(*sub);
     return {};
@@ -153,10 +153,11 @@ struct LiveFeed::Impl {
       const route::ScrapedMetrics sm = *s;
       const double waiting = sm.waiting, running = sm.running;
       metrics.scrape(name, e.url, &waiting, &running, &sm.kv_usage);
-      pool.post([id = e.id, url = e.url, sm](route::Router& router, kv::PreciseIndex&) {
+      pool.post([id = e.id, url = e.url, sm, clock = &pool.clock()](route::Router& router,
+                                                                    kv::PreciseIndex&) {
         // The endpoint may have been removed (and its id reused) since the scrape began.
         const route::Endpoint* now = router.pool().get(id);
-        if (now && now->spec.url == url) router.pool().on_metrics(id, sm, monotonic_now());
+        if (now && now->spec.url == url) router.pool().on_metrics(id, sm, clock->now());
       });
     }
   }

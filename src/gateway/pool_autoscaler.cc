@@ -13,7 +13,6 @@
 #include "core/scale/usage_window.h"
 #include "gateway/pool_runtime.h"
 #include "gateway/replica_actuation.h"
-#include "gateway/tenant_limiter.h"
 
 namespace kvgate::gateway {
 
@@ -22,7 +21,9 @@ struct PoolAutoscaler::Impl {
   GatewayMetrics& metrics;
   const PoolAutoscaleConfig& config;
   const std::vector<std::string> models;
-  // monotonic_now() + clock_offset = nanoseconds since the Unix epoch (at start).
+  // The pool's clock (router time); router time + clock_offset = nanoseconds since the
+  // Unix epoch (as of the start).
+  const Clock& clock;
   const Nanos clock_offset;
   scale::Autoscaler autoscaler;
   scale::UsageWindow usage;
@@ -43,11 +44,12 @@ struct PoolAutoscaler::Impl {
         metrics(m),
         config(*p.config().autoscale),
         models(std::move(names)),
-        clock_offset(wall_now() - monotonic_now()),
+        clock(p.clock()),
+        clock_offset(clock.wall_now() - clock.now()),
         autoscaler(std::move(a)),
         usage(config.window) {}
 
-  Nanos now() const { return monotonic_now() + clock_offset; }
+  Nanos now() const { return clock.now() + clock_offset; }
 
   // The router's endpoints, read on its strand. Empty if the strand does not answer
   // within a few seconds (the gateway is stopping).
@@ -65,7 +67,7 @@ struct PoolAutoscaler::Impl {
     actuation->poll();
     auto endpoints = read_endpoints();
     if (!endpoints) return;
-    const Nanos router_now = monotonic_now();
+    const Nanos router_now = clock.now();
     usage.add(router_now, metrics.usage(models));
     route::PoolInputs in{
         .usage = usage.rates(),

@@ -10,9 +10,9 @@
 //   4. applies the decision through the actuator, logs it when it changes something, and
 //      exports it: kvgate_autoscaler_desired_replicas{pool} and friends (metrics.h).
 //
-// The autoscaler's clock is monotonic (stabilization windows and rate limits must not
-// jump with the wall clock) but anchored to the Unix epoch at start, so that schedules
-// see the time of day.
+// The autoscaler's clock is the pool's (PoolRuntime::clock: monotonic, as stabilization
+// windows and rate limits must not jump with the wall clock) anchored to the Unix epoch
+// at start (its wall_now()), so that schedules see the time of day.
 //
 //   auto a = PoolAutoscaler::start(pool, {"Qwen/Qwen3-0.6B"}, metrics);  // decides at once
 //   ...

@@ -56,12 +56,12 @@ struct PoolDiscovery::Impl : std::enable_shared_from_this<PoolDiscovery::Impl> {
     }
     void error(std::string message) override {
       std::lock_guard lock(impl->mu);
-      impl->reconciler.report_error(index, monotonic_now(), std::move(message));
+      impl->reconciler.report_error(index, impl->pool.clock().now(), std::move(message));
     }
   };
 
   void report(size_t source, std::vector<discovery::DiscoveredEndpoint> set, bool resync) {
-    const Nanos now = monotonic_now();
+    const Nanos now = pool.clock().now();
     std::vector<discovery::Action> actions;
     {
       std::lock_guard lock(mu);
@@ -99,7 +99,7 @@ struct PoolDiscovery::Impl : std::enable_shared_from_this<PoolDiscovery::Impl> {
         std::lock_guard lock(mu);
         (ok ? applied_ok : applied_failed)++;
         if (q.action.kind != discovery::Action::Kind::kRemove) {
-          apply_seconds.observe(to_seconds(monotonic_now() - q.seen));
+          apply_seconds.observe(to_seconds(pool.clock().now() - q.seen));
         }
       }
       queues[url].pop_front();
@@ -141,7 +141,7 @@ struct PoolDiscovery::Impl : std::enable_shared_from_this<PoolDiscovery::Impl> {
         {
           // Out of routing from here: the drain begins with the removal's first step.
           std::lock_guard lock(mu);
-          apply_seconds.observe(to_seconds(monotonic_now() - seen));
+          apply_seconds.observe(to_seconds(pool.clock().now() - seen));
         }
         auto drained = co_await pool.remove_endpoint(eid, config.drain_timeout);
         co_return drained.ok();
@@ -158,7 +158,7 @@ struct PoolDiscovery::Impl : std::enable_shared_from_this<PoolDiscovery::Impl> {
       boost::system::error_code ec;
       co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (stopped) co_return;
-      const Nanos now = monotonic_now();
+      const Nanos now = pool.clock().now();
       std::vector<discovery::Action> due;
       {
         std::lock_guard lock(mu);
@@ -231,6 +231,7 @@ DiscoveryCounters PoolDiscovery::counters() const {
   DiscoveryCounters c;
   c.pool = impl_->pool.name();
   std::lock_guard lock(impl_->mu);
+  c.taken = impl_->pool.clock().now();
   for (size_t i = 0; i < impl_->reconciler.sources(); ++i) {
     c.sources.push_back({impl_->reconciler.source_name(i), impl_->config.sources[i].kind,
                          impl_->reconciler.stats(i)});
@@ -242,8 +243,8 @@ DiscoveryCounters PoolDiscovery::counters() const {
 }
 
 json::value PoolDiscovery::state_json() const {
-  const Nanos now = monotonic_now();
   const DiscoveryCounters c = counters();
+  const Nanos now = c.taken;
   json::array sources;
   for (const DiscoverySourceState& s : c.sources) {
     const discovery::SourceStats& st = s.stats;
@@ -291,7 +292,6 @@ std::string render_discovery_metrics(const std::vector<const PoolDiscovery*>& po
   std::vector<DiscoveryCounters> cs;
   for (const PoolDiscovery* p : pools) cs.push_back(p->counters());
   if (cs.empty()) return {};
-  const Nanos now = monotonic_now();
   metrics::PrometheusWriter w;
   auto each = [&](std::string_view name, std::string_view help, std::string_view type, auto value) {
     w.header(name, help, type);
@@ -316,11 +316,16 @@ std::string render_discovery_metrics(const std::vector<const PoolDiscovery*>& po
        [](const discovery::SourceStats& s) { return static_cast<double>(s.resync_differences); });
   each("kvgate_discovery_held_empty_total", "Sudden empty sets held instead of applied.", "counter",
        [](const discovery::SourceStats& s) { return static_cast<double>(s.held_empty); });
-  each("kvgate_discovery_last_success_age_seconds",
-       "Seconds since the source's last good read (-1: none yet).", "gauge",
-       [now](const discovery::SourceStats& s) {
-         return s.last_success < 0 ? -1.0 : to_seconds(now - s.last_success);
-       });
+  w.header("kvgate_discovery_last_success_age_seconds",
+           "Seconds since the source's last good read (-1: none yet).", "gauge");
+  for (const DiscoveryCounters& c : cs) {
+    for (const DiscoverySourceState& s : c.sources) {
+      const Nanos last = s.stats.last_success;
+      w.sample("kvgate_discovery_last_success_age_seconds",
+               {{"pool", c.pool}, {"source", s.name}, {"kind", s.kind}},
+               last < 0 ? -1.0 : to_seconds(c.taken - last));
+    }
+  }
   w.header("kvgate_discovery_applied_total", "Discovery actions the pool carried out, by result.",
            "counter");
   for (const DiscoveryCounters& c : cs) {

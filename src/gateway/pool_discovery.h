@@ -42,6 +42,7 @@ struct DiscoverySourceState {
 
 struct DiscoveryCounters {
   std::string pool;
+  Nanos taken = 0;  // when (the pool's clock): the sources' ages are measured to it
   std::vector<DiscoverySourceState> sources;
   uint64_t applied_ok = 0;      // actions the pool carried out
   uint64_t applied_failed = 0;  // refused (e.g. the URL was already in the pool)

@@ -27,10 +27,11 @@ constexpr Nanos kViewEvery = 50 * kMillisecond;
 }  // namespace
 
 PoolFlow::PoolFlow(route::Router& router, route::FlowQueueConfig config,
-                   asio::any_io_executor strand, Rng& rng, std::string pool)
+                   asio::any_io_executor strand, Rng& rng, const Clock& clock, std::string pool)
     : fc_(router, config),
       strand_(strand),
       rng_(rng),
+      clock_(clock),
       pool_(std::move(pool)),
       timer_(strand),
       view_timer_(strand),
@@ -140,7 +141,7 @@ void PoolFlow::refresh_view(Nanos now) {
         if (ec || !*alive) return;
         view_timer_armed_ = false;
         view_at_ = -1;
-        refresh_view(monotonic_now());
+        refresh_view(clock_.now());
       });
     }
     return;
@@ -175,7 +176,7 @@ bool PoolFlow::cancel(route::RequestId id) {
   o.id = id;
   o.band = w.band;
   w.deliver(o, End::kClientGone);
-  refresh_view(monotonic_now());
+  refresh_view(clock_.now());
   return true;
 }
 
@@ -218,7 +219,7 @@ void PoolFlow::arm_timer(Nanos now) {
   timer_.async_wait([this, alive = alive_](const boost::system::error_code& ec) {
     if (ec || !*alive) return;
     timer_at_ = 0;
-    pump(monotonic_now());
+    pump(clock_.now());
   });
 }
 

@@ -38,6 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/common/clock.h"
 #include "core/common/rng.h"
 #include "core/metrics/histogram.h"
 #include "core/route/flow_control.h"
@@ -48,7 +49,7 @@ namespace kvgate::gateway {
 struct FlowTicket {
   std::string_view tenant;        // the keys file's tenant ("anonymous" without keys)
   double weight = 1;              // its fair share (keys file `weight`)
-  std::optional<Nanos> deadline;  // absolute (monotonic_now() time): dispatch by then
+  std::optional<Nanos> deadline;  // absolute (the pool's clock): dispatch by then
 };
 
 class PoolFlow {
@@ -59,9 +60,10 @@ class PoolFlow {
   // Runs on the strand, exactly once per admitted request.
   using Deliver = std::function<void(const route::FlowOutcome&, End)>;
 
-  // Borrows `router` and `rng` (the pool's, on `strand`).
+  // Borrows `router` and `rng` (the pool's, on `strand`) and `clock` (the pool's: the
+  // queue's times, deadlines included, are in it).
   PoolFlow(route::Router& router, route::FlowQueueConfig config,
-           boost::asio::any_io_executor strand, Rng& rng, std::string pool);
+           boost::asio::any_io_executor strand, Rng& rng, const Clock& clock, std::string pool);
   ~PoolFlow();
 
   // On the strand. `request` is borrowed until `deliver` ran (or cancel() returned true).
@@ -119,6 +121,7 @@ class PoolFlow {
   route::FlowController fc_;
   boost::asio::any_io_executor strand_;
   Rng& rng_;
+  const Clock& clock_;
   const std::string pool_;
   std::unordered_map<route::RequestId, Waiting> waiting_;  // on the strand
   std::vector<route::FlowOutcome> out_;                    // scratch, on the strand

@@ -19,7 +19,6 @@
 #include <boost/asio/use_future.hpp>
 #include <chrono>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -51,17 +50,12 @@ Result<EndpointAddress> address_of(const route::EndpointSpec& spec) {
 
 }  // namespace
 
-Nanos monotonic_now() {
-  static const auto origin = std::chrono::steady_clock::now();
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                              origin)
-      .count();
-}
-
 PoolRuntime::PoolRuntime(const PoolConfig& config, const BreakerConfig& breaker,
-                         asio::any_io_executor executor, GatewayMetrics& metrics, bool one_thread)
+                         asio::any_io_executor executor, GatewayMetrics& metrics,
+                         const Clock& clock, bool one_thread)
     : config_(config),
       metrics_(metrics),
+      clock_(clock),
       strand_(one_thread ? executor : asio::any_io_executor(asio::make_strand(executor))),
       one_thread_(one_thread),
       precise_({.model = config.name, .block_size = config.router.block_size}),
@@ -78,17 +72,18 @@ PoolRuntime::~PoolRuntime() = default;
 Result<std::unique_ptr<PoolRuntime>> PoolRuntime::create(const PoolConfig& config,
                                                          const BreakerConfig& breaker,
                                                          asio::any_io_executor executor,
-                                                         GatewayMetrics& metrics, bool one_thread) {
+                                                         GatewayMetrics& metrics,
+                                                         const Clock& clock, bool one_thread) {
   std::unique_ptr<PoolRuntime> p(
-      new PoolRuntime(config, breaker, std::move(executor), metrics, one_thread));
+      new PoolRuntime(config, breaker, std::move(executor), metrics, clock, one_thread));
   if (Status st = p->load_tokenize(); !st) return Error(st.error());
   auto router =
       route::Router::create(config.router, {.precise = &p->precise_, .approx = &p->approx_});
   if (!router) return Error(fmt::format("pool {}: {}", config.name, router.error()));
   p->router_ = std::move(*router);
   if (config.flow.enabled) {
-    p->flow_ =
-        std::make_unique<PoolFlow>(*p->router_, config.flow, p->strand_, p->rng_, config.name);
+    p->flow_ = std::make_unique<PoolFlow>(*p->router_, config.flow, p->strand_, p->rng_, clock,
+                                          config.name);
   }
   // The strand runs nothing yet: adding directly is safe.
   for (size_t i = 0; i < config.endpoints.size(); ++i) {
@@ -175,7 +170,7 @@ Result<route::EndpointId> PoolRuntime::add_on_strand(route::EndpointSpec spec,
                                                      std::string origin) {
   auto addr = address_of(spec);
   if (!addr) return Error(addr.error());
-  auto id = router_->add_endpoint(std::move(spec), monotonic_now());
+  auto id = router_->add_endpoint(std::move(spec), clock_.now());
   if (!id) return Error(id.error());
   addr->id = *id;
   addr->kv_events = std::move(kv_events);
@@ -188,7 +183,7 @@ Result<route::EndpointId> PoolRuntime::add_on_strand(route::EndpointSpec spec,
     if (endpoints_.size() <= *id) endpoints_.resize(*id + 1);
     endpoints_[*id] = std::make_shared<const EndpointAddress>(*addr);
   }
-  pump_flow(monotonic_now());
+  pump_flow(clock_.now());
   return *id;
 }
 
@@ -241,7 +236,7 @@ void PoolRuntime::apply_standby(int32_t count) {
       pool.set_health(ids[k], want);
       returned |= !standby[k];
     }
-    if (returned) pump_flow(monotonic_now());
+    if (returned) pump_flow(clock_.now());
   });
 }
 
@@ -297,13 +292,13 @@ asio::awaitable<std::optional<Result<bool>>> PoolRuntime::remove_task(
   notify(EndpointChange::Kind::kRemoving, *addr);
   // Requests in flight (including remote prefills running there) finish first.
   const Nanos deadline =
-      monotonic_now() + std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
+      clock_.now() + std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
   asio::steady_timer timer(co_await asio::this_coro::executor);
   auto busy = [&] {
     const route::Endpoint* e = router_->pool().get(id);
     return e && e->load.in_flight > 0;
   };
-  while (busy() && monotonic_now() < deadline) {
+  while (busy() && clock_.now() < deadline) {
     timer.expires_after(std::chrono::milliseconds(20));
     co_await timer.async_wait(asio::use_awaitable);
   }
@@ -362,7 +357,7 @@ void PoolRuntime::keys_for(const openai::InspectedRequest& request, std::string_
     if (kind == openai::ApiKind::kChat && chat_template_) {
       auto chat = tokenizer::parse_chat_request(body);
       tokenizer::ChatRenderOptions options;
-      options.now_unix_seconds = static_cast<int64_t>(std::time(nullptr));
+      options.now_unix_seconds = clock_.wall_now() / kSecond;  // the template's strftime_now
       options.trust_request_chat_template = config_.trust_request_chat_template;
       auto rendered =
           chat ? chat_template_->render(*chat, options) : Result<std::string>(Error(chat.error()));
@@ -454,7 +449,7 @@ asio::awaitable<Pick> PoolRuntime::pick(const route::RouteRequest& request,
   return asio::async_initiate<const asio::use_awaitable_t<>&, void(Pick)>(
       [this, &request, &excluded](auto handler) {
         asio::dispatch(strand_, [this, &request, &excluded, h = std::move(handler)]() mutable {
-          Pick pick = decide_on_strand(request, excluded, monotonic_now());
+          Pick pick = decide_on_strand(request, excluded, clock_.now());
           auto ex = asio::get_associated_executor(h);
           asio::dispatch(ex, [h = std::move(h), pick = std::move(pick)]() mutable {
             std::move(h)(std::move(pick));
@@ -509,7 +504,7 @@ Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
 
 void PoolRuntime::first_token(route::RequestId id) {
   on_strand([this, id] {
-    const Nanos now = monotonic_now();
+    const Nanos now = clock_.now();
     router_->pool().on_first_token(id, now);
     if (hooks_.lifecycle) hooks_.lifecycle(id, cluster::EventKind::kPrefillDone, now);
     pump_flow(now);
@@ -518,7 +513,7 @@ void PoolRuntime::first_token(route::RequestId id) {
 
 void PoolRuntime::finished(route::RequestId id, bool ok) {
   on_strand([this, id, ok] {
-    const Nanos now = monotonic_now();
+    const Nanos now = clock_.now();
     finish_on_strand(id, ok, now);
     pump_flow(now);
   });
@@ -554,7 +549,7 @@ void PoolRuntime::finish_on_strand(route::RequestId id, bool ok, Nanos now) {
 
 void PoolRuntime::endpoint_result_on_strand(route::EndpointId endpoint, bool ok) {
   if (removing(endpoint)) return;
-  if (breakers_.on_result(endpoint, ok, monotonic_now()) ==
+  if (breakers_.on_result(endpoint, ok, clock_.now()) ==
       route::CircuitBreakers::Transition::kOpened) {
     router_->pool().set_health(endpoint, route::Health::kUnhealthy);
     if (auto e = this->endpoint(endpoint)) metrics_.breaker(config_.name, e->url, true);
@@ -568,7 +563,7 @@ route::CircuitBreakers::State PoolRuntime::breaker_state(route::EndpointId id) c
 void PoolRuntime::post(std::function<void(route::Router&, kv::PreciseIndex&)> fn) {
   asio::post(strand_, [this, fn = std::move(fn)] {
     fn(*router_, precise_);
-    pump_flow(monotonic_now());  // a scrape may show room
+    pump_flow(clock_.now());  // a scrape may show room
   });
 }
 

@@ -19,6 +19,10 @@
 // up to a timeout), then takes it out of the router and its indexes. Observers
 // (on_change; the LiveFeed is one) follow both, on the strand.
 //
+// Time: every `now` the pool gives the core (and that the components around it compare
+// with the router's times: warm-up, live feed, autoscaler, discovery, admin views) is
+// read from one Clock (core/common/clock.h), given at creation: clock().
+//
 //   auto id = co_await pool.add_endpoint({.url = "http://10.0.0.9:8000"}, std::nullopt);
 //   auto drained = co_await pool.remove_endpoint(*id, std::chrono::seconds(30));
 #pragma once
@@ -40,6 +44,7 @@
 #include <vector>
 
 #include "core/cluster/routing_event.h"
+#include "core/common/clock.h"
 #include "core/common/rng.h"
 #include "core/kv/approx_index.h"
 #include "core/kv/block_hash.h"
@@ -104,17 +109,15 @@ struct TokenizePlan {
   std::string chat_template;
 };
 
-// Nanoseconds on a monotonic clock since process start (the `now` the core is given).
-Nanos monotonic_now();
-
 class PoolRuntime {
  public:
   // `one_thread`: only one thread runs the executor's context, so the pool's work is
   // serialized by it without a strand (no strand's lock and queue on every request).
+  // `metrics` and `clock` are borrowed: they must outlive the pool.
   static Result<std::unique_ptr<PoolRuntime>> create(const PoolConfig& config,
                                                      const BreakerConfig& breaker,
                                                      boost::asio::any_io_executor executor,
-                                                     GatewayMetrics& metrics,
+                                                     GatewayMetrics& metrics, const Clock& clock,
                                                      bool one_thread = false);
   ~PoolRuntime();
 
@@ -123,6 +126,9 @@ class PoolRuntime {
   // The pool's tokenizer (loaded from tokenizer.json by the general loader), or null.
   const tokenizer::Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
   const TokenizePlan& tokenize_plan() const { return plan_; }
+  // The pool's time (monotonic): the router's `now`, and that of whatever compares its
+  // times with the router's.
+  const Clock& clock() const { return clock_; }
 
   // The engine fallback (set by the gateway for pools whose plan uses the engines),
   // or null: then keys_for computes every request's keys.
@@ -154,7 +160,7 @@ class PoolRuntime {
                                     const std::vector<route::EndpointId>& excluded);
   // The same decision at once, when the pool needs no strand (one thread runs its context)
   // and the caller runs on that thread; nullopt otherwise (then co_await pick()). `now` is
-  // the caller's reading of monotonic_now() (one clock read fewer per request).
+  // the caller's reading of clock().now() (one clock read fewer per request).
   std::optional<Pick> pick_now(const route::RouteRequest& request,
                                const std::vector<route::EndpointId>& excluded, Nanos now);
   // Flow control (pool_flow.h; the pool's `flow_control:` section): null without it.
@@ -186,7 +192,7 @@ class PoolRuntime {
   void endpoint_result(route::EndpointId endpoint, bool ok);
   // One exchange with `endpoint` is over: finished(id, ok) and endpoint_result(endpoint,
   // ok), after first_token(id) when asked, in one hop onto the strand; `now` is when it
-  // ended (monotonic_now(), read once by the caller for this and its own metrics).
+  // ended (clock().now(), read once by the caller for this and its own metrics).
   void exchange_done(route::RequestId id, route::EndpointId endpoint, bool ok, Nanos now,
                      bool first_token = false);
 
@@ -234,7 +240,7 @@ class PoolRuntime {
   // Control plane (scrapes, KV events): posts `fn(router, precise index)` to the strand.
   void post(std::function<void(route::Router&, kv::PreciseIndex&)> fn);
 
-  // The circuit breaker of `id` (admin views; open_until in monotonic_now() time). Call
+  // The circuit breaker of `id` (admin views; open_until in clock().now() time). Call
   // on the strand (inside with_router).
   route::CircuitBreakers::State breaker_state(route::EndpointId id) const;
 
@@ -254,7 +260,8 @@ class PoolRuntime {
 
  private:
   PoolRuntime(const PoolConfig& config, const BreakerConfig& breaker,
-              boost::asio::any_io_executor executor, GatewayMetrics& metrics, bool one_thread);
+              boost::asio::any_io_executor executor, GatewayMetrics& metrics, const Clock& clock,
+              bool one_thread);
   // The tokenizer and chat template, as the pool's `tokenize:` mode says (plan_).
   Status load_tokenize();
   void close_expired_breakers(Nanos now);
@@ -289,6 +296,7 @@ class PoolRuntime {
 
   const PoolConfig config_;
   GatewayMetrics& metrics_;
+  const Clock& clock_;
   std::optional<tokenizer::Tokenizer> tokenizer_;
   std::optional<tokenizer::ChatTemplate> chat_template_;
   TokenizePlan plan_;

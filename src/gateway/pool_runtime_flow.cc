@@ -25,7 +25,7 @@ asio::awaitable<Pick> PoolRuntime::admit(const route::RouteRequest& request, Flo
           // shared so that the callback stays copyable.
           using H = decltype(h);
           auto held = std::make_shared<H>(std::move(h));
-          const Nanos now = monotonic_now();
+          const Nanos now = clock_.now();
           close_expired_breakers(now);
           flow_->admit(request, ticket, now,
                        [this, held, &request](const route::FlowOutcome& o, PoolFlow::End end) {
@@ -50,7 +50,7 @@ asio::awaitable<Pick> PoolRuntime::admit(const route::RouteRequest& request, Flo
                            // Replica sync (replica_sync.h): peers hear of it as of a pick.
                            // `request` lives in the awaiting coroutine's frame.
                            if (hooks_.routed && pick.decision.accepted()) {
-                             hooks_.routed(*router_, request, pick.decision, monotonic_now());
+                             hooks_.routed(*router_, request, pick.decision, clock_.now());
                            }
                          }
                          auto ex = asio::get_associated_executor(*held);
@@ -77,7 +77,7 @@ void PoolRuntime::flow_output(std::string_view tenant, uint32_t charged, uint32_
 
 void PoolRuntime::refuse_queued() {
   if (!flow_) return;
-  asio::dispatch(strand_, [this] { flow_->refuse_all(monotonic_now()); });
+  asio::dispatch(strand_, [this] { flow_->refuse_all(clock_.now()); });
 }
 
 }  // namespace kvgate::gateway

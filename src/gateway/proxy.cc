@@ -45,7 +45,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     // Suspends this request alone until the store answers (Redis: pipelined, bounded by
     // its timeout); other requests go on meanwhile.
     const TenantLimiter::Checked c =
-        co_await limiter->check_async(*call.limited_tenant, call.model->name, wall_now());
+        co_await limiter->check_async(*call.limited_tenant, call.model->name, clock.wall_now());
     if (!c.decision.allowed) {
       metrics.rate_limited(call.tenant, c.decision.rule);
       metrics.request_done(call.model->name, call.model->pool, call.tenant, 429,
@@ -61,7 +61,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   // Metrics are recorded before the last byte goes out, so that a client that reads
   // /metrics right after its answer sees it counted.
   // A whole answer from the engine also brings its TTFT (the whole answer) and usage, and
-  // when it ended (`done`, monotonic_now(); read here when not given).
+  // when it ended (`done`, clock.now(); read here when not given).
   auto respond = [&](int status, HttpResponse r, bool answered = false,
                      const openai::Usage* u = nullptr, Nanos done = 0) {
     final_status = status;
@@ -86,8 +86,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     call.stream->respond(std::move(r));
   };
 
-  const Nanos route_start = monotonic_now();  // routing time: keys_for through the first pick
-  std::string route_us;                       // x-kvgate-route-us
+  const Nanos route_start = clock.now();  // routing time: keys_for through the first pick
+  std::string route_us;                   // x-kvgate-route-us
   std::vector<kv::BlockKey> keys;
   uint32_t prompt_tokens = 0;
   std::vector<uint32_t> token_ids;
@@ -177,7 +177,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       now = co_await pool.admit(
           rr, {.tenant = call.tenant, .weight = call.flow.weight, .deadline = call.flow.deadline});
     } else {
-      now = pool.pick_now(rr, excluded, attempt == 0 ? route_start : monotonic_now());
+      now = pool.pick_now(rr, excluded, attempt == 0 ? route_start : clock.now());
     }
     if (!now) now = co_await pool.pick(rr, excluded);
     Pick& pick = *now;
@@ -188,7 +188,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     }
     if (queue) call.flow.charged_output_tokens = pick.charged_output_tokens;
     if (attempt == 0) {
-      const Nanos took = monotonic_now() - route_start;
+      const Nanos took = clock.now() - route_start;
       call.routing_seconds = to_seconds(took);
       route_us = std::to_string((took + 500) / 1000);
       // Only now, so that the follow-up's own routing never waits behind it.
@@ -236,7 +236,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       if (!prefill_url.empty()) {
         metrics.pd_hop_failure(pool.name(), "decode", io::to_string(result.error().kind));
       }
-      lease.done(endpoint->id, false, monotonic_now());
+      lease.done(endpoint->id, false, clock.now());
       excluded.push_back(endpoint->id);
       continue;
     }
@@ -246,7 +246,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       last_error = fmt::format("{} answered 503", endpoint->url);
       metrics.upstream_error(pool.name(), endpoint->url, "status_503");
       if (!prefill_url.empty()) metrics.pd_hop_failure(pool.name(), "decode", "status_503");
-      lease.done(endpoint->id, false, monotonic_now());
+      lease.done(endpoint->id, false, clock.now());
       excluded.push_back(endpoint->id);
       continue;
     }
@@ -274,11 +274,11 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       if (!prefill_url.empty()) {
         metrics.pd_hop_failure(pool.name(), "decode", io::to_string(body.error().kind));
       }
-      lease.done(endpoint->id, false, monotonic_now());
+      lease.done(endpoint->id, false, clock.now());
       respond(502,
               json_error(502, "Upstream failed: " + body.error().message, {}, "upstream_error"));
     } else {
-      const Nanos done = monotonic_now();
+      const Nanos done = clock.now();
       lease.done(endpoint->id, true, done, /*first_token=*/true);
       const bool answered = exchange->status() == 200;
       openai::Usage u;
@@ -344,7 +344,7 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
       client_left = true;
       break;
     }
-    Nanos left = deadline - monotonic_now();
+    Nanos left = deadline - clock.now();
     if (left <= 0) {
       end_timed_out();
       break;
@@ -411,7 +411,7 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
     }
     openai::SseTap::Step step = tap.feed(data, out);
     if (step.token_events > 0) {
-      Nanos now = monotonic_now();
+      Nanos now = clock.now();
       if (last_token == 0) {
         metrics.ttft(model, to_seconds(now - call.received));
       } else {
@@ -488,7 +488,7 @@ asio::awaitable<Gateway::Impl::Migrated> Gateway::Impl::migrate(StreamJob& job) 
   up.cancel = job.cancel.get();
   std::vector<route::EndpointId> excluded{failed};
   for (int attempt = 0; attempt < config.retries.max_attempts; ++attempt) {
-    std::optional<Pick> now = pool.pick_now(rr, excluded, monotonic_now());
+    std::optional<Pick> now = pool.pick_now(rr, excluded, clock.now());
     if (!now) now = co_await pool.pick(rr, excluded);
     if (!now->decision.accepted()) break;
     RouteLease lease(pool, rr.id, pools_alive);
@@ -502,7 +502,7 @@ asio::awaitable<Gateway::Impl::Migrated> Gateway::Impl::migrate(StreamJob& job) 
       const std::string kind = result ? fmt::format("status_{}", (*result)->status())
                                       : std::string(io::to_string(result.error().kind));
       metrics.upstream_error(pool.name(), endpoint->url, kind);
-      lease.done(endpoint->id, false, monotonic_now());
+      lease.done(endpoint->id, false, clock.now());
       excluded.push_back(endpoint->id);
       continue;
     }
@@ -523,7 +523,7 @@ void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const o
   if (!tenant) return;
   limiter->charge_async(
       *tenant, model, {.prompt_tokens = u.prompt_tokens, .completion_tokens = u.completion_tokens},
-      wall_now());
+      clock.wall_now());
 }
 
 }  // namespace kvgate::gateway

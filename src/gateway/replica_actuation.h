@@ -51,7 +51,7 @@ class ReplicaActuation {
 
 struct ActuationContext {
   PoolRuntime& pool;
-  // The autoscaler's clock, and its offset from router time (monotonic_now()).
+  // The autoscaler's clock, and its offset from router time (the pool's clock().now()).
   std::function<Nanos()> now;
   Nanos clock_offset = 0;
 };

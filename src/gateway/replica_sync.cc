@@ -38,12 +38,6 @@ std::string DefaultReplicaId() {
   return fmt::format("{}-{}", host[0] ? host : "kvgate", ::getpid());
 }
 
-int64_t WallMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 Nanos ToNanos(std::chrono::milliseconds ms) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(ms).count();
 }
@@ -115,34 +109,41 @@ constexpr std::string_view kFenceScript =
 
 // A pool's leader lease. Written on the Redis executor, read from anywhere.
 struct Lease {
+  const Clock* clock = nullptr;  // the gateway's (set at creation)
   std::string pool, key, fence_key, desired_key;
   std::atomic<bool> held{false};
   std::atomic<int32_t> leader_desired{-1};  // the leader's count as last read; -1: none
   std::atomic<uint64_t> token{0};
-  std::atomic<Nanos> valid_until{0};  // monotonic_now() time the lease surely lasts to
+  std::atomic<Nanos> valid_until{0};  // clock time the lease surely lasts to
   bool in_flight = false;             // the Redis executor only
   std::atomic<uint64_t> acquisitions{0}, losses{0}, actuations{0}, refusals{0};
 
-  bool valid() const { return held && monotonic_now() < valid_until; }
+  bool valid() const { return held && clock->now() < valid_until; }
 };
 
 }  // namespace
 
 struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
-  Impl(const ClusterConfig& c, asio::any_io_executor ex)
+  Impl(const ClusterConfig& c, asio::any_io_executor ex, const Clock& clk)
       : config(c),
         id(c.replica_id.empty() ? DefaultReplicaId() : c.replica_id),
+        clock(clk),
         executor(ex),
         redis(ex, {.host = c.redis.host,
                    .port = c.redis.port,
                    .password = c.redis.password,
                    .connect_timeout = ToNanos(c.redis.timeout),
-                   .command_timeout = ToNanos(c.redis.timeout)}),
+                   .command_timeout = ToNanos(c.redis.timeout),
+                   .clock = &clk}),
         flush_timer(ex),
         poll_timer(ex) {}
 
   const ClusterConfig config;
   const std::string id;
+  // The gateway's: router times (on the pools' strands, the same clock as the pools'),
+  // lease validity, and wall time to compare with Redis's stream ids (milliseconds since
+  // the epoch on the Redis host).
+  const Clock& clock;
   asio::any_io_executor executor;
   io::RedisAsync redis;  // used on `executor` only
   asio::steady_timer flush_timer, poll_timer;
@@ -153,6 +154,8 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   std::atomic<bool> stopped{false};
   std::atomic<bool> redis_up{false};
   std::atomic<uint64_t> outages{0}, recoveries{0};
+
+  int64_t wall_millis() const { return clock.wall_now() / kMillisecond; }
 
   void hook(const std::shared_ptr<PoolSync>& ps) {
     PoolRuntime::RoutingHooks hooks;
@@ -185,7 +188,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   void flush(const std::shared_ptr<PoolSync>& ps) {
     ps->pool->post([self = shared_from_this(), ps](route::Router&, kv::PreciseIndex&) {
       if (!ps->outbox) return;
-      const Nanos now = monotonic_now();
+      const Nanos now = self->clock.now();
       const bool heartbeat = now - ps->last_heartbeat >= kHeartbeat;
       std::optional<cluster::EventBatch> b = ps->outbox->take(now, heartbeat);
       if (ps->peers) {
@@ -278,7 +281,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       if (batches.empty()) return;
       ps->pool->post([self, ps, batches = std::move(batches)](route::Router&, kv::PreciseIndex&) {
         if (!ps->peers) return;
-        const Nanos now = monotonic_now();
+        const Nanos now = self->clock.now();
         for (const cluster::EventBatch& b : batches) {
           ps->peers->apply(b, now);
           ps->batches_applied.fetch_add(1, std::memory_order_relaxed);
@@ -301,7 +304,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   void renew(const std::shared_ptr<Lease>& l) {
     if (l->in_flight) return;
     l->in_flight = true;
-    const Nanos sent = monotonic_now();
+    const Nanos sent = clock.now();
     const std::string ms = std::to_string(config.lease.count());
     const std::string_view args[] = {"EVAL",       kLeaseScript,   "3", l->key,
                                      l->fence_key, l->desired_key, id,  ms};
@@ -389,14 +392,14 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     }
     const int64_t taken = StreamMillis(snap->stream_id);
     if (taken > StreamMillis(ps->last_id)) ps->last_id = snap->stream_id;
-    const Nanos elapsed = std::max<int64_t>(0, WallMillis() - taken) * kMillisecond;
+    const Nanos elapsed = std::max<int64_t>(0, wall_millis() - taken) * kMillisecond;
     ps->pool->post([self = shared_from_this(), ps,
                     snap = std::make_shared<cluster::IndexSnapshot>(std::move(*snap)),
                     elapsed](route::Router& router, kv::PreciseIndex&) {
       kv::ApproxIndex* approx = router.indexes().approx;
       if (approx == nullptr) return;
       const cluster::RestoreStats r =
-          cluster::restore_snapshot(*snap, *approx, router.pool(), monotonic_now(), elapsed);
+          cluster::restore_snapshot(*snap, *approx, router.pool(), self->clock.now(), elapsed);
       ps->snapshots_loaded.fetch_add(1, std::memory_order_relaxed);
       ps->snapshot_pairs_restored.fetch_add(r.restored, std::memory_order_relaxed);
       spdlog::info(
@@ -429,7 +432,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       kv::ApproxIndex* approx = router.indexes().approx;
       std::optional<cluster::IndexSnapshot> snap;
       if (approx != nullptr && approx->held_pairs() > 0) {
-        snap = cluster::take_snapshot(*approx, router.pool(), monotonic_now(), self->id,
+        snap = cluster::take_snapshot(*approx, router.pool(), self->clock.now(), self->id,
                                       std::move(through));
       }
       asio::dispatch(self->executor, [self, ps, snap = std::move(snap)] {
@@ -459,7 +462,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   void share_hot(const std::shared_ptr<PoolSync>& ps) {
     if (ps->warmup == nullptr || ps->hot_in_flight) return;
     ps->hot_in_flight = true;
-    const int64_t now_ms = WallMillis();
+    const int64_t now_ms = wall_millis();
     const std::string wire = cluster::encode_hot_prefixes(id, now_ms, ps->warmup->top(ps->hot_k));
     const std::string px = std::to_string(config.replay.count());
     const std::string_view set[] = {"HSET", ps->hot_key, id, wire};
@@ -510,7 +513,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     ps.dead_replicas = s.dead_replicas;
     ps.unknown_endpoint = s.unknown_endpoint;
     ps.peer_requests = ps.peers->peer_requests();
-    ps.live_peers = ps.peers->live_peers(monotonic_now());
+    ps.live_peers = ps.peers->live_peers(clock.now());
   }
 
   void redis_state(bool up, std::string_view error) {
@@ -535,9 +538,10 @@ ReplicaSync::~ReplicaSync() { stop(); }
 std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
                                                 std::vector<PoolRuntime*> pools,
                                                 asio::any_io_executor redis_executor,
+                                                const Clock& clock,
                                                 std::vector<PoolWarmup*> warmups) {
-  auto impl = std::make_shared<Impl>(config, std::move(redis_executor));
-  const std::string replay_from = fmt::format("{}-0", WallMillis() - config.replay.count());
+  auto impl = std::make_shared<Impl>(config, std::move(redis_executor), clock);
+  const std::string replay_from = fmt::format("{}-0", impl->wall_millis() - config.replay.count());
   for (PoolRuntime* pool : pools) {
     auto ps = std::make_shared<PoolSync>();
     ps->pool = pool;
@@ -579,6 +583,7 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
 
 LeaderLink ReplicaSync::leader_link(const std::string& pool) {
   auto l = std::make_shared<Lease>();
+  l->clock = &impl_->clock;
   l->pool = pool;
   l->key = fmt::format("{}:leader:{}", impl_->config.stream_prefix, pool);
   l->fence_key = fmt::format("{}:fence:{}", impl_->config.stream_prefix, pool);

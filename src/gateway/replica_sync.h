@@ -40,13 +40,15 @@ class PoolWarmup;
 
 class ReplicaSync {
  public:
-  // Hooks into every pool and starts the timers on `redis_executor`. `pools` must outlive
-  // this object.
+  // Hooks into every pool and starts the timers on `redis_executor`. `pools` and `clock`
+  // (the pools' own: the peers' events are applied in router time) must outlive this
+  // object.
   // `warmups` (optional, any order): the pools' warm-ups; with sync on, those enabled
   // share their hot prefixes every `snapshot` and warm new endpoints with the fleet's.
   static std::unique_ptr<ReplicaSync> start(const ClusterConfig& config,
                                             std::vector<PoolRuntime*> pools,
                                             boost::asio::any_io_executor redis_executor,
+                                            const Clock& clock,
                                             std::vector<PoolWarmup*> warmups = {});
   ~ReplicaSync();
 

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "env/exit_code.h"
+#include "env/system_clock.h"
 #include "gateway/config.h"
 #include "gateway/gateway.h"
 #include "gateway/keys.h"
@@ -70,7 +71,8 @@ int run(const ServeOptions& o) {
     addresses.push_back((l.tls ? "https://" : "http://") + l.address);
   }
   const std::string admin_address = config->admin ? config->admin->address : "";
-  auto gateway = Gateway::start(std::move(*config));
+  // `kvgate serve` is the gateway's owner: it runs on the real clock.
+  auto gateway = Gateway::start(std::move(*config), {.clock = &env::system_clock()});
   if (!gateway) {
     fmt::print(stderr, "kvgate serve: {}\n", gateway.error());
     return 1;
@@ -99,7 +101,8 @@ Result<std::vector<std::string>> tokenize_report(const GatewayConfig& config) {
   GatewayMetrics metrics;
   std::vector<std::string> lines;
   for (const PoolConfig& p : config.pools) {
-    auto pool = PoolRuntime::create(p, config.breaker, io.get_executor(), metrics);
+    auto pool =
+        PoolRuntime::create(p, config.breaker, io.get_executor(), metrics, env::system_clock());
     if (!pool) return Error(pool.error());
     // Where the pool's routing ids come from, and why (pool_runtime.h, TokenizePlan).
     const TokenizePlan& plan = (*pool)->tokenize_plan();

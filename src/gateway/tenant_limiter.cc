@@ -33,7 +33,7 @@ TenantLimiter::TenantLimiter(const RateLimitConfig& config)
     : memory_(std::make_unique<limit::MemoryCounterStore>()), limiter_(*memory_, policy(config)) {}
 
 TenantLimiter::TenantLimiter(const RateLimitConfig& config, asio::any_io_executor executor,
-                             std::function<void()> on_store_failure)
+                             std::function<void()> on_store_failure, const Clock& clock)
     : executor_(std::move(executor)),
       on_store_failure_(std::move(on_store_failure)),
       memory_(config.store == RateLimitConfig::Store::kRedis
@@ -46,6 +46,7 @@ TenantLimiter::TenantLimiter(const RateLimitConfig& config, asio::any_io_executo
     o.host = config.redis.host;
     o.port = config.redis.port;
     o.password = config.redis.password;
+    o.clock = &clock;
     o.connect_timeout = o.command_timeout =
         std::chrono::duration_cast<std::chrono::nanoseconds>(config.redis.timeout).count();
     redis_ = std::make_unique<io::RedisCounterStore>(executor_, std::move(o));
@@ -163,12 +164,6 @@ void TenantLimiter::add(std::vector<limit::Increment> increments) {
       if (!s && on_store_failure_) on_store_failure_();
     });
   });
-}
-
-Nanos wall_now() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace kvgate::gateway

@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/common/clock.h"
 #include "core/limit/rate_limiter.h"
 #include "gateway/config.h"
 #include "gateway/keys.h"
@@ -40,16 +41,19 @@ class TenantLimiter {
  public:
   // With the in-process store only (config.store memory).
   explicit TenantLimiter(const RateLimitConfig& config);
-  // Either store; Redis is driven on `executor`.
+  // Either store; Redis is driven on `executor`, its timeouts read on `clock` (borrowed:
+  // it must outlive the limiter).
   TenantLimiter(const RateLimitConfig& config, boost::asio::any_io_executor executor,
-                std::function<void()> on_store_failure);
+                std::function<void()> on_store_failure, const Clock& clock);
   ~TenantLimiter();
 
   struct Checked {
     limit::LimitDecision decision;
     bool store_failed = false;  // the store could not answer (count it as a metric)
   };
-  // Admits or refuses a request of `tenant` for `model` at wall-clock `now`.
+  // Admits or refuses a request of `tenant` for `model` at wall-clock `now` (Clock::wall_now:
+  // gateways sharing Redis must agree on window boundaries, so the limiter runs on
+  // wall-clock time).
   // REQUIRES (check, charge): the in-process store.
   Checked check(const Tenant& tenant, std::string_view model, Nanos now);
   // Charges a finished request's tokens. False when the store failed.
@@ -82,9 +86,5 @@ class TenantLimiter {
   std::mutex mu_;
   limit::RateLimiter limiter_;
 };
-
-// Nanoseconds since the Unix epoch (system clock): gateways sharing Redis must agree on
-// window boundaries, so the limiter runs on wall-clock time.
-Nanos wall_now();
 
 }  // namespace kvgate::gateway

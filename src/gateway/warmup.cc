@@ -98,7 +98,7 @@ void PoolWarmup::Impl::set_health(route::EndpointId id, route::Health from, rout
 }
 
 void PoolWarmup::Impl::finish(WarmupTask& t, std::string state) {
-  const Nanos now = monotonic_now();
+  const Nanos now = pool.clock().now();
   std::lock_guard lock(mu);
   if (t.record.ended >= 0) return;
   t.record.state = std::move(state);
@@ -117,8 +117,8 @@ void PoolWarmup::Impl::finish(WarmupTask& t, std::string state) {
 }
 
 asio::awaitable<bool> PoolWarmup::Impl::wait_ready(std::shared_ptr<WarmupTask> task) {
-  const Nanos give_up =
-      monotonic_now() + std::chrono::duration_cast<std::chrono::nanoseconds>(ready_timeout).count();
+  const Nanos give_up = pool.clock().now() +
+                        std::chrono::duration_cast<std::chrono::nanoseconds>(ready_timeout).count();
   while (!cancelled(*task)) {
     io::UpstreamRequest req{.method = "GET", .target = "/health", .headers = {}, .body = {}};
     auto ex = co_await upstream.send(task->host, task->port, std::move(req));
@@ -126,7 +126,7 @@ asio::awaitable<bool> PoolWarmup::Impl::wait_ready(std::shared_ptr<WarmupTask> t
       auto body = co_await (*ex)->read_all(std::chrono::milliseconds(2000), 1 << 16);
       if (body && (*ex)->status() == 200) co_return true;
     }
-    if (monotonic_now() >= give_up) co_return false;
+    if (pool.clock().now() >= give_up) co_return false;
     task->wake.expires_after(kHealthPoll);
     boost::system::error_code ec;
     co_await task->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
@@ -153,7 +153,7 @@ asio::awaitable<void> PoolWarmup::Impl::send_one(std::shared_ptr<WarmupTask> tas
   auto ex = co_await upstream.send(task->host, task->port, std::move(req));
   if (ex) {
     // Bounded by the budget: an answer after it no longer matters.
-    const Nanos left = std::max<Nanos>(task->run->deadline() - monotonic_now(), kMillisecond);
+    const Nanos left = std::max<Nanos>(task->run->deadline() - pool.clock().now(), kMillisecond);
     auto text = co_await (*ex)->read_all(
         std::chrono::duration_cast<std::chrono::milliseconds>(nanos(left)), 1 << 20);
     if (text && (*ex)->status() == 200) {
@@ -189,7 +189,7 @@ asio::awaitable<void> PoolWarmup::Impl::warm(std::shared_ptr<WarmupTask> task) {
     co_return;
   }
   {
-    const Nanos now = monotonic_now();
+    const Nanos now = pool.clock().now();
     std::vector<std::vector<kv::HotPrefix>> lists;
     std::function<std::vector<std::vector<kv::HotPrefix>>()> peers_now;
     {
@@ -209,12 +209,12 @@ asio::awaitable<void> PoolWarmup::Impl::warm(std::shared_ptr<WarmupTask> task) {
       finish(*task, "cancelled");
       co_return;
     }
-    const Nanos now = monotonic_now();
+    const Nanos now = pool.clock().now();
     for (size_t i : run.next(now)) asio::co_spawn(strand, send_one(task, i), asio::detached);
     if (run.finished(now)) break;
     // Woken by an answer (send_one cancels the timer) or by the deadline. Answers are
     // handled on this strand, so none can slip in between next() and this wait.
-    task->wake.expires_at(std::chrono::steady_clock::now() + nanos(run.deadline() - now));
+    task->wake.expires_after(nanos(run.deadline() - now));
     boost::system::error_code ec;
     co_await task->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
@@ -222,7 +222,7 @@ asio::awaitable<void> PoolWarmup::Impl::warm(std::shared_ptr<WarmupTask> task) {
   const kv::WarmupStats& s = run.stats();
   const std::string state = s.planned == 0 ? "empty" : s.timed_out ? "timeout" : "complete";
   spdlog::info("warm-up: {} admitted after {:.2f} s: {}/{} prefixes warmed, {} tokens ({})",
-               task->record.url, to_seconds(monotonic_now() - task->record.started), s.succeeded,
+               task->record.url, to_seconds(pool.clock().now() - task->record.started), s.succeeded,
                s.planned, s.tokens_warmed, state);
   finish(*task, state);
 }
@@ -260,7 +260,7 @@ size_t PoolWarmup::prefixes() const { return impl_->config.prefixes; }
 
 std::vector<kv::HotPrefix> PoolWarmup::top(size_t k) const {
   std::lock_guard lock(impl_->mu);
-  return impl_->hot.top(k, monotonic_now());
+  return impl_->hot.top(k, impl_->pool.clock().now());
 }
 
 void PoolWarmup::set_peers(std::function<std::vector<std::vector<kv::HotPrefix>>()> peers) {
@@ -272,7 +272,7 @@ void PoolWarmup::observe(std::span<const kv::BlockKey> keys, std::span<const kv:
                          std::string_view text) {
   if (!impl_->config.enabled || keys.empty()) return;
   if (token_ids.empty() && text.empty()) return;
-  const Nanos now = monotonic_now();
+  const Nanos now = impl_->pool.clock().now();
   std::lock_guard lock(impl_->mu);
   impl_->hot.observe(keys, {.token_ids = token_ids, .text = text, .bytes_per_token = 4}, now);
 }
@@ -280,7 +280,8 @@ void PoolWarmup::observe(std::span<const kv::BlockKey> keys, std::span<const kv:
 void PoolWarmup::start(route::EndpointId id, std::string url) {
   auto u = io::parse_url(url);
   auto task = std::make_shared<WarmupTask>(impl_->strand);
-  task->record = {.url = url, .endpoint = id, .state = "waiting_ready", .started = monotonic_now()};
+  task->record = {
+      .url = url, .endpoint = id, .state = "waiting_ready", .started = impl_->pool.clock().now()};
   if (u) {
     task->host = u->host;
     std::from_chars(u->port.data(), u->port.data() + u->port.size(), task->port);
@@ -384,8 +385,8 @@ std::string render_warmup_metrics(const std::vector<const PoolWarmup*>& pools) {
 
 std::string warmup_status_json(const std::vector<const PoolWarmup*>& pools) {
   json::array out;
-  const Nanos now = monotonic_now();
   for (const PoolWarmup* p : pools) {
+    const Nanos now = p->pool().clock().now();
     WarmupStatus s = p->status();
     json::array runs;
     for (const WarmupRecord& r : s.runs) {

@@ -19,7 +19,8 @@
 //
 // Thread-safe: observe() is called from any I/O thread; the warm-ups run as coroutines
 // on their own strand. Endpoints configured at start are never warmed (there is no
-// traffic to learn from yet).
+// traffic to learn from yet). Times (hot prefixes' recency, a warm-up's budget and
+// ready timeout, the records) are read on the pool's clock (PoolRuntime::clock).
 //
 //   auto w = PoolWarmup::create(pool, served_model, upstream, executor);
 //   w->observe(keys, token_ids, prompt_text);          // request path
@@ -55,7 +56,7 @@ struct WarmupRecord {
   route::EndpointId endpoint = 0;
   // waiting_ready | warming | complete | timeout | not_ready | empty | cancelled
   std::string state;
-  Nanos started = 0;  // monotonic_now() when the endpoint was added
+  Nanos started = 0;  // when the endpoint was added (the pool's clock)
   Nanos ended = -1;   // when it was admitted (or cancelled); -1: still running
   kv::WarmupStats stats;
 };

@@ -11,6 +11,7 @@
 #include <boost/json.hpp>
 #include <thread>
 
+#include "env/system_clock.h"
 #include "gateway/pool_runtime.h"
 #include "io/http_client.h"
 
@@ -30,12 +31,12 @@ class AdminApiTest : public ::testing::Test {
     config.endpoints.push_back({.url = "http://127.0.0.1:9001", .rack = "r1"});
     config.endpoints.push_back({.url = "http://127.0.0.1:9002", .rack = "r2"});
     auto pool = PoolRuntime::create(config, {.failures = 2, .open_for = std::chrono::seconds(60)},
-                                    io_.get_executor(), metrics_);
+                                    io_.get_executor(), metrics_, env::system_clock());
     ASSERT_TRUE(pool.ok()) << pool.error();
     pool_ = std::move(*pool);
     thread_ = std::thread([this] { io_.run(); });
     auto admin = AdminApi::start({.address = "127.0.0.1", .port = 0, .token = "t0k"},
-                                 io_.get_executor(), {{pool_.get(), nullptr}});
+                                 io_.get_executor(), {{pool_.get(), nullptr}}, env::system_clock());
     ASSERT_TRUE(admin.ok()) << admin.error();
     admin_ = std::move(*admin);
     base_ = "http://127.0.0.1:" + std::to_string(admin_->port());

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/metrics/prometheus_text.h"
+#include "env/system_clock.h"
 #include "io/http_server.h"
 
 namespace kvgate::gateway {
@@ -85,7 +86,7 @@ class DisaggFlowTest : public ::testing::Test {
     p.router.overlap_source = route::OverlapSource::kApprox;
     p.endpoints = {{.url = prefill_url, .role = route::Role::kPrefill, .rack = "a"},
                    {.url = "http://127.0.0.1:1", .role = route::Role::kDecode, .rack = "a"}};
-    auto pool = PoolRuntime::create(p, {}, io_.get_executor(), metrics_);
+    auto pool = PoolRuntime::create(p, {}, io_.get_executor(), metrics_, env::system_clock());
     ASSERT_TRUE(pool) << pool.error();
     pool_ = std::move(*pool);
     upstream_ = std::make_unique<io::UpstreamClient>(

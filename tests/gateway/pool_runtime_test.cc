@@ -15,6 +15,8 @@
 #include <mutex>
 #include <thread>
 
+#include "env/system_clock.h"
+
 namespace kvgate::gateway {
 namespace {
 
@@ -27,7 +29,7 @@ class PoolRuntimeTest : public ::testing::Test {
     config.name = "main";
     config.router.policy.name = "round-robin";
     config.endpoints.push_back({.url = "http://127.0.0.1:9001"});
-    auto pool = PoolRuntime::create(config, {}, io_.get_executor(), metrics_);
+    auto pool = PoolRuntime::create(config, {}, io_.get_executor(), metrics_, env::system_clock());
     ASSERT_TRUE(pool.ok()) << pool.error();
     pool_ = std::move(*pool);
     observer_ = pool_->on_change([this](const EndpointChange& c) {
@@ -201,14 +203,14 @@ TEST(PoolRuntimeTokenizePlan, EngineModeAutoFallbackAndLocalRefusal) {
   PoolConfig config;
   config.name = "p";
   config.endpoints.push_back({.url = "http://127.0.0.1:9001"});
-  auto none = PoolRuntime::create(config, {}, io.get_executor(), metrics);
+  auto none = PoolRuntime::create(config, {}, io.get_executor(), metrics, env::system_clock());
   ASSERT_TRUE(none.ok()) << none.error();
   EXPECT_FALSE((*none)->tokenize_plan().uses_engine());
   EXPECT_NE((*none)->tokenize_plan().tokenizer.find("none: approximate routing"),
             std::string::npos);
 
   config.tokenize.mode = TokenizeMode::kEngine;
-  auto engine = PoolRuntime::create(config, {}, io.get_executor(), metrics);
+  auto engine = PoolRuntime::create(config, {}, io.get_executor(), metrics, env::system_clock());
   ASSERT_TRUE(engine.ok()) << engine.error();
   EXPECT_TRUE((*engine)->tokenize_plan().chat_from_engine);
   EXPECT_TRUE((*engine)->tokenize_plan().completion_from_engine);
@@ -225,13 +227,13 @@ TEST(PoolRuntimeTokenizePlan, EngineModeAutoFallbackAndLocalRefusal) {
   }
   config.chat_template_file = bad;
   config.tokenize.mode = TokenizeMode::kAuto;
-  auto fallback = PoolRuntime::create(config, {}, io.get_executor(), metrics);
+  auto fallback = PoolRuntime::create(config, {}, io.get_executor(), metrics, env::system_clock());
   ASSERT_TRUE(fallback.ok()) << fallback.error();
   EXPECT_TRUE((*fallback)->tokenize_plan().chat_from_engine);
   EXPECT_FALSE((*fallback)->tokenize_plan().completion_from_engine);
   EXPECT_NE((*fallback)->tokenize_plan().chat_template.find("refused"), std::string::npos);
   config.tokenize.mode = TokenizeMode::kLocal;
-  auto local = PoolRuntime::create(config, {}, io.get_executor(), metrics);
+  auto local = PoolRuntime::create(config, {}, io.get_executor(), metrics, env::system_clock());
   ASSERT_FALSE(local.ok());
   EXPECT_NE(local.error().find(bad), std::string::npos) << local.error();
 }
@@ -249,7 +251,7 @@ TEST(PoolRuntimeKeys, CompletionPromptsGetThePostProcessorsTokensAsVllmAddsThem)
   config.name = "p";
   config.tokenizer_file = file;
   config.endpoints.push_back({.url = "http://127.0.0.1:9001"});
-  auto pool = PoolRuntime::create(config, {}, io.get_executor(), metrics);
+  auto pool = PoolRuntime::create(config, {}, io.get_executor(), metrics, env::system_clock());
   ASSERT_TRUE(pool.ok()) << pool.error();
   openai::InspectedRequest r;
   r.prompt_text = "Hello world";

@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "core/scale/autoscaler.h"
+#include "env/system_clock.h"
 #include "gateway/pool_runtime.h"
 
 namespace kvgate::gateway {
@@ -32,7 +33,7 @@ TEST(ExportOnlyActuation, AskedForReplicasStartThenServeUntilEndpointsReplaceThe
   config.endpoints.push_back({.url = "http://127.0.0.1:9000"});
   PoolAutoscaleConfig autoscale;
   autoscale.policy.startup_time = 60 * kSecond;
-  auto pool = PoolRuntime::create(config, {}, io.get_executor(), metrics);
+  auto pool = PoolRuntime::create(config, {}, io.get_executor(), metrics, env::system_clock());
   ASSERT_TRUE(pool) << pool.error();
   Nanos now = 1000 * kSecond;
   auto a = make_actuation(autoscale, {.pool = **pool, .now = [&] { return now; }});
@@ -81,7 +82,7 @@ TEST(ExportOnlyActuation, TheExportedDecisionHoldsWhileItIsCarriedOut) {
   config.name = "main";
   config.router.policy.name = "round-robin";
   config.endpoints.push_back({.url = "http://127.0.0.1:9000"});
-  auto pool = PoolRuntime::create(config, {}, io.get_executor(), metrics);
+  auto pool = PoolRuntime::create(config, {}, io.get_executor(), metrics, env::system_clock());
   ASSERT_TRUE(pool) << pool.error();
   PoolAutoscaleConfig autoscale;
   autoscale.policy.signal = scale::Signal::kRunning;

@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "env/system_clock.h"
+
 namespace kvgate::gateway {
 namespace {
 
@@ -24,7 +26,7 @@ class RouteLeaseTest : public ::testing::Test {
     config.name = "main";
     config.router.policy.name = "round-robin";
     config.endpoints.push_back({.url = "http://127.0.0.1:9001"});
-    auto pool = PoolRuntime::create(config, {}, io_.get_executor(), metrics_);
+    auto pool = PoolRuntime::create(config, {}, io_.get_executor(), metrics_, env::system_clock());
     ASSERT_TRUE(pool.ok()) << pool.error();
     pool_ = std::move(*pool);
     thread_ = std::thread([this] { io_.run(); });
@@ -110,7 +112,7 @@ TEST_F(RouteLeaseTest, MoveAssignmentReleasesTheOldLeaseAndKeepsTheNew) {
   a = std::move(b);  // request 3 released (as failed), 4 now held by `a`
   EXPECT_EQ(load().in_flight, 1u);
   EXPECT_EQ(a.id(), 4u);
-  a.done(0, true, monotonic_now(), /*first_token=*/true);
+  a.done(0, true, pool_->clock().now(), /*first_token=*/true);
   Load l = load();
   EXPECT_EQ(l.in_flight, 0u);
   EXPECT_EQ(l.failed, 1u);

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <functional>
 
+#include "env/system_clock.h"
 #include "gateway/tenant_limiter.h"
 #include "io/redis_counter_store.h"
 #include "support/process.h"
@@ -67,8 +68,9 @@ class RedisRateLimit : public ::testing::Test {
     return c;
   }
   std::unique_ptr<TenantLimiter> Limiter(bool fail_closed, int timeout_ms = 50) {
-    return std::make_unique<TenantLimiter>(Config(fail_closed, timeout_ms), io_.get_executor(),
-                                           [this] { ++store_failures_; });
+    return std::make_unique<TenantLimiter>(
+        Config(fail_closed, timeout_ms), io_.get_executor(), [this] { ++store_failures_; },
+        env::system_clock());
   }
   // One check, run to completion on io_.
   TenantLimiter::Checked Check(TenantLimiter& l, Nanos now) {
