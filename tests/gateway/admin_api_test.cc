@@ -1,7 +1,8 @@
 // AdminApi in process: a real listener on an ephemeral port in front of a PoolRuntime
 // whose endpoints are never contacted (no scraper): the token, the routes and statuses,
 // endpoints added and removed, a breaker opened by failures, policy changes, and the
-// sections other components register.
+// sections other components register. Time is a ManualClock: it moves only when a test
+// says so.
 #include "gateway/admin_api.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +12,6 @@
 #include <boost/json.hpp>
 #include <thread>
 
-#include "env/system_clock.h"
 #include "gateway/pool_runtime.h"
 #include "io/http_client.h"
 
@@ -31,12 +31,12 @@ class AdminApiTest : public ::testing::Test {
     config.endpoints.push_back({.url = "http://127.0.0.1:9001", .rack = "r1"});
     config.endpoints.push_back({.url = "http://127.0.0.1:9002", .rack = "r2"});
     auto pool = PoolRuntime::create(config, {.failures = 2, .open_for = std::chrono::seconds(60)},
-                                    io_.get_executor(), metrics_, env::system_clock());
+                                    io_.get_executor(), metrics_, clock_);
     ASSERT_TRUE(pool.ok()) << pool.error();
     pool_ = std::move(*pool);
     thread_ = std::thread([this] { io_.run(); });
     auto admin = AdminApi::start({.address = "127.0.0.1", .port = 0, .token = "t0k"},
-                                 io_.get_executor(), {{pool_.get(), nullptr}}, env::system_clock());
+                                 io_.get_executor(), {{pool_.get(), nullptr}}, clock_);
     ASSERT_TRUE(admin.ok()) << admin.error();
     admin_ = std::move(*admin);
     base_ = "http://127.0.0.1:" + std::to_string(admin_->port());
@@ -65,6 +65,7 @@ class AdminApiTest : public ::testing::Test {
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_{io_.get_executor()};
   GatewayMetrics metrics_;
+  ManualClock clock_{kSecond};
   std::unique_ptr<PoolRuntime> pool_;
   std::unique_ptr<AdminApi> admin_;
   std::thread thread_;
@@ -97,6 +98,11 @@ TEST_F(AdminApiTest, FailedAuthenticationsAreRateLimited) {
     EXPECT_LE(retry, 60);
     EXPECT_EQ(r.body.find("t0k"), std::string::npos);
   }
+  // The lockout lasts to the end of the window on the gateway's clock, and no longer.
+  clock_.advance(59 * kSecond);
+  EXPECT_EQ(call("GET", "/admin/pools").status, 429);
+  clock_.advance(kSecond);
+  EXPECT_EQ(call("GET", "/admin/pools").status, 200);
 }
 
 TEST_F(AdminApiTest, ListsEndpointsWithTheirBreakerAndLoad) {

@@ -1,5 +1,6 @@
 // PoolRuntime's run-time endpoint changes: add, drain-then-remove, observers, and that
-// routing follows them. The strand runs on a real io_context thread, as in the gateway.
+// routing follows them. The strand runs on a real io_context thread, as in the gateway;
+// the pool's clock is a ManualClock (drain timeouts and breaker periods move with it).
 #include "gateway/pool_runtime.h"
 
 #include <gtest/gtest.h>
@@ -15,8 +16,6 @@
 #include <mutex>
 #include <thread>
 
-#include "env/system_clock.h"
-
 namespace kvgate::gateway {
 namespace {
 
@@ -29,7 +28,7 @@ class PoolRuntimeTest : public ::testing::Test {
     config.name = "main";
     config.router.policy.name = "round-robin";
     config.endpoints.push_back({.url = "http://127.0.0.1:9001"});
-    auto pool = PoolRuntime::create(config, {}, io_.get_executor(), metrics_, env::system_clock());
+    auto pool = PoolRuntime::create(config, {}, io_.get_executor(), metrics_, clock_);
     ASSERT_TRUE(pool.ok()) << pool.error();
     pool_ = std::move(*pool);
     observer_ = pool_->on_change([this](const EndpointChange& c) {
@@ -68,6 +67,7 @@ class PoolRuntimeTest : public ::testing::Test {
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_{io_.get_executor()};
   GatewayMetrics metrics_;
+  ManualClock clock_{kSecond};
   std::unique_ptr<PoolRuntime> pool_;
   uint64_t observer_ = 0;
   std::thread thread_;
@@ -131,7 +131,17 @@ TEST_F(PoolRuntimeTest, RemovalDrainsRequestsInFlightFirst) {
 TEST_F(PoolRuntimeTest, RemovalGivesUpWaitingAfterTheTimeout) {
   Pick p = pick(1);
   ASSERT_TRUE(p.endpoint != nullptr);
-  auto drained = pool_->remove_endpoint_sync(p.endpoint->id, std::chrono::milliseconds(60));
+  const route::EndpointId id = p.endpoint->id;
+  auto removal = std::async(std::launch::async, [&] {
+    return pool_->remove_endpoint_sync(id, std::chrono::milliseconds(60));
+  });
+  // The timeout is on the pool's clock: however long the drain waits in real time, it
+  // gives up only once that clock has passed 60 ms.
+  EXPECT_EQ(removal.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  while (removal.wait_for(std::chrono::milliseconds(20)) == std::future_status::timeout) {
+    clock_.advance(60 * kMillisecond);
+  }
+  auto drained = removal.get();
   ASSERT_TRUE(drained.ok()) << drained.error();
   EXPECT_FALSE(*drained);
   EXPECT_TRUE(pool_->endpoints().empty());
@@ -139,6 +149,23 @@ TEST_F(PoolRuntimeTest, RemovalGivesUpWaitingAfterTheTimeout) {
   // The same URL can come back.
   EXPECT_TRUE(pool_->add_endpoint_sync({.url = "http://127.0.0.1:9001"}, std::nullopt).ok());
   EXPECT_NE(pick(2).endpoint, nullptr);
+}
+
+// A breaker's open period is measured on the pool's clock: the endpoint stays out of
+// routing until that clock has passed `open_for` (5 s by default), then takes requests
+// again (half-open).
+TEST_F(PoolRuntimeTest, BreakerPutsTheEndpointBackWhenItsOpenPeriodEnds) {
+  for (int i = 0; i < 5; ++i) pool_->endpoint_result(0, false);
+  EXPECT_EQ(health(0), route::Health::kUnhealthy);
+  EXPECT_EQ(pick(1).endpoint, nullptr);
+  clock_.advance(5 * kSecond - kMillisecond);
+  EXPECT_EQ(pick(2).endpoint, nullptr);
+  clock_.advance(kMillisecond);
+  Pick p = pick(3);
+  ASSERT_NE(p.endpoint, nullptr);
+  EXPECT_EQ(p.endpoint->id, 0u);
+  EXPECT_EQ(health(0), route::Health::kHealthy);
+  pool_->finished(3, true);
 }
 
 TEST_F(PoolRuntimeTest, RemovingAnUnknownEndpointIsAnError) {
@@ -200,17 +227,18 @@ TEST_F(PoolRuntimeTest, TokenizeEndpointTakesTurnsAndSkipsAvoidedAndUnhealthyOne
 TEST(PoolRuntimeTokenizePlan, EngineModeAutoFallbackAndLocalRefusal) {
   asio::io_context io;
   GatewayMetrics metrics;
+  ManualClock clock;
   PoolConfig config;
   config.name = "p";
   config.endpoints.push_back({.url = "http://127.0.0.1:9001"});
-  auto none = PoolRuntime::create(config, {}, io.get_executor(), metrics, env::system_clock());
+  auto none = PoolRuntime::create(config, {}, io.get_executor(), metrics, clock);
   ASSERT_TRUE(none.ok()) << none.error();
   EXPECT_FALSE((*none)->tokenize_plan().uses_engine());
   EXPECT_NE((*none)->tokenize_plan().tokenizer.find("none: approximate routing"),
             std::string::npos);
 
   config.tokenize.mode = TokenizeMode::kEngine;
-  auto engine = PoolRuntime::create(config, {}, io.get_executor(), metrics, env::system_clock());
+  auto engine = PoolRuntime::create(config, {}, io.get_executor(), metrics, clock);
   ASSERT_TRUE(engine.ok()) << engine.error();
   EXPECT_TRUE((*engine)->tokenize_plan().chat_from_engine);
   EXPECT_TRUE((*engine)->tokenize_plan().completion_from_engine);
@@ -227,13 +255,13 @@ TEST(PoolRuntimeTokenizePlan, EngineModeAutoFallbackAndLocalRefusal) {
   }
   config.chat_template_file = bad;
   config.tokenize.mode = TokenizeMode::kAuto;
-  auto fallback = PoolRuntime::create(config, {}, io.get_executor(), metrics, env::system_clock());
+  auto fallback = PoolRuntime::create(config, {}, io.get_executor(), metrics, clock);
   ASSERT_TRUE(fallback.ok()) << fallback.error();
   EXPECT_TRUE((*fallback)->tokenize_plan().chat_from_engine);
   EXPECT_FALSE((*fallback)->tokenize_plan().completion_from_engine);
   EXPECT_NE((*fallback)->tokenize_plan().chat_template.find("refused"), std::string::npos);
   config.tokenize.mode = TokenizeMode::kLocal;
-  auto local = PoolRuntime::create(config, {}, io.get_executor(), metrics, env::system_clock());
+  auto local = PoolRuntime::create(config, {}, io.get_executor(), metrics, clock);
   ASSERT_FALSE(local.ok());
   EXPECT_NE(local.error().find(bad), std::string::npos) << local.error();
 }
@@ -247,11 +275,12 @@ TEST(PoolRuntimeKeys, CompletionPromptsGetThePostProcessorsTokensAsVllmAddsThem)
   if (!dir || !std::ifstream(file)) GTEST_SKIP() << "no Llama 2 fixture (scripts/bootstrap)";
   asio::io_context io;
   GatewayMetrics metrics;
+  ManualClock clock;
   PoolConfig config;
   config.name = "p";
   config.tokenizer_file = file;
   config.endpoints.push_back({.url = "http://127.0.0.1:9001"});
-  auto pool = PoolRuntime::create(config, {}, io.get_executor(), metrics, env::system_clock());
+  auto pool = PoolRuntime::create(config, {}, io.get_executor(), metrics, clock);
   ASSERT_TRUE(pool.ok()) << pool.error();
   openai::InspectedRequest r;
   r.prompt_text = "Hello world";
