@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "env/system_clock.h"
 #include "io/health_probe.h"
 #include "io/subprocess.h"
 
@@ -46,8 +47,9 @@ Result<std::unique_ptr<LocalActuator>> LocalActuator::make(LocalActuatorOptions 
   return std::unique_ptr<LocalActuator>(new LocalActuator(std::move(options)));
 }
 
-LocalActuator::LocalActuator(LocalActuatorOptions options)
-    : options_(std::move(options)), epoch_(std::chrono::steady_clock::now()) {}
+LocalActuator::LocalActuator(LocalActuatorOptions options) : options_(std::move(options)) {
+  if (!options_.now) options_.now = [] { return env::system_clock().now(); };
+}
 
 LocalActuator::~LocalActuator() {
   for (auto& r : replicas_) {
@@ -55,12 +57,7 @@ LocalActuator::~LocalActuator() {
   }
 }
 
-Nanos LocalActuator::now() const {
-  if (options_.now) return options_.now();
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                              epoch_)
-      .count();
-}
+Nanos LocalActuator::now() const { return options_.now(); }
 
 namespace {
 

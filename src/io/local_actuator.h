@@ -66,7 +66,9 @@ struct LocalActuatorOptions {
   std::function<uint32_t(const std::string& id)> in_flight;
   // Each replica's output lines (tagged with its id); null: discarded.
   std::function<void(const std::string& id, const std::string& line)> on_output;
-  // The clock for ReplicaSignal times; null: steady_clock since the actuator started.
+  // The clock for ReplicaSignal times and the startup and drain timeouts (the gateway passes its
+  // autoscaler's: the pool's clock anchored to the Unix epoch); null: the real clock's
+  // now() (env::system_clock()).
   std::function<Nanos()> now;
 };
 
@@ -102,7 +104,6 @@ class LocalActuator {
   Nanos now() const;
 
   LocalActuatorOptions options_;
-  std::chrono::steady_clock::time_point epoch_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   uint64_t next_id_ = 0;
   uint64_t restarts_ = 0;
