@@ -22,6 +22,7 @@
 #include "core/engine/greedy_decode.h"
 #include "engine/engine_metrics_text.h"
 #include "engine/startup_log.h"
+#include "env/system_clock.h"
 #include "io/http_server.h"
 #include "io/kv_event_publisher.h"
 #include "openai/engine_api.h"
@@ -32,7 +33,9 @@ namespace {
 
 namespace net = boost::asio;
 namespace json = boost::json;
-using Clock = std::chrono::steady_clock;
+// The engine's model time runs on Asio's timers (wall_at), so on steady_clock itself;
+// the wire's wall-clock times come from EngineServerOptions::clock.
+using SteadyClock = std::chrono::steady_clock;
 using engine::RequestId;
 
 struct Pending {
@@ -83,14 +86,16 @@ io::HttpResponse vllm_error(int status, std::string_view message) {
 struct EngineServer::Impl {
   Impl(const EngineServerOptions& o, engine::Profile profile, std::unique_ptr<TextCodec> c)
       : opt(o),
+        clock(o.clock ? *o.clock : env::system_clock()),
         model(o.engine, std::move(profile)),
         codec(std::move(c)),
         rng(o.seed),
-        id_rng(static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^
+        id_rng(static_cast<uint64_t>(SteadyClock::now().time_since_epoch().count()) ^
                (static_cast<uint64_t>(getpid()) << 32)) {}
 
   EngineServerOptions opt;
-  engine::EngineModel model;  // engine thread only
+  const kvgate::Clock& clock;  // wall-clock times on the wire ("created", KV event batches)
+  engine::EngineModel model;   // engine thread only
   std::unique_ptr<TextCodec> codec;
   Rng rng;     // engine thread only: fault injection (reproducible with --seed)
   Rng id_rng;  // engine thread only: response and engine ids (unique per process)
@@ -103,7 +108,7 @@ struct EngineServer::Impl {
   uint64_t timer_gen = 0;
   bool stepping = false;
   Nanos last_end = 0;
-  Clock::time_point t0 = Clock::now();
+  SteadyClock::time_point t0 = SteadyClock::now();
   engine::StepResult result;
   std::unordered_map<RequestId, Pending> pending;
   std::atomic<uint64_t> next_id{1};
@@ -119,10 +124,10 @@ struct EngineServer::Impl {
   std::unique_ptr<io::HttpServer> http;
 
   Nanos model_now() const {
-    const double wall = static_cast<double>((Clock::now() - t0).count());
+    const double wall = static_cast<double>((SteadyClock::now() - t0).count());
     return static_cast<Nanos>(wall / opt.time_scale);
   }
-  Clock::time_point wall_at(Nanos t) const {
+  SteadyClock::time_point wall_at(Nanos t) const {
     return t0 + std::chrono::nanoseconds(
                     static_cast<int64_t>(std::llround(static_cast<double>(t) * opt.time_scale)));
   }
@@ -185,9 +190,7 @@ io::HttpResponse EngineServer::Impl::models_response() const {
   json::object card;
   card["id"] = opt.served_model_name;
   card["object"] = "model";
-  card["created"] = std::chrono::duration_cast<std::chrono::seconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
+  card["created"] = clock.wall_now() / kSecond;
   card["owned_by"] = "vllm";
   card["root"] = opt.served_model_name;
   card["parent"] = nullptr;
@@ -274,9 +277,7 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::A
   p.streaming = c.stream;
   p.include_usage = c.stream && c.include_usage;
   p.ids.model = opt.served_model_name;
-  p.ids.created = std::chrono::duration_cast<std::chrono::seconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
+  p.ids.created = clock.wall_now() / kSecond;
   if (c.kv_transfer) {
     const openai::KvTransferParams& kt = *c.kv_transfer;
     if (kt.do_remote_decode) {
@@ -343,7 +344,7 @@ void EngineServer::Impl::kick() {
   // A step that computed nothing (cannot happen with a consistent model) must not spin.
   const auto at = result.duration > 0 || !result.updates.empty()
                       ? wall_at(result.end())
-                      : Clock::now() + std::chrono::milliseconds(1);
+                      : SteadyClock::now() + std::chrono::milliseconds(1);
   step_timer.expires_at(at);
   step_timer.async_wait([this, gen](const boost::system::error_code& ec) {
     if (ec || gen != timer_gen) return;
@@ -442,8 +443,7 @@ void EngineServer::Impl::deliver_update(const engine::RequestUpdate& u) {
 
 void EngineServer::Impl::publish(const std::vector<kv::KvEvent>& events) {
   kv::EventBatch batch;
-  batch.ts =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  batch.ts = to_seconds(clock.wall_now());
   batch.data_parallel_rank = 0;
   batch.events = events;  // the engine model speaks the wire's vocabulary
   publisher->publish(kv::encode_event_batch(batch, opt.kv_events_format));
@@ -525,7 +525,7 @@ Result<std::unique_ptr<EngineServer>> EngineServer::start(const EngineServerOpti
     std::fflush(stdout);
   }
   impl->work.emplace(impl->ioc.get_executor());
-  impl->t0 = options.launched_at.value_or(Clock::now());
+  impl->t0 = options.launched_at.value_or(SteadyClock::now());
   Rng startup_rng(options.seed ^ 0x5eed5eed5eedull);
   auto phases =
       engine::sample_startup(*impl->model.profile().startup, options.startup, startup_rng);

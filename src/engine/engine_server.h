@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "core/common/clock.h"
 #include "core/common/result.h"
 #include "core/engine/engine_config.h"
 #include "core/engine/profile.h"
@@ -76,6 +77,11 @@ struct EngineServerOptions {
 
   uint32_t default_max_tokens = 128;
   bool deprecated_gpu_cache_metric = false;  // also export vllm:gpu_cache_usage_perc
+
+  // Wall-clock times on the wire (the answers' and /v1/models' `created`, KV event batches'
+  // `ts`); null: env::system_clock(). Borrowed: it must outlive the server. The model's
+  // own time runs on Asio's timers (steady_clock), `time_scale` times slower.
+  const Clock* clock = nullptr;
 };
 
 class EngineServer {
