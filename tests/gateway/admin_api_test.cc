@@ -122,7 +122,7 @@ TEST_F(AdminApiTest, ListsEndpointsWithTheirBreakerAndLoad) {
   for (int i = 0; i < 100; ++i) {
     one = get("/admin/pools/main/endpoints/1");
     if (one.at("breaker").at("state").as_string() == "open") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the pool's I/O thread
   }
   EXPECT_EQ(one.at("breaker").at("state").as_string(), "open");
   EXPECT_EQ(one.at("health").as_string(), "unhealthy");

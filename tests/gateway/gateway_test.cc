@@ -68,7 +68,7 @@ std::unique_ptr<io::HttpServer> fake_engine(std::string name, std::atomic<int>* 
     auto produce = [out, usage, gap] {
       for (const char* t : {"a", "b", "c"}) {
         out->write(token_chunk(t));
-        if (gap.count() > 0) std::this_thread::sleep_for(gap);
+        if (gap.count() > 0) std::this_thread::sleep_for(gap);  // the engine's pace, not ours
       }
       if (usage) out->write(kUsageChunk);
       out->write("data: [DONE]\n\n");
@@ -103,6 +103,7 @@ class DyingEngine {
       snprintf(size, sizeof size, "%zx\r\n", ev.size());
       std::string out = head + size + ev + "\r\n";
       net::write(s, net::buffer(out), ec);
+      // This engine's side: the gateway's I/O thread reads the event before the drop.
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       s.close(ec);
     });
@@ -292,7 +293,7 @@ TEST_P(GatewayTest, DrainAnnounceKeepsServingWhileReadySays503) {
   start(std::move(c));
   std::thread drainer([this] { gw_->drain(); });
   for (int i = 0; i < 200 && !gw_->draining(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the drainer thread announces
   }
   ASSERT_TRUE(gw_->draining());
   // Announced: the probe sees 503, a new request (on a new connection) is still served.

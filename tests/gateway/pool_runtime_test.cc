@@ -113,7 +113,8 @@ TEST_F(PoolRuntimeTest, RemovalDrainsRequestsInFlightFirst) {
   auto removal = std::async(std::launch::async, [&] {
     return pool_->remove_endpoint_sync(id, std::chrono::seconds(30));
   });
-  // Draining: no new request goes there, the one in flight is still tracked.
+  // Draining: no new request goes there, the one in flight is still tracked. (Polls the
+  // pool's I/O thread, which runs the removal.)
   while (kinds().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   EXPECT_EQ(health(id), route::Health::kDraining);
   EXPECT_EQ(pick(2).endpoint, nullptr);
