@@ -8,7 +8,9 @@
 #include "gateway/config.h"
 
 namespace kvgate::gateway {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace admin_config_test {
 
 std::string with_admin(const std::string& admin) {
   return admin +
@@ -69,5 +71,5 @@ TEST(AdminConfig, ErrorsNameFileLineAndField) {
             "f.yaml:2:3: admin: give token or token_file, not both");
 }
 
-}  // namespace
+}  // namespace admin_config_test
 }  // namespace kvgate::gateway

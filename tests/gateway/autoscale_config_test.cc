@@ -7,7 +7,9 @@
 #include "gateway/config.h"
 
 namespace kvgate::gateway {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace autoscale_config_test {
 
 // Lines 1..: the autoscale section's fields start on line 6.
 std::string fleet(const std::string& autoscale, const std::string& endpoints = "") {
@@ -173,5 +175,5 @@ TEST(SplitCommand, QuotesGroupBlanksSeparate) {
   EXPECT_FALSE(split_command("a 'b").ok());
 }
 
-}  // namespace
+}  // namespace autoscale_config_test
 }  // namespace kvgate::gateway

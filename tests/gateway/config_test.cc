@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 namespace kvgate::gateway {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace config_test {
 
 constexpr const char* kGood = R"(
 listeners:
@@ -96,11 +98,11 @@ TEST(GatewayConfig, DuplicateModelNamesAndMissingFilesAreErrors) {
             "f.yaml:11:16: pools.main.tokenizer: no such file: nowhere/tokenizer.json");
 }
 
-}  // namespace
+}  // namespace config_test
 }  // namespace kvgate::gateway
 
 namespace kvgate::gateway {
-namespace {
+namespace config_test {
 
 TEST(GatewayConfig, RateLimitsSection) {
   auto defaults = parse_gateway_config(kGood, "f.yaml");
@@ -253,11 +255,11 @@ TEST(GatewayConfig, RouterSaturationThresholds) {
       << error_of(typo);
 }
 
-}  // namespace
+}  // namespace config_test
 }  // namespace kvgate::gateway
 
 namespace kvgate::gateway {
-namespace {
+namespace config_test {
 
 TEST(GatewayConfig, RouterPdSection) {
   std::string yaml = kGood;
@@ -358,5 +360,5 @@ TEST(GatewayConfigTokenize, ModeAloneOrWithTheCallsBudgetAndCache) {
   }
 }
 
-}  // namespace
+}  // namespace config_test
 }  // namespace kvgate::gateway

@@ -21,7 +21,9 @@
 #include "io/subprocess.h"
 
 namespace kvgate {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace coldstart_test {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -323,5 +325,5 @@ TEST_F(ColdstartTest, UnrunnableCommandIsAnError) {
   EXPECT_NE(o.err.find("exec /nonexistent/server"), std::string::npos) << o.err;
 }
 
-}  // namespace
+}  // namespace coldstart_test
 }  // namespace kvgate

@@ -18,7 +18,9 @@
 #include "support/fault_fixture.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace discovery_e2e_test {
 
 namespace json = boost::json;
 using std::chrono::milliseconds;
@@ -360,5 +362,5 @@ TEST_F(DiscoveryE2E, AnEngineBackWithinTheGracePeriodKeepsItsPrefixEntries) {
   EXPECT_EQ(gw.gw.metric("kvgate_discovery_errors_total", src), 0);
 }
 
-}  // namespace
+}  // namespace discovery_e2e_test
 }  // namespace kvgate::testing

@@ -19,7 +19,9 @@
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace discovery_k8s_actuator_test {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -266,5 +268,5 @@ TEST(KubernetesActuatorWithDiscovery, ScalesTheDeploymentAndRoutesToPodsOnceRead
               load.served(urls[2]));
 }
 
-}  // namespace
+}  // namespace discovery_k8s_actuator_test
 }  // namespace kvgate::testing

@@ -8,7 +8,9 @@
 #include "support/engine_fixture.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace engine_api_test {
 
 namespace json = boost::json;
 
@@ -221,5 +223,5 @@ TEST(EngineApi, RealTokenizerWhenGiven) {
   EXPECT_EQ(e.post("/tokenize", "{\"prompt\":\"\xff\"}").status, 400);  // invalid UTF-8
 }
 
-}  // namespace
+}  // namespace engine_api_test
 }  // namespace kvgate::testing

@@ -11,7 +11,9 @@
 #include "support/faulty_upstream.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace faults_engine_test {
 
 const std::vector<std::string> kFast = {"--time-scale", "0.01", "--model", "sim"};
 
@@ -227,5 +229,5 @@ TEST(Faults, NeverEndingStreamIsCutByTheStreamTimeoutAndTheUpstreamClosed) {
   EXPECT_EQ(gw.proc->stop(), 0) << gw.proc->errors();
 }
 
-}  // namespace
+}  // namespace faults_engine_test
 }  // namespace kvgate::testing

@@ -13,7 +13,9 @@
 #include "support/fault_fixture.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace faults_gateway_test {
 
 const std::vector<std::string> kFast = {"--time-scale", "0.01", "--model", "sim"};
 
@@ -163,5 +165,5 @@ TEST(Faults, HeaderAndBodyFloodsAreRefusedWhileOthersAreServed) {
   EXPECT_EQ(gw.proc->stop(), 0) << gw.proc->errors();
 }
 
-}  // namespace
+}  // namespace faults_gateway_test
 }  // namespace kvgate::testing

@@ -14,7 +14,9 @@
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace gateway_admin_test {
 
 namespace json = boost::json;
 
@@ -406,5 +408,5 @@ TEST(GatewayAdmin, AddedEndpointGetsTrafficRemovedOneDrainsItsStreamFirst) {
   }
 }
 
-}  // namespace
+}  // namespace gateway_admin_test
 }  // namespace kvgate::testing

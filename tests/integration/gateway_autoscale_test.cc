@@ -18,7 +18,9 @@
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace gateway_autoscale_test {
 
 using namespace std::chrono_literals;
 namespace json = boost::json;
@@ -426,5 +428,5 @@ TEST(GatewayAutoscale, HorizonStandbyReplicaIsReadyButOutOfRoutingUntilABurst) {
   EXPECT_TRUE(light.failures().empty()) << light.failures().front();
 }
 
-}  // namespace
+}  // namespace gateway_autoscale_test
 }  // namespace kvgate::testing

@@ -13,7 +13,9 @@
 #include "support/kv_engine.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace gateway_engine_tokenize_test {
 
 using Clock = std::chrono::steady_clock;
 
@@ -161,5 +163,5 @@ TEST(GatewayEngineTokenize, SlowOrFailingEnginesRouteApproximatelyWithACountedRe
   }
 }
 
-}  // namespace
+}  // namespace gateway_engine_tokenize_test
 }  // namespace kvgate::testing

@@ -20,7 +20,9 @@
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace gateway_flow_test {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -344,5 +346,5 @@ TEST(GatewayFlowTest, PoolAtZeroReplicasAnswersAfterTheColdStart) {
             1);
 }
 
-}  // namespace
+}  // namespace gateway_flow_test
 }  // namespace kvgate::testing

@@ -13,7 +13,9 @@
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace gateway_live_test {
 
 std::string tokenizer_dir() { return source_dir() + "/.deps/fixtures/qwen3"; }
 
@@ -152,5 +154,5 @@ TEST(GatewayLive, PreciseRoutingFromKvEventsScrapedMetricsAndResyncAfterRestart)
   expect_routed_by_events(gw, b, "zeta");
 }
 
-}  // namespace
+}  // namespace gateway_live_test
 }  // namespace kvgate::testing

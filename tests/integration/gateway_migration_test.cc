@@ -14,7 +14,9 @@
 #include "support/kv_engine.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace gateway_migration_test {
 
 namespace json = boost::json;
 
@@ -302,5 +304,5 @@ TEST(GatewayMigration, ContinuationIsRoutedToTheReplicaHoldingThePromptsPrefix) 
   EXPECT_EQ(gw.gw.proc->stop(), 0) << gw.gw.proc->errors();
 }
 
-}  // namespace
+}  // namespace gateway_migration_test
 }  // namespace kvgate::testing

@@ -9,7 +9,9 @@
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace gateway_proxy_test {
 
 const std::vector<std::string> kFast = {"--time-scale", "0.01", "--model", "sim"};
 
@@ -171,5 +173,5 @@ TEST(GatewayProxy, CheckReportsConfigErrorsWithLocation) {
       << (*p)->errors();
 }
 
-}  // namespace
+}  // namespace gateway_proxy_test
 }  // namespace kvgate::testing

@@ -16,7 +16,9 @@
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace gateway_rate_limit_test {
 
 const std::vector<std::string> kFast = {"--time-scale", "0.01", "--model", "sim"};
 
@@ -196,5 +198,5 @@ TEST(GatewayRateLimit, APausedRedisDelaysNoRequestOfATenantWithoutLimits) {
   EXPECT_EQ(gw.proc->stop(), 0) << gw.proc->errors();
 }
 
-}  // namespace
+}  // namespace gateway_rate_limit_test
 }  // namespace kvgate::testing

@@ -14,7 +14,9 @@
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace gateway_replicas_test {
 
 const std::vector<std::string> kFast = {"--time-scale", "0.01", "--model", "sim"};
 constexpr int kGroups = 12;
@@ -460,5 +462,5 @@ TEST(GatewayReplicas, AWarmUpOnOneReplicaUsesThePeersHotPrefixes) {
   EXPECT_EQ(b.proc->stop(), 0) << b.proc->errors();
 }
 
-}  // namespace
+}  // namespace gateway_replicas_test
 }  // namespace kvgate::testing

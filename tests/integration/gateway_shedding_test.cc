@@ -15,7 +15,9 @@
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace gateway_shedding_test {
 
 // ops: may set its priority (default standard); batch: sheddable by default and may not
 // change it; web: standard and may not change it.
@@ -190,5 +192,5 @@ TEST(GatewayShedding, SheddableGets429WithReasonWhileCriticalIsServed) {
             2 + 16 + 5 + 3 + 1);
 }
 
-}  // namespace
+}  // namespace gateway_shedding_test
 }  // namespace kvgate::testing

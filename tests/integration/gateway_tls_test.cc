@@ -14,7 +14,9 @@
 #include "support/tls_client.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace gateway_tls_test {
 
 const std::vector<std::string> kFast = {"--time-scale", "0.01", "--model", "sim"};
 
@@ -171,5 +173,5 @@ TEST_F(GatewayTls, UnusableCertificateOrKeyIsAConfigErrorWithFileLineAndField) {
   EXPECT_EQ(code, 0) << err;
 }
 
-}  // namespace
+}  // namespace gateway_tls_test
 }  // namespace kvgate::testing

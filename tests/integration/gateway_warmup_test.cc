@@ -16,7 +16,9 @@
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace gateway_warmup_test {
 
 std::string tokenizer_dir() { return source_dir() + "/.deps/fixtures/qwen3"; }
 
@@ -137,5 +139,5 @@ TEST(GatewayWarmup, ANewEngineStartsColdWithWarmupOff) {
   for (int64_t cached : run(/*warmup=*/false)) EXPECT_EQ(cached, 0);
 }
 
-}  // namespace
+}  // namespace gateway_warmup_test
 }  // namespace kvgate::testing

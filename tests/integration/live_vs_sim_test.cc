@@ -28,7 +28,9 @@
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace live_vs_sim_test {
 
 // Wall seconds per model second, on the engines and in `kvgate bench`.
 constexpr const char* kTimeScale = "0.5";
@@ -374,5 +376,5 @@ TEST(LiveVsSim, KvAwareAndRandomRoutingRankTheSameLiveAndSimulated) {
   std::filesystem::remove_all(dir);
 }
 
-}  // namespace
+}  // namespace live_vs_sim_test
 }  // namespace kvgate::testing

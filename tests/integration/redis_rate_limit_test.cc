@@ -22,7 +22,9 @@
 #include "support/process.h"
 
 namespace kvgate {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace redis_rate_limit_test {
 namespace asio = boost::asio;
 using gateway::RateLimitConfig;
 using gateway::Tenant;
@@ -242,5 +244,5 @@ TEST_F(RedisRateLimit, DeadRedisFollowsThePolicyAndRecovers) {
   EXPECT_FALSE(c.decision.store_error);
 }
 
-}  // namespace
+}  // namespace redis_rate_limit_test
 }  // namespace kvgate

@@ -10,7 +10,9 @@
 #include <thread>
 
 namespace kvgate::io {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace health_probe_test {
 
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
@@ -106,5 +108,5 @@ TEST(HealthProbeTest, SilentServerTimesOut) {
   EXPECT_LT(took, 1000ms);
 }
 
-}  // namespace
+}  // namespace health_probe_test
 }  // namespace kvgate::io

@@ -12,7 +12,9 @@
 #include "io/http_server.h"
 
 namespace kvgate::io {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace http_client_test {
 
 using namespace std::chrono_literals;
 
@@ -136,5 +138,5 @@ TEST(HttpKeepAliveClient, BadUrlIsAnError) {
   EXPECT_EQ(client.open_connections(), 0u);
 }
 
-}  // namespace
+}  // namespace http_client_test
 }  // namespace kvgate::io

@@ -12,7 +12,9 @@
 #include "io/http_server.h"
 
 namespace kvgate::io {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace http_server_refusal_test {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
@@ -168,5 +170,5 @@ TEST(HttpServerRefusal, LingeringStopsAtItsBounds) {
   EXPECT_GE(Clock::now() - answered, std::chrono::milliseconds(100));
 }
 
-}  // namespace
+}  // namespace http_server_refusal_test
 }  // namespace kvgate::io

@@ -9,7 +9,9 @@
 #include "io/http_client.h"
 
 namespace kvgate::io {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace http_server_test {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
@@ -268,5 +270,5 @@ TEST(HttpServer, TlsListenerRefusesUnusableCertificateFiles) {
   EXPECT_NE(s.error().find("cannot read /nonexistent/cert.pem"), std::string::npos) << s.error();
 }
 
-}  // namespace
+}  // namespace http_server_test
 }  // namespace kvgate::io

@@ -27,7 +27,9 @@
 #include <thread>
 
 namespace kvgate::io {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace k8s_scaler_test {
 
 namespace net = boost::asio;
 namespace ssl = boost::asio::ssl;
@@ -424,5 +426,5 @@ TEST(KubeScalerTimeout, GivesUpOnASilentServer) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
 }
 
-}  // namespace
+}  // namespace k8s_scaler_test
 }  // namespace kvgate::io

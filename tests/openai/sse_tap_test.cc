@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 namespace kvgate::openai {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace sse_tap_test {
 
 const std::string kChunk1 =
     "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}],"
@@ -59,5 +61,5 @@ TEST(SseTap, ParsesUsageOfAWholeResponse) {
   EXPECT_FALSE(parse_usage("not json").seen);
 }
 
-}  // namespace
+}  // namespace sse_tap_test
 }  // namespace kvgate::openai

@@ -5,7 +5,9 @@
 #include <string>
 
 namespace kvgate::openai {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace stream_reader_test {
 
 const std::string kRole =
     "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n";
@@ -45,5 +47,5 @@ TEST(StreamReader, WaitsForAnEventsEndAndReadsCrlf) {
   EXPECT_TRUE(r.done());
 }
 
-}  // namespace
+}  // namespace stream_reader_test
 }  // namespace kvgate::openai

@@ -9,7 +9,9 @@
 #include "core/common/rng.h"
 
 namespace kvgate::kv {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace precise_index_test {
 
 constexpr uint32_t kBs = 4;
 
@@ -339,5 +341,5 @@ TEST(PreciseIndexRandomized, AgreesWithReferenceModel) {
   EXPECT_GT(matched, 0u);
 }
 
-}  // namespace
+}  // namespace precise_index_test
 }  // namespace kvgate::kv

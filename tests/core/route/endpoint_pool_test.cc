@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 namespace kvgate::route {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace endpoint_pool_test {
 
 constexpr uint32_t kBs = 16;
 
@@ -250,5 +252,5 @@ TEST_F(EndpointPoolTest, ScrapedUsageFollowsFinishesSinceTheScrape) {
   EXPECT_DOUBLE_EQ(pool_.decode_blocks_now(d), 100);
 }
 
-}  // namespace
+}  // namespace endpoint_pool_test
 }  // namespace kvgate::route

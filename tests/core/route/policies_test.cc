@@ -6,7 +6,9 @@
 #include "core/route/registry.h"
 
 namespace kvgate::route {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace policies_test {
 
 constexpr uint32_t kBs = 16;
 
@@ -329,5 +331,5 @@ TEST_F(PoliciesTest, PoliciesAreDeterministicForASeed) {
   }
 }
 
-}  // namespace
+}  // namespace policies_test
 }  // namespace kvgate::route

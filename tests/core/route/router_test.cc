@@ -8,7 +8,9 @@
 #include <numeric>
 
 namespace kvgate::route {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace router_test {
 
 constexpr uint32_t kBs = 16;
 
@@ -608,5 +610,5 @@ TEST_F(EarlyRejectTest, AlsoAppliesToAggregatedPools) {
   EXPECT_TRUE(router_->decide(r, 0, rng_).accepted());
 }
 
-}  // namespace
+}  // namespace router_test
 }  // namespace kvgate::route

@@ -7,7 +7,9 @@
 #include "fixtures.h"
 
 namespace kvgate::tokenizer {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace chat_render_test {
 
 ChatRequest request(const std::string& json) {
   auto r = parse_chat_request(json);
@@ -179,5 +181,5 @@ TEST(ChatRender, RealTemplatesOfOtherFamilies) {
             "user/assistant/user/assistant/...");
 }
 
-}  // namespace
+}  // namespace chat_render_test
 }  // namespace kvgate::tokenizer

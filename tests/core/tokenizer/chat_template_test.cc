@@ -5,7 +5,9 @@
 #include "fixtures.h"
 
 namespace kvgate::tokenizer {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace chat_template_test {
 
 ChatTemplate load_fixture(const std::string& model) {
   auto config = testing::read_fixture(model, "tokenizer_config.json");
@@ -121,5 +123,5 @@ TEST(PythonStrip, StripsPythonWhitespaceOnly) {
   EXPECT_EQ(python_strip("   "), "");
 }
 
-}  // namespace
+}  // namespace chat_template_test
 }  // namespace kvgate::tokenizer

@@ -12,7 +12,9 @@ namespace kvgate::tokenizer {
 
 using unicode::append_utf8;
 
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace families_test {
 
 using Ids = std::vector<uint32_t>;
 
@@ -116,5 +118,5 @@ void expect_fast_equals_general(const std::string& model) {
 TEST(TokenizerFamilies, Qwen3FastPathEqualsGeneralPath) { expect_fast_equals_general("qwen3"); }
 TEST(TokenizerFamilies, Llama3FastPathEqualsGeneralPath) { expect_fast_equals_general("llama3"); }
 
-}  // namespace
+}  // namespace families_test
 }  // namespace kvgate::tokenizer

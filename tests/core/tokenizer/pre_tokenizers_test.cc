@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 namespace kvgate::tokenizer {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace pre_tokenizers_test {
 
 using Strings = std::vector<std::string>;
 
@@ -92,5 +94,5 @@ TEST(PreTokenizers, SequenceAppliesEachStepToEveryPiece) {
   EXPECT_EQ(run(pre, "ab 12345 cd"), (Strings{"ab ", "123", "45", " ", "cd"}));
 }
 
-}  // namespace
+}  // namespace pre_tokenizers_test
 }  // namespace kvgate::tokenizer

@@ -7,7 +7,9 @@
 #include "core/tokenizer/pre_tokenizers.h"
 
 namespace kvgate::tokenizer {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace regex_test {
 
 std::vector<std::string> matches(const std::string& pattern, std::string_view text) {
   auto re = Regex::compile(pattern);
@@ -181,5 +183,5 @@ TEST(Regex, TokenizerSplitPatternsHaveTheFastVariants) {
   }
 }
 
-}  // namespace
+}  // namespace regex_test
 }  // namespace kvgate::tokenizer

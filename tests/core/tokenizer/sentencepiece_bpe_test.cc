@@ -11,7 +11,9 @@
 #include "core/tokenizer/tokenizer.h"
 
 namespace kvgate::tokenizer {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace sentencepiece_bpe_test {
 
 using Ids = std::vector<uint32_t>;
 
@@ -162,5 +164,5 @@ TEST(SentencePieceBpe, LongWordChunkingEqualsPlainBpe) {
   check_chunking(unfused, false, false);
 }
 
-}  // namespace
+}  // namespace sentencepiece_bpe_test
 }  // namespace kvgate::tokenizer

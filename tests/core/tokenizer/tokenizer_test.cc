@@ -7,7 +7,9 @@
 #include "fixtures.h"
 
 namespace kvgate::tokenizer {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace tokenizer_test {
 
 using Ids = std::vector<uint32_t>;
 using testing::tiny_tokenizer_json;
@@ -137,11 +139,11 @@ TEST(TokenizerFixture, Qwen3MatchesReferenceIds) {
   EXPECT_EQ(*t->decode(*t->encode(text), false), text);
 }
 
-}  // namespace
+}  // namespace tokenizer_test
 }  // namespace kvgate::tokenizer
 
 namespace kvgate::tokenizer {
-namespace {
+namespace tokenizer_test {
 
 TEST(Tokenizer, ReadsTemplateProcessingForSpecialTokens) {
   std::string j = testing::tiny_tokenizer_json();
@@ -167,5 +169,5 @@ TEST(Tokenizer, ReadsTemplateProcessingForSpecialTokens) {
   EXPECT_NE(r.error().find("post_processor.sep"), std::string::npos) << r.error();
 }
 
-}  // namespace
+}  // namespace tokenizer_test
 }  // namespace kvgate::tokenizer
