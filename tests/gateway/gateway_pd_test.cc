@@ -14,7 +14,9 @@
 #include "openai/error.h"
 
 namespace kvgate::gateway {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace gateway_pd_test {
 
 namespace json = boost::json;
 using io::HttpRequest;
@@ -186,5 +188,5 @@ TEST_F(GatewayPdTest, PrefillEngineRefusalIsPassedThrough) {
   EXPECT_EQ(p->hits, 1);  // not retried: every engine would refuse it
 }
 
-}  // namespace
+}  // namespace gateway_pd_test
 }  // namespace kvgate::gateway

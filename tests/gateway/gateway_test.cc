@@ -19,7 +19,9 @@
 #include "openai/error.h"
 
 namespace kvgate::gateway {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace gateway_test {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
@@ -410,5 +412,5 @@ INSTANTIATE_TEST_SUITE_P(Threads, GatewayTest, ::testing::Values(1, 2),
                            return std::to_string(i.param) + "Thread" + (i.param > 1 ? "s" : "");
                          });
 
-}  // namespace
+}  // namespace gateway_test
 }  // namespace kvgate::gateway
