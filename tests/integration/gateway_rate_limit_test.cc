@@ -193,7 +193,10 @@ TEST(GatewayRateLimit, APausedRedisDelaysNoRequestOfATenantWithoutLimits) {
   // reconnect (1 s later).
   EXPECT_GE(limited[0].second, 0.29);
   EXPECT_GE(served, 5);
-  EXPECT_LT(slowest, 0.2) << served << " requests";
+  // A request that waited for the paused Redis would take its 300 ms timeout; the free
+  // tenant's slowest stays well below it (0.209 s of 46 once, an ASan build beside a busy
+  // ctest: the bound is the timeout less a margin, not a latency target).
+  EXPECT_LT(slowest, 0.25) << served << " requests";
   EXPECT_GE(gw.metric("kvgate_rate_limit_store_failures_total"), 3);
   EXPECT_EQ(gw.proc->stop(), 0) << gw.proc->errors();
 }
