@@ -50,14 +50,14 @@ struct Workload {
 };
 
 // The engine's own (opaque) hash of a block: any function of content and endpoint.
-uint64_t EngineHash(EndpointId e, BlockKey own) { return own * 0x9E3779B97F4A7C15ULL + e; }
+uint64_t engine_hash(EndpointId e, BlockKey own) { return own * 0x9E3779B97F4A7C15ULL + e; }
 
 // Stores request r on endpoint e as a run of BlockStored events of kChunkBlocks each.
-size_t StoreRequest(PreciseIndex& index, const Workload& w, size_t r, EndpointId e,
-                    std::vector<uint64_t>& hashes) {
+size_t store_request(PreciseIndex& index, const Workload& w, size_t r, EndpointId e,
+                     std::vector<uint64_t>& hashes) {
   const auto& keys = w.keys[r];
   hashes.resize(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) hashes[i] = EngineHash(e, keys[i]);
+  for (size_t i = 0; i < keys.size(); ++i) hashes[i] = engine_hash(e, keys[i]);
   for (size_t from = 0; from < keys.size(); from += kChunkBlocks) {
     size_t n = std::min(kChunkBlocks, keys.size() - from);
     BlockStoredEvent ev;
@@ -82,7 +82,7 @@ void BM_ApplyEvents(benchmark::State& state) {
   std::vector<std::pair<EndpointId, size_t>> live;  // stored (endpoint, request)
   for (auto _ : state) {
     EndpointId e = static_cast<EndpointId>(rng.below(endpoints));
-    events += StoreRequest(index, w, r % w.keys.size(), e, hashes);
+    events += store_request(index, w, r % w.keys.size(), e, hashes);
     live.push_back({e, r % w.keys.size()});
     ++r;
     if (live.size() > 512) {  // evict the oldest request's question blocks
@@ -90,7 +90,7 @@ void BM_ApplyEvents(benchmark::State& state) {
       live.erase(live.begin());
       hashes.clear();
       for (size_t i = kSystemBlocks; i < kPromptBlocks; ++i) {
-        hashes.push_back(EngineHash(oe, w.keys[orq][i]));
+        hashes.push_back(engine_hash(oe, w.keys[orq][i]));
       }
       index.apply_removed(oe, {.block_hashes = hashes});
       events += hashes.size();
@@ -114,9 +114,9 @@ void BM_Match(benchmark::State& state) {
   std::vector<size_t> stored;
   for (size_t r = 0; index.held_pairs() < 1'000'000 && r < w.keys.size(); ++r) {
     EndpointId home = w.group[r] % endpoints;
-    StoreRequest(index, w, r, home, hashes);
+    store_request(index, w, r, home, hashes);
     if (rng.below(5) == 0) {
-      StoreRequest(index, w, r, static_cast<EndpointId>(rng.below(endpoints)), hashes);
+      store_request(index, w, r, static_cast<EndpointId>(rng.below(endpoints)), hashes);
     }
     stored.push_back(r);
   }

@@ -25,7 +25,7 @@ constexpr int kConversations = 1024;
 constexpr uint32_t kBlocks = 128;
 constexpr int kBatch = 100;
 
-std::vector<std::vector<kv::BlockKey>> Prompts() {
+std::vector<std::vector<kv::BlockKey>> make_prompts() {
   std::vector<std::vector<kv::BlockKey>> out(kConversations);
   for (int c = 0; c < kConversations; ++c) {
     std::vector<kv::TokenId> tokens(kBlocks * kBs);
@@ -35,7 +35,7 @@ std::vector<std::vector<kv::BlockKey>> Prompts() {
   return out;
 }
 
-std::unique_ptr<route::Router> MakeRouter(kv::ApproxIndex& approx) {
+std::unique_ptr<route::Router> make_router(kv::ApproxIndex& approx) {
   route::RouterConfig c;
   c.block_size = kBs;
   c.overlap_source = route::OverlapSource::kApprox;
@@ -49,7 +49,7 @@ std::unique_ptr<route::Router> MakeRouter(kv::ApproxIndex& approx) {
 }
 
 void BM_Publish(benchmark::State& state) {
-  const auto prompts = Prompts();
+  const auto prompts = make_prompts();
   Outbox out("gw-a", "main");
   route::Decision d;
   const std::string url = "http://10.0.0.7:8000";
@@ -78,9 +78,9 @@ void BM_Publish(benchmark::State& state) {
 BENCHMARK(BM_Publish);
 
 void BM_Apply(benchmark::State& state) {
-  const auto prompts = Prompts();
+  const auto prompts = make_prompts();
   kv::ApproxIndex approx({});
-  auto router = MakeRouter(approx);
+  auto router = make_router(approx);
   PeerSync sync(*router, "gw-b", {});
   Outbox out("gw-a", "main");
   route::Decision d;

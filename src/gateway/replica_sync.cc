@@ -32,13 +32,13 @@ namespace {
 constexpr Nanos kHeartbeat = kSecond;
 constexpr int kReadCount = 256;  // stream entries per XREAD
 
-std::string DefaultReplicaId() {
+std::string default_replica_id() {
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
   return fmt::format("{}-{}", host[0] ? host : "kvgate", ::getpid());
 }
 
-Nanos ToNanos(std::chrono::milliseconds ms) {
+Nanos to_nanos(std::chrono::milliseconds ms) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(ms).count();
 }
 
@@ -78,7 +78,7 @@ struct PoolSync {
 };
 
 // A stream id "ms-seq" as its millisecond part (0 when malformed).
-int64_t StreamMillis(std::string_view id) {
+int64_t stream_millis(std::string_view id) {
   int64_t ms = 0;
   std::from_chars(id.data(), id.data() + id.size(), ms);
   return ms;
@@ -126,14 +126,14 @@ struct Lease {
 struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   Impl(const ClusterConfig& c, asio::any_io_executor ex, const Clock& clk)
       : config(c),
-        id(c.replica_id.empty() ? DefaultReplicaId() : c.replica_id),
+        id(c.replica_id.empty() ? default_replica_id() : c.replica_id),
         clock(clk),
         executor(ex),
         redis(ex, {.host = c.redis.host,
                    .port = c.redis.port,
                    .password = c.redis.password,
-                   .connect_timeout = ToNanos(c.redis.timeout),
-                   .command_timeout = ToNanos(c.redis.timeout),
+                   .connect_timeout = to_nanos(c.redis.timeout),
+                   .command_timeout = to_nanos(c.redis.timeout),
                    .clock = &clk}),
         flush_timer(ex),
         poll_timer(ex) {}
@@ -325,7 +325,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
           std::clamp<long long>(r->element[1]->integer, -1, std::numeric_limits<int32_t>::max()));
       if (token > 0) {
         // Counted from when the renewal was sent, less a margin for clock drift.
-        l->valid_until = sent + ToNanos(self->config.lease) * 9 / 10;
+        l->valid_until = sent + to_nanos(self->config.lease) * 9 / 10;
         l->token = static_cast<uint64_t>(token);
         if (!l->held.exchange(true)) {
           l->acquisitions.fetch_add(1, std::memory_order_relaxed);
@@ -390,8 +390,8 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       spdlog::warn("cluster: pool {}: snapshot not loaded: {}", ps->pool->name(), snap.error());
       return;
     }
-    const int64_t taken = StreamMillis(snap->stream_id);
-    if (taken > StreamMillis(ps->last_id)) ps->last_id = snap->stream_id;
+    const int64_t taken = stream_millis(snap->stream_id);
+    if (taken > stream_millis(ps->last_id)) ps->last_id = snap->stream_id;
     const Nanos elapsed = std::max<int64_t>(0, wall_millis() - taken) * kMillisecond;
     ps->pool->post([self = shared_from_this(), ps,
                     snap = std::make_shared<cluster::IndexSnapshot>(std::move(*snap)),
@@ -559,7 +559,7 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
         return ps->peer_hot;
       });
     }
-    const cluster::PeerSync::Options options{.peer_timeout = ToNanos(config.peer_timeout)};
+    const cluster::PeerSync::Options options{.peer_timeout = to_nanos(config.peer_timeout)};
     pool->post([ps, id = impl->id, options, name = pool->name()](route::Router& router,
                                                                  kv::PreciseIndex&) {
       ps->outbox = std::make_unique<cluster::Outbox>(id, name);

@@ -17,14 +17,14 @@ namespace {
 
 constexpr uint64_t kEndSeq = ~uint64_t{0};
 
-uint64_t ReadSeq(const zmq::message_t& m) {
+uint64_t read_seq(const zmq::message_t& m) {
   uint64_t v = 0;
   const auto* p = static_cast<const unsigned char*>(m.data());
   for (size_t i = 0; i < 8 && i < m.size(); ++i) v = (v << 8) | p[i];
   return v;
 }
 
-std::string SeqBytes(uint64_t v) {
+std::string seq_bytes(uint64_t v) {
   std::string s(8, '\0');
   for (int i = 7; i >= 0; --i, v >>= 8) s[static_cast<size_t>(i)] = static_cast<char>(v & 0xFF);
   return s;
@@ -146,7 +146,7 @@ struct KvEventSubscriber::Impl {
       auto d = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
       d->set(zmq::sockopt::linger, 0);
       d->connect(st.source.replay);
-      std::string start = SeqBytes(from);
+      std::string start = seq_bytes(from);
       d->send(zmq::message_t(), zmq::send_flags::sndmore);
       d->send(zmq::buffer(start), zmq::send_flags::none);
       st.dealer = std::move(d);
@@ -162,7 +162,7 @@ struct KvEventSubscriber::Impl {
   void on_replay(SourceState& st, std::vector<zmq::message_t>& frames) {
     // ["", seq, payload]; the end marker has seq 0xFF..FF and an empty payload.
     if (frames.size() < 3) return;
-    uint64_t seq = ReadSeq(frames[1]);
+    uint64_t seq = read_seq(frames[1]);
     if (seq == kEndSeq) {
       finish_replay(st);
       return;
@@ -271,7 +271,7 @@ struct KvEventSubscriber::Impl {
       if (s == sources.end()) return;
       st = s->second.get();
     }
-    on_live(*st, ReadSeq(frames[1]),
+    on_live(*st, read_seq(frames[1]),
             std::string_view(static_cast<const char*>(frames[2].data()), frames[2].size()));
   }
 

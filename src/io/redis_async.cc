@@ -50,27 +50,27 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
   uint64_t connects = 0;
 
   // hiredis's event hooks.
-  static void AddRead(void* p) {
+  static void add_read(void* p) {
     auto* self = static_cast<Impl*>(p);
     self->want_read = true;
     self->arm_read();
   }
-  static void DelRead(void* p) { static_cast<Impl*>(p)->want_read = false; }
-  static void AddWrite(void* p) {
+  static void del_read(void* p) { static_cast<Impl*>(p)->want_read = false; }
+  static void add_write(void* p) {
     auto* self = static_cast<Impl*>(p);
     self->want_write = true;
     self->arm_write();
   }
-  static void DelWrite(void* p) { static_cast<Impl*>(p)->want_write = false; }
-  static void Cleanup(void* p) { static_cast<Impl*>(p)->connection_gone(); }
-  static void OnConnect(const redisAsyncContext* c, int status) {
+  static void del_write(void* p) { static_cast<Impl*>(p)->want_write = false; }
+  static void cleanup(void* p) { static_cast<Impl*>(p)->connection_gone(); }
+  static void on_connect(const redisAsyncContext* c, int status) {
     auto* self = static_cast<Impl*>(c->data);
     if (status == REDIS_OK) {
       self->connecting = false;
       ++self->connects;
     }
   }
-  static void OnReply(redisAsyncContext* c, void* reply, void* privdata) {
+  static void on_reply(redisAsyncContext* c, void* reply, void* privdata) {
     std::unique_ptr<Pending> pending(static_cast<Pending*>(privdata));
     auto* self = static_cast<Impl*>(c->data);
     if (!self->deadlines.empty()) self->deadlines.pop_front();
@@ -131,7 +131,7 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
     next_attempt = clock.now() + opt.reconnect_interval;
     dropping = true;
     redisAsyncContext* c = ctx;
-    redisAsyncFree(c);  // runs the callbacks with no reply, then Cleanup
+    redisAsyncFree(c);  // runs the callbacks with no reply, then cleanup
     dropping = false;
     ctx = nullptr;
     deadlines.clear();
@@ -153,12 +153,12 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
     ++generation;
     c->data = this;
     c->ev.data = this;
-    c->ev.addRead = &AddRead;
-    c->ev.delRead = &DelRead;
-    c->ev.addWrite = &AddWrite;
-    c->ev.delWrite = &DelWrite;
-    c->ev.cleanup = &Cleanup;
-    redisAsyncSetConnectCallback(c, &OnConnect);
+    c->ev.addRead = &add_read;
+    c->ev.delRead = &del_read;
+    c->ev.addWrite = &add_write;
+    c->ev.delWrite = &del_write;
+    c->ev.cleanup = &cleanup;
+    redisAsyncSetConnectCallback(c, &on_connect);
     socket = std::make_unique<asio::posix::stream_descriptor>(ex, c->c.fd);
     connecting = true;
     connect_deadline = now + opt.connect_timeout;
@@ -213,11 +213,11 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
       lens.push_back(a.size());
     }
     auto pending = std::make_unique<Pending>(Pending{std::move(done)});
-    if (redisAsyncCommandArgv(ctx, &OnReply, pending.get(), static_cast<int>(argv.size()),
+    if (redisAsyncCommandArgv(ctx, &on_reply, pending.get(), static_cast<int>(argv.size()),
                               argv.data(), lens.data()) != REDIS_OK) {
       return false;
     }
-    pending.release();  // owned by hiredis until OnReply
+    pending.release();  // owned by hiredis until on_reply
     deadlines.push_back(clock.now() + opt.command_timeout);
     arm_timer(deadlines.back());
     return true;

@@ -15,7 +15,7 @@ constexpr std::string_view kAddScript =
     "redis.call('PEXPIRE', KEYS[i], ARGV[#KEYS + i]) "
     "end return #KEYS";
 
-std::string ReplyError(const redisReply* r, std::string_view error, std::string_view what) {
+std::string reply_error(const redisReply* r, std::string_view error, std::string_view what) {
   std::string out = "redis ";
   out += what;
   out += ": ";
@@ -48,7 +48,7 @@ void RedisCounterStore::get(std::span<const std::string> keys, GetDone done) {
   redis_.command(
       args, [n = keys.size(), done = std::move(done)](const redisReply* r, std::string_view error) {
         if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != n) {
-          done(Error(ReplyError(r, error, "MGET")));
+          done(Error(reply_error(r, error, "MGET")));
           return;
         }
         std::vector<int64_t> values;
@@ -92,7 +92,7 @@ void RedisCounterStore::send_adds() {
       args, [this, done = std::move(queued_done_)](const redisReply* r, std::string_view error) {
         add_in_flight_ = false;
         Status s;
-        if (r == nullptr || r->type == REDIS_REPLY_ERROR) s = Error(ReplyError(r, error, "EVAL"));
+        if (r == nullptr || r->type == REDIS_REPLY_ERROR) s = Error(reply_error(r, error, "EVAL"));
         for (const AddDone& d : done) d(s);
         if (!closing_) send_adds();
       });

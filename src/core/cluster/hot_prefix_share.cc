@@ -19,16 +19,16 @@ std::string encode_hot_prefixes(std::string_view replica, int64_t written_ms,
                                 std::span<const kv::HotPrefix> prefixes) {
   std::string out;
   out.push_back(static_cast<char>(kVersion));
-  wire::PutText(replica, out);
-  wire::PutVarint(static_cast<uint64_t>(std::max<int64_t>(0, written_ms)), out);
-  wire::PutVarint(prefixes.size(), out);
+  wire::put_text(replica, out);
+  wire::put_varint(static_cast<uint64_t>(std::max<int64_t>(0, written_ms)), out);
+  wire::put_varint(prefixes.size(), out);
   for (const kv::HotPrefix& p : prefixes) {
-    wire::PutKey(p.key, out);
-    wire::PutVarint(p.blocks, out);
-    wire::PutVarint(static_cast<uint64_t>(std::llround(std::max(0.0, p.hits) * 1000)), out);
-    wire::PutVarint(p.token_ids.size(), out);
-    for (kv::TokenId t : p.token_ids) wire::PutVarint(t, out);
-    wire::PutVarint(p.text.size(), out);
+    wire::put_key(p.key, out);
+    wire::put_varint(p.blocks, out);
+    wire::put_varint(static_cast<uint64_t>(std::llround(std::max(0.0, p.hits) * 1000)), out);
+    wire::put_varint(p.token_ids.size(), out);
+    for (kv::TokenId t : p.token_ids) wire::put_varint(t, out);
+    wire::put_varint(p.text.size(), out);
     out.append(p.text);
   }
   return out;

@@ -62,26 +62,26 @@ RestoreStats restore_snapshot(const IndexSnapshot& s, kv::ApproxIndex& index,
 std::string encode(const IndexSnapshot& s) {
   std::string out;
   out.push_back(static_cast<char>(kVersion));
-  wire::PutText(s.replica, out);
-  wire::PutText(s.stream_id, out);
-  wire::PutVarint(s.endpoints.size(), out);
-  for (const std::string& url : s.endpoints) wire::PutText(url, out);
+  wire::put_text(s.replica, out);
+  wire::put_text(s.stream_id, out);
+  wire::put_varint(s.endpoints.size(), out);
+  for (const std::string& url : s.endpoints) wire::put_text(url, out);
   // Runs of pairs with the same block: key, depth, holder count, then (endpoint, age ms).
   size_t runs = 0;
   for (size_t i = 0; i < s.pairs.size(); ++i) {
     runs += i == 0 || s.pairs[i].key != s.pairs[i - 1].key;
   }
-  wire::PutVarint(runs, out);
+  wire::put_varint(runs, out);
   for (size_t i = 0; i < s.pairs.size();) {
     size_t j = i + 1;
     while (j < s.pairs.size() && s.pairs[j].key == s.pairs[i].key && j - i < kMaxHolders) ++j;
-    wire::PutKey(s.pairs[i].key, out);
-    wire::PutVarint(s.pairs[i].depth, out);
-    wire::PutVarint(j - i, out);
+    wire::put_key(s.pairs[i].key, out);
+    wire::put_varint(s.pairs[i].depth, out);
+    wire::put_varint(j - i, out);
     for (size_t k = i; k < j; ++k) {
-      wire::PutVarint(s.pairs[k].endpoint, out);
-      wire::PutVarint(static_cast<uint64_t>(std::max<Nanos>(0, s.pairs[k].age) / kMillisecond),
-                      out);
+      wire::put_varint(s.pairs[k].endpoint, out);
+      wire::put_varint(static_cast<uint64_t>(std::max<Nanos>(0, s.pairs[k].age) / kMillisecond),
+                       out);
     }
     i = j;
   }

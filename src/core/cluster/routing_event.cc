@@ -11,8 +11,8 @@ constexpr uint8_t kVersion = 1;
 // Bounds a malformed input cannot exceed (a batch is published every few milliseconds).
 constexpr uint64_t kMaxEvents = 1 << 20;
 
-using wire::PutText;
-using wire::PutVarint;
+using wire::put_text;
+using wire::put_varint;
 using wire::Reader;
 
 // A duration sent in microseconds, in nanoseconds; more than 2^40 us (12 days) is
@@ -65,25 +65,25 @@ RoutingEvent RoutingEvent::load(EventKind kind, uint64_t request, uint32_t outpu
 
 void encode(const EventBatch& batch, std::string& out) {
   out.push_back(static_cast<char>(kVersion));
-  PutText(batch.replica, out);
-  PutText(batch.pool, out);
-  PutVarint(batch.seq, out);
-  PutVarint(static_cast<uint64_t>(std::max<Nanos>(0, batch.age) / 1000), out);
-  PutVarint(batch.events.size(), out);
+  put_text(batch.replica, out);
+  put_text(batch.pool, out);
+  put_varint(batch.seq, out);
+  put_varint(static_cast<uint64_t>(std::max<Nanos>(0, batch.age) / 1000), out);
+  put_varint(batch.events.size(), out);
   for (const RoutingEvent& e : batch.events) {
     out.push_back(static_cast<char>(e.kind));
-    PutVarint(e.request, out);
+    put_varint(e.request, out);
     if (e.kind != EventKind::kRouted) {
-      PutVarint(e.output_tokens, out);
+      put_varint(e.output_tokens, out);
       continue;
     }
-    PutText(e.endpoint, out);
-    PutText(e.prefill_endpoint, out);
-    PutVarint(e.prompt_tokens, out);
-    PutVarint(e.expected_output_tokens, out);
-    PutVarint(e.prefill_tokens, out);
-    PutVarint(static_cast<uint64_t>(std::max<Nanos>(0, e.predicted_prefill) / 1000), out);
-    PutVarint(e.keys.size(), out);
+    put_text(e.endpoint, out);
+    put_text(e.prefill_endpoint, out);
+    put_varint(e.prompt_tokens, out);
+    put_varint(e.expected_output_tokens, out);
+    put_varint(e.prefill_tokens, out);
+    put_varint(static_cast<uint64_t>(std::max<Nanos>(0, e.predicted_prefill) / 1000), out);
+    put_varint(e.keys.size(), out);
     const size_t at = out.size();
     out.resize(at + 8 * e.keys.size());
     char* p = out.data() + at;

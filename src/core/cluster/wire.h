@@ -17,7 +17,7 @@ namespace kvgate::cluster::wire {
 constexpr uint64_t kMaxKeys = 1 << 16;
 constexpr uint64_t kMaxText = 4096;
 
-inline void PutVarint(uint64_t v, std::string& out) {
+inline void put_varint(uint64_t v, std::string& out) {
   while (v >= 0x80) {
     out.push_back(static_cast<char>((v & 0x7F) | 0x80));
     v >>= 7;
@@ -25,12 +25,12 @@ inline void PutVarint(uint64_t v, std::string& out) {
   out.push_back(static_cast<char>(v));
 }
 
-inline void PutText(std::string_view s, std::string& out) {
-  PutVarint(s.size(), out);
+inline void put_text(std::string_view s, std::string& out) {
+  put_varint(s.size(), out);
   out.append(s);
 }
 
-inline void PutKey(kv::BlockKey k, std::string& out) {
+inline void put_key(kv::BlockKey k, std::string& out) {
   for (int b = 0; b < 8; ++b) out.push_back(static_cast<char>((k >> (8 * b)) & 0xFF));
 }
 

@@ -12,7 +12,7 @@ namespace {
 constexpr uint32_t kNone = 0xFFFFFFFFu;
 constexpr int kInline = 3;
 
-uint8_t Bit(Medium m) { return static_cast<uint8_t>(m); }
+uint8_t medium_bit(Medium m) { return static_cast<uint8_t>(m); }
 
 struct Holder {
   uint16_t endpoint;
@@ -49,7 +49,7 @@ struct __attribute__((packed, aligned(4))) Entry {
 };
 static_assert(sizeof(Entry) == 24);
 
-uint32_t HolderMix(uint16_t endpoint, uint8_t tiers) {
+uint32_t holder_mix(uint16_t endpoint, uint8_t tiers) {
   if (tiers == 0) return 0;
   uint64_t x = (uint64_t{endpoint} << 2 | tiers) * 0x9E3779B97F4A7C15ULL;
   x ^= x >> 29;
@@ -134,7 +134,7 @@ struct PreciseIndex::Impl {
   // Sets e's tiers to t (t == 0 removes e), moving holders between the inline slots and
   // an overflow vector as the count crosses kInline. REQUIRES: t != get_tiers(en, e).
   void set_tiers(Entry& en, uint16_t e, uint8_t t) {
-    en.holder_sig ^= HolderMix(e, get_tiers(en, e)) ^ HolderMix(e, t);
+    en.holder_sig ^= holder_mix(e, get_tiers(en, e)) ^ holder_mix(e, t);
     Holder all[kInline + 1];
     std::vector<Holder>* big = en.spilled() ? &overflow[en.overflow()] : nullptr;
     if (big != nullptr) {
@@ -324,7 +324,7 @@ void PreciseIndex::apply_stored(EndpointId endpoint, const BlockStoredEvent& ev)
   } else {
     parent = m.seed_for(ev.lora_name);
   }
-  const uint8_t bit = Bit(ev.medium);
+  const uint8_t bit = medium_bit(ev.medium);
   const uint16_t e = static_cast<uint16_t>(endpoint);
   ++m.tick;
   for (size_t i = 0; i < n; ++i) {
@@ -358,7 +358,7 @@ void PreciseIndex::apply_stored(EndpointId endpoint, const BlockStoredEvent& ev)
 void PreciseIndex::apply_removed(EndpointId endpoint, const BlockRemovedEvent& ev) {
   Impl& m = *impl_;
   EndpointState& st = m.endpoint(endpoint);
-  const uint8_t bit = Bit(ev.medium);
+  const uint8_t bit = medium_bit(ev.medium);
   const uint16_t e = static_cast<uint16_t>(endpoint);
   for (uint64_t h : ev.block_hashes) {
     const uint32_t* found = st.engine_to_entry.find(h);
@@ -417,7 +417,7 @@ void PreciseIndex::match(std::span<const BlockKey> keys, Nanos /*now*/,
     m.gpu_alive.assign(ne, 0);
   }
   ++m.tick;
-  const uint8_t kGpuBit = Bit(Medium::kGpu);
+  const uint8_t kGpuBit = medium_bit(Medium::kGpu);
   auto& active = m.active;
   active.clear();
 

@@ -7,11 +7,11 @@
 namespace kvgate::limit {
 namespace {
 
-bool Applies(const Rule& rule, std::string_view model) {
+bool applies(const Rule& rule, std::string_view model) {
   return rule.model.empty() || rule.model == model;
 }
 
-double Amount(const Rule& rule, const Usage& u) {
+double charged_amount(const Rule& rule, const Usage& u) {
   switch (rule.measure) {
     case Measure::kRequests:
       return 0;  // charged at check
@@ -29,7 +29,7 @@ double Amount(const Rule& rule, const Usage& u) {
 // Time from `now` until cur + prev x (1 - f) drops below limit, where f is the elapsed
 // fraction of the current window. Past the window's end the current count becomes the
 // previous one and decays the same way.
-Nanos RetryAfter(double cur, double prev, double limit, Nanos window, Nanos into) {
+Nanos retry_after(double cur, double prev, double limit, Nanos window, Nanos into) {
   const double w = static_cast<double>(window);
   const double f_now = static_cast<double>(into) / w;
   if (cur < limit && prev > 0) {
@@ -68,7 +68,7 @@ RateLimiter::CheckPlan RateLimiter::plan_check(std::string_view tenant, std::str
   CheckPlan plan;
   for (size_t i = 0; i < rules.size(); ++i) {
     const Rule& r = rules[i];
-    if (!Applies(r, model) || r.window <= 0) continue;
+    if (!applies(r, model) || r.window <= 0) continue;
     plan.active.push_back(i);
     int64_t w = now / r.window;
     plan.keys.push_back(key(tenant, r, w));
@@ -99,7 +99,7 @@ LimitDecision RateLimiter::decide(const CheckPlan& plan, std::span<const Rule> r
     const double used =
         cur + prev * (1.0 - static_cast<double>(into) / static_cast<double>(r.window));
     if (used >= r.limit) {
-      Nanos retry = RetryAfter(cur, prev, r.limit, r.window, into);
+      Nanos retry = retry_after(cur, prev, r.limit, r.window, into);
       if (d.allowed || retry > d.retry_after) {  // report the rule that frees up last
         d.allowed = false;
         d.rule = r.name;
@@ -135,8 +135,8 @@ std::vector<Increment> RateLimiter::charges(std::string_view tenant, std::string
                                             Nanos now) const {
   std::vector<Increment> incs;
   for (const Rule& r : rules) {
-    if (!Applies(r, model) || r.window <= 0) continue;
-    double amount = Amount(r, usage);
+    if (!applies(r, model) || r.window <= 0) continue;
+    double amount = charged_amount(r, usage);
     if (amount <= 0) continue;
     incs.push_back(
         {key(tenant, r, now / r.window), static_cast<int64_t>(std::llround(amount)), 2 * r.window});

@@ -24,7 +24,7 @@ class KeyTable {
   template <typename KeyOf>
   uint32_t find(uint64_t key, const KeyOf& key_of) const {
     if (slots_.empty()) return kEmpty;
-    const uint32_t tag = Tag(key);
+    const uint32_t tag = tag_of(key);
     for (size_t i = home(tag);; i = next(i)) {
       const Slot& s = slots_[i];
       if (s.value == kEmpty) return kEmpty;
@@ -35,14 +35,14 @@ class KeyTable {
   // REQUIRES: key is absent.
   void insert_new(uint64_t key, uint32_t value) {
     if ((size_ + 1) * 5 > slots_.size() * 4) grow();
-    place(Tag(key), value);
+    place(tag_of(key), value);
     ++size_;
   }
 
   template <typename KeyOf>
   bool erase(uint64_t key, const KeyOf& key_of) {
     if (slots_.empty()) return false;
-    const uint32_t tag = Tag(key);
+    const uint32_t tag = tag_of(key);
     size_t i = home(tag);
     for (;; i = next(i)) {
       const Slot& s = slots_[i];
@@ -69,7 +69,7 @@ class KeyTable {
     uint32_t value = kEmpty;
   };
 
-  static uint32_t Tag(uint64_t key) { return static_cast<uint32_t>(key >> 32); }
+  static uint32_t tag_of(uint64_t key) { return static_cast<uint32_t>(key >> 32); }
   size_t home(uint32_t tag) const {
     uint32_t h = tag * 0x9E3779B1u;  // engine-independent keys are uniform already; cheap mix
     return static_cast<size_t>((uint64_t{h} * slots_.size()) >> 32);
