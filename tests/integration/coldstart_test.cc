@@ -36,16 +36,16 @@ constexpr double kTimeScale = 0.04;
 // reached the tool's reader thread, which the scheduler of a loaded 2-core machine (the
 // other tests run beside this one) can delay by tens of milliseconds; time-scaled phases
 // of 0.2 s would otherwise fail on scheduling noise, not on the tool.
-double Tolerance(double expected) { return std::max(0.10 * expected, 0.030); }
+double tolerance(double expected) { return std::max(0.10 * expected, 0.030); }
 
-// The report's phase medians against the engine's plan: each within Tolerance, but the
+// The report's phase medians against the engine's plan: each within tolerance, but the
 // first two by their sum. The engine simulator times its phases from its launch and logs
 // each at its planned end, yet cannot log "python imports done" before its own set-up
 // (an ASan build beside a busy ctest: up to 0.8 s) is over; the phases after it end on
 // time, so the boundary between the first two moves and their sum does not (seen: python
 // imports 0.125 s long, engine and worker start 0.113 s short, of 0.692 s each).
-void ExpectPhasesAsPlanned(const boost::json::array& rows,
-                           const std::map<std::string, double>& planned) {
+void expect_phases_as_planned(const boost::json::array& rows,
+                              const std::map<std::string, double>& planned) {
   double planned_total = 0;
   for (const auto& [name, seconds] : planned) planned_total += seconds;
   std::map<std::string, double> median;
@@ -57,13 +57,13 @@ void ExpectPhasesAsPlanned(const boost::json::array& rows,
   ASSERT_TRUE(median.count(first) && median.count(second) && planned.count(first) &&
               planned.count(second));
   const double pair = planned.at(first) + planned.at(second);
-  EXPECT_NEAR(median.at(first) + median.at(second), pair, Tolerance(pair))
+  EXPECT_NEAR(median.at(first) + median.at(second), pair, tolerance(pair))
       << "python imports + engine and worker start: measured " << median.at(first) << " + "
       << median.at(second) << " s";
   for (const auto& [name, measured] : median) {
     if (name == first || name == second) continue;
     const double expected = name == "time_to_health" ? planned_total : planned.at(name);
-    EXPECT_NEAR(measured, expected, Tolerance(expected))
+    EXPECT_NEAR(measured, expected, tolerance(expected))
         << name << ": measured " << measured << " s, configured " << expected << " s";
   }
 }
@@ -196,7 +196,7 @@ TEST_F(ColdstartTest, ReproducesTheEnginesPhaseDurationsAndFormatsTheTable) {
   for (const auto& row : rows) {
     ASSERT_EQ(row.at("count").as_int64(), 3) << row.at("name").as_string();
   }
-  ExpectPhasesAsPlanned(rows, planned);
+  expect_phases_as_planned(rows, planned);
   EXPECT_TRUE(fs::exists(dir_ / "out" / "coldstart.svg"));
   EXPECT_EQ(read_file(dir_ / "out" / "table.txt").substr(0, 5), "phase");
 }
@@ -209,7 +209,7 @@ TEST_F(ColdstartTest, CachesKeptStartIsShorterAndSkipsCompiling) {
       planned_wall_durations(read_file(dir_ / "out" / "run-1.log"));
   double planned_total = 0;
   for (const auto& [name, seconds] : planned) planned_total += seconds;
-  ExpectPhasesAsPlanned(report.at("summary").as_array().at(0).at("rows").as_array(), planned);
+  expect_phases_as_planned(report.at("summary").as_array().at(0).at("rows").as_array(), planned);
   // The seed's 7B: 68 s (68-75) with caches kept against 200 s cold.
   EXPECT_LT(planned_total, 80 * kTimeScale);
 }

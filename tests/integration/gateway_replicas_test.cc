@@ -21,7 +21,7 @@ namespace gateway_replicas_test {
 const std::vector<std::string> kFast = {"--time-scale", "0.01", "--model", "sim"};
 constexpr int kGroups = 12;
 
-Result<std::unique_ptr<ChildProcess>> StartRedis(int port) {
+Result<std::unique_ptr<ChildProcess>> start_redis(int port) {
   auto p = ChildProcess::spawn("/usr/bin/redis-server",
                                {"--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
                                 "--appendonly", "no", "--daemonize", "no"});
@@ -32,8 +32,8 @@ Result<std::unique_ptr<ChildProcess>> StartRedis(int port) {
   return p;
 }
 
-std::string ReplicaYaml(const std::vector<std::string>& engines, int redis_port, int replica,
-                        bool sync, const std::string& cluster_extra = "") {
+std::string replica_yaml(const std::vector<std::string>& engines, int redis_port, int replica,
+                         bool sync, const std::string& cluster_extra = "") {
   std::string y =
       "listeners:\n  - address: 127.0.0.1\n    port: 0\nthreads: 1\n"
       "timeouts: {header_ms: 2000, drain_ms: 2000, connect_ms: 1000}\n"
@@ -49,7 +49,7 @@ std::string ReplicaYaml(const std::vector<std::string>& engines, int redis_port,
 }
 
 // A group's prompt: 400 shared words, then a question of its own.
-std::string Body(int group, int question) {
+std::string body(int group, int question) {
   return R"({"model":"sim","prompt":")" + words_prompt("g" + std::to_string(group) + "w", 400) +
          words_prompt("q" + std::to_string(question) + "x", 20) + R"(","max_tokens":2})";
 }
@@ -59,7 +59,7 @@ struct Fleet {
   explicit Fleet(const std::vector<std::string>& engines, int redis_port, bool sync) {
     for (int i = 0; i < 3; ++i) {
       replicas.push_back(
-          std::make_unique<GatewayProcess>(ReplicaYaml(engines, redis_port, i, sync)));
+          std::make_unique<GatewayProcess>(replica_yaml(engines, redis_port, i, sync)));
     }
   }
   bool ok() const {
@@ -87,7 +87,8 @@ struct Fleet {
 };
 
 // `n` fast engines, kept in `engines`; their URLs (fewer when one failed to start).
-std::vector<std::string> StartEngines(int n, std::vector<std::unique_ptr<EngineProcess>>& engines) {
+std::vector<std::string> start_engines(int n,
+                                       std::vector<std::unique_ptr<EngineProcess>>& engines) {
   std::vector<std::string> urls;
   for (int i = 0; i < n; ++i) {
     engines.push_back(std::make_unique<EngineProcess>(kFast));
@@ -96,7 +97,7 @@ std::vector<std::string> StartEngines(int n, std::vector<std::unique_ptr<EngineP
   return urls;
 }
 
-std::string Endpoint(const io::HttpClientResponse& r) {
+std::string endpoint_of(const io::HttpClientResponse& r) {
   const std::string* e = r.header("x-kvgate-endpoint");
   return e ? *e : std::string();
 }
@@ -109,15 +110,15 @@ struct Outcome {
 
 // Each group's first request through replica g % 3, then one follow-up through each
 // replica. `wait` (sync on) lets the peers apply the first requests before.
-Outcome RunTraffic(Fleet& fleet, int first_group, bool wait) {
+Outcome run_traffic(Fleet& fleet, int first_group, bool wait) {
   Outcome out;
   std::vector<std::string> first_engine(kGroups);
   std::vector<double> applied(3);
   for (int i = 0; i < 3; ++i) applied[i] = fleet.metric(i, "kvgate_cluster_events_applied_total");
   for (int g = 0; g < kGroups; ++g) {
-    auto r = fleet.replicas[g % 3]->post("/v1/completions", Body(first_group + g, 0));
+    auto r = fleet.replicas[g % 3]->post("/v1/completions", body(first_group + g, 0));
     EXPECT_EQ(r.status, 200) << r.body;
-    first_engine[g] = Endpoint(r);
+    first_engine[g] = endpoint_of(r);
     // routed + prefill done + finished, for each peer but the one that served it.
     for (int i = 0; i < 3; ++i) applied[i] += i == g % 3 ? 0 : 3;
   }
@@ -127,7 +128,7 @@ Outcome RunTraffic(Fleet& fleet, int first_group, bool wait) {
   for (int g = 0; g < kGroups; ++g) {
     for (int i = 0; i < 3; ++i) {
       const int replica = (g + 1 + i) % 3;
-      auto r = fleet.replicas[replica]->post("/v1/completions", Body(first_group + g, i + 1));
+      auto r = fleet.replicas[replica]->post("/v1/completions", body(first_group + g, i + 1));
       EXPECT_EQ(r.status, 200) << r.body;
       if (wait) {
         // The next follow-up goes to another replica: it routes on a view that has this
@@ -136,7 +137,7 @@ Outcome RunTraffic(Fleet& fleet, int first_group, bool wait) {
         EXPECT_TRUE(fleet.wait_applied(applied));
       }
       ++out.follow_ups;
-      if (Endpoint(r) == first_engine[g]) ++out.on_first_engine;
+      if (endpoint_of(r) == first_engine[g]) ++out.on_first_engine;
       auto usage = parse_json(r.body).at("usage");
       if (usage.at("prompt_tokens_details").at("cached_tokens").as_int64() >= 384) ++out.cached;
     }
@@ -146,16 +147,16 @@ Outcome RunTraffic(Fleet& fleet, int first_group, bool wait) {
 
 TEST(GatewayReplicas, SyncedReplicasRouteAsOneAndSurviveARedisOutage) {
   const int port = free_port();
-  auto redis = StartRedis(port);
+  auto redis = start_redis(port);
   ASSERT_TRUE(redis) << redis.error();
   std::vector<std::unique_ptr<EngineProcess>> engines;
-  const std::vector<std::string> urls = StartEngines(4, engines);
+  const std::vector<std::string> urls = start_engines(4, engines);
   ASSERT_EQ(urls.size(), 4u);
 
   {
     Fleet off(urls, port, /*sync=*/false);
     ASSERT_TRUE(off.ok());
-    const Outcome o = RunTraffic(off, 0, /*wait=*/false);
+    const Outcome o = run_traffic(off, 0, /*wait=*/false);
     std::printf("[ replicas ] sync off: %d of %d follow-ups on the group's first engine\n",
                 o.on_first_engine, o.follow_ups);
     // Only the replica that routed the group knows where its prefix is; the others
@@ -166,7 +167,7 @@ TEST(GatewayReplicas, SyncedReplicasRouteAsOneAndSurviveARedisOutage) {
 
   Fleet fleet(urls, port, /*sync=*/true);
   ASSERT_TRUE(fleet.ok());
-  const Outcome o = RunTraffic(fleet, 100, /*wait=*/true);
+  const Outcome o = run_traffic(fleet, 100, /*wait=*/true);
   std::printf("[ replicas ] sync on: %d of %d follow-ups on the group's first engine, %d cached\n",
               o.on_first_engine, o.follow_ups, o.cached);
   // Each follow-up routes on a view that has every earlier request's events: the group's
@@ -186,7 +187,7 @@ TEST(GatewayReplicas, SyncedReplicasRouteAsOneAndSurviveARedisOutage) {
   (*redis)->signal(SIGKILL);
   (*redis)->stop();
   for (int n = 0; n < 6; ++n) {
-    EXPECT_EQ(fleet.replicas[n % 3]->post("/v1/completions", Body(200 + n, 0)).status, 200);
+    EXPECT_EQ(fleet.replicas[n % 3]->post("/v1/completions", body(200 + n, 0)).status, 200);
   }
   for (int i = 0; i < 3; ++i) {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -202,7 +203,7 @@ TEST(GatewayReplicas, SyncedReplicasRouteAsOneAndSurviveARedisOutage) {
   EXPECT_GE(publish_failures, 1);
 
   // Redis is back: sync resumes (counted), and a new group routes as one again.
-  auto again = StartRedis(port);
+  auto again = start_redis(port);
   ASSERT_TRUE(again) << again.error();
   redis = std::move(again);
   for (int i = 0; i < 3; ++i) {
@@ -214,7 +215,7 @@ TEST(GatewayReplicas, SyncedReplicasRouteAsOneAndSurviveARedisOutage) {
     EXPECT_EQ(fleet.replicas[i]->metric("kvgate_cluster_redis_up"), 1);
     EXPECT_GE(fleet.replicas[i]->metric("kvgate_cluster_redis_recoveries_total"), 2);
   }
-  const Outcome after = RunTraffic(fleet, 300, /*wait=*/true);
+  const Outcome after = run_traffic(fleet, 300, /*wait=*/true);
   EXPECT_GE(after.on_first_engine, after.follow_ups * 3 / 4) << after.on_first_engine;
   for (auto& r : fleet.replicas) EXPECT_EQ(r->proc->stop(), 0) << r->proc->errors();
 }
@@ -227,7 +228,7 @@ TEST(GatewayReplicas, SyncedReplicasRouteAsOneAndSurviveARedisOutage) {
 // during a rolling change of the config), so each would want a count of its own.
 TEST(GatewayReplicas, OneAutoscalerLeaderAndAFastTakeOver) {
   const int port = free_port();
-  auto redis = StartRedis(port);
+  auto redis = start_redis(port);
   ASSERT_TRUE(redis) << redis.error();
   EngineProcess engine(kFast);
   ASSERT_FALSE(engine.url.empty());
@@ -334,15 +335,15 @@ TEST(GatewayReplicas, OneAutoscalerLeaderAndAFastTakeOver) {
 // and pick one of four).
 TEST(GatewayReplicas, AReplicaStartingAfterRedisLostTheStreamLoadsAPeersSnapshot) {
   const int port = free_port();
-  auto redis = StartRedis(port);
+  auto redis = start_redis(port);
   ASSERT_TRUE(redis) << redis.error();
   std::vector<std::unique_ptr<EngineProcess>> engines;
-  const std::vector<std::string> urls = StartEngines(4, engines);
+  const std::vector<std::string> urls = start_engines(4, engines);
   ASSERT_EQ(urls.size(), 4u);
   const std::string snapshots = "  snapshot_ms: 200\n";
   std::vector<std::unique_ptr<GatewayProcess>> gw;
   for (int i = 0; i < 2; ++i) {
-    gw.push_back(std::make_unique<GatewayProcess>(ReplicaYaml(urls, port, i, true, snapshots)));
+    gw.push_back(std::make_unique<GatewayProcess>(replica_yaml(urls, port, i, true, snapshots)));
     ASSERT_FALSE(gw.back()->url.empty());
   }
   auto metric = [&](int i, const std::string& name) {
@@ -350,15 +351,15 @@ TEST(GatewayReplicas, AReplicaStartingAfterRedisLostTheStreamLoadsAPeersSnapshot
   };
   std::vector<std::string> first(kGroups);
   for (int g = 0; g < kGroups; ++g) {
-    auto r = gw[g % 2]->post("/v1/completions", Body(500 + g, 0));
+    auto r = gw[g % 2]->post("/v1/completions", body(500 + g, 0));
     ASSERT_EQ(r.status, 200) << r.body;
-    first[g] = Endpoint(r);
+    first[g] = endpoint_of(r);
   }
 
   // Redis loses everything; the replicas keep their indexes and write them again.
   (*redis)->signal(SIGKILL);
   (*redis)->stop();
-  auto again = StartRedis(port);
+  auto again = start_redis(port);
   ASSERT_TRUE(again) << again.error();
   redis = std::move(again);
   const double written = metric(0, "kvgate_cluster_snapshots_written_total");
@@ -370,7 +371,7 @@ TEST(GatewayReplicas, AReplicaStartingAfterRedisLostTheStreamLoadsAPeersSnapshot
   ASSERT_GE(metric(0, "kvgate_cluster_snapshots_written_total"), written + 2)
       << gw[0]->proc->errors();
 
-  gw.push_back(std::make_unique<GatewayProcess>(ReplicaYaml(urls, port, 2, true, snapshots)));
+  gw.push_back(std::make_unique<GatewayProcess>(replica_yaml(urls, port, 2, true, snapshots)));
   ASSERT_FALSE(gw[2]->url.empty());
   int ready = 0;
   for (int i = 0; i < 200 && ready != 200; ++i) {
@@ -384,9 +385,9 @@ TEST(GatewayReplicas, AReplicaStartingAfterRedisLostTheStreamLoadsAPeersSnapshot
 
   int on_first = 0;
   for (int g = 0; g < kGroups; ++g) {
-    auto r = gw[2]->post("/v1/completions", Body(500 + g, 1));
+    auto r = gw[2]->post("/v1/completions", body(500 + g, 1));
     ASSERT_EQ(r.status, 200) << r.body;
-    on_first += Endpoint(r) == first[g];
+    on_first += endpoint_of(r) == first[g];
   }
   std::printf(
       "[ replicas ] new replica after a Redis restart: %d of %d follow-ups on the "
@@ -401,13 +402,13 @@ TEST(GatewayReplicas, AReplicaStartingAfterRedisLostTheStreamLoadsAPeersSnapshot
 // through Redis every snapshot_ms.
 TEST(GatewayReplicas, AWarmUpOnOneReplicaUsesThePeersHotPrefixes) {
   const int port = free_port();
-  auto redis = StartRedis(port);
+  auto redis = start_redis(port);
   ASSERT_TRUE(redis) << redis.error();
   EngineProcess first(kFast), joining(kFast);
   ASSERT_FALSE(first.url.empty());
   ASSERT_FALSE(joining.url.empty());
   auto yaml = [&](int replica) {
-    std::string y = ReplicaYaml({first.url}, port, replica, true, "  snapshot_ms: 200\n");
+    std::string y = replica_yaml({first.url}, port, replica, true, "  snapshot_ms: 200\n");
     const std::string pool = "  main:\n";
     y.insert(y.find(pool) + pool.size(),
              "    warmup: {prefixes: 8, budget_ms: 10000, concurrency: 2}\n");
@@ -421,7 +422,7 @@ TEST(GatewayReplicas, AWarmUpOnOneReplicaUsesThePeersHotPrefixes) {
   const std::string admin = admin_line->substr(admin_line->find("http://"));
   // Three groups, each prompt twice (a prefix is worth warming from its second hit).
   for (int g = 0; g < 3; ++g) {
-    for (int k = 0; k < 2; ++k) ASSERT_EQ(a.post("/v1/completions", Body(700 + g, k)).status, 200);
+    for (int k = 0; k < 2; ++k) ASSERT_EQ(a.post("/v1/completions", body(700 + g, k)).status, 200);
   }
   // A publishes twice after the traffic (the list then holds all three), then B reads
   // twice (it reads the peers' lists where it publishes its own).

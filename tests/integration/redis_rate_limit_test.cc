@@ -32,7 +32,7 @@ using gateway::TenantLimiter;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-Result<std::unique_ptr<testing::ChildProcess>> StartRedis(int port) {
+Result<std::unique_ptr<testing::ChildProcess>> start_redis(int port) {
   auto p = testing::ChildProcess::spawn(
       "/usr/bin/redis-server", {"--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
                                 "--appendonly", "no", "--daemonize", "no"});
@@ -46,7 +46,7 @@ Result<std::unique_ptr<testing::ChildProcess>> StartRedis(int port) {
 constexpr Nanos kMinute = 60 * kSecond;
 
 // Runs `io` until `done` holds (or 10 s pass).
-bool RunUntil(asio::io_context& io, const std::function<bool()>& done) {
+bool run_until(asio::io_context& io, const std::function<bool()>& done) {
   const auto give_up = steady_clock::now() + std::chrono::seconds(10);
   io.restart();
   while (!done() && steady_clock::now() < give_up) io.run_one_for(milliseconds(20));
@@ -57,11 +57,11 @@ class RedisRateLimit : public ::testing::Test {
  protected:
   void SetUp() override {
     port_ = testing::free_port();
-    auto r = StartRedis(port_);
+    auto r = start_redis(port_);
     ASSERT_TRUE(r) << r.error();
     redis_ = std::move(*r);
   }
-  RateLimitConfig Config(bool fail_closed, int timeout_ms = 50) const {
+  RateLimitConfig config(bool fail_closed, int timeout_ms = 50) const {
     RateLimitConfig c;
     c.store = RateLimitConfig::Store::kRedis;
     c.redis.port = static_cast<uint16_t>(port_);
@@ -69,26 +69,26 @@ class RedisRateLimit : public ::testing::Test {
     c.fail_closed = fail_closed;
     return c;
   }
-  std::unique_ptr<TenantLimiter> Limiter(bool fail_closed, int timeout_ms = 50) {
+  std::unique_ptr<TenantLimiter> make_limiter(bool fail_closed, int timeout_ms = 50) {
     return std::make_unique<TenantLimiter>(
-        Config(fail_closed, timeout_ms), io_.get_executor(), [this] { ++store_failures_; },
+        config(fail_closed, timeout_ms), io_.get_executor(), [this] { ++store_failures_; },
         env::system_clock());
   }
   // One check, run to completion on io_.
-  TenantLimiter::Checked Check(TenantLimiter& l, Nanos now) {
+  TenantLimiter::Checked check(TenantLimiter& l, Nanos now) {
     std::optional<TenantLimiter::Checked> out;
     asio::co_spawn(
         io_, [&]() -> asio::awaitable<void> { out = co_await l.check_async(tenant_, "m", now); },
         asio::detached);
-    EXPECT_TRUE(RunUntil(io_, [&] { return out.has_value(); }));
+    EXPECT_TRUE(run_until(io_, [&] { return out.has_value(); }));
     return out.value_or(TenantLimiter::Checked{});
   }
   // Lets `d` pass on io_ (a poll's pause, the loop still running).
-  void Pause(milliseconds d) {
+  void pause(milliseconds d) {
     asio::steady_timer t(io_, d);
     bool fired = false;
     t.async_wait([&](auto) { fired = true; });
-    RunUntil(io_, [&] { return fired; });
+    run_until(io_, [&] { return fired; });
   }
 
   int port_ = 0;
@@ -102,20 +102,20 @@ class RedisRateLimit : public ::testing::Test {
 };
 
 TEST_F(RedisRateLimit, TwoReplicasShareOneBudget) {
-  auto a = Limiter(true), b = Limiter(true);
-  ASSERT_TRUE(Check(*a, t0_).decision.allowed);
+  auto a = make_limiter(true), b = make_limiter(true);
+  ASSERT_TRUE(check(*a, t0_).decision.allowed);
   a->charge_async(tenant_, "m", {700, 0}, t0_ + kSecond);
   // A's next check is pipelined behind its charge on the same connection: it sees it.
-  ASSERT_TRUE(Check(*a, t0_ + kSecond).decision.allowed);
+  ASSERT_TRUE(check(*a, t0_ + kSecond).decision.allowed);
   // Replica B sees A's usage: under the limit, so this request is admitted...
-  TenantLimiter::Checked c = Check(*b, t0_ + 2 * kSecond);
+  TenantLimiter::Checked c = check(*b, t0_ + 2 * kSecond);
   ASSERT_TRUE(c.decision.allowed) << c.decision.error;
   // ...and completes, crossing the limit.
   b->charge_async(tenant_, "m", {200, 300}, t0_ + 3 * kSecond);
   // The next request, on either replica, is refused.
-  c = Check(*b, t0_ + 4 * kSecond);
+  c = check(*b, t0_ + 4 * kSecond);
   EXPECT_FALSE(c.decision.allowed);
-  c = Check(*a, t0_ + 4 * kSecond);
+  c = check(*a, t0_ + 4 * kSecond);
   EXPECT_FALSE(c.decision.allowed);
   EXPECT_EQ(c.decision.rule, "tokens_per_minute");
   EXPECT_DOUBLE_EQ(c.decision.used, 1200);
@@ -131,7 +131,7 @@ TEST_F(RedisRateLimit, CommandsPipelineOnOneConnectionAndAddsCoalesce) {
     std::vector<limit::Increment> inc{{key, 1, kMinute}};
     store.add(inc, [&](Status s) { added += s ? 1 : 0; });
   }
-  ASSERT_TRUE(RunUntil(io_, [&] { return added == 200; }));
+  ASSERT_TRUE(run_until(io_, [&] { return added == 200; }));
   // 300 reads issued before any answer: all waiting on the one connection at once.
   int answered = 0;
   const std::vector<std::string> keys{key};
@@ -143,7 +143,7 @@ TEST_F(RedisRateLimit, CommandsPipelineOnOneConnectionAndAddsCoalesce) {
     });
   }
   EXPECT_EQ(store.connection().waiting(), 300u);
-  ASSERT_TRUE(RunUntil(io_, [&] { return answered == 300; }));
+  ASSERT_TRUE(run_until(io_, [&] { return answered == 300; }));
   EXPECT_EQ(store.connection().connects(), 1u);
   EXPECT_EQ(store.connection().failures(), 0u);
 }
@@ -154,22 +154,22 @@ TEST_F(RedisRateLimit, CountersExpireInRedis) {
   std::vector<limit::Increment> inc{{keys[0], 5, 200 * kMillisecond}};
   bool added = false;
   store.add(inc, [&](Status s) { added = static_cast<bool>(s); });
-  ASSERT_TRUE(RunUntil(io_, [&] { return added; }));
+  ASSERT_TRUE(run_until(io_, [&] { return added; }));
   auto read = [&] {
     std::optional<int64_t> v;
     store.get(keys, [&](Result<std::vector<int64_t>> r) { v = r ? (*r)[0] : -1; });
-    RunUntil(io_, [&] { return v.has_value(); });
+    run_until(io_, [&] { return v.has_value(); });
     return v.value_or(-1);
   };
   EXPECT_EQ(read(), 5);
   const auto give_up = steady_clock::now() + std::chrono::seconds(5);
-  while (read() != 0 && steady_clock::now() < give_up) Pause(milliseconds(50));
+  while (read() != 0 && steady_clock::now() < give_up) pause(milliseconds(50));
   EXPECT_EQ(read(), 0);
 }
 
 TEST_F(RedisRateLimit, PausedRedisTimesOutWithoutBlockingTheLoop) {
-  auto open = Limiter(false, 200);
-  ASSERT_TRUE(Check(*open, t0_).decision.allowed);  // connected
+  auto open = make_limiter(false, 200);
+  ASSERT_TRUE(check(*open, t0_).decision.allowed);  // connected
   redis_->signal(SIGSTOP);
   // 50 checks in flight against a Redis that does not answer, and a 5 ms ticker on the
   // same loop: the ticker keeps ticking while they wait, and all fail open together
@@ -195,7 +195,7 @@ TEST_F(RedisRateLimit, PausedRedisTimesOutWithoutBlockingTheLoop) {
     });
   };
   tick();
-  const bool all = RunUntil(io_, [&] {
+  const bool all = run_until(io_, [&] {
     return std::all_of(out.begin(), out.end(), [](const auto& o) { return o.has_value(); });
   });
   const auto took = steady_clock::now() - started;
@@ -214,31 +214,31 @@ TEST_F(RedisRateLimit, PausedRedisTimesOutWithoutBlockingTheLoop) {
 }
 
 TEST_F(RedisRateLimit, DeadRedisFollowsThePolicyAndRecovers) {
-  auto open = Limiter(false), closed = Limiter(true);
-  ASSERT_TRUE(Check(*open, t0_).decision.allowed);
-  ASSERT_TRUE(Check(*closed, t0_).decision.allowed);
+  auto open = make_limiter(false), closed = make_limiter(true);
+  ASSERT_TRUE(check(*open, t0_).decision.allowed);
+  ASSERT_TRUE(check(*closed, t0_).decision.allowed);
   redis_->stop();
 
   const auto started = steady_clock::now();
-  TenantLimiter::Checked c = Check(*open, t0_);
+  TenantLimiter::Checked c = check(*open, t0_);
   EXPECT_TRUE(c.decision.allowed);
   EXPECT_TRUE(c.decision.store_error);
-  c = Check(*closed, t0_);
+  c = check(*closed, t0_);
   EXPECT_FALSE(c.decision.allowed);
   EXPECT_EQ(c.decision.rule, "store");
   // Within the reconnect interval: refused at once, no connection attempt.
-  c = Check(*closed, t0_);
+  c = check(*closed, t0_);
   EXPECT_FALSE(c.decision.allowed);
   EXPECT_LT(steady_clock::now() - started, std::chrono::seconds(1));
   EXPECT_GE(store_failures_, 3);
 
-  auto again = StartRedis(port_);
+  auto again = start_redis(port_);
   ASSERT_TRUE(again) << again.error();
   redis_ = std::move(*again);
   // Reconnects once the reconnect interval (1 s) has passed.
   const auto give_up = steady_clock::now() + std::chrono::seconds(5);
-  while ((c = Check(*closed, t0_)).decision.store_error && steady_clock::now() < give_up) {
-    Pause(milliseconds(50));
+  while ((c = check(*closed, t0_)).decision.store_error && steady_clock::now() < give_up) {
+    pause(milliseconds(50));
   }
   EXPECT_TRUE(c.decision.allowed) << c.decision.error;
   EXPECT_FALSE(c.decision.store_error);

@@ -16,21 +16,21 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string Seq(uint64_t v) {
+std::string seq_frame(uint64_t v) {
   std::string s(8, '\0');
   for (int i = 7; i >= 0; --i, v >>= 8) s[static_cast<size_t>(i)] = static_cast<char>(v & 0xFF);
   return s;
 }
 
 // A batch whose one event names its sequence number, so order can be checked.
-std::string Payload(uint64_t n) {
+std::string batch_payload(uint64_t n) {
   kv::EventBatch b;
   b.ts = 1.5;
   b.events.push_back(kv::BlockRemoved{{1000 + n}, std::string("GPU")});
   return kv::encode_event_batch(b, kv::EventFormat::kArray);
 }
 
-uint64_t Tag(const kv::EventBatch& b) {
+uint64_t tag_of(const kv::EventBatch& b) {
   return std::get<kv::BlockRemoved>(b.events.at(0)).block_hashes.at(0) - 1000;
 }
 
@@ -46,7 +46,7 @@ struct Collected {
     if (d.batches.empty()) seen.push_back({d.clear_first, ~uint64_t{0}});
     bool first = true;
     for (auto& b : d.batches) {
-      seen.push_back({d.clear_first && first, Tag(b)});
+      seen.push_back({d.clear_first && first, tag_of(b)});
       first = false;
     }
     cv.notify_all();
@@ -84,7 +84,7 @@ class Engine {
     return pub_.recv(m).has_value();
   }
   void publish(uint64_t seq, const std::string& payload, const std::string& topic = "") {
-    const std::string seq_bytes = Seq(seq);
+    const std::string seq_bytes = seq_frame(seq);
     std::array<zmq::const_buffer, 3> f{zmq::buffer(topic), zmq::buffer(seq_bytes),
                                        zmq::buffer(payload)};
     zmq::send_multipart(pub_, f);
@@ -101,7 +101,7 @@ class Engine {
     const std::string empty;
     for (const auto& [s, p] : batches) {
       if (s < from) continue;
-      const std::string seq_bytes = Seq(s);
+      const std::string seq_bytes = seq_frame(s);
       std::array<zmq::const_buffer, 4> f{zmq::buffer(req[0].data(), req[0].size()),
                                          zmq::buffer(empty), zmq::buffer(seq_bytes),
                                          zmq::buffer(p)};
@@ -139,7 +139,7 @@ struct Fixture {
 
 TEST(KvEventSubscriber, DeliversInOrder) {
   Fixture f(false);
-  for (uint64_t i = 0; i < 5; ++i) f.engine.publish(i, Payload(i));
+  for (uint64_t i = 0; i < 5; ++i) f.engine.publish(i, batch_payload(i));
   ASSERT_TRUE(f.got.wait_for(5));
   EXPECT_EQ(f.got.tags(), (std::vector<uint64_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(f.got.clears, 0u);
@@ -147,9 +147,9 @@ TEST(KvEventSubscriber, DeliversInOrder) {
 
 TEST(KvEventSubscriber, GapWithoutReplayClearsAndGoesOn) {
   Fixture f(false);
-  f.engine.publish(0, Payload(0));
-  f.engine.publish(1, Payload(1));
-  f.engine.publish(4, Payload(4));  // 2 and 3 lost
+  f.engine.publish(0, batch_payload(0));
+  f.engine.publish(1, batch_payload(1));
+  f.engine.publish(4, batch_payload(4));  // 2 and 3 lost
   ASSERT_TRUE(f.got.wait_for(3));
   EXPECT_EQ(f.got.tags(), (std::vector<uint64_t>{0, 1, 4}));
   EXPECT_EQ(f.got.clears, 1u);
@@ -161,12 +161,12 @@ TEST(KvEventSubscriber, GapWithoutReplayClearsAndGoesOn) {
 TEST(KvEventSubscriber, GapIsFilledFromTheReplaySocket) {
   Fixture f(true);
   std::map<uint64_t, std::string> history;
-  for (uint64_t i = 0; i < 5; ++i) history[i] = Payload(i);
+  for (uint64_t i = 0; i < 5; ++i) history[i] = batch_payload(i);
   f.engine.publish(0, history[0]);
   f.engine.publish(1, history[1]);
   f.engine.publish(4, history[4]);  // 2 and 3 lost on the way
   EXPECT_EQ(f.engine.serve_replay(history), 2u);
-  f.engine.publish(5, Payload(5));
+  f.engine.publish(5, batch_payload(5));
   ASSERT_TRUE(f.got.wait_for(6));
   EXPECT_EQ(f.got.tags(), (std::vector<uint64_t>{0, 1, 2, 3, 4, 5}));
   EXPECT_EQ(f.got.clears, 0u);
@@ -184,11 +184,11 @@ TEST(KvEventSubscriber, GapIsFilledFromTheReplaySocket) {
 
 TEST(KvEventSubscriber, RestartAndMalformedPayloadClear) {
   Fixture f(false);
-  f.engine.publish(0, Payload(0));
-  f.engine.publish(1, Payload(1));
-  f.engine.publish(0, Payload(7));     // the engine restarted
-  f.engine.publish(1, "\xc1garbage");  // 0xc1 is never valid msgpack
-  f.engine.publish(2, Payload(8));
+  f.engine.publish(0, batch_payload(0));
+  f.engine.publish(1, batch_payload(1));
+  f.engine.publish(0, batch_payload(7));  // the engine restarted
+  f.engine.publish(1, "\xc1garbage");     // 0xc1 is never valid msgpack
+  f.engine.publish(2, batch_payload(8));
   ASSERT_TRUE(f.got.wait_for(4));
   for (int i = 0; i < 100 && f.got.tags().size() < 4; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(f.got.tags(), (std::vector<uint64_t>{0, 1, 7, 8}));
@@ -217,11 +217,11 @@ TEST(KvEventSubscriber, BindModeRoutesByTopic) {
   std::this_thread::sleep_for(50ms);  // let the subscriber thread register the topic
   const std::string topic = "engine-7", unknown = "unknown";
   for (uint64_t i = 0; i < 3; ++i) {
-    const std::string seq = Seq(i), payload = Payload(i);
+    const std::string seq = seq_frame(i), payload = batch_payload(i);
     std::array<zmq::const_buffer, 3> fr{zmq::buffer(topic), zmq::buffer(seq), zmq::buffer(payload)};
     zmq::send_multipart(pub, fr);
   }
-  const std::string seq0 = Seq(0), payload9 = Payload(9);
+  const std::string seq0 = seq_frame(0), payload9 = batch_payload(9);
   std::array<zmq::const_buffer, 3> other{zmq::buffer(unknown), zmq::buffer(seq0),
                                          zmq::buffer(payload9)};
   zmq::send_multipart(pub, other);

@@ -8,7 +8,7 @@ namespace kvgate::workload {
 namespace {
 
 // A warm-up stage, a quiet stage and a busy one (the peak, measured from 5 s in).
-std::vector<workload::StageInfo> Stages() {
+std::vector<workload::StageInfo> three_stages() {
   return {{2, 0, 10 * kSecond, true},
           {4, 10 * kSecond, 30 * kSecond, false},
           {14, 30 * kSecond, 60 * kSecond, false}};
@@ -16,7 +16,7 @@ std::vector<workload::StageInfo> Stages() {
 
 // One scrape every 100 ms: decode KV usage and the prefill queue as functions of time.
 template <typename Kv, typename Queue>
-PolicyRun Sampled(std::string name, Kv kv, Queue queue) {
+PolicyRun sampled_run(std::string name, Kv kv, Queue queue) {
   PolicyRun run;
   run.policy = std::move(name);
   for (Nanos t = 0; t <= 60 * kSecond; t += 100 * kMillisecond) {
@@ -29,12 +29,12 @@ PolicyRun Sampled(std::string name, Kv kv, Queue queue) {
 }
 
 TEST(PdLoadReport, MeasuresThePeakStagesPastTheirRamp) {
-  const auto spans = measured_spans(Stages());
+  const auto spans = measured_spans(three_stages());
   ASSERT_EQ(spans.size(), 1u);
   EXPECT_EQ(spans[0].from, 35 * kSecond);
   EXPECT_EQ(spans[0].to, 60 * kSecond);
   // Two stages at the peak rate: both measured.
-  auto two = Stages();
+  auto two = three_stages();
   two.push_back({14, 60 * kSecond, 90 * kSecond, false});
   EXPECT_EQ(measured_spans(two).size(), 2u);
   // No stages: the whole run.
@@ -46,7 +46,7 @@ TEST(PdLoadReport, AntiPhaseSwingAgainstAFlatLoad) {
   // Naive: decode swings between 30% and 90% every 2 s, the prefill queue in anti-phase.
   // Outside the measured span it does something else entirely, which must not count.
   auto high = [](Nanos t) { return (t / (2 * kSecond)) % 2 == 0; };
-  PolicyRun naive = Sampled(
+  PolicyRun naive = sampled_run(
       "naive", [&](Nanos t) { return t < 35 * kSecond ? 0.0
                                      : high(t)        ? 0.9
                                                       : 0.3; },
@@ -54,7 +54,7 @@ TEST(PdLoadReport, AntiPhaseSwingAgainstAFlatLoad) {
                             : high(t)        ? 0.0
                                              : 20000.0; });
   // Predicted: flat at 80%, a steady queue (a quiet first stage at another level).
-  PolicyRun flat = Sampled(
+  PolicyRun flat = sampled_run(
       "predicted", [](Nanos t) { return t < 30 * kSecond ? 0.2 : 0.8; },
       [](Nanos) { return 8000.0; });
   Summary sn, sp;
@@ -65,7 +65,7 @@ TEST(PdLoadReport, AntiPhaseSwingAgainstAFlatLoad) {
   sn.wasted_prefill_tokens = 240000;
   sp.completed = 70;
   sp.rejected = 30;
-  const auto rows = summarize_pd_load({naive, flat}, {sn, sp}, Stages());
+  const auto rows = summarize_pd_load({naive, flat}, {sn, sp}, three_stages());
   ASSERT_EQ(rows.size(), 2u);
   const PdLoadSummary& n = rows[0];
   const PdLoadSummary& p = rows[1];
@@ -98,9 +98,9 @@ TEST(PdLoadReport, AntiPhaseSwingAgainstAFlatLoad) {
 
 TEST(PdLoadReport, StepsBetweenStagesAreNotSwings) {
   // Two peak stages at different but steady levels: no oscillation within either.
-  auto stages = Stages();
+  auto stages = three_stages();
   stages.push_back({14, 60 * kSecond, 90 * kSecond, false});
-  PolicyRun run = Sampled(
+  PolicyRun run = sampled_run(
       "steps", [](Nanos t) { return t < 60 * kSecond ? 0.5 : 0.9; },
       [](Nanos t) { return t < 60 * kSecond ? 1000.0 : 9000.0; });
   for (Nanos t = 60 * kSecond + 100 * kMillisecond; t <= 90 * kSecond; t += 100 * kMillisecond)
@@ -117,10 +117,10 @@ TEST(PdLoadReport, StepsBetweenStagesAreNotSwings) {
 TEST(PdLoadReport, ChartsHaveOnePanelPerPolicy) {
   ScenarioResults r;
   r.scenario = "x";
-  r.stages = Stages();
-  r.runs.push_back(Sampled(
+  r.stages = three_stages();
+  r.runs.push_back(sampled_run(
       "a", [](Nanos) { return 0.5; }, [](Nanos) { return 0.0; }));
-  r.runs.push_back(Sampled(
+  r.runs.push_back(sampled_run(
       "b", [](Nanos) { return 0.7; }, [](Nanos) { return 0.0; }));
   const PdZoom zoom = pd_zoom_window(r);
   EXPECT_EQ(zoom.from, 40 * kSecond);  // 10 s into the busiest stage

@@ -8,7 +8,7 @@
 namespace kvgate::cluster {
 namespace {
 
-kv::HotPrefix Prefix(kv::BlockKey key, std::vector<kv::TokenId> tokens, double hits) {
+kv::HotPrefix hot_prefix(kv::BlockKey key, std::vector<kv::TokenId> tokens, double hits) {
   return {.key = key,
           .blocks = static_cast<uint32_t>(tokens.size() / 2),
           .hits = hits,
@@ -16,8 +16,8 @@ kv::HotPrefix Prefix(kv::BlockKey key, std::vector<kv::TokenId> tokens, double h
 }
 
 TEST(HotPrefixShare, RoundTripsThroughItsWireForm) {
-  std::vector<kv::HotPrefix> list = {Prefix(7, {1, 2, 3, 4}, 3.5),
-                                     Prefix(9, {70000, 5, 6, 7, 8, 9}, 1)};
+  std::vector<kv::HotPrefix> list = {hot_prefix(7, {1, 2, 3, 4}, 3.5),
+                                     hot_prefix(9, {70000, 5, 6, 7, 8, 9}, 1)};
   list.push_back({.key = 11, .blocks = 1, .hits = 2, .text = "You are a helpful assistant."});
   Result<SharedHotPrefixes> back =
       decode_hot_prefixes(encode_hot_prefixes("gw-2", 1700000000123, list));
@@ -36,7 +36,7 @@ TEST(HotPrefixShare, RoundTripsThroughItsWireForm) {
 
 TEST(HotPrefixShare, BadInputIsAnErrorNeverACrash) {
   const std::string wire =
-      encode_hot_prefixes("gw", 5, std::vector<kv::HotPrefix>{Prefix(7, {1, 2, 3, 4}, 2)});
+      encode_hot_prefixes("gw", 5, std::vector<kv::HotPrefix>{hot_prefix(7, {1, 2, 3, 4}, 2)});
   for (size_t n = 0; n < wire.size(); ++n) {
     EXPECT_FALSE(decode_hot_prefixes(wire.substr(0, n))) << "truncated at " << n;
   }
@@ -51,9 +51,9 @@ TEST(HotPrefixShare, BadInputIsAnErrorNeverACrash) {
 TEST(MergeHotPrefixes, RanksTheFleetsPrefixesAndSumsSharedOnes) {
   // This replica saw A a little; its peers saw B a lot and A too.
   const std::vector<std::vector<kv::HotPrefix>> lists = {
-      {Prefix(1, {1, 1, 1, 1}, 2)},
-      {Prefix(2, {2, 2, 2, 2}, 5), Prefix(1, {1, 1, 1, 1}, 1)},
-      {Prefix(2, {2, 2, 2, 2}, 4)},
+      {hot_prefix(1, {1, 1, 1, 1}, 2)},
+      {hot_prefix(2, {2, 2, 2, 2}, 5), hot_prefix(1, {1, 1, 1, 1}, 1)},
+      {hot_prefix(2, {2, 2, 2, 2}, 4)},
   };
   const auto top = kv::merge_hot_prefixes(lists, 8);
   ASSERT_EQ(top.size(), 2u);
@@ -68,8 +68,8 @@ TEST(MergeHotPrefixes, KeepsTheDeeperOfAPrefixAndItsExtension) {
   // A system prompt (2 blocks) in one list, the same with a first turn (3 blocks) in
   // another: warming the deeper one caches both.
   const std::vector<std::vector<kv::HotPrefix>> lists = {
-      {Prefix(1, {4, 4, 5, 5}, 10)},
-      {Prefix(2, {4, 4, 5, 5, 6, 6}, 4)},
+      {hot_prefix(1, {4, 4, 5, 5}, 10)},
+      {hot_prefix(2, {4, 4, 5, 5, 6, 6}, 4)},
       {{.key = 3, .blocks = 1, .hits = 1, .text = "Hello"},
        {.key = 4, .blocks = 2, .hits = 1, .text = "Hello there"}},
   };

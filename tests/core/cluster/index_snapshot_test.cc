@@ -13,15 +13,16 @@
 namespace kvgate::cluster {
 namespace {
 
-route::EndpointId Add(route::EndpointPool& pool, const std::string& url) {
+route::EndpointId add_endpoint(route::EndpointPool& pool, const std::string& url) {
   auto id = pool.add({.url = url}, 0);
   EXPECT_TRUE(id) << id.error();
   return *id;
 }
 
 // The endpoints a match finds, by URL, with their matched blocks.
-std::map<std::string, uint32_t> Matches(kv::ApproxIndex& index, const route::EndpointPool& pool,
-                                        std::span<const kv::BlockKey> keys, Nanos now) {
+std::map<std::string, uint32_t> matches_by_url(kv::ApproxIndex& index,
+                                               const route::EndpointPool& pool,
+                                               std::span<const kv::BlockKey> keys, Nanos now) {
   std::vector<kv::EndpointMatch> out;
   index.match(keys, now, out);
   std::map<std::string, uint32_t> m;
@@ -31,16 +32,16 @@ std::map<std::string, uint32_t> Matches(kv::ApproxIndex& index, const route::End
 
 TEST(IndexSnapshot, RestoresTheSameMatchesUnderOtherEndpointIds) {
   route::EndpointPool a_pool{kBs}, b_pool{kBs};
-  const auto a1 = Add(a_pool, "http://e1:8000");
-  const auto a2 = Add(a_pool, "http://e2:8000");
+  const auto a1 = add_endpoint(a_pool, "http://e1:8000");
+  const auto a2 = add_endpoint(a_pool, "http://e2:8000");
   // The other replica added them in the other order, and one more.
-  Add(b_pool, "http://e3:8000");
-  Add(b_pool, "http://e2:8000");
-  Add(b_pool, "http://e1:8000");
+  add_endpoint(b_pool, "http://e3:8000");
+  add_endpoint(b_pool, "http://e2:8000");
+  add_endpoint(b_pool, "http://e1:8000");
   kv::ApproxIndex a({.ttl = 120 * kSecond}), b({.ttl = 120 * kSecond});
-  const auto system = Keys(8, 1);
+  const auto system = block_keys(8, 1);
   auto turn = system;
-  const auto tail = Keys(3, 2);
+  const auto tail = block_keys(3, 2);
   turn.insert(turn.end(), tail.begin(), tail.end());
   a.record(a1, turn, 10 * kSecond);
   a.record(a2, system, 20 * kSecond);
@@ -58,25 +59,26 @@ TEST(IndexSnapshot, RestoresTheSameMatchesUnderOtherEndpointIds) {
   const RestoreStats r = restore_snapshot(*back, b, b_pool, 1000 * kSecond, 5 * kSecond);
   EXPECT_EQ(r.restored, 19u);
   EXPECT_EQ(r.unknown_endpoint, 0u);
-  EXPECT_EQ(Matches(b, b_pool, turn, 1000 * kSecond), Matches(a, a_pool, turn, now + 5 * kSecond));
-  EXPECT_EQ(Matches(b, b_pool, turn, 1000 * kSecond),
+  EXPECT_EQ(matches_by_url(b, b_pool, turn, 1000 * kSecond),
+            matches_by_url(a, a_pool, turn, now + 5 * kSecond));
+  EXPECT_EQ(matches_by_url(b, b_pool, turn, 1000 * kSecond),
             (std::map<std::string, uint32_t>{{"http://e1:8000", 11}, {"http://e2:8000", 8}}));
   // Ages carried over: e1's entries were 20 s old at the snapshot, 25 s at the restore;
   // they expire 95 s later in b's clock, e2's (15 s old) 10 s after that.
-  EXPECT_EQ(Matches(b, b_pool, turn, 1000 * kSecond + 96 * kSecond),
+  EXPECT_EQ(matches_by_url(b, b_pool, turn, 1000 * kSecond + 96 * kSecond),
             (std::map<std::string, uint32_t>{{"http://e2:8000", 8}}));
-  EXPECT_TRUE(Matches(b, b_pool, turn, 1000 * kSecond + 106 * kSecond).empty());
+  EXPECT_TRUE(matches_by_url(b, b_pool, turn, 1000 * kSecond + 106 * kSecond).empty());
 }
 
 TEST(IndexSnapshot, LeavesOutUnknownEndpointsAndExpiredPairs) {
   route::EndpointPool a_pool{kBs}, b_pool{kBs};
-  const auto a1 = Add(a_pool, "http://e1:8000");
-  const auto a2 = Add(a_pool, "http://e2:8000");
-  Add(b_pool, "http://e2:8000");
+  const auto a1 = add_endpoint(a_pool, "http://e1:8000");
+  const auto a2 = add_endpoint(a_pool, "http://e2:8000");
+  add_endpoint(b_pool, "http://e2:8000");
   kv::ApproxIndex a({.ttl = 60 * kSecond}), b({.ttl = 60 * kSecond});
-  a.record(a1, Keys(4, 1), 10 * kSecond);
-  a.record(a2, Keys(4, 2), 50 * kSecond);
-  a.record(a2, Keys(2, 3), 0);  // expired by the time of the snapshot: not in it
+  a.record(a1, block_keys(4, 1), 10 * kSecond);
+  a.record(a2, block_keys(4, 2), 50 * kSecond);
+  a.record(a2, block_keys(2, 3), 0);  // expired by the time of the snapshot: not in it
   const IndexSnapshot s = take_snapshot(a, a_pool, 65 * kSecond, "gw-a", "");
   EXPECT_EQ(s.pairs.size(), 8u);
   const RestoreStats r = restore_snapshot(s, b, b_pool, 0, 5 * kSecond);
@@ -92,9 +94,9 @@ TEST(IndexSnapshot, LeavesOutUnknownEndpointsAndExpiredPairs) {
 
 TEST(IndexSnapshot, BadInputIsAnErrorNeverACrash) {
   route::EndpointPool pool{kBs};
-  const auto e = Add(pool, "http://e1:8000");
+  const auto e = add_endpoint(pool, "http://e1:8000");
   kv::ApproxIndex index({});
-  index.record(e, Keys(6, 1), 0);
+  index.record(e, block_keys(6, 1), 0);
   const std::string wire = encode(take_snapshot(index, pool, kSecond, "gw", "1-0"));
   for (size_t n = 0; n < wire.size(); ++n) {
     EXPECT_FALSE(decode_snapshot(wire.substr(0, n))) << "truncated at " << n;

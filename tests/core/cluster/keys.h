@@ -11,7 +11,7 @@ namespace kvgate::cluster {
 
 inline constexpr uint32_t kBs = 16;
 
-inline std::vector<kv::BlockKey> Keys(uint32_t blocks, uint32_t seed) {
+inline std::vector<kv::BlockKey> block_keys(uint32_t blocks, uint32_t seed) {
   std::vector<kv::TokenId> tokens(blocks * kBs);
   std::iota(tokens.begin(), tokens.end(), seed * 100000);
   std::vector<kv::BlockKey> keys;

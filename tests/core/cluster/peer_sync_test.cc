@@ -16,7 +16,7 @@ namespace {
 // conversion to nanoseconds; more than 2^40 us is now malformed.
 TEST(RoutingEvent, AnAbsurdDurationIsMalformedNotAnOverflow) {
   EventBatch b{.replica = "gw-1", .pool = "main", .seq = 1, .age = 0};
-  b.events.push_back(RoutingEvent::routed(42, "http://10.0.0.7:8000", Keys(1, 1), 16, 16));
+  b.events.push_back(RoutingEvent::routed(42, "http://10.0.0.7:8000", block_keys(1, 1), 16, 16));
   b.events.back().predicted_prefill = (Nanos{1} << 40) * 1000;
   EXPECT_TRUE(decode(encode(b)));
   b.events.back().predicted_prefill = (Nanos{1} << 40) * 1000 + 1000;
@@ -28,7 +28,7 @@ TEST(RoutingEvent, AnAbsurdDurationIsMalformedNotAnOverflow) {
 
 TEST(RoutingEvent, BatchRoundTripsThroughItsWireForm) {
   EventBatch b{.replica = "gw-1", .pool = "main", .seq = 300, .age = 7 * kMillisecond};
-  b.events.push_back(RoutingEvent::routed(42, "http://10.0.0.7:8000", Keys(5, 1), 85, 128));
+  b.events.push_back(RoutingEvent::routed(42, "http://10.0.0.7:8000", block_keys(5, 1), 85, 128));
   b.events.back().prefill_endpoint = "http://10.0.0.8:8000";
   b.events.back().prefill_tokens = 85;
   b.events.back().predicted_prefill = 12 * kMillisecond;
@@ -49,7 +49,7 @@ TEST(RoutingEvent, BatchRoundTripsThroughItsWireForm) {
 
 TEST(RoutingEvent, DecodeRejectsEveryTruncationAndBadInput) {
   EventBatch b{.replica = "gw-1", .pool = "main", .seq = 1};
-  b.events.push_back(RoutingEvent::routed(1, "http://a", Keys(3, 2), 48, 10));
+  b.events.push_back(RoutingEvent::routed(1, "http://a", block_keys(3, 2), 48, 10));
   b.events.push_back(RoutingEvent::load(EventKind::kFinished, 1));
   const std::string wire = encode(b);
   for (size_t n = 0; n < wire.size(); ++n) {
@@ -73,7 +73,7 @@ class PeerSyncTest : public ::testing::Test {
     std::unique_ptr<route::Router> router;
     std::vector<route::EndpointId> ids;
   };
-  void Make(Replica& r, bool reverse_order) {
+  void make_replica(Replica& r, bool reverse_order) {
     route::RouterConfig c;
     c.block_size = kBs;
     c.policy = {"kv-cost", {}};
@@ -88,12 +88,12 @@ class PeerSyncTest : public ::testing::Test {
       auto id = r.router->add_endpoint({.url = "http://e" + std::to_string(n)}, 0);
       ASSERT_TRUE(id);
     }
-    for (int i = 0; i < 3; ++i) r.ids.push_back(*r.router->pool().find(Url(i)));
+    for (int i = 0; i < 3; ++i) r.ids.push_back(*r.router->pool().find(endpoint_url(i)));
   }
-  static std::string Url(int n) { return "http://e" + std::to_string(n); }
+  static std::string endpoint_url(int n) { return "http://e" + std::to_string(n); }
   void SetUp() override {
-    Make(a_, false);
-    Make(b_, true);
+    make_replica(a_, false);
+    make_replica(b_, true);
   }
   Replica a_, b_;
   Rng rng_{7};
@@ -102,7 +102,7 @@ class PeerSyncTest : public ::testing::Test {
 TEST_F(PeerSyncTest, APeersDecisionLandsInTheIndexAndTheLoadAsOnesOwn) {
   Outbox out("gw-a", "main");
   PeerSync sync(*b_.router, "gw-b", {});
-  const std::vector<kv::BlockKey> keys = Keys(8, 3);
+  const std::vector<kv::BlockKey> keys = block_keys(8, 3);
   route::RouteRequest req{
       .id = 1, .keys = keys, .prompt_tokens = 8 * kBs, .expected_output_tokens = 32};
   const route::Decision d = a_.router->route(req, 0, rng_);
@@ -147,13 +147,13 @@ TEST_F(PeerSyncTest, APeersDecisionLandsInTheIndexAndTheLoadAsOnesOwn) {
 TEST_F(PeerSyncTest, OwnBatchesAreSkippedUnknownsCountedGapsSeen) {
   PeerSync sync(*b_.router, "gw-b", {});
   EventBatch own{.replica = "gw-b", .pool = "main", .seq = 1};
-  own.events.push_back(RoutingEvent::routed(1, Url(0), Keys(2, 1), 32, 0));
+  own.events.push_back(RoutingEvent::routed(1, endpoint_url(0), block_keys(2, 1), 32, 0));
   sync.apply(own, 0);
   EXPECT_EQ(sync.stats().batches, 0u);
   EXPECT_EQ(b_.router->pool().requests_in_flight(), 0u);
 
   EventBatch peer{.replica = "gw-a", .pool = "main", .seq = 1};
-  peer.events.push_back(RoutingEvent::routed(1, "http://elsewhere", Keys(2, 1), 32, 0));
+  peer.events.push_back(RoutingEvent::routed(1, "http://elsewhere", block_keys(2, 1), 32, 0));
   peer.events.push_back(RoutingEvent::load(EventKind::kFinished, 99));
   sync.apply(peer, 0);
   EXPECT_EQ(sync.stats().unknown_endpoint, 1u);
@@ -168,11 +168,12 @@ TEST_F(PeerSyncTest, ADeadPeersLoadExpiresAndARestartReleasesIt) {
   PeerSync sync(*b_.router, "gw-b", {.peer_timeout = kSecond, .max_request_age = 60 * kSecond});
   EventBatch a{.replica = "gw-a", .pool = "main", .seq = 1};
   for (uint64_t i = 1; i <= 3; ++i) {
-    a.events.push_back(RoutingEvent::routed(i, Url(0), Keys(2, static_cast<uint32_t>(i)), 32, 0));
+    a.events.push_back(
+        RoutingEvent::routed(i, endpoint_url(0), block_keys(2, static_cast<uint32_t>(i)), 32, 0));
   }
   sync.apply(a, 0);
   EventBatch c{.replica = "gw-c", .pool = "main", .seq = 1};
-  c.events.push_back(RoutingEvent::routed(1, Url(1), Keys(2, 9), 32, 0));
+  c.events.push_back(RoutingEvent::routed(1, endpoint_url(1), block_keys(2, 9), 32, 0));
   sync.apply(c, 0);
   EXPECT_EQ(b_.router->pool().requests_in_flight(), 4u);
   // gw-c keeps sending heartbeats (empty batches); gw-a falls silent.
@@ -196,7 +197,7 @@ TEST_F(PeerSyncTest, ADeadPeersLoadExpiresAndARestartReleasesIt) {
 TEST_F(PeerSyncTest, ARequestWhoseEndNeverCameIsReleasedByAge) {
   PeerSync sync(*b_.router, "gw-b", {.peer_timeout = 60 * kSecond, .max_request_age = kSecond});
   EventBatch a{.replica = "gw-a", .pool = "main", .seq = 1};
-  a.events.push_back(RoutingEvent::routed(1, Url(2), Keys(2, 1), 32, 0));
+  a.events.push_back(RoutingEvent::routed(1, endpoint_url(2), block_keys(2, 1), 32, 0));
   sync.apply(a, 0);
   a.events.clear();
   a.seq = 2;
@@ -215,7 +216,7 @@ TEST(Outbox, BatchesCarrySequenceAgeAndAtMostMaxKeys) {
   ASSERT_TRUE(hb);
   EXPECT_TRUE(hb->events.empty());
   EXPECT_EQ(hb->seq, 1u);
-  const std::vector<kv::BlockKey> keys = Keys(10, 1);
+  const std::vector<kv::BlockKey> keys = block_keys(10, 1);
   route::RouteRequest r{.id = 5, .keys = keys, .prompt_tokens = 160};
   route::Decision d;
   out.routed(r, d, "http://e0", "", 10 * kMillisecond);

@@ -10,9 +10,10 @@
 namespace kvgate::kv {
 namespace {
 
-std::vector<BlockKey> Chain(std::initializer_list<BlockKey> k) { return k; }
+std::vector<BlockKey> chain(std::initializer_list<BlockKey> k) { return k; }
 
-std::vector<EndpointMatch> Match(ApproxIndex& index, std::span<const BlockKey> keys, Nanos now) {
+std::vector<EndpointMatch> sorted_matches(ApproxIndex& index, std::span<const BlockKey> keys,
+                                          Nanos now) {
   std::vector<EndpointMatch> out;
   index.match(keys, now, out);
   std::sort(out.begin(), out.end(),
@@ -22,23 +23,24 @@ std::vector<EndpointMatch> Match(ApproxIndex& index, std::span<const BlockKey> k
 
 TEST(ApproxIndex, RecordedPrefixMatches) {
   ApproxIndex index({});
-  index.record(0, Chain({1, 2, 3, 4}), 0);
-  index.record(1, Chain({1, 2, 9}), 0);
-  EXPECT_EQ(Match(index, Chain({1, 2, 3, 7}), kSecond),
+  index.record(0, chain({1, 2, 3, 4}), 0);
+  index.record(1, chain({1, 2, 9}), 0);
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3, 7}), kSecond),
             (std::vector<EndpointMatch>{{0, 3, 3}, {1, 2, 2}}));
-  EXPECT_TRUE(Match(index, Chain({5}), kSecond).empty());
+  EXPECT_TRUE(sorted_matches(index, chain({5}), kSecond).empty());
   EXPECT_EQ(index.held_pairs(), 7u);
   EXPECT_EQ(index.distinct_blocks(), 5u);
 }
 
 TEST(ApproxIndex, EntriesExpireAfterTtlUnlessReused) {
   ApproxIndex index({.ttl = 120 * kSecond});
-  index.record(0, Chain({1, 2, 3}), 0);
-  index.record(1, Chain({1, 2, 3}), 0);
-  index.record(1, Chain({1, 2}), 100 * kSecond);  // reuse refreshes blocks 1, 2
-  EXPECT_EQ(Match(index, Chain({1, 2, 3}), 119 * kSecond),
+  index.record(0, chain({1, 2, 3}), 0);
+  index.record(1, chain({1, 2, 3}), 0);
+  index.record(1, chain({1, 2}), 100 * kSecond);  // reuse refreshes blocks 1, 2
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3}), 119 * kSecond),
             (std::vector<EndpointMatch>{{0, 3, 3}, {1, 3, 3}}));
-  EXPECT_EQ(Match(index, Chain({1, 2, 3}), 121 * kSecond), (std::vector<EndpointMatch>{{1, 2, 2}}));
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3}), 121 * kSecond),
+            (std::vector<EndpointMatch>{{1, 2, 2}}));
   index.expire(121 * kSecond);
   EXPECT_EQ(index.held_pairs(), 2u);
   index.expire(300 * kSecond);
@@ -48,28 +50,28 @@ TEST(ApproxIndex, EntriesExpireAfterTtlUnlessReused) {
 
 TEST(ApproxIndex, PrunesDeepestBlocksFirstTo80Percent) {
   ApproxIndex index({.capacity_pairs = 10});
-  index.record(0, Chain({1, 2, 3, 4, 5, 6}), 0);
-  index.record(1, Chain({1, 2, 7, 8, 9}), 1);  // 11 pairs > 10: prune to 8
+  index.record(0, chain({1, 2, 3, 4, 5, 6}), 0);
+  index.record(1, chain({1, 2, 7, 8, 9}), 1);  // 11 pairs > 10: prune to 8
   EXPECT_LE(index.held_pairs(), 8u);
   // The shared root blocks survive; the deep tails went first.
-  auto m = Match(index, Chain({1, 2}), 2);
+  auto m = sorted_matches(index, chain({1, 2}), 2);
   EXPECT_EQ(m, (std::vector<EndpointMatch>{{0, 2, 2}, {1, 2, 2}}));
-  EXPECT_LT(Match(index, Chain({1, 2, 3, 4, 5, 6}), 2)[0].total_blocks, 6u);
+  EXPECT_LT(sorted_matches(index, chain({1, 2, 3, 4, 5, 6}), 2)[0].total_blocks, 6u);
 }
 
 TEST(ApproxIndex, RemoveEndpoint) {
   ApproxIndex index({});
-  index.record(0, Chain({1, 2}), 0);
-  index.record(1, Chain({1, 2}), 0);
+  index.record(0, chain({1, 2}), 0);
+  index.record(1, chain({1, 2}), 0);
   index.remove_endpoint(0);
-  EXPECT_EQ(Match(index, Chain({1, 2}), 0), (std::vector<EndpointMatch>{{1, 2, 2}}));
+  EXPECT_EQ(sorted_matches(index, chain({1, 2}), 0), (std::vector<EndpointMatch>{{1, 2, 2}}));
   EXPECT_EQ(index.held_pairs(), 2u);
 }
 
 TEST(ApproxIndex, BlocksHeldPerEndpointSkipsExpired) {
   ApproxIndex index({.ttl = 10 * kSecond});
-  index.record(0, Chain({1, 2, 3}), 0);
-  index.record(1, Chain({1, 2}), 5 * kSecond);
+  index.record(0, chain({1, 2, 3}), 0);
+  index.record(1, chain({1, 2}), 5 * kSecond);
   std::vector<size_t> held;
   index.blocks_held(5 * kSecond, held);
   EXPECT_EQ(held, (std::vector<size_t>{3, 2}));
@@ -120,7 +122,7 @@ TEST(ApproxIndexRandomized, AgreesWithReferenceModel) {
         }
         if (n > 0) want.push_back({e, n, n});
       }
-      ASSERT_EQ(Match(index, keys, now), want) << "step " << step;
+      ASSERT_EQ(sorted_matches(index, keys, now), want) << "step " << step;
       nonempty += !want.empty();
     }
     if (rng.below(100) == 0) index.expire(now);

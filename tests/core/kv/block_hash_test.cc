@@ -7,7 +7,7 @@
 namespace kvgate::kv {
 namespace {
 
-std::vector<TokenId> Iota(size_t n, TokenId start = 0) {
+std::vector<TokenId> iota_tokens(size_t n, TokenId start = 0) {
   std::vector<TokenId> v(n);
   std::iota(v.begin(), v.end(), start);
   return v;
@@ -15,15 +15,15 @@ std::vector<TokenId> Iota(size_t n, TokenId start = 0) {
 
 TEST(BlockHash, OnlyFullBlocksAreHashed) {
   std::vector<BlockKey> keys;
-  EXPECT_EQ(hash_blocks(Iota(47), 16, 1, keys), 2u);
+  EXPECT_EQ(hash_blocks(iota_tokens(47), 16, 1, keys), 2u);
   EXPECT_EQ(keys.size(), 2u);
   keys.clear();
-  EXPECT_EQ(hash_blocks(Iota(15), 16, 1, keys), 0u);
+  EXPECT_EQ(hash_blocks(iota_tokens(15), 16, 1, keys), 0u);
   EXPECT_TRUE(keys.empty());
 }
 
 TEST(BlockHash, KeyNamesTheWholePrefix) {
-  auto a = Iota(64);
+  auto a = iota_tokens(64);
   auto b = a;
   b[20] = 999;  // differs in block 1
   std::vector<BlockKey> ka, kb;
@@ -35,7 +35,7 @@ TEST(BlockHash, KeyNamesTheWholePrefix) {
 }
 
 TEST(BlockHash, ChainMatchesHashBlock) {
-  auto t = Iota(32);
+  auto t = iota_tokens(32);
   std::vector<BlockKey> keys;
   hash_blocks(t, 16, 42, keys);
   BlockKey k0 = hash_block(42, std::span(t).first(16));
@@ -51,14 +51,14 @@ TEST(BlockHash, SeedSeparatesModelAdapterAndSalt) {
   EXPECT_NE(base, block_seed("m", "", "salt"));
   EXPECT_NE(block_seed("ab", "c", ""), block_seed("a", "bc", ""));
   std::vector<BlockKey> k1, k2;
-  hash_blocks(Iota(16), 16, base, k1);
-  hash_blocks(Iota(16), 16, block_seed("m", "", "salt"), k2);
+  hash_blocks(iota_tokens(16), 16, base, k1);
+  hash_blocks(iota_tokens(16), 16, block_seed("m", "", "salt"), k2);
   EXPECT_NE(k1[0], k2[0]);
 }
 
 TEST(BlockHash, BlockSize64) {
   std::vector<BlockKey> keys;
-  EXPECT_EQ(hash_blocks(Iota(200), 64, 3, keys), 3u);
+  EXPECT_EQ(hash_blocks(iota_tokens(200), 64, 3, keys), 3u);
 }
 
 }  // namespace

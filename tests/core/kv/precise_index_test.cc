@@ -15,39 +15,39 @@ namespace precise_index_test {
 
 constexpr uint32_t kBs = 4;
 
-std::vector<TokenId> Tokens(size_t blocks, TokenId start) {
+std::vector<TokenId> tokens(size_t blocks, TokenId start) {
   std::vector<TokenId> t(blocks * kBs);
   std::iota(t.begin(), t.end(), start);
   return t;
 }
 
-std::vector<BlockKey> Keys(std::span<const TokenId> tokens) {
+std::vector<BlockKey> block_keys(std::span<const TokenId> tokens) {
   std::vector<BlockKey> k;
   hash_blocks(tokens, kBs, block_seed("m", "", ""), k);
   return k;
 }
 
-std::vector<EndpointMatch> Sorted(std::vector<EndpointMatch> v) {
+std::vector<EndpointMatch> sorted_by_endpoint(std::vector<EndpointMatch> v) {
   std::sort(v.begin(), v.end(),
             [](const EndpointMatch& a, const EndpointMatch& b) { return a.endpoint < b.endpoint; });
   return v;
 }
 
-std::vector<EndpointMatch> Match(PrefixIndex& index, std::span<const BlockKey> keys) {
+std::vector<EndpointMatch> sorted_matches(PrefixIndex& index, std::span<const BlockKey> keys) {
   std::vector<EndpointMatch> out;
   index.match(keys, 0, out);
-  return Sorted(out);
+  return sorted_by_endpoint(out);
 }
 
 class PreciseIndexTest : public ::testing::Test {
  protected:
   PreciseIndex index_{{.model = "m", .block_size = kBs}};
-  std::vector<TokenId> prompt_ = Tokens(6, 100);
-  std::vector<BlockKey> keys_ = Keys(prompt_);
+  std::vector<TokenId> prompt_ = tokens(6, 100);
+  std::vector<BlockKey> keys_ = block_keys(prompt_);
   std::vector<uint64_t> engine_hashes_ = {11, 12, 13, 14, 15, 16};
 
   // Stores blocks [from, to) of prompt_ on `ep` as one event, chained to block from-1.
-  void Store(EndpointId ep, size_t from, size_t to, Medium medium = Medium::kGpu) {
+  void store(EndpointId ep, size_t from, size_t to, Medium medium = Medium::kGpu) {
     BlockStoredEvent ev;
     ev.block_hashes = std::span(engine_hashes_).subspan(from, to - from);
     if (from > 0) ev.parent_block_hash = engine_hashes_[from - 1];
@@ -59,15 +59,15 @@ class PreciseIndexTest : public ::testing::Test {
 };
 
 TEST_F(PreciseIndexTest, EmptyIndexMatchesNothing) {
-  EXPECT_TRUE(Match(index_, keys_).empty());
+  EXPECT_TRUE(sorted_matches(index_, keys_).empty());
   EXPECT_EQ(index_.distinct_blocks(), 0u);
 }
 
 TEST_F(PreciseIndexTest, StoredChainMatchesLeadingBlocks) {
-  Store(0, 0, 6);
-  Store(1, 0, 2);
-  Store(1, 2, 4);  // chained through the parent hash
-  EXPECT_EQ(Match(index_, keys_), (std::vector<EndpointMatch>{{0, 6, 6}, {1, 4, 4}}));
+  store(0, 0, 6);
+  store(1, 0, 2);
+  store(1, 2, 4);  // chained through the parent hash
+  EXPECT_EQ(sorted_matches(index_, keys_), (std::vector<EndpointMatch>{{0, 6, 6}, {1, 4, 4}}));
   EXPECT_EQ(index_.distinct_blocks(), 6u);
   EXPECT_EQ(index_.held_pairs(), 10u);
   EXPECT_EQ(index_.blocks_held(1), 4u);
@@ -75,55 +75,55 @@ TEST_F(PreciseIndexTest, StoredChainMatchesLeadingBlocks) {
 }
 
 TEST_F(PreciseIndexTest, RequestLongerThanHeldPrefixStopsAtFirstMiss) {
-  Store(0, 0, 3);
-  auto longer = Tokens(8, 100);
-  EXPECT_EQ(Match(index_, Keys(longer)), (std::vector<EndpointMatch>{{0, 3, 3}}));
-  auto other = Tokens(3, 5000);
-  EXPECT_TRUE(Match(index_, Keys(other)).empty());
+  store(0, 0, 3);
+  auto longer = tokens(8, 100);
+  EXPECT_EQ(sorted_matches(index_, block_keys(longer)), (std::vector<EndpointMatch>{{0, 3, 3}}));
+  auto other = tokens(3, 5000);
+  EXPECT_TRUE(sorted_matches(index_, block_keys(other)).empty());
 }
 
 TEST_F(PreciseIndexTest, RemovalInTheMiddleCutsTheMatch) {
-  Store(0, 0, 6);
+  store(0, 0, 6);
   uint64_t h = engine_hashes_[3];
   index_.apply_removed(0, {.block_hashes = std::span(&h, 1)});
-  EXPECT_EQ(Match(index_, keys_), (std::vector<EndpointMatch>{{0, 3, 3}}));
+  EXPECT_EQ(sorted_matches(index_, keys_), (std::vector<EndpointMatch>{{0, 3, 3}}));
   EXPECT_EQ(index_.blocks_held(0), 5u);
   EXPECT_EQ(index_.stats(0).removed_blocks, 1u);
 }
 
 TEST_F(PreciseIndexTest, TiersAreTrackedSeparately) {
-  Store(0, 0, 6, Medium::kGpu);
-  Store(0, 0, 6, Medium::kCpu);  // offloaded copies
+  store(0, 0, 6, Medium::kGpu);
+  store(0, 0, 6, Medium::kCpu);  // offloaded copies
   uint64_t h = engine_hashes_[2];
   index_.apply_removed(0, {.block_hashes = std::span(&h, 1), .medium = Medium::kGpu});
   // GPU run stops at block 2, but the CPU copy keeps the prefix whole.
-  EXPECT_EQ(Match(index_, keys_), (std::vector<EndpointMatch>{{0, 2, 6}}));
+  EXPECT_EQ(sorted_matches(index_, keys_), (std::vector<EndpointMatch>{{0, 2, 6}}));
   index_.apply_removed(0, {.block_hashes = std::span(&h, 1), .medium = Medium::kCpu});
-  EXPECT_EQ(Match(index_, keys_), (std::vector<EndpointMatch>{{0, 2, 2}}));
+  EXPECT_EQ(sorted_matches(index_, keys_), (std::vector<EndpointMatch>{{0, 2, 2}}));
 }
 
 TEST_F(PreciseIndexTest, AllBlocksClearedForgetsOneEndpoint) {
-  Store(0, 0, 6);
-  Store(1, 0, 6);
+  store(0, 0, 6);
+  store(1, 0, 6);
   index_.apply_all_cleared(0);
-  EXPECT_EQ(Match(index_, keys_), (std::vector<EndpointMatch>{{1, 6, 6}}));
+  EXPECT_EQ(sorted_matches(index_, keys_), (std::vector<EndpointMatch>{{1, 6, 6}}));
   EXPECT_EQ(index_.stats(0).cleared, 1u);
   EXPECT_EQ(index_.blocks_held(0), 0u);
   index_.remove_endpoint(1);
-  EXPECT_TRUE(Match(index_, keys_).empty());
+  EXPECT_TRUE(sorted_matches(index_, keys_).empty());
   EXPECT_EQ(index_.distinct_blocks(), 0u);
   EXPECT_EQ(index_.held_pairs(), 0u);
 }
 
 TEST_F(PreciseIndexTest, UnknownParentIsCountedAndIgnored) {
-  Store(0, 2, 4);  // parent hash 12 was never stored on endpoint 0
+  store(0, 2, 4);  // parent hash 12 was never stored on endpoint 0
   EXPECT_EQ(index_.stats(0).unknown_parent, 1u);
   EXPECT_EQ(index_.stats(0).anomalies(), 1u);
   EXPECT_EQ(index_.distinct_blocks(), 0u);
 }
 
 TEST_F(PreciseIndexTest, UnknownRemovalIsCountedAndIgnored) {
-  Store(0, 0, 2);
+  store(0, 0, 2);
   uint64_t h = 999;
   index_.apply_removed(0, {.block_hashes = std::span(&h, 1)});
   EXPECT_EQ(index_.stats(0).unknown_removed, 1u);
@@ -144,12 +144,12 @@ TEST_F(PreciseIndexTest, BlockSizeMismatchIsCountedAndIgnored) {
 }
 
 TEST_F(PreciseIndexTest, ManyHoldersSpillAndReturnInline) {
-  for (EndpointId e = 0; e < 10; ++e) Store(e, 0, 6);
-  auto m = Match(index_, keys_);
+  for (EndpointId e = 0; e < 10; ++e) store(e, 0, 6);
+  auto m = sorted_matches(index_, keys_);
   ASSERT_EQ(m.size(), 10u);
   for (const auto& x : m) EXPECT_EQ(x.total_blocks, 6u);
   for (EndpointId e = 0; e < 9; ++e) index_.apply_all_cleared(e);
-  EXPECT_EQ(Match(index_, keys_), (std::vector<EndpointMatch>{{9, 6, 6}}));
+  EXPECT_EQ(sorted_matches(index_, keys_), (std::vector<EndpointMatch>{{9, 6, 6}}));
   EXPECT_EQ(index_.held_pairs(), 6u);
 }
 
@@ -160,10 +160,10 @@ TEST_F(PreciseIndexTest, LoraAdapterSeparatesKeys) {
   ev.block_size = kBs;
   ev.lora_name = "sql-adapter";
   index_.apply_stored(0, ev);
-  EXPECT_TRUE(Match(index_, keys_).empty());
+  EXPECT_TRUE(sorted_matches(index_, keys_).empty());
   std::vector<BlockKey> lora_keys;
   hash_blocks(prompt_, kBs, block_seed("m", "sql-adapter", ""), lora_keys);
-  EXPECT_EQ(Match(index_, lora_keys), (std::vector<EndpointMatch>{{0, 2, 2}}));
+  EXPECT_EQ(sorted_matches(index_, lora_keys), (std::vector<EndpointMatch>{{0, 2, 2}}));
 }
 
 TEST(PreciseIndexCapacity, EvictsLeastRecentlyUsed) {
@@ -171,23 +171,23 @@ TEST(PreciseIndexCapacity, EvictsLeastRecentlyUsed) {
   std::vector<std::vector<BlockKey>> prompts;
   uint64_t next_hash = 1;
   for (int p = 0; p < 4; ++p) {
-    auto t = Tokens(8, 1000 * (p + 1));
+    auto t = tokens(8, 1000 * (p + 1));
     std::vector<uint64_t> h(8);
     for (auto& x : h) x = next_hash++;
     index.apply_stored(0, {.block_hashes = h, .token_ids = t, .block_size = kBs});
-    prompts.push_back(Keys(t));
+    prompts.push_back(block_keys(t));
   }
   EXPECT_EQ(index.distinct_blocks(), 32u);
   std::vector<EndpointMatch> out;
   index.match(prompts[0], 0, out);  // prompt 0 becomes the most recent
-  auto t = Tokens(8, 90000);
+  auto t = tokens(8, 90000);
   std::vector<uint64_t> h(8);
   for (auto& x : h) x = next_hash++;
   index.apply_stored(0, {.block_hashes = h, .token_ids = t, .block_size = kBs});
   EXPECT_LE(index.distinct_blocks(), 32u);
   // Prompt 1 was the least recently used: it went first; prompt 0 survived.
-  EXPECT_EQ(Match(index, prompts[0]), (std::vector<EndpointMatch>{{0, 8, 8}}));
-  EXPECT_TRUE(Match(index, prompts[1]).empty());
+  EXPECT_EQ(sorted_matches(index, prompts[0]), (std::vector<EndpointMatch>{{0, 8, 8}}));
+  EXPECT_TRUE(sorted_matches(index, prompts[1]).empty());
   EXPECT_EQ(index.held_pairs(), index.blocks_held(0));
 }
 
@@ -228,7 +228,7 @@ struct Reference {
   }
 };
 
-uint64_t EngineHash(EndpointId e, BlockKey own) { return (own ^ (0x5bd1e995ULL * (e + 1))) | 1; }
+uint64_t engine_hash(EndpointId e, BlockKey own) { return (own ^ (0x5bd1e995ULL * (e + 1))) | 1; }
 
 TEST(PreciseIndexRandomized, AgreesWithReferenceModel) {
   Rng rng(20261130);
@@ -245,7 +245,7 @@ TEST(PreciseIndexRandomized, AgreesWithReferenceModel) {
     }
     size_t extra = 1 + rng.below(10);
     for (size_t i = 0; i < extra * kBs; ++i) t.push_back(static_cast<TokenId>(rng.below(50)));
-    keys.push_back(Keys(t));
+    keys.push_back(block_keys(t));
     prompts.push_back(std::move(t));
   }
 
@@ -262,11 +262,11 @@ TEST(PreciseIndexRandomized, AgreesWithReferenceModel) {
       size_t from = rng.below(n);
       size_t to = from + 1 + rng.below(n - from);
       std::vector<uint64_t> hashes;
-      for (size_t i = from; i < to; ++i) hashes.push_back(EngineHash(e, keys[p][i]));
+      for (size_t i = from; i < to; ++i) hashes.push_back(engine_hash(e, keys[p][i]));
       BlockStoredEvent ev;
       ev.block_hashes = hashes;
       std::optional<uint64_t> parent;
-      if (from > 0) parent = EngineHash(e, keys[p][from - 1]);
+      if (from > 0) parent = engine_hash(e, keys[p][from - 1]);
       ev.parent_block_hash = parent;
       ev.token_ids = std::span(prompts[p]).subspan(from * kBs, (to - from) * kBs);
       ev.block_size = kBs;
@@ -280,7 +280,7 @@ TEST(PreciseIndexRandomized, AgreesWithReferenceModel) {
         ++expected[e].unknown_parent;
       } else {
         for (size_t i = from; i < to; ++i) {
-          auto& held = mine[EngineHash(e, keys[p][i])];
+          auto& held = mine[engine_hash(e, keys[p][i])];
           held.own = keys[p][i];
           held.tiers |= static_cast<uint8_t>(ev.medium);
         }
@@ -310,7 +310,7 @@ TEST(PreciseIndexRandomized, AgreesWithReferenceModel) {
       ++expected[e].cleared;
     } else {  // match a random prompt and compare
       size_t p = rng.below(prompts.size());
-      ASSERT_EQ(Match(index, keys[p]), ref.match(keys[p])) << "step " << step;
+      ASSERT_EQ(sorted_matches(index, keys[p]), ref.match(keys[p])) << "step " << step;
     }
     ASSERT_EQ(index.held_pairs(), ref.pairs()) << "step " << step;
   }
@@ -325,7 +325,7 @@ TEST(PreciseIndexRandomized, AgreesWithReferenceModel) {
   }
   size_t matched = 0;
   for (size_t p = 0; p < prompts.size(); ++p) {
-    EXPECT_EQ(Match(index, keys[p]), ref.match(keys[p])) << p;
+    EXPECT_EQ(sorted_matches(index, keys[p]), ref.match(keys[p])) << p;
     matched += ref.match(keys[p]).size();
   }
   // The sequence must have exercised every path, or the comparison proves little.

@@ -7,14 +7,14 @@ namespace {
 
 constexpr Nanos kMinute = 60 * kSecond;
 
-Rule Tpm(double limit) {
+Rule tokens_per_minute(double limit) {
   return {.name = "tokens-per-minute", .measure = Measure::kTotalTokens, .limit = limit};
 }
 
 TEST(RateLimiter, TheRequestThatCrossesCompletesTheNextIsRefused) {
   MemoryCounterStore store;
   RateLimiter limiter(store, FailurePolicy::kOpen);
-  std::vector<Rule> rules{Tpm(1000)};
+  std::vector<Rule> rules{tokens_per_minute(1000)};
   Nanos t = 10 * kMinute;  // window start
   ASSERT_TRUE(limiter.check("acme", "m", rules, t).allowed);
   ASSERT_TRUE(limiter.charge("acme", "m", rules, {600, 0}, t + kSecond));
@@ -33,7 +33,7 @@ TEST(RateLimiter, TheRequestThatCrossesCompletesTheNextIsRefused) {
 TEST(RateLimiter, SlidingWindowDecaysAndRetryAfterIsExact) {
   MemoryCounterStore store;
   RateLimiter limiter(store, FailurePolicy::kOpen);
-  std::vector<Rule> rules{Tpm(1000)};
+  std::vector<Rule> rules{tokens_per_minute(1000)};
   Nanos t = 10 * kMinute;
   ASSERT_TRUE(limiter.charge("a", "m", rules, {2000, 0}, t + 30 * kSecond));
   LimitDecision d = limiter.check("a", "m", rules, t + 40 * kSecond);
@@ -92,7 +92,7 @@ class FailingStore : public CounterStore {
 
 TEST(RateLimiter, StoreFailureFollowsThePolicy) {
   FailingStore store;
-  std::vector<Rule> rules{Tpm(10)};
+  std::vector<Rule> rules{tokens_per_minute(10)};
   RateLimiter open(store, FailurePolicy::kOpen);
   LimitDecision d = open.check("a", "m", rules, 0);
   EXPECT_TRUE(d.allowed);

@@ -23,7 +23,7 @@ struct Outcome {
   double busy_blocks = 0;  // time-average of decode blocks in use after warm-up
 };
 
-Outcome RunLoop(bool predict) {
+Outcome run_loop(bool predict) {
   RouterConfig c;
   c.block_size = 16;
   c.filters = {};
@@ -108,8 +108,8 @@ Outcome RunLoop(bool predict) {
 }
 
 TEST(EarlyRejectLoop, PredictionWastesNoPrefillAndKeepsDecodeFull) {
-  const Outcome naive = RunLoop(/*predict=*/false);
-  const Outcome predicted = RunLoop(/*predict=*/true);
+  const Outcome naive = run_loop(/*predict=*/false);
+  const Outcome predicted = run_loop(/*predict=*/true);
   // The naive rule admits whenever decode has room now, ignoring the prefills already
   // on their way: some of them find decode full when they land, and their prefill is
   // wasted.

@@ -12,30 +12,30 @@ constexpr uint32_t kBs = 16;
 class EndpointPoolTest : public ::testing::Test {
  protected:
   EndpointPool pool_{kBs};
-  EndpointId Add(std::string url, Role role = Role::kBoth, uint32_t capacity = 0) {
+  EndpointId add(std::string url, Role role = Role::kBoth, uint32_t capacity = 0) {
     auto id = pool_.add({.url = std::move(url), .role = role, .kv_capacity_blocks = capacity}, 0);
     EXPECT_TRUE(id.ok());
     return *id;
   }
-  const RouterLoad& Load(EndpointId id) { return pool_.get(id)->load; }
+  const RouterLoad& load(EndpointId id) { return pool_.get(id)->load; }
 };
 
 TEST_F(EndpointPoolTest, IdsAreDenseAndReused) {
-  EXPECT_EQ(Add("a"), 0u);
-  EXPECT_EQ(Add("b"), 1u);
-  EXPECT_EQ(Add("c"), 2u);
+  EXPECT_EQ(add("a"), 0u);
+  EXPECT_EQ(add("b"), 1u);
+  EXPECT_EQ(add("c"), 2u);
   EXPECT_TRUE(pool_.remove(1));
   EXPECT_FALSE(pool_.remove(1));
   EXPECT_EQ(pool_.get(1), nullptr);
   EXPECT_EQ(std::vector<EndpointId>(pool_.ids().begin(), pool_.ids().end()),
             (std::vector<EndpointId>{0, 2}));
-  EXPECT_EQ(Add("d"), 1u);
+  EXPECT_EQ(add("d"), 1u);
   EXPECT_EQ(pool_.find("d"), std::optional<EndpointId>(1));
   EXPECT_FALSE(pool_.add({.url = "a"}, 0).ok());  // duplicate URL
 }
 
 TEST_F(EndpointPoolTest, LifecycleKeepsLoadExact) {
-  EndpointId a = Add("a");
+  EndpointId a = add("a");
   std::vector<kv::BlockKey> keys = {1, 2, 3, 4};  // 4 full blocks
   // 70 prompt tokens (4 full blocks + 6), 40 expected output: ceil(110/16) = 7 blocks.
   ASSERT_TRUE(pool_.on_routed(9,
@@ -45,22 +45,22 @@ TEST_F(EndpointPoolTest, LifecycleKeepsLoadExact) {
                                .expected_output_tokens = 40,
                                .prefill_tokens = 50},
                               0));
-  EXPECT_EQ(Load(a).in_flight, 1u);
-  EXPECT_EQ(Load(a).active_prefill_tokens, 50u);
-  EXPECT_EQ(Load(a).active_decode_blocks, 7u);
+  EXPECT_EQ(load(a).in_flight, 1u);
+  EXPECT_EQ(load(a).active_prefill_tokens, 50u);
+  EXPECT_EQ(load(a).active_decode_blocks, 7u);
   EXPECT_FALSE(pool_.on_routed(9, {.endpoint = a}, 0).ok());  // duplicate id
   EXPECT_TRUE(pool_.on_first_token(9, 10));
-  EXPECT_EQ(Load(a).active_prefill_tokens, 0u);
-  EXPECT_EQ(Load(a).in_flight, 1u);
+  EXPECT_EQ(load(a).active_prefill_tokens, 0u);
+  EXPECT_EQ(load(a).in_flight, 1u);
   EXPECT_TRUE(pool_.on_finished(9, 20));
-  EXPECT_EQ(Load(a).in_flight, 0u);
-  EXPECT_EQ(Load(a).active_decode_blocks, 0u);
+  EXPECT_EQ(load(a).in_flight, 0u);
+  EXPECT_EQ(load(a).active_decode_blocks, 0u);
   EXPECT_FALSE(pool_.on_finished(9, 30));  // unknown now: ignored
-  EXPECT_EQ(Load(a).routed_total, 1u);
+  EXPECT_EQ(load(a).routed_total, 1u);
 }
 
 TEST_F(EndpointPoolTest, CountsTheRequestsRoutedSinceTheScrapeThatHaveNotStarted) {
-  EndpointId a = Add("a");
+  EndpointId a = add("a");
   auto unstarted = [&] { return pool_.get(a)->unstarted_since_scrape; };
   ASSERT_TRUE(pool_.on_routed(1, {.endpoint = a, .prompt_tokens = 16}, 0));
   ASSERT_TRUE(pool_.on_routed(2, {.endpoint = a, .prompt_tokens = 16}, 0));
@@ -83,26 +83,26 @@ TEST_F(EndpointPoolTest, CountsTheRequestsRoutedSinceTheScrapeThatHaveNotStarted
 }
 
 TEST_F(EndpointPoolTest, SharedPrefixBlocksCountOnce) {
-  EndpointId a = Add("a");
+  EndpointId a = add("a");
   std::vector<kv::BlockKey> r1 = {1, 2, 3, 4};
   std::vector<kv::BlockKey> r2 = {1, 2, 5, 6};
   ASSERT_TRUE(pool_.on_routed(1, {.endpoint = a, .keys = r1, .prompt_tokens = 64}, 0));
   ASSERT_TRUE(pool_.on_routed(2, {.endpoint = a, .keys = r2, .prompt_tokens = 64}, 0));
-  EXPECT_EQ(Load(a).active_decode_blocks, 6u);  // 1 2 3 4 5 6
+  EXPECT_EQ(load(a).active_decode_blocks, 6u);  // 1 2 3 4 5 6
   std::vector<ActiveBlocks::Prefix> p;
   pool_.active_prefix(std::vector<kv::BlockKey>{1, 2, 3, 9}, p);
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].blocks, 3u);
   pool_.on_finished(1, 1);
-  EXPECT_EQ(Load(a).active_decode_blocks, 4u);  // 3, 4 released; 1, 2 still r2's
+  EXPECT_EQ(load(a).active_decode_blocks, 4u);  // 3, 4 released; 1, 2 still r2's
   pool_.on_failed(2, 1);
-  EXPECT_EQ(Load(a).active_decode_blocks, 0u);
-  EXPECT_EQ(Load(a).failed_total, 1u);
+  EXPECT_EQ(load(a).active_decode_blocks, 0u);
+  EXPECT_EQ(load(a).failed_total, 1u);
 }
 
 TEST_F(EndpointPoolTest, RemotePrefillEndsAtFirstToken) {
-  EndpointId p = Add("p", Role::kPrefill);
-  EndpointId d = Add("d", Role::kDecode);
+  EndpointId p = add("p", Role::kPrefill);
+  EndpointId d = add("d", Role::kDecode);
   std::vector<kv::BlockKey> keys = {1, 2};
   ASSERT_TRUE(pool_.on_routed(1,
                               {.endpoint = d,
@@ -111,37 +111,37 @@ TEST_F(EndpointPoolTest, RemotePrefillEndsAtFirstToken) {
                                .prompt_tokens = 32,
                                .prefill_tokens = 32},
                               0));
-  EXPECT_EQ(Load(p).in_flight, 1u);
-  EXPECT_EQ(Load(p).active_prefill_tokens, 32u);
-  EXPECT_EQ(Load(p).active_decode_blocks, 0u);
-  EXPECT_EQ(Load(d).in_flight, 1u);
-  EXPECT_EQ(Load(d).active_prefill_tokens, 0u);
-  EXPECT_EQ(Load(d).active_decode_blocks, 2u);
+  EXPECT_EQ(load(p).in_flight, 1u);
+  EXPECT_EQ(load(p).active_prefill_tokens, 32u);
+  EXPECT_EQ(load(p).active_decode_blocks, 0u);
+  EXPECT_EQ(load(d).in_flight, 1u);
+  EXPECT_EQ(load(d).active_prefill_tokens, 0u);
+  EXPECT_EQ(load(d).active_decode_blocks, 2u);
   pool_.on_first_token(1, 5);
-  EXPECT_EQ(Load(p).in_flight, 0u);
-  EXPECT_EQ(Load(p).active_prefill_tokens, 0u);
-  EXPECT_EQ(Load(d).in_flight, 1u);
+  EXPECT_EQ(load(p).in_flight, 0u);
+  EXPECT_EQ(load(p).active_prefill_tokens, 0u);
+  EXPECT_EQ(load(d).in_flight, 1u);
   pool_.on_finished(1, 9);
-  EXPECT_EQ(Load(d).in_flight, 0u);
-  EXPECT_EQ(Load(d).active_decode_blocks, 0u);
+  EXPECT_EQ(load(d).in_flight, 0u);
+  EXPECT_EQ(load(d).active_decode_blocks, 0u);
 }
 
 TEST_F(EndpointPoolTest, FailureBeforeFirstTokenReleasesPrefillToo) {
-  EndpointId p = Add("p", Role::kPrefill);
-  EndpointId d = Add("d", Role::kDecode);
+  EndpointId p = add("p", Role::kPrefill);
+  EndpointId d = add("d", Role::kDecode);
   ASSERT_TRUE(pool_.on_routed(
       1, {.endpoint = d, .prefill_endpoint = p, .prompt_tokens = 10, .prefill_tokens = 10}, 0));
   pool_.on_failed(1, 1);
-  EXPECT_EQ(Load(p).in_flight, 0u);
-  EXPECT_EQ(Load(p).active_prefill_tokens, 0u);
-  EXPECT_EQ(Load(p).failed_total, 1u);
-  EXPECT_EQ(Load(d).failed_total, 1u);
+  EXPECT_EQ(load(p).in_flight, 0u);
+  EXPECT_EQ(load(p).active_prefill_tokens, 0u);
+  EXPECT_EQ(load(p).failed_total, 1u);
+  EXPECT_EQ(load(d).failed_total, 1u);
 }
 
 TEST_F(EndpointPoolTest, RemovingAnEndpointForgetsItsRequests) {
-  EndpointId p = Add("p", Role::kPrefill);
-  EndpointId d = Add("d", Role::kDecode);
-  EndpointId d2 = Add("d2", Role::kDecode);
+  EndpointId p = add("p", Role::kPrefill);
+  EndpointId d = add("d", Role::kDecode);
+  EndpointId d2 = add("d2", Role::kDecode);
   std::vector<kv::BlockKey> keys = {1, 2};
   ASSERT_TRUE(pool_.on_routed(1,
                               {.endpoint = d,
@@ -160,15 +160,15 @@ TEST_F(EndpointPoolTest, RemovingAnEndpointForgetsItsRequests) {
   pool_.remove(d);
   EXPECT_EQ(pool_.request(1), nullptr);
   EXPECT_FALSE(pool_.on_finished(1, 1));
-  EXPECT_EQ(Load(p).in_flight, 1u);  // request 2 only
-  EXPECT_EQ(Load(p).active_prefill_tokens, 32u);
+  EXPECT_EQ(load(p).in_flight, 1u);  // request 2 only
+  EXPECT_EQ(load(p).active_prefill_tokens, 32u);
   pool_.remove(p);
   ASSERT_NE(pool_.request(2), nullptr);
   EXPECT_FALSE(pool_.request(2)->prefill_endpoint.has_value());
   EXPECT_TRUE(pool_.on_first_token(2, 1));
   EXPECT_TRUE(pool_.on_finished(2, 2));
-  EXPECT_EQ(Load(d2).active_decode_blocks, 0u);
-  EXPECT_EQ(Load(d2).in_flight, 0u);
+  EXPECT_EQ(load(d2).active_decode_blocks, 0u);
+  EXPECT_EQ(load(d2).in_flight, 0u);
 }
 
 TEST_F(EndpointPoolTest, UnknownEndpointIsAnError) {
@@ -181,7 +181,7 @@ TEST_F(EndpointPoolTest, UnknownEndpointIsAnError) {
 // then. Three requests on one decode endpoint, 10 blocks each (160 tokens, no output
 // beyond the prompt's blocks: expected output inside them).
 TEST_F(EndpointPoolTest, PredictedDecodeBlocks) {
-  EndpointId d = Add("d", Role::kDecode, 1000);
+  EndpointId d = add("d", Role::kDecode, 1000);
   const double spt = 0.01;  // 10 ms per output token
   auto route = [&](RequestId id, Nanos prefill_end, uint32_t output) {
     ASSERT_TRUE(pool_.on_routed(id,
@@ -208,8 +208,8 @@ TEST_F(EndpointPoolTest, PredictedDecodeBlocks) {
 // The naive rule's view: only requests whose prefill is done are on decode, however
 // long ago their prefill was predicted to end.
 TEST_F(EndpointPoolTest, DecodeBlocksNowCountsOnlyPrefillsDone) {
-  EndpointId p = Add("p", Role::kPrefill);
-  EndpointId d = Add("d", Role::kDecode, 1000);
+  EndpointId p = add("p", Role::kPrefill);
+  EndpointId d = add("d", Role::kDecode, 1000);
   auto route = [&](RequestId id) {
     ASSERT_TRUE(pool_.on_routed(id,
                                 {.endpoint = d,
@@ -228,14 +228,14 @@ TEST_F(EndpointPoolTest, DecodeBlocksNowCountsOnlyPrefillsDone) {
   EXPECT_DOUBLE_EQ(pool_.decode_blocks_now(d), 0);
   pool_.on_first_token(1, seconds(0.3));  // request 1's prefill answer came back
   EXPECT_DOUBLE_EQ(pool_.decode_blocks_now(d), 10);
-  EXPECT_EQ(Load(p).active_prefill_tokens, 150u);
+  EXPECT_EQ(load(p).active_prefill_tokens, 150u);
   EXPECT_DOUBLE_EQ(pool_.decode_blocks_now(99), 0);  // unknown endpoint
 }
 
 // A scrape is brought up to date with what the router saw since: requests finished
 // after it free their blocks at once, not at the next scrape.
 TEST_F(EndpointPoolTest, ScrapedUsageFollowsFinishesSinceTheScrape) {
-  EndpointId d = Add("d", Role::kDecode, 1000);
+  EndpointId d = add("d", Role::kDecode, 1000);
   for (RequestId id : {1, 2}) {
     ASSERT_TRUE(pool_.on_routed(id, {.endpoint = d, .prompt_tokens = 160}, 0));
     pool_.on_first_token(id, 0);

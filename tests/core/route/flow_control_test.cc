@@ -31,18 +31,18 @@ class FlowControlTest : public ::testing::Test {
     flow_.enabled = true;
     flow_.max_wait.fill(0);
   }
-  void Build() {
+  void build() {
     auto r = Router::create(config_, {});
     ASSERT_TRUE(r.ok()) << r.error();
     router_ = std::move(*r);
     fc_ = std::make_unique<FlowController>(*router_, flow_);
   }
-  EndpointId Add(std::string url, uint32_t kv_blocks = 0) {
+  EndpointId add(std::string url, uint32_t kv_blocks = 0) {
     auto id = router_->add_endpoint({.url = std::move(url), .kv_capacity_blocks = kv_blocks}, 0);
     EXPECT_TRUE(id.ok());
     return *id;
   }
-  FlowOutcome Admit(std::string_view tenant, Criticality c = Criticality::kStandard, Nanos now = 0,
+  FlowOutcome admit(std::string_view tenant, Criticality c = Criticality::kStandard, Nanos now = 0,
                     uint32_t prompt = 64, uint32_t output = 16) {
     RouteRequest& rr = requests_.emplace_back();
     rr.id = next_++;
@@ -51,20 +51,20 @@ class FlowControlTest : public ::testing::Test {
     rr.criticality = c;
     return fc_->admit({.request = &rr, .tenant = tenant}, now, rng_, out_);
   }
-  void Scrape(EndpointId id, uint32_t waiting, uint32_t running, Nanos now, double kv = 0) {
+  void scrape(EndpointId id, uint32_t waiting, uint32_t running, Nanos now, double kv = 0) {
     router_->pool().on_metrics(id, {.waiting = waiting, .running = running, .kv_usage = kv}, now);
   }
 };
 
 TEST_F(FlowControlTest, DispatchesAtOnceWhileAnEndpointHasCapacityThenQueues) {
-  Build();
-  EndpointId a = Add("http://a:1");
-  Scrape(a, 0, 0, 0);
+  build();
+  EndpointId a = add("http://a:1");
+  scrape(a, 0, 0, 0);
   // queue_threshold 2: two requests routed since the scrape fill it.
-  EXPECT_EQ(Admit("t").kind, Kind::kDispatched);
-  EXPECT_EQ(Admit("t").kind, Kind::kDispatched);
+  EXPECT_EQ(admit("t").kind, Kind::kDispatched);
+  EXPECT_EQ(admit("t").kind, Kind::kDispatched);
   EXPECT_FALSE(fc_->has_capacity(0));
-  FlowOutcome q = Admit("t");
+  FlowOutcome q = admit("t");
   EXPECT_EQ(q.kind, Kind::kQueued);
   EXPECT_EQ(fc_->queue().size(), 1u);
   EXPECT_TRUE(out_.empty());
@@ -82,12 +82,12 @@ TEST_F(FlowControlTest, DispatchesAtOnceWhileAnEndpointHasCapacityThenQueues) {
 }
 
 TEST_F(FlowControlTest, AScrapeShowingRoomReleasesTheQueueInOrder) {
-  Build();
-  EndpointId a = Add("http://a:1");
-  Scrape(a, 5, 10, 0);  // saturated
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(Admit("t", Criticality::kStandard, i).kind, Kind::kQueued);
-  EXPECT_EQ(Admit("t", Criticality::kCritical, 10).kind, Kind::kQueued);
-  Scrape(a, 0, 10, kSecond);  // the engine drained its queue
+  build();
+  EndpointId a = add("http://a:1");
+  scrape(a, 5, 10, 0);  // saturated
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(admit("t", Criticality::kStandard, i).kind, Kind::kQueued);
+  EXPECT_EQ(admit("t", Criticality::kCritical, 10).kind, Kind::kQueued);
+  scrape(a, 0, 10, kSecond);  // the engine drained its queue
   fc_->dispatch(kSecond, rng_, out_);
   ASSERT_EQ(out_.size(), 2u);  // queue_threshold requests beyond the scrape
   EXPECT_EQ(out_[0].id, 5u);   // critical first
@@ -96,21 +96,21 @@ TEST_F(FlowControlTest, AScrapeShowingRoomReleasesTheQueueInOrder) {
 }
 
 TEST_F(FlowControlTest, LateBindingRoutesToWhatIsThereWhenTheRequestLeaves) {
-  Build();
-  EndpointId a = Add("http://a:1");
-  Scrape(a, 9, 9, 0);
-  EXPECT_EQ(Admit("t").kind, Kind::kQueued);
+  build();
+  EndpointId a = add("http://a:1");
+  scrape(a, 9, 9, 0);
+  EXPECT_EQ(admit("t").kind, Kind::kQueued);
   // A second endpoint joins while it waits: the request goes there.
-  EndpointId b = Add("http://b:1");
+  EndpointId b = add("http://b:1");
   fc_->dispatch(0, rng_, out_);
   ASSERT_EQ(out_.size(), 1u);
   EXPECT_EQ(out_[0].decision.endpoint, b);
 }
 
 TEST_F(FlowControlTest, ScaleFromZeroHoldsRequestsUntilTheFirstReplica) {
-  Build();
+  build();
   // No endpoint at all: without flow control this is no_endpoints (503).
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(Admit("t", Criticality::kStandard, i).kind, Kind::kQueued);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(admit("t", Criticality::kStandard, i).kind, Kind::kQueued);
   EXPECT_EQ(fc_->queue().size(), 3u);  // the autoscaler's waiting signal
   const Nanos ready = 90 * kSecond;
   EndpointId a = router_->add_endpoint({.url = "http://a:1"}, ready).value();
@@ -119,7 +119,7 @@ TEST_F(FlowControlTest, ScaleFromZeroHoldsRequestsUntilTheFirstReplica) {
   EXPECT_EQ(out_[0].id, 1u);
   EXPECT_EQ(out_[0].waited, ready);
   EXPECT_EQ(out_[0].decision.endpoint, a);
-  Scrape(a, 0, 2, ready + kSecond);
+  scrape(a, 0, 2, ready + kSecond);
   fc_->dispatch(ready + kSecond, rng_, out_);
   ASSERT_EQ(out_.size(), 3u);  // none lost
   EXPECT_TRUE(fc_->queue().empty());
@@ -127,31 +127,31 @@ TEST_F(FlowControlTest, ScaleFromZeroHoldsRequestsUntilTheFirstReplica) {
 
 TEST_F(FlowControlTest, SheddableIsShedOrQueuedByPolicy) {
   flow_.shed_sheddable = true;
-  Build();
-  EndpointId a = Add("http://a:1");
-  Scrape(a, 9, 9, 0);
-  FlowOutcome o = Admit("t", Criticality::kSheddable);
+  build();
+  EndpointId a = add("http://a:1");
+  scrape(a, 9, 9, 0);
+  FlowOutcome o = admit("t", Criticality::kSheddable);
   EXPECT_EQ(o.kind, Kind::kRefused);
   EXPECT_EQ(o.decision.reason, RejectReason::kSaturated);
-  EXPECT_EQ(Admit("t", Criticality::kStandard).kind, Kind::kQueued);
+  EXPECT_EQ(admit("t", Criticality::kStandard).kind, Kind::kQueued);
 
   flow_.shed_sheddable = false;
-  Build();
-  a = Add("http://a:1");
-  Scrape(a, 9, 9, 0);
-  EXPECT_EQ(Admit("t", Criticality::kSheddable).kind, Kind::kQueued);
+  build();
+  a = add("http://a:1");
+  scrape(a, 9, 9, 0);
+  EXPECT_EQ(admit("t", Criticality::kSheddable).kind, Kind::kQueued);
 }
 
 TEST_F(FlowControlTest, EarlyRejectionRefusesBeforeQueueing) {
   config_.early_reject.enabled = true;
   config_.saturation.kv_threshold = 0.5;
-  Build();
-  EndpointId a = Add("http://a:1", /*kv_blocks=*/10);
-  Scrape(a, 9, 9, 0);
+  build();
+  EndpointId a = add("http://a:1", /*kv_blocks=*/10);
+  scrape(a, 9, 9, 0);
   // 64 + 16 tokens = 5 blocks of 16: fits in 10 x 0.95.
-  EXPECT_EQ(Admit("t").kind, Kind::kQueued);
+  EXPECT_EQ(admit("t").kind, Kind::kQueued);
   // 400 tokens = 25 blocks: decode will never have room.
-  FlowOutcome o = Admit("t", Criticality::kStandard, 0, 384, 16);
+  FlowOutcome o = admit("t", Criticality::kStandard, 0, 384, 16);
   EXPECT_EQ(o.kind, Kind::kRefused);
   EXPECT_EQ(o.decision.reason, RejectReason::kDecodeFull);
   EXPECT_EQ(fc_->queue().size(), 1u);
@@ -160,15 +160,15 @@ TEST_F(FlowControlTest, EarlyRejectionRefusesBeforeQueueing) {
 TEST_F(FlowControlTest, QueueRefusalsAndEvictionsComeBackAsOutcomes) {
   flow_.max_requests = 1;
   flow_.max_wait = {0, 5 * kSecond, 0};
-  Build();
-  EndpointId a = Add("http://a:1");
-  Scrape(a, 9, 9, 0);
-  EXPECT_EQ(Admit("t", Criticality::kSheddable).kind, Kind::kQueued);
-  EXPECT_EQ(Admit("t", Criticality::kStandard, kSecond).kind, Kind::kQueued);
+  build();
+  EndpointId a = add("http://a:1");
+  scrape(a, 9, 9, 0);
+  EXPECT_EQ(admit("t", Criticality::kSheddable).kind, Kind::kQueued);
+  EXPECT_EQ(admit("t", Criticality::kStandard, kSecond).kind, Kind::kQueued);
   ASSERT_EQ(out_.size(), 1u);  // the sheddable one, evicted
   EXPECT_EQ(out_[0].id, 1u);
   EXPECT_EQ(out_[0].refusal, FlowRefusal::kQueueFull);
-  FlowOutcome full = Admit("u", Criticality::kStandard, kSecond);
+  FlowOutcome full = admit("u", Criticality::kStandard, kSecond);
   EXPECT_EQ(full.kind, Kind::kRefused);
   EXPECT_EQ(full.refusal, FlowRefusal::kQueueFull);
   out_.clear();
@@ -180,14 +180,14 @@ TEST_F(FlowControlTest, QueueRefusalsAndEvictionsComeBackAsOutcomes) {
 }
 
 TEST_F(FlowControlTest, CancelRemovesAQueuedRequest) {
-  Build();
-  EndpointId a = Add("http://a:1");
-  Scrape(a, 9, 9, 0);
-  Admit("t");
-  Admit("t");
+  build();
+  EndpointId a = add("http://a:1");
+  scrape(a, 9, 9, 0);
+  admit("t");
+  admit("t");
   EXPECT_TRUE(fc_->cancel(1));
   EXPECT_FALSE(fc_->cancel(1));
-  Scrape(a, 0, 9, kSecond);
+  scrape(a, 0, 9, kSecond);
   fc_->dispatch(kSecond, rng_, out_);
   ASSERT_EQ(out_.size(), 1u);
   EXPECT_EQ(out_[0].id, 2u);
@@ -195,23 +195,23 @@ TEST_F(FlowControlTest, CancelRemovesAQueuedRequest) {
 
 TEST_F(FlowControlTest, DisabledRoutesLikeTheRouter) {
   flow_.enabled = false;
-  Build();
-  FlowOutcome o = Admit("t");
+  build();
+  FlowOutcome o = admit("t");
   EXPECT_EQ(o.kind, Kind::kRefused);
   EXPECT_EQ(o.decision.reason, RejectReason::kNoEndpoints);
-  EndpointId a = Add("http://a:1");
-  Scrape(a, 9, 9, 0);
-  EXPECT_EQ(Admit("t").kind, Kind::kDispatched);  // piles up on the engine, as before
-  EXPECT_EQ(Admit("t", Criticality::kSheddable).decision.reason, RejectReason::kSaturated);
+  EndpointId a = add("http://a:1");
+  scrape(a, 9, 9, 0);
+  EXPECT_EQ(admit("t").kind, Kind::kDispatched);  // piles up on the engine, as before
+  EXPECT_EQ(admit("t", Criticality::kSheddable).decision.reason, RejectReason::kSaturated);
 }
 
 TEST_F(FlowControlTest, NoisyTenantDoesNotDelayAQuietOne) {
-  Build();
-  EndpointId a = Add("http://a:1");
-  Scrape(a, 9, 9, 0);
-  for (int i = 0; i < 50; ++i) Admit("noisy", Criticality::kStandard, i);
-  Admit("quiet", Criticality::kStandard, 60);
-  Scrape(a, 0, 9, 100);
+  build();
+  EndpointId a = add("http://a:1");
+  scrape(a, 9, 9, 0);
+  for (int i = 0; i < 50; ++i) admit("noisy", Criticality::kStandard, i);
+  admit("quiet", Criticality::kStandard, 60);
+  scrape(a, 0, 9, 100);
   fc_->dispatch(100, rng_, out_);
   ASSERT_EQ(out_.size(), 2u);
   EXPECT_EQ(out_[0].tenant, "noisy");  // equal counters: the older backlog first
@@ -219,24 +219,24 @@ TEST_F(FlowControlTest, NoisyTenantDoesNotDelayAQuietOne) {
 }
 
 TEST_F(FlowControlTest, ASparseTenantTakesTheReserveInsteadOfWaitingForAPlace) {
-  Build();
-  EndpointId a = Add("http://a:1", 1000);
-  Scrape(a, 0, 9, 0);
+  build();
+  EndpointId a = add("http://a:1", 1000);
+  scrape(a, 0, 9, 0);
   // queue_threshold 2: two requests routed since the scrape fill it; the rest waits.
-  EXPECT_EQ(Admit("noisy").kind, Kind::kDispatched);
-  EXPECT_EQ(Admit("noisy").kind, Kind::kDispatched);
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(Admit("noisy").kind, Kind::kQueued);
+  EXPECT_EQ(admit("noisy").kind, Kind::kDispatched);
+  EXPECT_EQ(admit("noisy").kind, Kind::kDispatched);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(admit("noisy").kind, Kind::kQueued);
   // The quiet tenant's request is next in order (lifted to noisy's counter, it wins the
   // tie) and its tenant has nothing else queued: it takes the reserve, one request
   // beyond the limit, at once instead of waiting for a request to finish.
-  FlowOutcome quiet = Admit("quiet", Criticality::kStandard, 10);
+  FlowOutcome quiet = admit("quiet", Criticality::kStandard, 10);
   EXPECT_EQ(quiet.kind, Kind::kDispatched);
   EXPECT_EQ(quiet.decision.endpoint, a);
   EXPECT_TRUE(out_.empty());  // noisy's backlog still waits
   // The reserve is used up: another sparse tenant's request waits.
-  EXPECT_EQ(Admit("other", Criticality::kStandard, 11).kind, Kind::kQueued);
+  EXPECT_EQ(admit("other", Criticality::kStandard, 11).kind, Kind::kQueued);
   // Quiet's counter is now ahead of noisy's: its next request waits its turn.
-  EXPECT_EQ(Admit("quiet", Criticality::kStandard, 12).kind, Kind::kQueued);
+  EXPECT_EQ(admit("quiet", Criticality::kStandard, 12).kind, Kind::kQueued);
   // Two requests finish: room for one below the limit, in the queue's order (noisy's,
   // its counter the lowest now), and the reserve is free again: the next in order,
   // other's, is sparse and takes it. Quiet's second waits its turn.
@@ -251,54 +251,54 @@ TEST_F(FlowControlTest, ASparseTenantTakesTheReserveInsteadOfWaitingForAPlace) {
 
 TEST_F(FlowControlTest, TheReserveIsOffAtZeroAndNeverForALoneTenant) {
   flow_.sparse_reserve = 0;
-  Build();
-  EndpointId a = Add("http://a:1", 1000);
-  Scrape(a, 0, 9, 0);
-  Admit("noisy");
-  Admit("noisy");
-  Admit("noisy");
-  EXPECT_EQ(Admit("quiet").kind, Kind::kQueued);
+  build();
+  EndpointId a = add("http://a:1", 1000);
+  scrape(a, 0, 9, 0);
+  admit("noisy");
+  admit("noisy");
+  admit("noisy");
+  EXPECT_EQ(admit("quiet").kind, Kind::kQueued);
 
   flow_.sparse_reserve = 1;
-  Build();
-  a = Add("http://a:1", 1000);
-  Scrape(a, 2, 9, 0);
+  build();
+  a = add("http://a:1", 1000);
+  scrape(a, 2, 9, 0);
   // One tenant: its first queued request has no one else's backlog to skip.
-  EXPECT_EQ(Admit("only").kind, Kind::kQueued);
+  EXPECT_EQ(admit("only").kind, Kind::kQueued);
   EXPECT_EQ(fc_->dispatch(0, rng_, out_), 0u);
 }
 
 TEST_F(FlowControlTest, TheReserveTakesTheKvHeadroomOnlyAsFarAsTheRequestFits) {
-  Build();
+  build();
   // 100 blocks of 16 tokens.
-  EndpointId a = Add("http://a:1", 100);
-  Scrape(a, 0, 9, 0, 0.5);
-  EXPECT_EQ(Admit("noisy").kind, Kind::kDispatched);
-  Scrape(a, 0, 9, 1, 0.92);  // above kv_threshold (0.9): no capacity
-  EXPECT_EQ(Admit("noisy", Criticality::kStandard, 1).kind, Kind::kQueued);
+  EndpointId a = add("http://a:1", 100);
+  scrape(a, 0, 9, 0, 0.5);
+  EXPECT_EQ(admit("noisy").kind, Kind::kDispatched);
+  scrape(a, 0, 9, 1, 0.92);  // above kv_threshold (0.9): no capacity
+  EXPECT_EQ(admit("noisy", Criticality::kStandard, 1).kind, Kind::kQueued);
   // 160 + 16 tokens = 11 blocks: 0.92 + 0.11 > 1, it would wait inside the engine.
-  FlowOutcome big = Admit("big", Criticality::kStandard, 1, 160, 16);
+  FlowOutcome big = admit("big", Criticality::kStandard, 1, 160, 16);
   EXPECT_EQ(big.kind, Kind::kQueued);
   EXPECT_TRUE(fc_->cancel(big.id));
   // 64 + 16 tokens = 5 blocks: fits in the headroom.
-  EXPECT_EQ(Admit("small", Criticality::kStandard, 1, 64, 16).kind, Kind::kDispatched);
+  EXPECT_EQ(admit("small", Criticality::kStandard, 1, 64, 16).kind, Kind::kDispatched);
 }
 
 TEST_F(FlowControlTest, ARequestWithItsFirstTokenNoLongerCountsAsWaiting) {
-  Build();
-  EndpointId a = Add("http://a:1", 1000);
-  Scrape(a, 0, 9, 0);
+  build();
+  EndpointId a = add("http://a:1", 1000);
+  scrape(a, 0, 9, 0);
   // queue_threshold 2: two requests routed since the scrape, neither started yet.
-  FlowOutcome first = Admit("t");
+  FlowOutcome first = admit("t");
   EXPECT_EQ(first.kind, Kind::kDispatched);
-  EXPECT_EQ(Admit("t").kind, Kind::kDispatched);
-  EXPECT_EQ(Admit("t", Criticality::kStandard, 1).kind, Kind::kQueued);
+  EXPECT_EQ(admit("t").kind, Kind::kDispatched);
+  EXPECT_EQ(admit("t", Criticality::kStandard, 1).kind, Kind::kQueued);
   EXPECT_EQ(fc_->dispatch(1, rng_, out_), 0u);
   // The first one's first token came back: it runs, so the engine's queue holds at most
   // one of them. Room for the queued request before the next scrape, and no more.
   router_->pool().on_first_token(first.id, 2);
   EXPECT_EQ(fc_->dispatch(2, rng_, out_), 1u);
-  EXPECT_EQ(Admit("t", Criticality::kStandard, 3).kind, Kind::kQueued);
+  EXPECT_EQ(admit("t", Criticality::kStandard, 3).kind, Kind::kQueued);
 }
 
 // `a` is full by the queue's measure (two requests routed since its scrape, neither
@@ -308,18 +308,18 @@ TEST_F(FlowControlTest, ARequestWithItsFirstTokenNoLongerCountsAsWaiting) {
 TEST_F(FlowControlTest, LateBindingRoomOrAnyDecidesWhetherAFullEndpointMayBeChosen) {
   for (LateBinding binding : {LateBinding::kRoom, LateBinding::kAny}) {
     flow_.late_binding = binding;
-    Build();
-    EndpointId a = Add("http://a:1");
-    EndpointId b = Add("http://b:1");
+    build();
+    EndpointId a = add("http://a:1");
+    EndpointId b = add("http://b:1");
     for (RequestId id : {101, 102, 103}) {
       ASSERT_TRUE(router_->pool().on_routed(id, {.endpoint = b, .prompt_tokens = 16}, 0).ok());
     }
-    Scrape(b, 1, 3, 0);
-    Scrape(a, 0, 0, 0);
+    scrape(b, 1, 3, 0);
+    scrape(a, 0, 0, 0);
     for (RequestId id : {104, 105}) {
       ASSERT_TRUE(router_->pool().on_routed(id, {.endpoint = a, .prompt_tokens = 16}, 0).ok());
     }
-    FlowOutcome o = Admit("t");
+    FlowOutcome o = admit("t");
     ASSERT_EQ(o.kind, Kind::kDispatched) << to_string(binding);
     EXPECT_EQ(o.decision.endpoint, binding == LateBinding::kRoom ? b : a) << to_string(binding);
   }

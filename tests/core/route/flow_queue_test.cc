@@ -12,7 +12,7 @@ namespace {
 
 using C = Criticality;
 
-FlowQueueConfig Config() {
+FlowQueueConfig enabled_config() {
   FlowQueueConfig c;
   c.enabled = true;
   c.max_wait.fill(0);
@@ -26,7 +26,7 @@ class FlowQueueTest : public ::testing::Test {
   std::vector<FlowQueue::Removed> evicted_;
   RequestId next_ = 1;
 
-  FlowRefusal Push(FlowQueue& q, std::string_view tenant, C band = C::kStandard,
+  FlowRefusal push(FlowQueue& q, std::string_view tenant, C band = C::kStandard,
                    uint32_t prompt = 100, Nanos now = 0, std::optional<Nanos> deadline = {},
                    double weight = 1, uint32_t output = 100) {
     return q.enqueue({.id = next_++,
@@ -39,7 +39,7 @@ class FlowQueueTest : public ::testing::Test {
                      now, evicted_);
   }
   // Pops everything; "tenant:id" in order.
-  std::vector<std::string> Drain(FlowQueue& q, Nanos now = 0) {
+  std::vector<std::string> drain(FlowQueue& q, Nanos now = 0) {
     std::vector<std::string> out;
     while (auto r = q.pop(now)) out.push_back(std::string(r->tenant) + ":" + std::to_string(r->id));
     return out;
@@ -47,33 +47,33 @@ class FlowQueueTest : public ::testing::Test {
 };
 
 TEST_F(FlowQueueTest, FcfsWithinOneTenant) {
-  FlowQueue q(Config());
-  for (int i = 0; i < 4; ++i) ASSERT_EQ(Push(q, "a", C::kStandard, 100, i), FlowRefusal::kNone);
+  FlowQueue q(enabled_config());
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(push(q, "a", C::kStandard, 100, i), FlowRefusal::kNone);
   EXPECT_EQ(q.size(), 4u);
   EXPECT_EQ(q.queued_tokens(), 800u);
-  EXPECT_EQ(Drain(q), (std::vector<std::string>{"a:1", "a:2", "a:3", "a:4"}));
+  EXPECT_EQ(drain(q), (std::vector<std::string>{"a:1", "a:2", "a:3", "a:4"}));
   EXPECT_TRUE(q.empty());
   EXPECT_EQ(q.queued_tokens(), 0u);
 }
 
 TEST_F(FlowQueueTest, StrictBandsServeCriticalFirst) {
-  FlowQueue q(Config());
-  Push(q, "a", C::kSheddable);
-  Push(q, "a", C::kStandard);
-  Push(q, "a", C::kCritical);
-  Push(q, "a", C::kStandard);
+  FlowQueue q(enabled_config());
+  push(q, "a", C::kSheddable);
+  push(q, "a", C::kStandard);
+  push(q, "a", C::kCritical);
+  push(q, "a", C::kStandard);
   EXPECT_EQ(q.band_size(C::kStandard), 2u);
-  EXPECT_EQ(Drain(q), (std::vector<std::string>{"a:3", "a:2", "a:4", "a:1"}));
+  EXPECT_EQ(drain(q), (std::vector<std::string>{"a:3", "a:2", "a:4", "a:1"}));
 }
 
 TEST_F(FlowQueueTest, WeightedBandsShareByWeight) {
-  FlowQueueConfig c = Config();
+  FlowQueueConfig c = enabled_config();
   c.band_order = BandOrder::kWeighted;
   c.band_weights = {3, 1, 1};
   FlowQueue q(c);
   for (int i = 0; i < 40; ++i) {
-    Push(q, "a", C::kCritical);
-    Push(q, "a", C::kStandard);
+    push(q, "a", C::kCritical);
+    push(q, "a", C::kStandard);
   }
   int critical = 0;
   for (int i = 0; i < 40; ++i) critical += q.pop(0)->band == C::kCritical;
@@ -81,21 +81,21 @@ TEST_F(FlowQueueTest, WeightedBandsShareByWeight) {
 }
 
 TEST_F(FlowQueueTest, StarvationBoundLetsALowBandThrough) {
-  FlowQueueConfig c = Config();
+  FlowQueueConfig c = enabled_config();
   c.starvation_bound = 5 * kSecond;
   FlowQueue q(c);
-  Push(q, "a", C::kSheddable, 100, 0);
-  for (int i = 0; i < 5; ++i) Push(q, "a", C::kCritical, 100, kSecond);
+  push(q, "a", C::kSheddable, 100, 0);
+  for (int i = 0; i < 5; ++i) push(q, "a", C::kCritical, 100, kSecond);
   EXPECT_EQ(q.pop(2 * kSecond)->band, C::kCritical);   // not starving yet
   EXPECT_EQ(q.pop(5 * kSecond)->band, C::kSheddable);  // waited 5 s: goes first
   EXPECT_EQ(q.pop(5 * kSecond)->band, C::kCritical);
 }
 
 TEST_F(FlowQueueTest, TenantsShareTokensEquallyWhateverTheirBacklog) {
-  FlowQueue q(Config());
+  FlowQueue q(enabled_config());
   // A has 100 requests queued, B 10; equal costs: they alternate until B runs out.
-  for (int i = 0; i < 100; ++i) Push(q, "A");
-  for (int i = 0; i < 10; ++i) Push(q, "B");
+  for (int i = 0; i < 100; ++i) push(q, "A");
+  for (int i = 0; i < 10; ++i) push(q, "B");
   std::map<std::string, int> served;
   for (int i = 0; i < 20; ++i) ++served[std::string(q.pop(0)->tenant)];
   EXPECT_EQ(served["A"], 10);
@@ -103,10 +103,10 @@ TEST_F(FlowQueueTest, TenantsShareTokensEquallyWhateverTheirBacklog) {
 }
 
 TEST_F(FlowQueueTest, FairnessIsOnTokensNotRequests) {
-  FlowQueue q(Config());
+  FlowQueue q(enabled_config());
   // A's requests cost 4x B's: B gets 4 requests per A request.
-  for (int i = 0; i < 20; ++i) Push(q, "A", C::kStandard, 700, 0, {}, 1, 100);
-  for (int i = 0; i < 40; ++i) Push(q, "B", C::kStandard, 100, 0, {}, 1, 100);
+  for (int i = 0; i < 20; ++i) push(q, "A", C::kStandard, 700, 0, {}, 1, 100);
+  for (int i = 0; i < 40; ++i) push(q, "B", C::kStandard, 100, 0, {}, 1, 100);
   std::map<std::string, int> served;
   for (int i = 0; i < 25; ++i) ++served[std::string(q.pop(0)->tenant)];
   EXPECT_EQ(served["A"], 5);
@@ -114,9 +114,9 @@ TEST_F(FlowQueueTest, FairnessIsOnTokensNotRequests) {
 }
 
 TEST_F(FlowQueueTest, WeightsScaleTheShare) {
-  FlowQueue q(Config());
-  for (int i = 0; i < 60; ++i) Push(q, "gold", C::kStandard, 100, 0, {}, 2.0);
-  for (int i = 0; i < 60; ++i) Push(q, "free", C::kStandard, 100, 0, {}, 1.0);
+  FlowQueue q(enabled_config());
+  for (int i = 0; i < 60; ++i) push(q, "gold", C::kStandard, 100, 0, {}, 2.0);
+  for (int i = 0; i < 60; ++i) push(q, "free", C::kStandard, 100, 0, {}, 1.0);
   std::map<std::string, int> served;
   for (int i = 0; i < 30; ++i) ++served[std::string(q.pop(0)->tenant)];
   EXPECT_EQ(served["gold"], 20);
@@ -124,14 +124,14 @@ TEST_F(FlowQueueTest, WeightsScaleTheShare) {
 }
 
 TEST_F(FlowQueueTest, ReturningTenantCannotBankCredit) {
-  FlowQueue q(Config());
+  FlowQueue q(enabled_config());
   // B was served once, then idled while A was served alone for a long time.
   q.charge("B", 1, 100, 100, 0);
-  for (int i = 0; i < 50; ++i) Push(q, "A");
+  for (int i = 0; i < 50; ++i) push(q, "A");
   for (int i = 0; i < 40; ++i) q.pop(0);
   // B arrives with a burst: it is lifted to A's counter, so they alternate instead of B
   // taking 40 requests in a row.
-  for (int i = 0; i < 20; ++i) Push(q, "B");
+  for (int i = 0; i < 20; ++i) push(q, "B");
   std::map<std::string, int> served;
   for (int i = 0; i < 10; ++i) ++served[std::string(q.pop(0)->tenant)];
   EXPECT_EQ(served["A"], 5);
@@ -139,39 +139,39 @@ TEST_F(FlowQueueTest, ReturningTenantCannotBankCredit) {
 }
 
 TEST_F(FlowQueueTest, ReturningTenantWinsTheTieWithTheBacklog) {
-  FlowQueue q(Config());
-  for (int i = 0; i < 10; ++i) Push(q, "A");
+  FlowQueue q(enabled_config());
+  for (int i = 0; i < 10; ++i) push(q, "A");
   for (int i = 0; i < 3; ++i) EXPECT_EQ(q.pop(0)->tenant, "A");
   // B arrives and is lifted to A's counter. On the tie the tenant served least recently
   // goes first: B at the next dispatch, not after one more of A's (which would double
   // a light tenant's wait behind a heavy one's backlog).
-  Push(q, "B");
+  push(q, "B");
   auto stats = q.tenants();
   EXPECT_EQ(stats[0].counter, stats[1].counter);
   EXPECT_EQ(q.pop(0)->tenant, "B");
   // Then round robin among equals: A (served before B), and B again after A.
-  Push(q, "B");
+  push(q, "B");
   EXPECT_EQ(q.pop(0)->tenant, "A");
   EXPECT_EQ(q.pop(0)->tenant, "B");
 }
 
 TEST_F(FlowQueueTest, PeekShowsTheNextRequestAndWhetherItIsSparse) {
-  FlowQueue q(Config());
+  FlowQueue q(enabled_config());
   EXPECT_FALSE(q.peek(0).has_value());
-  Push(q, "A");
+  push(q, "A");
   // Alone in the queue: not sparse (there is no one else's backlog to wait behind).
   EXPECT_EQ(q.peek(0)->id, 1u);
   EXPECT_FALSE(q.peek(0)->sparse);
-  Push(q, "A");
+  push(q, "A");
   q.pop(0);
-  Push(q, "B");  // id 3: B's only request, A's waits too
+  push(q, "B");  // id 3: B's only request, A's waits too
   auto next = q.peek(0);
   ASSERT_TRUE(next.has_value());
   EXPECT_EQ(next->id, 3u);
   EXPECT_TRUE(next->sparse);
   EXPECT_EQ(q.pop(0)->id, 3u);  // peek left it where pop finds it
-  Push(q, "B");
-  Push(q, "B");
+  push(q, "B");
+  push(q, "B");
   EXPECT_EQ(q.peek(0)->id, 2u);  // A's last: A has nothing else queued, B's wait
   EXPECT_TRUE(q.peek(0)->sparse);
   q.pop(0);
@@ -179,7 +179,7 @@ TEST_F(FlowQueueTest, PeekShowsTheNextRequestAndWhetherItIsSparse) {
 }
 
 TEST_F(FlowQueueTest, ServiceOutsideTheQueueCountsAndLiftsAnIdleTenant) {
-  FlowQueue q(Config());
+  FlowQueue q(enabled_config());
   q.charge("B", 1, 100, 100, 0);                               // B: 200
   for (int i = 0; i < 10; ++i) q.charge("A", 1, 100, 100, 0);  // A: 200 .. 2200
   q.charge("B", 1, 100, 100, 0);  // B was idle: lifted to 2200 first, then charged
@@ -191,10 +191,10 @@ TEST_F(FlowQueueTest, ServiceOutsideTheQueueCountsAndLiftsAnIdleTenant) {
 }
 
 TEST_F(FlowQueueTest, CorrectOutputChargesActualService) {
-  FlowQueue q(Config());
+  FlowQueue q(enabled_config());
   for (int i = 0; i < 10; ++i) {
-    Push(q, "A");
-    Push(q, "B");
+    push(q, "A");
+    push(q, "B");
   }
   auto a = q.pop(0);
   ASSERT_EQ(a->tenant, "A");
@@ -207,32 +207,32 @@ TEST_F(FlowQueueTest, CorrectOutputChargesActualService) {
 }
 
 TEST_F(FlowQueueTest, EarliestDeadlineFirstWithinATenant) {
-  FlowQueue q(Config());
-  Push(q, "a", C::kStandard, 100, 0);               // 1: no deadline
-  Push(q, "a", C::kStandard, 100, 0, 9 * kSecond);  // 2
-  Push(q, "a", C::kStandard, 100, 0, 3 * kSecond);  // 3
-  EXPECT_EQ(Drain(q), (std::vector<std::string>{"a:3", "a:2", "a:1"}));
+  FlowQueue q(enabled_config());
+  push(q, "a", C::kStandard, 100, 0);               // 1: no deadline
+  push(q, "a", C::kStandard, 100, 0, 9 * kSecond);  // 2
+  push(q, "a", C::kStandard, 100, 0, 3 * kSecond);  // 3
+  EXPECT_EQ(drain(q), (std::vector<std::string>{"a:3", "a:2", "a:1"}));
 }
 
 TEST_F(FlowQueueTest, PoolOverflowEvictsTheLowestBandsNewest) {
-  FlowQueueConfig c = Config();
+  FlowQueueConfig c = enabled_config();
   c.max_requests = 3;
   FlowQueue q(c);
-  Push(q, "a", C::kSheddable);  // 1
-  Push(q, "a", C::kSheddable);  // 2
-  Push(q, "a", C::kStandard);   // 3
+  push(q, "a", C::kSheddable);  // 1
+  push(q, "a", C::kSheddable);  // 2
+  push(q, "a", C::kStandard);   // 3
   // A standard request evicts sheddable #2 (the newest of the lowest band).
-  ASSERT_EQ(Push(q, "b", C::kStandard), FlowRefusal::kNone);
+  ASSERT_EQ(push(q, "b", C::kStandard), FlowRefusal::kNone);
   ASSERT_EQ(evicted_.size(), 1u);
   EXPECT_EQ(evicted_[0].id, 2u);
   EXPECT_EQ(evicted_[0].refusal, FlowRefusal::kQueueFull);
   // Another sheddable one finds no lower band: refused, nothing evicted.
   evicted_.clear();
-  EXPECT_EQ(Push(q, "b", C::kSheddable), FlowRefusal::kQueueFull);
+  EXPECT_EQ(push(q, "b", C::kSheddable), FlowRefusal::kQueueFull);
   EXPECT_TRUE(evicted_.empty());
   EXPECT_EQ(q.size(), 3u);
   // A critical one takes #1, the last sheddable.
-  ASSERT_EQ(Push(q, "b", C::kCritical), FlowRefusal::kNone);
+  ASSERT_EQ(push(q, "b", C::kCritical), FlowRefusal::kNone);
   ASSERT_EQ(evicted_.size(), 1u);
   EXPECT_EQ(evicted_[0].id, 1u);
   auto stats = q.tenants();
@@ -243,29 +243,29 @@ TEST_F(FlowQueueTest, PoolOverflowEvictsTheLowestBandsNewest) {
 }
 
 TEST_F(FlowQueueTest, TokenAndTenantLimits) {
-  FlowQueueConfig c = Config();
+  FlowQueueConfig c = enabled_config();
   c.max_tokens = 1000;
   c.tenant_max_requests = 2;
   c.tenant_max_tokens = 500;
   FlowQueue q(c);
-  EXPECT_EQ(Push(q, "a", C::kStandard, 100), FlowRefusal::kNone);        // 200 tokens
-  EXPECT_EQ(Push(q, "a", C::kStandard, 100), FlowRefusal::kNone);        // 400
-  EXPECT_EQ(Push(q, "a", C::kStandard, 10), FlowRefusal::kQueueFull);    // 3rd request
-  EXPECT_EQ(Push(q, "b", C::kStandard, 500), FlowRefusal::kQueueFull);   // 600 > tenant's 500
-  EXPECT_EQ(Push(q, "b", C::kStandard, 300), FlowRefusal::kNone);        // 400: pool at 800
-  EXPECT_EQ(Push(q, "c", C::kStandard, 150), FlowRefusal::kQueueFull);   // pool 1050 > 1000
-  EXPECT_EQ(Push(q, "c", C::kStandard, 2000), FlowRefusal::kQueueFull);  // larger than the pool
+  EXPECT_EQ(push(q, "a", C::kStandard, 100), FlowRefusal::kNone);        // 200 tokens
+  EXPECT_EQ(push(q, "a", C::kStandard, 100), FlowRefusal::kNone);        // 400
+  EXPECT_EQ(push(q, "a", C::kStandard, 10), FlowRefusal::kQueueFull);    // 3rd request
+  EXPECT_EQ(push(q, "b", C::kStandard, 500), FlowRefusal::kQueueFull);   // 600 > tenant's 500
+  EXPECT_EQ(push(q, "b", C::kStandard, 300), FlowRefusal::kNone);        // 400: pool at 800
+  EXPECT_EQ(push(q, "c", C::kStandard, 150), FlowRefusal::kQueueFull);   // pool 1050 > 1000
+  EXPECT_EQ(push(q, "c", C::kStandard, 2000), FlowRefusal::kQueueFull);  // larger than the pool
   EXPECT_EQ(q.size(), 3u);
   EXPECT_EQ(q.queued_tokens(), 800u);
 }
 
 TEST_F(FlowQueueTest, MaxWaitPerBandTimesOut) {
-  FlowQueueConfig c = Config();
+  FlowQueueConfig c = enabled_config();
   c.max_wait = {0, 10 * kSecond, 2 * kSecond};
   FlowQueue q(c);
-  Push(q, "a", C::kCritical, 100, 0);         // 1: never times out
-  Push(q, "a", C::kStandard, 100, 0);         // 2: at 10 s
-  Push(q, "a", C::kSheddable, 100, kSecond);  // 3: at 3 s
+  push(q, "a", C::kCritical, 100, 0);         // 1: never times out
+  push(q, "a", C::kStandard, 100, 0);         // 2: at 10 s
+  push(q, "a", C::kSheddable, 100, kSecond);  // 3: at 3 s
   EXPECT_EQ(q.next_expiry(), 3 * kSecond);
   std::vector<FlowQueue::Removed> out;
   q.expire(3 * kSecond - 1, out);
@@ -284,58 +284,58 @@ TEST_F(FlowQueueTest, MaxWaitPerBandTimesOut) {
 }
 
 TEST_F(FlowQueueTest, DeadlinesExpireAndUnmeetableOnesAreRefusedAtTheDoor) {
-  FlowQueue q(Config());
-  EXPECT_EQ(Push(q, "a", C::kStandard, 100, 5 * kSecond, 5 * kSecond),
+  FlowQueue q(enabled_config());
+  EXPECT_EQ(push(q, "a", C::kStandard, 100, 5 * kSecond, 5 * kSecond),
             FlowRefusal::kDeadlineUnmeetable);  // already due
-  ASSERT_EQ(Push(q, "a", C::kStandard, 100, 0, 2 * kSecond), FlowRefusal::kNone);
+  ASSERT_EQ(push(q, "a", C::kStandard, 100, 0, 2 * kSecond), FlowRefusal::kNone);
   std::vector<FlowQueue::Removed> out;
   q.expire(2 * kSecond, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].refusal, FlowRefusal::kDeadlineUnmeetable);
 
   // A measured rate of ~1 dispatch/s and 5 requests ahead: a 2 s deadline cannot be met.
-  FlowQueue r(Config());
+  FlowQueue r(enabled_config());
   for (int i = 0; i < 30; ++i) {
-    Push(r, "a", C::kStandard, 100, i * kSecond);
+    push(r, "a", C::kStandard, 100, i * kSecond);
     r.pop(i * kSecond);
   }
-  for (int i = 0; i < 5; ++i) Push(r, "a", C::kStandard, 100, 30 * kSecond);
+  for (int i = 0; i < 5; ++i) push(r, "a", C::kStandard, 100, 30 * kSecond);
   EXPECT_GT(r.dispatch_rate(30 * kSecond), 0.5);
-  EXPECT_EQ(Push(r, "b", C::kStandard, 100, 30 * kSecond, 32 * kSecond),
+  EXPECT_EQ(push(r, "b", C::kStandard, 100, 30 * kSecond, 32 * kSecond),
             FlowRefusal::kDeadlineUnmeetable);
-  EXPECT_EQ(Push(r, "b", C::kStandard, 100, 30 * kSecond, 90 * kSecond), FlowRefusal::kNone);
+  EXPECT_EQ(push(r, "b", C::kStandard, 100, 30 * kSecond, 90 * kSecond), FlowRefusal::kNone);
   // A critical request has nothing ahead in its band: its 2 s deadline is fine.
-  EXPECT_EQ(Push(r, "b", C::kCritical, 100, 30 * kSecond, 32 * kSecond), FlowRefusal::kNone);
+  EXPECT_EQ(push(r, "b", C::kCritical, 100, 30 * kSecond, 32 * kSecond), FlowRefusal::kNone);
 }
 
 TEST_F(FlowQueueTest, RemoveFreesTheSlotAtOnce) {
-  FlowQueueConfig c = Config();
+  FlowQueueConfig c = enabled_config();
   c.max_requests = 2;
   FlowQueue q(c);
-  Push(q, "a");
-  Push(q, "b");
-  EXPECT_EQ(Push(q, "c"), FlowRefusal::kQueueFull);
+  push(q, "a");
+  push(q, "b");
+  EXPECT_EQ(push(q, "c"), FlowRefusal::kQueueFull);
   EXPECT_TRUE(q.remove(1));
   EXPECT_FALSE(q.remove(1));
   EXPECT_FALSE(q.contains(1));
-  EXPECT_EQ(Push(q, "c"), FlowRefusal::kNone);
-  EXPECT_EQ(Drain(q), (std::vector<std::string>{"b:2", "c:4"}));
+  EXPECT_EQ(push(q, "c"), FlowRefusal::kNone);
+  EXPECT_EQ(drain(q), (std::vector<std::string>{"b:2", "c:4"}));
 }
 
 TEST_F(FlowQueueTest, DuplicateIdIsRefused) {
-  FlowQueue q(Config());
+  FlowQueue q(enabled_config());
   ASSERT_EQ(q.enqueue({.id = 9, .tenant = "a"}, 0, evicted_), FlowRefusal::kNone);
   EXPECT_EQ(q.enqueue({.id = 9, .tenant = "b"}, 0, evicted_), FlowRefusal::kQueueFull);
   EXPECT_EQ(q.size(), 1u);
 }
 
 TEST_F(FlowQueueTest, HeadListsEachTenantsNextRequestInOrder) {
-  FlowQueue q(Config());
+  FlowQueue q(enabled_config());
   for (int i = 0; i < 3; ++i) q.charge("A", 1, 100, 100, 0);
-  Push(q, "A");                // 1
-  Push(q, "B");                // 2, starts at A's counter
-  Push(q, "B");                // 3
-  Push(q, "A", C::kCritical);  // 4
+  push(q, "A");                // 1
+  push(q, "B");                // 2, starts at A's counter
+  push(q, "B");                // 3
+  push(q, "A", C::kCritical);  // 4
   auto head = q.head(10);
   ASSERT_EQ(head.size(), 3u);
   EXPECT_EQ(head[0].band, C::kCritical);

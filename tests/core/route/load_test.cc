@@ -7,7 +7,7 @@
 namespace kvgate::route {
 namespace {
 
-Endpoint Make() {
+Endpoint make_endpoint() {
   Endpoint e;
   e.spec.kv_capacity_blocks = 100;
   return e;
@@ -15,7 +15,7 @@ Endpoint Make() {
 
 TEST(EffectiveLoad, SaturationIsTheWorseOfQueueAndKv) {
   SaturationConfig cfg;  // 5 waiting, 0.8 KV
-  Endpoint e = Make();
+  Endpoint e = make_endpoint();
   e.metrics = ScrapedMetrics{.waiting = 2, .running = 7, .kv_usage = 0.6};
   EffectiveLoad l = effective_load(e, 0, cfg);
   EXPECT_DOUBLE_EQ(l.saturation, 0.75);  // max(2/5, 0.6/0.8)
@@ -32,7 +32,7 @@ TEST(EffectiveLoad, SaturationIsTheWorseOfQueueAndKv) {
 TEST(EffectiveLoad, StaleMetricsCountAsSaturated) {
   SaturationConfig cfg;
   cfg.metrics_max_age = 2 * kSecond;
-  Endpoint e = Make();
+  Endpoint e = make_endpoint();
   e.metrics = ScrapedMetrics{.scraped_at = 10 * kSecond};
   EXPECT_FALSE(effective_load(e, 12 * kSecond, cfg).stale);
   EffectiveLoad l = effective_load(e, 12 * kSecond + 1, cfg);
@@ -46,7 +46,7 @@ TEST(EffectiveLoad, StaleMetricsCountAsSaturated) {
 TEST(EffectiveLoad, NeverScrapedGetsGraceFromWhenAdded) {
   SaturationConfig cfg;
   cfg.metrics_max_age = 2 * kSecond;
-  Endpoint e = Make();
+  Endpoint e = make_endpoint();
   e.added_at = 5 * kSecond;
   EXPECT_FALSE(effective_load(e, 7 * kSecond, cfg).stale);
   EXPECT_TRUE(effective_load(e, 8 * kSecond, cfg).stale);
@@ -54,7 +54,7 @@ TEST(EffectiveLoad, NeverScrapedGetsGraceFromWhenAdded) {
 
 TEST(EffectiveLoad, RouterLoadFillsTheGapBetweenScrapes) {
   SaturationConfig cfg;
-  Endpoint e = Make();
+  Endpoint e = make_endpoint();
   // At the scrape: 3 in flight, 20 blocks; all already in the metrics.
   e.metrics = ScrapedMetrics{.waiting = 1, .running = 2, .kv_usage = 0.2};
   e.in_flight_at_scrape = 3;

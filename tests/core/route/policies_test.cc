@@ -25,7 +25,7 @@ class PoliciesTest : public ::testing::Test {
   void SetUp() override { config_.block_size = kBs; }
 
   // n endpoints with the given in-flight counts.
-  void Endpoints(std::vector<uint32_t> in_flight) {
+  void set_endpoints(std::vector<uint32_t> in_flight) {
     endpoints_.clear();
     for (size_t i = 0; i < in_flight.size(); ++i) {
       Endpoint e;
@@ -34,37 +34,37 @@ class PoliciesTest : public ::testing::Test {
       endpoints_.push_back(e);
     }
   }
-  std::vector<Candidate> Candidates() {
+  std::vector<Candidate> candidates() {
     std::vector<Candidate> c;
     for (const Endpoint& e : endpoints_) {
       c.push_back({.endpoint = &e, .load = effective_load(e, 0, config_.saturation)});
     }
     return c;
   }
-  void Prompt(uint32_t blocks) {
+  void set_prompt(uint32_t blocks) {
     keys_.resize(blocks);
     for (uint32_t i = 0; i < blocks; ++i) keys_[i] = 1000 + i;
     request_.keys = keys_;
     request_.prompt_tokens = blocks * kBs;
   }
-  RouteContext Ctx() {
+  RouteContext context() {
     RouteContext ctx{request_, config_, pool_, 0};
     ctx.block_size = kBs;
     ctx.request_blocks =
         pool_.request_blocks(request_.prompt_tokens, request_.expected_output_tokens, keys_.size());
     return ctx;
   }
-  std::unique_ptr<Policy> Make(PolicyConfig config) {
+  std::unique_ptr<Policy> make_policy(PolicyConfig config) {
     auto p = registry_.make_policy(config);
     EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error());
     return p.ok() ? std::move(*p) : nullptr;
   }
   // How often each endpoint wins in n picks.
-  std::map<EndpointId, int> Histogram(Policy& p, int n) {
+  std::map<EndpointId, int> histogram(Policy& p, int n) {
     std::map<EndpointId, int> h;
     for (int i = 0; i < n; ++i) {
-      auto c = Candidates();
-      h[c[p.pick(Ctx(), c, rng_)].endpoint->id]++;
+      auto c = candidates();
+      h[c[p.pick(context(), c, rng_)].endpoint->id]++;
     }
     return h;
   }
@@ -92,28 +92,28 @@ TEST_F(PoliciesTest, BadConfigIsAnErrorNotADefault) {
 }
 
 TEST_F(PoliciesTest, RandomCoversEveryEndpointEvenly) {
-  Endpoints({0, 0, 0, 0});
-  auto p = Make({"random", {}});
-  auto h = Histogram(*p, 4000);
+  set_endpoints({0, 0, 0, 0});
+  auto p = make_policy({"random", {}});
+  auto h = histogram(*p, 4000);
   ASSERT_EQ(h.size(), 4u);
   for (auto [id, n] : h) EXPECT_NEAR(n, 1000, 150) << id;
 }
 
 TEST_F(PoliciesTest, RoundRobinCycles) {
-  Endpoints({5, 0, 9});
-  auto p = Make({"round-robin", {}});
+  set_endpoints({5, 0, 9});
+  auto p = make_policy({"round-robin", {}});
   std::vector<EndpointId> got;
   for (int i = 0; i < 6; ++i) {
-    auto c = Candidates();
-    got.push_back(c[p->pick(Ctx(), c, rng_)].endpoint->id);
+    auto c = candidates();
+    got.push_back(c[p->pick(context(), c, rng_)].endpoint->id);
   }
   EXPECT_EQ(got, (std::vector<EndpointId>{0, 1, 2, 0, 1, 2}));
 }
 
 TEST_F(PoliciesTest, LeastRequestTakesFewestInFlightAndSplitsTies) {
-  Endpoints({3, 1, 1, 2});
-  auto p = Make({"least-request", {}});
-  auto h = Histogram(*p, 2000);
+  set_endpoints({3, 1, 1, 2});
+  auto p = make_policy({"least-request", {}});
+  auto h = histogram(*p, 2000);
   EXPECT_EQ(h.count(0), 0u);
   EXPECT_EQ(h.count(3), 0u);
   EXPECT_NEAR(h[1], 1000, 120);  // ties broken at random, not by order
@@ -121,93 +121,93 @@ TEST_F(PoliciesTest, LeastRequestTakesFewestInFlightAndSplitsTies) {
 }
 
 TEST_F(PoliciesTest, PowerOfTwoNeverPicksTheWorst) {
-  Endpoints({0, 1, 2, 10});
-  auto p = Make({"power-of-two", {}});
-  auto h = Histogram(*p, 3000);
+  set_endpoints({0, 1, 2, 10});
+  auto p = make_policy({"power-of-two", {}});
+  auto h = histogram(*p, 3000);
   EXPECT_EQ(h.count(3), 0u);  // whichever pair contains 3, the other wins
   // P(0 wins) = P(0 drawn) = 1/2; P(1) = 1/3 (pairs 1-2, 1-3); P(2) = 1/6 (2-3).
   EXPECT_NEAR(h[0], 1500, 150);
   EXPECT_NEAR(h[1], 1000, 150);
   EXPECT_NEAR(h[2], 500, 120);
-  Endpoints({4});
-  auto c = Candidates();
-  EXPECT_EQ(p->pick(Ctx(), c, rng_), 0u);
+  set_endpoints({4});
+  auto c = candidates();
+  EXPECT_EQ(p->pick(context(), c, rng_), 0u);
 }
 
 TEST_F(PoliciesTest, LoadUsesQueueAndKvOnly) {
-  Endpoints({0, 0, 0});
+  set_endpoints({0, 0, 0});
   endpoints_[0].metrics = ScrapedMetrics{.waiting = 4, .kv_usage = 0.1};
   endpoints_[1].metrics = ScrapedMetrics{.waiting = 0, .kv_usage = 0.7};
   endpoints_[2].metrics = ScrapedMetrics{.waiting = 1, .kv_usage = 0.2};
-  auto p = Make({"load", {}});
+  auto p = make_policy({"load", {}});
   EXPECT_FALSE(p->uses_overlap());
-  auto c = Candidates();
+  auto c = candidates();
   // queue scores 0, 1, 0.75; kv scores 0.9, 0.3, 0.8 -> 0.9, 1.3, 1.55.
-  EXPECT_EQ(p->pick(Ctx(), c, rng_), 2u);
+  EXPECT_EQ(p->pick(context(), c, rng_), 2u);
   EXPECT_DOUBLE_EQ(c[2].cost, -1.55);
   // Weighted to the queue only, the shortest queue wins.
-  auto q = Make({"load", {{"queue", "1"}, {"kv-utilization", "0"}}});
-  c = Candidates();
-  EXPECT_EQ(q->pick(Ctx(), c, rng_), 1u);
+  auto q = make_policy({"load", {{"queue", "1"}, {"kv-utilization", "0"}}});
+  c = candidates();
+  EXPECT_EQ(q->pick(context(), c, rng_), 1u);
 }
 
 TEST_F(PoliciesTest, ScorersWeighPrefixAgainstLoad) {
-  Prompt(10);
-  Endpoints({0, 0});
+  set_prompt(10);
+  set_endpoints({0, 0});
   endpoints_[0].metrics = ScrapedMetrics{.waiting = 3, .kv_usage = 0.5};
   endpoints_[1].metrics = ScrapedMetrics{.waiting = 0, .kv_usage = 0.1};
-  auto p = Make({"scorers", {{"queue", "1"}, {"kv-utilization", "1"}, {"prefix", "3"}}});
+  auto p = make_policy({"scorers", {{"queue", "1"}, {"kv-utilization", "1"}, {"prefix", "3"}}});
   EXPECT_TRUE(p->uses_overlap());
-  auto c = Candidates();
+  auto c = candidates();
   c[0].gpu_blocks = 10;  // all cached on the busier one: 0 + 0.5 + 3 = 3.5 vs 1 + 0.9
-  EXPECT_EQ(p->pick(Ctx(), c, rng_), 0u);
+  EXPECT_EQ(p->pick(context(), c, rng_), 0u);
   c[0].gpu_blocks = 2;  // 0 + 0.5 + 0.6 = 1.1 vs 1.9
-  EXPECT_EQ(p->pick(Ctx(), c, rng_), 1u);
+  EXPECT_EQ(p->pick(context(), c, rng_), 1u);
 }
 
 TEST_F(PoliciesTest, StaleEndpointScoresZeroOnLoad) {
   config_.saturation.metrics_max_age = kSecond;
-  Endpoints({0, 0});
+  set_endpoints({0, 0});
   endpoints_[0].metrics = ScrapedMetrics{.waiting = 0, .scraped_at = -5 * kSecond};  // stale
   endpoints_[1].metrics = ScrapedMetrics{.waiting = 4, .kv_usage = 0.5};
-  auto p = Make({"load", {}});
-  auto c = Candidates();
+  auto p = make_policy({"load", {}});
+  auto c = candidates();
   ASSERT_TRUE(c[0].load.stale);
-  EXPECT_EQ(p->pick(Ctx(), c, rng_), 1u);
+  EXPECT_EQ(p->pick(context(), c, rng_), 1u);
 }
 
 TEST_F(PoliciesTest, ApproxPrefixFollowsSglangRules) {
-  Prompt(10);
-  auto p = Make({"approx-prefix",
-                 {{"cache_threshold", "0.5"},
-                  {"balance_abs_threshold", "4"},
-                  {"balance_rel_threshold", "1.5"}}});
+  set_prompt(10);
+  auto p = make_policy({"approx-prefix",
+                        {{"cache_threshold", "0.5"},
+                         {"balance_abs_threshold", "4"},
+                         {"balance_rel_threshold", "1.5"}}});
   // Balanced pool, best match 8/10 > 0.5: the best match, though busier.
-  Endpoints({3, 1, 2});
-  auto c = Candidates();
+  set_endpoints({3, 1, 2});
+  auto c = candidates();
   c[0].gpu_blocks = 8;
   c[1].gpu_blocks = 2;
-  EXPECT_EQ(p->pick(Ctx(), c, rng_), 0u);
+  EXPECT_EQ(p->pick(context(), c, rng_), 0u);
   // Best match 4/10 <= 0.5: the least loaded.
-  c = Candidates();
+  c = candidates();
   c[0].gpu_blocks = 4;
-  EXPECT_EQ(p->pick(Ctx(), c, rng_), 1u);
+  EXPECT_EQ(p->pick(context(), c, rng_), 1u);
   // Imbalanced (10 - 1 > 4 and 10 > 1.5 x 1): the least loaded despite a full match.
-  Endpoints({10, 1, 2});
-  c = Candidates();
+  set_endpoints({10, 1, 2});
+  c = candidates();
   c[0].gpu_blocks = 10;
-  EXPECT_EQ(p->pick(Ctx(), c, rng_), 1u);
+  EXPECT_EQ(p->pick(context(), c, rng_), 1u);
   // Only the absolute gap is large (100 vs 90: not 1.5x): not imbalanced.
-  Endpoints({100, 90, 95});
-  c = Candidates();
+  set_endpoints({100, 90, 95});
+  c = candidates();
   c[0].gpu_blocks = 10;
-  EXPECT_EQ(p->pick(Ctx(), c, rng_), 0u);
+  EXPECT_EQ(p->pick(context(), c, rng_), 0u);
   // Two equal best matches: the less loaded of them.
-  Endpoints({3, 2, 0});
-  c = Candidates();
+  set_endpoints({3, 2, 0});
+  c = candidates();
   c[0].gpu_blocks = 9;
   c[1].gpu_blocks = 9;
-  EXPECT_EQ(p->pick(Ctx(), c, rng_), 1u);
+  EXPECT_EQ(p->pick(context(), c, rng_), 1u);
 }
 
 // The seed's toy example: a 100-block prompt, A has 90 blocks cached but is busy
@@ -215,17 +215,17 @@ TEST_F(PoliciesTest, ApproxPrefixFollowsSglangRules) {
 // cost = w x prefill_blocks + decode_blocks; the request's own 100 blocks add the same
 // to every decode term. Crossovers: B/C at w = 2.5, C/A at w = 3.5, B/A at w = 2.94.
 TEST_F(PoliciesTest, SeedToyExampleWeightMovesTheWinner) {
-  Prompt(100);
-  Endpoints({0, 0, 0});
+  set_prompt(100);
+  set_endpoints({0, 0, 0});
   endpoints_[0].load.active_decode_blocks = 275;  // A
   endpoints_[1].load.active_decode_blocks = 10;   // B
   endpoints_[2].load.active_decode_blocks = 135;  // C
   auto winner = [&](double w) {
-    auto p = Make({"kv-cost", {{"overlap_weight", std::to_string(w)}}});
-    auto c = Candidates();
+    auto p = make_policy({"kv-cost", {{"overlap_weight", std::to_string(w)}}});
+    auto c = candidates();
     c[0].gpu_blocks = 90;
     c[2].gpu_blocks = 50;
-    return "ABC"[p->pick(Ctx(), c, rng_)];
+    return "ABC"[p->pick(context(), c, rng_)];
   };
   EXPECT_EQ(winner(0), 'B');
   EXPECT_EQ(winner(1), 'B');
@@ -240,18 +240,18 @@ TEST_F(PoliciesTest, SeedToyExampleWeightMovesTheWinner) {
 // request; here its blocks are already in flight on every worker (active_prefix = 10),
 // so the decode term is exactly what each worker holds.
 TEST_F(PoliciesTest, DynamoDocExample) {
-  Prompt(10);
-  Endpoints({0, 0, 0});
+  set_prompt(10);
+  set_endpoints({0, 0, 0});
   endpoints_[0].load.active_decode_blocks = 10;
   endpoints_[1].load.active_decode_blocks = 5;
   endpoints_[2].load.active_decode_blocks = 9;
-  auto p = Make({"kv-cost", {{"overlap_weight", "1"}}});
-  auto c = Candidates();
+  auto p = make_policy({"kv-cost", {{"overlap_weight", "1"}}});
+  auto c = candidates();
   c[0].gpu_blocks = 2;
   c[1].gpu_blocks = 5;
   c[2].gpu_blocks = 8;
   for (Candidate& x : c) x.active_prefix = 10;
-  size_t i = p->pick(Ctx(), c, rng_);
+  size_t i = p->pick(context(), c, rng_);
   EXPECT_DOUBLE_EQ(c[0].cost, 18);
   EXPECT_DOUBLE_EQ(c[1].cost, 10);
   EXPECT_DOUBLE_EQ(c[2].cost, 11);
@@ -259,49 +259,49 @@ TEST_F(PoliciesTest, DynamoDocExample) {
 }
 
 TEST_F(PoliciesTest, KvCostCountsActivePrefillAndNewBlocks) {
-  Prompt(8);
+  set_prompt(8);
   request_.expected_output_tokens = 32;  // 2 more blocks: 10 in all
-  Endpoints({0, 0});
+  set_endpoints({0, 0});
   endpoints_[0].load.active_prefill_tokens = 64;  // 4 blocks of queued prefill
-  auto p = Make({"kv-cost", {{"overlap_weight", "2"}}});
-  auto c = Candidates();
+  auto p = make_policy({"kv-cost", {{"overlap_weight", "2"}}});
+  auto c = candidates();
   c[1].active_prefix = 8;  // the prompt is already in flight there: only 2 new blocks
-  p->pick(Ctx(), c, rng_);
+  p->pick(context(), c, rng_);
   EXPECT_DOUBLE_EQ(c[0].cost, 2 * (8 + 4) + 10);
   EXPECT_DOUBLE_EQ(c[1].cost, 2 * 8 + 2);
 }
 
 TEST_F(PoliciesTest, KvCostCpuBlockCredit) {
-  Prompt(10);
-  Endpoints({0});
-  auto c = Candidates();
+  set_prompt(10);
+  set_endpoints({0});
+  auto c = candidates();
   c[0].gpu_blocks = 2;
   c[0].cached_blocks = 6;
-  Make({"kv-cost", {}})->pick(Ctx(), c, rng_);
+  make_policy({"kv-cost", {}})->pick(context(), c, rng_);
   EXPECT_DOUBLE_EQ(c[0].cost, 8 + 10);
-  Make({"kv-cost", {{"cpu_block_credit", "0.5"}}})->pick(Ctx(), c, rng_);
+  make_policy({"kv-cost", {{"cpu_block_credit", "0.5"}}})->pick(context(), c, rng_);
   EXPECT_DOUBLE_EQ(c[0].cost, 6 + 10);
 }
 
 TEST_F(PoliciesTest, KvCostTiesAreBrokenAtRandom) {
-  Prompt(4);
-  Endpoints({0, 0, 0, 0});  // identical: new endpoints, nothing cached
-  auto p = Make({"kv-cost", {}});
-  auto h = Histogram(*p, 4000);
+  set_prompt(4);
+  set_endpoints({0, 0, 0, 0});  // identical: new endpoints, nothing cached
+  auto p = make_policy({"kv-cost", {}});
+  auto h = histogram(*p, 4000);
   ASSERT_EQ(h.size(), 4u);
   for (auto [id, n] : h) EXPECT_NEAR(n, 1000, 150) << id;
 }
 
 TEST_F(PoliciesTest, KvCostTemperatureSamplesSoftmaxOfNormalizedCosts) {
-  Prompt(10);
-  Endpoints({0, 0, 0});
+  set_prompt(10);
+  set_endpoints({0, 0, 0});
   endpoints_[1].load.active_decode_blocks = 5;
   endpoints_[2].load.active_decode_blocks = 10;  // costs 20, 25, 30
-  auto cold = Make({"kv-cost", {{"temperature", "0"}}});
-  auto h0 = Histogram(*cold, 500);
+  auto cold = make_policy({"kv-cost", {{"temperature", "0"}}});
+  auto h0 = histogram(*cold, 500);
   EXPECT_EQ(h0[0], 500);
-  auto warm = Make({"kv-cost", {{"temperature", "1"}}});
-  auto h1 = Histogram(*warm, 20000);
+  auto warm = make_policy({"kv-cost", {{"temperature", "1"}}});
+  auto h1 = histogram(*warm, 20000);
   // Normalized to 0, 0.5, 1: p ~ 1, e^-0.5, e^-1 = 0.506, 0.307, 0.186.
   EXPECT_NEAR(h1[0] / 20000.0, 0.506, 0.02);
   EXPECT_NEAR(h1[1] / 20000.0, 0.307, 0.02);
@@ -309,24 +309,24 @@ TEST_F(PoliciesTest, KvCostTemperatureSamplesSoftmaxOfNormalizedCosts) {
 }
 
 TEST_F(PoliciesTest, PickSoftmaxWithEqualCostsIsUniform) {
-  Endpoints({0, 0});
-  auto c = Candidates();
+  set_endpoints({0, 0});
+  auto c = candidates();
   int first = 0;
   for (int i = 0; i < 2000; ++i) first += pick_softmax(c, 0.5, rng_) == 0;
   EXPECT_NEAR(first, 1000, 120);
 }
 
 TEST_F(PoliciesTest, PoliciesAreDeterministicForASeed) {
-  Prompt(10);
-  Endpoints({1, 2, 3, 1, 0});
+  set_prompt(10);
+  set_endpoints({1, 2, 3, 1, 0});
   for (const char* name : {"random", "power-of-two", "least-request", "kv-cost"}) {
-    auto a = Make({name, {}});
-    auto b = Make({name, {}});
+    auto a = make_policy({name, {}});
+    auto b = make_policy({name, {}});
     Rng ra(99), rb(99);
     for (int i = 0; i < 50; ++i) {
-      auto ca = Candidates();
-      auto cb = Candidates();
-      ASSERT_EQ(a->pick(Ctx(), ca, ra), b->pick(Ctx(), cb, rb)) << name;
+      auto ca = candidates();
+      auto cb = candidates();
+      ASSERT_EQ(a->pick(context(), ca, ra), b->pick(context(), cb, rb)) << name;
     }
   }
 }

@@ -32,18 +32,18 @@ class RouterTest : public ::testing::Test {
     // These tests feed the event-fed index (the default is the router's own history).
     config_.overlap_source = OverlapSource::kPrecise;
   }
-  void Build() {
+  void build() {
     auto r = Router::create(config_, {.precise = &precise_, .approx = &approx_});
     ASSERT_TRUE(r.ok()) << r.error();
     router_ = std::move(*r);
   }
-  EndpointId Add(EndpointSpec spec) {
+  EndpointId add(EndpointSpec spec) {
     auto id = router_->add_endpoint(std::move(spec), 0);
     EXPECT_TRUE(id.ok());
     return *id;
   }
   // A prompt of `blocks` full blocks; prompts with the same `seed` share everything.
-  RouteRequest Prompt(uint32_t blocks, uint32_t seed,
+  RouteRequest prompt(uint32_t blocks, uint32_t seed,
                       Criticality criticality = Criticality::kStandard) {
     tokens_.emplace_back(blocks * kBs);
     std::iota(tokens_.back().begin(), tokens_.back().end(), seed * 100000);
@@ -55,7 +55,7 @@ class RouterTest : public ::testing::Test {
             .criticality = criticality};
   }
   // The engine at `ep` reports it stored the first `blocks` blocks of `r`'s prompt.
-  void Cache(EndpointId ep, const RouteRequest& r, uint32_t blocks) {
+  void cache(EndpointId ep, const RouteRequest& r, uint32_t blocks) {
     const std::vector<kv::TokenId>* t = nullptr;
     for (size_t i = 0; i < keys_.size(); ++i) {
       if (keys_[i].data() == r.keys.data()) t = &tokens_[i];
@@ -70,12 +70,12 @@ class RouterTest : public ::testing::Test {
     precise_.apply_stored(ep, ev);
   }
   // Puts `blocks` blocks of decode load on `ep` through the lifecycle.
-  void Busy(EndpointId ep, uint32_t blocks) {
+  void busy(EndpointId ep, uint32_t blocks) {
     ASSERT_TRUE(router_->pool()
                     .on_routed(next_id_++, {.endpoint = ep, .prompt_tokens = blocks * kBs}, 0)
                     .ok());
   }
-  char Winner(const RouteRequest& r, const char* names = "ABCDEFGH") {
+  char winner(const RouteRequest& r, const char* names = "ABCDEFGH") {
     Decision d = router_->decide(r, 0, rng_);
     EXPECT_TRUE(d.accepted()) << to_string(d.reason);
     return names[d.endpoint];
@@ -96,20 +96,20 @@ TEST_F(RouterTest, CreateRejectsBadConfig) {
 }
 
 TEST_F(RouterTest, RejectionReasons) {
-  Build();
-  auto r = Prompt(4, 1);
+  build();
+  auto r = prompt(4, 1);
   Decision d = router_->decide(r, 0, rng_);
   EXPECT_EQ(d.reason, RejectReason::kNoEndpoints);
   EXPECT_EQ(to_string(d.reason), "no_endpoints");
   EXPECT_EQ(http_status(d.reason), 503);
-  EndpointId a = Add({.url = "a"});
-  EndpointId b = Add({.url = "b"});
+  EndpointId a = add({.url = "a"});
+  EndpointId b = add({.url = "b"});
   router_->pool().set_health(a, Health::kUnhealthy);
   router_->pool().set_health(b, Health::kDraining);
   d = router_->decide(r, 0, rng_);
   EXPECT_EQ(d.reason, RejectReason::kNoHealthyEndpoints);
   router_->pool().set_health(b, Health::kHealthy);
-  EXPECT_EQ(Winner(r), 'B');
+  EXPECT_EQ(winner(r), 'B');
 }
 
 // A retry (or flow control's capacity check) names the endpoints a request must not go
@@ -117,12 +117,12 @@ TEST_F(RouterTest, RejectionReasons) {
 // endpoint changes, and a request that excludes every endpoint gets the healthy filter's
 // reason.
 TEST_F(RouterTest, ExcludedEndpointsAreSkippedForThatRequestOnly) {
-  Build();
-  auto r = Prompt(8, 1);
-  EndpointId a = Add({.url = "A"});
-  EndpointId b = Add({.url = "B"});
-  Cache(a, r, 8);
-  EXPECT_EQ(Winner(r), 'A');
+  build();
+  auto r = prompt(8, 1);
+  EndpointId a = add({.url = "A"});
+  EndpointId b = add({.url = "B"});
+  cache(a, r, 8);
+  EXPECT_EQ(winner(r), 'A');
   const std::vector<EndpointId> not_a = {a};
   RouteRequest retry = r;
   retry.excluded = not_a;
@@ -130,7 +130,7 @@ TEST_F(RouterTest, ExcludedEndpointsAreSkippedForThatRequestOnly) {
   ASSERT_TRUE(d.accepted());
   EXPECT_EQ(d.endpoint, b);
   EXPECT_EQ(router_->pool().get(a)->health, Health::kHealthy);
-  EXPECT_EQ(Winner(r), 'A');  // the next request is not affected
+  EXPECT_EQ(winner(r), 'A');  // the next request is not affected
   const std::vector<EndpointId> both = {a, b};
   retry.excluded = both;
   EXPECT_EQ(router_->decide(retry, 0, rng_).reason, RejectReason::kNoHealthyEndpoints);
@@ -140,21 +140,21 @@ TEST_F(RouterTest, ExcludedEndpointsAreSkippedForThatRequestOnly) {
 // index, load from requests in flight. See policies_test.cc for the arithmetic.
 TEST_F(RouterTest, SeedToyExampleThroughTheIndex) {
   config_.filters = {};  // the busy endpoint would count as saturated otherwise
-  auto r = Prompt(100, 1);
+  auto r = prompt(100, 1);
   for (double w : {1.0, 2.0, 3.0, 4.0, 10.0}) {
     config_.policy = {"kv-cost", {{"overlap_weight", std::to_string(w)}}};
     precise_.remove_endpoint(0);
     precise_.remove_endpoint(1);
     precise_.remove_endpoint(2);
-    Build();
-    EndpointId a = Add({.url = "A"});
-    EndpointId b = Add({.url = "B"});
-    EndpointId c = Add({.url = "C"});
-    Cache(a, r, 90);
-    Cache(c, r, 50);
-    Busy(a, 275);
-    Busy(b, 10);
-    Busy(c, 135);
+    build();
+    EndpointId a = add({.url = "A"});
+    EndpointId b = add({.url = "B"});
+    EndpointId c = add({.url = "C"});
+    cache(a, r, 90);
+    cache(c, r, 50);
+    busy(a, 275);
+    busy(b, 10);
+    busy(c, 135);
     Decision d = router_->decide(r, 0, rng_);
     ASSERT_TRUE(d.accepted());
     const char want = w <= 2 ? 'B' : w == 3 ? 'C' : 'A';
@@ -167,15 +167,15 @@ TEST_F(RouterTest, SeedToyExampleThroughTheIndex) {
 }
 
 TEST_F(RouterTest, NewEndpointHoldsNothing) {
-  Build();
-  auto r = Prompt(20, 1);
-  EndpointId a = Add({.url = "A"});
-  Cache(a, r, 20);
-  Busy(a, 5);
-  EXPECT_EQ(Winner(r), 'A');  // all cached beats 5 blocks of load
+  build();
+  auto r = prompt(20, 1);
+  EndpointId a = add({.url = "A"});
+  cache(a, r, 20);
+  busy(a, 5);
+  EXPECT_EQ(winner(r), 'A');  // all cached beats 5 blocks of load
   // A is removed and a new endpoint takes its id: it must not inherit A's cache.
   router_->remove_endpoint(a);
-  EndpointId b = Add({.url = "B"});
+  EndpointId b = add({.url = "B"});
   ASSERT_EQ(b, a);
   Decision d = router_->decide(r, 0, rng_);
   EXPECT_EQ(d.matched_blocks, 0u);
@@ -184,21 +184,21 @@ TEST_F(RouterTest, NewEndpointHoldsNothing) {
 
 TEST_F(RouterTest, ReconfigureChangesThePolicyAndKeepsEndpointsAndLoad) {
   config_.filters = {};
-  Build();
-  auto r = Prompt(100, 1);
-  EndpointId a = Add({.url = "A"});
-  EndpointId b = Add({.url = "B"});
-  EndpointId c = Add({.url = "C"});
-  Cache(a, r, 90);
-  Cache(c, r, 50);
-  Busy(a, 275);
-  Busy(b, 10);
-  Busy(c, 135);
-  EXPECT_EQ(Winner(r), 'B');  // overlap_weight 1
+  build();
+  auto r = prompt(100, 1);
+  EndpointId a = add({.url = "A"});
+  EndpointId b = add({.url = "B"});
+  EndpointId c = add({.url = "C"});
+  cache(a, r, 90);
+  cache(c, r, 50);
+  busy(a, 275);
+  busy(b, 10);
+  busy(c, 135);
+  EXPECT_EQ(winner(r), 'B');  // overlap_weight 1
   RouterConfig next = router_->config();
   next.policy = {"kv-cost", {{"overlap_weight", "4"}}};
   ASSERT_TRUE(router_->reconfigure(next).ok());
-  EXPECT_EQ(Winner(r), 'A');
+  EXPECT_EQ(winner(r), 'A');
   EXPECT_EQ(router_->config().policy.params[0].second, "4");
   EXPECT_EQ(router_->pool().size(), 3u);
   EXPECT_EQ(router_->pool().get(a)->load.in_flight, 1u);
@@ -210,7 +210,7 @@ TEST_F(RouterTest, ReconfigureChangesThePolicyAndKeepsEndpointsAndLoad) {
 
 TEST_F(RouterTest, ReconfigureRejectsBadConfigAndChangesNothing) {
   config_.policy = {"kv-cost", {{"overlap_weight", "2"}}};
-  Build();
+  build();
   auto bad = [&](RouterConfig next, std::string_view what) {
     Status s = router_->reconfigure(std::move(next));
     ASSERT_FALSE(s.ok());
@@ -244,16 +244,16 @@ TEST_F(RouterTest, ReconfigureRejectsBadConfigAndChangesNothing) {
 
 TEST_F(RouterTest, ExplainShowsEveryEndpointsMatchAndCost) {
   config_.filters = {};
-  Build();
-  auto r = Prompt(100, 1);
-  EndpointId a = Add({.url = "A"});
-  EndpointId b = Add({.url = "B"});
-  EndpointId c = Add({.url = "C"});
-  Cache(a, r, 90);
-  Cache(c, r, 50);
-  Busy(a, 275);
-  Busy(b, 10);
-  Busy(c, 135);
+  build();
+  auto r = prompt(100, 1);
+  EndpointId a = add({.url = "A"});
+  EndpointId b = add({.url = "B"});
+  EndpointId c = add({.url = "C"});
+  cache(a, r, 90);
+  cache(c, r, 50);
+  busy(a, 275);
+  busy(b, 10);
+  busy(c, 135);
   router_->pool().set_health(c, Health::kDraining);
   const size_t in_flight = router_->pool().requests_in_flight();
   Explanation x = router_->explain(r, 0, rng_);
@@ -276,10 +276,10 @@ TEST_F(RouterTest, ExplainShowsEveryEndpointsMatchAndCost) {
 
 TEST_F(RouterTest, ExplainLooksUpTheIndexEvenForPoliciesThatIgnoreIt) {
   config_.policy = {"least-request", {}};
-  Build();
-  auto r = Prompt(8, 1);
-  EndpointId a = Add({.url = "A"});
-  Cache(a, r, 6);
+  build();
+  auto r = prompt(8, 1);
+  EndpointId a = add({.url = "A"});
+  cache(a, r, 6);
   Explanation x = router_->explain(r, 0, rng_);
   ASSERT_EQ(x.endpoints.size(), 1u);
   EXPECT_EQ(x.endpoints[0].gpu_blocks, 6u);
@@ -289,10 +289,10 @@ TEST_F(RouterTest, ExplainLooksUpTheIndexEvenForPoliciesThatIgnoreIt) {
 TEST_F(RouterTest, CommitTracksLoadAndTeachesTheApproxIndex) {
   config_.overlap_source = OverlapSource::kApprox;
   config_.policy = {"kv-cost", {{"overlap_weight", "4"}}};
-  Build();
-  Add({.url = "A"});
-  Add({.url = "B"});
-  auto r1 = Prompt(30, 1);
+  build();
+  add({.url = "A"});
+  add({.url = "B"});
+  auto r1 = prompt(30, 1);
   Decision d1 = router_->route(r1, 0, rng_);
   ASSERT_TRUE(d1.accepted());
   EXPECT_EQ(d1.matched_blocks, 0u);
@@ -320,14 +320,14 @@ TEST_F(RouterTest, CommitTracksLoadAndTeachesTheApproxIndex) {
 // Between two scrapes the router's own in-flight count spreads a burst.
 TEST_F(RouterTest, BurstIsSpreadBetweenScrapes) {
   config_.policy = {"load", {}};
-  Build();
+  build();
   for (const char* u : {"A", "B", "C", "D"}) {
-    EndpointId id = Add({.url = u, .kv_capacity_blocks = 1000});
+    EndpointId id = add({.url = u, .kv_capacity_blocks = 1000});
     router_->pool().on_metrics(id, {.waiting = 0, .running = 0, .kv_usage = 0}, 0);
   }
   std::map<EndpointId, int> count;
   for (int i = 0; i < 8; ++i) {
-    auto r = Prompt(50, i);
+    auto r = prompt(50, i);
     Decision d = router_->route(r, kMillisecond, rng_);
     ASSERT_TRUE(d.accepted());
     count[d.endpoint]++;
@@ -343,66 +343,66 @@ class ShedTest : public RouterTest {
     RouterTest::SetUp();
     config_.policy = {"least-request", {}};
     config_.saturation.metrics_max_age = 2 * kSecond;
-    Build();
-    a_ = Add({.url = "A"});
-    b_ = Add({.url = "B"});
+    build();
+    a_ = add({.url = "A"});
+    b_ = add({.url = "B"});
   }
-  void Metrics(EndpointId ep, uint32_t waiting, double kv, Nanos at = 0) {
+  void metrics(EndpointId ep, uint32_t waiting, double kv, Nanos at = 0) {
     router_->pool().on_metrics(ep, {.waiting = waiting, .kv_usage = kv}, at);
   }
-  Decision Route(Criticality c, Nanos now = 0) {
-    return router_->decide(Prompt(2, 9, c), now, rng_);
+  Decision route(Criticality c, Nanos now = 0) {
+    return router_->decide(prompt(2, 9, c), now, rng_);
   }
 };
 
 TEST_F(ShedTest, SheddableGoesOnlyToUnsaturated) {
-  Metrics(a_, 5, 0.1);  // saturated by queue
-  Metrics(b_, 0, 0.5);
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(Route(Criticality::kSheddable).endpoint, b_);
-  Metrics(b_, 0, 0.85);  // saturated by KV
-  Decision d = Route(Criticality::kSheddable);
+  metrics(a_, 5, 0.1);  // saturated by queue
+  metrics(b_, 0, 0.5);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(route(Criticality::kSheddable).endpoint, b_);
+  metrics(b_, 0, 0.85);  // saturated by KV
+  Decision d = route(Criticality::kSheddable);
   EXPECT_EQ(d.reason, RejectReason::kSaturated);
   EXPECT_EQ(to_string(d.reason), "saturated");
   EXPECT_EQ(http_status(d.reason), 429);
   // Standard requests are not shed: they go to the saturated endpoints.
-  EXPECT_TRUE(Route(Criticality::kStandard).accepted());
+  EXPECT_TRUE(route(Criticality::kStandard).accepted());
 }
 
 TEST_F(ShedTest, SheddingCanBeTurnedOff) {
   config_.saturation.shed = false;
-  Build();
-  a_ = Add({.url = "A"});
-  Metrics(a_, 9, 0.9);
-  EXPECT_TRUE(Route(Criticality::kSheddable).accepted());
+  build();
+  a_ = add({.url = "A"});
+  metrics(a_, 9, 0.9);
+  EXPECT_TRUE(route(Criticality::kSheddable).accepted());
 }
 
 TEST_F(ShedTest, StandardPrefersUnsaturated) {
-  Metrics(a_, 6, 0.1);
-  Metrics(b_, 1, 0.1);
+  metrics(a_, 6, 0.1);
+  metrics(b_, 1, 0.1);
   ASSERT_TRUE(router_->pool().on_routed(100, {.endpoint = b_}, 0).ok());  // more in flight
   ASSERT_TRUE(router_->pool().on_routed(101, {.endpoint = b_}, 0).ok());
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(Route(Criticality::kStandard).endpoint, b_);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(route(Criticality::kStandard).endpoint, b_);
 }
 
 TEST_F(ShedTest, CriticalGoesWhereTheQueueIsShort) {
-  Metrics(a_, 60, 0.95);
-  Metrics(b_, 40, 0.95);  // saturated, but below 50 waiting
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(Route(Criticality::kCritical).endpoint, b_);
-  Metrics(b_, 70, 0.95);  // nowhere below 50: still routed, never shed
-  EXPECT_TRUE(Route(Criticality::kCritical).accepted());
-  EXPECT_EQ(Route(Criticality::kSheddable).reason, RejectReason::kSaturated);
+  metrics(a_, 60, 0.95);
+  metrics(b_, 40, 0.95);  // saturated, but below 50 waiting
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(route(Criticality::kCritical).endpoint, b_);
+  metrics(b_, 70, 0.95);  // nowhere below 50: still routed, never shed
+  EXPECT_TRUE(route(Criticality::kCritical).accepted());
+  EXPECT_EQ(route(Criticality::kSheddable).reason, RejectReason::kSaturated);
 }
 
 TEST_F(ShedTest, StaleMetricsCountAsSaturated) {
-  Metrics(a_, 0, 0.1, 0);
-  Metrics(b_, 0, 0.1, 0);
-  EXPECT_TRUE(Route(Criticality::kSheddable, kSecond).accepted());
-  Metrics(b_, 0, 0.1, 2 * kSecond);  // a's scrapes stop
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(Route(Criticality::kSheddable, 3 * kSecond).endpoint, b_);
-  EXPECT_EQ(Route(Criticality::kSheddable, 5 * kSecond).reason, RejectReason::kSaturated);
+  metrics(a_, 0, 0.1, 0);
+  metrics(b_, 0, 0.1, 0);
+  EXPECT_TRUE(route(Criticality::kSheddable, kSecond).accepted());
+  metrics(b_, 0, 0.1, 2 * kSecond);  // a's scrapes stop
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(route(Criticality::kSheddable, 3 * kSecond).endpoint, b_);
+  EXPECT_EQ(route(Criticality::kSheddable, 5 * kSecond).reason, RejectReason::kSaturated);
   // A critical request avoids the stale one while a fresh one exists.
-  Metrics(b_, 0, 0.1, 5 * kSecond);
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(Route(Criticality::kCritical, 5 * kSecond).endpoint, b_);
+  metrics(b_, 0, 0.1, 5 * kSecond);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(route(Criticality::kCritical, 5 * kSecond).endpoint, b_);
 }
 
 class PdTest : public RouterTest {
@@ -415,15 +415,15 @@ class PdTest : public RouterTest {
 
 TEST_F(PdTest, PrefillByCostDecodeByLoadAndLocality) {
   config_.pd.locality_weight = 50;
-  Build();
-  EndpointId p0 = Add({.url = "p0", .role = Role::kPrefill, .zone = "z1", .rack = "r1"});
-  EndpointId p1 = Add({.url = "p1", .role = Role::kPrefill, .zone = "z2", .rack = "r3"});
-  EndpointId d_rack = Add({.url = "d0", .role = Role::kDecode, .zone = "z1", .rack = "r1"});
-  EndpointId d_zone = Add({.url = "d1", .role = Role::kDecode, .zone = "z1", .rack = "r2"});
-  EndpointId d_far = Add({.url = "d2", .role = Role::kDecode, .zone = "z2", .rack = "r3"});
-  auto r = Prompt(40, 1);
-  Cache(p0, r, 40);     // p0 has it all: the prefill goes there
-  Cache(d_far, r, 40);  // decode ignores cache: no credit for d_far
+  build();
+  EndpointId p0 = add({.url = "p0", .role = Role::kPrefill, .zone = "z1", .rack = "r1"});
+  EndpointId p1 = add({.url = "p1", .role = Role::kPrefill, .zone = "z2", .rack = "r3"});
+  EndpointId d_rack = add({.url = "d0", .role = Role::kDecode, .zone = "z1", .rack = "r1"});
+  EndpointId d_zone = add({.url = "d1", .role = Role::kDecode, .zone = "z1", .rack = "r2"});
+  EndpointId d_far = add({.url = "d2", .role = Role::kDecode, .zone = "z2", .rack = "r3"});
+  auto r = prompt(40, 1);
+  cache(p0, r, 40);     // p0 has it all: the prefill goes there
+  cache(d_far, r, 40);  // decode ignores cache: no credit for d_far
   Decision d = router_->decide(r, 0, rng_);
   ASSERT_TRUE(d.accepted());
   ASSERT_TRUE(d.prefill_endpoint.has_value());
@@ -431,36 +431,36 @@ TEST_F(PdTest, PrefillByCostDecodeByLoadAndLocality) {
   EXPECT_EQ(d.endpoint, d_rack);  // same rack
   EXPECT_EQ(d.matched_blocks, 40u);
   // 30 blocks in use on the rack-mate: 30 < 50, still preferred over the zone-mate.
-  Busy(d_rack, 30);
+  busy(d_rack, 30);
   EXPECT_EQ(router_->decide(r, 0, rng_).endpoint, d_rack);
   // 60 blocks: now the same-zone one (distance 1 x 50) is cheaper.
-  Busy(d_rack, 30);
+  busy(d_rack, 30);
   EXPECT_EQ(router_->decide(r, 0, rng_).endpoint, d_zone);
   // Both near ones loaded: rack-mate 120 + 40, zone-mate 60 + 40 + 50, far 40 + 100.
-  Busy(d_rack, 60);
-  Busy(d_zone, 60);
+  busy(d_rack, 60);
+  busy(d_zone, 60);
   EXPECT_EQ(router_->decide(r, 0, rng_).endpoint, d_far);
   (void)p1;
 }
 
 TEST_F(PdTest, NoLocalityWeightMeansLoadOnly) {
   config_.pd.locality_weight = 0;
-  Build();
-  Add({.url = "p0", .role = Role::kPrefill, .zone = "z1", .rack = "r1"});
-  EndpointId d0 = Add({.url = "d0", .role = Role::kDecode, .zone = "z1", .rack = "r1"});
-  EndpointId d1 = Add({.url = "d1", .role = Role::kDecode, .zone = "z9", .rack = "r9"});
-  Busy(d0, 1);
-  auto r = Prompt(8, 1);
+  build();
+  add({.url = "p0", .role = Role::kPrefill, .zone = "z1", .rack = "r1"});
+  EndpointId d0 = add({.url = "d0", .role = Role::kDecode, .zone = "z1", .rack = "r1"});
+  EndpointId d1 = add({.url = "d1", .role = Role::kDecode, .zone = "z9", .rack = "r9"});
+  busy(d0, 1);
+  auto r = prompt(8, 1);
   EXPECT_EQ(router_->decide(r, 0, rng_).endpoint, d1);
 }
 
 TEST_F(PdTest, RemotePrefillSkippedWhenLittleIsUncached) {
   config_.pd.local_prefill_max_tokens = 64;  // fewer than 4 uncached blocks: local
-  Build();
-  EndpointId p = Add({.url = "p", .role = Role::kPrefill});
-  EndpointId d = Add({.url = "d", .role = Role::kDecode});
-  auto r = Prompt(40, 1);
-  Cache(d, r, 37);  // 3 blocks = 48 tokens uncached on the decode endpoint
+  build();
+  EndpointId p = add({.url = "p", .role = Role::kPrefill});
+  EndpointId d = add({.url = "d", .role = Role::kDecode});
+  auto r = prompt(40, 1);
+  cache(d, r, 37);  // 3 blocks = 48 tokens uncached on the decode endpoint
   Decision dec = router_->decide(r, 0, rng_);
   ASSERT_TRUE(dec.accepted());
   EXPECT_EQ(dec.endpoint, d);
@@ -468,7 +468,7 @@ TEST_F(PdTest, RemotePrefillSkippedWhenLittleIsUncached) {
   EXPECT_EQ(dec.prefill_tokens, 48u);
   // 36 cached: 64 uncached, not fewer than the threshold: remote prefill.
   precise_.remove_endpoint(d);
-  Cache(d, r, 36);
+  cache(d, r, 36);
   dec = router_->decide(r, 0, rng_);
   ASSERT_TRUE(dec.prefill_endpoint.has_value());
   EXPECT_EQ(*dec.prefill_endpoint, p);
@@ -477,14 +477,14 @@ TEST_F(PdTest, RemotePrefillSkippedWhenLittleIsUncached) {
 
 TEST_F(PdTest, MissingRolesAreReasons) {
   config_.pd.mode = PdMode::kOn;
-  Build();
-  EndpointId d = Add({.url = "d", .role = Role::kDecode});
-  auto r = Prompt(4, 1);
+  build();
+  EndpointId d = add({.url = "d", .role = Role::kDecode});
+  auto r = prompt(4, 1);
   EXPECT_EQ(router_->decide(r, 0, rng_).reason, RejectReason::kNoPrefillEndpoint);
   router_->remove_endpoint(d);
-  EndpointId p = Add({.url = "p", .role = Role::kPrefill});
+  EndpointId p = add({.url = "p", .role = Role::kPrefill});
   EXPECT_EQ(router_->decide(r, 0, rng_).reason, RejectReason::kNoDecodeEndpoint);
-  EndpointId d2 = Add({.url = "d2", .role = Role::kDecode});
+  EndpointId d2 = add({.url = "d2", .role = Role::kDecode});
   router_->pool().set_health(d2, Health::kUnhealthy);
   EXPECT_EQ(router_->decide(r, 0, rng_).reason, RejectReason::kNoDecodeEndpoint);
   router_->pool().set_health(d2, Health::kHealthy);
@@ -493,10 +493,10 @@ TEST_F(PdTest, MissingRolesAreReasons) {
 }
 
 TEST_F(PdTest, CommitPutsPrefillAndDecodeLoadWhereTheyBelong) {
-  Build();
-  EndpointId p = Add({.url = "p", .role = Role::kPrefill});
-  EndpointId d = Add({.url = "d", .role = Role::kDecode});
-  auto r = Prompt(10, 1);
+  build();
+  EndpointId p = add({.url = "p", .role = Role::kPrefill});
+  EndpointId d = add({.url = "d", .role = Role::kDecode});
+  auto r = prompt(10, 1);
   Decision dec = router_->route(r, 0, rng_);
   ASSERT_TRUE(dec.accepted());
   EXPECT_EQ(router_->pool().get(p)->load.active_prefill_tokens, 10 * kBs);
@@ -521,10 +521,10 @@ class EarlyRejectTest : public PdTest {
     PdTest::SetUp();
     config_.prefill_tokens_per_second = 16000;
     config_.early_reject = {.enabled = true, .max_usage = 1.0, .decode_seconds_per_token = 0.001};
-    Build();
-    Add({.url = "p", .role = Role::kPrefill});
-    d0_ = Add({.url = "d0", .role = Role::kDecode, .kv_capacity_blocks = 100});
-    d1_ = Add({.url = "d1", .role = Role::kDecode, .kv_capacity_blocks = 100});
+    build();
+    add({.url = "p", .role = Role::kPrefill});
+    d0_ = add({.url = "d0", .role = Role::kDecode, .kv_capacity_blocks = 100});
+    d1_ = add({.url = "d1", .role = Role::kDecode, .kv_capacity_blocks = 100});
     for (EndpointId d : {d0_, d1_}) {
       // 90 blocks: 1390 prompt tokens + 50 output tokens, decoding since t = 0.
       RequestId id = next_id_++;
@@ -539,7 +539,7 @@ class EarlyRejectTest : public PdTest {
 };
 
 TEST_F(EarlyRejectTest, RejectsWhenNoDecodeWillHaveRoom) {
-  auto small = Prompt(20, 1);  // prefill done at 20 ms: decode still holds 90 + 20 > 100
+  auto small = prompt(20, 1);  // prefill done at 20 ms: decode still holds 90 + 20 > 100
   Decision d = router_->decide(small, 0, rng_);
   EXPECT_EQ(d.reason, RejectReason::kDecodeFull);
   EXPECT_EQ(to_string(d.reason), "decode_full");
@@ -549,7 +549,7 @@ TEST_F(EarlyRejectTest, RejectsWhenNoDecodeWillHaveRoom) {
 TEST_F(EarlyRejectTest, AcceptsWhenDecodesFinishBeforeThePrefillEnds) {
   // A 60-block prompt: prefill ends at 60 ms, after the running decodes end at 50 ms.
   // A naive check against the current load (90 + 60 > 100) would turn it away.
-  auto big = Prompt(60, 2);
+  auto big = prompt(60, 2);
   Decision d = router_->decide(big, 0, rng_);
   EXPECT_TRUE(d.accepted()) << to_string(d.reason);
   EXPECT_EQ(d.predicted_prefill, 60 * kMillisecond);
@@ -560,14 +560,14 @@ TEST_F(EarlyRejectTest, CountsPrefillsThatLandBeforeThisOne) {
   // on the prefill endpoint, so a second 60-block request's prefill ends at 120 ms,
   // after the first one lands on its decode endpoint (60 blocks there from 60 ms): the
   // second must go to the other decode endpoint, and a third has nowhere to go.
-  auto r1 = Prompt(60, 3);
+  auto r1 = prompt(60, 3);
   Decision d1 = router_->route(r1, 0, rng_);
   ASSERT_TRUE(d1.accepted());
-  auto r2 = Prompt(60, 4);
+  auto r2 = prompt(60, 4);
   Decision d2 = router_->route(r2, 0, rng_);
   ASSERT_TRUE(d2.accepted()) << to_string(d2.reason);
   EXPECT_NE(d2.endpoint, d1.endpoint);
-  auto r3 = Prompt(60, 5);
+  auto r3 = prompt(60, 5);
   EXPECT_EQ(router_->decide(r3, 0, rng_).reason, RejectReason::kDecodeFull);
 }
 
@@ -578,12 +578,12 @@ TEST_F(PdTest, NaiveEarlyRejectionIgnoresPrefillsInThePipe) {
   config_.prefill_tokens_per_second = 16000;
   config_.early_reject = {
       .enabled = true, .max_usage = 1.0, .decode_seconds_per_token = 0.001, .predict = false};
-  Build();
-  Add({.url = "p", .role = Role::kPrefill});
-  Add({.url = "d", .role = Role::kDecode, .kv_capacity_blocks = 100});
-  auto r1 = Prompt(60, 1);
+  build();
+  add({.url = "p", .role = Role::kPrefill});
+  add({.url = "d", .role = Role::kDecode, .kv_capacity_blocks = 100});
+  auto r1 = prompt(60, 1);
   ASSERT_TRUE(router_->route(r1, 0, rng_).accepted());
-  auto r2 = Prompt(60, 2);
+  auto r2 = prompt(60, 2);
   // 60 blocks are on their way, 60 more would not fit: the naive rule admits anyway,
   // now and past r1's predicted prefill end (60 ms).
   EXPECT_TRUE(router_->decide(r2, 0, rng_).accepted());
@@ -601,10 +601,10 @@ TEST_F(PdTest, NaiveEarlyRejectionIgnoresPrefillsInThePipe) {
 
 TEST_F(EarlyRejectTest, AlsoAppliesToAggregatedPools) {
   config_.pd.mode = PdMode::kOff;
-  Build();
-  EndpointId a = Add({.url = "a", .kv_capacity_blocks = 100});
-  Busy(a, 95);
-  auto r = Prompt(10, 1);
+  build();
+  EndpointId a = add({.url = "a", .kv_capacity_blocks = 100});
+  busy(a, 95);
+  auto r = prompt(10, 1);
   EXPECT_EQ(router_->decide(r, 0, rng_).reason, RejectReason::kDecodeFull);
   router_->pool().set_kv_capacity(a, 200);
   EXPECT_TRUE(router_->decide(r, 0, rng_).accepted());
