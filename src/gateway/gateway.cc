@@ -67,7 +67,7 @@ void register_admin_sections(Gateway::Impl& impl) {
       "autoscaler", [self](std::string_view pool) -> std::optional<boost::json::value> {
         for (const auto& a : self->autoscalers) {
           if (a->pool_name() != pool) continue;
-          const PoolAutoscaler::State st = a->state();
+          const AutoscaleLoop::State st = a->state();
           const scale::Decision& d = st.decision;
           const scale::PoolSignals& sig = st.signals;
           boost::json::object inputs;
@@ -258,7 +258,7 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config, GatewayOpt
       if (m.pool == pool->name()) models.push_back(m.name);
     }
     // Several replicas: only the pool's leader actuates (gateway/replica_sync.h).
-    auto autoscaler = PoolAutoscaler::start(
+    auto autoscaler = AutoscaleLoop::start(
         *pool, std::move(models), impl->metrics,
         impl->cluster ? impl->cluster->leader_link(pool->name()) : LeaderLink());
     if (!autoscaler) {

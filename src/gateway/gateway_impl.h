@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "gateway/admin_api.h"
+#include "gateway/autoscale_loop.h"
 #include "gateway/disagg_flow.h"
 #include "gateway/engine_tokenizer.h"
 #include "gateway/fault_metrics.h"
@@ -30,7 +31,6 @@
 #include "gateway/gateway.h"
 #include "gateway/keys.h"
 #include "gateway/live_feed.h"
-#include "gateway/pool_autoscaler.h"
 #include "gateway/pool_discovery.h"
 #include "gateway/pool_flow.h"
 #include "gateway/pool_runtime.h"
@@ -126,10 +126,10 @@ struct Gateway::Impl {
   std::vector<std::thread> threads;
   std::unique_ptr<io::UpstreamClient> upstream;
   std::vector<std::unique_ptr<PoolRuntime>> pools;
-  std::vector<std::unique_ptr<LiveFeed>> feeds;              // after pools: destroyed first
-  std::vector<std::unique_ptr<PoolWarmup>> warmups;          // by pool index (gateway/warmup.h)
-  std::vector<std::unique_ptr<PoolAutoscaler>> autoscalers;  // stopped first in stop_all
-  std::vector<std::unique_ptr<PoolDiscovery>> discoveries;   // docs/discovery.md
+  std::vector<std::unique_ptr<LiveFeed>> feeds;             // after pools: destroyed first
+  std::vector<std::unique_ptr<PoolWarmup>> warmups;         // by pool index (gateway/warmup.h)
+  std::vector<std::unique_ptr<AutoscaleLoop>> autoscalers;  // stopped first in stop_all
+  std::vector<std::unique_ptr<PoolDiscovery>> discoveries;  // docs/discovery.md
   std::vector<std::unique_ptr<io::HttpServer>> servers;
   std::unique_ptr<AdminApi> admin;       // config.admin set; destroyed before the pools
   std::unique_ptr<ReplicaSync> cluster;  // config.cluster set (gateway/replica_sync.h)

@@ -73,7 +73,7 @@
 
 namespace kvgate::gateway {
 
-// One autoscaler decision as exported (pool_autoscaler.h fills it every interval).
+// One autoscaler decision as exported (autoscale_loop.h fills it every interval).
 struct AutoscalerGauges {
   int32_t desired = 0, current = 0, ready = 0, starting = 0, draining = 0;
   int32_t min = 0, max = 0;

@@ -15,7 +15,7 @@
 //               among the endpoints are reported starting, then ready after the
 //               expected startup time, as the core's contract requires.
 //
-// Thread-safety: none; the PoolAutoscaler's thread owns it. poll() and apply() may block
+// Thread-safety: none; the AutoscaleLoop's thread owns it. poll() and apply() may block
 // (health probes, process stops, Kubernetes API calls, router registration).
 #pragma once
 

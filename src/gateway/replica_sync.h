@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "gateway/autoscale_loop.h"
 #include "gateway/config.h"
-#include "gateway/pool_autoscaler.h"
 #include "gateway/pool_runtime.h"
 
 namespace kvgate::gateway {
@@ -58,7 +58,7 @@ class ReplicaSync {
   // One autoscaler actor per pool: the replicas compete for a lease in Redis
   // (PREFIX:leader:POOL = "replica:token", taken with a fencing token from
   // PREFIX:fence:POOL, set with PX and renewed every third of `lease`). The link's
-  // may_actuate (for PoolAutoscaler, called on its own thread) is true only while this
+  // may_actuate (for AutoscaleLoop, called on its own thread) is true only while this
   // replica holds the lease, confirmed in Redis with its fencing token right before the
   // actuation, and then records the leader's desired count (PREFIX:desired:POOL); the
   // other replicas read it back at each renewal and export it. A dead leader's lease

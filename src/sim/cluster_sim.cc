@@ -23,8 +23,8 @@
 #include "env/file.h"
 #include "env/progress.h"
 #include "sim/event_queue.h"
-#include "sim/pool_scaler.h"
 #include "sim/replica_group.h"
+#include "sim/scale_decider.h"
 
 namespace kvgate::sim {
 
@@ -216,8 +216,8 @@ class Simulation {
   std::vector<double> busy_attributed_;  // by engine: busy seconds counted in samples
   uint64_t events_ = 0;
 
-  // Autoscaling (scaler_ null: a fixed fleet).
-  std::unique_ptr<PoolScaler> scaler_;
+  // Autoscaling (decider_ null: a fixed fleet).
+  std::unique_ptr<ScaleDecider> decider_;
   std::vector<Replica> replicas_;  // by engine index
   Rng startup_rng_;
   LatencyWindow ttft_window_, itl_window_;       // seconds, observed at the gateway
@@ -245,11 +245,11 @@ Status Simulation::build() {
   const bool want_approx =
       src == route::OverlapSource::kApprox || src == route::OverlapSource::kBoth;
 
-  auto scaler = make_pool_scaler(scenario_, policy_);
-  if (!scaler) return Error(scaler.error());
-  scaler_ = std::move(*scaler);
-  if (scaler_) {
-    gpus_per_replica_ = scaler_->gpus_per_replica();
+  auto decider = make_scale_decider(scenario_, policy_);
+  if (!decider) return Error(decider.error());
+  decider_ = std::move(*decider);
+  if (decider_) {
+    gpus_per_replica_ = decider_->gpus_per_replica();
   } else if (scenario_.autoscale) {
     gpus_per_replica_ = scenario_.autoscale->gpus_per_replica;
   }
@@ -798,7 +798,7 @@ scale::PoolSignals Simulation::build_signals(Nanos now) {
 
 void Simulation::on_control(Nanos now) {
   const scale::PoolSignals s = build_signals(now);
-  const scale::Decision d = scaler_->decide(s, now);
+  const scale::Decision d = decider_->decide(s, now);
   for (const std::string& id : d.drain) {
     const uint32_t engine = static_cast<uint32_t>(std::stoul(id.substr(id.find('-') + 1)));
     drain(now, engine);
@@ -949,7 +949,7 @@ Result<PolicyRun> Simulation::run() {
   if (Status s = build(); !s) return Error(s.error());
   pull_open_loop();
   queue_.push(0, Event{EventKind::kScrape, 0, 0});
-  if (scaler_) {
+  if (decider_) {
     arrival_rate_.add(0, 0);
     queue_.push(scenario_.scaling.control_interval, Event{EventKind::kControl, 0, 0});
   }
@@ -1033,7 +1033,7 @@ Result<PolicyRun> Simulation::run() {
   for (uint32_t i = 0; i < replicas_.size(); ++i) {
     if (live(i)) gpu_seconds_ += to_seconds(now - replicas_[i].launched_at) * gpus_per_replica_;
   }
-  out.autoscaled = scaler_ != nullptr;
+  out.autoscaled = decider_ != nullptr;
   out.gpu_seconds = gpu_seconds_;
   out.launches = launches_;
   out.scale = std::move(scale_samples_);

@@ -7,7 +7,7 @@
 
 #include "env/file.h"
 #include "sim/cluster_sim.h"
-#include "sim/pool_scaler.h"
+#include "sim/scale_decider.h"
 #include "sim/scaling_report.h"
 #include "workload/scenario.h"
 

@@ -1,4 +1,4 @@
-#include "gateway/pool_autoscaler.h"
+#include "gateway/autoscale_loop.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -16,7 +16,7 @@
 
 namespace kvgate::gateway {
 
-struct PoolAutoscaler::Impl {
+struct AutoscaleLoop::Impl {
   PoolRuntime& pool;
   GatewayMetrics& metrics;
   const PoolAutoscaleConfig& config;
@@ -141,11 +141,11 @@ struct PoolAutoscaler::Impl {
   }
 };
 
-PoolAutoscaler::PoolAutoscaler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+AutoscaleLoop::AutoscaleLoop(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-PoolAutoscaler::~PoolAutoscaler() { stop(); }
+AutoscaleLoop::~AutoscaleLoop() { stop(); }
 
-void PoolAutoscaler::stop() {
+void AutoscaleLoop::stop() {
   {
     std::lock_guard lock(impl_->mu);
     impl_->stopping = true;
@@ -155,17 +155,17 @@ void PoolAutoscaler::stop() {
   impl_->actuation.reset();
 }
 
-const std::string& PoolAutoscaler::pool_name() const { return impl_->pool.name(); }
+const std::string& AutoscaleLoop::pool_name() const { return impl_->pool.name(); }
 
-PoolAutoscaler::State PoolAutoscaler::state() const {
+AutoscaleLoop::State AutoscaleLoop::state() const {
   std::lock_guard lock(impl_->mu);
   return impl_->state;
 }
 
-Result<std::unique_ptr<PoolAutoscaler>> PoolAutoscaler::start(PoolRuntime& pool,
-                                                              std::vector<std::string> models,
-                                                              GatewayMetrics& metrics,
-                                                              LeaderLink leader) {
+Result<std::unique_ptr<AutoscaleLoop>> AutoscaleLoop::start(PoolRuntime& pool,
+                                                            std::vector<std::string> models,
+                                                            GatewayMetrics& metrics,
+                                                            LeaderLink leader) {
   const PoolConfig& config = pool.config();
   if (!config.autoscale) return Error(fmt::format("pool {}: no autoscale section", config.name));
   auto autoscaler = scale::Autoscaler::make(config.autoscale->policy);
@@ -187,7 +187,7 @@ Result<std::unique_ptr<PoolAutoscaler>> PoolAutoscaler::start(PoolRuntime& pool,
                                  policy.target),
                policy.min_replicas, policy.max_replicas, actuator_name(config.autoscale->actuator));
   impl->thread = std::thread([raw] { raw->run(); });
-  return std::unique_ptr<PoolAutoscaler>(new PoolAutoscaler(std::move(impl)));
+  return std::unique_ptr<AutoscaleLoop>(new AutoscaleLoop(std::move(impl)));
 }
 
 }  // namespace kvgate::gateway

@@ -1,4 +1,7 @@
-// PoolAutoscaler: one pool's autoscaler inside `kvgate serve` (pools with `autoscale:`).
+// AutoscaleLoop: the control loop that runs one pool's autoscaler inside `kvgate serve`
+// (pools with `autoscale:`). It decides nothing itself (scale::Autoscaler does) and acts
+// on no platform itself (its ReplicaActuation does); docs/architecture.md ("Scaling: who
+// decides, who acts") places it among the others.
 //
 // A thread that, every `autoscale.interval`:
 //   1. lets the actuator catch up (replica_actuation.h): local replicas' health checks,
@@ -14,7 +17,7 @@
 // windows and rate limits must not jump with the wall clock) anchored to the Unix epoch
 // at start (its wall_now()), so that schedules see the time of day.
 //
-//   auto a = PoolAutoscaler::start(pool, {"Qwen/Qwen3-0.6B"}, metrics);  // decides at once
+//   auto a = AutoscaleLoop::start(pool, {"Qwen/Qwen3-0.6B"}, metrics);  // decides at once
 //   ...
 //   a->stop();  // or the destructor: joins the thread, stops local replicas
 //
@@ -47,20 +50,20 @@ struct LeaderLink {
   std::function<std::optional<int32_t>()> leader_desired;
 };
 
-class PoolAutoscaler {
+class AutoscaleLoop {
  public:
   // Errors: the actuator cannot be set up (e.g. kubernetes outside a pod). `pool` and
   // `metrics` must outlive it; `models` are the names the pool serves (for usage).
   // `leader` (several gateway replicas: the pool's leader lease) is asked before each
   // actuation; when another replica leads, this one decides but does not act, and
   // exports the leader's desired count as the pool's (its own stays in the admin view).
-  static Result<std::unique_ptr<PoolAutoscaler>> start(PoolRuntime& pool,
-                                                       std::vector<std::string> models,
-                                                       GatewayMetrics& metrics,
-                                                       LeaderLink leader = {});
-  ~PoolAutoscaler();
-  PoolAutoscaler(const PoolAutoscaler&) = delete;
-  PoolAutoscaler& operator=(const PoolAutoscaler&) = delete;
+  static Result<std::unique_ptr<AutoscaleLoop>> start(PoolRuntime& pool,
+                                                      std::vector<std::string> models,
+                                                      GatewayMetrics& metrics,
+                                                      LeaderLink leader = {});
+  ~AutoscaleLoop();
+  AutoscaleLoop(const AutoscaleLoop&) = delete;
+  AutoscaleLoop& operator=(const AutoscaleLoop&) = delete;
 
   // Stops the loop and the actuator (local replicas are stopped). Idempotent.
   void stop();
@@ -81,7 +84,7 @@ class PoolAutoscaler {
   struct Impl;
 
  private:
-  explicit PoolAutoscaler(std::unique_ptr<Impl> impl);
+  explicit AutoscaleLoop(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

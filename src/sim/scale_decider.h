@@ -1,8 +1,9 @@
-// PoolScaler: who resizes the simulated pool at each control tick — the real
+// ScaleDecider: who decides the simulated pool's size at each control tick — the real
 // scale::Autoscaler (the same object `kvgate serve` runs), or an oracle that reads the
 // workload's arrival curve ahead of time (scaling_spec.h) as the reference for
-// GPU-hours. The simulator builds the pool's signals, calls decide(), and applies the
-// Decision exactly as an actuator would (cluster_sim.cc).
+// GPU-hours. It only decides: the simulator builds the pool's signals, calls decide(),
+// and applies the Decision itself, exactly as an actuator would (cluster_sim.cc).
+// docs/architecture.md ("Scaling: who decides, who acts") places it among the others.
 //
 // LatencyWindow keeps the gateway-side samples (TTFT, ITL, token counts) of the last
 // window, so that the signals carry what the gateway observed recently.
@@ -20,17 +21,17 @@
 
 namespace kvgate::sim {
 
-class PoolScaler {
+class ScaleDecider {
  public:
-  virtual ~PoolScaler() = default;
+  virtual ~ScaleDecider() = default;
   virtual scale::Decision decide(const scale::PoolSignals& signals, Nanos now) = 0;
   virtual int32_t gpus_per_replica() const = 0;
 };
 
-// The policy's scaler: its oracle, its own autoscale section, or the scenario's; nullptr
+// The policy's decider: its oracle, its own autoscale section, or the scenario's; nullptr
 // when the run has a fixed fleet. Errors: an autoscale config the core rejects.
-Result<std::unique_ptr<PoolScaler>> make_pool_scaler(const workload::Scenario& scenario,
-                                                     const workload::PolicySpec& policy);
+Result<std::unique_ptr<ScaleDecider>> make_scale_decider(const workload::Scenario& scenario,
+                                                         const workload::PolicySpec& policy);
 
 // The median time a new replica of `scenario` takes to become ready (the sum of the
 // startup table's phase medians for its mode, or the fixed startup).

@@ -1,4 +1,4 @@
-#include "sim/pool_scaler.h"
+#include "sim/scale_decider.h"
 
 #include <fmt/format.h>
 
@@ -18,9 +18,9 @@ using workload::Scenario;
 
 namespace {
 
-class AutoscalerScaler final : public PoolScaler {
+class AutoscalerDecider final : public ScaleDecider {
  public:
-  explicit AutoscalerScaler(scale::Autoscaler a) : autoscaler_(std::move(a)) {}
+  explicit AutoscalerDecider(scale::Autoscaler a) : autoscaler_(std::move(a)) {}
   scale::Decision decide(const scale::PoolSignals& s, Nanos now) override {
     return autoscaler_.decide(s, now);
   }
@@ -30,9 +30,9 @@ class AutoscalerScaler final : public PoolScaler {
   scale::Autoscaler autoscaler_;
 };
 
-class OracleScaler final : public PoolScaler {
+class OracleDecider final : public ScaleDecider {
  public:
-  OracleScaler(OracleSpec spec, workload::ArrivalSpec arrivals, Nanos horizon)
+  OracleDecider(OracleSpec spec, workload::ArrivalSpec arrivals, Nanos horizon)
       : spec_(spec), arrivals_(std::move(arrivals)), horizon_(horizon) {}
 
   scale::Decision decide(const scale::PoolSignals& s, Nanos now) override {
@@ -105,20 +105,20 @@ Nanos median_startup(const Scenario& scenario) {
   return seconds(total);
 }
 
-Result<std::unique_ptr<PoolScaler>> make_pool_scaler(const Scenario& scenario,
-                                                     const PolicySpec& policy) {
+Result<std::unique_ptr<ScaleDecider>> make_scale_decider(const Scenario& scenario,
+                                                         const PolicySpec& policy) {
   if (policy.oracle) {
     const Nanos horizon = median_startup(scenario) + scenario.scaling.control_interval;
-    return std::unique_ptr<PoolScaler>(
-        std::make_unique<OracleScaler>(*policy.oracle, scenario.workload.arrivals, horizon));
+    return std::unique_ptr<ScaleDecider>(
+        std::make_unique<OracleDecider>(*policy.oracle, scenario.workload.arrivals, horizon));
   }
   const auto& section = policy.autoscale ? policy.autoscale : scenario.autoscale;
-  if (!section) return std::unique_ptr<PoolScaler>();
+  if (!section) return std::unique_ptr<ScaleDecider>();
   scale::AutoscaleConfig config = *section;
   if (config.policy == scale::PolicyKind::kHorizon) fill_startup_priors(scenario, config.horizon);
   auto a = scale::Autoscaler::make(std::move(config));
   if (!a) return Error("policy " + policy.name + ": autoscale: " + a.error());
-  return std::unique_ptr<PoolScaler>(std::make_unique<AutoscalerScaler>(std::move(*a)));
+  return std::unique_ptr<ScaleDecider>(std::make_unique<AutoscalerDecider>(std::move(*a)));
 }
 
 void LatencyWindow::prune(Nanos now) {
