@@ -17,9 +17,25 @@ if (file.endsWith('.json')) {
   };
   process.stdout.write(JSON.stringify(strip(JSON.parse(text)), null, 1) + '\n');
 } else {
+  // RFC 4180: a field in double quotes may hold commas (a run named "on, late_binding
+  // any"); split outside quotes and keep each field's text as written.
+  const fields = (line) => {
+    const out = [];
+    let start = 0;
+    let quoted = false;
+    for (let i = 0; i < line.length; i++) {
+      if (line[i] === '"') quoted = !quoted;
+      else if (line[i] === ',' && !quoted) {
+        out.push(line.slice(start, i));
+        start = i + 1;
+      }
+    }
+    out.push(line.slice(start));
+    return out;
+  };
   const lines = text.split('\n');
-  const keep = lines[0].split(',').map((h) => !machine(h));
+  const keep = fields(lines[0]).map((h) => !machine(h));
   for (const line of lines) {
-    process.stdout.write(line.split(',').filter((_, i) => keep[i] !== false).join(',') + '\n');
+    process.stdout.write(fields(line).filter((_, i) => keep[i] !== false).join(',') + '\n');
   }
 }
