@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 
+#include "workload/csv.h"
 #include "workload/svg_plot.h"
 
 namespace kvgate::sim {
@@ -202,10 +203,11 @@ Result<std::vector<std::string>> write_flow_files(const std::vector<PolicyRun>& 
       "served_tokens_per_s,pool_output_tokens_per_s,jain_index\n";
   for (const FlowRunSummary& r : summaries) {
     for (const TenantSummary& t : r.tenants) {
-      csv += fmt::format("{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.1f},{:.1f},{:.4f}\n",
-                         r.run, t.tenant, t.sent, t.served, t.refused, t.queued, t.ttft_p50,
-                         t.ttft_p90, t.ttft_p99, t.queue_wait_p90, t.served_tokens_per_s,
-                         r.output_tokens_per_s, r.jain_index);
+      csv +=
+          fmt::format("{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.1f},{:.1f},{:.4f}\n",
+                      workload::csv_field(r.run), workload::csv_field(t.tenant), t.sent, t.served,
+                      t.refused, t.queued, t.ttft_p50, t.ttft_p90, t.ttft_p99, t.queue_wait_p90,
+                      t.served_tokens_per_s, r.output_tokens_per_s, r.jain_index);
     }
   }
   if (Status s = write("flow.csv", csv); !s) return Error(s.error());

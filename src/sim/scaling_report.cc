@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "env/file.h"
+#include "workload/csv.h"
 #include "workload/svg_plot.h"
 
 namespace kvgate::sim {
@@ -104,9 +105,9 @@ std::string scaling_csv(const std::vector<ScalingSummary>& rows) {
   for (const ScalingSummary& s : rows) {
     out +=
         fmt::format("{},{},{:.5f},{:.5f},{:.5f},{:.4f},{:.5f},{:.4f},{:.4f},{:.3f},{},{},{:.4f}\n",
-                    s.policy, s.requests, s.slo_attainment, s.ttft_attainment, s.itl_attainment,
-                    s.ttft_p99, s.itl_p99, s.gpu_hours, s.vs_oracle, s.mean_replicas,
-                    s.peak_replicas, s.launches, s.mean_gpu_utilization);
+                    workload::csv_field(s.policy), s.requests, s.slo_attainment, s.ttft_attainment,
+                    s.itl_attainment, s.ttft_p99, s.itl_p99, s.gpu_hours, s.vs_oracle,
+                    s.mean_replicas, s.peak_replicas, s.launches, s.mean_gpu_utilization);
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "env/file.h"
+#include "workload/csv.h"
 #include "workload/svg_plot.h"
 
 namespace kvgate::sim {
@@ -120,9 +121,9 @@ std::string warmup_csv(const std::vector<WarmupSummary>& rows) {
     out += fmt::format(
         "{},{},{:.3f},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{},{:.4f},{:.4f},"
         "{:.4f},{:.4f},{:.4f}\n",
-        s.policy, s.new_replicas, s.warmup_seconds, s.warmup_requests, s.warmup_tokens, a.requests,
-        a.p50, a.p90, a.p99, a.mean, a.hit_rate, b.requests, b.p50, b.p90, b.p99, b.mean,
-        b.hit_rate);
+        workload::csv_field(s.policy), s.new_replicas, s.warmup_seconds, s.warmup_requests,
+        s.warmup_tokens, a.requests, a.p50, a.p90, a.p99, a.mean, a.hit_rate, b.requests, b.p50,
+        b.p90, b.p99, b.mean, b.hit_rate);
   }
   return out;
 }

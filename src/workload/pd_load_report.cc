@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "workload/csv.h"
+
 namespace kvgate::workload {
 namespace {
 
@@ -153,7 +155,7 @@ std::string pd_load_csv(const std::vector<PdLoadSummary>& rows) {
     out += fmt::format(
         "{},{},{},{},{},{},{:.1f},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.3f},{:.4f},{:.4f},"
         "{:.3f},{}\n",
-        r.policy, r.requests, r.served, r.rejected_at_door, r.rejected_after_prefill,
+        csv_field(r.policy), r.requests, r.served, r.rejected_at_door, r.rejected_after_prefill,
         r.wasted_prefill_tokens, r.output_tps, r.decode_kv_mean, r.decode_kv_sd, r.decode_kv_p10,
         r.decode_kv_p90, r.prefill_queue_mean, r.prefill_queue_sd, r.prefill_busy,
         r.prefill_busy_sd, r.correlation, r.samples);

@@ -6,6 +6,8 @@
 #include <boost/json.hpp>
 #include <cmath>
 
+#include "workload/csv.h"
+
 namespace kvgate::workload {
 
 double quantile(std::vector<double> values, double q) {
@@ -171,9 +173,9 @@ std::string summary_csv(const std::vector<Summary>& summaries) {
     out += fmt::format(
         "{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.5f},{:.1f},{:.1f},{:.4f},{:.3f},"
         "{:.4f},{:.0f},{:.0f},{},{}\n",
-        s.policy, s.requests, s.completed, s.rejected, s.ttft_p50, s.ttft_p90, s.ttft_p99,
-        s.ttft_mean, s.itl_mean, s.output_tps, s.output_tps_overall, s.hit_rate, s.mean_waiting,
-        s.mean_kv_usage, s.speedup, s.speedup_cpu, s.rejected_after_prefill,
+        csv_field(s.policy), s.requests, s.completed, s.rejected, s.ttft_p50, s.ttft_p90,
+        s.ttft_p99, s.ttft_mean, s.itl_mean, s.output_tps, s.output_tps_overall, s.hit_rate,
+        s.mean_waiting, s.mean_kv_usage, s.speedup, s.speedup_cpu, s.rejected_after_prefill,
         s.wasted_prefill_tokens);
   }
   return out;
@@ -186,9 +188,10 @@ std::string stages_csv(const std::vector<Summary>& summaries) {
   for (const Summary& s : summaries) {
     for (size_t i = 0; i < s.stages.size(); ++i) {
       const StageSummary& st = s.stages[i];
-      out += fmt::format("{},{},{:.3f},{},{},{:.4f},{:.4f},{:.4f},{:.1f},{:.3f},{:.4f}\n", s.policy,
-                         i, st.qps, st.warmup ? 1 : 0, st.requests, st.ttft_p50, st.ttft_p90,
-                         st.ttft_mean, st.output_tps, st.requests_per_s, st.hit_rate);
+      out +=
+          fmt::format("{},{},{:.3f},{},{},{:.4f},{:.4f},{:.4f},{:.1f},{:.3f},{:.4f}\n",
+                      csv_field(s.policy), i, st.qps, st.warmup ? 1 : 0, st.requests, st.ttft_p50,
+                      st.ttft_p90, st.ttft_mean, st.output_tps, st.requests_per_s, st.hit_rate);
     }
   }
   return out;

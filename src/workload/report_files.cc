@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "workload/csv.h"
 #include "workload/pd_load_report.h"
 #include "workload/svg_plot.h"
 
@@ -17,8 +18,8 @@ std::string requests_csv(const ScenarioResults& r) {
   for (const PolicyRun& run : r.runs) {
     for (size_t i = 0; i < run.requests.size(); ++i) {
       const RequestRecord& q = run.requests[i];
-      out += fmt::format("{},{},{},{},{:.6f},{:.6f},{:.6f},{},{},{},{},{},{:.6f}\n", run.policy, i,
-                         q.stage, q.endpoint, to_seconds(q.arrival),
+      out += fmt::format("{},{},{},{},{:.6f},{:.6f},{:.6f},{},{},{},{},{},{:.6f}\n",
+                         csv_field(run.policy), i, q.stage, q.endpoint, to_seconds(q.arrival),
                          q.first_token >= 0 ? to_seconds(q.first_token - q.arrival) : -1.0,
                          q.finish >= 0 ? to_seconds(q.finish - q.arrival) : -1.0, q.prompt_tokens,
                          q.cached_tokens, q.output_tokens, q.rejected ? 1 : 0, q.tenant,
@@ -34,9 +35,9 @@ std::string pd_samples_csv(const ScenarioResults& r) {
       "policy,time_s,decode_kv_usage,prefill_waiting,prefill_queued_tokens,prefill_busy\n";
   for (const PolicyRun& run : r.runs) {
     for (const ClusterSample& s : run.samples) {
-      out += fmt::format("{},{:.3f},{:.4f},{:.3f},{:.0f},{:.3f}\n", run.policy, to_seconds(s.at),
-                         s.decode_kv_usage, s.prefill_waiting, s.prefill_queued_tokens,
-                         s.prefill_busy);
+      out += fmt::format("{},{:.3f},{:.4f},{:.3f},{:.0f},{:.3f}\n", csv_field(run.policy),
+                         to_seconds(s.at), s.decode_kv_usage, s.prefill_waiting,
+                         s.prefill_queued_tokens, s.prefill_busy);
     }
   }
   return out;
