@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include <filesystem>
 #include <functional>
 #include <set>
 
@@ -47,6 +48,15 @@ FileSourceConfig file_source(const YamlReader& y, const YAML::Node& n, const std
   c.kv_events_bind = bind;
   if (!n["path"]) y.fail(n, f + ".path", "missing");
   c.path = y.path(n["path"], f + ".path");
+  // The directory is what the source watches: without it `serve` could not start, so the
+  // config is refused here, by `serve --check` and `serve` alike. The file itself may be
+  // missing at start (a sidecar writes it later): the pool starts empty and fills then.
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::path(c.path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (!std::filesystem::is_directory(dir, ec)) {
+    y.fail(n["path"], f + ".path", "directory " + dir.string() + " does not exist");
+  }
   if (auto v = n["reread_ms"]) c.reread = y.millis(v, f + ".reread_ms", 100, kDay);
   if (auto v = n["settle_ms"]) c.settle = y.millis(v, f + ".settle_ms", 0, 10'000);
   return c;

@@ -91,6 +91,15 @@ TEST(DiscoveryConfig, ErrorsNameTheLineAndField) {
       parse("    discovery:\n      sources: [{kind: file, path: a}, {kind: file, path: b}]\n");
   ASSERT_FALSE(twice);
   EXPECT_NE(twice.error().find("source name 'file' used twice"), std::string::npos);
+  // The watched directory must exist (serve could not start without it); the file need not.
+  auto no_dir = parse("    discovery: {sources: [{kind: file, path: /no/such/kvgate/e.yaml}]}\n");
+  ASSERT_FALSE(no_dir);
+  EXPECT_NE(no_dir.error().find("/etc/g.yaml:3:"), std::string::npos) << no_dir.error();
+  EXPECT_NE(no_dir.error().find("pools.main.discovery.sources[0].path: directory /no/such/kvgate "
+                                "does not exist"),
+            std::string::npos)
+      << no_dir.error();
+  EXPECT_TRUE(parse("    discovery: {sources: [{kind: file, path: /tmp/kvgate-not-yet.yaml}]}\n"));
   auto none = parse("    discovery: {sources: []}\n");
   ASSERT_FALSE(none);
   auto selector = parse("    discovery: {sources: [{kind: kubernetes}]}\n");

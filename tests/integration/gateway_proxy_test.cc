@@ -173,5 +173,34 @@ TEST(GatewayProxy, CheckReportsConfigErrorsWithLocation) {
       << (*p)->errors();
 }
 
+// One rule: what `serve` refuses, `serve --check` refuses, with the same exit code and
+// message. A file discovery source whose directory does not exist is a config error.
+TEST(GatewayProxy, CheckRefusesWhatServeRefusesWithTheSameMessage) {
+  const std::string config =
+      write_temp_file("nodir.yaml",
+                      "listeners:\n  - {address: 127.0.0.1, port: 0}\n"
+                      "pools:\n  main:\n    discovery:\n      sources:\n"
+                      "        - {kind: file, path: /no/such/kvgate/dir/endpoints.yaml}\n"
+                      "models:\n  - {name: sim, pool: main}\n");
+  std::vector<std::pair<int, std::string>> outcomes;
+  for (std::vector<std::string> args : {std::vector<std::string>{"serve", "--check", config},
+                                        std::vector<std::string>{"serve", config}}) {
+    auto p = ChildProcess::spawn(kvgate_bin(), args);
+    ASSERT_TRUE(p);
+    // Waits for the process to exit on its own (a refused config exits at once).
+    for (int i = 0; i < 1000 && (*p)->running(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    outcomes.emplace_back((*p)->stop(), (*p)->errors());
+  }
+  EXPECT_EQ(outcomes[0].first, 2);
+  EXPECT_EQ(outcomes[1].first, 2);
+  EXPECT_EQ(outcomes[0].second, outcomes[1].second);
+  EXPECT_NE(outcomes[0].second.find(":7:30: pools.main.discovery.sources[0].path: directory "
+                                    "/no/such/kvgate/dir does not exist"),
+            std::string::npos)
+      << outcomes[0].second;
+}
+
 }  // namespace gateway_proxy_test
 }  // namespace kvgate::testing
