@@ -44,6 +44,7 @@ struct Options {
   bool add_special_tokens = false;
   bool describe = false;
   bool trust_request_chat_template = false;
+  std::string content_format = "auto";
   bool no_fast_path = false;
   bool skip_special = false;
   bool general = false;
@@ -161,6 +162,7 @@ int run(const Options& opt) {
   render_options.now_unix_seconds = static_cast<int64_t>(std::time(nullptr));
   render_options.trust_request_chat_template = opt.trust_request_chat_template;
   render_options.allow_fast_path = !opt.no_fast_path;
+  render_options.content_format = *tokenizer::parse_content_format(opt.content_format);
   std::ios::sync_with_stdio(false);
   std::string line, out;
   std::vector<uint32_t> ids;
@@ -280,6 +282,12 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_flag("--trust-request-chat-template", opt->trust_request_chat_template,
                 "Render a request's own chat_template field (vLLM's "
                 "--trust-request-chat-template); refused otherwise");
+  cmd->add_option("--chat-template-content-format", opt->content_format,
+                  "How message content reaches the template, as vLLM's flag of that name: auto "
+                  "(a list of text parts when the template loops over content, else a string), "
+                  "string or openai (parts)")
+      ->check(CLI::IsMember({"auto", "string", "openai"}))
+      ->capture_default_str();
   cmd->add_flag("--no-fast-path", opt->no_fast_path,
                 "Render with the general Jinja engine even where a hand-written fast path "
                 "exists (for comparing the two)");

@@ -276,8 +276,8 @@ class Parser : public discovery::YamlReader {
     only_keys(
         n, field,
         {"endpoints", "router", "tokenizer", "chat_template", "block_size", "scrape_interval_ms",
-         "kv_events_bind", "warmup", "autoscale", "trust_request_chat_template", "discovery",
-         "flow_control", "migration", "tokenize"});
+         "kv_events_bind", "warmup", "autoscale", "trust_request_chat_template",
+         "chat_template_content_format", "discovery", "flow_control", "migration", "tokenize"});
     PoolConfig p;
     p.name = name;
     p.scrape_interval = std::chrono::milliseconds(200);
@@ -308,6 +308,12 @@ class Parser : public discovery::YamlReader {
     }
     if (auto v = n["trust_request_chat_template"]) {
       p.trust_request_chat_template = boolean(v, field + ".trust_request_chat_template");
+    }
+    if (auto v = n["chat_template_content_format"]) {
+      const std::string f = field + ".chat_template_content_format";
+      auto format = tokenizer::parse_content_format(text(v, f));
+      if (!format) fail(v, f, "expected auto, string or openai");
+      p.chat_template_content_format = *format;
     }
     if (auto t = n["tokenize"]) tokenize(t, field + ".tokenize", p.tokenize);
     if (auto r = n["router"]) router(r, field + ".router", p.router);

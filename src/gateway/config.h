@@ -25,6 +25,7 @@
 #include "core/route/config.h"
 #include "core/route/endpoint.h"
 #include "core/route/flow_queue.h"
+#include "core/tokenizer/chat_template.h"
 #include "discovery/discovery_config.h"
 #include "gateway/autoscale_config.h"
 
@@ -164,6 +165,10 @@ struct PoolConfig {
   // (set it when the pool's engines run with that flag); else such a request routes
   // approximately, as the engine will refuse it.
   bool trust_request_chat_template = false;
+  // vLLM's --chat-template-content-format of the pool's engines: auto (their default),
+  // string or openai (tokenizer::ChatRenderOptions::ContentFormat).
+  tokenizer::ChatRenderOptions::ContentFormat chat_template_content_format =
+      tokenizer::ChatRenderOptions::ContentFormat::kAuto;
   TokenizeConfig tokenize;  // `tokenize:`; the default uses the files above
   // Warm-up before traffic (gateway/warmup.h): an endpoint added at run time is sent the
   // pool's hot prefixes before it is routed to. YAML:

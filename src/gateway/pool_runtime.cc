@@ -359,6 +359,7 @@ void PoolRuntime::keys_for(const openai::InspectedRequest& request, std::string_
       tokenizer::ChatRenderOptions options;
       options.now_unix_seconds = clock_.wall_now() / kSecond;  // the template's strftime_now
       options.trust_request_chat_template = config_.trust_request_chat_template;
+      options.content_format = config_.chat_template_content_format;
       auto rendered =
           chat ? chat_template_->render(*chat, options) : Result<std::string>(Error(chat.error()));
       if (rendered) {

@@ -89,6 +89,24 @@ TEST(GatewayConfig, ErrorsNameFileLineAndField) {
   EXPECT_EQ(error_of("- a\n"), "f.yaml: expected a YAML mapping");
 }
 
+// vLLM's --chat-template-content-format of the pool's engines.
+TEST(GatewayConfig, ChatTemplateContentFormat) {
+  using F = tokenizer::ChatRenderOptions::ContentFormat;
+  auto defaults = parse_gateway_config(kGood, "f.yaml");
+  ASSERT_TRUE(defaults) << defaults.error();
+  EXPECT_EQ(defaults->pools[0].chat_template_content_format, F::kAuto);
+  std::string with = std::string(kGood);
+  with.replace(with.find("    block_size: 16"), 18,
+               "    block_size: 16\n    chat_template_content_format: string");
+  auto c = parse_gateway_config(with, "f.yaml");
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->pools[0].chat_template_content_format, F::kString);
+  with.replace(with.find("format: string"), 14, "format: parts");
+  EXPECT_EQ(error_of(with),
+            "f.yaml:12:35: pools.main.chat_template_content_format: expected auto, string or "
+            "openai");
+}
+
 TEST(GatewayConfig, DuplicateModelNamesAndMissingFilesAreErrors) {
   std::string dup = std::string(kGood) + "  - name: qwen3\n    pool: main\n";
   EXPECT_EQ(error_of(dup), "f.yaml:25:11: models[1].name: 'qwen3' is defined twice");

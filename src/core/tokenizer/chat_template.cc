@@ -270,6 +270,14 @@ std::string ChatTemplate::describe() const {
 
 bool ChatTemplate::content_as_parts() const { return default_->iterates_content(); }
 
+std::optional<ChatRenderOptions::ContentFormat> parse_content_format(std::string_view name) {
+  using F = ChatRenderOptions::ContentFormat;
+  if (name == "auto") return F::kAuto;
+  if (name == "string") return F::kString;
+  if (name == "openai") return F::kOpenai;
+  return std::nullopt;
+}
+
 size_t ChatTemplate::memory_bytes() const {
   size_t n = sizeof(*this) + default_->memory_bytes();
   for (const Named& t : named_) n += t.name.capacity() + t.tpl->memory_bytes();
@@ -278,6 +286,10 @@ size_t ChatTemplate::memory_bytes() const {
 
 bool ChatTemplate::fast_path_covers(const ChatRequest& req, const ChatRenderOptions& opt) const {
   if (family_ == TemplateFamily::kGeneral || !opt.allow_fast_path) return false;
+  // A fast path renders the content format auto detects for its template, no other.
+  if (opt.content_format != ChatRenderOptions::ContentFormat::kAuto &&
+      (opt.content_format == ChatRenderOptions::ContentFormat::kOpenai) != content_as_parts())
+    return false;
   if (req.chat_template || !req.documents.is_null() || !req.extra_kwargs.empty() ||
       req.continue_final_message)
     return false;
@@ -329,7 +341,9 @@ Result<std::string> ChatTemplate::render(const ChatRequest& request,
   std::string error;
   const jinja::Template* tpl = pick(request, options, scratch, error);
   if (!tpl) return Error(error);
-  const bool parts = tpl->iterates_content();
+  const bool parts = options.content_format == ChatRenderOptions::ContentFormat::kAuto
+                         ? tpl->iterates_content()
+                         : options.content_format == ChatRenderOptions::ContentFormat::kOpenai;
   std::string final_text;
   if (request.continue_final_message) {
     const ChatMessage& last = request.messages.back();

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -46,7 +47,17 @@ struct ChatRenderOptions {
   // is refused, as vLLM refuses it).
   bool trust_request_chat_template = false;
   bool allow_fast_path = true;  // false: always the engine (the equivalence tests)
+  // vLLM's --chat-template-content-format. kAuto (vLLM's default) passes each message's
+  // content as a list of {"type": "text", "text": ...} parts when the template loops over
+  // message content, a string otherwise; kString and kOpenai force one, as the engines'
+  // flag does. A template that tests `content is string` renders differently under the
+  // two, so this must be what the pool's engines run with.
+  enum class ContentFormat { kAuto, kString, kOpenai };
+  ContentFormat content_format = ContentFormat::kAuto;
 };
+
+// "auto", "string", "openai" (vLLM's names); nullopt for anything else.
+std::optional<ChatRenderOptions::ContentFormat> parse_content_format(std::string_view name);
 
 class ChatTemplate {
  public:

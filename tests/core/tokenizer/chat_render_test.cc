@@ -100,6 +100,41 @@ TEST(ChatRender, ContentAsPartsWhenTheTemplateIteratesIt) {
             "only)");
 }
 
+// A template that tests `content is string` and loops over parts otherwise (written for
+// this check, ChatML-style). vLLM's default ("auto") sees the loop and passes a string
+// content as one text part (chat_utils.py, _parse_chat_message_content), so the `trim` in
+// the string branch never runs under vLLM and the whitespace stays: that is what the
+// engine tokenizes, so it is what kvgate renders by default. transformers'
+// apply_chat_template called directly with strings (and @huggingface/jinja) takes the
+// string branch; an engine started with --chat-template-content-format string does too.
+// Expected texts: Jinja2 3.1 with trim_blocks and lstrip_blocks, content as parts and as
+// strings.
+TEST(ChatRender, ContentFormatIsTheEnginesFlag) {
+  ChatTemplate t = compile(
+      "{%- for m in messages %}<|im_start|>{{ m.role }}\n{% if m.content is string %}{{ "
+      "m.content | trim }}{% else %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endif "
+      "%}\n{%- if loop.last %} [latest]{% endif %}<|im_end|>\n{% endfor %}{%- if "
+      "add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
+  const std::string req =
+      R"({"messages": [{"role": "user", "content": "a tab\t"},
+          {"role": "assistant", "content": " x\u3000\n\n"},
+          {"role": "user", "content": "\u00a0last\u000b\f\r"}]})";
+  const std::string as_parts =
+      "<|im_start|>user\na tab\t<|im_end|>\n<|im_start|>assistant\n x\u3000\n\n<|im_end|>\n"
+      "<|im_start|>user\n\u00a0last\v\f\r [latest]<|im_end|>\n<|im_start|>assistant\n";
+  const std::string as_string =
+      "<|im_start|>user\na tab<|im_end|>\n<|im_start|>assistant\nx<|im_end|>\n"
+      "<|im_start|>user\nlast [latest]<|im_end|>\n<|im_start|>assistant\n";
+  using F = ChatRenderOptions::ContentFormat;
+  EXPECT_EQ(render(t, req), as_parts);
+  EXPECT_EQ(render(t, req, {.content_format = F::kOpenai}), as_parts);
+  EXPECT_EQ(render(t, req, {.content_format = F::kString}), as_string);
+  EXPECT_EQ(parse_content_format("string"), F::kString);
+  EXPECT_EQ(parse_content_format("openai"), F::kOpenai);
+  EXPECT_EQ(parse_content_format("auto"), F::kAuto);
+  EXPECT_FALSE(parse_content_format("parts"));
+}
+
 TEST(ChatRender, ContinueFinalMessageCutsAtTheFinalText) {
   ChatTemplate keep = compile("{% for m in messages %}<{{ m.content }}>{% endfor %}");
   const std::string req = R"({"messages": [{"role": "user", "content": "q"},
