@@ -132,6 +132,51 @@ for (const {model, seed, fast = false, alternating = false} of families) {
   });
 }
 
+// Templates written for this suite, not any model's: the constructs real templates use,
+// in other combinations, around whitespace (`trim`, `{%-`/`-%}`, trim_blocks and
+// lstrip_blocks, which transformers turns on), on conversations whose texts carry
+// whitespace of every kind at their ends (support/conversations.mjs, edges).
+const written = [
+  // ChatML-style; a string content is trimmed, parts are not. The loop over content makes
+  // vLLM pass every content as parts ("auto"), so under vLLM the trim never runs.
+  {name: 'chatml_trim_or_parts', src: "{%- for m in messages %}<|im_start|>{{ m.role }}\n" +
+    "{% if m.content is string %}{{ m.content | trim }}{% else %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endif %}\n" +
+    "{%- if loop.last %} [latest]{% endif %}<|im_end|>\n{% endfor %}" +
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"},
+  // String content (no loop over it): trim runs, and `-` strips the text around tags.
+  {name: 'tags_trim_string', src: "{%- if messages[0].role == 'system' %}{{- messages[0].content | trim }}\n\n" +
+    "{% endif -%}\n{%- for m in messages %}\n    {%- if m.role == 'user' %}\n[USER]   {{ m.content | trim }}\n" +
+    "    {%- elif m.role == 'assistant' %}\n[ASSISTANT] {{ (m.content or '') | trim -}}   \n" +
+    "    {%- elif m.role == 'tool' %}\n  [TOOL]\t{{ m.content }}\t\n    {%- endif %}\n{% endfor -%}\n" +
+    "{%- if add_generation_prompt %}[ASSISTANT]{% endif -%}\n"},
+  // lstrip_blocks and trim_blocks on indented block tags; text kept verbatim between.
+  {name: 'indented_blocks', src: "{% for m in messages %}\n  {% if m.role == 'system' %}\n<<{{ m.content | trim }}>>\n" +
+    "  {% else %}\n    {% if m.content %}\n{{ m.role | upper }}: {{ m.content | replace('\\n', ' ') | trim }}\n" +
+    "    {% else %}\n{{ m.role | upper }}:{{ ' ' }}\n    {% endif %}\n  {% endif %}\n{% endfor %}\n" +
+    "{% if add_generation_prompt %}\tASSISTANT:{% endif %}"},
+];
+
+for (const [k, {name, src}] of written.entries()) {
+  test(`written template ${name}: equals @huggingface/jinja on 600 conversations with whitespace edges`, async () => {
+    const config = {chat_template: src, bos_token: '<s>', eos_token: '</s>'};
+    const file = path.join(tmp, `written_${name}.json`);
+    writeFileSync(file, JSON.stringify(config));
+    const reqs = conversations(600, 40 + k, {edges: true});
+    const errors = compare(reqs, reference(src, config, reqs), await kvgate_render(file, reqs));
+    assert.ok(errors < reqs.length / 10, `${errors} conversations raise`);
+    // --chat-template-content-format string (an engine started with that flag): every
+    // content reaches the template as a string, as transformers renders strings directly.
+    const as_string = reqs.map((r) => {
+      try {
+        return render_like_transformers(new Template(src), vllm_context(r, config, ''), r);
+      } catch (e) {
+        return {error: e.message};
+      }
+    });
+    compare(reqs, as_string, await kvgate_render(file, reqs, ['--chat-template-content-format', 'string']));
+  });
+}
+
 // Each documented difference between @huggingface/jinja and Python Jinja: kvgate gives
 // Python's answer (what vLLM renders), the reference its own.
 const differences = [

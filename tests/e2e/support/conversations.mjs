@@ -16,16 +16,25 @@ const texts = ['Hello!', 'What is the capital of France?', 'Paris.', '写一首�
 // whitespace other than newlines; the C++ unit tests pin the Python behaviour there.
 const tight_texts = texts.filter((s) => s.length > 0 && !/^[^\S\n]|[^\S\n]$/.test(s));
 
+// Whitespace of every kind at the ends of a text, for templates that trim (edges: true):
+// tab, CR, vertical tab, form feed, NBSP, U+3000, runs of newlines, mixes. Not U+FEFF or
+// U+001C..U+001F, which Python's strip and JavaScript's trim disagree on (a documented
+// difference, tested on its own below in chat_template_conformance.test.mjs).
+const edge_texts = ['a tab\t', '\ttab first', 'cr\r', '\rcr first', 'vt\v', '\fform feed', 'ff\f',
+  '\u00a0nbsp\u00a0', '\u3000ideographic\u3000', 'runs\n\n\n', '\n\n\nruns', ' \t\r\n mixed \n\r\t ',
+  '\v\f\u00a0\u3000 all \u3000\u00a0\f\v', 'inner\t\ttabs\r\nkept'];
+
 // alternating: user and assistant strictly alternate after an optional system prompt (the
 // templates of Gemma and Llama 2 raise otherwise); one conversation in 20 breaks the rule
 // on purpose, to compare the error.
-export function conversations(count, seed, {alternating = false} = {}) {
+export function conversations(count, seed, {alternating = false, edges = false} = {}) {
   const r = rng(seed);
   const pick = (a) => a[Math.floor(r() * a.length)];
   const int = (n) => Math.floor(r() * n);
+  const pool = edges ? texts.concat(edge_texts, edge_texts) : texts;
   const text = () => {
-    let s = pick(texts);
-    if (int(4) === 0) s = s + ' ' + pick(texts);
+    let s = pick(pool);
+    if (int(4) === 0) s = s + ' ' + pick(pool);
     return s;
   };
   const tight = () => {
