@@ -12,7 +12,7 @@ import path from 'node:path';
 import {Template} from '@huggingface/jinja';
 import tokenizers from '@anush008/tokenizers';
 import {conversations} from './support/conversations.mjs';
-import {render_like_transformers, vllm_context} from './support/vllm_context.mjs';
+import {content_as_parts, render_like_transformers, vllm_context} from './support/vllm_context.mjs';
 import {run_kvgate} from './support/kvgate.mjs';
 
 const root = process.env.KVGATE_SOURCE_DIR ?? path.resolve(import.meta.dirname, '../..');
@@ -177,6 +177,33 @@ for (const [k, {name, src}] of written.entries()) {
   });
 }
 
+// Held-out ChatML templates, written for this test (support/templates/), not a model's:
+// string content `is string` and `| trim`med, then `{%- if loop.last %}` on the next line
+// (issue #38), over content with whitespace of every kind at its edges. chatml_trim loops
+// over a macro parameter's content, which is not vLLM's "openai" format (that needs a loop
+// over the content of a loop variable over messages): its content arrives as a string and
+// is trimmed. chatml_parts loops over `m.content` itself: its content arrives as parts and
+// is printed untrimmed, trailing tab and all, as vLLM renders it.
+const held_out = [
+  {name: 'chatml_trim', seed: 21, format: 'string'},
+  {name: 'chatml_parts', seed: 22, format: 'openai'},
+];
+
+for (const {name, seed, format} of held_out) {
+  test(`${name}: chat rendering equals @huggingface/jinja on 400 conversations with edge whitespace`, async () => {
+    const template_text = readFileSync(path.join(import.meta.dirname, 'support/templates', `${name}.jinja`), 'utf8');
+    const config = {chat_template: template_text, bos_token: '<s>', eos_token: '<|im_end|>'};
+    const file = path.join(tmp, `${name}_tokenizer_config.json`);
+    writeFileSync(file, JSON.stringify(config));
+    assert.equal(content_as_parts(template_text), format === 'openai');
+    const out = JSON.parse(await run_kvgate(['tokenize', '--chat-template', file, '--describe'], ''));
+    assert.equal(out.chat_template.content_format, format);
+    const reqs = conversations(400, seed, {edges: true});
+    const expected = reference(template_text, config, reqs);
+    assert.equal(compare(reqs, expected, await kvgate_render(file, reqs)), 0);
+  });
+}
+
 // Each documented difference between @huggingface/jinja and Python Jinja: kvgate gives
 // Python's answer (what vLLM renders), the reference its own.
 const differences = [
@@ -190,6 +217,7 @@ const differences = [
   {what: 'str + int', src: "{{ 'a' + 1 }}", python: {error: 'can only concatenate str (not "int") to str'}, hf: 'a1'},
   {what: 'attribute of undefined', src: '{{ x.y }}', python: {error: "'x' is undefined"}, hf: ''},
   {what: 'whitespace of trim', src: "[{{ '\\ufeffa\\x1c'|trim }}]", python: '[\ufeffa]', hf: '[a\x1c]'},
+  {what: 'whitespace of lstrip_blocks', src: 'a\n\u3000\v{% if true %}b{% endif %}', python: 'a\nb', hf: 'a\n\u3000\vb'},
   {what: 'printf-style %', src: "{{ '%s-%d' % ('a', 1) }}", python: 'a-1', hf: {error: ''}},
 ];
 

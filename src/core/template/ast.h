@@ -129,7 +129,7 @@ struct Program {
   Body body;
   std::vector<std::string> symbols;  // id -> name
   int sym_loop = -1, sym_caller = -1, sym_varargs = -1, sym_kwargs = -1;
-  bool iterates_content = false;  // a for loop over `<name>.content` / `<name>['content']`
+  bool iterates_content = false;  // loops over a message's content (content_format.h)
   size_t nodes = 0;               // expressions + statements, for the memory estimate
 };
 

@@ -8,31 +8,49 @@ namespace kvgate::jinja {
 namespace {
 
 using unicode::append_utf8;
-using unicode::decode_utf8;
 
-bool python_space(char32_t c) {
-  return (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-         c == 0x3000;
+// The length of the whitespace character at s[i] (Python's str.isspace, which is also what
+// `\s` and str.strip() mean for Python Jinja's lexer), or 0. It matches the UTF-8 bytes of
+// those characters, so a template that is not valid UTF-8 is never decoded past its end.
+size_t space_at(std::string_view s, size_t i) {
+  auto byte = [&](size_t k) -> unsigned {
+    return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0;
+  };
+  const unsigned b0 = byte(0), b1 = byte(1), b2 = byte(2);
+  if ((b0 >= 0x09 && b0 <= 0x0D) || (b0 >= 0x1C && b0 <= 0x20)) return 1;
+  if (b0 == 0xC2 && (b1 == 0x85 || b1 == 0xA0)) return 2;  // U+0085, U+00A0
+  if (b0 == 0xE1 && b1 == 0x9A && b2 == 0x80) return 3;    // U+1680
+  if (b0 == 0xE2 && b1 == 0x80 &&
+      ((b2 >= 0x80 && b2 <= 0x8A) || b2 == 0xA8 || b2 == 0xA9 || b2 == 0xAF))
+    return 3;                                            // U+2000..U+200A, U+2028, U+2029, U+202F
+  if (b0 == 0xE2 && b1 == 0x81 && b2 == 0x9F) return 3;  // U+205F
+  if (b0 == 0xE3 && b1 == 0x80 && b2 == 0x80) return 3;  // U+3000
+  return 0;
 }
 
-// Python's str.rstrip() / lstrip() over Unicode whitespace (what `\s` and strip() mean).
+// Python's str.rstrip() (what `{%-` does to the text before the tag).
 std::string_view rstrip_space(std::string_view s) {
   size_t e = s.size();
   while (e > 0) {
-    size_t k = e - 1;
-    while (k > 0 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
-    if (!python_space(decode_utf8(s, k).cp)) break;
-    e = k;
+    if (space_at(s, e - 1) == 1) {
+      e -= 1;
+    } else if (e >= 2 && space_at(s, e - 2) == 2) {
+      e -= 2;
+    } else if (e >= 3 && space_at(s, e - 3) == 3) {
+      e -= 3;
+    } else {
+      break;
+    }
   }
   return s.substr(0, e);
 }
 
+// Past the whitespace at s[i] (`\s*`).
 size_t skip_space(std::string_view s, size_t i) {
   while (i < s.size()) {
-    const auto c = decode_utf8(s, i);
-    if (!python_space(c.cp)) break;
-    i += c.len;
+    const size_t n = space_at(s, i);
+    if (n == 0) break;
+    i += n;
   }
   return i;
 }
@@ -63,10 +81,10 @@ class Lexer {
       } else if (kind != '{' && mod != '+' && opt_.lstrip_blocks) {
         const size_t nl = text.rfind('\n');
         const size_t l_pos = nl == std::string_view::npos ? 0 : nl + 1;
-        if (l_pos > 0 || line_starting) {
-          if (text.find_first_not_of(" \t", l_pos) == std::string_view::npos)
-            text = text.substr(0, l_pos);
-        }
+        // Python Jinja 3.1 strips when `\s+` matches the rest of the line: any whitespace,
+        // not only the spaces and tabs that older Jinja (and @huggingface/jinja) strip.
+        if ((l_pos > 0 || line_starting) && skip_space(text, l_pos) == text.size())
+          text = text.substr(0, l_pos);
       }
       emit_data(text, pos);
       size_t p = tag + 2 + ((mod == '-' || mod == '+') ? 1 : 0);
@@ -165,9 +183,7 @@ class Lexer {
     int depth = 0;  // open brackets: an end marker inside them is not the end
     size_t i = p;
     while (true) {
-      while (i < src_.size() && (src_[i] == ' ' || src_[i] == '\t' || src_[i] == '\n' ||
-                                 src_[i] == '\r' || src_[i] == '\f' || src_[i] == '\v'))
-        ++i;
+      i = skip_space(src_, i);  // Python Jinja's `\s+` between tokens: any whitespace
       if (i >= src_.size())
         fail(tag, var ? "unexpected end of template, expected '}}'"
                       : "unexpected end of template, expected '%}'");

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/template/builtins.h"
+#include "core/template/content_format.h"
 
 namespace kvgate::jinja {
 namespace {
@@ -27,6 +28,7 @@ class Parser {
     std::string_view end;
     prog_.body = body({}, end);
     mark_pure(prog_.body);
+    prog_.iterates_content = loops_over_message_content(prog_);
     return std::move(prog_);
   }
 
@@ -237,11 +239,6 @@ class Parser {
     if (skip_name("if")) s->cond = expression(true);
     if (is_name("recursive")) fail("recursive for loops are not supported");
     expect_block_end();
-    const Expr& it = *s->expr;
-    if ((it.kind == ExprKind::kAttr && it.name == "content") ||
-        (it.kind == ExprKind::kItem && it.args[1]->kind == ExprKind::kLiteral &&
-         it.args[1]->literal.is_string() && it.args[1]->literal.str() == "content"))
-      if (it.args[0]->kind == ExprKind::kName) prog_.iterates_content = true;
     ++loops_;
     std::string_view end;
     s->body = body({"else", "endfor"}, end);

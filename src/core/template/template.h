@@ -54,8 +54,9 @@ class Template {
   // Appends to out (left as far as it got on an error).
   Status render_into(const Value& context, std::string& out, const RenderOptions& options) const;
 
-  // True when some for loop iterates `x.content` / `x['content']`: vLLM then passes
-  // message content as a list of parts ("openai" content format) instead of a string.
+  // True when vLLM passes this template message content as a list of parts ("openai"
+  // content format) instead of a string: some for loop iterates the content of a message,
+  // a loop variable over `messages` (content_format.h has vLLM's exact rule).
   bool iterates_content() const;
   // Whether the template names a variable `name` anywhere. A context variable it does not
   // name can never be read, so a caller may leave it out of the context.

@@ -135,6 +135,38 @@ TEST(ChatRender, ContentFormatIsTheEnginesFlag) {
   EXPECT_FALSE(parse_content_format("parts"));
 }
 
+// Issue #38: vLLM passes content as parts only to a template that loops over the content
+// of a loop variable over messages (content_format.h). A loop over a macro parameter's
+// content is not one: there content is a string, and `trim` takes the trailing tab. The
+// expected prompts are Python Jinja 3.1.6's over the context vLLM builds for each template.
+TEST(ChatRender, ContentFormatFollowsVllmsRule) {
+  const std::string req = R"({"messages": [{"role": "user", "content": "a tab\t"},
+      {"role": "assistant", "content": " \u3000b\n\n"}]})";
+  ChatTemplate macro = compile(
+      "{%- macro part_texts(msg) %}\n"
+      "{%- for part in msg.content %}{{ part.text }}{% endfor %}\n"
+      "{%- endmacro %}\n"
+      "{%- for m in messages %}\n"
+      "<|im_start|>{{ m.role }}\n"
+      "{% if m.content is string %}{{ m.content | trim }}"
+      "{% else %}{{ part_texts(m) }}{% endif %}\n"
+      "{%- if loop.last %} [latest]{% endif %}<|im_end|>\n"
+      "{% endfor %}\n");
+  EXPECT_FALSE(macro.content_as_parts());
+  EXPECT_EQ(render(macro, req),
+            "<|im_start|>user\na tab<|im_end|>\n<|im_start|>assistant\nb [latest]<|im_end|>\n");
+  ChatTemplate loop = compile(
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n"
+      "{% if m.content is string %}{{ m.content | trim }}"
+      "{% else %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endif %}\n"
+      "{%- if loop.last %} [latest]{% endif %}<|im_end|>\n"
+      "{% endfor %}");
+  EXPECT_TRUE(loop.content_as_parts());
+  EXPECT_EQ(render(loop, req),
+            "<|im_start|>user\na tab\t<|im_end|>\n<|im_start|>assistant\n \u3000b\n\n "
+            "[latest]<|im_end|>\n");
+}
+
 TEST(ChatRender, ContinueFinalMessageCutsAtTheFinalText) {
   ChatTemplate keep = compile("{% for m in messages %}<{{ m.content }}>{% endfor %}");
   const std::string req = R"({"messages": [{"role": "user", "content": "q"},

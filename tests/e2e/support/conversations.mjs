@@ -1,7 +1,8 @@
 // Deterministic generator of OpenAI chat requests for chat-template conformance:
 // system prompts (first and later), multi-turn, <think> blocks and reasoning_content,
 // tools and tool calls (string and object arguments), tool results, content parts,
-// whitespace at the edges, Unicode, enable_thinking and add_generation_prompt.
+// whitespace at the edges (of every kind with `edges`), Unicode, enable_thinking and
+// add_generation_prompt.
 import {rng} from './tokenizer_strings.mjs';
 
 const texts = ['Hello!', 'What is the capital of France?', 'Paris.', '写一首关于秋天的诗。',
@@ -16,31 +17,40 @@ const texts = ['Hello!', 'What is the capital of France?', 'Paris.', '写一首�
 // whitespace other than newlines; the C++ unit tests pin the Python behaviour there.
 const tight_texts = texts.filter((s) => s.length > 0 && !/^[^\S\n]|[^\S\n]$/.test(s));
 
-// Whitespace of every kind at the ends of a text, for templates that trim (edges: true):
-// tab, CR, vertical tab, form feed, NBSP, U+3000, runs of newlines, mixes. Not U+FEFF or
-// U+001C..U+001F, which Python's strip and JavaScript's trim disagree on (a documented
-// difference, tested on its own below in chat_template_conformance.test.mjs).
-const edge_texts = ['a tab\t', '\ttab first', 'cr\r', '\rcr first', 'vt\v', '\fform feed', 'ff\f',
-  '\u00a0nbsp\u00a0', '\u3000ideographic\u3000', 'runs\n\n\n', '\n\n\nruns', ' \t\r\n mixed \n\r\t ',
-  '\v\f\u00a0\u3000 all \u3000\u00a0\f\v', 'inner\t\ttabs\r\nkept'];
+// Whitespace for the edges of content (`edges`): every kind on which Python's str.strip()
+// (Python Jinja's `trim`) and JavaScript's trim() (@huggingface/jinja's) agree, alone or in
+// runs. The C++ unit tests (tests/core/template/whitespace_test.cc) pin the others:
+// U+001C..U+001F and U+0085, which only Python strips, and U+FEFF, which only JavaScript
+// strips.
+const edge_spaces = ['\t', '\n', '\v', '\f', '\r', ' ', '\r\n', '\n\n\n', '\u00a0', '\u1680',
+  '\u2000', '\u2001', '\u2002', '\u2003', '\u2004', '\u2005', '\u2006', '\u2007', '\u2008',
+  '\u2009', '\u200a', '\u2028', '\u2029', '\u202f', '\u205f', '\u3000'];
 
 // alternating: user and assistant strictly alternate after an optional system prompt (the
 // templates of Gemma and Llama 2 raise otherwise); one conversation in 20 breaks the rule
-// on purpose, to compare the error.
+// on purpose, to compare the error. edges: every text (content parts, reasoning and tool
+// results too) gets 0 to 2 pieces of edge_spaces before and after it (for templates that
+// do not strip with an argument: see tight_texts).
 export function conversations(count, seed, {alternating = false, edges = false} = {}) {
   const r = rng(seed);
   const pick = (a) => a[Math.floor(r() * a.length)];
   const int = (n) => Math.floor(r() * n);
-  const pool = edges ? texts.concat(edge_texts, edge_texts) : texts;
-  const text = () => {
-    let s = pick(pool);
-    if (int(4) === 0) s = s + ' ' + pick(pool);
+  const edge = () => {
+    let s = '';
+    for (let n = int(3); n > 0; --n) s += pick(edge_spaces);
     return s;
+  };
+  // Without `edges` no number is drawn: the other templates' conversations stay the same.
+  const edged = (s) => (edges ? edge() + s + edge() : s);
+  const text = () => {
+    let s = pick(texts);
+    if (int(4) === 0) s = s + ' ' + pick(texts);
+    return edged(s);
   };
   const tight = () => {
     let s = pick(tight_texts);
     if (int(4) === 0) s = s + ' ' + pick(tight_texts);
-    return s;
+    return edged(s);
   };
   const tool = () => ({
     type: 'function',

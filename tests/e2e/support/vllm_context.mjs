@@ -2,10 +2,71 @@
 // template for an OpenAI chat request, written independently of kvgate's C++ (see
 // src/core/tokenizer/chat.h for the rules): the conformance tests render the model's
 // template with @huggingface/jinja over this context and compare with kvgate.
+import {Template} from '@huggingface/jinja';
 
-// vLLM's "openai" content format: the template loops over message content.
+// vLLM's "openai" content format (_detect_content_format in vllm/entrypoints/chat_utils.py),
+// read off the template's syntax tree as vLLM reads it off Python Jinja's: some for loop
+// iterates `m.content` / `m['content']` (also through filters, tests and slices), where
+// `m` is the target of a for loop over `messages` or over a variable set from it
+// (transitively). A loop over a macro parameter's `.content` is not one. Where vLLM's
+// analysis fails (a tuple or namespace target for such a variable, a tuple loop target
+// over messages or over the first matching content) the format is "string".
+const formats = new Map();
 export function content_as_parts(template) {
-  return /\{%-?\s*for\s+\w+\s+in\s+\w+(\.content|\[\s*['"]content['"]\s*\])\s*-?%\}/.test(template);
+  if (!formats.has(template)) formats.set(template, loops_over_message_content(template));
+  return formats.get(template);
+}
+
+function loops_over_message_content(template) {
+  let program;
+  try {
+    program = new Template(template).parsed;
+  } catch {
+    return false;  // vLLM's default when the template does not parse
+  }
+  const sets = [], loops = [];  // in source order, as Python Jinja's find_all gives them
+  const walk = (body) => {
+    for (const s of body) {
+      if (s.type === 'Set' && s.value) sets.push(s);  // a block set is not an Assign node
+      if (s.type === 'For') loops.push(s);
+      for (const k of ['body', 'alternate', 'defaultBlock']) if (Array.isArray(s[k])) walk(s[k]);
+    }
+  };
+  walk(program.body);
+  // Jinja's For.iter is the iterable without the loop's `if` filter.
+  const iter = (loop) => (loop.iterable.type === 'SelectExpression' ? loop.iterable.lhs : loop.iterable);
+  const lists = ['messages'];
+  for (let i = 0; i < lists.length; ++i) {
+    for (const s of sets) {
+      if (!reads(s.value, lists[i])) continue;
+      if (s.assignee.type !== 'Identifier') return false;
+      if (!lists.includes(s.assignee.value)) lists.push(s.assignee.value);
+    }
+  }
+  const messages = [];
+  for (const loop of loops) {
+    if (!lists.some((l) => reads(iter(loop), l))) continue;
+    if (loop.loopvar.type !== 'Identifier') return false;
+    messages.push(loop.loopvar.value);
+  }
+  for (const loop of loops) {
+    if (messages.some((m) => reads(iter(loop), m, 'content'))) return loop.loopvar.type === 'Identifier';
+  }
+  return false;
+}
+
+// vLLM's _is_var_or_elems_access: `e` reads variable `name`, or its `key` attribute or item,
+// through any filters, tests and slices.
+function reads(e, name, key) {
+  for (;;) {
+    if (e.type === 'FilterExpression' || e.type === 'TestExpression') e = e.operand;
+    else if (e.type === 'MemberExpression' && e.computed && e.property.type === 'SliceExpression') e = e.object;
+    else break;
+  }
+  if (key === undefined) return e.type === 'Identifier' && e.value === name;
+  if (e.type !== 'MemberExpression' || e.object.type !== 'Identifier' || e.object.value !== name) return false;
+  return e.computed ? e.property.type === 'StringLiteral' && e.property.value === key :
+    e.property.type === 'Identifier' && e.property.value === key;
 }
 
 function token_text(v) {
