@@ -139,7 +139,7 @@ TEST(GatewayRateLimit, TwoGatewaysShareRedisAndADeadRedisFollowsThePolicy) {
 }
 
 // One I/O thread, Redis paused (SIGSTOP): a limited tenant's request waits for the
-// store's 300 ms timeout and then passes (fail-open), while the requests of a tenant
+// store's 1 s timeout and then passes (fail-open), while the requests of a tenant
 // without limits, on the same thread meanwhile, are answered as fast as ever.
 TEST(GatewayRateLimit, APausedRedisDelaysNoRequestOfATenantWithoutLimits) {
   const int port = free_port();
@@ -160,7 +160,7 @@ TEST(GatewayRateLimit, APausedRedisDelaysNoRequestOfATenantWithoutLimits) {
                                  "threads: 1\nkeys_file: " + keys +
                                      "\nrate_limits:\n  store: redis\n  redis: {host: 127.0.0.1, "
                                      "port: " +
-                                     std::to_string(port) + ", timeout_ms: 300}\n"));
+                                     std::to_string(port) + ", timeout_ms: 1000}\n"));
   ASSERT_FALSE(gw.url.empty());
   ASSERT_EQ(gw.post("/v1/completions", completion(false), bearer("key-small")).status, 200);
 
@@ -191,12 +191,14 @@ TEST(GatewayRateLimit, APausedRedisDelaysNoRequestOfATenantWithoutLimits) {
   for (const auto& [status, seconds] : limited) EXPECT_EQ(status, 200);  // fail-open
   // The first waited for the timeout; after it the store fails at once until it may
   // reconnect (1 s later).
-  EXPECT_GE(limited[0].second, 0.29);
+  EXPECT_GE(limited[0].second, 0.99);
   EXPECT_GE(served, 5);
-  // A request that waited for the paused Redis would take its 300 ms timeout; the free
-  // tenant's slowest stays well below it (0.209 s of 46 once, an ASan build beside a busy
-  // ctest: the bound is the timeout less a margin, not a latency target).
-  EXPECT_LT(slowest, 0.25) << served << " requests";
+  // A request that waited for the paused Redis would take its 1 s timeout; the free
+  // tenant's slowest stays far below it. The bound is the timeout less a wide margin, not
+  // a latency target: an ASan build beside a busy ctest served one in 0.277 s (with a
+  // 300 ms timeout and a 0.25 s bound, session 21: too narrow a margin to tell waiting for
+  // the store from a busy machine).
+  EXPECT_LT(slowest, 0.6) << served << " requests";
   EXPECT_GE(gw.metric("kvgate_rate_limit_store_failures_total"), 3);
   EXPECT_EQ(gw.proc->stop(), 0) << gw.proc->errors();
 }
