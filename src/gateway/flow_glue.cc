@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <boost/asio/steady_timer.hpp>
 #include <string>
 
+#include "io/clock_timer.h"
 #include "openai/error.h"
 
 namespace kvgate::gateway {
@@ -41,14 +41,15 @@ io::HttpResponse flow_refusal_response(const Pick& pick, const route::FlowQueueC
   return r;
 }
 
-std::shared_ptr<void> refuse_queued_before(boost::asio::io_context& io,
+std::shared_ptr<void> refuse_queued_before(boost::asio::io_context& io, const Clock& clock,
                                            std::chrono::milliseconds grace,
                                            std::vector<PoolRuntime*> pools) {
   bool any = false;
   for (PoolRuntime* p : pools) any = any || p->flow() != nullptr;
   if (!any) return nullptr;
   const auto margin = std::min<std::chrono::milliseconds>(std::chrono::seconds(1), grace / 2);
-  auto timer = std::make_shared<boost::asio::steady_timer>(io, grace - margin);
+  auto timer = std::make_shared<io::ClockTimer>(io.get_executor(), clock);
+  timer->expires_after(grace - margin);
   timer->async_wait([pools](const boost::system::error_code& ec) {
     if (ec) return;
     for (PoolRuntime* p : pools) p->refuse_queued();

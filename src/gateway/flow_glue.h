@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/common/clock.h"
 #include "core/route/flow_queue.h"
 #include "gateway/pool_runtime.h"
 #include "io/http_types.h"
@@ -21,8 +22,9 @@ io::HttpResponse flow_refusal_response(const Pick& pick, const route::FlowQueueC
 
 // During a drain, queued requests may still be served; those still queued `margin`
 // before `grace` ends (1 s, or half the grace if shorter) are answered 503 shutting_down,
-// so that none is cut off without an answer. The timer lives as long as the result.
-std::shared_ptr<void> refuse_queued_before(boost::asio::io_context& io,
+// so that none is cut off without an answer. The timer runs on `clock` (the gateway's,
+// io::ClockTimer) and lives as long as the result.
+std::shared_ptr<void> refuse_queued_before(boost::asio::io_context& io, const Clock& clock,
                                            std::chrono::milliseconds grace,
                                            std::vector<PoolRuntime*> pools);
 

@@ -298,7 +298,8 @@ void Gateway::drain() {
   impl_->draining = true;
   // Queued requests may still be served during the drain; those left are answered 503
   // shortly before the grace time ends (pool_flow_drain.h).
-  auto refuse = refuse_queued_before(impl_->io, impl_->config.timeouts.drain, pools());
+  auto refuse =
+      refuse_queued_before(impl_->io, impl_->clock, impl_->config.timeouts.drain, pools());
   spdlog::info("draining: waiting up to {} ms for {} stream(s)",
                impl_->config.timeouts.drain.count(), impl_->metrics.active_streams());
   // Each server stops accepting at once and gives its responses in flight the grace time.

@@ -1,8 +1,8 @@
 #include "gateway/pool_flow.h"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/json.hpp>
-#include <chrono>
 
 #include "core/metrics/prometheus_text.h"
 #include "gateway/pool_runtime.h"
@@ -33,8 +33,8 @@ PoolFlow::PoolFlow(route::Router& router, route::FlowQueueConfig config,
       rng_(rng),
       clock_(clock),
       pool_(std::move(pool)),
-      timer_(strand),
-      view_timer_(strand),
+      timer_(strand, clock),
+      view_timer_(strand, clock),
       alive_(std::make_shared<bool>(true)) {
   for (route::Criticality c : {route::Criticality::kCritical, route::Criticality::kStandard,
                                route::Criticality::kSheddable}) {
@@ -136,7 +136,7 @@ void PoolFlow::refresh_view(Nanos now) {
   if (view_at_ >= 0 && now - view_at_ < kViewEvery) {
     if (!view_timer_armed_) {
       view_timer_armed_ = true;
-      view_timer_.expires_after(std::chrono::nanoseconds(kViewEvery));
+      view_timer_.expires_after(kViewEvery);
       view_timer_.async_wait([this, alive = alive_](const boost::system::error_code& ec) {
         if (ec || !*alive) return;
         view_timer_armed_ = false;
@@ -215,7 +215,7 @@ void PoolFlow::arm_timer(Nanos now) {
   if (!at) return;
   if (timer_at_ != 0 && timer_at_ <= *at) return;  // an earlier wake-up is already set
   timer_at_ = *at;
-  timer_.expires_after(std::chrono::nanoseconds(std::max<Nanos>(*at - now, 0) + kMillisecond));
+  timer_.expires_after(std::max<Nanos>(*at - now, 0) + kMillisecond);
   timer_.async_wait([this, alive = alive_](const boost::system::error_code& ec) {
     if (ec || !*alive) return;
     timer_at_ = 0;

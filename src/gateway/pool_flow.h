@@ -6,8 +6,9 @@
 // is routed, refused, or at once when it need not wait. Whenever capacity may have
 // appeared (a request finished, a first token, an endpoint added, a scrape) PoolRuntime
 // calls pump(); a timer on the strand fires at the queue's next expiry (max wait,
-// deadlines). A client that goes away while queued is cancel()ed at once; on stop,
-// refuse_all() answers whatever still waits.
+// deadlines), in the pool's clock's time (io::ClockTimer: a test advances a ManualClock
+// past a max wait and the request is refused, without sleeping). A client that goes away
+// while queued is cancel()ed at once; on stop, refuse_all() answers whatever still waits.
 //
 // Metrics are kept beside the queue under a mutex, so /metrics (another thread) reads
 // them without touching the strand:
@@ -27,7 +28,6 @@
 
 #include <atomic>
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <map>
 #include <memory>
@@ -42,6 +42,7 @@
 #include "core/common/rng.h"
 #include "core/metrics/histogram.h"
 #include "core/route/flow_control.h"
+#include "io/clock_timer.h"
 
 namespace kvgate::gateway {
 
@@ -125,9 +126,10 @@ class PoolFlow {
   const std::string pool_;
   std::unordered_map<route::RequestId, Waiting> waiting_;  // on the strand
   std::vector<route::FlowOutcome> out_;                    // scratch, on the strand
-  boost::asio::steady_timer timer_;
+  // On clock_ (io::ClockTimer): the queue's next expiry, and the view's next rebuild.
+  io::ClockTimer timer_;
   Nanos timer_at_ = 0;  // 0: not armed
-  boost::asio::steady_timer view_timer_;
+  io::ClockTimer view_timer_;
   bool view_timer_armed_ = false;
   Nanos view_at_ = -1;
   std::shared_ptr<bool> alive_;

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/json.hpp>
 #include <charconv>
 #include <chrono>
@@ -22,6 +21,7 @@
 #include "core/cluster/peer_sync.h"
 #include "core/metrics/prometheus_text.h"
 #include "gateway/warmup.h"
+#include "io/clock_timer.h"
 #include "io/redis_async.h"
 
 namespace kvgate::gateway {
@@ -135,8 +135,8 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
                    .connect_timeout = to_nanos(c.redis.timeout),
                    .command_timeout = to_nanos(c.redis.timeout),
                    .clock = &clk}),
-        flush_timer(ex),
-        poll_timer(ex) {}
+        flush_timer(ex, clk),
+        poll_timer(ex, clk) {}
 
   const ClusterConfig config;
   const std::string id;
@@ -146,11 +146,14 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   const Clock& clock;
   asio::any_io_executor executor;
   io::RedisAsync redis;  // used on `executor` only
-  asio::steady_timer flush_timer, poll_timer;
-  asio::steady_timer snapshot_timer{executor};
+  // The sync's periods and the lease's renewals run on `clock`, as the times they are
+  // compared with do (heartbeats, peer timeouts, lease validity): a ManualClock moves
+  // them together. Redis's own timeouts stay on the OS's clock (io/redis_async.h).
+  io::ClockTimer flush_timer, poll_timer;
+  io::ClockTimer snapshot_timer{executor, clock};
   std::vector<std::shared_ptr<PoolSync>> pools;
   std::vector<std::shared_ptr<Lease>> leases;  // set before the lease timer starts
-  asio::steady_timer lease_timer{executor};
+  io::ClockTimer lease_timer{executor, clock};
   std::atomic<bool> stopped{false};
   std::atomic<bool> redis_up{false};
   std::atomic<uint64_t> outages{0}, recoveries{0};

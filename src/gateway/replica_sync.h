@@ -41,8 +41,8 @@ class PoolWarmup;
 class ReplicaSync {
  public:
   // Hooks into every pool and starts the timers on `redis_executor`. `pools` and `clock`
-  // (the pools' own: the peers' events are applied in router time) must outlive this
-  // object.
+  // (the pools' own: the peers' events are applied in router time; the flush, poll,
+  // snapshot and lease timers run on it, io::ClockTimer) must outlive this object.
   // `warmups` (optional, any order): the pools' warm-ups; with sync on, those enabled
   // share their hot prefixes every `snapshot` and warm new endpoints with the fleet's.
   static std::unique_ptr<ReplicaSync> start(const ClusterConfig& config,

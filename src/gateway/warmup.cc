@@ -9,7 +9,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
@@ -19,6 +18,7 @@
 
 #include "core/kv/hot_prefixes.h"
 #include "core/metrics/histogram.h"
+#include "io/clock_timer.h"
 #include "io/http_client.h"
 #include "io/upstream_client.h"
 #include "openai/usage.h"
@@ -43,13 +43,15 @@ std::chrono::nanoseconds nanos(Nanos n) { return std::chrono::nanoseconds(n); }
 
 // One warm-up. `record` is guarded by Impl::mu; the rest is touched on the strand only.
 struct WarmupTask {
-  explicit WarmupTask(asio::any_io_executor ex) : wake(std::move(ex)) {}
+  WarmupTask(asio::any_io_executor ex, const Clock& clock) : wake(std::move(ex), clock) {}
   WarmupRecord record;
   std::string host;
   uint16_t port = 0;
   bool cancelled = false;  // guarded by Impl::mu
   std::optional<kv::WarmupRun> run;
-  asio::steady_timer wake;
+  // On the pool's clock: the health polls, the readiness timeout and the budget are the
+  // warm-up's rules, and a ManualClock moves them all.
+  io::ClockTimer wake;
 };
 
 struct PoolWarmup::Impl : std::enable_shared_from_this<PoolWarmup::Impl> {
@@ -279,7 +281,7 @@ void PoolWarmup::observe(std::span<const kv::BlockKey> keys, std::span<const kv:
 
 void PoolWarmup::start(route::EndpointId id, std::string url) {
   auto u = io::parse_url(url);
-  auto task = std::make_shared<WarmupTask>(impl_->strand);
+  auto task = std::make_shared<WarmupTask>(impl_->strand, impl_->pool.clock());
   task->record = {
       .url = url, .endpoint = id, .state = "waiting_ready", .started = impl_->pool.clock().now()};
   if (u) {

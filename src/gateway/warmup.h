@@ -20,7 +20,8 @@
 // Thread-safe: observe() is called from any I/O thread; the warm-ups run as coroutines
 // on their own strand. Endpoints configured at start are never warmed (there is no
 // traffic to learn from yet). Times (hot prefixes' recency, a warm-up's budget and
-// ready timeout, the records) are read on the pool's clock (PoolRuntime::clock).
+// ready timeout, the records) are read on the pool's clock (PoolRuntime::clock), and the
+// warm-up's waits (health polls, the budget) are timed on it (io::ClockTimer).
 //
 //   auto w = PoolWarmup::create(pool, served_model, upstream, executor);
 //   w->observe(keys, token_ids, prompt_text);          // request path

@@ -1,6 +1,7 @@
 // PoolRuntime's run-time endpoint changes: add, drain-then-remove, observers, and that
-// routing follows them. The strand runs on a real io_context thread, as in the gateway;
-// the pool's clock is a ManualClock (drain timeouts and breaker periods move with it).
+// routing follows them; and its flow-control queue's timeout. The strand runs on a real
+// io_context thread, as in the gateway; the pool's clock is a ManualClock (drain
+// timeouts, breaker periods and the queue's timers move with it).
 #include "gateway/pool_runtime.h"
 
 #include <gtest/gtest.h>
@@ -12,9 +13,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <thread>
+
+#include "gateway/flow_glue.h"
+#include "gateway/pool_flow.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -222,6 +227,75 @@ TEST_F(PoolRuntimeTest, TokenizeEndpointTakesTurnsAndSkipsAvoidedAndUnhealthyOne
   EXPECT_EQ(ask({}), 9001);
   EXPECT_EQ(ask({}), 9001);
   EXPECT_EQ(ask({0}), 0);
+}
+
+// A pool with a flow-control queue whose one endpoint has no room (unhealthy): requests
+// wait in the queue, the standard band for at most kMaxWait.
+class PoolRuntimeFlowTest : public ::testing::Test {
+ protected:
+  static constexpr Nanos kMaxWait = 2 * kSecond;
+
+  void SetUp() override {
+    PoolConfig config;
+    config.name = "main";
+    config.router.policy.name = "round-robin";
+    config.endpoints.push_back({.url = "http://127.0.0.1:9001"});
+    config.flow.enabled = true;
+    config.flow.max_wait = {30 * kSecond, kMaxWait, 30 * kSecond};  // critical, standard, ...
+    flow_ = config.flow;
+    auto pool = PoolRuntime::create(config, {}, io_.get_executor(), metrics_, clock_);
+    ASSERT_TRUE(pool.ok()) << pool.error();
+    pool_ = std::move(*pool);
+    thread_ = std::thread([this] { io_.run(); });
+    with_router([](route::Router& r) { r.pool().set_health(0, route::Health::kUnhealthy); });
+  }
+  void TearDown() override {
+    work_.reset();
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Runs `fn` on the pool's strand and waits for it: whatever the strand was given
+  // before (on the one I/O thread) has run too.
+  void with_router(std::function<void(route::Router&)> fn) {
+    asio::co_spawn(io_, pool_->with_router(std::move(fn)), asio::use_future).get();
+  }
+
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_{io_.get_executor()};
+  GatewayMetrics metrics_;
+  ManualClock clock_{kSecond};
+  route::FlowQueueConfig flow_;
+  std::unique_ptr<PoolRuntime> pool_;
+  std::thread thread_;
+};
+
+// The queue's timeout is a rule on the pool's clock (io::ClockTimer): a queued request is
+// answered 503 queue_timeout once the clock has passed its max wait (and the 1 ms the
+// queue's timer adds past an expiry), not before, and the test never sleeps.
+TEST_F(PoolRuntimeFlowTest, AQueuedRequestTimesOutWhenTheClockPassesItsMaxWait) {
+  const route::RouteRequest request{.id = 1, .prompt_tokens = 10};
+  std::future<Pick> answer =
+      asio::co_spawn(io_, pool_->admit(request, FlowTicket{}), asio::use_future);
+  with_router([](route::Router&) {});  // the admission ran: queued, its timer armed
+  ASSERT_EQ(pool_->flow_queued(), 1u);
+
+  clock_.advance(kMaxWait);  // its max wait, to the nanosecond: the timer is 1 ms later
+  with_router([](route::Router&) {});
+  EXPECT_EQ(answer.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  EXPECT_EQ(pool_->flow_queued(), 1u);
+
+  clock_.advance(kMillisecond);  // the timer fires: the queue expires the request
+  ASSERT_EQ(answer.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  const Pick pick = answer.get();
+  EXPECT_EQ(pick.flow_status, 503);
+  EXPECT_EQ(pick.flow_reason, "queue_timeout");
+  EXPECT_EQ(pick.queued, kMaxWait + kMillisecond);
+  EXPECT_EQ(pick.endpoint, nullptr);
+  EXPECT_EQ(pool_->flow_queued(), 0u);
+  const io::HttpResponse response = flow_refusal_response(pick, flow_);
+  EXPECT_EQ(response.status, 503);
+  EXPECT_NE(response.body.find("queue_timeout"), std::string::npos) << response.body;
 }
 
 // Where routing ids come from is decided at creation from `tokenize:` and the files.
