@@ -8,12 +8,18 @@
 #include <functional>
 #include <set>
 
-#include "discovery/yaml_reader.h"
+#include "core/common/yaml_reader.h"
 
 namespace kvgate::discovery {
 namespace {
 
 constexpr int64_t kDay = 24LL * 3600 * 1000;
+
+// A duration in whole milliseconds, within [lo, hi].
+milliseconds millis(const YamlReader& y, const YAML::Node& n, std::string_view field, int64_t lo,
+                    int64_t hi) {
+  return milliseconds(y.integer(n, field, lo, hi));
+}
 
 EndpointTemplate endpoint_template(const YamlReader& y, const YAML::Node& n,
                                    const std::string& field) {
@@ -57,8 +63,8 @@ FileSourceConfig file_source(const YamlReader& y, const YAML::Node& n, const std
   if (!std::filesystem::is_directory(dir, ec)) {
     y.fail(n["path"], f + ".path", "directory " + dir.string() + " does not exist");
   }
-  if (auto v = n["reread_ms"]) c.reread = y.millis(v, f + ".reread_ms", 100, kDay);
-  if (auto v = n["settle_ms"]) c.settle = y.millis(v, f + ".settle_ms", 0, 10'000);
+  if (auto v = n["reread_ms"]) c.reread = millis(y, v, f + ".reread_ms", 100, kDay);
+  if (auto v = n["settle_ms"]) c.settle = millis(y, v, f + ".settle_ms", 0, 10'000);
   return c;
 }
 
@@ -87,12 +93,12 @@ DnsSourceConfig dns_source(const YamlReader& y, const YAML::Node& n, const std::
   if (c.record != DnsSourceConfig::Record::kSrv && c.port == 0) {
     y.fail(n, f + ".port", "required for A and AAAA records (SRV records carry their port)");
   }
-  if (auto v = n["interval_ms"]) c.interval = y.millis(v, f + ".interval_ms", 100, kDay);
+  if (auto v = n["interval_ms"]) c.interval = millis(y, v, f + ".interval_ms", 100, kDay);
   if (auto v = n["min_interval_ms"]) {
-    c.min_interval = y.millis(v, f + ".min_interval_ms", 100, kDay);
+    c.min_interval = millis(y, v, f + ".min_interval_ms", 100, kDay);
   }
   if (c.min_interval > c.interval) c.min_interval = c.interval;
-  if (auto v = n["timeout_ms"]) c.timeout = y.millis(v, f + ".timeout_ms", 100, 60'000);
+  if (auto v = n["timeout_ms"]) c.timeout = millis(y, v, f + ".timeout_ms", 100, 60'000);
   if (auto v = n["server"]) {
     c.server = y.text(v, f + ".server");
     const size_t colon = c.server.rfind(':');
@@ -173,12 +179,12 @@ KubernetesSourceConfig kubernetes_source(const YamlReader& y, const YAML::Node& 
       c.labels.push_back(y.text(v[i], fmt::format("{}.labels[{}]", f, i)));
     }
   }
-  if (auto v = n["resync_ms"]) c.resync = y.millis(v, f + ".resync_ms", 100, kDay);
-  if (auto v = n["timeout_ms"]) c.timeout = y.millis(v, f + ".timeout_ms", 100, 600'000);
+  if (auto v = n["resync_ms"]) c.resync = millis(y, v, f + ".resync_ms", 100, kDay);
+  if (auto v = n["timeout_ms"]) c.timeout = millis(y, v, f + ".timeout_ms", 100, 600'000);
   if (auto v = n["watch_timeout_ms"]) {
-    c.watch_timeout = y.millis(v, f + ".watch_timeout_ms", 1'000, 3'600'000);
+    c.watch_timeout = millis(y, v, f + ".watch_timeout_ms", 1'000, 3'600'000);
   }
-  if (auto v = n["backoff_ms"]) c.backoff = y.millis(v, f + ".backoff_ms", 10, 600'000);
+  if (auto v = n["backoff_ms"]) c.backoff = millis(y, v, f + ".backoff_ms", 10, 600'000);
   if (auto v = n["kubeconfig"]) c.kubeconfig = y.path(v, f + ".kubeconfig");
   if (auto v = n["token_file"]) c.token_file = y.path(v, f + ".token_file");
   if (auto v = n["ca_file"]) c.ca_file = y.path(v, f + ".ca_file");
@@ -214,18 +220,18 @@ std::vector<std::string_view> source_kinds() {
 Result<DiscoveryConfig> parse_discovery(const YAML::Node& n, std::string_view file,
                                         const std::string& field, const std::filesystem::path& dir,
                                         bool kv_events_bind) {
-  YamlReader y(file, dir);
+  const YamlReader y(file, dir.string());
   try {
     y.only_keys(n, field,
                 {"sources", "grace_ms", "hold_empty", "hold_empty_max_ms", "drain_timeout_ms"});
     DiscoveryConfig c;
-    if (auto v = n["grace_ms"]) c.grace = y.millis(v, field + ".grace_ms", 0, kDay);
+    if (auto v = n["grace_ms"]) c.grace = millis(y, v, field + ".grace_ms", 0, kDay);
     if (auto v = n["hold_empty"]) c.hold_empty = y.boolean(v, field + ".hold_empty");
     if (auto v = n["hold_empty_max_ms"]) {
-      c.hold_empty_max = y.millis(v, field + ".hold_empty_max_ms", 0, kDay);
+      c.hold_empty_max = millis(y, v, field + ".hold_empty_max_ms", 0, kDay);
     }
     if (auto v = n["drain_timeout_ms"]) {
-      c.drain_timeout = y.millis(v, field + ".drain_timeout_ms", 0, kDay);
+      c.drain_timeout = millis(y, v, field + ".drain_timeout_ms", 0, kDay);
     }
     YAML::Node sources = n["sources"];
     if (!sources || !sources.IsSequence() || sources.size() == 0) {
@@ -262,6 +268,8 @@ Result<DiscoveryConfig> parse_discovery(const YAML::Node& n, std::string_view fi
     return c;
   } catch (const YamlError& e) {
     return Error(e.message);
+  } catch (const YAML::Exception& e) {
+    return y.error(e);
   }
 }
 

@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-#include "discovery/yaml_reader.h"
+#include "core/common/yaml_reader.h"
 
 namespace kvgate::discovery {
 namespace {
@@ -134,8 +134,7 @@ Result<std::vector<DiscoveredEndpoint>> parse_endpoint_list(std::string_view tex
   } catch (const YamlError& e) {
     return Error(e.message);
   } catch (const YAML::Exception& e) {
-    if (e.mark.is_null()) return Error(fmt::format("{}: {}", file, e.msg));
-    return Error(fmt::format("{}:{}:{}: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg));
+    return y.error(e);
   }
 }
 

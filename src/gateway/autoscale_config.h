@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/common/result.h"
@@ -76,11 +77,12 @@ struct PoolAutoscaleConfig {
   Nanos window = 30 * kSecond;
 };
 
-// Parses the section; `path` names it in errors ("pools.main.autoscale"). Errors name
-// the field and its line: "pools.main.autoscale.actuator.kind: expected local,
-// kubernetes or none (line 14, column 15)".
-Result<PoolAutoscaleConfig> parse_pool_autoscale(const YAML::Node& section,
-                                                 const std::string& path);
+// Parses the section; `path` names it in errors ("pools.main.autoscale"), `file` the
+// config file (empty: none). Errors are in the format of every config error
+// (core/common/yaml_reader.h): "fleet.yaml:14:15: pools.main.autoscale.actuator.kind:
+// expected local, kubernetes or none, got 'docker'".
+Result<PoolAutoscaleConfig> parse_pool_autoscale(const YAML::Node& section, const std::string& path,
+                                                 std::string_view file = {});
 
 // "kvgate engine --port {port} --model 'a b'" -> {"kvgate", "engine", "--port", "{port}",
 // "--model", "a b"}: split on blanks, single and double quotes group. Errors: an

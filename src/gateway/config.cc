@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <set>
 
+#include "core/common/yaml_reader.h"
 #include "core/route/config_yaml.h"
 #include "core/route/router.h"
-#include "discovery/yaml_reader.h"
 #include "env/file.h"
 #include "gateway/flow_config.h"
 #include "io/tls_context.h"
@@ -22,16 +22,16 @@ std::filesystem::path directory_of(std::string_view file) {
   return p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
 }
 
-// The config's reader: the YAML helpers (fail, only_keys, text, integer, ...) are the
-// discovery files' (discovery/yaml_reader.h), which throw YamlError inside the parser
-// only (it never escapes parse_gateway_config).
-class Parser : public discovery::YamlReader {
+// The config's reader: the YAML helpers (fail, only_keys, text, integer, ...) are the one
+// reader's (core/common/yaml_reader.h), which throw YamlError inside the parser only (it
+// never escapes parse_gateway_config).
+class Parser : public YamlReader {
  public:
-  explicit Parser(std::string_view file) : YamlReader(file, directory_of(file)) {}
+  explicit Parser(std::string_view file) : YamlReader(file, directory_of(file).string()) {}
 
   // Durations in whole milliseconds, up to a day.
   std::chrono::milliseconds millis(const YAML::Node& node, std::string_view field) const {
-    return YamlReader::millis(node, field, 1, 24LL * 3600 * 1000);
+    return std::chrono::milliseconds(integer(node, field, 1, 24LL * 3600 * 1000));
   }
 
   void rate_limits(const YAML::Node& n, RateLimitConfig& r) const {
@@ -320,7 +320,7 @@ class Parser : public discovery::YamlReader {
     if (auto w = n["warmup"]) warmup(w, field + ".warmup", p);
     if (auto f = n["flow_control"]) {
       auto parsed = parse_pool_flow(f, field + ".flow_control", file());
-      if (!parsed) throw discovery::YamlError{parsed.error()};
+      if (!parsed) throw YamlError{parsed.error()};
       p.flow = *parsed;
     }
     if (auto m = n["migration"]) {
@@ -331,13 +331,13 @@ class Parser : public discovery::YamlReader {
       }
     }
     if (auto a = n["autoscale"]) {
-      auto parsed = parse_pool_autoscale(a, field + ".autoscale");
-      if (!parsed) throw discovery::YamlError{fmt::format("{}: {}", file(), parsed.error())};
+      auto parsed = parse_pool_autoscale(a, field + ".autoscale", file());
+      if (!parsed) throw YamlError{parsed.error()};
       p.autoscale = std::move(*parsed);
-      const std::string config_dir = dir().string();
+      const std::string& config_dir = dir();
       std::string& kubeconfig = p.autoscale->kubernetes.kubeconfig;
       if (!kubeconfig.empty() && std::filesystem::path(kubeconfig).is_relative()) {
-        kubeconfig = (dir() / kubeconfig).string();
+        kubeconfig = (std::filesystem::path(dir()) / kubeconfig).string();
       }
       for (std::string& arg : p.autoscale->local.command) {
         for (size_t at = arg.find("{config_dir}"); at != std::string::npos;
@@ -350,7 +350,7 @@ class Parser : public discovery::YamlReader {
     if (auto d = n["discovery"]) {
       auto parsed = discovery::parse_discovery(d, file(), field + ".discovery", dir(),
                                                !p.kv_events_bind.empty());
-      if (!parsed) throw discovery::YamlError{parsed.error()};
+      if (!parsed) throw YamlError{parsed.error()};
       p.discovery = std::move(*parsed);
       if (!eps) return p;  // every endpoint is discovered
     }
@@ -497,8 +497,8 @@ class Parser : public discovery::YamlReader {
 
   // The router section, read by the core's one reader (docs/router.md).
   void router(const YAML::Node& r, const std::string& field, route::RouterConfig& rc) const {
-    if (Status st = route::read_router_section(r, field, rc); !st) {
-      throw discovery::YamlError{fmt::format("{}: {}", file(), st.error())};
+    if (Status st = route::read_router_section(r, field, rc, {}, file()); !st) {
+      throw YamlError{st.error()};
     }
     // Build the router once so that an unknown policy or parameter fails here, at the
     // line of the router section, and not at start.
@@ -562,11 +562,10 @@ Result<GatewayConfig> parse_gateway_config(std::string_view yaml, std::string_vi
     YAML::Node root = YAML::Load(std::string(yaml));
     if (!root.IsMap()) return Error(fmt::format("{}: expected a YAML mapping", file));
     return parser.parse(root);
-  } catch (const discovery::YamlError& e) {
+  } catch (const YamlError& e) {
     return Error(e.message);
   } catch (const YAML::Exception& e) {
-    if (e.mark.is_null()) return Error(fmt::format("{}: {}", file, e.msg));
-    return Error(fmt::format("{}:{}:{}: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg));
+    return parser.error(e);
   }
 }
 

@@ -3,6 +3,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/common/yaml_reader.h"
+
 namespace kvgate::workload {
 namespace {
 
@@ -21,13 +23,14 @@ void flatten(const YAML::Node& node, const std::string& prefix,
 }  // namespace
 
 Status parse_flow_control(const YAML::Node& node, const std::string& where,
-                          route::FlowQueueConfig& out) {
-  if (!node.IsMap()) return Error(where + ": expected a map");
+                          route::FlowQueueConfig& out, std::string_view file) {
+  const YamlReader y(file);
+  if (!node.IsMap()) return y.error(node, where, "expected a mapping");
   std::vector<std::pair<std::string, std::string>> entries;
   flatten(node, "", entries);
   if (Status s = route::apply_flow_entries(entries, out); !s)
-    return Error(where + ": " + s.error());
-  if (Status s = out.validate(); !s) return Error(where + ": " + s.error());
+    return y.error(node, where, s.error());
+  if (Status s = out.validate(); !s) return y.error(node, where, s.error());
   return {};
 }
 

@@ -12,13 +12,16 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <string_view>
 
 #include "core/common/result.h"
 #include "core/route/flow_queue.h"
 
 namespace kvgate::workload {
 
+// Errors name the scenario file (`file`; empty: none), the place and `where`, as every
+// config error (core/common/yaml_reader.h).
 Status parse_flow_control(const YAML::Node& node, const std::string& where,
-                          route::FlowQueueConfig& out);
+                          route::FlowQueueConfig& out, std::string_view file = {});
 
 }  // namespace kvgate::workload

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <set>
 
+#include "core/common/yaml_reader.h"
 #include "core/route/config_yaml.h"
 #include "core/scale/config_yaml_node.h"
 #include "workload/flow_spec.h"
 #include "workload/workload_yaml.h"
-#include "workload/yaml_util.h"
 
 namespace kvgate::workload {
 
@@ -38,256 +38,266 @@ Result<engine::Profile> load_profile(const std::string& name, const std::string&
   return std::move(*p);
 }
 
-Result<EngineGroup> parse_group(const YAML::Node& n, const std::string& where,
+Result<EngineGroup> parse_group(const YamlReader& y, const YAML::Node& n, const std::string& where,
                                 const std::string& base_dir, const ReadFile& read_file,
                                 const EngineGroup* defaults) {
   EngineGroup g = defaults ? *defaults : EngineGroup{};
-  KVGATE_TRY(workload::check_keys(
-      n,
-      {"count", "engines", "groups", "profile", "num_gpu_blocks", "block_size", "max_num_seqs",
-       "max_num_batched_tokens", "max_model_len", "enable_prefix_caching", "role", "zone", "rack"},
-      where));
-  KVGATE_TRY(workload::read_field(n, "count", g.count, where));
-  KVGATE_TRY(workload::read_field(n, "engines", g.count, where));
+  KVGATE_TRY(y.expect_map(n, where,
+                          {"count", "engines", "groups", "profile", "num_gpu_blocks", "block_size",
+                           "max_num_seqs", "max_num_batched_tokens", "max_model_len",
+                           "enable_prefix_caching", "role", "zone", "rack"}));
+  KVGATE_TRY(y.read(n, "count", g.count, where));
+  KVGATE_TRY(y.read(n, "engines", g.count, where));
   std::string profile;
-  KVGATE_TRY(workload::read_field(n, "profile", profile, where));
+  KVGATE_TRY(y.read(n, "profile", profile, where));
   if (!profile.empty()) {
     auto p = load_profile(profile, base_dir, read_file);
-    if (!p) return Error(where + ".profile: " + p.error());
+    if (!p) return y.error(n["profile"], where + ".profile", p.error());
     g.profile = std::move(*p);
   } else if (!defaults) {
-    return Error(where + ".profile: required");
+    return y.error(n, where + ".profile", "required");
   }
   auto& c = g.config;
-  KVGATE_TRY(workload::read_field(n, "num_gpu_blocks", c.num_gpu_blocks, where));
-  KVGATE_TRY(workload::read_field(n, "block_size", c.block_size, where));
-  KVGATE_TRY(workload::read_field(n, "max_num_seqs", c.max_num_seqs, where));
-  KVGATE_TRY(workload::read_field(n, "max_num_batched_tokens", c.max_num_batched_tokens, where));
-  KVGATE_TRY(workload::read_field(n, "max_model_len", c.max_model_len, where));
-  KVGATE_TRY(workload::read_field(n, "enable_prefix_caching", c.enable_prefix_caching, where));
+  KVGATE_TRY(y.read(n, "num_gpu_blocks", c.num_gpu_blocks, where));
+  KVGATE_TRY(y.read(n, "block_size", c.block_size, where));
+  KVGATE_TRY(y.read(n, "max_num_seqs", c.max_num_seqs, where));
+  KVGATE_TRY(y.read(n, "max_num_batched_tokens", c.max_num_batched_tokens, where));
+  KVGATE_TRY(y.read(n, "max_model_len", c.max_model_len, where));
+  KVGATE_TRY(y.read(n, "enable_prefix_caching", c.enable_prefix_caching, where));
   std::string role;
-  KVGATE_TRY(workload::read_field(n, "role", role, where));
+  KVGATE_TRY(y.read(n, "role", role, where));
   if (!role.empty()) {
     auto r = route::parse_role(role);
-    if (!r) return Error(where + ".role: expected both, prefill or decode");
+    if (!r) return y.error(n["role"], where + ".role", "expected both, prefill or decode");
     g.role = *r;
     c.role = *r == route::Role::kPrefill  ? engine::Role::kPrefill
              : *r == route::Role::kDecode ? engine::Role::kDecode
                                           : engine::Role::kBoth;
   }
-  KVGATE_TRY(workload::read_field(n, "zone", g.zone, where));
-  KVGATE_TRY(workload::read_field(n, "rack", g.rack, where));
+  KVGATE_TRY(y.read(n, "zone", g.zone, where));
+  KVGATE_TRY(y.read(n, "rack", g.rack, where));
   return g;
 }
 
 Nanos millis(double ms) { return static_cast<Nanos>(ms * 1e6); }
 
-Result<PolicySpec> parse_policy(const YAML::Node& n, const std::string& where) {
+Result<PolicySpec> parse_policy(const YamlReader& y, const YAML::Node& n,
+                                const std::string& where) {
   PolicySpec p;
   // The router's keys sit beside the simulator's own (name, approx, autoscale, oracle,
   // warmup, flow_control, tenants) and are read by the same reader as `kvgate serve`'s
   // `router:` section.
-  if (!n.IsMap()) return Error(where + ": expected a mapping");
-  if (!n["policy"]) return Error(where + ".policy: required");
+  if (!n.IsMap()) return y.error(n, where, "expected a mapping");
+  if (!n["policy"]) return y.error(n, where + ".policy", "required");
   KVGATE_TRY(route::read_router_section(
       n, where, p.router,
-      {"name", "approx", "autoscale", "oracle", "warmup", "flow_control", "tenants"}));
+      {"name", "approx", "autoscale", "oracle", "warmup", "flow_control", "tenants"}, y.file()));
   if (const YAML::Node f = n["flow_control"]) {
-    KVGATE_TRY(parse_flow_control(f, where + ".flow_control", p.flow));
+    KVGATE_TRY(parse_flow_control(f, where + ".flow_control", p.flow, y.file()));
   }
   if (const YAML::Node t = n["tenants"]) {
-    if (!t.IsSequence()) return Error(where + ".tenants: expected a list of tenant names");
+    if (!t.IsSequence()) return y.error(t, where + ".tenants", "expected a list of tenant names");
     for (const auto& name : t) p.tenants.push_back(name.as<std::string>(""));
   }
-  KVGATE_TRY(workload::read_field(n, "name", p.name, where));
+  KVGATE_TRY(y.read(n, "name", p.name, where));
   if (p.name.empty()) p.name = p.router.policy.name;
   if (const YAML::Node a = n["approx"]) {
     const std::string wa = where + ".approx";
-    KVGATE_TRY(workload::check_keys(a, {"ttl_s", "capacity_pairs"}, wa));
+    KVGATE_TRY(y.expect_map(a, wa, {"ttl_s", "capacity_pairs"}));
     double ttl = to_seconds(p.approx.ttl);
-    KVGATE_TRY(workload::read_field(a, "ttl_s", ttl, wa));
+    KVGATE_TRY(y.read(a, "ttl_s", ttl, wa));
     p.approx.ttl = seconds(ttl);
-    KVGATE_TRY(workload::read_field(a, "capacity_pairs", p.approx.capacity_pairs, wa));
+    KVGATE_TRY(y.read(a, "capacity_pairs", p.approx.capacity_pairs, wa));
   }
   if (const YAML::Node a = n["autoscale"]) {
-    auto c = scale::parse_autoscale_node(a, where + ".autoscale");
+    auto c = scale::parse_autoscale_node(a, where + ".autoscale", {}, y.file());
     if (!c) return Error(c.error());
     p.autoscale = std::move(*c);
   }
   if (const YAML::Node o = n["oracle"]) {
     const std::string wo = where + ".oracle";
-    KVGATE_TRY(workload::check_keys(
-        o, {"qps_per_replica", "min_replicas", "max_replicas", "gpus_per_replica"}, wo));
+    KVGATE_TRY(y.expect_map(
+        o, wo, {"qps_per_replica", "min_replicas", "max_replicas", "gpus_per_replica"}));
     OracleSpec spec;
-    KVGATE_TRY(workload::read_field(o, "qps_per_replica", spec.qps_per_replica, wo));
-    KVGATE_TRY(workload::read_field(o, "min_replicas", spec.min_replicas, wo));
-    KVGATE_TRY(workload::read_field(o, "max_replicas", spec.max_replicas, wo));
-    KVGATE_TRY(workload::read_field(o, "gpus_per_replica", spec.gpus_per_replica, wo));
+    KVGATE_TRY(y.read(o, "qps_per_replica", spec.qps_per_replica, wo));
+    KVGATE_TRY(y.read(o, "min_replicas", spec.min_replicas, wo));
+    KVGATE_TRY(y.read(o, "max_replicas", spec.max_replicas, wo));
+    KVGATE_TRY(y.read(o, "gpus_per_replica", spec.gpus_per_replica, wo));
     if (spec.qps_per_replica <= 0 || spec.min_replicas < 0 || spec.gpus_per_replica < 1 ||
         spec.max_replicas < spec.min_replicas) {
-      return Error(wo + ": need qps_per_replica > 0 and 0 <= min_replicas <= max_replicas");
+      return y.error(o, wo, "need qps_per_replica > 0 and 0 <= min_replicas <= max_replicas");
     }
-    if (p.autoscale) return Error(where + ": autoscale and oracle are exclusive");
+    if (p.autoscale) return y.error(n, where, "autoscale and oracle are exclusive");
     p.oracle = spec;
   }
   if (const YAML::Node w = n["warmup"]) {
     const std::string ww = where + ".warmup";
-    KVGATE_TRY(workload::check_keys(w, {"enabled", "prefixes", "budget_s", "concurrency"}, ww));
+    KVGATE_TRY(y.expect_map(w, ww, {"enabled", "prefixes", "budget_s", "concurrency"}));
     p.warmup.enabled = true;
-    KVGATE_TRY(workload::read_field(w, "enabled", p.warmup.enabled, ww));
-    KVGATE_TRY(workload::read_field(w, "prefixes", p.warmup.prefixes, ww));
+    KVGATE_TRY(y.read(w, "enabled", p.warmup.enabled, ww));
+    KVGATE_TRY(y.read(w, "prefixes", p.warmup.prefixes, ww));
     double budget = to_seconds(p.warmup.budget);
-    KVGATE_TRY(workload::read_field(w, "budget_s", budget, ww));
+    KVGATE_TRY(y.read(w, "budget_s", budget, ww));
     p.warmup.budget = seconds(budget);
-    KVGATE_TRY(workload::read_field(w, "concurrency", p.warmup.concurrency, ww));
+    KVGATE_TRY(y.read(w, "concurrency", p.warmup.concurrency, ww));
     if (budget < 0 || p.warmup.concurrency < 1) {
-      return Error(ww + ": need budget_s >= 0 and concurrency >= 1");
+      return y.error(w, ww, "need budget_s >= 0 and concurrency >= 1");
     }
   }
   return p;
 }
 
-Status parse_scaling(const YAML::Node& n, ScalingSpec& out) {
+Status parse_scaling(const YamlReader& y, const YAML::Node& n, ScalingSpec& out) {
   const std::string where = "scaling";
-  KVGATE_TRY(workload::check_keys(n,
-                                  {"control_interval_s", "signal_window_s", "startup", "startup_s",
-                                   "slo", "new_replica_window_s"},
-                                  where));
+  KVGATE_TRY(y.expect_map(n, where,
+                          {"control_interval_s", "signal_window_s", "startup", "startup_s", "slo",
+                           "new_replica_window_s"}));
   double control = to_seconds(out.control_interval), window = to_seconds(out.signal_window);
   double fixed = 0;
   std::string mode = std::string(engine::startup_mode_name(out.startup));
-  KVGATE_TRY(workload::read_field(n, "control_interval_s", control, where));
-  KVGATE_TRY(workload::read_field(n, "signal_window_s", window, where));
-  KVGATE_TRY(workload::read_field(n, "startup_s", fixed, where));
-  KVGATE_TRY(workload::read_field(n, "startup", mode, where));
+  KVGATE_TRY(y.read(n, "control_interval_s", control, where));
+  KVGATE_TRY(y.read(n, "signal_window_s", window, where));
+  KVGATE_TRY(y.read(n, "startup_s", fixed, where));
+  KVGATE_TRY(y.read(n, "startup", mode, where));
   auto m = engine::parse_startup_mode(mode);
-  if (!m) return Error(where + ".startup: expected none, cold or caches-kept");
+  if (!m) return y.error(n["startup"], where + ".startup", "expected none, cold or caches-kept");
   if (control <= 0 || window <= 0 || fixed < 0) {
-    return Error(where + ": need control_interval_s > 0, signal_window_s > 0, startup_s >= 0");
+    return y.error(n, where, "need control_interval_s > 0, signal_window_s > 0, startup_s >= 0");
   }
   out.control_interval = seconds(control);
   out.signal_window = seconds(window);
   out.startup = *m;
   out.startup_fixed = seconds(fixed);
   double new_window = to_seconds(out.new_replica_window);
-  KVGATE_TRY(workload::read_field(n, "new_replica_window_s", new_window, where));
-  if (new_window <= 0) return Error(where + ".new_replica_window_s: must be > 0");
+  KVGATE_TRY(y.read(n, "new_replica_window_s", new_window, where));
+  if (new_window <= 0) {
+    return y.error(n["new_replica_window_s"], where + ".new_replica_window_s", "must be > 0");
+  }
   out.new_replica_window = seconds(new_window);
   if (const YAML::Node slo = n["slo"]) {
-    KVGATE_TRY(workload::check_keys(slo, {"ttft_s", "itl_s"}, where + ".slo"));
-    KVGATE_TRY(workload::read_field(slo, "ttft_s", out.slo.ttft_s, where + ".slo"));
-    KVGATE_TRY(workload::read_field(slo, "itl_s", out.slo.itl_s, where + ".slo"));
-    if (out.slo.ttft_s <= 0 || out.slo.itl_s <= 0)
-      return Error(where + ".slo: targets must be > 0");
+    KVGATE_TRY(y.expect_map(slo, where + ".slo", {"ttft_s", "itl_s"}));
+    KVGATE_TRY(y.read(slo, "ttft_s", out.slo.ttft_s, where + ".slo"));
+    KVGATE_TRY(y.read(slo, "itl_s", out.slo.itl_s, where + ".slo"));
+    if (out.slo.ttft_s <= 0 || out.slo.itl_s <= 0) {
+      return y.error(slo, where + ".slo", "targets must be > 0");
+    }
   }
   return {};
 }
 
-}  // namespace
-
-Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string& base_dir,
-                                const ReadFile& read_file) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    return Error(std::string("scenario is not valid YAML: ") + e.what());
-  }
-  if (!root.IsMap()) return Error("scenario: expected a YAML map");
+Result<Scenario> parse_root(const YamlReader& y, const YAML::Node& root,
+                            const std::string& base_dir, const ReadFile& read_file) {
+  if (!root.IsMap()) return y.error(root, "scenario", "expected a YAML map");
   Scenario s;
-  KVGATE_TRY(workload::check_keys(root,
-                                  {"name", "description", "seed", "cluster", "gateway", "policies",
-                                   "workload", "max_time_s", "scaling", "autoscale"},
-                                  "scenario"));
-  KVGATE_TRY(workload::read_field(root, "name", s.name, "scenario"));
-  KVGATE_TRY(workload::read_field(root, "seed", s.seed, "scenario"));
+  KVGATE_TRY(y.expect_map(root, "scenario",
+                          {"name", "description", "seed", "cluster", "gateway", "policies",
+                           "workload", "max_time_s", "scaling", "autoscale"}));
+  KVGATE_TRY(y.read(root, "name", s.name, "scenario"));
+  KVGATE_TRY(y.read(root, "seed", s.seed, "scenario"));
   double max_time = 0;
-  KVGATE_TRY(workload::read_field(root, "max_time_s", max_time, "scenario"));
+  KVGATE_TRY(y.read(root, "max_time_s", max_time, "scenario"));
   s.max_time = seconds(max_time);
 
   const YAML::Node cluster = root["cluster"];
-  if (!cluster || !cluster.IsMap()) return Error("cluster: missing");
+  if (!cluster || !cluster.IsMap()) return y.error(cluster ? cluster : root, "cluster", "missing");
   if (const YAML::Node groups = cluster["groups"]) {
-    if (!groups.IsSequence() || groups.size() == 0) return Error("cluster.groups: expected a list");
+    if (!groups.IsSequence() || groups.size() == 0) {
+      return y.error(groups, "cluster.groups", "expected a list");
+    }
     for (size_t i = 0; i < groups.size(); ++i) {
-      auto g = parse_group(groups[i], "cluster.groups[" + std::to_string(i) + "]", base_dir,
+      auto g = parse_group(y, groups[i], "cluster.groups[" + std::to_string(i) + "]", base_dir,
                            read_file, nullptr);
       if (!g) return Error(g.error());
       s.engines.push_back(std::move(*g));
     }
   } else {
-    auto g = parse_group(cluster, "cluster", base_dir, read_file, nullptr);
+    auto g = parse_group(y, cluster, "cluster", base_dir, read_file, nullptr);
     if (!g) return Error(g.error());
     s.engines.push_back(std::move(*g));
   }
   // Zero engines only for a pool that scales from zero (checked below).
-  if (s.engine_count() > 100000) return Error("cluster: at most 100000 engines");
+  if (s.engine_count() > 100000) return y.error(cluster, "cluster", "at most 100000 engines");
 
   if (const YAML::Node gw = root["gateway"]) {
-    KVGATE_TRY(
-        workload::check_keys(gw,
-                             {"model", "hop_delay_ms", "scrape_interval_ms", "kv_event_delay_ms",
-                              "kv_transfer_ms_per_1k_tokens", "decode_reject_kv_usage"},
-                             "gateway"));
-    KVGATE_TRY(workload::read_field(gw, "model", s.gateway.model, "gateway"));
+    KVGATE_TRY(y.expect_map(gw, "gateway",
+                            {"model", "hop_delay_ms", "scrape_interval_ms", "kv_event_delay_ms",
+                             "kv_transfer_ms_per_1k_tokens", "decode_reject_kv_usage"}));
+    KVGATE_TRY(y.read(gw, "model", s.gateway.model, "gateway"));
     double hop = 1, scrape = 100, kv = 10;
-    KVGATE_TRY(workload::read_field(gw, "hop_delay_ms", hop, "gateway"));
-    KVGATE_TRY(workload::read_field(gw, "scrape_interval_ms", scrape, "gateway"));
-    KVGATE_TRY(workload::read_field(gw, "kv_event_delay_ms", kv, "gateway"));
+    KVGATE_TRY(y.read(gw, "hop_delay_ms", hop, "gateway"));
+    KVGATE_TRY(y.read(gw, "scrape_interval_ms", scrape, "gateway"));
+    KVGATE_TRY(y.read(gw, "kv_event_delay_ms", kv, "gateway"));
     if (hop < 0 || scrape <= 0 || kv < 0) {
-      return Error("gateway: delays must be >= 0 and scrape_interval_ms > 0");
+      return y.error(gw, "gateway", "delays must be >= 0 and scrape_interval_ms > 0");
     }
     s.gateway.hop_delay = millis(hop);
     s.gateway.scrape_interval = millis(scrape);
     s.gateway.kv_event_delay = millis(kv);
     double transfer = 5;
-    KVGATE_TRY(workload::read_field(gw, "kv_transfer_ms_per_1k_tokens", transfer, "gateway"));
-    KVGATE_TRY(workload::read_field(gw, "decode_reject_kv_usage", s.gateway.decode_reject_kv_usage,
-                                    "gateway"));
+    KVGATE_TRY(y.read(gw, "kv_transfer_ms_per_1k_tokens", transfer, "gateway"));
+    KVGATE_TRY(y.read(gw, "decode_reject_kv_usage", s.gateway.decode_reject_kv_usage, "gateway"));
     if (transfer < 0 || s.gateway.decode_reject_kv_usage < 0 ||
         s.gateway.decode_reject_kv_usage > 1) {
-      return Error("gateway: kv_transfer_ms_per_1k_tokens >= 0, 0 <= decode_reject_kv_usage <= 1");
+      return y.error(gw, "gateway",
+                     "kv_transfer_ms_per_1k_tokens >= 0, 0 <= decode_reject_kv_usage <= 1");
     }
     s.gateway.kv_transfer_per_1k_tokens = millis(transfer);
   }
 
   const YAML::Node policies = root["policies"];
   if (!policies || !policies.IsSequence() || policies.size() == 0) {
-    return Error("policies: expected a non-empty list");
+    return y.error(policies ? policies : root, "policies", "expected a non-empty list");
   }
   std::set<std::string> names;
   for (size_t i = 0; i < policies.size(); ++i) {
-    auto p = parse_policy(policies[i], "policies[" + std::to_string(i) + "]");
+    auto p = parse_policy(y, policies[i], "policies[" + std::to_string(i) + "]");
     if (!p) return Error(p.error());
-    if (!names.insert(p->name).second) return Error("policies: duplicate name \"" + p->name + "\"");
+    if (!names.insert(p->name).second) {
+      return y.error(policies[i], "policies", "duplicate name \"" + p->name + "\"");
+    }
     s.policies.push_back(std::move(*p));
   }
 
-  auto w = workload::parse_workload(root["workload"], base_dir);
+  auto w = workload::parse_workload(root["workload"], base_dir, y.file());
   if (!w) return Error(w.error());
   s.workload = std::move(*w);
 
   if (const YAML::Node a = root["autoscale"]) {
-    auto c = scale::parse_autoscale_node(a, "autoscale");
+    auto c = scale::parse_autoscale_node(a, "autoscale", {}, y.file());
     if (!c) return Error(c.error());
     s.autoscale = std::move(*c);
   }
   if (const YAML::Node sc = root["scaling"]) {
-    KVGATE_TRY(parse_scaling(sc, s.scaling));
+    KVGATE_TRY(parse_scaling(y, sc, s.scaling));
   }
   const bool scaled = std::any_of(s.policies.begin(), s.policies.end(), [&](const PolicySpec& p) {
     return p.oracle || p.autoscale || s.autoscale;
   });
-  if (s.engine_count() == 0 && !scaled) return Error("cluster: no engines");
+  if (s.engine_count() == 0 && !scaled) return y.error(cluster, "cluster", "no engines");
   if (scaled && s.engines.size() != 1) {
-    return Error("autoscale: the simulator scales one engine group (cluster without groups)");
+    return y.error(cluster, "autoscale",
+                   "the simulator scales one engine group (cluster without groups)");
   }
-  for (const PolicySpec& p : s.policies) {
+  for (size_t i = 0; i < s.policies.size(); ++i) {
+    const PolicySpec& p = s.policies[i];
     if (p.oracle && s.workload.arrivals.kind != workload::ArrivalSpec::Kind::kDiurnal) {
-      return Error("policy " + p.name + ": an oracle needs diurnal arrivals (a known curve)");
+      return y.error(policies[i], "policy " + p.name,
+                     "an oracle needs diurnal arrivals (a known curve)");
     }
   }
   return s;
+}
+
+}  // namespace
+
+Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string& base_dir,
+                                const ReadFile& read_file, std::string_view file) {
+  const YamlReader y(file);
+  try {
+    return parse_root(y, YAML::Load(yaml_text), base_dir, read_file);
+  } catch (const YAML::Exception& e) {
+    return y.error(e);
+  }
 }
 
 Result<Scenario> load_scenario(const std::string& path, const ReadFile& read_file) {
@@ -295,8 +305,8 @@ Result<Scenario> load_scenario(const std::string& path, const ReadFile& read_fil
   if (!text) return Error(text.error());
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  auto s = parse_scenario(*text, dir, read_file);
-  if (!s) return Error(path + ": " + s.error());
+  auto s = parse_scenario(*text, dir, read_file, path);
+  if (!s) return Error(s.error());
   if (s->name.empty()) s->name = path.substr(slash == std::string::npos ? 0 : slash + 1);
   return s;
 }

@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/common/result.h"
@@ -117,9 +118,11 @@ struct Scenario {
 };
 
 // Parses scenario YAML text; `base_dir` resolves relative paths (profiles, traces). A
-// profile that is not a built-in is a file, read through `read_file`.
+// profile that is not a built-in is a file, read through `read_file`. Errors are in the
+// format of every config error (core/common/yaml_reader.h), `file` naming the scenario
+// file (empty: none): "sim.yaml:7:5: policies[0].warmup.prefixs: unknown field".
 Result<Scenario> parse_scenario(const std::string& yaml_text, const std::string& base_dir,
-                                const ReadFile& read_file);
+                                const ReadFile& read_file, std::string_view file = {});
 // Reads (through `read_file`) and parses a scenario file.
 Result<Scenario> load_scenario(const std::string& path, const ReadFile& read_file);
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "core/common/yaml_reader.h"
 #include "workload/workload_yaml.h"
-#include "workload/yaml_util.h"
 
 namespace kvgate::workload {
 namespace {
@@ -82,40 +82,48 @@ Result<std::unique_ptr<Workload>> make_tenant_workload(const WorkloadSpec& spec,
   return std::unique_ptr<Workload>(new TenantWorkload(std::move(parts)));
 }
 
-Status parse_tenants(const YAML::Node& node, const std::string& base_dir, WorkloadSpec& out) {
+Status parse_tenants(const YAML::Node& node, const std::string& base_dir, WorkloadSpec& out,
+                     std::string_view file, const std::string& where) {
+  const YamlReader y(file);
   if (!node || !node.IsSequence() || node.size() == 0) {
-    return Error("workload.tenants: expected a non-empty list");
+    return y.error(node, where, "expected a non-empty list");
   }
   out.kind = WorkloadSpec::Kind::kTenants;
   for (size_t i = 0; i < node.size(); ++i) {
     const YAML::Node t = node[i];
-    const std::string where = "workload.tenants[" + std::to_string(i) + "]";
-    if (!t.IsMap()) return Error(where + ": expected a map");
-    KVGATE_TRY(check_keys(t, {"name", "weight", "criticality", "deadline_ms", "workload"}, where));
+    const std::string wt = where + "[" + std::to_string(i) + "]";
+    KVGATE_TRY(y.expect_map(t, wt, {"name", "weight", "criticality", "deadline_ms", "workload"}));
     TenantSpec spec;
-    KVGATE_TRY(read_field(t, "name", spec.name, where));
-    if (spec.name.empty()) return Error(where + ".name: required");
+    KVGATE_TRY(y.read(t, "name", spec.name, wt));
+    if (spec.name.empty()) return y.error(t, wt + ".name", "required");
     for (const TenantSpec& other : out.tenants) {
-      if (other.name == spec.name) return Error(where + ".name: duplicate \"" + spec.name + "\"");
+      if (other.name == spec.name) {
+        return y.error(t["name"], wt + ".name", "duplicate \"" + spec.name + "\"");
+      }
     }
-    KVGATE_TRY(read_field(t, "weight", spec.weight, where));
-    if (!(spec.weight > 0)) return Error(where + ".weight: must be > 0");
+    KVGATE_TRY(y.read(t, "weight", spec.weight, wt));
+    if (!(spec.weight > 0)) return y.error(t["weight"], wt + ".weight", "must be > 0");
     std::string criticality;
-    KVGATE_TRY(read_field(t, "criticality", criticality, where));
+    KVGATE_TRY(y.read(t, "criticality", criticality, wt));
     if (!criticality.empty()) {
       auto c = route::parse_criticality(criticality);
-      if (!c) return Error(where + ".criticality: expected critical, standard or sheddable");
+      if (!c) {
+        return y.error(t["criticality"], wt + ".criticality",
+                       "expected critical, standard or sheddable");
+      }
       spec.criticality = *c;
     }
     double deadline_ms = 0;
-    KVGATE_TRY(read_field(t, "deadline_ms", deadline_ms, where));
-    if (deadline_ms < 0) return Error(where + ".deadline_ms: must be >= 0");
+    KVGATE_TRY(y.read(t, "deadline_ms", deadline_ms, wt));
+    if (deadline_ms < 0) return y.error(t["deadline_ms"], wt + ".deadline_ms", "must be >= 0");
     spec.deadline = static_cast<Nanos>(deadline_ms * 1e6);
-    if (!t["workload"]) return Error(where + ".workload: required");
-    auto w = parse_workload(t["workload"], base_dir);
-    if (!w) return Error(where + "." + w.error());
-    if (w->kind == WorkloadSpec::Kind::kTenants)
-      return Error(where + ".workload: cannot nest tenants");
+    const YAML::Node tw = t["workload"];
+    if (!tw) return y.error(t, wt + ".workload", "required");
+    auto w = parse_workload(tw, base_dir, file, wt + ".workload");
+    if (!w) return Error(w.error());
+    if (w->kind == WorkloadSpec::Kind::kTenants) {
+      return y.error(tw, wt + ".workload", "cannot nest tenants");
+    }
     out.tenants.push_back(std::move(spec));
     out.tenant_workloads.push_back(std::move(*w));
   }

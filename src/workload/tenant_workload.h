@@ -22,6 +22,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/common/result.h"
 #include "workload/workload.h"
@@ -32,7 +33,10 @@ namespace kvgate::workload {
 Result<std::unique_ptr<Workload>> make_tenant_workload(const WorkloadSpec& spec, uint64_t seed,
                                                        const ReadFile& read_file);
 
-// Reads `workload.tenants` into `out` (kind, tenants, tenant_workloads).
-Status parse_tenants(const YAML::Node& node, const std::string& base_dir, WorkloadSpec& out);
+// Reads `workload.tenants` into `out` (kind, tenants, tenant_workloads). Errors as
+// parse_workload's (workload_yaml.h): `file` names the scenario file (empty: none),
+// `where` the list ("workload.tenants").
+Status parse_tenants(const YAML::Node& node, const std::string& base_dir, WorkloadSpec& out,
+                     std::string_view file, const std::string& where);
 
 }  // namespace kvgate::workload

@@ -14,17 +14,24 @@
 //            output_tokens, think_time_s}
 // inference-perf's stage keys (`rate`, `duration`) are accepted as aliases. A relative
 // trace path is taken relative to `base_dir` (the scenario file's directory).
+//
+// Errors are in the format of every config error (core/common/yaml_reader.h), `file`
+// naming the scenario file (empty: none) and `where` the section:
+//   "sim.yaml:14:9: workload.arrivals.stages[0]: need qps >= 0 and duration_s > 0"
 #pragma once
 
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <string_view>
 
 #include "core/common/result.h"
 #include "workload/workload.h"
 
 namespace kvgate::workload {
 
-Result<WorkloadSpec> parse_workload(const YAML::Node& node, const std::string& base_dir);
+Result<WorkloadSpec> parse_workload(const YAML::Node& node, const std::string& base_dir,
+                                    std::string_view file = {},
+                                    const std::string& where = "workload");
 
 }  // namespace kvgate::workload

@@ -62,7 +62,7 @@ class [[nodiscard]] Status {
 }  // namespace kvgate
 
 // Returns the error of a failed Status from the enclosing function (which returns a
-// Result or a Status):  KVGATE_TRY(expect_map(node, path, {"a", "b"}));
+// Result or a Status):  KVGATE_TRY(reader.expect_map(node, path, {"a", "b"}));
 #define KVGATE_TRY(expr)                         \
   do {                                           \
     ::kvgate::Status s_ = (expr);                \

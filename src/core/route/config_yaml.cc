@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/common/yaml_node.h"
+#include "core/common/yaml_reader.h"
 #include "core/scale/config_yaml.h"
 
 namespace kvgate::route {
@@ -15,82 +15,89 @@ namespace {
 
 using Params = std::vector<std::pair<std::string, std::string>>;
 
-Status read_text(const YAML::Node& v, const std::string& field, std::string& out) {
-  if (!v.IsScalar() || v.Scalar().empty()) return yaml_fail(v, field, "expected a name");
+Status read_text(const YamlReader& y, const YAML::Node& v, const std::string& field,
+                 std::string& out) {
+  if (!v.IsScalar() || v.Scalar().empty()) return y.error(v, field, "expected a name");
   out = v.Scalar();
   return {};
 }
 
-Status read_number(const YAML::Node& v, const std::string& field, double& out) {
+Status read_number(const YamlReader& y, const YAML::Node& v, const std::string& field,
+                   double& out) {
   double x = 0;
   if (!v.IsScalar() || !YAML::convert<double>::decode(v, x) || !std::isfinite(x)) {
-    return yaml_fail(v, field, "expected a number");
+    return y.error(v, field, "expected a number");
   }
   out = x;
   return {};
 }
 
-Status read_count(const YAML::Node& v, const std::string& field, uint32_t& out) {
+Status read_count(const YamlReader& y, const YAML::Node& v, const std::string& field,
+                  uint32_t& out) {
   double x = 0;
   if (!v.IsScalar() || !YAML::convert<double>::decode(v, x) || !(x >= 0 && x <= 4e9) ||
       x != std::floor(x)) {
-    return yaml_fail(v, field, "expected a whole number");
+    return y.error(v, field, "expected a whole number");
   }
   out = static_cast<uint32_t>(x);
   return {};
 }
 
-Status read_bool(const YAML::Node& v, const std::string& field, bool& out) {
+Status read_bool(const YamlReader& y, const YAML::Node& v, const std::string& field, bool& out) {
   bool b = false;
   if (!v.IsScalar() || !YAML::convert<bool>::decode(v, b)) {
-    return yaml_fail(v, field, "expected true or false");
+    return y.error(v, field, "expected true or false");
   }
   out = b;
   return {};
 }
 
-Status read_duration(const YAML::Node& v, const std::string& field, Nanos& out) {
-  if (!v.IsScalar()) return yaml_fail(v, field, "expected a duration (e.g. 500ms, 5s)");
+Status read_duration(const YamlReader& y, const YAML::Node& v, const std::string& field,
+                     Nanos& out) {
+  if (!v.IsScalar()) return y.error(v, field, "expected a duration (e.g. 500ms, 5s)");
   Result<Nanos> d = scale::parse_duration(v.Scalar());
-  if (!d) return yaml_fail(v, field, d.error());
-  if (*d < 0) return yaml_fail(v, field, "must be >= 0");
+  if (!d) return y.error(v, field, d.error());
+  if (*d < 0) return y.error(v, field, "must be >= 0");
   out = *d;
   return {};
 }
 
 // One parameter of a policy or filter; a null value removes it (back to its default).
-Status set_param(const YAML::Node& v, const std::string& field, const std::string& key,
-                 Params& params) {
+Status set_param(const YamlReader& y, const YAML::Node& v, const std::string& field,
+                 const std::string& key, Params& params) {
   std::erase_if(params, [&](const auto& p) { return p.first == key; });
   if (v.IsNull()) return {};
-  if (!v.IsScalar()) return yaml_fail(v, field, "expected a value");
+  if (!v.IsScalar()) return y.error(v, field, "expected a value");
   params.emplace_back(key, v.Scalar());
   return {};
 }
 
-Status read_params(const YAML::Node& v, const std::string& field, Params& params) {
-  if (!v.IsMap()) return yaml_fail(v, field, "expected a mapping of parameter to value");
+Status read_params(const YamlReader& y, const YAML::Node& v, const std::string& field,
+                   Params& params) {
+  if (!v.IsMap()) return y.error(v, field, "expected a mapping of parameter to value");
   for (const auto& kv : v) {
     const std::string key = kv.first.Scalar();
-    KVGATE_TRY(set_param(kv.second, field + "." + key, key, params));
+    KVGATE_TRY(set_param(y, kv.second, field + "." + key, key, params));
   }
   return {};
 }
 
-Status read_filters(const YAML::Node& v, const std::string& field, std::vector<PolicyConfig>& out) {
-  if (!v.IsSequence()) return yaml_fail(v, field, "expected a list of filter names");
+Status read_filters(const YamlReader& y, const YAML::Node& v, const std::string& field,
+                    std::vector<PolicyConfig>& out) {
+  if (!v.IsSequence()) return y.error(v, field, "expected a list of filter names");
   std::vector<PolicyConfig> filters;
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string ff = field + "[" + std::to_string(i) + "]";
     const YAML::Node f = v[i];
     PolicyConfig pc;
     if (f.IsScalar()) {
-      KVGATE_TRY(read_text(f, ff, pc.name));
+      KVGATE_TRY(read_text(y, f, ff, pc.name));
     } else {
-      KVGATE_TRY(expect_map(f, ff, {"name", "params"}));
-      if (!f["name"]) return yaml_fail(f, ff + ".name", "missing");
-      KVGATE_TRY(read_text(f["name"], ff + ".name", pc.name));
-      if (const YAML::Node p = f["params"]) KVGATE_TRY(read_params(p, ff + ".params", pc.params));
+      KVGATE_TRY(y.expect_map(f, ff, {"name", "params"}));
+      if (!f["name"]) return y.error(f, ff + ".name", "missing");
+      KVGATE_TRY(read_text(y, f["name"], ff + ".name", pc.name));
+      if (const YAML::Node p = f["params"])
+        KVGATE_TRY(read_params(y, p, ff + ".params", pc.params));
     }
     filters.push_back(std::move(pc));
   }
@@ -99,38 +106,38 @@ Status read_filters(const YAML::Node& v, const std::string& field, std::vector<P
 }
 
 // A key of one of the nested sections (`saturation`, `pd`, `early_reject`, `params`).
-Status read_nested(std::string_view section, const std::string& key, const YAML::Node& v,
-                   const std::string& field, RouterConfig& c) {
-  if (section == "params") return set_param(v, field, key, c.policy.params);
+Status read_nested(const YamlReader& y, std::string_view section, const std::string& key,
+                   const YAML::Node& v, const std::string& field, RouterConfig& c) {
+  if (section == "params") return set_param(y, v, field, key, c.policy.params);
   if (section == "saturation") {
     SaturationConfig& s = c.saturation;
-    if (key == "queue_threshold") return read_number(v, field, s.queue_threshold);
-    if (key == "kv_threshold") return read_number(v, field, s.kv_threshold);
-    if (key == "critical_max_waiting") return read_count(v, field, s.critical_max_waiting);
-    if (key == "shed") return read_bool(v, field, s.shed);
-    if (key == "metrics_max_age") return read_duration(v, field, s.metrics_max_age);
+    if (key == "queue_threshold") return read_number(y, v, field, s.queue_threshold);
+    if (key == "kv_threshold") return read_number(y, v, field, s.kv_threshold);
+    if (key == "critical_max_waiting") return read_count(y, v, field, s.critical_max_waiting);
+    if (key == "shed") return read_bool(y, v, field, s.shed);
+    if (key == "metrics_max_age") return read_duration(y, v, field, s.metrics_max_age);
   } else if (section == "pd") {
     if (key == "mode") {
-      if (!v.IsScalar()) return yaml_fail(v, field, "expected auto, off or on");
+      if (!v.IsScalar()) return y.error(v, field, "expected auto, off or on");
       auto m = parse_pd_mode(v.Scalar());
-      if (!m) return yaml_fail(v, field, "expected auto, off or on");
+      if (!m) return y.error(v, field, "expected auto, off or on");
       c.pd.mode = *m;
       return {};
     }
-    if (key == "locality_weight") return read_number(v, field, c.pd.locality_weight);
+    if (key == "locality_weight") return read_number(y, v, field, c.pd.locality_weight);
     if (key == "local_prefill_max_tokens") {
-      return read_count(v, field, c.pd.local_prefill_max_tokens);
+      return read_count(y, v, field, c.pd.local_prefill_max_tokens);
     }
   } else if (section == "early_reject") {
     EarlyRejectConfig& e = c.early_reject;
-    if (key == "enabled") return read_bool(v, field, e.enabled);
-    if (key == "max_usage") return read_number(v, field, e.max_usage);
+    if (key == "enabled") return read_bool(y, v, field, e.enabled);
+    if (key == "max_usage") return read_number(y, v, field, e.max_usage);
     if (key == "decode_seconds_per_token") {
-      return read_number(v, field, e.decode_seconds_per_token);
+      return read_number(y, v, field, e.decode_seconds_per_token);
     }
-    if (key == "predict") return read_bool(v, field, e.predict);
+    if (key == "predict") return read_bool(y, v, field, e.predict);
   }
-  return yaml_fail(v, field, "unknown field");
+  return y.error(v, field, "unknown field");
 }
 
 std::string join(const std::string& path, const std::string& key) {
@@ -144,14 +151,16 @@ bool is_section(std::string_view key) {
 }  // namespace
 
 Status read_router_section(const YAML::Node& section, const std::string& path, RouterConfig& c,
-                           std::initializer_list<std::string_view> shell_keys) {
+                           std::initializer_list<std::string_view> shell_keys,
+                           std::string_view file) {
+  const YamlReader y(file);
   if (!section.IsMap())
-    return yaml_fail(section, path.empty() ? "router" : path, "expected a mapping");
+    return y.error(section, path.empty() ? "router" : path, "expected a mapping");
   // The policy first: a different policy starts from its own defaults, whatever the
   // order of the keys.
   if (const YAML::Node p = section["policy"]) {
     std::string name;
-    KVGATE_TRY(read_text(p, join(path, "policy"), name));
+    KVGATE_TRY(read_text(y, p, join(path, "policy"), name));
     if (name != c.policy.name) c.policy = {std::move(name), {}};
   }
   for (const auto& kv : section) {
@@ -164,32 +173,32 @@ Status read_router_section(const YAML::Node& section, const std::string& path, R
     if (size_t dot = key.find('.'); dot != std::string::npos) {
       std::string head = key.substr(0, dot);
       if (head == "policy") head = "params";  // `policy.overlap_weight: 2`
-      if (!is_section(head)) return yaml_fail(kv.first, field, "unknown field");
-      KVGATE_TRY(read_nested(head, key.substr(dot + 1), v, field, c));
+      if (!is_section(head)) return y.error(kv.first, field, "unknown field");
+      KVGATE_TRY(read_nested(y, head, key.substr(dot + 1), v, field, c));
     } else if (is_section(key)) {
-      if (!v.IsMap()) return yaml_fail(v, field, "expected a mapping");
+      if (!v.IsMap()) return y.error(v, field, "expected a mapping");
       for (const auto& sub : v) {
         const std::string sk = sub.first.Scalar();
-        KVGATE_TRY(read_nested(key, sk, sub.second, field + "." + sk, c));
+        KVGATE_TRY(read_nested(y, key, sk, sub.second, field + "." + sk, c));
       }
     } else if (key == "filters") {
-      KVGATE_TRY(read_filters(v, field, c.filters));
+      KVGATE_TRY(read_filters(y, v, field, c.filters));
     } else if (key == "overlap") {
       auto o = v.IsScalar() ? parse_overlap_source(v.Scalar()) : std::nullopt;
-      if (!o) return yaml_fail(v, field, "expected none, precise, approx or both");
+      if (!o) return y.error(v, field, "expected none, precise, approx or both");
       c.overlap_source = *o;
     } else if (key == "record_decisions") {
-      KVGATE_TRY(read_bool(v, field, c.record_decisions));
+      KVGATE_TRY(read_bool(y, v, field, c.record_decisions));
     } else if (key == "prefill_tokens_per_second") {
-      KVGATE_TRY(read_number(v, field, c.prefill_tokens_per_second));
+      KVGATE_TRY(read_number(y, v, field, c.prefill_tokens_per_second));
     } else {
-      return yaml_fail(kv.first, field, "unknown field");
+      return y.error(kv.first, field, "unknown field");
     }
   }
   if (Status s = c.validate(); !s) {
     std::string_view what = s.error();
     if (what.starts_with("router: ")) what.remove_prefix(8);
-    return yaml_fail(section, path.empty() ? "router" : path, std::string(what));
+    return y.error(section, path.empty() ? "router" : path, what);
   }
   return {};
 }

@@ -23,9 +23,11 @@
 // its own defaults (its params are cleared before `params` applies). Durations are
 // seconds or a string with a unit ("500ms", "5s").
 //
-// Errors name the field and its place: "pools.a.router.saturation.shed: expected true or
-// false (line 12, column 14)". The result is validate()d; the policy's own parameters are
-// checked when the router is built (Router::create).
+// Errors name the file, the place and the field, in the format of every config error
+// (core/common/yaml_reader.h): "fleet.yaml:12:14: pools.a.router.saturation.shed: expected
+// true or false"; without a file name (the admin API's body) "1:23: saturation.shed: ...".
+// The result is validate()d; the policy's own parameters are checked when the router is
+// built (Router::create).
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -41,8 +43,10 @@ namespace kvgate::route {
 
 // Applies the router keys of `section` (a mapping) on top of `config`. Keys listed in
 // `shell_keys` belong to the caller and are skipped; any other unknown key is an error.
-// `path` prefixes field names in errors. On error `config` may be partly changed.
+// `path` prefixes field names in errors, `file` (the shell's config file; empty: none)
+// names the file. On error `config` may be partly changed.
 Status read_router_section(const YAML::Node& section, const std::string& path, RouterConfig& config,
-                           std::initializer_list<std::string_view> shell_keys = {});
+                           std::initializer_list<std::string_view> shell_keys = {},
+                           std::string_view file = {});
 
 }  // namespace kvgate::route
