@@ -12,6 +12,7 @@
 #include <boost/json.hpp>
 #include <thread>
 
+#include "../integration/support/eventually.h"
 #include "gateway/pool_runtime.h"
 #include "io/http_client.h"
 
@@ -119,11 +120,13 @@ TEST_F(AdminApiTest, ListsEndpointsWithTheirBreakerAndLoad) {
   pool_->endpoint_result(1, false);
   pool_->endpoint_result(1, false);
   json::value one;
-  for (int i = 0; i < 100; ++i) {
-    one = get("/admin/pools/main/endpoints/1");
-    if (one.at("breaker").at("state").as_string() == "open") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the pool's I/O thread
-  }
+  // Waits for the pool's I/O thread to apply the results.
+  testing::eventually(
+      [&] {
+        one = get("/admin/pools/main/endpoints/1");
+        return one.at("breaker").at("state").as_string() == "open";
+      },
+      std::chrono::seconds(1));
   EXPECT_EQ(one.at("breaker").at("state").as_string(), "open");
   EXPECT_EQ(one.at("health").as_string(), "unhealthy");
   EXPECT_GT(one.at("breaker").at("open_for_ms").to_number<double>(), 50'000);

@@ -12,6 +12,7 @@
 #include <future>
 #include <thread>
 
+#include "../integration/support/eventually.h"
 #include "core/metrics/prometheus_text.h"
 #include "gateway/keys.h"
 #include "io/http_client.h"
@@ -70,7 +71,9 @@ std::unique_ptr<io::HttpServer> fake_engine(std::string name, std::atomic<int>* 
     auto produce = [out, usage, gap] {
       for (const char* t : {"a", "b", "c"}) {
         out->write(token_chunk(t));
-        if (gap.count() > 0) std::this_thread::sleep_for(gap);  // the engine's pace, not ours
+        // Paces the fake engine's tokens (its step loop), so that a stream is still going
+        // when the test acts: it waits for nothing.
+        if (gap.count() > 0) std::this_thread::sleep_for(gap);
       }
       if (usage) out->write(kUsageChunk);
       out->write("data: [DONE]\n\n");
@@ -105,7 +108,9 @@ class DyingEngine {
       snprintf(size, sizeof size, "%zx\r\n", ev.size());
       std::string out = head + size + ev + "\r\n";
       net::write(s, net::buffer(out), ec);
-      // This engine's side: the gateway's I/O thread reads the event before the drop.
+      // Lets the gateway's I/O thread read the event before the drop (a close with the
+      // request unread may reset the connection). The gateway shows nothing to poll for
+      // (active_streams counts the stream before the event), so this is a fixed wait.
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       s.close(ec);
     });
@@ -271,10 +276,9 @@ TEST_P(GatewayTest, DrainLetsStreamsInFlightFinish) {
     streams.push_back(
         std::async(std::launch::async, [this] { return post("/v1/chat/completions", kStream); }));
   }
-  // Wait until all four are streaming, then drain.
-  for (int i = 0; i < 200 && gw_->metrics().active_streams() < 4; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  // Wait until all four are streaming (the gateway's I/O threads), then drain.
+  testing::eventually([&] { return gw_->metrics().active_streams() >= 4; }, std::chrono::seconds(1),
+                      std::chrono::milliseconds(5));
   ASSERT_EQ(gw_->metrics().active_streams(), 4);
   std::thread drainer([this] { gw_->drain(); });
   for (auto& f : streams) {
@@ -294,9 +298,9 @@ TEST_P(GatewayTest, DrainAnnounceKeepsServingWhileReadySays503) {
   c.timeouts.drain_announce = std::chrono::milliseconds(1500);
   start(std::move(c));
   std::thread drainer([this] { gw_->drain(); });
-  for (int i = 0; i < 200 && !gw_->draining(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the drainer thread announces
-  }
+  // Waits for the drainer thread to announce.
+  testing::eventually([&] { return gw_->draining(); }, std::chrono::seconds(1),
+                      std::chrono::milliseconds(2));
   ASSERT_TRUE(gw_->draining());
   // Announced: the probe sees 503, a new request (on a new connection) is still served.
   EXPECT_EQ(io::http_fetch("GET", url("/ready"))->status, 503);

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <thread>
 
+#include "../integration/support/eventually.h"
 #include "gateway/flow_glue.h"
 #include "gateway/pool_flow.h"
 
@@ -118,9 +119,10 @@ TEST_F(PoolRuntimeTest, RemovalDrainsRequestsInFlightFirst) {
   auto removal = std::async(std::launch::async, [&] {
     return pool_->remove_endpoint_sync(id, std::chrono::seconds(30));
   });
-  // Draining: no new request goes there, the one in flight is still tracked. (Polls the
-  // pool's I/O thread, which runs the removal.)
-  while (kinds().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  // Draining: no new request goes there, the one in flight is still tracked. (Waits for
+  // the pool's I/O thread, which runs the removal, to report it.)
+  ASSERT_TRUE(testing::eventually([&] { return !kinds().empty(); }, std::chrono::seconds(10),
+                                  std::chrono::milliseconds(2)));
   EXPECT_EQ(health(id), route::Health::kDraining);
   EXPECT_EQ(pick(2).endpoint, nullptr);
   EXPECT_EQ(removal.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);

@@ -301,6 +301,7 @@ TEST_F(ColdstartTest, InterruptStopsTheServerAndReportsTheRunsSoFar) {
       text = *err;
     }
     if (std::regex_search(text, m, pid_re)) engine = std::stoi(m[1].str());
+    // Waits for the kvgate child to print its kvgate engine child's pid.
     std::this_thread::sleep_for(10ms);
   }
   ASSERT_GT(engine, 0) << *err;

@@ -27,6 +27,7 @@ Result<discovery::DnsAnswer> resolve_until(const DnsSourceConfig& c,
   for (int i = 0; i < 100; ++i) {
     last = discovery::resolve_endpoints(c);
     if (last && urls(*last) == want) return last;
+    // Waits for dnsmasq to start or to re-read its files.
     std::this_thread::sleep_for(milliseconds(50));
   }
   return last;

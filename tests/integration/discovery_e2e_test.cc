@@ -107,6 +107,7 @@ TEST_F(DiscoveryE2E, EnginesJoinAndLeaveThroughAWatchedFileWithoutFailedRequests
   Result first;
   for (int i = 0; i < 200 && first.status != 200; ++i) {
     first = complete(gw.url, false, 2);
+    // Waits for the kvgate serve child to admit the file's kvgate engine child.
     if (first.status != 200) std::this_thread::sleep_for(milliseconds(20));
   }
   ASSERT_EQ(first.status, 200);
@@ -132,14 +133,6 @@ TEST_F(DiscoveryE2E, EnginesJoinAndLeaveThroughAWatchedFileWithoutFailedRequests
       }
     });
   }
-  auto wait_for = [&](const std::function<bool()>& pred, milliseconds timeout) {
-    const auto end = Clock::now() + timeout;
-    while (Clock::now() < end) {
-      if (pred()) return true;
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-    return pred();
-  };
   auto routed_to = [&](const std::string& url) {
     std::lock_guard lock(seen_mu);
     return seen.contains(url);
@@ -149,7 +142,7 @@ TEST_F(DiscoveryE2E, EnginesJoinAndLeaveThroughAWatchedFileWithoutFailedRequests
   auto b = engine();
   const auto t0 = Clock::now();
   set_endpoints({a->url, b->url});
-  ASSERT_TRUE(wait_for([&] { return routed_to(b->url); }, std::chrono::seconds(5)));
+  ASSERT_TRUE(eventually([&] { return routed_to(b->url); }, std::chrono::seconds(5)));
   const double join_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   std::printf("discovery e2e: file change -> first request on the new engine: %.0f ms\n", join_ms);
   EXPECT_LT(join_ms, 1000);
@@ -158,7 +151,7 @@ TEST_F(DiscoveryE2E, EnginesJoinAndLeaveThroughAWatchedFileWithoutFailedRequests
   // the file at once, but no request reaches it before warm-up admitted it.
   auto c = engine({"--startup", "cold"}, /*wait_healthy=*/false);
   set_endpoints({a->url, b->url, c->url});
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(eventually(
       [&] {
         json::value w = get_json(admin + "/admin/warmup");
         if (w.is_null()) return false;
@@ -170,7 +163,7 @@ TEST_F(DiscoveryE2E, EnginesJoinAndLeaveThroughAWatchedFileWithoutFailedRequests
       std::chrono::seconds(5)));
   EXPECT_FALSE(routed_to(c->url));  // still loading, held out of routing
   ASSERT_TRUE(c->proc->wait_for_status(c->url + "/health", 200, std::chrono::seconds(30)).ok());
-  ASSERT_TRUE(wait_for([&] { return routed_to(c->url); }, std::chrono::seconds(10)));
+  ASSERT_TRUE(eventually([&] { return routed_to(c->url); }, std::chrono::seconds(10)));
   // Not one request was sent to it while it was loading (it would have answered 503).
   auto upstream_errors = [&](const std::string& url) {
     double n = 0;
@@ -184,7 +177,7 @@ TEST_F(DiscoveryE2E, EnginesJoinAndLeaveThroughAWatchedFileWithoutFailedRequests
 
   // A leaves the file: it drains (its streams finish), then its process stops.
   set_endpoints({b->url, c->url});
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(eventually(
       [&] {
         json::value v = get_json(admin + "/admin/pools/main/endpoints");
         if (v.is_null()) return false;
@@ -195,7 +188,9 @@ TEST_F(DiscoveryE2E, EnginesJoinAndLeaveThroughAWatchedFileWithoutFailedRequests
       },
       std::chrono::seconds(10)));
   a->proc->stop();
-  std::this_thread::sleep_for(milliseconds(300));  // traffic on the two left
+  // Keeps the clients' traffic on the two engines left for 300 ms, in which none may fail: a
+  // negative check, it waits for nothing.
+  std::this_thread::sleep_for(milliseconds(300));
   stop = true;
   for (auto& t : clients) t.join();
   EXPECT_EQ(failed.load(), 0);

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "support/engine_fixture.h"
+#include "support/eventually.h"
 #include "support/fake_kube_api.h"
 #include "support/gateway_fixture.h"
 
@@ -39,6 +40,8 @@ class Controller {
     thread_ = std::thread([this] {
       while (!stop_) {
         step();
+        // Paces the fake controller's steps (every 20 ms), as a real one's loop: it waits for
+        // nothing.
         std::this_thread::sleep_for(20ms);
       }
     });
@@ -193,14 +196,10 @@ class Load {
   std::vector<std::string> failures_;
 };
 
+// testing::eventually() polling every 50 ms: each poll here asks the gateway child.
 template <typename Pred>
 bool eventually(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return pred();
+  return testing::eventually(pred, timeout, 50ms);
 }
 
 TEST(KubernetesActuatorWithDiscovery, ScalesTheDeploymentAndRoutesToPodsOnceReady) {

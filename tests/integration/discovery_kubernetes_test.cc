@@ -11,6 +11,7 @@
 
 #include "core/discovery/reconciler.h"
 #include "discovery/kubernetes_source.h"
+#include "support/eventually.h"
 #include "support/fake_kube_api.h"
 #include "support/recording_sink.h"
 
@@ -62,10 +63,9 @@ class KubernetesSourceTest : public ::testing::Test {
     Status s = source_->start();
     ASSERT_TRUE(s) << s.error();
   }
+  // Waits for the source's thread to open its n-th watch on the fake API.
   bool wait_watches(int n) {
-    for (int i = 0; i < 200 && api_.watches() < n; ++i)
-      std::this_thread::sleep_for(milliseconds(10));
-    return api_.watches() >= n;
+    return eventually([&] { return api_.watches() >= n; }, std::chrono::seconds(2));
   }
 
   FakeKubeApi api_{"token-1"};
@@ -121,7 +121,8 @@ TEST_F(KubernetesSourceTest, ADroppedWatchListsAgainAndBookmarksMoveTheResourceV
   ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.1:8001"}));
   ASSERT_TRUE(wait_watches(1));
   api_.bookmark();  // rv 1002
-  // A clean end (the server's timeout): watch again from the bookmark, no LIST.
+  // A clean end (the server's timeout): watch again from the bookmark, no LIST. A fixed
+  // wait for the source's thread to read the bookmark: the source shows nothing of it.
   std::this_thread::sleep_for(milliseconds(50));
   api_.end_watches();
   ASSERT_TRUE(wait_watches(2));
@@ -168,6 +169,7 @@ TEST_F(KubernetesSourceTest, AMissedDeletedIsRepairedByThePeriodicListAndCounted
   ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.1:8001", "http://127.0.0.2:8001"}));
   ASSERT_TRUE(wait_watches(1));
   api_.remove_silently("vllm-b");  // the watch never hears of it
+  // A negative check: no report drops vllm-b within 300 ms (before the periodic list).
   std::this_thread::sleep_for(milliseconds(300));
   EXPECT_EQ(RecordingSink::ready_urls(sink_.reports().back()).size(), 2u);  // still believed
   ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.1:8001"}, std::chrono::seconds(5)));

@@ -99,6 +99,7 @@ TEST(Faults, TenThousandIdleConnectionsAndASlowlorisLeaveOthersServedAtTheirUsua
   std::thread loris([&] {
     while (!stop) {
       for (RawClient& c : slow) c.send("a");
+      // Paces the slowloris (a byte per connection every 100 ms): it waits for nothing.
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });

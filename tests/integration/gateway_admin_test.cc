@@ -11,6 +11,7 @@
 #include <atomic>
 #include <thread>
 
+#include "support/eventually.h"
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
@@ -113,6 +114,7 @@ struct Admin {
     for (int i = 0; i < 500; ++i) {
       e = endpoint(engine_url);
       if (!e.is_null() && pred(e)) return e;
+      // Waits for the kvgate serve child's view of the endpoint to change.
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     ADD_FAILURE() << "endpoint " << engine_url
@@ -155,6 +157,7 @@ TEST(GatewayAdmin, ListsEndpointsWithMetricsCacheAndEventStats) {
       warmed = s;
       break;
     }
+    // Waits for the kvgate serve child to apply the kvgate engine child's KV events.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_FALSE(warmed.is_null()) << json::serialize(admin.endpoint(a.url));
@@ -179,10 +182,13 @@ TEST(GatewayAdmin, RouteViewShowsTheEngineHoldingThePrefix) {
   for (int i = 0; i < 200 && !subscribed; ++i) {
     b.complete(words_prompt("join" + std::to_string(i), 20));
     subscribed = as_int(admin.endpoint(b.url).at("kv_events").at("batches")) > 0;
+    // Waits for the kvgate serve child to receive B's (a kvgate engine child's) KV events.
     if (!subscribed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_TRUE(subscribed) << json::serialize(admin.endpoint(b.url));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the rest of those batches
+  // A fixed wait for the kvgate serve child to apply the rest of those batches: neither child shows
+  // when the last one is in.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const int64_t base = as_int(admin.endpoint(b.url).at("cache").at("precise_blocks"));
   // Warm B (directly: the gateway learns it from B's KV events only).
   const std::string prefix = words_prompt("shared", 96);
@@ -191,10 +197,12 @@ TEST(GatewayAdmin, RouteViewShowsTheEngineHoldingThePrefix) {
     b.complete(prefix + "warm" + std::to_string(i));
     json::value s = admin.endpoint(b.url);
     if (as_int(s.at("cache").at("precise_blocks")) >= base + 6) held = s;
+    // Waits for the kvgate serve child to learn B's blocks from its KV events.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_FALSE(held.is_null());
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the rest of the batch
+  // A fixed wait for the kvgate serve child to apply the rest of the batch (as above).
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
 
   const int64_t in_flight_before = as_int(held.at("load").at("routed_total"));
   auto r = admin.call("POST", "/admin/pools/sim/route",
@@ -371,7 +379,11 @@ TEST(GatewayAdmin, AddedEndpointGetsTrafficRemovedOneDrainsItsStreamFirst) {
     if (s) stream_status = s->status;
     done = true;
   });
-  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Waits for the client thread to get the stream's first bytes from the kvgate serve child.
+  if (!eventually([&] { return started.load(); }, std::chrono::seconds(60))) {
+    client.join();
+    FAIL() << "the stream never started";
+  }
   std::string busy_url;
   int64_t busy_id = -1;
   const json::value listing = admin.get_json("/admin/pools/sim/endpoints");

@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "support/eventually.h"
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
@@ -70,15 +71,10 @@ double pool_metric(GatewayProcess& gw, const std::string& name) {
   return gw.metric(name, {{"pool", "main"}});
 }
 
-// Polls `pred` every 100 ms until it holds or `timeout` passes.
+// testing::eventually() polling every 100 ms: each poll here scrapes the gateway child.
 template <typename Pred>
 bool eventually(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return pred();
+  return testing::eventually(pred, timeout, 100ms);
 }
 
 // Streams completions through the gateway from `n` threads until stopped; records which
@@ -213,6 +209,7 @@ class TtftProbe {
           if (!r || r->status != 200) ++failures_;
           samples_.push_back({start, std::chrono::duration<double>(end - start).count()});
         }
+        // Paces the probe (a request every 100 ms): it waits for nothing.
         std::this_thread::sleep_for(100ms);
       }
     });
@@ -276,6 +273,8 @@ TEST(GatewayAutoscale, HorizonPolicyMeetsAStepLoadAgainWithinOneStartup) {
 
   TtftProbe probe(gw.url);
   StreamingLoad base(gw.url, 1);
+  // A negative check: under the base load the kvgate serve child's autoscaler wants no more
+  // replicas within 2 s.
   std::this_thread::sleep_for(2s);
   EXPECT_EQ(pool_metric(gw, "kvgate_autoscaler_desired_replicas"), 1) << log();
   const auto step = std::chrono::steady_clock::now();
@@ -297,8 +296,11 @@ TEST(GatewayAutoscale, HorizonPolicyMeetsAStepLoadAgainWithinOneStartup) {
   EXPECT_LE(to_ready, startup + 4.0) << "startup estimate " << startup << " s; " << log();
 
   // Once the replicas serve: the target is met again.
+  // Lets the new kvgate engine replicas serve for 1 s before the window measured: a fixed span, not
+  // a state.
   std::this_thread::sleep_for(1s);
   const auto from = std::chrono::steady_clock::now();
+  // The window (3 s) the probe's p90 is measured over: it waits for nothing.
   std::this_thread::sleep_for(3s);
   const auto [p90, n] = probe.p90(from, std::chrono::steady_clock::now());
   const auto [during, n_during] = probe.p90(step, ready);
@@ -413,6 +415,7 @@ TEST(GatewayAutoscale, HorizonStandbyReplicaIsReadyButOutOfRoutingUntilABurst) {
     return -1;
   };
   const int64_t routed_before = routed_to(routed), standby_before = routed_to(standby);
+  // A negative check: for 2 s no request reaches the standby replica (the routed one gets some).
   std::this_thread::sleep_for(2s);
   EXPECT_GT(routed_to(routed), routed_before) << log();
   EXPECT_EQ(routed_to(standby), standby_before) << "a standby replica got a request";

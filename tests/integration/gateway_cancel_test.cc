@@ -85,6 +85,8 @@ TEST(GatewayCancel, StreamClientLeavingBeforeTheEngineAnsweredClosesTheExchange)
   EXPECT_TRUE(eventually([&] { return cancellations(g.gw, "before_first_byte") == 1; },
                          std::chrono::seconds(1)));
   // After the stall the engine finds the connection gone and never schedules it.
+  // A negative check: the kvgate engine child's stall (2 s) ends and it must not run the request;
+  // nothing shows that it did not.
   std::this_thread::sleep_for(std::chrono::milliseconds(2200));
   EXPECT_EQ(engine_running(engine), 0);
   EXPECT_EQ(metric_at(engine.url, "vllm:request_success_total", {{"finished_reason", "length"}}),

@@ -44,8 +44,9 @@ void warm_directly(GatewayProcess& gw, KvEngine& engine, const std::string& body
   auto r = engine.post("/v1/chat/completions", body);
   ASSERT_EQ(r.status, 200) << r.body;
   ASSERT_TRUE(eventually([&] { return batches(gw, engine) > before; }));
-  // The count is copied after the delivery was posted to the router's strand; a little
-  // more makes sure it ran before the next decision.
+  // A fixed wait for the kvgate serve child: the count is copied after the delivery was
+  // posted to the router's strand, and nothing shows when it ran; a little more makes
+  // sure it ran before the next decision.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "gateway/keys.h"
+#include "support/eventually.h"
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
@@ -116,14 +117,10 @@ std::string header(const io::HttpClientResponse& r, const std::string& name) {
   return {};
 }
 
+// testing::eventually() polling every 20 ms: each poll here asks the gateway child.
 template <typename Pred>
 bool eventually(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
+  return testing::eventually(pred, timeout, 20ms);
 }
 
 struct FlowGateway {
@@ -245,7 +242,9 @@ TEST(GatewayFlowTest, ClientGoneWhileQueuedFreesItsSlot) {
                             {{"pool", "main"}, {"band", "standard"}, {"tenant", "anonymous"}}) == 2;
       },
       5s));
-  std::this_thread::sleep_for(120ms);  // a scrape shows the engine's waiting request
+  // A fixed wait for the kvgate serve child's next scrape to show the kvgate engine child's waiting
+  // request: the child shows nothing of it.
+  std::this_thread::sleep_for(120ms);
   b.post(fg.gw.url, completion("gone", 10), {}, 400ms);  // gives up while queued
   ASSERT_TRUE(eventually([&] { return fg.queued() == 1; }, 2s));
   ASSERT_TRUE(eventually(
@@ -335,6 +334,7 @@ TEST(GatewayFlowTest, PoolAtZeroReplicasAnswersAfterTheColdStart) {
       if (ready_at < 0 && gw.metric("kvgate_autoscaler_ready_replicas", {{"pool", "main"}}) >= 1) {
         ready_at = std::chrono::duration<double>(Clock::now() - start).count();
       }
+      // Polls the kvgate serve child's ready replicas, to time when the first one came.
       std::this_thread::sleep_for(20ms);
     }
   });

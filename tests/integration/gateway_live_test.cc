@@ -71,6 +71,7 @@ bool wait_metric(GatewayProcess& gw, const std::string& name, const std::string&
                  Pred pred, int polls = 500) {
   for (int i = 0; i < polls; ++i) {
     if (pred(gw.metric(name, {{"pool", "sim"}, {"endpoint", endpoint}}))) return true;
+    // Waits for the kvgate serve child's metric to reach the state.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;
@@ -86,8 +87,9 @@ void expect_routed_by_events(GatewayProcess& gw, Engine& engine, const std::stri
   engine.complete(prefix + "first");
   ASSERT_TRUE(wait_metric(gw, "kvgate_kv_event_batches_total", engine.url,
                           [&](double v) { return v > before; }));
-  // The counter is copied after the delivery was posted to the router's strand; one
-  // more scrape period makes sure it ran before the next decision.
+  // A fixed wait for the kvgate serve child: the counter is copied after the delivery was
+  // posted to the router's strand, and nothing shows when it ran; one more scrape period
+  // makes sure it ran before the next decision.
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
   auto r = gw.post("/v1/completions",
                    R"({"model":"sim","prompt":")" + prefix + R"(second","max_tokens":2})");

@@ -120,6 +120,7 @@ TEST(GatewayProxy, DrainWithStreamsInFlightLosesNone) {
     }));
   }
   for (int i = 0; i < 400 && gw.metric("kvgate_active_streams") < kStreams; ++i) {
+    // Waits for the kvgate serve child to have all the streams open.
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_EQ(gw.metric("kvgate_active_streams"), kStreams);
@@ -165,6 +166,7 @@ TEST(GatewayProxy, CheckReportsConfigErrorsWithLocation) {
   auto p = ChildProcess::spawn(kvgate_bin(), {"serve", "--check", bad});
   ASSERT_TRUE(p);
   for (int i = 0; i < 1000 && (*p)->running(); ++i) {
+    // Waits for the kvgate serve --check child to exit by itself.
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ((*p)->stop(), 2);
@@ -189,6 +191,7 @@ TEST(GatewayProxy, CheckRefusesWhatServeRefusesWithTheSameMessage) {
     ASSERT_TRUE(p);
     // Waits for the process to exit on its own (a refused config exits at once).
     for (int i = 0; i < 1000 && (*p)->running(); ++i) {
+      // Waits for the kvgate serve child to exit by itself.
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     outcomes.emplace_back((*p)->stop(), (*p)->errors());

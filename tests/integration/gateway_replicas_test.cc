@@ -80,6 +80,7 @@ struct Fleet {
         all = all && metric(i, "kvgate_cluster_events_applied_total") >= events[i];
       }
       if (all) return true;
+      // Waits for the three kvgate serve children to apply the cluster events.
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return false;
@@ -193,6 +194,7 @@ TEST(GatewayReplicas, SyncedReplicasRouteAsOneAndSurviveARedisOutage) {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (fleet.replicas[i]->metric("kvgate_cluster_redis_up") != 0 &&
            std::chrono::steady_clock::now() < give_up) {
+      // Waits for the kvgate serve child to see that redis-server stopped.
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     EXPECT_EQ(fleet.replicas[i]->metric("kvgate_cluster_redis_up"), 0);
@@ -210,6 +212,7 @@ TEST(GatewayReplicas, SyncedReplicasRouteAsOneAndSurviveARedisOutage) {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (fleet.replicas[i]->metric("kvgate_cluster_redis_up") != 1 &&
            std::chrono::steady_clock::now() < give_up) {
+      // Waits for the kvgate serve child to reconnect to the restarted redis-server.
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     EXPECT_EQ(fleet.replicas[i]->metric("kvgate_cluster_redis_up"), 1);
@@ -259,6 +262,7 @@ TEST(GatewayReplicas, OneAutoscalerLeaderAndAFastTakeOver) {
   std::vector<int> who;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (leaders(who); who.size() != 1 && std::chrono::steady_clock::now() < give_up; leaders(who)) {
+    // Waits for the kvgate serve children to agree on one leader through redis-server.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_EQ(who.size(), 1u);
@@ -275,6 +279,7 @@ TEST(GatewayReplicas, OneAutoscalerLeaderAndAFastTakeOver) {
       }
       if (same == live) return true;
       if (std::chrono::steady_clock::now() > until) return false;
+      // Waits for every kvgate serve child to read the leader's count back.
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   };
@@ -283,6 +288,7 @@ TEST(GatewayReplicas, OneAutoscalerLeaderAndAFastTakeOver) {
   const auto acted = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (gw[first]->metric("kvgate_cluster_actuations_total", {{"pool", "main"}}) < 3 &&
          std::chrono::steady_clock::now() < acted) {
+    // Waits for the leading kvgate serve child to actuate.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_GE(gw[first]->metric("kvgate_cluster_actuations_total", {{"pool", "main"}}), 3);
@@ -304,6 +310,7 @@ TEST(GatewayReplicas, OneAutoscalerLeaderAndAFastTakeOver) {
       next = who[0];
       break;
     }
+    // Waits for a kvgate serve child left to take the lease over.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_GE(next, 0);
@@ -313,6 +320,7 @@ TEST(GatewayReplicas, OneAutoscalerLeaderAndAFastTakeOver) {
   const auto acts = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (gw[next]->metric("kvgate_cluster_actuations_total", {{"pool", "main"}}) <= before &&
          std::chrono::steady_clock::now() < acts) {
+    // Waits for the new leading kvgate serve child to actuate.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_GT(gw[next]->metric("kvgate_cluster_actuations_total", {{"pool", "main"}}), before);
@@ -366,6 +374,7 @@ TEST(GatewayReplicas, AReplicaStartingAfterRedisLostTheStreamLoadsAPeersSnapshot
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (metric(0, "kvgate_cluster_snapshots_written_total") < written + 2 &&
          std::chrono::steady_clock::now() < give_up) {
+    // Waits for the kvgate serve child to write two snapshots to the new redis-server.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_GE(metric(0, "kvgate_cluster_snapshots_written_total"), written + 2)
@@ -377,6 +386,7 @@ TEST(GatewayReplicas, AReplicaStartingAfterRedisLostTheStreamLoadsAPeersSnapshot
   for (int i = 0; i < 200 && ready != 200; ++i) {
     auto r = io::http_fetch("GET", gw[2]->url + "/ready");
     ready = r ? r->status : 0;
+    // Waits for the new kvgate serve child to load the snapshot and be ready.
     if (ready != 200) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_EQ(ready, 200);
@@ -432,6 +442,7 @@ TEST(GatewayReplicas, AWarmUpOnOneReplicaUsesThePeersHotPrefixes) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (gw.metric("kvgate_cluster_hot_prefixes_published_total", pool) < from + 2 &&
            std::chrono::steady_clock::now() < until) {
+      // Waits for the kvgate serve child to publish its hot prefixes twice more.
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return gw.metric("kvgate_cluster_hot_prefixes_published_total", pool) >= from + 2;
@@ -449,6 +460,7 @@ TEST(GatewayReplicas, AWarmUpOnOneReplicaUsesThePeersHotPrefixes) {
   const auto warmed = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (b.metric("kvgate_warmups_total", complete) < 1 &&
          std::chrono::steady_clock::now() < warmed) {
+    // Waits for the kvgate serve child to warm the joining kvgate engine up.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_EQ(b.metric("kvgate_warmups_total", complete), 1) << b.proc->errors();

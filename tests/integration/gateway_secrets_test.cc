@@ -98,7 +98,8 @@ TEST(GatewaySecrets, NoKeyTokenOrHashInLogsMetricsOrAdmin) {
   auto check = ChildProcess::spawn(kvgate_bin(), {"serve", "--check", config});
   ASSERT_TRUE(check) << check.error();
   for (int i = 0; i < 2000 && (*check)->running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // until it exits by itself
+    // Waits for the kvgate serve --check child to exit by itself.
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ((*check)->stop(), 0);
   seen.push_back("serve --check: " + (*check)->output() + (*check)->errors());

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "gateway/keys.h"
+#include "support/eventually.h"
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
@@ -121,13 +122,8 @@ TEST(GatewayShedding, SheddableGets429WithReasonWhileCriticalIsServed) {
   ASSERT_FALSE(gw.url.empty());
   const metrics::Labels at_engine = {{"pool", "main"}, {"endpoint", engine.url}};
   auto waiting = [&] { return gw.metric("kvgate_endpoint_waiting", at_engine); };
-  auto wait_until = [&](auto pred) {
-    for (int i = 0; i < 1000 && !pred(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return pred();
-  };
-  ASSERT_TRUE(wait_until([&] { return gw.metric("kvgate_scrapes_total", at_engine) >= 2; }));
+  // The waits below are for the gateway child's scrapes of the engine child.
+  ASSERT_TRUE(eventually([&] { return gw.metric("kvgate_scrapes_total", at_engine) >= 2; }));
 
   // Idle: a sheddable request is served like any other.
   auto idle = gw.post("/v1/completions", streamed("idle", 4), headers("key-ops", "-1"));
@@ -142,7 +138,9 @@ TEST(GatewayShedding, SheddableGets429WithReasonWhileCriticalIsServed) {
   }
   // The gateway saw the queue (saturation.queue_threshold: 4); one more scrape
   // period lets the router's strand apply what the metric shows.
-  ASSERT_TRUE(wait_until([&] { return waiting() >= 8; })) << "waiting " << waiting();
+  ASSERT_TRUE(eventually([&] { return waiting() >= 8; })) << "waiting " << waiting();
+  // A fixed wait of one scrape period for the kvgate serve child's router strand to apply what the
+  // metric shows: the child shows nothing of it.
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
 
   // Sheddable: the header of a tenant that may set it (number or name), and a tenant's
@@ -183,7 +181,8 @@ TEST(GatewayShedding, SheddableGets429WithReasonWhileCriticalIsServed) {
             3);
 
   // Drained: sheddable requests are served again.
-  ASSERT_TRUE(wait_until([&] { return waiting() == 0; }));
+  ASSERT_TRUE(eventually([&] { return waiting() == 0; }));
+  // A fixed wait of one scrape period, as above.
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
   expect_completed(gw.post("/v1/completions", streamed("after", 4), headers("key-batch")),
                    "sheddable after the overload");

@@ -138,6 +138,7 @@ std::pair<int, std::string> check(const std::string& yaml) {
   auto p = ChildProcess::spawn(kvgate_bin(), {"serve", "--check", write_temp_file("c.yaml", yaml)});
   if (!p) return {-1, p.error()};
   for (int i = 0; i < 1000 && (*p)->running(); ++i) {
+    // Waits for the kvgate serve --check child to exit by itself.
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   int code = (*p)->stop();

@@ -101,6 +101,7 @@ std::vector<int64_t> run(bool warmup) {
     // Admitted once its warm-up is over (the status and metrics say so).
     const metrics::Labels done{{"pool", "sim"}, {"outcome", "complete"}};
     for (int i = 0; i < 500 && metric(port, "kvgate_warmups_total", done) < 1; ++i) {
+      // Waits for the warm-up's requests to the new kvgate engine child to be answered.
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     EXPECT_EQ(metric(port, "kvgate_warmups_total", done), 1);

@@ -247,6 +247,7 @@ std::string gateway_counters(const GatewayProcess& gw) {
 int wait_exit(ChildProcess& p, std::chrono::seconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (p.running() && std::chrono::steady_clock::now() < deadline) {
+    // Waits for the child to exit by itself.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return p.stop();
@@ -263,6 +264,7 @@ void wait_for_event_feeds(GatewayProcess& gw, Engines& engines) {
       for (int poll = 0; poll < 10 && !joined; ++poll) {
         joined = gw.metric("kvgate_kv_event_batches_total",
                            {{"pool", "sim"}, {"endpoint", engines[i]->url}}) > 0;
+        // Waits for the kvgate serve child to receive the kvgate engine child's KV events.
         if (!joined) std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     }

@@ -41,6 +41,7 @@ TEST(Loadgen, BenchStreamsAWorkloadThroughAnEngine) {
   auto line = (*bench)->wait_for_line("wrote", std::chrono::seconds(60));
   ASSERT_TRUE(line) << line.error() << (*bench)->errors();
   for (int i = 0; i < 200 && (*bench)->running(); ++i) {
+    // Waits for the kvgate bench child to exit by itself.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ((*bench)->stop(), 0) << (*bench)->errors();

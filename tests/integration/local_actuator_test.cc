@@ -66,6 +66,7 @@ class LocalActuatorTest : public ::testing::Test {
     while (std::chrono::steady_clock::now() < deadline) {
       a.poll();
       if (pred()) return true;
+      // Waits for the kvgate engine children the actuator runs to reach the state.
       std::this_thread::sleep_for(50ms);
     }
     return false;

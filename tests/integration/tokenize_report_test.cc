@@ -25,6 +25,7 @@ Exit run(const std::vector<std::string>& args) {
     return {};
   }
   for (int i = 0; i < 2000 && (*p)->running(); ++i) {
+    // Waits for the kvgate child to exit by itself.
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   Exit r;

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "../integration/support/eventually.h"
 #include "io/http_server.h"
 
 namespace kvgate::io {
@@ -39,11 +40,8 @@ std::string url(const HttpServer& s, std::string_view path) {
 
 // Until the server's count of open connections is `n` (closes are seen asynchronously).
 bool server_connections_become(const HttpServer& s, size_t n) {
-  for (int i = 0; i < 200; ++i) {
-    if (s.connections() == n) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return false;
+  // Waits for the server's I/O thread to see the closes.
+  return testing::eventually([&] { return s.connections() == n; }, 1s, 5ms);
 }
 
 TEST(HttpFetch, OneShotFetchClosesItsConnection) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "../integration/support/eventually.h"
 #include "io/http_server.h"
 
 namespace kvgate::io {
@@ -163,9 +164,9 @@ TEST(HttpServerRefusal, LingeringStopsAtItsBounds) {
   EXPECT_EQ(ec, net::error::eof);
   EXPECT_TRUE(answer.starts_with("HTTP/1.1 413 ")) << answer;
   EXPECT_EQ(server->connections(), 1u);  // still reading what the client might send
-  while (server->connections() > 0 && Clock::now() - answered < std::chrono::seconds(3)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  // Waits for the server's I/O thread to close the connection after its linger.
+  testing::eventually([&] { return server->connections() == 0; }, std::chrono::seconds(3),
+                      std::chrono::milliseconds(5));
   EXPECT_EQ(server->connections(), 0u);
   EXPECT_GE(Clock::now() - answered, std::chrono::milliseconds(100));
 }

@@ -171,17 +171,19 @@ TEST(HttpServer, LimitsAnswerInTheServersErrorShape) {
 
 TEST(HttpServer, ClientDisconnectRunsOnCloseWhileHandlerIsSilent) {
   std::promise<void> closed;
+  std::promise<void> handled;
   std::shared_ptr<ResponseStream> kept;
   auto server = serve([&](HttpRequest&&, std::shared_ptr<ResponseStream> s) {
     s->on_close([&] { closed.set_value(); });
     kept = s;  // never answers
+    handled.set_value();
   });
   {
     net::io_context ioc;
     tcp::socket sock(ioc);
     sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server->port()));
     net::write(sock, net::buffer(std::string("GET / HTTP/1.1\r\nHost: x\r\n\r\n")));
-    while (!kept) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(handled.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
   }  // socket closed here
   EXPECT_EQ(closed.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
   EXPECT_TRUE(kept->closed());
@@ -197,6 +199,8 @@ TEST(HttpServer, GracefulStopLetsAStreamFinish) {
     started.set_value();
     producer = std::thread([s] {
       for (int i = 0; i < 5; ++i) {
+        // Paces the stream (100 ms in all) so that stop() comes while it is in progress, the
+        // case under test: it waits for nothing.
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         s->write("x");
       }

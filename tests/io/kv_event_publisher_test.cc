@@ -6,6 +6,8 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "../integration/support/eventually.h"
+
 namespace kvgate::io {
 namespace {
 
@@ -68,9 +70,8 @@ TEST(KvEventPublisher, ThreeFramesWithBigEndianSequenceAndReplay) {
   }
   // The publisher thread counts a batch once it is sent, so the count may trail what a
   // fast subscriber already received by a moment.
-  for (int i = 0; i < 200 && (*pub)->published() != last + 1; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  testing::eventually([&] { return (*pub)->published() == last + 1; }, std::chrono::seconds(1),
+                      std::chrono::milliseconds(5));
   EXPECT_EQ((*pub)->published(), last + 1);
 
   // Replay from seq 0: only the last buffer_steps (3) batches remain.
@@ -134,9 +135,9 @@ TEST(KvEventPublisher, DropEveryWithholdsEveryNthBatchFromTheWireButReplaysIt) {
       EXPECT_NE(std::find(seen.begin(), seen.end(), s), seen.end()) << s;
     }
   }
-  for (int i = 0; i < 200 && (*pub)->published() != end; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  // Waits for the publisher thread's count, which may trail what was received.
+  testing::eventually([&] { return (*pub)->published() == end; }, std::chrono::seconds(1),
+                      std::chrono::milliseconds(5));
   EXPECT_EQ((*pub)->published(), end);
   EXPECT_EQ((*pub)->dropped(), end / 3);
 

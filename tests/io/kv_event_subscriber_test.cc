@@ -11,6 +11,8 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "../integration/support/eventually.h"
+
 namespace kvgate::io {
 namespace {
 
@@ -153,7 +155,8 @@ TEST(KvEventSubscriber, GapWithoutReplayClearsAndGoesOn) {
   ASSERT_TRUE(f.got.wait_for(3));
   EXPECT_EQ(f.got.tags(), (std::vector<uint64_t>{0, 1, 4}));
   EXPECT_EQ(f.got.clears, 1u);
-  for (int i = 0; i < 100 && f.sub->stats(3).missed == 0; ++i) std::this_thread::sleep_for(10ms);
+  // The counts settle on the subscriber's thread, after the delivery.
+  testing::eventually([&] { return f.sub->stats(3).missed != 0; }, 1s);
   EXPECT_EQ(f.sub->stats(3).gaps, 1u);
   EXPECT_EQ(f.sub->stats(3).missed, 2u);
 }
@@ -172,11 +175,12 @@ TEST(KvEventSubscriber, GapIsFilledFromTheReplaySocket) {
   EXPECT_EQ(f.got.clears, 0u);
   // The counts settle on the subscriber's thread: wait for the last of them (a loaded
   // machine showed the duplicate counted after the replayed events).
-  for (int i = 0; i < 300; ++i) {
-    const auto st = f.sub->stats(3);
-    if (st.replayed >= 3 && st.duplicates >= 1) break;
-    std::this_thread::sleep_for(10ms);
-  }
+  testing::eventually(
+      [&] {
+        const auto st = f.sub->stats(3);
+        return st.replayed >= 3 && st.duplicates >= 1;
+      },
+      3s);
   EXPECT_EQ(f.sub->stats(3).replays, 1u);
   EXPECT_EQ(f.sub->stats(3).replayed, 3u);    // 2, 3 and 4 (the replay serves from 2 on)
   EXPECT_EQ(f.sub->stats(3).duplicates, 1u);  // the live 4 held back during the replay
@@ -190,12 +194,11 @@ TEST(KvEventSubscriber, RestartAndMalformedPayloadClear) {
   f.engine.publish(1, "\xc1garbage");     // 0xc1 is never valid msgpack
   f.engine.publish(2, batch_payload(8));
   ASSERT_TRUE(f.got.wait_for(4));
-  for (int i = 0; i < 100 && f.got.tags().size() < 4; ++i) std::this_thread::sleep_for(10ms);
+  // wait_for() counted the clear-only deliveries too: wait for the fourth batch.
+  testing::eventually([&] { return f.got.tags().size() >= 4; }, 1s);
   EXPECT_EQ(f.got.tags(), (std::vector<uint64_t>{0, 1, 7, 8}));
   EXPECT_EQ(f.got.clears, 2u);  // the restart, then the unreadable batch
-  for (int i = 0; i < 100 && f.sub->stats(3).decode_errors == 0; ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
+  testing::eventually([&] { return f.sub->stats(3).decode_errors != 0; }, 1s);
   EXPECT_EQ(f.sub->stats(3).restarts, 1u);
   EXPECT_EQ(f.sub->stats(3).decode_errors, 1u);
 }
@@ -214,7 +217,9 @@ TEST(KvEventSubscriber, BindModeRoutesByTopic) {
   pub.connect(url);
   zmq::message_t subscription;
   ASSERT_TRUE(pub.recv(subscription).has_value());
-  std::this_thread::sleep_for(50ms);  // let the subscriber thread register the topic
+  // Lets the subscriber thread register the topic (it takes add_source() up at its next
+  // poll, within 20 ms): the subscriber shows nothing to poll for until a batch is applied.
+  std::this_thread::sleep_for(50ms);
   const std::string topic = "engine-7", unknown = "unknown";
   for (uint64_t i = 0; i < 3; ++i) {
     const std::string seq = seq_frame(i), payload = batch_payload(i);
@@ -226,6 +231,8 @@ TEST(KvEventSubscriber, BindModeRoutesByTopic) {
                                          zmq::buffer(payload9)};
   zmq::send_multipart(pub, other);
   ASSERT_TRUE(got.wait_for(3));
+  // A negative check: nothing more (the unknown topic's batch) comes within 50 ms; there is
+  // no event to wait for.
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(got.tags(), (std::vector<uint64_t>{0, 1, 2}));
 }

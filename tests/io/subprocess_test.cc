@@ -126,6 +126,7 @@ TEST(SubprocessTest, StopSendsSigtermFirst) {
       "trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.01; done", &lines);
   ASSERT_NE(child, nullptr);
   for (int i = 0; i < 500 && lines.texts(OutputStream::kStdout).empty(); ++i) {
+    // Waits for the child shell to set its trap and say "ready".
     std::this_thread::sleep_for(10ms);
   }
   ExitStatus status = child->stop(5s);
@@ -145,6 +146,7 @@ TEST(SubprocessTest, StopKillsAChildThatIgnoresSigtermAndItsDescendants) {
     for (const std::string& t : lines.texts(OutputStream::kStdout)) {
       if (t.rfind("grandchild ", 0) == 0) grandchild = std::stoi(t.substr(11));
     }
+    // Waits for the child shell's grandchild to start and print its pid.
     std::this_thread::sleep_for(10ms);
   }
   ASSERT_GT(grandchild, 0);
@@ -153,7 +155,10 @@ TEST(SubprocessTest, StopKillsAChildThatIgnoresSigtermAndItsDescendants) {
   EXPECT_EQ(status.signal, SIGKILL);
   EXPECT_LT(std::chrono::steady_clock::now() - before, 5s);
   // The grandchild was in the group: killed (it is reaped by init, so poll briefly).
-  for (int i = 0; i < 200 && alive(grandchild); ++i) std::this_thread::sleep_for(5ms);
+  for (int i = 0; i < 200 && alive(grandchild); ++i) {
+    // Waits for the killed grandchild process to be reaped by init.
+    std::this_thread::sleep_for(5ms);
+  }
   EXPECT_FALSE(alive(grandchild));
 }
 

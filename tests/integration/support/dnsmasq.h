@@ -122,6 +122,7 @@ class Dnsmasq {
         ADD_FAILURE() << "dnsmasq did not re-read its hosts file";
         return;
       }
+      // Waits for dnsmasq to re-read its hosts file after SIGHUP.
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
@@ -175,6 +176,7 @@ class Dnsmasq {
                       << proc_->errors();
         return;
       }
+      // Waits for dnsmasq to answer on its port.
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }

@@ -1,5 +1,5 @@
 // Helpers for the fault tests (cancellation, stream migration, the fault matrix): a raw
-// TCP client that can leave at any moment, polling with a deadline, metrics of any
+// TCP client that can leave at any moment, polling with a deadline (eventually.h), metrics of any
 // process, and a gateway whose admin API shows the router's load.
 #pragma once
 
@@ -16,20 +16,10 @@
 #include <string_view>
 #include <thread>
 
+#include "eventually.h"
 #include "gateway_fixture.h"
 
 namespace kvgate::testing {
-
-// Polls `pred` every 10 ms until it holds or `timeout` passes; returns whether it held.
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    if (pred()) return true;
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
 
 // The value of one sample on `base_url`/metrics (0 when absent, -1 when unreachable).
 inline double metric_at(const std::string& base_url, const std::string& name,

@@ -127,6 +127,7 @@ class FaultyUpstream {
             if (proxied) ++closed_by_peer_;
             break;
           }
+          // Paces the stream (an event every 20 ms), as an engine's steps: it waits for nothing.
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
         break;

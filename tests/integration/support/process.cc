@@ -149,6 +149,7 @@ Status ChildProcess::wait_for_status(const std::string& url, int status,
     if (r && r->status == status) return {};
     last = r ? "status " + std::to_string(r->status) : r.error();
     if (!running()) return Error("child exited; stderr:\n" + errors());
+    // Waits for the child to answer `status` on `url`.
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return Error("timed out waiting for " + url + " to answer " + std::to_string(status) +
