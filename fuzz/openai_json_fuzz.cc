@@ -2,12 +2,14 @@
 // (openai_json_dom.h), which defines the answers. Whenever a fast path answers, it must
 // answer exactly what the full parse answers; inspect_request and parse_usage (which
 // pick between them) must always answer as the full parse. The first byte picks the
-// reader: chat request, completion request, or a usage-bearing response.
+// reader: chat request, completion request, a usage-bearing response, or an embeddings,
+// tokenize or detokenize body (inspect_aux_request, then the body sent upstream).
 #include <string>
 
 #include "fuzz/fuzz_support.h"
 #include "openai/json_dom.h"
 #include "openai/json_fast.h"
+#include "openai/request.h"
 
 namespace {
 
@@ -35,7 +37,21 @@ std::string show(const Inspection& i) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
-  const int mode = data[0] % 3;
+  const int mode = data[0] % 6;
+  if (mode >= 3) {
+    // The bodies relayed without generating: inspected, then sent with the served name.
+    const auto api = static_cast<AuxApi>(mode - 3);
+    const Inspection aux = inspect_aux_request(body, api);
+    if (!aux.error) {
+      const std::string sent = rewrite_request(body, "served", /*stream=*/false);
+      const Inspection again = inspect_aux_request(sent, api);
+      KVGATE_FUZZ_CHECK(!again.error, "upstream body does not parse: " + sent);
+      KVGATE_FUZZ_CHECK(again.request.model == "served", sent);
+      KVGATE_FUZZ_CHECK(again.request.prompt_text == aux.request.prompt_text, sent);
+      KVGATE_FUZZ_CHECK(again.request.given_tokens == aux.request.given_tokens, sent);
+    }
+    return 0;
+  }
   if (mode == 2) {
     const std::string want = show(dom::parse_usage(body));
     KVGATE_FUZZ_CHECK(show(parse_usage(body)) == want, want);

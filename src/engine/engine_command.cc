@@ -203,6 +203,10 @@ void add_engine_command(CLI::App& app) {
   cmd->add_option("--default-max-tokens", o.default_max_tokens,
                   "Output length when a request gives no max_tokens")
       ->capture_default_str();
+  cmd->add_option("--embedding-size", o.embedding_size,
+                  "Values per embedding answered by POST /v1/embeddings")
+      ->check(CLI::Range(1u, 65536u))
+      ->capture_default_str();
   cmd->add_flag("--deprecated-gpu-cache-metric", o.deprecated_gpu_cache_metric,
                 "Also export vllm:gpu_cache_usage_perc (older vLLM)");
   cmd->callback([flags] { env::set_exit_code(run(*flags)); });

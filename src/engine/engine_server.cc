@@ -1,5 +1,6 @@
 #include "engine/engine_server.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,6 +21,7 @@
 #include "core/common/rng.h"
 #include "core/engine/engine_model.h"
 #include "core/engine/greedy_decode.h"
+#include "engine/embedding.h"
 #include "engine/engine_metrics_text.h"
 #include "engine/startup_log.h"
 #include "env/system_clock.h"
@@ -38,8 +40,26 @@ namespace json = boost::json;
 using SteadyClock = std::chrono::steady_clock;
 using engine::RequestId;
 
+// POST /v1/embeddings: one engine request per input (each a prefill and one token),
+// answered together once the last is done. Engine thread only, once submitted.
+struct EmbeddingJob {
+  std::shared_ptr<io::ResponseStream> stream;
+  bool base64 = false;
+  uint32_t size = 0;  // values per embedding
+  std::string model;
+  int64_t created = 0;
+  std::vector<RequestId> ids;                    // per input, in order
+  std::vector<std::vector<kv::TokenId>> tokens;  // per input, until its embedding is made
+  std::vector<std::vector<float>> vectors;       // per input, once done
+  size_t left = 0;
+  uint32_t prompt_tokens = 0;
+  bool answered = false;
+};
+
 struct Pending {
   std::shared_ptr<io::ResponseStream> stream;
+  std::shared_ptr<EmbeddingJob> embedding;  // set: this request is an embedding input
+  size_t embedding_index = 0;
   openai::ApiKind kind = openai::ApiKind::kCompletion;
   bool streaming = false;
   bool include_usage = false;
@@ -137,6 +157,8 @@ struct EngineServer::Impl {
   void handle_completion(const io::HttpRequest& req, openai::ApiKind kind,
                          std::shared_ptr<io::ResponseStream> s);
   void handle_tokenize(const io::HttpRequest& req, const std::shared_ptr<io::ResponseStream>& s);
+  void handle_detokenize(const io::HttpRequest& req, const std::shared_ptr<io::ResponseStream>& s);
+  void handle_embeddings(const io::HttpRequest& req, std::shared_ptr<io::ResponseStream> s);
   io::HttpResponse models_response() const;
 
   // Engine thread.
@@ -146,6 +168,8 @@ struct EngineServer::Impl {
   void deliver();
   void deliver_update(const engine::RequestUpdate& u);
   void abort_request(RequestId id);
+  void refuse(Pending& p, io::HttpResponse r);
+  void embedding_done(Pending& p, const engine::RequestUpdate& u);
   void publish(const std::vector<kv::KvEvent>& events);
   void run_startup(std::vector<engine::StartupPhase> phases, size_t i, Nanos at);
   void set_ready();
@@ -176,6 +200,14 @@ void EngineServer::Impl::handle(io::HttpRequest&& req, std::shared_ptr<io::Respo
   if (path == "/tokenize") {
     if (!post) return s->respond(vllm_error(405, "method not allowed"));
     return handle_tokenize(req, s);
+  }
+  if (path == "/detokenize") {
+    if (!post) return s->respond(vllm_error(405, "method not allowed"));
+    return handle_detokenize(req, s);
+  }
+  if (path == "/v1/embeddings") {
+    if (!post) return s->respond(vllm_error(405, "method not allowed"));
+    return handle_embeddings(req, std::move(s));
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (!post) return s->respond(vllm_error(405, "method not allowed"));
@@ -230,6 +262,87 @@ void EngineServer::Impl::handle_tokenize(const io::HttpRequest& req,
       std::make_shared<net::steady_timer>(ioc, std::chrono::milliseconds(opt.tokenize_delay_ms));
   timer->async_wait([timer, s, r = std::move(r)](boost::system::error_code) mutable {
     s->respond(std::move(r));
+  });
+}
+
+void EngineServer::Impl::handle_detokenize(const io::HttpRequest& req,
+                                           const std::shared_ptr<io::ResponseStream>& s) {
+  auto parsed = openai::parse_detokenize_request(req.body);
+  if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
+    return s->respond(vllm_error(e->status, e->message));
+  }
+  const openai::DetokenizeRequest& d = std::get<openai::DetokenizeRequest>(parsed);
+  if (!d.model.empty() && d.model != opt.served_model_name) {
+    return s->respond(vllm_error(404, "The model `" + d.model + "` does not exist."));
+  }
+  auto text = codec->decode(d.tokens);
+  if (!text) return s->respond(vllm_error(400, text.error()));
+  s->respond(
+      io::HttpResponse{200, "application/json", {}, openai::render_detokenize_response(*text)});
+}
+
+void EngineServer::Impl::handle_embeddings(const io::HttpRequest& req,
+                                           std::shared_ptr<io::ResponseStream> s) {
+  if (!is_ready.load()) return s->respond(vllm_error(503, "engine is starting"));
+  auto parsed = openai::parse_embedding_request(req.body);
+  if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
+    return s->respond(vllm_error(e->status, e->message));
+  }
+  openai::EmbeddingRequest& e = std::get<openai::EmbeddingRequest>(parsed);
+  if (!e.model.empty() && e.model != opt.served_model_name) {
+    return s->respond(vllm_error(404, "The model `" + e.model + "` does not exist."));
+  }
+  if (e.dimensions && *e.dimensions > opt.embedding_size) {
+    return s->respond(
+        vllm_error(400, fmt::format("Dimensions must be at most {}: the model's embedding size",
+                                    opt.embedding_size)));
+  }
+  auto job = std::make_shared<EmbeddingJob>();
+  job->base64 = e.base64;
+  job->size = e.dimensions.value_or(opt.embedding_size);
+  job->model = opt.served_model_name;
+  job->created = clock.wall_now() / kSecond;
+  const uint32_t max_len = model.config().max_model_len;
+  for (openai::EmbeddingInput& in : e.inputs) {
+    std::vector<kv::TokenId> tokens;
+    if (in.text) {
+      // vLLM's embedding models add their special tokens (CLS/EOS) to each input.
+      auto got = codec->encode(*in.text, /*add_special_tokens=*/true);
+      if (!got) return s->respond(vllm_error(400, got.error()));
+      tokens = std::move(*got);
+    } else {
+      tokens = std::move(in.tokens);
+    }
+    if (e.truncate_prompt_tokens && tokens.size() > *e.truncate_prompt_tokens) {
+      tokens.erase(tokens.begin(),
+                   tokens.end() - static_cast<ptrdiff_t>(*e.truncate_prompt_tokens));
+    }
+    if (tokens.empty()) return s->respond(vllm_error(400, "an input is empty"));
+    if (tokens.size() > max_len) {
+      return s->respond(vllm_error(
+          400, fmt::format("This model's maximum context length is {} tokens. However, you "
+                           "requested {} tokens in the input for embedding generation. Please "
+                           "reduce the length of the input.",
+                           max_len, tokens.size())));
+    }
+    job->ids.push_back(next_id.fetch_add(1));
+    job->tokens.push_back(std::move(tokens));
+  }
+  job->vectors.resize(job->ids.size());
+  job->left = job->ids.size();
+  job->stream = std::move(s);
+  net::post(ioc, [this, job] {
+    for (size_t i = 0; i < job->ids.size(); ++i) {
+      auto sub = std::make_shared<Submission>();
+      sub->request.id = job->ids[i];
+      sub->request.prompt = job->tokens[i];  // kept: the embedding is computed from them
+      sub->request.max_tokens = 1;           // the prefill computes the embedding
+      sub->pending.stream = job->stream;
+      sub->pending.embedding = job;
+      sub->pending.embedding_index = i;
+      sub->pending.ids.model = job->model;
+      submit(std::move(sub));
+    }
   });
 }
 
@@ -299,8 +412,9 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::A
 
 void EngineServer::Impl::submit(std::shared_ptr<Submission> sub) {
   Pending& p = sub->pending;
+  if (p.embedding && p.embedding->answered) return;  // another input failed
   if (opt.fail_rate > 0 && rng.uniform() < opt.fail_rate) {
-    return p.stream->respond(vllm_error(500, "injected failure (--fail-rate)"));
+    return refuse(p, vllm_error(500, "injected failure (--fail-rate)"));
   }
   if (sub->may_stall && opt.stall_ms > 0 && rng.uniform() < opt.stall_rate) {
     sub->may_stall = false;
@@ -312,10 +426,21 @@ void EngineServer::Impl::submit(std::shared_ptr<Submission> sub) {
   }
   if (p.stream->closed()) return;
   const RequestId id = sub->request.id;
-  p.ids.id = (p.kind == openai::ApiKind::kChat ? "chatcmpl-" : "cmpl-") + random_hex(id_rng);
+  if (!p.embedding) {
+    p.ids.id = (p.kind == openai::ApiKind::kChat ? "chatcmpl-" : "cmpl-") + random_hex(id_rng);
+  }
   Status added = model.add(std::move(sub->request), std::max(model_now(), last_end));
-  if (!added) return p.stream->respond(vllm_error(400, added.error()));
-  p.stream->on_close([this, id] { net::post(ioc, [this, id] { abort_request(id); }); });
+  if (!added) return refuse(p, vllm_error(400, added.error()));
+  if (p.embedding) {
+    // One close callback per stream (the last set wins): each aborts every input.
+    p.stream->on_close([this, ids = p.embedding->ids] {
+      net::post(ioc, [this, ids] {
+        for (RequestId i : ids) abort_request(i);
+      });
+    });
+  } else {
+    p.stream->on_close([this, id] { net::post(ioc, [this, id] { abort_request(id); }); });
+  }
   if (p.streaming) p.stream->start(200, "text/event-stream; charset=utf-8");
   pending.emplace(id, std::move(p));
   kick();
@@ -323,6 +448,33 @@ void EngineServer::Impl::submit(std::shared_ptr<Submission> sub) {
 
 void EngineServer::Impl::abort_request(RequestId id) {
   if (pending.erase(id) > 0) model.abort(id);
+}
+
+void EngineServer::Impl::refuse(Pending& p, io::HttpResponse r) {
+  if (p.embedding) {
+    // An embedding answers once: the inputs still in the engine go.
+    EmbeddingJob& job = *p.embedding;
+    if (job.answered) return;
+    job.answered = true;
+    for (RequestId i : job.ids) abort_request(i);
+  }
+  p.stream->respond(std::move(r));
+}
+
+void EngineServer::Impl::embedding_done(Pending& p, const engine::RequestUpdate& u) {
+  EmbeddingJob& job = *p.embedding;
+  job.prompt_tokens += u.prompt_tokens;
+  std::vector<kv::TokenId>& tokens = job.tokens[p.embedding_index];
+  job.vectors[p.embedding_index] = embedding_of(tokens, job.size);
+  tokens = {};
+  if (--job.left > 0 || job.answered) return;
+  job.answered = true;
+  job.stream->respond(io::HttpResponse{
+      200,
+      "application/json",
+      {},
+      render_embedding_response("embd-" + random_hex(id_rng), job.created, job.model, job.vectors,
+                                job.base64, job.prompt_tokens)});
 }
 
 void EngineServer::Impl::kick() {
@@ -384,6 +536,11 @@ void EngineServer::Impl::deliver_update(const engine::RequestUpdate& u) {
   auto it = pending.find(u.id);
   if (it == pending.end()) return;
   Pending& p = it->second;
+  if (p.embedding) {
+    embedding_done(p, u);  // one token: the request's last update
+    pending.erase(it);
+    return;
+  }
   if (u.output_index == 0) {
     p.prompt_tokens = u.prompt_tokens;
     p.cached_tokens = u.cached_tokens;

@@ -76,6 +76,9 @@ struct EngineServerOptions {
   bool announce = false;
 
   uint32_t default_max_tokens = 128;
+  // POST /v1/embeddings: the length of each embedding (a deterministic function of the
+  // input's tokens; docs/engine.md).
+  uint32_t embedding_size = 1024;
   bool deprecated_gpu_cache_metric = false;  // also export vllm:gpu_cache_usage_perc
 
   // Wall-clock times on the wire (the answers' and /v1/models' `created`, KV event batches'

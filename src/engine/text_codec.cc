@@ -60,6 +60,12 @@ class WordCodec final : public TextCodec {
     return out;
   }
 
+  Result<std::string> decode(std::span<const kv::TokenId> ids) const override {
+    std::string out;
+    for (kv::TokenId id : ids) out += output_token_text(id);
+    return out;
+  }
+
  private:
   void append_words(std::string_view text, std::vector<kv::TokenId>& out) const {
     size_t i = 0;
@@ -140,6 +146,10 @@ class TokenizerCodec final : public TextCodec {
       out.push_back(std::move(*text));
     }
     return out;
+  }
+
+  Result<std::string> decode(std::span<const kv::TokenId> ids) const override {
+    return tok_.decode(ids, /*skip_special=*/false);
   }
 
  private:

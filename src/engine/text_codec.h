@@ -44,6 +44,10 @@ class TextCodec {
   // vocabulary entries (convert_ids_to_tokens, e.g. "Ġhello"); this gives each id decoded
   // (" hello"; the word codec: its own words). Errors: an id the tokenizer lacks.
   virtual Result<std::vector<std::string>> token_strs(std::span<const kv::TokenId> ids) const = 0;
+  // The text of `ids` together (POST /detokenize), special tokens kept as vLLM's does. The
+  // word codec cannot invert its hash: its output words, as in an answer. Errors: an id
+  // the tokenizer lacks.
+  virtual Result<std::string> decode(std::span<const kv::TokenId> ids) const = 0;
 };
 
 // The default codec (see the header comment). vocab_size > 8.

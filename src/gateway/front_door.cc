@@ -4,6 +4,16 @@
 #include "gateway/gateway_impl.h"
 
 namespace kvgate::gateway {
+namespace {
+
+// The paths whose POST the gateway proxies (the ones an API key guards).
+bool is_post_api(std::string_view path) {
+  using namespace std::string_view_literals;
+  return path == "/v1/chat/completions"sv || path == "/v1/completions"sv ||
+         path == "/v1/embeddings"sv || path == "/tokenize"sv || path == "/detokenize"sv;
+}
+
+}  // namespace
 
 void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
                            std::optional<ProxyCall>& to_proxy) {
@@ -40,7 +50,11 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
   const bool is_chat = path == "/v1/chat/completions"sv;
   const bool is_completion = path == "/v1/completions"sv;
   const bool is_models = path == "/v1/models"sv;
-  if (!is_chat && !is_completion && !is_models) {
+  const bool is_embeddings = path == "/v1/embeddings"sv;
+  const bool is_tokenize = path == "/tokenize"sv;
+  const bool is_detokenize = path == "/detokenize"sv;
+  if (!is_chat && !is_completion && !is_models && !is_embeddings && !is_tokenize &&
+      !is_detokenize) {
     return stream->respond(json_error(404, fmt::format("Not found: {} {}", req.method, path)));
   }
   if (is_models ? !get : method != "POST"sv) {
@@ -57,9 +71,15 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
     }
     return stream->respond(HttpResponse{200, "application/json", {}, models_json});
   }
+  const Serve serve = is_embeddings                  ? Serve::kEmbed
+                      : is_tokenize || is_detokenize ? Serve::kRelay
+                                                     : Serve::kGenerate;
+  const openai::AuxApi api = is_tokenize     ? openai::AuxApi::kTokenize
+                             : is_detokenize ? openai::AuxApi::kDetokenize
+                                             : openai::AuxApi::kEmbeddings;
   handle_inference(std::move(req), std::move(stream),
-                   is_chat ? openai::ApiKind::kChat : openai::ApiKind::kCompletion, received,
-                   to_proxy);
+                   is_chat ? openai::ApiKind::kChat : openai::ApiKind::kCompletion, serve, api,
+                   received, to_proxy);
 }
 
 std::optional<HttpResponse> Gateway::Impl::check_key(const HttpRequest& req,
@@ -78,10 +98,7 @@ std::optional<HttpResponse> Gateway::Impl::check_key(const HttpRequest& req,
 
 std::optional<HttpResponse> Gateway::Impl::refuse_before_body(const HttpRequest& head) {
   using namespace std::string_view_literals;
-  if (head.method != "POST"sv ||
-      (head.path != "/v1/chat/completions"sv && head.path != "/v1/completions"sv)) {
-    return std::nullopt;
-  }
+  if (head.method != "POST"sv || !is_post_api(head.path)) return std::nullopt;
   const Tenant* tenant = nullptr;
   std::optional<HttpResponse> r = check_key(head, tenant);
   if (r) metrics.request_done({}, {}, "anonymous", 401, 0);
@@ -89,8 +106,8 @@ std::optional<HttpResponse> Gateway::Impl::refuse_before_body(const HttpRequest&
 }
 
 void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
-                                     openai::ApiKind kind, Nanos received,
-                                     std::optional<ProxyCall>& to_proxy) {
+                                     openai::ApiKind kind, Serve serve, openai::AuxApi api,
+                                     Nanos received, std::optional<ProxyCall>& to_proxy) {
   std::string tenant_name = "anonymous";
   const Tenant* tenant = nullptr;
   auto reject = [&](int status, HttpResponse r, std::string_view model = {},
@@ -105,10 +122,19 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   if (draining.load()) {
     return reject(503, json_error(503, "The gateway is shutting down"));
   }
-  openai::Inspection inspection = openai::inspect_request(req.body, kind);
+  openai::Inspection inspection = serve == Serve::kGenerate
+                                      ? openai::inspect_request(req.body, kind)
+                                      : openai::inspect_aux_request(req.body, api);
   if (inspection.error) {
     const openai::RequestError& e = *inspection.error;
     return reject(e.status, json_error(e.status, e.message, e.param));
+  }
+  // Embeddings and (de)tokenize may leave the model out, as vLLM allows: the only one.
+  if (inspection.request.model.empty() && config.models.size() == 1) {
+    inspection.request.model = config.models.front().name;
+  }
+  if (inspection.request.model.empty()) {
+    return reject(400, json_error(400, "you must provide a model parameter", "model"));
   }
   const ModelConfig* model = config.find_model(inspection.request.model);
   if (!model) {
@@ -147,20 +173,29 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   }
   if (deadline_ms > 0) flow.deadline = received + deadline_ms * kMillisecond;
   ProxyCall& call = to_proxy.emplace();
+  call.serve = serve;
   call.flow = flow;
   call.stream = std::move(stream);
   call.target = std::move(req.path);
   // The body goes upstream as it came (moved, not copied) when nothing in it changes.
-  call.body = openai::sent_unchanged(inspection.request, model->served_name)
-                  ? std::move(req.body)
-                  : openai::upstream_body(req.body, inspection.request, model->served_name);
+  if (serve != Serve::kGenerate) {
+    call.body = inspection.request.model == model->served_name
+                    ? std::move(req.body)
+                    : openai::rewrite_request(req.body, model->served_name, /*stream=*/false);
+  } else {
+    call.body = openai::sent_unchanged(inspection.request, model->served_name)
+                    ? std::move(req.body)
+                    : openai::upstream_body(req.body, inspection.request, model->served_name);
+  }
   call.kind = kind;
   call.request = std::move(inspection.request);
   call.model = model;
   call.pool = pool_named(model->pool);
-  call.pool->count_arrival();
+  if (serve != Serve::kRelay) call.pool->count_arrival();
   call.tenant = std::move(tenant_name);
-  if (tenant && TenantLimiter::limited(*tenant)) call.limited_tenant = tenant;
+  if (tenant && TenantLimiter::limited(*tenant) && serve != Serve::kRelay) {
+    call.limited_tenant = tenant;
+  }
   call.criticality = criticality;
   call.received = received;
 }

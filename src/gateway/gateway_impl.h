@@ -68,8 +68,15 @@ struct FlowTicketData {
   uint32_t charged_output_tokens = 0;  // set once dispatched: corrected at the end
 };
 
+// What the gateway does with a request it proxies: generation (chat, completions) is
+// routed on the prompt's blocks; embeddings by load alone (no prefix is reused); tokenize
+// and detokenize are relayed to any healthy endpoint of the pool, outside the queue and
+// the router's load (the engine's API server answers them, not its GPU).
+enum class Serve : uint8_t { kGenerate, kEmbed, kRelay };
+
 struct ProxyCall {
   std::shared_ptr<ResponseStream> stream;
+  Serve serve = Serve::kGenerate;
   std::string body;  // already rewritten for the upstream
   std::string target;
   openai::ApiKind kind;
@@ -179,8 +186,10 @@ struct Gateway::Impl {
   // comes back in `to_proxy`.
   void handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
               std::optional<ProxyCall>& to_proxy);
+  // `api`: for kEmbed and kRelay, which body (openai::inspect_aux_request).
   void handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
-                        openai::ApiKind kind, Nanos received, std::optional<ProxyCall>& to_proxy);
+                        openai::ApiKind kind, Serve serve, openai::AuxApi api, Nanos received,
+                        std::optional<ProxyCall>& to_proxy);
   // REQUIRES: keys. The 401 for a request without a valid API key, else nullopt and
   // `tenant` set.
   std::optional<HttpResponse> check_key(const HttpRequest& req, const Tenant*& tenant) const;
@@ -191,6 +200,9 @@ struct Gateway::Impl {
   // pump_stream, on a coroutine of its own.
   asio::awaitable<void> proxy(ProxyCall call);
   asio::awaitable<void> pump_stream(StreamJob job);
+  // Serve::kRelay: the request to a healthy endpoint (another one after a connection
+  // failure or a 503), its answer back as it came.
+  asio::awaitable<void> relay(ProxyCall call);
   // After the stream's engine failed mid-stream: a continuation on another endpoint
   // (stream_migration.h). kResumed: job.exchange, endpoint and lease are the new leg's.
   enum class Migrated { kResumed, kComplete, kCancelled, kFailed };

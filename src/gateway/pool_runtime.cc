@@ -402,6 +402,17 @@ void PoolRuntime::keys_for(const openai::InspectedRequest& request, std::string_
   }
 }
 
+uint32_t PoolRuntime::count_tokens(std::string_view text) const {
+  if (text.empty()) return 0;
+  thread_local std::vector<uint32_t> ids;  // scratch: no allocation per request
+  ids.clear();
+  if (!tokenizer_ || !tokenizer_->encode_into(text, ids).ok()) {
+    ids.clear();
+    kv::append_pseudo_tokens(text, ids);
+  }
+  return static_cast<uint32_t>(ids.size());
+}
+
 void PoolRuntime::keys_of(std::span<const uint32_t> ids, std::vector<kv::BlockKey>& keys) const {
   keys.clear();
   kv::hash_blocks(ids, config_.router.block_size, block_seed_, keys);

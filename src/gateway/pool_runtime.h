@@ -151,6 +151,9 @@ class PoolRuntime {
                 openai::ApiKind kind, std::string_view served_model,
                 std::vector<kv::BlockKey>& keys, uint32_t& prompt_tokens,
                 std::vector<uint32_t>* token_ids = nullptr) const;
+  // The token count of `text` for the router's load estimate (embeddings): the pool's
+  // tokenizer's, else the byte-level fallback's (4 bytes a token). Any thread.
+  uint32_t count_tokens(std::string_view text) const;
   // Block keys of token ids computed elsewhere (the engine fallback), as keys_for hashes.
   void keys_of(std::span<const uint32_t> ids, std::vector<kv::BlockKey>& keys) const;
 

@@ -41,6 +41,10 @@ HttpResponse rate_limited_response(const limit::LimitDecision& d, std::string_vi
 }  // namespace
 
 asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
+  if (call.serve == Serve::kRelay) {
+    co_await relay(std::move(call));
+    co_return;
+  }
   if (call.limited_tenant) {
     // Suspends this request alone until the store answers (Redis: pipelined, bounded by
     // its timeout); other requests go on meanwhile.
@@ -95,7 +99,11 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   const bool track = warmup && warmup->enabled();
   EngineTokenizer* fallback = pool.engine_tokenizer();
   std::optional<tokenizer::TokenizeCall> fetch_after_pick;  // a follow-up's whole ids
-  if (fallback && fallback->covers(call.kind)) {
+  const bool embed = call.serve == Serve::kEmbed;
+  if (embed) {
+    // Routed by load: no blocks (an embedding reuses no prefix), its size for the load.
+    prompt_tokens = pool.count_tokens(call.request.prompt_text) + call.request.given_tokens;
+  } else if (fallback && fallback->covers(call.kind)) {
     // The engine fallback: the ids come from the pool's engines (at most its timeout).
     EngineTokenizer::Ids got =
         co_await fallback->ids_for(call.request, call.body, call.kind, call.model->served_name);
@@ -107,7 +115,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     pool.keys_for(call.request, call.body, call.kind, call.model->served_name, keys, prompt_tokens,
                   track ? &token_ids : nullptr);
   }
-  if (track) {
+  if (track && !embed) {
     // A chat prompt without real tokens cannot be replayed as a completion: not tracked.
     warmup->observe(keys, token_ids,
                     call.kind == openai::ApiKind::kCompletion ? call.request.prompt_text : "");
@@ -116,7 +124,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   rr.id = next_request_id.fetch_add(1);
   rr.keys = std::move(keys);
   rr.prompt_tokens = prompt_tokens;
-  rr.expected_output_tokens = call.request.max_tokens;
+  // An embedding is a prefill: done at its first token (0 would mean "unknown length").
+  rr.expected_output_tokens = embed ? 1 : call.request.max_tokens;
   rr.criticality = call.criticality;
 
   io::UpstreamRequest up;
@@ -280,12 +289,13 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     } else {
       const Nanos done = clock.now();
       lease.done(endpoint->id, true, done, /*first_token=*/true);
-      const bool answered = exchange->status() == 200;
+      const bool ok = exchange->status() == 200;
       openai::Usage u;
-      if (answered) {
+      if (ok) {
         u = openai::parse_usage(*body);
         if (u.seen) charge(call.limited_tenant, model, u);
       }
+      const bool answered = ok && !embed;  // an embedding has no first token to time
       HttpResponse r{exchange->status(), std::move(content_type), {}, std::move(*body)};
       // The routing fields as one string of lines (three strings fewer per answer).
       using namespace std::string_view_literals;  // appends of literals without strlen
@@ -517,6 +527,68 @@ asio::awaitable<Gateway::Impl::Migrated> Gateway::Impl::migrate(StreamJob& job) 
   }
   fault_metrics.migration(pool.name(), "failed", 0);
   co_return Migrated::kFailed;
+}
+
+asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
+  metrics.request_started();
+  PoolRuntime& pool = *call.pool;
+  auto respond = [&](int status, HttpResponse r) {
+    metrics.request_finished({.model = call.model->name,
+                              .pool = pool.name(),
+                              .tenant = call.tenant,
+                              .status = status,
+                              .seconds = seconds_since(call.received)});
+    call.stream->respond(std::move(r));
+  };
+  io::UpstreamRequest up;
+  up.method = "POST";
+  up.target = std::move(call.target);
+  up.fixed_headers = "Content-Type: application/json\r\nAccept: application/json\r\n";
+  up.body = std::move(call.body);
+  auto cancel = std::make_shared<io::UpstreamCancel>();
+  up.cancel = cancel.get();
+  const asio::any_io_executor here = co_await asio::this_coro::executor;
+  call.stream->on_close([here, cancel] { asio::dispatch(here, [cancel] { cancel->cancel(); }); });
+  call.stream->watch_client();
+  std::vector<route::EndpointId> tried;
+  std::string last_error = "no endpoint available";
+  for (int attempt = 0; attempt < config.retries.max_attempts; ++attempt) {
+    std::shared_ptr<const EndpointAddress> endpoint = co_await pool.tokenize_endpoint(tried);
+    if (!endpoint) break;
+    tried.push_back(endpoint->id);
+    auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
+    if (!sent && sent.error().kind == io::UpstreamErrorKind::kCancelled) break;
+    if (!sent) {
+      last_error = sent.error().message;
+      metrics.upstream_error(pool.name(), endpoint->url, io::to_string(sent.error().kind));
+      continue;
+    }
+    const int status = (*sent)->status();
+    std::string content_type((*sent)->headers().find("content-type").value_or("application/json"));
+    auto body = co_await (*sent)->read_all(config.timeouts.stream, 64 << 20);
+    if (!body && body.error().kind == io::UpstreamErrorKind::kCancelled) break;
+    if (!body || status == 503) {
+      last_error = body ? fmt::format("{} answered 503", endpoint->url) : body.error().message;
+      metrics.upstream_error(pool.name(), endpoint->url,
+                             body ? "status_503" : io::to_string(body.error().kind));
+      continue;
+    }
+    HttpResponse r{status, std::move(content_type), {}, std::move(*body)};
+    r.headers.push_back({"x-kvgate-endpoint", endpoint->url});
+    respond(status, std::move(r));
+    co_return;
+  }
+  if (cancel->cancelled()) {
+    fault_metrics.cancelled(pool.name(), /*after_first_byte=*/false);
+    metrics.request_finished({.model = call.model->name,
+                              .pool = pool.name(),
+                              .tenant = call.tenant,
+                              .status = 499,
+                              .seconds = seconds_since(call.received)});
+    co_return;
+  }
+  respond(502, json_error(502, fmt::format("Upstream failed: {}", last_error), {},
+                          "upstream_unavailable"));
 }
 
 void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const openai::Usage& u) {

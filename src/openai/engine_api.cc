@@ -124,6 +124,21 @@ json::array id_array(std::span<const kv::TokenId> ids) {
   return a;
 }
 
+// Reads a list of token ids into `out`; false when an item is not an id in [0, 2^32).
+bool token_ids(const json::array& a, std::vector<kv::TokenId>& out) {
+  out.reserve(a.size());
+  for (const json::value& t : a) {
+    if (t.is_int64() && t.as_int64() >= 0 && t.as_int64() <= UINT32_MAX) {
+      out.push_back(static_cast<kv::TokenId>(t.as_int64()));
+    } else if (t.is_uint64() && t.as_uint64() <= UINT32_MAX) {
+      out.push_back(static_cast<kv::TokenId>(t.as_uint64()));
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Adds return_token_ids' fields to an answer `o` whose (only) choice is `choice`.
 void add_token_ids(ApiKind kind, const TokenIdFields& t, json::object& o, json::object& choice) {
   if (t.prompt) {
@@ -169,15 +184,7 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
         r.prompt_text = std::string(a[0].as_string());
       } else if (!a.empty() && (a[0].is_int64() || a[0].is_uint64())) {
         std::vector<kv::TokenId> ids;
-        for (const json::value& t : a) {
-          if (t.is_int64() && t.as_int64() >= 0 && t.as_int64() <= UINT32_MAX) {
-            ids.push_back(static_cast<kv::TokenId>(t.as_int64()));
-          } else if (t.is_uint64() && t.as_uint64() <= UINT32_MAX) {
-            ids.push_back(static_cast<kv::TokenId>(t.as_uint64()));
-          } else {
-            return bad("'prompt' token ids must be non-negative integers");
-          }
-        }
+        if (!token_ids(a, ids)) return bad("'prompt' token ids must be non-negative integers");
         r.prompt_tokens = std::move(ids);
       } else {
         return bad(
@@ -267,6 +274,83 @@ std::string render_tokenize_response(std::span<const kv::TokenId> tokens, uint32
     body["token_strs"] = nullptr;
   }
   return json::serialize(body);
+}
+
+std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(std::string_view body) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json::object& o = std::get<json::object>(parsed);
+  DetokenizeRequest r;
+  if (auto m = opt_string(o, "model")) r.model = *m;
+  const json::value* t = o.if_contains("tokens");
+  if (!t) return bad("'tokens' is required");
+  if (!t->is_array() || !token_ids(t->as_array(), r.tokens)) {
+    return bad("'tokens' must be a list of non-negative integers");
+  }
+  return r;
+}
+
+std::string render_detokenize_response(std::string_view prompt) {
+  json::object body;
+  body["prompt"] = prompt;
+  return json::serialize(body);
+}
+
+std::variant<EmbeddingRequest, ApiError> parse_embedding_request(std::string_view body) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json::object& o = std::get<json::object>(parsed);
+  EmbeddingRequest r;
+  if (auto m = opt_string(o, "model")) r.model = *m;
+  const json::value* in = o.if_contains("input");
+  if (!in || in->is_null()) return bad("'input' is required");
+  constexpr std::string_view kShape =
+      "'input' must be a string, a list of strings, a list of token ids or a list of lists of "
+      "token ids";
+  if (in->is_string()) {
+    r.inputs.push_back({.text = std::string(in->as_string())});
+  } else if (in->is_array()) {
+    const json::array& a = in->as_array();
+    if (a.empty()) return bad("'input' must not be empty");
+    if (a[0].is_int64() || a[0].is_uint64()) {
+      EmbeddingInput one;
+      if (!token_ids(a, one.tokens)) return bad(std::string(kShape));
+      r.inputs.push_back(std::move(one));
+    } else {
+      for (const json::value& item : a) {
+        EmbeddingInput one;
+        if (item.is_string()) {
+          one.text = std::string(item.as_string());
+        } else if (!item.is_array() || item.as_array().empty() ||
+                   !token_ids(item.as_array(), one.tokens)) {
+          return bad(std::string(kShape));
+        }
+        r.inputs.push_back(std::move(one));
+      }
+    }
+  } else {
+    return bad(std::string(kShape));
+  }
+  if (const json::value* f = o.if_contains("encoding_format"); f && !f->is_null()) {
+    if (!f->is_string() || (f->as_string() != "float" && f->as_string() != "base64")) {
+      return bad("'encoding_format' must be 'float' or 'base64'");
+    }
+    r.base64 = f->as_string() == "base64";
+  }
+  auto dimensions = opt_int(o, "dimensions");
+  if (auto* e = std::get_if<ApiError>(&dimensions)) return *e;
+  if (auto d = std::get<0>(dimensions)) {
+    if (*d < 1 || *d > UINT32_MAX) return field_error("dimensions", "must be at least 1");
+    r.dimensions = static_cast<uint32_t>(*d);
+  }
+  auto truncate = opt_int(o, "truncate_prompt_tokens");
+  if (auto* e = std::get_if<ApiError>(&truncate)) return *e;
+  if (auto t = std::get<0>(truncate)) {
+    if (*t < 1 || *t > UINT32_MAX)
+      return field_error("truncate_prompt_tokens", "must be at least 1");
+    r.truncate_prompt_tokens = static_cast<uint32_t>(*t);
+  }
+  return r;
 }
 
 std::string render_response(ApiKind kind, const ResponseIds& ids, std::string_view text,

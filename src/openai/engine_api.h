@@ -86,6 +86,33 @@ std::variant<TokenizeRequest, ApiError> parse_tokenize_request(std::string_view 
 std::string render_tokenize_response(std::span<const kv::TokenId> tokens, uint32_t max_model_len,
                                      const std::vector<std::string>* token_strs = nullptr);
 
+// POST /detokenize as vLLM takes it: {"model", "tokens": [ids]}; answered {"prompt": text}.
+struct DetokenizeRequest {
+  std::string model;  // "" when absent
+  std::vector<kv::TokenId> tokens;
+};
+std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(std::string_view body);
+std::string render_detokenize_response(std::string_view prompt);
+
+// POST /v1/embeddings as vLLM takes it (EmbeddingCompletionRequest): "input" is a string,
+// a list of strings, a list of token ids or a list of lists of token ids (each item one
+// embedding, in order); "encoding_format" "float" (the default) or "base64" (little-endian
+// float32, what the openai npm client asks for); "dimensions" (a Matryoshka model's
+// shorter embedding: the first N values, normalized again); "model" and
+// "truncate_prompt_tokens" are read too.
+struct EmbeddingInput {
+  std::optional<std::string> text;  // else `tokens`
+  std::vector<kv::TokenId> tokens;
+};
+struct EmbeddingRequest {
+  std::string model;  // "" when absent
+  std::vector<EmbeddingInput> inputs;
+  bool base64 = false;
+  std::optional<uint32_t> dimensions;
+  std::optional<uint32_t> truncate_prompt_tokens;  // keep only the last N tokens
+};
+std::variant<EmbeddingRequest, ApiError> parse_embedding_request(std::string_view body);
+
 // Identity of one response, shared by all its chunks.
 struct ResponseIds {
   std::string id;  // "cmpl-..." or "chatcmpl-..."

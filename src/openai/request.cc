@@ -14,8 +14,75 @@ Inspection inspect_request(std::string_view body, ApiKind kind) {
   return dom::inspect_request(body, kind);
 }
 
+Inspection inspect_aux_request(std::string_view body, AuxApi api) {
+  Inspection out;
+  auto fail = [&](std::string message, std::string param) {
+    out.error = RequestError{400, std::move(message), std::move(param)};
+    return out;
+  };
+  boost::system::error_code ec;
+  json::parse_options opts;
+  opts.max_depth = 64;
+  json::value v = json::parse(body, ec, {}, opts);
+  if (ec) return fail("The request body is not valid JSON: " + ec.message(), "");
+  if (!v.is_object()) return fail("The request body must be a JSON object", "");
+  const json::object& o = v.as_object();
+  InspectedRequest& r = out.request;
+  if (const json::value* m = o.if_contains("model"); m && !m->is_null()) {
+    if (!m->is_string()) return fail("'model' must be a string", "model");
+    r.model = std::string(m->as_string());
+  }
+  if (api == AuxApi::kTokenize) {
+    if (!o.contains("prompt") && !o.contains("messages")) {
+      return fail("'prompt' or 'messages' is required", "prompt");
+    }
+  } else if (api == AuxApi::kDetokenize) {
+    const json::value* t = o.if_contains("tokens");
+    if (!t || !t->is_array()) return fail("'tokens' must be a list of token ids", "tokens");
+  } else {
+    const json::value* in = o.if_contains("input");
+    if (!in || in->is_null()) return fail("'input' is required", "input");
+    auto add = [&](const json::value& item) {
+      if (item.is_string()) {
+        if (!r.prompt_text.empty()) r.prompt_text += '\n';
+        r.prompt_text.append(item.as_string().data(), item.as_string().size());
+        return true;
+      }
+      if (item.is_int64() || item.is_uint64()) {
+        ++r.given_tokens;
+        return true;
+      }
+      if (!item.is_array()) return false;
+      for (const json::value& id : item.as_array()) {
+        if (!id.is_int64() && !id.is_uint64()) return false;
+        ++r.given_tokens;
+      }
+      return true;
+    };
+    bool ok = in->is_string() || (in->is_array() && !in->as_array().empty());
+    if (ok && in->is_array()) {
+      for (const json::value& item : in->as_array()) ok = ok && add(item);
+    } else if (ok) {
+      add(*in);
+    }
+    if (!ok) {
+      return fail(
+          "'input' must be a string, a list of strings, a list of token ids or a list of lists "
+          "of token ids",
+          "input");
+    }
+    if (const json::value* s = o.if_contains("stream"); s && s->is_bool() && s->as_bool()) {
+      return fail("Embeddings cannot be streamed", "stream");
+    }
+  }
+  return out;
+}
+
 std::string rewrite_request(std::string_view body, std::string_view served_model, bool stream) {
-  json::value v = json::parse(body);
+  // As deep as the inspections allow (the default, 32, would throw on a body they passed).
+  json::parse_options opts;
+  opts.max_depth = 64;
+  json::value v = json::parse(body, {}, opts);
   json::object& o = v.as_object();
   o["model"] = served_model;
   if (stream) {

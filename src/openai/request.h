@@ -26,6 +26,7 @@ struct InspectedRequest {
   std::string prompt_text;          // the prompt's raw text (messages' contents joined, or the
                                     // completion prompt): the routing fallback without tokenizer
   std::optional<int> priority;      // none here; set from headers by the caller
+  uint32_t given_tokens = 0;        // embeddings: token ids given as input (counted, not text)
 };
 
 struct RequestError {
@@ -41,6 +42,14 @@ struct Inspection {
 
 // Parses and checks `body`. On success, `request` is filled.
 Inspection inspect_request(std::string_view body, ApiKind kind);
+
+// The gateway's side of the bodies it relays without generating: POST /v1/embeddings,
+// /tokenize and /detokenize (engine_api.h has the engine's side). It reads `model` (absent
+// or null: left empty, for the caller to default) and, for embeddings, what the router's
+// load estimate needs: the input's texts joined in `prompt_text`, its token ids counted in
+// `given_tokens`. Errors as inspect_request's: 400 naming the field.
+enum class AuxApi : uint8_t { kEmbeddings, kTokenize, kDetokenize };
+Inspection inspect_aux_request(std::string_view body, AuxApi api);
 
 // The body to send upstream: `model` replaced by `served_model`, and on streams
 // stream_options.include_usage forced to true. REQUIRES: inspect_request succeeded.

@@ -1,7 +1,8 @@
 // `kvgate serve` in front of two `kvgate engine` processes, driven by the real `openai`
 // npm client: models, chat and completions (whole and streamed), usage with
 // include_usage, cached tokens on a repeated prompt, API keys and OpenAI-style errors
-// mapped to the client's exception classes.
+// mapped to the client's exception classes; embeddings (base64 and floats), tokenize and
+// detokenize.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
@@ -126,4 +127,66 @@ test('errors map to the openai client exception classes', async () => {
   await assert.rejects(
     bad.chat.completions.create({ model: 'qwen', messages: [{ role: 'user', content: 'x' }] }),
     (e) => e instanceof OpenAI.AuthenticationError);
+});
+
+const cosine = (a, b) => {
+  let ab = 0;
+  let aa = 0;
+  let bb = 0;
+  for (let i = 0; i < a.length; i++) {
+    ab += a[i] * b[i];
+    aa += a[i] * a[i];
+    bb += b[i] * b[i];
+  }
+  return ab / Math.sqrt(aa * bb);
+};
+
+test('embeddings through the gateway: base64 (the client default) and floats, usage', async () => {
+  // The client asks for base64 unless told otherwise, and decodes it to numbers.
+  const r = await client().embeddings.create({ model: 'qwen', input: ['alpha beta gamma', 'delta'] });
+  assert.equal(r.object, 'list');
+  assert.equal(r.model, 'qwen-sim');
+  assert.deepEqual(r.data.map((d) => d.index), [0, 1]);
+  assert.equal(r.data[0].embedding.length, 1024);
+  const norm = Math.sqrt(r.data[0].embedding.reduce((s, v) => s + v * v, 0));
+  assert.ok(Math.abs(norm - 1) < 1e-5, `norm ${norm}`);
+  assert.equal(r.usage.prompt_tokens, 4);  // the word codec: one token per word
+  assert.equal(r.usage.total_tokens, 4);
+  const floats = await client().embeddings.create({
+    model: 'qwen-sim', input: 'alpha beta gamma', encoding_format: 'float', dimensions: 64,
+  });
+  assert.equal(floats.data[0].embedding.length, 64);
+  // The same input, the same direction (float32 through base64 against a printed float).
+  const head = r.data[0].embedding.slice(0, 64);
+  assert.ok(cosine(head, floats.data[0].embedding) > 0.99999);
+  await assert.rejects(
+    client().embeddings.create({ model: 'qwen', input: [] }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'input');
+  const bad = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'kvg-wrong', maxRetries: 0 });
+  await assert.rejects(bad.embeddings.create({ model: 'qwen', input: 'x' }),
+    (e) => e instanceof OpenAI.AuthenticationError);
+});
+
+test('tokenize and detokenize are passed to an engine of the model\'s pool', async () => {
+  const post = (path, body) => fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: JSON.stringify(body),
+  });
+  const t = await post('/tokenize', { model: 'qwen', prompt: 'one two three' });
+  assert.equal(t.status, 200);
+  assert.match(t.headers.get('x-kvgate-endpoint'), /^http:\/\/127\.0\.0\.1:\d+$/);
+  const tokens = await t.json();
+  assert.equal(tokens.count, 3);
+  assert.equal(tokens.tokens.length, 3);
+  const d = await post('/detokenize', { tokens: tokens.tokens });  // one model: the default
+  assert.equal(d.status, 200);
+  assert.equal(typeof (await d.json()).prompt, 'string');
+  const missing = await post('/detokenize', { model: 'qwen' });
+  assert.equal(missing.status, 400);
+  assert.equal((await missing.json()).error.param, 'tokens');
+  const unknown = await post('/tokenize', { model: 'nope', prompt: 'x' });
+  assert.equal(unknown.status, 404);
+  const nokey = await fetch(`${base}/tokenize`, { method: 'POST', body: '{"prompt":"x"}' });
+  assert.equal(nokey.status, 401);
 });

@@ -37,6 +37,8 @@ TEST(TextCodec, WordCodecIsStableAndPrefixPreserving) {
   auto strs = *codec->token_strs(a);
   ASSERT_EQ(strs.size(), a.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(strs[i], output_token_text(a[i]));
+  // POST /detokenize: the output words of the ids together.
+  EXPECT_EQ(*codec->decode(a), strs[0] + strs[1] + strs[2] + strs[3]);
 }
 
 }  // namespace

@@ -172,5 +172,55 @@ TEST(EngineApi, RendersTokenizeResponseAsVllm) {
             json::parse(R"(["a","b","c"])"));
 }
 
+EmbeddingRequest embedding_request(std::string_view body) {
+  auto r = parse_embedding_request(body);
+  if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << e->message;
+  return std::get<EmbeddingRequest>(r);
+}
+
+TEST(EngineApi, ParsesEmbeddingInputsInEveryShapeVllmTakes) {
+  auto one = embedding_request(R"({"model":"m","input":"hello world"})");
+  EXPECT_EQ(one.model, "m");
+  ASSERT_EQ(one.inputs.size(), 1u);
+  EXPECT_EQ(one.inputs[0].text, "hello world");
+  EXPECT_FALSE(one.base64);  // "float" is the default
+  auto texts = embedding_request(R"({"input":["a","b c"],"encoding_format":"base64"})");
+  ASSERT_EQ(texts.inputs.size(), 2u);
+  EXPECT_EQ(texts.inputs[1].text, "b c");
+  EXPECT_TRUE(texts.base64);
+  auto ids = embedding_request(R"({"input":[5,6,7],"dimensions":8})");
+  ASSERT_EQ(ids.inputs.size(), 1u);  // one list of ids is one input
+  EXPECT_FALSE(ids.inputs[0].text);
+  EXPECT_EQ(ids.inputs[0].tokens, (std::vector<kv::TokenId>{5, 6, 7}));
+  EXPECT_EQ(ids.dimensions, 8u);
+  auto lists = embedding_request(R"({"input":[[1,2],[3]],"truncate_prompt_tokens":1})");
+  ASSERT_EQ(lists.inputs.size(), 2u);
+  EXPECT_EQ(lists.inputs[1].tokens, (std::vector<kv::TokenId>{3}));
+  EXPECT_EQ(lists.truncate_prompt_tokens, 1u);
+}
+
+TEST(EngineApi, RefusesEmbeddingBodiesVllmRefuses) {
+  for (std::string_view bad :
+       {R"({"model":"m"})", R"({"input":null})", R"({"input":[]})", R"({"input":7})",
+        R"({"input":[1,"a"]})", R"({"input":["a",[]]})", R"({"input":[[1,-2]]})",
+        R"({"input":"a","encoding_format":"int8"})", R"({"input":"a","dimensions":0})",
+        R"({"input":"a","truncate_prompt_tokens":0})", "[]", "{"}) {
+    auto r = parse_embedding_request(bad);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << bad;
+    EXPECT_EQ(std::get<ApiError>(r).status, 400) << bad;
+  }
+}
+
+TEST(EngineApi, DetokenizeAsVllm) {
+  auto r = parse_detokenize_request(R"({"model":"m","tokens":[1,2,3]})");
+  ASSERT_TRUE(std::holds_alternative<DetokenizeRequest>(r));
+  EXPECT_EQ(std::get<DetokenizeRequest>(r).model, "m");
+  EXPECT_EQ(std::get<DetokenizeRequest>(r).tokens, (std::vector<kv::TokenId>{1, 2, 3}));
+  for (std::string_view bad : {R"({"model":"m"})", R"({"tokens":"1 2"})", R"({"tokens":[1.5]})"}) {
+    EXPECT_TRUE(std::holds_alternative<ApiError>(parse_detokenize_request(bad))) << bad;
+  }
+  EXPECT_EQ(json::parse(render_detokenize_response("a b")), json::parse(R"({"prompt":"a b"})"));
+}
+
 }  // namespace
 }  // namespace kvgate::openai

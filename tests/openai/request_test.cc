@@ -97,5 +97,43 @@ TEST(OpenAiRequest, UpstreamBodyAvoidsReparsingWhereItCan) {
   EXPECT_EQ(dup.at("model").as_string(), "m");
 }
 
+TEST(OpenAiRequest, AuxBodiesGiveTheModelAndTheEmbeddingsSize) {
+  Inspection e = inspect_aux_request(R"({"model":"m","input":["ab","cd"]})", AuxApi::kEmbeddings);
+  ASSERT_FALSE(e.error);
+  EXPECT_EQ(e.request.model, "m");
+  EXPECT_EQ(e.request.prompt_text, "ab\ncd");
+  EXPECT_EQ(e.request.given_tokens, 0u);
+  Inspection ids = inspect_aux_request(R"({"input":[[1,2],[3]]})", AuxApi::kEmbeddings);
+  ASSERT_FALSE(ids.error);
+  EXPECT_EQ(ids.request.model, "");  // absent: the caller defaults it
+  EXPECT_EQ(ids.request.given_tokens, 3u);
+  EXPECT_EQ(inspect_aux_request(R"({"input":[4,5]})", AuxApi::kEmbeddings).request.given_tokens,
+            2u);
+  EXPECT_FALSE(inspect_aux_request(R"({"prompt":"x"})", AuxApi::kTokenize).error);
+  EXPECT_FALSE(inspect_aux_request(R"({"model":null,"messages":[]})", AuxApi::kTokenize).error);
+  EXPECT_FALSE(inspect_aux_request(R"({"tokens":[1]})", AuxApi::kDetokenize).error);
+}
+
+TEST(OpenAiRequest, BadAuxBodiesGet400WithTheParam) {
+  struct Case {
+    std::string_view body;
+    AuxApi api;
+    std::string_view param;
+  };
+  for (const Case& c : {Case{"{", AuxApi::kEmbeddings, ""},
+                        Case{R"({"model":1,"input":"a"})", AuxApi::kEmbeddings, "model"},
+                        Case{R"({"model":"m"})", AuxApi::kEmbeddings, "input"},
+                        Case{R"({"input":[]})", AuxApi::kEmbeddings, "input"},
+                        Case{R"({"input":[{"a":1}]})", AuxApi::kEmbeddings, "input"},
+                        Case{R"({"input":"a","stream":true})", AuxApi::kEmbeddings, "stream"},
+                        Case{R"({"model":"m"})", AuxApi::kTokenize, "prompt"},
+                        Case{R"({"tokens":"1"})", AuxApi::kDetokenize, "tokens"}}) {
+    Inspection i = inspect_aux_request(c.body, c.api);
+    ASSERT_TRUE(i.error) << c.body;
+    EXPECT_EQ(i.error->status, 400) << c.body;
+    EXPECT_EQ(i.error->param, c.param) << c.body;
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::openai
