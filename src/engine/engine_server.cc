@@ -27,6 +27,7 @@
 #include "env/system_clock.h"
 #include "io/http_server.h"
 #include "io/kv_event_publisher.h"
+#include "openai/anthropic.h"
 #include "openai/engine_api.h"
 #include "openai/error.h"
 
@@ -61,6 +62,7 @@ struct Pending {
   std::shared_ptr<EmbeddingJob> embedding;  // set: this request is an embedding input
   size_t embedding_index = 0;
   openai::ApiKind kind = openai::ApiKind::kCompletion;
+  bool anthropic = false;  // POST /v1/messages: answered in Anthropic's shape
   bool streaming = false;
   bool include_usage = false;
   bool remote_decode = false;  // a P/D prefill: answer with kv_transfer_params
@@ -154,8 +156,9 @@ struct EngineServer::Impl {
 
   // I/O threads.
   void handle(io::HttpRequest&& req, std::shared_ptr<io::ResponseStream> s);
+  // anthropic: a Messages body, taken as the chat request it stands for.
   void handle_completion(const io::HttpRequest& req, openai::ApiKind kind,
-                         std::shared_ptr<io::ResponseStream> s);
+                         std::shared_ptr<io::ResponseStream> s, bool anthropic = false);
   void handle_tokenize(const io::HttpRequest& req, const std::shared_ptr<io::ResponseStream>& s);
   void handle_detokenize(const io::HttpRequest& req, const std::shared_ptr<io::ResponseStream>& s);
   void handle_embeddings(const io::HttpRequest& req, std::shared_ptr<io::ResponseStream> s);
@@ -208,6 +211,10 @@ void EngineServer::Impl::handle(io::HttpRequest&& req, std::shared_ptr<io::Respo
   if (path == "/v1/embeddings") {
     if (!post) return s->respond(vllm_error(405, "method not allowed"));
     return handle_embeddings(req, std::move(s));
+  }
+  if (path == "/v1/messages") {
+    if (!post) return s->respond(vllm_error(405, "method not allowed"));
+    return handle_completion(req, openai::ApiKind::kChat, std::move(s), /*anthropic=*/true);
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (!post) return s->respond(vllm_error(405, "method not allowed"));
@@ -347,30 +354,42 @@ void EngineServer::Impl::handle_embeddings(const io::HttpRequest& req,
 }
 
 void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::ApiKind kind,
-                                           std::shared_ptr<io::ResponseStream> s) {
-  if (!is_ready.load()) return s->respond(vllm_error(503, "engine is starting"));
-  auto parsed = openai::parse_completion_request(req.body, kind);
+                                           std::shared_ptr<io::ResponseStream> s, bool anthropic) {
+  auto error = [anthropic](int status, std::string_view message) {
+    if (!anthropic) return vllm_error(status, message);
+    return io::HttpResponse{
+        status, "application/json", {}, openai::anthropic::error_json(status, message)};
+  };
+  if (!is_ready.load()) return s->respond(error(503, "engine is starting"));
+  std::string chat_body;
+  if (anthropic) {
+    auto chat = openai::anthropic::messages_to_chat(req.body);
+    if (auto* e = std::get_if<openai::ApiError>(&chat))
+      return s->respond(error(e->status, e->message));
+    chat_body = std::move(std::get<std::string>(chat));
+  }
+  auto parsed = openai::parse_completion_request(anthropic ? chat_body : req.body, kind);
   if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
-    return s->respond(vllm_error(e->status, e->message));
+    return s->respond(error(e->status, e->message));
   }
   openai::CompletionRequest& c = std::get<openai::CompletionRequest>(parsed);
   if (!c.model.empty() && c.model != opt.served_model_name) {
-    return s->respond(vllm_error(404, "The model `" + c.model + "` does not exist."));
+    return s->respond(error(404, "The model `" + c.model + "` does not exist."));
   }
   auto sub = std::make_shared<Submission>();
   engine::EngineRequest& r = sub->request;
   if (kind == openai::ApiKind::kChat) {
     auto tokens = codec->encode_chat(c.chat, c.add_special_tokens);
-    if (!tokens) return s->respond(vllm_error(400, tokens.error()));
+    if (!tokens) return s->respond(error(400, tokens.error()));
     r.prompt = std::move(*tokens);
   } else if (c.prompt_tokens) {
     r.prompt = std::move(*c.prompt_tokens);
   } else {
     auto tokens = codec->encode(*c.prompt_text, c.add_special_tokens);
-    if (!tokens) return s->respond(vllm_error(400, tokens.error()));
+    if (!tokens) return s->respond(error(400, tokens.error()));
     r.prompt = std::move(*tokens);
   }
-  if (r.prompt.empty()) return s->respond(vllm_error(400, "the prompt is empty"));
+  if (r.prompt.empty()) return s->respond(error(400, "the prompt is empty"));
   r.id = next_id.fetch_add(1);
   r.max_tokens = c.max_tokens.value_or(opt.default_max_tokens);
   r.priority = c.priority;
@@ -387,6 +406,7 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::A
   }
   p.stream = std::move(s);
   p.kind = kind;
+  p.anthropic = anthropic;
   p.streaming = c.stream;
   p.include_usage = c.stream && c.include_usage;
   p.ids.model = opt.served_model_name;
@@ -427,7 +447,10 @@ void EngineServer::Impl::submit(std::shared_ptr<Submission> sub) {
   if (p.stream->closed()) return;
   const RequestId id = sub->request.id;
   if (!p.embedding) {
-    p.ids.id = (p.kind == openai::ApiKind::kChat ? "chatcmpl-" : "cmpl-") + random_hex(id_rng);
+    p.ids.id = (p.anthropic                        ? "msg_"
+                : p.kind == openai::ApiKind::kChat ? "chatcmpl-"
+                                                   : "cmpl-") +
+               random_hex(id_rng);
   }
   Status added = model.add(std::move(sub->request), std::max(model_now(), last_end));
   if (!added) return refuse(p, vllm_error(400, added.error()));
@@ -458,6 +481,7 @@ void EngineServer::Impl::refuse(Pending& p, io::HttpResponse r) {
     job.answered = true;
     for (RequestId i : job.ids) abort_request(i);
   }
+  if (p.anthropic) r.body = openai::anthropic::error_from_openai(r.status, r.body);
   p.stream->respond(std::move(r));
 }
 
@@ -549,6 +573,30 @@ void EngineServer::Impl::deliver_update(const engine::RequestUpdate& u) {
   const std::string_view text = output_token_text(u.token);
   const bool last = u.finished;
   const openai::Usage usage{p.prompt_tokens, p.produced, p.cached_tokens};
+  if (p.anthropic) {
+    // Every answer ends at max_tokens (the engine's output length is exact).
+    if (p.streaming) {
+      std::string out;
+      if (u.output_index == 0) {
+        out = openai::anthropic::render_stream_start(p.ids.id, p.ids.model, p.prompt_tokens);
+      }
+      out += openai::anthropic::render_text_delta(text);
+      if (last) out += openai::anthropic::render_stream_end("max_tokens", usage);
+      p.stream->write(std::move(out));
+      if (last) p.stream->finish();
+    } else {
+      p.text += text;
+      if (last) {
+        p.stream->respond(io::HttpResponse{
+            200,
+            "application/json",
+            {},
+            openai::anthropic::render_message(p.ids.id, p.ids.model, p.text, "max_tokens", usage)});
+      }
+    }
+    if (last) pending.erase(it);
+    return;
+  }
   if (p.streaming) {
     // return_token_ids: the prompt's ids in the first chunk, this token's id in its own.
     openai::TokenIdFields role_ids;

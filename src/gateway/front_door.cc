@@ -10,7 +10,8 @@ namespace {
 bool is_post_api(std::string_view path) {
   using namespace std::string_view_literals;
   return path == "/v1/chat/completions"sv || path == "/v1/completions"sv ||
-         path == "/v1/embeddings"sv || path == "/tokenize"sv || path == "/detokenize"sv;
+         path == "/v1/embeddings"sv || path == "/tokenize"sv || path == "/detokenize"sv ||
+         path == "/v1/messages"sv;
 }
 
 }  // namespace
@@ -53,8 +54,9 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
   const bool is_embeddings = path == "/v1/embeddings"sv;
   const bool is_tokenize = path == "/tokenize"sv;
   const bool is_detokenize = path == "/detokenize"sv;
+  const bool is_messages = path == "/v1/messages"sv;
   if (!is_chat && !is_completion && !is_models && !is_embeddings && !is_tokenize &&
-      !is_detokenize) {
+      !is_detokenize && !is_messages) {
     return stream->respond(json_error(404, fmt::format("Not found: {} {}", req.method, path)));
   }
   if (is_models ? !get : method != "POST"sv) {
@@ -78,14 +80,20 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
                              : is_detokenize ? openai::AuxApi::kDetokenize
                                              : openai::AuxApi::kEmbeddings;
   handle_inference(std::move(req), std::move(stream),
-                   is_chat ? openai::ApiKind::kChat : openai::ApiKind::kCompletion, serve, api,
-                   received, to_proxy);
+                   is_chat || is_messages ? openai::ApiKind::kChat : openai::ApiKind::kCompletion,
+                   serve, api, received, to_proxy);
 }
 
 std::optional<HttpResponse> Gateway::Impl::check_key(const HttpRequest& req,
                                                      const Tenant*& tenant) const {
   const auto auth = req.header("authorization");
   if (!auth) {
+    // Anthropic's clients send the key alone, in x-api-key.
+    if (const auto key = req.header("x-api-key")) {
+      tenant = keys->authenticate(*key);
+      if (!tenant) return json_error(401, "Incorrect API key provided.", {}, "invalid_api_key");
+      return std::nullopt;
+    }
     return json_error(401,
                       "You didn't provide an API key. Send it as "
                       "'Authorization: Bearer <key>'.",
@@ -101,7 +109,10 @@ std::optional<HttpResponse> Gateway::Impl::refuse_before_body(const HttpRequest&
   if (head.method != "POST"sv || !is_post_api(head.path)) return std::nullopt;
   const Tenant* tenant = nullptr;
   std::optional<HttpResponse> r = check_key(head, tenant);
-  if (r) metrics.request_done({}, {}, "anonymous", 401, 0);
+  if (r) {
+    metrics.request_done({}, {}, "anonymous", 401, 0);
+    r = shaped(head.path == "/v1/messages"sv, std::move(*r));
+  }
   return r;
 }
 
@@ -110,10 +121,11 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
                                      Nanos received, std::optional<ProxyCall>& to_proxy) {
   std::string tenant_name = "anonymous";
   const Tenant* tenant = nullptr;
+  const bool anthropic = req.path == "/v1/messages";
   auto reject = [&](int status, HttpResponse r, std::string_view model = {},
                     std::string_view pool = {}) {
     metrics.request_done(model, pool, tenant_name, status, seconds_since(received));
-    stream->respond(std::move(r));
+    stream->respond(shaped(anthropic, std::move(r)));
   };
   if (keys) {
     if (std::optional<HttpResponse> r = check_key(req, tenant)) return reject(401, std::move(*r));
@@ -122,9 +134,19 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   if (draining.load()) {
     return reject(503, json_error(503, "The gateway is shutting down"));
   }
-  openai::Inspection inspection = serve == Serve::kGenerate
-                                      ? openai::inspect_request(req.body, kind)
-                                      : openai::inspect_aux_request(req.body, api);
+  // A Messages request is inspected as the chat request it stands for.
+  std::string route_body;
+  if (anthropic) {
+    auto chat = openai::anthropic::messages_to_chat(req.body);
+    if (auto* e = std::get_if<openai::ApiError>(&chat)) {
+      return reject(e->status, json_error(e->status, e->message));
+    }
+    route_body = std::move(std::get<std::string>(chat));
+  }
+  openai::Inspection inspection = serve != Serve::kGenerate
+                                      ? openai::inspect_aux_request(req.body, api)
+                                  : anthropic ? openai::inspect_request(route_body, kind)
+                                              : openai::inspect_request(req.body, kind);
   if (inspection.error) {
     const openai::RequestError& e = *inspection.error;
     return reject(e.status, json_error(e.status, e.message, e.param));
@@ -178,7 +200,9 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   call.stream = std::move(stream);
   call.target = std::move(req.path);
   // The body goes upstream as it came (moved, not copied) when nothing in it changes.
-  if (serve != Serve::kGenerate) {
+  call.anthropic = anthropic;
+  call.route_body = std::move(route_body);
+  if (serve != Serve::kGenerate || anthropic) {
     call.body = inspection.request.model == model->served_name
                     ? std::move(req.body)
                     : openai::rewrite_request(req.body, model->served_name, /*stream=*/false);

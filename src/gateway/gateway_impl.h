@@ -41,6 +41,7 @@
 #include "gateway/warmup.h"
 #include "io/http_server.h"
 #include "io/upstream_client.h"
+#include "openai/anthropic.h"
 #include "openai/error.h"
 #include "openai/request.h"
 #include "openai/sse_tap.h"
@@ -61,6 +62,13 @@ inline HttpResponse json_error(int status, std::string_view message, std::string
   return r;
 }
 
+// The error answers of an Anthropic Messages request in Anthropic's shape (the rest of
+// the gateway words them OpenAI's way); any other answer as it is.
+inline HttpResponse shaped(bool anthropic, HttpResponse r) {
+  if (anthropic && r.status >= 400) r.body = openai::anthropic::error_from_openai(r.status, r.body);
+  return r;
+}
+
 // Flow control: what the pool's queue needs to know of the request (pool_flow.h).
 struct FlowTicketData {
   double weight = 1;
@@ -77,6 +85,10 @@ enum class Serve : uint8_t { kGenerate, kEmbed, kRelay };
 struct ProxyCall {
   std::shared_ptr<ResponseStream> stream;
   Serve serve = Serve::kGenerate;
+  // An Anthropic Messages request (POST /v1/messages): routed on `route_body`, the chat
+  // request it stands for; its events, usage and errors are Anthropic's.
+  bool anthropic = false;
+  std::string route_body;
   std::string body;  // already rewritten for the upstream
   std::string target;
   openai::ApiKind kind;

@@ -54,7 +54,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       metrics.rate_limited(call.tenant, c.decision.rule);
       metrics.request_done(call.model->name, call.model->pool, call.tenant, 429,
                            seconds_since(call.received));
-      call.stream->respond(rate_limited_response(c.decision, call.tenant));
+      call.stream->respond(shaped(call.anthropic, rate_limited_response(c.decision, call.tenant)));
       co_return;
     }
   }
@@ -87,7 +87,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       f.cached_tokens = u->cached_tokens;
     }
     metrics.request_finished(f);
-    call.stream->respond(std::move(r));
+    call.stream->respond(shaped(call.anthropic, std::move(r)));
   };
 
   const Nanos route_start = clock.now();  // routing time: keys_for through the first pick
@@ -100,19 +100,21 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   EngineTokenizer* fallback = pool.engine_tokenizer();
   std::optional<tokenizer::TokenizeCall> fetch_after_pick;  // a follow-up's whole ids
   const bool embed = call.serve == Serve::kEmbed;
+  // What the prompt is read from: the chat request a Messages request stands for.
+  const std::string_view route_body = call.anthropic ? call.route_body : call.body;
   if (embed) {
     // Routed by load: no blocks (an embedding reuses no prefix), its size for the load.
     prompt_tokens = pool.count_tokens(call.request.prompt_text) + call.request.given_tokens;
   } else if (fallback && fallback->covers(call.kind)) {
     // The engine fallback: the ids come from the pool's engines (at most its timeout).
     EngineTokenizer::Ids got =
-        co_await fallback->ids_for(call.request, call.body, call.kind, call.model->served_name);
+        co_await fallback->ids_for(call.request, route_body, call.kind, call.model->served_name);
     pool.keys_of(got.ids, keys);
     prompt_tokens = static_cast<uint32_t>(got.ids.size());
     if (track && got.exact) token_ids = std::move(got.ids);
     fetch_after_pick = std::move(got.later);
   } else {
-    pool.keys_for(call.request, call.body, call.kind, call.model->served_name, keys, prompt_tokens,
+    pool.keys_for(call.request, route_body, call.kind, call.model->served_name, keys, prompt_tokens,
                   track ? &token_ids : nullptr);
   }
   if (track && !embed) {
@@ -144,7 +146,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   call.stream->watch_client();
   // Stream migration (opt-in per pool): the engine is asked for the token ids.
   std::optional<MigratingStream> migration;
-  if (call.request.stream && pool.config().max_migrations > 0) {
+  if (call.request.stream && pool.config().max_migrations > 0 && !call.anthropic) {
     migration = MigratingStream::start(up.body, call.kind);
     if (migration) up.body = migration->first_body();
   }
@@ -292,7 +294,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       const bool ok = exchange->status() == 200;
       openai::Usage u;
       if (ok) {
-        u = openai::parse_usage(*body);
+        u = call.anthropic ? openai::anthropic::parse_usage(*body) : openai::parse_usage(*body);
         if (u.seen) charge(call.limited_tenant, model, u);
       }
       const bool answered = ok && !embed;  // an embedding has no first token to time
@@ -334,7 +336,14 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
                                       {"x-kvgate-route-us", job.route_us}};
   if (!prefill_url.empty()) head.push_back({"x-kvgate-prefill-endpoint", prefill_url});
   call.stream->start(200, "text/event-stream", std::move(head));
-  openai::SseTap tap(/*strip_usage_chunk=*/!call.request.client_wants_usage);
+  openai::SseTap tap(
+      /*strip_usage_chunk=*/!call.request.client_wants_usage,
+      call.anthropic ? openai::SseTap::Protocol::kAnthropic : openai::SseTap::Protocol::kOpenAi);
+  // Bytes already reached the client: a failure ends the stream with an error event.
+  auto error_event = [&call](int status, std::string_view message, std::string_view code) {
+    if (call.anthropic) return openai::anthropic::render_error_event(status, message);
+    return "data: " + openai::error_json(status, message, {}, code) + "\n\ndata: [DONE]\n\n";
+  };
   const Nanos deadline =
       call.received +
       std::chrono::duration_cast<std::chrono::nanoseconds>(config.timeouts.stream).count();
@@ -344,8 +353,7 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
   std::string out;
   std::string relayed;  // migration: the client's events of what came
   auto end_timed_out = [&] {
-    out = "data: " + openai::error_json(504, "The stream exceeded the gateway's stream timeout") +
-          "\n\ndata: [DONE]\n\n";
+    out = error_event(504, "The stream exceeded the gateway's stream timeout", {});
     call.stream->write(std::move(out));
     metrics.upstream_error(pool.name(), job.endpoint->url, "timeout");
   };
@@ -401,10 +409,7 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
         }
       }
       // Bytes already reached the client: end the stream with an error event.
-      out = "data: " +
-            openai::error_json(502, "The upstream engine failed mid-stream: " + error, {},
-                               "upstream_error") +
-            "\n\ndata: [DONE]\n\n";
+      out = error_event(502, "The upstream engine failed mid-stream: " + error, "upstream_error");
       call.stream->write(std::move(out));
       break;
     }

@@ -1,5 +1,7 @@
 #include "openai/sse_tap.h"
 
+#include "openai/anthropic.h"
+
 namespace kvgate::openai {
 
 namespace {
@@ -35,7 +37,49 @@ SseTap::Step SseTap::feed(std::string_view data, std::string& out) {
   return step;
 }
 
+void SseTap::on_anthropic_event(std::string_view event, Step& step) {
+  // "event: NAME\ndata: {...}\n\n" (either line may come first, CRLF allowed).
+  std::string_view name;
+  std::string_view payload;
+  size_t at = 0;
+  while (at < event.size()) {
+    size_t eol = event.find('\n', at);
+    if (eol == std::string_view::npos) eol = event.size();
+    std::string_view line = event.substr(at, eol - at);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    auto value = [&](size_t prefix) {
+      std::string_view v = line.substr(prefix);
+      if (v.starts_with(" ")) v.remove_prefix(1);
+      return v;
+    };
+    if (line.starts_with("event:")) name = value(6);
+    if (line.starts_with("data:")) payload = value(5);
+    at = eol + 1;
+  }
+  if (name == "content_block_delta") {
+    ++step.token_events;
+  } else if (name == "message_start" || name == "message_delta") {
+    const Usage u = anthropic::parse_usage(payload);
+    if (u.seen) {
+      // message_delta's counts are the final ones; it may leave input tokens out.
+      if (u.prompt_tokens > 0 || name == "message_start") usage_.prompt_tokens = u.prompt_tokens;
+      if (u.cached_tokens > 0) usage_.cached_tokens = u.cached_tokens;
+      usage_.completion_tokens = u.completion_tokens;
+      usage_.seen = true;
+    }
+  } else if (name == "message_stop") {
+    step.done = true;
+  } else if (name == "error") {
+    saw_error_ = true;
+  }
+}
+
 void SseTap::on_event(std::string_view event, std::string& out, Step& step) {
+  if (protocol_ == Protocol::kAnthropic) {
+    on_anthropic_event(event, step);
+    out.append(event.data(), event.size());
+    return;
+  }
   std::string_view payload = event;
   if (payload.starts_with("data:")) {
     payload.remove_prefix(5);

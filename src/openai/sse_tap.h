@@ -12,6 +12,10 @@
 //   SseTap::Step s = tap.feed(bytes, out);   // forward `out`; s.token_events new tokens
 //   ... tap.usage()
 //
+// An Anthropic Messages stream (named events, openai/anthropic.h) is read as such: tokens
+// are its content_block_delta events, usage comes from message_start (input tokens) and
+// message_delta (output tokens), message_stop ends it; nothing is stripped.
+//
 // Not thread-safe (one per stream).
 #pragma once
 
@@ -26,11 +30,13 @@ namespace kvgate::openai {
 
 class SseTap {
  public:
-  explicit SseTap(bool strip_usage_chunk) : strip_usage_(strip_usage_chunk) {}
+  enum class Protocol : uint8_t { kOpenAi, kAnthropic };
+  explicit SseTap(bool strip_usage_chunk, Protocol protocol = Protocol::kOpenAi)
+      : strip_usage_(strip_usage_chunk), protocol_(protocol) {}
 
   struct Step {
     size_t token_events = 0;  // completed events whose choices are non-empty
-    bool done = false;        // `data: [DONE]` passed
+    bool done = false;        // `data: [DONE]` (Anthropic: message_stop) passed
   };
   Step feed(std::string_view data, std::string& out);
   // Bytes of an unfinished event still held (forwarded only when it completes).
@@ -40,8 +46,10 @@ class SseTap {
 
  private:
   void on_event(std::string_view event, std::string& out, Step& step);
+  void on_anthropic_event(std::string_view event, Step& step);
 
   bool strip_usage_;
+  Protocol protocol_;
   std::string partial_;
   Usage usage_;
   bool saw_error_ = false;
