@@ -3,13 +3,16 @@
 // answer exactly what the full parse answers; inspect_request and parse_usage (which
 // pick between them) must always answer as the full parse. The first byte picks the
 // reader: chat request, completion request, a usage-bearing response, or an embeddings,
-// tokenize or detokenize body (inspect_aux_request, then the body sent upstream).
+// tokenize or detokenize body (inspect_aux_request, then the body sent upstream), or an
+// Anthropic Messages or Responses body (the chat request it stands for).
 #include <string>
 
 #include "fuzz/fuzz_support.h"
+#include "openai/anthropic.h"
 #include "openai/json_dom.h"
 #include "openai/json_fast.h"
 #include "openai/request.h"
+#include "openai/responses.h"
 
 namespace {
 
@@ -37,7 +40,24 @@ std::string show(const Inspection& i) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
-  const int mode = data[0] % 6;
+  const int mode = data[0] % 8;
+  if (mode >= 6) {
+    // Messages and Responses bodies: the chat request each stands for is a JSON object the
+    // chat inspection reads (accepted or refused, never a crash).
+    std::string chat;
+    if (mode == 6) {
+      auto got = anthropic::messages_to_chat(body);
+      if (auto* c = std::get_if<std::string>(&got)) chat = std::move(*c);
+    } else {
+      auto got = responses::to_chat(body);
+      if (auto* f = std::get_if<responses::ChatForm>(&got)) chat = std::move(f->chat);
+    }
+    if (!chat.empty()) {
+      const Inspection i = dom::inspect_request(chat, ApiKind::kChat);
+      KVGATE_FUZZ_CHECK(!i.error || i.error->status == 400, chat);
+    }
+    return 0;
+  }
   if (mode >= 3) {
     // The bodies relayed without generating: inspected, then sent with the served name.
     const auto api = static_cast<AuxApi>(mode - 3);

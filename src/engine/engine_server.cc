@@ -13,6 +13,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -30,6 +31,7 @@
 #include "openai/anthropic.h"
 #include "openai/engine_api.h"
 #include "openai/error.h"
+#include "openai/responses.h"
 
 namespace kvgate::engine_server {
 namespace {
@@ -62,7 +64,14 @@ struct Pending {
   std::shared_ptr<EmbeddingJob> embedding;  // set: this request is an embedding input
   size_t embedding_index = 0;
   openai::ApiKind kind = openai::ApiKind::kCompletion;
-  bool anthropic = false;  // POST /v1/messages: answered in Anthropic's shape
+  // Messages and Responses are answered in their own shapes.
+  openai::Dialect dialect = openai::Dialect::kOpenAi;
+  // Responses: the answer's fields, the next event's sequence number, and the prompt's
+  // messages (JSON) stored with the answer when the request asked to store it.
+  openai::responses::Answer answer;
+  uint64_t seq = 0;
+  bool store = false;
+  std::string messages;
   bool streaming = false;
   bool include_usage = false;
   bool remote_decode = false;  // a P/D prefill: answer with kv_transfer_params
@@ -77,6 +86,15 @@ struct Pending {
   std::vector<kv::TokenId> prompt_ids;
   std::vector<kv::TokenId> output_ids;
 };
+
+// A Responses API answer kept for the requests that continue it (previous_response_id):
+// the prompt's messages (JSON) and the answer's text, as vLLM's response store keeps them.
+struct StoredResponse {
+  std::string messages;
+  std::string output;
+};
+// The most responses kept; past it the oldest goes (vLLM's store keeps them all).
+constexpr size_t kStoredResponses = 10'000;
 
 // A request parsed and tokenized on an I/O thread, on its way to the engine thread.
 struct Submission {
@@ -142,6 +160,27 @@ struct EngineServer::Impl {
   mutable std::condition_variable ready_cv;
   bool stopped = false;
 
+  // Responses API answers by id (I/O threads read, the engine thread writes).
+  mutable std::mutex store_mu;
+  std::unordered_map<std::string, StoredResponse> stored;
+  std::deque<std::string> stored_order;
+
+  std::optional<StoredResponse> stored_response(const std::string& id) const {
+    std::lock_guard lock(store_mu);
+    auto it = stored.find(id);
+    if (it == stored.end()) return std::nullopt;
+    return it->second;
+  }
+  void store_response(const std::string& id, StoredResponse r) {
+    std::lock_guard lock(store_mu);
+    if (!stored.insert_or_assign(id, std::move(r)).second) return;
+    stored_order.push_back(id);
+    if (stored_order.size() > kStoredResponses) {
+      stored.erase(stored_order.front());
+      stored_order.pop_front();
+    }
+  }
+
   std::unique_ptr<io::KvEventPublisher> publisher;
   std::unique_ptr<io::HttpServer> http;
 
@@ -156,9 +195,11 @@ struct EngineServer::Impl {
 
   // I/O threads.
   void handle(io::HttpRequest&& req, std::shared_ptr<io::ResponseStream> s);
-  // anthropic: a Messages body, taken as the chat request it stands for.
+  // Messages and Responses: the body is taken as the chat request it stands for.
   void handle_completion(const io::HttpRequest& req, openai::ApiKind kind,
-                         std::shared_ptr<io::ResponseStream> s, bool anthropic = false);
+                         std::shared_ptr<io::ResponseStream> s,
+                         openai::Dialect dialect = openai::Dialect::kOpenAi);
+  void deliver_responses(Pending& p, const engine::RequestUpdate& u, const openai::Usage& usage);
   void handle_tokenize(const io::HttpRequest& req, const std::shared_ptr<io::ResponseStream>& s);
   void handle_detokenize(const io::HttpRequest& req, const std::shared_ptr<io::ResponseStream>& s);
   void handle_embeddings(const io::HttpRequest& req, std::shared_ptr<io::ResponseStream> s);
@@ -214,7 +255,13 @@ void EngineServer::Impl::handle(io::HttpRequest&& req, std::shared_ptr<io::Respo
   }
   if (path == "/v1/messages") {
     if (!post) return s->respond(vllm_error(405, "method not allowed"));
-    return handle_completion(req, openai::ApiKind::kChat, std::move(s), /*anthropic=*/true);
+    return handle_completion(req, openai::ApiKind::kChat, std::move(s),
+                             openai::Dialect::kAnthropic);
+  }
+  if (path == "/v1/responses") {
+    if (!post) return s->respond(vllm_error(405, "method not allowed"));
+    return handle_completion(req, openai::ApiKind::kChat, std::move(s),
+                             openai::Dialect::kResponses);
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (!post) return s->respond(vllm_error(405, "method not allowed"));
@@ -354,7 +401,9 @@ void EngineServer::Impl::handle_embeddings(const io::HttpRequest& req,
 }
 
 void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::ApiKind kind,
-                                           std::shared_ptr<io::ResponseStream> s, bool anthropic) {
+                                           std::shared_ptr<io::ResponseStream> s,
+                                           openai::Dialect dialect) {
+  const bool anthropic = dialect == openai::Dialect::kAnthropic;
   auto error = [anthropic](int status, std::string_view message) {
     if (!anthropic) return vllm_error(status, message);
     return io::HttpResponse{
@@ -368,7 +417,30 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::A
       return s->respond(error(e->status, e->message));
     chat_body = std::move(std::get<std::string>(chat));
   }
-  auto parsed = openai::parse_completion_request(anthropic ? chat_body : req.body, kind);
+  openai::responses::Answer answer;
+  bool store = false;
+  if (dialect == openai::Dialect::kResponses) {
+    auto form = openai::responses::to_chat(req.body);
+    if (auto* e = std::get_if<openai::ApiError>(&form)) {
+      return s->respond(error(e->status, e->message));
+    }
+    openai::responses::ChatForm& f = std::get<openai::responses::ChatForm>(form);
+    chat_body = std::move(f.chat);
+    if (!f.previous_response_id.empty()) {
+      // The conversation so far, as vLLM's response store gives it.
+      std::optional<StoredResponse> previous = stored_response(f.previous_response_id);
+      if (!previous) {
+        return s->respond(
+            error(404, "Response with id '" + f.previous_response_id + "' not found."));
+      }
+      chat_body = openai::responses::continue_chat(chat_body, f.has_instructions,
+                                                   previous->messages, previous->output);
+      answer.previous_response_id = std::move(f.previous_response_id);
+    }
+    store = f.store;
+  }
+  auto parsed = openai::parse_completion_request(
+      dialect != openai::Dialect::kOpenAi ? std::string_view(chat_body) : req.body, kind);
   if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
     return s->respond(error(e->status, e->message));
   }
@@ -406,7 +478,16 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::A
   }
   p.stream = std::move(s);
   p.kind = kind;
-  p.anthropic = anthropic;
+  p.dialect = dialect;
+  if (dialect == openai::Dialect::kResponses) {
+    p.answer = std::move(answer);
+    p.answer.model = opt.served_model_name;
+    p.answer.created_at = clock.wall_now() / kSecond;
+    p.answer.max_output_tokens = r.max_tokens;
+    p.answer.incomplete = true;  // the engine's output length is exact: max_output_tokens
+    p.store = store;
+    if (store) p.messages = openai::responses::messages_of(chat_body);
+  }
   p.streaming = c.stream;
   p.include_usage = c.stream && c.include_usage;
   p.ids.model = opt.served_model_name;
@@ -447,10 +528,14 @@ void EngineServer::Impl::submit(std::shared_ptr<Submission> sub) {
   if (p.stream->closed()) return;
   const RequestId id = sub->request.id;
   if (!p.embedding) {
-    p.ids.id = (p.anthropic                        ? "msg_"
-                : p.kind == openai::ApiKind::kChat ? "chatcmpl-"
-                                                   : "cmpl-") +
+    p.ids.id = (p.dialect == openai::Dialect::kAnthropic ? "msg_"
+                : p.kind == openai::ApiKind::kChat       ? "chatcmpl-"
+                                                         : "cmpl-") +
                random_hex(id_rng);
+    if (p.dialect == openai::Dialect::kResponses) {
+      p.answer.id = "resp_" + random_hex(id_rng);
+      p.answer.item_id = "msg_" + random_hex(id_rng);
+    }
   }
   Status added = model.add(std::move(sub->request), std::max(model_now(), last_end));
   if (!added) return refuse(p, vllm_error(400, added.error()));
@@ -481,7 +566,9 @@ void EngineServer::Impl::refuse(Pending& p, io::HttpResponse r) {
     job.answered = true;
     for (RequestId i : job.ids) abort_request(i);
   }
-  if (p.anthropic) r.body = openai::anthropic::error_from_openai(r.status, r.body);
+  if (p.dialect == openai::Dialect::kAnthropic) {
+    r.body = openai::anthropic::error_from_openai(r.status, r.body);
+  }
   p.stream->respond(std::move(r));
 }
 
@@ -573,7 +660,12 @@ void EngineServer::Impl::deliver_update(const engine::RequestUpdate& u) {
   const std::string_view text = output_token_text(u.token);
   const bool last = u.finished;
   const openai::Usage usage{p.prompt_tokens, p.produced, p.cached_tokens};
-  if (p.anthropic) {
+  if (p.dialect == openai::Dialect::kResponses) {
+    deliver_responses(p, u, usage);
+    if (last) pending.erase(it);
+    return;
+  }
+  if (p.dialect == openai::Dialect::kAnthropic) {
     // Every answer ends at max_tokens (the engine's output length is exact).
     if (p.streaming) {
       std::string out;
@@ -644,6 +736,24 @@ void EngineServer::Impl::deliver_update(const engine::RequestUpdate& u) {
     model.abort(u.id);
     stream->abort();
   }
+}
+
+void EngineServer::Impl::deliver_responses(Pending& p, const engine::RequestUpdate& u,
+                                           const openai::Usage& usage) {
+  const std::string_view text = output_token_text(u.token);
+  p.text += text;
+  if (p.streaming) {
+    std::string out;
+    if (u.output_index == 0) out = openai::responses::render_stream_start(p.answer, p.seq);
+    out += openai::responses::render_text_delta(p.answer, text, p.seq);
+    if (u.finished) out += openai::responses::render_stream_end(p.answer, p.text, usage, p.seq);
+    p.stream->write(std::move(out));
+    if (u.finished) p.stream->finish();
+  } else if (u.finished) {
+    p.stream->respond(io::HttpResponse{
+        200, "application/json", {}, openai::responses::render_response(p.answer, p.text, usage)});
+  }
+  if (u.finished && p.store) store_response(p.answer.id, {std::move(p.messages), p.text});
 }
 
 void EngineServer::Impl::publish(const std::vector<kv::KvEvent>& events) {

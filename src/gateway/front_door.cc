@@ -11,7 +11,15 @@ bool is_post_api(std::string_view path) {
   using namespace std::string_view_literals;
   return path == "/v1/chat/completions"sv || path == "/v1/completions"sv ||
          path == "/v1/embeddings"sv || path == "/tokenize"sv || path == "/detokenize"sv ||
-         path == "/v1/messages"sv;
+         path == "/v1/messages"sv || path == "/v1/responses"sv;
+}
+
+// The dialect a generation path speaks.
+openai::Dialect dialect_of(std::string_view path) {
+  using namespace std::string_view_literals;
+  if (path == "/v1/messages"sv) return openai::Dialect::kAnthropic;
+  if (path == "/v1/responses"sv) return openai::Dialect::kResponses;
+  return openai::Dialect::kOpenAi;
 }
 
 }  // namespace
@@ -54,7 +62,7 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
   const bool is_embeddings = path == "/v1/embeddings"sv;
   const bool is_tokenize = path == "/tokenize"sv;
   const bool is_detokenize = path == "/detokenize"sv;
-  const bool is_messages = path == "/v1/messages"sv;
+  const bool is_messages = path == "/v1/messages"sv || path == "/v1/responses"sv;
   if (!is_chat && !is_completion && !is_models && !is_embeddings && !is_tokenize &&
       !is_detokenize && !is_messages) {
     return stream->respond(json_error(404, fmt::format("Not found: {} {}", req.method, path)));
@@ -111,7 +119,7 @@ std::optional<HttpResponse> Gateway::Impl::refuse_before_body(const HttpRequest&
   std::optional<HttpResponse> r = check_key(head, tenant);
   if (r) {
     metrics.request_done({}, {}, "anonymous", 401, 0);
-    r = shaped(head.path == "/v1/messages"sv, std::move(*r));
+    r = shaped(dialect_of(head.path), std::move(*r));
   }
   return r;
 }
@@ -121,11 +129,11 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
                                      Nanos received, std::optional<ProxyCall>& to_proxy) {
   std::string tenant_name = "anonymous";
   const Tenant* tenant = nullptr;
-  const bool anthropic = req.path == "/v1/messages";
+  const openai::Dialect dialect = dialect_of(req.path);
   auto reject = [&](int status, HttpResponse r, std::string_view model = {},
                     std::string_view pool = {}) {
     metrics.request_done(model, pool, tenant_name, status, seconds_since(received));
-    stream->respond(shaped(anthropic, std::move(r)));
+    stream->respond(shaped(dialect, std::move(r)));
   };
   if (keys) {
     if (std::optional<HttpResponse> r = check_key(req, tenant)) return reject(401, std::move(*r));
@@ -134,19 +142,28 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   if (draining.load()) {
     return reject(503, json_error(503, "The gateway is shutting down"));
   }
-  // A Messages request is inspected as the chat request it stands for.
+  // Messages and Responses are inspected as the chat request they stand for.
   std::string route_body;
-  if (anthropic) {
+  std::string previous_response;
+  if (dialect == openai::Dialect::kAnthropic) {
     auto chat = openai::anthropic::messages_to_chat(req.body);
     if (auto* e = std::get_if<openai::ApiError>(&chat)) {
       return reject(e->status, json_error(e->status, e->message));
     }
     route_body = std::move(std::get<std::string>(chat));
+  } else if (dialect == openai::Dialect::kResponses) {
+    auto form = openai::responses::to_chat(req.body);
+    if (auto* e = std::get_if<openai::ApiError>(&form)) {
+      return reject(e->status, json_error(e->status, e->message));
+    }
+    route_body = std::move(std::get<openai::responses::ChatForm>(form).chat);
+    previous_response = std::move(std::get<openai::responses::ChatForm>(form).previous_response_id);
   }
+  const bool translated = dialect != openai::Dialect::kOpenAi;
   openai::Inspection inspection = serve != Serve::kGenerate
                                       ? openai::inspect_aux_request(req.body, api)
-                                  : anthropic ? openai::inspect_request(route_body, kind)
-                                              : openai::inspect_request(req.body, kind);
+                                  : translated ? openai::inspect_request(route_body, kind)
+                                               : openai::inspect_request(req.body, kind);
   if (inspection.error) {
     const openai::RequestError& e = *inspection.error;
     return reject(e.status, json_error(e.status, e.message, e.param));
@@ -200,9 +217,10 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   call.stream = std::move(stream);
   call.target = std::move(req.path);
   // The body goes upstream as it came (moved, not copied) when nothing in it changes.
-  call.anthropic = anthropic;
+  call.dialect = dialect;
   call.route_body = std::move(route_body);
-  if (serve != Serve::kGenerate || anthropic) {
+  call.previous_response = std::move(previous_response);
+  if (serve != Serve::kGenerate || translated) {
     call.body = inspection.request.model == model->served_name
                     ? std::move(req.body)
                     : openai::rewrite_request(req.body, model->served_name, /*stream=*/false);

@@ -44,6 +44,7 @@
 #include "openai/anthropic.h"
 #include "openai/error.h"
 #include "openai/request.h"
+#include "openai/responses.h"
 #include "openai/sse_tap.h"
 
 namespace kvgate::gateway {
@@ -63,9 +64,12 @@ inline HttpResponse json_error(int status, std::string_view message, std::string
 }
 
 // The error answers of an Anthropic Messages request in Anthropic's shape (the rest of
-// the gateway words them OpenAI's way); any other answer as it is.
-inline HttpResponse shaped(bool anthropic, HttpResponse r) {
-  if (anthropic && r.status >= 400) r.body = openai::anthropic::error_from_openai(r.status, r.body);
+// the gateway words them OpenAI's way, as the Responses API's are); any other answer as
+// it is.
+inline HttpResponse shaped(openai::Dialect dialect, HttpResponse r) {
+  if (dialect == openai::Dialect::kAnthropic && r.status >= 400) {
+    r.body = openai::anthropic::error_from_openai(r.status, r.body);
+  }
   return r;
 }
 
@@ -85,10 +89,14 @@ enum class Serve : uint8_t { kGenerate, kEmbed, kRelay };
 struct ProxyCall {
   std::shared_ptr<ResponseStream> stream;
   Serve serve = Serve::kGenerate;
-  // An Anthropic Messages request (POST /v1/messages): routed on `route_body`, the chat
-  // request it stands for; its events, usage and errors are Anthropic's.
-  bool anthropic = false;
+  // Anthropic Messages (POST /v1/messages) and Responses (POST /v1/responses) are routed
+  // on `route_body`, the chat request they stand for; their events, usage and errors are
+  // their own (openai::Dialect).
+  openai::Dialect dialect = openai::Dialect::kOpenAi;
   std::string route_body;
+  // Responses: the response this one continues ("" when none), whose endpoint holds the
+  // conversation (PoolRuntime::responses()).
+  std::string previous_response;
   std::string body;  // already rewritten for the upstream
   std::string target;
   openai::ApiKind kind;

@@ -55,6 +55,7 @@
 #include "core/tokenizer/tokenizer.h"
 #include "gateway/config.h"
 #include "gateway/metrics.h"
+#include "gateway/response_affinity.h"
 #include "openai/request.h"
 
 namespace kvgate::gateway {
@@ -136,6 +137,8 @@ class PoolRuntime {
     engine_tokenizer_ = std::move(t);
   }
   EngineTokenizer* engine_tokenizer() const { return engine_tokenizer_.get(); }
+  // Which endpoint answered each Responses API response (for previous_response_id).
+  ResponseAffinity& responses() { return responses_; }
   // An endpoint to ask for token ids: the next healthy one in turn that is not in
   // `avoid`, or null when there is none. Decided on the strand.
   boost::asio::awaitable<std::shared_ptr<const EndpointAddress>> tokenize_endpoint(
@@ -304,6 +307,7 @@ class PoolRuntime {
   std::optional<tokenizer::ChatTemplate> chat_template_;
   TokenizePlan plan_;
   std::shared_ptr<EngineTokenizer> engine_tokenizer_;
+  ResponseAffinity responses_;
 
   // State below is touched only on strand_ (a strand, or the context's one thread).
   boost::asio::any_io_executor strand_;

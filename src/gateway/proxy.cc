@@ -54,7 +54,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       metrics.rate_limited(call.tenant, c.decision.rule);
       metrics.request_done(call.model->name, call.model->pool, call.tenant, 429,
                            seconds_since(call.received));
-      call.stream->respond(shaped(call.anthropic, rate_limited_response(c.decision, call.tenant)));
+      call.stream->respond(shaped(call.dialect, rate_limited_response(c.decision, call.tenant)));
       co_return;
     }
   }
@@ -87,7 +87,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       f.cached_tokens = u->cached_tokens;
     }
     metrics.request_finished(f);
-    call.stream->respond(shaped(call.anthropic, std::move(r)));
+    call.stream->respond(shaped(call.dialect, std::move(r)));
   };
 
   const Nanos route_start = clock.now();  // routing time: keys_for through the first pick
@@ -101,7 +101,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   std::optional<tokenizer::TokenizeCall> fetch_after_pick;  // a follow-up's whole ids
   const bool embed = call.serve == Serve::kEmbed;
   // What the prompt is read from: the chat request a Messages request stands for.
-  const std::string_view route_body = call.anthropic ? call.route_body : call.body;
+  const bool translated = call.dialect != openai::Dialect::kOpenAi;
+  const std::string_view route_body = translated ? call.route_body : call.body;
   if (embed) {
     // Routed by load: no blocks (an embedding reuses no prefix), its size for the load.
     prompt_tokens = pool.count_tokens(call.request.prompt_text) + call.request.given_tokens;
@@ -129,6 +130,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   // An embedding is a prefill: done at its first token (0 would mean "unknown length").
   rr.expected_output_tokens = embed ? 1 : call.request.max_tokens;
   rr.criticality = call.criticality;
+  // A Responses conversation goes back to the endpoint that holds it, while it can.
+  if (!call.previous_response.empty()) rr.preferred = pool.responses().find(call.previous_response);
 
   io::UpstreamRequest up;
   up.method = "POST";
@@ -146,7 +149,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   call.stream->watch_client();
   // Stream migration (opt-in per pool): the engine is asked for the token ids.
   std::optional<MigratingStream> migration;
-  if (call.request.stream && pool.config().max_migrations > 0 && !call.anthropic) {
+  if (call.request.stream && pool.config().max_migrations > 0 && !translated) {
     migration = MigratingStream::start(up.body, call.kind);
     if (migration) up.body = migration->first_body();
   }
@@ -294,7 +297,18 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       const bool ok = exchange->status() == 200;
       openai::Usage u;
       if (ok) {
-        u = call.anthropic ? openai::anthropic::parse_usage(*body) : openai::parse_usage(*body);
+        switch (call.dialect) {
+          case openai::Dialect::kOpenAi:
+            u = openai::parse_usage(*body);
+            break;
+          case openai::Dialect::kAnthropic:
+            u = openai::anthropic::parse_usage(*body);
+            break;
+          case openai::Dialect::kResponses:
+            u = openai::responses::parse_usage(*body);
+            pool.responses().remember(openai::responses::response_id(*body), endpoint->id);
+            break;
+        }
         if (u.seen) charge(call.limited_tenant, model, u);
       }
       const bool answered = ok && !embed;  // an embedding has no first token to time
@@ -336,12 +350,15 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
                                       {"x-kvgate-route-us", job.route_us}};
   if (!prefill_url.empty()) head.push_back({"x-kvgate-prefill-endpoint", prefill_url});
   call.stream->start(200, "text/event-stream", std::move(head));
-  openai::SseTap tap(
-      /*strip_usage_chunk=*/!call.request.client_wants_usage,
-      call.anthropic ? openai::SseTap::Protocol::kAnthropic : openai::SseTap::Protocol::kOpenAi);
+  openai::SseTap tap(/*strip_usage_chunk=*/!call.request.client_wants_usage, call.dialect);
   // Bytes already reached the client: a failure ends the stream with an error event.
   auto error_event = [&call](int status, std::string_view message, std::string_view code) {
-    if (call.anthropic) return openai::anthropic::render_error_event(status, message);
+    if (call.dialect == openai::Dialect::kAnthropic) {
+      return openai::anthropic::render_error_event(status, message);
+    }
+    if (call.dialect == openai::Dialect::kResponses) {
+      return openai::responses::render_error_event(code, message);
+    }
     return "data: " + openai::error_json(status, message, {}, code) + "\n\ndata: [DONE]\n\n";
   };
   const Nanos deadline =
@@ -445,6 +462,7 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
     out = std::string();
   }
   if (ok && job.lease.held()) pool.endpoint_result(job.endpoint->id, true);
+  if (!tap.response_id().empty()) pool.responses().remember(tap.response_id(), job.endpoint->id);
   if (client_left) {
     job.exchange.reset();  // closes the upstream connection now: the engine aborts
     fault_metrics.cancelled(pool.name(), /*after_first_byte=*/true);

@@ -1,6 +1,7 @@
 #include "openai/sse_tap.h"
 
 #include "openai/anthropic.h"
+#include "openai/responses.h"
 
 namespace kvgate::openai {
 
@@ -37,7 +38,7 @@ SseTap::Step SseTap::feed(std::string_view data, std::string& out) {
   return step;
 }
 
-void SseTap::on_anthropic_event(std::string_view event, Step& step) {
+void SseTap::on_named_event(std::string_view event, Step& step) {
   // "event: NAME\ndata: {...}\n\n" (either line may come first, CRLF allowed).
   std::string_view name;
   std::string_view payload;
@@ -55,6 +56,21 @@ void SseTap::on_anthropic_event(std::string_view event, Step& step) {
     if (line.starts_with("event:")) name = value(6);
     if (line.starts_with("data:")) payload = value(5);
     at = eol + 1;
+  }
+  if (dialect_ == Dialect::kResponses) {
+    if (name == "response.output_text.delta") {
+      ++step.token_events;
+    } else if (name == "response.created") {
+      response_id_ = responses::response_id(payload);
+    } else if (name == "response.completed" || name == "response.incomplete" ||
+               name == "response.failed") {
+      const Usage u = responses::parse_usage(payload);
+      if (u.seen) usage_ = u;
+      step.done = true;
+    } else if (name == "error") {
+      saw_error_ = true;
+    }
+    return;
   }
   if (name == "content_block_delta") {
     ++step.token_events;
@@ -75,8 +91,8 @@ void SseTap::on_anthropic_event(std::string_view event, Step& step) {
 }
 
 void SseTap::on_event(std::string_view event, std::string& out, Step& step) {
-  if (protocol_ == Protocol::kAnthropic) {
-    on_anthropic_event(event, step);
+  if (dialect_ != Dialect::kOpenAi) {
+    on_named_event(event, step);
     out.append(event.data(), event.size());
     return;
   }

@@ -14,7 +14,10 @@
 //
 // An Anthropic Messages stream (named events, openai/anthropic.h) is read as such: tokens
 // are its content_block_delta events, usage comes from message_start (input tokens) and
-// message_delta (output tokens), message_stop ends it; nothing is stripped.
+// message_delta (output tokens), message_stop ends it. A Responses stream (responses.h):
+// tokens are response.output_text.delta events, the response's id comes from
+// response.created, usage from response.completed, which ends it. Nothing is stripped
+// from either.
 //
 // Not thread-safe (one per stream).
 #pragma once
@@ -24,15 +27,15 @@
 #include <string>
 #include <string_view>
 
+#include "openai/api_kind.h"
 #include "openai/usage.h"
 
 namespace kvgate::openai {
 
 class SseTap {
  public:
-  enum class Protocol : uint8_t { kOpenAi, kAnthropic };
-  explicit SseTap(bool strip_usage_chunk, Protocol protocol = Protocol::kOpenAi)
-      : strip_usage_(strip_usage_chunk), protocol_(protocol) {}
+  explicit SseTap(bool strip_usage_chunk, Dialect dialect = Dialect::kOpenAi)
+      : strip_usage_(strip_usage_chunk), dialect_(dialect) {}
 
   struct Step {
     size_t token_events = 0;  // completed events whose choices are non-empty
@@ -43,13 +46,16 @@ class SseTap {
   size_t pending() const { return partial_.size(); }
   const Usage& usage() const { return usage_; }
   bool saw_error() const { return saw_error_; }
+  // Responses: the response's id (from response.created), "" until then.
+  const std::string& response_id() const { return response_id_; }
 
  private:
   void on_event(std::string_view event, std::string& out, Step& step);
-  void on_anthropic_event(std::string_view event, Step& step);
+  void on_named_event(std::string_view event, Step& step);
 
   bool strip_usage_;
-  Protocol protocol_;
+  Dialect dialect_;
+  std::string response_id_;
   std::string partial_;
   Usage usage_;
   bool saw_error_ = false;

@@ -2,7 +2,7 @@
 // npm client: models, chat and completions (whole and streamed), usage with
 // include_usage, cached tokens on a repeated prompt, API keys and OpenAI-style errors
 // mapped to the client's exception classes; embeddings (base64 and floats), tokenize and
-// detokenize.
+// detokenize; responses (whole, streamed, and continued with previous_response_id).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
@@ -189,4 +189,55 @@ test('tokenize and detokenize are passed to an engine of the model\'s pool', asy
   assert.equal(unknown.status, 404);
   const nokey = await fetch(`${base}/tokenize`, { method: 'POST', body: '{"prompt":"x"}' });
   assert.equal(nokey.status, 401);
+});
+
+test('responses through the gateway: whole, streamed, and a conversation continued where it is stored', async () => {
+  const r = await client().responses.create({
+    model: 'qwen', instructions: 'Be brief.', input: 'say three words', max_output_tokens: 3,
+  });
+  assert.match(r.id, /^resp_/);
+  assert.equal(r.object, 'response');
+  assert.equal(r.model, 'qwen-sim');
+  assert.equal(r.output_text.trim().split(/\s+/).length, 3);
+  assert.equal(r.usage.output_tokens, 3);
+  assert.equal(r.usage.total_tokens, r.usage.input_tokens + 3);
+
+  const stream = await client().responses.create({
+    model: 'qwen', input: [{ role: 'user', content: [{ type: 'input_text', text: 'stream me' }] }],
+    max_output_tokens: 2, stream: true,
+  });
+  const types = [];
+  let text = '';
+  let completed;
+  for await (const e of stream) {
+    types.push(e.type);
+    if (e.type === 'response.output_text.delta') text += e.delta;
+    if (e.type === 'response.completed') completed = e.response;
+  }
+  assert.deepEqual(types, ['response.created', 'response.in_progress', 'response.output_item.added',
+    'response.content_part.added', 'response.output_text.delta', 'response.output_text.delta',
+    'response.output_text.done', 'response.content_part.done', 'response.output_item.done',
+    'response.completed']);
+  assert.equal(completed.output[0].content[0].text, text);
+  assert.equal(completed.usage.output_tokens, 2);
+
+  // Each turn goes back to the engine that stored the conversation, and finds its prefix.
+  const first = await client().responses.create({
+    model: 'qwen', input: words('conv', 60), max_output_tokens: 2,
+  }).withResponse();
+  const endpoint = first.response.headers.get('x-kvgate-endpoint');
+  let previous = first.data.id;
+  for (let turn = 0; turn < 4; turn++) {
+    const next = await client().responses.create({
+      model: 'qwen', input: words(`turn${turn}-`, 5), previous_response_id: previous, max_output_tokens: 2,
+    }).withResponse();
+    assert.equal(next.response.headers.get('x-kvgate-endpoint'), endpoint);
+    assert.equal(next.data.previous_response_id, previous);
+    assert.ok(next.data.usage.input_tokens_details.cached_tokens >= 48,
+      `turn ${turn}: cached ${next.data.usage.input_tokens_details.cached_tokens}`);
+    previous = next.data.id;
+  }
+  await assert.rejects(
+    client().responses.create({ model: 'qwen', input: 'x', previous_response_id: 'resp_unknown' }),
+    (e) => e instanceof OpenAI.NotFoundError);
 });

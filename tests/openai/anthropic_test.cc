@@ -112,7 +112,7 @@ TEST(Anthropic, EngineAnswersAndTheGatewaysTapAgree) {
                              render_text_delta(" b") + render_stream_end("max_tokens", usage);
   EXPECT_EQ(stream.rfind("event: message_start\ndata: {", 0), 0u);
   // Fed in uneven pieces, passed through whole, read as Anthropic's events.
-  SseTap tap(/*strip_usage_chunk=*/true, SseTap::Protocol::kAnthropic);
+  SseTap tap(/*strip_usage_chunk=*/true, Dialect::kAnthropic);
   std::string out;
   size_t tokens = 0;
   bool done = false;

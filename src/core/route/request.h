@@ -43,6 +43,11 @@ struct RouteRequest {
   // Endpoints this request must not go to (a retry skips the ones that failed it); the
   // healthy filter, which always runs first, drops them.
   std::span<const kv::EndpointId> excluded;
+  // An endpoint that holds state of this request's own (a Responses API conversation's
+  // previous response: the engine's stored response and its KV). Aggregated pools only:
+  // chosen when it is still a candidate after the filters and early rejection (healthy,
+  // not excluded, room for the request); otherwise the policy decides as if unset.
+  std::optional<kv::EndpointId> preferred;
 };
 
 }  // namespace kvgate::route

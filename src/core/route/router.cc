@@ -241,7 +241,12 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
       d.reason = RejectReason::kDecodeFull;
       return d;
     }
-    const size_t i = policy_->pick(ctx, candidates_, rng);
+    size_t i = policy_->pick(ctx, candidates_, rng);  // costs every candidate
+    if (request.preferred) {
+      for (size_t j = 0; j < candidates_.size(); ++j) {
+        if (candidates_[j].endpoint->id == *request.preferred) i = j;
+      }
+    }
     d.endpoint = candidates_[i].endpoint->id;
     d.cost = candidates_[i].cost;
     fill(candidates_[i]);

@@ -136,6 +136,27 @@ TEST_F(RouterTest, ExcludedEndpointsAreSkippedForThatRequestOnly) {
   EXPECT_EQ(router_->decide(retry, 0, rng_).reason, RejectReason::kNoHealthyEndpoints);
 }
 
+// A request's preferred endpoint (a Responses conversation's previous one) wins over the
+// policy's choice while it is a candidate, and is passed over when it is not (unhealthy or
+// excluded): then the policy decides as if nothing were preferred.
+TEST_F(RouterTest, PreferredEndpointWinsWhileItIsACandidate) {
+  build();
+  auto r = prompt(8, 1);
+  EndpointId a = add({.url = "A"});
+  EndpointId b = add({.url = "B"});
+  cache(a, r, 8);
+  EXPECT_EQ(winner(r), 'A');
+  RouteRequest follow_up = r;
+  follow_up.preferred = b;
+  EXPECT_EQ(winner(follow_up), 'B');
+  router_->pool().set_health(b, Health::kUnhealthy);
+  EXPECT_EQ(winner(follow_up), 'A');
+  router_->pool().set_health(b, Health::kHealthy);
+  const std::vector<EndpointId> not_b = {b};
+  follow_up.excluded = not_b;
+  EXPECT_EQ(winner(follow_up), 'A');
+}
+
 // The seed's toy example end to end: cache contents from KV events into the precise
 // index, load from requests in flight. See policies_test.cc for the arithmetic.
 TEST_F(RouterTest, SeedToyExampleThroughTheIndex) {
