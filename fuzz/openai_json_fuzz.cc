@@ -3,7 +3,8 @@
 // answer exactly what the full parse answers; inspect_request and parse_usage (which
 // pick between them) must always answer as the full parse. The first byte picks the
 // reader: chat request, completion request, a usage-bearing response, or an embeddings,
-// tokenize or detokenize body (inspect_aux_request, then the body sent upstream), or an
+// tokenize, detokenize, score or rerank body (inspect_aux_request, then the body sent
+// upstream), or an
 // Anthropic Messages or Responses body (the chat request it stands for).
 #include <string>
 
@@ -40,12 +41,12 @@ std::string show(const Inspection& i) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
-  const int mode = data[0] % 8;
-  if (mode >= 6) {
+  const int mode = data[0] % 10;
+  if (mode >= 8) {
     // Messages and Responses bodies: the chat request each stands for is a JSON object the
     // chat inspection reads (accepted or refused, never a crash).
     std::string chat;
-    if (mode == 6) {
+    if (mode == 8) {
       auto got = anthropic::messages_to_chat(body);
       if (auto* c = std::get_if<std::string>(&got)) chat = std::move(*c);
     } else {

@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <bit>
 #include <boost/json.hpp>
 #include <cmath>
@@ -79,6 +80,58 @@ std::string render_embedding_response(std::string_view id, int64_t created, std:
   usage["completion_tokens"] = 0;
   usage["prompt_tokens_details"] = nullptr;
   body["usage"] = std::move(usage);
+  return json::serialize(body);
+}
+
+double relevance(std::span<const kv::TokenId> first, std::span<const kv::TokenId> second) {
+  constexpr uint32_t kSize = 256;
+  if (first.empty() || second.empty()) return 0.5;
+  const std::vector<float> a = embedding_of(first, kSize);
+  const std::vector<float> b = embedding_of(second, kSize);
+  double cosine = 0;
+  for (uint32_t i = 0; i < kSize; ++i) cosine += static_cast<double>(a[i]) * b[i];
+  return std::clamp((cosine + 1) / 2, 0.0, 1.0);
+}
+
+std::string render_score_response(std::string_view id, int64_t created, std::string_view model,
+                                  const std::vector<double>& scores, uint32_t prompt_tokens) {
+  json::object body;
+  body["id"] = id;
+  body["object"] = "list";
+  body["created"] = created;
+  body["model"] = model;
+  json::array data;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    data.push_back(json::object{{"index", i}, {"object", "score"}, {"score", scores[i]}});
+  }
+  body["data"] = std::move(data);
+  body["usage"] = json::object{{"prompt_tokens", prompt_tokens},
+                               {"total_tokens", prompt_tokens},
+                               {"completion_tokens", 0},
+                               {"prompt_tokens_details", nullptr}};
+  return json::serialize(body);
+}
+
+std::string render_rerank_response(std::string_view id, std::string_view model,
+                                   const std::vector<std::string>& documents,
+                                   const std::vector<double>& scores, uint32_t top_n,
+                                   uint32_t prompt_tokens) {
+  std::vector<size_t> order(scores.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  if (top_n > 0 && top_n < order.size()) order.resize(top_n);
+  json::array results;
+  for (size_t i : order) {
+    results.push_back(json::object{{"index", i},
+                                   {"document", json::object{{"text", documents[i]}}},
+                                   {"relevance_score", scores[i]}});
+  }
+  json::object body{
+      {"id", id},
+      {"model", model},
+      {"usage", json::object{{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}},
+      {"results", std::move(results)}};
   return json::serialize(body);
 }
 

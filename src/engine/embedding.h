@@ -32,4 +32,20 @@ std::string render_embedding_response(std::string_view id, int64_t created, std:
                                       const std::vector<std::vector<float>>& embeddings,
                                       bool base64, uint32_t prompt_tokens);
 
+// POST /score and /rerank: how well `second` answers `first`, in [0, 1] (a cross-encoder's
+// probability): their embeddings' cosine, moved from [-1, 1] to [0, 1].
+double relevance(std::span<const kv::TokenId> first, std::span<const kv::TokenId> second);
+
+// vLLM's ScoreResponse: {"id", "object": "list", "created", "model", "data": [{"index",
+// "object": "score", "score"}], "usage"} (usage as an embedding's).
+std::string render_score_response(std::string_view id, int64_t created, std::string_view model,
+                                  const std::vector<double>& scores, uint32_t prompt_tokens);
+// vLLM's RerankResponse: {"id", "model", "usage": {"prompt_tokens", "total_tokens"},
+// "results": [{"index", "document": {"text"}, "relevance_score"}]}, the best first, the
+// first `top_n` of them (0: all).
+std::string render_rerank_response(std::string_view id, std::string_view model,
+                                   const std::vector<std::string>& documents,
+                                   const std::vector<double>& scores, uint32_t top_n,
+                                   uint32_t prompt_tokens);
+
 }  // namespace kvgate::engine_server

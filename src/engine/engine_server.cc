@@ -43,9 +43,12 @@ namespace json = boost::json;
 using SteadyClock = std::chrono::steady_clock;
 using engine::RequestId;
 
-// POST /v1/embeddings: one engine request per input (each a prefill and one token),
-// answered together once the last is done. Engine thread only, once submitted.
+// POST /v1/embeddings, /score and /rerank: one engine request per input (each a prefill
+// and one token), answered together once the last is done. Engine thread only, once
+// submitted.
 struct EmbeddingJob {
+  enum class Kind : uint8_t { kEmbeddings, kScore, kRerank };
+  Kind kind = Kind::kEmbeddings;
   std::shared_ptr<io::ResponseStream> stream;
   bool base64 = false;
   uint32_t size = 0;  // values per embedding
@@ -54,6 +57,12 @@ struct EmbeddingJob {
   std::vector<RequestId> ids;                    // per input, in order
   std::vector<std::vector<kv::TokenId>> tokens;  // per input, until its embedding is made
   std::vector<std::vector<float>> vectors;       // per input, once done
+  // Score and rerank: each input is a pair's two texts' tokens, the second from split[i];
+  // its relevance once done.
+  std::vector<size_t> split;
+  std::vector<double> scores;
+  std::vector<std::string> documents;  // rerank: the documents, in order
+  uint32_t top_n = 0;                  // rerank: 0 for all
   size_t left = 0;
   uint32_t prompt_tokens = 0;
   bool answered = false;
@@ -203,6 +212,16 @@ struct EngineServer::Impl {
   void handle_tokenize(const io::HttpRequest& req, const std::shared_ptr<io::ResponseStream>& s);
   void handle_detokenize(const io::HttpRequest& req, const std::shared_ptr<io::ResponseStream>& s);
   void handle_embeddings(const io::HttpRequest& req, std::shared_ptr<io::ResponseStream> s);
+  void handle_scoring(const io::HttpRequest& req, std::shared_ptr<io::ResponseStream> s,
+                      bool rerank);
+  // The inputs of `job` (its tokens, set) to the engine thread, one request each.
+  void start_pooling(std::shared_ptr<EmbeddingJob> job, std::shared_ptr<io::ResponseStream> s);
+  // An input's tokens, or the error answer: the text encoded (with the special tokens an
+  // embedding model adds) or the ids given, cut to the last `truncate` tokens, and checked
+  // against the model's length.
+  std::variant<std::vector<kv::TokenId>, io::HttpResponse> pooling_tokens(
+      const std::optional<std::string>& text, std::vector<kv::TokenId> ids,
+      std::optional<uint32_t> truncate) const;
   io::HttpResponse models_response() const;
 
   // Engine thread.
@@ -262,6 +281,11 @@ void EngineServer::Impl::handle(io::HttpRequest&& req, std::shared_ptr<io::Respo
     if (!post) return s->respond(vllm_error(405, "method not allowed"));
     return handle_completion(req, openai::ApiKind::kChat, std::move(s),
                              openai::Dialect::kResponses);
+  }
+  if (path == "/score" || path == "/v1/score" || path == "/rerank" || path == "/v1/rerank" ||
+      path == "/v2/rerank") {
+    if (!post) return s->respond(vllm_error(405, "method not allowed"));
+    return handle_scoring(req, std::move(s), path.ends_with("rerank"));
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (!post) return s->respond(vllm_error(405, "method not allowed"));
@@ -356,32 +380,96 @@ void EngineServer::Impl::handle_embeddings(const io::HttpRequest& req,
   job->size = e.dimensions.value_or(opt.embedding_size);
   job->model = opt.served_model_name;
   job->created = clock.wall_now() / kSecond;
-  const uint32_t max_len = model.config().max_model_len;
   for (openai::EmbeddingInput& in : e.inputs) {
-    std::vector<kv::TokenId> tokens;
-    if (in.text) {
-      // vLLM's embedding models add their special tokens (CLS/EOS) to each input.
-      auto got = codec->encode(*in.text, /*add_special_tokens=*/true);
-      if (!got) return s->respond(vllm_error(400, got.error()));
-      tokens = std::move(*got);
-    } else {
-      tokens = std::move(in.tokens);
-    }
-    if (e.truncate_prompt_tokens && tokens.size() > *e.truncate_prompt_tokens) {
-      tokens.erase(tokens.begin(),
-                   tokens.end() - static_cast<ptrdiff_t>(*e.truncate_prompt_tokens));
-    }
-    if (tokens.empty()) return s->respond(vllm_error(400, "an input is empty"));
-    if (tokens.size() > max_len) {
-      return s->respond(vllm_error(
-          400, fmt::format("This model's maximum context length is {} tokens. However, you "
-                           "requested {} tokens in the input for embedding generation. Please "
-                           "reduce the length of the input.",
-                           max_len, tokens.size())));
-    }
-    job->ids.push_back(next_id.fetch_add(1));
-    job->tokens.push_back(std::move(tokens));
+    auto tokens = pooling_tokens(in.text, std::move(in.tokens), e.truncate_prompt_tokens);
+    if (auto* r = std::get_if<io::HttpResponse>(&tokens)) return s->respond(std::move(*r));
+    job->tokens.push_back(std::move(std::get<std::vector<kv::TokenId>>(tokens)));
   }
+  start_pooling(std::move(job), std::move(s));
+}
+
+std::variant<std::vector<kv::TokenId>, io::HttpResponse> EngineServer::Impl::pooling_tokens(
+    const std::optional<std::string>& text, std::vector<kv::TokenId> ids,
+    std::optional<uint32_t> truncate) const {
+  if (text) {
+    // vLLM's embedding models add their special tokens (CLS/EOS) to each input.
+    auto got = codec->encode(*text, /*add_special_tokens=*/true);
+    if (!got) return vllm_error(400, got.error());
+    ids = std::move(*got);
+  }
+  if (truncate && ids.size() > *truncate) {
+    ids.erase(ids.begin(), ids.end() - static_cast<ptrdiff_t>(*truncate));
+  }
+  if (ids.empty()) return vllm_error(400, "an input is empty");
+  const uint32_t max_len = model.config().max_model_len;
+  if (ids.size() > max_len) {
+    return vllm_error(400, fmt::format("This model's maximum context length is {} tokens. "
+                                       "However, you requested {} tokens in the input. Please "
+                                       "reduce the length of the input.",
+                                       max_len, ids.size()));
+  }
+  return ids;
+}
+
+void EngineServer::Impl::handle_scoring(const io::HttpRequest& req,
+                                        std::shared_ptr<io::ResponseStream> s, bool rerank) {
+  if (!is_ready.load()) return s->respond(vllm_error(503, "engine is starting"));
+  std::string model_name;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  std::optional<uint32_t> truncate;
+  auto job = std::make_shared<EmbeddingJob>();
+  if (rerank) {
+    auto parsed = openai::parse_rerank_request(req.body);
+    if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
+      return s->respond(vllm_error(e->status, e->message));
+    }
+    openai::RerankRequest& r = std::get<openai::RerankRequest>(parsed);
+    model_name = std::move(r.model);
+    for (const std::string& d : r.documents) pairs.emplace_back(r.query, d);
+    job->documents = std::move(r.documents);
+    job->top_n = r.top_n;
+    truncate = r.truncate_prompt_tokens;
+    job->kind = EmbeddingJob::Kind::kRerank;
+  } else {
+    auto parsed = openai::parse_score_request(req.body);
+    if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
+      return s->respond(vllm_error(e->status, e->message));
+    }
+    openai::ScoreRequest& r = std::get<openai::ScoreRequest>(parsed);
+    model_name = std::move(r.model);
+    pairs = std::move(r.pairs);
+    truncate = r.truncate_prompt_tokens;
+    job->kind = EmbeddingJob::Kind::kScore;
+  }
+  if (!model_name.empty() && model_name != opt.served_model_name) {
+    return s->respond(vllm_error(404, "The model `" + model_name + "` does not exist."));
+  }
+  job->model = opt.served_model_name;
+  job->created = clock.wall_now() / kSecond;
+  // A cross-encoder reads each pair as one input: the first text, then the second.
+  for (auto& [first, second] : pairs) {
+    auto a = pooling_tokens(first, {}, std::nullopt);
+    if (auto* r = std::get_if<io::HttpResponse>(&a)) return s->respond(std::move(*r));
+    auto b = pooling_tokens(second, {}, std::nullopt);
+    if (auto* r = std::get_if<io::HttpResponse>(&b)) return s->respond(std::move(*r));
+    std::vector<kv::TokenId> both = std::move(std::get<std::vector<kv::TokenId>>(a));
+    job->split.push_back(both.size());
+    const auto& tail = std::get<std::vector<kv::TokenId>>(b);
+    both.insert(both.end(), tail.begin(), tail.end());
+    auto checked = pooling_tokens(std::nullopt, std::move(both), truncate);
+    if (auto* r = std::get_if<io::HttpResponse>(&checked)) return s->respond(std::move(*r));
+    job->tokens.push_back(std::move(std::get<std::vector<kv::TokenId>>(checked)));
+    // Truncation cuts from the front: the first text may have lost tokens.
+    const size_t cut = job->split.back() + tail.size() - job->tokens.back().size();
+    job->split.back() = job->split.back() > cut ? job->split.back() - cut : 0;
+  }
+  job->scores.resize(job->tokens.size());
+  start_pooling(std::move(job), std::move(s));
+}
+
+void EngineServer::Impl::start_pooling(std::shared_ptr<EmbeddingJob> job,
+                                       std::shared_ptr<io::ResponseStream> s) {
+  for (size_t i = 0; i < job->tokens.size(); ++i) job->ids.push_back(next_id.fetch_add(1));
   job->vectors.resize(job->ids.size());
   job->left = job->ids.size();
   job->stream = std::move(s);
@@ -575,17 +663,33 @@ void EngineServer::Impl::refuse(Pending& p, io::HttpResponse r) {
 void EngineServer::Impl::embedding_done(Pending& p, const engine::RequestUpdate& u) {
   EmbeddingJob& job = *p.embedding;
   job.prompt_tokens += u.prompt_tokens;
-  std::vector<kv::TokenId>& tokens = job.tokens[p.embedding_index];
-  job.vectors[p.embedding_index] = embedding_of(tokens, job.size);
+  const size_t i = p.embedding_index;
+  std::vector<kv::TokenId>& tokens = job.tokens[i];
+  if (job.kind == EmbeddingJob::Kind::kEmbeddings) {
+    job.vectors[i] = embedding_of(tokens, job.size);
+  } else {
+    const std::span<const kv::TokenId> all(tokens);
+    job.scores[i] = relevance(all.first(job.split[i]), all.subspan(job.split[i]));
+  }
   tokens = {};
   if (--job.left > 0 || job.answered) return;
   job.answered = true;
-  job.stream->respond(io::HttpResponse{
-      200,
-      "application/json",
-      {},
-      render_embedding_response("embd-" + random_hex(id_rng), job.created, job.model, job.vectors,
-                                job.base64, job.prompt_tokens)});
+  std::string body;
+  switch (job.kind) {
+    case EmbeddingJob::Kind::kEmbeddings:
+      body = render_embedding_response("embd-" + random_hex(id_rng), job.created, job.model,
+                                       job.vectors, job.base64, job.prompt_tokens);
+      break;
+    case EmbeddingJob::Kind::kScore:
+      body = render_score_response("score-" + random_hex(id_rng), job.created, job.model,
+                                   job.scores, job.prompt_tokens);
+      break;
+    case EmbeddingJob::Kind::kRerank:
+      body = render_rerank_response("rerank-" + random_hex(id_rng), job.model, job.documents,
+                                    job.scores, job.top_n, job.prompt_tokens);
+      break;
+  }
+  job.stream->respond(io::HttpResponse{200, "application/json", {}, std::move(body)});
 }
 
 void EngineServer::Impl::kick() {

@@ -6,12 +6,19 @@
 namespace kvgate::gateway {
 namespace {
 
+// vLLM's scoring paths: /score and /rerank, with their /v1 (and /v2 rerank) aliases.
+bool is_score(std::string_view path) { return path == "/score" || path == "/v1/score"; }
+bool is_rerank(std::string_view path) {
+  return path == "/rerank" || path == "/v1/rerank" || path == "/v2/rerank";
+}
+bool is_scoring(std::string_view path) { return is_score(path) || is_rerank(path); }
+
 // The paths whose POST the gateway proxies (the ones an API key guards).
 bool is_post_api(std::string_view path) {
   using namespace std::string_view_literals;
   return path == "/v1/chat/completions"sv || path == "/v1/completions"sv ||
          path == "/v1/embeddings"sv || path == "/tokenize"sv || path == "/detokenize"sv ||
-         path == "/v1/messages"sv || path == "/v1/responses"sv;
+         path == "/v1/messages"sv || path == "/v1/responses"sv || is_scoring(path);
 }
 
 // The dialect a generation path speaks.
@@ -63,8 +70,9 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
   const bool is_tokenize = path == "/tokenize"sv;
   const bool is_detokenize = path == "/detokenize"sv;
   const bool is_messages = path == "/v1/messages"sv || path == "/v1/responses"sv;
-  if (!is_chat && !is_completion && !is_models && !is_embeddings && !is_tokenize &&
-      !is_detokenize && !is_messages) {
+  const bool is_pooling = is_embeddings || is_scoring(path);
+  if (!is_chat && !is_completion && !is_models && !is_pooling && !is_tokenize && !is_detokenize &&
+      !is_messages) {
     return stream->respond(json_error(404, fmt::format("Not found: {} {}", req.method, path)));
   }
   if (is_models ? !get : method != "POST"sv) {
@@ -81,12 +89,14 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
     }
     return stream->respond(HttpResponse{200, "application/json", {}, models_json});
   }
-  const Serve serve = is_embeddings                  ? Serve::kEmbed
+  const Serve serve = is_pooling                     ? Serve::kEmbed
                       : is_tokenize || is_detokenize ? Serve::kRelay
                                                      : Serve::kGenerate;
-  const openai::AuxApi api = is_tokenize     ? openai::AuxApi::kTokenize
-                             : is_detokenize ? openai::AuxApi::kDetokenize
-                                             : openai::AuxApi::kEmbeddings;
+  const openai::AuxApi api = is_tokenize       ? openai::AuxApi::kTokenize
+                             : is_detokenize   ? openai::AuxApi::kDetokenize
+                             : is_score(path)  ? openai::AuxApi::kScore
+                             : is_rerank(path) ? openai::AuxApi::kRerank
+                                               : openai::AuxApi::kEmbeddings;
   handle_inference(std::move(req), std::move(stream),
                    is_chat || is_messages ? openai::ApiKind::kChat : openai::ApiKind::kCompletion,
                    serve, api, received, to_proxy);

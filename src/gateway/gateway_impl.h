@@ -80,8 +80,9 @@ struct FlowTicketData {
   uint32_t charged_output_tokens = 0;  // set once dispatched: corrected at the end
 };
 
-// What the gateway does with a request it proxies: generation (chat, completions) is
-// routed on the prompt's blocks; embeddings by load alone (no prefix is reused); tokenize
+// What the gateway does with a request it proxies: generation (chat, completions,
+// Messages, Responses) is routed on the prompt's blocks; embeddings, scores and reranking
+// by load alone (no prefix is reused); tokenize
 // and detokenize are relayed to any healthy endpoint of the pool, outside the queue and
 // the router's load (the engine's API server answers them, not its GPU).
 enum class Serve : uint8_t { kGenerate, kEmbed, kRelay };

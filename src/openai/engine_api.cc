@@ -353,6 +353,89 @@ std::variant<EmbeddingRequest, ApiError> parse_embedding_request(std::string_vie
   return r;
 }
 
+namespace {
+
+// A string, or a list of strings (at least one), into `out`.
+bool texts(const json::value* v, std::vector<std::string>& out) {
+  if (!v) return false;
+  if (v->is_string()) {
+    out.emplace_back(v->as_string());
+    return true;
+  }
+  if (!v->is_array() || v->as_array().empty()) return false;
+  for (const json::value& t : v->as_array()) {
+    if (!t.is_string()) return false;
+    out.emplace_back(t.as_string());
+  }
+  return true;
+}
+
+std::variant<std::optional<uint32_t>, ApiError> truncate_of(const json::object& o) {
+  auto t = opt_int(o, "truncate_prompt_tokens");
+  if (auto* e = std::get_if<ApiError>(&t)) return *e;
+  // -1 is vLLM's "up to the model's length": nothing to cut here.
+  if (auto n = std::get<0>(t); n && *n != -1) {
+    if (*n < 1 || *n > UINT32_MAX)
+      return field_error("truncate_prompt_tokens", "must be at least 1");
+    return std::optional<uint32_t>(static_cast<uint32_t>(*n));
+  }
+  return std::optional<uint32_t>();
+}
+
+}  // namespace
+
+std::variant<ScoreRequest, ApiError> parse_score_request(std::string_view body) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json::object& o = std::get<json::object>(parsed);
+  ScoreRequest r;
+  if (auto m = opt_string(o, "model")) r.model = *m;
+  std::vector<std::string> one, two;
+  if (!texts(o.if_contains("text_1"), one)) {
+    return bad("'text_1' is required: a string or a list of strings");
+  }
+  if (!texts(o.if_contains("text_2"), two)) {
+    return bad("'text_2' is required: a string or a list of strings");
+  }
+  if (one.size() == 1) {
+    for (std::string& t : two) r.pairs.emplace_back(one[0], std::move(t));
+  } else if (one.size() == two.size()) {
+    for (size_t i = 0; i < one.size(); ++i)
+      r.pairs.emplace_back(std::move(one[i]), std::move(two[i]));
+  } else {
+    return bad("'text_1' and 'text_2' must have the same number of items (or 'text_1' one)");
+  }
+  auto t = truncate_of(o);
+  if (auto* e = std::get_if<ApiError>(&t)) return *e;
+  r.truncate_prompt_tokens = std::get<0>(t);
+  return r;
+}
+
+std::variant<RerankRequest, ApiError> parse_rerank_request(std::string_view body) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json::object& o = std::get<json::object>(parsed);
+  RerankRequest r;
+  if (auto m = opt_string(o, "model")) r.model = *m;
+  const json::value* q = o.if_contains("query");
+  if (!q || !q->is_string()) return bad("'query' is required: a string");
+  r.query = std::string(q->as_string());
+  const json::value* d = o.if_contains("documents");
+  if (!d || !d->is_array() || !texts(d, r.documents)) {
+    return bad("'documents' is required: a list of strings");
+  }
+  auto top = opt_int(o, "top_n");
+  if (auto* e = std::get_if<ApiError>(&top)) return *e;
+  if (auto n = std::get<0>(top)) {
+    if (*n < 0 || *n > UINT32_MAX) return field_error("top_n", "must not be negative");
+    r.top_n = static_cast<uint32_t>(*n);
+  }
+  auto t = truncate_of(o);
+  if (auto* e = std::get_if<ApiError>(&t)) return *e;
+  r.truncate_prompt_tokens = std::get<0>(t);
+  return r;
+}
+
 std::string render_response(ApiKind kind, const ResponseIds& ids, std::string_view text,
                             std::string_view finish_reason, const Usage& usage,
                             std::string_view kv_transfer_json, const TokenIdFields* token_ids) {

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -112,6 +113,25 @@ struct EmbeddingRequest {
   std::optional<uint32_t> truncate_prompt_tokens;  // keep only the last N tokens
 };
 std::variant<EmbeddingRequest, ApiError> parse_embedding_request(std::string_view body);
+
+// POST /score (/v1/score) as vLLM takes it: "text_1" and "text_2", each a string or a
+// list of strings, one score per pair: a single text_1 with each text_2, or lists of one
+// length item by item. POST /rerank (/v1/rerank, /v2/rerank): "query", "documents" (a
+// list of strings), "top_n" (0: all). Both read "model" and "truncate_prompt_tokens".
+struct ScoreRequest {
+  std::string model;  // "" when absent
+  std::vector<std::pair<std::string, std::string>> pairs;
+  std::optional<uint32_t> truncate_prompt_tokens;
+};
+std::variant<ScoreRequest, ApiError> parse_score_request(std::string_view body);
+struct RerankRequest {
+  std::string model;  // "" when absent
+  std::string query;
+  std::vector<std::string> documents;
+  uint32_t top_n = 0;
+  std::optional<uint32_t> truncate_prompt_tokens;
+};
+std::variant<RerankRequest, ApiError> parse_rerank_request(std::string_view body);
 
 // Identity of one response, shared by all its chunks.
 struct ResponseIds {

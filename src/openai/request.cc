@@ -39,6 +39,45 @@ Inspection inspect_aux_request(std::string_view body, AuxApi api) {
   } else if (api == AuxApi::kDetokenize) {
     const json::value* t = o.if_contains("tokens");
     if (!t || !t->is_array()) return fail("'tokens' must be a list of token ids", "tokens");
+  } else if (api == AuxApi::kScore || api == AuxApi::kRerank) {
+    const bool rerank = api == AuxApi::kRerank;
+    const char* first_key = rerank ? "query" : "text_1";
+    const char* second_key = rerank ? "documents" : "text_2";
+    // A string or a non-empty list of strings (rerank: a string, then a list).
+    auto strings = [](const json::value* v, bool list_only, std::vector<std::string_view>& out) {
+      if (v && v->is_string() && !list_only) {
+        out.push_back(v->as_string());
+        return true;
+      }
+      if (!v || !v->is_array() || v->as_array().empty()) return false;
+      for (const json::value& s : v->as_array()) {
+        if (!s.is_string()) return false;
+        out.push_back(s.as_string());
+      }
+      return true;
+    };
+    std::vector<std::string_view> first, second;
+    if (!strings(o.if_contains(first_key), false, first) || (rerank && first.size() != 1)) {
+      return fail(std::string("'") + first_key +
+                      "' is required: " + (rerank ? "a string" : "a string or a list of strings"),
+                  first_key);
+    }
+    if (!strings(o.if_contains(second_key), rerank, second)) {
+      return fail(std::string("'") + second_key + "' is required: " +
+                      (rerank ? "a list of strings" : "a string or a list of strings"),
+                  second_key);
+    }
+    if (first.size() != 1 && first.size() != second.size()) {
+      return fail("'text_1' and 'text_2' must have the same number of items (or 'text_1' one)",
+                  "text_2");
+    }
+    // Each pair is one input of the engine's: its two texts.
+    for (size_t i = 0; i < second.size(); ++i) {
+      if (!r.prompt_text.empty()) r.prompt_text += '\n';
+      r.prompt_text.append(first[first.size() == 1 ? 0 : i]);
+      r.prompt_text += '\n';
+      r.prompt_text.append(second[i]);
+    }
   } else {
     const json::value* in = o.if_contains("input");
     if (!in || in->is_null()) return fail("'input' is required", "input");

@@ -167,6 +167,32 @@ test('embeddings through the gateway: base64 (the client default) and floats, us
     (e) => e instanceof OpenAI.AuthenticationError);
 });
 
+test('score and rerank through the gateway, routed by load, in vLLM\'s shapes', async () => {
+  const post = (path, body) => fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: JSON.stringify(body),
+  });
+  const s = await post('/v1/score', { model: 'qwen', text_1: 'red apple pie', text_2: ['red apple tart', 'blue sky'] });
+  assert.equal(s.status, 200);
+  const score = await s.json();
+  assert.equal(score.object, 'list');
+  assert.deepEqual(score.data.map((d) => [d.index, d.object]), [[0, 'score'], [1, 'score']]);
+  assert.ok(score.data[0].score > score.data[1].score, JSON.stringify(score.data));
+  assert.equal(score.usage.prompt_tokens, 11);  // the word codec: 3 + 3, then 3 + 2
+  const r = await post('/rerank', { model: 'qwen', query: 'red apple pie', documents: ['blue sky', 'red apple tart', 'green'], top_n: 2 });
+  assert.equal(r.status, 200);
+  const rerank = await r.json();
+  assert.equal(rerank.results.length, 2);
+  assert.equal(rerank.results[0].index, 1);
+  assert.equal(rerank.results[0].document.text, 'red apple tart');
+  assert.ok(rerank.results[0].relevance_score >= rerank.results[1].relevance_score);
+  assert.ok(rerank.usage.total_tokens > 0);
+  const bad = await post('/v2/rerank', { model: 'qwen', query: 'q' });
+  assert.equal(bad.status, 400);
+  assert.equal((await bad.json()).error.param, 'documents');
+});
+
 test('tokenize and detokenize are passed to an engine of the model\'s pool', async () => {
   const post = (path, body) => fetch(`${base}${path}`, {
     method: 'POST',

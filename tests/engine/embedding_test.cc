@@ -51,5 +51,27 @@ TEST(Embedding, ResponseIsVllmsInFloatsAndInBase64) {
   EXPECT_EQ(b64.at("data").at(1).at("embedding"), json::value("AACAPwAAAAA="));
 }
 
+TEST(Embedding, RelevanceRanksSharedTokensFirstAndRendersAsVllm) {
+  const std::vector<kv::TokenId> query = {1, 2, 3, 4};
+  const std::vector<kv::TokenId> close = {1, 2, 3, 9};
+  const std::vector<kv::TokenId> far = {70, 80, 90, 99};
+  const double near_score = relevance(query, close);
+  const double far_score = relevance(query, far);
+  EXPECT_GT(near_score, far_score);
+  EXPECT_GE(far_score, 0.0);
+  EXPECT_LE(near_score, 1.0);
+  json::value score = json::parse(render_score_response("score-1", 3, "m", {0.25, 0.5}, 6));
+  EXPECT_EQ(score, json::parse(R"({"id":"score-1","object":"list","created":3,"model":"m",
+      "data":[{"index":0,"object":"score","score":0.25},{"index":1,"object":"score","score":0.5}],
+      "usage":{"prompt_tokens":6,"total_tokens":6,"completion_tokens":0,
+               "prompt_tokens_details":null}})"));
+  json::value rerank =
+      json::parse(render_rerank_response("rerank-1", "m", {"a", "b", "c"}, {0.1, 0.9, 0.5}, 2, 6));
+  EXPECT_EQ(rerank, json::parse(R"({"id":"rerank-1","model":"m",
+      "usage":{"prompt_tokens":6,"total_tokens":6},
+      "results":[{"index":1,"document":{"text":"b"},"relevance_score":0.9},
+                 {"index":2,"document":{"text":"c"},"relevance_score":0.5}]})"));
+}
+
 }  // namespace
 }  // namespace kvgate::engine_server

@@ -222,5 +222,32 @@ TEST(EngineApi, DetokenizeAsVllm) {
   EXPECT_EQ(json::parse(render_detokenize_response("a b")), json::parse(R"({"prompt":"a b"})"));
 }
 
+TEST(EngineApi, ScoreAndRerankPairTheirTextsAsVllm) {
+  auto one = parse_score_request(R"({"model":"m","text_1":"q","text_2":["a","b"]})");
+  ASSERT_TRUE(std::holds_alternative<ScoreRequest>(one));
+  EXPECT_EQ(std::get<ScoreRequest>(one).pairs,
+            (std::vector<std::pair<std::string, std::string>>{{"q", "a"}, {"q", "b"}}));
+  auto zip = parse_score_request(R"({"text_1":["x","y"],"text_2":["a","b"],
+                                     "truncate_prompt_tokens":-1})");
+  ASSERT_TRUE(std::holds_alternative<ScoreRequest>(zip));
+  EXPECT_EQ(std::get<ScoreRequest>(zip).pairs,
+            (std::vector<std::pair<std::string, std::string>>{{"x", "a"}, {"y", "b"}}));
+  EXPECT_FALSE(std::get<ScoreRequest>(zip).truncate_prompt_tokens);
+  for (std::string_view bad : {R"({"text_1":"q"})", R"({"text_1":["x","y"],"text_2":["a"]})",
+                               R"({"text_1":[],"text_2":"a"})", R"({"text_1":1,"text_2":"a"})"}) {
+    EXPECT_TRUE(std::holds_alternative<ApiError>(parse_score_request(bad))) << bad;
+  }
+  auto rr = parse_rerank_request(R"({"model":"m","query":"q","documents":["a","b"],"top_n":1})");
+  ASSERT_TRUE(std::holds_alternative<RerankRequest>(rr));
+  EXPECT_EQ(std::get<RerankRequest>(rr).query, "q");
+  EXPECT_EQ(std::get<RerankRequest>(rr).documents, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(std::get<RerankRequest>(rr).top_n, 1u);
+  for (std::string_view bad :
+       {R"({"documents":["a"]})", R"({"query":"q","documents":"a"})",
+        R"({"query":"q","documents":[]})", R"({"query":"q","documents":["a"],"top_n":-1})"}) {
+    EXPECT_TRUE(std::holds_alternative<ApiError>(parse_rerank_request(bad))) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::openai

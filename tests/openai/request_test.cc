@@ -135,5 +135,29 @@ TEST(OpenAiRequest, BadAuxBodiesGet400WithTheParam) {
   }
 }
 
+TEST(OpenAiRequest, ScoreAndRerankBodiesGiveTheirPairsSize) {
+  Inspection score =
+      inspect_aux_request(R"({"model":"m","text_1":"q","text_2":["a","b"]})", AuxApi::kScore);
+  ASSERT_FALSE(score.error);
+  EXPECT_EQ(score.request.prompt_text, "q\na\nq\nb");
+  Inspection rerank =
+      inspect_aux_request(R"({"query":"q","documents":["a","b","c"]})", AuxApi::kRerank);
+  ASSERT_FALSE(rerank.error);
+  EXPECT_EQ(rerank.request.prompt_text, "q\na\nq\nb\nq\nc");
+  struct Case {
+    std::string_view body;
+    AuxApi api;
+    std::string_view param;
+  };
+  for (const Case& c : {Case{R"({"text_2":"a"})", AuxApi::kScore, "text_1"},
+                        Case{R"({"text_1":["x","y"],"text_2":["a"]})", AuxApi::kScore, "text_2"},
+                        Case{R"({"query":["q"],"documents":["a"]})", AuxApi::kRerank, "query"},
+                        Case{R"({"query":"q","documents":"a"})", AuxApi::kRerank, "documents"}}) {
+    Inspection i = inspect_aux_request(c.body, c.api);
+    ASSERT_TRUE(i.error) << c.body;
+    EXPECT_EQ(i.error->param, c.param) << c.body;
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::openai
