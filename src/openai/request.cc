@@ -57,7 +57,8 @@ Inspection inspect_aux_request(std::string_view body, AuxApi api) {
       return true;
     };
     std::vector<std::string_view> first, second;
-    if (!strings(o.if_contains(first_key), false, first) || (rerank && first.size() != 1)) {
+    const json::value* head = o.if_contains(first_key);
+    if (!strings(head, false, first) || (rerank && !head->is_string())) {
       return fail(std::string("'") + first_key +
                       "' is required: " + (rerank ? "a string" : "a string or a list of strings"),
                   first_key);
