@@ -23,6 +23,7 @@ struct Flags {
   std::string format = "array";
   bool no_prefix_caching = false;
   std::string tokenizer;
+  std::vector<std::string> lora_modules;  // NAME=PATH
 };
 
 using env::read_file;
@@ -83,6 +84,19 @@ int run(Flags& f) {
   }
   f.o.kv_events_format = *format;
   f.o.engine.enable_prefix_caching = !f.no_prefix_caching;
+  for (const std::string& m : f.lora_modules) {
+    const size_t eq = m.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == m.size()) {
+      std::fprintf(stderr, "kvgate engine: --lora-modules: expected NAME=PATH, got '%s'\n",
+                   m.c_str());
+      return 2;
+    }
+    f.o.lora_modules.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+  }
+  if (!f.o.lora_modules.empty() && f.o.max_loras == 0) {
+    std::fprintf(stderr, "kvgate engine: --lora-modules needs --max-loras N (LoRA is off)\n");
+    return 2;
+  }
   auto profile = load_profile(f.profile);
   if (!profile) {
     std::fprintf(stderr, "kvgate engine: %s\n", profile.error().c_str());
@@ -202,6 +216,16 @@ void add_engine_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--default-max-tokens", o.default_max_tokens,
                   "Output length when a request gives no max_tokens")
+      ->capture_default_str();
+  cmd->add_option("--max-loras", o.max_loras,
+                  "LoRA adapters (vLLM's --enable-lora --max-loras): 0 turns LoRA off; adapters "
+                  "come from --lora-modules or POST /v1/load_lora_adapter")
+      ->capture_default_str();
+  cmd->add_option("--lora-modules", flags->lora_modules,
+                  "Adapters loaded at start, NAME=PATH (repeat the flag for several)");
+  cmd->add_option("--lora-load-ms", o.lora_load_ms,
+                  "Simulated milliseconds POST /v1/load_lora_adapter takes (scaled by "
+                  "--time-scale)")
       ->capture_default_str();
   cmd->add_option("--embedding-size", o.embedding_size,
                   "Values per embedding answered by POST /v1/embeddings")

@@ -17,7 +17,7 @@ metrics::HistogramSnapshot snapshot(const engine::Histogram& h) {
 }  // namespace
 
 std::string render_engine_metrics(const engine::EngineModel& model,
-                                  const EngineServerOptions& options) {
+                                  const EngineServerOptions& options, double wall_seconds) {
   const engine::EngineMetrics& m = model.metrics();
   const metrics::Labels labels = {{"model_name", options.served_model_name}, {"engine", "0"}};
   metrics::PrometheusWriter w;
@@ -69,6 +69,23 @@ std::string render_engine_metrics(const engine::EngineModel& model,
            {"num_gpu_blocks", std::to_string(c.num_gpu_blocks)},
            {"engine", "0"}},
           1);
+  if (options.max_loras > 0) {
+    // vLLM's: the adapters with running and with waiting requests, comma-joined, and the
+    // time the combination was seen (a consumer reads the newest series; vLLM keeps the
+    // old ones, this shows the current one).
+    std::vector<std::string> running, waiting;
+    model.lora_adapters(running, waiting);
+    auto joined = [](const std::vector<std::string>& names) {
+      std::string out;
+      for (const std::string& n : names) out += (out.empty() ? "" : ",") + n;
+      return out;
+    };
+    w.gauge("vllm:lora_requests_info", "Running stats on lora requests.",
+            {{"max_lora", std::to_string(options.max_loras)},
+             {"running_lora_adapters", joined(running)},
+             {"waiting_lora_adapters", joined(waiting)}},
+            wall_seconds);
+  }
   return w.take();
 }
 

@@ -9,7 +9,8 @@
 
 namespace kvgate::engine_server {
 
+// wall_seconds: now, Unix time (vllm:lora_requests_info's value, with LoRA on).
 std::string render_engine_metrics(const engine::EngineModel& model,
-                                  const EngineServerOptions& options);
+                                  const EngineServerOptions& options, double wall_seconds);
 
 }  // namespace kvgate::engine_server

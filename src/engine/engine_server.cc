@@ -140,7 +140,9 @@ struct EngineServer::Impl {
         codec(std::move(c)),
         rng(o.seed),
         id_rng(static_cast<uint64_t>(SteadyClock::now().time_since_epoch().count()) ^
-               (static_cast<uint64_t>(getpid()) << 32)) {}
+               (static_cast<uint64_t>(getpid()) << 32)) {
+    for (const auto& [name, path] : o.lora_modules) add_adapter(name, path);
+  }
 
   EngineServerOptions opt;
   const kvgate::Clock& clock;  // wall-clock times on the wire ("created", KV event batches)
@@ -168,6 +170,33 @@ struct EngineServer::Impl {
   mutable std::mutex ready_mu;
   mutable std::condition_variable ready_cv;
   bool stopped = false;
+
+  // LoRA adapters by name, in load order (any thread, under lora_mu).
+  struct Adapter {
+    std::string name;
+    std::string path;
+    int64_t id = 0;
+  };
+  mutable std::mutex lora_mu;
+  std::vector<Adapter> adapters;
+  int64_t next_lora_id = 1;
+  std::optional<Adapter> adapter(std::string_view name) const {
+    std::lock_guard lock(lora_mu);
+    for (const Adapter& a : adapters) {
+      if (a.name == name) return a;
+    }
+    return std::nullopt;
+  }
+  void add_adapter(std::string name, std::string path) {
+    std::lock_guard lock(lora_mu);
+    for (Adapter& a : adapters) {
+      if (a.name == name) {
+        a.path = std::move(path);  // in place: the same id
+        return;
+      }
+    }
+    adapters.push_back({std::move(name), std::move(path), next_lora_id++});
+  }
 
   // Responses API answers by id (I/O threads read, the engine thread writes).
   mutable std::mutex store_mu;
@@ -211,6 +240,7 @@ struct EngineServer::Impl {
   void deliver_responses(Pending& p, const engine::RequestUpdate& u, const openai::Usage& usage);
   void handle_tokenize(const io::HttpRequest& req, const std::shared_ptr<io::ResponseStream>& s);
   void handle_detokenize(const io::HttpRequest& req, const std::shared_ptr<io::ResponseStream>& s);
+  void handle_lora(const io::HttpRequest& req, std::shared_ptr<io::ResponseStream> s, bool load);
   void handle_embeddings(const io::HttpRequest& req, std::shared_ptr<io::ResponseStream> s);
   void handle_scoring(const io::HttpRequest& req, std::shared_ptr<io::ResponseStream> s,
                       bool rerank);
@@ -251,8 +281,10 @@ void EngineServer::Impl::handle(io::HttpRequest&& req, std::shared_ptr<io::Respo
   if (path == "/metrics") {
     if (!get) return s->respond(vllm_error(405, "method not allowed"));
     net::post(ioc, [this, s] {
-      s->respond(io::HttpResponse{
-          200, "text/plain; version=0.0.4; charset=utf-8", {}, render_engine_metrics(model, opt)});
+      s->respond(io::HttpResponse{200,
+                                  "text/plain; version=0.0.4; charset=utf-8",
+                                  {},
+                                  render_engine_metrics(model, opt, to_seconds(clock.wall_now()))});
     });
     return;
   }
@@ -263,6 +295,10 @@ void EngineServer::Impl::handle(io::HttpRequest&& req, std::shared_ptr<io::Respo
   if (path == "/tokenize") {
     if (!post) return s->respond(vllm_error(405, "method not allowed"));
     return handle_tokenize(req, s);
+  }
+  if (path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter") {
+    if (!post) return s->respond(vllm_error(405, "method not allowed"));
+    return handle_lora(req, std::move(s), path == "/v1/load_lora_adapter");
   }
   if (path == "/detokenize") {
     if (!post) return s->respond(vllm_error(405, "method not allowed"));
@@ -307,6 +343,20 @@ io::HttpResponse EngineServer::Impl::models_response() const {
   card["max_model_len"] = model.config().max_model_len;
   json::array data;
   data.push_back(std::move(card));
+  {
+    std::lock_guard lock(lora_mu);
+    for (const Adapter& a : adapters) {
+      json::object c;
+      c["id"] = a.name;
+      c["object"] = "model";
+      c["created"] = clock.wall_now() / kSecond;
+      c["owned_by"] = "vllm";
+      c["root"] = a.path;
+      c["parent"] = opt.served_model_name;
+      c["max_model_len"] = nullptr;
+      data.push_back(std::move(c));
+    }
+  }
   json::object body;
   body["object"] = "list";
   body["data"] = std::move(data);
@@ -341,6 +391,63 @@ void EngineServer::Impl::handle_tokenize(const io::HttpRequest& req,
   timer->async_wait([timer, s, r = std::move(r)](boost::system::error_code) mutable {
     s->respond(std::move(r));
   });
+}
+
+void EngineServer::Impl::handle_lora(const io::HttpRequest& req,
+                                     std::shared_ptr<io::ResponseStream> s, bool load) {
+  boost::system::error_code ec;
+  json::value v = json::parse(req.body, ec);
+  if (ec || !v.is_object())
+    return s->respond(vllm_error(400, "request body must be a JSON object"));
+  const json::object& o = v.as_object();
+  auto field = [&](std::string_view key) {
+    const json::value* f = o.if_contains(key);
+    return f && f->is_string() ? std::string(f->as_string()) : std::string();
+  };
+  const std::string name = field("lora_name");
+  auto text = [](std::string body) {
+    return io::HttpResponse{200, "text/plain; charset=utf-8", {}, std::move(body)};
+  };
+  if (!load) {
+    if (name.empty()) {
+      return s->respond(
+          vllm_error(400, "'lora_name' needs to be provided to unload a LoRA adapter."));
+    }
+    std::lock_guard lock(lora_mu);
+    auto it = std::find_if(adapters.begin(), adapters.end(),
+                           [&](const Adapter& a) { return a.name == name; });
+    if (it == adapters.end()) {
+      return s->respond(vllm_error(404, "The lora adapter '" + name + "' cannot be found."));
+    }
+    adapters.erase(it);
+    return s->respond(text("Success: LoRA adapter '" + name + "' removed successfully."));
+  }
+  const std::string path = field("lora_path");
+  if (name.empty() || path.empty()) {
+    return s->respond(vllm_error(400, "Both 'lora_name' and 'lora_path' must be provided."));
+  }
+  if (opt.max_loras == 0) {
+    return s->respond(vllm_error(400, "LoRA is not enabled: start the engine with --max-loras N"));
+  }
+  bool inplace = false;
+  if (const json::value* f = o.if_contains("load_inplace"); f && f->is_bool()) {
+    inplace = f->as_bool();
+  }
+  if (adapter(name) && !inplace) {
+    return s->respond(vllm_error(
+        400, "The lora adapter '" + name +
+                 "' has already been loaded. If you want to load the adapter in place, set "
+                 "'load_inplace' to True."));
+  }
+  auto done = [this, s, name, path, text] {
+    add_adapter(name, path);
+    s->respond(text("Success: LoRA adapter '" + name + "' added successfully."));
+  };
+  if (opt.lora_load_ms == 0) return done();
+  // Loading takes its time on the model's clock (scaled to wall time like a step).
+  auto timer = std::make_shared<net::steady_timer>(
+      ioc, std::chrono::nanoseconds(static_cast<int64_t>(opt.lora_load_ms * 1e6 * opt.time_scale)));
+  timer->async_wait([timer, done](boost::system::error_code) { done(); });
 }
 
 void EngineServer::Impl::handle_detokenize(const io::HttpRequest& req,
@@ -533,11 +640,19 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::A
     return s->respond(error(e->status, e->message));
   }
   openai::CompletionRequest& c = std::get<openai::CompletionRequest>(parsed);
+  std::optional<Adapter> lora;
   if (!c.model.empty() && c.model != opt.served_model_name) {
-    return s->respond(error(404, "The model `" + c.model + "` does not exist."));
+    lora = adapter(c.model);
+    if (!lora) return s->respond(error(404, "The model `" + c.model + "` does not exist."));
   }
   auto sub = std::make_shared<Submission>();
   engine::EngineRequest& r = sub->request;
+  if (lora) {
+    // The adapter's blocks are its own: its id and name seed their hashes (and go with
+    // its KV events), as vLLM's do.
+    r.lora_id = lora->id;
+    r.lora_name = lora->name;
+  }
   if (kind == openai::ApiKind::kChat) {
     auto tokens = codec->encode_chat(c.chat, c.add_special_tokens);
     if (!tokens) return s->respond(error(400, tokens.error()));
@@ -569,7 +684,7 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::A
   p.dialect = dialect;
   if (dialect == openai::Dialect::kResponses) {
     p.answer = std::move(answer);
-    p.answer.model = opt.served_model_name;
+    p.answer.model = lora ? lora->name : opt.served_model_name;
     p.answer.created_at = clock.wall_now() / kSecond;
     p.answer.max_output_tokens = r.max_tokens;
     p.answer.incomplete = true;  // the engine's output length is exact: max_output_tokens
@@ -578,7 +693,7 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::A
   }
   p.streaming = c.stream;
   p.include_usage = c.stream && c.include_usage;
-  p.ids.model = opt.served_model_name;
+  p.ids.model = lora ? lora->name : opt.served_model_name;
   p.ids.created = clock.wall_now() / kSecond;
   if (c.kv_transfer) {
     const openai::KvTransferParams& kt = *c.kv_transfer;

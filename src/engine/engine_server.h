@@ -76,6 +76,13 @@ struct EngineServerOptions {
   bool announce = false;
 
   uint32_t default_max_tokens = 128;
+  // LoRA, as vLLM's --enable-lora --max-loras N: 0 is off. Adapters come loaded
+  // (lora_modules: name and path, vLLM's --lora-modules) or are loaded at run time (POST
+  // /v1/load_lora_adapter, which vLLM allows with VLLM_ALLOW_RUNTIME_LORA_UPDATING). A
+  // load takes lora_load_ms of the model's time.
+  uint32_t max_loras = 0;
+  std::vector<std::pair<std::string, std::string>> lora_modules;
+  uint32_t lora_load_ms = 0;
   // POST /v1/embeddings: the length of each embedding (a deterministic function of the
   // input's tokens; docs/engine.md).
   uint32_t embedding_size = 1024;

@@ -431,7 +431,7 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
     tokenize_result = got.result;
     // A follow-up's whole ids are not fetched for a view (the view records nothing).
   } else {
-    pool.pool->keys_for(in.request, text, kind, in.request.model, keys, prompt_tokens);
+    pool.pool->keys_for(in.request, text, kind, /*adapter=*/"", keys, prompt_tokens);
   }
   route::RouteRequest rr;
   rr.id = next_view_id.fetch_add(1);

@@ -112,7 +112,7 @@ class Parser : public YamlReader {
     c.file = file();
     only_keys(root, "config",
               {"listeners", "keys_file", "timeouts", "limits", "retries", "circuit_breaker",
-               "rate_limits", "cluster", "threads", "admin", "pools", "models"});
+               "rate_limits", "cluster", "threads", "admin", "pools", "models", "adapters"});
     if (auto n = root["listeners"]) {
       if (!n.IsSequence() || n.size() == 0) fail(n, "listeners", "expected a non-empty list");
       for (size_t i = 0; i < n.size(); ++i) {
@@ -187,6 +187,40 @@ class Parser : public YamlReader {
         }
       }
       c.models.push_back(std::move(model));
+    }
+    if (YAML::Node adapters = root["adapters"]) {
+      if (!adapters.IsSequence()) fail(adapters, "adapters", "expected a list of adapters");
+      for (size_t i = 0; i < adapters.size(); ++i) {
+        std::string field = fmt::format("adapters[{}]", i);
+        const YAML::Node& a = adapters[i];
+        only_keys(a, field, {"name", "base", "source", "max_replicas"});
+        ModelConfig model;
+        if (!a["name"]) fail(a, field + ".name", "missing");
+        model.name = text(a["name"], field + ".name");
+        if (model.name.empty()) fail(a["name"], field + ".name", "empty");
+        if (!a["base"]) fail(a, field + ".base", "missing");
+        model.base = text(a["base"], field + ".base");
+        const ModelConfig* base = nullptr;
+        for (const ModelConfig& m : c.models) {
+          if (m.name == model.base && m.base.empty()) base = &m;
+        }
+        if (!base) {
+          fail(a["base"], field + ".base",
+               fmt::format("no model named '{}' (an adapter's base is a model of `models:`)",
+                           model.base));
+        }
+        model.pool = base->pool;
+        model.served_name = model.name;  // engines serve an adapter under its own name
+        if (a["source"]) model.adapter_source = text(a["source"], field + ".source");
+        if (auto v = a["max_replicas"]) {
+          model.max_replicas =
+              static_cast<uint32_t>(integer(v, field + ".max_replicas", 1, 100'000));
+        }
+        if (!names.insert(model.name).second) {
+          fail(a["name"], field + ".name", fmt::format("'{}' is defined twice", model.name));
+        }
+        c.models.push_back(std::move(model));
+      }
     }
     return c;
   }

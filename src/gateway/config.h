@@ -200,6 +200,12 @@ struct ModelConfig {
   std::vector<std::string> aliases;
   std::string pool;
   std::string served_name;  // defaults to name
+  // A LoRA adapter (the config's `adapters:`) of the model `base`, in base's pool: the
+  // engines that loaded it serve it under its name, and its prompts' blocks are its own
+  // (seeded by the name), so no prefix is reused across adapters or with the base.
+  std::string base;            // "" for a base model
+  std::string adapter_source;  // the path or URI engines load it from
+  uint32_t max_replicas = 1;   // endpoints that may hold it at once
 };
 
 struct GatewayConfig {

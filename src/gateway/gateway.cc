@@ -169,11 +169,14 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config, GatewayOpt
              for (const auto& a : m.aliases) names.push_back(&a);
              return names;
            }()) {
-        data.push_back(boost::json::object{{"id", *name},
-                                           {"object", "model"},
-                                           {"created", 0},
-                                           {"owned_by", "kvgate"},
-                                           {"root", m.served_name}});
+        boost::json::object card{{"id", *name},
+                                 {"object", "model"},
+                                 {"created", 0},
+                                 {"owned_by", "kvgate"},
+                                 {"root", m.served_name}};
+        // An adapter names its base, as vLLM's model list does.
+        if (!m.base.empty()) card["parent"] = m.base;
+        data.push_back(std::move(card));
       }
     }
     impl->models_json =

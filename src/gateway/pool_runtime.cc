@@ -339,14 +339,14 @@ void PoolRuntime::notify(EndpointChange::Kind kind, const EndpointAddress& endpo
 }
 
 void PoolRuntime::keys_for(const openai::InspectedRequest& request, std::string_view body,
-                           openai::ApiKind kind, std::string_view served_model,
+                           openai::ApiKind kind, std::string_view adapter,
                            std::vector<kv::BlockKey>& keys, uint32_t& prompt_tokens,
                            std::vector<uint32_t>* token_ids) const {
   const uint32_t block_size = config_.router.block_size;
   // Keys only meet the pool's own indexes, and the precise index seeds the chains it
-  // rebuilds from events with the pool's name: the request side must use the same seed.
-  (void)served_model;
-  const uint64_t seed = block_seed_;
+  // rebuilds from events with the pool's name (and the event's adapter): the request side
+  // must use the same seed.
+  const uint64_t seed = adapter.empty() ? block_seed_ : kv::block_seed(config_.name, adapter, "");
   thread_local std::vector<uint32_t> ids;  // scratch: no allocation per request
   ids.clear();
   bool tokenized = false;
@@ -413,9 +413,11 @@ uint32_t PoolRuntime::count_tokens(std::string_view text) const {
   return static_cast<uint32_t>(ids.size());
 }
 
-void PoolRuntime::keys_of(std::span<const uint32_t> ids, std::vector<kv::BlockKey>& keys) const {
+void PoolRuntime::keys_of(std::span<const uint32_t> ids, std::vector<kv::BlockKey>& keys,
+                          std::string_view adapter) const {
   keys.clear();
-  kv::hash_blocks(ids, config_.router.block_size, block_seed_, keys);
+  kv::hash_blocks(ids, config_.router.block_size,
+                  adapter.empty() ? block_seed_ : kv::block_seed(config_.name, adapter, ""), keys);
 }
 
 asio::awaitable<std::shared_ptr<const EndpointAddress>> PoolRuntime::tokenize_endpoint(

@@ -150,15 +150,17 @@ class PoolRuntime {
   // Runs on the caller's thread.
   // Warm-up hook (gateway/warmup.h): when `token_ids` is given it receives the token ids
   // the keys were hashed from if they are real tokens (a tokenizer ran), else is cleared.
+  // `adapter`: the request's LoRA adapter ("" for the base model), whose blocks are its
+  // own (vLLM seeds an adapter's block hashes with it; so does the precise index).
   void keys_for(const openai::InspectedRequest& request, std::string_view body,
-                openai::ApiKind kind, std::string_view served_model,
-                std::vector<kv::BlockKey>& keys, uint32_t& prompt_tokens,
-                std::vector<uint32_t>* token_ids = nullptr) const;
+                openai::ApiKind kind, std::string_view adapter, std::vector<kv::BlockKey>& keys,
+                uint32_t& prompt_tokens, std::vector<uint32_t>* token_ids = nullptr) const;
   // The token count of `text` for the router's load estimate (embeddings): the pool's
   // tokenizer's, else the byte-level fallback's (4 bytes a token). Any thread.
   uint32_t count_tokens(std::string_view text) const;
   // Block keys of token ids computed elsewhere (the engine fallback), as keys_for hashes.
-  void keys_of(std::span<const uint32_t> ids, std::vector<kv::BlockKey>& keys) const;
+  void keys_of(std::span<const uint32_t> ids, std::vector<kv::BlockKey>& keys,
+               std::string_view adapter = {}) const;
 
   // Routes on the strand; endpoints in `excluded` are skipped for this decision. Both
   // arguments are borrowed until the awaitable completes.

@@ -100,6 +100,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   EngineTokenizer* fallback = pool.engine_tokenizer();
   std::optional<tokenizer::TokenizeCall> fetch_after_pick;  // a follow-up's whole ids
   const bool embed = call.serve == Serve::kEmbed;
+  // A LoRA adapter's blocks are its own.
+  const std::string_view adapter = call.model->base.empty() ? "" : call.model->name;
   // What the prompt is read from: the chat request a Messages request stands for.
   const bool translated = call.dialect != openai::Dialect::kOpenAi;
   const std::string_view route_body = translated ? call.route_body : call.body;
@@ -110,15 +112,15 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     // The engine fallback: the ids come from the pool's engines (at most its timeout).
     EngineTokenizer::Ids got =
         co_await fallback->ids_for(call.request, route_body, call.kind, call.model->served_name);
-    pool.keys_of(got.ids, keys);
+    pool.keys_of(got.ids, keys, adapter);
     prompt_tokens = static_cast<uint32_t>(got.ids.size());
     if (track && got.exact) token_ids = std::move(got.ids);
     fetch_after_pick = std::move(got.later);
   } else {
-    pool.keys_for(call.request, route_body, call.kind, call.model->served_name, keys, prompt_tokens,
+    pool.keys_for(call.request, route_body, call.kind, adapter, keys, prompt_tokens,
                   track ? &token_ids : nullptr);
   }
-  if (track && !embed) {
+  if (track && !embed && adapter.empty()) {  // warm-up replays base-model prompts only
     // A chat prompt without real tokens cannot be replayed as a completion: not tracked.
     warmup->observe(keys, token_ids,
                     call.kind == openai::ApiKind::kCompletion ? call.request.prompt_text : "");

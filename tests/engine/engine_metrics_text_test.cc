@@ -24,7 +24,7 @@ engine::EngineRequest request(engine::RequestId id, uint32_t prompt_tokens) {
 }
 
 void expect_scrape_matches_the_model(const engine::EngineModel& model) {
-  const std::string text = render_engine_metrics(model, EngineServerOptions{});
+  const std::string text = render_engine_metrics(model, EngineServerOptions{}, 0);
   auto parsed = metrics::parse_prometheus_text(text);
   ASSERT_TRUE(parsed) << parsed.error();
   auto scraped = route::read_scrape(*parsed);
@@ -78,6 +78,37 @@ TEST(ReadScrape, AMissingGaugeIsAnError) {
   auto m = metrics::parse_prometheus_text("vllm:num_requests_waiting 1\n");
   ASSERT_TRUE(m) << m.error();
   EXPECT_FALSE(route::read_scrape(*m));
+}
+
+// With LoRA on, vllm:lora_requests_info names the adapters of the running and of the
+// waiting requests (each once, comma-joined), with the time as its value, as vLLM does.
+TEST(EngineMetricsText, LoraRequestsInfoNamesRunningAndWaitingAdapters) {
+  auto profile = engine::builtin_profile("h100-qwen2.5-7b");
+  ASSERT_TRUE(profile);
+  engine::EngineConfig config;
+  config.max_num_seqs = 2;
+  engine::EngineModel model(config, *profile);
+  const char* names[] = {"sql", "chat", "sql", "code"};
+  for (engine::RequestId id = 1; id <= 4; ++id) {
+    engine::EngineRequest r = request(id, 600);
+    r.lora_id = id;
+    r.lora_name = names[id - 1];
+    ASSERT_TRUE(model.add(std::move(r), 0).ok());
+  }
+  ASSERT_TRUE(model.add(request(5, 600), 0).ok());  // the base model: no adapter
+  Nanos now = 0;
+  for (int i = 0; i < 100 && model.metrics().num_requests_running == 0; ++i) {
+    now = model.next_step_time(now).value_or(now + kMillisecond);
+    now = model.step(now).end();
+  }
+  EngineServerOptions options;
+  options.max_loras = 4;
+  const std::string text = render_engine_metrics(model, options, 1767225600.5);
+  EXPECT_NE(text.find("vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"sql,chat\","
+                      "waiting_lora_adapters=\"sql,code\"} 1767225600.5"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(render_engine_metrics(model, EngineServerOptions{}, 0).find("lora"), std::string::npos);
 }
 
 }  // namespace

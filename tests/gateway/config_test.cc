@@ -107,6 +107,34 @@ TEST(GatewayConfig, ChatTemplateContentFormat) {
             "openai");
 }
 
+// A LoRA adapter is a model of its base's pool, served under its own name.
+TEST(GatewayConfig, AdaptersAreModelsOfTheirBasesPool) {
+  auto c = parse_gateway_config(std::string(kGood) +
+                                    "adapters:\n"
+                                    "  - {name: sql, base: Qwen/Qwen3-0.6B, source: /a/sql, "
+                                    "max_replicas: 3}\n"
+                                    "  - {name: chat, base: Qwen/Qwen3-0.6B}\n",
+                                "f.yaml");
+  ASSERT_TRUE(c) << c.error();
+  const ModelConfig* sql = c->find_model("sql");
+  ASSERT_NE(sql, nullptr);
+  EXPECT_EQ(sql->pool, "main");
+  EXPECT_EQ(sql->served_name, "sql");
+  EXPECT_EQ(sql->base, "Qwen/Qwen3-0.6B");
+  EXPECT_EQ(sql->adapter_source, "/a/sql");
+  EXPECT_EQ(sql->max_replicas, 3u);
+  EXPECT_EQ(c->find_model("chat")->max_replicas, 1u);
+  EXPECT_EQ(c->find_model("qwen3")->base, "");
+  EXPECT_EQ(error_of(std::string(kGood) + "adapters:\n  - {name: sql, base: qwen3}\n"),
+            "f.yaml:26:23: adapters[0].base: no model named 'qwen3' (an adapter's base is a "
+            "model of `models:`)");
+  EXPECT_EQ(error_of(std::string(kGood) + "adapters:\n  - {name: qwen3, base: Qwen/Qwen3-0.6B}\n"),
+            "f.yaml:26:12: adapters[0].name: 'qwen3' is defined twice");
+  EXPECT_EQ(error_of(std::string(kGood) + "adapters:\n  - {name: a, base: Qwen/Qwen3-0.6B, "
+                                          "max_replicas: 0}\n"),
+            "f.yaml:26:52: adapters[0].max_replicas: 0 is outside [1, 100000]");
+}
+
 TEST(GatewayConfig, DuplicateModelNamesAndMissingFilesAreErrors) {
   std::string dup = std::string(kGood) + "  - name: qwen3\n    pool: main\n";
   EXPECT_EQ(error_of(dup), "f.yaml:25:11: models[1].name: 'qwen3' is defined twice");

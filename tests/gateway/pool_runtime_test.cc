@@ -189,7 +189,7 @@ TEST_F(PoolRuntimeTest, ByteLevelKeysWithoutATokenizer) {
     openai::InspectedRequest r;
     r.prompt_text = std::move(prompt);
     std::vector<kv::BlockKey> keys;
-    pool_->keys_for(r, "", openai::ApiKind::kCompletion, "m", keys, tokens);
+    pool_->keys_for(r, "", openai::ApiKind::kCompletion, "", keys, tokens);
     return keys;
   };
   const std::string head(4 * block, 'a');
@@ -364,7 +364,7 @@ TEST(PoolRuntimeKeys, CompletionPromptsGetThePostProcessorsTokensAsVllmAddsThem)
   std::vector<kv::BlockKey> keys;
   uint32_t tokens = 0;
   std::vector<uint32_t> ids;
-  (*pool)->keys_for(r, "", openai::ApiKind::kCompletion, "m", keys, tokens, &ids);
+  (*pool)->keys_for(r, "", openai::ApiKind::kCompletion, "", keys, tokens, &ids);
   auto plain = (*pool)->tokenizer()->encode("Hello world");
   ASSERT_TRUE(plain.ok());
   ASSERT_EQ(ids.size(), plain->size() + 1);

@@ -324,6 +324,22 @@ void EngineModel::schedule_running(StepResult& out) {
   }
 }
 
+void EngineModel::lora_adapters(std::vector<std::string>& running,
+                                std::vector<std::string>& waiting) const {
+  running.clear();
+  waiting.clear();
+  auto add = [](std::vector<std::string>& to, const Request& r) {
+    if (r.lora_name && std::find(to.begin(), to.end(), *r.lora_name) == to.end()) {
+      to.push_back(*r.lora_name);
+    }
+  };
+  for (const Request* r : running_) {
+    if (r) add(running, *r);
+  }
+  for (const auto& [key, r] : waiting_) add(waiting, *r);
+  for (const auto& [arrival, r] : arriving_) add(waiting, *r);
+}
+
 void EngineModel::schedule_waiting(StepResult& out) {
   const uint32_t bs = config_.block_size;
   while (!waiting_.empty() && budget_ > 0 && num_running_ < config_.max_num_seqs) {

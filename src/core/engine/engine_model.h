@@ -101,6 +101,9 @@ class EngineModel {
 
   // Requests held (arriving, waiting, running, or finished and holding KV).
   size_t num_requests() const { return requests_.size(); }
+  // The LoRA adapters (names) of the requests running, and of those waiting or arriving,
+  // each once, in scheduling order: vLLM's vllm:lora_requests_info labels.
+  void lora_adapters(std::vector<std::string>& running, std::vector<std::string>& waiting) const;
   // This engine's block hashes of `prompt` for a request with this LoRA (what add()
   // computes), to hand back with the same prompt in EngineRequest::prompt_hashes.
   std::shared_ptr<const PromptHashes> hash_prompt(
