@@ -4,6 +4,8 @@
 #include <optional>
 #include <vector>
 
+#include "openai/json_dom.h"
+
 namespace kvgate::openai::anthropic {
 namespace {
 
@@ -132,12 +134,7 @@ std::string event(std::string_view name, const json::object& data) {
   return out;
 }
 
-uint64_t count(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  if (v && v->is_uint64()) return v->as_uint64();
-  if (v && v->is_int64() && v->as_int64() > 0) return static_cast<uint64_t>(v->as_int64());
-  return 0;
-}
+using dom::count;
 
 }  // namespace
 

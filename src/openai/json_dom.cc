@@ -20,14 +20,6 @@ void append_content(const json::value& content, std::string& out) {
   }
 }
 
-uint64_t count(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  if (!v) return 0;
-  if (v->is_uint64()) return v->as_uint64();
-  if (v->is_int64() && v->as_int64() > 0) return static_cast<uint64_t>(v->as_int64());
-  return 0;
-}
-
 Usage usage_of(const json::value& v) {
   Usage u;
   if (!v.is_object()) return u;
@@ -44,6 +36,14 @@ Usage usage_of(const json::value& v) {
 }
 
 }  // namespace
+
+uint64_t count(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (!v) return 0;
+  if (v->is_uint64()) return v->as_uint64();
+  if (v->is_int64() && v->as_int64() > 0) return static_cast<uint64_t>(v->as_int64());
+  return 0;
+}
 
 Inspection inspect_request(std::string_view body, ApiKind kind) {
   Inspection out;

@@ -9,6 +9,8 @@
 // bench/openai_json_bench.cc compare the fast paths against them.
 #pragma once
 
+#include <boost/json/fwd.hpp>
+#include <cstdint>
 #include <string_view>
 
 #include "openai/request.h"
@@ -18,5 +20,8 @@ namespace kvgate::openai::dom {
 
 Inspection inspect_request(std::string_view body, ApiKind kind);
 Usage parse_usage(std::string_view json_text);
+// A token count field of `o`: missing, or not a non-negative integer, reads 0 (every
+// usage reader's rule: OpenAI's, Anthropic's, the Responses API's).
+uint64_t count(const boost::json::object& o, std::string_view key);
 
 }  // namespace kvgate::openai::dom

@@ -3,6 +3,8 @@
 #include <boost/json.hpp>
 #include <optional>
 
+#include "openai/json_dom.h"
+
 namespace kvgate::openai::responses {
 namespace {
 
@@ -86,12 +88,7 @@ std::optional<ApiError> convert_item(const json::value& item, size_t i, json::ar
   return std::nullopt;
 }
 
-uint64_t count(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  if (v && v->is_uint64()) return v->as_uint64();
-  if (v && v->is_int64() && v->as_int64() > 0) return static_cast<uint64_t>(v->as_int64());
-  return 0;
-}
+using dom::count;
 
 // The response object itself (a whole answer) or the one an event carries.
 const json::object* response_of(const json::value& v) {

@@ -5,41 +5,20 @@
 // prompt's cached prefix is never reused across the base model and an adapter.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
+import { bin, start_kvgate, stop_started } from './support/kvgate.mjs';
 
-const bin = process.env.KVGATE_BIN;
-const children = [];
 let base;
 const engines = [];
 
-function start(args, ready) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    children.push(p);
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => reject(new Error(`${args[0]} did not start: ${out} ${err}`)), 20000);
-    p.stderr.on('data', (d) => { err += d; });
-    p.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/listening on (http:\/\/[^\s]+)/);
-      if (m && (!ready || out.includes(ready))) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`${args[0]} exited ${code}: ${err}`)); });
-  });
-}
 
 before(async () => {
   assert.ok(bin, 'KVGATE_BIN must point to the kvgate binary');
   for (let i = 0; i < 2; i++) {
-    engines.push(await start(['engine', '--port', '0', '--time-scale', '0.01', '--model', 'qwen-sim',
+    engines.push(await start_kvgate(['engine', '--port', '0', '--time-scale', '0.01', '--model', 'qwen-sim',
       '--max-loras', '2', '--lora-modules', 'sql=/adapters/sql', '--lora-load-ms', '200'],
     'kvgate engine ready'));
   }
@@ -55,16 +34,10 @@ models:
 adapters:
   - {name: sql, base: qwen-sim, source: /adapters/sql, max_replicas: 2}
 `);
-  base = await start(['serve', config]);
+  base = await start_kvgate(['serve', config]);
 });
 
-after(async () => {
-  for (const p of children.reverse()) {
-    const exited = new Promise((r) => p.once('exit', r));
-    p.kill('SIGTERM');
-    await exited;
-  }
-});
+after(stop_started);
 
 const post = (url, body) => fetch(url, {
   method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),

@@ -5,42 +5,22 @@
 // detokenize; responses (whole, streamed, and continued with previous_response_id).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
+import { bin, start_kvgate, stop_started } from './support/kvgate.mjs';
 
-const bin = process.env.KVGATE_BIN;
-const children = [];
 let base;
 let key;
 
-function start(args, ready) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    children.push(p);
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => reject(new Error(`${args[0]} did not start: ${out} ${err}`)), 20000);
-    p.stderr.on('data', (d) => { err += d; });
-    p.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/listening on (http:\/\/[^\s]+)/);
-      if (m && (!ready || out.includes(ready))) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`${args[0]} exited ${code}: ${err}`)); });
-  });
-}
 
 before(async () => {
   assert.ok(bin, 'KVGATE_BIN must point to the kvgate binary');
   const engines = [];
   for (let i = 0; i < 2; i++) {
-    engines.push(await start(['engine', '--port', '0', '--time-scale', '0.01', '--model', 'qwen-sim'],
+    engines.push(await start_kvgate(['engine', '--port', '0', '--time-scale', '0.01', '--model', 'qwen-sim'],
       'kvgate engine ready'));
   }
   const dir = mkdtempSync(join(tmpdir(), 'kvgate-e2e-'));
@@ -57,16 +37,10 @@ pools:
 models:
   - {name: qwen-sim, aliases: [qwen], pool: main}
 `);
-  base = await start(['serve', config]);
+  base = await start_kvgate(['serve', config]);
 });
 
-after(async () => {
-  for (const p of children.reverse()) {
-    const exited = new Promise((r) => p.once('exit', r));
-    p.kill('SIGTERM');
-    await exited;
-  }
-});
+after(stop_started);
 
 const client = () => new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0 });
 const words = (tag, n) => Array.from({ length: n }, (_, i) => `${tag}${i}`).join(' ');

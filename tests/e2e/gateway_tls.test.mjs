@@ -4,39 +4,19 @@
 // client that does not trust the certificate is refused.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import OpenAI from 'openai';
+import { bin, start_kvgate, stop_started } from './support/kvgate.mjs';
 
-const bin = process.env.KVGATE_BIN;
-const children = [];
 let dir;
 let base;
 let ca;
 
-function start(args, pattern, ready) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    children.push(p);
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => reject(new Error(`${args[0]} did not start: ${out} ${err}`)), 20000);
-    p.stderr.on('data', (d) => { err += d; });
-    p.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(pattern);
-      if (m && (!ready || out.includes(ready))) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`${args[0]} exited ${code}: ${err}`)); });
-  });
-}
 
 // A fetch for the openai client that goes through node:https with `agent`, so the
 // client trusts exactly the CA it is given (Node's global fetch reads extra CAs only at
@@ -63,8 +43,8 @@ before(async () => {
     '-nodes', '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
     '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
   ca = readFileSync(join(dir, 'cert.pem'));
-  const engine = await start(['engine', '--port', '0', '--time-scale', '0.01', '--model', 'qwen-sim'],
-    /listening on (http:\/\/[^\s]+)/, 'kvgate engine ready');
+  const engine = await start_kvgate(['engine', '--port', '0', '--time-scale', '0.01', '--model', 'qwen-sim'],
+    'kvgate engine ready');
   const config = join(dir, 'gateway.yaml');
   writeFileSync(config, `listeners: [{address: 127.0.0.1, port: 0, tls: {cert: cert.pem, key: key.pem}}]
 pools:
@@ -74,15 +54,11 @@ pools:
 models:
   - {name: qwen-sim, pool: main}
 `);
-  base = await start(['serve', config], /listening on (https:\/\/[^\s]+)/);
+  base = await start_kvgate(['serve', config], undefined, /listening on (https:\/\/[^\s]+)/);
 });
 
 after(async () => {
-  for (const p of children.reverse()) {
-    const exited = new Promise((r) => p.once('exit', r));
-    p.kill('SIGTERM');
-    await exited;
-  }
+  await stop_started();
   rmSync(dir, { recursive: true, force: true });
 });
 
