@@ -101,7 +101,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   std::optional<tokenizer::TokenizeCall> fetch_after_pick;  // a follow-up's whole ids
   const bool embed = call.serve == Serve::kEmbed;
   // A LoRA adapter's blocks are its own.
-  const std::string_view adapter = call.model->base.empty() ? "" : call.model->name;
+  const std::string_view adapter =
+      call.model->base.empty() ? std::string_view() : std::string_view(call.model->name);
   // What the prompt is read from: the chat request a Messages request stands for.
   const bool translated = call.dialect != openai::Dialect::kOpenAi;
   const std::string_view route_body = translated ? call.route_body : call.body;
