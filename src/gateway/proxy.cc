@@ -133,6 +133,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   // An embedding is a prefill: done at its first token (0 would mean "unknown length").
   rr.expected_output_tokens = embed ? 1 : call.request.max_tokens;
   rr.criticality = call.criticality;
+  rr.adapter = adapter;
   // A Responses conversation goes back to the endpoint that holds it, while it can.
   if (!call.previous_response.empty()) rr.preferred = pool.responses().find(call.previous_response);
 

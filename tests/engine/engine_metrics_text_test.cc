@@ -109,6 +109,42 @@ TEST(EngineMetricsText, LoraRequestsInfoNamesRunningAndWaitingAdapters) {
             std::string::npos)
       << text;
   EXPECT_EQ(render_engine_metrics(model, EngineServerOptions{}, 0).find("lora"), std::string::npos);
+  // Read back as the gateway's scraper reads it.
+  auto parsed = metrics::parse_prometheus_text(text);
+  ASSERT_TRUE(parsed) << parsed.error();
+  auto scraped = route::read_scrape(*parsed);
+  ASSERT_TRUE(scraped) << scraped.error();
+  EXPECT_EQ(scraped->lora.max_loras, 4u);
+  EXPECT_EQ(scraped->lora.running, (std::vector<std::string>{"sql", "chat"}));
+  EXPECT_EQ(scraped->lora.waiting, (std::vector<std::string>{"sql", "code"}));
+  EXPECT_TRUE(scraped->lora.active("code"));
+  EXPECT_FALSE(scraped->lora.active("other"));
+  EXPECT_TRUE(scraped->lora.has_free_slot());  // sql, chat, code: 3 of 4
+}
+
+// vLLM keeps every label combination it has seen, each valued with the time it was last
+// seen: the newest is the state; an endpoint without the gauge reports nothing.
+TEST(EngineMetricsText, TheNewestLoraSeriesIsTheState) {
+  const std::string text =
+      "vllm:num_requests_waiting 0\nvllm:num_requests_running 1\n"
+      "vllm:kv_cache_usage_perc 0.1\n"
+      "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"a,b\","
+      "waiting_lora_adapters=\"\"} 1.7672256005e+09\n"
+      "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"a\","
+      "waiting_lora_adapters=\"c\"} 1.7672256e+09\n";
+  auto parsed = metrics::parse_prometheus_text(text);
+  ASSERT_TRUE(parsed) << parsed.error();
+  auto scraped = route::read_scrape(*parsed);
+  ASSERT_TRUE(scraped) << scraped.error();
+  EXPECT_EQ(scraped->lora.running, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(scraped->lora.waiting.empty());
+  EXPECT_FALSE(scraped->lora.has_free_slot());  // a and b fill both slots
+  EXPECT_TRUE(scraped->lora.active("b"));
+  auto none = metrics::parse_prometheus_text(
+      "vllm:num_requests_waiting 0\nvllm:num_requests_running 0\nvllm:kv_cache_usage_perc 0\n");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(route::read_scrape(*none)->lora.max_loras, 0u);
+  EXPECT_TRUE(route::read_scrape(*none)->lora.has_free_slot());
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "core/route/endpoint.h"
 
+#include <algorithm>
+
 namespace kvgate::route {
 
 std::string_view to_string(Health health) {
@@ -14,6 +16,20 @@ std::string_view to_string(Health health) {
       return "standby";
   }
   return "healthy";
+}
+
+bool LoraActivity::active(std::string_view adapter) const {
+  return std::find(running.begin(), running.end(), adapter) != running.end() ||
+         std::find(waiting.begin(), waiting.end(), adapter) != waiting.end();
+}
+
+bool LoraActivity::has_free_slot() const {
+  if (max_loras == 0) return true;  // not reported: nothing says it is full
+  size_t in_use = running.size();
+  for (const std::string& w : waiting) {
+    if (std::find(running.begin(), running.end(), w) == running.end()) ++in_use;
+  }
+  return in_use < max_loras;
 }
 
 std::string_view EndpointSpec::label(std::string_view key) const {

@@ -57,13 +57,26 @@ struct EndpointSpec {
   std::string_view label(std::string_view key) const;
 };
 
+// What an engine serving LoRA adapters reports of them (vLLM's vllm:lora_requests_info):
+// the adapters its running and its waiting requests use, and how many it runs at once.
+struct LoraActivity {
+  uint32_t max_loras = 0;  // 0: not reported (no LoRA, or an engine without the gauge)
+  std::vector<std::string> running;
+  std::vector<std::string> waiting;
+  // Whether `adapter` has requests there (running or waiting): its weights are in a slot.
+  bool active(std::string_view adapter) const;
+  // Whether one more adapter fits beside the active ones without evicting any.
+  bool has_free_slot() const;
+};
+
 // One scrape of the engine's Prometheus metrics (vllm:num_requests_waiting,
-// vllm:num_requests_running, vllm:kv_cache_usage_perc).
+// vllm:num_requests_running, vllm:kv_cache_usage_perc, vllm:lora_requests_info).
 struct ScrapedMetrics {
   uint32_t waiting = 0;
   uint32_t running = 0;
   double kv_usage = 0;  // fraction of the KV cache in use, 0..1
   Nanos scraped_at = 0;
+  LoraActivity lora;
 };
 
 // The load the router itself put on the endpoint, kept exactly by the lifecycle calls

@@ -48,6 +48,11 @@ struct RouteRequest {
   // chosen when it is still a candidate after the filters and early rejection (healthy,
   // not excluded, room for the request); otherwise the policy decides as if unset.
   std::optional<kv::EndpointId> preferred;
+  // The request's LoRA adapter ("" for the base model). Aggregated pools only: endpoints
+  // where the adapter would have to evict another (no request of it there, every slot
+  // taken, per vllm:lora_requests_info) are dropped while others remain, so an adapter
+  // goes where it is active or a slot is free and load decides among those.
+  std::string_view adapter;
 };
 
 }  // namespace kvgate::route

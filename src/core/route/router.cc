@@ -135,6 +135,18 @@ double decode_blocks_in_use(const Candidate& c) {
   return blocks;
 }
 
+// LoRA affinity: drops the candidates where `adapter` would evict another adapter (not
+// active there, no free slot), unless that would drop them all. Scraped state only: an
+// endpoint not scraped yet counts as having room.
+void keep_lora_slots(std::string_view adapter, std::vector<Candidate>& c) {
+  auto evicts = [adapter](const Candidate& x) {
+    const std::optional<ScrapedMetrics>& m = x.endpoint->metrics;
+    return m && !m->lora.active(adapter) && !m->lora.has_free_slot();
+  };
+  if (std::all_of(c.begin(), c.end(), evicts)) return;  // every one must evict: load decides
+  std::erase_if(c, evicts);
+}
+
 // Rack/zone distance in units of locality_weight: same rack 0, same zone 1, else 2.
 // An empty rack or zone never matches anything.
 int distance(const Endpoint& a, const Endpoint& b) {
@@ -241,6 +253,7 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
       d.reason = RejectReason::kDecodeFull;
       return d;
     }
+    if (!request.adapter.empty()) keep_lora_slots(request.adapter, candidates_);
     size_t i = policy_->pick(ctx, candidates_, rng);  // costs every candidate
     if (request.preferred) {
       for (size_t j = 0; j < candidates_.size(); ++j) {

@@ -1,6 +1,7 @@
 #include "core/route/scrape.h"
 
 #include <algorithm>
+#include <charconv>
 #include <optional>
 #include <string_view>
 
@@ -22,6 +23,36 @@ uint32_t count(double v) {
   return v >= 4e9 ? 4'000'000'000u : static_cast<uint32_t>(v);
 }
 
+// vLLM's vllm:lora_requests_info: one series per combination of labels ever seen, its
+// value the time it was last seen, so the newest series is the current state.
+LoraActivity read_lora(const metrics::MetricSet& m) {
+  LoraActivity lora;
+  const metrics::Sample* newest = nullptr;
+  for (const metrics::Sample* s : m.all("vllm:lora_requests_info")) {
+    if (!newest || s->value > newest->value) newest = s;
+  }
+  if (!newest) return lora;
+  auto names = [](const std::string* csv, std::vector<std::string>& out) {
+    if (!csv) return;
+    std::string_view rest = *csv;
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      const std::string_view name = rest.substr(0, comma);
+      if (!name.empty()) out.emplace_back(name);
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  };
+  names(newest->label("running_lora_adapters"), lora.running);
+  names(newest->label("waiting_lora_adapters"), lora.waiting);
+  if (const std::string* max = newest->label("max_lora")) {
+    uint32_t v = 0;
+    auto [end, ec] = std::from_chars(max->data(), max->data() + max->size(), v);
+    if (ec == std::errc() && end == max->data() + max->size()) lora.max_loras = v;
+  }
+  return lora;
+}
+
 }  // namespace
 
 Result<ScrapedMetrics> read_scrape(const metrics::MetricSet& m) {
@@ -32,7 +63,8 @@ Result<ScrapedMetrics> read_scrape(const metrics::MetricSet& m) {
   if (!waiting || !running || !usage) return Error("vllm:num_requests_* or KV usage missing");
   return ScrapedMetrics{.waiting = count(*waiting),
                         .running = count(*running),
-                        .kv_usage = std::clamp(*usage, 0.0, 1.0)};
+                        .kv_usage = std::clamp(*usage, 0.0, 1.0),
+                        .lora = read_lora(m)};
 }
 
 }  // namespace kvgate::route

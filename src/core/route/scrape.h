@@ -5,6 +5,8 @@
 //   vllm:num_requests_running   summed
 //   vllm:kv_cache_usage_perc    averaged (vllm:gpu_cache_usage_perc, its older name, when
 //                               the new one is absent)
+//   vllm:lora_requests_info     the newest series (largest value: its time): the running
+//                               and waiting adapters and max_lora (optional)
 //
 // The simulator reads its engine model's gauges with scrape_of() instead of rendering
 // and parsing text; a test checks that both give the same (tests/engine/).

@@ -157,6 +157,30 @@ TEST_F(RouterTest, PreferredEndpointWinsWhileItIsACandidate) {
   EXPECT_EQ(winner(follow_up), 'A');
 }
 
+// An adapter's request avoids the endpoints where it would evict another adapter (none
+// of its requests there, every slot taken) while another endpoint has it active or a
+// free slot; when every endpoint would have to evict, load decides as for any request.
+TEST_F(RouterTest, AnAdapterGoesWhereItIsActiveOrASlotIsFree) {
+  build();
+  auto r = prompt(8, 1);
+  EndpointId a = add({.url = "A"});
+  EndpointId b = add({.url = "B"});
+  cache(a, r, 8);  // the prefix alone would pick A
+  ScrapedMetrics full{.lora = {.max_loras = 1, .running = {"chat"}}};
+  ScrapedMetrics roomy{.lora = {.max_loras = 2, .running = {"chat"}}};
+  ASSERT_TRUE(router_->pool().on_metrics(a, full, 0));
+  ASSERT_TRUE(router_->pool().on_metrics(b, roomy, 0));
+  RouteRequest sql = r;
+  sql.adapter = "sql";
+  EXPECT_EQ(winner(sql), 'B');  // A would evict chat; B has a free slot
+  RouteRequest chat = r;
+  chat.adapter = "chat";
+  EXPECT_EQ(winner(chat), 'A');  // active on both: the prefix decides
+  EXPECT_EQ(winner(r), 'A');     // the base model: no adapter, no constraint
+  ASSERT_TRUE(router_->pool().on_metrics(b, full, 0));
+  EXPECT_EQ(winner(sql), 'A');  // both would evict: as any request
+}
+
 // The seed's toy example end to end: cache contents from KV events into the precise
 // index, load from requests in flight. See policies_test.cc for the arithmetic.
 TEST_F(RouterTest, SeedToyExampleThroughTheIndex) {
