@@ -129,7 +129,7 @@ std::optional<HttpResponse> Gateway::Impl::refuse_before_body(const HttpRequest&
   std::optional<HttpResponse> r = check_key(head, tenant);
   if (r) {
     metrics.request_done({}, {}, "anonymous", 401, 0);
-    r = shaped(dialect_of(head.path), std::move(*r));
+    shape(dialect_of(head.path), *r);
   }
   return r;
 }
@@ -143,7 +143,8 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   auto reject = [&](int status, HttpResponse r, std::string_view model = {},
                     std::string_view pool = {}) {
     metrics.request_done(model, pool, tenant_name, status, seconds_since(received));
-    stream->respond(shaped(dialect, std::move(r)));
+    shape(dialect, r);
+    stream->respond(std::move(r));
   };
   if (keys) {
     if (std::optional<HttpResponse> r = check_key(req, tenant)) return reject(401, std::move(*r));

@@ -66,11 +66,11 @@ inline HttpResponse json_error(int status, std::string_view message, std::string
 // The error answers of an Anthropic Messages request in Anthropic's shape (the rest of
 // the gateway words them OpenAI's way, as the Responses API's are); any other answer as
 // it is.
-inline HttpResponse shaped(openai::Dialect dialect, HttpResponse r) {
-  if (dialect == openai::Dialect::kAnthropic && r.status >= 400) {
+// In place, and nothing at all for the common dialect (it is on every answer's path).
+inline void shape(openai::Dialect dialect, HttpResponse& r) {
+  if (dialect == openai::Dialect::kAnthropic && r.status >= 400) [[unlikely]] {
     r.body = openai::anthropic::error_from_openai(r.status, r.body);
   }
-  return r;
 }
 
 // Flow control: what the pool's queue needs to know of the request (pool_flow.h).

@@ -54,7 +54,9 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       metrics.rate_limited(call.tenant, c.decision.rule);
       metrics.request_done(call.model->name, call.model->pool, call.tenant, 429,
                            seconds_since(call.received));
-      call.stream->respond(shaped(call.dialect, rate_limited_response(c.decision, call.tenant)));
+      HttpResponse r = rate_limited_response(c.decision, call.tenant);
+      shape(call.dialect, r);
+      call.stream->respond(std::move(r));
       co_return;
     }
   }
@@ -87,7 +89,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       f.cached_tokens = u->cached_tokens;
     }
     metrics.request_finished(f);
-    call.stream->respond(shaped(call.dialect, std::move(r)));
+    shape(call.dialect, r);
+    call.stream->respond(std::move(r));
   };
 
   const Nanos route_start = clock.now();  // routing time: keys_for through the first pick
