@@ -9,7 +9,8 @@
 # of the process, idle here, are counted too). Kernel time is not in these figures.
 # Usage: bench/gateway_instructions.bench.sh [DURATION_S=5] [ROUNDS=3]
 # KVGATE_BIN_B=PATH counts a second kvgate binary too (say a PGO=0 build), same rounds.
-# Prints per round and the medians; with TOP=N also each proxy's N costliest functions.
+# Prints per round and the medians; with TOP=N also each proxy's N costliest functions;
+# KEEP=DIR keeps each proxy's last profile there (callgrind_annotate --tree=caller DIR/kvgate.out).
 # CACHESIM=1 also simulates caches and branch prediction (valgrind's model, slower) and
 # prints, per request, first-level instruction-cache misses (I1mr), data-cache misses
 # (D1mr+D1mw) and mispredicted branches (Bcm+Bim): what instruction counts do not show.
@@ -59,6 +60,7 @@ r = $req
 print('   %s per request: I1mr %.0f   D1mr+D1mw %.0f   Bcm+Bim %.0f' % ('$name', ev['I1mr'] / r,
       (ev['D1mr'] + ev['D1mw']) / r, (ev['Bcm'] + ev['Bim']) / r), file=sys.stderr)"
   fi
+  if [[ -n ${KEEP:-} ]]; then mkdir -p "$KEEP" && cp "$(ls "$W/$name".*.1 | head -1)" "$KEEP/$name.out"; fi
   rm -f "$W/$name".*
   echo $((total / req))
 }

@@ -6,27 +6,86 @@
 namespace kvgate::gateway {
 namespace {
 
-// vLLM's scoring paths: /score and /rerank, with their /v1 (and /v2 rerank) aliases.
-bool is_score(std::string_view path) { return path == "/score" || path == "/v1/score"; }
-bool is_rerank(std::string_view path) {
-  return path == "/rerank" || path == "/v1/rerank" || path == "/v2/rerank";
+// Every path the front door answers, told apart once: by length, then one comparison
+// (it runs on every request).
+enum class Path : uint8_t {
+  kOther,
+  kHealth,
+  kReady,
+  kMetrics,
+  kModels,
+  kChat,
+  kCompletions,
+  kEmbeddings,
+  kTokenize,
+  kDetokenize,
+  kMessages,
+  kResponses,
+  kScore,   // vLLM's /score and /v1/score
+  kRerank,  // vLLM's /rerank, /v1/rerank and /v2/rerank
+};
+
+Path classify(std::string_view p) {
+  using namespace std::string_view_literals;
+  switch (p.size()) {
+    case 6:
+      return p == "/ready"sv ? Path::kReady : p == "/score"sv ? Path::kScore : Path::kOther;
+    case 7:
+      return p == "/health"sv ? Path::kHealth : p == "/rerank"sv ? Path::kRerank : Path::kOther;
+    case 8:
+      return p == "/metrics"sv ? Path::kMetrics : Path::kOther;
+    case 9:
+      return p == "/tokenize"sv   ? Path::kTokenize
+             : p == "/v1/score"sv ? Path::kScore
+                                  : Path::kOther;
+    case 10:
+      if (p == "/v1/models"sv) return Path::kModels;
+      return p == "/v1/rerank"sv || p == "/v2/rerank"sv ? Path::kRerank : Path::kOther;
+    case 11:
+      return p == "/detokenize"sv ? Path::kDetokenize : Path::kOther;
+    case 12:
+      return p == "/v1/messages"sv ? Path::kMessages : Path::kOther;
+    case 13:
+      return p == "/v1/responses"sv ? Path::kResponses : Path::kOther;
+    case 14:
+      return p == "/v1/embeddings"sv ? Path::kEmbeddings : Path::kOther;
+    case 15:
+      return p == "/v1/completions"sv ? Path::kCompletions : Path::kOther;
+    case 20:
+      return p == "/v1/chat/completions"sv ? Path::kChat : Path::kOther;
+    default:
+      return Path::kOther;
+  }
 }
-bool is_scoring(std::string_view path) { return is_score(path) || is_rerank(path); }
 
 // The paths whose POST the gateway proxies (the ones an API key guards).
-bool is_post_api(std::string_view path) {
-  using namespace std::string_view_literals;
-  return path == "/v1/chat/completions"sv || path == "/v1/completions"sv ||
-         path == "/v1/embeddings"sv || path == "/tokenize"sv || path == "/detokenize"sv ||
-         path == "/v1/messages"sv || path == "/v1/responses"sv || is_scoring(path);
-}
+bool is_post_api(Path p) { return p >= Path::kChat; }
 
-// The dialect a generation path speaks.
-openai::Dialect dialect_of(std::string_view path) {
-  using namespace std::string_view_literals;
-  if (path == "/v1/messages"sv) return openai::Dialect::kAnthropic;
-  if (path == "/v1/responses"sv) return openai::Dialect::kResponses;
-  return openai::Dialect::kOpenAi;
+// What the gateway does with a proxied path's request.
+ApiRoute api_route(Path p) {
+  using openai::ApiKind;
+  using openai::AuxApi;
+  using openai::Dialect;
+  switch (p) {
+    case Path::kCompletions:
+      return {ApiKind::kCompletion, Serve::kGenerate, AuxApi::kEmbeddings, Dialect::kOpenAi};
+    case Path::kEmbeddings:
+      return {ApiKind::kCompletion, Serve::kEmbed, AuxApi::kEmbeddings, Dialect::kOpenAi};
+    case Path::kScore:
+      return {ApiKind::kCompletion, Serve::kEmbed, AuxApi::kScore, Dialect::kOpenAi};
+    case Path::kRerank:
+      return {ApiKind::kCompletion, Serve::kEmbed, AuxApi::kRerank, Dialect::kOpenAi};
+    case Path::kTokenize:
+      return {ApiKind::kCompletion, Serve::kRelay, AuxApi::kTokenize, Dialect::kOpenAi};
+    case Path::kDetokenize:
+      return {ApiKind::kCompletion, Serve::kRelay, AuxApi::kDetokenize, Dialect::kOpenAi};
+    case Path::kMessages:
+      return {ApiKind::kChat, Serve::kGenerate, AuxApi::kEmbeddings, Dialect::kAnthropic};
+    case Path::kResponses:
+      return {ApiKind::kChat, Serve::kGenerate, AuxApi::kEmbeddings, Dialect::kResponses};
+    default:  // kChat
+      return {ApiKind::kChat, Serve::kGenerate, AuxApi::kEmbeddings, Dialect::kOpenAi};
+  }
 }
 
 }  // namespace
@@ -38,68 +97,54 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
   const std::string_view path = req.path;
   const std::string_view method = req.method;
   const bool get = method == "GET"sv || method == "HEAD"sv;
-  if (path == "/health"sv) {
-    if (!get) return stream->respond(json_error(405, "Method not allowed"));
-    return stream->respond(HttpResponse{200, "application/json", {}, "{\"status\":\"ok\"}"});
+  const Path what = classify(path);
+  switch (what) {
+    case Path::kOther:
+      return stream->respond(json_error(404, fmt::format("Not found: {} {}", req.method, path)));
+    case Path::kHealth:
+      if (!get) return stream->respond(json_error(405, "Method not allowed"));
+      return stream->respond(HttpResponse{200, "application/json", {}, "{\"status\":\"ok\"}"});
+    case Path::kReady:
+      if (!get) return stream->respond(json_error(405, "Method not allowed"));
+      if (not_ready.load()) {
+        return stream->respond(
+            HttpResponse{503, "application/json", {}, "{\"status\":\"draining\"}"});
+      }
+      if (cluster && !cluster->started()) {
+        return stream->respond(
+            HttpResponse{503, "application/json", {}, "{\"status\":\"syncing\"}"});
+      }
+      return stream->respond(HttpResponse{200, "application/json", {}, "{\"status\":\"ready\"}"});
+    case Path::kMetrics:
+      if (!get) return stream->respond(json_error(405, "Method not allowed"));
+      return stream->respond(HttpResponse{200,
+                                          "text/plain; version=0.0.4; charset=utf-8",
+                                          {},
+                                          metrics.render() + render_warmup_metrics(all_warmups()) +
+                                              fault_metrics.render() + discovery_metrics() +
+                                              render_flow_metrics(all_flows()) +
+                                              (cluster ? cluster->render_metrics() : "")});
+    case Path::kModels:
+      if (!get) {
+        return stream->respond(
+            json_error(405, fmt::format("Method {} not allowed on {}", req.method, path)));
+      }
+      if (keys) {
+        const auto auth = req.header("authorization");
+        if (!auth || !keys->authenticate_header(*auth)) {
+          return stream->respond(
+              json_error(401, "Invalid or missing API key", {}, "invalid_api_key"));
+        }
+      }
+      return stream->respond(HttpResponse{200, "application/json", {}, models_json});
+    default:
+      break;
   }
-  if (path == "/ready"sv) {
-    if (!get) return stream->respond(json_error(405, "Method not allowed"));
-    if (not_ready.load()) {
-      return stream->respond(
-          HttpResponse{503, "application/json", {}, "{\"status\":\"draining\"}"});
-    }
-    if (cluster && !cluster->started()) {
-      return stream->respond(HttpResponse{503, "application/json", {}, "{\"status\":\"syncing\"}"});
-    }
-    return stream->respond(HttpResponse{200, "application/json", {}, "{\"status\":\"ready\"}"});
-  }
-  if (path == "/metrics"sv) {
-    if (!get) return stream->respond(json_error(405, "Method not allowed"));
-    return stream->respond(HttpResponse{200,
-                                        "text/plain; version=0.0.4; charset=utf-8",
-                                        {},
-                                        metrics.render() + render_warmup_metrics(all_warmups()) +
-                                            fault_metrics.render() + discovery_metrics() +
-                                            render_flow_metrics(all_flows()) +
-                                            (cluster ? cluster->render_metrics() : "")});
-  }
-  const bool is_chat = path == "/v1/chat/completions"sv;
-  const bool is_completion = path == "/v1/completions"sv;
-  const bool is_models = path == "/v1/models"sv;
-  const bool is_embeddings = path == "/v1/embeddings"sv;
-  const bool is_tokenize = path == "/tokenize"sv;
-  const bool is_detokenize = path == "/detokenize"sv;
-  const bool is_messages = path == "/v1/messages"sv || path == "/v1/responses"sv;
-  const bool is_pooling = is_embeddings || is_scoring(path);
-  if (!is_chat && !is_completion && !is_models && !is_pooling && !is_tokenize && !is_detokenize &&
-      !is_messages) {
-    return stream->respond(json_error(404, fmt::format("Not found: {} {}", req.method, path)));
-  }
-  if (is_models ? !get : method != "POST"sv) {
+  if (method != "POST"sv) {
     return stream->respond(
         json_error(405, fmt::format("Method {} not allowed on {}", req.method, path)));
   }
-  if (is_models) {
-    if (keys) {
-      const auto auth = req.header("authorization");
-      if (!auth || !keys->authenticate_header(*auth)) {
-        return stream->respond(
-            json_error(401, "Invalid or missing API key", {}, "invalid_api_key"));
-      }
-    }
-    return stream->respond(HttpResponse{200, "application/json", {}, models_json});
-  }
-  const Serve serve = is_pooling                     ? Serve::kEmbed
-                      : is_tokenize || is_detokenize ? Serve::kRelay
-                                                     : Serve::kGenerate;
-  const openai::AuxApi api = is_tokenize       ? openai::AuxApi::kTokenize
-                             : is_detokenize   ? openai::AuxApi::kDetokenize
-                             : is_score(path)  ? openai::AuxApi::kScore
-                             : is_rerank(path) ? openai::AuxApi::kRerank
-                                               : openai::AuxApi::kEmbeddings;
-  handle_inference(std::move(req), std::move(stream),
-                   is_chat || is_messages ? openai::ApiKind::kChat : openai::ApiKind::kCompletion,
-                   serve, api, received, to_proxy);
+  handle_inference(std::move(req), std::move(stream), api_route(what), received, to_proxy);
 }
 
 std::optional<HttpResponse> Gateway::Impl::check_key(const HttpRequest& req,
@@ -124,22 +169,25 @@ std::optional<HttpResponse> Gateway::Impl::check_key(const HttpRequest& req,
 
 std::optional<HttpResponse> Gateway::Impl::refuse_before_body(const HttpRequest& head) {
   using namespace std::string_view_literals;
-  if (head.method != "POST"sv || !is_post_api(head.path)) return std::nullopt;
+  const Path what = classify(head.path);
+  if (head.method != "POST"sv || !is_post_api(what)) return std::nullopt;
   const Tenant* tenant = nullptr;
   std::optional<HttpResponse> r = check_key(head, tenant);
   if (r) {
     metrics.request_done({}, {}, "anonymous", 401, 0);
-    shape(dialect_of(head.path), *r);
+    shape(api_route(what).dialect, *r);
   }
   return r;
 }
 
 void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
-                                     openai::ApiKind kind, Serve serve, openai::AuxApi api,
-                                     Nanos received, std::optional<ProxyCall>& to_proxy) {
+                                     ApiRoute route, Nanos received,
+                                     std::optional<ProxyCall>& to_proxy) {
   std::string tenant_name = "anonymous";
   const Tenant* tenant = nullptr;
-  const openai::Dialect dialect = dialect_of(req.path);
+  const openai::Dialect dialect = route.dialect;
+  const openai::ApiKind kind = route.kind;
+  const Serve serve = route.serve;
   auto reject = [&](int status, HttpResponse r, std::string_view model = {},
                     std::string_view pool = {}) {
     metrics.request_done(model, pool, tenant_name, status, seconds_since(received));
@@ -154,27 +202,28 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
     return reject(503, json_error(503, "The gateway is shutting down"));
   }
   // Messages and Responses are inspected as the chat request they stand for.
-  std::string route_body;
-  std::string previous_response;
+  std::unique_ptr<Translation> translation;
   if (dialect == openai::Dialect::kAnthropic) {
     auto chat = openai::anthropic::messages_to_chat(req.body);
     if (auto* e = std::get_if<openai::ApiError>(&chat)) {
       return reject(e->status, json_error(e->status, e->message));
     }
-    route_body = std::move(std::get<std::string>(chat));
+    translation = std::make_unique<Translation>();
+    translation->route_body = std::move(std::get<std::string>(chat));
   } else if (dialect == openai::Dialect::kResponses) {
     auto form = openai::responses::to_chat(req.body);
     if (auto* e = std::get_if<openai::ApiError>(&form)) {
       return reject(e->status, json_error(e->status, e->message));
     }
-    route_body = std::move(std::get<openai::responses::ChatForm>(form).chat);
-    previous_response = std::move(std::get<openai::responses::ChatForm>(form).previous_response_id);
+    auto& f = std::get<openai::responses::ChatForm>(form);
+    translation = std::make_unique<Translation>(
+        Translation{std::move(f.chat), std::move(f.previous_response_id)});
   }
-  const bool translated = dialect != openai::Dialect::kOpenAi;
-  openai::Inspection inspection = serve != Serve::kGenerate
-                                      ? openai::inspect_aux_request(req.body, api)
-                                  : translated ? openai::inspect_request(route_body, kind)
-                                               : openai::inspect_request(req.body, kind);
+  const bool translated = translation != nullptr;
+  openai::Inspection inspection =
+      serve != Serve::kGenerate ? openai::inspect_aux_request(req.body, route.aux)
+      : translated              ? openai::inspect_request(translation->route_body, kind)
+                                : openai::inspect_request(req.body, kind);
   if (inspection.error) {
     const openai::RequestError& e = *inspection.error;
     return reject(e.status, json_error(e.status, e.message, e.param));
@@ -229,8 +278,7 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   call.target = std::move(req.path);
   // The body goes upstream as it came (moved, not copied) when nothing in it changes.
   call.dialect = dialect;
-  call.route_body = std::move(route_body);
-  call.previous_response = std::move(previous_response);
+  call.translation = std::move(translation);
   if (serve != Serve::kGenerate || translated) {
     call.body = inspection.request.model == model->served_name
                     ? std::move(req.body)

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <memory>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/dispatch.hpp>
@@ -87,17 +88,32 @@ struct FlowTicketData {
 // the router's load (the engine's API server answers them, not its GPU).
 enum class Serve : uint8_t { kGenerate, kEmbed, kRelay };
 
-struct ProxyCall {
-  std::shared_ptr<ResponseStream> stream;
-  Serve serve = Serve::kGenerate;
-  // Anthropic Messages (POST /v1/messages) and Responses (POST /v1/responses) are routed
-  // on `route_body`, the chat request they stand for; their events, usage and errors are
-  // their own (openai::Dialect).
-  openai::Dialect dialect = openai::Dialect::kOpenAi;
+// What the front door makes of a proxied path: how it is served, which body it carries
+// (`aux`: for kEmbed and kRelay, openai::inspect_aux_request) and the dialect it speaks.
+struct ApiRoute {
+  openai::ApiKind kind;
+  Serve serve;
+  openai::AuxApi aux;
+  openai::Dialect dialect;
+};
+
+// Anthropic Messages (POST /v1/messages) and Responses (POST /v1/responses) are routed on
+// `route_body`, the chat request they stand for. Apart from ProxyCall, which every
+// request moves around, so that the common dialect does not carry it.
+struct Translation {
   std::string route_body;
   // Responses: the response this one continues ("" when none), whose endpoint holds the
   // conversation (PoolRuntime::responses()).
   std::string previous_response;
+};
+
+struct ProxyCall {
+  std::shared_ptr<ResponseStream> stream;
+  Serve serve = Serve::kGenerate;
+  // Messages and Responses: their events, usage and errors are their own; they are routed
+  // on `translation` (set exactly when the dialect is not kOpenAi).
+  openai::Dialect dialect = openai::Dialect::kOpenAi;
+  std::unique_ptr<Translation> translation;
   std::string body;  // already rewritten for the upstream
   std::string target;
   openai::ApiKind kind;
@@ -207,10 +223,8 @@ struct Gateway::Impl {
   // comes back in `to_proxy`.
   void handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
               std::optional<ProxyCall>& to_proxy);
-  // `api`: for kEmbed and kRelay, which body (openai::inspect_aux_request).
-  void handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
-                        openai::ApiKind kind, Serve serve, openai::AuxApi api, Nanos received,
-                        std::optional<ProxyCall>& to_proxy);
+  void handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream, ApiRoute route,
+                        Nanos received, std::optional<ProxyCall>& to_proxy);
   // REQUIRES: keys. The 401 for a request without a valid API key, else nullopt and
   // `tenant` set.
   std::optional<HttpResponse> check_key(const HttpRequest& req, const Tenant*& tenant) const;

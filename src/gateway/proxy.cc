@@ -107,8 +107,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   const std::string_view adapter =
       call.model->base.empty() ? std::string_view() : std::string_view(call.model->name);
   // What the prompt is read from: the chat request a Messages request stands for.
-  const bool translated = call.dialect != openai::Dialect::kOpenAi;
-  const std::string_view route_body = translated ? call.route_body : call.body;
+  const bool translated = call.translation != nullptr;
+  const std::string_view route_body = translated ? call.translation->route_body : call.body;
   if (embed) {
     // Routed by load: no blocks (an embedding reuses no prefix), its size for the load.
     prompt_tokens = pool.count_tokens(call.request.prompt_text) + call.request.given_tokens;
@@ -138,7 +138,9 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   rr.criticality = call.criticality;
   rr.adapter = adapter;
   // A Responses conversation goes back to the endpoint that holds it, while it can.
-  if (!call.previous_response.empty()) rr.preferred = pool.responses().find(call.previous_response);
+  if (translated && !call.translation->previous_response.empty()) {
+    rr.preferred = pool.responses().find(call.translation->previous_response);
+  }
 
   io::UpstreamRequest up;
   up.method = "POST";
