@@ -145,9 +145,13 @@ class Parser : public YamlReader {
     if (auto n = root["circuit_breaker"]) {
       only_keys(n, "circuit_breaker", {"failures", "open_ms"});
       if (auto v = n["failures"]) {
-        c.breaker.failures = static_cast<int>(integer(v, "circuit_breaker.failures", 1, 1000));
+        c.breaker.failures = static_cast<uint32_t>(integer(v, "circuit_breaker.failures", 1, 1000));
       }
-      if (auto v = n["open_ms"]) c.breaker.open_for = millis(v, "circuit_breaker.open_ms");
+      if (auto v = n["open_ms"]) {
+        c.breaker.open_for = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 millis(v, "circuit_breaker.open_ms"))
+                                 .count();
+      }
     }
     YAML::Node pools = root["pools"];
     if (!pools || !pools.IsMap() || pools.size() == 0) {

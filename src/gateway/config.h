@@ -22,8 +22,10 @@
 
 #include "core/common/result.h"
 #include "core/kv/warmup_run.h"
+#include "core/route/circuit_breaker.h"
 #include "core/route/config.h"
 #include "core/route/endpoint.h"
+#include "core/route/failover.h"
 #include "core/route/flow_queue.h"
 #include "core/tokenizer/chat_template.h"
 #include "discovery/discovery_config.h"
@@ -62,17 +64,6 @@ struct TimeoutConfig {
 struct LimitConfig {
   size_t max_header_bytes = 16 * 1024;
   size_t max_body_bytes = 8 * 1024 * 1024;
-};
-
-struct RetryConfig {
-  int max_attempts = 3;  // endpoints tried per request before any byte reached the client
-};
-
-// Per endpoint: after `failures` consecutive failures the endpoint is taken out for
-// `open_for`, then one request probes it; a success closes the breaker.
-struct BreakerConfig {
-  int failures = 5;
-  std::chrono::milliseconds open_for{5'000};
 };
 
 // Token- and request-based rate limits (docs/rate-limits.md). The per-tenant budgets
@@ -214,8 +205,11 @@ struct GatewayConfig {
   std::string keys_file;  // empty: no authentication (every request is tenant "anonymous")
   TimeoutConfig timeouts;
   LimitConfig limits;
-  RetryConfig retries;
-  BreakerConfig breaker;
+  // The core's structs: the simulator reads the same ones (route/failover.h: retries and
+  // migration; route/circuit_breaker.h: after `failures` consecutive failures an
+  // endpoint is out for `open_for`, then one request probes it).
+  route::RetryConfig retries;
+  route::BreakerConfig breaker;
   RateLimitConfig rate_limits;
   std::optional<ClusterConfig> cluster;  // absent: a lone replica
   int threads = 2;                       // I/O threads

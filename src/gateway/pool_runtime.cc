@@ -50,7 +50,7 @@ Result<EndpointAddress> address_of(const route::EndpointSpec& spec) {
 
 }  // namespace
 
-PoolRuntime::PoolRuntime(const PoolConfig& config, const BreakerConfig& breaker,
+PoolRuntime::PoolRuntime(const PoolConfig& config, const route::BreakerConfig& breaker,
                          asio::any_io_executor executor, GatewayMetrics& metrics,
                          const Clock& clock, bool one_thread)
     : config_(config),
@@ -61,16 +61,13 @@ PoolRuntime::PoolRuntime(const PoolConfig& config, const BreakerConfig& breaker,
       precise_({.model = config.name, .block_size = config.router.block_size}),
       approx_({}),
       rng_(std::hash<std::string>{}(config.name) ^ 0x6b76676174650001ULL),
-      breakers_(
-          {.failures = static_cast<uint32_t>(std::max(breaker.failures, 1)),
-           .open_for =
-               std::chrono::duration_cast<std::chrono::nanoseconds>(breaker.open_for).count()}),
+      breakers_(breaker),
       block_seed_(kv::block_seed(config.name, "", "")) {}
 
 PoolRuntime::~PoolRuntime() = default;
 
 Result<std::unique_ptr<PoolRuntime>> PoolRuntime::create(const PoolConfig& config,
-                                                         const BreakerConfig& breaker,
+                                                         const route::BreakerConfig& breaker,
                                                          asio::any_io_executor executor,
                                                          GatewayMetrics& metrics,
                                                          const Clock& clock, bool one_thread) {

@@ -116,7 +116,7 @@ class PoolRuntime {
   // serialized by it without a strand (no strand's lock and queue on every request).
   // `metrics` and `clock` are borrowed: they must outlive the pool.
   static Result<std::unique_ptr<PoolRuntime>> create(const PoolConfig& config,
-                                                     const BreakerConfig& breaker,
+                                                     const route::BreakerConfig& breaker,
                                                      boost::asio::any_io_executor executor,
                                                      GatewayMetrics& metrics, const Clock& clock,
                                                      bool one_thread = false);
@@ -267,7 +267,7 @@ class PoolRuntime {
   boost::asio::awaitable<void> with_router(std::function<void(route::Router&)> fn);
 
  private:
-  PoolRuntime(const PoolConfig& config, const BreakerConfig& breaker,
+  PoolRuntime(const PoolConfig& config, const route::BreakerConfig& breaker,
               boost::asio::any_io_executor executor, GatewayMetrics& metrics, const Clock& clock,
               bool one_thread);
   // The tokenizer and chat template, as the pool's `tokenize:` mode says (plan_).

@@ -15,6 +15,8 @@
 #include "core/kv/hot_prefixes.h"
 #include "core/kv/precise_index.h"
 #include "core/kv/warmup_run.h"
+#include "core/route/circuit_breaker.h"
+#include "core/route/failover.h"
 #include "core/route/flow_control.h"
 #include "core/route/pool_signals.h"
 #include "core/route/router.h"
@@ -59,6 +61,9 @@ enum class EventKind : uint8_t {
   kReplicaReady,    // a launched replica passes its health check
   kWarmupSend,      // a warm-up answer reached the gateway: send the next ones
   kWarmupDeadline,  // a replica's warm-up budget ends
+  kFailureStart,    // an injected failure (scenario.failures[id]) begins
+  kFailureEnd,      // ... and ends
+  kUpstreamFailed,  // a request's exchange with `engine` failed, seen at the gateway
 };
 
 // Engine request ids of warm-up requests: this bit, the engine index << 32, the index
@@ -93,7 +98,19 @@ struct Event {
   EventKind kind;
   uint32_t engine;
   uint64_t id;  // request id, or KV batch slot
+  // A request's events carry the attempt they belong to: once an attempt failed, what
+  // its engine had already sent is stale (RequestState::attempt moved on).
+  uint32_t attempt = 0;
 };
+
+// An engine's injected failure state (scenario.failures), by engine index.
+struct EngineFault {
+  bool down = false;      // fail_stop: refuses connections, holds nothing
+  double slow = 1;        // step-time multiplier
+  double error_rate = 0;  // share of received requests answered 503
+};
+
+constexpr uint32_t kNoEngine = UINT32_MAX;
 
 // A prompt the workload resends (keys_for): its router keys, hashed once, and each
 // engine's block hashes of it, made by that engine the first time it receives it.
@@ -112,6 +129,15 @@ struct RequestState {
   bool open_loop = false;
   Phase phase = Phase::kWhole;
   uint32_t decode_engine = 0;
+  // Failover (route/failover.h): the current attempt (stale events carry an older one),
+  // endpoints tried, stream migrations, the endpoints that failed it, whether its first
+  // token reached the gateway, and the engine that holds it now.
+  uint32_t attempt = 0;
+  int tried = 0;
+  int migrations = 0;
+  std::vector<route::EndpointId> excluded;
+  bool streamed = false;
+  uint32_t at_engine = kNoEngine;
 };
 
 class Simulation {
@@ -123,6 +149,8 @@ class Simulation {
         seed_(seed),
         options_(options),
         rng_(seed ^ 0x726f757465ULL),
+        breakers_(scenario.gateway.breaker),
+        failure_rng_(seed ^ 0x6661696cULL),
         startup_rng_(seed ^ 0x7374617274ULL),
         ttft_window_(scenario.scaling.signal_window),
         itl_window_(scenario.scaling.signal_window),
@@ -140,6 +168,18 @@ class Simulation {
   void on_prefill_done(Nanos now, uint64_t id);
   void on_kv_events(uint32_t engine, uint64_t slot);
   void on_scrape(Nanos now);
+  // Injected failures and the gateway's answer to them (breakers, retries, migration).
+  void on_failure(Nanos now, const workload::FailureSpec& f, bool begins);
+  void on_upstream_failed(Nanos now, uint32_t engine, uint64_t id);
+  // The route request of r (its keys, lengths, tenant's criticality).
+  route::RouteRequest route_request(uint64_t id) const;
+  // One exchange's outcome for the endpoint's breaker; an opened breaker takes the
+  // endpoint out of routing, as PoolRuntime does.
+  void breaker_result(route::EndpointId ep, bool ok, Nanos now);
+  // Half-opens the breakers whose period ended: the endpoints are routed to again.
+  void close_expired_breakers(Nanos now);
+  // The request fails at the client (lost).
+  void lose(uint64_t id);
   // Autoscaling glue: engines come and go at run time.
   uint32_t create_engine(const EngineGroup& g);
   Status join_router(uint32_t engine, Nanos now);
@@ -181,6 +221,13 @@ class Simulation {
   uint64_t seed_;
   RunOptions options_;
   Rng rng_;
+  // The gateway's per-endpoint circuit breakers (one set for all gateway replicas), the
+  // draws of erroring engines (their own stream: routing's is untouched), each engine's
+  // fault state, and the counts for the report.
+  route::CircuitBreakers breakers_;
+  Rng failure_rng_;
+  std::vector<EngineFault> faults_;
+  uint64_t breaker_openings_ = 0;
 
   std::unique_ptr<workload::Workload> workload_;
   std::vector<std::unique_ptr<engine::EngineModel>> engines_;
@@ -317,6 +364,7 @@ uint32_t Simulation::create_engine(const EngineGroup& g) {
   config.vocab_size = scenario_.workload.vocab_size;
   engines_.push_back(std::make_unique<engine::EngineModel>(config, g.profile));
   step_pending_.push_back(false);
+  faults_.emplace_back();
   endpoint_of_.push_back(0);
   replicas_.emplace_back();
   return index;
@@ -342,6 +390,7 @@ Status Simulation::join_router(uint32_t index, Nanos now) {
   auto id = group_->add_endpoint(spec, now);
   if (!id) return Error(id.error());
   endpoint_of_[index] = *id;
+  breakers_.reset(*id);  // a new endpoint, or a reused id: closed
   if (engine_of_.size() <= *id) engine_of_.resize(*id + 1, 0);
   engine_of_[*id] = index;
   return {};
@@ -397,20 +446,28 @@ void Simulation::pull_open_loop() {
   requests_[admit(std::move(*w))].open_loop = true;
 }
 
-void Simulation::on_arrival(Nanos now, uint64_t id) {
-  if (requests_[id].open_loop) pull_open_loop();  // may grow requests_
-  RequestState& r = requests_[id];
-  set_keys(r);
+route::RouteRequest Simulation::route_request(uint64_t id) const {
+  const RequestState& r = requests_[id];
   route::RouteRequest rr;
   rr.id = id;
   rr.keys = *r.keys;
   rr.prompt_tokens = static_cast<uint32_t>(r.work.prompt->size());
   rr.expected_output_tokens = r.work.output_tokens;
+  const auto& tenants = scenario_.workload.tenants;
+  if (r.work.tenant < tenants.size()) rr.criticality = tenants[r.work.tenant].criticality;
+  return rr;
+}
+
+void Simulation::on_arrival(Nanos now, uint64_t id) {
+  if (requests_[id].open_loop) pull_open_loop();  // may grow requests_
+  RequestState& r = requests_[id];
+  set_keys(r);
+  route::RouteRequest rr = route_request(id);
   if (hot_) hot_->observe(*r.keys, {.token_ids = *r.work.prompt}, now);
   const auto& tenants = scenario_.workload.tenants;
   const workload::TenantSpec* tenant =
       r.work.tenant < tenants.size() ? &tenants[r.work.tenant] : nullptr;
-  if (tenant) rr.criticality = tenant->criticality;
+  close_expired_breakers(now);
   if (!flow_) {
     const route::Decision d = group_->route(rr, now, rng_);
     if (!d.accepted()) return reject(id, route::to_string(d.reason));
@@ -457,6 +514,7 @@ void Simulation::apply(Nanos now, const route::FlowOutcome& o) {
 
 void Simulation::pump(Nanos now) {
   if (!flow_ || flow_->queue().empty()) return;
+  close_expired_breakers(now);
   flow_out_.clear();
   flow_->expire(now, flow_out_);
   flow_->dispatch(now, rng_, flow_out_);
@@ -469,9 +527,12 @@ void Simulation::send(Nanos now, uint64_t id, const route::Decision& d) {
   const uint32_t engine = engine_of_[d.endpoint];
   r.record.endpoint = engine;
   r.decode_engine = engine;
+  const bool first_attempt = r.tried++ == 0;
   ++replicas_[engine].in_flight;
-  ++arrivals_since_tick_;
-  ++arrivals_;
+  if (first_attempt) {  // a retry is no new arrival for the autoscaler
+    ++arrivals_since_tick_;
+    ++arrivals_;
+  }
   uint32_t first = engine;
   if (d.prefill_endpoint) {
     // Disaggregated: prefill there first, then hand the KV to `engine`.
@@ -479,14 +540,31 @@ void Simulation::send(Nanos now, uint64_t id, const route::Decision& d) {
     first = engine_of_[*d.prefill_endpoint];
     r.record.prefill_engine = first;
   }
-  queue_.push(now + scenario_.gateway.hop_delay, Event{EventKind::kEngineReceive, first, id});
+  queue_.push(now + scenario_.gateway.hop_delay,
+              Event{EventKind::kEngineReceive, first, id, r.attempt});
 }
 
 void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
   RequestState& r = requests_[id];
+  if (!scenario_.failures.empty()) {
+    // A dead engine refuses the connection; an erroring one answers 503 at once. Either
+    // way the gateway learns it a hop later (route/failover.h decides what follows).
+    const EngineFault& f = faults_[engine];
+    if (f.down || (f.error_rate > 0 && failure_rng_.uniform() < f.error_rate)) {
+      queue_.push(now + scenario_.gateway.hop_delay,
+                  Event{EventKind::kUpstreamFailed, engine, id, r.attempt});
+      return;
+    }
+  }
   engine::EngineRequest er;
   er.id = id;
   er.max_tokens = r.work.output_tokens;
+  if (r.migrations > 0) {
+    // A migrated stream's continuation: the answer's rest after the first token (the
+    // simulator follows first and last tokens only, so the tokens a failed leg streamed
+    // past the first are produced again).
+    er.max_tokens = std::max<uint32_t>(r.work.output_tokens, 2) - 1;
+  }
   er.shared_prompt = r.work.prompt;  // shared, not copied
   if (r.cached != nullptr) {
     // A resent prompt: each engine hashes it once (exact, see engine::PromptHashes).
@@ -499,7 +577,7 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
     }
     er.prompt_hashes = it->second;
   }
-  if (r.work.reply) er.output_tokens = *r.work.reply;
+  if (r.work.reply && r.migrations == 0) er.output_tokens = *r.work.reply;
   if (r.phase == Phase::kPrefill) {
     er.max_tokens = 1;               // vLLM's P/D proxy: the prefill request asks for one token
     er.hold_kv_after_finish = true;  // until the decode engine has read the KV
@@ -532,6 +610,7 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
     queue_.push(now + er.kv_transfer_time, Event{EventKind::kPrefillRelease, prefill_engine, id});
   }
   Status s = engines_[engine]->add(std::move(er), now);
+  if (s) r.at_engine = engine;
   if (!s) {
     // The engine refused it (too long for its context or its KV pool): a 400 upstream.
     r.record.rejected = true;
@@ -552,9 +631,12 @@ void Simulation::schedule_step(uint32_t engine, Nanos at) {
 
 void Simulation::on_engine_step(Nanos now, uint32_t engine) {
   step_pending_[engine] = false;
-  if (!live(engine)) return;
+  if (!live(engine) || faults_[engine].down) return;
   engine::EngineModel& e = *engines_[engine];
   e.step(now, step_);
+  if (faults_[engine].slow != 1 && step_.duration > 0) {
+    step_.duration = static_cast<Nanos>(static_cast<double>(step_.duration) * faults_[engine].slow);
+  }
   const Nanos end = step_.end();
   const Nanos at_gateway = end + scenario_.gateway.hop_delay;
   for (const engine::RequestUpdate& u : step_.updates) {
@@ -574,27 +656,34 @@ void Simulation::on_engine_step(Nanos now, uint32_t engine) {
       continue;
     }
     RequestState& r = requests_[u.id];
+    if (u.finished) r.at_engine = kNoEngine;
     if (r.phase == Phase::kPrefill) {
       // The prefill engine's one token: the prompt's KV is ready to move.
       r.record.prompt_tokens = u.prompt_tokens;
       r.record.cached_tokens = u.cached_tokens;
-      if (u.finished) queue_.push(at_gateway, Event{EventKind::kPrefillDone, engine, u.id});
+      if (u.finished) {
+        queue_.push(at_gateway, Event{EventKind::kPrefillDone, engine, u.id, r.attempt});
+      }
       continue;
     }
+    // A migrated stream keeps its first leg's first token and cache figures.
+    const bool first_leg = r.migrations == 0;
     if (u.output_index == 0 && r.phase == Phase::kDecode) {
       // The prompt was prefilled elsewhere: keep the prefill engine's cache figures.
-      r.record.first_token = at_gateway;
-      queue_.push(at_gateway, Event{EventKind::kFirstToken, engine, u.id});
+      if (first_leg) r.record.first_token = at_gateway;
+      queue_.push(at_gateway, Event{EventKind::kFirstToken, engine, u.id, r.attempt});
     } else if (u.output_index == 0) {
-      r.record.first_token = at_gateway;
-      r.record.prompt_tokens = u.prompt_tokens;
-      r.record.cached_tokens = u.cached_tokens;
-      queue_.push(at_gateway, Event{EventKind::kFirstToken, engine, u.id});
+      if (first_leg) {
+        r.record.first_token = at_gateway;
+        r.record.prompt_tokens = u.prompt_tokens;
+        r.record.cached_tokens = u.cached_tokens;
+      }
+      queue_.push(at_gateway, Event{EventKind::kFirstToken, engine, u.id, r.attempt});
     }
     if (u.finished) {
       r.record.finish = at_gateway;
-      r.record.output_tokens = u.output_index + 1;
-      queue_.push(at_gateway, Event{EventKind::kFinished, engine, u.id});
+      r.record.output_tokens = u.output_index + 1 + (first_leg ? 0 : 1);
+      queue_.push(at_gateway, Event{EventKind::kFinished, engine, u.id, r.attempt});
     }
   }
   if (want_events_ && !step_.kv_events.empty()) {
@@ -621,6 +710,10 @@ void Simulation::on_engine_step(Nanos now, uint32_t engine) {
 
 void Simulation::on_finished(Nanos now, uint64_t id) {
   group_->on_finished(id, now);
+  {
+    const RequestRecord& rec = requests_[id].record;
+    if (live(rec.endpoint)) breaker_result(endpoint_of_[rec.endpoint], true, now);
+  }
   --outstanding_;
   if (flow_) {
     const RequestRecord& rec = requests_[id].record;
@@ -656,7 +749,7 @@ void Simulation::on_prefill_done(Nanos now, uint64_t id) {
   // prefill endpoint's load goes, and the request counts as landed on decode.
   group_->on_first_token(id, now);
   queue_.push(now + scenario_.gateway.hop_delay,
-              Event{EventKind::kEngineReceive, r.decode_engine, id});
+              Event{EventKind::kEngineReceive, r.decode_engine, id, r.attempt});
   pump(now);
 }
 
@@ -703,7 +796,8 @@ void Simulation::on_scrape(Nanos now) {
       decode_usage += m.kv_cache_usage;
       ++decoders;
     }
-    group_->on_metrics(endpoint_of_[i], route::scrape_of(m), now);
+    // A dead engine's scrape fails: the router keeps what it saw last.
+    if (!faults_[i].down) group_->on_metrics(endpoint_of_[i], route::scrape_of(m), now);
     waiting += m.num_requests_waiting;
     usage += m.kv_cache_usage;
   }
@@ -721,6 +815,111 @@ void Simulation::on_scrape(Nanos now) {
   pump(now);
   if (!done())
     queue_.push(now + scenario_.gateway.scrape_interval, Event{EventKind::kScrape, 0, 0});
+}
+
+void Simulation::on_failure(Nanos now, const workload::FailureSpec& f, bool begins) {
+  using Kind = workload::FailureSpec::Kind;
+  const uint32_t engine = f.engine;
+  if (engine >= engines_.size()) return;
+  EngineFault& fault = faults_[engine];
+  switch (f.kind) {
+    case Kind::kSlow:
+      fault.slow = begins ? f.factor : 1;
+      return;
+    case Kind::kErroring:
+      fault.error_rate = begins ? f.error_rate : 0;
+      return;
+    case Kind::kFailStop:
+      break;
+  }
+  if (!live(engine)) return;
+  if (!begins) {
+    if (!fault.down) return;
+    // Back up as a restarted process: an empty prefix cache, and the KV-event feed says
+    // so (AllBlocksCleared), as a restarted vLLM's publisher would.
+    fault.down = false;
+    std::vector<kv::KvEvent> cleared;
+    if (engines_[engine]->reset_prefix_cache(cleared) && precise_) {
+      kv::apply_events(*precise_, endpoint_of_[engine], cleared);
+    }
+    return;
+  }
+  if (fault.down) return;
+  fault.down = true;
+  // Every request it holds is dropped with the process; the gateway sees each
+  // connection fail a hop later (what already reached it stands, route/failover.h).
+  for (uint64_t id = 0; id < requests_.size(); ++id) {
+    RequestState& r = requests_[id];
+    if (r.at_engine != engine) continue;
+    r.at_engine = kNoEngine;
+    if (!engines_[engine]->abort(id)) continue;
+    queue_.push(now + scenario_.gateway.hop_delay,
+                Event{EventKind::kUpstreamFailed, engine, id, r.attempt});
+  }
+}
+
+void Simulation::breaker_result(route::EndpointId ep, bool ok, Nanos now) {
+  if (breakers_.on_result(ep, ok, now) != route::CircuitBreakers::Transition::kOpened) return;
+  ++breaker_openings_;
+  group_->set_health(ep, route::Health::kUnhealthy);
+}
+
+void Simulation::close_expired_breakers(Nanos now) {
+  for (route::EndpointId ep : breakers_.expire(now)) {
+    if (ep >= engine_of_.size()) continue;
+    const uint32_t engine = engine_of_[ep];
+    const Replica& r = replicas_[engine];
+    // Half-open: routed to again, unless it left, waits in standby or warms up.
+    if (!live(engine) || r.standby || r.admitted_at < 0 || r.phase != ReplicaPhase::kReady) {
+      continue;
+    }
+    group_->set_health(ep, route::Health::kHealthy);
+  }
+}
+
+void Simulation::lose(uint64_t id) {
+  RequestState& r = requests_[id];
+  r.record.failed = true;
+  r.record.finish = -1;
+  r.work.prompt.reset();
+  r.work.reply.reset();
+  r.keys.reset();
+  --outstanding_;
+}
+
+void Simulation::on_upstream_failed(Nanos now, uint32_t engine, uint64_t id) {
+  RequestState& r = requests_[id];
+  const route::EndpointId failed = endpoint_of_[engine];
+  // As PoolRuntime::exchange_done(ok = false): the router's load for the attempt goes,
+  // and the endpoint's breaker counts a failure.
+  group_->on_failed(id, now);
+  breaker_result(failed, false, now);
+  release_in_flight(now, r.decode_engine);
+  ++r.attempt;  // what the failed attempt's engine sent is stale from here on
+  r.at_engine = kNoEngine;
+  r.phase = Phase::kWhole;
+  const route::FailoverAction action =
+      route::after_failure(scenario_.gateway.retries, scenario_.gateway.max_migrations, r.streamed,
+                           r.tried, r.migrations);
+  if (action == route::FailoverAction::kLost) return lose(id);
+  close_expired_breakers(now);
+  route::RouteRequest rr = route_request(id);
+  const route::EndpointId just_failed[] = {failed};
+  if (action == route::FailoverAction::kRetry) {
+    r.excluded.push_back(failed);
+    rr.excluded = r.excluded;
+    ++r.record.retries;
+  } else {
+    // The continuation is routed on the original prompt's keys, the endpoint that just
+    // failed excluded (gateway/proxy.cc, migrate).
+    rr.excluded = just_failed;
+    ++r.migrations;
+    r.record.migrated = true;
+  }
+  // Retries and continuations skip the flow-control queue, as in the gateway.
+  const route::Decision d = group_->route(rr, now, rng_);
+  if (!d.accepted()) return lose(id);
+  send(now, id, d);
 }
 
 scale::UsageRates Simulation::usage_rates(Nanos now) {
@@ -949,6 +1148,11 @@ Result<PolicyRun> Simulation::run() {
   if (Status s = build(); !s) return Error(s.error());
   pull_open_loop();
   queue_.push(0, Event{EventKind::kScrape, 0, 0});
+  for (uint64_t i = 0; i < scenario_.failures.size(); ++i) {
+    const workload::FailureSpec& f = scenario_.failures[i];
+    queue_.push(f.at, Event{EventKind::kFailureStart, f.engine, i});
+    if (f.end() >= 0) queue_.push(f.end(), Event{EventKind::kFailureEnd, f.engine, i});
+  }
   if (decider_) {
     arrival_rate_.add(0, 0);
     queue_.push(scenario_.scaling.control_interval, Event{EventKind::kControl, 0, 0});
@@ -960,12 +1164,25 @@ Result<PolicyRun> Simulation::run() {
   Nanos now = 0;
   while (!queue_.empty()) {
     auto e = queue_.pop();
+    // Failures after the last request change nothing: the run is over.
+    if ((e.payload.kind == EventKind::kFailureStart || e.payload.kind == EventKind::kFailureEnd) &&
+        done()) {
+      break;
+    }
     now = e.at;
     if (scenario_.max_time > 0 && now > scenario_.max_time) {
       now = scenario_.max_time;
       break;
     }
     ++events_;
+    if (!scenario_.failures.empty()) {
+      // What a failed attempt's engine had sent is dropped with its connection.
+      const EventKind k = e.payload.kind;
+      const bool of_request = k == EventKind::kEngineReceive || k == EventKind::kFirstToken ||
+                              k == EventKind::kFinished || k == EventKind::kPrefillDone ||
+                              k == EventKind::kUpstreamFailed;
+      if (of_request && e.payload.attempt != requests_[e.payload.id].attempt) continue;
+    }
     switch (e.payload.kind) {
       case EventKind::kArrival:
         on_arrival(now, e.payload.id);
@@ -978,8 +1195,10 @@ Result<PolicyRun> Simulation::run() {
         break;
       case EventKind::kFirstToken: {
         group_->on_first_token(e.payload.id, now);
-        const RequestRecord& rec = requests_[e.payload.id].record;
-        ttft_window_.add(now, to_seconds(rec.first_token - rec.arrival));
+        RequestState& r = requests_[e.payload.id];
+        r.streamed = true;
+        const RequestRecord& rec = r.record;
+        if (r.migrations == 0) ttft_window_.add(now, to_seconds(rec.first_token - rec.arrival));
         pump(now);  // a prefill done
         break;
       }
@@ -1010,12 +1229,23 @@ Result<PolicyRun> Simulation::run() {
       case EventKind::kPrefillRelease:
         if (live(e.payload.engine)) engines_[e.payload.engine]->release(e.payload.id);
         break;
+      case EventKind::kFailureStart:
+      case EventKind::kFailureEnd:
+        on_failure(now, scenario_.failures[e.payload.id],
+                   e.payload.kind == EventKind::kFailureStart);
+        break;
+      case EventKind::kUpstreamFailed:
+        on_upstream_failed(now, e.payload.engine, e.payload.id);
+        break;
     }
     if ((events_ & 0xffff) == 0 && options_.progress) {
       bar.update(std::min(0.999, static_cast<double>(now) / static_cast<double>(planned_end)),
                  fmt::format("t={:.0f}s  in flight {}", to_seconds(now), outstanding_));
     }
-    if (done() && e.payload.kind == EventKind::kFinished) break;
+    if (done() &&
+        (e.payload.kind == EventKind::kFinished || e.payload.kind == EventKind::kUpstreamFailed)) {
+      break;
+    }
   }
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
@@ -1030,6 +1260,8 @@ Result<PolicyRun> Simulation::run() {
   out.wall_seconds = wall;
   out.cpu_seconds = process_cpu_seconds() - cpu_start;
   out.events = events_;
+  out.failures_injected = !scenario_.failures.empty();
+  out.breaker_openings = breaker_openings_;
   for (uint32_t i = 0; i < replicas_.size(); ++i) {
     if (live(i)) gpu_seconds_ += to_seconds(now - replicas_[i].launched_at) * gpus_per_replica_;
   }

@@ -28,6 +28,13 @@ double mean(const std::vector<double>& v) {
   return s / static_cast<double>(v.size());
 }
 
+// Failure columns are printed only for runs with injected failures, so every other
+// report stays byte for byte what it was.
+bool any_failure_report(const std::vector<Summary>& summaries) {
+  return std::any_of(summaries.begin(), summaries.end(),
+                     [](const Summary& s) { return s.failure_report; });
+}
+
 bool is_warmup(const std::vector<workload::StageInfo>& stages, uint32_t stage) {
   return stage < stages.size() && stages[stage].warmup;
 }
@@ -57,6 +64,13 @@ Summary summarize(const PolicyRun& run, const std::vector<workload::StageInfo>& 
     if (!warm) {
       ++s.requests;
       if (first_arrival < 0 || r.arrival < first_arrival) first_arrival = r.arrival;
+      s.retried += r.retries > 0;
+      s.migrated += r.migrated;
+    }
+    if (r.failed) {
+      // Lost: like a refusal, it has no TTFT, tokens or cache figures to count.
+      if (!warm) ++s.failed;
+      continue;
     }
     if (r.rejected) {
       if (!warm) {
@@ -145,6 +159,8 @@ Summary summarize(const PolicyRun& run, const std::vector<workload::StageInfo>& 
   }
   if (run.wall_seconds > 0) s.speedup = to_seconds(run.end_time) / run.wall_seconds;
   if (run.cpu_seconds > 0) s.speedup_cpu = to_seconds(run.end_time) / run.cpu_seconds;
+  s.failure_report = run.failures_injected;
+  s.breaker_openings = run.breaker_openings;
   return s;
 }
 
@@ -160,15 +176,25 @@ std::string format_table(const std::string& scenario, const std::vector<Summary>
         s.policy, s.ttft_p50, s.ttft_p90, s.ttft_p99, s.itl_mean * 1e3, s.output_tps,
         s.hit_rate * 100, s.mean_waiting, s.rejected, s.requests);
   }
+  if (any_failure_report(summaries)) {
+    out += fmt::format("{:<14} {:>9} {:>9} {:>9} {:>9}\n", "failures", "lost", "retried",
+                       "migrated", "breaker");
+    for (const Summary& s : summaries) {
+      out += fmt::format("{:<14} {:>9} {:>9} {:>9} {:>9}\n", s.policy, s.failed, s.retried,
+                         s.migrated, s.breaker_openings);
+    }
+  }
   return out;
 }
 
 std::string summary_csv(const std::vector<Summary>& summaries) {
+  const bool failures = any_failure_report(summaries);
   std::string out =
       "policy,requests,completed,rejected,ttft_p50_s,ttft_p90_s,ttft_p99_s,ttft_mean_s,"
       "itl_mean_s,output_tokens_per_s,output_tokens_per_s_overall,prefix_hit_rate,"
       "mean_waiting,mean_kv_usage,speedup,speedup_cpu,rejected_after_prefill,"
-      "wasted_prefill_tokens\n";
+      "wasted_prefill_tokens";
+  out += failures ? ",failed,retried,migrated,breaker_openings\n" : "\n";
   for (const Summary& s : summaries) {
     out += fmt::format(
         "{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.5f},{:.1f},{:.1f},{:.4f},{:.3f},"
@@ -177,6 +203,10 @@ std::string summary_csv(const std::vector<Summary>& summaries) {
         s.ttft_p99, s.ttft_mean, s.itl_mean, s.output_tps, s.output_tps_overall, s.hit_rate,
         s.mean_waiting, s.mean_kv_usage, s.speedup, s.speedup_cpu, s.rejected_after_prefill,
         s.wasted_prefill_tokens);
+    if (failures) {
+      out.pop_back();  // the line's end: the failure columns follow
+      out += fmt::format(",{},{},{},{}\n", s.failed, s.retried, s.migrated, s.breaker_openings);
+    }
   }
   return out;
 }
@@ -211,6 +241,12 @@ std::string report_json(const std::string& scenario, uint64_t seed,
     p["rejected"] = s.rejected;
     p["rejected_after_prefill"] = s.rejected_after_prefill;
     p["wasted_prefill_tokens"] = s.wasted_prefill_tokens;
+    if (s.failure_report) {
+      p["failed"] = s.failed;
+      p["retried"] = s.retried;
+      p["migrated"] = s.migrated;
+      p["breaker_openings"] = s.breaker_openings;
+    }
     p["ttft_p50_s"] = s.ttft_p50;
     p["ttft_p90_s"] = s.ttft_p90;
     p["ttft_p99_s"] = s.ttft_p99;

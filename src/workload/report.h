@@ -46,6 +46,12 @@ struct RequestRecord {
   uint32_t tenant = 0;
   Nanos queue_wait = -1;
   std::string_view reject_reason;
+  // Injected failures (kvgate sim's failures:): the gateway gave up on it (lost: a 502,
+  // or a stream ended by an error event), retried it on another endpoint (times), or
+  // moved its stream to another endpoint.
+  bool failed = false;
+  uint16_t retries = 0;
+  bool migrated = false;
 };
 
 // One scrape-time sample of the cluster.
@@ -104,6 +110,10 @@ struct PolicyRun {
   uint32_t launches = 0;  // replicas launched after the start
   std::vector<ScaleSample> scale;
   std::vector<ReplicaLife> replicas;
+  // Injected failures: whether the scenario had any (the report then shows the figures
+  // below), and how often an endpoint's circuit breaker opened.
+  bool failures_injected = false;
+  uint64_t breaker_openings = 0;
 };
 
 struct StageSummary {
@@ -132,6 +142,14 @@ struct Summary {
   double mean_kv_usage = 0;
   double speedup = 0;      // virtual seconds per wall second
   double speedup_cpu = 0;  // virtual seconds per CPU second
+  // Injected failures (shown only when failure_report: a run without failures prints
+  // what it printed before they existed). Non-warm-up requests lost, retried at least
+  // once, and whose stream migrated; breaker openings over the whole run.
+  bool failure_report = false;
+  uint64_t failed = 0;
+  uint64_t retried = 0;
+  uint64_t migrated = 0;
+  uint64_t breaker_openings = 0;
   std::vector<StageSummary> stages;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string_view>
 
 #include "core/common/yaml_reader.h"
 #include "core/route/config_yaml.h"
@@ -185,13 +186,128 @@ Status parse_scaling(const YamlReader& y, const YAML::Node& n, ScalingSpec& out)
   return {};
 }
 
+// The gateway's `retries:`, `circuit_breaker:` and `migration:`, with the key names and
+// bounds of `kvgate serve`'s config (gateway/config.cc).
+Status parse_failure_rules(const YamlReader& y, const YAML::Node& gw, GatewaySpec& out) {
+  if (const YAML::Node r = gw["retries"]) {
+    KVGATE_TRY(y.expect_map(r, "gateway.retries", {"max_attempts"}));
+    KVGATE_TRY(y.read(r, "max_attempts", out.retries.max_attempts, "gateway.retries"));
+    if (out.retries.max_attempts < 1 || out.retries.max_attempts > 16) {
+      return y.error(r["max_attempts"], "gateway.retries.max_attempts", "must be 1..16");
+    }
+  }
+  if (const YAML::Node b = gw["circuit_breaker"]) {
+    const std::string where = "gateway.circuit_breaker";
+    KVGATE_TRY(y.expect_map(b, where, {"failures", "open_ms"}));
+    KVGATE_TRY(y.read(b, "failures", out.breaker.failures, where));
+    if (out.breaker.failures < 1 || out.breaker.failures > 1000) {
+      return y.error(b["failures"], where + ".failures", "must be 1..1000");
+    }
+    double open_ms = to_seconds(out.breaker.open_for) * 1e3;
+    KVGATE_TRY(y.read(b, "open_ms", open_ms, where));
+    if (open_ms < 1) return y.error(b["open_ms"], where + ".open_ms", "must be >= 1");
+    out.breaker.open_for = millis(open_ms);
+  }
+  if (const YAML::Node m = gw["migration"]) {
+    KVGATE_TRY(y.expect_map(m, "gateway.migration", {"max_migrations"}));
+    out.max_migrations = 2;  // `migration: {}` turns it on with the gateway's default
+    KVGATE_TRY(y.read(m, "max_migrations", out.max_migrations, "gateway.migration"));
+    if (out.max_migrations < 0 || out.max_migrations > 16) {
+      return y.error(m["max_migrations"], "gateway.migration.max_migrations", "must be 0..16");
+    }
+  }
+  return {};
+}
+
+// `endpoint:` of a failure: an engine index, or the simulator's name for it
+// ("engine-3"), below `engines`.
+Result<uint32_t> parse_failed_engine(const YamlReader& y, const YAML::Node& n,
+                                     const std::string& where, uint32_t engines) {
+  const YAML::Node v = n["endpoint"];
+  if (!v || v.IsNull()) return y.error(n, where + ".endpoint", "required");
+  std::string name;
+  KVGATE_TRY(y.read(n, "endpoint", name, where));
+  std::string_view digits = name;
+  if (digits.starts_with("engine-")) digits.remove_prefix(7);
+  const bool numeric =
+      !digits.empty() && digits.size() <= 9 &&
+      std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const uint32_t index = numeric ? static_cast<uint32_t>(std::stoul(std::string(digits))) : 0;
+  if (!numeric || index >= engines) {
+    return y.error(v, where + ".endpoint",
+                   "expected an engine index below " + std::to_string(engines) +
+                       " or its name, engine-0 .. engine-" +
+                       std::to_string(engines > 0 ? engines - 1 : 0));
+  }
+  return index;
+}
+
+Status parse_failures(const YamlReader& y, const YAML::Node& n, uint32_t engines,
+                      std::vector<FailureSpec>& out) {
+  if (!n.IsSequence()) return y.error(n, "failures", "expected a list");
+  for (size_t i = 0; i < n.size(); ++i) {
+    const YAML::Node f = n[i];
+    const std::string where = "failures[" + std::to_string(i) + "]";
+    KVGATE_TRY(
+        y.expect_map(f, where, {"endpoint", "at", "kind", "duration", "factor", "error_rate"}));
+    FailureSpec spec;
+    auto engine = parse_failed_engine(y, f, where, engines);
+    if (!engine) return Error(engine.error());
+    spec.engine = *engine;
+    std::string kind;
+    KVGATE_TRY(y.read(f, "kind", kind, where));
+    if (kind == "fail_stop") {
+      spec.kind = FailureSpec::Kind::kFailStop;
+    } else if (kind == "slow") {
+      spec.kind = FailureSpec::Kind::kSlow;
+    } else if (kind == "erroring") {
+      spec.kind = FailureSpec::Kind::kErroring;
+    } else {
+      return y.error(f["kind"] ? f["kind"] : f, where + ".kind",
+                     kind.empty() ? "required: fail_stop, slow or erroring"
+                                  : "expected fail_stop, slow or erroring");
+    }
+    if (!f["at"]) return y.error(f, where + ".at", "required (seconds)");
+    double at = 0;
+    KVGATE_TRY(y.read(f, "at", at, where));
+    if (at < 0) return y.error(f["at"], where + ".at", "must be >= 0");
+    spec.at = seconds(at);
+    if (f["duration"]) {
+      double duration = 0;
+      KVGATE_TRY(y.read(f, "duration", duration, where));
+      if (duration <= 0) return y.error(f["duration"], where + ".duration", "must be > 0");
+      spec.duration = seconds(duration);
+    }
+    if (f["factor"]) {
+      if (spec.kind != FailureSpec::Kind::kSlow) {
+        return y.error(f["factor"], where + ".factor", "only for kind slow");
+      }
+      KVGATE_TRY(y.read(f, "factor", spec.factor, where));
+      if (spec.factor <= 0) return y.error(f["factor"], where + ".factor", "must be > 0");
+    } else if (spec.kind == FailureSpec::Kind::kSlow) {
+      return y.error(f, where + ".factor", "required for kind slow (step-time multiplier)");
+    }
+    if (f["error_rate"]) {
+      if (spec.kind != FailureSpec::Kind::kErroring) {
+        return y.error(f["error_rate"], where + ".error_rate", "only for kind erroring");
+      }
+      KVGATE_TRY(y.read(f, "error_rate", spec.error_rate, where));
+      if (spec.error_rate < 0 || spec.error_rate > 1) {
+        return y.error(f["error_rate"], where + ".error_rate", "must be 0..1");
+      }
+    }
+    out.push_back(spec);
+  }
+  return {};
+}
+
 Result<Scenario> parse_root(const YamlReader& y, const YAML::Node& root,
                             const std::string& base_dir, const ReadFile& read_file) {
   if (!root.IsMap()) return y.error(root, "scenario", "expected a YAML map");
   Scenario s;
   KVGATE_TRY(y.expect_map(root, "scenario",
                           {"name", "description", "seed", "cluster", "gateway", "policies",
-                           "workload", "max_time_s", "scaling", "autoscale"}));
+                           "workload", "max_time_s", "scaling", "autoscale", "failures"}));
   KVGATE_TRY(y.read(root, "name", s.name, "scenario"));
   KVGATE_TRY(y.read(root, "seed", s.seed, "scenario"));
   double max_time = 0;
@@ -221,7 +337,8 @@ Result<Scenario> parse_root(const YamlReader& y, const YAML::Node& root,
   if (const YAML::Node gw = root["gateway"]) {
     KVGATE_TRY(y.expect_map(gw, "gateway",
                             {"model", "hop_delay_ms", "scrape_interval_ms", "kv_event_delay_ms",
-                             "kv_transfer_ms_per_1k_tokens", "decode_reject_kv_usage"}));
+                             "kv_transfer_ms_per_1k_tokens", "decode_reject_kv_usage", "retries",
+                             "circuit_breaker", "migration"}));
     KVGATE_TRY(y.read(gw, "model", s.gateway.model, "gateway"));
     double hop = 1, scrape = 100, kv = 10;
     KVGATE_TRY(y.read(gw, "hop_delay_ms", hop, "gateway"));
@@ -242,6 +359,7 @@ Result<Scenario> parse_root(const YamlReader& y, const YAML::Node& root,
                      "kv_transfer_ms_per_1k_tokens >= 0, 0 <= decode_reject_kv_usage <= 1");
     }
     s.gateway.kv_transfer_per_1k_tokens = millis(transfer);
+    KVGATE_TRY(parse_failure_rules(y, gw, s.gateway));
   }
 
   const YAML::Node policies = root["policies"];
@@ -269,6 +387,9 @@ Result<Scenario> parse_root(const YamlReader& y, const YAML::Node& root,
   }
   if (const YAML::Node sc = root["scaling"]) {
     KVGATE_TRY(parse_scaling(y, sc, s.scaling));
+  }
+  if (const YAML::Node f = root["failures"]) {
+    KVGATE_TRY(parse_failures(y, f, s.engine_count(), s.failures));
   }
   const bool scaled = std::any_of(s.policies.begin(), s.policies.end(), [&](const PolicySpec& p) {
     return p.oracle || p.autoscale || s.autoscale;

@@ -22,6 +22,9 @@
 //     decode_reject_kv_usage: 0     # disaggregated: a decode engine refuses a request
 //                                   # whose prefill is done when its prompt's KV would
 //                                   # put its usage above this (0..1; 0: never)
+//     retries: {max_attempts: 3}    # as `kvgate serve`'s config (route/failover.h)
+//     circuit_breaker: {failures: 5, open_ms: 5000}
+//     migration: {max_migrations: 2}   # a pool's stream migration (absent: off)
 //   policies:
 //     - name: precise               # the label in the report
 //       policy: kv-cost             # a router policy (route/registry.h)
@@ -38,6 +41,10 @@
 //       warmup: {prefixes: 16, budget_s: 10, concurrency: 4}   # new replicas (autoscaled)
 //   workload: {...}                 # workload_yaml.h
 //   max_time_s: 0                   # stop the clock here (0: when every request is done)
+//   failures:                       # injected endpoint failures (docs/sim.md, "Failures")
+//     - {endpoint: 1, at: 20, kind: fail_stop, duration: 15}
+//     - {endpoint: engine-2, at: 0, kind: erroring, error_rate: 0.5}
+//     - {endpoint: 0, at: 30, kind: slow, factor: 3}   # duration absent: until the end
 //   scaling: {...}                  # autoscaling in virtual time: scaling_spec.h
 //   autoscale: {...}                # the core's section (core/scale/config_yaml.h)
 #pragma once
@@ -54,8 +61,10 @@
 #include "core/engine/profile.h"
 #include "core/kv/approx_index.h"
 #include "core/kv/warmup_run.h"
+#include "core/route/circuit_breaker.h"
 #include "core/route/config.h"
 #include "core/route/endpoint.h"
+#include "core/route/failover.h"
 #include "core/route/flow_queue.h"
 #include "core/scale/config.h"
 #include "workload/scaling_spec.h"
@@ -83,6 +92,27 @@ struct GatewaySpec {
   // 0: decode engines queue instead of refusing.
   Nanos kv_transfer_per_1k_tokens = 5 * kMillisecond;
   double decode_reject_kv_usage = 0;
+  // The gateway's failure rules, the structs `kvgate serve` reads (its `retries:`,
+  // `circuit_breaker:` and a pool's `migration:`), with the same defaults.
+  route::RetryConfig retries;
+  route::BreakerConfig breaker;
+  int max_migrations = 0;  // 0: streams are not migrated
+};
+
+// An endpoint failure injected into the simulated fleet.
+struct FailureSpec {
+  enum class Kind : uint8_t {
+    kFailStop,  // the process dies: its requests fail, it accepts none until it recovers
+    kSlow,      // every step takes `factor` times as long
+    kErroring,  // answers a share `error_rate` of the requests it receives with a 503
+  };
+  uint32_t engine = 0;  // engine index (the simulator's "engine-<index>")
+  Kind kind = Kind::kFailStop;
+  Nanos at = 0;
+  Nanos duration = -1;  // -1: until the end of the run
+  double factor = 1;
+  double error_rate = 1;
+  Nanos end() const { return duration < 0 ? -1 : at + duration; }
 };
 
 struct PolicySpec {
@@ -113,6 +143,7 @@ struct Scenario {
   Nanos max_time = 0;                               // 0: run until every request is done
   std::optional<scale::AutoscaleConfig> autoscale;  // default for every policy
   ScalingSpec scaling;
+  std::vector<FailureSpec> failures;  // in the order written
 
   uint32_t engine_count() const;
 };

@@ -31,7 +31,7 @@ class AdminApiTest : public ::testing::Test {
     config.router.overlap_source = route::OverlapSource::kApprox;
     config.endpoints.push_back({.url = "http://127.0.0.1:9001", .rack = "r1"});
     config.endpoints.push_back({.url = "http://127.0.0.1:9002", .rack = "r2"});
-    auto pool = PoolRuntime::create(config, {.failures = 2, .open_for = std::chrono::seconds(60)},
+    auto pool = PoolRuntime::create(config, {.failures = 2, .open_for = 60 * kSecond},
                                     io_.get_executor(), metrics_, clock_);
     ASSERT_TRUE(pool.ok()) << pool.error();
     pool_ = std::move(*pool);
