@@ -216,6 +216,13 @@ class Parser : public YamlReader {
         model.pool = base->pool;
         model.served_name = model.name;  // engines serve an adapter under its own name
         if (a["source"]) model.adapter_source = text(a["source"], field + ".source");
+        if (const PoolConfig* pool = c.find_pool(model.pool);
+            pool && pool->lora_placement.enabled && model.adapter_source.empty()) {
+          fail(a["source"] ? a["source"] : a, field + ".source",
+               fmt::format("missing: pool {} places its adapters (lora_placement), and loads "
+                           "them from their source",
+                           model.pool));
+        }
         if (auto v = a["max_replicas"]) {
           model.max_replicas =
               static_cast<uint32_t>(integer(v, field + ".max_replicas", 1, 100'000));
@@ -311,11 +318,11 @@ class Parser : public YamlReader {
 
   PoolConfig pool(const std::string& name, const YAML::Node& n) const {
     std::string field = "pools." + name;
-    only_keys(
-        n, field,
-        {"endpoints", "router", "tokenizer", "chat_template", "block_size", "scrape_interval_ms",
-         "kv_events_bind", "warmup", "autoscale", "trust_request_chat_template",
-         "chat_template_content_format", "discovery", "flow_control", "migration", "tokenize"});
+    only_keys(n, field,
+              {"endpoints", "router", "tokenizer", "chat_template", "block_size",
+               "scrape_interval_ms", "kv_events_bind", "warmup", "autoscale",
+               "trust_request_chat_template", "chat_template_content_format", "discovery",
+               "flow_control", "migration", "tokenize", "lora_placement"});
     PoolConfig p;
     p.name = name;
     p.scrape_interval = std::chrono::milliseconds(200);
@@ -356,6 +363,8 @@ class Parser : public YamlReader {
     if (auto t = n["tokenize"]) tokenize(t, field + ".tokenize", p.tokenize);
     if (auto r = n["router"]) router(r, field + ".router", p.router);
     if (auto w = n["warmup"]) warmup(w, field + ".warmup", p);
+    if (auto l = n["lora_placement"])
+      lora_placement(l, field + ".lora_placement", p.lora_placement);
     if (auto f = n["flow_control"]) {
       auto parsed = parse_pool_flow(f, field + ".flow_control", file());
       if (!parsed) throw YamlError{parsed.error()};
@@ -504,6 +513,36 @@ class Parser : public YamlReader {
     }
     if (auto v = n["ready_timeout_ms"]) {
       p.warmup_ready_timeout = millis(v, field + ".ready_timeout_ms");
+    }
+  }
+
+  void lora_placement(const YAML::Node& n, const std::string& field,
+                      route::LoraPlacementConfig& l) const {
+    only_keys(n, field,
+              {"enabled", "interval_ms", "idle_unload_ms", "replica_demand", "backoff_ms",
+               "max_wait_ms", "default_slots"});
+    l.enabled = true;  // a lora_placement section turns it on unless it says otherwise
+    if (auto v = n["enabled"]) l.enabled = boolean(v, field + ".enabled");
+    if (auto v = n["interval_ms"]) {
+      l.interval = integer(v, field + ".interval_ms", 10, 3'600'000) * kMillisecond;
+    }
+    if (auto v = n["idle_unload_ms"]) {
+      l.idle_unload = integer(v, field + ".idle_unload_ms", 1, 7LL * 24 * 3'600'000) * kMillisecond;
+    }
+    if (auto v = n["replica_demand"]) {
+      l.replica_demand = number(v, field + ".replica_demand");
+      if (!(l.replica_demand > 0)) {
+        fail(v, field + ".replica_demand", "expected requests per second per replica, > 0");
+      }
+    }
+    if (auto v = n["backoff_ms"]) {
+      l.load_backoff = integer(v, field + ".backoff_ms", 0, 3'600'000) * kMillisecond;
+    }
+    if (auto v = n["max_wait_ms"]) {
+      l.max_wait = integer(v, field + ".max_wait_ms", 0, 600'000) * kMillisecond;
+    }
+    if (auto v = n["default_slots"]) {
+      l.default_slots = static_cast<uint32_t>(integer(v, field + ".default_slots", 1, 1024));
     }
   }
 

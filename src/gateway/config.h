@@ -27,6 +27,7 @@
 #include "core/route/endpoint.h"
 #include "core/route/failover.h"
 #include "core/route/flow_queue.h"
+#include "core/route/lora_placement.h"
 #include "core/tokenizer/chat_template.h"
 #include "discovery/discovery_config.h"
 #include "gateway/autoscale_config.h"
@@ -182,6 +183,15 @@ struct PoolConfig {
   // Flow control (docs/flow-control.md): the pool's queue for requests that find every
   // endpoint saturated. YAML `flow_control:` (gateway/flow_config.h); off by default.
   route::FlowQueueConfig flow;
+  // LoRA placement (route/lora_placement.h, docs/gateway.md "LoRA adapters"), opt-in:
+  // the gateway loads the pool's adapters on its endpoints as their demand asks and
+  // unloads idle ones. YAML:
+  //   lora_placement: {enabled: true, interval_ms: 1000, idle_unload_ms: 300000,
+  //                    replica_demand: 4, backoff_ms: 30000, max_wait_ms: 10000,
+  //                    default_slots: 1}
+  // Off: every endpoint is taken to serve every adapter (as today's fleets started with
+  // --lora-modules).
+  route::LoraPlacementConfig lora_placement;
 };
 
 // A model name clients send; resolves to a pool. Aliases resolve to the same pool, and

@@ -152,6 +152,18 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config, GatewayOpt
         PoolWarmup::create(*pool, std::move(served), *impl->upstream, impl->io.get_executor()));
   }
   for (auto& pool : impl->pools) {
+    std::vector<LoraPlacer::Adapter> adapters;
+    for (const ModelConfig& m : c.models) {
+      if (!m.base.empty() && m.pool == pool->name()) {
+        adapters.push_back(
+            {.name = m.name, .source = m.adapter_source, .max_replicas = m.max_replicas});
+      }
+    }
+    // Null unless the pool's lora_placement is on (and it has adapters).
+    impl->lora_placers.push_back(LoraPlacer::create(*pool, std::move(adapters), *impl->upstream,
+                                                    impl->metrics, impl->io.get_executor()));
+  }
+  for (auto& pool : impl->pools) {
     auto feed = LiveFeed::start(*pool, impl->metrics);
     if (!feed) return Error(feed.error());
     impl->feeds.push_back(std::move(*feed));

@@ -32,6 +32,7 @@
 #include "gateway/gateway.h"
 #include "gateway/keys.h"
 #include "gateway/live_feed.h"
+#include "gateway/lora_placer.h"
 #include "gateway/pool_discovery.h"
 #include "gateway/pool_flow.h"
 #include "gateway/pool_runtime.h"
@@ -170,8 +171,10 @@ struct Gateway::Impl {
   std::vector<std::thread> threads;
   std::unique_ptr<io::UpstreamClient> upstream;
   std::vector<std::unique_ptr<PoolRuntime>> pools;
-  std::vector<std::unique_ptr<LiveFeed>> feeds;             // after pools: destroyed first
-  std::vector<std::unique_ptr<PoolWarmup>> warmups;         // by pool index (gateway/warmup.h)
+  std::vector<std::unique_ptr<LiveFeed>> feeds;      // after pools: destroyed first
+  std::vector<std::unique_ptr<PoolWarmup>> warmups;  // by pool index (gateway/warmup.h)
+  // By pool index; null for a pool without LoRA placement (gateway/lora_placer.h).
+  std::vector<std::unique_ptr<LoraPlacer>> lora_placers;
   std::vector<std::unique_ptr<AutoscaleLoop>> autoscalers;  // stopped first in stop_all
   std::vector<std::unique_ptr<PoolDiscovery>> discoveries;  // docs/discovery.md
   std::vector<std::unique_ptr<io::HttpServer>> servers;
@@ -191,6 +194,12 @@ struct Gateway::Impl {
   PoolWarmup* warmup_of(const PoolRuntime* pool) {
     for (size_t i = 0; i < pools.size() && i < warmups.size(); ++i) {
       if (pools[i].get() == pool) return warmups[i].get();
+    }
+    return nullptr;
+  }
+  LoraPlacer* lora_of(const PoolRuntime* pool) {
+    for (size_t i = 0; i < pools.size() && i < lora_placers.size(); ++i) {
+      if (pools[i].get() == pool) return lora_placers[i].get();
     }
     return nullptr;
   }

@@ -220,6 +220,12 @@ void GatewayMetrics::pd_hop_failure(std::string_view pool, std::string_view hop,
   ++pd_hop_failures_[Key3{pool, hop, kind}];
 }
 
+void GatewayMetrics::lora_adapter(std::string_view pool, std::string_view endpoint,
+                                  std::string_view adapter, bool load, std::string_view outcome) {
+  std::lock_guard lock(mu_);
+  ++(load ? lora_loads_ : lora_unloads_)[Key4s{pool, endpoint, adapter, outcome}];
+}
+
 void GatewayMetrics::scrape(std::string_view pool, std::string_view endpoint, const double* waiting,
                             const double* running, const double* kv_usage) {
   std::lock_guard lock(mu_);
@@ -389,6 +395,22 @@ std::string GatewayMetrics::render() const {
     const auto& [pool, hop, kind] = k;
     w.sample("kvgate_pd_hop_failures_total", {{"pool", pool}, {"hop", hop}, {"kind", kind}},
              static_cast<double>(v));
+  }
+  for (const bool load : {true, false}) {
+    const char* name =
+        load ? "kvgate_lora_adapter_loads_total" : "kvgate_lora_adapter_unloads_total";
+    w.header(name,
+             load ? "LoRA adapters the placement loaded on an endpoint "
+                    "(POST /v1/load_lora_adapter), by outcome (ok, failed)."
+                  : "LoRA adapters the placement unloaded from an endpoint "
+                    "(POST /v1/unload_lora_adapter), by outcome (ok, failed).",
+             "counter");
+    for (const auto& [k, v] : load ? lora_loads_ : lora_unloads_) {
+      const auto& [pool, endpoint, adapter, outcome] = k;
+      w.sample(name,
+               {{"pool", pool}, {"endpoint", endpoint}, {"adapter", adapter}, {"outcome", outcome}},
+               static_cast<double>(v));
+    }
   }
   struct Family {
     const char* name;

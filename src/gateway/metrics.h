@@ -51,6 +51,10 @@
 //   kvgate_autoscaler_decision_info{pool,direction,limited_by}  gauge, 1 (latest decision)
 //   kvgate_autoscaler_decisions_total{pool,direction}      counter (up, down, hold)
 //   kvgate_autoscaler_replica_restarts_total{pool}         counter (crashed replicas replaced)
+//   kvgate_lora_adapter_loads_total{pool,endpoint,adapter,outcome}    counter (LoRA placement:
+//                                                          POST /v1/load_lora_adapter; ok,
+//                                                          failed)
+//   kvgate_lora_adapter_unloads_total{pool,endpoint,adapter,outcome}  counter (likewise, unload)
 //
 // Thread-safe (one mutex, taken twice per proxied request; the active gauges are atomics). The
 // series maps compare keys transparently, so an update of an existing series looks it up by
@@ -141,6 +145,11 @@ class GatewayMetrics {
   // what the autoscaler's UsageWindow differences.
   scale::UsageTotals usage(std::span<const std::string> models) const;
 
+  // LoRA placement (lora_placer.h): an adapter loaded (`load`) or unloaded on an endpoint,
+  // `outcome` "ok" or "failed".
+  void lora_adapter(std::string_view pool, std::string_view endpoint, std::string_view adapter,
+                    bool load, std::string_view outcome);
+
   void rate_limited(std::string_view tenant, std::string_view rule);
   // A chat request the pool's template could not render exactly (routed approximately).
   void chat_template_fallback(std::string_view pool, std::string_view reason);
@@ -155,6 +164,7 @@ class GatewayMetrics {
   using Key2 = std::tuple<std::string, std::string>;
   using Key3 = std::tuple<std::string, std::string, std::string>;
   using Key4 = std::tuple<std::string, std::string, std::string, int>;  // status last
+  using Key4s = std::tuple<std::string, std::string, std::string, std::string>;
   struct TokenCounts {
     uint64_t prompt = 0, completion = 0, cached = 0;
     uint64_t reports = 0;      // requests whose usage was counted
@@ -184,6 +194,8 @@ class GatewayMetrics {
   std::map<Key3, double, std::less<>> endpoint_values_;
   std::map<std::string, AutoscalerGauges> autoscalers_;  // by pool
   std::map<Key2, uint64_t> autoscaler_decisions_;        // (pool, direction)
+  // (pool, endpoint, adapter, outcome)
+  std::map<Key4s, uint64_t> lora_loads_, lora_unloads_;
   // The series the last request_finished updated (map nodes: their addresses stay).
   struct Recent {
     std::string model, pool, tenant;

@@ -93,6 +93,11 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     call.stream->respond(std::move(r));
   };
 
+  // LoRA placement: a request for an adapter counts as its demand, and waits (up to the
+  // pool's lora_placement.max_wait_ms) while the adapter is loaded on no endpoint, rather
+  // than going to an engine that would answer 404.
+  LoraPlacer* const placer = call.model->base.empty() ? nullptr : lora_of(&pool);
+  if (placer) co_await placer->arrive(call.model->name);
   const Nanos route_start = clock.now();  // routing time: keys_for through the first pick
   std::string route_us;                   // x-kvgate-route-us
   std::vector<kv::BlockKey> keys;
@@ -229,6 +234,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     }
     lease = RouteLease(pool, rr.id, pools_alive);
     endpoint = std::move(pick.endpoint);
+    if (placer) placer->routed(endpoint->id, call.model->name);
     if (attempt > 0) metrics.retry(pool.name());
     // Disaggregated: the prefill hop first; `endpoint` is then the decode endpoint.
     std::optional<io::UpstreamRequest> decode_up;

@@ -135,6 +135,49 @@ TEST(GatewayConfig, AdaptersAreModelsOfTheirBasesPool) {
             "f.yaml:26:52: adapters[0].max_replicas: 0 is outside [1, 100000]");
 }
 
+// A pool's lora_placement: a section turns it on, with defaults for what it leaves out;
+// without it the pool places nothing. Its adapters need a source to be loaded from.
+TEST(GatewayConfig, LoraPlacementIsAPoolSection) {
+  auto with = [](std::string section) {
+    std::string yaml = kGood;
+    const std::string at = "    block_size: 16\n";
+    yaml.replace(yaml.find(at), at.size(), at + "    lora_placement: " + section + "\n");
+    return yaml;
+  };
+  auto c = parse_gateway_config(kGood, "f.yaml");
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_FALSE(c->pools[0].lora_placement.enabled);
+  c = parse_gateway_config(with("{interval_ms: 500, idle_unload_ms: 60000, replica_demand: 2.5, "
+                                "backoff_ms: 0, max_wait_ms: 2000, default_slots: 2}"),
+                           "f.yaml");
+  ASSERT_TRUE(c) << c.error();
+  const route::LoraPlacementConfig& l = c->pools[0].lora_placement;
+  EXPECT_TRUE(l.enabled);
+  EXPECT_EQ(l.interval, 500 * kMillisecond);
+  EXPECT_EQ(l.idle_unload, 60 * kSecond);
+  EXPECT_EQ(l.replica_demand, 2.5);
+  EXPECT_EQ(l.load_backoff, 0);
+  EXPECT_EQ(l.max_wait, 2 * kSecond);
+  EXPECT_EQ(l.default_slots, 2u);
+  c = parse_gateway_config(with("{enabled: false}"), "f.yaml");
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_FALSE(c->pools[0].lora_placement.enabled);
+  EXPECT_EQ(c->pools[0].lora_placement.interval, kSecond);  // the default
+  EXPECT_EQ(error_of(with("{replica_demand: 0}")),
+            "f.yaml:12:38: pools.main.lora_placement.replica_demand: expected requests per "
+            "second per replica, > 0");
+  EXPECT_NE(error_of(with("{every_ms: 5}")).find("pools.main.lora_placement.every_ms"),
+            std::string::npos);
+  const std::string no_source =
+      error_of(with("{}") + "adapters:\n  - {name: chat, base: Qwen/Qwen3-0.6B}\n");
+  EXPECT_NE(no_source.find("adapters[0].source: missing: pool main places its adapters"),
+            std::string::npos)
+      << no_source;
+  EXPECT_EQ(
+      error_of(with("{enabled: false}") + "adapters:\n  - {name: chat, base: Qwen/Qwen3-0.6B}\n"),
+      "OK");
+}
+
 TEST(GatewayConfig, DuplicateModelNamesAndMissingFilesAreErrors) {
   std::string dup = std::string(kGood) + "  - name: qwen3\n    pool: main\n";
   EXPECT_EQ(error_of(dup), "f.yaml:25:11: models[1].name: 'qwen3' is defined twice");

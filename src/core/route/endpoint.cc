@@ -32,6 +32,14 @@ bool LoraActivity::has_free_slot() const {
   return in_use < max_loras;
 }
 
+bool LoraPlaced::has(std::string_view adapter) const {
+  return std::find(loaded.begin(), loaded.end(), adapter) != loaded.end();
+}
+
+bool LoraPlaced::is_loading(std::string_view adapter) const {
+  return std::find(loading.begin(), loading.end(), adapter) != loading.end();
+}
+
 std::string_view EndpointSpec::label(std::string_view key) const {
   for (const auto& [k, v] : labels) {
     if (k == key) return v;

@@ -69,6 +69,17 @@ struct LoraActivity {
   bool has_free_slot() const;
 };
 
+// What the gateway's LoRA placement (lora_placement.h) knows an endpoint holds: the
+// adapters it loaded there (or saw in use there) and the one it is loading. Set only on
+// the endpoints of a pool that runs the placement; an endpoint without it is taken to
+// serve whatever it is sent (the engines were started with their adapters).
+struct LoraPlaced {
+  std::vector<std::string> loaded;
+  std::vector<std::string> loading;
+  bool has(std::string_view adapter) const;
+  bool is_loading(std::string_view adapter) const;
+};
+
 // One scrape of the engine's Prometheus metrics (vllm:num_requests_waiting,
 // vllm:num_requests_running, vllm:kv_cache_usage_perc, vllm:lora_requests_info).
 struct ScrapedMetrics {
@@ -106,6 +117,9 @@ struct Endpoint {
   // that may wait in the engine's queue without the scrape having seen them.
   uint32_t unstarted_since_scrape = 0;
   uint64_t scrapes = 0;  // scrapes so far (which requests unstarted_since_scrape counts)
+  // LoRA placement's view of the endpoint (EndpointPool::set_lora_placed); none when the
+  // pool does not place adapters.
+  std::optional<LoraPlaced> lora_placed;
 };
 
 }  // namespace kvgate::route

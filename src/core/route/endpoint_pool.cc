@@ -80,6 +80,12 @@ bool EndpointPool::set_kv_capacity(EndpointId id, uint32_t blocks) {
   return true;
 }
 
+bool EndpointPool::set_lora_placed(EndpointId id, std::optional<LoraPlaced> placed) {
+  if (!get(id)) return false;
+  slots_[id]->lora_placed = std::move(placed);
+  return true;
+}
+
 const Endpoint* EndpointPool::get(EndpointId id) const {
   return id < slots_.size() && slots_[id] ? &*slots_[id] : nullptr;
 }

@@ -87,6 +87,8 @@ class EndpointPool {
   // this instant, which the scrape already reflects (load.h).
   bool on_metrics(EndpointId id, ScrapedMetrics metrics, Nanos now);
   bool set_kv_capacity(EndpointId id, uint32_t blocks);
+  // LoRA placement: what the endpoint holds (Endpoint::lora_placed); nullopt forgets it.
+  bool set_lora_placed(EndpointId id, std::optional<LoraPlaced> placed);
 
   // nullptr when unknown.
   const Endpoint* get(EndpointId id) const;

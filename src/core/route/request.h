@@ -51,7 +51,9 @@ struct RouteRequest {
   // The request's LoRA adapter ("" for the base model). Aggregated pools only: endpoints
   // where the adapter would have to evict another (no request of it there, every slot
   // taken, per vllm:lora_requests_info) are dropped while others remain, so an adapter
-  // goes where it is active or a slot is free and load decides among those.
+  // goes where it is active or a slot is free and load decides among those. In a pool
+  // that places adapters (Endpoint::lora_placed), only the endpoints that have it loaded
+  // are candidates while one is, else those loading it, else every endpoint.
   std::string_view adapter;
 };
 

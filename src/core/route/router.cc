@@ -147,6 +147,26 @@ void keep_lora_slots(std::string_view adapter, std::vector<Candidate>& c) {
   std::erase_if(c, evicts);
 }
 
+// LoRA placement: an adapter's request goes only where the placement loaded it, while
+// some candidate has it; else only where its load is in flight (the request then waits
+// in the engine's queue behind the load, as vLLM queues a request for an adapter it is
+// adding); else the candidates stay as they are (a pool without placement sets no
+// endpoint's lora_placed, so nothing changes there). Endpoints the placement has not
+// described yet (just added) hold nothing.
+void keep_lora_placed(std::string_view adapter, std::vector<Candidate>& c) {
+  auto placed = [adapter](const Candidate& x) {
+    return x.endpoint->lora_placed && x.endpoint->lora_placed->has(adapter);
+  };
+  auto loading = [adapter](const Candidate& x) {
+    return x.endpoint->lora_placed && x.endpoint->lora_placed->is_loading(adapter);
+  };
+  if (std::any_of(c.begin(), c.end(), placed)) {
+    std::erase_if(c, [&](const Candidate& x) { return !placed(x); });
+  } else if (std::any_of(c.begin(), c.end(), loading)) {
+    std::erase_if(c, [&](const Candidate& x) { return !loading(x); });
+  }
+}
+
 // Rack/zone distance in units of locality_weight: same rack 0, same zone 1, else 2.
 // An empty rack or zone never matches anything.
 int distance(const Endpoint& a, const Endpoint& b) {
@@ -253,7 +273,10 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
       d.reason = RejectReason::kDecodeFull;
       return d;
     }
-    if (!request.adapter.empty()) keep_lora_slots(request.adapter, candidates_);
+    if (!request.adapter.empty()) {
+      keep_lora_placed(request.adapter, candidates_);
+      keep_lora_slots(request.adapter, candidates_);
+    }
     size_t i = policy_->pick(ctx, candidates_, rng);  // costs every candidate
     if (request.preferred) {
       for (size_t j = 0; j < candidates_.size(); ++j) {

@@ -181,6 +181,33 @@ TEST_F(RouterTest, AnAdapterGoesWhereItIsActiveOrASlotIsFree) {
   EXPECT_EQ(winner(sql), 'A');  // both would evict: as any request
 }
 
+// With LoRA placement (Endpoint::lora_placed), an adapter's request goes only where the
+// placement loaded it, else where its load is in flight, else anywhere (as without
+// placement); the base model's requests are not constrained.
+TEST_F(RouterTest, WithPlacementAnAdapterGoesWhereItIsLoadedElseWhereItIsLoading) {
+  build();
+  auto r = prompt(8, 1);
+  EndpointId a = add({.url = "A"});
+  EndpointId b = add({.url = "B"});
+  EndpointId c = add({.url = "C"});
+  cache(a, r, 8);  // the prefix alone would pick A
+  RouteRequest sql = r;
+  sql.adapter = "sql";
+  EXPECT_EQ(winner(sql), 'A');  // no placement: as before
+  ASSERT_TRUE(router_->pool().set_lora_placed(a, LoraPlaced{}));
+  ASSERT_TRUE(router_->pool().set_lora_placed(b, LoraPlaced{.loading = {"sql"}}));
+  ASSERT_TRUE(router_->pool().set_lora_placed(c, LoraPlaced{.loaded = {"sql"}}));
+  EXPECT_EQ(winner(sql), 'C');
+  EXPECT_EQ(winner(r), 'A');  // the base model
+  router_->pool().set_health(c, Health::kUnhealthy);
+  EXPECT_EQ(winner(sql), 'B');  // loaded only where it cannot go: where it is loading
+  router_->pool().set_health(c, Health::kHealthy);
+  ASSERT_TRUE(router_->pool().set_lora_placed(c, LoraPlaced{}));
+  EXPECT_EQ(winner(sql), 'B');
+  ASSERT_TRUE(router_->pool().set_lora_placed(b, std::nullopt));
+  EXPECT_EQ(winner(sql), 'A');  // nowhere: every endpoint, the prefix decides
+}
+
 // The seed's toy example end to end: cache contents from KV events into the precise
 // index, load from requests in flight. See policies_test.cc for the arithmetic.
 TEST_F(RouterTest, SeedToyExampleThroughTheIndex) {
