@@ -95,7 +95,9 @@ TEST(FailureSim, ErroringWithRateOneOpensTheBreakerAfterFailuresConsecutiveError
   for (const RequestRecord& q : r.requests) {
     retries += q.retries;
     EXPECT_FALSE(q.failed);  // each 503 was retried on another engine, which answered
-    if (q.finish >= 0) EXPECT_NE(q.endpoint, 2u);
+    if (q.finish >= 0) {
+      EXPECT_NE(q.endpoint, 2u);
+    }
   }
   // The three that opened it, and the few already on their way then.
   EXPECT_GE(retries, 3u);
