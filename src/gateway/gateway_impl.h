@@ -10,7 +10,6 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
-#include <memory>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/dispatch.hpp>
@@ -21,6 +20,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 #include <charconv>
+#include <memory>
 #include <thread>
 
 #include "gateway/admin_api.h"
