@@ -219,6 +219,10 @@ const differences = [
   {what: 'whitespace of trim', src: "[{{ '\\ufeffa\\x1c'|trim }}]", python: '[\ufeffa]', hf: '[a\x1c]'},
   {what: 'whitespace of lstrip_blocks', src: 'a\n\u3000\v{% if true %}b{% endif %}', python: 'a\nb', hf: 'a\n\u3000\vb'},
   {what: 'printf-style %', src: "{{ '%s-%d' % ('a', 1) }}", python: 'a-1', hf: {error: ''}},
+  {what: 'scope of block sets and filter blocks', src: "{% set x %}{% set y = 1 %}{% endset %}{% filter trim %}{% set z = 2 %}{% endfilter %}[{{ y }}{{ z }}]",
+    python: '[]', hf: '[12]'},
+  {what: "a macro does not see its caller's locals", src: '{% macro m() %}{{ b }}{% endmacro %}{% for b in [1] %}[{{ m() }}]{% endfor %}',
+    python: '[]', hf: '[1]'},
 ];
 
 test('documented differences to @huggingface/jinja: kvgate follows Python Jinja', async () => {

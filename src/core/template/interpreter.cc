@@ -165,7 +165,7 @@ class Interp {
         return Flow::kNormal;
       }
       case StmtKind::kBlockSet: {
-        Value v = Value::string(capture(s.body));
+        Value v = Value::string(capture_scoped(s.body));
         for (const ExprPtr& f : s.filters) v = filter(*f, v);
         set_var(s.sym, std::move(v));
         return Flow::kNormal;
@@ -174,13 +174,14 @@ class Interp {
         auto m = std::make_shared<MacroObj>();
         m->node = &s;
         m->name = s.name;
+        m->frame = static_cast<size_t>(cur_);
         set_var(s.sym, Value::macro(std::move(m)));
         return Flow::kNormal;
       }
       case StmtKind::kCallBlock:
         return exec_call_block(s);
       case StmtKind::kFilterBlock: {
-        Value v = Value::string(capture(s.body));
+        Value v = Value::string(capture_scoped(s.body));
         for (const ExprPtr& f : s.filters) v = filter(*f, v);
         append_str(*out_, v);
         check_size(out_->size());
@@ -212,6 +213,17 @@ class Interp {
     out_ = &buf;
     exec(body);
     out_ = saved;
+    return buf;
+  }
+
+  // A block set's or filter block's body: its own scope, as Python Jinja gives them (a
+  // `{% set %}` inside does not outlive the block; a namespace's attributes do).
+  std::string capture_scoped(const Body& body) {
+    const int saved = cur_;
+    cur_ = push_frame(saved);
+    std::string buf = capture(body);
+    pop_frame();
+    cur_ = saved;
     return buf;
   }
 
@@ -285,7 +297,6 @@ class Interp {
     auto caller = std::make_shared<MacroObj>();
     caller->node = &s;
     caller->name = "caller";
-    caller->is_caller = true;
     caller->frame = static_cast<size_t>(cur_);
     const Expr& call = *s.expr;
     Args args = eval_args(call);
@@ -844,8 +855,13 @@ class Interp {
       throw TemplateError("macro calls nested deeper than " + std::to_string(opt_.max_call_depth) +
                           " (an endless recursion?)");
     step();
+    // Free names resolve where the macro was defined (Python Jinja's closures: a macro
+    // defined in a loop or another macro sees that scope's variables as they are at the
+    // call), never in the caller's locals. A frame popped since (a macro kept past its
+    // scope in a namespace) falls back to the top level; frames below top_ are live and
+    // their parents lower, so the chain cannot loop.
     const int saved = cur_;
-    cur_ = push_frame(m.is_caller ? static_cast<int>(m.frame) : 0);
+    cur_ = push_frame(m.frame < top_ ? static_cast<int>(m.frame) : 0);
     if (args.positional.size() > s.params.size() && !s.uses_varargs)
       throw TemplateError("macro '" + std::string(m.name) + "' takes not more than " +
                           std::to_string(s.params.size()) + " argument(s)");

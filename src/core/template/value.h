@@ -191,8 +191,7 @@ struct MethodObj {
 struct MacroObj {
   const void* node = nullptr;  // the interpreter's MacroStmt or CallBlock
   std::string_view name;
-  bool is_caller = false;
-  size_t frame = 0;  // for a caller: the interpreter frame its body sees
+  size_t frame = 0;  // the interpreter frame it was defined in: its body's free names
 };
 
 // Python semantics. equals: ==; compare: <0, 0, >0 or throws TemplateError for types

@@ -116,6 +116,42 @@ TEST(TemplateMacro, ArgumentsDefaultsVarargsKwargs) {
             "G");
 }
 
+// Python Jinja's scopes: a block set's and a filter block's body are their own (their
+// `{% set %}`s end with them, a namespace's attributes do not), and a macro resolves free
+// names where it was defined (a closure over a loop's or another macro's variables, as they
+// are at the call), never in its caller's locals.
+TEST(TemplateScope, BlocksAndMacroClosures) {
+  EXPECT_EQ(render("{% filter trim %}{% set x = 1 %}{% endfilter %}[{{ x }}]"), "[]");
+  EXPECT_EQ(render("{% set y = 'o' %}{% filter upper %}{% set y = 'a' %}{{ y }}{% endfilter %}"
+                   "[{{ y }}]"),
+            "A[o]");
+  EXPECT_EQ(render("{% set x %}{% set y = 1 %}{% endset %}[{{ y }}]"), "[]");
+  EXPECT_EQ(render("{% for m in ['a'] %}{% set x | upper %}{% set t = m %}{{ t }}{% endset %}"
+                   "{{ x }}{{ t }}{% endfor %}"),
+            "A");
+  EXPECT_EQ(render("{% set ns = namespace(a=0) %}{% filter upper %}{% set ns.a = 'z' %}"
+                   "{% endfilter %}[{{ ns.a }}]"),
+            "[z]");
+  EXPECT_EQ(render("{% for i in [1, 2] %}{% macro m() %}{{ i }}{{ loop.index }}{% endmacro %}"
+                   "{{ m() }}{% endfor %}"),
+            "1122");
+  EXPECT_EQ(render("{% for i in [1, 2] %}{% macro m() %}{{ i }}{% endmacro %}{% set i = 5 %}"
+                   "{{ m() }}{% endfor %}"),
+            "55");
+  EXPECT_EQ(render("{% macro outer(a) %}{% macro inner() %}{{ a }}{{ b }}{% endmacro %}"
+                   "{% set b = 2 %}{{ inner() }}{% endmacro %}{{ outer(1) }}"),
+            "12");
+  EXPECT_EQ(render("{% for i in [1, 2] %}{% set x %}{% macro m() %}{{ i }}{% endmacro %}"
+                   "{{ m() }}{% endset %}{{ x }}{% endfor %}"),
+            "12");
+  EXPECT_EQ(render("{% macro wrap() %}[{{ caller() }}]{% endmacro %}{% for i in [1] %}"
+                   "{% macro m() %}{% call wrap() %}{{ i }}{% endcall %}{% endmacro %}{{ m() }}"
+                   "{% endfor %}"),
+            "[1]");
+  EXPECT_EQ(render("{% macro m() %}{{ b }}{% endmacro %}{% for b in [1] %}{{ m() }}{% endfor %}"),
+            "");
+}
+
 TEST(TemplateMacro, CallBlocks) {
   EXPECT_EQ(render("{% macro wrap() %}[{{ caller() }}]{% endmacro %}"
                    "{% call wrap() %}inner{% endcall %}"),

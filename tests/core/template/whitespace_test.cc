@@ -82,6 +82,38 @@ TEST(TemplateWhitespaceKinds, Issue38TrimThenMinusOnTheNextLine) {
             "<|im_start|>user\na [latest]<|im_end|>");
 }
 
+// The brief's other suspects for #38, each after an if/else, elif, endif, a print, a macro,
+// a block set or a filter block and then `{%-`/`-%}`/lstrip_blocks on the next line: the
+// minus strips template text only, and `trim` (in any branch, on any value) strips every
+// kind. Python Jinja and @huggingface/jinja agree on each.
+TEST(TemplateWhitespaceKinds, TrimInBranchesThenMinusOnTheNextLine) {
+  const std::string s = with_s(R"(\u3000a tab\t\u00a0\n)");
+  const std::string printed = "\u3000a tab\t\u00a0\n";
+  EXPECT_EQ(render("{{ s }}\n{%- if true %} [l]{% endif %}|", s), printed + " [l]|");
+  EXPECT_EQ(render("{% if false %}{% elif true %}{{ s | trim }}{% endif %}\n"
+                   "{%- if true %} [l]{% endif %}|",
+                   s),
+            "a tab [l]|");
+  EXPECT_EQ(render("{% if false %}x{% else %}{{ s | trim }}{% endif %}\n"
+                   "  {%- if true %} [l]{% endif %}|",
+                   s),
+            "a tab [l]|");
+  EXPECT_EQ(render("{% macro m() %}{{ s }}{% endmacro %}{{ m() | trim }}\n"
+                   "{%- if true %} [l]{% endif %}|",
+                   s),
+            "a tab [l]|");
+  EXPECT_EQ(render("{% macro m() %}{{ s }}{% endmacro %}{{ m() }}\n"
+                   "{%- if true %} [l]{% endif %}|",
+                   s),
+            printed + " [l]|");
+  EXPECT_EQ(render("{% set x %}{{ s }}{% endset %}{{ x | trim }}\n{{- '|' }}", s), "a tab|");
+  EXPECT_EQ(render("{% filter trim %}{{ s }}\n{% endfilter %}\n{%- if true %} [l]{% endif %}|", s),
+            "a tab [l]|");
+  EXPECT_EQ(render("{% for c in [s] %}{{ c | trim -}}\n\t{% endfor %}|", s), "a tab|");
+  EXPECT_EQ(render("{% if true -%}\n\t{{ s | trim }}\t\n{%- endif %}|", s), "a tab|");
+  EXPECT_EQ(render("  {% if true %}\n{{ s | trim }}\n  {% endif %}\n|", s), "a tab\n|");
+}
+
 TEST(TemplateWhitespaceKinds, MinusStripsEveryWhitespaceOfTheTemplateText) {
   for (const Space& w : kSpaces) {
     SCOPED_TRACE(w.json);
