@@ -1,6 +1,7 @@
 // GCC 12 reports a false -Wmismatched-new-delete on Asio coroutine frames (GCC bug 109224).
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
+#include "core/route/failover.h"
 #include "gateway/gateway_impl.h"
 
 namespace kvgate::gateway {
@@ -186,8 +187,15 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   std::shared_ptr<const EndpointAddress> endpoint;
   std::string prefill_url;  // disaggregated: the prefill endpoint of the decode hop below
   std::string last_error;   // set by a failed attempt (no allocation on the common path)
-  const int attempts = config.retries.max_attempts;
-  for (int attempt = 0; attempt < attempts && !exchange; ++attempt) {
+  // After a failed attempt the core's rule (route/failover.h) says whether another
+  // endpoint may have the request: nothing of the answer had begun, so it retries while
+  // the endpoints tried are fewer than retries.max_attempts.
+  bool retry = true;
+  auto may_retry = [this](int tried) {
+    return route::after_failure(config.retries, /*max_migrations=*/0, /*began=*/false, tried,
+                                /*migrations=*/0) == route::FailoverAction::kRetry;
+  };
+  for (int attempt = 0; retry && !exchange; ++attempt) {
     if (cancel->cancelled()) break;
     // At once on the pool's only thread; else on its strand.
     // (Not a conditional expression: GCC 12 mishandles co_await inside one.)
@@ -245,6 +253,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       if (hop.outcome == PrefillHop::kRetry) {
         last_error = std::move(hop.error);
         excluded.push_back(hop.failed_endpoint);
+        retry = may_retry(attempt + 1);
         continue;
       }
       if (hop.outcome == PrefillHop::kFail) {
@@ -267,16 +276,18 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       }
       lease.done(endpoint->id, false, clock.now());
       excluded.push_back(endpoint->id);
+      retry = may_retry(attempt + 1);
       continue;
     }
-    if ((*result)->status() == 503) {
-      // Overloaded or starting: nothing reached the client yet, try another endpoint.
+    if (route::failed_status((*result)->status(), /*continuation=*/false)) {
+      // A 503, overloaded or starting: nothing reached the client yet.
       (void)co_await (*result)->read_all(config.timeouts.upstream_header, 1 << 20);
       last_error = fmt::format("{} answered 503", endpoint->url);
       metrics.upstream_error(pool.name(), endpoint->url, "status_503");
       if (!prefill_url.empty()) metrics.pd_hop_failure(pool.name(), "decode", "status_503");
       lease.done(endpoint->id, false, clock.now());
       excluded.push_back(endpoint->id);
+      retry = may_retry(attempt + 1);
       continue;
     }
     exchange = std::move(*result);
@@ -299,6 +310,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     if (!body && body.error().kind == io::UpstreamErrorKind::kCancelled) {
       client_left();
     } else if (!body) {
+      // The answer had begun (its head came) and a whole answer does not migrate: lost,
+      // as route::after_failure decides for a request that cannot migrate.
       metrics.upstream_error(pool.name(), endpoint->url, io::to_string(body.error().kind));
       if (!prefill_url.empty()) {
         metrics.pd_hop_failure(pool.name(), "decode", io::to_string(body.error().kind));
@@ -424,6 +437,8 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
       if (!prefill_url.empty()) metrics.pd_hop_failure(pool.name(), "decode", kind);
       pool.endpoint_result(job.endpoint->id, false);
       std::string error = piece.error().message;
+      // The stream had begun: migrate() asks route::after_failure whether it moves; a
+      // stream that cannot migrate (no MigratingStream) is lost.
       if (job.migration) {
         const Migrated m = co_await migrate(job);
         if (m == Migrated::kResumed) continue;
@@ -515,7 +530,9 @@ asio::awaitable<Gateway::Impl::Migrated> Gateway::Impl::migrate(StreamJob& job) 
     fault_metrics.migration(pool.name(), "failed", 0);
     co_return Migrated::kFailed;
   }
-  if (job.migrations >= pool.config().max_migrations) {
+  const int max_migrations = pool.config().max_migrations;
+  if (route::after_failure(config.retries, max_migrations, /*began=*/true, /*tried=*/1,
+                           job.migrations) != route::FailoverAction::kMigrate) {
     fault_metrics.migration(pool.name(), "exhausted", 0);
     co_return Migrated::kFailed;
   }
@@ -534,8 +551,11 @@ asio::awaitable<Gateway::Impl::Migrated> Gateway::Impl::migrate(StreamJob& job) 
   up.fixed_headers = "Content-Type: application/json\r\nAccept: text/event-stream\r\n";
   up.body = m.continuation_body();
   up.cancel = job.cancel.get();
+  // The continuation is a new leg: its endpoints are retried as the first leg's are
+  // (route::after_failure), the endpoint the stream left excluded from the start.
   std::vector<route::EndpointId> excluded{failed};
-  for (int attempt = 0; attempt < config.retries.max_attempts; ++attempt) {
+  bool retry = true;
+  for (int tried = 1; retry; ++tried) {
     std::optional<Pick> now = pool.pick_now(rr, excluded, clock.now());
     if (!now) now = co_await pool.pick(rr, excluded);
     if (!now->decision.accepted()) break;
@@ -546,12 +566,14 @@ asio::awaitable<Gateway::Impl::Migrated> Gateway::Impl::migrate(StreamJob& job) 
       lease.finish(true);  // the client left: no failure of this endpoint's
       co_return Migrated::kCancelled;
     }
-    if (!result || (*result)->status() != 200) {
+    if (!result || route::failed_status((*result)->status(), /*continuation=*/true)) {
       const std::string kind = result ? fmt::format("status_{}", (*result)->status())
                                       : std::string(io::to_string(result.error().kind));
       metrics.upstream_error(pool.name(), endpoint->url, kind);
       lease.done(endpoint->id, false, clock.now());
       excluded.push_back(endpoint->id);
+      retry = route::after_failure(config.retries, max_migrations, /*began=*/false, tried,
+                                   job.migrations) == route::FailoverAction::kRetry;
       continue;
     }
     fault_metrics.migration(pool.name(), "resumed", m.generated());
@@ -590,7 +612,15 @@ asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
   call.stream->watch_client();
   std::vector<route::EndpointId> tried;
   std::string last_error = "no endpoint available";
-  for (int attempt = 0; attempt < config.retries.max_attempts; ++attempt) {
+  // A relayed answer is passed on whole and generates nothing (e.g. /tokenize): whatever
+  // failed, its answer had not begun, and route::after_failure retries it elsewhere.
+  bool retry = true;
+  auto may_retry = [this, &tried] {
+    return route::after_failure(config.retries, /*max_migrations=*/0, /*began=*/false,
+                                static_cast<int>(tried.size()),
+                                /*migrations=*/0) == route::FailoverAction::kRetry;
+  };
+  while (retry) {
     std::shared_ptr<const EndpointAddress> endpoint = co_await pool.tokenize_endpoint(tried);
     if (!endpoint) break;
     tried.push_back(endpoint->id);
@@ -599,16 +629,18 @@ asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
     if (!sent) {
       last_error = sent.error().message;
       metrics.upstream_error(pool.name(), endpoint->url, io::to_string(sent.error().kind));
+      retry = may_retry();
       continue;
     }
     const int status = (*sent)->status();
     std::string content_type((*sent)->headers().find("content-type").value_or("application/json"));
     auto body = co_await (*sent)->read_all(config.timeouts.stream, 64 << 20);
     if (!body && body.error().kind == io::UpstreamErrorKind::kCancelled) break;
-    if (!body || status == 503) {
+    if (!body || route::failed_status(status, /*continuation=*/false)) {
       last_error = body ? fmt::format("{} answered 503", endpoint->url) : body.error().message;
       metrics.upstream_error(pool.name(), endpoint->url,
                              body ? "status_503" : io::to_string(body.error().kind));
+      retry = may_retry();
       continue;
     }
     HttpResponse r{status, std::move(content_type), {}, std::move(*body)};

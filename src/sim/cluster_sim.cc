@@ -130,13 +130,18 @@ struct RequestState {
   Phase phase = Phase::kWhole;
   uint32_t decode_engine = 0;
   // Failover (route/failover.h): the current attempt (stale events carry an older one),
-  // endpoints tried, stream migrations, the endpoints that failed it, whether its first
-  // token reached the gateway, and the engine that holds it now.
+  // endpoints tried for the current leg (the first, or a migrated stream's continuation),
+  // stream migrations, the endpoints excluded from the leg's routing, whether the leg's
+  // answer began (an engine accepted the stream and sent its head: every simulated
+  // request is a stream, as `kvgate bench` sends them), and the engine that holds it now.
   uint32_t attempt = 0;
   int tried = 0;
   int migrations = 0;
   std::vector<route::EndpointId> excluded;
-  bool streamed = false;
+  bool began = false;
+  // A continuation after the first token (an earlier leg sent it): the leg produces the
+  // rest of the answer, and the request keeps its first leg's first token.
+  bool resumed = false;
   uint32_t at_engine = kNoEngine;
 };
 
@@ -527,7 +532,7 @@ void Simulation::send(Nanos now, uint64_t id, const route::Decision& d) {
   const uint32_t engine = engine_of_[d.endpoint];
   r.record.endpoint = engine;
   r.decode_engine = engine;
-  const bool first_attempt = r.tried++ == 0;
+  const bool first_attempt = r.tried++ == 0 && r.migrations == 0;
   ++replicas_[engine].in_flight;
   if (first_attempt) {  // a retry is no new arrival for the autoscaler
     ++arrivals_since_tick_;
@@ -559,7 +564,7 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
   engine::EngineRequest er;
   er.id = id;
   er.max_tokens = r.work.output_tokens;
-  if (r.migrations > 0) {
+  if (r.resumed) {
     // A migrated stream's continuation: the answer's rest after the first token (the
     // simulator follows first and last tokens only, so the tokens a failed leg streamed
     // past the first are produced again).
@@ -577,7 +582,7 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
     }
     er.prompt_hashes = it->second;
   }
-  if (r.work.reply && r.migrations == 0) er.output_tokens = *r.work.reply;
+  if (r.work.reply && !r.resumed) er.output_tokens = *r.work.reply;
   if (r.phase == Phase::kPrefill) {
     er.max_tokens = 1;               // vLLM's P/D proxy: the prefill request asks for one token
     er.hold_kv_after_finish = true;  // until the decode engine has read the KV
@@ -610,7 +615,12 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
     queue_.push(now + er.kv_transfer_time, Event{EventKind::kPrefillRelease, prefill_engine, id});
   }
   Status s = engines_[engine]->add(std::move(er), now);
-  if (s) r.at_engine = engine;
+  if (s) {
+    r.at_engine = engine;
+    // Accepted: a streaming engine sends its head now, before any token (kvgate engine,
+    // vLLM), and the gateway passes it on; a prefill hop's answer comes whole, later.
+    if (r.phase != Phase::kPrefill) r.began = true;
+  }
   if (!s) {
     // The engine refused it (too long for its context or its KV pool): a 400 upstream.
     r.record.rejected = true;
@@ -666,8 +676,9 @@ void Simulation::on_engine_step(Nanos now, uint32_t engine) {
       }
       continue;
     }
-    // A migrated stream keeps its first leg's first token and cache figures.
-    const bool first_leg = r.migrations == 0;
+    // A stream migrated after its first token keeps that leg's first token and cache
+    // figures.
+    const bool first_leg = !r.resumed;
     if (u.output_index == 0 && r.phase == Phase::kDecode) {
       // The prompt was prefilled elsewhere: keep the prefill engine's cache figures.
       if (first_leg) r.record.first_token = at_gateway;
@@ -898,27 +909,31 @@ void Simulation::on_upstream_failed(Nanos now, uint32_t engine, uint64_t id) {
   ++r.attempt;  // what the failed attempt's engine sent is stale from here on
   r.at_engine = kNoEngine;
   r.phase = Phase::kWhole;
-  const route::FailoverAction action =
-      route::after_failure(scenario_.gateway.retries, scenario_.gateway.max_migrations, r.streamed,
-                           r.tried, r.migrations);
+  const route::FailoverAction action = route::after_failure(
+      scenario_.gateway.retries, scenario_.gateway.max_migrations, r.began, r.tried, r.migrations);
   if (action == route::FailoverAction::kLost) return lose(id);
   close_expired_breakers(now);
   route::RouteRequest rr = route_request(id);
-  const route::EndpointId just_failed[] = {failed};
   if (action == route::FailoverAction::kRetry) {
     r.excluded.push_back(failed);
-    rr.excluded = r.excluded;
-    ++r.record.retries;
   } else {
-    // The continuation is routed on the original prompt's keys, the endpoint that just
-    // failed excluded (gateway/proxy.cc, migrate).
-    rr.excluded = just_failed;
+    // A new leg: the continuation is routed on the original prompt's keys, the endpoint
+    // the stream left excluded, its own endpoints retried as the first leg's were
+    // (gateway/proxy.cc, migrate).
+    r.excluded.assign(1, failed);
+    r.tried = 0;
+    r.began = false;
+    r.resumed = r.record.first_token >= 0;
     ++r.migrations;
     r.record.migrated = true;
   }
+  rr.excluded = r.excluded;
   // Retries and continuations skip the flow-control queue, as in the gateway.
   const route::Decision d = group_->route(rr, now, rng_);
   if (!d.accepted()) return lose(id);
+  // Counted as the gateway counts kvgate_upstream_retries_total: a first leg's retry
+  // that was routed.
+  if (action == route::FailoverAction::kRetry && r.migrations == 0) ++r.record.retries;
   send(now, id, d);
 }
 
@@ -1195,10 +1210,9 @@ Result<PolicyRun> Simulation::run() {
         break;
       case EventKind::kFirstToken: {
         group_->on_first_token(e.payload.id, now);
-        RequestState& r = requests_[e.payload.id];
-        r.streamed = true;
+        const RequestState& r = requests_[e.payload.id];
         const RequestRecord& rec = r.record;
-        if (r.migrations == 0) ttft_window_.add(now, to_seconds(rec.first_token - rec.arrival));
+        if (!r.resumed) ttft_window_.add(now, to_seconds(rec.first_token - rec.arrival));
         pump(now);  // a prefill done
         break;
       }

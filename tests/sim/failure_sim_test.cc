@@ -1,5 +1,6 @@
 // Injected endpoint failures in the simulator, through the gateway's own rules: the
-// core's circuit breakers and the retry rule of route/failover.h.
+// core's circuit breakers and the retry and migration rule of route/failover.h. Every
+// simulated request is a stream: the answer has begun once an engine accepted it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,8 +43,12 @@ workload:
     stages: [{qps: 40, duration_s: 10}]
 )";
 
-Scenario scenario(const std::string& failures) {
-  auto s = parse_scenario(std::string(kBase) + failures, "", env::read_file, "f.yaml");
+// kBase with `failures` appended and `gateway` lines (e.g. migration) added.
+Scenario scenario(const std::string& failures, const std::string& gateway = "") {
+  std::string base(kBase);
+  const std::string anchor = "  circuit_breaker: {failures: 3, open_ms: 100000}\n";
+  base.insert(base.find(anchor) + anchor.size(), gateway);
+  auto s = parse_scenario(base + failures, "", env::read_file, "f.yaml");
   EXPECT_TRUE(s.ok()) << s.error();
   return s.ok() ? *s : Scenario{};
 }
@@ -60,28 +65,66 @@ workload::Summary summary(const Scenario& s, const workload::PolicyRun& r) {
   return workload::summarize(r, w.ok() ? (*w)->stages() : std::vector<workload::StageInfo>{});
 }
 
-TEST(FailureSim, FailStopRequestsAreRetriedElsewhereAndItsBreakerOpens) {
-  const Scenario s = scenario("failures: [{endpoint: 1, at: 3, kind: fail_stop, duration: 4}]\n");
-  const workload::PolicyRun r = run(s);
-  ASSERT_GT(r.requests.size(), 300u);
-  EXPECT_TRUE(r.failures_injected);
-  EXPECT_GE(r.breaker_openings, 1u);  // 3 failures in a row took engine-1 out
-  uint64_t retried = 0, done = 0;
+// What a fail_stop of engine-1 from 3 s to 7 s did to the run's requests.
+struct FailStopOutcome {
+  uint64_t lost = 0, retried = 0, migrated = 0, done = 0;
+};
+
+FailStopOutcome fail_stop_outcome(const workload::PolicyRun& r) {
+  FailStopOutcome o;
   for (const RequestRecord& q : r.requests) {
-    retried += q.retries > 0;
-    done += q.failed || q.rejected || q.finish >= 0;
+    o.retried += q.retries > 0;
+    o.migrated += q.migrated;
+    o.done += q.failed || q.rejected || q.finish >= 0;
+    if (q.failed) {
+      ++o.lost;
+      // Only streams engine-1 had accepted before it died: their answer had begun, so
+      // they are not retried (a request it refused is).
+      EXPECT_EQ(q.endpoint, 1u);
+      EXPECT_LT(q.arrival, 3 * kSecond);
+    }
+    if (q.migrated) {
+      EXPECT_LT(q.arrival, 3 * kSecond);  // it was on engine-1 when it died
+      EXPECT_NE(q.endpoint, 1u);          // the continuation went elsewhere
+      EXPECT_GE(q.finish, 0);
+    }
     // Nothing is served by the dead engine while it is down.
     if (q.finish >= 0 && q.endpoint == 1) {
       EXPECT_FALSE(q.first_token > 3 * kSecond + 10 * kMillisecond && q.finish < 7 * kSecond)
           << "served by engine-1 while it was down";
     }
   }
-  EXPECT_GT(retried, 0u);              // its requests went to other engines
-  EXPECT_EQ(done, r.requests.size());  // none left hanging
+  return o;
+}
+
+TEST(FailureSim, FailStopLosesTheStreamsItHeldAndItsBreakerOpens) {
+  const Scenario s = scenario("failures: [{endpoint: 1, at: 3, kind: fail_stop, duration: 4}]\n");
+  const workload::PolicyRun r = run(s);
+  ASSERT_GT(r.requests.size(), 300u);
+  EXPECT_TRUE(r.failures_injected);
+  EXPECT_GE(r.breaker_openings, 1u);  // 3 failures in a row took engine-1 out
+  const FailStopOutcome o = fail_stop_outcome(r);
+  EXPECT_GT(o.lost, 0u);  // migration off: the streams it held end with an error event
+  EXPECT_EQ(o.migrated, 0u);
+  EXPECT_EQ(o.done, r.requests.size());  // none left hanging
   const workload::Summary sum = summary(s, r);
-  EXPECT_EQ(sum.retried, retried);
+  EXPECT_EQ(sum.failed, o.lost);
+  EXPECT_EQ(sum.retried, o.retried);
   EXPECT_NE(workload::summary_csv({sum}).find("failed,retried,migrated,breaker_openings"),
             std::string::npos);
+}
+
+TEST(FailureSim, WithMigrationTheStreamsAFailStopHeldContinueElsewhereNoneLost) {
+  const Scenario s = scenario("failures: [{endpoint: 1, at: 3, kind: fail_stop, duration: 4}]\n",
+                              "  migration: {max_migrations: 2}\n");
+  ASSERT_EQ(s.gateway.max_migrations, 2);
+  const workload::PolicyRun r = run(s);
+  ASSERT_GT(r.requests.size(), 300u);
+  const FailStopOutcome o = fail_stop_outcome(r);
+  EXPECT_EQ(o.lost, 0u);
+  EXPECT_GT(o.migrated, 0u);
+  EXPECT_EQ(o.done, r.requests.size());
+  EXPECT_EQ(summary(s, r).migrated, o.migrated);
 }
 
 TEST(FailureSim, ErroringWithRateOneOpensTheBreakerAfterFailuresConsecutiveErrors) {
