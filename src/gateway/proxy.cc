@@ -121,7 +121,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     // The engine fallback: the ids come from the pool's engines (at most its timeout).
     EngineTokenizer::Ids got =
         co_await fallback->ids_for(call.request, route_body, call.kind, call.model->served_name);
-    pool.keys_of(got.ids, keys, adapter);
+    pool.keys_of(got.ids, keys, adapter, call.request.cache_salt);
     prompt_tokens = static_cast<uint32_t>(got.ids.size());
     if (track && got.exact) token_ids = std::move(got.ids);
     fetch_after_pick = std::move(got.later);

@@ -27,6 +27,11 @@ struct InspectedRequest {
                                     // completion prompt): the routing fallback without tokenizer
   std::optional<int> priority;      // none here; set from headers by the caller
   uint32_t given_tokens = 0;        // embeddings: token ids given as input (counted, not text)
+  // vLLM's `cache_salt` ("" when none): it seeds the prompt's block hashes, so prompts of
+  // different salts share no cached prefix. The body goes upstream with it unchanged (the
+  // engine reads it); the gateway seeds its block keys with it (PoolRuntime::keys_for).
+  // vLLM refuses an empty string (400, param cache_salt), as inspect_request does.
+  std::string cache_salt;
 };
 
 struct RequestError {
