@@ -97,10 +97,12 @@ struct Pending {
 };
 
 // A Responses API answer kept for the requests that continue it (previous_response_id):
-// the prompt's messages (JSON) and the answer's text, as vLLM's response store keeps them.
+// the prompt's messages (JSON) and the answer's text, as vLLM's response store keeps them,
+// and the response object (JSON) for GET /v1/responses/{id}.
 struct StoredResponse {
   std::string messages;
   std::string output;
+  std::string response;
 };
 // The most responses kept; past it the oldest goes (vLLM's store keeps them all).
 constexpr size_t kStoredResponses = 10'000;
@@ -239,6 +241,10 @@ struct EngineServer::Impl {
                          openai::Dialect dialect = openai::Dialect::kOpenAi);
   void deliver_responses(Pending& p, const engine::RequestUpdate& u, const openai::Usage& usage);
   void handle_tokenize(const io::HttpRequest& req, const std::shared_ptr<io::ResponseStream>& s);
+  // POST /v1/messages/count_tokens: the Messages body rendered as /v1/messages renders it,
+  // its tokens counted.
+  void handle_count_tokens(const io::HttpRequest& req,
+                           const std::shared_ptr<io::ResponseStream>& s);
   void handle_detokenize(const io::HttpRequest& req, const std::shared_ptr<io::ResponseStream>& s);
   void handle_lora(const io::HttpRequest& req, std::shared_ptr<io::ResponseStream> s, bool load);
   void handle_embeddings(const io::HttpRequest& req, std::shared_ptr<io::ResponseStream> s);
@@ -318,6 +324,21 @@ void EngineServer::Impl::handle(io::HttpRequest&& req, std::shared_ptr<io::Respo
     return handle_completion(req, openai::ApiKind::kChat, std::move(s),
                              openai::Dialect::kResponses);
   }
+  if (path == "/v1/messages/count_tokens") {
+    if (!post) return s->respond(vllm_error(405, "method not allowed"));
+    return handle_count_tokens(req, s);
+  }
+  if (constexpr std::string_view kStored = "/v1/responses/";
+      path.size() > kStored.size() && path.starts_with(kStored) &&
+      path.find('/', kStored.size()) == std::string::npos) {
+    // A stored response by id (vLLM: GET only; POST .../cancel is for background
+    // responses, which this engine does not run).
+    if (!get) return s->respond(vllm_error(405, "method not allowed"));
+    const std::string id = path.substr(kStored.size());
+    std::optional<StoredResponse> r = stored_response(id);
+    if (!r) return s->respond(vllm_error(404, "Response with id '" + id + "' not found."));
+    return s->respond(io::HttpResponse{200, "application/json", {}, std::move(r->response)});
+  }
   if (path == "/score" || path == "/v1/score" || path == "/rerank" || path == "/v1/rerank" ||
       path == "/v2/rerank") {
     if (!post) return s->respond(vllm_error(405, "method not allowed"));
@@ -391,6 +412,34 @@ void EngineServer::Impl::handle_tokenize(const io::HttpRequest& req,
   timer->async_wait([timer, s, r = std::move(r)](boost::system::error_code) mutable {
     s->respond(std::move(r));
   });
+}
+
+void EngineServer::Impl::handle_count_tokens(const io::HttpRequest& req,
+                                             const std::shared_ptr<io::ResponseStream>& s) {
+  auto error = [](int status, std::string_view message) {
+    return io::HttpResponse{
+        status, "application/json", {}, openai::anthropic::error_json(status, message)};
+  };
+  auto chat = openai::anthropic::count_tokens_to_chat(req.body);
+  if (auto* e = std::get_if<openai::ApiError>(&chat)) {
+    return s->respond(error(e->status, e->message));
+  }
+  auto parsed =
+      openai::parse_completion_request(std::get<std::string>(chat), openai::ApiKind::kChat);
+  if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
+    return s->respond(error(e->status, e->message));
+  }
+  const openai::CompletionRequest& c = std::get<openai::CompletionRequest>(parsed);
+  if (!c.model.empty() && c.model != opt.served_model_name && !adapter(c.model)) {
+    return s->respond(error(404, "The model `" + c.model + "` does not exist."));
+  }
+  auto tokens = codec->encode_chat(c.chat, c.add_special_tokens);
+  if (!tokens) return s->respond(error(400, tokens.error()));
+  s->respond(io::HttpResponse{
+      200,
+      "application/json",
+      {},
+      openai::anthropic::render_count_tokens(static_cast<uint32_t>(tokens->size()))});
 }
 
 void EngineServer::Impl::handle_lora(const io::HttpRequest& req,
@@ -972,7 +1021,10 @@ void EngineServer::Impl::deliver_responses(Pending& p, const engine::RequestUpda
     p.stream->respond(io::HttpResponse{
         200, "application/json", {}, openai::responses::render_response(p.answer, p.text, usage)});
   }
-  if (u.finished && p.store) store_response(p.answer.id, {std::move(p.messages), p.text});
+  if (u.finished && p.store) {
+    store_response(p.answer.id, {std::move(p.messages), p.text,
+                                 openai::responses::render_response(p.answer, p.text, usage)});
+  }
 }
 
 void EngineServer::Impl::publish(const std::vector<kv::KvEvent>& events) {

@@ -426,7 +426,7 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
     // As a request of this pool gets its ids: cached, or asked of an engine (counted in
     // kvgate_engine_tokenize_total like a request's) under the body's model name.
     EngineTokenizer::Ids got = co_await et->ids_for(in.request, text, kind, in.request.model);
-    pool.pool->keys_of(got.ids, keys);
+    pool.pool->keys_of(got.ids, keys, /*adapter=*/"", in.request.cache_salt);
     prompt_tokens = static_cast<uint32_t>(got.ids.size());
     tokenize_result = got.result;
     // A follow-up's whole ids are not fetched for a view (the view records nothing).

@@ -46,6 +46,37 @@ json::object sequence_json(const kv::SequenceStats& s) {
           {"decode_errors", s.decode_errors}};
 }
 
+json::array strings(const std::vector<std::string>& v) {
+  json::array a;
+  for (const std::string& x : v) a.emplace_back(x);
+  return a;
+}
+
+// The endpoint's LoRA state: what its last scrape reported (vllm:lora_requests_info) and
+// what the pool's placement knows it holds; null when neither is known.
+json::value lora_json(const route::Endpoint& e) {
+  const bool reported = e.metrics && e.metrics->lora.max_loras > 0;
+  if (!reported && !e.lora_placed) return nullptr;
+  json::object o;
+  if (reported) {
+    const route::LoraActivity& a = e.metrics->lora;
+    o["max_loras"] = a.max_loras;
+    o["running"] = strings(a.running);
+    o["waiting"] = strings(a.waiting);
+  } else {
+    o["max_loras"] = nullptr;
+    o["running"] = json::array();
+    o["waiting"] = json::array();
+  }
+  if (e.lora_placed) {
+    o["placed"] = json::object{{"loaded", strings(e.lora_placed->loaded)},
+                               {"loading", strings(e.lora_placed->loading)}};
+  } else {
+    o["placed"] = nullptr;
+  }
+  return o;
+}
+
 json::object effective_json(const route::EffectiveLoad& l) {
   return {{"waiting", num(l.waiting)},       {"running", num(l.running)},
           {"kv_usage", num(l.kv_usage)},     {"stale", l.stale},
@@ -129,6 +160,7 @@ json::object endpoint_json(const EndpointSnapshot& s, Nanos now) {
         {"cleared", ix.cleared},
         {"anomalies", ix.anomalies()}}},
       {"kv_events", std::move(events)},
+      {"lora", lora_json(e)},
   };
 }
 

@@ -58,8 +58,12 @@ struct EndpointSnapshot {
 // {"id":..,"url":..,"role":..,"zone":..,"rack":..,"labels":{..},"kv_capacity_blocks":..,
 //  "health":"healthy|unhealthy|draining","breaker":{..},"metrics":{..,"age_ms":..}|null,
 //  "load":{..},"effective_load":{..},"cache":{"precise_blocks":..,"approx_blocks":..,
-//  "events_applied":{..}},"kv_events":{..}|null,"source":"config|admin|..."}. `now` dates the
-//  metrics' age.
+//  "events_applied":{..}},"kv_events":{..}|null,"source":"config|admin|...",
+//  "lora":{"max_loras":N|null,"running":[..],"waiting":[..],
+//          "placed":{"loaded":[..],"loading":[..]}|null}|null}. `now` dates the metrics' age.
+// "lora": the last scrape's vllm:lora_requests_info (max_loras null, the lists empty, when
+// the engine did not report it) and the pool's LoRA placement's view (placed, null without
+// placement); null when neither is known.
 boost::json::object endpoint_json(const EndpointSnapshot& s, Nanos now);
 
 // A request to add an endpoint: {"url":"http://host:port","role":"both|prefill|decode",

@@ -10,6 +10,7 @@ namespace {
 // (it runs on every request).
 enum class Path : uint8_t {
   kOther,
+  kResponse,  // GET /v1/responses/{id}: a stored response (not a POST API)
   kHealth,
   kReady,
   kMetrics,
@@ -21,11 +22,13 @@ enum class Path : uint8_t {
   kDetokenize,
   kMessages,
   kResponses,
-  kScore,   // vLLM's /score and /v1/score
-  kRerank,  // vLLM's /rerank, /v1/rerank and /v2/rerank
+  kScore,        // vLLM's /score and /v1/score
+  kRerank,       // vLLM's /rerank, /v1/rerank and /v2/rerank
+  kCountTokens,  // Anthropic's /v1/messages/count_tokens
 };
 
-Path classify(std::string_view p) {
+// The fixed paths.
+Path classify_exact(std::string_view p) {
   using namespace std::string_view_literals;
   switch (p.size()) {
     case 6:
@@ -53,9 +56,24 @@ Path classify(std::string_view p) {
       return p == "/v1/completions"sv ? Path::kCompletions : Path::kOther;
     case 20:
       return p == "/v1/chat/completions"sv ? Path::kChat : Path::kOther;
+    case 25:
+      return p == "/v1/messages/count_tokens"sv ? Path::kCountTokens : Path::kOther;
     default:
       return Path::kOther;
   }
+}
+
+// Every path: the fixed ones, then /v1/responses/{id} (an id without '/'), looked at only
+// when no fixed path matched.
+Path classify(std::string_view p) {
+  const Path exact = classify_exact(p);
+  if (exact != Path::kOther) [[likely]]
+    return exact;
+  if (p.size() > kResponsesPrefix.size() && p.starts_with(kResponsesPrefix) &&
+      p.find('/', kResponsesPrefix.size()) == std::string_view::npos) {
+    return Path::kResponse;
+  }
+  return Path::kOther;
 }
 
 // The paths whose POST the gateway proxies (the ones an API key guards).
@@ -83,6 +101,8 @@ ApiRoute api_route(Path p) {
       return {ApiKind::kChat, Serve::kGenerate, AuxApi::kEmbeddings, Dialect::kAnthropic};
     case Path::kResponses:
       return {ApiKind::kChat, Serve::kGenerate, AuxApi::kEmbeddings, Dialect::kResponses};
+    case Path::kCountTokens:
+      return {ApiKind::kChat, Serve::kRelay, AuxApi::kCountTokens, Dialect::kAnthropic};
     default:  // kChat
       return {ApiKind::kChat, Serve::kGenerate, AuxApi::kEmbeddings, Dialect::kOpenAi};
   }
@@ -137,6 +157,8 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
         }
       }
       return stream->respond(HttpResponse{200, "application/json", {}, models_json});
+    case Path::kResponse:
+      return handle_stored_response(std::move(req), std::move(stream), received, to_proxy);
     default:
       break;
   }
@@ -145,6 +167,48 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
         json_error(405, fmt::format("Method {} not allowed on {}", req.method, path)));
   }
   handle_inference(std::move(req), std::move(stream), api_route(what), received, to_proxy);
+}
+
+void Gateway::Impl::handle_stored_response(HttpRequest&& req,
+                                           std::shared_ptr<ResponseStream> stream, Nanos received,
+                                           std::optional<ProxyCall>& to_proxy) {
+  using namespace std::string_view_literals;
+  const Tenant* tenant = nullptr;
+  std::string_view tenant_name = "anonymous";
+  auto reject = [&](HttpResponse r) {
+    metrics.request_done({}, {}, tenant_name, r.status, seconds_since(received));
+    stream->respond(std::move(r));
+  };
+  // vLLM serves GET (and POST .../cancel, for background responses, which kvgate does not
+  // relay); it has no DELETE.
+  if (req.method != "GET"sv) {
+    return reject(
+        json_error(405, fmt::format("Method {} not allowed on {}", req.method, req.path)));
+  }
+  if (keys) {
+    if (std::optional<HttpResponse> r = check_key(req, tenant)) return reject(std::move(*r));
+    tenant_name = tenant->name;
+  }
+  const std::string_view id = std::string_view(req.path).substr(kResponsesPrefix.size());
+  PoolRuntime* holder = nullptr;
+  for (auto& p : pools) {
+    if (std::optional<route::EndpointId> e = p->responses().find(id); e && p->endpoint(*e)) {
+      holder = p.get();
+      break;
+    }
+  }
+  if (!holder) return reject(response_not_found(id));
+  ProxyCall& call = to_proxy.emplace();
+  call.serve = Serve::kStored;
+  call.stream = std::move(stream);
+  call.target = std::move(req.target);  // with its query, as vLLM reads it
+  call.kind = openai::ApiKind::kChat;
+  call.model = nullptr;
+  call.pool = holder;
+  call.tenant = std::string(tenant_name);
+  call.limited_tenant = tenant;  // the tenant whose models the answer must be one of
+  call.criticality = route::Criticality::kStandard;
+  call.received = received;
 }
 
 std::optional<HttpResponse> Gateway::Impl::check_key(const HttpRequest& req,
@@ -202,15 +266,17 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
     return reject(503, json_error(503, "The gateway is shutting down"));
   }
   // Messages and Responses are inspected as the chat request they stand for.
+  // (count_tokens, relayed, is inspected as it is.)
   std::unique_ptr<Translation> translation;
-  if (dialect == openai::Dialect::kAnthropic) {
+  const bool generate = serve == Serve::kGenerate;
+  if (generate && dialect == openai::Dialect::kAnthropic) {
     auto chat = openai::anthropic::messages_to_chat(req.body);
     if (auto* e = std::get_if<openai::ApiError>(&chat)) {
       return reject(e->status, json_error(e->status, e->message));
     }
     translation = std::make_unique<Translation>();
     translation->route_body = std::move(std::get<std::string>(chat));
-  } else if (dialect == openai::Dialect::kResponses) {
+  } else if (generate && dialect == openai::Dialect::kResponses) {
     auto form = openai::responses::to_chat(req.body);
     if (auto* e = std::get_if<openai::ApiError>(&form)) {
       return reject(e->status, json_error(e->status, e->message));

@@ -84,10 +84,19 @@ struct FlowTicketData {
 
 // What the gateway does with a request it proxies: generation (chat, completions,
 // Messages, Responses) is routed on the prompt's blocks; embeddings, scores and reranking
-// by load alone (no prefix is reused); tokenize
-// and detokenize are relayed to any healthy endpoint of the pool, outside the queue and
-// the router's load (the engine's API server answers them, not its GPU).
-enum class Serve : uint8_t { kGenerate, kEmbed, kRelay };
+// by load alone (no prefix is reused); tokenize, detokenize and Anthropic's count_tokens
+// are relayed to any healthy endpoint of the pool, outside the queue and the router's
+// load (the engine's API server answers them, not its GPU); a stored response (GET
+// /v1/responses/{id}) is fetched from the one endpoint that answered it (kStored).
+enum class Serve : uint8_t { kGenerate, kEmbed, kRelay, kStored };
+
+// GET /v1/responses/{id}: the prefix of the path; the id follows it (no '/').
+inline constexpr std::string_view kResponsesPrefix = "/v1/responses/";
+
+// The 404 of a response id no endpoint of the gateway's holds (OpenAI's and vLLM's words).
+inline HttpResponse response_not_found(std::string_view id) {
+  return json_error(404, fmt::format("Response with id '{}' not found.", id));
+}
 
 // What the front door makes of a proxied path: how it is served, which body it carries
 // (`aux`: for kEmbed and kRelay, openai::inspect_aux_request) and the dialect it speaks.
@@ -122,7 +131,9 @@ struct ProxyCall {
   const ModelConfig* model;
   PoolRuntime* pool;
   std::string tenant;
-  const Tenant* limited_tenant = nullptr;  // set when the tenant has rate limits
+  // Set when the tenant has rate limits. kStored: the key's tenant, whatever its limits
+  // (the response read must be of one of its models); null without keys.
+  const Tenant* limited_tenant = nullptr;
   route::Criticality criticality;
   FlowTicketData flow;  // flow control: the tenant's weight and the request's deadline
   Nanos received;
@@ -234,6 +245,10 @@ struct Gateway::Impl {
               std::optional<ProxyCall>& to_proxy);
   void handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream, ApiRoute route,
                         Nanos received, std::optional<ProxyCall>& to_proxy);
+  // GET /v1/responses/{id}: the key checked, the pool whose endpoint answered the id
+  // found (ResponseAffinity), else 404 at once; the fetch comes back in `to_proxy`.
+  void handle_stored_response(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
+                              Nanos received, std::optional<ProxyCall>& to_proxy);
   // REQUIRES: keys. The 401 for a request without a valid API key, else nullopt and
   // `tenant` set.
   std::optional<HttpResponse> check_key(const HttpRequest& req, const Tenant*& tenant) const;
@@ -247,6 +262,10 @@ struct Gateway::Impl {
   // Serve::kRelay: the request to a healthy endpoint (another one after a connection
   // failure or a 503), its answer back as it came.
   asio::awaitable<void> relay(ProxyCall call);
+  // Serve::kStored: GET /v1/responses/{id} from the endpoint that answered it (no other
+  // holds it: no retry elsewhere), its answer back as it came; 404 when that endpoint is
+  // gone, or when the response's model is none of the key's tenant's.
+  asio::awaitable<void> fetch_stored(ProxyCall call);
   // After the stream's engine failed mid-stream: a continuation on another endpoint
   // (stream_migration.h). kResumed: job.exchange, endpoint and lease are the new leg's.
   enum class Migrated { kResumed, kComplete, kCancelled, kFailed };

@@ -342,8 +342,8 @@ void PoolRuntime::keys_for(const openai::InspectedRequest& request, std::string_
   const uint32_t block_size = config_.router.block_size;
   // Keys only meet the pool's own indexes, and the precise index seeds the chains it
   // rebuilds from events with the pool's name (and the event's adapter): the request side
-  // must use the same seed.
-  const uint64_t seed = adapter.empty() ? block_seed_ : kv::block_seed(config_.name, adapter, "");
+  // must use the same seed. A cache salt makes the prompt's blocks its own, as in vLLM.
+  const uint64_t seed = seed_for(adapter, request.cache_salt);
   thread_local std::vector<uint32_t> ids;  // scratch: no allocation per request
   ids.clear();
   bool tokenized = false;
@@ -411,10 +411,9 @@ uint32_t PoolRuntime::count_tokens(std::string_view text) const {
 }
 
 void PoolRuntime::keys_of(std::span<const uint32_t> ids, std::vector<kv::BlockKey>& keys,
-                          std::string_view adapter) const {
+                          std::string_view adapter, std::string_view cache_salt) const {
   keys.clear();
-  kv::hash_blocks(ids, config_.router.block_size,
-                  adapter.empty() ? block_seed_ : kv::block_seed(config_.name, adapter, ""), keys);
+  kv::hash_blocks(ids, config_.router.block_size, seed_for(adapter, cache_salt), keys);
 }
 
 asio::awaitable<std::shared_ptr<const EndpointAddress>> PoolRuntime::tokenize_endpoint(

@@ -152,6 +152,8 @@ class PoolRuntime {
   // the keys were hashed from if they are real tokens (a tokenizer ran), else is cleared.
   // `adapter`: the request's LoRA adapter ("" for the base model), whose blocks are its
   // own (vLLM seeds an adapter's block hashes with it; so does the precise index).
+  // `request.cache_salt` ("" for none) seeds them too: prompts of different salts share no
+  // key (vLLM reuses no prefix across salts). Without either, the pool's precomputed seed.
   void keys_for(const openai::InspectedRequest& request, std::string_view body,
                 openai::ApiKind kind, std::string_view adapter, std::vector<kv::BlockKey>& keys,
                 uint32_t& prompt_tokens, std::vector<uint32_t>* token_ids = nullptr) const;
@@ -160,7 +162,7 @@ class PoolRuntime {
   uint32_t count_tokens(std::string_view text) const;
   // Block keys of token ids computed elsewhere (the engine fallback), as keys_for hashes.
   void keys_of(std::span<const uint32_t> ids, std::vector<kv::BlockKey>& keys,
-               std::string_view adapter = {}) const;
+               std::string_view adapter = {}, std::string_view cache_salt = {}) const;
 
   // Routes on the strand; endpoints in `excluded` are skipped for this decision. Both
   // arguments are borrowed until the awaitable completes.
@@ -326,7 +328,13 @@ class PoolRuntime {
   void pump_flow(Nanos now);
   // kvgate_routing_decisions_total's counters, by RejectReason (kNone: accepted).
   std::array<std::atomic<uint64_t>*, 8> decision_counters_{};
-  uint64_t block_seed_ = 0;  // of the pool's block keys (keys_for)
+  uint64_t block_seed_ = 0;  // of the pool's block keys (keys_for): no adapter, no salt
+  // The seed of a request's first block: block_seed_ unless it has an adapter or a salt.
+  uint64_t seed_for(std::string_view adapter, std::string_view cache_salt) const {
+    if (adapter.empty() && cache_salt.empty()) [[likely]]
+      return block_seed_;
+    return kv::block_seed(config_.name, adapter, cache_salt);
+  }
   RoutingHooks hooks_;
   std::atomic<uint64_t> arrivals_{0};
 

@@ -46,6 +46,10 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     co_await relay(std::move(call));
     co_return;
   }
+  if (call.serve == Serve::kStored) {
+    co_await fetch_stored(std::move(call));
+    co_return;
+  }
   if (call.limited_tenant) {
     // Suspends this request alone until the store answers (Redis: pipelined, bounded by
     // its timeout); other requests go on meanwhile.
@@ -122,7 +126,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     // The engine fallback: the ids come from the pool's engines (at most its timeout).
     EngineTokenizer::Ids got =
         co_await fallback->ids_for(call.request, route_body, call.kind, call.model->served_name);
-    pool.keys_of(got.ids, keys, adapter);
+    pool.keys_of(got.ids, keys, adapter, call.request.cache_salt);
     prompt_tokens = static_cast<uint32_t>(got.ids.size());
     if (track && got.exact) token_ids = std::move(got.ids);
     fetch_after_pick = std::move(got.later);
@@ -598,6 +602,7 @@ asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
                               .tenant = call.tenant,
                               .status = status,
                               .seconds = seconds_since(call.received)});
+    shape(call.dialect, r);  // count_tokens: its errors are Anthropic's
     call.stream->respond(std::move(r));
   };
   io::UpstreamRequest up;
@@ -659,6 +664,83 @@ asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
   }
   respond(502, json_error(502, fmt::format("Upstream failed: {}", last_error), {},
                           "upstream_unavailable"));
+}
+
+asio::awaitable<void> Gateway::Impl::fetch_stored(ProxyCall call) {
+  PoolRuntime& pool = *call.pool;
+  auto respond = [&](HttpResponse r) {
+    metrics.request_done({}, pool.name(), call.tenant, r.status, seconds_since(call.received));
+    call.stream->respond(std::move(r));
+  };
+  const std::string_view target = call.target;
+  const std::string id(
+      target.substr(kResponsesPrefix.size(), target.find('?') - kResponsesPrefix.size()));
+  const std::optional<route::EndpointId> held = pool.responses().find(id);
+  const std::optional<EndpointAddress> endpoint =
+      held ? pool.endpoint(*held) : std::optional<EndpointAddress>();
+  if (!endpoint) {  // gone since the front door looked
+    respond(response_not_found(id));
+    co_return;
+  }
+  io::UpstreamRequest up;
+  up.method = "GET";
+  up.target = call.target;
+  up.fixed_headers = "Accept: application/json\r\n";
+  auto cancel = std::make_shared<io::UpstreamCancel>();
+  up.cancel = cancel.get();
+  const asio::any_io_executor here = co_await asio::this_coro::executor;
+  call.stream->on_close([here, cancel] { asio::dispatch(here, [cancel] { cancel->cancel(); }); });
+  call.stream->watch_client();
+  auto client_left = [&] {
+    fault_metrics.cancelled(pool.name(), /*after_first_byte=*/false);
+    metrics.request_done({}, pool.name(), call.tenant, 499, seconds_since(call.received));
+  };
+  auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
+  if (!sent && sent.error().kind == io::UpstreamErrorKind::kCancelled) {
+    client_left();
+    co_return;
+  }
+  if (!sent) {
+    metrics.upstream_error(pool.name(), endpoint->url, io::to_string(sent.error().kind));
+    respond(json_error(502, fmt::format("Upstream failed: {}", sent.error().message), {},
+                       "upstream_unavailable"));
+    co_return;
+  }
+  const int status = (*sent)->status();
+  std::string content_type((*sent)->headers().find("content-type").value_or("application/json"));
+  auto body = co_await (*sent)->read_all(config.timeouts.stream, 64 << 20);
+  if (!body && body.error().kind == io::UpstreamErrorKind::kCancelled) {
+    client_left();
+    co_return;
+  }
+  if (!body) {
+    metrics.upstream_error(pool.name(), endpoint->url, io::to_string(body.error().kind));
+    respond(json_error(502, "Upstream failed: " + body.error().message, {}, "upstream_error"));
+    co_return;
+  }
+  // A tenant reads only the responses of its own models: another's is not found to it.
+  if (status == 200 && call.limited_tenant) {
+    boost::system::error_code ec;
+    const boost::json::value v = boost::json::parse(*body, ec);
+    const boost::json::value* m =
+        !ec && v.is_object() ? v.as_object().if_contains("model") : nullptr;
+    const std::string_view served = m && m->is_string() ? std::string_view(m->as_string()) : "";
+    bool allowed = false;
+    for (const ModelConfig& model : config.models) {
+      if (model.pool == pool.name() && (model.served_name == served || model.name == served) &&
+          call.limited_tenant->allows(model.name)) {
+        allowed = true;
+        break;
+      }
+    }
+    if (!allowed) {
+      respond(response_not_found(id));
+      co_return;
+    }
+  }
+  HttpResponse r{status, std::move(content_type), {}, std::move(*body)};
+  r.headers.push_back({"x-kvgate-endpoint", endpoint->url});
+  respond(std::move(r));
 }
 
 void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const openai::Usage& u) {

@@ -136,9 +136,9 @@ std::string event(std::string_view name, const json::object& data) {
 
 using dom::count;
 
-}  // namespace
-
-std::variant<std::string, ApiError> messages_to_chat(std::string_view body) {
+// The chat request of a Messages body (`counting`: a count_tokens body, whose max_tokens
+// and stream are not read).
+std::variant<std::string, ApiError> to_chat(std::string_view body, bool counting) {
   boost::system::error_code ec;
   json::parse_options opts;
   opts.max_depth = 64;
@@ -150,13 +150,15 @@ std::variant<std::string, ApiError> messages_to_chat(std::string_view body) {
   const json::value* model = o->if_contains("model");
   if (!model || !model->is_string()) return bad("model: Field required (a string)");
   chat["model"] = model->as_string();
-  const json::value* max_tokens = o->if_contains("max_tokens");
-  if (!max_tokens || !(max_tokens->is_int64() || max_tokens->is_uint64()) ||
-      (max_tokens->is_int64() && max_tokens->as_int64() < 1) ||
-      (max_tokens->is_uint64() && max_tokens->as_uint64() > UINT32_MAX)) {
-    return bad("max_tokens: Field required (an integer of at least 1)");
+  if (!counting) {
+    const json::value* max_tokens = o->if_contains("max_tokens");
+    if (!max_tokens || !(max_tokens->is_int64() || max_tokens->is_uint64()) ||
+        (max_tokens->is_int64() && max_tokens->as_int64() < 1) ||
+        (max_tokens->is_uint64() && max_tokens->as_uint64() > UINT32_MAX)) {
+      return bad("max_tokens: Field required (an integer of at least 1)");
+    }
+    chat["max_tokens"] = *max_tokens;
   }
-  chat["max_tokens"] = *max_tokens;
   const json::value* messages = o->if_contains("messages");
   if (!messages || !messages->is_array()) return bad("messages: Field required (a list)");
   json::array out;
@@ -171,7 +173,7 @@ std::variant<std::string, ApiError> messages_to_chat(std::string_view body) {
   }
   if (out.empty()) return bad("messages: at least one message is required");
   chat["messages"] = std::move(out);
-  if (const json::value* s = o->if_contains("stream"); s && !s->is_null()) {
+  if (const json::value* s = o->if_contains("stream"); s && !s->is_null() && !counting) {
     if (!s->is_bool()) return bad("stream: must be a boolean");
     chat["stream"] = s->as_bool();
   }
@@ -200,6 +202,22 @@ std::variant<std::string, ApiError> messages_to_chat(std::string_view body) {
     chat["tools"] = std::move(fns);
   }
   return json::serialize(chat);
+}
+
+}  // namespace
+
+std::variant<std::string, ApiError> messages_to_chat(std::string_view body) {
+  return to_chat(body, /*counting=*/false);
+}
+
+std::variant<std::string, ApiError> count_tokens_to_chat(std::string_view body) {
+  return to_chat(body, /*counting=*/true);
+}
+
+std::string render_count_tokens(uint32_t input_tokens) {
+  json::object o{{"input_tokens", input_tokens},
+                 {"context_management", json::object{{"original_input_tokens", input_tokens}}}};
+  return json::serialize(o);
 }
 
 std::string_view error_type(int status) {

@@ -8,6 +8,8 @@
 // image parts. Its answers: a whole message, or named SSE events (message_start,
 // content_block_start, ping, content_block_delta, content_block_stop, message_delta,
 // message_stop). Errors are {"type": "error", "error": {"type", "message"}}.
+// POST /v1/messages/count_tokens takes the same body without max_tokens and answers the
+// prompt's token count (count_tokens_to_chat, render_count_tokens).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,13 @@ namespace kvgate::openai::anthropic {
 // functions). Errors: 400, the message naming the field (model, max_tokens and messages
 // are required, as Anthropic's API requires them).
 std::variant<std::string, ApiError> messages_to_chat(std::string_view body);
+// POST /v1/messages/count_tokens: the body is a Messages body without max_tokens (and
+// stream); the chat request it stands for, as messages_to_chat's (no max_tokens, no
+// stream). A max_tokens or stream given is ignored. Errors as messages_to_chat's.
+std::variant<std::string, ApiError> count_tokens_to_chat(std::string_view body);
+// Its answer: {"input_tokens": N, "context_management": {"original_input_tokens": N}}
+// (Anthropic's field, and vLLM's extra).
+std::string render_count_tokens(uint32_t input_tokens);
 
 // Anthropic's error type for an HTTP status (400 invalid_request_error, 401
 // authentication_error, 403 permission_error, 404 not_found_error, 413 request_too_large,

@@ -93,6 +93,12 @@ Inspection inspect_request(std::string_view body, ApiKind kind) {
       r.max_tokens = static_cast<uint32_t>(std::min<int64_t>(n, UINT32_MAX));
     }
   }
+  if (const json::value* salt = o.if_contains("cache_salt"); salt && !salt->is_null()) {
+    if (!salt->is_string() || salt->as_string().empty()) {
+      return fail("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt");
+    }
+    r.cache_salt = std::string(salt->as_string());
+  }
 
   if (kind == ApiKind::kChat) {
     const json::value* messages = o.if_contains("messages");

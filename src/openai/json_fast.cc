@@ -60,6 +60,17 @@ bool read_max_tokens(JsonScanner& s, uint64_t& value) {
   return true;
 }
 
+// cache_salt: null (none) or a non-empty string; an empty one or any other value is a 400
+// of the full parse's.
+bool read_cache_salt(JsonScanner& s, std::string& salt) {
+  const char c = s.peek();
+  if (c == 'n') {
+    Literal lit;
+    return s.literal(lit) && lit == Literal::kNull;
+  }
+  return c == '"' && s.string_value(&salt) && !salt.empty();
+}
+
 // content: a string, null, or an array whose object parts' string `text`s count.
 bool read_content(JsonScanner& s, std::string& prompt) {
   const char c = s.peek();
@@ -170,6 +181,7 @@ bool inspect_request(std::string_view body, ApiKind kind, InspectedRequest& r) {
     kMaxTokens = 8,
     kMaxCompletionTokens = 16,
     kInput = 32,
+    kCacheSalt = 64,
   };
   uint32_t seen = 0;
   // A key the answer depends on, seen twice: the last would win; leave it to the full parse.
@@ -194,6 +206,7 @@ bool inspect_request(std::string_view body, ApiKind kind, InspectedRequest& r) {
     if (key == "max_completion_tokens") {
       return once(kMaxCompletionTokens) && read_max_tokens(s, max_completion_tokens);
     }
+    if (key == "cache_salt") return once(kCacheSalt) && read_cache_salt(s, r.cache_salt);
     if (key == input) {
       // The prompt's text is most of a body: one allocation instead of a doubling series.
       r.prompt_text.reserve(body.size());

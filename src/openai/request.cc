@@ -36,6 +36,9 @@ Inspection inspect_aux_request(std::string_view body, AuxApi api) {
     if (!o.contains("prompt") && !o.contains("messages")) {
       return fail("'prompt' or 'messages' is required", "prompt");
     }
+  } else if (api == AuxApi::kCountTokens) {
+    const json::value* m = o.if_contains("messages");
+    if (!m || !m->is_array()) return fail("messages: Field required (a list)", "messages");
   } else if (api == AuxApi::kDetokenize) {
     const json::value* t = o.if_contains("tokens");
     if (!t || !t->is_array()) return fail("'tokens' must be a list of token ids", "tokens");

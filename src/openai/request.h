@@ -27,6 +27,11 @@ struct InspectedRequest {
                                     // completion prompt): the routing fallback without tokenizer
   std::optional<int> priority;      // none here; set from headers by the caller
   uint32_t given_tokens = 0;        // embeddings: token ids given as input (counted, not text)
+  // vLLM's `cache_salt` ("" when none): it seeds the prompt's block hashes, so prompts of
+  // different salts share no cached prefix. The body goes upstream with it unchanged (the
+  // engine reads it); the gateway seeds its block keys with it (PoolRuntime::keys_for).
+  // vLLM refuses an empty string (400, param cache_salt), as inspect_request does.
+  std::string cache_salt;
 };
 
 struct RequestError {
@@ -44,12 +49,13 @@ struct Inspection {
 Inspection inspect_request(std::string_view body, ApiKind kind);
 
 // The gateway's side of the bodies it relays without generating: POST /v1/embeddings,
-// /score, /rerank, /tokenize and /detokenize (engine_api.h has the engine's side). It
+// /score, /rerank, /tokenize, /detokenize and Anthropic's /v1/messages/count_tokens
+// (engine_api.h and anthropic.h have the engine's side; count_tokens: `messages` a list). It
 // reads `model` (absent or null: left empty, for the caller to default) and, for the
 // pooling APIs, what the router's load estimate needs: the input's texts joined in
 // `prompt_text` (score and rerank: each pair's), its token ids counted in `given_tokens`.
 // Errors as inspect_request's: 400 naming the field.
-enum class AuxApi : uint8_t { kEmbeddings, kTokenize, kDetokenize, kScore, kRerank };
+enum class AuxApi : uint8_t { kEmbeddings, kTokenize, kDetokenize, kScore, kRerank, kCountTokens };
 Inspection inspect_aux_request(std::string_view body, AuxApi api);
 
 // The body to send upstream: `model` replaced by `served_model`, and on streams

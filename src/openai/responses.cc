@@ -226,6 +226,10 @@ std::variant<ChatForm, ApiError> to_chat(std::string_view body) {
       chat[key] = *x;
     }
   }
+  // vLLM's extra: the chat request carries it as it came (inspect_request checks it).
+  if (const json::value* salt = o->if_contains("cache_salt"); salt && !salt->is_null()) {
+    chat["cache_salt"] = *salt;
+  }
   if (const json::value* tools = o->if_contains("tools"); tools && !tools->is_null()) {
     if (!tools->is_array()) return bad("'tools' must be a list");
     json::array fns;

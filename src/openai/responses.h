@@ -5,7 +5,8 @@
 // `instructions` as the system message, `input` a string (one user message) or items
 // (messages with input_text / output_text / input_image parts, function_call and
 // function_call_output items as tool calls and tool messages), `max_output_tokens` as
-// max_tokens, function tools as chat tools. A request may continue an earlier response
+// max_tokens, function tools as chat tools, vLLM's `cache_salt` as it is. A request may continue an
+// earlier response
 // (`previous_response_id`): the engine that stored it holds the conversation and its KV,
 // so the gateway sends the request back there (gateway.md, "Responses").
 //

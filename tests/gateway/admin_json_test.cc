@@ -90,6 +90,33 @@ TEST(AdminJson, NeverScrapedAndStaleEndpointRendersNulls) {
   EXPECT_EQ(v.at("health").as_string(), "healthy");
 }
 
+TEST(AdminJson, EndpointLoraStateFromScrapeAndPlacement) {
+  EndpointSnapshot s;
+  s.endpoint.spec.url = "http://a:1";
+  json::value none = parse(endpoint_json(s, 0));
+  EXPECT_TRUE(none.at("lora").is_null());  // no LoRA reported, no placement
+
+  s.endpoint.metrics = route::ScrapedMetrics{};
+  s.endpoint.metrics->lora = {.max_loras = 4, .running = {"sql", "chat"}, .waiting = {"math"}};
+  json::value scraped = parse(endpoint_json(s, 0));
+  const json::value& l = scraped.at("lora");
+  EXPECT_EQ(l.at("max_loras").as_int64(), 4);
+  ASSERT_EQ(l.at("running").as_array().size(), 2u);
+  EXPECT_EQ(l.at("running").as_array().at(0).as_string(), "sql");
+  EXPECT_EQ(l.at("running").as_array().at(1).as_string(), "chat");
+  EXPECT_EQ(l.at("waiting").as_array().at(0).as_string(), "math");
+  EXPECT_TRUE(l.at("placed").is_null());
+
+  s.endpoint.metrics->lora = {};  // the engine stopped reporting: placement alone
+  s.endpoint.lora_placed = route::LoraPlaced{.loaded = {"sql"}, .loading = {"math"}};
+  json::value placed = parse(endpoint_json(s, 0));
+  const json::value& p = placed.at("lora");
+  EXPECT_TRUE(p.at("max_loras").is_null());
+  EXPECT_TRUE(p.at("running").as_array().empty());
+  EXPECT_EQ(p.at("placed").at("loaded").as_array().at(0).as_string(), "sql");
+  EXPECT_EQ(p.at("placed").at("loading").as_array().at(0).as_string(), "math");
+}
+
 TEST(AdminJson, AddEndpointBody) {
   auto r = parse_add_endpoint(
       R"({"url":"http://127.0.0.1:8003/","role":"prefill","zone":"z","rack":"r",)"
@@ -150,7 +177,7 @@ TEST(AdminJson, PolicyRendersEveryParameter) {
   EXPECT_EQ(v.at("params").at("overlap_weight").as_int64(), 2);  // whole: an integer
   EXPECT_EQ(v.at("params").at("mode").as_string(), "fast");
   EXPECT_EQ(v.at("filters").as_array().size(), 1u);
-  EXPECT_EQ(v.at("filters").at(0).as_string(), "saturation");
+  EXPECT_EQ(v.at("filters").as_array().at(0).as_string(), "saturation");
   EXPECT_EQ(v.at("overlap").as_string(), "approx");
   EXPECT_EQ(v.at("block_size").as_int64(), 16);
   EXPECT_DOUBLE_EQ(v.at("saturation").at("kv_threshold").to_number<double>(), 0.8);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include "../integration/support/eventually.h"
+#include "core/kv/pseudo_tokens.h"
 #include "gateway/flow_glue.h"
 #include "gateway/pool_flow.h"
 
@@ -204,6 +206,50 @@ TEST_F(PoolRuntimeTest, ByteLevelKeysWithoutATokenizer) {
   EXPECT_NE(keys_of(changed, n), a);
   EXPECT_TRUE(keys_of("123456789", n).empty());
   EXPECT_EQ(n, 3u);
+}
+
+// vLLM's cache_salt seeds the block hashes: the same prompt under two salts shares no key,
+// under one salt the same keys, and without a salt the keys are the unsalted ones (the
+// pool's precomputed seed, as before salts were read).
+TEST_F(PoolRuntimeTest, CacheSaltSeedsTheBlockKeys) {
+  const uint32_t block = pool_->config().router.block_size;
+  const std::string prompt(8 * block, 'a');
+  auto keys_of = [&](std::string salt, std::string_view adapter = {}) {
+    openai::InspectedRequest r;
+    r.prompt_text = prompt;
+    r.cache_salt = std::move(salt);
+    std::vector<kv::BlockKey> keys;
+    uint32_t tokens = 0;
+    pool_->keys_for(r, "", openai::ApiKind::kCompletion, adapter, keys, tokens);
+    return keys;
+  };
+  const auto plain = keys_of("");
+  const auto a = keys_of("tenant-a");
+  ASSERT_EQ(plain.size(), 2u);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(keys_of("tenant-a"), a);
+  const auto b = keys_of("tenant-b");
+  for (kv::BlockKey k : b) {
+    EXPECT_EQ(std::count(a.begin(), a.end(), k), 0);
+    EXPECT_EQ(std::count(plain.begin(), plain.end(), k), 0);
+  }
+  EXPECT_NE(a, plain);
+  // No salt: exactly the keys of the pool's unsalted seed.
+  std::vector<uint32_t> ids;
+  kv::append_pseudo_tokens(prompt, ids);
+  std::vector<kv::BlockKey> want;
+  kv::hash_blocks(ids, block, kv::block_seed("main", "", ""), want);
+  EXPECT_EQ(plain, want);
+  // keys_of (the engine fallback's ids) seeds them the same way.
+  std::vector<kv::BlockKey> of;
+  pool_->keys_of(ids, of, {}, "tenant-a");
+  EXPECT_EQ(of, a);
+  pool_->keys_of(ids, of);
+  EXPECT_EQ(of, plain);
+  // An adapter and a salt together: apart from each alone.
+  const auto both = keys_of("tenant-a", "sql-lora");
+  EXPECT_NE(both, a);
+  EXPECT_NE(both, keys_of("", "sql-lora"));
 }
 
 // The engine fallback asks the pool's healthy endpoints in turn, skipping those it is told

@@ -45,6 +45,29 @@ TEST(Anthropic, MessagesBecomeTheChatRequestVllmRenders) {
                 "parameters":{"type":"object"}}}]})"));
 }
 
+// count_tokens: the Messages body without max_tokens, rendered alike (stream not read).
+TEST(Anthropic, CountTokensBodyIsTheMessagesChatWithoutMaxTokens) {
+  auto r = count_tokens_to_chat(R"({"model":"m","system":"Be brief.","stream":true,
+      "messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_TRUE(std::holds_alternative<std::string>(r)) << std::get<ApiError>(r).message;
+  EXPECT_EQ(json::parse(std::get<std::string>(r)),
+            json::parse(R"({"model":"m","messages":[{"role":"system","content":"Be brief."},
+                {"role":"user","content":"hi"}]})"));
+  // A max_tokens given is ignored; the rest is checked as for Messages.
+  EXPECT_TRUE(std::holds_alternative<std::string>(count_tokens_to_chat(
+      R"({"model":"m","max_tokens":0,"messages":[{"role":"user","content":"x"}]})")));
+  for (std::string_view bad : {R"({"messages":[{"role":"user","content":"x"}]})",
+                               R"({"model":"m"})", R"({"model":"m","messages":[]})",
+                               R"({"model":"m","messages":[{"role":"bot","content":"x"}]})"}) {
+    auto e = count_tokens_to_chat(bad);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(e)) << bad;
+    EXPECT_EQ(std::get<ApiError>(e).status, 400);
+  }
+  EXPECT_EQ(
+      json::parse(render_count_tokens(42)),
+      json::parse(R"({"input_tokens":42,"context_management":{"original_input_tokens":42}})"));
+}
+
 TEST(Anthropic, RefusesWhatTheApiRefusesNamingTheField) {
   struct Case {
     std::string_view body, field;

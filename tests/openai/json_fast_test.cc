@@ -29,7 +29,8 @@ std::string show(const Inspection& i) {
   return "ok model [" + r.model + "] stream " + std::to_string(r.stream) + " usage " +
          std::to_string(r.client_wants_usage) + " has_so " + std::to_string(r.has_stream_options) +
          " max " + std::to_string(r.max_tokens) + " prio " +
-         std::to_string(r.priority.value_or(-1)) + " prompt [" + r.prompt_text + "]";
+         std::to_string(r.priority.value_or(-1)) + " salt [" + r.cache_salt + "] prompt [" +
+         r.prompt_text + "]";
 }
 
 // parse_usage == dom::parse_usage, and the fast path, when it answers, answers the same.
@@ -175,6 +176,8 @@ TEST(OpenAiJsonFast, RequestsAnsweredByTheFastPath) {
           R"({"model":"m","prompt":"x","max_completion_tokens":5,"max_tokens":3})",
           R"( {"mod\u0065l" : "m\u00e9" , "prompt" : "x" } )",
           R"({"model":"m","prompt":"x","messages":5})",
+          R"({"model":"m","prompt":"x","cache_salt":"tenant-\u0061"})",
+          R"({"model":"m","prompt":"x","cache_salt":null})",
       }) {
     EXPECT_TRUE(expect_same_inspection(body, ApiKind::kCompletion)) << body;
   }
@@ -211,6 +214,10 @@ TEST(OpenAiJsonFast, RequestsLeftToTheFullParseGetItsAnswers) {
       R"({"model":"m","messages":[{"role":"user"}],"max_tokens":9223372036854775808})",
       R"({"model":"m","messages":[{"role":"user"}],"max_tokens":99999999999999999999})",
       R"({"model":"m","messages":[{"role":"user"}],"max_completion_tokens":0})",
+      R"({"model":"m","messages":[{"role":"user"}],"cache_salt":""})",
+      R"({"model":"m","messages":[{"role":"user"}],"cache_salt":5})",
+      R"({"model":"m","messages":[{"role":"user"}],"cache_salt":["a"]})",
+      R"({"model":"m","messages":[{"role":"user"}],"cache_salt":"a","cache_salt":"b"})",
       // Repeated keys the answer depends on: the last wins.
       R"({"model":"other","messages":[{"role":"user"}],"model":"m"})",
       R"({"model":"m","messages":[],"messages":[{"role":"user"}]})",
@@ -246,6 +253,24 @@ TEST(OpenAiJsonFast, RequestsLeftToTheFullParseGetItsAnswers) {
   }
 }
 
+// vLLM's cache_salt: read on both paths, refused when empty or not a string (400 naming it).
+TEST(OpenAiJsonFast, CacheSalt) {
+  const std::string body =
+      R"({"model":"m","cache_salt":"tenant-a","messages":[{"role":"user","content":"x"}]})";
+  EXPECT_TRUE(expect_same_inspection(body, ApiKind::kChat));
+  EXPECT_EQ(inspect_request(body, ApiKind::kChat).request.cache_salt, "tenant-a");
+  EXPECT_EQ(dom::inspect_request(body, ApiKind::kChat).request.cache_salt, "tenant-a");
+  const std::string none = R"({"model":"m","messages":[{"role":"user","content":"x"}]})";
+  EXPECT_TRUE(inspect_request(none, ApiKind::kChat).request.cache_salt.empty());
+  for (std::string_view bad : {R"({"model":"m","cache_salt":"","prompt":"x"})",
+                               R"({"model":"m","cache_salt":7,"prompt":"x"})"}) {
+    const Inspection i = inspect_request(bad, ApiKind::kCompletion);
+    ASSERT_TRUE(i.error) << bad;
+    EXPECT_EQ(i.error->status, 400);
+    EXPECT_EQ(i.error->param, "cache_salt");
+  }
+}
+
 // Random edits of realistic bodies: whatever they turn into (mostly invalid JSON, some
 // valid with other shapes), the public functions answer as the full parse does.
 TEST(OpenAiJsonFast, MutatedBodiesAgreeWithTheFullParse) {
@@ -253,6 +278,7 @@ TEST(OpenAiJsonFast, MutatedBodiesAgreeWithTheFullParse) {
       R"({"model":"m","messages":[{"role":"user","content":"Hello there, how are you?"}],"max_tokens":1})",
       R"({"model":"m","messages":[{"role":"system","content":"Be brief.\n"},{"role":"user","content":[{"type":"text","text":"caf\u00e9 \ud83d\ude00"}]}],"stream":true,"stream_options":{"include_usage":false},"max_completion_tokens":12,"temperature":0.5})",
       R"({"model":"m","prompt":["once upon",1],"stream":false,"max_tokens":16,"logprobs":null})",
+      R"({"model":"m","cache_salt":"s1","messages":[{"role":"user","content":"hi"}]})",
       R"({"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"The \"usage\":{} text"},"finish_reason":"stop"}],"usage":{"prompt_tokens":25,"completion_tokens":7,"total_tokens":32,"prompt_tokens_details":{"cached_tokens":16}}})",
       R"({"id":"c","choices":[],"usage":{"prompt_tokens":40,"completion_tokens":2,"total_tokens":42,"prompt_tokens_details":null}})",
   };

@@ -112,6 +112,10 @@ TEST(OpenAiRequest, AuxBodiesGiveTheModelAndTheEmbeddingsSize) {
   EXPECT_FALSE(inspect_aux_request(R"({"prompt":"x"})", AuxApi::kTokenize).error);
   EXPECT_FALSE(inspect_aux_request(R"({"model":null,"messages":[]})", AuxApi::kTokenize).error);
   EXPECT_FALSE(inspect_aux_request(R"({"tokens":[1]})", AuxApi::kDetokenize).error);
+  Inspection count = inspect_aux_request(
+      R"({"model":"m","messages":[{"role":"user","content":"x"}]})", AuxApi::kCountTokens);
+  ASSERT_FALSE(count.error);
+  EXPECT_EQ(count.request.model, "m");
 }
 
 TEST(OpenAiRequest, BadAuxBodiesGet400WithTheParam) {
@@ -120,14 +124,17 @@ TEST(OpenAiRequest, BadAuxBodiesGet400WithTheParam) {
     AuxApi api;
     std::string_view param;
   };
-  for (const Case& c : {Case{"{", AuxApi::kEmbeddings, ""},
-                        Case{R"({"model":1,"input":"a"})", AuxApi::kEmbeddings, "model"},
-                        Case{R"({"model":"m"})", AuxApi::kEmbeddings, "input"},
-                        Case{R"({"input":[]})", AuxApi::kEmbeddings, "input"},
-                        Case{R"({"input":[{"a":1}]})", AuxApi::kEmbeddings, "input"},
-                        Case{R"({"input":"a","stream":true})", AuxApi::kEmbeddings, "stream"},
-                        Case{R"({"model":"m"})", AuxApi::kTokenize, "prompt"},
-                        Case{R"({"tokens":"1"})", AuxApi::kDetokenize, "tokens"}}) {
+  for (const Case& c :
+       {Case{"{", AuxApi::kEmbeddings, ""},
+        Case{R"({"model":1,"input":"a"})", AuxApi::kEmbeddings, "model"},
+        Case{R"({"model":"m"})", AuxApi::kEmbeddings, "input"},
+        Case{R"({"input":[]})", AuxApi::kEmbeddings, "input"},
+        Case{R"({"input":[{"a":1}]})", AuxApi::kEmbeddings, "input"},
+        Case{R"({"input":"a","stream":true})", AuxApi::kEmbeddings, "stream"},
+        Case{R"({"model":"m"})", AuxApi::kTokenize, "prompt"},
+        Case{R"({"tokens":"1"})", AuxApi::kDetokenize, "tokens"},
+        Case{R"({"model":"m"})", AuxApi::kCountTokens, "messages"},
+        Case{R"({"model":"m","messages":"x"})", AuxApi::kCountTokens, "messages"}}) {
     Inspection i = inspect_aux_request(c.body, c.api);
     ASSERT_TRUE(i.error) << c.body;
     EXPECT_EQ(i.error->status, 400) << c.body;

@@ -50,6 +50,15 @@ TEST(Responses, InputBecomesTheChatRequestVllmRenders) {
       "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]})"));
 }
 
+// vLLM's cache_salt goes into the chat request as it came (inspect_request checks it there).
+TEST(Responses, CacheSaltIsCarriedIntoTheChatRequest) {
+  ChatForm salted = form_of(R"({"model":"m","input":"hi","cache_salt":"tenant-a"})");
+  EXPECT_EQ(json::parse(salted.chat), json::parse(R"({"model":"m","cache_salt":"tenant-a",
+      "messages":[{"role":"user","content":"hi"}]})"));
+  ChatForm plain = form_of(R"({"model":"m","input":"hi","cache_salt":null})");
+  EXPECT_FALSE(json::parse(plain.chat).as_object().contains("cache_salt"));
+}
+
 TEST(Responses, RefusesBadBodiesNamingTheField) {
   for (std::string_view bad :
        {R"({"model":"m"})", R"({"input":7})", R"({"input":[]})", R"({"input":[1]})",
