@@ -18,6 +18,7 @@
 #include "core/route/circuit_breaker.h"
 #include "core/route/failover.h"
 #include "core/route/flow_control.h"
+#include "core/route/lora_placement.h"
 #include "core/route/pool_signals.h"
 #include "core/route/router.h"
 #include "core/route/scrape.h"
@@ -64,6 +65,9 @@ enum class EventKind : uint8_t {
   kFailureStart,    // an injected failure (scenario.failures[id]) begins
   kFailureEnd,      // ... and ends
   kUpstreamFailed,  // a request's exchange with `engine` failed, seen at the gateway
+  kLoraRound,       // LoRA placement: a planning round (id 0: the periodic one, 1: kicked)
+  kLoraActionDone,  // LoRA placement: a load or unload answered (id: its slot)
+  kLoraWaitEnd,     // LoRA placement: a request's wait for its adapter's load ends
 };
 
 // Engine request ids of warm-up requests: this bit, the engine index << 32, the index
@@ -143,6 +147,10 @@ struct RequestState {
   // rest of the answer, and the request keeps its first leg's first token.
   bool resumed = false;
   uint32_t at_engine = kNoEngine;
+  // LoRA (scenario.adapters): 0 for the base model, else 1 + the adapter's index; and
+  // whether it waits at the gateway for its adapter to be loaded somewhere (placement).
+  uint32_t adapter = 0;
+  bool lora_waiting = false;
 };
 
 class Simulation {
@@ -160,13 +168,28 @@ class Simulation {
         ttft_window_(scenario.scaling.signal_window),
         itl_window_(scenario.scaling.signal_window),
         prompt_window_(scenario.scaling.signal_window),
-        output_window_(scenario.scaling.signal_window) {}
+        output_window_(scenario.scaling.signal_window),
+        adapter_rng_(seed ^ 0x6c6f7261ULL) {}
 
   Result<PolicyRun> run();
 
  private:
   Status build();
   void on_arrival(Nanos now, uint64_t id);
+  // The gateway routes an arrived request (or queues it in flow control).
+  void route_arrival(Nanos now, uint64_t id);
+  // LoRA placement, as gateway/lora_placer.cc drives the core's LoraPlacement: a round
+  // (demand, the router's view of the endpoints, plan, publish, act), its actions carried
+  // out on the engine models, their answers, and the requests that wait for a load.
+  void lora_round(Nanos now);
+  void lora_kick(Nanos now);
+  void lora_act(Nanos now, const route::LoraAction& action);
+  void on_lora_done(Nanos now, uint64_t slot);
+  void lora_publish(Nanos now);
+  void on_lora_wait_end(Nanos now, uint64_t id);
+  const std::string& adapter_name(const RequestState& r) const {
+    return adapter_names_[r.adapter - 1];
+  }
   void on_engine_receive(Nanos now, uint32_t engine, uint64_t id);
   void on_engine_step(Nanos now, uint32_t engine);
   void on_finished(Nanos now, uint64_t id);
@@ -284,6 +307,33 @@ class Simulation {
   std::vector<ScaleSample> scale_samples_;
   std::unique_ptr<kv::HotPrefixes> hot_;                 // set when warm-up is on
   std::unordered_map<uint32_t, kv::WarmupRun> warmups_;  // by engine index
+
+  // LoRA (scenario_.adapters enabled): the adapters' names and key seeds, the draws of
+  // each request's adapter (a stream of their own), and, with placement, the planner, the
+  // demand per adapter (arrivals in the current window, the last window's rate, requests
+  // waiting for a load somewhere), the actions in flight by slot and the requests
+  // waiting per adapter.
+  std::optional<workload::AdapterPicker> adapter_picker_;
+  Rng adapter_rng_;
+  std::vector<std::string> adapter_names_;
+  std::vector<uint64_t> adapter_key_seeds_;
+  std::unique_ptr<route::LoraPlacement> placement_;
+  struct LoraDemand {
+    uint64_t arrivals = 0;
+    double rate = 0;
+    uint32_t waiting = 0;
+    std::vector<uint64_t> waiters;  // request ids, in arrival order
+  };
+  std::vector<LoraDemand> lora_demand_;
+  Nanos lora_window_start_ = 0;
+  bool lora_kicked_ = false;  // a kicked round is queued
+  struct LoraInFlight {
+    route::LoraAction action;
+    bool ok = false;
+  };
+  std::vector<LoraInFlight> lora_actions_;
+  std::vector<uint64_t> free_lora_slots_;
+  uint64_t lora_placement_actions_ = 0;
 };
 
 Status Simulation::build() {
@@ -321,6 +371,18 @@ Status Simulation::build() {
     }
   }
   key_seed_ = kv::block_seed(scenario_.gateway.model, "", "");
+  if (scenario_.adapters.enabled()) {
+    adapter_picker_.emplace(scenario_.adapters);
+    for (uint32_t i = 0; i < scenario_.adapters.count; ++i) {
+      adapter_names_.push_back(workload::AdapterSpec::name(i));
+      adapter_key_seeds_.push_back(
+          kv::block_seed(scenario_.gateway.model, adapter_names_.back(), ""));
+    }
+    lora_demand_.resize(scenario_.adapters.count);
+    if (policy_.lora_aware && policy_.lora_placement.enabled) {
+      placement_ = std::make_unique<route::LoraPlacement>(policy_.lora_placement);
+    }
+  }
 
   if (want_events_) {
     precise_ = std::make_unique<kv::PreciseIndex>(
@@ -367,6 +429,11 @@ uint32_t Simulation::create_engine(const EngineGroup& g) {
   config.report_decode_tokens = false;  // on_engine_step reads first and last tokens only
   config.hash_seed = (seed_ * 0x9e3779b97f4a7c15ULL) ^ (0x6b76000000000000ULL + index);
   config.vocab_size = scenario_.workload.vocab_size;
+  if (scenario_.adapters.enabled()) {
+    config.max_loras = scenario_.adapters.max_loras;
+    config.lora_load_time = scenario_.adapters.load_time;
+    config.lora_step_cost = scenario_.adapters.step_cost;
+  }
   engines_.push_back(std::make_unique<engine::EngineModel>(config, g.profile));
   step_pending_.push_back(false);
   faults_.emplace_back();
@@ -406,6 +473,15 @@ void Simulation::set_keys(RequestState& r) {
   // (use_count > 1 here): hash each of those once. The cache also holds the prompt, so
   // its address can never be reused by another prompt while the entry exists.
   const workload::PromptPtr& prompt = r.work.prompt;
+  if (r.adapter > 0) {
+    // An adapter's blocks are its own: the gateway seeds their keys with its name (and
+    // each engine hashes the prompt under the adapter itself).
+    auto keys = std::make_shared<std::vector<kv::BlockKey>>();
+    keys->reserve(prompt->size() / block_size_);
+    kv::hash_blocks(*prompt, block_size_, adapter_key_seeds_[r.adapter - 1], *keys);
+    r.keys = std::move(keys);
+    return;
+  }
   const bool shared = prompt.use_count() > 1;
   if (shared) {
     auto it = key_cache_.find(prompt.get());
@@ -433,6 +509,7 @@ uint64_t Simulation::admit(workload::WorkloadRequest w) {
   r.record.stage = w.stage;
   r.record.prompt_tokens = static_cast<uint32_t>(w.prompt->size());
   r.record.tenant = w.tenant;
+  if (adapter_picker_) r.adapter = adapter_picker_->pick(adapter_rng_);
   r.work = std::move(w);
   ++outstanding_;
   queue_.push(r.record.arrival, Event{EventKind::kArrival, 0, id});
@@ -460,6 +537,7 @@ route::RouteRequest Simulation::route_request(uint64_t id) const {
   rr.expected_output_tokens = r.work.output_tokens;
   const auto& tenants = scenario_.workload.tenants;
   if (r.work.tenant < tenants.size()) rr.criticality = tenants[r.work.tenant].criticality;
+  if (r.adapter > 0 && policy_.lora_aware) rr.adapter = adapter_name(r);
   return rr;
 }
 
@@ -467,8 +545,27 @@ void Simulation::on_arrival(Nanos now, uint64_t id) {
   if (requests_[id].open_loop) pull_open_loop();  // may grow requests_
   RequestState& r = requests_[id];
   set_keys(r);
-  route::RouteRequest rr = route_request(id);
   if (hot_) hot_->observe(*r.keys, {.token_ids = *r.work.prompt}, now);
+  if (placement_ && r.adapter > 0) {
+    // As LoraPlacer::arrive: counted as demand; when the adapter is loaded nowhere, the
+    // request waits (up to max_wait) for the load its arrival asks for.
+    LoraDemand& d = lora_demand_[r.adapter - 1];
+    ++d.arrivals;
+    if (!placement_->loaded_anywhere(adapter_name(r))) {
+      r.lora_waiting = true;
+      ++d.waiting;
+      d.waiters.push_back(id);
+      queue_.push(now + policy_.lora_placement.max_wait, Event{EventKind::kLoraWaitEnd, 0, id});
+      lora_kick(now);
+      return;
+    }
+  }
+  route_arrival(now, id);
+}
+
+void Simulation::route_arrival(Nanos now, uint64_t id) {
+  RequestState& r = requests_[id];
+  route::RouteRequest rr = route_request(id);
   const auto& tenants = scenario_.workload.tenants;
   const workload::TenantSpec* tenant =
       r.work.tenant < tenants.size() ? &tenants[r.work.tenant] : nullptr;
@@ -532,6 +629,7 @@ void Simulation::send(Nanos now, uint64_t id, const route::Decision& d) {
   const uint32_t engine = engine_of_[d.endpoint];
   r.record.endpoint = engine;
   r.decode_engine = engine;
+  if (placement_ && r.adapter > 0) placement_->on_routed(d.endpoint, adapter_name(r), now);
   const bool first_attempt = r.tried++ == 0 && r.migrations == 0;
   ++replicas_[engine].in_flight;
   if (first_attempt) {  // a retry is no new arrival for the autoscaler
@@ -571,6 +669,7 @@ void Simulation::on_engine_receive(Nanos now, uint32_t engine, uint64_t id) {
     er.max_tokens = std::max<uint32_t>(r.work.output_tokens, 2) - 1;
   }
   er.shared_prompt = r.work.prompt;  // shared, not copied
+  if (r.adapter > 0) er.lora_name = adapter_name(r);
   if (r.cached != nullptr) {
     // A resent prompt: each engine hashes it once (exact, see engine::PromptHashes).
     auto& known = r.cached->engine_hashes;
@@ -808,7 +907,15 @@ void Simulation::on_scrape(Nanos now) {
       ++decoders;
     }
     // A dead engine's scrape fails: the router keeps what it saw last.
-    if (!faults_[i].down) group_->on_metrics(endpoint_of_[i], route::scrape_of(m), now);
+    if (!faults_[i].down) {
+      route::ScrapedMetrics scraped = route::scrape_of(m);
+      if (!adapter_names_.empty()) {
+        // vllm:lora_requests_info, as `kvgate engine` exports it.
+        scraped.lora.max_loras = engines_[i]->config().max_loras;
+        engines_[i]->lora_adapters(scraped.lora.running, scraped.lora.waiting);
+      }
+      group_->on_metrics(endpoint_of_[i], scraped, now);
+    }
     waiting += m.num_requests_waiting;
     usage += m.kv_cache_usage;
   }
@@ -935,6 +1042,126 @@ void Simulation::on_upstream_failed(Nanos now, uint32_t engine, uint64_t id) {
   // that was routed.
   if (action == route::FailoverAction::kRetry && r.migrations == 0) ++r.record.retries;
   send(now, id, d);
+}
+
+void Simulation::lora_kick(Nanos now) {
+  if (lora_kicked_) return;
+  lora_kicked_ = true;
+  queue_.push(now, Event{EventKind::kLoraRound, 0, 1});
+}
+
+void Simulation::lora_round(Nanos now) {
+  // LoraPlacer::round: the demand of the last full window, the pool as the router sees it
+  // (health, its load, the scraped vllm:lora_requests_info), then the core's plan.
+  const route::LoraPlacementConfig& config = policy_.lora_placement;
+  if (now - lora_window_start_ >= config.interval) {
+    const double secs = std::max(to_seconds(now - lora_window_start_), 1e-3);
+    for (LoraDemand& d : lora_demand_) {
+      d.rate = static_cast<double>(d.arrivals) / secs;
+      d.arrivals = 0;
+    }
+    lora_window_start_ = now;
+  }
+  std::vector<route::AdapterDemand> demand;
+  demand.reserve(lora_demand_.size());
+  for (size_t a = 0; a < lora_demand_.size(); ++a) {
+    demand.push_back({.name = adapter_names_[a],
+                      .rate = lora_demand_[a].rate,
+                      .waiting = lora_demand_[a].waiting,
+                      .max_replicas = scenario_.adapters.max_replicas});
+  }
+  std::vector<route::LoraEndpointView> views;
+  for (route::EndpointId id : router_->pool().ids()) {
+    const route::Endpoint* e = router_->pool().get(id);
+    if (!e) continue;
+    route::LoraEndpointView v;
+    v.id = id;
+    v.routable = e->health == route::Health::kHealthy;
+    v.load = static_cast<double>(e->load.in_flight);
+    if (e->metrics) {
+      v.load += e->metrics->waiting;
+      v.activity = e->metrics->lora;
+    }
+    views.push_back(std::move(v));
+  }
+  const std::vector<route::LoraAction> actions = placement_->plan(views, demand, now);
+  lora_publish(now);
+  for (const route::LoraAction& a : actions) lora_act(now, a);
+}
+
+void Simulation::lora_act(Nanos now, const route::LoraAction& action) {
+  // The POST reaches the engine and its answer comes back a hop each way; the engine
+  // model loads (or drops) the adapter at once, and answers a load once it is loaded.
+  ++lora_placement_actions_;
+  uint64_t slot;
+  if (!free_lora_slots_.empty()) {
+    slot = free_lora_slots_.back();
+    free_lora_slots_.pop_back();
+  } else {
+    slot = lora_actions_.size();
+    lora_actions_.emplace_back();
+  }
+  LoraInFlight& f = lora_actions_[slot];
+  f.action = action;
+  f.ok = false;
+  Nanos answered = now;
+  const uint32_t engine =
+      action.endpoint < engine_of_.size() ? engine_of_[action.endpoint] : kNoEngine;
+  if (engine != kNoEngine && live(engine) && !faults_[engine].down &&
+      endpoint_of_[engine] == action.endpoint) {
+    engine::EngineModel& e = *engines_[engine];
+    if (action.kind == route::LoraAction::Kind::kLoad) {
+      Result<Nanos> ready = e.load_adapter(action.adapter, now);
+      if (ready) {
+        f.ok = true;
+        answered = *ready;
+      }
+    } else {
+      f.ok = e.unload_adapter(action.adapter);
+    }
+  }
+  queue_.push(answered + 2 * scenario_.gateway.hop_delay,
+              Event{EventKind::kLoraActionDone, 0, slot});
+}
+
+void Simulation::on_lora_done(Nanos now, uint64_t slot) {
+  const LoraInFlight f = lora_actions_[slot];
+  free_lora_slots_.push_back(slot);
+  placement_->on_done(f.action, f.ok, now);
+  lora_publish(now);
+  lora_kick(now);  // the next step (a load after an eviction, a replica elsewhere) at once
+}
+
+void Simulation::lora_publish(Nanos now) {
+  // What each endpoint holds, to the router (every gateway replica's).
+  for (route::EndpointId id : router_->pool().ids()) {
+    group_->set_lora_placed(id, placement_->placed(id));
+  }
+  // The requests whose adapter is now loaded somewhere go on.
+  for (size_t a = 0; a < lora_demand_.size(); ++a) {
+    LoraDemand& d = lora_demand_[a];
+    if (d.waiters.empty() || !placement_->loaded_anywhere(adapter_names_[a])) continue;
+    std::vector<uint64_t> go;
+    go.swap(d.waiters);
+    for (uint64_t id : go) {
+      RequestState& r = requests_[id];
+      if (!r.lora_waiting) continue;
+      r.lora_waiting = false;
+      if (d.waiting > 0) --d.waiting;
+      route_arrival(now, id);
+    }
+  }
+}
+
+void Simulation::on_lora_wait_end(Nanos now, uint64_t id) {
+  RequestState& r = requests_[id];
+  if (!r.lora_waiting) return;
+  // max_wait is over: the router decides as it can (gateway/proxy.cc).
+  r.lora_waiting = false;
+  LoraDemand& d = lora_demand_[r.adapter - 1];
+  std::erase(d.waiters, id);
+  if (d.waiting > 0) --d.waiting;
+  route_arrival(now, id);
 }
 
 scale::UsageRates Simulation::usage_rates(Nanos now) {
@@ -1168,6 +1395,7 @@ Result<PolicyRun> Simulation::run() {
     queue_.push(f.at, Event{EventKind::kFailureStart, f.engine, i});
     if (f.end() >= 0) queue_.push(f.end(), Event{EventKind::kFailureEnd, f.engine, i});
   }
+  if (placement_) queue_.push(0, Event{EventKind::kLoraRound, 0, 0});
   if (decider_) {
     arrival_rate_.add(0, 0);
     queue_.push(scenario_.scaling.control_interval, Event{EventKind::kControl, 0, 0});
@@ -1251,6 +1479,22 @@ Result<PolicyRun> Simulation::run() {
       case EventKind::kUpstreamFailed:
         on_upstream_failed(now, e.payload.engine, e.payload.id);
         break;
+      case EventKind::kLoraRound:
+        if (e.payload.id == 0) {
+          if (!done()) {
+            queue_.push(now + policy_.lora_placement.interval, Event{EventKind::kLoraRound, 0, 0});
+          }
+        } else {
+          lora_kicked_ = false;
+        }
+        lora_round(now);
+        break;
+      case EventKind::kLoraActionDone:
+        on_lora_done(now, e.payload.id);
+        break;
+      case EventKind::kLoraWaitEnd:
+        on_lora_wait_end(now, e.payload.id);
+        break;
     }
     if ((events_ & 0xffff) == 0 && options_.progress) {
       bar.update(std::min(0.999, static_cast<double>(now) / static_cast<double>(planned_end)),
@@ -1276,6 +1520,15 @@ Result<PolicyRun> Simulation::run() {
   out.events = events_;
   out.failures_injected = !scenario_.failures.empty();
   out.breaker_openings = breaker_openings_;
+  if (!adapter_names_.empty()) {
+    out.lora = true;
+    for (uint32_t i = 0; i < engines_.size(); ++i) {
+      if (!engines_[i]) continue;  // a stopped replica's counts went with it
+      out.adapter_loads += engines_[i]->metrics().lora_loads;
+      out.adapter_evictions += engines_[i]->metrics().lora_evictions;
+    }
+    out.placement_actions = lora_placement_actions_;
+  }
   for (uint32_t i = 0; i < replicas_.size(); ++i) {
     if (live(i)) gpu_seconds_ += to_seconds(now - replicas_[i].launched_at) * gpus_per_replica_;
   }

@@ -49,6 +49,10 @@ void ReplicaGroup::set_health(route::EndpointId id, route::Health health) {
   for (Replica& r : replicas_) r.router->pool().set_health(id, health);
 }
 
+void ReplicaGroup::set_lora_placed(route::EndpointId id, const route::LoraPlaced& placed) {
+  for (Replica& r : replicas_) r.router->pool().set_lora_placed(id, placed);
+}
+
 void ReplicaGroup::on_metrics(route::EndpointId id, const route::ScrapedMetrics& metrics,
                               Nanos now) {
   deliver(now);  // the scrape's baseline is the load each replica knows by now

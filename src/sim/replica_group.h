@@ -53,6 +53,8 @@ class ReplicaGroup {
   void remove_endpoint(route::EndpointId id);
   void set_health(route::EndpointId id, route::Health health);
   void on_metrics(route::EndpointId id, const route::ScrapedMetrics& metrics, Nanos now);
+  // LoRA placement's view of the endpoint (EndpointPool::set_lora_placed).
+  void set_lora_placed(route::EndpointId id, const route::LoraPlaced& placed);
 
   // Data plane: a replica at random routes the request (after applying what reached it
   // by `now`); the lifecycle calls go to that replica.

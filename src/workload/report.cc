@@ -35,6 +35,11 @@ bool any_failure_report(const std::vector<Summary>& summaries) {
                      [](const Summary& s) { return s.failure_report; });
 }
 
+bool any_lora_report(const std::vector<Summary>& summaries) {
+  return std::any_of(summaries.begin(), summaries.end(),
+                     [](const Summary& s) { return s.lora_report; });
+}
+
 bool is_warmup(const std::vector<workload::StageInfo>& stages, uint32_t stage) {
   return stage < stages.size() && stages[stage].warmup;
 }
@@ -161,6 +166,14 @@ Summary summarize(const PolicyRun& run, const std::vector<workload::StageInfo>& 
   if (run.cpu_seconds > 0) s.speedup_cpu = to_seconds(run.end_time) / run.cpu_seconds;
   s.failure_report = run.failures_injected;
   s.breaker_openings = run.breaker_openings;
+  s.lora_report = run.lora;
+  s.adapter_loads = run.adapter_loads;
+  s.adapter_evictions = run.adapter_evictions;
+  s.placement_actions = run.placement_actions;
+  if (run.end_time > 0) {
+    s.adapter_loads_per_min =
+        static_cast<double>(run.adapter_loads) / (to_seconds(run.end_time) / 60);
+  }
   return s;
 }
 
@@ -175,6 +188,14 @@ std::string format_table(const std::string& scenario, const std::vector<Summary>
         "{:>9}\n",
         s.policy, s.ttft_p50, s.ttft_p90, s.ttft_p99, s.itl_mean * 1e3, s.output_tps,
         s.hit_rate * 100, s.mean_waiting, s.rejected, s.requests);
+  }
+  if (any_lora_report(summaries)) {
+    out += fmt::format("{:<14} {:>9} {:>9} {:>9} {:>9}\n", "LoRA", "loads", "loads/min",
+                       "evictions", "placement");
+    for (const Summary& s : summaries) {
+      out += fmt::format("{:<14} {:>9} {:>9.1f} {:>9} {:>9}\n", s.policy, s.adapter_loads,
+                         s.adapter_loads_per_min, s.adapter_evictions, s.placement_actions);
+    }
   }
   if (any_failure_report(summaries)) {
     out += fmt::format("{:<14} {:>9} {:>9} {:>9} {:>9}\n", "failures", "lost", "retried",
@@ -194,7 +215,9 @@ std::string summary_csv(const std::vector<Summary>& summaries) {
       "itl_mean_s,output_tokens_per_s,output_tokens_per_s_overall,prefix_hit_rate,"
       "mean_waiting,mean_kv_usage,speedup,speedup_cpu,rejected_after_prefill,"
       "wasted_prefill_tokens";
-  out += failures ? ",failed,retried,migrated,breaker_openings\n" : "\n";
+  const bool lora = any_lora_report(summaries);
+  out += failures ? ",failed,retried,migrated,breaker_openings" : "";
+  out += lora ? ",adapter_loads,adapter_loads_per_min,adapter_evictions,placement_actions\n" : "\n";
   for (const Summary& s : summaries) {
     out += fmt::format(
         "{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.5f},{:.1f},{:.1f},{:.4f},{:.3f},"
@@ -206,6 +229,11 @@ std::string summary_csv(const std::vector<Summary>& summaries) {
     if (failures) {
       out.pop_back();  // the line's end: the failure columns follow
       out += fmt::format(",{},{},{},{}\n", s.failed, s.retried, s.migrated, s.breaker_openings);
+    }
+    if (lora) {
+      out.pop_back();
+      out += fmt::format(",{},{:.2f},{},{}\n", s.adapter_loads, s.adapter_loads_per_min,
+                         s.adapter_evictions, s.placement_actions);
     }
   }
   return out;
@@ -246,6 +274,12 @@ std::string report_json(const std::string& scenario, uint64_t seed,
       p["retried"] = s.retried;
       p["migrated"] = s.migrated;
       p["breaker_openings"] = s.breaker_openings;
+    }
+    if (s.lora_report) {
+      p["adapter_loads"] = s.adapter_loads;
+      p["adapter_loads_per_min"] = s.adapter_loads_per_min;
+      p["adapter_evictions"] = s.adapter_evictions;
+      p["placement_actions"] = s.placement_actions;
     }
     p["ttft_p50_s"] = s.ttft_p50;
     p["ttft_p90_s"] = s.ttft_p90;

@@ -114,6 +114,13 @@ struct PolicyRun {
   // below), and how often an endpoint's circuit breaker opened.
   bool failures_injected = false;
   uint64_t breaker_openings = 0;
+  // LoRA (the scenario has adapters): adapters the engines loaded into a slot (on first
+  // use or by the placement's loads), the loads that evicted another adapter, and the
+  // placement's load and unload actions.
+  bool lora = false;
+  uint64_t adapter_loads = 0;
+  uint64_t adapter_evictions = 0;
+  uint64_t placement_actions = 0;
 };
 
 struct StageSummary {
@@ -150,6 +157,13 @@ struct Summary {
   uint64_t retried = 0;
   uint64_t migrated = 0;
   uint64_t breaker_openings = 0;
+  // LoRA (shown only when lora_report, as failures): the engines' adapter loads, per
+  // minute of the run (thrash), evictions, and the placement's actions.
+  bool lora_report = false;
+  uint64_t adapter_loads = 0;
+  double adapter_loads_per_min = 0;
+  uint64_t adapter_evictions = 0;
+  uint64_t placement_actions = 0;
   std::vector<StageSummary> stages;
 };
 

@@ -82,6 +82,79 @@ Result<EngineGroup> parse_group(const YamlReader& y, const YAML::Node& n, const 
 
 Nanos millis(double ms) { return static_cast<Nanos>(ms * 1e6); }
 
+// A policy's `lora:` section (PolicySpec::lora_aware, lora_placement).
+Status parse_policy_lora(const YamlReader& y, const YAML::Node& l, const std::string& where,
+                         PolicySpec& p) {
+  KVGATE_TRY(y.expect_map(l, where, {"routing", "placement"}));
+  std::string routing = "aware";
+  KVGATE_TRY(y.read(l, "routing", routing, where));
+  if (routing != "aware" && routing != "load_only") {
+    return y.error(l["routing"], where + ".routing", "expected aware or load_only");
+  }
+  p.lora_aware = routing == "aware";
+  const YAML::Node pl = l["placement"];
+  if (!pl) return {};
+  const std::string wp = where + ".placement";
+  KVGATE_TRY(y.expect_map(
+      pl, wp,
+      {"enabled", "interval_ms", "idle_unload_ms", "replica_demand", "backoff_ms", "max_wait_ms"}));
+  route::LoraPlacementConfig& c = p.lora_placement;
+  c.enabled = true;  // the section turns it on unless it says otherwise
+  KVGATE_TRY(y.read(pl, "enabled", c.enabled, wp));
+  double interval = static_cast<double>(c.interval) / 1e6;
+  double idle = static_cast<double>(c.idle_unload) / 1e6;
+  double backoff = static_cast<double>(c.load_backoff) / 1e6;
+  double wait = static_cast<double>(c.max_wait) / 1e6;
+  KVGATE_TRY(y.read(pl, "interval_ms", interval, wp));
+  KVGATE_TRY(y.read(pl, "idle_unload_ms", idle, wp));
+  KVGATE_TRY(y.read(pl, "replica_demand", c.replica_demand, wp));
+  KVGATE_TRY(y.read(pl, "backoff_ms", backoff, wp));
+  KVGATE_TRY(y.read(pl, "max_wait_ms", wait, wp));
+  c.interval = millis(interval);
+  c.idle_unload = millis(idle);
+  c.load_backoff = millis(backoff);
+  c.max_wait = millis(wait);
+  if (Status s = c.validate(); !s) return y.error(pl, wp, s.error());
+  if (c.enabled && !p.lora_aware) {
+    return y.error(pl, wp, "placement needs routing: aware (the router must know adapters)");
+  }
+  return {};
+}
+
+// The scenario's `adapters:` section (workload/adapters.h).
+Status parse_adapters(const YamlReader& y, const YAML::Node& n, AdapterSpec& out) {
+  const std::string where = "adapters";
+  KVGATE_TRY(y.expect_map(n, where,
+                          {"count", "popularity", "zipf_s", "base_share", "max_loras", "load_ms",
+                           "step_cost", "max_replicas"}));
+  KVGATE_TRY(y.read(n, "count", out.count, where));
+  std::string popularity = "zipf";
+  KVGATE_TRY(y.read(n, "popularity", popularity, where));
+  if (popularity == "zipf") {
+    out.popularity = AdapterSpec::Popularity::kZipf;
+  } else if (popularity == "uniform") {
+    out.popularity = AdapterSpec::Popularity::kUniform;
+  } else {
+    return y.error(n["popularity"], where + ".popularity", "expected zipf or uniform");
+  }
+  KVGATE_TRY(y.read(n, "zipf_s", out.zipf_s, where));
+  KVGATE_TRY(y.read(n, "base_share", out.base_share, where));
+  KVGATE_TRY(y.read(n, "max_loras", out.max_loras, where));
+  double load_ms = static_cast<double>(out.load_time) / 1e6;
+  KVGATE_TRY(y.read(n, "load_ms", load_ms, where));
+  KVGATE_TRY(y.read(n, "step_cost", out.step_cost, where));
+  KVGATE_TRY(y.read(n, "max_replicas", out.max_replicas, where));
+  if (out.count > 100000 || !(out.zipf_s >= 0) || !(out.base_share >= 0) || out.base_share > 1 ||
+      out.max_loras < 1 || out.max_loras > 1024 || !(load_ms >= 0) || !(out.step_cost >= 0) ||
+      out.max_replicas < 1) {
+    return y.error(n, where,
+                   "need count <= 100000, zipf_s >= 0, 0 <= base_share <= 1, max_loras 1..1024, "
+                   "load_ms >= 0, step_cost >= 0, max_replicas >= 1");
+  }
+  out.load_time = millis(load_ms);
+  return {};
+}
+
 Result<PolicySpec> parse_policy(const YamlReader& y, const YAML::Node& n,
                                 const std::string& where) {
   PolicySpec p;
@@ -92,7 +165,8 @@ Result<PolicySpec> parse_policy(const YamlReader& y, const YAML::Node& n,
   if (!n["policy"]) return y.error(n, where + ".policy", "required");
   KVGATE_TRY(route::read_router_section(
       n, where, p.router,
-      {"name", "approx", "autoscale", "oracle", "warmup", "flow_control", "tenants"}, y.file()));
+      {"name", "approx", "autoscale", "oracle", "warmup", "flow_control", "tenants", "lora"},
+      y.file()));
   if (const YAML::Node f = n["flow_control"]) {
     KVGATE_TRY(parse_flow_control(f, where + ".flow_control", p.flow, y.file()));
   }
@@ -130,6 +204,9 @@ Result<PolicySpec> parse_policy(const YamlReader& y, const YAML::Node& n,
     }
     if (p.autoscale) return y.error(n, where, "autoscale and oracle are exclusive");
     p.oracle = spec;
+  }
+  if (const YAML::Node l = n["lora"]) {
+    KVGATE_TRY(parse_policy_lora(y, l, where + ".lora", p));
   }
   if (const YAML::Node w = n["warmup"]) {
     const std::string ww = where + ".warmup";
@@ -305,9 +382,10 @@ Result<Scenario> parse_root(const YamlReader& y, const YAML::Node& root,
                             const std::string& base_dir, const ReadFile& read_file) {
   if (!root.IsMap()) return y.error(root, "scenario", "expected a YAML map");
   Scenario s;
-  KVGATE_TRY(y.expect_map(root, "scenario",
-                          {"name", "description", "seed", "cluster", "gateway", "policies",
-                           "workload", "max_time_s", "scaling", "autoscale", "failures"}));
+  KVGATE_TRY(
+      y.expect_map(root, "scenario",
+                   {"name", "description", "seed", "cluster", "gateway", "policies", "workload",
+                    "max_time_s", "scaling", "autoscale", "failures", "adapters"}));
   KVGATE_TRY(y.read(root, "name", s.name, "scenario"));
   KVGATE_TRY(y.read(root, "seed", s.seed, "scenario"));
   double max_time = 0;
@@ -390,6 +468,9 @@ Result<Scenario> parse_root(const YamlReader& y, const YAML::Node& root,
   }
   if (const YAML::Node f = root["failures"]) {
     KVGATE_TRY(parse_failures(y, f, s.engine_count(), s.failures));
+  }
+  if (const YAML::Node a = root["adapters"]) {
+    KVGATE_TRY(parse_adapters(y, a, s.adapters));
   }
   const bool scaled = std::any_of(s.policies.begin(), s.policies.end(), [&](const PolicySpec& p) {
     return p.oracle || p.autoscale || s.autoscale;

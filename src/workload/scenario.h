@@ -45,6 +45,10 @@
 //     - {endpoint: 1, at: 20, kind: fail_stop, duration: 15}
 //     - {endpoint: engine-2, at: 0, kind: erroring, error_rate: 0.5}
 //     - {endpoint: 0, at: 30, kind: slow, factor: 3}   # duration absent: until the end
+//   adapters: {count: 50, popularity: zipf, zipf_s: 1, max_loras: 4, load_ms: 200}
+//                                   # LoRA adapters per request (workload/adapters.h);
+//                                   # a policy's `lora: {routing: aware | load_only,
+//                                   # placement: {interval_ms, idle_unload_ms, ...}}`
 //   scaling: {...}                  # autoscaling in virtual time: scaling_spec.h
 //   autoscale: {...}                # the core's section (core/scale/config_yaml.h)
 #pragma once
@@ -66,7 +70,9 @@
 #include "core/route/endpoint.h"
 #include "core/route/failover.h"
 #include "core/route/flow_queue.h"
+#include "core/route/lora_placement.h"
 #include "core/scale/config.h"
+#include "workload/adapters.h"
 #include "workload/scaling_spec.h"
 #include "workload/workload.h"
 
@@ -131,6 +137,14 @@ struct PolicySpec {
   route::FlowQueueConfig flow;
   // Multi-tenant workloads: only these tenants send in this run (empty: all).
   std::vector<std::string> tenants;
+  // LoRA (Scenario::adapters): whether the router is told each request's adapter (its
+  // LoRA filters, route::RouteRequest::adapter) or routes on load alone, and the
+  // gateway's adapter placement (route/lora_placement.h; off unless a `placement:`
+  // section turns it on, as a pool's `lora_placement:`). YAML:
+  //   lora: {routing: aware, placement: {interval_ms: 1000, idle_unload_ms: 300000,
+  //          replica_demand: 4, backoff_ms: 30000, max_wait_ms: 10000}}
+  bool lora_aware = true;
+  route::LoraPlacementConfig lora_placement;
 };
 
 struct Scenario {
@@ -144,6 +158,7 @@ struct Scenario {
   std::optional<scale::AutoscaleConfig> autoscale;  // default for every policy
   ScalingSpec scaling;
   std::vector<FailureSpec> failures;  // in the order written
+  AdapterSpec adapters;               // LoRA adapters of the requests (count 0: none)
 
   uint32_t engine_count() const;
 };

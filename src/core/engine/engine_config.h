@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "core/common/role.h"
+#include "core/common/time.h"
 
 namespace kvgate::engine {
 
@@ -43,6 +44,26 @@ struct EngineConfig {
   bool report_decode_tokens = true;
 
   Role role = Role::kBoth;
+
+  // LoRA, as vLLM's --enable-lora --max-loras N (0: off). On, the engine has max_loras
+  // adapter slots, an LRU cache as vLLM's worker keeps, and its scheduler runs at most
+  // max_loras distinct adapters among the running requests: a waiting request whose
+  // adapter is not among them is skipped while max_loras are (later ones may go first).
+  // A request's adapter is its lora_name (a request without one uses the base model).
+  // An adapter not in a slot is loaded when its first request is scheduled, into a free
+  // slot or in place of the least recently used adapter no running request uses; the
+  // worker loads it synchronously, so that step takes lora_load_time longer. Off, a
+  // request's adapter only seeds its block hashes, as before.
+  uint32_t max_loras = 0;
+  Nanos lora_load_time = 0;
+  // The cost of a batch that mixes adapters: the step takes this fraction longer per
+  // distinct adapter beyond the first among the requests it computes (base-model
+  // requests count none). Punica's BGMV / S-LoRA's MBGMM kernels gather each row's
+  // adapter weights, so a batch of k adapters costs little more than one of a single
+  // adapter, but not nothing: the default, +5% per extra adapter, is an assumption in
+  // the range those papers report for small ranks, to calibrate against a real engine
+  // (docs/engine-model.md). Only with max_loras > 0.
+  double lora_step_cost = 0.05;
 
   // Seed of the engine's own block hashes (vLLM seeds them per process, so two engines
   // name the same block differently, and differently from the router's keys).

@@ -33,6 +33,10 @@ struct EngineMetrics {
   uint64_t requests_finished = 0;     // vllm:request_success_total{finished_reason="length"}
   uint64_t requests_aborted = 0;
   uint64_t steps = 0;
+  // LoRA (EngineConfig::max_loras > 0): adapters loaded into a slot (on first use or by
+  // load_adapter), and of those loads, the ones that evicted another adapter.
+  uint64_t lora_loads = 0;
+  uint64_t lora_evictions = 0;
   double busy_seconds = 0;  // sum of step durations
 
   // Histograms, seconds, vLLM's buckets.

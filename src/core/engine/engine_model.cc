@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <string>
 
 namespace kvgate::engine {
@@ -58,6 +59,7 @@ struct alignas(64) EngineModel::Request {
   Nanos ready = 0;
   Nanos first_scheduled = -1;
   uint32_t cached_tokens = 0;  // at first scheduling
+  int32_t lora_slot = -1;      // LoRA on: its adapter's slot while running
 
   // Prompt plus outputs so far, materialized or not.
   uint64_t num_tokens() const { return prompt_len + num_output; }
@@ -77,6 +79,8 @@ EngineModel::EngineModel(const EngineConfig& config, Profile profile)
   if (config_.vocab_size == 0) config_.vocab_size = 1;
   running_.reserve(config_.max_num_seqs);
   scheduled_.reserve(config_.max_num_seqs);
+  if (config_.lora_step_cost < 0) config_.lora_step_cost = 0;
+  lora_slots_.resize(config_.max_loras);
 }
 
 EngineModel::~EngineModel() = default;
@@ -205,6 +209,7 @@ bool EngineModel::abort(RequestId id) {
       break;
     case Request::State::kRunning:
       free_blocks(r);
+      leave_lora_slot(r);
       running_[r.running_index] = nullptr;
       --num_running_;
       break;
@@ -291,6 +296,7 @@ void EngineModel::preempt(Request& r, StepResult& out) {
   budget_ += r.step_tokens;
   r.step_tokens = 0;
   free_blocks(r);
+  leave_lora_slot(r);
   r.num_computed = 0;
   running_[r.running_index] = nullptr;
   --num_running_;
@@ -340,10 +346,110 @@ void EngineModel::lora_adapters(std::vector<std::string>& running,
   for (const auto& [arrival, r] : arriving_) add(waiting, *r);
 }
 
+int EngineModel::find_lora_slot(std::string_view adapter) const {
+  for (size_t i = 0; i < lora_slots_.size(); ++i) {
+    if (lora_slots_[i].adapter == adapter) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int EngineModel::take_lora_slot(const std::string& adapter, Nanos now, bool& loaded) {
+  loaded = false;
+  if (const int own = find_lora_slot(adapter); own >= 0) return own;
+  // A free slot first, else the least recently used one without running requests.
+  int pick = -1;
+  for (size_t i = 0; i < lora_slots_.size(); ++i) {
+    const LoraSlot& s = lora_slots_[i];
+    if (s.adapter.empty()) {
+      pick = static_cast<int>(i);
+      break;
+    }
+    if (s.running > 0) continue;
+    if (pick < 0 || s.last_used < lora_slots_[static_cast<size_t>(pick)].last_used) {
+      pick = static_cast<int>(i);
+    }
+  }
+  if (pick < 0) return -1;
+  LoraSlot& s = lora_slots_[static_cast<size_t>(pick)];
+  if (!s.adapter.empty()) ++metrics_.lora_evictions;
+  ++metrics_.lora_loads;
+  s.adapter = adapter;
+  s.running = 0;
+  s.last_used = now;
+  loaded = true;
+  return pick;
+}
+
+void EngineModel::enter_lora_slot(Request& r, int slot, Nanos now) {
+  LoraSlot& s = lora_slots_[static_cast<size_t>(slot)];
+  if (s.running++ == 0) ++lora_running_;
+  s.last_used = std::max(s.last_used, now);
+  r.lora_slot = slot;
+}
+
+void EngineModel::leave_lora_slot(Request& r) {
+  if (r.lora_slot < 0) return;
+  LoraSlot& s = lora_slots_[static_cast<size_t>(r.lora_slot)];
+  if (--s.running == 0) --lora_running_;
+  r.lora_slot = -1;
+}
+
+Result<Nanos> EngineModel::load_adapter(const std::string& adapter, Nanos now) {
+  if (lora_slots_.empty()) return Error("LoRA is off (max_loras is 0)");
+  if (adapter.empty()) return Error("an adapter needs a name");
+  bool loaded = false;
+  const int slot = take_lora_slot(adapter, now, loaded);
+  if (slot < 0) {
+    return Error("no LoRA slot is free: all " + std::to_string(lora_slots_.size()) +
+                 " adapters loaded have running requests");
+  }
+  LoraSlot& s = lora_slots_[static_cast<size_t>(slot)];
+  s.last_used = std::max(s.last_used, now);
+  if (!loaded) return now;
+  // After the step in progress and any load before it.
+  lora_busy_until_ = std::max({lora_busy_until_, last_step_end_, now}) +
+                     std::max<Nanos>(0, config_.lora_load_time);
+  return lora_busy_until_;
+}
+
+bool EngineModel::unload_adapter(std::string_view adapter) {
+  const int slot = find_lora_slot(adapter);
+  if (slot < 0) return false;
+  LoraSlot& s = lora_slots_[static_cast<size_t>(slot)];
+  if (s.running > 0) return false;
+  s = LoraSlot{};
+  return true;
+}
+
+std::vector<std::string> EngineModel::loaded_adapters() const {
+  std::vector<const LoraSlot*> held;
+  for (const LoraSlot& s : lora_slots_) {
+    if (!s.adapter.empty()) held.push_back(&s);
+  }
+  std::stable_sort(held.begin(), held.end(), [](const LoraSlot* a, const LoraSlot* b) {
+    return a->last_used < b->last_used;
+  });
+  std::vector<std::string> out;
+  out.reserve(held.size());
+  for (const LoraSlot* s : held) out.push_back(s->adapter);
+  return out;
+}
+
 void EngineModel::schedule_waiting(StepResult& out) {
   const uint32_t bs = config_.block_size;
-  while (!waiting_.empty() && budget_ > 0 && num_running_ < config_.max_num_seqs) {
-    Request& r = *waiting_.begin()->second;
+  // Without LoRA `it` is always the head; with it, requests whose adapter would exceed
+  // max_loras are stepped over (vLLM's skipped_waiting_requests).
+  auto it = waiting_.begin();
+  while (it != waiting_.end() && budget_ > 0 && num_running_ < config_.max_num_seqs) {
+    Request& r = *it->second;
+    const bool lora = !lora_slots_.empty() && r.lora_name && !r.lora_name->empty();
+    if (lora && lora_running_ >= lora_slots_.size()) {
+      const int slot = find_lora_slot(*r.lora_name);
+      if (slot < 0 || lora_slots_[static_cast<size_t>(slot)].running == 0) {
+        ++it;  // one more adapter would exceed max_loras: skipped
+        continue;
+      }
+    }
     const uint64_t num_tokens = r.num_tokens();
     // Never take the whole request from cache: the last token is computed to sample.
     const uint64_t max_hit_blocks = (num_tokens - 1) / bs;
@@ -371,7 +477,7 @@ void EngineModel::schedule_waiting(StepResult& out) {
     const uint64_t need = ceil_div(start + num_new, bs);
     if (pool_.num_free() < free_hits + (need - hit_blocks)) break;  // head-of-line waits
 
-    waiting_.erase(waiting_.begin());
+    it = waiting_.erase(it);
     for (const BlockId b : hit_ids_) {  // the pool has not changed since the walk
       pool_.acquire(b);
       r.blocks.push_back(b);
@@ -391,6 +497,15 @@ void EngineModel::schedule_waiting(StepResult& out) {
       r.cached_tokens = static_cast<uint32_t>(start);
     }
     r.remote_kv = false;
+    if (lora) {
+      // Fewer than max_loras adapters run (checked above), so a slot is free or holds one
+      // that no running request uses.
+      bool loaded = false;
+      const int slot = take_lora_slot(*r.lora_name, step_start_, loaded);
+      assert(slot >= 0);
+      lora_step_loads_ += loaded;
+      enter_lora_slot(r, slot, step_start_);
+    }
     r.state = Request::State::kRunning;
     r.running_index = static_cast<uint32_t>(running_.size());
     running_.push_back(&r);
@@ -486,6 +601,7 @@ void EngineModel::finish_step(Nanos end, StepResult& out) {
       metrics_.e2e_request_latency.observe(to_seconds(u.e2e));
       metrics_.request_queue_time.observe(to_seconds(u.queue_time));
       ++metrics_.requests_finished;
+      leave_lora_slot(*r);
       running_[r->running_index] = nullptr;
       --num_running_;
       out.updates.push_back(u);
@@ -527,9 +643,19 @@ void EngineModel::step(Nanos now, StepResult& out) {
   if (!preempted_this_step_) schedule_waiting(out);
 
   StepShape shape;
+  const bool lora = !lora_slots_.empty();
+  if (lora) ++lora_step_;
   for (const Request* r : scheduled_) {
     if (r->state != Request::State::kRunning || r->step_tokens == 0) continue;
     ++out.scheduled_seqs;
+    if (lora && r->lora_slot >= 0) {
+      LoraSlot& s = lora_slots_[static_cast<size_t>(r->lora_slot)];
+      if (s.step_mark != lora_step_) {
+        s.step_mark = lora_step_;
+        s.last_used = std::max(s.last_used, now);
+        ++out.lora_adapters;
+      }
+    }
     const uint64_t n = r->step_tokens;
     if (n == 1 && r->num_computed >= r->prompt_len) {
       ++shape.decode_seqs;
@@ -543,6 +669,20 @@ void EngineModel::step(Nanos now, StepResult& out) {
   out.prefill_tokens = shape.prefill_tokens;
   out.decode_seqs = shape.decode_seqs;
   out.duration = profile_.step_time(shape);
+  if (lora && out.duration > 0) {
+    // Mixed adapters cost a little more per step; loads happen before the compute: the
+    // ones load_adapter started (the engine waits for them), then this step's own.
+    if (out.lora_adapters > 1) {
+      out.duration = static_cast<Nanos>(
+          std::llround(static_cast<double>(out.duration) *
+                       (1.0 + config_.lora_step_cost * (out.lora_adapters - 1))));
+    }
+    out.lora_loads = lora_step_loads_;
+    out.duration +=
+        static_cast<Nanos>(lora_step_loads_) * std::max<Nanos>(0, config_.lora_load_time);
+    if (lora_busy_until_ > now) out.duration += lora_busy_until_ - now;
+  }
+  lora_step_loads_ = 0;
   if (out.duration > 0) {
     ++metrics_.steps;
     metrics_.busy_seconds += to_seconds(out.duration);

@@ -26,6 +26,12 @@
 // (priority, arrival) is preempted (its blocks freed, recomputed later), repeatedly,
 // and no waiting request is admitted in that step.
 //
+// LoRA (config.max_loras > 0, engine_config.h): the batch holds at most max_loras
+// distinct adapters (a waiting request that would add one more is skipped, not waited
+// for), an adapter is loaded into one of max_loras slots (LRU) when its first request is
+// scheduled or by load_adapter(), and a batch of several adapters steps slower
+// (lora_step_cost). Without adapters nothing of this runs: steps are as before.
+//
 // Cost: a step is O(running requests + blocks allocated or committed in it); nothing
 // scans the pool. Thread-safety: none; one owner.
 #pragma once
@@ -35,6 +41,8 @@
 #include <optional>
 #include <set>
 #include <span>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -104,6 +112,20 @@ class EngineModel {
   // The LoRA adapters (names) of the requests running, and of those waiting or arriving,
   // each once, in scheduling order: vLLM's vllm:lora_requests_info labels.
   void lora_adapters(std::vector<std::string>& running, std::vector<std::string>& waiting) const;
+  // LoRA slots (config().max_loras > 0), vLLM's runtime adapter loading:
+  // load_adapter puts `adapter` into a slot at `now` (a free one, else in place of the
+  // least recently used adapter no running request uses) and returns when it is loaded:
+  // the engine loads it after the step in progress, lora_load_time long, and the next
+  // step waits for it. One already in a slot counts as used now and is ready at once.
+  // Errors (nothing changes): LoRA off, an empty name, every slot held by running
+  // requests.
+  Result<Nanos> load_adapter(const std::string& adapter, Nanos now);
+  // Frees `adapter`'s slot. False (nothing changes) if it is in no slot or a running
+  // request uses it; requests waiting for it load it again when they are scheduled.
+  bool unload_adapter(std::string_view adapter);
+  // The adapters in slots, least recently used first.
+  std::vector<std::string> loaded_adapters() const;
+
   // This engine's block hashes of `prompt` for a request with this LoRA (what add()
   // computes), to hand back with the same prompt in EngineRequest::prompt_hashes.
   std::shared_ptr<const PromptHashes> hash_prompt(
@@ -156,6 +178,14 @@ class EngineModel {
   kv::TokenId token_at(const Request& r, uint64_t index) const;
   // The pseudo token at output `index` of request `id`: hash(id, index) % vocab.
   kv::TokenId pseudo_token(RequestId id, uint64_t index) const;
+  // LoRA: the slot holding `adapter`, or -1.
+  int find_lora_slot(std::string_view adapter) const;
+  // The slot for `adapter`: its own, else a free one or the least recently used one no
+  // running request uses, which it is loaded into (counted); -1 if none is free.
+  int take_lora_slot(const std::string& adapter, Nanos now, bool& loaded);
+  // r joins / leaves the running requests of its adapter's slot.
+  void enter_lora_slot(Request& r, int slot, Nanos now);
+  void leave_lora_slot(Request& r);
   uint64_t root_hash(std::optional<int64_t> lora_id,
                      const std::optional<std::string>& lora_name) const;
   void refresh_gauges();
@@ -170,6 +200,18 @@ class EngineModel {
   // Arriving (preprocessing / KV transfer) requests, min-heap on ready time.
   std::vector<std::pair<Arrival, Request*>> arriving_;
   std::set<std::pair<WaitKey, Request*>> waiting_;
+  // LoRA slots (max_loras of them when on, else none).
+  struct LoraSlot {
+    std::string adapter;     // empty: free
+    uint32_t running = 0;    // running requests using it
+    Nanos last_used = -1;    // LRU order (ties: the lower index)
+    uint64_t step_mark = 0;  // the step that last counted it (step())
+  };
+  std::vector<LoraSlot> lora_slots_;
+  uint32_t lora_running_ = 0;      // slots with running requests: distinct adapters running
+  Nanos lora_busy_until_ = 0;      // load_adapter: the engine loads until then
+  uint64_t lora_step_ = 0;         // steps counted (LoRA on)
+  uint32_t lora_step_loads_ = 0;   // adapters loaded for the step being built
   std::vector<Request*> running_;  // in scheduling order; nulls compacted each step
   uint32_t num_running_ = 0;       // non-null entries of running_
   uint64_t next_seq_ = 0;

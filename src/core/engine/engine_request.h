@@ -112,6 +112,10 @@ struct StepResult {
   uint32_t scheduled_seqs = 0;
   uint64_t prefill_tokens = 0;
   uint32_t decode_seqs = 0;
+  // LoRA (EngineConfig::max_loras > 0): distinct adapters among the requests computed,
+  // and adapters loaded for this step (each added lora_load_time to it).
+  uint32_t lora_adapters = 0;
+  uint32_t lora_loads = 0;
 
   std::vector<RequestUpdate> updates;  // in running-batch order
   std::vector<RequestId> preempted;    // moved back to waiting (recompute)
@@ -146,6 +150,7 @@ struct StepResult {
   void clear() {
     start = duration = 0;
     scheduled_seqs = decode_seqs = 0;
+    lora_adapters = lora_loads = 0;
     prefill_tokens = 0;
     updates.clear();
     preempted.clear();
