@@ -12,7 +12,8 @@
 #include "workload/scenario.h"
 
 namespace kvgate::sim {
-namespace {
+// Named after the file, not anonymous: tests compile in unity batches (docs/development.md).
+namespace failure_sim_test {
 
 using workload::parse_scenario;
 using workload::RequestRecord;
@@ -206,5 +207,5 @@ TEST(FailureSim, ConfigErrorsNameFileLineAndField) {
             std::string::npos);
 }
 
-}  // namespace
+}  // namespace failure_sim_test
 }  // namespace kvgate::sim

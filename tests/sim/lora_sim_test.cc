@@ -10,7 +10,8 @@
 #include "workload/scenario.h"
 
 namespace kvgate::sim {
-namespace {
+// Named after the file, not anonymous: tests compile in unity batches (docs/development.md).
+namespace lora_sim_test {
 
 using workload::parse_scenario;
 using workload::PolicyRun;
@@ -140,5 +141,5 @@ TEST(LoraSim, WithoutAdaptersNothingIsReported) {
   EXPECT_EQ(workload::format_table("x", {sum}).find("LoRA"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace lora_sim_test
 }  // namespace kvgate::sim
