@@ -16,24 +16,43 @@
 
 namespace kvgate::discovery {
 
+namespace {
+
+// An inotify instance watching the directory of `config.path` (the caller closes it).
+// Errors: what start() refuses with, word for word.
+Result<int> open_watch(const FileSourceConfig& config) {
+  const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0) return Error(std::string("inotify_init1: ") + std::strerror(errno));
+  std::filesystem::path dir = std::filesystem::path(config.path).parent_path();
+  if (dir.empty()) dir = ".";
+  const uint32_t mask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE |
+                        IN_DELETE_SELF | IN_MOVE_SELF | IN_ATTRIB;
+  if (inotify_add_watch(fd, dir.c_str(), mask) < 0) {
+    const std::string e = std::strerror(errno);
+    ::close(fd);
+    return Error("discovery file " + config.path + ": cannot watch " + dir.string() + ": " + e);
+  }
+  return fd;
+}
+
+}  // namespace
+
 FileSource::FileSource(FileSourceConfig config, SourceSink& sink)
     : config_(std::move(config)), sink_(sink) {}
 
 FileSource::~FileSource() { stop(); }
 
+Status FileSource::check(const FileSourceConfig& config) {
+  Result<int> fd = open_watch(config);
+  if (!fd) return Error(fd.error());
+  ::close(*fd);  // closing the instance removes its watch
+  return {};
+}
+
 Status FileSource::start() {
-  inotify_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (inotify_ < 0) return Error(std::string("inotify_init1: ") + std::strerror(errno));
-  std::filesystem::path dir = std::filesystem::path(config_.path).parent_path();
-  if (dir.empty()) dir = ".";
-  const uint32_t mask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE |
-                        IN_DELETE_SELF | IN_MOVE_SELF | IN_ATTRIB;
-  if (inotify_add_watch(inotify_, dir.c_str(), mask) < 0) {
-    const std::string e = std::strerror(errno);
-    ::close(inotify_);
-    inotify_ = -1;
-    return Error("discovery file " + config_.path + ": cannot watch " + dir.string() + ": " + e);
-  }
+  Result<int> fd = open_watch(config_);
+  if (!fd) return Error(fd.error());
+  inotify_ = *fd;
   wake_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_ < 0) return Error(std::string("eventfd: ") + std::strerror(errno));
   thread_ = std::thread([this] { run(); });
@@ -90,7 +109,17 @@ void FileSource::read_and_report() {
            : Result<std::vector<DiscoveredEndpoint>>(Error(text.error()));
   if (!set) {
     if (set.error() != last_error_) {
-      spdlog::warn("discovery: {} (the last good set is kept)", set.error());
+      std::error_code ec;
+      if (!read_once_ && !std::filesystem::exists(config_.path, ec)) {
+        // Not there yet is how a file written by a sidecar or a ConfigMap starts: said
+        // once, not warned about; the sink still counts it (the pool's discovery state).
+        spdlog::info(
+            "discovery: waiting for {}: it does not exist yet; no endpoints from it "
+            "until it is written",
+            config_.path);
+      } else {
+        spdlog::warn("discovery: {} (the last good set is kept)", set.error());
+      }
       last_error_ = set.error();
     }
     sink_.error(set.error());
@@ -98,6 +127,7 @@ void FileSource::read_and_report() {
   }
   if (!last_error_.empty()) spdlog::info("discovery: {} reads again", config_.path);
   last_error_.clear();
+  read_once_ = true;
   sink_.report(std::move(*set), /*resync=*/false);
 }
 

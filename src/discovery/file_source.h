@@ -9,6 +9,12 @@
 // A file that does not parse (a partial write, bad YAML, a wrong field) or that is gone
 // keeps the last good set: the error, with file:line:column: field, goes to the log and
 // the sink. An empty list is a good read (the reconciler may hold it).
+//
+// A file missing at start is not refused: a sidecar or a ConfigMap may write it later.
+// The source logs "waiting for FILE" once, reports the read error to the sink (so the
+// pool's discovery state says the source has no endpoints and why) and reports the set
+// when the file appears. What start() refuses is a directory it cannot watch; check()
+// tries exactly that without starting (`kvgate serve --check`).
 #pragma once
 
 #include <atomic>
@@ -26,6 +32,10 @@ class FileSource : public EndpointSource {
   Status start() override;
   void stop() override;
 
+  // What start() would refuse, with the same message, without starting: adds the inotify
+  // watch on the file's directory and removes it. The file itself need not exist.
+  [[nodiscard]] static Status check(const FileSourceConfig& config);
+
  private:
   void run();
   void read_and_report();
@@ -35,7 +45,9 @@ class FileSource : public EndpointSource {
   int inotify_ = -1;
   int wake_ = -1;  // eventfd: stop() writes it
   std::thread thread_;
-  std::string last_error_;  // the thread's: the same error is logged once
+  // The thread's.
+  std::string last_error_;  // the same error is logged once
+  bool read_once_ = false;  // a good read happened (a missing file is no longer "waited for")
 };
 
 }  // namespace kvgate::discovery

@@ -30,6 +30,29 @@ std::pair<int64_t, std::string> status_of(std::string_view body) {
   return {code, message};
 }
 
+// The connection and namespace start() uses: `kubeconfig:` when given, else the pod's
+// service account. Errors: what start() refuses with, word for word.
+Result<io::Kubeconfig> load_credentials(const KubernetesSourceConfig& config) {
+  io::Kubeconfig out;
+  if (!config.kubeconfig.empty()) {
+    auto k = io::load_kubeconfig(config.kubeconfig);
+    if (!k) return Error(k.error());
+    out = std::move(*k);
+  } else {
+    const io::InClusterPaths paths{
+        .token = config.token_file, .ca = config.ca_file, .ns = config.namespace_file};
+    auto c = io::in_cluster_config(paths);
+    if (!c) return Error(c.error() + " (or give discovery a kubeconfig)");
+    out.connection = std::move(*c);
+    if (config.ns.empty()) {
+      if (auto n = io::in_cluster_namespace(paths)) out.ns = *n;
+    }
+  }
+  if (!config.ns.empty()) out.ns = config.ns;
+  if (out.ns.empty()) out.ns = "default";
+  return out;
+}
+
 }  // namespace
 
 KubernetesSource::KubernetesSource(KubernetesSourceConfig config, SourceSink& sink)
@@ -37,28 +60,18 @@ KubernetesSource::KubernetesSource(KubernetesSourceConfig config, SourceSink& si
 
 KubernetesSource::~KubernetesSource() { stop(); }
 
+Status KubernetesSource::check(const KubernetesSourceConfig& config) {
+  Result<io::Kubeconfig> credentials = load_credentials(config);
+  if (!credentials) return Error(credentials.error());
+  return {};
+}
+
 Status KubernetesSource::start() {
-  io::KubeConfig connection;
-  std::string ns = config_.ns;
-  if (!config_.kubeconfig.empty()) {
-    auto k = io::load_kubeconfig(config_.kubeconfig);
-    if (!k) return Error(k.error());
-    connection = std::move(k->connection);
-    if (ns.empty()) ns = k->ns;
-  } else {
-    auto c = io::in_cluster_config(
-        {.token = config_.token_file, .ca = config_.ca_file, .ns = config_.namespace_file});
-    if (!c) return Error(c.error() + " (or give discovery a kubeconfig)");
-    connection = std::move(*c);
-    if (ns.empty()) {
-      auto n = io::in_cluster_namespace(
-          {.token = config_.token_file, .ca = config_.ca_file, .ns = config_.namespace_file});
-      if (n) ns = *n;
-    }
-  }
-  if (ns.empty()) ns = "default";
+  Result<io::Kubeconfig> credentials = load_credentials(config_);
+  if (!credentials) return Error(credentials.error());
+  io::KubeConfig connection = std::move(credentials->connection);
   connection.timeout = config_.timeout;
-  ns_ = ns;
+  ns_ = credentials->ns;
   path_ = list_path(config_, ns_);
   client_ = std::make_unique<io::KubeClient>(std::move(connection));
   thread_ = std::thread([this] { run(); });

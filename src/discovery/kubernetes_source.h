@@ -36,6 +36,12 @@ class KubernetesSource : public EndpointSource {
   Status start() override;
   void stop() override;
 
+  // What start() would refuse, with the same message, without starting: loads the
+  // credentials start() loads (the kubeconfig file and the CA file it names, or the
+  // service account's CA and token files with KUBERNETES_SERVICE_HOST set). Nothing is
+  // sent to the API server: an unreachable one is not an error at start either.
+  [[nodiscard]] static Status check(const KubernetesSourceConfig& config);
+
  private:
   enum class WatchEnd : uint8_t { kResyncDue, kRewatch, kRelist, kFailed, kStopped };
   void run();

@@ -21,4 +21,14 @@ Result<std::unique_ptr<EndpointSource>> make_source(const SourceConfig& config, 
   return Error(fmt::format("unknown discovery source kind '{}'", config.kind));
 }
 
+Status check_source(const SourceConfig& config) {
+  if (const auto* f = std::get_if<FileSourceConfig>(&config.params)) return FileSource::check(*f);
+  // DnsSource::start() refuses nothing: an unanswered name is an error reported later.
+  if (std::get_if<DnsSourceConfig>(&config.params)) return {};
+  if (const auto* k = std::get_if<KubernetesSourceConfig>(&config.params)) {
+    return KubernetesSource::check(*k);
+  }
+  return Error(fmt::format("unknown discovery source kind '{}'", config.kind));
+}
+
 }  // namespace kvgate::discovery

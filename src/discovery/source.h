@@ -10,6 +10,11 @@
 //   auto source = make_source(config.sources[0], sink);
 //   (*source)->start();   // reports begin
 //   (*source)->stop();    // no report after this returns
+//
+// check_source() is start() without the start: `kvgate serve --check` refuses what
+// `kvgate serve` would refuse, with the same message.
+//
+//   if (Status s = check_source(config.sources[0]); !s) print(s.error());
 #pragma once
 
 #include <memory>
@@ -46,5 +51,14 @@ class EndpointSource {
 
 // The source of `config.kind` (file, dns, kubernetes). `sink` must outlive it.
 Result<std::unique_ptr<EndpointSource>> make_source(const SourceConfig& config, SourceSink& sink);
+
+// What make_source() and then start() of that source would refuse, with the same
+// message, tried without starting anything: a file source adds its inotify watch on the
+// file's directory and removes it (a missing file is not an error: the source waits for
+// it); a Kubernetes source loads the credentials it would connect with (its kubeconfig,
+// or the service account's CA and token); a DNS source has nothing to try beyond its
+// config (a name that does not resolve yet is not an error at start either). Nothing is
+// sent over the network. Blocking (a few file reads); thread-safe.
+[[nodiscard]] Status check_source(const SourceConfig& config);
 
 }  // namespace kvgate::discovery

@@ -218,14 +218,22 @@ void add_engine_command(CLI::App& app) {
                   "Output length when a request gives no max_tokens")
       ->capture_default_str();
   cmd->add_option("--max-loras", o.max_loras,
-                  "LoRA adapters (vLLM's --enable-lora --max-loras): 0 turns LoRA off; adapters "
-                  "come from --lora-modules or POST /v1/load_lora_adapter")
+                  "LoRA adapter slots (vLLM's --enable-lora --max-loras), also the most distinct "
+                  "adapters in one batch: 0 turns LoRA off; adapters come from --lora-modules "
+                  "or POST /v1/load_lora_adapter")
       ->capture_default_str();
   cmd->add_option("--lora-modules", flags->lora_modules,
                   "Adapters loaded at start, NAME=PATH (repeat the flag for several)");
   cmd->add_option("--lora-load-ms", o.lora_load_ms,
-                  "Simulated milliseconds POST /v1/load_lora_adapter takes (scaled by "
-                  "--time-scale)")
+                  "Simulated milliseconds loading an adapter into a slot takes (POST "
+                  "/v1/load_lora_adapter, or a request for an adapter evicted from its slot); "
+                  "the engine's steps wait for it (scaled by --time-scale)")
+      ->capture_default_str();
+  cmd->add_option("--lora-step-cost", o.engine.lora_step_cost,
+                  "Each distinct LoRA adapter beyond the first among a step's requests makes "
+                  "the step this fraction longer (mixed-adapter kernels; an assumption to "
+                  "calibrate, docs/engine-model.md)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--embedding-size", o.embedding_size,
                   "Values per embedding answered by POST /v1/embeddings")

@@ -69,7 +69,7 @@ std::string render_engine_metrics(const engine::EngineModel& model,
            {"num_gpu_blocks", std::to_string(c.num_gpu_blocks)},
            {"engine", "0"}},
           1);
-  if (options.max_loras > 0) {
+  if (c.max_loras > 0) {
     // vLLM's: the adapters with running and with waiting requests, comma-joined, and the
     // time the combination was seen (a consumer reads the newest series; vLLM keeps the
     // old ones, this shows the current one).
@@ -81,10 +81,19 @@ std::string render_engine_metrics(const engine::EngineModel& model,
       return out;
     };
     w.gauge("vllm:lora_requests_info", "Running stats on lora requests.",
-            {{"max_lora", std::to_string(options.max_loras)},
+            {{"max_lora", std::to_string(c.max_loras)},
              {"running_lora_adapters", joined(running)},
              {"waiting_lora_adapters", joined(waiting)}},
             wall_seconds);
+    // Not vLLM's: the model's slot traffic (docs/engine.md).
+    w.counter("kvgate_engine_lora_loads_total",
+              "LoRA adapters loaded into a slot (POST /v1/load_lora_adapter, --lora-modules, "
+              "or a request for an adapter in no slot).",
+              labels, static_cast<double>(m.lora_loads));
+    w.counter("kvgate_engine_lora_evictions_total",
+              "LoRA loads that evicted another adapter (the least recently used one no running "
+              "request uses).",
+              labels, static_cast<double>(m.lora_evictions));
   }
   return w.take();
 }

@@ -9,7 +9,9 @@
 
 namespace kvgate::engine_server {
 
-// wall_seconds: now, Unix time (vllm:lora_requests_info's value, with LoRA on).
+// With LoRA on (the model's config().max_loras > 0) it adds vllm:lora_requests_info and
+// kvgate_engine_lora_{loads,evictions}_total. wall_seconds: now, Unix time
+// (vllm:lora_requests_info's value).
 std::string render_engine_metrics(const engine::EngineModel& model,
                                   const EngineServerOptions& options, double wall_seconds);
 

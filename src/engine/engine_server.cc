@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -127,6 +128,15 @@ std::string random_hex(Rng& rng) {
   return buf;
 }
 
+// The model's configuration: the engine's, with its LoRA slots and their load time from
+// the server's options (--max-loras, --lora-load-ms).
+engine::EngineConfig model_config(const EngineServerOptions& o) {
+  engine::EngineConfig c = o.engine;
+  c.max_loras = o.max_loras;
+  c.lora_load_time = static_cast<Nanos>(o.lora_load_ms) * kMillisecond;
+  return c;
+}
+
 // An error answer as vLLM's server words it (openai/error.h).
 io::HttpResponse vllm_error(int status, std::string_view message) {
   return io::HttpResponse{status, "application/json", {}, openai::vllm_error_json(status, message)};
@@ -138,13 +148,11 @@ struct EngineServer::Impl {
   Impl(const EngineServerOptions& o, engine::Profile profile, std::unique_ptr<TextCodec> c)
       : opt(o),
         clock(o.clock ? *o.clock : env::system_clock()),
-        model(o.engine, std::move(profile)),
+        model(model_config(o), std::move(profile)),
         codec(std::move(c)),
         rng(o.seed),
         id_rng(static_cast<uint64_t>(SteadyClock::now().time_since_epoch().count()) ^
-               (static_cast<uint64_t>(getpid()) << 32)) {
-    for (const auto& [name, path] : o.lora_modules) add_adapter(name, path);
-  }
+               (static_cast<uint64_t>(getpid()) << 32)) {}
 
   EngineServerOptions opt;
   const kvgate::Clock& clock;  // wall-clock times on the wire ("created", KV event batches)
@@ -173,7 +181,11 @@ struct EngineServer::Impl {
   mutable std::condition_variable ready_cv;
   bool stopped = false;
 
-  // LoRA adapters by name, in load order (any thread, under lora_mu).
+  // LoRA adapters served by name, in load order (any thread, under lora_mu; written on
+  // the engine thread): vLLM's registered adapters, what /v1/models lists and a request's
+  // `model` may name. Which of them hold one of the model's max_loras slots is the
+  // model's business: a request for one that was evicted loads it again (the model
+  // charges the load to the step that schedules it).
   struct Adapter {
     std::string name;
     std::string path;
@@ -199,6 +211,9 @@ struct EngineServer::Impl {
     }
     adapters.push_back({std::move(name), std::move(path), next_lora_id++});
   }
+  // Engine thread: adapters being loaded (POST /v1/load_lora_adapter), by name, with the
+  // model time their load ends; a second load of one waits for the first.
+  std::unordered_map<std::string, Nanos> lora_loading;
 
   // Responses API answers by id (I/O threads read, the engine thread writes).
   mutable std::mutex store_mu;
@@ -267,6 +282,11 @@ struct EngineServer::Impl {
   void deliver();
   void deliver_update(const engine::RequestUpdate& u);
   void abort_request(RequestId id);
+  // POST /v1/load_lora_adapter and /v1/unload_lora_adapter, checked: the model's slots
+  // and the adapters served.
+  void load_lora(const std::string& name, const std::string& path,
+                 const std::shared_ptr<io::ResponseStream>& s);
+  void unload_lora(const std::string& name, const std::shared_ptr<io::ResponseStream>& s);
   void refuse(Pending& p, io::HttpResponse r);
   void embedding_done(Pending& p, const engine::RequestUpdate& u);
   void publish(const std::vector<kv::KvEvent>& events);
@@ -442,6 +462,15 @@ void EngineServer::Impl::handle_count_tokens(const io::HttpRequest& req,
       openai::anthropic::render_count_tokens(static_cast<uint32_t>(tokens->size()))});
 }
 
+namespace {
+
+// vLLM's success answers of the LoRA endpoints: plain text.
+io::HttpResponse lora_text(std::string body) {
+  return io::HttpResponse{200, "text/plain; charset=utf-8", {}, std::move(body)};
+}
+
+}  // namespace
+
 void EngineServer::Impl::handle_lora(const io::HttpRequest& req,
                                      std::shared_ptr<io::ResponseStream> s, bool load) {
   boost::system::error_code ec;
@@ -454,28 +483,19 @@ void EngineServer::Impl::handle_lora(const io::HttpRequest& req,
     return f && f->is_string() ? std::string(f->as_string()) : std::string();
   };
   const std::string name = field("lora_name");
-  auto text = [](std::string body) {
-    return io::HttpResponse{200, "text/plain; charset=utf-8", {}, std::move(body)};
-  };
   if (!load) {
     if (name.empty()) {
       return s->respond(
           vllm_error(400, "'lora_name' needs to be provided to unload a LoRA adapter."));
     }
-    std::lock_guard lock(lora_mu);
-    auto it = std::find_if(adapters.begin(), adapters.end(),
-                           [&](const Adapter& a) { return a.name == name; });
-    if (it == adapters.end()) {
-      return s->respond(vllm_error(404, "The lora adapter '" + name + "' cannot be found."));
-    }
-    adapters.erase(it);
-    return s->respond(text("Success: LoRA adapter '" + name + "' removed successfully."));
+    net::post(ioc, [this, s = std::move(s), name] { unload_lora(name, s); });
+    return;
   }
   const std::string path = field("lora_path");
   if (name.empty() || path.empty()) {
     return s->respond(vllm_error(400, "Both 'lora_name' and 'lora_path' must be provided."));
   }
-  if (opt.max_loras == 0) {
+  if (model.config().max_loras == 0) {
     return s->respond(vllm_error(400, "LoRA is not enabled: start the engine with --max-loras N"));
   }
   bool inplace = false;
@@ -488,15 +508,56 @@ void EngineServer::Impl::handle_lora(const io::HttpRequest& req,
                  "' has already been loaded. If you want to load the adapter in place, set "
                  "'load_inplace' to True."));
   }
-  auto done = [this, s, name, path, text] {
+  net::post(ioc, [this, s = std::move(s), name, path] { load_lora(name, path, s); });
+}
+
+void EngineServer::Impl::load_lora(const std::string& name, const std::string& path,
+                                   const std::shared_ptr<io::ResponseStream>& s) {
+  // Into one of the model's slots (a free one, else in place of the least recently used
+  // adapter no running request uses): the model loads it after the step in progress,
+  // --lora-load-ms long, its next step waiting for it; one in a slot already is ready
+  // at once. The answer, and the adapter's first request, come when it is loaded.
+  const Nanos now = std::max(model_now(), last_end);
+  Result<Nanos> loaded = model.load_adapter(name, now);
+  if (!loaded) {
+    // Every slot is held by running requests (vLLM would load it into its CPU cache and
+    // swap it in later; the model has no such cache): try again when one finishes.
+    return s->respond(vllm_error(503, "Loading lora " + name + " failed: " + loaded.error()));
+  }
+  Nanos ready = *loaded;
+  if (auto it = lora_loading.find(name); it != lora_loading.end()) {
+    ready = std::max(ready, it->second);  // loading already: not served before that ends
+  }
+  auto done = [this, s, name, path, ready] {
+    if (auto it = lora_loading.find(name); it != lora_loading.end() && it->second <= ready) {
+      lora_loading.erase(it);
+    }
     add_adapter(name, path);
-    s->respond(text("Success: LoRA adapter '" + name + "' added successfully."));
+    s->respond(lora_text("Success: LoRA adapter '" + name + "' added successfully."));
   };
-  if (opt.lora_load_ms == 0) return done();
-  // Loading takes its time on the model's clock (scaled to wall time like a step).
-  auto timer = std::make_shared<net::steady_timer>(
-      ioc, std::chrono::nanoseconds(static_cast<int64_t>(opt.lora_load_ms * 1e6 * opt.time_scale)));
+  if (ready <= now) return done();
+  lora_loading[name] = ready;
+  // The load runs on the model's clock, scaled to wall time like a step.
+  auto timer = std::make_shared<net::steady_timer>(ioc, wall_at(ready));
   timer->async_wait([timer, done](boost::system::error_code) { done(); });
+}
+
+void EngineServer::Impl::unload_lora(const std::string& name,
+                                     const std::shared_ptr<io::ResponseStream>& s) {
+  {
+    std::lock_guard lock(lora_mu);
+    auto it = std::find_if(adapters.begin(), adapters.end(),
+                           [&](const Adapter& a) { return a.name == name; });
+    if (it == adapters.end()) {
+      return s->respond(vllm_error(404, "The lora adapter '" + name + "' cannot be found."));
+    }
+    adapters.erase(it);
+  }
+  // Its slot is freed, unless running requests use it: they finish with it, and it then
+  // stays in its slot until evicted as any idle adapter is. Requests already waiting for
+  // it load it again when they are scheduled.
+  model.unload_adapter(name);
+  s->respond(lora_text("Success: LoRA adapter '" + name + "' removed successfully."));
 }
 
 void EngineServer::Impl::handle_detokenize(const io::HttpRequest& req,
@@ -1076,6 +1137,15 @@ Result<std::unique_ptr<EngineServer>> EngineServer::start(const EngineServerOpti
   auto impl = std::make_unique<Impl>(options, std::move(profile), std::move(codec));
   impl->kv_bytes_per_token = kv_bytes;
   impl->engine_id = random_hex(impl->id_rng);
+  // --lora-modules: loaded as POST /v1/load_lora_adapter loads, at the model's time 0
+  // (served at once, as vLLM's static adapters are; the model's first steps wait for
+  // their loads). More of them than slots: the later ones evict the earlier, which load
+  // again on use.
+  for (const auto& [name, path] : options.lora_modules) {
+    Result<Nanos> loaded = impl->model.load_adapter(name, 0);
+    if (!loaded) return Error("--lora-modules " + name + ": " + loaded.error());
+    impl->add_adapter(name, path);
+  }
   if (!options.kv_events_endpoint.empty()) {
     io::KvEventPublisherOptions po;
     po.endpoint = options.kv_events_endpoint;

@@ -78,8 +78,11 @@ struct EngineServerOptions {
   uint32_t default_max_tokens = 128;
   // LoRA, as vLLM's --enable-lora --max-loras N: 0 is off. Adapters come loaded
   // (lora_modules: name and path, vLLM's --lora-modules) or are loaded at run time (POST
-  // /v1/load_lora_adapter, which vLLM allows with VLLM_ALLOW_RUNTIME_LORA_UPDATING). A
-  // load takes lora_load_ms of the model's time.
+  // /v1/load_lora_adapter, which vLLM allows with VLLM_ALLOW_RUNTIME_LORA_UPDATING).
+  // These set the model's engine.max_loras (its adapter slots and batch limit) and
+  // engine.lora_load_time (lora_load_ms of the model's time per load into a slot, which
+  // the model's steps wait for); whatever `engine` says of those two is replaced.
+  // engine.lora_step_cost is taken as it is (--lora-step-cost).
   uint32_t max_loras = 0;
   std::vector<std::pair<std::string, std::string>> lora_modules;
   uint32_t lora_load_ms = 0;

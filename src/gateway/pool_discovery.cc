@@ -33,6 +33,12 @@ std::optional<KvEventsConfig> kv_config(const std::optional<discovery::KvEventsA
   return KvEventsConfig{.publisher = k->publisher, .replay = k->replay, .topic = k->topic};
 }
 
+// A source's refusal to start, as start() and check_discovery() both say it.
+std::string source_refused(const std::string& pool, const std::string& source,
+                           const std::string& why) {
+  return fmt::format("pool {}: discovery source {}: {}", pool, source, why);
+}
+
 }  // namespace
 
 struct PoolDiscovery::Impl : std::enable_shared_from_this<PoolDiscovery::Impl> {
@@ -209,11 +215,19 @@ Result<std::unique_ptr<PoolDiscovery>> PoolDiscovery::start(
   for (size_t i = 0; i < impl->sources.size(); ++i) {
     if (Status s = impl->sources[i]->start(); !s) {
       d->stop();
-      return Error(fmt::format("pool {}: discovery source {}: {}", pool.name(),
-                               config.sources[i].name, s.error()));
+      return Error(source_refused(pool.name(), config.sources[i].name, s.error()));
     }
   }
   return d;
+}
+
+Status check_discovery(const std::string& pool, const discovery::DiscoveryConfig& config) {
+  for (const discovery::SourceConfig& sc : config.sources) {
+    if (Status s = discovery::check_source(sc); !s) {
+      return Error(source_refused(pool, sc.name, s.error()));
+    }
+  }
+  return {};
 }
 
 PoolDiscovery::PoolDiscovery(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}

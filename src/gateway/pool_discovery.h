@@ -15,6 +15,7 @@
 // shows it); endpoints from the config or the admin API are never touched by it.
 //
 //   auto d = PoolDiscovery::start(pool, *pool.config().discovery, executor);
+//   Status ok = check_discovery(pool.name(), *pool.config().discovery);  // serve --check
 //   std::string m = render_discovery_metrics({d->get()});   // appended to /metrics
 //   boost::json::value v = (*d)->state_json();             // /admin/pools/NAME/discovery
 #pragma once
@@ -75,6 +76,12 @@ class PoolDiscovery {
   explicit PoolDiscovery(std::shared_ptr<Impl> impl);
   std::shared_ptr<Impl> impl_;
 };
+
+// What PoolDiscovery::start would refuse for pool `pool`, with the same message, tried
+// without starting a source (discovery::check_source on each, in order): the first
+// refusal, as "pool NAME: discovery source SOURCE: why". `kvgate serve --check` runs it.
+[[nodiscard]] Status check_discovery(const std::string& pool,
+                                     const discovery::DiscoveryConfig& config);
 
 // Prometheus text for several pools (docs/discovery.md, "Metrics").
 std::string render_discovery_metrics(const std::vector<const PoolDiscovery*>& pools);

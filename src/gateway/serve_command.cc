@@ -14,10 +14,15 @@
 #include "gateway/gateway.h"
 #include "gateway/keys.h"
 #include "gateway/metrics.h"
+#include "gateway/pool_discovery.h"
 #include "gateway/pool_runtime.h"
 
 namespace kvgate::gateway {
 namespace {
+
+// Exit codes: one per kind of refusal, the same for `serve` and `serve --check`.
+constexpr int kConfigError = 2;  // the config (or a file it names) is wrong: FILE:LINE:COL
+constexpr int kStartError = 1;   // the config is right but the gateway cannot start with it
 
 struct ServeOptions {
   std::string config;
@@ -30,14 +35,23 @@ int check(const GatewayConfig& config) {
     auto keys = KeyStore::load(config.keys_file);
     if (!keys) {
       fmt::print(stderr, "{}\n", keys.error());
-      return 2;
+      return kConfigError;
     }
   }
   // Tokenizers and chat templates load here too, as they would at start.
   auto report = tokenize_report(config);
   if (!report) {
     fmt::print(stderr, "{}: {}\n", config.file, report.error());
-    return 2;
+    return kConfigError;
+  }
+  // Discovery sources are tried as Gateway::start would start them (a directory to watch,
+  // credentials to read); a refusal reads and exits as serve's does.
+  for (const PoolConfig& p : config.pools) {
+    if (!p.discovery) continue;
+    if (Status s = check_discovery(p.name, *p.discovery); !s) {
+      fmt::print(stderr, "kvgate serve: {}\n", s.error());
+      return kStartError;
+    }
   }
   for (const std::string& line : *report) fmt::print("{}\n", line);
   size_t endpoints = 0;
@@ -51,7 +65,7 @@ int run(const ServeOptions& o) {
   auto config = load_gateway_config(o.config);
   if (!config) {
     fmt::print(stderr, "{}\n", config.error());
-    return 2;
+    return kConfigError;
   }
   if (o.port >= 0 && !config->listeners.empty()) {
     config->listeners[0].port = static_cast<uint16_t>(o.port);
@@ -75,7 +89,7 @@ int run(const ServeOptions& o) {
   auto gateway = Gateway::start(std::move(*config), {.clock = &env::system_clock()});
   if (!gateway) {
     fmt::print(stderr, "kvgate serve: {}\n", gateway.error());
-    return 1;
+    return kStartError;
   }
   auto ports = (*gateway)->ports();
   for (size_t i = 0; i < ports.size(); ++i) {

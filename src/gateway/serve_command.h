@@ -1,7 +1,13 @@
 // `kvgate serve CONFIG`: runs the gateway until SIGTERM/SIGINT, then drains and exits 0.
 // `kvgate serve --check CONFIG`: validates the config (and keys file, tokenizers) and
-// exits 0, or prints the error (file:line:col: field: message) and exits 2. It prints, per
-// pool, where its routing token ids come from (tokenize_report).
+// tries each discovery source as serve would start it (check_discovery), and exits 0; it
+// prints, per pool, where its routing token ids come from (tokenize_report).
+//
+// One rule for both: what `serve` refuses, `--check` refuses, with the same message and
+// exit code: 2 for a config error (file:line:col: field: message), 1 for a config that
+// cannot start ("kvgate serve: pool main: discovery source file: discovery file
+// /x/e.yaml: cannot watch /x: Permission denied", a Kubernetes source without readable
+// credentials). Binding the listeners is serve's alone (a port in use exits 1 there).
 #pragma once
 
 #include <string>

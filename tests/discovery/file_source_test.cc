@@ -108,6 +108,18 @@ TEST_F(FileSourceTest, DeletionKeepsTheSetUntilTheFileComesBack) {
   ASSERT_TRUE(sink_.wait_for_urls({"http://10.0.0.4:8000"}));
 }
 
+// A file a sidecar writes later: the source starts, says why it has nothing (an error to
+// the sink, no report), and reports the set once the file is written.
+TEST_F(FileSourceTest, AFileMissingAtStartStartsEmptyAndIsReadOnceWritten) {
+  start();
+  ASSERT_TRUE(wait_errors(1));
+  EXPECT_NE(sink_.errors().front().find("cannot read " + path_), std::string::npos)
+      << sink_.errors().front();
+  EXPECT_TRUE(sink_.reports().empty());
+  write_by_rename("endpoints: [http://10.0.0.5:8000]\n");
+  ASSERT_TRUE(sink_.wait_for_urls({"http://10.0.0.5:8000"}));
+}
+
 TEST_F(FileSourceTest, AMissingDirectoryFailsAtStart) {
   FileSourceConfig c;
   c.path = (dir_ / "no" / "such" / "endpoints.yaml").string();

@@ -80,13 +80,16 @@ TEST(ReadScrape, AMissingGaugeIsAnError) {
   EXPECT_FALSE(route::read_scrape(*m));
 }
 
-// With LoRA on, vllm:lora_requests_info names the adapters of the running and of the
-// waiting requests (each once, comma-joined), with the time as its value, as vLLM does.
+// With LoRA on (the model's max_loras), vllm:lora_requests_info names the adapters of the
+// running and of the waiting requests (each once, comma-joined), with the time as its
+// value, as vLLM does; kvgate_engine_lora_{loads,evictions}_total count the model's slot
+// loads.
 TEST(EngineMetricsText, LoraRequestsInfoNamesRunningAndWaitingAdapters) {
   auto profile = engine::builtin_profile("h100-qwen2.5-7b");
   ASSERT_TRUE(profile);
   engine::EngineConfig config;
   config.max_num_seqs = 2;
+  config.max_loras = 4;
   engine::EngineModel model(config, *profile);
   const char* names[] = {"sql", "chat", "sql", "code"};
   for (engine::RequestId id = 1; id <= 4; ++id) {
@@ -101,17 +104,21 @@ TEST(EngineMetricsText, LoraRequestsInfoNamesRunningAndWaitingAdapters) {
     now = model.next_step_time(now).value_or(now + kMillisecond);
     now = model.step(now).end();
   }
-  EngineServerOptions options;
-  options.max_loras = 4;
-  const std::string text = render_engine_metrics(model, options, 1767225600.5);
+  const std::string text = render_engine_metrics(model, EngineServerOptions{}, 1767225600.5);
   EXPECT_NE(text.find("vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"sql,chat\","
                       "waiting_lora_adapters=\"sql,code\"} 1767225600.5"),
             std::string::npos)
       << text;
-  EXPECT_EQ(render_engine_metrics(model, EngineServerOptions{}, 0).find("lora"), std::string::npos);
+  // LoRA off: nothing of it.
+  engine::EngineModel plain(engine::EngineConfig{}, *profile);
+  EXPECT_EQ(render_engine_metrics(plain, EngineServerOptions{}, 0).find("lora"), std::string::npos);
   // Read back as the gateway's scraper reads it.
   auto parsed = metrics::parse_prometheus_text(text);
   ASSERT_TRUE(parsed) << parsed.error();
+  // The two running adapters were loaded into free slots: no eviction.
+  EXPECT_EQ(parsed->value("kvgate_engine_lora_loads_total"), 2);
+  EXPECT_EQ(parsed->value("kvgate_engine_lora_evictions_total"), 0);
+  EXPECT_EQ(parsed->type_of("kvgate_engine_lora_loads_total"), "counter");
   auto scraped = route::read_scrape(*parsed);
   ASSERT_TRUE(scraped) << scraped.error();
   EXPECT_EQ(scraped->lora.max_loras, 4u);

@@ -229,6 +229,32 @@ std::string discovery_state(const std::string& admin, const std::string& url) {
   return "";
 }
 
+// A file not written yet is not refused (docs/discovery.md): the gateway starts, says it
+// waits for the file, the admin API shows the source with no endpoints and why, and the
+// engines join once the file is written.
+TEST_F(DiscoveryE2E, AFileMissingAtStartStartsThePoolEmptyUntilItIsWritten) {
+  auto a = engine();
+  AdminGateway gw(yaml("{policy: round-robin}", 300, /*warmup=*/""));
+  ASSERT_FALSE(gw.admin_url.empty());
+  const std::string& admin = gw.admin_url;
+  auto waiting = gw.gw.proc->wait_for_line("discovery: waiting for " + file_);
+  ASSERT_TRUE(waiting) << waiting.error();
+  json::value d;
+  ASSERT_TRUE(eventually([&] {
+    d = get_json(admin + "/admin/pools/main/discovery");
+    return !d.is_null() && d.at("sources").as_array().at(0).at("errors").to_number<int64_t>() > 0;
+  }));
+  const json::value& fleet = d.at("sources").as_array().at(0);
+  EXPECT_EQ(fleet.at("endpoints").to_number<int64_t>(), 0);
+  EXPECT_NE(std::string(fleet.at("last_error").as_string()).find("cannot read " + file_),
+            std::string::npos)
+      << json::serialize(fleet);
+  EXPECT_TRUE(pool_endpoints(admin).empty());
+
+  set_endpoints({a->url});
+  ASSERT_TRUE(eventually([&] { return pool_endpoints(admin).contains(a->url); }));
+}
+
 TEST_F(DiscoveryE2E, AStreamInFlightOnAnEngineRemovedFromTheFileEndsWhole) {
   // ~5 ms of wall time per token: a 400-token answer outlives the grace period (300 ms)
   // and the drain that begins after it.
