@@ -84,7 +84,9 @@ struct PoolDiscovery::Impl : std::enable_shared_from_this<PoolDiscovery::Impl> {
         auto& q = self->queues[url];
         q.push_back({std::move(a), seen});
         if (q.size() == 1) {
-          asio::co_spawn(self->strand, self->drain_queue(url), asio::detached);
+          // The function holds `self` until the coroutine has taken its own reference.
+          asio::co_spawn(
+              self->strand, [self, url] { return self->drain_queue(url); }, asio::detached);
         }
       }
     });
@@ -211,7 +213,10 @@ Result<std::unique_ptr<PoolDiscovery>> PoolDiscovery::start(
     impl->sources.push_back(std::move(*source));
   }
   std::unique_ptr<PoolDiscovery> d(new PoolDiscovery(impl));
-  asio::co_spawn(impl->strand, impl->grace_timer(), asio::detached);
+  // The spawned function holds `impl`: the coroutine's own reference (shared_from_this)
+  // is taken only once it first runs, which may be after a failed start below let go.
+  asio::co_spawn(
+      impl->strand, [impl] { return impl->grace_timer(); }, asio::detached);
   for (size_t i = 0; i < impl->sources.size(); ++i) {
     if (Status s = impl->sources[i]->start(); !s) {
       d->stop();
