@@ -135,16 +135,28 @@ double decode_blocks_in_use(const Candidate& c) {
   return blocks;
 }
 
-// LoRA affinity: drops the candidates where `adapter` would evict another adapter (not
-// active there, no free slot), unless that would drop them all. Scraped state only: an
-// endpoint not scraped yet counts as having room.
-void keep_lora_slots(std::string_view adapter, std::vector<Candidate>& c) {
-  auto evicts = [adapter](const Candidate& x) {
-    const std::optional<ScrapedMetrics>& m = x.endpoint->metrics;
-    return m && !m->lora.active(adapter) && !m->lora.has_free_slot();
-  };
-  if (std::all_of(c.begin(), c.end(), evicts)) return;  // every one must evict: load decides
-  std::erase_if(c, evicts);
+// LoRA affinity, three tiers: where `adapter` is held (its requests run or wait there per
+// the scrape, or the placement loaded it there), else where a slot is free, else every
+// candidate (each must evict another adapter); the policy picks among the tier kept.
+// Runs after the filters, so a holder the saturation filter dropped cannot trap the
+// adapter's requests. An endpoint not scraped yet counts as having a free slot.
+enum class LoraTier : uint8_t { kHolds, kFreeSlot, kEvicts };
+
+LoraTier lora_tier(std::string_view adapter, const Candidate& x) {
+  const std::optional<ScrapedMetrics>& m = x.endpoint->metrics;
+  if (m && m->lora.active(adapter)) return LoraTier::kHolds;
+  if (x.endpoint->lora_placed && x.endpoint->lora_placed->has(adapter)) return LoraTier::kHolds;
+  return !m || m->lora.has_free_slot() ? LoraTier::kFreeSlot : LoraTier::kEvicts;
+}
+
+void keep_lora_tier(std::string_view adapter, std::vector<Candidate>& c) {
+  LoraTier best = LoraTier::kEvicts;
+  for (const Candidate& x : c) {
+    best = std::min(best, lora_tier(adapter, x));
+    if (best == LoraTier::kHolds) break;
+  }
+  if (best == LoraTier::kEvicts) return;  // every one must evict: the policy decides
+  std::erase_if(c, [&](const Candidate& x) { return lora_tier(adapter, x) != best; });
 }
 
 // LoRA placement: an adapter's request goes only where the placement loaded it, while
@@ -275,7 +287,7 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
     }
     if (!request.adapter.empty()) {
       keep_lora_placed(request.adapter, candidates_);
-      keep_lora_slots(request.adapter, candidates_);
+      keep_lora_tier(request.adapter, candidates_);
     }
     size_t i = policy_->pick(ctx, candidates_, rng);  // costs every candidate
     if (request.preferred) {

@@ -181,6 +181,87 @@ TEST_F(RouterTest, AnAdapterGoesWhereItIsActiveOrASlotIsFree) {
   EXPECT_EQ(winner(sql), 'A');  // both would evict: as any request
 }
 
+// LoRA affinity in three tiers: where the adapter is active, else where a slot is free,
+// else anywhere; load (and cache) decide only within the tier kept. Active wins even over
+// a less loaded endpoint with a free slot.
+TEST_F(RouterTest, AnAdapterPrefersWhereItIsActiveOverAFreeSlotEvenWhenBusier) {
+  build();
+  auto r = prompt(8, 1);
+  EndpointId a = add({.url = "A"});
+  EndpointId b = add({.url = "B"});
+  busy(a, 64);  // A is the busier one
+  ASSERT_TRUE(router_->pool().on_metrics(a, {.lora = {.max_loras = 2, .running = {"sql"}}}, 0));
+  ASSERT_TRUE(router_->pool().on_metrics(b, {.lora = {.max_loras = 2, .running = {"chat"}}}, 0));
+  EXPECT_EQ(winner(r), 'B');  // the base model: load decides
+  RouteRequest sql = r;
+  sql.adapter = "sql";
+  EXPECT_EQ(winner(sql), 'A');  // active on A, only a free slot on B
+  RouteRequest chat = r;
+  chat.adapter = "chat";
+  EXPECT_EQ(winner(chat), 'B');
+  RouteRequest other = r;
+  other.adapter = "other";
+  EXPECT_EQ(winner(other), 'B');  // a free slot on both: load decides
+}
+
+// A free slot beats an eviction even where the prefix is cached, and among the endpoints
+// with a free slot load decides.
+TEST_F(RouterTest, AnAdapterPrefersAFreeSlotOverAnEviction) {
+  build();
+  auto r = prompt(8, 1);
+  EndpointId a = add({.url = "A"});
+  EndpointId b = add({.url = "B"});
+  EndpointId c = add({.url = "C"});
+  cache(a, r, 8);  // the prefix alone would pick A
+  busy(b, 64);     // B is busier than C
+  ScrapedMetrics full{.lora = {.max_loras = 1, .running = {"chat"}}};
+  ScrapedMetrics roomy{.lora = {.max_loras = 2, .running = {"chat"}}};
+  ASSERT_TRUE(router_->pool().on_metrics(a, full, 0));
+  ASSERT_TRUE(router_->pool().on_metrics(b, roomy, 0));
+  ASSERT_TRUE(router_->pool().on_metrics(c, roomy, 0));
+  RouteRequest sql = r;
+  sql.adapter = "sql";
+  EXPECT_EQ(winner(sql), 'C');
+  EXPECT_EQ(winner(r), 'A');  // the base model: no constraint
+}
+
+// When every endpoint would have to evict, the adapter's request is placed as any other:
+// by load.
+TEST_F(RouterTest, AnAdapterThatMustEvictEverywhereGoesByLoad) {
+  build();
+  auto r = prompt(8, 1);
+  EndpointId a = add({.url = "A"});
+  EndpointId b = add({.url = "B"});
+  busy(a, 64);
+  ScrapedMetrics full{.lora = {.max_loras = 1, .running = {"chat"}}};
+  ASSERT_TRUE(router_->pool().on_metrics(a, full, 0));
+  ASSERT_TRUE(router_->pool().on_metrics(b, full, 0));
+  RouteRequest sql = r;
+  sql.adapter = "sql";
+  EXPECT_EQ(winner(sql), 'B');
+}
+
+// The tiers apply after the saturation filter: a saturated endpoint that has the adapter
+// active is dropped first, so the adapter goes where a slot is free rather than queueing
+// behind it (or evicting where the prefix is cached); once it recovers, it wins again.
+TEST_F(RouterTest, ASaturatedHolderDoesNotTrapItsAdapter) {
+  build();
+  auto r = prompt(8, 1);
+  EndpointId a = add({.url = "A"});
+  EndpointId b = add({.url = "B"});
+  EndpointId c = add({.url = "C"});
+  cache(c, r, 8);  // the prefix alone would pick C, which must evict
+  ScrapedMetrics saturated_holder{.waiting = 50, .lora = {.max_loras = 2, .running = {"sql"}}};
+  ASSERT_TRUE(router_->pool().on_metrics(a, saturated_holder, 0));
+  ASSERT_TRUE(router_->pool().on_metrics(b, {.lora = {.max_loras = 2, .running = {"chat"}}}, 0));
+  ASSERT_TRUE(router_->pool().on_metrics(c, {.lora = {.max_loras = 1, .running = {"chat"}}}, 0));
+  RouteRequest sql = r;
+  sql.adapter = "sql";
+  EXPECT_EQ(winner(sql), 'B');
+  ASSERT_TRUE(router_->pool().on_metrics(a, {.lora = {.max_loras = 2, .running = {"sql"}}}, 0));
+  EXPECT_EQ(winner(sql), 'A');
+}
+
 // With LoRA placement (Endpoint::lora_placed), an adapter's request goes only where the
 // placement loaded it, else where its load is in flight, else anywhere (as without
 // placement); the base model's requests are not constrained.
