@@ -48,10 +48,10 @@ struct RouteRequest {
   // chosen when it is still a candidate after the filters and early rejection (healthy,
   // not excluded, room for the request); otherwise the policy decides as if unset.
   std::optional<kv::EndpointId> preferred;
-  // The request's LoRA adapter ("" for the base model). Aggregated pools only: endpoints
-  // where the adapter would have to evict another (no request of it there, every slot
-  // taken, per vllm:lora_requests_info) are dropped while others remain, so an adapter
-  // goes where it is active or a slot is free and load decides among those. In a pool
+  // The request's LoRA adapter ("" for the base model). Aggregated pools only, after the
+  // filters: the candidates where the adapter is active (per vllm:lora_requests_info, or
+  // loaded per the placement) if any, else those with a free slot, else every candidate
+  // (each must evict another adapter); load and cache decide within that tier. In a pool
   // that places adapters (Endpoint::lora_placed), only the endpoints that have it loaded
   // are candidates while one is, else those loading it, else every endpoint.
   std::string_view adapter;
