@@ -336,10 +336,12 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
           case openai::Dialect::kAnthropic:
             u = openai::anthropic::parse_usage(*body);
             break;
-          case openai::Dialect::kResponses:
-            u = openai::responses::parse_usage(*body);
-            pool.responses().remember(openai::responses::response_id(*body), endpoint->id);
+          case openai::Dialect::kResponses: {
+            openai::responses::Answered a = openai::responses::read_answer(*body);
+            u = a.usage;
+            pool.responses().remember(std::move(a.id), endpoint->id);
             break;
+          }
         }
         if (u.seen) charge(call.limited_tenant, model, u);
       }

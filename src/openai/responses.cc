@@ -100,6 +100,33 @@ const json::object* response_of(const json::value& v) {
   return o;
 }
 
+// The response `json_text` is or carries (response_of), parsed into `v`; null when the
+// text is no JSON object.
+const json::object* parse_response(std::string_view json_text, json::value& v) {
+  boost::system::error_code ec;
+  v = json::parse(json_text, ec);
+  return ec ? nullptr : response_of(v);
+}
+
+Usage usage_of(const json::object* r) {
+  Usage u;
+  const json::value* usage = r ? r->if_contains("usage") : nullptr;
+  if (!usage || !usage->is_object()) return u;
+  const json::object& o = usage->as_object();
+  u.seen = true;
+  u.prompt_tokens = count(o, "input_tokens");
+  u.completion_tokens = count(o, "output_tokens");
+  if (const json::value* d = o.if_contains("input_tokens_details"); d && d->is_object()) {
+    u.cached_tokens = count(d->as_object(), "cached_tokens");
+  }
+  return u;
+}
+
+std::string id_of(const json::object* r) {
+  const json::value* id = r ? r->if_contains("id") : nullptr;
+  return id && id->is_string() ? std::string(id->as_string()) : std::string();
+}
+
 json::object text_part(std::string_view text) {
   return json::object{{"type", "output_text"}, {"text", text}, {"annotations", json::array()}};
 }
@@ -284,30 +311,19 @@ std::string messages_of(std::string_view chat) {
 }
 
 Usage parse_usage(std::string_view json_text) {
-  Usage u;
-  boost::system::error_code ec;
-  json::value v = json::parse(json_text, ec);
-  if (ec) return u;
-  const json::object* r = response_of(v);
-  const json::value* usage = r ? r->if_contains("usage") : nullptr;
-  if (!usage || !usage->is_object()) return u;
-  const json::object& o = usage->as_object();
-  u.seen = true;
-  u.prompt_tokens = count(o, "input_tokens");
-  u.completion_tokens = count(o, "output_tokens");
-  if (const json::value* d = o.if_contains("input_tokens_details"); d && d->is_object()) {
-    u.cached_tokens = count(d->as_object(), "cached_tokens");
-  }
-  return u;
+  json::value v;
+  return usage_of(parse_response(json_text, v));
 }
 
 std::string response_id(std::string_view json_text) {
-  boost::system::error_code ec;
-  json::value v = json::parse(json_text, ec);
-  if (ec) return {};
-  const json::object* r = response_of(v);
-  const json::value* id = r ? r->if_contains("id") : nullptr;
-  return id && id->is_string() ? std::string(id->as_string()) : std::string();
+  json::value v;
+  return id_of(parse_response(json_text, v));
+}
+
+Answered read_answer(std::string_view json_text) {
+  json::value v;
+  const json::object* r = parse_response(json_text, v);
+  return Answered{.usage = usage_of(r), .id = id_of(r)};
 }
 
 std::string render_response(const Answer& a, std::string_view text, const Usage& usage) {

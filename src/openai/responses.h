@@ -50,6 +50,15 @@ Usage parse_usage(std::string_view json_text);
 // The `id` of a response object, or of the `response` a response.created event carries;
 // "" when there is none.
 std::string response_id(std::string_view json_text);
+// A whole answer (a response object) read once: its usage (parse_usage) and its id
+// (response_id).
+//   Answered a = read_answer(body);
+//   charge(a.usage); remember(std::move(a.id), endpoint);
+struct Answered {
+  Usage usage;
+  std::string id;  // "" when there is none
+};
+Answered read_answer(std::string_view json_text);
 
 // The engine's side: one answer's fixed fields.
 struct Answer {

@@ -83,6 +83,14 @@ TEST(Responses, AContinuationPutsTheStoredConversationBeforeTheNewInput) {
   EXPECT_EQ(messages_of("not json"), "[]");
 }
 
+TEST(Responses, ReadAnswerOfNoResponseIsEmpty) {
+  for (std::string_view text : {"not json", "[]", R"({"object":"response"})"}) {
+    const Answered read = read_answer(text);
+    EXPECT_EQ(read.id, "") << text;
+    EXPECT_FALSE(read.usage.seen) << text;
+  }
+}
+
 TEST(Responses, EngineAnswersAndTheGatewaysTapAgree) {
   Answer a{.id = "resp_1",
            .item_id = "msg_1",
@@ -100,7 +108,14 @@ TEST(Responses, EngineAnswersAndTheGatewaysTapAgree) {
   EXPECT_EQ(w.at("previous_response_id").as_string(), "resp_0");
   EXPECT_EQ(w.at("output").at(0).at("content").at(0).at("text").as_string(), " x y");
   EXPECT_EQ(w.at("usage").at("total_tokens").to_number<int>(), 12);
-  EXPECT_EQ(response_id(whole), "resp_1");
+  const Answered read = read_answer(whole);
+  EXPECT_EQ(read.id, "resp_1");
+  EXPECT_TRUE(read.usage.seen);
+  EXPECT_EQ(read.usage.prompt_tokens, 10u);
+  EXPECT_EQ(read.usage.completion_tokens, 2u);
+  EXPECT_EQ(read.usage.cached_tokens, 4u);
+  // The one-field readers (a stream's events) read the same.
+  EXPECT_EQ(response_id(whole), read.id);
   const Usage parsed = parse_usage(whole);
   EXPECT_EQ(parsed.prompt_tokens, 10u);
   EXPECT_EQ(parsed.completion_tokens, 2u);
