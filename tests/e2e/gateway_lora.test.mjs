@@ -5,26 +5,18 @@
 // prompt's cached prefix is never reused across the base model and an adapter.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import OpenAI from 'openai';
-import { bin, start_kvgate, stop_started } from './support/kvgate.mjs';
+import { bin, start_engines, start_gateway, stop_started } from './support/kvgate.mjs';
 
 let base;
-const engines = [];
+let engines;
 
 
 before(async () => {
   assert.ok(bin, 'KVGATE_BIN must point to the kvgate binary');
-  for (let i = 0; i < 2; i++) {
-    engines.push(await start_kvgate(['engine', '--port', '0', '--time-scale', '0.01', '--model', 'qwen-sim',
-      '--max-loras', '2', '--lora-modules', 'sql=/adapters/sql', '--lora-load-ms', '200'],
-    'kvgate engine ready'));
-  }
-  const dir = mkdtempSync(join(tmpdir(), 'kvgate-e2e-'));
-  const config = join(dir, 'gateway.yaml');
-  writeFileSync(config, `listeners: [{address: 127.0.0.1, port: 0}]
+  engines = await start_engines(2,
+    ['--max-loras', '2', '--lora-modules', 'sql=/adapters/sql', '--lora-load-ms', '200']);
+  ({ base } = await start_gateway(`listeners: [{address: 127.0.0.1, port: 0}]
 pools:
   main:
     router: {policy: kv-cost, overlap: approx}
@@ -33,8 +25,7 @@ models:
   - {name: qwen-sim, pool: main}
 adapters:
   - {name: sql, base: qwen-sim, source: /adapters/sql, max_replicas: 2}
-`);
-  base = await start_kvgate(['serve', config]);
+`));
 });
 
 after(stop_started);

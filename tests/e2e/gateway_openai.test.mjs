@@ -5,12 +5,8 @@
 // detokenize; responses (whole, streamed, and continued with previous_response_id).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import OpenAI from 'openai';
-import { bin, start_kvgate, stop_started } from './support/kvgate.mjs';
+import { bin, start_engines, start_gateway, stop_started } from './support/kvgate.mjs';
 
 let base;
 let key;
@@ -18,17 +14,8 @@ let key;
 
 before(async () => {
   assert.ok(bin, 'KVGATE_BIN must point to the kvgate binary');
-  const engines = [];
-  for (let i = 0; i < 2; i++) {
-    engines.push(await start_kvgate(['engine', '--port', '0', '--time-scale', '0.01', '--model', 'qwen-sim'],
-      'kvgate engine ready'));
-  }
-  const dir = mkdtempSync(join(tmpdir(), 'kvgate-e2e-'));
-  const keys = join(dir, 'keys.yaml');
-  key = execFileSync(bin, ['keys', 'add', '--tenant', 'e2e', '--file', keys], { stdio: ['ignore', 'pipe', 'ignore'] })
-    .toString().trim();
-  const config = join(dir, 'gateway.yaml');
-  writeFileSync(config, `listeners: [{address: 127.0.0.1, port: 0}]
+  const engines = await start_engines(2);
+  ({ base, key } = await start_gateway(`listeners: [{address: 127.0.0.1, port: 0}]
 keys_file: keys.yaml
 pools:
   main:
@@ -36,8 +23,7 @@ pools:
     endpoints: [${engines.join(', ')}]
 models:
   - {name: qwen-sim, aliases: [qwen], pool: main}
-`);
-  base = await start_kvgate(['serve', config]);
+`, { tenant: 'e2e' }));
 });
 
 after(stop_started);

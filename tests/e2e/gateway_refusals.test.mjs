@@ -5,54 +5,30 @@
 // lingering, RFC 9112 section 9.6).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync, execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import OpenAI from 'openai';
+import { bin, start_gateway, stop_started } from './support/kvgate.mjs';
 
-const bin = process.env.KVGATE_BIN;
 const source = process.env.KVGATE_SOURCE_DIR;
-let gateway;
 let base;
 let key;
 
 before(async () => {
   assert.ok(bin, 'KVGATE_BIN must point to the kvgate binary');
-  const dir = mkdtempSync(join(tmpdir(), 'kvgate-refusals-'));
-  key = execFileSync(bin, ['keys', 'add', '--tenant', 't', '--file', join(dir, 'keys.yaml')],
-    { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
-  const config = join(dir, 'gateway.yaml');
   // No request here reaches an endpoint: every one is refused on its head.
-  writeFileSync(config, `listeners: [{address: 127.0.0.1, port: 0}]
+  ({ base, key } = await start_gateway(`listeners: [{address: 127.0.0.1, port: 0}]
 keys_file: keys.yaml
 pools:
   main:
     endpoints: [http://127.0.0.1:9]
 models:
   - {name: qwen, pool: main}
-`);
-  gateway = spawn(bin, ['serve', config], { stdio: ['ignore', 'pipe', 'pipe'] });
-  base = await new Promise((resolve, reject) => {
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${out} ${err}`)), 20000);
-    gateway.stderr.on('data', (d) => { err += d; });
-    gateway.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/listening on (http:\/\/[^\s]+)/);
-      if (m) { clearTimeout(timer); resolve(m[1]); }
-    });
-    gateway.on('exit', (code) => { clearTimeout(timer); reject(new Error(`exited ${code}: ${err}`)); });
-  });
+`, { tenant: 't' }));
 });
 
-after(async () => {
-  const exited = new Promise((r) => gateway.once('exit', r));
-  gateway.kill('SIGTERM');
-  await exited;
-});
+after(stop_started);
 
 const mib = (n) => 'x'.repeat(n * 1024 * 1024);
 

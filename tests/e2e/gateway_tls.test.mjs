@@ -5,13 +5,13 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import OpenAI from 'openai';
-import { bin, start_kvgate, stop_started } from './support/kvgate.mjs';
+import { bin, start_engines, start_gateway, stop_started } from './support/kvgate.mjs';
 
 let dir;
 let base;
@@ -43,18 +43,15 @@ before(async () => {
     '-nodes', '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
     '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
   ca = readFileSync(join(dir, 'cert.pem'));
-  const engine = await start_kvgate(['engine', '--port', '0', '--time-scale', '0.01', '--model', 'qwen-sim'],
-    'kvgate engine ready');
-  const config = join(dir, 'gateway.yaml');
-  writeFileSync(config, `listeners: [{address: 127.0.0.1, port: 0, tls: {cert: cert.pem, key: key.pem}}]
+  const [engine] = await start_engines(1);
+  ({ base } = await start_gateway(`listeners: [{address: 127.0.0.1, port: 0, tls: {cert: cert.pem, key: key.pem}}]
 pools:
   main:
     router: {policy: round-robin}
     endpoints: [${engine}]
 models:
   - {name: qwen-sim, pool: main}
-`);
-  base = await start_kvgate(['serve', config], undefined, /listening on (https:\/\/[^\s]+)/);
+`, { dir, pattern: /listening on (https:\/\/[^\s]+)/ }));
 });
 
 after(async () => {

@@ -1,5 +1,9 @@
-// Runs the kvgate binary (KVGATE_BIN, else build/asan/kvgate) with stdin input.
-import {spawn} from 'node:child_process';
+// The kvgate binary (KVGATE_BIN, else build/asan/kvgate) for the e2e tests: run_kvgate runs
+// it with stdin input; start_kvgate, start_engines and start_gateway start the processes
+// stop_started stops.
+import {execFileSync, spawn} from 'node:child_process';
+import {mkdtempSync, writeFileSync} from 'node:fs';
+import {tmpdir} from 'node:os';
 import path from 'node:path';
 
 const root = process.env.KVGATE_SOURCE_DIR ?? path.resolve(import.meta.dirname, '../../..');
@@ -44,6 +48,34 @@ export function start_kvgate(args, ready, pattern = /listening on (http:\/\/[^\s
     });
     p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`${args[0]} exited ${code}: ${err}`)); });
   });
+}
+
+// Starts `count` simulated engines (`kvgate engine`: qwen-sim, time 100 times faster,
+// then the `extra` arguments) one after another; resolves with their URLs, in order.
+export async function start_engines(count, extra = []) {
+  const urls = [];
+  for (let i = 0; i < count; i++) {
+    urls.push(await start_kvgate(['engine', '--port', '0', '--time-scale', '0.01', '--model', 'qwen-sim', ...extra],
+      'kvgate engine ready'));
+  }
+  return urls;
+}
+
+// Writes `config` (YAML) as gateway.yaml in `dir` (default: a new temporary folder) and
+// starts `kvgate serve` on it. With `tenant`, a key of that tenant is added to keys.yaml
+// there first (`keys_file: keys.yaml` in `config`). Resolves with {base, key}: the URL
+// the gateway announces (`pattern`, as start_kvgate's) and the key (undefined without).
+export async function start_gateway(config, {tenant, dir, pattern} = {}) {
+  dir ??= mkdtempSync(path.join(tmpdir(), 'kvgate-e2e-'));
+  let key;
+  if (tenant) {
+    key = execFileSync(bin, ['keys', 'add', '--tenant', tenant, '--file', path.join(dir, 'keys.yaml')],
+      {stdio: ['ignore', 'pipe', 'ignore']}).toString().trim();
+  }
+  const file = path.join(dir, 'gateway.yaml');
+  writeFileSync(file, config);
+  const base = await start_kvgate(['serve', file], undefined, pattern);
+  return {base, key};
 }
 
 // SIGTERM to every process start_kvgate started, the last first; resolves once all exited.
