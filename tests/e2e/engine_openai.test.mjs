@@ -2,45 +2,18 @@
 // and streamed, usage (with include_usage), cached tokens on a repeated prompt, errors.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import OpenAI from 'openai';
+import { bin, start_engines, stop_started } from './support/kvgate.mjs';
 
-const bin = process.env.KVGATE_BIN;
-let child;
 let client;
-
-function startEngine(args) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(bin, ['engine', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => reject(new Error(`engine did not start: ${out} ${err}`)), 20000);
-    p.stderr.on('data', (d) => { err += d; });
-    p.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/listening on (http:\/\/[^\s]+)/);
-      if (m && out.includes('kvgate engine ready')) {
-        clearTimeout(timer);
-        resolve({ proc: p, url: m[1] });
-      }
-    });
-    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`engine exited ${code}: ${err}`)); });
-  });
-}
 
 before(async () => {
   assert.ok(bin, 'KVGATE_BIN must point to the kvgate binary');
-  const e = await startEngine(['--time-scale', '0.01', '--model', 'qwen-sim']);
-  child = e.proc;
-  client = new OpenAI({ baseURL: `${e.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const [url] = await start_engines(1);
+  client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
 });
 
-after(async () => {
-  if (!child) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  await exited;
-});
+after(stop_started);
 
 const words = (tag, n) => Array.from({ length: n }, (_, i) => `${tag}${i}`).join(' ');
 
