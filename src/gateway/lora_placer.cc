@@ -132,21 +132,8 @@ asio::awaitable<void> LoraPlacer::Impl::loop() {
 
 asio::awaitable<void> LoraPlacer::Impl::round() {
   std::vector<route::LoraEndpointView> views;
-  co_await pool.with_router([&views](route::Router& router) {
-    for (route::EndpointId id : router.pool().ids()) {
-      const route::Endpoint* e = router.pool().get(id);
-      if (!e) continue;
-      route::LoraEndpointView v;
-      v.id = id;
-      v.routable = e->health == route::Health::kHealthy;
-      v.load = static_cast<double>(e->load.in_flight);
-      if (e->metrics) {
-        v.load += e->metrics->waiting;
-        v.activity = e->metrics->lora;
-      }
-      views.push_back(std::move(v));
-    }
-  });
+  co_await pool.with_router(
+      [&views](route::Router& router) { views = route::lora_views(router.pool()); });
   const Nanos now = pool.clock().now();
   std::vector<route::LoraAction> actions;
   {

@@ -1070,20 +1070,7 @@ void Simulation::lora_round(Nanos now) {
                       .waiting = lora_demand_[a].waiting,
                       .max_replicas = scenario_.adapters.max_replicas});
   }
-  std::vector<route::LoraEndpointView> views;
-  for (route::EndpointId id : router_->pool().ids()) {
-    const route::Endpoint* e = router_->pool().get(id);
-    if (!e) continue;
-    route::LoraEndpointView v;
-    v.id = id;
-    v.routable = e->health == route::Health::kHealthy;
-    v.load = static_cast<double>(e->load.in_flight);
-    if (e->metrics) {
-      v.load += e->metrics->waiting;
-      v.activity = e->metrics->lora;
-    }
-    views.push_back(std::move(v));
-  }
+  const std::vector<route::LoraEndpointView> views = route::lora_views(router_->pool());
   const std::vector<route::LoraAction> actions = placement_->plan(views, demand, now);
   lora_publish(now);
   for (const route::LoraAction& a : actions) lora_act(now, a);

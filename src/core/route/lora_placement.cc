@@ -271,4 +271,23 @@ size_t LoraPlacement::in_flight() const {
   return n;
 }
 
+std::vector<LoraEndpointView> lora_views(const EndpointPool& pool) {
+  std::vector<LoraEndpointView> views;
+  views.reserve(pool.ids().size());
+  for (EndpointId id : pool.ids()) {
+    const Endpoint* e = pool.get(id);
+    if (!e) continue;
+    LoraEndpointView v;
+    v.id = id;
+    v.routable = e->health == Health::kHealthy;
+    v.load = static_cast<double>(e->load.in_flight);
+    if (e->metrics) {
+      v.load += e->metrics->waiting;
+      v.activity = e->metrics->lora;
+    }
+    views.push_back(std::move(v));
+  }
+  return views;
+}
+
 }  // namespace kvgate::route

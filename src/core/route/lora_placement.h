@@ -59,6 +59,7 @@
 #include "core/common/result.h"
 #include "core/common/time.h"
 #include "core/route/endpoint.h"
+#include "core/route/endpoint_pool.h"
 
 namespace kvgate::route {
 
@@ -129,6 +130,11 @@ struct LoraEndpointView {
   double load = 0;
   LoraActivity activity;  // from its last scrape (max_loras 0: not reported)
 };
+
+// The placement's view of every endpoint of `pool`: routable when healthy, its load the
+// router's in-flight count plus the scrape's waiting requests, its LoRA activity the
+// scrape's. What the gateway's placer and the simulator both report each round.
+std::vector<LoraEndpointView> lora_views(const EndpointPool& pool);
 
 class LoraPlacement {
  public:
