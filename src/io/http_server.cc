@@ -15,6 +15,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/common/drain.h"
 #include "io/http_head.h"
 #include "io/http_parsers.h"
 #include "io/http_wire.h"
@@ -150,7 +151,7 @@ class Stream final : public ResponseStream {
   void on_close(std::function<void()> callback) override {
     {
       std::lock_guard lock(mu_);
-      if (!closed_) {
+      if (!closed_ && !preempted_) {
         on_close_ = std::move(callback);
         return;
       }
@@ -160,7 +161,41 @@ class Stream final : public ResponseStream {
 
   void watch_client() override;
 
+  bool preempted() const override {
+    std::lock_guard lock(mu_);
+    return preempted_;
+  }
+
   // Connection side.
+
+  // The server answers `answer` in the producer's stead (HttpServerOptions::drain_answer),
+  // if the producer has not begun its response: the close callback runs (the producer's
+  // work is cancelled) and the producer's later calls are ignored. On the connection's
+  // executor.
+  bool preempt(const HttpResponse& answer) {
+    std::function<void()> cb;
+    bool needs_wake = false;
+    {
+      std::lock_guard lock(mu_);
+      if (closed_ || kind_ != Kind::kNone || aborted_) return false;
+      kind_ = Kind::kWhole;
+      whole_.emplace(answer);
+      preempted_ = true;
+      cb = std::move(on_close_);
+      on_close_ = nullptr;
+      needs_wake = claim_wake();
+    }
+    if (cb) cb();
+    if (needs_wake) wake();
+    return true;
+  }
+
+  // A whole response was handed over and is not all written yet.
+  bool whole_pending() const {
+    std::lock_guard lock(mu_);
+    return kind_ == Kind::kWhole && !closed_;
+  }
+
   Batch take() {
     std::lock_guard lock(mu_);
     wake_posted_ = false;
@@ -237,6 +272,7 @@ class Stream final : public ResponseStream {
   bool overflow_ = false;  // the client cannot keep up: close, dropping what is queued
   bool aborted_ = false;   // the producer gave up: close after what it already wrote
   bool closed_ = false;
+  bool preempted_ = false;  // preempt(): the server answered in the producer's stead
   // Until the connection's first take(), which comes as soon as the handler returns, a
   // wake-up is of no use: what the handler responds meanwhile (a proxied answer, on the
   // connection's own coroutine) is taken then.
@@ -335,7 +371,7 @@ struct Connection : std::enable_shared_from_this<Connection> {
   std::optional<TlsStream> tls;
   std::shared_ptr<Stream> current;  // the response in progress
   std::string head_out;             // a whole response's head, reused
-  bool busy = false;                // between reading a request and its response's end
+  bool busy = false;                // from a request's first byte to its response's end
   bool watching = false;            // the disconnect watcher is armed for `current`
   bool closing = false;
   bool linger = false;  // a refusal was written: close lingering (linger_close)
@@ -451,6 +487,7 @@ awaitable<void> write_refusal(Connection& conn, S& stream, const HttpServerOptio
   auto [wec, wn] = co_await net::async_write(stream, out, token_for<S>());
   (void)wn;
   conn.linger = !wec;
+  conn.busy = false;  // answered: a graceful stop need not wait for the linger
 }
 
 using wire::RequestParser;
@@ -520,6 +557,8 @@ awaitable<bool> serve_requests(HttpServer::Impl& server, std::shared_ptr<Connect
       if (rec) co_return false;  // the client closed, or the connection failed
       buffer.commit(n);
     }
+    // A request has begun: a graceful stop lets it be read and answered (stop()).
+    conn->busy = true;
     if (PlainHead head; take_plain_head(buffer, options, request, head)) {
       plain = true;
       keep_alive = head.keep_alive;
@@ -777,7 +816,9 @@ void HttpServer::Impl::stop(std::chrono::milliseconds grace) {
     beast::error_code ec;
     acceptor.close(ec);
   });
-  auto for_each_conn = [this](bool only_idle) {
+  // What a pass over the connections does to each (on its executor).
+  enum class Pass { kIdle, kUnstarted, kAll };
+  auto for_each_conn = [this](Pass pass) {
     std::vector<std::shared_ptr<Connection>> live;
     {
       std::lock_guard lock(reg_mu);
@@ -785,9 +826,27 @@ void HttpServer::Impl::stop(std::chrono::milliseconds grace) {
         if (auto c = w.lock()) live.push_back(std::move(c));
       }
     }
+    const HttpResponse* answer = options.drain_answer ? &*options.drain_answer : nullptr;
     for (auto& c : live) {
-      net::post(c->signal.get_executor(), [c, only_idle] {
-        if (!only_idle || !c->busy) c->close();
+      net::post(c->signal.get_executor(), [c, pass, answer] {
+        if (c->closing) return;
+        switch (pass) {
+          case Pass::kIdle: {
+            // Idle: waiting for a next request of which no byte has come (nor is on its way).
+            beast::error_code ec;
+            if (!c->busy && c->socket().available(ec) == 0) c->close();
+            return;
+          }
+          case Pass::kUnstarted:
+            if (c->current) c->current->preempt(*answer);
+            return;
+          case Pass::kAll:
+            // A whole answer in hand (drain_answer's among them) is still written: the
+            // connection then ends itself, as the server is stopping.
+            if (answer && c->current && c->current->whole_pending()) return;
+            c->close();
+            return;
+        }
       });
     }
   };
@@ -795,14 +854,24 @@ void HttpServer::Impl::stop(std::chrono::milliseconds grace) {
     std::unique_lock lock(reg_mu);
     return reg_cv.wait_for(lock, limit, [this] { return conns.empty(); });
   };
-  // Idle keep-alive connections go now; busy ones finish their response first.
-  for_each_conn(true);
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (!wait_empty(std::chrono::milliseconds(20)) &&
-         std::chrono::steady_clock::now() < deadline) {
-    for_each_conn(true);
+  // Idle keep-alive connections go now; busy ones finish their request and response first,
+  // and with drain_answer, those whose response has not begun are answered with it
+  // shortly before the grace ends (core/common/drain.h).
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + grace;
+  const auto answer_at =
+      start + std::chrono::nanoseconds(
+                  drain_plan(std::chrono::duration_cast<std::chrono::nanoseconds>(grace).count())
+                      .answer_unstarted_at);
+  for_each_conn(Pass::kIdle);
+  while (!wait_empty(std::chrono::milliseconds(20))) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    for_each_conn(options.drain_answer && now >= answer_at ? Pass::kUnstarted : Pass::kIdle);
   }
-  for_each_conn(false);
+  // Also with a grace too short for the loop to have come to it.
+  if (options.drain_answer) for_each_conn(Pass::kUnstarted);
+  for_each_conn(Pass::kAll);
   wait_empty(std::chrono::milliseconds(2000));
   accept_exited.get_future().wait_for(std::chrono::milliseconds(2000));
   if (!own_ioc) return;  // a shared context: its owner stops it

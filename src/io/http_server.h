@@ -81,6 +81,11 @@ class ResponseStream {
   // calls it, and its on_close callback then runs as soon as the client leaves. Costs a
   // reactor registration, so quick answers should not.
   virtual void watch_client() = 0;
+  // True once the server answered the request itself, before the producer began its
+  // response (HttpServerOptions::drain_answer, during a graceful stop): on_close ran, and
+  // the producer's calls are ignored. Lets the producer count its cancelled work apart
+  // from a client that left.
+  virtual bool preempted() const { return false; }
 };
 
 using HttpHandler =
@@ -137,6 +142,15 @@ struct HttpServerOptions {
   // call the stream only from the one thread that runs io_context (the gateway with
   // `threads: 1`): the streams then take no locks.
   bool single_threaded = false;
+  // Graceful stop (stop(grace)): the answer given in the producer's stead to every request
+  // whose response has not begun (nothing respond()ed or start()ed yet) shortly before the
+  // grace ends (core/common/drain.h: answer_unstarted_at), e.g. a 503 "shutting down". Its
+  // stream's on_close callback runs then (the producer cancels its work, as when a client
+  // leaves) and preempted() turns true. Those answers, and any whole response already
+  // handed over, are still written when the grace ends (up to 2 s more); only responses
+  // that stream are cut then. Unset: every connection still busy at the end of the grace
+  // is closed, whatever it was about to answer.
+  std::optional<HttpResponse> drain_answer;
 };
 
 class HttpServer {
@@ -153,8 +167,10 @@ class HttpServer {
   uint16_t port() const;
   // Open connections right now.
   size_t connections() const;
-  // Stops accepting, lets responses in flight finish for up to `grace`, then closes
-  // every connection and joins the I/O threads. Idempotent.
+  // Stops accepting, closes idle keep-alive connections, lets requests already being read
+  // and responses in flight finish for up to `grace` (with drain_answer set, unstarted
+  // responses are answered with it shortly before), then closes every connection and
+  // joins the I/O threads. Idempotent.
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
 
   struct Impl;
