@@ -5,13 +5,25 @@
 #include <algorithm>
 #include <string>
 
+#include "core/common/drain.h"
 #include "io/clock_timer.h"
 #include "openai/error.h"
 
 namespace kvgate::gateway {
 
+io::HttpResponse shutting_down_response() {
+  io::HttpResponse r;
+  r.status = 503;
+  r.content_type = "application/json";
+  r.body = openai::error_json(503, "The gateway is shutting down", {}, "shutting_down");
+  r.headers.push_back({"x-kvgate-reject-reason", "shutting_down"});
+  r.headers.push_back({"Retry-After", "1"});
+  return r;
+}
+
 io::HttpResponse flow_refusal_response(const Pick& pick, const route::FlowQueueConfig& config) {
   const std::string reason(pick.flow_reason);
+  if (reason == "shutting_down") return shutting_down_response();
   std::string message;
   if (reason == "queue_full") {
     message = "The pool is saturated and its queue is full";
@@ -20,8 +32,6 @@ io::HttpResponse flow_refusal_response(const Pick& pick, const route::FlowQueueC
         fmt::format("No capacity in time: waited {:.1f} s in the queue", to_seconds(pick.queued));
   } else if (reason == "deadline_unmeetable") {
     message = "The request's deadline cannot be met";
-  } else if (reason == "shutting_down") {
-    message = "The gateway is shutting down";
   } else {
     message = "Request not routed: " + reason;
   }
@@ -47,9 +57,10 @@ std::shared_ptr<void> refuse_queued_before(boost::asio::io_context& io, const Cl
   bool any = false;
   for (PoolRuntime* p : pools) any = any || p->flow() != nullptr;
   if (!any) return nullptr;
-  const auto margin = std::min<std::chrono::milliseconds>(std::chrono::seconds(1), grace / 2);
+  const Nanos at = drain_plan(std::chrono::duration_cast<std::chrono::nanoseconds>(grace).count())
+                       .refuse_queued_at;
   auto timer = std::make_shared<io::ClockTimer>(io.get_executor(), clock);
-  timer->expires_after(grace - margin);
+  timer->expires_after(at);
   timer->async_wait([pools](const boost::system::error_code& ec) {
     if (ec) return;
     for (PoolRuntime* p : pools) p->refuse_queued();

@@ -263,7 +263,7 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
     tenant_name = tenant->name;
   }
   if (draining.load()) {
-    return reject(503, json_error(503, "The gateway is shutting down"));
+    return reject(503, shutting_down_response());
   }
   // Messages and Responses are inspected as the chat request they stand for.
   // (count_tokens, relayed, is inspected as it is.)

@@ -229,6 +229,10 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config, GatewayOpt
     // and the upstream's side of a request.
     opts.io_context = &impl->io;
     opts.single_threaded = c.threads == 1;  // streams are used on that thread only
+    // Draining: shortly before the grace ends, a request whose response has not begun
+    // (queued, on its way to an engine, or waiting for its first byte) is answered 503
+    // shutting_down and its upstream exchange cancelled (the stream's on_close).
+    opts.drain_answer = shutting_down_response();
     if (impl->keys) {
       opts.early_refusal = [self](const HttpRequest& head) {
         return self->refuse_before_body(head);
@@ -312,7 +316,9 @@ void Gateway::drain() {
   }
   impl_->draining = true;
   // Queued requests may still be served during the drain; those left are answered 503
-  // shortly before the grace time ends (pool_flow_drain.h).
+  // shortly before the grace time ends (flow_glue.h), then every request whose response
+  // has not begun (the listeners' drain_answer); streams go on to the end of the grace
+  // (core/common/drain.h).
   auto refuse =
       refuse_queued_before(impl_->io, impl_->clock, impl_->config.timeouts.drain, pools());
   spdlog::info("draining: waiting up to {} ms for {} stream(s)",

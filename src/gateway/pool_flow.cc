@@ -65,7 +65,18 @@ void PoolFlow::admit(const route::RouteRequest& request, const FlowTicket& ticke
   // post, they do not run anything here that could re-enter the queue.
   std::vector<route::FlowOutcome> others;
   others.swap(out_);
-  if (o.kind == route::FlowOutcome::Kind::kQueued) {
+  if (o.kind == route::FlowOutcome::Kind::kQueued && stopping_) {
+    // After refuse_all (the drain's cut-off): what would wait is refused at once, as
+    // what waited was (a request that passed the front door just before the drain).
+    (void)fc_.cancel(request.id);
+    o.kind = route::FlowOutcome::Kind::kRefused;
+    o.decision.reason = route::RejectReason::kNoHealthyEndpoints;  // 503
+    {
+      std::lock_guard lock(mu_);
+      ++refused_[{band_name(request.criticality), std::string(ticket.tenant), "shutting_down"}];
+    }
+    deliver(o, End::kStopping);
+  } else if (o.kind == route::FlowOutcome::Kind::kQueued) {
     const uint64_t tokens = uint64_t{request.prompt_tokens} +
                             fc_.queue().output_tokens_charged(request.expected_output_tokens);
     waiting_.emplace(request.id, Waiting{std::move(deliver), request.criticality,
@@ -181,6 +192,7 @@ bool PoolFlow::cancel(route::RequestId id) {
 }
 
 void PoolFlow::refuse_all(Nanos now) {
+  stopping_ = true;
   std::vector<route::RequestId> ids;
   for (const auto& [id, w] : waiting_) ids.push_back(id);
   for (route::RequestId id : ids) {

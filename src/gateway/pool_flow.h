@@ -78,7 +78,8 @@ class PoolFlow {
   }
   // The client went away: removed from the queue; its Deliver runs with kClientGone.
   bool cancel(route::RequestId id);
-  // Stop: everything still queued is refused (`reason` shutting_down, status 503).
+  // Stop: everything still queued is refused (`reason` shutting_down, status 503), and
+  // from then on every request that would wait (admit() still dispatches what it can).
   void refuse_all(Nanos now);
   // GET /admin/pools/NAME/queue: the queue's size, its head (the next request of each
   // backlogged tenant per band, up to `limit`) and every tenant's counters. JSON, built
@@ -134,6 +135,7 @@ class PoolFlow {
   Nanos view_at_ = -1;
   std::shared_ptr<bool> alive_;
   std::atomic<size_t> queued_{0};
+  bool stopping_ = false;  // refuse_all() ran (on the strand)
 
   // Metrics, under mu_.
   mutable std::mutex mu_;

@@ -179,7 +179,9 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     // Released as finished: the endpoint did nothing wrong.
     lease.finish(true);
     fault_metrics.cancelled(pool.name(), /*after_first_byte=*/false);
-    final_status = 499;  // nginx's "client closed request"
+    // nginx's "client closed request"; or the drain's 503, answered by the listener
+    // (io::HttpServerOptions::drain_answer), which cancelled the exchange.
+    final_status = call.stream->preempted() ? 503 : 499;
     metrics.request_finished({.model = model,
                               .pool = pool.name(),
                               .tenant = call.tenant,
@@ -223,7 +225,10 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     Pick& pick = *now;
     if (pick.flow_status != 0) {
       HttpResponse r = flow_refusal_response(pick, pool.flow()->config());
-      respond(pick.flow_status, std::move(r));
+      // Left the queue because the listener answered it (draining): that answer's 503.
+      const int status =
+          pick.flow_status == 499 && call.stream->preempted() ? 503 : pick.flow_status;
+      respond(status, std::move(r));
       break;
     }
     if (queue) call.flow.charged_output_tokens = pick.charged_output_tokens;
@@ -660,7 +665,7 @@ asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
     metrics.request_finished({.model = call.model->name,
                               .pool = pool.name(),
                               .tenant = call.tenant,
-                              .status = 499,
+                              .status = call.stream->preempted() ? 503 : 499,
                               .seconds = seconds_since(call.received)});
     co_return;
   }
@@ -695,7 +700,8 @@ asio::awaitable<void> Gateway::Impl::fetch_stored(ProxyCall call) {
   call.stream->watch_client();
   auto client_left = [&] {
     fault_metrics.cancelled(pool.name(), /*after_first_byte=*/false);
-    metrics.request_done({}, pool.name(), call.tenant, 499, seconds_since(call.received));
+    metrics.request_done({}, pool.name(), call.tenant, call.stream->preempted() ? 503 : 499,
+                         seconds_since(call.received));
   };
   auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
   if (!sent && sent.error().kind == io::UpstreamErrorKind::kCancelled) {
