@@ -4,6 +4,7 @@
 
 #include <boost/asio.hpp>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "io/http_client.h"
@@ -15,6 +16,7 @@ namespace http_server_test {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+using namespace std::chrono_literals;
 
 std::string url(const HttpServer& s, std::string_view path) {
   return "http://127.0.0.1:" + std::to_string(s.port()) + std::string(path);
@@ -218,6 +220,76 @@ TEST(HttpServer, GracefulStopLetsAStreamFinish) {
   producer.join();
   EXPECT_EQ(body, "xxxxx");
   EXPECT_FALSE(http_fetch("GET", url(*server, "/"), "", {}, std::chrono::milliseconds(500)));
+}
+
+// A drain's promise (docs/gateway.md "Graceful drain"): a request whose response has not
+// begun when the grace is nearly over is answered drain_answer, and its producer's work
+// cancelled (on_close); a response already streaming goes on to the end of the grace.
+TEST(HttpServer, GracefulStopAnswersWhatHasNotBegun) {
+  HttpServerOptions o;
+  o.drain_answer =
+      HttpResponse{503, "application/json", {{"x-kvgate-reject-reason", "shutting_down"}}, "{}"};
+  std::shared_ptr<ResponseStream> waiting, streaming;
+  std::promise<void> waiting_in, streaming_in, cancelled;
+  auto server = serve(
+      [&](HttpRequest&& r, std::shared_ptr<ResponseStream> s) {
+        if (r.path == "/wait") {  // an engine that never sends its first byte
+          waiting = s;
+          s->on_close([&] { cancelled.set_value(); });
+          waiting_in.set_value();
+          return;
+        }
+        streaming = s;
+        s->start(200, "text/plain");
+        s->write("x");
+        streaming_in.set_value();
+      },
+      o);
+  std::optional<Result<HttpClientResponse>> waited, streamed;
+  std::thread a([&] { waited = http_fetch("GET", url(*server, "/wait"), "", {}, 10s); });
+  std::thread b([&] { streamed = http_fetch("GET", url(*server, "/stream"), "", {}, 10s); });
+  // (No ASSERT before the clients are joined: the stop below ends them either way.)
+  EXPECT_EQ(waiting_in.get_future().wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(streaming_in.get_future().wait_for(5s), std::future_status::ready);
+  const auto t0 = std::chrono::steady_clock::now();
+  server->stop(600ms);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  a.join();
+  b.join();
+  ASSERT_TRUE(waited && *waited) << (waited ? waited->error() : "no result");
+  EXPECT_EQ((*waited)->status, 503);
+  ASSERT_NE((*waited)->header("x-kvgate-reject-reason"), nullptr);
+  EXPECT_EQ(*(*waited)->header("x-kvgate-reject-reason"), "shutting_down");
+  EXPECT_EQ((*waited)->body, "{}");
+  EXPECT_EQ(cancelled.get_future().wait_for(0s), std::future_status::ready);
+  ASSERT_TRUE(waiting && streaming);
+  EXPECT_TRUE(waiting->preempted());
+  EXPECT_FALSE(streaming->preempted());
+  waiting->respond(HttpResponse{200, "text/plain", {}, "late"});  // ignored, no crash
+  // The stream kept its grace, then was cut: no 503 in its place.
+  EXPECT_GE(took, 500ms);
+  if (streamed && *streamed) EXPECT_EQ((*streamed)->status, 200);
+}
+
+// A request whose body is still coming when the stop begins is read and answered: only
+// connections idle between requests are closed at once.
+TEST(HttpServer, GracefulStopReadsARequestStillArriving) {
+  auto server = serve([](HttpRequest&& r, std::shared_ptr<ResponseStream> s) {
+    s->respond(HttpResponse{200, "text/plain", {}, "got " + r.body});
+  });
+  net::io_context ioc;
+  tcp::socket sock(ioc);
+  sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server->port()));
+  net::write(sock, net::buffer(std::string_view(
+                       "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234")));
+  std::this_thread::sleep_for(50ms);  // the head is read
+  std::thread stopper([&] { server->stop(3000ms); });
+  std::this_thread::sleep_for(100ms);  // the stop's first pass closed idle connections
+  const std::string got = exchange(sock, "56789", "got 0123456789");
+  stopper.join();
+  EXPECT_NE(got.find("200 OK"), std::string::npos) << got;
+  EXPECT_NE(got.find("got 0123456789"), std::string::npos) << got;
+  EXPECT_NE(got.find("Connection: close"), std::string::npos) << got;
 }
 
 TEST(HttpServer, SlowProducerOverflowClosesTheStream) {
