@@ -3,8 +3,9 @@
 // limits and timeouts answer 429 queue_full / 503 queue_timeout with OpenAI-style bodies;
 // two tenants of a keys file share the pool fairly (the quiet one is not stuck behind
 // the noisy one's backlog); a client that goes away while queued frees its slot at once;
-// SIGTERM while requests are queued answers each of them (served, or 503); a pool at zero
-// replicas holds its first request until the local actuator's replica has cold-started.
+// SIGTERM while requests are queued, or wait on an engine that sends nothing, answers
+// each of them (served, or 503); a pool at zero replicas holds its first request until the
+// local actuator's replica has cold-started.
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -299,11 +300,46 @@ TEST(GatewayFlowTest, SigtermWhileQueuedAnswersEveryRequest) {
     } else {
       EXPECT_EQ(r.r.status, 503) << r.r.body;
       EXPECT_EQ(header(r.r, "x-kvgate-reject-reason"), "shutting_down");
+      EXPECT_FALSE(header(r.r, "retry-after").empty());
       ++refused;
     }
   }
   EXPECT_GE(ok, 2);       // the running one and at least one served from the queue
   EXPECT_GE(refused, 1);  // six at ~0.45 s each do not all fit in the drain
+  EXPECT_EQ(fg.gw.proc->stop(), 0);
+}
+
+// The race of the test above made certain: requests the queue dispatched before its
+// cut-off wait on an engine that sends nothing (it holds every request 60 s before
+// scheduling it), so they cannot finish in the drain; shortly before it ends the
+// gateway answers them 503 shutting_down and cancels their exchanges, instead of
+// closing their connections with no answer when the grace runs out.
+TEST(GatewayFlowTest, SigtermWhileAtTheEngineAnswersEveryRequest) {
+  EngineProcess engine({"--model", "sim", "--stall-ms", "60000", "--stall-rate", "1"});
+  FlowGateway fg(flow_yaml(engine.url, "{max_requests: 20, max_wait_s: 30}"));
+  ASSERT_FALSE(fg.admin.empty());
+  Batch b;
+  for (int i = 0; i < 3; ++i) b.post(fg.gw.url, completion("stall" + std::to_string(i), 20), {});
+  const metrics::Labels l = {{"pool", "main"}, {"band", "standard"}, {"tenant", "anonymous"}};
+  // All three in the gateway, at least one of them sent to the engine.
+  ASSERT_TRUE(eventually(
+      [&] {
+        const double dispatched = fg.gw.metric("kvgate_flow_dispatched_total", l);
+        return dispatched >= 1 && dispatched + fg.gw.metric("kvgate_flow_queued_requests", l) >= 3;
+      },
+      10s))
+      << boost::json::serialize(fg.queue());
+  const auto sent = Clock::now();
+  fg.gw.proc->signal(SIGTERM);
+  std::vector<Result> rs = b.join();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - sent).count(), 5.0);
+  for (const Result& r : rs) {
+    ASSERT_FALSE(r.failed) << "a request at the engine got no answer";
+    EXPECT_EQ(r.r.status, 503) << r.r.body;
+    EXPECT_EQ(header(r.r, "x-kvgate-reject-reason"), "shutting_down");
+    EXPECT_EQ(header(r.r, "retry-after"), "1");
+    EXPECT_NE(r.r.body.find("shutting_down"), std::string::npos) << r.r.body;
+  }
   EXPECT_EQ(fg.gw.proc->stop(), 0);
 }
 
