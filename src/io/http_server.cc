@@ -832,9 +832,10 @@ void HttpServer::Impl::stop(std::chrono::milliseconds grace) {
         if (c->closing) return;
         switch (pass) {
           case Pass::kIdle: {
-            // Idle: waiting for a next request of which no byte has come (nor is on its way).
+            // Idle: waiting for a next request of which no byte has come (nor is on its
+            // way), or lingering after a refusal.
             beast::error_code ec;
-            if (!c->busy && c->socket().available(ec) == 0) c->close();
+            if (c->linger || (!c->busy && c->socket().available(ec) == 0)) c->close();
             return;
           }
           case Pass::kUnstarted:
