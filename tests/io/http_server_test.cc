@@ -268,7 +268,9 @@ TEST(HttpServer, GracefulStopAnswersWhatHasNotBegun) {
   waiting->respond(HttpResponse{200, "text/plain", {}, "late"});  // ignored, no crash
   // The stream kept its grace, then was cut: no 503 in its place.
   EXPECT_GE(took, 500ms);
-  if (streamed && *streamed) EXPECT_EQ((*streamed)->status, 200);
+  if (streamed && *streamed) {
+    EXPECT_EQ((*streamed)->status, 200);
+  }
 }
 
 // A request whose body is still coming when the stop begins is read and answered: only
