@@ -245,8 +245,15 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config, GatewayOpt
       self->handle(std::move(req), std::move(stream), call);
       if (call && call->pool->flow()) {
         // A request that may wait in the queue runs apart from its connection, which
-        // then watches for the client going away (the queue drops it at once).
-        asio::co_spawn(self->io.get_executor(), self->proxy(std::move(*call)), asio::detached);
+        // then watches for the client going away (the queue drops it at once). With more
+        // than one thread it runs on a strand of its own: the connection's close callback
+        // (another strand) cancels its upstream exchange through it, never beside it.
+        if (self->config.threads == 1) {
+          asio::co_spawn(self->io.get_executor(), self->proxy(std::move(*call)), asio::detached);
+        } else {
+          asio::co_spawn(asio::make_strand(self->io), self->proxy(std::move(*call)),
+                         asio::detached);
+        }
         return answered();
       }
       return call ? self->proxy(std::move(*call)) : answered();

@@ -70,6 +70,7 @@ struct Result {
   io::HttpClientResponse r;
   double seconds = 0;  // from the start of the batch
   bool failed = false;
+  std::string error;
 };
 
 // Requests on their own threads, timed from one start.
@@ -87,6 +88,7 @@ class Batch {
             out->r = std::move(*r);
           } else {
             out->failed = true;
+            out->error = r.error();
           }
         });
     results_.push_back(std::move(slot));
@@ -334,7 +336,8 @@ TEST(GatewayFlowTest, SigtermWhileAtTheEngineAnswersEveryRequest) {
   std::vector<Result> rs = b.join();
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - sent).count(), 5.0);
   for (const Result& r : rs) {
-    ASSERT_FALSE(r.failed) << "a request at the engine got no answer";
+    ASSERT_FALSE(r.failed) << "a request at the engine got no answer: " << r.error << "\n"
+                           << fg.gw.proc->output() << fg.gw.proc->errors();
     EXPECT_EQ(r.r.status, 503) << r.r.body;
     EXPECT_EQ(header(r.r, "x-kvgate-reject-reason"), "shutting_down");
     EXPECT_EQ(header(r.r, "retry-after"), "1");
