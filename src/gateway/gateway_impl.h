@@ -266,6 +266,10 @@ struct Gateway::Impl {
   // holds it: no retry elsewhere), its answer back as it came; 404 when that endpoint is
   // gone, or when the response's model is none of the key's tenant's.
   asio::awaitable<void> fetch_stored(ProxyCall call);
+  // The end of a proxied request (request_started's pair) whose client left before its
+  // answer began: counted cancelled, and finished with nginx's 499 "client closed
+  // request", or the drain's 503 when the listener answered it. Returns that status.
+  int finish_client_left(const ProxyCall& call);
   // After the stream's engine failed mid-stream: a continuation on another endpoint
   // (stream_migration.h). kResumed: job.exchange, endpoint and lease are the new leg's.
   enum class Migrated { kResumed, kComplete, kCancelled, kFailed };

@@ -39,6 +39,11 @@ HttpResponse rate_limited_response(const limit::LimitDecision& d, std::string_vi
   return r;
 }
 
+// The status of a request whose client left before its answer: nginx's "client closed
+// request"; or the drain's 503, answered by the listener (io::HttpServerOptions::drain_answer),
+// which cancelled the exchange.
+int client_left_status(const ResponseStream& stream) { return stream.preempted() ? 503 : 499; }
+
 }  // namespace
 
 asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
@@ -176,18 +181,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   std::vector<route::EndpointId> excluded;
   RouteLease lease;  // the router's load for the attempt in progress
   auto client_left = [&] {
-    // Released as finished: the endpoint did nothing wrong.
-    lease.finish(true);
-    fault_metrics.cancelled(pool.name(), /*after_first_byte=*/false);
-    // nginx's "client closed request"; or the drain's 503, answered by the listener
-    // (io::HttpServerOptions::drain_answer), which cancelled the exchange.
-    final_status = call.stream->preempted() ? 503 : 499;
-    metrics.request_finished({.model = model,
-                              .pool = pool.name(),
-                              .tenant = call.tenant,
-                              .status = final_status,
-                              .seconds = seconds_since(call.received),
-                              .routing_seconds = call.routing_seconds});
+    lease.finish(true);  // released as finished: the endpoint did nothing wrong
+    final_status = finish_client_left(call);
   };
   std::unique_ptr<io::UpstreamExchange> exchange;
   std::shared_ptr<const EndpointAddress> endpoint;
@@ -227,7 +222,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       HttpResponse r = flow_refusal_response(pick, pool.flow()->config());
       // Left the queue because the listener answered it (draining): that answer's 503.
       const int status =
-          pick.flow_status == 499 && call.stream->preempted() ? 503 : pick.flow_status;
+          pick.flow_status == 499 ? client_left_status(*call.stream) : pick.flow_status;
       respond(status, std::move(r));
       break;
     }
@@ -661,12 +656,7 @@ asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
     co_return;
   }
   if (cancel->cancelled()) {
-    fault_metrics.cancelled(pool.name(), /*after_first_byte=*/false);
-    metrics.request_finished({.model = call.model->name,
-                              .pool = pool.name(),
-                              .tenant = call.tenant,
-                              .status = call.stream->preempted() ? 503 : 499,
-                              .seconds = seconds_since(call.received)});
+    finish_client_left(call);
     co_return;
   }
   respond(502, json_error(502, fmt::format("Upstream failed: {}", last_error), {},
@@ -700,7 +690,7 @@ asio::awaitable<void> Gateway::Impl::fetch_stored(ProxyCall call) {
   call.stream->watch_client();
   auto client_left = [&] {
     fault_metrics.cancelled(pool.name(), /*after_first_byte=*/false);
-    metrics.request_done({}, pool.name(), call.tenant, call.stream->preempted() ? 503 : 499,
+    metrics.request_done({}, pool.name(), call.tenant, client_left_status(*call.stream),
                          seconds_since(call.received));
   };
   auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
@@ -749,6 +739,19 @@ asio::awaitable<void> Gateway::Impl::fetch_stored(ProxyCall call) {
   HttpResponse r{status, std::move(content_type), {}, std::move(*body)};
   r.headers.push_back({"x-kvgate-endpoint", endpoint->url});
   respond(std::move(r));
+}
+
+int Gateway::Impl::finish_client_left(const ProxyCall& call) {
+  const std::string_view pool = call.pool->name();
+  fault_metrics.cancelled(pool, /*after_first_byte=*/false);
+  const int status = client_left_status(*call.stream);
+  metrics.request_finished({.model = call.model->name,
+                            .pool = pool,
+                            .tenant = call.tenant,
+                            .status = status,
+                            .seconds = seconds_since(call.received),
+                            .routing_seconds = call.routing_seconds});
+  return status;
 }
 
 void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const openai::Usage& u) {
