@@ -25,6 +25,18 @@ asio::awaitable<void> write_and_wait(ResponseStream& stream, std::string chunk) 
       asio::use_awaitable);
 }
 
+// `up`'s exchange cancelled as soon as the client leaves (on `here`, the request's
+// executor): the stream watches the client, and its close callback cancels.
+std::shared_ptr<io::UpstreamCancel> cancel_when_client_leaves(ResponseStream& stream,
+                                                              io::UpstreamRequest& up,
+                                                              const asio::any_io_executor& here) {
+  auto cancel = std::make_shared<io::UpstreamCancel>();
+  up.cancel = cancel.get();
+  stream.on_close([here, cancel] { asio::dispatch(here, [cancel] { cancel->cancel(); }); });
+  stream.watch_client();
+  return cancel;
+}
+
 // The 429 of a request its tenant's limits (or a failed store, fail-closed) refused.
 HttpResponse rate_limited_response(const limit::LimitDecision& d, std::string_view tenant) {
   std::string message =
@@ -166,11 +178,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   up.body = std::move(call.body);
   // A client that leaves closes the upstream exchange at once (the engine then aborts the
   // request, as vLLM does on a disconnect) instead of keeping the engine busy to the end.
-  auto cancel = std::make_shared<io::UpstreamCancel>();
-  up.cancel = cancel.get();
   const asio::any_io_executor here = co_await asio::this_coro::executor;
-  call.stream->on_close([here, cancel] { asio::dispatch(here, [cancel] { cancel->cancel(); }); });
-  call.stream->watch_client();
+  auto cancel = cancel_when_client_leaves(*call.stream, up, here);
   // Stream migration (opt-in per pool): the engine is asked for the token ids.
   std::optional<MigratingStream> migration;
   if (call.request.stream && pool.config().max_migrations > 0 && !translated) {
@@ -612,11 +621,8 @@ asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
   up.target = std::move(call.target);
   up.fixed_headers = "Content-Type: application/json\r\nAccept: application/json\r\n";
   up.body = std::move(call.body);
-  auto cancel = std::make_shared<io::UpstreamCancel>();
-  up.cancel = cancel.get();
   const asio::any_io_executor here = co_await asio::this_coro::executor;
-  call.stream->on_close([here, cancel] { asio::dispatch(here, [cancel] { cancel->cancel(); }); });
-  call.stream->watch_client();
+  auto cancel = cancel_when_client_leaves(*call.stream, up, here);
   std::vector<route::EndpointId> tried;
   std::string last_error = "no endpoint available";
   // A relayed answer is passed on whole and generates nothing (e.g. /tokenize): whatever
@@ -683,11 +689,8 @@ asio::awaitable<void> Gateway::Impl::fetch_stored(ProxyCall call) {
   up.method = "GET";
   up.target = call.target;
   up.fixed_headers = "Accept: application/json\r\n";
-  auto cancel = std::make_shared<io::UpstreamCancel>();
-  up.cancel = cancel.get();
   const asio::any_io_executor here = co_await asio::this_coro::executor;
-  call.stream->on_close([here, cancel] { asio::dispatch(here, [cancel] { cancel->cancel(); }); });
-  call.stream->watch_client();
+  auto cancel = cancel_when_client_leaves(*call.stream, up, here);
   auto client_left = [&] {
     fault_metrics.cancelled(pool.name(), /*after_first_byte=*/false);
     metrics.request_done({}, pool.name(), call.tenant, client_left_status(*call.stream),
