@@ -36,7 +36,7 @@ namespace kvgate::gateway {
 
 enum class ActuatorKind : uint8_t {
   kNone,        // decide and export kvgate_autoscaler_* only (KEDA or an HPA acts on them)
-  kLocal,       // launch replicas as local processes (io::LocalActuator)
+  kLocal,       // launch replicas as local processes (io::LocalReplicaSet)
   kKubernetes,  // set spec.replicas of a Deployment or StatefulSet (io::KubeScaler)
 };
 

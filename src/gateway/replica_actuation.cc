@@ -17,7 +17,7 @@
 #include "io/http_client.h"
 #include "io/k8s_client.h"
 #include "io/k8s_scaler.h"
-#include "io/local_actuator.h"
+#include "io/local_replica_set.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -98,12 +98,12 @@ class LocalReplicas final : public ReplicaActuation {
       : pool_(context.pool), drain_timeout_(config.drain_timeout) {}
 
   ~LocalReplicas() override {
-    actuator_.reset();  // stops every replica: requests still on them end at once
+    replica_set_.reset();  // stops every replica: requests still on them end at once
     for (auto& [id, d] : drains_) d.thread.join();
   }
 
   Status start(const LocalReplicaConfig& config, std::function<Nanos()> now) {
-    io::LocalActuatorOptions o;
+    io::LocalReplicaSetOptions o;
     o.command = config.command;
     if (o.command.front() == "kvgate") {
       std::error_code ec;
@@ -131,22 +131,22 @@ class LocalReplicas final : public ReplicaActuation {
       if (tail.size() > kOutputLines) tail.pop_front();
     };
     o.now = std::move(now);
-    auto made = io::LocalActuator::make(std::move(o));
+    auto made = io::LocalReplicaSet::make(std::move(o));
     if (!made) return Error(made.error());
-    actuator_ = std::move(*made);
+    replica_set_ = std::move(*made);
     return {};
   }
 
   void poll() override {
     std::vector<std::string> starting;
-    for (const scale::ReplicaSignal& r : actuator_->replicas()) {
+    for (const scale::ReplicaSignal& r : replica_set_->replicas()) {
       if (r.phase == scale::ReplicaPhase::kStarting) starting.push_back(r.id);
     }
-    actuator_->poll();
+    replica_set_->poll();
     // A replica that never became ready and is gone exited during its start (or missed
     // startup_timeout): say why, from its last lines, or a bad command fails silently.
     std::set<std::string> present;
-    for (const scale::ReplicaSignal& r : actuator_->replicas()) present.insert(r.id);
+    for (const scale::ReplicaSignal& r : replica_set_->replicas()) present.insert(r.id);
     std::lock_guard lock(output_mu_);
     for (const std::string& id : starting) {
       if (present.contains(id)) continue;
@@ -158,7 +158,7 @@ class LocalReplicas final : public ReplicaActuation {
 
   std::vector<scale::ReplicaSignal> replicas(
       std::span<const route::EndpointView> endpoints) override {
-    std::vector<scale::ReplicaSignal> out = actuator_->replicas();
+    std::vector<scale::ReplicaSignal> out = replica_set_->replicas();
     for (scale::ReplicaSignal& r : out) {
       r.in_flight = 0;
       auto it = registered_.find(r.id);
@@ -171,12 +171,12 @@ class LocalReplicas final : public ReplicaActuation {
   }
 
   void apply(const scale::Decision& d) override {
-    if (Status s = actuator_->apply(d); !s) {
+    if (Status s = replica_set_->apply(d); !s) {
       spdlog::warn("pool {}: launching a replica failed: {}", pool_.name(), s.error());
     }
   }
 
-  uint64_t restarts() const override { return actuator_->restarts(); }
+  uint64_t restarts() const override { return replica_set_->restarts(); }
 
  private:
   struct Drain {
@@ -259,7 +259,7 @@ class LocalReplicas final : public ReplicaActuation {
   milliseconds drain_timeout_;
   std::mutex output_mu_;  // on_output runs on the replicas' reader threads
   std::map<std::string, std::deque<std::string>> output_;  // last lines, by replica
-  std::unique_ptr<io::LocalActuator> actuator_;
+  std::unique_ptr<io::LocalReplicaSet> replica_set_;
   std::map<std::string, route::EndpointId> registered_;  // replica id -> router endpoint
   std::map<std::string, Drain> drains_;                  // replicas being drained
 };

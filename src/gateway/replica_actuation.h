@@ -1,7 +1,7 @@
 // ReplicaActuation: how a pool's autoscaler inside `kvgate serve` learns the pool's
 // replicas and carries out its decisions. One per actuator kind (autoscale_config.h):
 //
-//   local       io::LocalActuator launches replicas from the command template; a replica
+//   local       io::LocalReplicaSet launches replicas from the command template; a replica
 //               whose /health answers is registered with the router
 //               (PoolRuntime::add_endpoint_sync); one picked for scale-down is drained
 //               through the router (remove_endpoint_sync: no new requests, wait for those
