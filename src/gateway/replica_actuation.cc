@@ -16,7 +16,7 @@
 #include "gateway/pool_runtime.h"
 #include "io/http_client.h"
 #include "io/k8s_client.h"
-#include "io/k8s_scaler.h"
+#include "io/k8s_scale_client.h"
 #include "io/local_replica_set.h"
 
 namespace kvgate::gateway {
@@ -273,7 +273,7 @@ class LocalReplicas final : public ReplicaActuation {
 class KubeReplicas final : public ReplicaActuation {
  public:
   KubeReplicas(io::KubeConfig config, io::KubeTarget target, ActuationContext context)
-      : scaler_(std::move(config)),
+      : client_(std::move(config)),
         target_(std::move(target)),
         name_(context.pool.name()),
         now_(std::move(context.now)),
@@ -281,7 +281,7 @@ class KubeReplicas final : public ReplicaActuation {
         discovered_(discovers_from_kubernetes(context.pool.config())) {}
 
   void poll() override {
-    auto s = scaler_.get_scale(target_);
+    auto s = client_.get_scale(target_);
     if (!s) {
       warn(s.error());
       return;
@@ -301,7 +301,7 @@ class KubeReplicas final : public ReplicaActuation {
 
   void apply(const scale::Decision& d) override {
     if (!scale_ || d.desired_replicas == scale_->spec_replicas) return;
-    auto s = scaler_.set_replicas(target_, d.desired_replicas);
+    auto s = client_.set_replicas(target_, d.desired_replicas);
     if (!s) {
       warn(s.error());
       return;
@@ -354,7 +354,7 @@ class KubeReplicas final : public ReplicaActuation {
     });
   }
 
-  io::KubeScaler scaler_;
+  io::KubeScaleClient client_;
   io::KubeTarget target_;
   std::string name_;
   std::function<Nanos()> now_;

@@ -6,7 +6,7 @@
 //               (PoolRuntime::add_endpoint_sync); one picked for scale-down is drained
 //               through the router (remove_endpoint_sync: no new requests, wait for those
 //               in flight), then stopped; one that crashes is deregistered and replaced.
-//   kubernetes  io::KubeScaler sets spec.replicas; the replicas are counted from the
+//   kubernetes  io::KubeScaleClient sets spec.replicas; the replicas are counted from the
 //               scale subresource (spec and status.replicas), the endpoints come from the
 //               config. Kubernetes picks the pods it removes.
 //   none        nothing is launched: the pool's endpoints are its replicas, and the
