@@ -1,4 +1,4 @@
-#include "gateway/replica_actuation.h"
+#include "gateway/actuator.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -66,9 +66,9 @@ class PendingAsks {
 // Kind none: the endpoints are the replicas, and someone else (KEDA, an HPA) carries
 // the exported decision out. Asks not yet seen among the endpoints are reported as
 // starting for the expected startup time, then as ready, until endpoints replace them.
-class ExportOnly final : public ReplicaActuation {
+class ExportOnlyActuator final : public Actuator {
  public:
-  ExportOnly(Nanos clock_offset, Nanos startup, std::function<Nanos()> now)
+  ExportOnlyActuator(Nanos clock_offset, Nanos startup, std::function<Nanos()> now)
       : clock_offset_(clock_offset), startup_(startup), now_(std::move(now)) {}
   void poll() override {}
   std::vector<scale::ReplicaSignal> replicas(
@@ -92,12 +92,12 @@ class ExportOnly final : public ReplicaActuation {
 };
 
 // Kind local: replicas are processes this gateway launches and registers.
-class LocalReplicas final : public ReplicaActuation {
+class LocalActuator final : public Actuator {
  public:
-  LocalReplicas(const LocalReplicaConfig& config, ActuationContext context)
+  LocalActuator(const LocalReplicaConfig& config, ActuatorContext context)
       : pool_(context.pool), drain_timeout_(config.drain_timeout) {}
 
-  ~LocalReplicas() override {
+  ~LocalActuator() override {
     replica_set_.reset();  // stops every replica: requests still on them end at once
     for (auto& [id, d] : drains_) d.thread.join();
   }
@@ -270,9 +270,9 @@ class LocalReplicas final : public ReplicaActuation {
 // warm-up), and the rest of spec.replicas is starting since it was asked for. Without
 // discovery the scale subresource is all there is: the oldest status.replicas of the
 // pods asked for count as ready.
-class KubeReplicas final : public ReplicaActuation {
+class KubernetesActuator final : public Actuator {
  public:
-  KubeReplicas(io::KubeConfig config, io::KubeTarget target, ActuationContext context)
+  KubernetesActuator(io::KubeConfig config, io::KubeTarget target, ActuatorContext context)
       : client_(std::move(config)),
         target_(std::move(target)),
         name_(context.pool.name()),
@@ -367,8 +367,8 @@ class KubeReplicas final : public ReplicaActuation {
   Nanos last_warning_ = -3600 * kSecond;
 };
 
-Result<std::unique_ptr<ReplicaActuation>> make_kube(const KubernetesReplicaConfig& k,
-                                                    ActuationContext context) {
+Result<std::unique_ptr<Actuator>> make_kubernetes_actuator(const KubernetesReplicaConfig& k,
+                                                           ActuatorContext context) {
   io::KubeTarget target = k.target;
   io::KubeConfig config;
   if (!k.kubeconfig.empty()) {
@@ -392,26 +392,26 @@ Result<std::unique_ptr<ReplicaActuation>> make_kube(const KubernetesReplicaConfi
     if (!ns) return Error("kubernetes actuator: set namespace (" + ns.error() + ")");
     target.ns = *ns;
   }
-  return std::unique_ptr<ReplicaActuation>(
-      new KubeReplicas(std::move(config), std::move(target), std::move(context)));
+  return std::unique_ptr<Actuator>(
+      new KubernetesActuator(std::move(config), std::move(target), std::move(context)));
 }
 
 }  // namespace
 
-Result<std::unique_ptr<ReplicaActuation>> make_actuation(const PoolAutoscaleConfig& config,
-                                                         ActuationContext context) {
+Result<std::unique_ptr<Actuator>> make_actuator(const PoolAutoscaleConfig& config,
+                                                ActuatorContext context) {
   switch (config.actuator) {
     case ActuatorKind::kNone:
-      return std::unique_ptr<ReplicaActuation>(
-          new ExportOnly(context.clock_offset, config.policy.startup_time, std::move(context.now)));
+      return std::unique_ptr<Actuator>(new ExportOnlyActuator(
+          context.clock_offset, config.policy.startup_time, std::move(context.now)));
     case ActuatorKind::kLocal: {
       auto now = context.now;
-      auto local = std::make_unique<LocalReplicas>(config.local, std::move(context));
+      auto local = std::make_unique<LocalActuator>(config.local, std::move(context));
       if (Status s = local->start(config.local, std::move(now)); !s) return Error(s.error());
-      return std::unique_ptr<ReplicaActuation>(std::move(local));
+      return std::unique_ptr<Actuator>(std::move(local));
     }
     case ActuatorKind::kKubernetes:
-      return make_kube(config.kubernetes, std::move(context));
+      return make_kubernetes_actuator(config.kubernetes, std::move(context));
   }
   return Error("unknown actuator");
 }
