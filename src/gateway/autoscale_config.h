@@ -26,7 +26,7 @@
 #include "core/common/result.h"
 #include "core/common/time.h"
 #include "core/scale/config.h"
-#include "io/k8s_scaler.h"
+#include "io/k8s_scale_client.h"
 
 namespace YAML {
 class Node;
@@ -36,8 +36,8 @@ namespace kvgate::gateway {
 
 enum class ActuatorKind : uint8_t {
   kNone,        // decide and export kvgate_autoscaler_* only (KEDA or an HPA acts on them)
-  kLocal,       // launch replicas as local processes (io::LocalActuator)
-  kKubernetes,  // set spec.replicas of a Deployment or StatefulSet (io::KubeScaler)
+  kLocal,       // launch replicas as local processes (io::LocalReplicaSet)
+  kKubernetes,  // set spec.replicas of a Deployment or StatefulSet (io::KubeScaleClient)
 };
 
 std::string_view actuator_name(ActuatorKind kind);

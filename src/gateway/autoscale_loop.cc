@@ -11,8 +11,8 @@
 
 #include "core/route/pool_signals.h"
 #include "core/scale/usage_window.h"
+#include "gateway/actuator.h"
 #include "gateway/pool_runtime.h"
-#include "gateway/replica_actuation.h"
 
 namespace kvgate::gateway {
 
@@ -27,11 +27,11 @@ struct AutoscaleLoop::Impl {
   const Nanos clock_offset;
   scale::Autoscaler autoscaler;
   scale::UsageWindow usage;
-  std::unique_ptr<ReplicaActuation> actuation;  // the loop's thread only (after start)
-  int32_t last_desired = -1;                    // the loop's thread only
-  LeaderLink leader;                            // empty: always actuates
-  bool standby_applied = false;                 // the last decision held replicas out
-  scale::ArrivalRate arrivals;  // of the pool's arrivals counter (the loop's thread)
+  std::unique_ptr<Actuator> actuator;  // the loop's thread only (after start)
+  int32_t last_desired = -1;           // the loop's thread only
+  LeaderLink leader;                   // empty: always actuates
+  bool standby_applied = false;        // the last decision held replicas out
+  scale::ArrivalRate arrivals;         // of the pool's arrivals counter (the loop's thread)
 
   std::mutex mu;
   std::condition_variable wake;
@@ -64,7 +64,7 @@ struct AutoscaleLoop::Impl {
   }
 
   void tick() {
-    actuation->poll();
+    actuator->poll();
     auto endpoints = read_endpoints();
     if (!endpoints) return;
     const Nanos router_now = clock.now();
@@ -76,7 +76,7 @@ struct AutoscaleLoop::Impl {
     arrivals.add(router_now, pool.arrivals());
     in.arrival_rate = arrivals.rate();
     scale::PoolSignals signals = route::build_pool_signals(*endpoints, in, router_now);
-    signals.replicas = actuation->replicas(*endpoints);
+    signals.replicas = actuator->replicas(*endpoints);
     scale::Decision d = autoscaler.decide(signals, now());
     // Logged when the wanted size changes or replicas are drained: with actuator none the
     // gap between desired and current may last, and must not log every interval.
@@ -86,7 +86,7 @@ struct AutoscaleLoop::Impl {
     }
     last_desired = d.desired_replicas;
     const bool acted = !leader.may_actuate || leader.may_actuate(d.desired_replicas);
-    if (acted) actuation->apply(d);
+    if (acted) actuator->apply(d);
     const std::optional<int32_t> leader_desired =
         !acted && leader.leader_desired ? leader.leader_desired() : std::nullopt;
     // Standby replicas are this gateway's routing, not an actuation: every replica holds
@@ -125,7 +125,7 @@ struct AutoscaleLoop::Impl {
                   : g.desired < d.current_replicas ? "down"
                                                    : "hold";
     g.limited_by = d.limited_by;
-    g.restarts = actuation->restarts();
+    g.restarts = actuator->restarts();
     g.horizon = d.inputs;
     metrics.autoscaler(pool.name(), g);
   }
@@ -152,7 +152,7 @@ void AutoscaleLoop::stop() {
   }
   impl_->wake.notify_all();
   if (impl_->thread.joinable()) impl_->thread.join();
-  impl_->actuation.reset();
+  impl_->actuator.reset();
 }
 
 const std::string& AutoscaleLoop::pool_name() const { return impl_->pool.name(); }
@@ -172,11 +172,11 @@ Result<std::unique_ptr<AutoscaleLoop>> AutoscaleLoop::start(PoolRuntime& pool,
   if (!autoscaler) return Error(fmt::format("pool {}: {}", config.name, autoscaler.error()));
   auto impl = std::make_unique<Impl>(pool, metrics, std::move(models), std::move(*autoscaler));
   Impl* raw = impl.get();
-  auto actuation = make_actuation(
+  auto actuator = make_actuator(
       *config.autoscale,
       {.pool = pool, .now = [raw] { return raw->now(); }, .clock_offset = raw->clock_offset});
-  if (!actuation) return Error(fmt::format("pool {}: {}", config.name, actuation.error()));
-  impl->actuation = std::move(*actuation);
+  if (!actuator) return Error(fmt::format("pool {}: {}", config.name, actuator.error()));
+  impl->actuator = std::move(*actuator);
   impl->leader = std::move(leader);
   const scale::AutoscaleConfig& policy = config.autoscale->policy;
   spdlog::info("pool {}: autoscaler on: {}, replicas {}..{}, {} actuator", config.name,

@@ -1,10 +1,10 @@
 // AutoscaleLoop: the control loop that runs one pool's autoscaler inside `kvgate serve`
 // (pools with `autoscale:`). It decides nothing itself (scale::Autoscaler does) and acts
-// on no platform itself (its ReplicaActuation does); docs/architecture.md ("Scaling: who
+// on no platform itself (its Actuator does); docs/architecture.md ("Scaling: who
 // decides, who acts") places it among the others.
 //
 // A thread that, every `autoscale.interval`:
-//   1. lets the actuator catch up (replica_actuation.h): local replicas' health checks,
+//   1. lets the actuator catch up (actuator.h): local replicas' health checks,
 //      drains and crashes; the Kubernetes scale subresource;
 //   2. reads the pool's endpoints on the router's strand (scraped waiting, running, KV
 //      usage; requests in flight) and the gateway's token and latency counters for the

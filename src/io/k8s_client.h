@@ -1,8 +1,9 @@
 // KubeClient: kvgate's one Kubernetes API client. Endpoint discovery makes a GET of a
 // whole object list (LIST) and a GET whose chunked body is a stream of JSON lines (WATCH);
-// the actuator (k8s_scaler.h) GETs and PATCHes the scale subresource through send().
+// KubeScaleClient (k8s_scale_client.h) GETs and PATCHes the scale subresource through
+// send().
 //
-// Connection settings are KubeConfig (k8s_scaler.h): bearer token
+// Connection settings are KubeConfig (k8s_scale_client.h): bearer token
 // (re-read from token_file on every request, so a rotated service-account token is used
 // from the next request on) and TLS verified against the CA bundle, or plain HTTP for a
 // local `kubectl proxy` or a test server. load_kubeconfig() reads a kubeconfig file.
@@ -24,7 +25,7 @@
 #include <string_view>
 
 #include "core/common/result.h"
-#include "io/k8s_scaler.h"
+#include "io/k8s_scale_client.h"
 
 namespace kvgate::io {
 

@@ -1,16 +1,19 @@
-// ReplicaActuation: how a pool's autoscaler inside `kvgate serve` learns the pool's
-// replicas and carries out its decisions. One per actuator kind (autoscale_config.h):
+// Actuator: what acts on a pool's autoscaling decisions inside `kvgate serve`: it reports
+// the pool's replicas to the autoscaler and carries out its decisions on them. The
+// interface; make_actuator() builds the implementation of the pool's ActuatorKind
+// (`actuator.kind`, autoscale_config.h), each private to actuator.cc:
 //
-//   local       io::LocalActuator launches replicas from the command template; a replica
-//               whose /health answers is registered with the router
+//   local       LocalActuator: an io::LocalReplicaSet launches replicas from the command
+//               template; a replica whose /health answers is registered with the router
 //               (PoolRuntime::add_endpoint_sync); one picked for scale-down is drained
 //               through the router (remove_endpoint_sync: no new requests, wait for those
 //               in flight), then stopped; one that crashes is deregistered and replaced.
-//   kubernetes  io::KubeScaler sets spec.replicas; the replicas are counted from the
-//               scale subresource (spec and status.replicas), the endpoints come from the
-//               config. Kubernetes picks the pods it removes.
-//   none        nothing is launched: the pool's endpoints are its replicas, and the
-//               decision is only exported (KEDA or an HPA scales on
+//   kubernetes  KubernetesActuator: sets spec.replicas through an io::KubeScaleClient;
+//               the replicas are counted from the scale subresource (spec and
+//               status.replicas), the endpoints come from the config. Kubernetes picks
+//               the pods it removes.
+//   none        ExportOnlyActuator: nothing is launched: the pool's endpoints are its
+//               replicas, and the decision is only exported (KEDA or an HPA scales on
 //               kvgate_autoscaler_desired_replicas); replicas asked for and not yet
 //               among the endpoints are reported starting, then ready after the
 //               expected startup time, as the core's contract requires.
@@ -35,9 +38,9 @@ namespace kvgate::gateway {
 
 class PoolRuntime;
 
-class ReplicaActuation {
+class Actuator {
  public:
-  virtual ~ReplicaActuation() = default;
+  virtual ~Actuator() = default;
   // Catches up before a decision: health checks, drains, crashes; reads the cluster.
   virtual void poll() = 0;
   // The replicas, times in the autoscaler's clock. `endpoints` is the router's view
@@ -49,7 +52,7 @@ class ReplicaActuation {
   virtual uint64_t restarts() const { return 0; }
 };
 
-struct ActuationContext {
+struct ActuatorContext {
   PoolRuntime& pool;
   // The autoscaler's clock, and its offset from router time (the pool's clock().now()).
   std::function<Nanos()> now;
@@ -57,7 +60,7 @@ struct ActuationContext {
 };
 
 // Errors: a kubernetes actuator outside a pod without api_server; an empty command.
-Result<std::unique_ptr<ReplicaActuation>> make_actuation(const PoolAutoscaleConfig& config,
-                                                         ActuationContext context);
+Result<std::unique_ptr<Actuator>> make_actuator(const PoolAutoscaleConfig& config,
+                                                ActuatorContext context);
 
 }  // namespace kvgate::gateway

@@ -1,7 +1,7 @@
-// KubeScaler against a small fake Kubernetes API server: HTTPS on loopback with a
+// KubeScaleClient against a small fake Kubernetes API server: HTTPS on loopback with a
 // certificate made for the test, the scale subresource of Deployments and StatefulSets,
 // bearer-token checks and Kubernetes-style Status errors.
-#include "io/k8s_scaler.h"
+#include "io/k8s_scale_client.h"
 
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
@@ -29,7 +29,7 @@
 namespace kvgate::io {
 // Named after the file, not anonymous: the tests compile in unity batches, where two
 // files' helpers of one name would collide (docs/development.md).
-namespace k8s_scaler_test {
+namespace k8s_scale_client_test {
 
 namespace net = boost::asio;
 namespace ssl = boost::asio::ssl;
@@ -250,9 +250,9 @@ class FakeApiServer {
   std::vector<Seen> seen_;
 };
 
-class KubeScalerTest : public ::testing::Test {
+class KubeScaleClientTest : public ::testing::Test {
  protected:
-  KubeScalerTest() : keys_(make_certificate()), server_(keys_, "s3cret") {}
+  KubeScaleClientTest() : keys_(make_certificate()), server_(keys_, "s3cret") {}
 
   KubeConfig config(std::string token = "s3cret") const {
     KubeConfig c;
@@ -276,8 +276,8 @@ TEST(KubePaths, ScaleSubresource) {
   EXPECT_EQ(scale_path(kPrefill), "/apis/apps/v1/namespaces/llm/statefulsets/prefill/scale");
 }
 
-TEST_F(KubeScalerTest, PatchesSpecReplicasThroughTheScaleSubresource) {
-  KubeScaler k8s(config());
+TEST_F(KubeScaleClientTest, PatchesSpecReplicasThroughTheScaleSubresource) {
+  KubeScaleClient k8s(config());
   Result<ScaleState> s = k8s.get_scale(kDecode);
   ASSERT_TRUE(s.ok()) << s.error();
   EXPECT_EQ(s->spec_replicas, 2);
@@ -297,8 +297,8 @@ TEST_F(KubeScalerTest, PatchesSpecReplicasThroughTheScaleSubresource) {
   EXPECT_EQ(seen[0].method, "GET");
 }
 
-TEST_F(KubeScalerTest, MarksDrainedPodsCheapToDelete) {
-  KubeScaler k8s(config());
+TEST_F(KubeScaleClientTest, MarksDrainedPodsCheapToDelete) {
+  KubeScaleClient k8s(config());
   Status s = k8s.set_pod_deletion_cost("llm", "decode-7f9c", -1000);
   ASSERT_TRUE(s.ok()) << s.error();
   EXPECT_EQ(server_.annotations().at("controller.kubernetes.io/pod-deletion-cost"), "-1000");
@@ -311,49 +311,49 @@ TEST_F(KubeScalerTest, MarksDrainedPodsCheapToDelete) {
   EXPECT_NE(s.error().find("-> 404: pods \"gone\" not found"), std::string::npos) << s.error();
 }
 
-TEST_F(KubeScalerTest, StatefulSetsToo) {
-  KubeScaler k8s(config());
+TEST_F(KubeScaleClientTest, StatefulSetsToo) {
+  KubeScaleClient k8s(config());
   Result<ScaleState> s = k8s.set_replicas(kPrefill, 0);
   ASSERT_TRUE(s.ok()) << s.error();
   EXPECT_EQ(s->spec_replicas, 0);
 }
 
-TEST_F(KubeScalerTest, ErrorsCarryStatusAndTheServersMessage) {
-  Result<ScaleState> s = KubeScaler(config("wrong")).set_replicas(kDecode, 3);
+TEST_F(KubeScaleClientTest, ErrorsCarryStatusAndTheServersMessage) {
+  Result<ScaleState> s = KubeScaleClient(config("wrong")).set_replicas(kDecode, 3);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().find("PATCH /apis/apps/v1/namespaces/llm/deployments/decode/scale -> 401"),
             std::string::npos)
       << s.error();
   EXPECT_NE(s.error().find("Unauthorized"), std::string::npos);
 
-  s = KubeScaler(config()).get_scale({"llm", KubeKind::kDeployment, "nope"});
+  s = KubeScaleClient(config()).get_scale({"llm", KubeKind::kDeployment, "nope"});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().find("-> 404: deployments.apps \"nope\" not found"), std::string::npos)
       << s.error();
-  EXPECT_FALSE(KubeScaler(config()).set_replicas(kDecode, -1).ok());
+  EXPECT_FALSE(KubeScaleClient(config()).set_replicas(kDecode, -1).ok());
 }
 
-TEST_F(KubeScalerTest, RefusesAServerItsCaDidNotSign) {
+TEST_F(KubeScaleClientTest, RefusesAServerItsCaDidNotSign) {
   KubeConfig c = config();
   c.ca_pem = make_certificate().cert_pem;  // some other CA
-  Result<ScaleState> s = KubeScaler(c).get_scale(kDecode);
+  Result<ScaleState> s = KubeScaleClient(c).get_scale(kDecode);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().find("certificate verify failed"), std::string::npos) << s.error();
   EXPECT_TRUE(server_.seen().empty());  // no request reached the server
 }
 
-TEST_F(KubeScalerTest, ChecksTheNameItConnectsTo) {
+TEST_F(KubeScaleClientTest, ChecksTheNameItConnectsTo) {
   // The certificate names 127.0.0.1 and localhost; "localhost" verifies by DNS SAN.
   KubeConfig c = config();
   c.host = "localhost";
-  Result<ScaleState> s = KubeScaler(c).get_scale(kDecode);
+  Result<ScaleState> s = KubeScaleClient(c).get_scale(kDecode);
   if (!s.ok() && s.error().find("certificate") == std::string::npos) {
     GTEST_SKIP() << "localhost does not resolve to 127.0.0.1 here: " << s.error();
   }
   EXPECT_TRUE(s.ok()) << s.error();
 }
 
-TEST(KubeScalerNames, RefusesACertificateForAnotherName) {
+TEST(KubeScaleClientNames, RefusesACertificateForAnotherName) {
   // Signed by the trusted CA, but issued to another host.
   const KeyPair other = make_certificate("DNS:api.example.com");
   FakeApiServer server(other, "s3cret");
@@ -362,7 +362,7 @@ TEST(KubeScalerNames, RefusesACertificateForAnotherName) {
   c.port = server.port();
   c.ca_pem = other.cert_pem;
   c.token = "s3cret";
-  Result<ScaleState> s = KubeScaler(c).get_scale(kDecode);
+  Result<ScaleState> s = KubeScaleClient(c).get_scale(kDecode);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().find("certificate verify failed"), std::string::npos) << s.error();
   EXPECT_TRUE(server.seen().empty());
@@ -378,7 +378,7 @@ std::filesystem::path temp_dir() {
 
 void write(const std::filesystem::path& p, const std::string& s) { std::ofstream(p) << s; }
 
-TEST_F(KubeScalerTest, InClusterConfigReadsTheServiceAccountAndRereadsTheToken) {
+TEST_F(KubeScaleClientTest, InClusterConfigReadsTheServiceAccountAndRereadsTheToken) {
   const auto dir = temp_dir();
   write(dir / "token", "wrong\n");
   write(dir / "ca.crt", keys_.cert_pem);
@@ -394,7 +394,7 @@ TEST_F(KubeScalerTest, InClusterConfigReadsTheServiceAccountAndRereadsTheToken) 
   EXPECT_EQ(c->port, server_.port());
   EXPECT_EQ(*in_cluster_namespace(paths), "llm");
 
-  KubeScaler k8s(*c);
+  KubeScaleClient k8s(*c);
   EXPECT_FALSE(k8s.get_scale(kDecode).ok());  // the token is wrong...
   write(dir / "token", "s3cret\n");           // ...until the kubelet rotates it
   Result<ScaleState> s = k8s.get_scale(kDecode);
@@ -409,7 +409,7 @@ TEST(InClusterConfig, OutsideAPodSaysSo) {
   EXPECT_NE(c.error().find("KUBERNETES_SERVICE_HOST"), std::string::npos);
 }
 
-TEST(KubeScalerTimeout, GivesUpOnASilentServer) {
+TEST(KubeScaleClientTimeout, GivesUpOnASilentServer) {
   // A listening socket nobody accepts from: the connection completes in the kernel's
   // backlog, the TLS handshake never does.
   net::io_context ioc;
@@ -420,11 +420,11 @@ TEST(KubeScalerTimeout, GivesUpOnASilentServer) {
   c.ca_pem = make_certificate().cert_pem;
   c.timeout = std::chrono::milliseconds(200);
   const auto start = std::chrono::steady_clock::now();
-  Result<ScaleState> s = KubeScaler(c).get_scale(kDecode);
+  Result<ScaleState> s = KubeScaleClient(c).get_scale(kDecode);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().find("timed out"), std::string::npos) << s.error();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
 }
 
-}  // namespace k8s_scaler_test
+}  // namespace k8s_scale_client_test
 }  // namespace kvgate::io

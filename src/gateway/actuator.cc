@@ -1,4 +1,4 @@
-#include "gateway/replica_actuation.h"
+#include "gateway/actuator.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -16,8 +16,8 @@
 #include "gateway/pool_runtime.h"
 #include "io/http_client.h"
 #include "io/k8s_client.h"
-#include "io/k8s_scaler.h"
-#include "io/local_actuator.h"
+#include "io/k8s_scale_client.h"
+#include "io/local_replica_set.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -66,9 +66,9 @@ class PendingAsks {
 // Kind none: the endpoints are the replicas, and someone else (KEDA, an HPA) carries
 // the exported decision out. Asks not yet seen among the endpoints are reported as
 // starting for the expected startup time, then as ready, until endpoints replace them.
-class ExportOnly final : public ReplicaActuation {
+class ExportOnlyActuator final : public Actuator {
  public:
-  ExportOnly(Nanos clock_offset, Nanos startup, std::function<Nanos()> now)
+  ExportOnlyActuator(Nanos clock_offset, Nanos startup, std::function<Nanos()> now)
       : clock_offset_(clock_offset), startup_(startup), now_(std::move(now)) {}
   void poll() override {}
   std::vector<scale::ReplicaSignal> replicas(
@@ -92,18 +92,18 @@ class ExportOnly final : public ReplicaActuation {
 };
 
 // Kind local: replicas are processes this gateway launches and registers.
-class LocalReplicas final : public ReplicaActuation {
+class LocalActuator final : public Actuator {
  public:
-  LocalReplicas(const LocalReplicaConfig& config, ActuationContext context)
+  LocalActuator(const LocalReplicaConfig& config, ActuatorContext context)
       : pool_(context.pool), drain_timeout_(config.drain_timeout) {}
 
-  ~LocalReplicas() override {
-    actuator_.reset();  // stops every replica: requests still on them end at once
+  ~LocalActuator() override {
+    replica_set_.reset();  // stops every replica: requests still on them end at once
     for (auto& [id, d] : drains_) d.thread.join();
   }
 
   Status start(const LocalReplicaConfig& config, std::function<Nanos()> now) {
-    io::LocalActuatorOptions o;
+    io::LocalReplicaSetOptions o;
     o.command = config.command;
     if (o.command.front() == "kvgate") {
       std::error_code ec;
@@ -131,22 +131,22 @@ class LocalReplicas final : public ReplicaActuation {
       if (tail.size() > kOutputLines) tail.pop_front();
     };
     o.now = std::move(now);
-    auto made = io::LocalActuator::make(std::move(o));
+    auto made = io::LocalReplicaSet::make(std::move(o));
     if (!made) return Error(made.error());
-    actuator_ = std::move(*made);
+    replica_set_ = std::move(*made);
     return {};
   }
 
   void poll() override {
     std::vector<std::string> starting;
-    for (const scale::ReplicaSignal& r : actuator_->replicas()) {
+    for (const scale::ReplicaSignal& r : replica_set_->replicas()) {
       if (r.phase == scale::ReplicaPhase::kStarting) starting.push_back(r.id);
     }
-    actuator_->poll();
+    replica_set_->poll();
     // A replica that never became ready and is gone exited during its start (or missed
     // startup_timeout): say why, from its last lines, or a bad command fails silently.
     std::set<std::string> present;
-    for (const scale::ReplicaSignal& r : actuator_->replicas()) present.insert(r.id);
+    for (const scale::ReplicaSignal& r : replica_set_->replicas()) present.insert(r.id);
     std::lock_guard lock(output_mu_);
     for (const std::string& id : starting) {
       if (present.contains(id)) continue;
@@ -158,7 +158,7 @@ class LocalReplicas final : public ReplicaActuation {
 
   std::vector<scale::ReplicaSignal> replicas(
       std::span<const route::EndpointView> endpoints) override {
-    std::vector<scale::ReplicaSignal> out = actuator_->replicas();
+    std::vector<scale::ReplicaSignal> out = replica_set_->replicas();
     for (scale::ReplicaSignal& r : out) {
       r.in_flight = 0;
       auto it = registered_.find(r.id);
@@ -171,12 +171,12 @@ class LocalReplicas final : public ReplicaActuation {
   }
 
   void apply(const scale::Decision& d) override {
-    if (Status s = actuator_->apply(d); !s) {
+    if (Status s = replica_set_->apply(d); !s) {
       spdlog::warn("pool {}: launching a replica failed: {}", pool_.name(), s.error());
     }
   }
 
-  uint64_t restarts() const override { return actuator_->restarts(); }
+  uint64_t restarts() const override { return replica_set_->restarts(); }
 
  private:
   struct Drain {
@@ -259,7 +259,7 @@ class LocalReplicas final : public ReplicaActuation {
   milliseconds drain_timeout_;
   std::mutex output_mu_;  // on_output runs on the replicas' reader threads
   std::map<std::string, std::deque<std::string>> output_;  // last lines, by replica
-  std::unique_ptr<io::LocalActuator> actuator_;
+  std::unique_ptr<io::LocalReplicaSet> replica_set_;
   std::map<std::string, route::EndpointId> registered_;  // replica id -> router endpoint
   std::map<std::string, Drain> drains_;                  // replicas being drained
 };
@@ -270,10 +270,10 @@ class LocalReplicas final : public ReplicaActuation {
 // warm-up), and the rest of spec.replicas is starting since it was asked for. Without
 // discovery the scale subresource is all there is: the oldest status.replicas of the
 // pods asked for count as ready.
-class KubeReplicas final : public ReplicaActuation {
+class KubernetesActuator final : public Actuator {
  public:
-  KubeReplicas(io::KubeConfig config, io::KubeTarget target, ActuationContext context)
-      : scaler_(std::move(config)),
+  KubernetesActuator(io::KubeConfig config, io::KubeTarget target, ActuatorContext context)
+      : client_(std::move(config)),
         target_(std::move(target)),
         name_(context.pool.name()),
         now_(std::move(context.now)),
@@ -281,7 +281,7 @@ class KubeReplicas final : public ReplicaActuation {
         discovered_(discovers_from_kubernetes(context.pool.config())) {}
 
   void poll() override {
-    auto s = scaler_.get_scale(target_);
+    auto s = client_.get_scale(target_);
     if (!s) {
       warn(s.error());
       return;
@@ -301,7 +301,7 @@ class KubeReplicas final : public ReplicaActuation {
 
   void apply(const scale::Decision& d) override {
     if (!scale_ || d.desired_replicas == scale_->spec_replicas) return;
-    auto s = scaler_.set_replicas(target_, d.desired_replicas);
+    auto s = client_.set_replicas(target_, d.desired_replicas);
     if (!s) {
       warn(s.error());
       return;
@@ -354,7 +354,7 @@ class KubeReplicas final : public ReplicaActuation {
     });
   }
 
-  io::KubeScaler scaler_;
+  io::KubeScaleClient client_;
   io::KubeTarget target_;
   std::string name_;
   std::function<Nanos()> now_;
@@ -367,8 +367,8 @@ class KubeReplicas final : public ReplicaActuation {
   Nanos last_warning_ = -3600 * kSecond;
 };
 
-Result<std::unique_ptr<ReplicaActuation>> make_kube(const KubernetesReplicaConfig& k,
-                                                    ActuationContext context) {
+Result<std::unique_ptr<Actuator>> make_kubernetes_actuator(const KubernetesReplicaConfig& k,
+                                                           ActuatorContext context) {
   io::KubeTarget target = k.target;
   io::KubeConfig config;
   if (!k.kubeconfig.empty()) {
@@ -392,26 +392,26 @@ Result<std::unique_ptr<ReplicaActuation>> make_kube(const KubernetesReplicaConfi
     if (!ns) return Error("kubernetes actuator: set namespace (" + ns.error() + ")");
     target.ns = *ns;
   }
-  return std::unique_ptr<ReplicaActuation>(
-      new KubeReplicas(std::move(config), std::move(target), std::move(context)));
+  return std::unique_ptr<Actuator>(
+      new KubernetesActuator(std::move(config), std::move(target), std::move(context)));
 }
 
 }  // namespace
 
-Result<std::unique_ptr<ReplicaActuation>> make_actuation(const PoolAutoscaleConfig& config,
-                                                         ActuationContext context) {
+Result<std::unique_ptr<Actuator>> make_actuator(const PoolAutoscaleConfig& config,
+                                                ActuatorContext context) {
   switch (config.actuator) {
     case ActuatorKind::kNone:
-      return std::unique_ptr<ReplicaActuation>(
-          new ExportOnly(context.clock_offset, config.policy.startup_time, std::move(context.now)));
+      return std::unique_ptr<Actuator>(new ExportOnlyActuator(
+          context.clock_offset, config.policy.startup_time, std::move(context.now)));
     case ActuatorKind::kLocal: {
       auto now = context.now;
-      auto local = std::make_unique<LocalReplicas>(config.local, std::move(context));
+      auto local = std::make_unique<LocalActuator>(config.local, std::move(context));
       if (Status s = local->start(config.local, std::move(now)); !s) return Error(s.error());
-      return std::unique_ptr<ReplicaActuation>(std::move(local));
+      return std::unique_ptr<Actuator>(std::move(local));
     }
     case ActuatorKind::kKubernetes:
-      return make_kube(config.kubernetes, std::move(context));
+      return make_kubernetes_actuator(config.kubernetes, std::move(context));
   }
   return Error("unknown actuator");
 }

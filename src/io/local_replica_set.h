@@ -1,10 +1,11 @@
-// LocalActuator: runs a pool's replicas as local processes and carries out the
-// autoscaler's decisions on them.
+// LocalReplicaSet: a pool's replicas run as local processes, sized and drained by the
+// autoscaler's decisions: what `kvgate serve`'s actuator of kind local acts on, as the
+// kind kubernetes one acts on a Deployment.
 //
 // Each replica is launched from a command template (argv; "{port}" and "{id}" in any
 // argument are replaced), e.g. {"kvgate", "engine", "--port", "{port}"} or
 // {"vllm", "serve", "Qwen/Qwen2.5-7B-Instruct", "--port", "{port}"}, on a free loopback
-// port. The actuator then
+// port. The set then
 //   - polls http://host:port/health until it answers 200 and reports the replica ready
 //     through `on_change` (the gateway's admin API registers the endpoint there);
 //   - on a Decision, launches desired - (current - drained) replicas and drains the
@@ -18,8 +19,8 @@
 // Processes go through io::Subprocess (own process group, SIGTERM/SIGKILL, reaped,
 // killed if kvgate dies).
 //
-//   LocalActuator a({.command = {"kvgate", "engine", "--port", "{port}"},
-//                    .on_change = [&](const ReplicaChange& c) { admin.apply(c); }});
+//   LocalReplicaSet a({.command = {"kvgate", "engine", "--port", "{port}"},
+//                      .on_change = [&](const ReplicaChange& c) { admin.apply(c); }});
 //   every control interval: a.poll(); d = autoscaler.decide(signals_with(a.replicas()), now);
 //                           a.apply(d);
 //
@@ -51,7 +52,7 @@ struct ReplicaChange {
   bool crashed = false;  // kRemoved: the process exited without being asked to
 };
 
-struct LocalActuatorOptions {
+struct LocalReplicaSetOptions {
   std::vector<std::string> command;  // argv template
   std::string host = "127.0.0.1";
   std::string health_path = "/health";
@@ -72,13 +73,13 @@ struct LocalActuatorOptions {
   std::function<Nanos()> now;
 };
 
-class LocalActuator {
+class LocalReplicaSet {
  public:
   // Errors: an empty command.
-  static Result<std::unique_ptr<LocalActuator>> make(LocalActuatorOptions options);
-  ~LocalActuator();  // stops every process (SIGTERM, then SIGKILL)
-  LocalActuator(const LocalActuator&) = delete;
-  LocalActuator& operator=(const LocalActuator&) = delete;
+  static Result<std::unique_ptr<LocalReplicaSet>> make(LocalReplicaSetOptions options);
+  ~LocalReplicaSet();  // stops every process (SIGTERM, then SIGKILL)
+  LocalReplicaSet(const LocalReplicaSet&) = delete;
+  LocalReplicaSet& operator=(const LocalReplicaSet&) = delete;
 
   // Carries out a decision (launches now; drains progress in poll()). Returns the first
   // launch error, if any (the other launches are still attempted).
@@ -98,12 +99,12 @@ class LocalActuator {
 
  private:
   struct Replica;
-  explicit LocalActuator(LocalActuatorOptions options);
+  explicit LocalReplicaSet(LocalReplicaSetOptions options);
   Status launch_one();
   void stop_replica(Replica& r);
   Nanos now() const;
 
-  LocalActuatorOptions options_;
+  LocalReplicaSetOptions options_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   uint64_t next_id_ = 0;
   uint64_t restarts_ = 0;

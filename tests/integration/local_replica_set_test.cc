@@ -1,9 +1,9 @@
-// The local-process actuator with real server processes: the core Autoscaler decides,
-// the actuator launches, health-checks, registers, drains and stops replicas, and
+// The local replica set with real server processes: the core Autoscaler decides,
+// the set launches, health-checks, registers, drains and stops replicas, and
 // replaces one that crashes. Two kinds of replica: real `kvgate engine` processes that
 // boot through the 7B cold-start phases time-scaled to ~1 s, and a plain HTTP server
 // (Python's http.server behind a `sleep`) to show the command can be any server.
-#include "io/local_actuator.h"
+#include "io/local_replica_set.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -23,7 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class LocalActuatorTest : public ::testing::Test {
+class LocalReplicaSetTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ =
@@ -33,8 +33,8 @@ class LocalActuatorTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  LocalActuatorOptions options() {
-    LocalActuatorOptions o;
+  LocalReplicaSetOptions options() {
+    LocalReplicaSetOptions o;
     o.command = {"sh", "-c",
                  "sleep 0.3; exec python3 -m http.server {port} --bind 127.0.0.1 --directory " +
                      dir_.string()};
@@ -61,18 +61,18 @@ class LocalActuatorTest : public ::testing::Test {
 
   // Polls until `pred` holds or 20 s pass.
   template <typename Pred>
-  bool poll_until(LocalActuator& a, Pred pred) {
+  bool poll_until(LocalReplicaSet& a, Pred pred) {
     const auto deadline = std::chrono::steady_clock::now() + 20s;
     while (std::chrono::steady_clock::now() < deadline) {
       a.poll();
       if (pred()) return true;
-      // Waits for the kvgate engine children the actuator runs to reach the state.
+      // Waits for the kvgate engine children the set runs to reach the state.
       std::this_thread::sleep_for(50ms);
     }
     return false;
   }
 
-  scale::PoolSignals signals(const LocalActuator& a, double waiting) {
+  scale::PoolSignals signals(const LocalReplicaSet& a, double waiting) {
     scale::PoolSignals s;
     s.waiting = waiting;
     s.replicas = a.replicas();
@@ -88,7 +88,7 @@ class LocalActuatorTest : public ::testing::Test {
   void scale_one_three_one(std::vector<std::string> command);
 };
 
-void LocalActuatorTest::scale_one_three_one(std::vector<std::string> command) {
+void LocalReplicaSetTest::scale_one_three_one(std::vector<std::string> command) {
   scale::AutoscaleConfig config;
   config.policy = scale::PolicyKind::kTarget;
   config.signal = scale::Signal::kWaiting;
@@ -100,11 +100,11 @@ void LocalActuatorTest::scale_one_three_one(std::vector<std::string> command) {
   auto autoscaler = scale::Autoscaler::make(config);
   ASSERT_TRUE(autoscaler.ok()) << autoscaler.error();
 
-  LocalActuatorOptions o = options();
+  LocalReplicaSetOptions o = options();
   if (!command.empty()) o.command = std::move(command);
-  auto made = LocalActuator::make(o);
+  auto made = LocalReplicaSet::make(o);
   ASSERT_TRUE(made.ok()) << made.error();
-  LocalActuator& a = **made;
+  LocalReplicaSet& a = **made;
   ASSERT_TRUE(a.launch(1).ok());
   ASSERT_TRUE(poll_until(a, [&] { return a.ready() == 1; }));
   ASSERT_EQ(registered_.size(), 1u);
@@ -155,28 +155,28 @@ void LocalActuatorTest::scale_one_three_one(std::vector<std::string> command) {
   EXPECT_EQ(registered_.size(), 1u);
 }
 
-TEST_F(LocalActuatorTest, ScalesOneToThreeToOneAndReplacesACrashedReplica) {
+TEST_F(LocalReplicaSetTest, ScalesOneToThreeToOneAndReplacesACrashedReplica) {
   scale_one_three_one({});
 }
 
 // The same with real `kvgate engine` processes booting through the 7B cold-start phases
 // at 1/200 of real time (~1 s instead of ~200 s).
-TEST_F(LocalActuatorTest, ScalesKvgateEngines) {
+TEST_F(LocalReplicaSetTest, ScalesKvgateEngines) {
   const char* bin = std::getenv("KVGATE_BIN");
   if (bin == nullptr) GTEST_SKIP() << "KVGATE_BIN not set";
   scale_one_three_one({bin, "engine", "--port", "{port}", "--startup", "cold", "--time-scale",
                        "0.005", "--num-gpu-blocks", "1024"});
 }
 
-TEST_F(LocalActuatorTest, ACommandThatCannotRunIsAnError) {
-  LocalActuatorOptions o = options();
+TEST_F(LocalReplicaSetTest, ACommandThatCannotRunIsAnError) {
+  LocalReplicaSetOptions o = options();
   o.command = {"/nonexistent/kvgate-no-such-server", "--port", "{port}"};
-  auto a = LocalActuator::make(o);
+  auto a = LocalReplicaSet::make(o);
   ASSERT_TRUE(a.ok());
   EXPECT_FALSE((*a)->launch(1).ok());
   EXPECT_EQ((*a)->size(), 0u);
   o.command.clear();
-  EXPECT_FALSE(LocalActuator::make(o).ok());
+  EXPECT_FALSE(LocalReplicaSet::make(o).ok());
 }
 
 }  // namespace

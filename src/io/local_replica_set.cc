@@ -1,4 +1,4 @@
-#include "io/local_actuator.h"
+#include "io/local_replica_set.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,7 +15,7 @@ namespace kvgate::io {
 
 enum class Phase { kStarting, kReady, kDraining };
 
-struct LocalActuator::Replica {
+struct LocalReplicaSet::Replica {
   std::string id;
   uint16_t port = 0;
   std::string url;
@@ -42,22 +42,22 @@ Result<uint16_t> pick_free_port() {
   return ntohs(addr.sin_port);
 }
 
-Result<std::unique_ptr<LocalActuator>> LocalActuator::make(LocalActuatorOptions options) {
+Result<std::unique_ptr<LocalReplicaSet>> LocalReplicaSet::make(LocalReplicaSetOptions options) {
   if (options.command.empty()) return Error("local actuator: empty command");
-  return std::unique_ptr<LocalActuator>(new LocalActuator(std::move(options)));
+  return std::unique_ptr<LocalReplicaSet>(new LocalReplicaSet(std::move(options)));
 }
 
-LocalActuator::LocalActuator(LocalActuatorOptions options) : options_(std::move(options)) {
+LocalReplicaSet::LocalReplicaSet(LocalReplicaSetOptions options) : options_(std::move(options)) {
   if (!options_.now) options_.now = [] { return env::system_clock().now(); };
 }
 
-LocalActuator::~LocalActuator() {
+LocalReplicaSet::~LocalReplicaSet() {
   for (auto& r : replicas_) {
     if (r->process) r->process->stop(options_.stop_grace);
   }
 }
 
-Nanos LocalActuator::now() const { return options_.now(); }
+Nanos LocalReplicaSet::now() const { return options_.now(); }
 
 namespace {
 
@@ -69,7 +69,7 @@ std::string substitute(std::string arg, const std::string& key, const std::strin
 
 }  // namespace
 
-Status LocalActuator::launch_one() {
+Status LocalReplicaSet::launch_one() {
   auto port = pick_free_port();
   if (!port) return Error(port.error());
   auto r = std::make_unique<Replica>();
@@ -94,7 +94,7 @@ Status LocalActuator::launch_one() {
   return {};
 }
 
-Status LocalActuator::launch(int32_t n) {
+Status LocalReplicaSet::launch(int32_t n) {
   Status first;
   for (int32_t i = 0; i < n; ++i) {
     Status s = launch_one();
@@ -103,7 +103,7 @@ Status LocalActuator::launch(int32_t n) {
   return first;
 }
 
-Status LocalActuator::apply(const scale::Decision& d) {
+Status LocalReplicaSet::apply(const scale::Decision& d) {
   for (const std::string& id : d.drain) {
     for (auto& r : replicas_) {
       if (r->id != id || r->phase == Phase::kDraining) continue;
@@ -122,7 +122,7 @@ Status LocalActuator::apply(const scale::Decision& d) {
   return launch(d.desired_replicas - active);
 }
 
-void LocalActuator::stop_replica(Replica& r) {
+void LocalReplicaSet::stop_replica(Replica& r) {
   if (r.process) r.process->stop(options_.stop_grace);
   r.process.reset();
   if (r.phase != Phase::kStarting && options_.on_change) {
@@ -130,7 +130,7 @@ void LocalActuator::stop_replica(Replica& r) {
   }
 }
 
-void LocalActuator::poll() {
+void LocalReplicaSet::poll() {
   int32_t crashed = 0;
   const Nanos t = now();
   for (auto& r : replicas_) {
@@ -173,7 +173,7 @@ void LocalActuator::poll() {
   }
 }
 
-std::vector<scale::ReplicaSignal> LocalActuator::replicas() const {
+std::vector<scale::ReplicaSignal> LocalReplicaSet::replicas() const {
   std::vector<scale::ReplicaSignal> out;
   for (const auto& r : replicas_) {
     scale::ReplicaSignal s;
@@ -190,14 +190,14 @@ std::vector<scale::ReplicaSignal> LocalActuator::replicas() const {
   return out;
 }
 
-int LocalActuator::pid(const std::string& id) const {
+int LocalReplicaSet::pid(const std::string& id) const {
   for (const auto& r : replicas_) {
     if (r->id == id && r->process) return r->process->pid();
   }
   return -1;
 }
 
-size_t LocalActuator::ready() const {
+size_t LocalReplicaSet::ready() const {
   return static_cast<size_t>(std::count_if(
       replicas_.begin(), replicas_.end(), [](const auto& r) { return r->phase == Phase::kReady; }));
 }

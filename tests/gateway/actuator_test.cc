@@ -1,7 +1,7 @@
-// The export-only actuation (kind none): what the autoscaler asked for counts as starting,
+// The export-only actuator (kind none): what the autoscaler asked for counts as starting,
 // then ready after the expected startup, until endpoints take its place; so a decision
 // exported for KEDA stays put instead of flipping back every interval.
-#include "gateway/replica_actuation.h"
+#include "gateway/actuator.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,9 @@
 #include "gateway/pool_runtime.h"
 
 namespace kvgate::gateway {
-namespace {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace actuator_test {
 
 route::EndpointView ready_endpoint(route::EndpointId id) {
   return {.id = id, .url = "http://127.0.0.1:" + std::to_string(9000 + id)};
@@ -24,7 +26,7 @@ size_t count(const std::vector<scale::ReplicaSignal>& r, scale::ReplicaPhase pha
       std::count_if(r.begin(), r.end(), [&](const auto& s) { return s.phase == phase; }));
 }
 
-TEST(ExportOnlyActuation, AskedForReplicasStartThenServeUntilEndpointsReplaceThem) {
+TEST(ExportOnlyActuator, AskedForReplicasStartThenServeUntilEndpointsReplaceThem) {
   boost::asio::io_context io;
   GatewayMetrics metrics;
   PoolConfig config;
@@ -36,9 +38,9 @@ TEST(ExportOnlyActuation, AskedForReplicasStartThenServeUntilEndpointsReplaceThe
   auto pool = PoolRuntime::create(config, {}, io.get_executor(), metrics, env::system_clock());
   ASSERT_TRUE(pool) << pool.error();
   Nanos now = 1000 * kSecond;
-  auto a = make_actuation(autoscale, {.pool = **pool, .now = [&] { return now; }});
+  auto a = make_actuator(autoscale, {.pool = **pool, .now = [&] { return now; }});
   ASSERT_TRUE(a) << a.error();
-  ReplicaActuation& act = **a;
+  Actuator& act = **a;
 
   std::vector<route::EndpointView> one = {ready_endpoint(0)};
   EXPECT_EQ((*a)->replicas(one).size(), 1u);
@@ -75,7 +77,7 @@ TEST(ExportOnlyActuation, AskedForReplicasStartThenServeUntilEndpointsReplaceThe
   EXPECT_EQ(act.replicas(one).size(), 1u);
 }
 
-TEST(ExportOnlyActuation, TheExportedDecisionHoldsWhileItIsCarriedOut) {
+TEST(ExportOnlyActuator, TheExportedDecisionHoldsWhileItIsCarriedOut) {
   boost::asio::io_context io;
   GatewayMetrics metrics;
   PoolConfig config;
@@ -89,7 +91,7 @@ TEST(ExportOnlyActuation, TheExportedDecisionHoldsWhileItIsCarriedOut) {
   autoscale.policy.target = 1;
   autoscale.policy.max_replicas = 5;
   Nanos now = 1000 * kSecond;
-  auto a = make_actuation(autoscale, {.pool = **pool, .now = [&] { return now; }});
+  auto a = make_actuator(autoscale, {.pool = **pool, .now = [&] { return now; }});
   ASSERT_TRUE(a) << a.error();
   auto scaler = scale::Autoscaler::make(autoscale.policy);
   ASSERT_TRUE(scaler) << scaler.error();
@@ -107,5 +109,5 @@ TEST(ExportOnlyActuation, TheExportedDecisionHoldsWhileItIsCarriedOut) {
   }
 }
 
-}  // namespace
+}  // namespace actuator_test
 }  // namespace kvgate::gateway

@@ -1,4 +1,4 @@
-#include "io/k8s_scaler.h"
+#include "io/k8s_scale_client.h"
 
 #include <boost/json.hpp>
 #include <cstdlib>
@@ -97,15 +97,15 @@ Result<std::string> in_cluster_namespace(const InClusterPaths& paths) {
   return trim(std::move(*ns));
 }
 
-KubeScaler::KubeScaler(KubeConfig config) : config_(std::move(config)) {}
+KubeScaleClient::KubeScaleClient(KubeConfig config) : config_(std::move(config)) {}
 
-Result<ScaleState> KubeScaler::get_scale(const KubeTarget& target) const {
+Result<ScaleState> KubeScaleClient::get_scale(const KubeTarget& target) const {
   Result<KubeReply> r = perform(config_, {.method = "GET", .target = scale_path(target)});
   if (!r) return Error(r.error());
   return parse_scale(r->body);
 }
 
-Result<ScaleState> KubeScaler::set_replicas(const KubeTarget& target, int32_t replicas) const {
+Result<ScaleState> KubeScaleClient::set_replicas(const KubeTarget& target, int32_t replicas) const {
   if (replicas < 0) return Error("kubernetes: replicas must be >= 0");
   const std::string body = "{\"spec\":{\"replicas\":" + std::to_string(replicas) + "}}";
   Result<KubeReply> r = perform(config_, {.method = "PATCH",
@@ -116,8 +116,8 @@ Result<ScaleState> KubeScaler::set_replicas(const KubeTarget& target, int32_t re
   return parse_scale(r->body);
 }
 
-Status KubeScaler::set_pod_deletion_cost(const std::string& ns, const std::string& pod,
-                                         int32_t cost) const {
+Status KubeScaleClient::set_pod_deletion_cost(const std::string& ns, const std::string& pod,
+                                              int32_t cost) const {
   json::object patch{
       {"metadata",
        json::object{{"annotations", json::object{{"controller.kubernetes.io/pod-deletion-cost",

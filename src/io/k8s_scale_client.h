@@ -1,5 +1,6 @@
-// KubeScaler: sets the size of a Kubernetes Deployment or StatefulSet, the actuator the
-// autoscaler uses when its pools run on Kubernetes.
+// KubeScaleClient: a client of a Kubernetes Deployment's or StatefulSet's scale
+// subresource: reads and sets its size. `kvgate serve`'s actuator of kind kubernetes acts
+// through it when its pools run on Kubernetes.
 //
 // It talks to the API server's scale subresource, as `kubectl scale` and the HPA do:
 //   GET   /apis/apps/v1/namespaces/NS/{deployments|statefulsets}/NAME/scale
@@ -12,7 +13,7 @@
 // statefulsets/scale).
 //
 //   auto config = in_cluster_config();            // Result<KubeConfig>
-//   KubeScaler k8s(*config);
+//   KubeScaleClient k8s(*config);
 //   Status s = k8s.set_replicas({"llm", KubeKind::kDeployment, "qwen-decode"}, 6);
 //
 // Calls block the calling thread for one HTTPS round trip (at most `timeout`); run them
@@ -65,9 +66,9 @@ struct ScaleState {
   int32_t status_replicas = 0;  // what the controller has created so far
 };
 
-class KubeScaler {
+class KubeScaleClient {
  public:
-  explicit KubeScaler(KubeConfig config);
+  explicit KubeScaleClient(KubeConfig config);
 
   // Errors carry the HTTP status and the API server's message, e.g.
   // "kubernetes: PATCH /apis/apps/v1/... -> 403: deployments.apps \"x\" is forbidden: ...".
