@@ -276,6 +276,24 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
 
   if (!disaggregated) {
     ctx.stage = Stage::kWhole;
+    // A continuation (a Responses conversation's previous_response_id) goes where its
+    // conversation is stored whenever that endpoint is healthy, whatever its load or the
+    // age of its metrics: any other endpoint would answer 404.
+    if (request.preferred) {
+      if ((d.reason = healthy_->apply(ctx, candidates_)) != RejectReason::kNone) return d;
+      const auto it = std::find_if(candidates_.begin(), candidates_.end(), [&](const Candidate& c) {
+        return c.endpoint->id == *request.preferred;
+      });
+      if (it != candidates_.end()) {
+        std::iter_swap(candidates_.begin(), it);
+        candidates_.resize(1);
+        policy_->pick(ctx, candidates_, rng);  // costs it
+        d.endpoint = candidates_[0].endpoint->id;
+        d.cost = candidates_[0].cost;
+        fill(candidates_[0]);
+        return d;
+      }
+    }
     if ((d.reason = run_filters(candidates_, RejectReason::kNoHealthyEndpoints)) !=
         RejectReason::kNone) {
       return d;
@@ -289,12 +307,7 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
       keep_lora_placed(request.adapter, candidates_);
       keep_lora_tier(request.adapter, candidates_);
     }
-    size_t i = policy_->pick(ctx, candidates_, rng);  // costs every candidate
-    if (request.preferred) {
-      for (size_t j = 0; j < candidates_.size(); ++j) {
-        if (candidates_[j].endpoint->id == *request.preferred) i = j;
-      }
-    }
+    const size_t i = policy_->pick(ctx, candidates_, rng);  // costs every candidate
     d.endpoint = candidates_[i].endpoint->id;
     d.cost = candidates_[i].cost;
     fill(candidates_[i]);

@@ -137,8 +137,9 @@ TEST_F(RouterTest, ExcludedEndpointsAreSkippedForThatRequestOnly) {
 }
 
 // A request's preferred endpoint (a Responses conversation's previous one) wins over the
-// policy's choice while it is a candidate, and is passed over when it is not (unhealthy or
-// excluded): then the policy decides as if nothing were preferred.
+// policy's choice while it is healthy, also when saturated (stale metrics count as
+// saturated: the conversation is stored nowhere else), and is passed over when it is
+// unhealthy or excluded: then the policy decides as if nothing were preferred.
 TEST_F(RouterTest, PreferredEndpointWinsWhileItIsACandidate) {
   build();
   auto r = prompt(8, 1);
@@ -148,6 +149,14 @@ TEST_F(RouterTest, PreferredEndpointWinsWhileItIsACandidate) {
   EXPECT_EQ(winner(r), 'A');
   RouteRequest follow_up = r;
   follow_up.preferred = b;
+  EXPECT_EQ(winner(follow_up), 'B');
+  // Saturated: a request whose prefix B holds goes to A, the follow-up still to B.
+  auto on_b = prompt(8, 2);
+  cache(b, on_b, 8);
+  EXPECT_EQ(winner(on_b), 'B');
+  ScrapedMetrics saturated{.waiting = 1000, .running = 64, .kv_usage = 1.0};
+  ASSERT_TRUE(router_->pool().on_metrics(b, saturated, 0));
+  EXPECT_EQ(winner(on_b), 'A');
   EXPECT_EQ(winner(follow_up), 'B');
   router_->pool().set_health(b, Health::kUnhealthy);
   EXPECT_EQ(winner(follow_up), 'A');
