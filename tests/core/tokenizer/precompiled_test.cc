@@ -259,6 +259,8 @@ TEST(Precompiled, ChildrenFarAwayUseTheOffsetExtensionBit) {
   EXPECT_EQ(normalize(m, "abc"), "12");
 }
 
+// Expectations written by hand, each checked with the library's Precompiled normalizer on
+// this map (built by tests/e2e/support/charsmap.mjs).
 TEST(Precompiled, NormalizeTakesEachGraphemeOrEachCharacter) {
   const PrecompiledCharsMap m = make({{"\r", "<cr>"},
                                       {"\n", "<lf>"},
