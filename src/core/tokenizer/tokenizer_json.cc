@@ -154,18 +154,22 @@ struct Tokenizer::Loaded {
       return {};
     }
     if (type == "Precompiled") {
-      // SentencePiece's compiled normalization rules. An empty map is the identity; any
-      // other map is a table of rewrites kvgate cannot prove equal to a Unicode form.
+      // SentencePiece's compiled normalization rules; an empty map is the identity.
       auto m = field(e, "precompiled_charsmap");
-      if (is_null_or_absent(m) || string_of(m).value_or("x").empty()) return {};
-      return Error(path +
-                   ": a Precompiled (SentencePiece) normalizer with a non-empty "
-                   "precompiled_charsmap is not supported: kvgate cannot prove its rewrite "
-                   "table equal to NFKC or the identity");
+      if (is_null_or_absent(m)) return {};
+      auto b64 = string_of(m);
+      if (!b64) return Error(path + ".precompiled_charsmap: not a string");
+      if (b64->empty()) return {};
+      auto map = PrecompiledCharsMap::parse(*b64);
+      if (!map)
+        return Error(path +
+                     ".precompiled_charsmap: cannot read the Precompiled charsmap: " + map.error());
+      n.add({.kind = Normalizer::kPrecompiled, .charsmap = std::move(*map)});
+      return {};
     }
     return Error(path + ".type: unsupported \"" + type +
                  "\" (kvgate implements NFC, NFD, NFKC, NFKD, Lowercase, Strip, Replace, "
-                 "Prepend, Precompiled (empty) and Sequence)");
+                 "Prepend, Precompiled and Sequence)");
   }
 
   static Status pre_tokenizer(PreTokenizer& pre, dom::element e, const std::string& path,
