@@ -1,6 +1,6 @@
 // The kvgate binary (KVGATE_BIN, else build/asan/kvgate) for the e2e tests: run_kvgate runs
 // it with stdin input; start_kvgate, start_engines and start_gateway start the processes
-// stop_started stops.
+// stop_started stops (kill_started stops one of them before that).
 import {execFileSync, spawn} from 'node:child_process';
 import {mkdtempSync, writeFileSync} from 'node:fs';
 import {tmpdir} from 'node:os';
@@ -24,8 +24,10 @@ export function run_kvgate(args, input) {
   });
 }
 
-// Processes the tests start (engines, gateways), stopped by stop_started().
+// Processes the tests start (engines, gateways), stopped by stop_started(); and each by
+// what start_kvgate resolved with, for kill_started().
 const started = [];
+const started_by_value = new Map();
 
 // Starts `kvgate ARGS` and resolves with the first group of `pattern` on its stdout
 // (default: the URL it announces it listens on), once `ready` (when given) was printed
@@ -43,6 +45,7 @@ export function start_kvgate(args, ready, pattern = /listening on (http:\/\/[^\s
       const m = out.match(pattern);
       if (m && (!ready || out.includes(ready))) {
         clearTimeout(timer);
+        started_by_value.set(m[1], p);
         resolve(m[1]);
       }
     });
@@ -78,8 +81,20 @@ export async function start_gateway(config, {tenant, dir, pattern} = {}) {
   return {base, key};
 }
 
+// Sends `signal` (default SIGKILL: a crash) to the process start_kvgate resolved with
+// `value` (an engine's URL); resolves once it exited. stop_started() then skips it.
+export async function kill_started(value, signal = 'SIGKILL') {
+  const p = started_by_value.get(value);
+  if (!p) throw new Error(`kill_started: no process started as ${value}`);
+  if (p.exitCode !== null || p.signalCode !== null) return;
+  const exited = new Promise((r) => p.once('exit', r));
+  p.kill(signal);
+  await exited;
+}
+
 // SIGTERM to every process start_kvgate started, the last first; resolves once all exited.
 export async function stop_started() {
+  started_by_value.clear();
   for (const p of started.splice(0).reverse()) {
     if (p.exitCode !== null || p.signalCode !== null) continue;
     const exited = new Promise((r) => p.once('exit', r));
