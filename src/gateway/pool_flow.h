@@ -87,6 +87,12 @@ class PoolFlow {
   // The same as of the last change (at most 50 ms old), readable from any thread.
   std::string queue_view() const;
 
+  // Fleet fairness (replica_sync.h, cluster/fleet_fairness.h), on the strand: the queue,
+  // whose counters the peers' service is added to; and counters_changed() after adding
+  // it, so that queue_view() follows.
+  route::FlowQueue& queue() { return fc_.queue(); }
+  void counters_changed(Nanos now) { refresh_view(now); }
+
   size_t queued() const { return queued_.load(std::memory_order_relaxed); }
   const route::FlowQueueConfig& config() const { return fc_.queue().config(); }
 
