@@ -72,9 +72,11 @@ class PoolFlow {
              Deliver deliver);
   // Capacity may have appeared: dispatch in order while some endpoint has room.
   void pump(Nanos now);
-  // A dispatched request ended: its tenant's counter is charged the actual output.
+  // A dispatched request ended: its tenant's counter is charged the actual output (and
+  // the admin view follows).
   void finished(std::string_view tenant, uint32_t charged, uint32_t actual) {
     fc_.finished(tenant, charged, actual);
+    refresh_view(clock_.now());
   }
   // The client went away: removed from the queue; its Deliver runs with kClientGone.
   bool cancel(route::RequestId id);
