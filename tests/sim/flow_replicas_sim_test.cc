@@ -98,7 +98,7 @@ const PolicySpec& policy_named(const Scenario& s, const std::string& name) {
   return s.policies.front();
 }
 
-PolicyRun run(const Scenario& s, const std::string& name) {
+PolicyRun run_named(const Scenario& s, const std::string& name) {
   auto r = run_policy(s, policy_named(s, name), s.seed);
   EXPECT_TRUE(r.ok()) << r.error();
   return r.ok() ? std::move(*r) : PolicyRun{};
@@ -117,7 +117,7 @@ TEST(FlowReplicasSim, EveryRequestIsServedOrRefusedBehindFourReplicas) {
   const Scenario s = noisy();
   for (const char* name :
        {"four sync off", "four own counters", "four fleet", "four fleet no lag"}) {
-    const PolicyRun r = run(s, name);
+    const PolicyRun r = run_named(s, name);
     ASSERT_GT(r.requests.size(), 100u) << name;
     size_t served = 0, queued = 0;
     std::array<size_t, 2> served_by_tenant{};
@@ -138,13 +138,13 @@ TEST(FlowReplicasSim, EveryRequestIsServedOrRefusedBehindFourReplicas) {
 
 TEST(FlowReplicasSim, OneReplicaIsTheSingleGatewayCallForCall) {
   const Scenario s = noisy();
-  EXPECT_EQ(fates(run(s, "single")), fates(run(s, "one replica")));
+  EXPECT_EQ(fates(run_named(s, "single")), fates(run_named(s, "one replica")));
 }
 
 TEST(FlowReplicasSim, SameSeedSameRun) {
   const Scenario s = noisy();
   for (const char* name : {"four sync off", "four fleet"}) {
-    EXPECT_EQ(fates(run(s, name)), fates(run(s, name))) << name;
+    EXPECT_EQ(fates(run_named(s, name)), fates(run_named(s, name))) << name;
   }
 }
 
