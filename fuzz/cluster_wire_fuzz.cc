@@ -1,11 +1,13 @@
 // What gateway replicas read from each other through Redis (docs/replicas.md): routing
 // event batches (cluster/routing_event.h), index snapshots (cluster/index_snapshot.h) and
-// hot-prefix lists (cluster/hot_prefix_share.h). Whatever decodes, encoded again, decodes
-// again and encodes to the same bytes; a restored snapshot leaves an index that matches.
+// hot-prefix lists (cluster/hot_prefix_share.h) and service reports (fleet fairness,
+// cluster/fleet_fairness.h). Whatever decodes, encoded again, decodes again and encodes
+// to the same bytes; a restored snapshot leaves an index that matches.
 //
-// Input: [1 byte: which form, modulo 3][the form's bytes].
+// Input: [1 byte: which form, modulo 4][the form's bytes].
 #include <string>
 
+#include "core/cluster/fleet_fairness.h"
 #include "core/cluster/hot_prefix_share.h"
 #include "core/cluster/index_snapshot.h"
 #include "core/cluster/routing_event.h"
@@ -61,20 +63,39 @@ void hot_prefixes(std::string_view in) {
   KVGATE_FUZZ_CHECK(merged.size() <= 8, "merge returned more than asked");
 }
 
+void service_report(std::string_view in) {
+  const Result<cluster::ServiceReport> r = cluster::decode_service_report(in);
+  if (!r) return;
+  const std::string once = cluster::encode(*r);
+  const Result<cluster::ServiceReport> back = cluster::decode_service_report(once);
+  KVGATE_FUZZ_CHECK(static_cast<bool>(back), "an encoded report does not decode: " + back.error());
+  KVGATE_FUZZ_CHECK(cluster::encode(*back) == once, "a service report's encoding is not stable");
+  // Applied to a queue: the counters take any finite service.
+  route::FlowQueueConfig config;
+  config.enabled = true;
+  route::FlowQueue queue(config);
+  cluster::FleetFairness fair(queue, "fuzz", back->pool, {});
+  fair.apply(*back, 0);
+  KVGATE_FUZZ_CHECK(!fair.take().has_value(), "a peer's service was reported as own");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0:
       routing_events(in);
       break;
     case 1:
       index_snapshot(in);
       break;
-    default:
+    case 2:
       hot_prefixes(in);
+      break;
+    default:
+      service_report(in);
       break;
   }
   return 0;

@@ -76,23 +76,21 @@ class Parser : public YamlReader {
     ClusterConfig c;
     only_keys(n, "cluster",
               {"redis", "replica_id", "sync", "stream_prefix", "flush_ms", "poll_ms", "max_len",
-               "replay_ms", "peer_timeout_ms", "lease_ms", "snapshot_ms"});
+               "replay_ms", "peer_timeout_ms", "lease_ms", "snapshot_ms", "fleet_fairness"});
     if (auto v = n["redis"]) redis(v, "cluster.redis", c.redis);
     if (auto v = n["replica_id"]) {
       c.replica_id = text(v, "cluster.replica_id");
       if (c.replica_id.empty()) fail(v, "cluster.replica_id", "empty replica id");
     }
-    if (auto v = n["sync"]) {
-      // YAML reads a bare on/off as a boolean: accept both spellings.
-      const std::string s = text(v, "cluster.sync");
-      if (s == "on" || s == "true") {
-        c.sync = true;
-      } else if (s == "off" || s == "false") {
-        c.sync = false;
-      } else {
-        fail(v, "cluster.sync", fmt::format("expected on or off, got '{}'", s));
-      }
-    }
+    // YAML reads a bare on/off as a boolean: accept both spellings.
+    auto on_off = [&](const YAML::Node& v, const std::string& field) {
+      const std::string s = text(v, field);
+      if (s == "on" || s == "true") return true;
+      if (s == "off" || s == "false") return false;
+      fail(v, field, fmt::format("expected on or off, got '{}'", s));
+    };
+    if (auto v = n["sync"]) c.sync = on_off(v, "cluster.sync");
+    if (auto v = n["fleet_fairness"]) c.fleet_fairness = on_off(v, "cluster.fleet_fairness");
     if (auto v = n["stream_prefix"]) c.stream_prefix = text(v, "cluster.stream_prefix");
     if (auto v = n["flush_ms"]) c.flush = millis(v, "cluster.flush_ms");
     if (auto v = n["poll_ms"]) c.poll = millis(v, "cluster.poll_ms");

@@ -103,6 +103,10 @@ struct ClusterConfig {
   // Autoscaled pools: one leader per pool actuates, under a Redis lease this long
   // (renewed every third of it).
   std::chrono::milliseconds lease{3000};
+  // Pools with flow control (sync on): the replicas' queues order tenants by the fleet's
+  // service, each replica publishing the service it gives beside its routing events
+  // (cluster/fleet_fairness.h); off: each orders by its own.
+  bool fleet_fairness = true;
 };
 
 // Where an endpoint's engine publishes its KV cache events (vLLM's ZmqEventPublisher).

@@ -271,7 +271,8 @@ std::string PoolFlow::queue_json(size_t limit, Nanos now) const {
                                    {"evicted", t.evicted},
                                    {"timed_out", t.timed_out},
                                    {"deadline_missed", t.deadline_missed},
-                                   {"served_tokens", t.served_tokens}});
+                                   {"served_tokens", t.served_tokens},
+                                   {"peer_service", t.peer_service}});
   }
   o["tenants"] = std::move(tenants);
   return json::serialize(o);

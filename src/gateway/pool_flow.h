@@ -72,9 +72,11 @@ class PoolFlow {
              Deliver deliver);
   // Capacity may have appeared: dispatch in order while some endpoint has room.
   void pump(Nanos now);
-  // A dispatched request ended: its tenant's counter is charged the actual output.
+  // A dispatched request ended: its tenant's counter is charged the actual output (and
+  // the admin view follows).
   void finished(std::string_view tenant, uint32_t charged, uint32_t actual) {
     fc_.finished(tenant, charged, actual);
+    refresh_view(clock_.now());
   }
   // The client went away: removed from the queue; its Deliver runs with kClientGone.
   bool cancel(route::RequestId id);
@@ -87,6 +89,12 @@ class PoolFlow {
   std::string queue_json(size_t limit, Nanos now) const;
   // The same as of the last change (at most 50 ms old), readable from any thread.
   std::string queue_view() const;
+
+  // Fleet fairness (replica_sync.h, cluster/fleet_fairness.h), on the strand: the queue,
+  // whose counters the peers' service is added to; and counters_changed() after adding
+  // it, so that queue_view() follows.
+  route::FlowQueue& queue() { return fc_.queue(); }
+  void counters_changed(Nanos now) { refresh_view(now); }
 
   size_t queued() const { return queued_.load(std::memory_order_relaxed); }
   const route::FlowQueueConfig& config() const { return fc_.queue().config(); }

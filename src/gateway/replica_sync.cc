@@ -15,11 +15,15 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <span>
+#include <vector>
 
+#include "core/cluster/fleet_fairness.h"
 #include "core/cluster/hot_prefix_share.h"
 #include "core/cluster/index_snapshot.h"
 #include "core/cluster/peer_sync.h"
 #include "core/metrics/prometheus_text.h"
+#include "gateway/pool_flow.h"
 #include "gateway/warmup.h"
 #include "io/clock_timer.h"
 #include "io/redis_async.h"
@@ -75,6 +79,13 @@ struct PoolSync {
   std::mutex hot_mu;
   std::vector<std::vector<kv::HotPrefix>> peer_hot;  // guarded by hot_mu
   std::atomic<uint64_t> hot_published{0}, hot_peer_lists{0};
+  // Fleet fairness (cluster/fleet_fairness.h): pools with flow control, sync on and
+  // `fleet_fairness` on. Service reports travel in the routing stream's entries, field
+  // "f" beside the batch's "b" (readers that do not know it skip it).
+  bool fair_enabled = false;                     // set before the timers start
+  std::unique_ptr<cluster::FleetFairness> fair;  // on the pool's strand
+  std::atomic<uint64_t> fair_peers{0}, fair_fallbacks{0}, fair_published{0}, fair_applied{0};
+  std::atomic<uint64_t> fair_gaps{0};
 };
 
 // A stream id "ms-seq" as its millisecond part (0 when malformed).
@@ -194,35 +205,59 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       const Nanos now = self->clock.now();
       const bool heartbeat = now - ps->last_heartbeat >= kHeartbeat;
       std::optional<cluster::EventBatch> b = ps->outbox->take(now, heartbeat);
+      std::optional<cluster::ServiceReport> report;
+      if (ps->fair) {
+        report = ps->fair->take(heartbeat);
+        ps->fair->expire(now);
+      }
       if (ps->peers) {
         ps->peers->expire(now);
         self->copy_stats(*ps);
       }
-      if (!b) return;
+      if (!b && !report) return;
       if (heartbeat) ps->last_heartbeat = now;
-      const size_t events = b->events.size();
-      std::string wire = cluster::encode(*b);
-      asio::dispatch(self->executor, [self, ps, events, wire = std::move(wire)] {
-        self->publish(ps, events, wire);
-      });
+      const size_t events = b ? b->events.size() : 0;
+      std::string wire = b ? cluster::encode(*b) : std::string();
+      std::string fair_wire = report ? cluster::encode(*report) : std::string();
+      asio::dispatch(self->executor,
+                     [self, ps, events, wire = std::move(wire), fair_wire = std::move(fair_wire)] {
+                       self->publish(ps, events, wire, fair_wire);
+                     });
     });
   }
-  void publish(const std::shared_ptr<PoolSync>& ps, size_t events, const std::string& wire) {
+  // One stream entry: the routing batch (field "b", when there is one) and the service
+  // report (field "f", when there is one).
+  void publish(const std::shared_ptr<PoolSync>& ps, size_t events, const std::string& wire,
+               const std::string& fair_wire) {
     const std::string max_len = std::to_string(config.max_len);
-    const std::string_view args[] = {"XADD", ps->stream, "MAXLEN", "~", max_len, "*", "b", wire};
-    redis.command(
-        args, [self = shared_from_this(), ps, events](const redisReply* r, std::string_view error) {
-          if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
-            // Lost: peers learn of these requests' load only through their age limit, and of
-            // their prefixes from the next decisions.
-            ps->publish_failures.fetch_add(1, std::memory_order_relaxed);
-            self->redis_state(false, r ? std::string_view(r->str, r->len) : error);
-            return;
-          }
-          ps->batches_published.fetch_add(1, std::memory_order_relaxed);
-          ps->events_published.fetch_add(events, std::memory_order_relaxed);
-          self->redis_state(true, {});
-        });
+    std::vector<std::string_view> args = {"XADD", ps->stream, "MAXLEN", "~", max_len, "*"};
+    if (!wire.empty()) {
+      args.push_back("b");
+      args.push_back(wire);
+    }
+    if (!fair_wire.empty()) {
+      args.push_back("f");
+      args.push_back(fair_wire);
+    }
+    const bool batch = !wire.empty(), report = !fair_wire.empty();
+    redis.command(std::span<const std::string_view>(args),
+                  [self = shared_from_this(), ps, events, batch, report](const redisReply* r,
+                                                                         std::string_view error) {
+                    if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
+                      // Lost: peers learn of these requests' load only through their age
+                      // limit, of their prefixes from the next decisions, and never of
+                      // the service reported.
+                      ps->publish_failures.fetch_add(1, std::memory_order_relaxed);
+                      self->redis_state(false, r ? std::string_view(r->str, r->len) : error);
+                      return;
+                    }
+                    if (batch) {
+                      ps->batches_published.fetch_add(1, std::memory_order_relaxed);
+                      ps->events_published.fetch_add(events, std::memory_order_relaxed);
+                    }
+                    if (report) ps->fair_published.fetch_add(1, std::memory_order_relaxed);
+                    self->redis_state(true, {});
+                  });
   }
 
   // Every `poll`: the peers' batches since the last id seen.
@@ -258,13 +293,25 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       const redisReply* entries = stream->element[1];
       if (entries->type != REDIS_REPLY_ARRAY) return;
       std::vector<cluster::EventBatch> batches;
+      std::vector<cluster::ServiceReport> reports;
       for (size_t i = 0; i < entries->elements; ++i) {
         const redisReply* e = entries->element[i];
         if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) continue;
         ps->last_id.assign(e->element[0]->str, e->element[0]->len);
         const redisReply* fields = e->element[1];
         for (size_t f = 0; f + 1 < fields->elements; f += 2) {
-          if (std::string_view(fields->element[f]->str, fields->element[f]->len) != "b") continue;
+          const std::string_view name(fields->element[f]->str, fields->element[f]->len);
+          if (name == "f" && ps->fair_enabled) {
+            const std::string_view wire(fields->element[f + 1]->str, fields->element[f + 1]->len);
+            Result<cluster::ServiceReport> rep = cluster::decode_service_report(wire);
+            if (!rep) {
+              ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
+            } else if (rep->replica != self->id) {
+              reports.push_back(std::move(*rep));
+            }
+            continue;
+          }
+          if (name != "b") continue;
           const std::string_view wire(fields->element[f + 1]->str, fields->element[f + 1]->len);
           if (cluster::batch_replica(wire) == std::string_view(self->id)) continue;  // own
           Result<cluster::EventBatch> b = cluster::decode(wire);
@@ -281,10 +328,15 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       } else {
         ps->started = true;
       }
-      if (batches.empty()) return;
-      ps->pool->post([self, ps, batches = std::move(batches)](route::Router&, kv::PreciseIndex&) {
-        if (!ps->peers) return;
+      if (batches.empty() && reports.empty()) return;
+      ps->pool->post([self, ps, batches = std::move(batches), reports = std::move(reports)](
+                         route::Router&, kv::PreciseIndex&) {
         const Nanos now = self->clock.now();
+        if (ps->fair && !reports.empty()) {
+          for (const cluster::ServiceReport& r : reports) ps->fair->apply(r, now);
+          if (PoolFlow* flow = ps->pool->flow()) flow->counters_changed(now);
+        }
+        if (!ps->peers) return;
         for (const cluster::EventBatch& b : batches) {
           ps->peers->apply(b, now);
           ps->batches_applied.fetch_add(1, std::memory_order_relaxed);
@@ -517,11 +569,31 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     ps.unknown_endpoint = s.unknown_endpoint;
     ps.peer_requests = ps.peers->peer_requests();
     ps.live_peers = ps.peers->live_peers(clock.now());
+    if (ps.fair) {
+      const cluster::FleetFairness::Stats& f = ps.fair->stats();
+      const Nanos now = clock.now();
+      ps.fair_peers = ps.fair->fleet(now) ? ps.fair->live_peers(now) : 0;
+      ps.fair_fallbacks = f.fallbacks;
+      ps.fair_applied = f.reports_applied;
+      ps.fair_gaps = f.gaps;
+    }
   }
 
   void redis_state(bool up, std::string_view error) {
     const bool was = redis_up.exchange(up);
     if (was == up) return;
+    if (!up) {
+      // Fleet fairness: no peer's service comes any more; each queue orders by its own.
+      for (const auto& ps : pools) {
+        if (!ps->fair_enabled) continue;
+        ps->pool->post([ps](route::Router&, kv::PreciseIndex&) {
+          if (!ps->fair) return;
+          ps->fair->fall_back();
+          ps->fair_peers = 0;
+          ps->fair_fallbacks = ps->fair->stats().fallbacks;
+        });
+      }
+    }
     if (up) {
       recoveries.fetch_add(1, std::memory_order_relaxed);
       spdlog::info("cluster: Redis {}:{} answers again: sync resumes", config.redis.host,
@@ -563,10 +635,16 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
       });
     }
     const cluster::PeerSync::Options options{.peer_timeout = to_nanos(config.peer_timeout)};
+    ps->fair_enabled = config.sync && config.fleet_fairness && pool->flow() != nullptr;
     pool->post([ps, id = impl->id, options, name = pool->name()](route::Router& router,
                                                                  kv::PreciseIndex&) {
       ps->outbox = std::make_unique<cluster::Outbox>(id, name);
       ps->peers = std::make_unique<cluster::PeerSync>(router, id, options);
+      if (ps->fair_enabled) {
+        ps->fair = std::make_unique<cluster::FleetFairness>(
+            ps->pool->flow()->queue(), id, name,
+            cluster::FleetFairness::Options{.peer_timeout = options.peer_timeout});
+      }
     });
     if (config.sync) impl->hook(ps);
     impl->pools.push_back(std::move(ps));
@@ -696,6 +774,30 @@ std::string ReplicaSync::render_metrics() const {
       w.sample(c.name, {{"pool", ps->pool->name()}}, static_cast<double>(((*ps).*c.field).load()));
     }
   }
+  const Counter fair_counters[] = {
+      {"kvgate_flow_fleet_peers",
+       "Peers whose service the pool's queue orders by (fleet fairness; 0: its own alone)",
+       &PoolSync::fair_peers, "gauge"},
+      {"kvgate_flow_fleet_fallbacks_total",
+       "Times the pool's queue fell back to this replica's own service (sync lost)",
+       &PoolSync::fair_fallbacks},
+      {"kvgate_flow_fleet_reports_published_total",
+       "Reports of the service given here published to the peers", &PoolSync::fair_published},
+      {"kvgate_flow_fleet_reports_applied_total", "Peers' service reports applied to the queue",
+       &PoolSync::fair_applied},
+      {"kvgate_flow_fleet_gaps_total", "Peers' service reports missed (sequence gaps)",
+       &PoolSync::fair_gaps},
+  };
+  const bool any_fair = std::any_of(impl_->pools.begin(), impl_->pools.end(),
+                                    [](const auto& ps) { return ps->fair_enabled; });
+  for (const Counter& c : fair_counters) {
+    if (!any_fair) break;
+    w.header(c.name, c.help, c.type);
+    for (const auto& ps : impl_->pools) {
+      if (!ps->fair_enabled) continue;
+      w.sample(c.name, {{"pool", ps->pool->name()}}, static_cast<double>(((*ps).*c.field).load()));
+    }
+  }
   if (!impl_->leases.empty()) {
     w.header("kvgate_cluster_leader", "1 while this replica holds the pool's autoscaler lease",
              "gauge");
@@ -720,24 +822,30 @@ std::string ReplicaSync::render_metrics() const {
 std::string ReplicaSync::status_json() const {
   boost::json::array pools;
   for (const auto& ps : impl_->pools) {
-    pools.push_back(
-        boost::json::object{{"pool", ps->pool->name()},
-                            {"stream", ps->stream},
-                            {"batches_published", ps->batches_published.load()},
-                            {"events_published", ps->events_published.load()},
-                            {"publish_failures", ps->publish_failures.load()},
-                            {"batches_applied", ps->batches_applied.load()},
-                            {"events_applied", ps->events_applied.load()},
-                            {"read_failures", ps->read_failures.load()},
-                            {"gaps", ps->gaps.load()},
-                            {"peer_requests", ps->peer_requests.load()},
-                            {"live_peers", ps->live_peers.load()},
-                            {"expired_requests", ps->expired_requests.load()},
-                            {"dead_replicas", ps->dead_replicas.load()},
-                            {"started", ps->started.load()},
-                            {"snapshots_written", ps->snapshots_written.load()},
-                            {"snapshots_loaded", ps->snapshots_loaded.load()},
-                            {"snapshot_pairs_restored", ps->snapshot_pairs_restored.load()}});
+    pools.push_back(boost::json::object{
+        {"pool", ps->pool->name()},
+        {"stream", ps->stream},
+        {"batches_published", ps->batches_published.load()},
+        {"events_published", ps->events_published.load()},
+        {"publish_failures", ps->publish_failures.load()},
+        {"batches_applied", ps->batches_applied.load()},
+        {"events_applied", ps->events_applied.load()},
+        {"read_failures", ps->read_failures.load()},
+        {"gaps", ps->gaps.load()},
+        {"peer_requests", ps->peer_requests.load()},
+        {"live_peers", ps->live_peers.load()},
+        {"expired_requests", ps->expired_requests.load()},
+        {"dead_replicas", ps->dead_replicas.load()},
+        {"started", ps->started.load()},
+        {"snapshots_written", ps->snapshots_written.load()},
+        {"snapshots_loaded", ps->snapshots_loaded.load()},
+        {"snapshot_pairs_restored", ps->snapshot_pairs_restored.load()},
+        {"fleet_fairness", boost::json::object{{"enabled", ps->fair_enabled},
+                                               {"peers", ps->fair_peers.load()},
+                                               {"fallbacks", ps->fair_fallbacks.load()},
+                                               {"reports_published", ps->fair_published.load()},
+                                               {"reports_applied", ps->fair_applied.load()},
+                                               {"gaps", ps->fair_gaps.load()}}}});
   }
   return boost::json::serialize(boost::json::object{
       {"replica_id", impl_->id},

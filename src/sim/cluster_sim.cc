@@ -238,10 +238,16 @@ class Simulation {
   // An accepted decision: the request goes to its engine(s).
   void send(Nanos now, uint64_t id, const route::Decision& d);
   void reject(uint64_t id, std::string_view reason);
-  // Flow control: what one outcome means for its request.
-  void apply(Nanos now, const route::FlowOutcome& o);
+  // Flow control: what one outcome of `replica`'s queue means for its request.
+  void apply(Nanos now, const route::FlowOutcome& o, uint32_t replica);
   // Flow control: capacity may have appeared (and time passed): timeouts, then dispatch.
   void pump(Nanos now);
+  // Requests queued in the gateway, in all its replicas' queues.
+  size_t flow_queued() const {
+    size_t n = 0;
+    for (const auto& f : flows_) n += f->queue().size();
+    return n;
+  }
   bool done() const { return outstanding_ == 0 && open_loop_exhausted_; }
 
   const Scenario& scenario_;
@@ -266,13 +272,18 @@ class Simulation {
   // first one's router, the view the autoscaler and the reports read.
   std::unique_ptr<ReplicaGroup> group_;
   route::Router* router_ = nullptr;
-  // Flow control (policy_.flow.enabled): the gateway's queue in front of router_, and
-  // the RouteRequests it borrows while they wait (node-stable).
-  std::unique_ptr<route::FlowController> flow_;
+  // Flow control (policy_.flow.enabled): each gateway replica's queue in front of its
+  // router (flows_[i] over group_->router(i); one replica: the single queue in front of
+  // router_), and the RouteRequests they borrow while they wait (node-stable). With
+  // several replicas: the replica whose queue took each request, and the one that
+  // dispatches first at the next pump (in turn: none has the first claim on capacity).
+  std::vector<std::unique_ptr<route::FlowController>> flows_;
   std::unordered_map<uint64_t, route::RouteRequest> waiting_;
   std::vector<route::FlowOutcome> flow_out_;
   std::vector<uint32_t> charged_output_;  // by request id: output tokens flow charged
-  std::vector<bool> tenant_sends_;        // by tenant index: sends in this run
+  std::vector<uint32_t> flow_replica_;    // by request id (several replicas)
+  uint32_t pump_first_ = 0;
+  std::vector<bool> tenant_sends_;  // by tenant index: sends in this run
   bool want_events_ = false;
   uint32_t block_size_ = 16;
   uint64_t key_seed_ = 0;
@@ -398,12 +409,14 @@ Status Simulation::build() {
   group_ = std::move(*group);
   router_ = &group_->primary();
   if (policy_.flow.enabled) {
-    // One queue in front of one router: several replicas' queues are not simulated.
-    if (group_->size() > 1) {
-      return Error("policy " + policy_.name +
-                   ": flow control with several gateway replicas is not simulated");
+    // A queue per gateway replica, each in front of its replica's router; with sync on
+    // they order by the fleet's service (ReplicaGroup::enable_fleet_fairness).
+    std::vector<route::FlowQueue*> queues;
+    for (uint32_t i = 0; i < group_->size(); ++i) {
+      flows_.push_back(std::make_unique<route::FlowController>(group_->router(i), policy_.flow));
+      queues.push_back(&flows_.back()->queue());
     }
-    flow_ = std::make_unique<route::FlowController>(*router_, policy_.flow);
+    group_->enable_fleet_fairness(queues);
   }
   const auto& tenants = scenario_.workload.tenants;
   tenant_sends_.assign(std::max<size_t>(tenants.size(), 1), policy_.tenants.empty());
@@ -570,7 +583,7 @@ void Simulation::route_arrival(Nanos now, uint64_t id) {
   const workload::TenantSpec* tenant =
       r.work.tenant < tenants.size() ? &tenants[r.work.tenant] : nullptr;
   close_expired_breakers(now);
-  if (!flow_) {
+  if (flows_.empty()) {
     const route::Decision d = group_->route(rr, now, rng_);
     if (!d.accepted()) return reject(id, route::to_string(d.reason));
     return send(now, id, d);
@@ -582,10 +595,17 @@ void Simulation::route_arrival(Nanos now, uint64_t id) {
     fr.weight = tenant->weight;
     if (tenant->deadline > 0) fr.deadline = now + tenant->deadline;
   }
+  // The replica the client reached (one: the single gateway, no draw).
+  const uint32_t replica = flows_.size() > 1 ? group_->pick_replica(now) : 0;
+  if (flows_.size() > 1) {
+    if (flow_replica_.size() <= id) flow_replica_.resize(id + 1, 0);
+    flow_replica_[id] = replica;
+  }
   flow_out_.clear();
-  const route::FlowOutcome o = flow_->admit(fr, now, rng_, flow_out_);
-  apply(now, o);
-  for (const route::FlowOutcome& other : flow_out_) apply(now, other);
+  const route::FlowOutcome o = flows_[replica]->admit(fr, now, rng_, flow_out_);
+  apply(now, o, replica);
+  for (const route::FlowOutcome& other : flow_out_) apply(now, other, replica);
+  if (flows_.size() > 1) group_->service_changed(replica, now);
 }
 
 void Simulation::reject(uint64_t id, std::string_view reason) {
@@ -596,10 +616,13 @@ void Simulation::reject(uint64_t id, std::string_view reason) {
   --outstanding_;
 }
 
-void Simulation::apply(Nanos now, const route::FlowOutcome& o) {
+void Simulation::apply(Nanos now, const route::FlowOutcome& o, uint32_t replica) {
   if (o.kind == route::FlowOutcome::Kind::kQueued) {
     requests_[o.id].record.queue_wait = 0;
     return;
+  }
+  if (o.kind == route::FlowOutcome::Kind::kDispatched && flows_.size() > 1 && o.request) {
+    group_->committed(replica, *o.request, o.decision, now);  // before `o.request` goes
   }
   waiting_.erase(o.id);
   RequestState& r = requests_[o.id];
@@ -615,13 +638,36 @@ void Simulation::apply(Nanos now, const route::FlowOutcome& o) {
 }
 
 void Simulation::pump(Nanos now) {
-  if (!flow_ || flow_->queue().empty()) return;
+  if (flows_.size() > 1) {
+    // Each replica dispatches on its own view (what reached it by now), a different one
+    // first each time.
+    group_->catch_up(now);
+    const auto n = static_cast<uint32_t>(flows_.size());
+    const uint32_t first = pump_first_;
+    pump_first_ = (pump_first_ + 1) % n;
+    bool closed = false;
+    for (uint32_t k = 0; k < n; ++k) {
+      const uint32_t i = (first + k) % n;
+      route::FlowController& flow = *flows_[i];
+      if (flow.queue().empty()) continue;
+      if (!closed) close_expired_breakers(now);
+      closed = true;
+      flow_out_.clear();
+      flow.expire(now, flow_out_);
+      flow.dispatch(now, rng_, flow_out_);
+      for (const route::FlowOutcome& o : flow_out_) apply(now, o, i);
+      group_->service_changed(i, now);
+    }
+    return;
+  }
+  if (flows_.empty() || flows_[0]->queue().empty()) return;
+  route::FlowController& flow = *flows_[0];
   close_expired_breakers(now);
   flow_out_.clear();
-  flow_->expire(now, flow_out_);
-  flow_->dispatch(now, rng_, flow_out_);
+  flow.expire(now, flow_out_);
+  flow.dispatch(now, rng_, flow_out_);
   // apply() may grow requests_ (no: only on_finished admits), but not flow_out_.
-  for (const route::FlowOutcome& o : flow_out_) apply(now, o);
+  for (const route::FlowOutcome& o : flow_out_) apply(now, o, 0);
 }
 
 void Simulation::send(Nanos now, uint64_t id, const route::Decision& d) {
@@ -825,13 +871,16 @@ void Simulation::on_finished(Nanos now, uint64_t id) {
     if (live(rec.endpoint)) breaker_result(endpoint_of_[rec.endpoint], true, now);
   }
   --outstanding_;
-  if (flow_) {
+  if (!flows_.empty()) {
     const RequestRecord& rec = requests_[id].record;
     const auto& tenants = scenario_.workload.tenants;
     const uint32_t charged = id < charged_output_.size() ? charged_output_[id] : 0;
     if (charged > 0) {
-      flow_->finished(rec.tenant < tenants.size() ? std::string_view(tenants[rec.tenant].name) : "",
-                      charged, rec.output_tokens);
+      const uint32_t replica = id < flow_replica_.size() ? flow_replica_[id] : 0;
+      flows_[replica]->finished(
+          rec.tenant < tenants.size() ? std::string_view(tenants[rec.tenant].name) : "", charged,
+          rec.output_tokens);
+      if (flows_.size() > 1) group_->service_changed(replica, now);
     }
     pump(now);
   }
@@ -929,7 +978,7 @@ void Simulation::on_scrape(Nanos now) {
                       .decode_kv_usage = decoders ? decode_usage / decoders : 0,
                       .prefill_queued_tokens = prefill_queued / p,
                       .prefill_busy = prefillers_busy / p,
-                      .queued = flow_ ? static_cast<double>(flow_->queue().size()) : 0});
+                      .queued = static_cast<double>(flow_queued())});
   pump(now);
   if (!done())
     queue_.push(now + scenario_.gateway.scrape_interval, Event{EventKind::kScrape, 0, 0});
@@ -1183,7 +1232,7 @@ scale::PoolSignals Simulation::build_signals(Nanos now) {
   scale::PoolSignals s = route::build_pool_signals(
       endpoints,
       {.usage = usage_rates(now),
-       .queued = flow_ ? static_cast<uint32_t>(flow_->queue().size()) : 0,
+       .queued = static_cast<uint32_t>(flow_queued()),
        .arrival_rate = arrival_rate_.rate(),
        .max_age = route::scrape_max_age(scenario_.gateway.scrape_interval)},
       now);
@@ -1543,7 +1592,14 @@ Result<PolicyRun> Simulation::run() {
 
 Result<PolicyRun> run_policy(const Scenario& scenario, const PolicySpec& policy, uint64_t seed,
                              const RunOptions& options) {
-  Simulation sim(scenario, policy, seed, options);
+  RunOptions o = options;
+  if (policy.gateway_replicas) {
+    // The policy's own gateway replicas win over the command line's.
+    const workload::GatewayReplicasSpec& g = *policy.gateway_replicas;
+    o.replicas = {
+        .replicas = g.count, .sync = g.sync, .lag = g.lag, .fleet_fairness = g.fleet_fairness};
+  }
+  Simulation sim(scenario, policy, seed, o);
   return sim.run();
 }
 

@@ -63,18 +63,47 @@ route::Decision ReplicaGroup::route(const route::RouteRequest& request, Nanos no
   if (replicas_.size() == 1) return replicas_[0].router->route(request, now, rng);
   deliver(now);
   const auto i = static_cast<uint32_t>(pick_.below(replicas_.size()));
-  Replica& r = replicas_[i];
-  const route::Decision d = r.router->route(request, now, rng);
+  const route::Decision d = replicas_[i].router->route(request, now, rng);
   if (!d.accepted()) return d;
-  owner_[request.id] = {i};
-  if (options_.sync) {
-    const route::Endpoint* ep = r.router->pool().get(d.endpoint);
-    const route::Endpoint* pre =
-        d.prefill_endpoint ? r.router->pool().get(*d.prefill_endpoint) : nullptr;
-    r.outbox->routed(request, d, ep ? ep->spec.url : "", pre ? pre->spec.url : "", now);
-    publish(i, now);
-  }
+  committed(i, request, d, now);
   return d;
+}
+
+uint32_t ReplicaGroup::pick_replica(Nanos now) {
+  if (replicas_.size() == 1) return 0;
+  deliver(now);
+  return static_cast<uint32_t>(pick_.below(replicas_.size()));
+}
+
+void ReplicaGroup::committed(uint32_t replica, const route::RouteRequest& request,
+                             const route::Decision& d, Nanos now) {
+  if (replicas_.size() == 1 || !d.accepted()) return;
+  owner_[request.id] = {replica};
+  if (!options_.sync) return;
+  Replica& r = replicas_[replica];
+  const route::Endpoint* ep = r.router->pool().get(d.endpoint);
+  const route::Endpoint* pre =
+      d.prefill_endpoint ? r.router->pool().get(*d.prefill_endpoint) : nullptr;
+  r.outbox->routed(request, d, ep ? ep->spec.url : "", pre ? pre->spec.url : "", now);
+  publish(replica, now);
+}
+
+void ReplicaGroup::enable_fleet_fairness(std::span<route::FlowQueue* const> queues) {
+  if (replicas_.size() == 1 || !options_.sync || !options_.fleet_fairness) return;
+  for (uint32_t i = 0; i < replicas_.size() && i < queues.size(); ++i) {
+    // No replica dies in a simulation: peers are never timed out.
+    replicas_[i].fair = std::make_unique<cluster::FleetFairness>(
+        *queues[i], fmt::format("replica-{}", i), "sim",
+        cluster::FleetFairness::Options{.peer_timeout = INT64_MAX / 2});
+  }
+}
+
+void ReplicaGroup::service_changed(uint32_t from, Nanos now) {
+  if (!replicas_[from].fair) return;
+  std::optional<cluster::ServiceReport> r = replicas_[from].fair->take();
+  if (!r) return;
+  pending_.push_back({now + options_.lag, from, cluster::EventBatch{}, std::move(*r)});
+  if (options_.lag == 0) deliver(now);
 }
 
 void ReplicaGroup::lifecycle(route::RequestId id, cluster::EventKind kind, Nanos now) {
@@ -115,7 +144,7 @@ void ReplicaGroup::on_failed(route::RequestId id, Nanos now) {
 void ReplicaGroup::publish(uint32_t from, Nanos now) {
   std::optional<cluster::EventBatch> b = replicas_[from].outbox->take(now);
   if (!b) return;
-  pending_.push_back({now + options_.lag, from, std::move(*b)});
+  pending_.push_back({now + options_.lag, from, std::move(*b), std::nullopt});
   if (options_.lag == 0) deliver(now);
 }
 
@@ -124,6 +153,10 @@ void ReplicaGroup::deliver(Nanos now) {
     const Published& p = pending_.front();
     for (uint32_t i = 0; i < replicas_.size(); ++i) {
       if (i == p.from) continue;
+      if (p.report) {
+        if (replicas_[i].fair) replicas_[i].fair->apply(*p.report, now);
+        continue;
+      }
       replicas_[i].sync->apply(p.batch, now);
       applied_ += p.batch.events.size();
     }

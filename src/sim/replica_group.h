@@ -13,14 +13,24 @@
 // Control-plane calls (endpoints joining and leaving, health, scrapes) go to every
 // replica, so endpoint ids agree across replicas (they are added in the same order).
 //
+// Flow control: each replica has a queue of its own in front of its router (the
+// simulator's FlowControllers over router(i)); a request reaches the queue of
+// pick_replica(), and what the queue dispatches is committed() here, so its lifecycle and
+// routing events are the replica's as a routed request's are. With sync on and
+// `fleet_fairness`, each queue orders by the fleet's service (cluster/fleet_fairness.h):
+// its reports (service_changed) reach the other replicas after the same lag.
+//
 // Deterministic (a seeded Rng of its own picks the replicas); not thread-safe.
 #pragma once
 
 #include <deque>
 #include <memory>
+#include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "core/cluster/fleet_fairness.h"
 #include "core/cluster/peer_sync.h"
 #include "core/common/rng.h"
 #include "core/kv/approx_index.h"
@@ -32,6 +42,9 @@ struct ReplicaSyncOptions {
   uint32_t replicas = 1;
   bool sync = true;
   Nanos lag = 0;  // publish -> applied at the peers
+  // With sync on and flow control: the replicas' queues share their tenants' service
+  // (fleet fairness); off: each orders by its own.
+  bool fleet_fairness = true;
 };
 
 class ReplicaGroup {
@@ -45,6 +58,7 @@ class ReplicaGroup {
 
   // Replica 0's router: the view the simulator's autoscaler and reports read.
   route::Router& primary() { return *replicas_.front().router; }
+  route::Router& router(uint32_t replica) { return *replicas_[replica].router; }
   size_t size() const { return replicas_.size(); }
 
   // Control plane, on every replica. add_endpoint errors when the replicas disagree on
@@ -63,6 +77,23 @@ class ReplicaGroup {
   void on_finished(route::RequestId id, Nanos now);
   void on_failed(route::RequestId id, Nanos now);
 
+  // Flow control (several replicas; with one, the caller's queue is the single router's
+  // and none of these is needed). The replica a request reaches, drawn as route() draws
+  // it, after applying what reached the replicas by `now`.
+  uint32_t pick_replica(Nanos now);
+  // A decision `replica`'s own queue made (FlowController over router(replica)): its
+  // lifecycle calls go to that replica, and its peers hear of it (sync on).
+  void committed(uint32_t replica, const route::RouteRequest& request, const route::Decision& d,
+                 Nanos now);
+  // Sync on with fleet_fairness and several replicas: each replica's queue (queues[i],
+  // borrowed for the group's lifetime) orders by the fleet's service. Otherwise nothing.
+  void enable_fleet_fairness(std::span<route::FlowQueue* const> queues);
+  // `from`'s queue served a tenant or corrected a charge: its service report goes out,
+  // applied at the others after the lag.
+  void service_changed(uint32_t from, Nanos now);
+  // Applies every routing event and service report due by `now`.
+  void catch_up(Nanos now) { deliver(now); }
+
   // Peers' events applied, in all replicas.
   uint64_t applied_events() const;
 
@@ -72,6 +103,7 @@ class ReplicaGroup {
     std::unique_ptr<route::Router> router;
     std::unique_ptr<cluster::Outbox> outbox;
     std::unique_ptr<cluster::PeerSync> sync;
+    std::unique_ptr<cluster::FleetFairness> fair;  // flow control, fleet fairness
   };
   struct InFlight {
     uint32_t replica = 0;
@@ -87,10 +119,12 @@ class ReplicaGroup {
   Rng pick_;
   std::vector<Replica> replicas_;
   std::unordered_map<route::RequestId, InFlight> owner_;
+  // A routing batch, or a service report (fleet fairness) when `report` is set.
   struct Published {
     Nanos due = 0;
     uint32_t from = 0;
     cluster::EventBatch batch;
+    std::optional<cluster::ServiceReport> report;
   };
   std::deque<Published> pending_;  // in publishing order = due order (one lag)
   uint64_t applied_ = 0;

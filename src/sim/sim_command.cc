@@ -44,6 +44,7 @@ struct SimArgs {
   uint32_t replicas = 1;
   std::string sync = "on";
   double sync_lag_ms = 0;
+  std::string fleet_fairness = "on";
 };
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -66,7 +67,8 @@ int run_sim(const SimArgs& args) {
   const ReplicaSyncOptions replicas{
       .replicas = args.replicas,
       .sync = args.sync == "on",
-      .lag = static_cast<Nanos>(args.sync_lag_ms * static_cast<double>(kMillisecond))};
+      .lag = static_cast<Nanos>(args.sync_lag_ms * static_cast<double>(kMillisecond)),
+      .fleet_fairness = args.fleet_fairness == "on"};
   std::vector<const PolicySpec*> chosen;
   if (args.policies.empty()) {
     for (const PolicySpec& p : scenario->policies) chosen.push_back(&p);
@@ -94,8 +96,9 @@ int run_sim(const SimArgs& args) {
   fmt::print(stderr, "kvgate sim: {} ({} engines, {} policies, seed {})\n", scenario->name,
              scenario->engine_count(), chosen.size(), seed);
   if (replicas.replicas > 1) {
-    fmt::print(stderr, "kvgate sim: {} gateway replicas, sync {}{}\n", replicas.replicas, args.sync,
-               replicas.sync ? fmt::format(" (lag {} ms)", args.sync_lag_ms) : "");
+    fmt::print(stderr, "kvgate sim: {} gateway replicas, sync {}{}{}\n", replicas.replicas,
+               args.sync, replicas.sync ? fmt::format(" (lag {} ms)", args.sync_lag_ms) : "",
+               replicas.sync && !replicas.fleet_fairness ? ", queues on their own counters" : "");
   }
   for (const PolicySpec* p : chosen) {
     auto run =
@@ -225,6 +228,11 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--sync-lag-ms", args->sync_lag_ms,
                   "Delay from one replica's decision to its peers applying it")
       ->check(CLI::Range(0.0, 600000.0))
+      ->capture_default_str();
+  cmd->add_option("--fleet-fairness", args->fleet_fairness,
+                  "With sync on and flow control: on, the replicas' queues order tenants by the "
+                  "fleet's service; off, each by its own (docs/flow-control.md)")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   cmd->callback([args] { env::set_exit_code(run_sim(*args)); });
 }

@@ -163,10 +163,10 @@ Result<PolicySpec> parse_policy(const YamlReader& y, const YAML::Node& n,
   // `router:` section.
   if (!n.IsMap()) return y.error(n, where, "expected a mapping");
   if (!n["policy"]) return y.error(n, where + ".policy", "required");
-  KVGATE_TRY(route::read_router_section(
-      n, where, p.router,
-      {"name", "approx", "autoscale", "oracle", "warmup", "flow_control", "tenants", "lora"},
-      y.file()));
+  KVGATE_TRY(route::read_router_section(n, where, p.router,
+                                        {"name", "approx", "autoscale", "oracle", "warmup",
+                                         "flow_control", "tenants", "lora", "gateway_replicas"},
+                                        y.file()));
   if (const YAML::Node f = n["flow_control"]) {
     KVGATE_TRY(parse_flow_control(f, where + ".flow_control", p.flow, y.file()));
   }
@@ -207,6 +207,21 @@ Result<PolicySpec> parse_policy(const YamlReader& y, const YAML::Node& n,
   }
   if (const YAML::Node l = n["lora"]) {
     KVGATE_TRY(parse_policy_lora(y, l, where + ".lora", p));
+  }
+  if (const YAML::Node g = n["gateway_replicas"]) {
+    const std::string wg = where + ".gateway_replicas";
+    KVGATE_TRY(y.expect_map(g, wg, {"count", "sync", "lag_ms", "fleet_fairness"}));
+    GatewayReplicasSpec spec;
+    double lag_ms = 0;
+    KVGATE_TRY(y.read(g, "count", spec.count, wg));
+    KVGATE_TRY(y.read(g, "sync", spec.sync, wg));
+    KVGATE_TRY(y.read(g, "lag_ms", lag_ms, wg));
+    KVGATE_TRY(y.read(g, "fleet_fairness", spec.fleet_fairness, wg));
+    if (spec.count < 1 || spec.count > 64 || !(lag_ms >= 0) || lag_ms > 600000) {
+      return y.error(g, wg, "need count 1..64 and 0 <= lag_ms <= 600000");
+    }
+    spec.lag = millis(lag_ms);
+    p.gateway_replicas = spec;
   }
   if (const YAML::Node w = n["warmup"]) {
     const std::string ww = where + ".warmup";

@@ -121,6 +121,17 @@ struct FailureSpec {
   Nanos end() const { return duration < 0 ? -1 : at + duration; }
 };
 
+// Gateway replicas in front of the simulated fleet for one policy (sim/replica_group.h),
+// in place of `kvgate sim`'s --replicas, --sync, --sync-lag-ms and --fleet-fairness.
+// YAML, in a policy:
+//   gateway_replicas: {count: 4, sync: on, lag_ms: 10, fleet_fairness: on}
+struct GatewayReplicasSpec {
+  uint32_t count = 1;          // 1..64
+  bool sync = true;            // the replicas share their routing events
+  Nanos lag = 0;               // from one replica's decision to its peers applying it
+  bool fleet_fairness = true;  // with sync on and flow control: the queues share service
+};
+
 struct PolicySpec {
   std::string name;  // report label, unique within the scenario
   route::RouterConfig router;
@@ -145,6 +156,8 @@ struct PolicySpec {
   //          replica_demand: 4, backoff_ms: 30000, max_wait_ms: 10000}}
   bool lora_aware = true;
   route::LoraPlacementConfig lora_placement;
+  // This run's gateway replicas (none: the command line's, by default one).
+  std::optional<GatewayReplicasSpec> gateway_replicas;
 };
 
 struct Scenario {

@@ -244,6 +244,13 @@ TEST(GatewayConfig, ClusterSection) {
   ASSERT_TRUE(on) << on.error();
   EXPECT_TRUE(on->cluster->sync);
   EXPECT_EQ(on->cluster->poll, std::chrono::milliseconds(5));
+  EXPECT_TRUE(on->cluster->fleet_fairness);  // the default
+  auto own =
+      parse_gateway_config("cluster: {fleet_fairness: off}\n" + std::string(kGood), "f.yaml");
+  ASSERT_TRUE(own) << own.error();
+  EXPECT_FALSE(own->cluster->fleet_fairness);
+  EXPECT_EQ(error_of("cluster: {fleet_fairness: some}\n" + std::string(kGood)),
+            "f.yaml:1:27: cluster.fleet_fairness: expected on or off, got 'some'");
   EXPECT_EQ(error_of("cluster: {sync: maybe}\n" + std::string(kGood)),
             "f.yaml:1:17: cluster.sync: expected on or off, got 'maybe'");
   EXPECT_EQ(error_of("cluster: {replicas: 3}\n" + std::string(kGood)),

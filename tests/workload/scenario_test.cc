@@ -53,5 +53,45 @@ workload:
   EXPECT_EQ(s->policies[0].router.overlap_source, route::OverlapSource::kBoth);
 }
 
+TEST(Scenario, GatewayReplicasPerPolicy) {
+  auto s = parse_scenario(R"(
+cluster: {engines: 1, profile: h100-qwen2.5-7b}
+policies:
+  - {name: one, policy: random}
+  - {name: four, policy: random,
+     gateway_replicas: {count: 4, sync: off, lag_ms: 10, fleet_fairness: off}}
+  - {name: defaults, policy: random, gateway_replicas: {count: 2}}
+workload:
+  kind: chat
+  chat: {min_turns: 1, max_turns: 2}
+  arrivals: {kind: constant, stages: [{qps: 1, duration_s: 1}]}
+)",
+                          "", kNoFiles);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_FALSE(s->policies[0].gateway_replicas.has_value());
+  ASSERT_TRUE(s->policies[1].gateway_replicas.has_value());
+  const GatewayReplicasSpec& four = *s->policies[1].gateway_replicas;
+  EXPECT_EQ(four.count, 4u);
+  EXPECT_FALSE(four.sync);
+  EXPECT_EQ(four.lag, 10 * kMillisecond);
+  EXPECT_FALSE(four.fleet_fairness);
+  ASSERT_TRUE(s->policies[2].gateway_replicas.has_value());
+  EXPECT_TRUE(s->policies[2].gateway_replicas->sync);
+  EXPECT_TRUE(s->policies[2].gateway_replicas->fleet_fairness);
+  EXPECT_EQ(s->policies[2].gateway_replicas->lag, 0);
+  auto bad = parse_scenario(
+      "{cluster: {engines: 1, profile: h100-qwen2.5-7b}, policies: [{policy: random, "
+      "gateway_replicas: {count: 0}}]}",
+      "", kNoFiles);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("gateway_replicas"), std::string::npos) << bad.error();
+  auto typo = parse_scenario(
+      "{cluster: {engines: 1, profile: h100-qwen2.5-7b}, policies: [{policy: random, "
+      "gateway_replicas: {cout: 2}}]}",
+      "", kNoFiles);
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.error().find("cout"), std::string::npos) << typo.error();
+}
+
 }  // namespace
 }  // namespace kvgate::workload

@@ -186,6 +186,9 @@ struct FlowQueue::Tenant {
   uint64_t queued_tokens = 0;
   uint64_t dispatched = 0, evicted = 0, timed_out = 0, deadline_missed = 0;
   uint64_t served_tokens = 0;
+  double unreported = 0;       // service given here not yet taken (take_service)
+  bool service_noted = false;  // in service_changed_
+  double peer_service = 0;     // the peers' service added to `counter`
 };
 
 bool FlowQueue::ItemOrder::operator()(const Item* a, const Item* b) const {
@@ -239,6 +242,32 @@ void FlowQueue::serve(Tenant& t, double cost) {
   t.served_at = ++services_;
   set_counter(t, t.counter + cost);
   last_counter_ = t.counter;
+  note_service(t, cost);
+}
+
+void FlowQueue::note_service(Tenant& t, double service) {
+  if (!track_service_) return;
+  t.unreported += service;
+  if (!t.service_noted) {
+    t.service_noted = true;
+    service_changed_.push_back(&t);
+  }
+}
+
+void FlowQueue::take_service(std::vector<std::pair<std::string_view, double>>& out) {
+  for (Tenant* t : service_changed_) {
+    if (t->unreported != 0) out.emplace_back(t->name, t->unreported);
+    t->unreported = 0;
+    t->service_noted = false;
+  }
+  service_changed_.clear();
+}
+
+void FlowQueue::add_peer_service(std::string_view name, double service) {
+  if (service == 0 || !std::isfinite(service)) return;
+  Tenant& t = tenant(name);
+  t.peer_service += service;
+  set_counter(t, t.counter + service);
 }
 
 namespace {
@@ -530,6 +559,7 @@ void FlowQueue::correct_output(std::string_view name, uint32_t charged, uint32_t
   const double delta =
       config_.output_weight * (static_cast<double>(actual) - static_cast<double>(charged));
   set_counter(t, t.counter + delta / t.weight);
+  note_service(t, delta / t.weight);
   t.served_tokens = t.served_tokens + actual >= charged ? t.served_tokens + actual - charged : 0;
 }
 
@@ -550,6 +580,7 @@ std::vector<FlowTenantStats> FlowQueue::tenants() const {
     s.timed_out = t->timed_out;
     s.deadline_missed = t->deadline_missed;
     s.served_tokens = t->served_tokens;
+    s.peer_service = t->peer_service;
     out.push_back(s);
   }
   return out;

@@ -13,6 +13,9 @@
 //      (or to the last served tenant's counter when none is), so it cannot bank credit;
 //   3. within a tenant and band: earliest deadline first among the requests that carry a
 //      deadline, then FCFS.
+// Several gateway replicas (cluster/fleet_fairness.h) order by the fleet's counters: the
+// service the peers gave a tenant is added to its counter (add_peer_service), and the
+// service given here is handed out for the peers (take_service).
 // Bounds: pool and tenant limits on queued requests and queued tokens (prompt + expected
 // output), a maximum wait per band, and deadlines. On pool overflow the newest request of
 // the lowest band below the newcomer's is evicted first; otherwise the newcomer is
@@ -138,6 +141,7 @@ struct FlowTenantStats {
   uint64_t timed_out = 0;  // queue_timeout
   uint64_t deadline_missed = 0;
   uint64_t served_tokens = 0;  // prompt + output charged (output corrected at the end)
+  double peer_service = 0;     // counter units the peers' service added (fleet fairness)
 };
 
 class FlowQueue {
@@ -217,6 +221,22 @@ class FlowQueue {
     return expected > 0 ? expected : config_.default_output_tokens;
   }
 
+  // --- Fleet fairness (cluster/fleet_fairness.h): several replicas, one order. ---
+  // Service is what pop(), charge() and correct_output() add to a counter (cost divided
+  // by the tenant's weight); lifts are not service and stay this replica's own.
+  // From now on, notes the service given here per tenant for take_service (off by
+  // default: a single replica pays nothing for it).
+  void track_service(bool on) { track_service_ = on; }
+  // Appends (tenant, service given here since the last call) for each tenant served or
+  // corrected since, and starts over. Names are valid as long as the queue.
+  void take_service(std::vector<std::pair<std::string_view, double>>& out);
+  // Service other replicas gave `tenant` (counter units; negative when a peer corrected
+  // a charge down): added to its counter as service here would be, so that the order is
+  // by the fleet's service. It is no service here: the round robin among equals and the
+  // floor of a returning tenant are this replica's. A tenant not known yet is created
+  // where the service is now, as on its first request.
+  void add_peer_service(std::string_view tenant, double service);
+
   bool empty() const { return entries_.empty(); }
   size_t size() const { return entries_.size(); }
   uint64_t queued_tokens() const { return tokens_; }
@@ -291,6 +311,8 @@ class FlowQueue {
   void set_counter(Tenant& t, double counter);
   // Charges `cost` (already divided by the weight) to `t` as one service given now.
   void serve(Tenant& t, double cost);
+  // Notes `service` (counter units) given to `t` here, for take_service.
+  void note_service(Tenant& t, double service);
   double cost(uint32_t prompt, uint32_t output) const;
   void note_dispatch(Nanos now);
   Nanos expiry_of(const Item& item) const;
@@ -314,6 +336,8 @@ class FlowQueue {
   uint64_t services_ = 0;    // services given (pop and charge): the order of served_at
   double rate_ = 0;          // decayed dispatch count / tau, at rate_at_
   Nanos rate_at_ = 0;
+  bool track_service_ = false;
+  std::vector<Tenant*> service_changed_;  // tenants with service not yet taken
 };
 
 }  // namespace kvgate::route

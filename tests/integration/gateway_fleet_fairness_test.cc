@@ -1,0 +1,278 @@
+// Fleet fairness with real processes (docs/flow-control.md, "Fleet fairness"): two
+// `kvgate serve` replicas with flow control, sharing their tenants' service through a real
+// redis-server (cluster: sync on). A tenant served through replica A is ordered behind on
+// replica B: B's queue counts A's service in its counters. Redis killed: B falls back to
+// its own counters, and says so.
+//
+// Each replica has an engine of its own (their pools name different endpoints; the
+// routing events for the other's engine are counted as unknown), so that replica A serves
+// the noisy tenant at once while replica B's one-sequence engine is held by two long
+// requests and B's queue fills.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gateway/keys.h"
+#include "support/eventually.h"
+#include "support/gateway_fixture.h"
+
+namespace kvgate::testing {
+// Named after the file, not anonymous: the tests compile in unity batches, where two
+// files' helpers of one name would collide (docs/development.md).
+namespace gateway_fleet_fairness_test {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+constexpr const char* kToken = "fleet-fairness-token";
+
+Result<std::unique_ptr<ChildProcess>> start_redis(int port) {
+  auto p = ChildProcess::spawn("/usr/bin/redis-server",
+                               {"--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", "--daemonize", "no"});
+  if (!p) return p;
+  if (auto line = (*p)->wait_for_line("Ready to accept connections"); !line) {
+    return Error(line.error());
+  }
+  return p;
+}
+
+std::string keys_file() {
+  auto entry = [](const std::string& key, const std::string& tenant) {
+    return "  - sha256: " + gateway::to_hex(gateway::sha256(key)) + "\n    tenant: " + tenant +
+           "\n    weight: 1\n";
+  };
+  return write_temp_file("fleet-keys.yaml", "keys:\n" + entry("key-noisy", "noisy") +
+                                                entry("key-quiet", "quiet") +
+                                                entry("key-filler", "filler"));
+}
+
+// Replica `id` (gw-a, gw-b) of pool "main" on `engine_url`, flow control on (no sparse
+// reserve: a request leaves the queue only when the engine has room), sync on.
+std::string replica_yaml(const std::string& id, const std::string& engine_url, int redis_port,
+                         const std::string& keys) {
+  return "listeners:\n  - address: 127.0.0.1\n    port: 0\nthreads: 1\n"
+         "keys_file: " +
+         keys + "\nadmin: {address: 127.0.0.1, port: 0, token: " + kToken +
+         "}\n"
+         "timeouts: {header_ms: 5000, drain_ms: 1500, connect_ms: 1000}\n"
+         "cluster:\n  redis: {host: 127.0.0.1, port: " +
+         std::to_string(redis_port) + ", timeout_ms: 100}\n  replica_id: " + id +
+         "\n  sync: on\n  flush_ms: 2\n  poll_ms: 2\n  stream_prefix: fair" +
+         std::to_string(::getpid()) +
+         "\npools:\n  main:\n    block_size: 16\n    scrape_interval_ms: 50\n"
+         "    router: {policy: least-request, filters: [saturation], "
+         "saturation: {queue_threshold: 1}}\n"
+         "    flow_control: {max_requests: 100, max_wait_s: 60, sparse_reserve: 0}\n"
+         "    endpoints:\n      - " +
+         engine_url + "\nmodels:\n  - name: sim\n    pool: main\n";
+}
+
+std::string completion(const std::string& tag, int tokens) {
+  return R"({"model":"sim","prompt":")" + words_prompt(tag, 20) + R"(","max_tokens":)" +
+         std::to_string(tokens) + "}";
+}
+
+std::vector<io::HttpHeader> auth(const std::string& key) {
+  return {{"Authorization", "Bearer " + key}, {"Content-Type", "application/json"}};
+}
+
+struct Sent {
+  std::string tenant;
+  io::HttpClientResponse r;
+  double seconds = 0;  // answered, from the start of the batch
+  bool failed = false;
+};
+
+// Requests on their own threads, timed from one start.
+class Batch {
+ public:
+  Batch() : start_(Clock::now()) {}
+  void post(const std::string& url, const std::string& tenant, std::string body,
+            const std::string& key) {
+    auto slot = std::make_unique<Sent>();
+    slot->tenant = tenant;
+    threads_.emplace_back([this, out = slot.get(), url, body = std::move(body), key] {
+      auto r = io::http_fetch("POST", url + "/v1/completions", body, auth(key), 60s);
+      out->seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+      if (r) {
+        out->r = std::move(*r);
+      } else {
+        out->failed = true;
+      }
+    });
+    sent_.push_back(std::move(slot));
+  }
+  std::vector<Sent> join() {
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    std::vector<Sent> out;
+    for (auto& s : sent_) out.push_back(std::move(*s));
+    sent_.clear();
+    return out;
+  }
+  ~Batch() {
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  Clock::time_point start_;
+  std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<Sent>> sent_;
+};
+
+// testing::eventually() polling every 20 ms: each poll here asks a gateway child.
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout) {
+  return testing::eventually(pred, timeout, 20ms);
+}
+
+struct Replica {
+  GatewayProcess gw;
+  std::string admin;
+
+  explicit Replica(const std::string& yaml) : gw(yaml) {
+    if (!gw.proc) return;
+    auto line = gw.proc->wait_for_line("admin API on http://");
+    if (!line) {
+      ADD_FAILURE() << line.error();
+      return;
+    }
+    admin = line->substr(line->find("http://"));
+    while (!admin.empty() && (admin.back() == '\n' || admin.back() == '\r')) admin.pop_back();
+  }
+  boost::json::value queue() {
+    auto r = io::http_fetch("GET", admin + "/admin/pools/main/queue", "",
+                            {{"Authorization", std::string("Bearer ") + kToken}}, 10s);
+    if (!r || r->status != 200) return {};
+    return parse_json(r->body);
+  }
+  int64_t queued() {
+    auto q = queue();
+    return q.is_object() ? q.at("queued").to_number<int64_t>() : -1;
+  }
+  // A tenant's field in the queue view (counter, peer_service, ...); -1 when not there.
+  double tenant(const std::string& name, const std::string& field) {
+    auto q = queue();
+    if (!q.is_object()) return -1;
+    for (const auto& t : q.at("tenants").as_array()) {
+      if (t.at("tenant").as_string() == name) return t.at(field).to_number<double>();
+    }
+    return -1;
+  }
+  double metric(const std::string& name) { return gw.metric(name, {{"pool", "main"}}); }
+};
+
+TEST(GatewayFleetFairness, ATenantServedThroughOneReplicaIsOrderedBehindOnAnother) {
+  const int port = free_port();
+  auto redis = start_redis(port);
+  ASSERT_TRUE(redis) << redis.error();
+  EngineProcess engine_a({"--model", "sim", "--time-scale", "0.1"});
+  EngineProcess engine_b({"--model", "sim", "--max-num-seqs", "1"});
+  ASSERT_FALSE(engine_a.url.empty());
+  ASSERT_FALSE(engine_b.url.empty());
+  const std::string keys = keys_file();
+  Replica a(replica_yaml("gw-a", engine_a.url, port, keys));
+  Replica b(replica_yaml("gw-b", engine_b.url, port, keys));
+  ASSERT_FALSE(a.admin.empty());
+  ASSERT_FALSE(b.admin.empty());
+
+  // B's engine runs one sequence at a time: two long requests hold it (~5.6 s each at
+  // ~7 ms a token), one running and one waiting there; then B's pool is saturated.
+  Batch fill;
+  fill.post(b.gw.url, "filler", completion("fill1", 800), "key-filler");
+  fill.post(b.gw.url, "filler", completion("fill2", 800), "key-filler");
+  ASSERT_TRUE(eventually(
+      [&] {
+        return b.gw.metric("kvgate_flow_dispatched_total",
+                           {{"pool", "main"}, {"band", "standard"}, {"tenant", "filler"}}) == 2;
+      },
+      10s));
+
+  // quiet is backlogged on B first.
+  Batch on_b;
+  on_b.post(b.gw.url, "quiet", completion("q1", 40), "key-quiet");
+  ASSERT_TRUE(eventually([&] { return b.queued() == 1; }, 5s)) << "B's engine was not held";
+
+  // Meanwhile noisy is served through A, at once (A's engine is fast and free), and B
+  // learns of it: the service A gave noisy reaches B's counters.
+  {
+    Batch on_a;
+    for (int i = 0; i < 12; ++i) {
+      on_a.post(a.gw.url, "noisy", completion("n-a" + std::to_string(i), 50), "key-noisy");
+    }
+    for (const Sent& s : on_a.join()) {
+      ASSERT_FALSE(s.failed);
+      ASSERT_EQ(s.r.status, 200) << s.r.body;
+    }
+  }
+  // Every charge and output correction A made is reported: B's view of the service A gave
+  // noisy equals A's own counter for it (A served noisy alone, from a counter of 0).
+  double served_on_a = -1;
+  ASSERT_TRUE(eventually(
+      [&] {
+        served_on_a = a.tenant("noisy", "counter");
+        const double peer = b.tenant("noisy", "peer_service");
+        return served_on_a > 0 && std::fabs(peer - served_on_a) < 1e-6;
+      },
+      10s))
+      << "A's counter " << served_on_a << ", B's peer service "
+      << b.tenant("noisy", "peer_service");
+  EXPECT_EQ(a.tenant("noisy", "peer_service"), 0);  // A never counts its own twice
+  EXPECT_EQ(b.metric("kvgate_flow_fleet_peers"), 1);
+  EXPECT_GT(a.metric("kvgate_flow_fleet_reports_published_total"), 0);
+  EXPECT_GT(b.metric("kvgate_flow_fleet_reports_applied_total"), 0);
+
+  // Now both tenants queue on B, interleaved: q1 (waiting), n1, q2, n2, q3, n3. FCFS and
+  // B's own counters alone would alternate them; by the fleet's counters noisy has had
+  // its share already, so quiet's three go first.
+  const std::vector<std::pair<std::string, std::string>> order = {
+      {"noisy", "n1"}, {"quiet", "q2"}, {"noisy", "n2"}, {"quiet", "q3"}, {"noisy", "n3"}};
+  int64_t expected = 1;
+  for (const auto& [tenant, tag] : order) {
+    on_b.post(b.gw.url, tenant, completion(tag, 40), "key-" + tenant);
+    ++expected;
+    ASSERT_TRUE(eventually([&] { return b.queued() == expected; }, 5s))
+        << tag << " did not queue: B's engine was freed too early";
+  }
+  {
+    const boost::json::value q = b.queue();
+    ASSERT_TRUE(q.is_object());
+    ASSERT_GE(q.at("head").as_array().size(), 2u);
+    EXPECT_EQ(q.at("head").at(0).at("tenant").as_string(), "quiet") << boost::json::serialize(q);
+    EXPECT_GT(b.tenant("noisy", "counter"), b.tenant("quiet", "counter"));
+  }
+
+  // B's engine serves one request at a time: the answers come in dispatch order.
+  std::vector<Sent> answers = on_b.join();
+  for (const Sent& s : fill.join()) EXPECT_EQ(s.r.status, 200) << s.r.body;
+  double last_quiet = 0, first_noisy = 1e9;
+  for (const Sent& s : answers) {
+    ASSERT_FALSE(s.failed) << s.tenant;
+    ASSERT_EQ(s.r.status, 200) << s.r.body;
+    if (s.tenant == "quiet") last_quiet = std::max(last_quiet, s.seconds);
+    if (s.tenant == "noisy") first_noisy = std::min(first_noisy, s.seconds);
+  }
+  EXPECT_LT(last_quiet, first_noisy)
+      << "quiet's last answer at " << last_quiet << " s, noisy's first at " << first_noisy << " s";
+
+  // Redis dies: B orders by its own counters from now on, and says so.
+  (*redis)->signal(SIGKILL);
+  (*redis)->stop();
+  // Another request makes B publish (and fail): the sync is lost.
+  EXPECT_EQ(
+      b.gw.post("/v1/completions", completion("after", 2), {{"Authorization", "Bearer key-quiet"}})
+          .status,
+      200);
+  EXPECT_TRUE(eventually([&] { return b.metric("kvgate_flow_fleet_fallbacks_total") == 1; }, 5s));
+  EXPECT_TRUE(eventually([&] { return b.metric("kvgate_flow_fleet_peers") == 0; }, 5s));
+}
+
+}  // namespace gateway_fleet_fairness_test
+}  // namespace kvgate::testing
