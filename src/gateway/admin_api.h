@@ -1,13 +1,15 @@
 // AdminApi: `kvgate serve`'s control-plane HTTP API, on its own listener.
 //
-// Loopback by default; every request must carry `Authorization: Bearer TOKEN` when the
-// config gives a token (compared by SHA-256 digest in constant time, as API keys are).
-// JSON in and out, OpenAI-style error bodies. Routes (docs/gateway.md, "Admin API"):
+// Loopback by default; every request must carry `Authorization: Bearer TOKEN` (or Basic
+// with the token as password: a browser's login prompt) when the config gives a token
+// (compared by SHA-256 digest in constant time, as API keys are). JSON in and out,
+// OpenAI-style error bodies. Routes (docs/gateway.md, "Admin API"):
 //
 //   GET    /admin                                  the sections and pools
+//   GET    /admin/ui, /admin/ui/{file}             the status page (ui_files.h)
 //   GET    /admin/pools                            every pool with its endpoints' state
 //   GET    /admin/pools/{pool}                     one pool
-//   GET    /admin/pools/{pool}/endpoints           its endpoints' state
+//   GET    /admin/pools/{pool}/endpoints?offset=&limit=&health=   its endpoints' state
 //   POST   /admin/pools/{pool}/endpoints           add one -> 201 {"id":..}
 //   GET    /admin/pools/{pool}/endpoints/{id}      one endpoint
 //   DELETE /admin/pools/{pool}/endpoints/{id}?timeout_ms=N   drain, then remove
@@ -76,8 +78,8 @@ class AdminApi {
   void stop();
 
   // Registration, thread-safe, at any time; a name registered again replaces the
-  // callback. Names of built-in routes ("pools", "endpoints", "route", "policy") are
-  // refused (returns false).
+  // callback. Names of built-in routes ("pools", "endpoints", "route", "policy", "ui")
+  // are refused (returns false).
   bool add_section(std::string name, Section fn);
   bool add_pool_section(std::string name, PoolSection fn);
 

@@ -164,6 +164,54 @@ json::object endpoint_json(const EndpointSnapshot& s, Nanos now) {
   };
 }
 
+void PoolSummary::add(const route::Endpoint& e, bool breaker_open, size_t precise, size_t approx) {
+  ++total;
+  switch (e.health) {
+    case route::Health::kHealthy:
+      ++healthy;
+      break;
+    case route::Health::kUnhealthy:
+      ++unhealthy;
+      break;
+    case route::Health::kDraining:
+      ++draining;
+      break;
+    case route::Health::kStandby:
+      ++standby;
+      break;
+  }
+  if (breaker_open) ++breakers_open;
+  if (e.metrics) {
+    ++scraped;
+    waiting += e.metrics->waiting;
+    running += e.metrics->running;
+    kv_usage_sum += e.metrics->kv_usage;
+  }
+  in_flight += e.load.in_flight;
+  routed_total += e.load.routed_total;
+  failed_total += e.load.failed_total;
+  precise_blocks += precise;
+  approx_blocks += approx;
+}
+
+json::object summary_json(const PoolSummary& s) {
+  return {{"endpoints", s.total},
+          {"healthy", s.healthy},
+          {"unhealthy", s.unhealthy},
+          {"draining", s.draining},
+          {"standby", s.standby},
+          {"breakers_open", s.breakers_open},
+          {"waiting", s.waiting},
+          {"running", s.running},
+          {"kv_usage_mean", s.scraped > 0 ? num(s.kv_usage_sum / static_cast<double>(s.scraped))
+                                          : json::value(nullptr)},
+          {"in_flight", s.in_flight},
+          {"routed_total", s.routed_total},
+          {"failed_total", s.failed_total},
+          {"precise_blocks", s.precise_blocks},
+          {"approx_blocks", s.approx_blocks}};
+}
+
 Result<AddEndpointRequest> parse_add_endpoint(std::string_view body, bool bind_mode) {
   auto parsed = parse_object(body);
   if (!parsed) return Error(parsed.error());

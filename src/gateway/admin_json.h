@@ -66,6 +66,28 @@ struct EndpointSnapshot {
 // placement); null when neither is known.
 boost::json::object endpoint_json(const EndpointSnapshot& s, Nanos now);
 
+// A pool's endpoints added up (GET .../endpoints answers it beside a page of them, so
+// that a page of 1,000 endpoints still shows the whole pool).
+struct PoolSummary {
+  size_t total = 0;
+  size_t healthy = 0, unhealthy = 0, draining = 0, standby = 0;
+  size_t breakers_open = 0;
+  size_t scraped = 0;                 // endpoints with a scrape (the mean KV usage is over these)
+  uint64_t waiting = 0, running = 0;  // last scrapes, summed
+  double kv_usage_sum = 0;
+  uint64_t in_flight = 0;  // the router's
+  uint64_t routed_total = 0, failed_total = 0;
+  uint64_t precise_blocks = 0, approx_blocks = 0;
+
+  // Adds one endpoint (its state as EndpointSnapshot holds it, without the copy).
+  void add(const route::Endpoint& e, bool breaker_open, size_t precise, size_t approx);
+};
+
+// {"endpoints":..,"healthy":..,"unhealthy":..,"draining":..,"standby":..,
+//  "breakers_open":..,"waiting":..,"running":..,"kv_usage_mean":..|null,"in_flight":..,
+//  "routed_total":..,"failed_total":..,"precise_blocks":..,"approx_blocks":..}
+boost::json::object summary_json(const PoolSummary& s);
+
 // A request to add an endpoint: {"url":"http://host:port","role":"both|prefill|decode",
 // "zone":..,"rack":..,"labels":{..},"kv_capacity_blocks":N,"kv_events":{"publisher":..,
 // "replay":..,"topic":..}}. Only url is required. Errors name the field.

@@ -57,6 +57,14 @@ class AdminApiTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.error();
     return r.ok() ? *r : io::HttpClientResponse{};
   }
+  // With an Authorization header of any scheme ("Basic ...").
+  io::HttpClientResponse call_with(const std::string& path, const std::string& authorization) {
+    std::vector<io::HttpHeader> headers;
+    if (!authorization.empty()) headers.push_back({"Authorization", authorization});
+    auto r = io::http_fetch("GET", base_ + path, {}, headers, std::chrono::seconds(10));
+    EXPECT_TRUE(r.ok()) << r.error();
+    return r.ok() ? *r : io::HttpClientResponse{};
+  }
   json::value get(const std::string& path) {
     auto r = call("GET", path);
     EXPECT_EQ(r.status, 200) << path << ": " << r.body;
@@ -201,6 +209,105 @@ TEST_F(AdminApiTest, RegisteredSections) {
   EXPECT_EQ(index.at("sections").at(0).as_string(), "warmup");
   EXPECT_EQ(index.at("pool_sections").at(0).as_string(), "autoscaler");
   EXPECT_EQ(index.at("pools").at(0).as_string(), "main");
+}
+
+TEST_F(AdminApiTest, ServesTheStatusPageBehindTheToken) {
+  // Without credentials: 401 with the Basic challenge that opens a browser's login prompt.
+  auto r = call("GET", "/admin/ui", {}, "");
+  EXPECT_EQ(r.status, 401);
+  ASSERT_NE(r.header("www-authenticate"), nullptr);
+  EXPECT_TRUE(r.header("www-authenticate")->starts_with("Basic realm="));
+  EXPECT_EQ(r.body.find("<html"), std::string::npos);
+  EXPECT_EQ(call("GET", "/admin/ui/status.js", {}, "").status, 401);
+  EXPECT_EQ(call_with("/admin/ui", "Basic YWRtaW46bm9wZQ==").status, 401);  // admin:nope
+  EXPECT_EQ(call_with("/admin/ui", "Basic !!!!").status, 401);
+  // The API's own challenge is unchanged.
+  EXPECT_EQ(*call("GET", "/admin/pools", {}, "").header("www-authenticate"), "Bearer");
+
+  // The bearer token, or the token as a Basic password (any user name).
+  for (const std::string auth : {"Bearer t0k", "Basic YWRtaW46dDBr", "Basic OnQwaw=="}) {
+    r = call_with("/admin/ui", auth);
+    ASSERT_EQ(r.status, 200) << auth << ": " << r.body;
+    ASSERT_NE(r.header("content-type"), nullptr);
+    EXPECT_EQ(*r.header("content-type"), "text/html; charset=utf-8");
+    ASSERT_NE(r.header("cache-control"), nullptr);
+    EXPECT_EQ(*r.header("cache-control"), "no-cache, private");
+    ASSERT_NE(r.header("content-security-policy"), nullptr);
+    EXPECT_NE(r.body.find("<title>kvgate status</title>"), std::string::npos);
+    EXPECT_NE(r.body.find("/admin/ui/status.js"), std::string::npos);
+  }
+  EXPECT_EQ(call("GET", "/admin/ui/").status, 200);
+  r = call("GET", "/admin/ui/status.js");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(*r.header("content-type"), "text/javascript; charset=utf-8");
+  EXPECT_NE(r.body.find("/admin/pools/"), std::string::npos);
+  r = call("GET", "/admin/ui/status.css");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(*r.header("content-type"), "text/css; charset=utf-8");
+  // Basic works for the API too: the page's calls carry what the browser was given.
+  EXPECT_EQ(call_with("/admin/pools", "Basic YWRtaW46dDBr").status, 200);
+  EXPECT_EQ(call("GET", "/admin/ui/nope.js").status, 404);
+  EXPECT_EQ(call("GET", "/admin/ui/status.js/x").status, 404);
+  EXPECT_EQ(call("POST", "/admin/ui").status, 405);
+  EXPECT_FALSE(admin_->add_section("ui", [] { return json::value(1); }));
+}
+
+TEST_F(AdminApiTest, ThePageAskedForWithoutCredentialsIsNoGuess) {
+  // A browser asks for the page without credentials until challenged: that must not lock
+  // its address out (wrong credentials still count).
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(call("GET", "/admin/ui", {}, "").status, 401) << i;
+  EXPECT_EQ(call("GET", "/admin/pools").status, 200);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(call_with("/admin/ui", "Basic YWRtaW46bm9wZQ==").status, 401) << i;
+  }
+  EXPECT_EQ(call("GET", "/admin/ui").status, 429);
+}
+
+TEST_F(AdminApiTest, EndpointsArePagedWithTheWholePoolSummed) {
+  json::value v = get("/admin/pools/main/endpoints?offset=1&limit=1");
+  EXPECT_EQ(v.at("total").as_int64(), 2);
+  EXPECT_EQ(v.at("offset").as_int64(), 1);
+  ASSERT_EQ(v.at("endpoints").as_array().size(), 1u);
+  EXPECT_EQ(v.at("endpoints").at(0).at("id").as_int64(), 1);
+  EXPECT_EQ(v.at("summary").at("endpoints").as_int64(), 2);
+  EXPECT_EQ(v.at("summary").at("healthy").as_int64(), 2);
+  EXPECT_TRUE(v.at("summary").at("kv_usage_mean").is_null());  // never scraped
+  EXPECT_EQ(get("/admin/pools/main/endpoints?offset=5").at("endpoints").as_array().size(), 0u);
+  EXPECT_EQ(get("/admin/pools/main/endpoints?limit=0").at("summary").at("endpoints").as_int64(), 2);
+
+  // Two failures open endpoint 1's breaker: the health filter pages the unhealthy only.
+  pool_->endpoint_result(1, false);
+  pool_->endpoint_result(1, false);
+  testing::eventually(
+      [&] {
+        return get("/admin/pools/main/endpoints?health=unhealthy").at("total").as_int64() == 1;
+      },
+      std::chrono::seconds(1));
+  v = get("/admin/pools/main/endpoints?health=unhealthy");
+  ASSERT_EQ(v.at("endpoints").as_array().size(), 1u);
+  EXPECT_EQ(v.at("endpoints").at(0).at("id").as_int64(), 1);
+  EXPECT_EQ(v.at("summary").at("breakers_open").as_int64(), 1);
+  EXPECT_EQ(v.at("summary").at("endpoints").as_int64(), 2);
+
+  for (const char* bad : {"?limit=x", "?offset=-1", "?health=sick", "?limit=99999999"}) {
+    auto r = call("GET", std::string("/admin/pools/main/endpoints") + bad);
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+  }
+}
+
+TEST_F(AdminApiTest, TheIndexSaysWhichPoolSectionsHaveSomething) {
+  ASSERT_TRUE(admin_->add_pool_section("autoscaler",
+                                       [](std::string_view pool) -> std::optional<json::value> {
+                                         if (pool != "main") return std::nullopt;
+                                         return json::value({{"replicas", 3}});
+                                       }));
+  ASSERT_TRUE(admin_->add_pool_section(
+      "queue", [](std::string_view) -> std::optional<json::value> { return std::nullopt; }));
+  json::value index = get("/admin");
+  const json::array& main = index.at("pool_sections_by_pool").at("main").as_array();
+  ASSERT_EQ(main.size(), 1u);
+  EXPECT_EQ(main.at(0).as_string(), "autoscaler");
+  EXPECT_EQ(index.at("pool_sections").as_array().size(), 2u);
 }
 
 }  // namespace
