@@ -149,13 +149,14 @@ HttpResponse ui_file(const std::vector<std::string>& seg, std::string_view path)
   return error(404, fmt::format("Not found: {}", path));
 }
 
-// Listing parameters: ?offset=N&limit=N&health=NAME (a page of the endpoints, in id order,
-// of those with that health).
+// Listing parameters: ?offset=N&limit=N&health=NAME&history=1 (a page of the endpoints, in
+// id order, of those with that health; with their TTFT and ITL history).
 struct ListQuery {
   std::optional<route::EndpointId> only;  // one endpoint (GET .../endpoints/{id})
   size_t offset = 0;
   size_t limit = std::numeric_limits<size_t>::max();
   std::optional<route::Health> health;
+  bool history = false;  // with each endpoint's TTFT and ITL history, and the pool's
 };
 
 Result<ListQuery> parse_list_query(std::string_view query) {
@@ -171,6 +172,7 @@ Result<ListQuery> parse_list_query(std::string_view query) {
     }
     (std::string_view(key) == "offset" ? q.offset : q.limit) = *n;
   }
+  if (auto h = query_value(query, "history")) q.history = *h == "1" || *h == "true";
   if (auto h = query_value(query, "health")) {
     for (route::Health x : {route::Health::kHealthy, route::Health::kUnhealthy,
                             route::Health::kDraining, route::Health::kStandby}) {
@@ -409,11 +411,18 @@ asio::awaitable<HttpResponse> AdminApi::Impl::pool_route(const HttpRequest& req,
       json::array out;
       const Nanos now = rt.clock().now();
       for (const EndpointSnapshot& s : l.endpoints) out.push_back(endpoint_json(s, now));
-      co_return ok(200, json::object{{"pool", rt.name()},
-                                     {"total", l.matched},
-                                     {"offset", q->offset},
-                                     {"summary", summary_json(l.summary)},
-                                     {"endpoints", std::move(out)}});
+      json::object body{{"pool", rt.name()},
+                        {"total", l.matched},
+                        {"offset", q->offset},
+                        {"summary", summary_json(l.summary)},
+                        {"endpoints", std::move(out)}};
+      if (q->history && pool.feed) {
+        LiveFeed::LatencyHistory h = pool.feed->pool_latency_history();
+        json::object o = latency_history_json({.ttft = std::move(h.ttft), .itl = std::move(h.itl)});
+        o["step_s"] = LiveFeed::kHistoryStep / kSecond;
+        body["history"] = std::move(o);
+      }
+      co_return ok(200, body);
     }
     if (req.method != "POST") co_return not_allowed();
     auto add = parse_add_endpoint(req.body, !rt.config().kv_events_bind.empty());
@@ -536,6 +545,13 @@ asio::awaitable<AdminApi::Impl::Listing> AdminApi::Impl::list(const PoolHandle& 
       if (!events || !address || !address->kv_events) continue;
       s.kv_events = EventFeedView{
           .source = *address->kv_events, .events = events->events, .resyncs = events->resyncs};
+    }
+    if (q.history) {
+      for (EndpointSnapshot& s : out.endpoints) {
+        if (auto h = pool.feed->latency_history(s.endpoint.id)) {
+          s.history = LatencyHistoryView{.ttft = std::move(h->ttft), .itl = std::move(h->itl)};
+        }
+      }
     }
   }
   co_return out;

@@ -129,7 +129,7 @@ json::object endpoint_json(const EndpointSnapshot& s, Nanos now) {
     events = std::move(o);
   }
   const kv::EventStats& ix = s.index_events;
-  return {
+  json::object out{
       {"id", e.id},
       {"url", e.spec.url},
       {"role", std::string(to_string(e.spec.role))},
@@ -162,6 +162,20 @@ json::object endpoint_json(const EndpointSnapshot& s, Nanos now) {
       {"kv_events", std::move(events)},
       {"lora", lora_json(e)},
   };
+  if (s.history) out["history"] = latency_history_json(*s.history);
+  return out;
+}
+
+json::object latency_history_json(const LatencyHistoryView& h) {
+  auto series = [](const std::vector<std::optional<double>>& seconds) {
+    json::array a;
+    a.reserve(seconds.size());
+    for (const std::optional<double>& v : seconds) {
+      a.push_back(v ? num(std::round(*v * 1e5) / 100) : json::value(nullptr));
+    }
+    return a;
+  };
+  return {{"ttft_ms", series(h.ttft)}, {"itl_ms", series(h.itl)}};
 }
 
 void PoolSummary::add(const route::Endpoint& e, bool breaker_open, size_t precise, size_t approx) {

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/common/result.h"
 #include "core/kv/event_sequencer.h"
@@ -43,6 +44,16 @@ struct EventFeedView {
   uint64_t resyncs = 0;      // subscriptions made afresh after /metrics came back
 };
 
+// The TTFT and ITL history of an endpoint or a pool (LiveFeed::latency_history): the
+// mean in seconds per step, oldest first, nullopt for a step without requests.
+struct LatencyHistoryView {
+  std::vector<std::optional<double>> ttft;
+  std::vector<std::optional<double>> itl;
+};
+
+// {"ttft_ms":[..],"itl_ms":[..]}: milliseconds to 0.01, null for a step without requests.
+boost::json::object latency_history_json(const LatencyHistoryView& h);
+
 // Everything the admin API shows about one endpoint, gathered at one instant.
 struct EndpointSnapshot {
   route::Endpoint endpoint;        // spec, health, last scrape, router load
@@ -53,6 +64,7 @@ struct EndpointSnapshot {
   kv::EventStats index_events;             // what the precise index made of the events
   std::optional<EventFeedView> kv_events;  // none: no KV events configured
   std::string origin;  // who added it: config, admin, local_actuator, discovery:NAME
+  std::optional<LatencyHistoryView> history;  // when asked for (?history=1) and known
 };
 
 // {"id":..,"url":..,"role":..,"zone":..,"rack":..,"labels":{..},"kv_capacity_blocks":..,
@@ -63,7 +75,8 @@ struct EndpointSnapshot {
 //          "placed":{"loaded":[..],"loading":[..]}|null}|null}. `now` dates the metrics' age.
 // "lora": the last scrape's vllm:lora_requests_info (max_loras null, the lists empty, when
 // the engine did not report it) and the pool's LoRA placement's view (placed, null without
-// placement); null when neither is known.
+// placement); null when neither is known. With `s.history`, also
+// "history":{"ttft_ms":[..],"itl_ms":[..]} (latency_history_json).
 boost::json::object endpoint_json(const EndpointSnapshot& s, Nanos now);
 
 // A pool's endpoints added up (GET .../endpoints answers it beside a page of them, so

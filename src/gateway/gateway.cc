@@ -38,10 +38,30 @@ boost::json::object latency_json(const scale::LatencySummary& l) {
   return {{"p50", l.p50}, {"p90", l.p90}, {"p99", l.p99}, {"mean", l.mean}, {"samples", l.samples}};
 }
 
+// The replicas' last hour: {"step_s":10,"desired":[..],"current":[..],"ready":[..],
+// "starting":[..],"draining":[..]}, oldest first, null for a step without a decision.
+boost::json::object history_json(const AutoscaleLoop::History& h) {
+  auto series = [](const std::vector<std::optional<double>>& v) {
+    boost::json::array a;
+    a.reserve(v.size());
+    for (const std::optional<double>& x : v) {
+      if (x) {
+        a.emplace_back(static_cast<int64_t>(*x));
+      } else {
+        a.emplace_back(nullptr);
+      }
+    }
+    return a;
+  };
+  return {{"step_s", h.step / kSecond},     {"desired", series(h.desired)},
+          {"current", series(h.current)},   {"ready", series(h.ready)},
+          {"starting", series(h.starting)}, {"draining", series(h.draining)}};
+}
+
 }  // namespace
 
 // GET /admin/warmup (every pool's warm-up state) and /admin/pools/{pool}/autoscaler (the
-// latest decision and the signals it was made on).
+// latest decision, the signals it was made on, and the replicas' last hour).
 void register_admin_sections(Gateway::Impl& impl) {
   Gateway::Impl* self = &impl;
   impl.admin->add_section(
@@ -100,7 +120,8 @@ void register_admin_sections(Gateway::Impl& impl) {
                                    {"ttft", latency_json(sig.ttft)},
                                    {"itl", latency_json(sig.itl)},
                                    {"ready", sig.ready()},
-                                   {"starting", sig.starting()}}}};
+                                   {"starting", sig.starting()}}},
+              {"history", history_json(a->history())}};
         }
         return std::nullopt;
       });

@@ -29,6 +29,7 @@
     inFlight: false,
     lastHistoryAt: 0,
     history: new Map(),   // endpoint id -> {ttft_ms, itl_ms} (last fetched)
+    poolHistory: null,    // the pool's {ttft_ms, itl_ms, step_s} (last fetched)
     recentLoadedAt: 0,
     tenantsAt: 0,
   };
@@ -196,6 +197,7 @@
     state.pool = name;
     state.offset = 0;
     state.history.clear();
+    state.poolHistory = null;
     state.lastHistoryAt = 0;
     state.recentLoadedAt = 0;
     $('why-result').replaceChildren();
@@ -224,6 +226,14 @@
       card('routed', fmt(s.routed_total)),
       card('failed', fmt(s.failed_total), s.failed_total ? 'warn' : ''),
     ];
+    const h = state.poolHistory;
+    if (h) {
+      for (const [key, label] of [['ttft_ms', 'TTFT'], ['itl_ms', 'ITL']]) {
+        cards.push(el('div', {class: 'card', 'data-card': label},
+          el('div', {class: 'v'}, sparkline(h[key], label.toLowerCase())),
+          el('div', {class: 'k', text: `${label}, last ${Math.round((h[key].length * h.step_s) / 60)} min`})));
+      }
+    }
     $('summary').replaceChildren(...cards);
   }
 
@@ -293,6 +303,7 @@
       state.lastHistoryAt = now;
       state.history.clear();
       for (const e of list.endpoints) if (e.history) state.history.set(e.id, e.history);
+      if (list.history) state.poolHistory = list.history;
     }
     renderSummary(list);
     renderEndpoints(list);
