@@ -197,6 +197,7 @@ struct AdminApi::Impl : std::enable_shared_from_this<Impl> {
   std::unique_ptr<io::HttpServer> server;
   std::mutex mu;  // guards the sections
   std::map<std::string, Section, std::less<>> sections;
+  std::map<std::string, AsyncSection, std::less<>> async_sections;
   std::map<std::string, PoolSection, std::less<>> pool_sections;
   // Failed authentications per client address (a token guessed at most kMaxAuthFailures
   // times per kAuthFailureWindow from one address).
@@ -342,6 +343,7 @@ asio::awaitable<HttpResponse> AdminApi::Impl::dispatch(const HttpRequest& req) {
     {
       std::lock_guard lock(mu);
       for (const auto& [name, fn] : sections) secs.push_back(json::value(name));
+      for (const auto& [name, fn] : async_sections) secs.push_back(json::value(name));
       for (const auto& [name, fn] : pool_sections) pool_secs.push_back(json::value(name));
       registered = pool_sections;
     }
@@ -368,14 +370,18 @@ asio::awaitable<HttpResponse> AdminApi::Impl::dispatch(const HttpRequest& req) {
   if (seg[1] != "pools") {
     if (seg.size() != 2) co_return error(404, fmt::format("Not found: {}", req.path));
     Section fn;
+    AsyncSection async_fn;
     {
       std::lock_guard lock(mu);
       auto it = sections.find(seg[1]);
       if (it != sections.end()) fn = it->second;
+      auto a = async_sections.find(seg[1]);
+      if (a != async_sections.end()) async_fn = a->second;
     }
-    if (!fn) co_return error(404, fmt::format("Not found: {}", req.path));
+    if (!fn && !async_fn) co_return error(404, fmt::format("Not found: {}", req.path));
     if (!get)
       co_return error(405, fmt::format("Method {} not allowed on {}", req.method, req.path));
+    if (async_fn) co_return ok(200, co_await async_fn());
     co_return ok(200, fn());
   }
   if (seg.size() == 2) {
@@ -712,7 +718,16 @@ void AdminApi::stop() {
 bool AdminApi::add_section(std::string name, Section fn) {
   if (reserved(name) || !fn) return false;
   std::lock_guard lock(impl_->mu);
+  impl_->async_sections.erase(name);
   impl_->sections[std::move(name)] = std::move(fn);
+  return true;
+}
+
+bool AdminApi::add_async_section(std::string name, AsyncSection fn) {
+  if (reserved(name) || !fn) return false;
+  std::lock_guard lock(impl_->mu);
+  impl_->sections.erase(name);
+  impl_->async_sections[std::move(name)] = std::move(fn);
   return true;
 }
 

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/json/value.hpp>
 #include <cstdint>
 #include <functional>
@@ -58,6 +59,9 @@ class AdminApi {
   };
   // GET /admin/{name}: the body.
   using Section = std::function<boost::json::value()>;
+  // GET /admin/{name} from a coroutine on the admin API's executor: for a section that
+  // must wait for something (the tenants' budgets, read from Redis).
+  using AsyncSection = std::function<boost::asio::awaitable<boost::json::value>()>;
   // GET /admin/pools/{pool}/{name}: the body, or nullopt for 404 (nothing for that pool).
   using PoolSection = std::function<std::optional<boost::json::value>(std::string_view pool)>;
 
@@ -81,6 +85,7 @@ class AdminApi {
   // callback. Names of built-in routes ("pools", "endpoints", "route", "policy", "ui")
   // are refused (returns false).
   bool add_section(std::string name, Section fn);
+  bool add_async_section(std::string name, AsyncSection fn);
   bool add_pool_section(std::string name, PoolSection fn);
 
   struct Impl;
