@@ -554,7 +554,9 @@
   // ---- refresh ----------------------------------------------------------------------------
 
   async function loadIndex() {
-    state.index = await api('/admin');
+    // '/admin/', not '/admin': a browser sends the credentials its login prompt got for
+    // /admin/ui only to paths under /admin/.
+    state.index = await api('/admin/');
     const want = poolFromHash();
     state.pool = null;
     selectPool(want);
