@@ -14,6 +14,7 @@
 #include <boost/json.hpp>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -99,7 +100,8 @@ std::string_view client_address(std::string_view remote) {
 
 bool reserved(std::string_view name) {
   return name.empty() || name == "pools" || name == "endpoints" || name == "route" ||
-         name == "policy" || name == "ui" || name.find('/') != std::string_view::npos;
+         name == "policy" || name == "ui" || name == "recent" ||
+         name.find('/') != std::string_view::npos;
 }
 
 bool starts_with_nocase(std::string_view s, std::string_view prefix) {
@@ -262,7 +264,12 @@ struct AdminApi::Impl : std::enable_shared_from_this<Impl> {
                                                           std::optional<route::EndpointId> only);
   asio::awaitable<json::object> pool_json(const PoolHandle& pool);
   asio::awaitable<HttpResponse> route_view(const HttpRequest& req, const PoolHandle& pool);
+  // The router's view of a recent request (RecentRequests), as the pool is now.
+  asio::awaitable<HttpResponse> recent_view(const json::value& id, const PoolHandle& pool);
+  // The explanation of `rr` on the pool's strand, as route_view renders it.
+  asio::awaitable<json::object> explain(const PoolHandle& pool, route::RouteRequest& rr);
   asio::awaitable<HttpResponse> policy(const HttpRequest& req, const PoolHandle& pool);
+  asio::awaitable<HttpResponse> recent(const PoolHandle& pool);
 };
 
 void AdminApi::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream) {
@@ -487,6 +494,10 @@ asio::awaitable<HttpResponse> AdminApi::Impl::pool_route(const HttpRequest& req,
     co_return co_await route_view(req, pool);
   }
   if (what == "policy") co_return co_await policy(req, pool);
+  if (what == "recent") {
+    if (!get) co_return not_allowed();
+    co_return co_await recent(pool);
+  }
   PoolSection fn;
   {
     std::lock_guard lock(mu);
@@ -589,6 +600,7 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
     co_return error(400, "The body must be an OpenAI chat or completion request (JSON object)");
   }
   json::object& o = body.as_object();
+  if (const json::value* id = o.if_contains("recent_id")) co_return co_await recent_view(*id, pool);
   const openai::ApiKind kind =
       o.contains("messages") ? openai::ApiKind::kChat : openai::ApiKind::kCompletion;
   // The pool is in the path: `model` is optional here.
@@ -617,10 +629,18 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
     pool.pool->keys_for(in.request, text, kind, /*adapter=*/"", keys, prompt_tokens);
   }
   route::RouteRequest rr;
-  rr.id = next_view_id.fetch_add(1);
   rr.keys = keys;
   rr.prompt_tokens = prompt_tokens;
   rr.expected_output_tokens = in.request.max_tokens;
+  json::object out = co_await explain(pool, rr);
+  out["kind"] = kind == openai::ApiKind::kChat ? "chat" : "completion";
+  if (!tokenize_result.empty()) out["engine_tokenize"] = tokenize_result;
+  co_return ok(200, out);
+}
+
+asio::awaitable<json::object> AdminApi::Impl::explain(const PoolHandle& pool,
+                                                      route::RouteRequest& rr) {
+  rr.id = next_view_id.fetch_add(1);
   json::object out;
   co_await pool.pool->with_router([&](route::Router& r) {
     Rng rng(static_cast<uint64_t>(pool.pool->clock().now()));
@@ -633,11 +653,76 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
       const route::Endpoint* e = r.pool().get(id);
       return e ? e->health : route::Health::kUnhealthy;
     };
-    out = explanation_json(x, prompt_tokens, r.config(), url_of, health_of);
+    out = explanation_json(x, rr.prompt_tokens, r.config(), url_of, health_of);
   });
-  out["kind"] = kind == openai::ApiKind::kChat ? "chat" : "completion";
-  if (!tokenize_result.empty()) out["engine_tokenize"] = tokenize_result;
+  co_return out;
+}
+
+asio::awaitable<HttpResponse> AdminApi::Impl::recent_view(const json::value& id,
+                                                          const PoolHandle& pool) {
+  if (!id.is_uint64() && !(id.is_int64() && id.as_int64() >= 0)) {
+    co_return error(400, "recent_id: expected a request id from GET .../recent");
+  }
+  const route::RequestId want =
+      id.is_uint64() ? id.as_uint64() : static_cast<route::RequestId>(id.as_int64());
+  PoolRuntime& rt = *pool.pool;
+  std::optional<RecentRequests::Entry> entry;
+  std::string url;
+  co_await rt.with_router([&](route::Router& r) {
+    if (const RecentRequests::Entry* e = rt.recent().find(want)) {
+      entry = *e;
+      if (const route::Endpoint* ep = r.pool().get(e->decision.endpoint)) url = ep->spec.url;
+    }
+  });
+  if (!entry) {
+    co_return error(404, fmt::format("No recent request {} in pool {}", want, rt.name()),
+                    "request_not_found");
+  }
+  route::RouteRequest rr;
+  rr.keys = entry->keys;
+  rr.prompt_tokens = entry->prompt_tokens;
+  rr.expected_output_tokens = entry->expected_output_tokens;
+  json::object out = co_await explain(pool, rr);
+  json::object was{{"id", entry->id},
+                   {"age_s", to_seconds(rt.clock().now() - entry->at)},
+                   {"accepted", entry->decision.accepted()},
+                   {"reason", std::string(route::to_string(entry->decision.reason))},
+                   {"matched_blocks", entry->decision.matched_blocks}};
+  if (entry->decision.accepted()) {
+    was["endpoint"] = entry->decision.endpoint;
+    was["url"] = url;
+  }
+  out["recent"] = std::move(was);
   co_return ok(200, out);
+}
+
+asio::awaitable<HttpResponse> AdminApi::Impl::recent(const PoolHandle& pool) {
+  PoolRuntime& rt = *pool.pool;
+  const Nanos now = rt.clock().now();
+  // Someone looks: the pool records its decisions for the next minute.
+  rt.recent().watch(now);
+  json::array out;
+  co_await rt.with_router([&](route::Router& r) {
+    const auto& entries = rt.recent().entries();
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+      json::object o{{"id", it->id},
+                     {"age_s", std::round(to_seconds(now - it->at) * 10) / 10},
+                     {"prompt_tokens", it->prompt_tokens},
+                     {"prompt_blocks", it->keys.size()},
+                     {"accepted", it->decision.accepted()},
+                     {"reason", std::string(route::to_string(it->decision.reason))},
+                     {"matched_blocks", it->decision.matched_blocks}};
+      if (it->decision.accepted()) {
+        const route::Endpoint* e = r.pool().get(it->decision.endpoint);
+        o["endpoint"] = it->decision.endpoint;
+        o["url"] = e ? e->spec.url : std::string();
+      }
+      out.push_back(std::move(o));
+    }
+  });
+  co_return ok(200, json::object{{"pool", rt.name()},
+                                 {"watching_s", RecentRequests::kWatchFor / kSecond},
+                                 {"requests", std::move(out)}});
 }
 
 asio::awaitable<HttpResponse> AdminApi::Impl::policy(const HttpRequest& req,

@@ -153,6 +153,21 @@ test('the why-here box shows the router\'s explanation of a prompt', { skip, tim
   // The endpoint that served the prompt holds its blocks, and the router picks it.
   assert.ok(pick[0].matched > 0, JSON.stringify(rows));
   assert.ok(rows.every((r) => r.cost !== '–'), JSON.stringify(rows));  // kv-cost costs every endpoint
+
+  // A recent request, picked from the list (recorded since the page first looked).
+  await page.wait_for(`document.querySelectorAll('#why-recent option').length > 1`, 15000, 'recent requests');
+  const recent = await page.eval(`(() => {
+    const s = document.getElementById('why-recent');
+    s.value = s.options[1].value;
+    document.getElementById('why-result').replaceChildren();
+    document.getElementById('why-submit').click();
+    return s.value;
+  })()`);
+  await page.wait_for(`document.querySelector('#why-table')`, 10000, 'the recent request\'s explanation');
+  const about = await page.eval(`document.querySelector('#why-result p.muted').textContent`);
+  assert.match(about, new RegExp(`request #${recent}, \\d+ s ago, was sent to http://127\\.0\\.0\\.1:\\d+`));
+  await page.eval(`(() => { document.getElementById('why-recent').value = ''; return true; })()`);
+
   if (process.env.KVGATE_SCREENSHOT_DIR) {
     await page.screenshot(path.join(process.env.KVGATE_SCREENSHOT_DIR, 'status-page.png'));
   }

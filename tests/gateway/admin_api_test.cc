@@ -10,8 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
 #include <boost/json.hpp>
 #include <thread>
 
@@ -305,6 +307,51 @@ TEST_F(AdminApiTest, EndpointsArePagedWithTheWholePoolSummed) {
     auto r = call("GET", std::string("/admin/pools/main/endpoints") + bad);
     EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
   }
+}
+
+TEST_F(AdminApiTest, RecentRequestsAreKeptOnlyWhileWatchedAndExplainedAgain) {
+  const std::vector<kv::BlockKey> keys = {11, 12, 13, 14};
+  auto send = [&](route::RequestId id) {
+    route::RouteRequest r;
+    r.id = id;
+    r.keys = keys;
+    r.prompt_tokens = 64;
+    return asio::co_spawn(io_, pool_->pick(r, {}), asio::use_future).get();
+  };
+  // Nobody looked yet: nothing is recorded.
+  ASSERT_TRUE(send(1).decision.accepted());
+  json::value v = get("/admin/pools/main/recent");
+  EXPECT_TRUE(v.at("requests").as_array().empty());
+  EXPECT_EQ(v.at("watching_s").as_int64(), 60);
+  // Looking started the recording: the next requests are listed, newest first.
+  const Pick second = send(2);
+  ASSERT_TRUE(second.decision.accepted());
+  ASSERT_TRUE(send(3).decision.accepted());
+  v = get("/admin/pools/main/recent");
+  const json::array& requests = v.at("requests").as_array();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests.at(0).at("id").as_int64(), 3);
+  EXPECT_EQ(requests.at(1).at("id").as_int64(), 2);
+  EXPECT_EQ(requests.at(1).at("prompt_blocks").as_int64(), 4);
+  EXPECT_EQ(requests.at(1).at("endpoint").as_int64(), second.decision.endpoint);
+  // One is explained again, as the pool is now.
+  auto r = call("POST", "/admin/pools/main/route", R"({"recent_id":2})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json::value x = json::parse(r.body);
+  EXPECT_EQ(x.at("prompt_blocks").as_int64(), 4);
+  EXPECT_EQ(x.at("recent").at("id").as_int64(), 2);
+  EXPECT_EQ(x.at("recent").at("url").as_string(), second.endpoint->url);
+  EXPECT_EQ(x.at("endpoints").as_array().size(), 2u);
+  EXPECT_EQ(call("POST", "/admin/pools/main/route", R"({"recent_id":99})").status, 404);
+  EXPECT_EQ(call("POST", "/admin/pools/main/route", R"({"recent_id":"x"})").status, 400);
+  // A minute after the last look, decisions are no longer recorded.
+  clock_.advance(61 * kSecond);
+  ASSERT_TRUE(send(4).decision.accepted());
+  asio::co_spawn(io_, pool_->with_router([&](route::Router&) {
+    EXPECT_EQ(pool_->recent().entries().size(), 2u);
+  }),
+                 asio::use_future)
+      .get();
 }
 
 TEST_F(AdminApiTest, TheIndexSaysWhichPoolSectionsHaveSomething) {

@@ -454,15 +454,16 @@
 
   // ---- why here -----------------------------------------------------------------------------
 
+  // Reading the list is what makes the pool record its next requests (for a minute):
+  // nothing is recorded while nobody looks.
   async function loadRecent() {
-    if (!poolSections(state.pool).includes('recent')) return;
     const r = await api(poolPath(state.pool, '/recent'));
     const select = $('why-recent');
     const keep = select.value;
     const options = [el('option', {value: '', text: '—'})];
     for (const q of r.requests) {
       options.push(el('option', {value: String(q.id),
-        text: `#${q.id} ${fmt(q.age_s, 0)} s ago: ${fmt(q.prompt_tokens)} tokens → ${q.url || 'refused'}`}));
+        text: `#${q.id} ${fmt(q.age_s, 0)} s ago: ${fmt(q.prompt_tokens)} tokens → ${q.accepted ? q.url : q.reason}`}));
     }
     select.replaceChildren(...options);
     if ([...select.options].some((o) => o.value === keep)) select.value = keep;
