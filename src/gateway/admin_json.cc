@@ -415,6 +415,8 @@ json::object explanation_json(const route::Explanation& x, uint32_t prompt_token
   }
   json::array endpoints;
   for (const route::CandidateView& v : x.endpoints) {
+    json::object terms;
+    for (const route::CostTerm& t : v.terms) terms[t.name] = num(t.value);
     endpoints.push_back(json::object{
         {"id", v.endpoint},
         {"url", url_of(v.endpoint)},
@@ -425,6 +427,7 @@ json::object explanation_json(const route::Explanation& x, uint32_t prompt_token
         {"effective_load", effective_json(v.load)},
         {"cost", v.cost ? num(*v.cost) : json::value(nullptr)},
         {"decode_cost", v.decode_cost ? num(*v.decode_cost) : json::value(nullptr)},
+        {"terms", std::move(terms)},
     });
   }
   return {{"prompt_tokens", prompt_tokens},

@@ -135,7 +135,8 @@ Result<route::RouterConfig> apply_policy_body(const route::RouterConfig& current
 //  "matched_blocks":..,"cached_blocks":..,"prefill_tokens":..,"predicted_prefill_ms":..,
 //  "cost":..},"endpoints":[{"id":..,"url":..,"health":..,"matched_blocks":..,
 //  "cached_blocks":..,"active_prefix_blocks":..,"effective_load":{..},"cost":..|null,
-//  "decode_cost":..|null}]}. `url_of` names an endpoint id.
+//  "decode_cost":..|null,"terms":{"prefill":..,"decode":..}}]}: `terms` are the parts of
+//  `cost` when the policy gives them (kv-cost), else {}. `url_of` names an endpoint id.
 boost::json::object explanation_json(
     const route::Explanation& x, uint32_t prompt_tokens, const route::RouterConfig& config,
     const std::function<std::string(route::EndpointId)>& url_of,

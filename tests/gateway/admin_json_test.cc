@@ -264,7 +264,11 @@ TEST(AdminJson, RouteViewNamesEndpointsAndCosts) {
   x.decision.prefill_tokens = 40;
   x.decision.cost = 12.5;
   route::CandidateView a{.endpoint = 0, .gpu_blocks = 0, .cost = 30.0};
-  route::CandidateView b{.endpoint = 1, .gpu_blocks = 8, .cached_blocks = 8, .cost = 12.5};
+  route::CandidateView b{.endpoint = 1,
+                         .gpu_blocks = 8,
+                         .cached_blocks = 8,
+                         .cost = 12.5,
+                         .terms = {{"prefill", 2.5}, {"decode", 10}}};
   route::CandidateView c{.endpoint = 2};
   x.endpoints = {a, b, c};
   route::RouterConfig config;
@@ -287,6 +291,9 @@ TEST(AdminJson, RouteViewNamesEndpointsAndCosts) {
   EXPECT_EQ(eps[1].at("matched_blocks").as_int64(), 8);
   EXPECT_DOUBLE_EQ(eps[0].at("cost").to_number<double>(), 30);
   EXPECT_TRUE(eps[2].at("cost").is_null());
+  EXPECT_DOUBLE_EQ(eps[1].at("terms").at("prefill").to_number<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(eps[1].at("terms").at("decode").to_number<double>(), 10);
+  EXPECT_TRUE(eps[0].at("terms").as_object().empty());
   EXPECT_EQ(eps[2].at("health").as_string(), "draining");
 
   route::Explanation rejected;
