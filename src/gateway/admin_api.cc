@@ -40,10 +40,10 @@ using io::ResponseStream;
 namespace {
 
 constexpr std::chrono::milliseconds kDefaultDrainTimeout{30'000};
+constexpr std::chrono::milliseconds kMaxDrainTimeout{3'600'000};
 // Endpoint listings count the approximate index's blocks at most this often (a walk of
 // the whole index, on the pool's strand).
 constexpr Nanos kApproxCountsMaxAge = 2 * kSecond;
-constexpr std::chrono::milliseconds kMaxDrainTimeout{3'600'000};
 
 HttpResponse error(int status, std::string_view message, std::string_view code = {}) {
   return HttpResponse{
