@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -13,6 +14,8 @@
 #include <boost/json.hpp>
 #include <cctype>
 #include <charconv>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -22,6 +25,7 @@
 #include "gateway/keys.h"
 #include "gateway/live_feed.h"
 #include "gateway/pool_runtime.h"
+#include "gateway/ui_files.h"
 #include "io/http_server.h"
 #include "openai/error.h"
 #include "openai/request.h"
@@ -37,6 +41,9 @@ namespace {
 
 constexpr std::chrono::milliseconds kDefaultDrainTimeout{30'000};
 constexpr std::chrono::milliseconds kMaxDrainTimeout{3'600'000};
+// Endpoint listings count the approximate index's blocks at most this often (a walk of
+// the whole index, on the pool's strand).
+constexpr Nanos kApproxCountsMaxAge = 2 * kSecond;
 
 HttpResponse error(int status, std::string_view message, std::string_view code = {}) {
   return HttpResponse{
@@ -93,7 +100,92 @@ std::string_view client_address(std::string_view remote) {
 
 bool reserved(std::string_view name) {
   return name.empty() || name == "pools" || name == "endpoints" || name == "route" ||
-         name == "policy" || name.find('/') != std::string_view::npos;
+         name == "policy" || name == "ui" || name == "recent" ||
+         name.find('/') != std::string_view::npos;
+}
+
+bool starts_with_nocase(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() &&
+         std::equal(prefix.begin(), prefix.end(), s.begin(),
+                    [](char a, char b) { return std::tolower(a) == std::tolower(b); });
+}
+
+// The password of a Basic credential ("Basic base64(user:password)"), which is how a
+// browser sends what its login prompt was given; nullopt when it is not one.
+std::optional<std::string> basic_password(std::string_view credentials) {
+  if (credentials.empty() || credentials.size() % 4 != 0 || credentials.size() > 4096) {
+    return std::nullopt;
+  }
+  std::string out(credentials.size() / 4 * 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(credentials.data()),
+                                static_cast<int>(credentials.size()));
+  if (n < 0) return std::nullopt;
+  size_t pad = 0;
+  for (size_t i = credentials.size(); i > 0 && credentials[i - 1] == '='; --i) ++pad;
+  if (pad > 2) return std::nullopt;
+  out.resize(static_cast<size_t>(n) - pad);
+  const size_t colon = out.find(':');
+  if (colon == std::string::npos) return std::nullopt;
+  return out.substr(colon + 1);
+}
+
+// GET /admin/ui and its files (ui_files.h): the status page.
+HttpResponse ui_file(const std::vector<std::string>& seg, std::string_view path) {
+  const std::string_view name = seg.size() == 2 ? std::string_view("status.html") : seg[2];
+  for (const EmbeddedFile& f : ui_files()) {
+    if (seg.size() > 3 || f.name != name) continue;
+    HttpResponse r{200, std::string(f.content_type), {}, std::string(f.body)};
+    // Revalidated on every load (the binary may have been upgraded), kept by no shared
+    // cache (the page sits behind the admin token); the page loads nothing from
+    // elsewhere and is framed by nobody.
+    r.headers.push_back({"Cache-Control", "no-cache, private"});
+    r.headers.push_back({"X-Content-Type-Options", "nosniff"});
+    r.headers.push_back({"Content-Security-Policy",
+                         "default-src 'none'; script-src 'self'; style-src 'self'; "
+                         "connect-src 'self'; img-src 'self' data:; base-uri 'none'; "
+                         "form-action 'none'; frame-ancestors 'none'"});
+    r.headers.push_back({"Referrer-Policy", "no-referrer"});
+    return r;
+  }
+  return error(404, fmt::format("Not found: {}", path));
+}
+
+// Listing parameters: ?offset=N&limit=N&health=NAME&history=1 (a page of the endpoints, in
+// id order, of those with that health; with their TTFT and ITL history).
+struct ListQuery {
+  std::optional<route::EndpointId> only;  // one endpoint (GET .../endpoints/{id})
+  size_t offset = 0;
+  size_t limit = std::numeric_limits<size_t>::max();
+  std::optional<route::Health> health;
+  bool history = false;  // with each endpoint's TTFT and ITL history, and the pool's
+};
+
+Result<ListQuery> parse_list_query(std::string_view query) {
+  ListQuery q;
+  constexpr size_t kMaxCount = 1'000'000;
+  for (const char* key : {"offset", "limit"}) {
+    auto v = query_value(query, key);
+    if (!v) continue;
+    auto n = parse_number<size_t>(*v);
+    if (!n || *n > kMaxCount) {
+      return Error(
+          fmt::format("{}: expected a whole number in [0, {}], got '{}'", key, kMaxCount, *v));
+    }
+    (std::string_view(key) == "offset" ? q.offset : q.limit) = *n;
+  }
+  if (auto h = query_value(query, "history")) q.history = *h == "1" || *h == "true";
+  if (auto h = query_value(query, "health")) {
+    for (route::Health x : {route::Health::kHealthy, route::Health::kUnhealthy,
+                            route::Health::kDraining, route::Health::kStandby}) {
+      if (route::to_string(x) == *h) q.health = x;
+    }
+    if (!q.health) {
+      return Error(
+          fmt::format("health: expected healthy, unhealthy, draining or standby, got '{}'", *h));
+    }
+  }
+  return q;
 }
 
 }  // namespace
@@ -107,6 +199,7 @@ struct AdminApi::Impl : std::enable_shared_from_this<Impl> {
   std::unique_ptr<io::HttpServer> server;
   std::mutex mu;  // guards the sections
   std::map<std::string, Section, std::less<>> sections;
+  std::map<std::string, AsyncSection, std::less<>> async_sections;
   std::map<std::string, PoolSection, std::less<>> pool_sections;
   // Failed authentications per client address (a token guessed at most kMaxAuthFailures
   // times per kAuthFailureWindow from one address).
@@ -115,6 +208,13 @@ struct AdminApi::Impl : std::enable_shared_from_this<Impl> {
       {.max_failures = kMaxAuthFailures, .window = kAuthFailureWindow}};
   // Request ids for route views: never committed, kept apart from the data plane's.
   std::atomic<uint64_t> next_view_id{uint64_t{1} << 62};
+  // Blocks per endpoint in each pool's approximate index (by index in `pools`), counted
+  // by list() on the pool's strand, which alone touches its entry.
+  struct ApproxCounts {
+    Nanos at = -1;
+    std::vector<size_t> counts;
+  };
+  std::vector<ApproxCounts> approx_counts;  // sized once by start()
 
   const PoolHandle* find_pool(std::string_view name) const {
     for (const PoolHandle& p : pools) {
@@ -123,19 +223,26 @@ struct AdminApi::Impl : std::enable_shared_from_this<Impl> {
     return nullptr;
   }
 
+  // `Authorization: Bearer TOKEN`, or `Basic base64(ANY-USER:TOKEN)` (what a browser
+  // sends once its login prompt was given the token as password: the status page).
   bool authorized(const HttpRequest& req) const {
     if (!token) return true;
     const auto auth = req.header("authorization");
     if (!auth) return false;
     std::string_view v = *auth;
     constexpr std::string_view kBearer = "Bearer ";
-    if (v.size() < kBearer.size() ||
-        !std::equal(kBearer.begin(), kBearer.end(), v.begin(),
-                    [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
+    constexpr std::string_view kBasic = "Basic ";
+    KeyDigest d{};
+    if (starts_with_nocase(v, kBearer)) {
+      d = sha256(v.substr(kBearer.size()));
+    } else if (starts_with_nocase(v, kBasic)) {
+      std::optional<std::string> password = basic_password(v.substr(kBasic.size()));
+      if (!password) return false;
+      d = sha256(*password);
+    } else {
       return false;
     }
     // Digests have a fixed length: the comparison time does not depend on the token.
-    KeyDigest d = sha256(v.substr(kBearer.size()));
     return CRYPTO_memcmp(d.data(), token->data(), d.size()) == 0;
   }
 
@@ -146,11 +253,23 @@ struct AdminApi::Impl : std::enable_shared_from_this<Impl> {
   asio::awaitable<HttpResponse> dispatch(const HttpRequest& req);
   asio::awaitable<HttpResponse> pool_route(const HttpRequest& req, const PoolHandle& pool,
                                            const std::vector<std::string>& seg);
+  // A page of a pool's endpoints (q), and the whole pool's summary.
+  struct Listing {
+    std::vector<EndpointSnapshot> endpoints;
+    PoolSummary summary;
+    size_t matched = 0;  // endpoints that pass q's filter, before paging
+  };
+  asio::awaitable<Listing> list(const PoolHandle& pool, const ListQuery& q);
   asio::awaitable<std::vector<EndpointSnapshot>> snapshot(const PoolHandle& pool,
                                                           std::optional<route::EndpointId> only);
   asio::awaitable<json::object> pool_json(const PoolHandle& pool);
   asio::awaitable<HttpResponse> route_view(const HttpRequest& req, const PoolHandle& pool);
+  // The router's view of a recent request (RecentRequests), as the pool is now.
+  asio::awaitable<HttpResponse> recent_view(const json::value& id, const PoolHandle& pool);
+  // The explanation of `rr` on the pool's strand, as route_view renders it.
+  asio::awaitable<json::object> explain(const PoolHandle& pool, route::RouteRequest& rr);
   asio::awaitable<HttpResponse> policy(const HttpRequest& req, const PoolHandle& pool);
+  asio::awaitable<HttpResponse> recent(const PoolHandle& pool);
 };
 
 void AdminApi::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream) {
@@ -173,8 +292,13 @@ void AdminApi::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> s
       return stream->respond(std::move(r));
     }
     if (!authorized(req)) {
-      bool locked;
-      {
+      // The status page is asked for without credentials first (a browser sends its
+      // login prompt's answer only after a challenge): that is no guess, and must not
+      // count towards a lockout.
+      const bool page = req.path == "/admin/ui" || req.path.starts_with("/admin/ui/");
+      const bool guess = !page || req.header("authorization").has_value();
+      bool locked = false;
+      if (guess) {
         std::lock_guard lock(auth_mu);
         locked = auth_failures.failed(client, now);
       }
@@ -185,7 +309,10 @@ void AdminApi::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> s
             kMaxAuthFailures, client, kAuthFailureWindow / kSecond);
       }
       HttpResponse r = error(401, "Invalid or missing admin token", "invalid_admin_token");
-      r.headers.push_back({"WWW-Authenticate", "Bearer"});
+      // The page's challenge opens the browser's login prompt (any user name, the admin
+      // token as password); the API's asks for the bearer token.
+      r.headers.push_back({"WWW-Authenticate",
+                           page ? "Basic realm=\"kvgate admin\", charset=\"UTF-8\"" : "Bearer"});
       return stream->respond(std::move(r));
     }
   }
@@ -219,26 +346,49 @@ asio::awaitable<HttpResponse> AdminApi::Impl::dispatch(const HttpRequest& req) {
     json::array names;
     for (const PoolHandle& p : pools) names.push_back(json::value(p.pool->name()));
     json::array secs, pool_secs;
+    std::map<std::string, PoolSection, std::less<>> registered;
     {
       std::lock_guard lock(mu);
       for (const auto& [name, fn] : sections) secs.push_back(json::value(name));
+      for (const auto& [name, fn] : async_sections) secs.push_back(json::value(name));
       for (const auto& [name, fn] : pool_sections) pool_secs.push_back(json::value(name));
+      registered = pool_sections;
+    }
+    // Which pool sections have something for each pool (the status page asks only
+    // those, never for a 404).
+    json::object by_pool;
+    for (const PoolHandle& p : pools) {
+      json::array has;
+      for (const auto& [name, fn] : registered) {
+        if (fn(p.pool->name())) has.push_back(json::value(name));
+      }
+      by_pool[p.pool->name()] = std::move(has);
     }
     co_return ok(200, json::object{{"pools", std::move(names)},
                                    {"sections", std::move(secs)},
-                                   {"pool_sections", std::move(pool_secs)}});
+                                   {"pool_sections", std::move(pool_secs)},
+                                   {"pool_sections_by_pool", std::move(by_pool)}});
+  }
+  if (seg[1] == "ui") {
+    if (!get)
+      co_return error(405, fmt::format("Method {} not allowed on {}", req.method, req.path));
+    co_return ui_file(seg, req.path);
   }
   if (seg[1] != "pools") {
     if (seg.size() != 2) co_return error(404, fmt::format("Not found: {}", req.path));
     Section fn;
+    AsyncSection async_fn;
     {
       std::lock_guard lock(mu);
       auto it = sections.find(seg[1]);
       if (it != sections.end()) fn = it->second;
+      auto a = async_sections.find(seg[1]);
+      if (a != async_sections.end()) async_fn = a->second;
     }
-    if (!fn) co_return error(404, fmt::format("Not found: {}", req.path));
+    if (!fn && !async_fn) co_return error(404, fmt::format("Not found: {}", req.path));
     if (!get)
       co_return error(405, fmt::format("Method {} not allowed on {}", req.method, req.path));
+    if (async_fn) co_return ok(200, co_await async_fn());
     co_return ok(200, fn());
   }
   if (seg.size() == 2) {
@@ -268,11 +418,24 @@ asio::awaitable<HttpResponse> AdminApi::Impl::pool_route(const HttpRequest& req,
   const std::string& what = seg[3];
   if (what == "endpoints" && seg.size() == 4) {
     if (get) {
+      auto q = parse_list_query(req.query);
+      if (!q) co_return error(400, q.error());
+      Listing l = co_await list(pool, *q);
       json::array out;
-      for (const EndpointSnapshot& s : co_await snapshot(pool, std::nullopt)) {
-        out.push_back(endpoint_json(s, rt.clock().now()));
+      const Nanos now = rt.clock().now();
+      for (const EndpointSnapshot& s : l.endpoints) out.push_back(endpoint_json(s, now));
+      json::object body{{"pool", rt.name()},
+                        {"total", l.matched},
+                        {"offset", q->offset},
+                        {"summary", summary_json(l.summary)},
+                        {"endpoints", std::move(out)}};
+      if (q->history && pool.feed) {
+        LiveFeed::LatencyHistory h = pool.feed->pool_latency_history();
+        json::object o = latency_history_json({.ttft = std::move(h.ttft), .itl = std::move(h.itl)});
+        o["step_s"] = LiveFeed::kHistoryStep / kSecond;
+        body["history"] = std::move(o);
       }
-      co_return ok(200, json::object{{"pool", rt.name()}, {"endpoints", std::move(out)}});
+      co_return ok(200, body);
     }
     if (req.method != "POST") co_return not_allowed();
     auto add = parse_add_endpoint(req.body, !rt.config().kv_events_bind.empty());
@@ -331,6 +494,10 @@ asio::awaitable<HttpResponse> AdminApi::Impl::pool_route(const HttpRequest& req,
     co_return co_await route_view(req, pool);
   }
   if (what == "policy") co_return co_await policy(req, pool);
+  if (what == "recent") {
+    if (!get) co_return not_allowed();
+    co_return co_await recent(pool);
+  }
   PoolSection fn;
   {
     std::lock_guard lock(mu);
@@ -344,45 +511,72 @@ asio::awaitable<HttpResponse> AdminApi::Impl::pool_route(const HttpRequest& req,
   co_return ok(200, *body);
 }
 
-asio::awaitable<std::vector<EndpointSnapshot>> AdminApi::Impl::snapshot(
-    const PoolHandle& pool, std::optional<route::EndpointId> only) {
-  std::vector<EndpointSnapshot> out;
+asio::awaitable<AdminApi::Impl::Listing> AdminApi::Impl::list(const PoolHandle& pool,
+                                                              const ListQuery& q) {
+  Listing out;
   PoolRuntime& rt = *pool.pool;
+  ApproxCounts& approx = approx_counts[static_cast<size_t>(&pool - pools.data())];
   co_await rt.with_router([&](route::Router& r) {
     const Nanos now = rt.clock().now();
-    std::vector<size_t> approx;
-    if (kv::ApproxIndex* a = r.indexes().approx) a->blocks_held(now, approx);
+    // Walking the approximate index costs in proportion to its size: counted at most once
+    // per kApproxCountsMaxAge (on this strand, which alone touches `approx`).
+    if (kv::ApproxIndex* a = r.indexes().approx;
+        a && (approx.at < 0 || now - approx.at >= kApproxCountsMaxAge || now < approx.at)) {
+      a->blocks_held(now, approx.counts);
+      approx.at = now;
+    }
+    kv::PreciseIndex* precise = r.indexes().precise;
+    size_t matched = 0;
     for (route::EndpointId id : r.pool().ids()) {
-      if (only && id != *only) continue;
+      if (q.only && id != *q.only) continue;
       const route::Endpoint* e = r.pool().get(id);
+      const route::CircuitBreakers::State b = rt.breaker_state(id);
+      const size_t precise_blocks = precise ? precise->blocks_held(id) : 0;
+      const size_t approx_blocks = id < approx.counts.size() ? approx.counts[id] : 0;
+      out.summary.add(*e, b.open(), precise_blocks, approx_blocks);
+      if (q.health && e->health != *q.health) continue;
+      const size_t index = matched++;
+      if (index < q.offset || index - q.offset >= q.limit) continue;
       EndpointSnapshot s;
       s.endpoint = *e;
       s.effective = route::effective_load(*e, now, r.config().saturation);
-      const route::CircuitBreakers::State b = rt.breaker_state(id);
       s.breaker = {.open = b.open(),
                    .consecutive_failures = static_cast<int>(b.consecutive_failures),
                    .open_for = b.open_until > 0 ? std::max<Nanos>(0, b.open_until - now) : 0};
-      if (kv::PreciseIndex* p = r.indexes().precise) {
-        s.precise_blocks = p->blocks_held(id);
-        s.index_events = p->stats(id);
+      if (precise) {
+        s.precise_blocks = precise_blocks;
+        s.index_events = precise->stats(id);
       }
-      s.approx_blocks = id < approx.size() ? approx[id] : 0;
-      out.push_back(std::move(s));
+      s.approx_blocks = approx_blocks;
+      out.endpoints.push_back(std::move(s));
     }
+    out.matched = matched;
   });
-  for (EndpointSnapshot& s : out) {
+  for (EndpointSnapshot& s : out.endpoints) {
     if (auto address = rt.endpoint(s.endpoint.id)) s.origin = address->origin;
   }
   if (pool.feed) {
-    for (EndpointSnapshot& s : out) {
+    for (EndpointSnapshot& s : out.endpoints) {
       auto events = pool.feed->endpoint_events(s.endpoint.id);
       auto address = rt.endpoint(s.endpoint.id);
       if (!events || !address || !address->kv_events) continue;
       s.kv_events = EventFeedView{
           .source = *address->kv_events, .events = events->events, .resyncs = events->resyncs};
     }
+    if (q.history) {
+      for (EndpointSnapshot& s : out.endpoints) {
+        if (auto h = pool.feed->latency_history(s.endpoint.id)) {
+          s.history = LatencyHistoryView{.ttft = std::move(h->ttft), .itl = std::move(h->itl)};
+        }
+      }
+    }
   }
   co_return out;
+}
+
+asio::awaitable<std::vector<EndpointSnapshot>> AdminApi::Impl::snapshot(
+    const PoolHandle& pool, std::optional<route::EndpointId> only) {
+  co_return (co_await list(pool, ListQuery{.only = only})).endpoints;
 }
 
 asio::awaitable<json::object> AdminApi::Impl::pool_json(const PoolHandle& pool) {
@@ -406,6 +600,7 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
     co_return error(400, "The body must be an OpenAI chat or completion request (JSON object)");
   }
   json::object& o = body.as_object();
+  if (const json::value* id = o.if_contains("recent_id")) co_return co_await recent_view(*id, pool);
   const openai::ApiKind kind =
       o.contains("messages") ? openai::ApiKind::kChat : openai::ApiKind::kCompletion;
   // The pool is in the path: `model` is optional here.
@@ -434,10 +629,18 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
     pool.pool->keys_for(in.request, text, kind, /*adapter=*/"", keys, prompt_tokens);
   }
   route::RouteRequest rr;
-  rr.id = next_view_id.fetch_add(1);
   rr.keys = keys;
   rr.prompt_tokens = prompt_tokens;
   rr.expected_output_tokens = in.request.max_tokens;
+  json::object out = co_await explain(pool, rr);
+  out["kind"] = kind == openai::ApiKind::kChat ? "chat" : "completion";
+  if (!tokenize_result.empty()) out["engine_tokenize"] = tokenize_result;
+  co_return ok(200, out);
+}
+
+asio::awaitable<json::object> AdminApi::Impl::explain(const PoolHandle& pool,
+                                                      route::RouteRequest& rr) {
+  rr.id = next_view_id.fetch_add(1);
   json::object out;
   co_await pool.pool->with_router([&](route::Router& r) {
     Rng rng(static_cast<uint64_t>(pool.pool->clock().now()));
@@ -450,11 +653,76 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
       const route::Endpoint* e = r.pool().get(id);
       return e ? e->health : route::Health::kUnhealthy;
     };
-    out = explanation_json(x, prompt_tokens, r.config(), url_of, health_of);
+    out = explanation_json(x, rr.prompt_tokens, r.config(), url_of, health_of);
   });
-  out["kind"] = kind == openai::ApiKind::kChat ? "chat" : "completion";
-  if (!tokenize_result.empty()) out["engine_tokenize"] = tokenize_result;
+  co_return out;
+}
+
+asio::awaitable<HttpResponse> AdminApi::Impl::recent_view(const json::value& id,
+                                                          const PoolHandle& pool) {
+  if (!id.is_uint64() && !(id.is_int64() && id.as_int64() >= 0)) {
+    co_return error(400, "recent_id: expected a request id from GET .../recent");
+  }
+  const route::RequestId want =
+      id.is_uint64() ? id.as_uint64() : static_cast<route::RequestId>(id.as_int64());
+  PoolRuntime& rt = *pool.pool;
+  std::optional<RecentRequests::Entry> entry;
+  std::string url;
+  co_await rt.with_router([&](route::Router& r) {
+    if (const RecentRequests::Entry* e = rt.recent().find(want)) {
+      entry = *e;
+      if (const route::Endpoint* ep = r.pool().get(e->decision.endpoint)) url = ep->spec.url;
+    }
+  });
+  if (!entry) {
+    co_return error(404, fmt::format("No recent request {} in pool {}", want, rt.name()),
+                    "request_not_found");
+  }
+  route::RouteRequest rr;
+  rr.keys = entry->keys;
+  rr.prompt_tokens = entry->prompt_tokens;
+  rr.expected_output_tokens = entry->expected_output_tokens;
+  json::object out = co_await explain(pool, rr);
+  json::object was{{"id", entry->id},
+                   {"age_s", to_seconds(rt.clock().now() - entry->at)},
+                   {"accepted", entry->decision.accepted()},
+                   {"reason", std::string(route::to_string(entry->decision.reason))},
+                   {"matched_blocks", entry->decision.matched_blocks}};
+  if (entry->decision.accepted()) {
+    was["endpoint"] = entry->decision.endpoint;
+    was["url"] = url;
+  }
+  out["recent"] = std::move(was);
   co_return ok(200, out);
+}
+
+asio::awaitable<HttpResponse> AdminApi::Impl::recent(const PoolHandle& pool) {
+  PoolRuntime& rt = *pool.pool;
+  const Nanos now = rt.clock().now();
+  // Someone looks: the pool records its decisions for the next minute.
+  rt.recent().watch(now);
+  json::array out;
+  co_await rt.with_router([&](route::Router& r) {
+    const auto& entries = rt.recent().entries();
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+      json::object o{{"id", it->id},
+                     {"age_s", std::round(to_seconds(now - it->at) * 10) / 10},
+                     {"prompt_tokens", it->prompt_tokens},
+                     {"prompt_blocks", it->keys.size()},
+                     {"accepted", it->decision.accepted()},
+                     {"reason", std::string(route::to_string(it->decision.reason))},
+                     {"matched_blocks", it->decision.matched_blocks}};
+      if (it->decision.accepted()) {
+        const route::Endpoint* e = r.pool().get(it->decision.endpoint);
+        o["endpoint"] = it->decision.endpoint;
+        o["url"] = e ? e->spec.url : std::string();
+      }
+      out.push_back(std::move(o));
+    }
+  });
+  co_return ok(200, json::object{{"pool", rt.name()},
+                                 {"watching_s", RecentRequests::kWatchFor / kSecond},
+                                 {"requests", std::move(out)}});
 }
 
 asio::awaitable<HttpResponse> AdminApi::Impl::policy(const HttpRequest& req,
@@ -501,6 +769,7 @@ Result<std::unique_ptr<AdminApi>> AdminApi::start(const AdminConfig& config,
   impl->clock = &clock;
   impl->executor = std::move(executor);
   impl->pools = std::move(pools);
+  impl->approx_counts.resize(impl->pools.size());
   if (!config.token.empty()) impl->token = sha256(config.token);
   io::HttpServerOptions opts;
   opts.address = config.address;
@@ -534,7 +803,16 @@ void AdminApi::stop() {
 bool AdminApi::add_section(std::string name, Section fn) {
   if (reserved(name) || !fn) return false;
   std::lock_guard lock(impl_->mu);
+  impl_->async_sections.erase(name);
   impl_->sections[std::move(name)] = std::move(fn);
+  return true;
+}
+
+bool AdminApi::add_async_section(std::string name, AsyncSection fn) {
+  if (reserved(name) || !fn) return false;
+  std::lock_guard lock(impl_->mu);
+  impl_->sections.erase(name);
+  impl_->async_sections[std::move(name)] = std::move(fn);
   return true;
 }
 

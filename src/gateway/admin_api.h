@@ -1,13 +1,15 @@
 // AdminApi: `kvgate serve`'s control-plane HTTP API, on its own listener.
 //
-// Loopback by default; every request must carry `Authorization: Bearer TOKEN` when the
-// config gives a token (compared by SHA-256 digest in constant time, as API keys are).
-// JSON in and out, OpenAI-style error bodies. Routes (docs/gateway.md, "Admin API"):
+// Loopback by default; every request must carry `Authorization: Bearer TOKEN` (or Basic
+// with the token as password: a browser's login prompt) when the config gives a token
+// (compared by SHA-256 digest in constant time, as API keys are). JSON in and out,
+// OpenAI-style error bodies. Routes (docs/gateway.md, "Admin API"):
 //
 //   GET    /admin                                  the sections and pools
+//   GET    /admin/ui, /admin/ui/{file}             the status page (ui_files.h)
 //   GET    /admin/pools                            every pool with its endpoints' state
 //   GET    /admin/pools/{pool}                     one pool
-//   GET    /admin/pools/{pool}/endpoints           its endpoints' state
+//   GET    /admin/pools/{pool}/endpoints?offset=&limit=&health=   its endpoints' state
 //   POST   /admin/pools/{pool}/endpoints           add one -> 201 {"id":..}
 //   GET    /admin/pools/{pool}/endpoints/{id}      one endpoint
 //   DELETE /admin/pools/{pool}/endpoints/{id}?timeout_ms=N   drain, then remove
@@ -30,6 +32,7 @@
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/json/value.hpp>
 #include <cstdint>
 #include <functional>
@@ -56,6 +59,9 @@ class AdminApi {
   };
   // GET /admin/{name}: the body.
   using Section = std::function<boost::json::value()>;
+  // GET /admin/{name} from a coroutine on the admin API's executor: for a section that
+  // must wait for something (the tenants' budgets, read from Redis).
+  using AsyncSection = std::function<boost::asio::awaitable<boost::json::value>()>;
   // GET /admin/pools/{pool}/{name}: the body, or nullopt for 404 (nothing for that pool).
   using PoolSection = std::function<std::optional<boost::json::value>(std::string_view pool)>;
 
@@ -76,9 +82,10 @@ class AdminApi {
   void stop();
 
   // Registration, thread-safe, at any time; a name registered again replaces the
-  // callback. Names of built-in routes ("pools", "endpoints", "route", "policy") are
-  // refused (returns false).
+  // callback. Names of built-in routes ("pools", "endpoints", "route", "policy", "ui")
+  // are refused (returns false).
   bool add_section(std::string name, Section fn);
+  bool add_async_section(std::string name, AsyncSection fn);
   bool add_pool_section(std::string name, PoolSection fn);
 
   struct Impl;

@@ -129,7 +129,7 @@ json::object endpoint_json(const EndpointSnapshot& s, Nanos now) {
     events = std::move(o);
   }
   const kv::EventStats& ix = s.index_events;
-  return {
+  json::object out{
       {"id", e.id},
       {"url", e.spec.url},
       {"role", std::string(to_string(e.spec.role))},
@@ -162,6 +162,68 @@ json::object endpoint_json(const EndpointSnapshot& s, Nanos now) {
       {"kv_events", std::move(events)},
       {"lora", lora_json(e)},
   };
+  if (s.history) out["history"] = latency_history_json(*s.history);
+  return out;
+}
+
+json::object latency_history_json(const LatencyHistoryView& h) {
+  auto series = [](const std::vector<std::optional<double>>& seconds) {
+    json::array a;
+    a.reserve(seconds.size());
+    for (const std::optional<double>& v : seconds) {
+      a.push_back(v ? num(std::round(*v * 1e5) / 100) : json::value(nullptr));
+    }
+    return a;
+  };
+  return {{"ttft_ms", series(h.ttft)}, {"itl_ms", series(h.itl)}};
+}
+
+void PoolSummary::add(const route::Endpoint& e, bool breaker_open, size_t precise, size_t approx) {
+  ++total;
+  switch (e.health) {
+    case route::Health::kHealthy:
+      ++healthy;
+      break;
+    case route::Health::kUnhealthy:
+      ++unhealthy;
+      break;
+    case route::Health::kDraining:
+      ++draining;
+      break;
+    case route::Health::kStandby:
+      ++standby;
+      break;
+  }
+  if (breaker_open) ++breakers_open;
+  if (e.metrics) {
+    ++scraped;
+    waiting += e.metrics->waiting;
+    running += e.metrics->running;
+    kv_usage_sum += e.metrics->kv_usage;
+  }
+  in_flight += e.load.in_flight;
+  routed_total += e.load.routed_total;
+  failed_total += e.load.failed_total;
+  precise_blocks += precise;
+  approx_blocks += approx;
+}
+
+json::object summary_json(const PoolSummary& s) {
+  return {{"endpoints", s.total},
+          {"healthy", s.healthy},
+          {"unhealthy", s.unhealthy},
+          {"draining", s.draining},
+          {"standby", s.standby},
+          {"breakers_open", s.breakers_open},
+          {"waiting", s.waiting},
+          {"running", s.running},
+          {"kv_usage_mean", s.scraped > 0 ? num(s.kv_usage_sum / static_cast<double>(s.scraped))
+                                          : json::value(nullptr)},
+          {"in_flight", s.in_flight},
+          {"routed_total", s.routed_total},
+          {"failed_total", s.failed_total},
+          {"precise_blocks", s.precise_blocks},
+          {"approx_blocks", s.approx_blocks}};
 }
 
 Result<AddEndpointRequest> parse_add_endpoint(std::string_view body, bool bind_mode) {
@@ -353,6 +415,8 @@ json::object explanation_json(const route::Explanation& x, uint32_t prompt_token
   }
   json::array endpoints;
   for (const route::CandidateView& v : x.endpoints) {
+    json::object terms;
+    for (const route::CostTerm& t : v.terms) terms[t.name] = num(t.value);
     endpoints.push_back(json::object{
         {"id", v.endpoint},
         {"url", url_of(v.endpoint)},
@@ -363,6 +427,7 @@ json::object explanation_json(const route::Explanation& x, uint32_t prompt_token
         {"effective_load", effective_json(v.load)},
         {"cost", v.cost ? num(*v.cost) : json::value(nullptr)},
         {"decode_cost", v.decode_cost ? num(*v.decode_cost) : json::value(nullptr)},
+        {"terms", std::move(terms)},
     });
   }
   return {{"prompt_tokens", prompt_tokens},

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/common/result.h"
 #include "core/kv/event_sequencer.h"
@@ -43,6 +44,16 @@ struct EventFeedView {
   uint64_t resyncs = 0;      // subscriptions made afresh after /metrics came back
 };
 
+// The TTFT and ITL history of an endpoint or a pool (LiveFeed::latency_history): the
+// mean in seconds per step, oldest first, nullopt for a step without requests.
+struct LatencyHistoryView {
+  std::vector<std::optional<double>> ttft;
+  std::vector<std::optional<double>> itl;
+};
+
+// {"ttft_ms":[..],"itl_ms":[..]}: milliseconds to 0.01, null for a step without requests.
+boost::json::object latency_history_json(const LatencyHistoryView& h);
+
 // Everything the admin API shows about one endpoint, gathered at one instant.
 struct EndpointSnapshot {
   route::Endpoint endpoint;        // spec, health, last scrape, router load
@@ -53,6 +64,7 @@ struct EndpointSnapshot {
   kv::EventStats index_events;             // what the precise index made of the events
   std::optional<EventFeedView> kv_events;  // none: no KV events configured
   std::string origin;  // who added it: config, admin, local_actuator, discovery:NAME
+  std::optional<LatencyHistoryView> history;  // when asked for (?history=1) and known
 };
 
 // {"id":..,"url":..,"role":..,"zone":..,"rack":..,"labels":{..},"kv_capacity_blocks":..,
@@ -63,8 +75,31 @@ struct EndpointSnapshot {
 //          "placed":{"loaded":[..],"loading":[..]}|null}|null}. `now` dates the metrics' age.
 // "lora": the last scrape's vllm:lora_requests_info (max_loras null, the lists empty, when
 // the engine did not report it) and the pool's LoRA placement's view (placed, null without
-// placement); null when neither is known.
+// placement); null when neither is known. With `s.history`, also
+// "history":{"ttft_ms":[..],"itl_ms":[..]} (latency_history_json).
 boost::json::object endpoint_json(const EndpointSnapshot& s, Nanos now);
+
+// A pool's endpoints added up (GET .../endpoints answers it beside a page of them, so
+// that a page of 1,000 endpoints still shows the whole pool).
+struct PoolSummary {
+  size_t total = 0;
+  size_t healthy = 0, unhealthy = 0, draining = 0, standby = 0;
+  size_t breakers_open = 0;
+  size_t scraped = 0;                 // endpoints with a scrape (the mean KV usage is over these)
+  uint64_t waiting = 0, running = 0;  // last scrapes, summed
+  double kv_usage_sum = 0;
+  uint64_t in_flight = 0;  // the router's
+  uint64_t routed_total = 0, failed_total = 0;
+  uint64_t precise_blocks = 0, approx_blocks = 0;
+
+  // Adds one endpoint (its state as EndpointSnapshot holds it, without the copy).
+  void add(const route::Endpoint& e, bool breaker_open, size_t precise, size_t approx);
+};
+
+// {"endpoints":..,"healthy":..,"unhealthy":..,"draining":..,"standby":..,
+//  "breakers_open":..,"waiting":..,"running":..,"kv_usage_mean":..|null,"in_flight":..,
+//  "routed_total":..,"failed_total":..,"precise_blocks":..,"approx_blocks":..}
+boost::json::object summary_json(const PoolSummary& s);
 
 // A request to add an endpoint: {"url":"http://host:port","role":"both|prefill|decode",
 // "zone":..,"rack":..,"labels":{..},"kv_capacity_blocks":N,"kv_events":{"publisher":..,
@@ -100,7 +135,8 @@ Result<route::RouterConfig> apply_policy_body(const route::RouterConfig& current
 //  "matched_blocks":..,"cached_blocks":..,"prefill_tokens":..,"predicted_prefill_ms":..,
 //  "cost":..},"endpoints":[{"id":..,"url":..,"health":..,"matched_blocks":..,
 //  "cached_blocks":..,"active_prefix_blocks":..,"effective_load":{..},"cost":..|null,
-//  "decode_cost":..|null}]}. `url_of` names an endpoint id.
+//  "decode_cost":..|null,"terms":{"prefill":..,"decode":..}}]}: `terms` are the parts of
+//  `cost` when the policy gives them (kv-cost), else {}. `url_of` names an endpoint id.
 boost::json::object explanation_json(
     const route::Explanation& x, uint32_t prompt_tokens, const route::RouterConfig& config,
     const std::function<std::string(route::EndpointId)>& url_of,

@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <iterator>
 #include <mutex>
 #include <thread>
 
+#include "core/metrics/step_series.h"
 #include "core/route/pool_signals.h"
 #include "core/scale/usage_window.h"
 #include "gateway/actuator.h"
@@ -37,6 +40,9 @@ struct AutoscaleLoop::Impl {
   std::condition_variable wake;
   bool stopping = false;
   State state;  // guarded by mu
+  // The replicas' last hour (router time), guarded by mu: desired, current, ready,
+  // starting, draining.
+  metrics::StepSeries<5> history;
   std::thread thread;
 
   Impl(PoolRuntime& p, GatewayMetrics& m, std::vector<std::string> names, scale::Autoscaler a)
@@ -47,7 +53,16 @@ struct AutoscaleLoop::Impl {
         clock(p.clock()),
         clock_offset(clock.wall_now() - clock.now()),
         autoscaler(std::move(a)),
-        usage(config.window) {}
+        usage(config.window),
+        history(history_step(config.interval), history_steps(config.interval)) {}
+
+  static Nanos history_step(std::chrono::milliseconds interval) {
+    return std::max<Nanos>(10 * kSecond, interval.count() * kMillisecond);
+  }
+  static size_t history_steps(std::chrono::milliseconds interval) {
+    const Nanos step = history_step(interval);
+    return static_cast<size_t>((3600 * kSecond + step - 1) / step);
+  }
 
   Nanos now() const { return clock.now() + clock_offset; }
 
@@ -95,6 +110,12 @@ struct AutoscaleLoop::Impl {
     standby_applied = d.standby > 0;
     export_decision(d, signals, leader_desired);
     std::lock_guard lock(mu);
+    const double values[] = {static_cast<double>(leader_desired.value_or(d.desired_replicas)),
+                             static_cast<double>(d.current_replicas),
+                             static_cast<double>(signals.ready()),
+                             static_cast<double>(signals.starting()),
+                             static_cast<double>(signals.count(scale::ReplicaPhase::kDraining))};
+    for (size_t i = 0; i < std::size(values); ++i) history.set(router_now, i, values[i]);
     state.decision = std::move(d);
     state.signals = std::move(signals);
     state.acted = acted;
@@ -160,6 +181,18 @@ const std::string& AutoscaleLoop::pool_name() const { return impl_->pool.name();
 AutoscaleLoop::State AutoscaleLoop::state() const {
   std::lock_guard lock(impl_->mu);
   return impl_->state;
+}
+
+AutoscaleLoop::History AutoscaleLoop::history() const {
+  const Nanos now = impl_->clock.now();
+  std::lock_guard lock(impl_->mu);
+  const metrics::StepSeries<5>& h = impl_->history;
+  return {.step = h.step(),
+          .desired = h.means(now, 0),
+          .current = h.means(now, 1),
+          .ready = h.means(now, 2),
+          .starting = h.means(now, 3),
+          .draining = h.means(now, 4)};
 }
 
 Result<std::unique_ptr<AutoscaleLoop>> AutoscaleLoop::start(PoolRuntime& pool,

@@ -11,7 +11,8 @@
 //      pool's models, differenced over `autoscale.window` (scale::UsageWindow);
 //   3. builds scale::PoolSignals (core/route/pool_signals.h), calls Autoscaler::decide;
 //   4. applies the decision through the actuator, logs it when it changes something, and
-//      exports it: kvgate_autoscaler_desired_replicas{pool} and friends (metrics.h).
+//      exports it: kvgate_autoscaler_desired_replicas{pool} and friends (metrics.h), and
+//      into the last hour's history (history(): the admin status page's chart).
 //
 // The autoscaler's clock is the pool's (PoolRuntime::clock: monotonic, as stabilization
 // windows and rate limits must not jump with the wall clock) anchored to the Unix epoch
@@ -80,6 +81,15 @@ class AutoscaleLoop {
   };
   State state() const;
   const std::string& pool_name() const;
+
+  // The pool's replicas over the last hour (the status page's chart), one value per step
+  // of max(10 s, interval): the last decision's in that step, oldest first, nullopt for a
+  // step without one. Fixed memory (one hour of steps). Thread-safe.
+  struct History {
+    Nanos step = 0;
+    std::vector<std::optional<double>> desired, current, ready, starting, draining;
+  };
+  History history() const;
 
   struct Impl;
 

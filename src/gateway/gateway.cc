@@ -1,6 +1,9 @@
 // GCC 12 reports a false -Wmismatched-new-delete on Asio coroutine frames (GCC bug 109224).
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
+#include <algorithm>
+#include <cmath>
+
 #include "gateway/gateway_impl.h"
 
 namespace kvgate::gateway {
@@ -38,10 +41,62 @@ boost::json::object latency_json(const scale::LatencySummary& l) {
   return {{"p50", l.p50}, {"p90", l.p90}, {"p99", l.p99}, {"mean", l.mean}, {"samples", l.samples}};
 }
 
+// The replicas' last hour: {"step_s":10,"desired":[..],"current":[..],"ready":[..],
+// "starting":[..],"draining":[..]}, oldest first, null for a step without a decision.
+boost::json::object history_json(const AutoscaleLoop::History& h) {
+  auto series = [](const std::vector<std::optional<double>>& v) {
+    boost::json::array a;
+    a.reserve(v.size());
+    for (const std::optional<double>& x : v) {
+      if (x) {
+        a.emplace_back(static_cast<int64_t>(*x));
+      } else {
+        a.emplace_back(nullptr);
+      }
+    }
+    return a;
+  };
+  return {{"step_s", h.step / kSecond},     {"desired", series(h.desired)},
+          {"current", series(h.current)},   {"ready", series(h.ready)},
+          {"starting", series(h.starting)}, {"draining", series(h.draining)}};
+}
+
+// {"store":"memory|redis","store_failed":..,"tenants":[{"tenant":..,"rules":[{"rule":..,
+// "measure":..,"model":..|null,"limit":..,"used":..,"window_s":..}]}]}: the tenants nearest
+// a limit first (the highest used/limit of their rules).
+boost::json::object tenants_json(TenantLimiter::Usage& u, bool redis) {
+  auto fullest = [](const TenantLimiter::TenantUsage& t) {
+    double f = 0;
+    for (const TenantLimiter::RuleUsage& r : t.rules) {
+      if (r.limit > 0) f = std::max(f, r.used / r.limit);
+    }
+    return f;
+  };
+  std::stable_sort(u.tenants.begin(), u.tenants.end(),
+                   [&](const auto& a, const auto& b) { return fullest(a) > fullest(b); });
+  boost::json::array tenants;
+  for (const TenantLimiter::TenantUsage& t : u.tenants) {
+    boost::json::array rules;
+    for (const TenantLimiter::RuleUsage& r : t.rules) {
+      rules.push_back(boost::json::object{
+          {"rule", r.rule},
+          {"measure", std::string(limit::to_string(r.measure))},
+          {"model", r.model.empty() ? boost::json::value(nullptr) : boost::json::value(r.model)},
+          {"limit", static_cast<int64_t>(std::llround(r.limit))},
+          {"used", std::round(r.used * 10) / 10},
+          {"window_s", r.window / kSecond}});
+    }
+    tenants.push_back(boost::json::object{{"tenant", t.tenant}, {"rules", std::move(rules)}});
+  }
+  return {{"store", redis ? "redis" : "memory"},
+          {"store_failed", u.store_failed},
+          {"tenants", std::move(tenants)}};
+}
+
 }  // namespace
 
 // GET /admin/warmup (every pool's warm-up state) and /admin/pools/{pool}/autoscaler (the
-// latest decision and the signals it was made on).
+// latest decision, the signals it was made on, and the replicas' last hour).
 void register_admin_sections(Gateway::Impl& impl) {
   Gateway::Impl* self = &impl;
   impl.admin->add_section(
@@ -59,6 +114,13 @@ void register_admin_sections(Gateway::Impl& impl) {
                                  if (!p || !p->flow()) return std::nullopt;
                                  return boost::json::parse(p->flow()->queue_view());
                                });
+  if (impl.keys) {
+    impl.admin->add_async_section("tenants", [self]() -> asio::awaitable<boost::json::value> {
+      TenantLimiter::Usage u =
+          co_await self->limiter->usage_async(self->keys->tenants(), self->clock.wall_now());
+      co_return tenants_json(u, self->limiter->shared_store());
+    });
+  }
   if (impl.cluster) {
     impl.admin->add_section("cluster",
                             [self] { return boost::json::parse(self->cluster->status_json()); });
@@ -100,7 +162,8 @@ void register_admin_sections(Gateway::Impl& impl) {
                                    {"ttft", latency_json(sig.ttft)},
                                    {"itl", latency_json(sig.itl)},
                                    {"ready", sig.ready()},
-                                   {"starting", sig.starting()}}}};
+                                   {"starting", sig.starting()}}},
+              {"history", history_json(a->history())}};
         }
         return std::nullopt;
       });

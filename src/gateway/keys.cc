@@ -6,6 +6,7 @@
 #include <openssl/rand.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -194,6 +195,16 @@ Result<KeyStore> KeyStore::load(const std::string& file) {
   Result<std::string> text = env::read_file(file);
   if (!text) return Error(text.error());
   return parse(*text, file);
+}
+
+std::vector<const Tenant*> KeyStore::tenants() const {
+  std::vector<const Tenant*> out;
+  for (const Entry& e : entries_) {
+    const bool seen = std::any_of(out.begin(), out.end(),
+                                  [&](const Tenant* t) { return t->name == e.tenant.name; });
+    if (!seen) out.push_back(&e.tenant);
+  }
+  return out;
 }
 
 const Tenant* KeyStore::authenticate(std::string_view key) const {

@@ -87,6 +87,8 @@ class KeyStore {
   // The tenant of an Authorization header value ("Bearer <key>"), or nullptr.
   const Tenant* authenticate_header(std::string_view authorization) const;
   size_t size() const { return entries_.size(); }
+  // Every tenant once (the first key's, when several keys name it), in file order.
+  std::vector<const Tenant*> tenants() const;
 
  private:
   struct Entry {

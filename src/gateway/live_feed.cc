@@ -10,6 +10,7 @@
 
 #include "core/kv/event_apply.h"
 #include "core/metrics/prometheus_text.h"
+#include "core/metrics/step_series.h"
 #include "core/route/scrape.h"
 #include "io/http_client.h"
 #include "io/kv_event_subscriber.h"
@@ -18,15 +19,28 @@ namespace kvgate::gateway {
 
 namespace {
 
+struct Scrape {
+  route::ScrapedMetrics metrics;
+  std::optional<route::LatencyTotals> latency;  // the engine's own TTFT and ITL totals
+};
+
 // One scrape of `url`, read as the router reads every scrape (route/scrape.h).
-Result<route::ScrapedMetrics> scrape(io::HttpKeepAliveClient& client, const std::string& url,
-                                     std::chrono::milliseconds timeout) {
+Result<Scrape> scrape(io::HttpKeepAliveClient& client, const std::string& url,
+                      std::chrono::milliseconds timeout) {
   auto r = client.fetch("GET", url + "/metrics", {}, {}, timeout);
   if (!r) return Error(r.error());
   if (r->status != 200) return Error(fmt::format("status {}", r->status));
   auto m = metrics::parse_prometheus_text(r->body);
   if (!m) return Error(m.error());
-  return route::read_scrape(*m);
+  auto read = route::read_scrape(*m);
+  if (!read) return Error(read.error());
+  return Scrape{.metrics = *read, .latency = route::read_latency_totals(*m)};
+}
+
+// The history of an endpoint's (or the pool's) TTFT and ITL: channels 0 and 1.
+using LatencySeries = metrics::StepSeries<2>;
+LatencySeries latency_series() {
+  return LatencySeries(LiveFeed::kHistoryStep, LiveFeed::kHistorySteps);
 }
 
 }  // namespace
@@ -49,6 +63,14 @@ struct LiveFeed::Impl {
   std::map<route::EndpointId, int> failed_scrapes;  // consecutive
   std::map<route::EndpointId, kv::SequenceStats> base;
   std::map<route::EndpointId, uint64_t> resyncs;
+  // The engines' TTFT and ITL totals at their last scrape, and the history of their
+  // differences, per endpoint and for the pool (the status page).
+  struct Latency {
+    route::LatencyTotals last;
+    LatencySeries series = latency_series();
+  };
+  std::map<route::EndpointId, Latency> latency;
+  LatencySeries pool_latency = latency_series();
   std::mutex mu;
   std::condition_variable wake;
   bool stopping = false;
@@ -107,6 +129,7 @@ struct LiveFeed::Impl {
         failed_scrapes.erase(id);
         base.erase(id);
         resyncs.erase(id);
+        latency.erase(id);
         break;
     }
   }
@@ -150,7 +173,8 @@ struct LiveFeed::Impl {
           failed_scrapes.erase(it);
         }
       }
-      const route::ScrapedMetrics sm = *s;
+      if (s->latency) record_latency(e.id, *s->latency);
+      const route::ScrapedMetrics sm = s->metrics;
       const double waiting = sm.waiting, running = sm.running;
       metrics.scrape(name, e.url, &waiting, &running, &sm.kv_usage);
       pool.post([id = e.id, url = e.url, sm, clock = &pool.clock()](route::Router& router,
@@ -160,6 +184,31 @@ struct LiveFeed::Impl {
         if (now && now->spec.url == url) router.pool().on_metrics(id, sm, clock->now());
       });
     }
+  }
+
+  // Adds what the endpoint's engine measured since its last scrape to its history and
+  // the pool's. A total that went down is a restarted engine: counted from there.
+  void record_latency(route::EndpointId id, const route::LatencyTotals& now_totals) {
+    const Nanos now = pool.clock().now();
+    std::lock_guard lock(state_mu);
+    auto [it, added] = latency.try_emplace(id);
+    Latency& l = it->second;
+    const route::LatencyTotals& last = l.last;
+    if (!added) {
+      if (now_totals.ttft_count > last.ttft_count && now_totals.ttft_sum >= last.ttft_sum) {
+        const double sum = now_totals.ttft_sum - last.ttft_sum;
+        const uint64_t count = now_totals.ttft_count - last.ttft_count;
+        l.series.add(now, 0, sum, count);
+        pool_latency.add(now, 0, sum, count);
+      }
+      if (now_totals.itl_count > last.itl_count && now_totals.itl_sum >= last.itl_sum) {
+        const double sum = now_totals.itl_sum - last.itl_sum;
+        const uint64_t count = now_totals.itl_count - last.itl_count;
+        l.series.add(now, 1, sum, count);
+        pool_latency.add(now, 1, sum, count);
+      }
+    }
+    l.last = now_totals;
   }
 
   // The endpoint stopped answering and is back: it may be a new process whose event
@@ -250,6 +299,28 @@ std::optional<LiveFeed::EndpointEvents> LiveFeed::endpoint_events(route::Endpoin
   out.events.next_sequence = s.next_sequence;
   if (auto it = impl_->resyncs.find(id); it != impl_->resyncs.end()) out.resyncs = it->second;
   return out;
+}
+
+namespace {
+
+LiveFeed::LatencyHistory history_of(const LatencySeries& s, Nanos now) {
+  return {.ttft = s.means(now, 0), .itl = s.means(now, 1)};
+}
+
+}  // namespace
+
+std::optional<LiveFeed::LatencyHistory> LiveFeed::latency_history(route::EndpointId id) const {
+  const Nanos now = impl_->pool.clock().now();
+  std::lock_guard lock(impl_->state_mu);
+  auto it = impl_->latency.find(id);
+  if (it == impl_->latency.end()) return std::nullopt;
+  return history_of(it->second.series, now);
+}
+
+LiveFeed::LatencyHistory LiveFeed::pool_latency_history() const {
+  const Nanos now = impl_->pool.clock().now();
+  std::lock_guard lock(impl_->state_mu);
+  return history_of(impl_->pool_latency, now);
 }
 
 Result<std::unique_ptr<LiveFeed>> LiveFeed::start(PoolRuntime& pool, GatewayMetrics& metrics) {

@@ -13,8 +13,9 @@
 // `kv_events.publisher`, bind mode with the pool's `kv_events_bind`); each delivery is
 // posted to the strand and applied to the precise index (clear_endpoint first on a
 // resync). The scraper thread also copies the subscriber's and the index's per-endpoint
-// counters into the gateway metrics. An endpoint whose scrape failed 3 times in a row
-// and then succeeds again is resynced (index entries cleared, subscription made afresh;
+// counters into the gateway metrics, and keeps each endpoint's TTFT and ITL history from
+// its engine's own histograms (latency_history). An endpoint whose scrape failed 3 times
+// in a row and then succeeds again is resynced (index entries cleared, subscription made afresh;
 // one or two failures are a busy engine or gateway, not a restart): it may be a new
 // process. A pool with scrape_interval 0 (configs built in code) runs no scraper.
 //
@@ -23,6 +24,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "core/common/result.h"
 #include "core/kv/event_sequencer.h"
@@ -50,6 +52,21 @@ class LiveFeed {
     uint64_t resyncs = 0;
   };
   std::optional<EndpointEvents> endpoint_events(route::EndpointId id) const;
+
+  // The engines' own TTFT and ITL (vllm:time_to_first_token_seconds and
+  // vllm:inter_token_latency_seconds, read at each scrape): the mean over each step of
+  // kHistoryStep, the last kHistorySteps steps, oldest first, in seconds; nullopt in a
+  // step without requests. Memory: fixed, per endpoint. Thread-safe.
+  static constexpr Nanos kHistoryStep = 5 * kSecond;
+  static constexpr size_t kHistorySteps = 60;
+  struct LatencyHistory {
+    std::vector<std::optional<double>> ttft;
+    std::vector<std::optional<double>> itl;
+  };
+  // One endpoint's; nullopt before its engine reported either histogram.
+  std::optional<LatencyHistory> latency_history(route::EndpointId id) const;
+  // The pool's: every endpoint's requests together.
+  LatencyHistory pool_latency_history() const;
 
   struct Impl;
 

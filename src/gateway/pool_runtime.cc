@@ -509,6 +509,9 @@ Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
   }
   if (hooks_.routed && pick.decision.accepted())
     hooks_.routed(*router_, request, pick.decision, now);
+  if (recent_.watched(now) && excluded.empty()) [[unlikely]] {
+    recent_.record(request, pick.decision, now);
+  }
   return pick;
 }
 

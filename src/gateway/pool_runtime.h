@@ -55,6 +55,7 @@
 #include "core/tokenizer/tokenizer.h"
 #include "gateway/config.h"
 #include "gateway/metrics.h"
+#include "gateway/recent_requests.h"
 #include "gateway/response_affinity.h"
 #include "openai/request.h"
 
@@ -265,6 +266,10 @@ class PoolRuntime {
   };
   void set_routing_hooks(RoutingHooks hooks) { hooks_ = std::move(hooks); }
 
+  // The last requests routed while someone looks (the admin status page's "why here?"):
+  // watch() from any thread, entries on the strand (inside with_router).
+  RecentRequests& recent() { return recent_; }
+
   // Test and admin access: runs `fn(router)` on the strand.
   boost::asio::awaitable<void> with_router(std::function<void(route::Router&)> fn);
 
@@ -336,6 +341,7 @@ class PoolRuntime {
     return kv::block_seed(config_.name, adapter, cache_salt);
   }
   RoutingHooks hooks_;
+  RecentRequests recent_;  // recorded on the strand while watched
   std::atomic<uint64_t> arrivals_{0};
 
   // Read from any thread (the scraper, admin), written on the strand.

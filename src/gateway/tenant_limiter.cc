@@ -142,6 +142,50 @@ void TenantLimiter::charge_async(const Tenant& tenant, std::string_view model,
   if (!incs.empty()) add(std::move(incs));
 }
 
+asio::awaitable<TenantLimiter::Usage> TenantLimiter::usage_async(std::vector<const Tenant*> tenants,
+                                                                 Nanos now) {
+  Usage out;
+  std::vector<std::vector<limit::Rule>> rules;
+  std::vector<std::string> keys;
+  for (const Tenant* t : tenants) {
+    rules.push_back(rules_for(t->limits));
+    for (std::string& k : limiter_.usage_keys(t->name, rules.back(), now)) {
+      keys.push_back(std::move(k));
+    }
+  }
+  Result<std::vector<int64_t>> values = std::vector<int64_t>();
+  if (keys.empty()) {
+    // Nobody has a limit: nothing to read.
+  } else if (redis_) {
+    values = co_await read(keys);
+  } else {
+    std::lock_guard lock(mu_);
+    values = memory_->get(keys, now);
+  }
+  if (!values || values->size() != keys.size()) {
+    out.store_failed = !keys.empty();
+    values = std::vector<int64_t>(keys.size(), 0);
+  }
+  size_t next = 0;  // into the values, two per rule
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    TenantUsage t{.tenant = tenants[i]->name};
+    const std::vector<limit::Rule>& r = rules[i];
+    const std::vector<double> used = limit::RateLimiter::usage(
+        r, std::span<const int64_t>(values->data() + next, 2 * r.size()), now);
+    next += 2 * r.size();
+    for (size_t j = 0; j < r.size(); ++j) {
+      t.rules.push_back({.rule = r[j].name,
+                         .measure = r[j].measure,
+                         .model = r[j].model,
+                         .limit = r[j].limit,
+                         .used = j < used.size() ? used[j] : 0,
+                         .window = r[j].window});
+    }
+    out.tenants.push_back(std::move(t));
+  }
+  co_return out;
+}
+
 asio::awaitable<Result<std::vector<int64_t>>> TenantLimiter::read(std::vector<std::string> keys) {
   using Values = Result<std::vector<int64_t>>;
   return asio::async_initiate<decltype(asio::use_awaitable), void(Values)>(

@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -66,6 +67,30 @@ class TenantLimiter {
   // Never waits; a failure is reported through on_store_failure.
   void charge_async(const Tenant& tenant, std::string_view model, const limit::Usage& usage,
                     Nanos now);
+
+  // Where each tenant stands against its budgets (the admin API's tenants view): every
+  // rule with its limit and its sliding-window estimate at wall-clock `now`, read from
+  // the store (one read for all of them: an MGET with Redis), charging nothing. The
+  // tenants must outlive the call. `store_failed`: the store could not answer (the
+  // estimates are then 0).
+  struct RuleUsage {
+    std::string rule;  // "tokens_per_minute", "requests_per_minute:qwen3", ...
+    limit::Measure measure = limit::Measure::kTotalTokens;
+    std::string model;  // empty: every model
+    double limit = 0;
+    double used = 0;
+    Nanos window = 0;
+  };
+  struct TenantUsage {
+    std::string tenant;
+    std::vector<RuleUsage> rules;  // empty: no limits
+  };
+  struct Usage {
+    std::vector<TenantUsage> tenants;
+    bool store_failed = false;
+  };
+  boost::asio::awaitable<Usage> usage_async(std::vector<const Tenant*> tenants, Nanos now);
+  bool shared_store() const { return redis_ != nullptr; }
 
   // Whether `tenant` has any limit at all (no store round trip otherwise).
   static bool limited(const Tenant& tenant);

@@ -264,7 +264,11 @@ TEST(AdminJson, RouteViewNamesEndpointsAndCosts) {
   x.decision.prefill_tokens = 40;
   x.decision.cost = 12.5;
   route::CandidateView a{.endpoint = 0, .gpu_blocks = 0, .cost = 30.0};
-  route::CandidateView b{.endpoint = 1, .gpu_blocks = 8, .cached_blocks = 8, .cost = 12.5};
+  route::CandidateView b{.endpoint = 1,
+                         .gpu_blocks = 8,
+                         .cached_blocks = 8,
+                         .cost = 12.5,
+                         .terms = {{"prefill", 2.5}, {"decode", 10}}};
   route::CandidateView c{.endpoint = 2};
   x.endpoints = {a, b, c};
   route::RouterConfig config;
@@ -287,6 +291,9 @@ TEST(AdminJson, RouteViewNamesEndpointsAndCosts) {
   EXPECT_EQ(eps[1].at("matched_blocks").as_int64(), 8);
   EXPECT_DOUBLE_EQ(eps[0].at("cost").to_number<double>(), 30);
   EXPECT_TRUE(eps[2].at("cost").is_null());
+  EXPECT_DOUBLE_EQ(eps[1].at("terms").at("prefill").to_number<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(eps[1].at("terms").at("decode").to_number<double>(), 10);
+  EXPECT_TRUE(eps[0].at("terms").as_object().empty());
   EXPECT_EQ(eps[2].at("health").as_string(), "draining");
 
   route::Explanation rejected;
@@ -297,6 +304,47 @@ TEST(AdminJson, RouteViewNamesEndpointsAndCosts) {
   EXPECT_FALSE(v.at("decision").at("accepted").as_bool());
   EXPECT_EQ(v.at("decision").at("reason").as_string(), "no_healthy_endpoints");
   EXPECT_EQ(v.at("decision").at("http_status").as_int64(), 503);
+}
+
+TEST(AdminJson, PoolSummaryAndLatencyHistory) {
+  route::Endpoint a;
+  a.health = route::Health::kHealthy;
+  a.metrics = route::ScrapedMetrics{.waiting = 2, .running = 3, .kv_usage = 0.5};
+  a.load.in_flight = 4;
+  a.load.routed_total = 10;
+  route::Endpoint b;
+  b.health = route::Health::kUnhealthy;
+  b.load.failed_total = 2;
+  PoolSummary sum;
+  sum.add(a, false, 100, 7);
+  sum.add(b, true, 0, 1);
+  json::value v = parse(summary_json(sum));
+  EXPECT_EQ(v.at("endpoints").as_int64(), 2);
+  EXPECT_EQ(v.at("healthy").as_int64(), 1);
+  EXPECT_EQ(v.at("unhealthy").as_int64(), 1);
+  EXPECT_EQ(v.at("breakers_open").as_int64(), 1);
+  EXPECT_EQ(v.at("waiting").as_int64(), 2);
+  EXPECT_EQ(v.at("running").as_int64(), 3);
+  EXPECT_DOUBLE_EQ(v.at("kv_usage_mean").to_number<double>(), 0.5);  // over the scraped one
+  EXPECT_EQ(v.at("in_flight").as_int64(), 4);
+  EXPECT_EQ(v.at("failed_total").as_int64(), 2);
+  EXPECT_EQ(v.at("precise_blocks").as_int64(), 100);
+  EXPECT_EQ(v.at("approx_blocks").as_int64(), 8);
+
+  json::value h = parse(
+      latency_history_json({.ttft = {std::nullopt, 0.0123456}, .itl = {0.002, std::nullopt}}));
+  ASSERT_EQ(h.at("ttft_ms").as_array().size(), 2u);
+  EXPECT_TRUE(h.at("ttft_ms").at(0).is_null());
+  EXPECT_DOUBLE_EQ(h.at("ttft_ms").at(1).to_number<double>(), 12.35);
+  EXPECT_DOUBLE_EQ(h.at("itl_ms").at(0).to_number<double>(), 2);
+  EXPECT_TRUE(h.at("itl_ms").at(1).is_null());
+
+  // An endpoint shows its history only when it was gathered (?history=1).
+  EndpointSnapshot s;
+  EXPECT_FALSE(parse(endpoint_json(s, 0)).as_object().contains("history"));
+  s.history = LatencyHistoryView{.ttft = {0.5}, .itl = {0.01}};
+  EXPECT_DOUBLE_EQ(parse(endpoint_json(s, 0)).at("history").at("ttft_ms").at(0).to_number<double>(),
+                   500);
 }
 
 }  // namespace

@@ -153,6 +153,34 @@ Status RateLimiter::charge(std::string_view tenant, std::string_view model,
   return s;
 }
 
+std::vector<std::string> RateLimiter::usage_keys(std::string_view tenant,
+                                                 std::span<const Rule> rules, Nanos now) const {
+  std::vector<std::string> keys;
+  for (const Rule& r : rules) {
+    const int64_t w = r.window > 0 ? now / r.window : 0;
+    keys.push_back(key(tenant, r, w));
+    keys.push_back(key(tenant, r, w - 1));
+  }
+  return keys;
+}
+
+std::vector<double> RateLimiter::usage(std::span<const Rule> rules, std::span<const int64_t> values,
+                                       Nanos now) {
+  std::vector<double> out;
+  for (size_t i = 0; i < rules.size() && 2 * i + 1 < values.size(); ++i) {
+    const Rule& r = rules[i];
+    const double cur = static_cast<double>(values[2 * i]);
+    const double prev = static_cast<double>(values[2 * i + 1]);
+    if (r.window <= 0) {
+      out.push_back(cur);
+      continue;
+    }
+    const Nanos into = now % r.window;
+    out.push_back(cur + prev * (1.0 - static_cast<double>(into) / static_cast<double>(r.window)));
+  }
+  return out;
+}
+
 std::optional<Measure> parse_measure(std::string_view text) {
   if (text == "requests") return Measure::kRequests;
   if (text == "prompt_tokens") return Measure::kPromptTokens;

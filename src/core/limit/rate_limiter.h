@@ -107,6 +107,16 @@ class RateLimiter {
   LimitDecision decide(const CheckPlan& plan, std::span<const Rule> rules,
                        const Result<std::vector<int64_t>>& values, Nanos now,
                        std::vector<Increment>& request_charges) const;
+  // A view of where a tenant stands (the admin status page), reading nothing and
+  // charging nothing: the keys of every rule in `rules`, whatever model it is for (two
+  // per rule, as plan_check's), then each rule's sliding-window estimate from the
+  // values read for them (what check() compares with its limit).
+  std::vector<std::string> usage_keys(std::string_view tenant, std::span<const Rule> rules,
+                                      Nanos now) const;
+  // REQUIRES: values.size() == 2 * rules.size().
+  static std::vector<double> usage(std::span<const Rule> rules, std::span<const int64_t> values,
+                                   Nanos now);
+
   // The increments that charge a finished request's `usage` (empty: nothing to add).
   std::vector<Increment> charges(std::string_view tenant, std::string_view model,
                                  std::span<const Rule> rules, const Usage& usage, Nanos now) const;

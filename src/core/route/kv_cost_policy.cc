@@ -28,27 +28,42 @@ class KvCostPolicy final : public Policy {
   bool uses_overlap() const override { return true; }
 
   size_t pick(const RouteContext& ctx, std::span<Candidate> c, Rng& rng) override {
-    const double bs = ctx.block_size;
-    const double prompt = ctx.request.prompt_tokens;
     for (Candidate& x : c) {
-      // Blocks only in CPU memory still have to be loaded; cpu_block_credit says how
-      // much of a GPU hit such a block is worth (0: none, 1: as good).
-      const double cached_blocks =
-          x.gpu_blocks +
-          cpu_block_credit_ * (std::max(x.cached_blocks, x.gpu_blocks) - x.gpu_blocks);
-      const double uncached = std::max(0.0, prompt - cached_blocks * bs);
-      const double prefill_blocks =
-          (uncached + static_cast<double>(x.endpoint->load.active_prefill_tokens)) / bs;
-      const double new_blocks =
-          ctx.request_blocks > x.active_prefix ? ctx.request_blocks - x.active_prefix : 0;
-      const double decode_blocks =
-          static_cast<double>(x.endpoint->load.active_decode_blocks) + new_blocks;
-      x.cost = overlap_weight_ * prefill_blocks + decode_blocks;
+      const Blocks b = blocks(ctx, x);
+      x.cost = overlap_weight_ * b.prefill + b.decode;
     }
     return pick_softmax(c, temperature_, rng);
   }
 
+  void cost_terms(const RouteContext& ctx, const Candidate& x,
+                  std::vector<CostTerm>& out) const override {
+    const Blocks b = blocks(ctx, x);
+    out.push_back({"prefill", overlap_weight_ * b.prefill});
+    out.push_back({"decode", b.decode});
+  }
+
  private:
+  struct Blocks {
+    double prefill = 0;  // (prompt tokens not cached there + its active prefill) / block
+    double decode = 0;   // blocks its requests hold + blocks this request adds there
+  };
+  Blocks blocks(const RouteContext& ctx, const Candidate& x) const {
+    const double bs = ctx.block_size;
+    const double prompt = ctx.request.prompt_tokens;
+    // Blocks only in CPU memory still have to be loaded; cpu_block_credit says how
+    // much of a GPU hit such a block is worth (0: none, 1: as good).
+    const double cached_blocks =
+        x.gpu_blocks + cpu_block_credit_ * (std::max(x.cached_blocks, x.gpu_blocks) - x.gpu_blocks);
+    const double uncached = std::max(0.0, prompt - cached_blocks * bs);
+    const double prefill_blocks =
+        (uncached + static_cast<double>(x.endpoint->load.active_prefill_tokens)) / bs;
+    const double new_blocks =
+        ctx.request_blocks > x.active_prefix ? ctx.request_blocks - x.active_prefix : 0;
+    const double decode_blocks =
+        static_cast<double>(x.endpoint->load.active_decode_blocks) + new_blocks;
+    return {prefill_blocks, decode_blocks};
+  }
+
   const double overlap_weight_;
   const double temperature_;
   const double cpu_block_credit_;

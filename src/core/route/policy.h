@@ -70,6 +70,13 @@ class Filter {
   virtual RejectReason apply(const RouteContext& ctx, std::vector<Candidate>& c) = 0;
 };
 
+// One named part of a candidate's cost (Router::explain): a policy that breaks its cost
+// down gives parts that add up to it.
+struct CostTerm {
+  std::string_view name;  // static text, e.g. "prefill"
+  double value = 0;
+};
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -80,6 +87,10 @@ class Policy {
   // Returns the index of the chosen candidate and sets at least its cost.
   // REQUIRES: !c.empty().
   virtual size_t pick(const RouteContext& ctx, std::span<Candidate> c, Rng& rng) = 0;
+  // The parts of the cost pick() gave `c`, for explanations only (Router::explain; never
+  // on the routing path). Appends nothing when the policy does not break its cost down.
+  virtual void cost_terms(const RouteContext& /*ctx*/, const Candidate& /*c*/,
+                          std::vector<CostTerm>& /*out*/) const {}
 };
 
 class Scorer {

@@ -433,9 +433,17 @@ Explanation Router::explain(const RouteRequest& request, Nanos now, Rng& rng) {
                                [](const CandidateView& v, EndpointId x) { return v.endpoint < x; });
     return it != out.endpoints.end() && it->endpoint == id ? &*it : nullptr;
   };
+  // The parts of each cost, in the context the policy costed the candidates in.
+  RouteContext ctx{request, config_, pool_, now};
+  ctx.block_size = config_.block_size;
+  ctx.request_blocks = pool_.request_blocks(request.prompt_tokens, request.expected_output_tokens,
+                                            request.keys.size());
+  ctx.stage = decode_candidates_.empty() ? Stage::kWhole : Stage::kPrefill;
   for (const Candidate& c : candidates_) {
     CandidateView* v = find(c.endpoint->id);
-    if (v && !std::isnan(c.cost)) v->cost = c.cost;
+    if (!v || std::isnan(c.cost)) continue;
+    v->cost = c.cost;
+    policy_->cost_terms(ctx, c, v->terms);
   }
   for (const Candidate& c : decode_candidates_) {
     CandidateView* v = find(c.endpoint->id);

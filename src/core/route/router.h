@@ -60,6 +60,7 @@ struct CandidateView {
   EffectiveLoad load;
   std::optional<double> cost;         // whole request, or the prefill stage (disaggregated)
   std::optional<double> decode_cost;  // disaggregated: the decode stage
+  std::vector<CostTerm> terms;        // the parts of `cost`, when the policy gives them
 };
 
 struct Explanation {

@@ -67,4 +67,29 @@ Result<ScrapedMetrics> read_scrape(const metrics::MetricSet& m) {
                         .lora = read_lora(m)};
 }
 
+std::optional<LatencyTotals> read_latency_totals(const metrics::MetricSet& m) {
+  auto sum = [&](std::string_view name) { return combine(m, name, false); };
+  LatencyTotals t;
+  bool any = false;
+  if (auto s = sum("vllm:time_to_first_token_seconds_sum")) {
+    t.ttft_sum = *s;
+    t.ttft_count = static_cast<uint64_t>(
+        std::max(0.0, sum("vllm:time_to_first_token_seconds_count").value_or(0)));
+    any = true;
+  }
+  auto itl = sum("vllm:inter_token_latency_seconds_sum");
+  auto itl_count = sum("vllm:inter_token_latency_seconds_count");
+  if (!itl) {
+    itl = sum("vllm:time_per_output_token_seconds_sum");
+    itl_count = sum("vllm:time_per_output_token_seconds_count");
+  }
+  if (itl) {
+    t.itl_sum = *itl;
+    t.itl_count = static_cast<uint64_t>(std::max(0.0, itl_count.value_or(0)));
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return t;
+}
+
 }  // namespace kvgate::route

@@ -12,6 +12,8 @@
 // and parsing text; a test checks that both give the same (tests/engine/).
 #pragma once
 
+#include <optional>
+
 #include "core/common/result.h"
 #include "core/engine/engine_metrics.h"
 #include "core/metrics/prometheus_text.h"
@@ -23,6 +25,19 @@ namespace kvgate::route {
 // which stamps it). KV usage is clamped to 0..1, counts to 0..4e9. Errors: a gauge above
 // is missing.
 Result<ScrapedMetrics> read_scrape(const metrics::MetricSet& m);
+
+// What an engine reports of its own latencies, cumulative since it started (summed over
+// its series): vllm:time_to_first_token_seconds and vllm:inter_token_latency_seconds (or
+// the older vllm:time_per_output_token_seconds), their _sum and _count. The difference
+// between two scrapes is the mean over the interval (the status page's sparklines).
+struct LatencyTotals {
+  double ttft_sum = 0;  // seconds
+  uint64_t ttft_count = 0;
+  double itl_sum = 0;
+  uint64_t itl_count = 0;
+};
+// nullopt when the engine exports neither histogram.
+std::optional<LatencyTotals> read_latency_totals(const metrics::MetricSet& m);
 
 // The same reading of an engine model's gauges, as `kvgate engine` exports them.
 inline ScrapedMetrics scrape_of(const engine::EngineMetrics& m) {

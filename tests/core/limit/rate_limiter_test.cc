@@ -125,5 +125,31 @@ TEST(Measure, ParseAndPrint) {
   EXPECT_FALSE(parse_measure("tokens"));
 }
 
+TEST(RateLimiter, UsageViewReadsEveryRuleAndChargesNothing) {
+  MemoryCounterStore store;
+  RateLimiter limiter(store, FailurePolicy::kOpen);
+  std::vector<Rule> rules{
+      tokens_per_minute(1000),
+      {.name = "requests", .measure = Measure::kRequests, .limit = 5},
+      {.name = "tokens:other", .measure = Measure::kTotalTokens, .limit = 10, .model = "other"}};
+  const Nanos t = 10 * kMinute;
+  ASSERT_TRUE(limiter.check("acme", "m", rules, t).allowed);
+  ASSERT_TRUE(limiter.charge("acme", "m", rules, {300, 100}, t + kSecond));
+  // Half way into the next window: the previous one's count weighs half.
+  const Nanos now = t + kMinute + 30 * kSecond;
+  const std::vector<std::string> keys = limiter.usage_keys("acme", rules, now);
+  ASSERT_EQ(keys.size(), 6u);  // the rule for another model too
+  auto values = store.get(keys, now);
+  ASSERT_TRUE(values.ok());
+  const std::vector<double> used = RateLimiter::usage(rules, *values, now);
+  ASSERT_EQ(used.size(), 3u);
+  EXPECT_DOUBLE_EQ(used[0], 200);
+  EXPECT_DOUBLE_EQ(used[1], 0.5);
+  EXPECT_DOUBLE_EQ(used[2], 0);
+  // Reading charged nothing.
+  values = store.get(keys, now);
+  EXPECT_EQ(RateLimiter::usage(rules, *values, now), used);
+}
+
 }  // namespace
 }  // namespace kvgate::limit

@@ -432,6 +432,15 @@ TEST_F(RouterTest, ExplainShowsEveryEndpointsMatchAndCost) {
   EXPECT_GT(*x.endpoints[a].cost, *x.endpoints[b].cost);
   EXPECT_FALSE(x.endpoints[c].cost.has_value());  // draining: filtered before the policy
   EXPECT_FALSE(x.endpoints[a].decode_cost.has_value());
+  // kv-cost's cost is its prefill and decode terms, added up.
+  for (EndpointId id : {a, b}) {
+    const std::vector<CostTerm>& t = x.endpoints[id].terms;
+    ASSERT_EQ(t.size(), 2u);
+    EXPECT_EQ(t[0].name, "prefill");
+    EXPECT_EQ(t[1].name, "decode");
+    EXPECT_DOUBLE_EQ(t[0].value + t[1].value, *x.endpoints[id].cost);
+  }
+  EXPECT_TRUE(x.endpoints[c].terms.empty());
   // Nothing recorded.
   EXPECT_EQ(router_->pool().requests_in_flight(), in_flight);
 }

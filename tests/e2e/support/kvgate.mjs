@@ -30,8 +30,8 @@ const started = [];
 const started_by_value = new Map();
 
 // Starts `kvgate ARGS` and resolves with the first group of `pattern` on its stdout
-// (default: the URL it announces it listens on), once `ready` (when given) was printed
-// too; rejects if it exits or takes 20 s.
+// (default: the URL it announces it listens on), or all its groups when it has several,
+// once `ready` (when given) was printed too; rejects if it exits or takes 20 s.
 export function start_kvgate(args, ready, pattern = /listening on (http:\/\/[^\s]+)/) {
   return new Promise((resolve, reject) => {
     const p = spawn(bin, args, {stdio: ['ignore', 'pipe', 'pipe']});
@@ -45,8 +45,9 @@ export function start_kvgate(args, ready, pattern = /listening on (http:\/\/[^\s
       const m = out.match(pattern);
       if (m && (!ready || out.includes(ready))) {
         clearTimeout(timer);
-        started_by_value.set(m[1], p);
-        resolve(m[1]);
+        const value = m.length > 2 ? m.slice(1) : m[1];
+        started_by_value.set(Array.isArray(value) ? value[0] : value, p);
+        resolve(value);
       }
     });
     p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`${args[0]} exited ${code}: ${err}`)); });
@@ -67,8 +68,10 @@ export async function start_engines(count, extra = []) {
 // Writes `config` (YAML) as gateway.yaml in `dir` (default: a new temporary folder) and
 // starts `kvgate serve` on it. With `tenant`, a key of that tenant is added to keys.yaml
 // there first (`keys_file: keys.yaml` in `config`). Resolves with {base, key}: the URL
-// the gateway announces (`pattern`, as start_kvgate's) and the key (undefined without).
-export async function start_gateway(config, {tenant, dir, pattern} = {}) {
+// the gateway announces (`pattern`, as start_kvgate's) and the key (undefined without);
+// with `admin` (the config has an `admin:` section), {base, key, admin}: the admin API's
+// URL too.
+export async function start_gateway(config, {tenant, dir, pattern, admin} = {}) {
   dir ??= mkdtempSync(path.join(tmpdir(), 'kvgate-e2e-'));
   let key;
   if (tenant) {
@@ -77,6 +80,11 @@ export async function start_gateway(config, {tenant, dir, pattern} = {}) {
   }
   const file = path.join(dir, 'gateway.yaml');
   writeFileSync(file, config);
+  if (admin) {
+    const [base, admin_url] = await start_kvgate(['serve', file], undefined,
+      /listening on (http:\/\/\S+)\n[\s\S]*admin API on (http:\/\/\S+)\n/);
+    return {base, key, admin: admin_url};
+  }
   const base = await start_kvgate(['serve', file], undefined, pattern);
   return {base, key};
 }
