@@ -485,6 +485,15 @@ std::optional<Pick> PoolRuntime::pick_now(const route::RouteRequest& request,
   return decide_on_strand(request, excluded, now);
 }
 
+void PoolRuntime::count_decision(route::RejectReason reason) {
+  std::atomic<uint64_t>*& counter = decision_counters_.at(static_cast<size_t>(reason));
+  if (!counter) {
+    counter = &metrics_.decision_counter(config_.name, router_->config().policy.name,
+                                         route::to_string(reason));
+  }
+  counter->fetch_add(1, std::memory_order_relaxed);
+}
+
 Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
                                    const std::vector<route::EndpointId>& excluded, Nanos now) {
   close_expired_breakers(now);
@@ -496,13 +505,7 @@ Pick PoolRuntime::decide_on_strand(const route::RouteRequest& request,
     retry.excluded = excluded;
     pick.decision = router_->route(retry, now, rng_);
   }
-  const auto reason = static_cast<size_t>(pick.decision.reason);
-  std::atomic<uint64_t>*& counter = decision_counters_.at(reason);
-  if (!counter) {
-    counter = &metrics_.decision_counter(config_.name, router_->config().policy.name,
-                                         route::to_string(pick.decision.reason));
-  }
-  counter->fetch_add(1, std::memory_order_relaxed);
+  count_decision(pick.decision.reason);
   // endpoints_ is written only here, on the strand: no lock to read it.
   if (pick.decision.accepted() && pick.decision.endpoint < endpoints_.size()) {
     pick.endpoint = endpoints_[pick.decision.endpoint];

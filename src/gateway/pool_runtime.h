@@ -333,6 +333,9 @@ class PoolRuntime {
   void pump_flow(Nanos now);
   // kvgate_routing_decisions_total's counters, by RejectReason (kNone: accepted).
   std::array<std::atomic<uint64_t>*, 8> decision_counters_{};
+  // kvgate_routing_decisions_total: one more decision (the router's, or the queue's
+  // dispatch). On the strand.
+  void count_decision(route::RejectReason reason);
   uint64_t block_seed_ = 0;  // of the pool's block keys (keys_for): no adapter, no salt
   // The seed of a request's first block: block_seed_ unless it has an adapter or a salt.
   uint64_t seed_for(std::string_view adapter, std::string_view cache_salt) const {

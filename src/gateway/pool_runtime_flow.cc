@@ -43,6 +43,9 @@ asio::awaitable<Pick> PoolRuntime::admit(const route::RouteRequest& request, Flo
                            pick.flow_status = route::http_status(o.refusal);
                            pick.flow_reason = route::to_string(o.refusal);
                          }
+                         if (o.kind == route::FlowOutcome::Kind::kDispatched) {
+                           count_decision(pick.decision.reason);
+                         }
                          if (o.kind == route::FlowOutcome::Kind::kDispatched &&
                              pick.decision.endpoint < endpoints_.size()) {
                            // endpoints_ is written only on the strand, where this runs.
