@@ -6,21 +6,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/common/yaml_reader.h"
+
 namespace kvgate::gateway {
-namespace {
-
-std::string where(const YAML::Node& node, std::string_view file) {
-  const YAML::Mark m = node.Mark();
-  if (m.is_null()) return std::string(file);
-  return fmt::format("{}:{}:{}", file, m.line + 1, m.column + 1);
-}
-
-}  // namespace
 
 Result<route::FlowQueueConfig> parse_pool_flow(const YAML::Node& node, std::string_view field,
                                                std::string_view file) {
-  if (!node.IsMap())
-    return Error(fmt::format("{}: {}: expected a mapping", where(node, file), field));
+  const YamlReader y(file);
+  if (!node.IsMap()) return y.error(node, field, "expected a mapping");
   route::FlowQueueConfig c;
   c.enabled = true;  // a section means flow control, unless it says enabled: false
   for (const auto& kv : node) {
@@ -38,18 +31,18 @@ Result<route::FlowQueueConfig> parse_pool_flow(const YAML::Node& node, std::stri
       }
     } else if (v.IsScalar()) {
       if (key == "starvation_bound" || key == "max_wait" || key == "band_weights") {
-        return Error(fmt::format("{}: {}.{}: unknown field", where(kv.first, file), field, key));
+        return y.error(kv.first, fmt::format("{}.{}", field, key), "unknown field");
       }
       entries.emplace_back(core_key, v.as<std::string>(""));
     } else {
-      return Error(fmt::format("{}: {}.{}: expected a value", where(v, file), field, key));
+      return y.error(v, fmt::format("{}.{}", field, key), "expected a value");
     }
     if (Status s = route::apply_flow_entries(entries, c); !s) {
-      return Error(fmt::format("{}: {}.{}: {}", where(v, file), field, key, s.error()));
+      return y.error(v, fmt::format("{}.{}", field, key), s.error());
     }
   }
   if (Status s = c.validate(); !s) {
-    return Error(fmt::format("{}: {}: {}", where(node, file), field, s.error()));
+    return y.error(node, field, s.error());
   }
   return c;
 }

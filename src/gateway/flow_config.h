@@ -17,7 +17,8 @@
 //         output_weight: 2               # ... and of an output token
 //         default_output_tokens: 256     # charged when a request sets no max_tokens
 //
-// Errors name the file, line and field.
+// Errors are in the format of every config error (core/common/yaml_reader.h):
+//   "f.yaml:7:7: pools.main.flow_control.max_request: unknown field".
 #pragma once
 
 #include <yaml-cpp/yaml.h>

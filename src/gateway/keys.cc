@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "core/common/yaml_reader.h"
 #include "env/file.h"
 
 namespace kvgate::gateway {
@@ -30,12 +31,6 @@ std::optional<KeyDigest> from_hex(std::string_view hex) {
     d[i] = static_cast<uint8_t>(hi << 4 | lo);
   }
   return d;
-}
-
-std::string where(std::string_view file, const YAML::Node& node) {
-  YAML::Mark m = node.Mark();
-  if (m.is_null()) return std::string(file);
-  return fmt::format("{}:{}:{}", file, m.line + 1, m.column + 1);
 }
 
 }  // namespace
@@ -73,46 +68,45 @@ Result<std::string> generate_key() {
 
 Result<KeyStore> KeyStore::parse(std::string_view yaml, std::string_view file) {
   KeyStore store;
+  const YamlReader y(file);
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
     if (root.IsNull()) return store;  // an empty file: no keys yet
     if (!root.IsMap() || !root["keys"]) {
-      return Error(fmt::format("{}: keys: expected a mapping with a 'keys' list", file));
+      // No place: the error is about the file as a whole.
+      return y.error(YAML::Node(), "keys", "expected a mapping with a 'keys' list");
     }
     YAML::Node keys = root["keys"];
     if (keys.IsNull()) return store;
-    if (!keys.IsSequence())
-      return Error(fmt::format("{}: keys: expected a list", where(file, keys)));
+    if (!keys.IsSequence()) return y.error(keys, "keys", "expected a list");
     for (size_t i = 0; i < keys.size(); ++i) {
       const YAML::Node& k = keys[i];
       std::string field = fmt::format("keys[{}]", i);
-      if (!k.IsMap())
-        return Error(fmt::format("{}: {}: expected a mapping", where(file, k), field));
+      if (!k.IsMap()) return y.error(k, field, "expected a mapping");
       for (const auto& kv : k) {
         std::string name = kv.first.as<std::string>();
         if (name != "sha256" && name != "tenant" && name != "models" && name != "priority" &&
             name != "may_set_priority" && name != "limits" && name != "weight" &&
             name != "deadline_ms") {
-          return Error(fmt::format("{}: {}.{}: unknown field", where(file, kv.first), field, name));
+          return y.error(kv.first, field + "." + name, "unknown field");
         }
       }
       Entry e;
       if (!k["sha256"] || !k["sha256"].IsScalar()) {
-        return Error(fmt::format("{}: {}.sha256: missing", where(file, k), field));
+        return y.error(k, field + ".sha256", "missing");
       }
       auto digest = from_hex(k["sha256"].Scalar());
       if (!digest) {
-        return Error(
-            fmt::format("{}: {}.sha256: expected 64 hex digits", where(file, k["sha256"]), field));
+        return y.error(k["sha256"], field + ".sha256", "expected 64 hex digits");
       }
       e.digest = *digest;
       if (!k["tenant"] || !k["tenant"].IsScalar() || k["tenant"].Scalar().empty()) {
-        return Error(fmt::format("{}: {}.tenant: missing", where(file, k), field));
+        return y.error(k, field + ".tenant", "missing");
       }
       e.tenant.name = k["tenant"].Scalar();
       if (auto m = k["models"]) {
         if (!m.IsSequence()) {
-          return Error(fmt::format("{}: {}.models: expected a list", where(file, m), field));
+          return y.error(m, field + ".models", "expected a list");
         }
         for (const auto& x : m) e.tenant.models.push_back(x.as<std::string>());
       }
@@ -121,21 +115,20 @@ Result<KeyStore> KeyStore::parse(std::string_view yaml, std::string_view file) {
       if (auto w = k["weight"]) {
         double v = 0;
         if (!w.IsScalar() || !YAML::convert<double>::decode(w, v) || !(v > 0) || v > 1e6) {
-          return Error(fmt::format("{}: {}.weight: expected a number > 0", where(file, w), field));
+          return y.error(w, field + ".weight", "expected a number > 0");
         }
         e.tenant.weight = v;
       }
       if (auto d = k["deadline_ms"]) {
         int64_t v = 0;
         if (!d.IsScalar() || !YAML::convert<int64_t>::decode(d, v) || v < 0) {
-          return Error(
-              fmt::format("{}: {}.deadline_ms: expected milliseconds >= 0", where(file, d), field));
+          return y.error(d, field + ".deadline_ms", "expected milliseconds >= 0");
         }
         e.tenant.deadline_ms = v;
       }
       if (auto l = k["limits"]) {
         if (!l.IsMap()) {
-          return Error(fmt::format("{}: {}.limits: expected a mapping", where(file, l), field));
+          return y.error(l, field + ".limits", "expected a mapping");
         }
         for (const auto& kv : l) {
           std::string name = kv.first.as<std::string>();
@@ -146,22 +139,20 @@ Result<KeyStore> KeyStore::parse(std::string_view yaml, std::string_view file) {
           } else if (name == "prompt_weight" || name == "completion_weight") {
             const double w = kv.second.as<double>();
             if (!(w >= 0)) {
-              return Error(fmt::format("{}: {}.limits.{}: expected a number >= 0",
-                                       where(file, kv.second), field, name));
+              return y.error(kv.second, field + ".limits." + name, "expected a number >= 0");
             }
             (name == "prompt_weight" ? e.tenant.limits.prompt_weight
                                      : e.tenant.limits.completion_weight) = w;
           } else if (name == "models") {
             if (!kv.second.IsMap()) {
-              return Error(fmt::format("{}: {}.limits.models: expected a mapping of model names",
-                                       where(file, kv.second), field));
+              return y.error(kv.second, field + ".limits.models",
+                             "expected a mapping of model names");
             }
             for (const auto& m : kv.second) {
               ModelLimits ml{.model = m.first.as<std::string>()};
               const std::string mfield = field + ".limits.models." + ml.model;
               if (!m.second.IsMap()) {
-                return Error(
-                    fmt::format("{}: {}: expected a mapping", where(file, m.second), mfield));
+                return y.error(m.second, mfield, "expected a mapping");
               }
               for (const auto& f : m.second) {
                 const std::string fname = f.first.as<std::string>();
@@ -170,23 +161,20 @@ Result<KeyStore> KeyStore::parse(std::string_view yaml, std::string_view file) {
                 } else if (fname == "requests_per_minute") {
                   ml.requests_per_minute = f.second.as<uint64_t>();
                 } else {
-                  return Error(
-                      fmt::format("{}: {}.{}: unknown field", where(file, f.first), mfield, fname));
+                  return y.error(f.first, mfield + "." + fname, "unknown field");
                 }
               }
               e.tenant.limits.models.push_back(std::move(ml));
             }
           } else {
-            return Error(
-                fmt::format("{}: {}.limits.{}: unknown field", where(file, kv.first), field, name));
+            return y.error(kv.first, field + ".limits." + name, "unknown field");
           }
         }
       }
       store.entries_.push_back(std::move(e));
     }
   } catch (const YAML::Exception& e) {
-    if (e.mark.is_null()) return Error(fmt::format("{}: {}", file, e.msg));
-    return Error(fmt::format("{}:{}:{}: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg));
+    return y.error(e);
   }
   return store;
 }
