@@ -775,6 +775,8 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::A
     r.prompt = std::move(*tokens);
   }
   if (r.prompt.empty()) return s->respond(error(400, "the prompt is empty"));
+  // Its blocks are its salt's own (vLLM's cache_salt), and their KV events say so.
+  r.cache_salt = std::move(c.cache_salt);
   r.id = next_id.fetch_add(1);
   r.max_tokens = c.max_tokens.value_or(opt.default_max_tokens);
   r.priority = c.priority;

@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -603,8 +604,20 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
   if (const json::value* id = o.if_contains("recent_id")) co_return co_await recent_view(*id, pool);
   const openai::ApiKind kind =
       o.contains("messages") ? openai::ApiKind::kChat : openai::ApiKind::kCompletion;
-  // The pool is in the path: `model` is optional here.
+  // The pool is in the path: `model` is optional here. When it names one of the pool's
+  // adapters (or an alias of one), the view routes as that adapter's requests do: its
+  // blocks seeded with its name, the LoRA tiers and the placement (route/router.h).
   if (!o.contains("model")) o["model"] = pool.pool->name();
+  const ModelConfig* adapter = nullptr;
+  if (const json::value* m = o.if_contains("model"); m && m->is_string()) {
+    const json::string& given = m->as_string();
+    const std::string_view name(given.data(), given.size());
+    for (const ModelConfig& a : pool.adapters) {
+      if (a.name == name || std::find(a.aliases.begin(), a.aliases.end(), name) != a.aliases.end())
+        adapter = &a;
+    }
+  }
+  const std::string_view adapter_name = adapter ? std::string_view(adapter->name) : "";
   const std::string text = json::serialize(o);
   openai::Inspection in = openai::inspect_request(text, kind);
   if (in.error) {
@@ -620,20 +633,30 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
   if (EngineTokenizer* et = pool.pool->engine_tokenizer(); et && et->covers(kind)) {
     // As a request of this pool gets its ids: cached, or asked of an engine (counted in
     // kvgate_engine_tokenize_total like a request's) under the body's model name.
-    EngineTokenizer::Ids got = co_await et->ids_for(in.request, text, kind, in.request.model);
-    pool.pool->keys_of(got.ids, keys, /*adapter=*/"", in.request.cache_salt);
+    const std::string_view served =
+        adapter ? std::string_view(adapter->served_name) : std::string_view(in.request.model);
+    EngineTokenizer::Ids got = co_await et->ids_for(in.request, text, kind, served);
+    pool.pool->keys_of(got.ids, keys, adapter_name, in.request.cache_salt);
     prompt_tokens = static_cast<uint32_t>(got.ids.size());
     tokenize_result = got.result;
     // A follow-up's whole ids are not fetched for a view (the view records nothing).
   } else {
-    pool.pool->keys_for(in.request, text, kind, /*adapter=*/"", keys, prompt_tokens);
+    pool.pool->keys_for(in.request, text, kind, adapter_name, keys, prompt_tokens);
   }
   route::RouteRequest rr;
   rr.keys = keys;
   rr.prompt_tokens = prompt_tokens;
   rr.expected_output_tokens = in.request.max_tokens;
+  rr.adapter = adapter_name;
   json::object out = co_await explain(pool, rr);
   out["kind"] = kind == openai::ApiKind::kChat ? "chat" : "completion";
+  // The adapter routed as (null: the base model); a salt's presence, not its value.
+  if (adapter) {
+    out["adapter"] = adapter->name;
+  } else {
+    out["adapter"] = nullptr;
+  }
+  out["cache_salt"] = !in.request.cache_salt.empty();
   if (!tokenize_result.empty()) out["engine_tokenize"] = tokenize_result;
   co_return ok(200, out);
 }

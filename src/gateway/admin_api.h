@@ -13,7 +13,8 @@
 //   POST   /admin/pools/{pool}/endpoints           add one -> 201 {"id":..}
 //   GET    /admin/pools/{pool}/endpoints/{id}      one endpoint
 //   DELETE /admin/pools/{pool}/endpoints/{id}?timeout_ms=N   drain, then remove
-//   POST   /admin/pools/{pool}/route               the router's view of a prompt
+//   POST   /admin/pools/{pool}/route               the router's view of a prompt (of an
+//                                                  adapter when `model` names one)
 //   GET    /admin/pools/{pool}/policy              routing parameters
 //   PUT    /admin/pools/{pool}/policy              replace them / PATCH: change some
 //   GET    /admin/{section}, /admin/pools/{pool}/{section}   registered sections
@@ -56,6 +57,9 @@ class AdminApi {
   struct PoolHandle {
     PoolRuntime* pool = nullptr;  // required
     LiveFeed* feed = nullptr;     // optional: KV event stats
+    // The pool's LoRA adapters (ModelConfig::base set): a route view whose `model` names
+    // one (or an alias) routes as that adapter's requests do.
+    std::vector<ModelConfig> adapters = {};
   };
   // GET /admin/{name}: the body.
   using Section = std::function<boost::json::value()>;

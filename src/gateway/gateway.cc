@@ -331,7 +331,11 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config, GatewayOpt
   if (c.admin) {
     std::vector<AdminApi::PoolHandle> handles;
     for (size_t i = 0; i < impl->pools.size(); ++i) {
-      handles.push_back({impl->pools[i].get(), impl->feeds[i].get()});
+      AdminApi::PoolHandle h{.pool = impl->pools[i].get(), .feed = impl->feeds[i].get()};
+      for (const ModelConfig& m : c.models) {
+        if (!m.base.empty() && m.pool == impl->pools[i]->name()) h.adapters.push_back(m);
+      }
+      handles.push_back(std::move(h));
     }
     auto admin = AdminApi::start(*c.admin, impl->io.get_executor(), std::move(handles), clock);
     if (!admin) {

@@ -226,6 +226,12 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
     if (v < 0) return bad("'temperature' must be at least 0");
     r.temperature = v;
   }
+  if (const json::value* salt = o.if_contains("cache_salt"); salt && !salt->is_null()) {
+    if (!salt->is_string() || salt->as_string().empty()) {
+      return bad("Parameter 'cache_salt' must be a non-empty string if provided.");
+    }
+    r.cache_salt = std::string(salt->as_string());
+  }
   if (auto st = opt_bool(o, "add_special_tokens", r.add_special_tokens)) return *st;
   auto prio = opt_int(o, "priority");
   if (auto* e = std::get_if<ApiError>(&prio)) return *e;

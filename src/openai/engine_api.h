@@ -57,6 +57,9 @@ struct CompletionRequest {
   // Sampling temperature when given; 0 samples greedily (core/engine/greedy_decode.h:
   // the answer is a function of the prompt).
   std::optional<double> temperature;
+  // vLLM's cache_salt ("" for none): seeds the prompt's first block hash, so no prefix is
+  // shared with another salt (or with none). A given one must be a non-empty string.
+  std::string cache_salt;
 };
 
 // A request body error: status and message for an OpenAI error response.

@@ -41,8 +41,15 @@ class AdminApiTest : public ::testing::Test {
     ASSERT_TRUE(pool.ok()) << pool.error();
     pool_ = std::move(*pool);
     thread_ = std::thread([this] { io_.run(); });
-    auto admin = AdminApi::start({.address = "127.0.0.1", .port = 0, .token = "t0k"},
-                                 io_.get_executor(), {{pool_.get(), nullptr}}, clock_);
+    // One adapter of the pool's base model, with an alias (RouteViewOfAnAdapter...).
+    std::vector<ModelConfig> adapters = {{.name = "sql",
+                                          .aliases = {"sql-alias"},
+                                          .pool = "main",
+                                          .served_name = "sql",
+                                          .base = "base"}};
+    auto admin = AdminApi::start(
+        {.address = "127.0.0.1", .port = 0, .token = "t0k"}, io_.get_executor(),
+        {{.pool = pool_.get(), .feed = nullptr, .adapters = std::move(adapters)}}, clock_);
     ASSERT_TRUE(admin.ok()) << admin.error();
     admin_ = std::move(*admin);
     base_ = "http://127.0.0.1:" + std::to_string(admin_->port());
@@ -194,6 +201,41 @@ TEST_F(AdminApiTest, RouteViewAndPolicy) {
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.body.find("temperature"), std::string::npos) << r.body;
   EXPECT_EQ(call("POST", "/admin/pools/main/policy", "{}").status, 405);
+}
+
+TEST_F(AdminApiTest, RouteViewOfAnAdapterRoutesAsItsRequests) {
+  // The placement holds "sql" on endpoint 1 only: its requests go nowhere else.
+  asio::co_spawn(io_, pool_->with_router([&](route::Router& r) {
+    EXPECT_TRUE(r.pool().set_lora_placed(0, route::LoraPlaced{}));
+    EXPECT_TRUE(r.pool().set_lora_placed(1, route::LoraPlaced{.loaded = {"sql"}, .loading = {}}));
+  }),
+                 asio::use_future)
+      .get();
+  const std::string prompt = R"("prompt":"select every row of the orders table","max_tokens":4)";
+  for (const std::string model : {"sql", "sql-alias"}) {
+    auto r =
+        call("POST", "/admin/pools/main/route", R"({"model":")" + model + R"(",)" + prompt + "}");
+    ASSERT_EQ(r.status, 200) << r.body;
+    json::value v = json::parse(r.body);
+    EXPECT_EQ(v.at("adapter").as_string(), "sql") << model;
+    EXPECT_FALSE(v.at("cache_salt").as_bool());
+    EXPECT_TRUE(v.at("decision").at("accepted").as_bool());
+    EXPECT_EQ(v.at("decision").at("endpoint").as_int64(), 1) << model;
+    // Endpoint 0 was left out before the policy costed the candidates.
+    EXPECT_TRUE(v.at("endpoints").at(0).at("cost").is_null()) << r.body;
+    EXPECT_FALSE(v.at("endpoints").at(1).at("cost").is_null()) << r.body;
+  }
+  // The base model (no model, or one that is no adapter of the pool): both are costed.
+  for (const std::string& body : {"{" + prompt + "}", R"({"model":"base",)" + prompt + "}",
+                                  R"({"model":"base","cache_salt":"tenant-a",)" + prompt + "}"}) {
+    auto r = call("POST", "/admin/pools/main/route", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    json::value v = json::parse(r.body);
+    EXPECT_TRUE(v.at("adapter").is_null()) << body;
+    EXPECT_EQ(v.at("cache_salt").as_bool(), body.find("cache_salt") != std::string::npos);
+    EXPECT_FALSE(v.at("endpoints").at(0).at("cost").is_null()) << r.body;
+    EXPECT_FALSE(v.at("endpoints").at(1).at("cost").is_null()) << r.body;
+  }
 }
 
 TEST_F(AdminApiTest, RegisteredSections) {

@@ -5,9 +5,10 @@
 // no cached prefix from the other adapter's request, in the engine (usage's cached_tokens)
 // or in the router (the admin route view's matched blocks for the base model); the same
 // adapter repeated goes back to its engine and gets its prefix. The base model with
-// cache_salt s1, then s2: the router credits s1's blocks to s1 only. Nothing here waits on
-// time: the router records a decision before it forwards the request, and every request
-// is answered before the next is sent.
+// cache_salt s1, then s2: the router credits s1's blocks to s1 only, and the engine
+// serves s2 nothing of s1's. The admin route view of adapter sql credits sql's blocks.
+// Nothing here waits on time: the router records a decision before it forwards the
+// request, and every request is answered before the next is sent.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -48,12 +49,14 @@ std::string endpoint_of(const io::HttpClientResponse& r) {
   return e ? *e : std::string();
 }
 
-// The router's matched blocks of `prompt` for the base model (with `salt` when not
-// empty), per endpoint URL: POST /admin/pools/main/route, which routes nothing.
+// The router's matched blocks of `prompt` for the base model, or for the adapter `model`
+// when not empty (with `salt` when not empty), per endpoint URL: POST
+// /admin/pools/main/route, which routes nothing.
 std::map<std::string, int64_t> matched(const std::string& admin_url, const std::string& prompt,
-                                       const std::string& salt) {
+                                       const std::string& salt, const std::string& model = "") {
   std::map<std::string, int64_t> out;
   std::string body = R"({"prompt":")" + prompt + R"(","max_tokens":1)";
+  if (!model.empty()) body += R"(,"model":")" + model + R"(")";
   if (!salt.empty()) body += R"(,"cache_salt":")" + salt + R"(")";
   body += "}";
   auto r = io::http_fetch("POST", admin_url + "/admin/pools/main/route", body);
@@ -96,8 +99,13 @@ TEST(GatewayPrefixIsolation, PrefixReuseNeverCrossesAdaptersOrCacheSalts) {
   ASSERT_EQ(sql_again.status, 200) << sql_again.body;
   EXPECT_EQ(endpoint_of(sql_again), sql_home);
   EXPECT_EQ(cached_tokens(sql_again), kCachedOnRepeat);
-  // The router holds sql's blocks under sql's keys only: nothing for the base model.
+  // The router holds sql's blocks under sql's keys only: nothing for the base model, all
+  // of them for the route view of sql (which routes as sql's requests do).
   EXPECT_EQ(total(matched(gw.admin_url, prompt, "")), 0);
+  const std::map<std::string, int64_t> for_sql = matched(gw.admin_url, prompt, "", "sql");
+  ASSERT_TRUE(for_sql.contains(sql_home));
+  EXPECT_GT(for_sql.at(sql_home), 0);
+  EXPECT_EQ(total(matched(gw.admin_url, prompt, "s1", "sql")), 0);  // sql, another salt
 
   // chat, the same prompt: no credit from sql's request, wherever it went (on sql's
   // engine, the engine keys chat's blocks apart), then its own repeat gets credit.
@@ -128,11 +136,11 @@ TEST(GatewayPrefixIsolation, PrefixReuseNeverCrossesAdaptersOrCacheSalts) {
   ASSERT_EQ(s1_again.status, 200) << s1_again.body;
   EXPECT_EQ(endpoint_of(s1_again), s1_home);
   EXPECT_EQ(cached_tokens(s1_again), kCachedOnRepeat);
-  // s2, sent: its blocks are its own, s1's stay s1's. (The engine's cached_tokens is not
-  // asserted for s2: `kvgate engine` does not seed its block hashes with cache_salt, so on
-  // s1's engine it would report s1's prefix.)
+  // s2, sent: its blocks are its own, s1's stay s1's, in the router and in the engine
+  // (`kvgate engine` seeds its block hashes with the salt, as vLLM).
   auto s2 = gw.gw.post("/v1/completions", completion("sim", prompt, "s2"));
   ASSERT_EQ(s2.status, 200) << s2.body;
+  EXPECT_EQ(cached_tokens(s2), 0);
   const std::string s2_home = endpoint_of(s2);
   const std::map<std::string, int64_t> for_s2 = matched(gw.admin_url, prompt, "s2");
   ASSERT_TRUE(for_s2.contains(s2_home));

@@ -54,7 +54,8 @@ struct alignas(64) EngineModel::Request {
   std::vector<kv::TokenId> given_outputs;
   std::optional<int64_t> lora_id;
   std::optional<std::string> lora_name;
-  uint64_t root = 0;  // hash seed of block 0
+  std::string cache_salt;  // "" for none; seeds root
+  uint64_t root = 0;       // hash seed of block 0
   Nanos arrival = 0;
   Nanos ready = 0;
   Nanos first_scheduled = -1;
@@ -86,10 +87,18 @@ EngineModel::EngineModel(const EngineConfig& config, Profile profile)
 EngineModel::~EngineModel() = default;
 
 uint64_t EngineModel::root_hash(std::optional<int64_t> lora_id,
-                                const std::optional<std::string>& lora_name) const {
+                                const std::optional<std::string>& lora_name,
+                                std::string_view cache_salt) const {
   uint64_t root = mix64(config_.hash_seed);
   if (lora_id) root = mix64(root ^ static_cast<uint64_t>(*lora_id) ^ 0x4c6f5241ULL);
   if (lora_name) root = XXH3_64bits_withSeed(lora_name->data(), lora_name->size(), root);
+  if (!cache_salt.empty()) {
+    // As vLLM, the salt goes into the first block's hash only; the rest inherit it. The
+    // length keeps (adapter "ab", salt "c") apart from ("a", "bc").
+    const uint64_t len = cache_salt.size();
+    root = XXH3_64bits_withSeed(&len, sizeof(len), root ^ 0x53616c74ULL);
+    root = XXH3_64bits_withSeed(cache_salt.data(), cache_salt.size(), root);
+  }
   return root;
 }
 
@@ -169,10 +178,11 @@ Status EngineModel::add(EngineRequest request, Nanos now) {
   r.priority = request.priority;
   r.lora_id = request.lora_id;
   r.lora_name = std::move(request.lora_name);
+  r.cache_salt = std::move(request.cache_salt);
   r.remote_kv = request.remote_kv;
   r.hold_kv = request.hold_kv_after_finish;
   r.seq = next_seq_++;
-  r.root = root_hash(r.lora_id, r.lora_name);
+  r.root = root_hash(r.lora_id, r.lora_name, r.cache_salt);
   r.arrival = now;
   r.ready =
       now + profile_.preprocess_time(r.prompt_len) + std::max<Nanos>(0, request.kv_transfer_time);
@@ -543,6 +553,9 @@ void EngineModel::commit_blocks(Request& r, StepResult& out) {
       batch->token_ids.reserve((full - i) * bs);
       batch->lora_id = r.lora_id;
       batch->lora_name = r.lora_name;
+      // The salt rides with the chain's first block, as vLLM's extra_keys: consumers
+      // seed their root key with it (PreciseIndex), later blocks inherit it.
+      if (i == 0 && !r.cache_salt.empty()) batch->cache_salt = r.cache_salt;
     }
     batch->block_hashes.push_back(r.hashes[i]);
     const std::span<const kv::TokenId> tokens = block_tokens(r, i);
@@ -701,11 +714,12 @@ bool EngineModel::reset_prefix_cache(std::vector<KvEvent>& events) {
 
 uint32_t EngineModel::cached_prefix_tokens(std::span<const kv::TokenId> prompt,
                                            std::optional<int64_t> lora_id,
-                                           const std::optional<std::string>& lora_name) const {
+                                           const std::optional<std::string>& lora_name,
+                                           std::string_view cache_salt) const {
   if (!config_.enable_prefix_caching || prompt.empty()) return 0;
   const size_t bs = config_.block_size;
   const size_t max_blocks = (prompt.size() - 1) / bs;
-  EngineBlockHash parent = root_hash(lora_id, lora_name);
+  EngineBlockHash parent = root_hash(lora_id, lora_name, cache_salt);
   uint32_t blocks = 0;
   for (size_t i = 0; i < max_blocks; ++i) {
     parent = kv::hash_block(parent, prompt.subspan(i * bs, bs));

@@ -137,7 +137,8 @@ class EngineModel {
   // simulator's bookkeeping.
   uint32_t cached_prefix_tokens(std::span<const kv::TokenId> prompt,
                                 std::optional<int64_t> lora_id = std::nullopt,
-                                const std::optional<std::string>& lora_name = {}) const;
+                                const std::optional<std::string>& lora_name = {},
+                                std::string_view cache_salt = {}) const;
   const BlockPool& pool() const { return pool_; }
 
  private:
@@ -186,8 +187,8 @@ class EngineModel {
   // r joins / leaves the running requests of its adapter's slot.
   void enter_lora_slot(Request& r, int slot, Nanos now);
   void leave_lora_slot(Request& r);
-  uint64_t root_hash(std::optional<int64_t> lora_id,
-                     const std::optional<std::string>& lora_name) const;
+  uint64_t root_hash(std::optional<int64_t> lora_id, const std::optional<std::string>& lora_name,
+                     std::string_view cache_salt = {}) const;
   void refresh_gauges();
 
   EngineConfig config_;

@@ -35,7 +35,7 @@ using SharedPrompt = std::shared_ptr<const std::vector<kv::TokenId>>;
 // EngineRequest::prompt_hashes, it spares the engine hashing the prompt again. It is
 // exact by construction: the engine uses it only for the very prompt object it hashed
 // (the prompt must not change while shared) and only if its own hash seed and the
-// request's LoRA give the same root; otherwise it hashes the prompt as usual.
+// request's LoRA and cache salt give the same root; otherwise it hashes the prompt as usual.
 class PromptHashes {
  public:
   std::span<const EngineBlockHash> hashes() const { return hashes_; }
@@ -71,6 +71,10 @@ struct EngineRequest {
   // LoRA adapter: part of the block hash, and copied into BlockStored events.
   std::optional<int64_t> lora_id;
   std::optional<std::string> lora_name;
+  // vLLM's cache_salt ("" for none): seeds the first block's hash, so the prompt shares
+  // no cached block with another salt (or none); carried by its chain's first
+  // BlockStored event (BlockStored::cache_salt).
+  std::string cache_salt;
   // Disaggregated decode: the prompt's full blocks arrive from a remote prefill engine
   // and are not computed here; only the trailing partial block is. The request becomes
   // schedulable kv_transfer_time after its preprocessing (the caller computes the

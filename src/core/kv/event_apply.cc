@@ -18,6 +18,7 @@ void apply_events(PreciseIndex& index, EndpointId endpoint, std::span<const KvEv
       e.token_ids = s->token_ids;
       e.block_size = s->block_size;
       if (s->lora_name) e.lora_name = *s->lora_name;
+      if (s->cache_salt) e.cache_salt = *s->cache_salt;
       e.medium = to_medium(s->medium);
       index.apply_stored(endpoint, e);
     } else if (const auto* r = std::get_if<BlockRemoved>(&ev)) {

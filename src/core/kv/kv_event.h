@@ -38,6 +38,11 @@ struct BlockStored {
   std::optional<int64_t> lora_id;
   std::optional<std::string> medium;  // "GPU", "CPU"
   std::optional<std::string> lora_name;
+  // The request's cache salt (vLLM's `cache_salt`), set only on an event whose chain
+  // starts at the root (no parent): the salt seeds the first block's hash, and every
+  // later block inherits it through its parent. On the wire it is vLLM's `extra_keys`
+  // (one entry per block; the first block's holds the adapter name, then the salt).
+  std::optional<std::string> cache_salt;
   bool operator==(const BlockStored&) const = default;
 };
 

@@ -321,8 +321,11 @@ void PreciseIndex::apply_stored(EndpointId endpoint, const BlockStoredEvent& ev)
     }
     parent = m.arena[*p].key;
     hint = *p + 1;
-  } else {
+  } else if (ev.cache_salt.empty()) [[likely]] {
     parent = m.seed_for(ev.lora_name);
+  } else {
+    // Salts are per tenant or per user, unbounded: hashed each time, never kept.
+    parent = block_seed(m.options.model, ev.lora_name, ev.cache_salt);
   }
   const uint8_t bit = medium_bit(ev.medium);
   const uint16_t e = static_cast<uint16_t>(endpoint);

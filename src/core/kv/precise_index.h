@@ -35,6 +35,10 @@ struct BlockStoredEvent {
   std::span<const TokenId> token_ids;         // block_hashes.size() * block_size tokens
   uint32_t block_size = 0;
   std::string_view lora_name;  // empty: the base model
+  // The request's cache salt, read only when the chain starts at the root (no parent):
+  // the root is then seeded as block_seed(model, lora_name, cache_salt), the seed the
+  // gateway gives a request with that salt. Empty: no salt.
+  std::string_view cache_salt;
   Medium medium = Medium::kGpu;
 };
 

@@ -58,11 +58,14 @@ class Writer {
 void encode_event(Writer& w, const KvEvent& event, EventFormat format) {
   const bool as_map = format == EventFormat::kMap;
   if (const auto* s = std::get_if<BlockStored>(&event)) {
+    // extra_keys only when there is a salt to carry: without one the event is the
+    // 8 fields it always was (what vLLM's omit_defaults sends when extra_keys is None).
+    const bool extra = s->cache_salt.has_value();
     if (as_map) {
-      w.map(8);
+      w.map(extra ? 9 : 8);
       w.str("type");
     } else {
-      w.array(8);
+      w.array(extra ? 9 : 8);
     }
     w.str("BlockStored");
     if (as_map) w.str("block_hashes");
@@ -80,6 +83,23 @@ void encode_event(Writer& w, const KvEvent& event, EventFormat format) {
     w.opt_str(s->medium);
     if (as_map) w.str("lora_name");
     w.opt_str(s->lora_name);
+    if (extra) {
+      // vLLM's per-block extra keys: the adapter's name on every block of an adapter's
+      // request, then the salt on the first block only (generate_block_hash_extra_keys).
+      if (as_map) w.str("extra_keys");
+      w.array(static_cast<uint32_t>(s->block_hashes.size()));
+      for (size_t i = 0; i < s->block_hashes.size(); ++i) {
+        const bool salt = i == 0 && !s->parent_block_hash;
+        const uint32_t n = (s->lora_name ? 1u : 0u) + (salt ? 1u : 0u);
+        if (n == 0) {
+          w.nil();
+          continue;
+        }
+        w.array(n);
+        if (s->lora_name) w.str(*s->lora_name);
+        if (salt) w.str(*s->cache_salt);
+      }
+    }
   } else if (const auto* r = std::get_if<BlockRemoved>(&event)) {
     if (as_map) {
       w.map(3);
@@ -323,9 +343,48 @@ Status read_tokens(Cursor& p, std::vector<uint32_t>& out) {
   return {};
 }
 
-// Reads the field named `name` of event `tag` at `p`, storing it into `event`.
-// Unknown fields are skipped.
-Status read_field(std::string_view tag, std::string_view name, Cursor& p, KvEvent& event) {
+// extra_keys: the string keys of the first block's entry into `first` (non-string keys,
+// such as a prompt embedding's digest, are skipped); the other blocks' are not needed.
+Status read_extra_keys(Cursor& p, std::vector<std::string_view>& first) {
+  if (is(p, MP_NIL)) {
+    mp_next(&p);
+    return {};
+  }
+  if (!is(p, MP_ARRAY)) return Error("expected an array or nil");
+  const uint32_t n = mp_decode_array(&p);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (i > 0 || !is(p, MP_ARRAY)) {
+      mp_next(&p);
+      continue;
+    }
+    const uint32_t keys = mp_decode_array(&p);
+    for (uint32_t k = 0; k < keys; ++k) {
+      if (!is(p, MP_STR)) {
+        mp_next(&p);
+        continue;
+      }
+      auto key = read_str(p);
+      if (!key) return Error(key.error());
+      first.push_back(*key);
+    }
+  }
+  return {};
+}
+
+// The salt of a root BlockStored from its first block's extra keys: vLLM lists the
+// adapter's name first, then multimodal identifiers, then the salt; the last key left
+// after the adapter's name is taken as the salt. (A multimodal identifier taken for a salt
+// only makes the chain one no request matches, never a false match.)
+void set_cache_salt(BlockStored& s, std::span<const std::string_view> first) {
+  if (s.parent_block_hash) return;  // the salt is only in a chain's first block
+  if (s.lora_name && !first.empty() && first.front() == *s.lora_name) first = first.subspan(1);
+  if (!first.empty()) s.cache_salt = std::string(first.back());
+}
+
+// Reads the field named `name` of event `tag` at `p`, storing it into `event` (the first
+// block's extra keys into `extra`, for set_cache_salt). Unknown fields are skipped.
+Status read_field(std::string_view tag, std::string_view name, Cursor& p, KvEvent& event,
+                  std::vector<std::string_view>& extra) {
 #define KV_TRY(expr, target)                                      \
   do {                                                            \
     auto r_ = (expr);                                             \
@@ -359,6 +418,10 @@ Status read_field(std::string_view tag, std::string_view name, Cursor& p, KvEven
       KV_TRY(read_opt_str(p), s.lora_name);
       return {};
     }
+    if (name == "extra_keys") {
+      if (Status st = read_extra_keys(p, extra); !st) return Error("extra_keys: " + st.error());
+      return {};
+    }
   } else if (tag == "BlockRemoved") {
     auto& r = std::get<BlockRemoved>(event);
     if (name == "block_hashes") return read_hashes(p, r.block_hashes);
@@ -374,12 +437,19 @@ Status read_field(std::string_view tag, std::string_view name, Cursor& p, KvEven
 
 constexpr std::string_view kStoredFields[] = {"block_hashes", "parent_block_hash", "token_ids",
                                               "block_size",   "lora_id",           "medium",
-                                              "lora_name"};
+                                              "lora_name",    "extra_keys"};
+// Fields an array-form BlockStored must have: extra_keys is newer vLLM's (and omitted
+// when None), so it may be absent.
+constexpr size_t kStoredRequired = 7;
 constexpr std::string_view kRemovedFields[] = {"block_hashes", "medium"};
 
 // Decodes one event; returns nullopt for an unknown tag (the value is skipped).
 Result<std::optional<KvEvent>> read_event(Cursor& p) {
   KvEvent event;
+  std::vector<std::string_view> extra;  // BlockStored: the first block's extra keys
+  auto finish = [&]() {
+    if (auto* s = std::get_if<BlockStored>(&event); s && !extra.empty()) set_cache_salt(*s, extra);
+  };
   auto start = [&](std::string_view tag) -> bool {
     if (tag == "BlockStored") {
       event = BlockStored{};
@@ -399,18 +469,26 @@ Result<std::optional<KvEvent>> read_event(Cursor& p) {
     if (!tag) return Error("event tag: " + tag.error());
     const bool known = start(*tag);
     std::span<const std::string_view> fields;
-    if (*tag == "BlockStored") fields = kStoredFields;
-    if (*tag == "BlockRemoved") fields = kRemovedFields;
-    if (known && n - 1 < fields.size()) return Error(std::string(*tag) + ": too few fields");
+    size_t required = 0;
+    if (*tag == "BlockStored") {
+      fields = kStoredFields;
+      required = kStoredRequired;
+    }
+    if (*tag == "BlockRemoved") {
+      fields = kRemovedFields;
+      required = fields.size();
+    }
+    if (known && n - 1 < required) return Error(std::string(*tag) + ": too few fields");
     for (uint32_t i = 1; i < n; ++i) {
       if (!known || i - 1 >= fields.size()) {
         mp_next(&p);
         continue;
       }
-      Status s = read_field(*tag, fields[i - 1], p, event);
+      Status s = read_field(*tag, fields[i - 1], p, event, extra);
       if (!s) return Error(std::string(*tag) + "." + s.error());
     }
     if (!known) return std::optional<KvEvent>();
+    finish();
     return std::optional<KvEvent>(std::move(event));
   }
   if (is(p, MP_MAP)) {
@@ -438,10 +516,11 @@ Result<std::optional<KvEvent>> read_event(Cursor& p) {
         mp_next(&p);
         continue;
       }
-      Status s = read_field(*tag, *key, p, event);
+      Status s = read_field(*tag, *key, p, event, extra);
       if (!s) return Error(std::string(*tag) + "." + s.error());
     }
     if (!known) return std::optional<KvEvent>();
+    finish();
     return std::optional<KvEvent>(std::move(event));
   }
   return Error("event: expected an array or a map");

@@ -314,6 +314,40 @@ TEST(EngineModelTest, StoredEventsCarryChainedEngineHashesNotRouterKeys) {
   EXPECT_NE(std::get<BlockStored>(d2.steps[0].kv_events[0]).block_hashes[0], s.block_hashes[0]);
 }
 
+TEST(EngineModelTest, CacheSaltSeparatesPrefixesAndRidesOnTheChainsFirstEvent) {
+  EngineModel engine(config_with(16), simple_profile(100));
+  Driver d(engine);
+  EngineRequest a = request(1, tokens(40), 20);
+  a.cache_salt = "tenant-a";
+  ASSERT_TRUE(engine.add(a, 0).ok());
+  d.run_until_idle();
+  // The prompt's chain starts at the root: its event carries the salt; the block of
+  // generated tokens chained to it later does not (it inherits it through its parent).
+  std::vector<BlockStored> events;
+  for (const StepResult& st : d.steps) {
+    for (const KvEvent& e : st.kv_events) events.push_back(std::get<BlockStored>(e));
+  }
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_FALSE(events[0].parent_block_hash.has_value());
+  EXPECT_EQ(events[0].cache_salt, "tenant-a");
+  EXPECT_TRUE(events[1].parent_block_hash.has_value());
+  EXPECT_FALSE(events[1].cache_salt.has_value());
+
+  EXPECT_EQ(engine.cached_prefix_tokens(tokens(40), std::nullopt, {}, "tenant-a"), 32u);
+  EXPECT_EQ(engine.cached_prefix_tokens(tokens(40), std::nullopt, {}, "tenant-b"), 0u);
+  EXPECT_EQ(engine.cached_prefix_tokens(tokens(40)), 0u);
+  EngineRequest b = request(2, tokens(40), 1);
+  b.cache_salt = "tenant-b";
+  ASSERT_TRUE(engine.add(b, d.now).ok());
+  d.run_until_idle();
+  EXPECT_EQ(d.steps.back().updates[0].cached_tokens, 0u);
+  EngineRequest again = request(3, tokens(40), 1);
+  again.cache_salt = "tenant-a";
+  ASSERT_TRUE(engine.add(again, d.now).ok());
+  d.run_until_idle();
+  EXPECT_EQ(d.steps.back().updates[0].cached_tokens, 32u);
+}
+
 TEST(EngineModelTest, GeneratedTokensFillBlocksThatAreStoredWithTheirParent) {
   EngineModel engine(config_with(16), simple_profile(100));
   Driver d(engine);

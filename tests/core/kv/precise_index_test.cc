@@ -166,6 +166,32 @@ TEST_F(PreciseIndexTest, LoraAdapterSeparatesKeys) {
   EXPECT_EQ(sorted_matches(index_, lora_keys), (std::vector<EndpointMatch>{{0, 2, 2}}));
 }
 
+TEST_F(PreciseIndexTest, CacheSaltSeedsTheRootAndItsChildren) {
+  BlockStoredEvent root;
+  root.block_hashes = std::span(engine_hashes_).first(2);
+  root.token_ids = std::span(prompt_).first(2 * kBs);
+  root.block_size = kBs;
+  root.lora_name = "sql-adapter";
+  root.cache_salt = "tenant-a";
+  index_.apply_stored(0, root);
+  BlockStoredEvent child;  // the salt is the root's only: the child inherits it
+  child.block_hashes = std::span(engine_hashes_).subspan(2, 1);
+  child.parent_block_hash = engine_hashes_[1];
+  child.token_ids = std::span(prompt_).subspan(2 * kBs, kBs);
+  child.block_size = kBs;
+  child.lora_name = "sql-adapter";
+  child.cache_salt = "ignored-on-a-child";
+  index_.apply_stored(0, child);
+  std::vector<BlockKey> salted, other_salt, unsalted;
+  hash_blocks(prompt_, kBs, block_seed("m", "sql-adapter", "tenant-a"), salted);
+  hash_blocks(prompt_, kBs, block_seed("m", "sql-adapter", "tenant-b"), other_salt);
+  hash_blocks(prompt_, kBs, block_seed("m", "sql-adapter", ""), unsalted);
+  EXPECT_EQ(sorted_matches(index_, salted), (std::vector<EndpointMatch>{{0, 3, 3}}));
+  EXPECT_TRUE(sorted_matches(index_, other_salt).empty());
+  EXPECT_TRUE(sorted_matches(index_, unsalted).empty());
+  EXPECT_TRUE(sorted_matches(index_, keys_).empty());
+}
+
 TEST(PreciseIndexCapacity, EvictsLeastRecentlyUsed) {
   PreciseIndex index({.model = "m", .block_size = kBs, .capacity_blocks = 32});
   std::vector<std::vector<BlockKey>> prompts;

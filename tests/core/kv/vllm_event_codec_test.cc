@@ -111,6 +111,57 @@ TEST(VllmEventCodec, DecodesOldTwoElementBatchWithExtraTrailingFields) {
   EXPECT_EQ(s.block_size, 2u);
 }
 
+TEST(VllmEventCodec, CacheSaltRoundTripsAsExtraKeysOfTheFirstBlock) {
+  for (EventFormat f : {EventFormat::kArray, EventFormat::kMap}) {
+    for (bool lora : {false, true}) {
+      EventBatch b;
+      b.ts = 2.0;
+      BlockStored s;
+      s.block_hashes = {5, 6};
+      s.token_ids = {1, 2, 3, 4};
+      s.block_size = 2;
+      s.medium = "GPU";
+      if (lora) {
+        s.lora_id = 1;
+        s.lora_name = "sql";
+      }
+      s.cache_salt = "tenant-a";
+      b.events.emplace_back(s);
+      const std::string payload = encode_event_batch(b, f);
+      auto back = decode_event_batch(payload);
+      ASSERT_TRUE(back) << back.error();
+      EXPECT_EQ(*back, b);
+    }
+  }
+}
+
+TEST(VllmEventCodec, ExtraKeysOfAnAdapterAloneCarryNoSalt) {
+  // vLLM with a LoRA request and no salt: every block's extra keys are the adapter's name.
+  Mp m;
+  m.arr(2).d(3.0).arr(1);
+  m.arr(9).str("BlockStored").arr(2).u(9).u(10).nil().arr(4).u(1).u(2).u(3).u(4).u(2).u(1);
+  m.str("GPU").str("sql").arr(2).arr(1).str("sql").arr(1).str("sql");
+  auto b = decode_event_batch(m.s);
+  ASSERT_TRUE(b) << b.error();
+  const auto& s = std::get<BlockStored>(b->events[0]);
+  EXPECT_EQ(s.lora_name, "sql");
+  EXPECT_FALSE(s.cache_salt.has_value());
+
+  // The salt after the adapter's name, a non-string key skipped; a chained event's first
+  // block carries none (and its extra keys are not read as one).
+  Mp salted;
+  salted.arr(2).d(3.0).arr(2);
+  salted.arr(9).str("BlockStored").arr(1).u(9).nil().arr(2).u(1).u(2).u(2).u(1).str("GPU");
+  salted.str("sql").arr(1).arr(3).str("sql").u(7).str("tenant-a");
+  salted.arr(9).str("BlockStored").arr(1).u(10).u(9).arr(2).u(3).u(4).u(2).u(1).str("GPU");
+  salted.str("sql").arr(1).arr(2).str("sql").str("not-a-salt");
+  auto c = decode_event_batch(salted.s);
+  ASSERT_TRUE(c) << c.error();
+  ASSERT_EQ(c->events.size(), 2u);
+  EXPECT_EQ(std::get<BlockStored>(c->events[0]).cache_salt, "tenant-a");
+  EXPECT_FALSE(std::get<BlockStored>(c->events[1]).cache_salt.has_value());
+}
+
 TEST(VllmEventCodec, BinaryHashesTakeLastEightBytesBigEndian) {
   std::string digest(32, '\0');
   for (int i = 0; i < 32; ++i) digest[i] = static_cast<char>(i);
