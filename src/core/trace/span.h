@@ -28,8 +28,9 @@ enum class SpanKind : int { kInternal = 1, kServer = 2, kClient = 3 };
 enum class SpanStatus : int { kUnset = 0, kOk = 1, kError = 2 };
 
 struct Attribute {
+  using Value = std::variant<std::string, int64_t, double, bool>;
   std::string key;
-  std::variant<std::string, int64_t, double, bool> value;
+  Value value;
 };
 
 struct Span {
