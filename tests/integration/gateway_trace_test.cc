@@ -183,7 +183,9 @@ TEST(GatewayTrace, ClientTraceReachesBothEnginesOfAPdPairAndTheCollector) {
   EXPECT_TRUE(hop_ids.contains(trace::to_hex(p.parent.span_id)));
   EXPECT_TRUE(hop_ids.contains(trace::to_hex(d.parent.span_id)));
   for (const auto& s : spans) {
-    if (s.at("kind").as_int64() == 3) EXPECT_EQ(s.at("parentSpanId"), server->at("spanId"));
+    if (s.at("kind").as_int64() == 3) {
+      EXPECT_EQ(s.at("parentSpanId"), server->at("spanId"));
+    }
   }
   // The routing decision is on the server span.
   std::set<std::string> keys;
