@@ -251,6 +251,10 @@ struct EngineServer::Impl {
   // I/O threads.
   void handle(io::HttpRequest&& req, std::shared_ptr<io::ResponseStream> s);
   // Messages and Responses: the body is taken as the chat request it stands for.
+  // One stderr line for a request with a traceparent: "kvgate engine: request N PATH
+  // id=X-REQUEST-ID traceparent=VALUE [tracestate=VALUE]".
+  void log_traceparent(const io::HttpRequest& req, std::string_view traceparent);
+  std::atomic<uint64_t> traced_requests{0};
   void handle_completion(const io::HttpRequest& req, openai::ApiKind kind,
                          std::shared_ptr<io::ResponseStream> s,
                          openai::Dialect dialect = openai::Dialect::kOpenAi);
@@ -705,6 +709,17 @@ void EngineServer::Impl::start_pooling(std::shared_ptr<EmbeddingJob> job,
   });
 }
 
+void EngineServer::Impl::log_traceparent(const io::HttpRequest& req, std::string_view traceparent) {
+  const uint64_t n = traced_requests.fetch_add(1, std::memory_order_relaxed) + 1;
+  const std::string id(req.header("x-request-id").value_or(""));
+  const std::string state(req.header("tracestate").value_or(""));
+  // One write per line: lines of concurrent requests do not interleave.
+  const std::string line =
+      fmt::format("kvgate engine: request {} {} id={} traceparent={}{}{}\n", n, req.path,
+                  id.empty() ? "-" : id, traceparent, state.empty() ? "" : " tracestate=", state);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
 void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::ApiKind kind,
                                            std::shared_ptr<io::ResponseStream> s,
                                            openai::Dialect dialect) {
@@ -714,6 +729,9 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::A
     return io::HttpResponse{
         status, "application/json", {}, openai::anthropic::error_json(status, message)};
   };
+  // Trace context (docs/tracing.md): a request that carries a traceparent is logged with
+  // it, one line on stderr, so that a trace can be followed through the engines.
+  if (const auto tp = req.header("traceparent")) log_traceparent(req, *tp);
   if (!is_ready.load()) return s->respond(error(503, "engine is starting"));
   std::string chat_body;
   if (anthropic) {

@@ -12,6 +12,7 @@
 #include "core/route/router.h"
 #include "env/file.h"
 #include "gateway/flow_config.h"
+#include "io/http_types.h"
 #include "io/tls_context.h"
 
 namespace kvgate::gateway {
@@ -108,9 +109,10 @@ class Parser : public YamlReader {
   GatewayConfig parse(const YAML::Node& root) {
     GatewayConfig c;
     c.file = file();
-    only_keys(root, "config",
-              {"listeners", "keys_file", "timeouts", "limits", "retries", "circuit_breaker",
-               "rate_limits", "cluster", "threads", "admin", "pools", "models", "adapters"});
+    only_keys(
+        root, "config",
+        {"listeners", "keys_file", "timeouts", "limits", "retries", "circuit_breaker",
+         "rate_limits", "cluster", "threads", "admin", "tracing", "pools", "models", "adapters"});
     if (auto n = root["listeners"]) {
       if (!n.IsSequence() || n.size() == 0) fail(n, "listeners", "expected a non-empty list");
       for (size_t i = 0; i < n.size(); ++i) {
@@ -140,6 +142,7 @@ class Parser : public YamlReader {
     if (auto n = root["rate_limits"]) rate_limits(n, c.rate_limits);
     if (auto n = root["cluster"]) c.cluster = cluster(n);
     if (auto n = root["admin"]) c.admin = admin(n);
+    if (auto n = root["tracing"]) c.tracing = tracing(n);
     if (auto n = root["circuit_breaker"]) {
       only_keys(n, "circuit_breaker", {"failures", "open_ms"});
       if (auto v = n["failures"]) {
@@ -232,6 +235,39 @@ class Parser : public YamlReader {
       }
     }
     return c;
+  }
+
+  TracingConfig tracing(const YAML::Node& n) const {
+    only_keys(n, "tracing",
+              {"ratio", "collector", "service_name", "batch_size", "max_queue", "flush_ms"});
+    TracingConfig t;
+    if (auto v = n["ratio"]) {
+      t.ratio = number(v, "tracing.ratio");
+      if (!(t.ratio >= 0.0 && t.ratio <= 1.0)) {
+        fail(v, "tracing.ratio", fmt::format("expected 0.0 to 1.0, got {}", t.ratio));
+      }
+    }
+    if (!n["collector"]) fail(n, "tracing.collector", "missing");
+    t.collector = text(n["collector"], "tracing.collector");
+    if (!t.collector.starts_with("http://") || !io::parse_url(t.collector)) {
+      fail(n["collector"], "tracing.collector",
+           fmt::format("expected http://host:port/v1/traces, got '{}'", t.collector));
+    }
+    if (auto v = n["service_name"]) {
+      t.service_name = text(v, "tracing.service_name");
+      if (t.service_name.empty()) fail(v, "tracing.service_name", "empty name");
+    }
+    if (auto v = n["batch_size"]) {
+      t.batch_size = static_cast<size_t>(integer(v, "tracing.batch_size", 1, 100'000));
+    }
+    if (auto v = n["max_queue"]) {
+      t.max_queue = static_cast<size_t>(integer(v, "tracing.max_queue", 1, 10'000'000));
+    }
+    if (auto v = n["flush_ms"]) t.flush = millis(v, "tracing.flush_ms");
+    if (t.max_queue < t.batch_size) {
+      fail(n, "tracing.max_queue", fmt::format("must be at least batch_size ({})", t.batch_size));
+    }
+    return t;
   }
 
   AdminConfig admin(const YAML::Node& n) const {

@@ -125,6 +125,19 @@ struct AdminConfig {
   std::string token_file;  // where `token` was read from (empty: given inline)
 };
 
+// Trace context and span export (docs/tracing.md). Absent: no tracing, and the request
+// path does nothing for it beyond one branch.
+struct TracingConfig {
+  // Requests without a client traceparent are traced with this probability (a client's
+  // sampled flag decides for its own requests).
+  double ratio = 0.0;
+  std::string collector;  // OTLP/HTTP traces URL: "http://host:port/v1/traces"
+  std::string service_name = "kvgate";
+  size_t batch_size = 512;                 // spans per export request at most
+  size_t max_queue = 8192;                 // spans waiting for export; more are dropped
+  std::chrono::milliseconds flush{1'000};  // how often the exporter sends what waits
+};
+
 // Where a pool's routing token ids come from (docs/tokenizer.md, "Engine fallback").
 // YAML: `tokenize: engine`, or `tokenize: {mode: engine, timeout_ms: 50, cache_mb: 64}`.
 enum class TokenizeMode : uint8_t {
@@ -228,6 +241,7 @@ struct GatewayConfig {
   std::optional<ClusterConfig> cluster;  // absent: a lone replica
   int threads = 2;                       // I/O threads
   std::optional<AdminConfig> admin;      // absent: no admin listener
+  std::optional<TracingConfig> tracing;  // absent: no tracing
   std::vector<PoolConfig> pools;
   std::vector<ModelConfig> models;
 

@@ -85,7 +85,15 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
   req.body = std::move(*body);
   req.cancel = ctx.request.cancel;  // the client leaving ends this hop too
   ctx.metrics.pd_prefill(pool_name, prefill.url);
-  auto exchange = co_await ctx.upstream.send(prefill.host, prefill.port, std::move(req));
+  std::optional<HopSpan> hop_span;
+  if (ctx.trace) [[unlikely]] {
+    hop_span = ctx.trace->start_hop("kvgate.prefill", prefill.url, req.headers);
+  }
+  auto exchange = co_await ctx.upstream.send(prefill.host, prefill.port, req);
+  if (hop_span) [[unlikely]] {
+    ctx.trace->end_hop(std::move(*hop_span), exchange ? (*exchange)->status() : 0,
+                       exchange ? std::string_view() : std::string_view(exchange.error().message));
+  }
   // The client left (UpstreamCancel): no failure of the endpoint's; the caller sees it.
   auto cancelled = [&] {
     ctx.lease.finish(true);

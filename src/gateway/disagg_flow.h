@@ -30,6 +30,7 @@
 #include "gateway/metrics.h"
 #include "gateway/pool_runtime.h"
 #include "gateway/route_lease.h"
+#include "gateway/tracer.h"
 #include "io/http_types.h"
 #include "io/upstream_client.h"
 
@@ -70,6 +71,9 @@ struct PrefillHopContext {
   // streams): the prefill body is built from it and the decode request is it plus the
   // kv_transfer_params.
   const io::UpstreamRequest& request;
+  // The request's trace (tracer.h), or null when it is not traced: the prefill hop then
+  // gets a span and a traceparent of its own.
+  RequestTrace* trace;
 };
 
 boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx);

@@ -143,7 +143,8 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
                                           metrics.render() + render_warmup_metrics(all_warmups()) +
                                               fault_metrics.render() + discovery_metrics() +
                                               render_flow_metrics(all_flows()) +
-                                              (cluster ? cluster->render_metrics() : "")});
+                                              (cluster ? cluster->render_metrics() : "") +
+                                              (tracer ? tracer->render_metrics() : "")});
     case Path::kModels:
       if (!get) {
         return stream->respond(
@@ -365,6 +366,15 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   }
   call.criticality = criticality;
   call.received = received;
+  // Tracing off: this one branch is all (no header scan, no allocation).
+  if (tracer) [[unlikely]] {
+    call.trace = tracer->begin(req);
+    if (call.trace) {
+      call.trace->attribute("kvgate.model", model->name);
+      call.trace->attribute("kvgate.pool", model->pool);
+      call.trace->attribute("url.path", call.target);
+    }
+  }
 }
 
 }  // namespace kvgate::gateway

@@ -185,6 +185,7 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config, GatewayOpt
       c.threads == 1 ? asio::any_io_executor(impl->io.get_executor())
                      : asio::any_io_executor(asio::make_strand(impl->io)),
       [m = &impl->metrics] { m->rate_limit_store_failure(); }, clock);
+  if (c.tracing) impl->tracer = std::make_unique<Tracer>(*c.tracing, clock);
   impl->upstream = std::make_unique<io::UpstreamClient>(
       impl->io.get_executor(), io::UpstreamOptions{.connect_timeout = c.timeouts.connect,
                                                    .head_timeout = c.timeouts.upstream_header,

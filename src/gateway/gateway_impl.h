@@ -40,6 +40,7 @@
 #include "gateway/route_lease.h"
 #include "gateway/stream_migration.h"
 #include "gateway/tenant_limiter.h"
+#include "gateway/tracer.h"
 #include "gateway/warmup.h"
 #include "io/http_server.h"
 #include "io/upstream_client.h"
@@ -138,6 +139,9 @@ struct ProxyCall {
   FlowTicketData flow;  // flow control: the tenant's weight and the request's deadline
   Nanos received;
   std::optional<double> routing_seconds;  // keys through the first pick (once picked)
+  // Traced requests only (tracing configured and sampled); null otherwise. Its end
+  // records the gateway's server span (tracer.h).
+  std::unique_ptr<RequestTrace> trace;
 };
 
 // A stream request whose engine answered 200: the events are passed through by a
@@ -177,6 +181,9 @@ struct Gateway::Impl {
   GatewayMetrics metrics;
   FaultMetrics fault_metrics;  // cancellations, stream migrations
   std::unique_ptr<TenantLimiter> limiter;
+  // Set when `tracing:` is configured. Before `io`: the coroutine frames the context
+  // destroys hold RequestTraces, which record into it.
+  std::unique_ptr<Tracer> tracer;
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> threads;

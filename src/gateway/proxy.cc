@@ -93,6 +93,9 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   auto respond = [&](int status, HttpResponse r, bool answered = false,
                      const openai::Usage* u = nullptr, Nanos done = 0) {
     final_status = status;
+    if (call.trace) [[unlikely]] {
+      call.trace->set_status(status);
+    }
     const double seconds = done ? to_seconds(done - call.received) : seconds_since(call.received);
     GatewayMetrics::Finished f{.model = model,
                                .pool = pool.name(),
@@ -255,13 +258,29 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     }
     lease = RouteLease(pool, rr.id, pools_alive);
     endpoint = std::move(pick.endpoint);
+    if (call.trace && attempt == 0) [[unlikely]] {
+      // The routing decision, on the server span (the first pick: retries are hop spans).
+      const route::Decision& d = pick.decision;
+      RequestTrace& t = *call.trace;
+      t.attribute("kvgate.endpoint", endpoint->url);
+      t.attribute("kvgate.route_us",
+                  static_cast<int64_t>(call.routing_seconds.value_or(0) * 1e6 + 0.5));
+      t.attribute("kvgate.matched_blocks", static_cast<int64_t>(d.matched_blocks));
+      t.attribute("kvgate.cached_blocks", static_cast<int64_t>(d.cached_blocks));
+      t.attribute("kvgate.prompt_blocks", static_cast<int64_t>(d.prompt_blocks));
+      t.attribute("kvgate.prefill_tokens", static_cast<int64_t>(d.prefill_tokens));
+      t.attribute("kvgate.cost", d.cost);
+      t.attribute("kvgate.queued_us", static_cast<int64_t>(pick.queued / kMicrosecond));
+      t.attribute("kvgate.disaggregated", d.prefill_endpoint.has_value());
+    }
     if (placer) placer->routed(endpoint->id, call.model->name);
     if (attempt > 0) metrics.retry(pool.name());
     // Disaggregated: the prefill hop first; `endpoint` is then the decode endpoint.
     std::optional<io::UpstreamRequest> decode_up;
     prefill_url.clear();
     if (pick.decision.prefill_endpoint) {
-      PrefillHopContext ctx{*upstream, pool, metrics, config.timeouts, pick.decision, lease, up};
+      PrefillHopContext ctx{*upstream,     pool,  metrics, config.timeouts,
+                            pick.decision, lease, up,      call.trace.get()};
       PrefillHop hop = co_await run_prefill_hop(ctx);
       if (hop.outcome == PrefillHop::kRetry) {
         last_error = std::move(hop.error);
@@ -278,8 +297,18 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     } else if (disaggregated(pool.config())) {
       metrics.pd_local_prefill(pool.name());
     }
-    const io::UpstreamRequest& to_send = decode_up ? *decode_up : up;  // borrowed by send
+    io::UpstreamRequest& to_send = decode_up ? *decode_up : up;  // borrowed by send
+    // Traced: the hop's own span id goes to the engine in its traceparent.
+    std::optional<HopSpan> hop_span;
+    if (call.trace) [[unlikely]] {
+      hop_span = call.trace->start_hop(decode_up ? "kvgate.decode" : "kvgate.upstream",
+                                       endpoint->url, to_send.headers);
+    }
     auto result = co_await upstream->send(endpoint->host, endpoint->port, to_send);
+    if (hop_span) [[unlikely]] {
+      call.trace->end_hop(std::move(*hop_span), result ? (*result)->status() : 0,
+                          result ? std::string_view() : std::string_view(result.error().message));
+    }
     if (!result && result.error().kind == io::UpstreamErrorKind::kCancelled) break;
     if (!result) {
       last_error = result.error().message;
@@ -393,6 +422,9 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
                                       {"x-kvgate-route-us", job.route_us}};
   if (!prefill_url.empty()) head.push_back({"x-kvgate-prefill-endpoint", prefill_url});
   call.stream->start(200, "text/event-stream", std::move(head));
+  if (call.trace) [[unlikely]] {
+    call.trace->set_status(200);
+  }
   openai::SseTap tap(/*strip_usage_chunk=*/!call.request.client_wants_usage, call.dialect);
   // Bytes already reached the client: a failure ends the stream with an error event.
   auto error_event = [&call](int status, std::string_view message, std::string_view code) {
@@ -748,6 +780,9 @@ int Gateway::Impl::finish_client_left(const ProxyCall& call) {
   const std::string_view pool = call.pool->name();
   fault_metrics.cancelled(pool, /*after_first_byte=*/false);
   const int status = client_left_status(*call.stream);
+  if (call.trace) [[unlikely]] {
+    call.trace->set_status(status);
+  }
   metrics.request_finished({.model = call.model->name,
                             .pool = pool,
                             .tenant = call.tenant,

@@ -456,5 +456,46 @@ TEST(GatewayConfigTokenize, ModeAloneOrWithTheCallsBudgetAndCache) {
   }
 }
 
+TEST(GatewayConfig, TracingSection) {
+  auto defaults = parse_gateway_config(kGood, "f.yaml");
+  ASSERT_TRUE(defaults) << defaults.error();
+  EXPECT_FALSE(defaults->tracing);  // off by default
+  auto c = parse_gateway_config(
+      "tracing:\n  ratio: 0.25\n  collector: http://127.0.0.1:4318/v1/traces\n"
+      "  service_name: gw\n  batch_size: 64\n  max_queue: 128\n  flush_ms: 200\n" +
+          std::string(kGood),
+      "f.yaml");
+  ASSERT_TRUE(c) << c.error();
+  ASSERT_TRUE(c->tracing);
+  EXPECT_DOUBLE_EQ(c->tracing->ratio, 0.25);
+  EXPECT_EQ(c->tracing->collector, "http://127.0.0.1:4318/v1/traces");
+  EXPECT_EQ(c->tracing->service_name, "gw");
+  EXPECT_EQ(c->tracing->batch_size, 64u);
+  EXPECT_EQ(c->tracing->max_queue, 128u);
+  EXPECT_EQ(c->tracing->flush, std::chrono::milliseconds(200));
+  auto minimal = parse_gateway_config(
+      "tracing: {collector: http://c:4318/v1/traces}\n" + std::string(kGood), "f.yaml");
+  ASSERT_TRUE(minimal) << minimal.error();
+  EXPECT_DOUBLE_EQ(minimal->tracing->ratio, 0.0);
+  EXPECT_EQ(minimal->tracing->service_name, "kvgate");
+  auto has = [](const std::string& error, std::string_view part) {
+    return error.find(part) != std::string::npos;
+  };
+  const std::string c1 = "tracing: {collector: http://c:4318/v1/traces, ratio: 1.5}\n";
+  EXPECT_TRUE(has(error_of(c1 + kGood), "f.yaml:1:"));
+  EXPECT_TRUE(has(error_of(c1 + kGood), "tracing.ratio: expected 0.0 to 1.0"));
+  EXPECT_TRUE(
+      has(error_of("tracing: {ratio: 1}\n" + std::string(kGood)), "tracing.collector: missing"));
+  EXPECT_TRUE(has(error_of("tracing: {collector: https://c/v1/traces}\n" + std::string(kGood)),
+                  "tracing.collector: expected http://host:port/v1/traces"));
+  EXPECT_TRUE(
+      has(error_of("tracing: {collector: http://c/v1/traces, level: 3}\n" + std::string(kGood)),
+          "tracing.level: unknown field"));
+  EXPECT_TRUE(has(error_of("tracing: {collector: http://c/v1/traces, batch_size: 100, "
+                           "max_queue: 10}\n" +
+                           std::string(kGood)),
+                  "tracing.max_queue: must be at least batch_size"));
+}
+
 }  // namespace config_test
 }  // namespace kvgate::gateway

@@ -112,7 +112,7 @@ class DisaggFlowTest : public ::testing::Test {
     request_.body = body;
     return asio::co_spawn(io_,
                           run_prefill_hop({*upstream_, *pool_, metrics_, timeouts_, decision_,
-                                           lease_, request_}),
+                                           lease_, request_, /*trace=*/nullptr}),
                           asio::use_future)
         .get();
   }

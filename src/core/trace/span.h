@@ -1,0 +1,49 @@
+// Span: one finished span as kvgate records it, ready for export (otlp_json.h).
+//
+// The gateway fills one per traced request (kind kServer: the whole request) and one per
+// upstream hop (kind kClient: each attempt, the prefill hop and the decode hop of a P/D
+// request), with attributes such as the routing decision's. Times are Unix nanoseconds
+// (the OTLP fields' unit), read by the caller.
+//
+//   Span s{.trace_id = tp.trace_id, .span_id = tp.span_id, .name = "kvgate.request",
+//          .kind = SpanKind::kServer, .start_unix_nanos = t0};
+//   s.attributes.push_back({"kvgate.endpoint", std::string(url)});
+//
+// A plain value: copy or move it freely.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/trace/trace_context.h"
+
+namespace kvgate::trace {
+
+// OTLP's SpanKind values (trace.proto).
+enum class SpanKind : int { kInternal = 1, kServer = 2, kClient = 3 };
+
+// OTLP's Status.StatusCode values.
+enum class SpanStatus : int { kUnset = 0, kOk = 1, kError = 2 };
+
+struct Attribute {
+  using Value = std::variant<std::string, int64_t, double, bool>;
+  std::string key;
+  Value value;
+};
+
+struct Span {
+  TraceId trace_id;
+  SpanId span_id = 0;
+  SpanId parent_span_id = 0;  // 0: a root span
+  std::string name;
+  SpanKind kind = SpanKind::kInternal;
+  int64_t start_unix_nanos = 0;
+  int64_t end_unix_nanos = 0;
+  std::vector<Attribute> attributes;
+  SpanStatus status = SpanStatus::kUnset;
+  std::string status_message;  // with kError
+};
+
+}  // namespace kvgate::trace

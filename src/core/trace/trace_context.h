@@ -1,0 +1,76 @@
+// W3C Trace Context (https://www.w3.org/TR/trace-context/): the `traceparent` header a
+// client sends or kvgate starts, its ids, and the sampling decision.
+//
+// `traceparent: 00-<32 hex trace id>-<16 hex parent span id>-<2 hex flags>`. Version 00
+// only is written; a higher version is read by its first four fields, as the spec asks
+// (a parser must not reject a future version whose first 55 characters parse). Ids of
+// all zeros, upper-case or non-hex digits, wrong lengths and version ff are invalid: the
+// request is then traced as if it had no parent (the spec's "restart the trace").
+//
+// Pure: ids come from a generator the caller passes in (core/common/rng.h), the sampling
+// decision from a uniform draw the caller makes.
+//
+//   std::optional<TraceParent> in = parse_traceparent(header);
+//   if (sampled(in ? &*in : nullptr, config.ratio, rng.uniform())) {
+//     TraceParent server = in ? child_of(*in, rng) : start_trace(rng);
+//     request_header("traceparent", format_traceparent(child_of(server, rng)));
+//   }
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/common/rng.h"
+
+namespace kvgate::trace {
+
+// 16 bytes, as two big-endian halves; all zeros is invalid.
+struct TraceId {
+  uint64_t hi = 0;
+  uint64_t lo = 0;
+  bool valid() const { return hi != 0 || lo != 0; }
+  bool operator==(const TraceId&) const = default;
+};
+
+// 8 bytes; zero is invalid (and means "no parent" in a span record).
+using SpanId = uint64_t;
+
+inline constexpr uint8_t kSampledFlag = 0x01;
+
+// One traceparent: the trace, the span that is the receiver's parent, the flags.
+struct TraceParent {
+  TraceId trace_id;
+  SpanId span_id = 0;
+  uint8_t flags = 0;
+  bool is_sampled() const { return (flags & kSampledFlag) != 0; }
+  bool operator==(const TraceParent&) const = default;
+};
+
+// The header's value, or nullopt when it is not a valid traceparent (see above).
+std::optional<TraceParent> parse_traceparent(std::string_view value);
+
+// "00-<trace>-<span>-<flags>", lower-case hex, 55 characters.
+std::string format_traceparent(const TraceParent& p);
+
+// Lower-case hex: 32 and 16 characters (the OTLP JSON encoding of ids too).
+std::string to_hex(const TraceId& id);
+std::string to_hex(SpanId id);
+
+// Fresh ids from `rng`, never the invalid all-zero ones.
+TraceId new_trace_id(Rng& rng);
+SpanId new_span_id(Rng& rng);
+
+// A new sampled trace: a fresh trace id and span id.
+TraceParent start_trace(Rng& rng);
+// A span under `parent`: same trace and flags, a fresh span id.
+TraceParent child_of(const TraceParent& parent, Rng& rng);
+
+// Whether a request is traced. With a parent, its sampled flag decides (the client's
+// tracer chose; kvgate follows it, whatever its own ratio). Without one, a draw `u` in
+// [0, 1) against `ratio` (0: never, 1: always).
+bool sampled(const TraceParent* parent, double ratio, double u);
+
+}  // namespace kvgate::trace

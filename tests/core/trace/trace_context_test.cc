@@ -1,0 +1,108 @@
+#include "core/trace/trace_context.h"
+
+#include <gtest/gtest.h>
+
+namespace kvgate::trace {
+// Named after the file, not anonymous: the tests compile in unity batches.
+namespace trace_context_test {
+
+constexpr std::string_view kExample = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+TEST(Traceparent, ParsesTheSpecExample) {
+  auto p = parse_traceparent(kExample);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->trace_id.hi, 0x4bf92f3577b34da6ULL);
+  EXPECT_EQ(p->trace_id.lo, 0xa3ce929d0e0e4736ULL);
+  EXPECT_EQ(p->span_id, 0x00f067aa0ba902b7ULL);
+  EXPECT_EQ(p->flags, 1);
+  EXPECT_TRUE(p->is_sampled());
+  EXPECT_EQ(format_traceparent(*p), kExample);
+}
+
+TEST(Traceparent, UnsampledFlag) {
+  auto p = parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_FALSE(p->is_sampled());
+}
+
+TEST(Traceparent, RejectsInvalidValues) {
+  for (std::string_view bad : {
+           "",
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",        // no flags
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1",      // short flags
+           "00-4bf92f3577b34da6a3ce929d0e0e473-600f067aa0ba902b7-01",     // misplaced dash
+           "00-00000000000000000000000000000000-00f067aa0ba902b7-01",     // zero trace id
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",     // zero parent id
+           "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",     // upper case
+           "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",     // not hex
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-xx",  // v00 with extra
+           "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",     // version ff
+           "0x-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",     // bad version
+           "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",     // wrong separator
+       }) {
+    EXPECT_FALSE(parse_traceparent(bad).has_value()) << bad;
+  }
+}
+
+TEST(Traceparent, AcceptsAFutureVersionByItsFirstFields) {
+  auto p = parse_traceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-later");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->span_id, 0x00f067aa0ba902b7ULL);
+  // Written back as version 00.
+  EXPECT_EQ(format_traceparent(*p), kExample);
+  EXPECT_FALSE(
+      parse_traceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x").has_value());
+}
+
+TEST(TraceIds, FreshIdsAreValidAndDistinct) {
+  Rng rng(7);
+  const TraceParent a = start_trace(rng);
+  const TraceParent b = child_of(a, rng);
+  const TraceParent c = child_of(a, rng);
+  EXPECT_TRUE(a.trace_id.valid());
+  EXPECT_TRUE(a.is_sampled());
+  EXPECT_NE(a.span_id, 0u);
+  EXPECT_EQ(b.trace_id, a.trace_id);
+  EXPECT_EQ(c.trace_id, a.trace_id);
+  EXPECT_NE(b.span_id, a.span_id);
+  EXPECT_NE(b.span_id, c.span_id);
+  EXPECT_EQ(b.flags, a.flags);
+  // What is formatted parses back to itself.
+  EXPECT_EQ(parse_traceparent(format_traceparent(b)), b);
+}
+
+TEST(TraceIds, SameSeedSameIds) {
+  Rng r1(42);
+  Rng r2(42);
+  EXPECT_EQ(new_trace_id(r1), new_trace_id(r2));
+  EXPECT_EQ(new_span_id(r1), new_span_id(r2));
+}
+
+TEST(TraceIds, Hex) {
+  EXPECT_EQ(to_hex(SpanId{0xab}), "00000000000000ab");
+  EXPECT_EQ(to_hex(TraceId{1, 2}), "00000000000000010000000000000002");
+}
+
+TEST(Sampling, ParentDecides) {
+  TraceParent on{{1, 2}, 3, kSampledFlag};
+  TraceParent off{{1, 2}, 3, 0};
+  EXPECT_TRUE(sampled(&on, 0.0, 0.99));
+  EXPECT_FALSE(sampled(&off, 1.0, 0.0));
+}
+
+TEST(Sampling, RatioWithoutParent) {
+  EXPECT_FALSE(sampled(nullptr, 0.0, 0.0));
+  EXPECT_TRUE(sampled(nullptr, 1.0, 0.999999));
+  EXPECT_TRUE(sampled(nullptr, 0.25, 0.2));
+  EXPECT_FALSE(sampled(nullptr, 0.25, 0.3));
+  Rng rng(1);
+  int n = 0;
+  for (int i = 0; i < 10'000; ++i) {
+    if (sampled(nullptr, 0.1, rng.uniform())) ++n;
+  }
+  EXPECT_GT(n, 800);
+  EXPECT_LT(n, 1200);
+}
+
+}  // namespace trace_context_test
+}  // namespace kvgate::trace
