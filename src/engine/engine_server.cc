@@ -1091,6 +1091,12 @@ void EngineServer::Impl::deliver_responses(Pending& p, const engine::RequestUpda
                                            const openai::Usage& usage) {
   const std::string_view text = output_token_text(u.token);
   p.text += text;
+  // Stored before the answer leaves: a client that continues the conversation at once
+  // (previous_response_id) must find it, whichever thread serves its next request.
+  if (u.finished && p.store) {
+    store_response(p.answer.id, {std::move(p.messages), p.text,
+                                 openai::responses::render_response(p.answer, p.text, usage)});
+  }
   if (p.streaming) {
     std::string out;
     if (u.output_index == 0) out = openai::responses::render_stream_start(p.answer, p.seq);
@@ -1101,10 +1107,6 @@ void EngineServer::Impl::deliver_responses(Pending& p, const engine::RequestUpda
   } else if (u.finished) {
     p.stream->respond(io::HttpResponse{
         200, "application/json", {}, openai::responses::render_response(p.answer, p.text, usage)});
-  }
-  if (u.finished && p.store) {
-    store_response(p.answer.id, {std::move(p.messages), p.text,
-                                 openai::responses::render_response(p.answer, p.text, usage)});
   }
 }
 
