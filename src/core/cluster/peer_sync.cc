@@ -23,6 +23,7 @@ void Outbox::routed(const route::RouteRequest& request, const route::Decision& d
   e.expected_output_tokens = request.expected_output_tokens;
   e.prefill_tokens = decision.prefill_tokens;
   e.predicted_prefill = decision.predicted_prefill;
+  e.session = request.session;
 }
 
 void Outbox::load(EventKind kind, uint64_t request, Nanos now, uint32_t output_tokens) {
@@ -76,6 +77,7 @@ void PeerSync::apply_one(Peer& peer, const RoutingEvent& e, Nanos age, Nanos now
     r.keys = e.keys;
     r.prompt_tokens = e.prompt_tokens;
     r.expected_output_tokens = e.expected_output_tokens;
+    r.session = e.session;  // commit binds it here too (with session affinity on)
     route::Decision d;
     d.endpoint = *endpoint;
     d.prefill_endpoint = prefill;

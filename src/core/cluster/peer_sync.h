@@ -5,7 +5,8 @@
 // data path; the simulator delivers them after a lag). PeerSync applies the batches of
 // the other replicas to this replica's router through the very calls the router makes
 // for its own requests: Router::commit for a routing decision (the pool tracks the
-// request's load, the approximate index records its prefix), EndpointPool::on_first_token
+// request's load, the approximate index records its prefix, the session table binds the
+// request's session), EndpointPool::on_first_token
 // and on_finished for the deltas. So a peer's request weighs on an endpoint exactly as
 // one's own does, and its prefix is found exactly where one's own would be.
 //

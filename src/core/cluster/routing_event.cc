@@ -1,6 +1,8 @@
 #include "core/cluster/routing_event.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "core/cluster/wire.h"
 
@@ -8,6 +10,7 @@ namespace kvgate::cluster {
 namespace {
 
 constexpr uint8_t kVersion = 1;
+constexpr uint8_t kSessionsVersion = 1;  // encode_sessions()' form
 // Bounds a malformed input cannot exceed (a batch is published every few milliseconds).
 constexpr uint64_t kMaxEvents = 1 << 20;
 
@@ -97,6 +100,51 @@ std::string encode(const EventBatch& batch) {
   std::string out;
   encode(batch, out);
   return out;
+}
+
+void encode_sessions(const EventBatch& batch, std::string& out) {
+  size_t n = 0;
+  for (const RoutingEvent& e : batch.events) {
+    if (e.kind == EventKind::kRouted && e.session != 0) ++n;
+  }
+  if (n == 0) return;
+  out.push_back(static_cast<char>(kSessionsVersion));
+  put_varint(batch.seq, out);
+  put_varint(n, out);
+  for (size_t i = 0; i < batch.events.size(); ++i) {
+    const RoutingEvent& e = batch.events[i];
+    if (e.kind != EventKind::kRouted || e.session == 0) continue;
+    put_varint(i, out);
+    wire::put_key(e.session, out);
+  }
+}
+
+Status decode_sessions(std::string_view in, EventBatch& batch) {
+  Reader r(in);
+  const uint8_t version = r.byte();
+  if (!r.ok()) return Error("session bindings: empty");
+  if (version != kSessionsVersion) {
+    return Error("session bindings: unknown version " + std::to_string(version));
+  }
+  const uint64_t seq = r.varint();
+  const uint64_t n = r.varint();
+  if (!r.ok() || n > batch.events.size()) return Error("session bindings: malformed header");
+  if (seq != batch.seq) return Error("session bindings: for another batch");
+  std::vector<std::pair<uint64_t, uint64_t>> pairs;  // event index, session
+  pairs.reserve(n);
+  for (uint64_t k = 0; k < n && r.ok(); ++k) {
+    const uint64_t i = r.varint();
+    const uint64_t session = r.key();
+    if (!r.ok()) break;
+    if (i >= batch.events.size() || batch.events[i].kind != EventKind::kRouted) {
+      return Error("session bindings: no routed event at index " + std::to_string(i));
+    }
+    pairs.emplace_back(i, session);
+  }
+  if (!r.ok()) return Error("session bindings: truncated or malformed");
+  if (!r.done()) return Error("session bindings: trailing bytes");
+  for (const auto& [i, session] : pairs) batch.events[i].session = session;
+  return {};
 }
 
 std::optional<std::string_view> batch_replica(std::string_view wire) {

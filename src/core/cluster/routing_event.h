@@ -18,6 +18,11 @@
 //   std::string wire = encode(b);
 //   Result<EventBatch> back = decode(wire);
 //
+// Session bindings (RoutingEvent::session) travel apart, in encode_sessions()' own form,
+// so that replicas of an older version, which reject anything unknown in a batch, still
+// read the batch: the gateway publishes them in the stream entry's field "s" beside the
+// batch's "b" (docs/replicas.md), and a reader that knows no "s" skips it.
+//
 // Pure; no thread-safety of its own (plain values).
 #pragma once
 
@@ -56,6 +61,9 @@ struct RoutingEvent {
   Nanos predicted_prefill = 0;  // predicted time until the prefill is done, from routing
   // kPrefillDone / kFinished: tokens the request produced (0 when unknown).
   uint32_t output_tokens = 0;
+  // kRouted: the request's session (route::session_key; 0: none), for the peers' session
+  // affinity tables. Not in encode()'s form: see encode_sessions().
+  uint64_t session = 0;
 
   static RoutingEvent routed(uint64_t request, std::string endpoint,
                              std::span<const kv::BlockKey> keys, uint32_t prompt_tokens,
@@ -82,6 +90,15 @@ void encode(const EventBatch& batch, std::string& out);
 std::string encode(const EventBatch& batch);
 // Error on a truncated, malformed or unknown-version input (never reads past it).
 Result<EventBatch> decode(std::string_view wire);
+// The sessions of the batch's routed events: a version byte, the batch's seq, a count,
+// then per event that has a session its index in `events` and the session (8 bytes).
+// Appends nothing when no event has a session (the field is then left out).
+void encode_sessions(const EventBatch& batch, std::string& out);
+// Sets the sessions of `batch`'s events from `wire`, the encode_sessions() of the same
+// batch. Error (and `batch` unchanged) on malformed input, another batch's seq, or an
+// index that names no routed event.
+Status decode_sessions(std::string_view wire, EventBatch& batch);
+
 // The replica that published the batch, read without decoding the rest (a replica skips
 // its own batches in the shared stream this way); nullopt when the head is malformed.
 std::optional<std::string_view> batch_replica(std::string_view wire);

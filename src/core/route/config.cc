@@ -103,6 +103,25 @@ Status RouterConfig::validate() const {
   if (!(early_reject.decode_seconds_per_token >= 0)) {
     return Error("router: early_reject.decode_seconds_per_token must be >= 0");
   }
+  const SessionAffinityConfig& sa = session_affinity;
+  if (sa.header.empty()) return Error("router: session_affinity.header is empty");
+  for (char ch : sa.header) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
+    if (!ok) {
+      return Error(
+          "router: session_affinity.header must be an HTTP header name (letters, digits, "
+          "'-', '_')");
+    }
+  }
+  if (sa.capacity == 0) return Error("router: session_affinity.capacity must be > 0");
+  if (sa.idle_ttl < 0) return Error("router: session_affinity.idle_ttl must be >= 0");
+  if (!(sa.max_extra_requests >= 0)) {
+    return Error("router: session_affinity.max_extra_requests must be >= 0");
+  }
+  if (!(sa.max_load_ratio >= 1)) {
+    return Error("router: session_affinity.max_load_ratio must be >= 1");
+  }
   return {};
 }
 

@@ -117,6 +117,24 @@ struct EarlyRejectConfig {
   bool predict = true;
 };
 
+// Session affinity (docs/router.md, "Session affinity"): requests that carry a session
+// (the gateway reads it from `header`) stay on the endpoint the session was last routed
+// to while that endpoint passes the filters and is not much busier than the least busy
+// candidate. The load bound is the one SGLang's cache-aware router uses between cache
+// affinity and shortest queue, in requests in flight (waiting + running): the session
+// leaves its endpoint only when both
+//   load(bound) > least + max_extra_requests   and   load(bound) > least * max_load_ratio.
+// Otherwise the policy decides and the session is bound to its choice. Aggregated pools
+// only; a Responses continuation's endpoint (RouteRequest::preferred) comes first.
+struct SessionAffinityConfig {
+  bool enabled = false;
+  std::string header = "x-session-id";  // read by the gateway; names are case-insensitive
+  uint32_t capacity = 100'000;          // sessions remembered (least recently used go)
+  Nanos idle_ttl = 1800 * kSecond;      // a binding unused this long is forgotten; 0: never
+  double max_extra_requests = 8;
+  double max_load_ratio = 1.5;
+};
+
 struct RouterConfig {
   PolicyConfig policy{"kv-cost", {}};
   // Filters applied in order before the policy, by name (see registry.h): "healthy"
@@ -133,6 +151,7 @@ struct RouterConfig {
   SaturationConfig saturation;
   PdConfig pd;
   EarlyRejectConfig early_reject;
+  SessionAffinityConfig session_affinity;
 
   // Error naming the first field that is out of range.
   Status validate() const;

@@ -105,7 +105,8 @@ Status read_filters(const YamlReader& y, const YAML::Node& v, const std::string&
   return {};
 }
 
-// A key of one of the nested sections (`saturation`, `pd`, `early_reject`, `params`).
+// A key of one of the nested sections (`saturation`, `pd`, `early_reject`,
+// `session_affinity`, `params`).
 Status read_nested(const YamlReader& y, std::string_view section, const std::string& key,
                    const YAML::Node& v, const std::string& field, RouterConfig& c) {
   if (section == "params") return set_param(y, v, field, key, c.policy.params);
@@ -136,6 +137,14 @@ Status read_nested(const YamlReader& y, std::string_view section, const std::str
       return read_number(y, v, field, e.decode_seconds_per_token);
     }
     if (key == "predict") return read_bool(y, v, field, e.predict);
+  } else if (section == "session_affinity") {
+    SessionAffinityConfig& a = c.session_affinity;
+    if (key == "enabled") return read_bool(y, v, field, a.enabled);
+    if (key == "header") return read_text(y, v, field, a.header);
+    if (key == "capacity") return read_count(y, v, field, a.capacity);
+    if (key == "idle_ttl") return read_duration(y, v, field, a.idle_ttl);
+    if (key == "max_extra_requests") return read_number(y, v, field, a.max_extra_requests);
+    if (key == "max_load_ratio") return read_number(y, v, field, a.max_load_ratio);
   }
   return y.error(v, field, "unknown field");
 }
@@ -145,7 +154,8 @@ std::string join(const std::string& path, const std::string& key) {
 }
 
 bool is_section(std::string_view key) {
-  return key == "params" || key == "saturation" || key == "pd" || key == "early_reject";
+  return key == "params" || key == "saturation" || key == "pd" || key == "early_reject" ||
+         key == "session_affinity";
 }
 
 }  // namespace
@@ -174,9 +184,16 @@ Status read_router_section(const YAML::Node& section, const std::string& path, R
       std::string head = key.substr(0, dot);
       if (head == "policy") head = "params";  // `policy.overlap_weight: 2`
       if (!is_section(head)) return y.error(kv.first, field, "unknown field");
+      // Naming a session_affinity key turns it on (unless that key is `enabled: false`).
+      if (head == "session_affinity") c.session_affinity.enabled = true;
       KVGATE_TRY(read_nested(y, head, key.substr(dot + 1), v, field, c));
+    } else if (key == "session_affinity" && v.IsScalar()) {
+      // `session_affinity: true` (the defaults) or `false`.
+      KVGATE_TRY(read_bool(y, v, field, c.session_affinity.enabled));
     } else if (is_section(key)) {
       if (!v.IsMap()) return y.error(v, field, "expected a mapping");
+      // The section turns session affinity on (unless it says `enabled: false`).
+      if (key == "session_affinity") c.session_affinity.enabled = true;
       for (const auto& sub : v) {
         const std::string sk = sub.first.Scalar();
         KVGATE_TRY(read_nested(y, key, sk, sub.second, field + "." + sk, c));

@@ -17,6 +17,10 @@
 //   pd: {mode: auto, locality_weight: 64, local_prefill_max_tokens: 0}
 //   early_reject: {enabled: false, max_usage: 0.95, decode_seconds_per_token: 0.03,
 //                  predict: true}
+//   session_affinity: {header: x-session-id, capacity: 100000, idle_ttl: 30m,
+//                      max_extra_requests: 8, max_load_ratio: 1.5}
+//                                   # the section (or `session_affinity: true`) turns
+//                                   # it on; `enabled: false` keeps it off
 //
 // A nested key may also be written dotted at the top (`saturation.shed: false`,
 // `params.overlap_weight: 2`). Naming a policy other than the current one starts it from

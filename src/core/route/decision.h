@@ -55,6 +55,7 @@ struct Decision {
                                 // this request), from RouterConfig's prefill rate
   double cost = 0;              // the winner's cost under the policy (lower is better;
                                 // score-based policies report -score)
+  bool session_kept = false;    // session affinity chose `endpoint` (the policy did not)
 };
 
 }  // namespace kvgate::route

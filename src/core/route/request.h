@@ -55,6 +55,12 @@ struct RouteRequest {
   // that places adapters (Endpoint::lora_placed), only the endpoints that have it loaded
   // are candidates while one is, else those loading it, else every endpoint.
   std::string_view adapter;
+  // The request's conversation (session_key() of the session header's value; 0: none).
+  // When the pool keeps session affinity (RouterConfig::session_affinity), aggregated
+  // pools only, after the filters, early rejection and the LoRA tiers: the endpoint the
+  // session is bound to, while it is a candidate within the load bound; else the policy
+  // decides. commit() binds the session to the endpoint chosen.
+  uint64_t session = 0;
 };
 
 }  // namespace kvgate::route

@@ -34,6 +34,8 @@ Result<std::unique_ptr<Router>> Router::create(RouterConfig config, Indexes inde
   if (Status s = check_indexes(config, indexes); !s) return Error(s.error());
   std::unique_ptr<Router> router(new Router(std::move(config), indexes));
   if (Status s = router->build(registry); !s) return Error(s.error());
+  const SessionAffinityConfig& sa = router->config_.session_affinity;
+  if (sa.enabled) router->sessions_ = std::make_unique<SessionAffinity>(sa.capacity, sa.idle_ttl);
   return router;
 }
 
@@ -74,6 +76,15 @@ Status Router::reconfigure(RouterConfig config, const Registry* registry) {
   policy_ = std::move(trial.policy_);
   healthy_ = std::move(trial.healthy_);
   filters_ = std::move(trial.filters_);
+  // The bindings stay unless the table's size changes (or affinity is turned off).
+  const SessionAffinityConfig& sa = config_.session_affinity;
+  if (!sa.enabled) {
+    sessions_.reset();
+  } else if (!sessions_ || sessions_->capacity() != sa.capacity) {
+    sessions_ = std::make_unique<SessionAffinity>(sa.capacity, sa.idle_ttl);
+  } else {
+    sessions_->set_idle_ttl(sa.idle_ttl);
+  }
   return {};
 }
 
@@ -90,6 +101,23 @@ bool Router::remove_endpoint(EndpointId id) {
   if (!pool_.remove(id)) return false;
   if (indexes_.precise) indexes_.precise->remove_endpoint(id);
   if (indexes_.approx) indexes_.approx->remove_endpoint(id);
+  if (sessions_) sessions_->forget_endpoint(id);  // its id may be reused
+  return true;
+}
+
+bool Router::keep_session(uint64_t session, Nanos now) {
+  const std::optional<EndpointId> bound = sessions_->find(session, now);
+  if (!bound) return false;
+  const auto it = std::find_if(candidates_.begin(), candidates_.end(),
+                               [&](const Candidate& c) { return c.endpoint->id == *bound; });
+  if (it == candidates_.end()) return false;  // unhealthy, filtered out, or left
+  // Requests in flight: waiting (scraped + routed since) and running.
+  auto in_flight = [](const Candidate& c) { return c.load.waiting + c.load.running; };
+  double least = in_flight(*it);
+  for (const Candidate& c : candidates_) least = std::min(least, in_flight(c));
+  if (!keeps_session(in_flight(*it), least, config_.session_affinity)) return false;
+  std::iter_swap(candidates_.begin(), it);
+  candidates_.resize(1);
   return true;
 }
 
@@ -307,6 +335,11 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
       keep_lora_placed(request.adapter, candidates_);
       keep_lora_tier(request.adapter, candidates_);
     }
+    // A session's next turn goes back to its endpoint while that stays within the bound
+    // (one hash lookup; nothing at all for a request without a session).
+    if (request.session != 0 && sessions_) [[unlikely]] {
+      d.session_kept = keep_session(request.session, now);
+    }
     const size_t i = policy_->pick(ctx, candidates_, rng);  // costs every candidate
     d.endpoint = candidates_[i].endpoint->id;
     d.cost = candidates_[i].cost;
@@ -386,6 +419,10 @@ Status Router::commit(const RouteRequest& request, const Decision& decision, Nan
   if (config_.record_decisions && indexes_.approx && !request.keys.empty()) {
     indexes_.approx->record(decision.prefill_endpoint.value_or(decision.endpoint), request.keys,
                             now);
+  }
+  // Aggregated decisions only (the session rule does not apply to disaggregated pools).
+  if (request.session != 0 && sessions_ && !decision.prefill_endpoint) {
+    sessions_->bind(request.session, decision.endpoint, now);
   }
   return {};
 }

@@ -9,13 +9,14 @@
 //      ones on endpoints with short queues), each rejection with a reason;
 //   3. overlap: match the prompt's keys in the configured index (new endpoints hold
 //      nothing), and the blocks the endpoint's in-flight requests already hold;
-//   4. the policy's cost and pick;
+//   4. the policy's cost and pick; or, for a request of a session bound to a candidate
+//      within the load bound (session_affinity.h), that candidate;
 //   5. disaggregated pools: the decode endpoint by blocks in use + this request's
 //      blocks + rack/zone distance from the prefill endpoint, no overlap credit;
 //      remote prefill skipped when little of the prompt is uncached; early rejection
 //      when no decode endpoint will have room once the prefill ends.
 // commit() then records the request in the pool's load and, when configured, in the
-// ApproxIndex. route() is decide() + commit().
+// ApproxIndex and the session table. route() is decide() + commit().
 //
 //   auto router = Router::create(config, {.precise = &index});
 //   if (!router) return Error(router.error());
@@ -45,6 +46,7 @@
 #include "core/route/policy.h"
 #include "core/route/registry.h"
 #include "core/route/request.h"
+#include "core/route/session_affinity.h"
 
 namespace kvgate::route {
 
@@ -93,6 +95,8 @@ class Router {
   const EndpointPool& pool() const { return pool_; }
   const RouterConfig& config() const { return config_; }
   const Indexes& indexes() const { return indexes_; }
+  // The session bindings; null when the config keeps no session affinity.
+  const SessionAffinity* sessions() const { return sessions_.get(); }
 
   // Changes the routing parameters at run time: policy and its parameters, filters,
   // saturation, P/D, early rejection, prefill rate, record_decisions. Validated and
@@ -109,9 +113,10 @@ class Router {
   // caller that matched already).
   Decision decide(const RouteRequest& request, std::span<const kv::EndpointMatch> overlap,
                   Nanos now, Rng& rng);
-  // Records an accepted decision: the pool starts tracking the request's load, and the
-  // ApproxIndex learns where its prefix now is. Error for a rejected decision or a
-  // request id already in flight.
+  // Records an accepted decision: the pool starts tracking the request's load, the
+  // ApproxIndex learns where its prefix now is, and the request's session (if any, with
+  // session affinity on) is bound to the endpoint that serves it. Error for a rejected decision or
+  // a request id already in flight.
   Status commit(const RouteRequest& request, const Decision& decision, Nanos now);
   // decide + commit. A commit failure (duplicate id) turns into kDuplicateRequest.
   Decision route(const RouteRequest& request, Nanos now, Rng& rng);
@@ -125,6 +130,9 @@ class Router {
   Router(RouterConfig config, Indexes indexes);
   // Builds the filters and policy of `config_` into the members below.
   Status build(const Registry* registry);
+  // Session affinity: keeps candidates_[i] alone when it is the endpoint `session` is
+  // bound to and within the load bound. False (nothing changed) otherwise.
+  bool keep_session(uint64_t session, Nanos now);
   // The prompt's match in the configured index, into `out` (cleared first).
   void lookup_overlap(std::span<const kv::BlockKey> keys, Nanos now,
                       std::vector<kv::EndpointMatch>& out);
@@ -135,6 +143,7 @@ class Router {
   std::vector<std::unique_ptr<Filter>> filters_;
   std::unique_ptr<Filter> healthy_;
   std::unique_ptr<Policy> policy_;
+  std::unique_ptr<SessionAffinity> sessions_;  // with config_.session_affinity.enabled
   // Scratch reused between decisions (no allocation on the hot path once warm).
   std::vector<kv::EndpointMatch> matches_;
   std::vector<kv::EndpointMatch> approx_matches_;
