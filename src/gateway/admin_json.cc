@@ -357,6 +357,13 @@ json::object router_config_json(const route::RouterConfig& c) {
         {"max_usage", num(c.early_reject.max_usage)},
         {"decode_seconds_per_token", num(c.early_reject.decode_seconds_per_token)},
         {"predict", c.early_reject.predict}}},
+      {"session_affinity",
+       {{"enabled", c.session_affinity.enabled},
+        {"header", c.session_affinity.header},
+        {"capacity", c.session_affinity.capacity},
+        {"idle_ttl", num(to_seconds(c.session_affinity.idle_ttl))},  // seconds
+        {"max_extra_requests", num(c.session_affinity.max_extra_requests)},
+        {"max_load_ratio", num(c.session_affinity.max_load_ratio)}}},
   };
 }
 

@@ -365,6 +365,14 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
     call.limited_tenant = tenant;
   }
   call.criticality = criticality;
+  // Session affinity: the pool's session header (its name is read from the startup
+  // config; the router ignores the session while the pool keeps no affinity).
+  if (serve != Serve::kRelay) {
+    const std::string& header = call.pool->config().router.session_affinity.header;
+    if (const auto v = req.header(header); v && !v->empty()) {
+      call.session = route::session_key(*v, model->name);
+    }
+  }
   call.received = received;
   // Tracing off: this one branch is all (no header scan, no allocation).
   if (tracer) [[unlikely]] {

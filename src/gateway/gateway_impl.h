@@ -136,6 +136,8 @@ struct ProxyCall {
   // (the response read must be of one of its models); null without keys.
   const Tenant* limited_tenant = nullptr;
   route::Criticality criticality;
+  // The session header's value as route::session_key (with the model); 0 when absent.
+  uint64_t session = 0;
   FlowTicketData flow;  // flow control: the tenant's weight and the request's deadline
   Nanos received;
   std::optional<double> routing_seconds;  // keys through the first pick (once picked)

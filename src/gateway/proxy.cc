@@ -167,6 +167,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   rr.expected_output_tokens = embed ? 1 : call.request.max_tokens;
   rr.criticality = call.criticality;
   rr.adapter = adapter;
+  rr.session = call.session;
   // A Responses conversation goes back to the endpoint that holds it, while it can.
   if (translated && !call.translation->previous_response.empty()) {
     rr.preferred = pool.responses().find(call.translation->previous_response);

@@ -218,22 +218,30 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       if (heartbeat) ps->last_heartbeat = now;
       const size_t events = b ? b->events.size() : 0;
       std::string wire = b ? cluster::encode(*b) : std::string();
+      std::string sessions_wire;  // the batch's session bindings, when it has any
+      if (b) cluster::encode_sessions(*b, sessions_wire);
       std::string fair_wire = report ? cluster::encode(*report) : std::string();
       asio::dispatch(self->executor,
-                     [self, ps, events, wire = std::move(wire), fair_wire = std::move(fair_wire)] {
-                       self->publish(ps, events, wire, fair_wire);
+                     [self, ps, events, wire = std::move(wire),
+                      sessions_wire = std::move(sessions_wire), fair_wire = std::move(fair_wire)] {
+                       self->publish(ps, events, wire, sessions_wire, fair_wire);
                      });
     });
   }
-  // One stream entry: the routing batch (field "b", when there is one) and the service
-  // report (field "f", when there is one).
+  // One stream entry: the routing batch (field "b", when there is one), its session
+  // bindings (field "s", when it has any: a field of its own, which replicas that know
+  // no session affinity skip) and the service report (field "f", when there is one).
   void publish(const std::shared_ptr<PoolSync>& ps, size_t events, const std::string& wire,
-               const std::string& fair_wire) {
+               const std::string& sessions_wire, const std::string& fair_wire) {
     const std::string max_len = std::to_string(config.max_len);
     std::vector<std::string_view> args = {"XADD", ps->stream, "MAXLEN", "~", max_len, "*"};
     if (!wire.empty()) {
       args.push_back("b");
       args.push_back(wire);
+      if (!sessions_wire.empty()) {
+        args.push_back("s");
+        args.push_back(sessions_wire);
+      }
     }
     if (!fair_wire.empty()) {
       args.push_back("f");
@@ -299,6 +307,8 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
         if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) continue;
         ps->last_id.assign(e->element[0]->str, e->element[0]->len);
         const redisReply* fields = e->element[1];
+        // The entry's batch ("b") and its session bindings ("s"), in either order.
+        std::optional<std::string_view> batch_wire, sessions_wire;
         for (size_t f = 0; f + 1 < fields->elements; f += 2) {
           const std::string_view name(fields->element[f]->str, fields->element[f]->len);
           if (name == "f" && ps->fair_enabled) {
@@ -311,15 +321,21 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
             }
             continue;
           }
-          if (name != "b") continue;
           const std::string_view wire(fields->element[f + 1]->str, fields->element[f + 1]->len);
-          if (cluster::batch_replica(wire) == std::string_view(self->id)) continue;  // own
-          Result<cluster::EventBatch> b = cluster::decode(wire);
-          if (!b) {
+          if (name == "b") batch_wire = wire;
+          if (name == "s") sessions_wire = wire;
+        }
+        if (!batch_wire) continue;
+        if (cluster::batch_replica(*batch_wire) == std::string_view(self->id)) continue;  // own
+        Result<cluster::EventBatch> b = cluster::decode(*batch_wire);
+        if (!b) {
+          ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
+        } else if (b->replica != self->id) {
+          // Bad bindings cost the bindings only: the batch applies without them.
+          if (sessions_wire && !cluster::decode_sessions(*sessions_wire, *b)) {
             ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
-          } else if (b->replica != self->id) {
-            batches.push_back(std::move(*b));
           }
+          batches.push_back(std::move(*b));
         }
       }
       // A full page: more may be waiting, read on at once.

@@ -24,7 +24,9 @@ constexpr const char* kRouter =
     R"( "shed": false, "metrics_max_age": "2s"},)"
     R"( "pd": {"mode": "off", "locality_weight": 8, "local_prefill_max_tokens": 128},)"
     R"( "early_reject": {"enabled": true, "max_usage": 0.9, "decode_seconds_per_token": 0.02,)"
-    R"( "predict": false}})";
+    R"( "predict": false},)"
+    R"( "session_affinity": {"header": "x-conv-id", "capacity": 1000, "idle_ttl": "10m",)"
+    R"( "max_extra_requests": 4, "max_load_ratio": 2}})";
 
 std::string rendered(const route::RouterConfig& c) {
   return boost::json::serialize(gateway::router_config_json(c));
@@ -70,6 +72,9 @@ TEST(RouterConfigShells, TheSameTextGivesTheSameConfigEverywhere) {
   EXPECT_EQ(serve.saturation.metrics_max_age, 2 * kSecond);
   EXPECT_TRUE(serve.early_reject.enabled);
   EXPECT_EQ(serve.pd.mode, route::PdMode::kOff);
+  EXPECT_TRUE(serve.session_affinity.enabled);  // the section turns it on
+  EXPECT_EQ(serve.session_affinity.header, "x-conv-id");
+  EXPECT_EQ(serve.session_affinity.idle_ttl, 600 * kSecond);
 }
 
 TEST(RouterConfigShells, TheDefaultsAreTheSameEverywhere) {
