@@ -551,6 +551,11 @@ route::RouteRequest Simulation::route_request(uint64_t id) const {
   const auto& tenants = scenario_.workload.tenants;
   if (r.work.tenant < tenants.size()) rr.criticality = tenants[r.work.tenant].criticality;
   if (r.adapter > 0 && policy_.lora_aware) rr.adapter = adapter_name(r);
+  // A chat conversation's turns carry its session, as a client sends x-session-id (the
+  // tenant in the high bits: each tenant's workload numbers its sessions from 1).
+  if (r.work.session != 0 && policy_.router.session_affinity.enabled) {
+    rr.session = route::session_key((uint64_t{r.work.tenant} << 48) ^ r.work.session);
+  }
   return rr;
 }
 
