@@ -142,6 +142,50 @@ TEST(RouterConfig, ErrorsNameTheFieldAndItsPlace) {
   EXPECT_EQ(err("[1, 2]"), "1:1: router: expected a mapping");
 }
 
+TEST(RouterConfig, SessionAffinityIsOnWhenItsSectionIsThere) {
+  auto off = read("policy: kv-cost");
+  ASSERT_TRUE(off.ok()) << off.error();
+  EXPECT_FALSE(off->session_affinity.enabled);
+  EXPECT_EQ(off->session_affinity.header, "x-session-id");
+  EXPECT_EQ(off->session_affinity.capacity, 100'000u);
+  auto on = read("session_affinity: true");
+  ASSERT_TRUE(on.ok()) << on.error();
+  EXPECT_TRUE(on->session_affinity.enabled);
+  auto c = read(
+      "session_affinity: {header: x-conversation, capacity: 5000, idle_ttl: 10m,"
+      " max_extra_requests: 2, max_load_ratio: 3}");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_TRUE(c->session_affinity.enabled);
+  EXPECT_EQ(c->session_affinity.header, "x-conversation");
+  EXPECT_EQ(c->session_affinity.capacity, 5000u);
+  EXPECT_EQ(c->session_affinity.idle_ttl, 600 * kSecond);
+  EXPECT_DOUBLE_EQ(c->session_affinity.max_extra_requests, 2);
+  EXPECT_DOUBLE_EQ(c->session_affinity.max_load_ratio, 3);
+  auto dotted = read("session_affinity.idle_ttl: 5m");
+  ASSERT_TRUE(dotted.ok()) << dotted.error();
+  EXPECT_TRUE(dotted->session_affinity.enabled);
+  EXPECT_EQ(dotted->session_affinity.idle_ttl, 300 * kSecond);
+  auto disabled = read("session_affinity: {enabled: false, capacity: 10}");
+  ASSERT_TRUE(disabled.ok()) << disabled.error();
+  EXPECT_FALSE(disabled->session_affinity.enabled);
+  EXPECT_EQ(disabled->session_affinity.capacity, 10u);
+}
+
+TEST(RouterConfig, SessionAffinityErrorsNameTheField) {
+  auto err = [](std::string_view yaml) {
+    auto r = read(yaml);
+    return r ? std::string("(ok)") : r.error();
+  };
+  EXPECT_EQ(err("session_affinity: {capacity: 1.5}"),
+            "1:30: router.session_affinity.capacity: expected a whole number");
+  EXPECT_EQ(err("session_affinity: {speed: 2}"),
+            "1:27: router.session_affinity.speed: unknown field");
+  EXPECT_EQ(err("session_affinity: {max_load_ratio: 0.5}"),
+            "1:1: router: session_affinity.max_load_ratio must be >= 1");
+  EXPECT_EQ(err("session_affinity: {capacity: 0}"),
+            "1:1: router: session_affinity.capacity must be > 0");
+}
+
 TEST(ParamReader, ReportsMalformedAndUnknown) {
   PolicyConfig pc{"p", {{"a", "1.5"}, {"b", "x"}}};
   ParamReader r(pc);
