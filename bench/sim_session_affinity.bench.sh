@@ -50,5 +50,7 @@ for p in policies:
     print(f"| {p} | {cell(p, 'ttft_p50_s', '.3f')} | {cell(p, 'ttft_p90_s', '.3f')} | "
           f"{cell(p, 'prefix_hit_rate', '.1f', 100)} | {cell(p, 'completed', '.0f')} |")
 PY
-echo
-echo "CSV: $csv"
+if [ -n "${1:-}" ]; then
+  echo
+  echo "CSV: $csv"
+fi
