@@ -74,13 +74,12 @@ struct Admin {
 
   explicit Admin(const std::string& yaml) : gw(yaml) {
     if (!gw.proc) return;
-    auto line = gw.proc->wait_for_line("admin API on http://");
-    if (!line) {
-      ADD_FAILURE() << line.error();
+    auto u = gw.proc->wait_for_admin_url();
+    if (!u) {
+      ADD_FAILURE() << u.error();
       return;
     }
-    url = line->substr(line->find("http://"));
-    while (!url.empty() && (url.back() == '\n' || url.back() == '\r')) url.pop_back();
+    url = *u;
   }
 
   io::HttpClientResponse call(const std::string& method, const std::string& path,

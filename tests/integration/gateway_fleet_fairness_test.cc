@@ -32,17 +32,6 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 constexpr const char* kToken = "fleet-fairness-token";
 
-Result<std::unique_ptr<ChildProcess>> start_redis(int port) {
-  auto p = ChildProcess::spawn("/usr/bin/redis-server",
-                               {"--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
-                                "--appendonly", "no", "--daemonize", "no"});
-  if (!p) return p;
-  if (auto line = (*p)->wait_for_line("Ready to accept connections"); !line) {
-    return Error(line.error());
-  }
-  return p;
-}
-
 std::string keys_file() {
   auto entry = [](const std::string& key, const std::string& tenant) {
     return "  - sha256: " + gateway::to_hex(gateway::sha256(key)) + "\n    tenant: " + tenant +

@@ -182,15 +182,12 @@ struct AdminGateway {
 
   explicit AdminGateway(const std::string& yaml) : gw(yaml) {
     if (!gw.proc) return;
-    auto line = gw.proc->wait_for_line("admin API on http://");
-    if (!line) {
-      ADD_FAILURE() << line.error();
+    auto u = gw.proc->wait_for_admin_url();
+    if (!u) {
+      ADD_FAILURE() << u.error();
       return;
     }
-    admin_url = line->substr(line->find("http://"));
-    while (!admin_url.empty() && (admin_url.back() == '\n' || admin_url.back() == '\r')) {
-      admin_url.pop_back();
-    }
+    admin_url = *u;
   }
   // The router's requests in flight summed over the pool's endpoints (-1 on error).
   int64_t in_flight(const std::string& pool = "main") {
