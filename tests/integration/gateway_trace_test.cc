@@ -35,7 +35,11 @@ class OtlpReceiver {
           }
           stream->respond(io::HttpResponse{400, "application/json", {}, "{}"});
         });
-    if (s) server_ = std::move(*s);
+    if (s) {
+      server_ = std::move(*s);
+    } else {
+      ADD_FAILURE() << s.error();
+    }
   }
   ~OtlpReceiver() {
     if (server_) server_->stop(std::chrono::milliseconds(0));
@@ -129,29 +133,39 @@ EngineProcess pd_engine(const std::string& role) {
       {"--time-scale", "0.01", "--model", "sim", "--block-size", "16", "--role", role});
 }
 
-TEST(GatewayTrace, ClientTraceReachesBothEnginesOfAPdPairAndTheCollector) {
+// An OTLP receiver, a P/D pair of engines, and a gateway in front of them sampling at
+// `ratio` that exports its spans to the receiver.
+struct TracedPdPair {
   OtlpReceiver receiver;
-  ASSERT_FALSE(receiver.url().empty());
   EngineProcess prefill = pd_engine("prefill");
   EngineProcess decode = pd_engine("decode");
-  ASSERT_FALSE(prefill.url.empty());
-  ASSERT_FALSE(decode.url.empty());
-  GatewayProcess gw(trace_yaml(prefill, decode, receiver.url(), 0.0));
-  ASSERT_FALSE(gw.url.empty());
+  GatewayProcess gw;
+
+  explicit TracedPdPair(double ratio) : gw(trace_yaml(prefill, decode, receiver.url(), ratio)) {}
+  // All four started (each says why it did not).
+  bool up() const {
+    return !receiver.url().empty() && !prefill.url.empty() && !decode.url.empty() &&
+           !gw.url.empty();
+  }
+};
+
+TEST(GatewayTrace, ClientTraceReachesBothEnginesOfAPdPairAndTheCollector) {
+  TracedPdPair pd(0.0);
+  ASSERT_TRUE(pd.up());
 
   const std::string client_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
   const std::string client_span = "00f067aa0ba902b7";
-  auto r = gw.post("/v1/chat/completions", chat_body(words_prompt("traced", 60)),
-                   {{"traceparent", "00-" + client_trace + "-" + client_span + "-01"},
-                    {"tracestate", "vendor=abc"}});
+  auto r = pd.gw.post("/v1/chat/completions", chat_body(words_prompt("traced", 60)),
+                      {{"traceparent", "00-" + client_trace + "-" + client_span + "-01"},
+                       {"tracestate", "vendor=abc"}});
   ASSERT_EQ(r.status, 200) << r.body;
   ASSERT_NE(r.header("x-kvgate-prefill-endpoint"), nullptr) << "not disaggregated";
 
   // Both engines logged the client's trace, each hop with its own parent span id.
-  ASSERT_TRUE(eventually([&] { return !logged(prefill).empty() && !logged(decode).empty(); }))
-      << prefill.proc->errors() << decode.proc->errors();
-  const Logged p = logged(prefill).front();
-  const Logged d = logged(decode).front();
+  ASSERT_TRUE(eventually([&] { return !logged(pd.prefill).empty() && !logged(pd.decode).empty(); }))
+      << pd.prefill.proc->errors() << pd.decode.proc->errors();
+  const Logged p = logged(pd.prefill).front();
+  const Logged d = logged(pd.decode).front();
   EXPECT_EQ(trace::to_hex(p.parent.trace_id), client_trace) << p.line;
   EXPECT_EQ(trace::to_hex(d.parent.trace_id), client_trace) << d.line;
   EXPECT_NE(p.parent.span_id, d.parent.span_id);
@@ -166,7 +180,7 @@ TEST(GatewayTrace, ClientTraceReachesBothEnginesOfAPdPairAndTheCollector) {
   std::vector<boost::json::object> spans;
   auto of_trace = [&] {
     std::vector<boost::json::object> out;
-    for (auto& s : receiver.spans()) {
+    for (auto& s : pd.receiver.spans()) {
       if (s.at("traceId").as_string() == client_trace) out.push_back(s);
     }
     return out;
@@ -198,41 +212,35 @@ TEST(GatewayTrace, ClientTraceReachesBothEnginesOfAPdPairAndTheCollector) {
   }
 
   // The gateway's counters.
-  auto m = io::http_fetch("GET", gw.url + "/metrics");
+  auto m = io::http_fetch("GET", pd.gw.url + "/metrics");
   ASSERT_TRUE(m) << m.error();
   EXPECT_NE(m->body.find("kvgate_trace_spans_exported_total"), std::string::npos);
   EXPECT_NE(m->body.find("kvgate_trace_spans_dropped_total 0"), std::string::npos);
 }
 
 TEST(GatewayTrace, RatioOneStartsAFreshTraceAndAnUnsampledParentIsNotTraced) {
-  OtlpReceiver receiver;
-  ASSERT_FALSE(receiver.url().empty());
-  EngineProcess prefill = pd_engine("prefill");
-  EngineProcess decode = pd_engine("decode");
-  ASSERT_FALSE(prefill.url.empty());
-  ASSERT_FALSE(decode.url.empty());
-  GatewayProcess gw(trace_yaml(prefill, decode, receiver.url(), 1.0));
-  ASSERT_FALSE(gw.url.empty());
+  TracedPdPair pd(1.0);
+  ASSERT_TRUE(pd.up());
 
   // The client's tracer chose not to sample: kvgate follows it, whatever its ratio.
   auto unsampled =
-      gw.post("/v1/chat/completions", chat_body(words_prompt("unsampled", 40)),
-              {{"traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"}});
+      pd.gw.post("/v1/chat/completions", chat_body(words_prompt("unsampled", 40)),
+                 {{"traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"}});
   ASSERT_EQ(unsampled.status, 200) << unsampled.body;
-  auto fresh = gw.post("/v1/chat/completions", chat_body(words_prompt("fresh", 40)));
+  auto fresh = pd.gw.post("/v1/chat/completions", chat_body(words_prompt("fresh", 40)));
   ASSERT_EQ(fresh.status, 200) << fresh.body;
 
-  ASSERT_TRUE(eventually([&] { return !logged(decode).empty(); })) << decode.proc->errors();
-  const auto on_decode = logged(decode);
-  ASSERT_EQ(on_decode.size(), 1u) << decode.proc->errors();
+  ASSERT_TRUE(eventually([&] { return !logged(pd.decode).empty(); })) << pd.decode.proc->errors();
+  const auto on_decode = logged(pd.decode);
+  ASSERT_EQ(on_decode.size(), 1u) << pd.decode.proc->errors();
   const std::string trace_id = trace::to_hex(on_decode[0].parent.trace_id);
   EXPECT_NE(trace_id, "0af7651916cd43dd8448eb211c80319c");
-  ASSERT_EQ(logged(prefill).size(), 1u) << prefill.proc->errors();
-  EXPECT_EQ(trace::to_hex(logged(prefill)[0].parent.trace_id), trace_id);
+  ASSERT_EQ(logged(pd.prefill).size(), 1u) << pd.prefill.proc->errors();
+  EXPECT_EQ(trace::to_hex(logged(pd.prefill)[0].parent.trace_id), trace_id);
 
   // Its server span is a root (no parentSpanId).
   ASSERT_TRUE(eventually([&] {
-    for (const auto& s : receiver.spans()) {
+    for (const auto& s : pd.receiver.spans()) {
       if (s.at("traceId").as_string() == trace_id && s.at("kind").as_int64() == 2) {
         return !s.contains("parentSpanId");
       }
