@@ -21,6 +21,15 @@ route::EndpointView ready_endpoint(route::EndpointId id) {
   return {.id = id, .url = "http://127.0.0.1:" + std::to_string(9000 + id)};
 }
 
+// Pool "main", round-robin over one endpoint.
+PoolConfig one_endpoint_pool() {
+  PoolConfig config;
+  config.name = "main";
+  config.router.policy.name = "round-robin";
+  config.endpoints.push_back({.url = "http://127.0.0.1:9000"});
+  return config;
+}
+
 size_t count(const std::vector<scale::ReplicaSignal>& r, scale::ReplicaPhase phase) {
   return static_cast<size_t>(
       std::count_if(r.begin(), r.end(), [&](const auto& s) { return s.phase == phase; }));
@@ -29,10 +38,7 @@ size_t count(const std::vector<scale::ReplicaSignal>& r, scale::ReplicaPhase pha
 TEST(ExportOnlyActuator, AskedForReplicasStartThenServeUntilEndpointsReplaceThem) {
   boost::asio::io_context io;
   GatewayMetrics metrics;
-  PoolConfig config;
-  config.name = "main";
-  config.router.policy.name = "round-robin";
-  config.endpoints.push_back({.url = "http://127.0.0.1:9000"});
+  const PoolConfig config = one_endpoint_pool();
   PoolAutoscaleConfig autoscale;
   autoscale.policy.startup_time = 60 * kSecond;
   auto pool = PoolRuntime::create(config, {}, io.get_executor(), metrics, env::system_clock());
@@ -80,10 +86,7 @@ TEST(ExportOnlyActuator, AskedForReplicasStartThenServeUntilEndpointsReplaceThem
 TEST(ExportOnlyActuator, TheExportedDecisionHoldsWhileItIsCarriedOut) {
   boost::asio::io_context io;
   GatewayMetrics metrics;
-  PoolConfig config;
-  config.name = "main";
-  config.router.policy.name = "round-robin";
-  config.endpoints.push_back({.url = "http://127.0.0.1:9000"});
+  const PoolConfig config = one_endpoint_pool();
   auto pool = PoolRuntime::create(config, {}, io.get_executor(), metrics, env::system_clock());
   ASSERT_TRUE(pool) << pool.error();
   PoolAutoscaleConfig autoscale;
