@@ -1,6 +1,7 @@
-// Helpers for the flow-control integration tests (docs/flow-control.md): tenants' API keys,
-// completions sent on their own threads and timed from one start, and a `kvgate serve`
-// whose pool "main" has a queue, read through the admin API.
+// Helpers for the flow-control integration tests (docs/flow-control.md), and any test that
+// overloads a pool: tenants' API keys, completions sent on their own threads and timed
+// from one start (RequestBatch), and a `kvgate serve` whose pool "main" has a queue, read
+// through the admin API.
 //
 //   FlowGateway fg(yaml, kToken);            // the yaml's admin token
 //   RequestBatch b;
