@@ -72,15 +72,7 @@ struct Admin {
   GatewayProcess gw;
   std::string url;
 
-  explicit Admin(const std::string& yaml) : gw(yaml) {
-    if (!gw.proc) return;
-    auto u = gw.proc->wait_for_admin_url();
-    if (!u) {
-      ADD_FAILURE() << u.error();
-      return;
-    }
-    url = *u;
-  }
+  explicit Admin(const std::string& yaml) : gw(yaml), url(gw.wait_for_admin_url()) {}
 
   io::HttpClientResponse call(const std::string& method, const std::string& path,
                               const std::string& body = {}, const char* token = kToken) {

@@ -180,15 +180,7 @@ struct AdminGateway {
   GatewayProcess gw;
   std::string admin_url;
 
-  explicit AdminGateway(const std::string& yaml) : gw(yaml) {
-    if (!gw.proc) return;
-    auto u = gw.proc->wait_for_admin_url();
-    if (!u) {
-      ADD_FAILURE() << u.error();
-      return;
-    }
-    admin_url = *u;
-  }
+  explicit AdminGateway(const std::string& yaml) : gw(yaml), admin_url(gw.wait_for_admin_url()) {}
   // The router's requests in flight summed over the pool's endpoints (-1 on error).
   int64_t in_flight(const std::string& pool = "main") {
     auto r = io::http_fetch("GET", admin_url + "/admin/pools/" + pool + "/endpoints");

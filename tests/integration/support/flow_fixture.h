@@ -115,15 +115,7 @@ struct FlowGateway {
   std::string token;
 
   FlowGateway(const std::string& yaml, std::string admin_token)
-      : gw(yaml), token(std::move(admin_token)) {
-    if (!gw.proc) return;
-    auto u = gw.proc->wait_for_admin_url();
-    if (!u) {
-      ADD_FAILURE() << u.error();
-      return;
-    }
-    admin = *u;
-  }
+      : gw(yaml), admin(gw.wait_for_admin_url()), token(std::move(admin_token)) {}
   // The queue view; null when the admin API does not answer 200.
   boost::json::value queue() {
     auto r = io::http_fetch("GET", admin + "/admin/pools/main/queue", "",
