@@ -45,13 +45,20 @@ StandbyPlan plan_standby(EndpointHolds& holds, std::span<const EndpointId> ids,
                          std::span<const Nanos> ready_at, int32_t count) {
   std::vector<EndpointId> candidates;
   std::vector<Nanos> candidate_ready_at;
+  StandbyPlan plan;
   for (size_t i = 0; i < ids.size() && i < ready_at.size(); ++i) {
-    if (!holds.standby_candidate(ids[i])) continue;
-    candidates.push_back(ids[i]);
-    candidate_ready_at.push_back(ready_at[i]);
+    if (holds.standby_candidate(ids[i])) {
+      candidates.push_back(ids[i]);
+      candidate_ready_at.push_back(ready_at[i]);
+    } else if (holds.has(ids[i], Hold::kStandby)) {
+      // Held for something else too (its breaker opened while in standby): no longer
+      // standby, so that it returns to routing when that hold ends.
+      if (auto h = holds.set(ids[i], Hold::kStandby, false)) {
+        plan.changes.push_back({.id = ids[i], .health = *h});
+      }
+    }
   }
   const std::vector<bool> standby = scale::pick_standby(candidate_ready_at, count);
-  StandbyPlan plan;
   for (size_t k = 0; k < candidates.size(); ++k) {
     if (auto h = holds.set(candidates[k], Hold::kStandby, standby[k])) {
       plan.changes.push_back({.id = candidates[k], .health = *h});

@@ -73,8 +73,10 @@ class EndpointHolds {
 // The autoscaler's standby (the horizon policy's `standby` replicas): among `ids` (the
 // caller's ready endpoints, in its order; `ready_at[i]` when ids[i] became ready), the
 // standby candidates, `count` of them the youngest, are held in standby and the other
-// candidates released. Returns the health changes for the router, in `ids` order, and
-// how many candidates are now in standby. REQUIRES: ids.size() == ready_at.size().
+// candidates released; an endpoint of `ids` held for something else loses its standby
+// hold (so that it returns to routing when that hold ends). Returns the health changes
+// for the router, in `ids` order, and how many candidates are now in standby.
+// REQUIRES: ids.size() == ready_at.size().
 struct StandbyPlan {
   struct Change {
     EndpointId id = 0;
