@@ -23,7 +23,6 @@
 #include <sstream>
 
 #include "core/kv/pseudo_tokens.h"
-#include "core/scale/standby.h"
 #include "env/file.h"
 #include "gateway/pool_flow.h"
 #include "io/http_client.h"
@@ -173,6 +172,7 @@ Result<route::EndpointId> PoolRuntime::add_on_strand(route::EndpointSpec spec,
   addr->kv_events = std::move(kv_events);
   addr->origin = std::move(origin);
   breakers_.reset(*id);
+  holds_.reset(*id);
   if (removal_started_.size() <= *id) removal_started_.resize(*id + 1);
   removal_started_[*id] = false;
   {
@@ -206,11 +206,23 @@ asio::awaitable<Result<route::EndpointId>> PoolRuntime::add_endpoint(
       asio::use_awaitable);
 }
 
+std::optional<route::Health> PoolRuntime::set_hold_on_strand(route::EndpointId id, route::Hold hold,
+                                                             bool on) {
+  if (!router_->pool().get(id)) return std::nullopt;
+  std::optional<route::Health> h = holds_.set(id, hold, on);
+  if (h) router_->pool().set_health(id, *h);
+  return h;
+}
+
 void PoolRuntime::hold_on_strand(route::EndpointId id) {
-  const route::Endpoint* e = router_->pool().get(id);
-  if (e && e->health == route::Health::kHealthy) {
-    router_->pool().set_health(id, route::Health::kUnhealthy);
-  }
+  set_hold_on_strand(id, route::Hold::kWarmup, true);
+}
+
+void PoolRuntime::set_warmup_hold(route::EndpointId id, bool on) {
+  asio::post(strand_, [this, id, on] {
+    set_hold_on_strand(id, route::Hold::kWarmup, on);
+    pump_flow(clock_.now());  // an endpoint admitted: capacity
+  });
 }
 
 void PoolRuntime::apply_standby(int32_t count) {
@@ -220,18 +232,15 @@ void PoolRuntime::apply_standby(int32_t count) {
     std::vector<Nanos> ready_at;
     for (route::EndpointId id : pool.ids()) {
       const route::Endpoint* e = pool.get(id);
-      if (!e || removing(id)) continue;
-      if (e->health != route::Health::kHealthy && e->health != route::Health::kStandby) continue;
+      if (!e) continue;
       ids.push_back(id);
       ready_at.push_back(e->added_at);
     }
-    const std::vector<bool> standby = scale::pick_standby(ready_at, count);
+    const route::StandbyPlan plan = route::plan_standby(holds_, ids, ready_at, count);
     bool returned = false;
-    for (size_t k = 0; k < ids.size(); ++k) {
-      const route::Health want = standby[k] ? route::Health::kStandby : route::Health::kHealthy;
-      if (pool.get(ids[k])->health == want) continue;
-      pool.set_health(ids[k], want);
-      returned |= !standby[k];
+    for (const route::StandbyPlan::Change& c : plan.changes) {
+      pool.set_health(c.id, c.health);
+      returned |= c.health == route::Health::kHealthy;
     }
     if (returned) pump_flow(clock_.now());
   });
@@ -245,7 +254,7 @@ asio::awaitable<bool> PoolRuntime::held_task(route::EndpointId id, bool held) {
   if (!router_->pool().get(id) || (id < removal_started_.size() && removal_started_[id])) {
     co_return false;
   }
-  router_->pool().set_health(id, held ? route::Health::kDraining : route::Health::kHealthy);
+  set_hold_on_strand(id, route::Hold::kDrain, held);
   co_return true;
 }
 
@@ -285,23 +294,24 @@ asio::awaitable<std::optional<Result<bool>>> PoolRuntime::remove_task(
     co_return Error(fmt::format("pool {}: no endpoint {}", config_.name, id));
   }
   removal_started_[id] = true;  // a held (draining) endpoint may still be removed
-  router_->pool().set_health(id, route::Health::kDraining);
+  set_hold_on_strand(id, route::Hold::kDrain, true);
   notify(EndpointChange::Kind::kRemoving, *addr);
   // Requests in flight (including remote prefills running there) finish first.
   const Nanos deadline =
       clock_.now() + std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
   asio::steady_timer timer(co_await asio::this_coro::executor);
-  auto busy = [&] {
+  auto in_flight = [&]() -> uint32_t {
     const route::Endpoint* e = router_->pool().get(id);
-    return e && e->load.in_flight > 0;
+    return e ? e->load.in_flight : 0;
   };
-  while (busy() && clock_.now() < deadline) {
+  while (!route::drain_over(in_flight(), clock_.now(), deadline)) {
     timer.expires_after(std::chrono::milliseconds(20));
     co_await timer.async_wait(asio::use_awaitable);
   }
-  const bool drained = !busy();
+  const bool drained = in_flight() == 0;
   router_->remove_endpoint(id);  // and its entries in both indexes
   breakers_.reset(id);
+  holds_.reset(id);
   {
     std::lock_guard lock(endpoints_mu_);
     endpoints_[id].reset();
@@ -313,8 +323,7 @@ asio::awaitable<std::optional<Result<bool>>> PoolRuntime::remove_task(
 }
 
 bool PoolRuntime::removing(route::EndpointId id) const {
-  const route::Endpoint* e = router_->pool().get(id);
-  return e && e->health == route::Health::kDraining;
+  return router_->pool().get(id) && holds_.has(id, route::Hold::kDrain);
 }
 
 uint64_t PoolRuntime::on_change(Observer fn) {
@@ -445,8 +454,9 @@ asio::awaitable<std::shared_ptr<const EndpointAddress>> PoolRuntime::tokenize_en
 void PoolRuntime::close_expired_breakers(Nanos now) {
   for (route::EndpointId id : breakers_.expire(now)) {
     if (removing(id)) continue;
-    // Half-open: requests probe it; the next failure opens it again at once.
-    router_->pool().set_health(id, route::Health::kHealthy);
+    // Half-open: requests probe it (unless another hold stays: a warm-up, a standby); the
+    // next failure opens it again at once.
+    set_hold_on_strand(id, route::Hold::kBreaker, false);
     if (auto e = endpoint(id)) metrics_.breaker(config_.name, e->url, false);
   }
 }
@@ -567,7 +577,7 @@ void PoolRuntime::endpoint_result_on_strand(route::EndpointId endpoint, bool ok)
   if (removing(endpoint)) return;
   if (breakers_.on_result(endpoint, ok, clock_.now()) ==
       route::CircuitBreakers::Transition::kOpened) {
-    router_->pool().set_health(endpoint, route::Health::kUnhealthy);
+    set_hold_on_strand(endpoint, route::Hold::kBreaker, true);
     if (auto e = this->endpoint(endpoint)) metrics_.breaker(config_.name, e->url, true);
   }
 }

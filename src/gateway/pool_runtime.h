@@ -10,6 +10,11 @@
 // after that, it is put back (half-open) and the next failure opens it again, a success
 // closes it.
 //
+// Why an endpoint is out of routing (its warm-up, its breaker, the autoscaler's standby,
+// a drain) is kept in a route::EndpointHolds, the rule the simulator follows too
+// (core/route/endpoint_holds.h): the router's health is set only from it, so releasing
+// one hold leaves the others (a breaker that half-opens does not end a standby).
+//
 // Retries exclude endpoints that already failed for this request: they go to the router
 // as part of the route request (RouteRequest::excluded), for that one decision.
 //
@@ -50,6 +55,7 @@
 #include "core/kv/block_hash.h"
 #include "core/kv/precise_index.h"
 #include "core/route/circuit_breaker.h"
+#include "core/route/endpoint_holds.h"
 #include "core/route/router.h"
 #include "core/tokenizer/chat_template.h"
 #include "core/tokenizer/tokenizer.h"
@@ -238,15 +244,19 @@ class PoolRuntime {
   using Observer = std::function<void(const EndpointChange&)>;
   uint64_t on_change(Observer fn);
   void remove_observer(uint64_t handle);
-  // Takes a healthy endpoint out of routing at once (unhealthy, as a warm-up holds it).
+  // Holds an endpoint out of routing for its warm-up (route::Hold::kWarmup) at once.
   // Only on the strand: from an observer, so that an endpoint that just joined is held
   // before any request can be routed to it.
   void hold_on_strand(route::EndpointId id);
+  // Ends (or starts) the warm-up's hold of `id`: it returns to routing unless another
+  // hold stays (a drain begun meanwhile). Any thread; runs on the strand.
+  void set_warmup_hold(route::EndpointId id, bool on);
   // The autoscaler's standby replicas (the horizon policy's `standby`): `count` of the
-  // ready endpoints, the youngest (scale/standby.h), are kept out of routing
-  // (Health::kStandby); the others return to routing, and the queue dispatches. Only
-  // healthy and standby endpoints are touched: a warm-up's, a breaker's or discovery's
-  // hold stays as it is. Any thread; runs on the strand.
+  // ready endpoints, the youngest by their addition (route::plan_standby over
+  // scale/standby.h), are kept out of routing (Health::kStandby); the others return to
+  // routing, and the queue dispatches. Only endpoints held for nothing else are touched:
+  // a warm-up's, a breaker's or a drain's hold stays as it is. Any thread; runs on the
+  // strand.
   void apply_standby(int32_t count);
   // Control plane (scrapes, KV events): posts `fn(router, precise index)` to the strand.
   void post(std::function<void(route::Router&, kv::PreciseIndex&)> fn);
@@ -306,8 +316,12 @@ class PoolRuntime {
   boost::asio::awaitable<std::optional<Result<bool>>> remove_task(
       route::EndpointId id, std::chrono::milliseconds timeout);
   void notify(EndpointChange::Kind kind, const EndpointAddress& endpoint);
-  // Draining for removal (the router's health says so): the breaker never puts it back.
+  // Draining for removal or held by discovery (route::Hold::kDrain): the breaker neither
+  // counts its results nor puts it back.
   bool removing(route::EndpointId id) const;
+  // Sets or releases one hold of `id` (on the strand); the router's health follows when
+  // it changes, which is returned.
+  std::optional<route::Health> set_hold_on_strand(route::EndpointId id, route::Hold hold, bool on);
 
   const PoolConfig config_;
   GatewayMetrics& metrics_;
@@ -326,6 +340,7 @@ class PoolRuntime {
   std::unique_ptr<route::Router> router_;
   Rng rng_;
   route::CircuitBreakers breakers_;
+  route::EndpointHolds holds_;         // why each endpoint is out of routing
   std::vector<bool> removal_started_;  // by EndpointId: a remove_endpoint is under way
   size_t tokenize_turn_ = 0;           // tokenize_endpoint: where the next search starts
   std::unique_ptr<PoolFlow> flow_;     // after router_ and rng_, which it borrows

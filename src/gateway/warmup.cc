@@ -68,7 +68,6 @@ struct PoolWarmup::Impl : std::enable_shared_from_this<PoolWarmup::Impl> {
   asio::awaitable<void> warm(std::shared_ptr<WarmupTask> task);
   asio::awaitable<bool> wait_ready(std::shared_ptr<WarmupTask> task);
   asio::awaitable<void> send_one(std::shared_ptr<WarmupTask> task, size_t index);
-  void set_health(route::EndpointId id, route::Health from, route::Health to);
   bool cancelled(const WarmupTask& t) {
     std::lock_guard lock(mu);
     return t.cancelled;
@@ -90,14 +89,6 @@ struct PoolWarmup::Impl : std::enable_shared_from_this<PoolWarmup::Impl> {
   uint64_t requests_ok = 0, requests_failed = 0, prompt_tokens = 0, cached_tokens = 0;
   metrics::Histogram duration;
 };
-
-void PoolWarmup::Impl::set_health(route::EndpointId id, route::Health from, route::Health to) {
-  // Only from the state the warm-up expects: a removal may have set it draining meanwhile.
-  pool.post([id, from, to](route::Router& r, kv::PreciseIndex&) {
-    const route::Endpoint* e = r.pool().get(id);
-    if (e && e->health == from) r.pool().set_health(id, to);
-  });
-}
 
 void PoolWarmup::Impl::finish(WarmupTask& t, std::string state) {
   const Nanos now = pool.clock().now();
@@ -178,7 +169,9 @@ asio::awaitable<void> PoolWarmup::Impl::send_one(std::shared_ptr<WarmupTask> tas
 
 asio::awaitable<void> PoolWarmup::Impl::warm(std::shared_ptr<WarmupTask> task) {
   const route::EndpointId id = task->record.endpoint;
-  set_health(id, route::Health::kHealthy, route::Health::kUnhealthy);
+  // Held out of routing (route::Hold::kWarmup; the observer already held it on the pool's
+  // strand). Released below: a drain begun meanwhile keeps it out (core/route/endpoint_holds.h).
+  pool.set_warmup_hold(id, true);
   if (!co_await wait_ready(task)) {
     if (cancelled(*task)) {
       finish(*task, "cancelled");
@@ -186,7 +179,7 @@ asio::awaitable<void> PoolWarmup::Impl::warm(std::shared_ptr<WarmupTask> task) {
     }
     spdlog::warn("warm-up: {} not ready after {} ms; admitted unwarmed", task->record.url,
                  ready_timeout.count());
-    set_health(id, route::Health::kUnhealthy, route::Health::kHealthy);
+    pool.set_warmup_hold(id, false);
     finish(*task, "not_ready");
     co_return;
   }
@@ -220,7 +213,7 @@ asio::awaitable<void> PoolWarmup::Impl::warm(std::shared_ptr<WarmupTask> task) {
     boost::system::error_code ec;
     co_await task->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
-  set_health(id, route::Health::kUnhealthy, route::Health::kHealthy);
+  pool.set_warmup_hold(id, false);
   const kv::WarmupStats& s = run.stats();
   const std::string state = s.planned == 0 ? "empty" : s.timed_out ? "timeout" : "complete";
   spdlog::info("warm-up: {} admitted after {:.2f} s: {}/{} prefixes warmed, {} tokens ({})",
