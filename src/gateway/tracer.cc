@@ -41,6 +41,9 @@ RequestTrace::~RequestTrace() {
   s.trace_id = server_.trace_id;
   s.span_id = server_.span_id;
   s.parent_span_id = client_parent_;
+  s.trace_state = std::move(tracestate_);  // the last use
+  s.trace_flags = server_.flags;
+  s.parent_is_remote = client_parent_ != 0;
   s.name = "kvgate.request";
   s.kind = trace::SpanKind::kServer;
   s.start_unix_nanos = start_unix_nanos_;
@@ -63,6 +66,8 @@ HopSpan RequestTrace::start_hop(std::string_view name, std::string_view endpoint
   hop.span.trace_id = server_.trace_id;
   hop.span.span_id = tracer_.new_span_id();
   hop.span.parent_span_id = server_.span_id;
+  hop.span.trace_state = tracestate_;
+  hop.span.trace_flags = server_.flags;
   hop.span.name = std::string(name);
   hop.span.kind = trace::SpanKind::kClient;
   hop.span.start_unix_nanos = tracer_.wall_now();
