@@ -15,6 +15,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "core/kv/pseudo_tokens.h"
+#include "gateway/tracer.h"
 #include "io/upstream_client.h"
 
 namespace kvgate::gateway {
@@ -69,7 +70,7 @@ size_t EngineTokenizer::cached_bytes() const {
 
 asio::awaitable<EngineTokenizer::Ids> EngineTokenizer::ids_for(
     const openai::InspectedRequest& request, std::string_view body, openai::ApiKind kind,
-    std::string_view served_model) {
+    std::string_view served_model, RequestTrace* trace) {
   Ids out;
   tokenizer::TokenizeCall call =
       tokenizer::build_tokenize_call(body, kind == openai::ApiKind::kChat, served_model);
@@ -111,7 +112,7 @@ asio::awaitable<EngineTokenizer::Ids> EngineTokenizer::ids_for(
     out.later = std::move(call);
     co_return out;
   }
-  Answer a = co_await ask(std::move(call.body));
+  Answer a = co_await ask(std::move(call.body), trace);
   if (!a.failure.empty()) {
     approximate(a.failure);
     co_return out;
@@ -169,13 +170,15 @@ void EngineTokenizer::cool(route::EndpointId id, Nanos now, std::string_view fai
                pool_.name(), failure, error, kCooldown / kMillisecond);
 }
 
-asio::awaitable<EngineTokenizer::Answer> EngineTokenizer::ask(std::string body) {
+asio::awaitable<EngineTokenizer::Answer> EngineTokenizer::ask(std::string body,
+                                                              RequestTrace* trace) {
   std::shared_ptr<const EndpointAddress> endpoint =
       co_await pool_.tokenize_endpoint(cooling(pool_.clock().now()));
   if (!endpoint) co_return Answer{.failure = "no_endpoint"};
   // On a strand of its own: the timeout's cancel and the exchange never run at once.
-  Answer a = co_await asio::co_spawn(asio::make_strand(executor_),
-                                     exchange(endpoint, std::move(body)), asio::use_awaitable);
+  Answer a =
+      co_await asio::co_spawn(asio::make_strand(executor_),
+                              exchange(endpoint, std::move(body), trace), asio::use_awaitable);
   if (a.failure == "timeout" || a.failure == "engine_error") {
     cool(endpoint->id, pool_.clock().now(), a.failure, a.error);
   }
@@ -183,7 +186,7 @@ asio::awaitable<EngineTokenizer::Answer> EngineTokenizer::ask(std::string body) 
 }
 
 asio::awaitable<EngineTokenizer::Answer> EngineTokenizer::exchange(
-    std::shared_ptr<const EndpointAddress> endpoint, std::string body) {
+    std::shared_ptr<const EndpointAddress> endpoint, std::string body, RequestTrace* trace) {
   const Nanos start = pool_.clock().now();
   auto cancel = std::make_shared<io::UpstreamCancel>();
   auto over = std::make_shared<bool>(false);
@@ -206,7 +209,17 @@ asio::awaitable<EngineTokenizer::Answer> EngineTokenizer::exchange(
     *over = true;
     return a;
   };
+  // Traced: the call is a hop of the request's (the request's coroutine awaits it, so the
+  // trace is used by one thread at a time).
+  std::optional<HopSpan> hop_span;
+  if (trace) [[unlikely]] {
+    hop_span = trace->start_hop("kvgate.tokenize", endpoint->url, req.headers);
+  }
   auto sent = co_await upstream_.send(endpoint->host, endpoint->port, req);
+  if (hop_span) [[unlikely]] {
+    trace->end_hop(std::move(*hop_span), sent ? (*sent)->status() : 0,
+                   sent ? std::string_view() : std::string_view(sent.error().message));
+  }
   if (!sent) co_return failed(sent.error());
   const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
                                  timeout_ - std::chrono::nanoseconds(pool_.clock().now() - start)),

@@ -54,6 +54,8 @@ class UpstreamClient;
 
 namespace kvgate::gateway {
 
+class RequestTrace;
+
 class EngineTokenizer : public std::enable_shared_from_this<EngineTokenizer> {
  public:
   static constexpr int kMaxBackground = 8;  // follow-up fetches in flight per pool
@@ -81,10 +83,12 @@ class EngineTokenizer : public std::enable_shared_from_this<EngineTokenizer> {
   };
   // The routing ids of one request (`body` as the client sent it; the engines call its
   // model `served_model`). Never fails; waits at most the pool's tokenize timeout.
-  // `request` and `body` are borrowed until the awaitable completes.
+  // `request`, `body` and `trace` are borrowed until the awaitable completes. A traced
+  // request (`trace` not null, tracer.h) gets a hop span `kvgate.tokenize` for the call
+  // to the engine, whose traceparent names it.
   boost::asio::awaitable<Ids> ids_for(const openai::InspectedRequest& request,
                                       std::string_view body, openai::ApiKind kind,
-                                      std::string_view served_model);
+                                      std::string_view served_model, RequestTrace* trace = nullptr);
 
   // Fetches `call` (Ids::later) in the background and stores its ids for the next turn:
   // at most kMaxBackground at a time per pool (else dropped, counted `skipped`).
@@ -102,10 +106,10 @@ class EngineTokenizer : public std::enable_shared_from_this<EngineTokenizer> {
     std::string_view failure;  // empty: ids are the engine's
     std::string error;
   };
-  // One /tokenize call to a healthy engine, within the timeout.
-  boost::asio::awaitable<Answer> ask(std::string body);
+  // One /tokenize call to a healthy engine, within the timeout (traced when `trace`).
+  boost::asio::awaitable<Answer> ask(std::string body, RequestTrace* trace = nullptr);
   boost::asio::awaitable<Answer> exchange(std::shared_ptr<const EndpointAddress> endpoint,
-                                          std::string body);
+                                          std::string body, RequestTrace* trace);
   static boost::asio::awaitable<void> fetch_in_background(std::shared_ptr<EngineTokenizer> self,
                                                           tokenizer::TokenizeCall call);
   void count(std::string_view result, bool background = false);

@@ -210,6 +210,13 @@ void Gateway::Impl::handle_stored_response(HttpRequest&& req,
   call.limited_tenant = tenant;  // the tenant whose models the answer must be one of
   call.criticality = route::Criticality::kStandard;
   call.received = received;
+  if (tracer) [[unlikely]] {
+    call.trace = tracer->begin(req);
+    if (call.trace) {
+      call.trace->attribute("kvgate.pool", std::string(holder->name()));
+      call.trace->attribute("url.path", call.target);
+    }
+  }
 }
 
 std::optional<HttpResponse> Gateway::Impl::check_key(const HttpRequest& req,

@@ -144,8 +144,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     prompt_tokens = pool.count_tokens(call.request.prompt_text) + call.request.given_tokens;
   } else if (fallback && fallback->covers(call.kind)) {
     // The engine fallback: the ids come from the pool's engines (at most its timeout).
-    EngineTokenizer::Ids got =
-        co_await fallback->ids_for(call.request, route_body, call.kind, call.model->served_name);
+    EngineTokenizer::Ids got = co_await fallback->ids_for(
+        call.request, route_body, call.kind, call.model->served_name, call.trace.get());
     pool.keys_of(got.ids, keys, adapter, call.request.cache_salt);
     prompt_tokens = static_cast<uint32_t>(got.ids.size());
     if (track && got.exact) token_ids = std::move(got.ids);
@@ -608,7 +608,17 @@ asio::awaitable<Gateway::Impl::Migrated> Gateway::Impl::migrate(StreamJob& job) 
     if (!now->decision.accepted()) break;
     RouteLease lease(pool, rr.id, pools_alive);
     std::shared_ptr<const EndpointAddress> endpoint = std::move(now->endpoint);
+    // Traced: the continuation is a hop of its own (a span, its id in the traceparent).
+    std::optional<HopSpan> hop_span;
+    if (job.call.trace) [[unlikely]] {
+      hop_span = job.call.trace->start_hop("kvgate.migration", endpoint->url, up.headers);
+    }
     auto result = co_await upstream->send(endpoint->host, endpoint->port, up);
+    if (hop_span) [[unlikely]] {
+      job.call.trace->end_hop(
+          std::move(*hop_span), result ? (*result)->status() : 0,
+          result ? std::string_view() : std::string_view(result.error().message));
+    }
     if (!result && result.error().kind == io::UpstreamErrorKind::kCancelled) {
       lease.finish(true);  // the client left: no failure of this endpoint's
       co_return Migrated::kCancelled;
@@ -640,6 +650,9 @@ asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
   metrics.request_started();
   PoolRuntime& pool = *call.pool;
   auto respond = [&](int status, HttpResponse r) {
+    if (call.trace) [[unlikely]] {
+      call.trace->set_status(status);
+    }
     metrics.request_finished({.model = call.model->name,
                               .pool = pool.name(),
                               .tenant = call.tenant,
@@ -669,7 +682,15 @@ asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
     std::shared_ptr<const EndpointAddress> endpoint = co_await pool.tokenize_endpoint(tried);
     if (!endpoint) break;
     tried.push_back(endpoint->id);
+    std::optional<HopSpan> hop_span;
+    if (call.trace) [[unlikely]] {
+      hop_span = call.trace->start_hop("kvgate.relay", endpoint->url, up.headers);
+    }
     auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
+    if (hop_span) [[unlikely]] {
+      call.trace->end_hop(std::move(*hop_span), sent ? (*sent)->status() : 0,
+                          sent ? std::string_view() : std::string_view(sent.error().message));
+    }
     if (!sent && sent.error().kind == io::UpstreamErrorKind::kCancelled) break;
     if (!sent) {
       last_error = sent.error().message;
@@ -704,6 +725,9 @@ asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
 asio::awaitable<void> Gateway::Impl::fetch_stored(ProxyCall call) {
   PoolRuntime& pool = *call.pool;
   auto respond = [&](HttpResponse r) {
+    if (call.trace) [[unlikely]] {
+      call.trace->set_status(r.status);
+    }
     metrics.request_done({}, pool.name(), call.tenant, r.status, seconds_since(call.received));
     call.stream->respond(std::move(r));
   };
@@ -725,10 +749,21 @@ asio::awaitable<void> Gateway::Impl::fetch_stored(ProxyCall call) {
   auto cancel = cancel_when_client_leaves(*call.stream, up, here);
   auto client_left = [&] {
     fault_metrics.cancelled(pool.name(), /*after_first_byte=*/false);
-    metrics.request_done({}, pool.name(), call.tenant, client_left_status(*call.stream),
-                         seconds_since(call.received));
+    const int status = client_left_status(*call.stream);
+    if (call.trace) [[unlikely]] {
+      call.trace->set_status(status);
+    }
+    metrics.request_done({}, pool.name(), call.tenant, status, seconds_since(call.received));
   };
+  std::optional<HopSpan> hop_span;
+  if (call.trace) [[unlikely]] {
+    hop_span = call.trace->start_hop("kvgate.stored", endpoint->url, up.headers);
+  }
   auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
+  if (hop_span) [[unlikely]] {
+    call.trace->end_hop(std::move(*hop_span), sent ? (*sent)->status() : 0,
+                        sent ? std::string_view() : std::string_view(sent.error().message));
+  }
   if (!sent && sent.error().kind == io::UpstreamErrorKind::kCancelled) {
     client_left();
     co_return;

@@ -41,6 +41,9 @@ RequestTrace::~RequestTrace() {
   s.trace_id = server_.trace_id;
   s.span_id = server_.span_id;
   s.parent_span_id = client_parent_;
+  s.trace_state = std::move(tracestate_);  // the last use
+  s.trace_flags = server_.flags;
+  s.parent_is_remote = client_parent_ != 0;
   s.name = "kvgate.request";
   s.kind = trace::SpanKind::kServer;
   s.start_unix_nanos = start_unix_nanos_;
@@ -63,6 +66,8 @@ HopSpan RequestTrace::start_hop(std::string_view name, std::string_view endpoint
   hop.span.trace_id = server_.trace_id;
   hop.span.span_id = tracer_.new_span_id();
   hop.span.parent_span_id = server_.span_id;
+  hop.span.trace_state = tracestate_;
+  hop.span.trace_flags = server_.flags;
   hop.span.name = std::string(name);
   hop.span.kind = trace::SpanKind::kClient;
   hop.span.start_unix_nanos = tracer_.wall_now();
@@ -89,10 +94,15 @@ void RequestTrace::end_hop(HopSpan hop, int status, std::string_view error) {
   tracer_.submit(std::move(s));
 }
 
-Tracer::Tracer(TracingConfig config, const Clock& clock)
-    : config_(std::move(config)), clock_(clock), exporter_([this] { run(); }) {}
+Tracer::Tracer(TracingConfig config, const Clock& clock, SpanSink sink)
+    : config_(std::move(config)),
+      clock_(clock),
+      sink_(std::move(sink)),
+      exporter_([this] { run(); }) {}
 
-Tracer::~Tracer() {
+Tracer::~Tracer() { stop(); }
+
+void Tracer::stop() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
@@ -122,7 +132,7 @@ void Tracer::submit(trace::Span span) {
   bool full_batch = false;
   {
     std::lock_guard lock(mu_);
-    if (queue_.size() >= config_.max_queue) {
+    if (stop_ || queue_.size() >= config_.max_queue) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -147,25 +157,32 @@ void Tracer::run() {
         queue_.pop_front();
       }
       lock.unlock();
-      export_batch(batch);
+      const bool ok = export_batch(batch);
       lock.lock();
-      if (stop_) break;  // one more batch at most at stop: the drain is bounded
+      if (stop_ && !ok) {
+        // Stopping and the collector failed: the rest goes too (the drain is bounded by
+        // one export's timeout, not one per batch).
+        dropped_.fetch_add(queue_.size(), std::memory_order_relaxed);
+        queue_.clear();
+      }
     }
     if (stop_) return;
   }
 }
 
-bool Tracer::export_batch(std::vector<trace::Span>& batch) {
+bool Tracer::export_batch(const std::vector<trace::Span>& batch) {
+  const bool ok = sink_ ? sink_(batch) : post_to_collector(batch);
+  (ok ? exported_ : dropped_).fetch_add(batch.size(), std::memory_order_relaxed);
+  return ok;
+}
+
+bool Tracer::post_to_collector(std::span<const trace::Span> batch) {
   // One keep-alive connection to the collector, this thread's only.
   static thread_local io::HttpKeepAliveClient client;
   const std::string body = trace::otlp_json(batch, config_.service_name);
   auto r = client.fetch("POST", config_.collector, body, {{"Content-Type", "application/json"}},
                         std::chrono::milliseconds(5'000));
-  if (r && r->status >= 200 && r->status < 300) {
-    exported_.fetch_add(batch.size(), std::memory_order_relaxed);
-    return true;
-  }
-  dropped_.fetch_add(batch.size(), std::memory_order_relaxed);
+  if (r && r->status >= 200 && r->status < 300) return true;
   spdlog::warn("tracing: export of {} spans to {} failed: {}", batch.size(), config_.collector,
                r ? fmt::format("HTTP {}", r->status) : r.error());
   return false;

@@ -14,7 +14,10 @@
 // batch_size every flush_ms (or as soon as a batch is full) to the collector, with a
 // blocking HTTP client: never on an I/O thread, never on a request's path. A failed
 // export drops its batch (counted) rather than holding memory for a collector that is
-// down.
+// down. stop() (or the destructor) sends what waits, a batch at a time, until an export
+// fails: the rest is then dropped (counted), so a collector that is down holds the
+// shutdown for one export's timeout at most. A test passes a SpanSink of its own instead
+// of the collector.
 //
 //   auto tracer = std::make_unique<Tracer>(*config.tracing, clock);
 //   std::unique_ptr<RequestTrace> t = tracer->begin(req);   // null: not traced
@@ -31,8 +34,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -89,17 +94,26 @@ class RequestTrace {
   std::vector<trace::Attribute> span_attributes_;
 };
 
+// Where the exporter sends a batch: true when it was accepted. Called on the exporter
+// thread only, one batch at a time. Empty: OTLP/HTTP JSON to the configured collector.
+using SpanSink = std::function<bool(std::span<const trace::Span> batch)>;
+
 class Tracer {
  public:
-  Tracer(TracingConfig config, const Clock& clock);
-  ~Tracer();  // stops the exporter after one last flush
+  Tracer(TracingConfig config, const Clock& clock, SpanSink sink = {});
+  ~Tracer();  // stop()
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
+
+  // Sends what waits (until an export fails) and stops the exporter; a span submitted
+  // afterwards is dropped (counted). Idempotent; not concurrent with itself.
+  void stop();
 
   // The request's trace, or null when it is not sampled.
   std::unique_ptr<RequestTrace> begin(const io::HttpRequest& req);
 
-  // A finished span for export; dropped (and counted) when the queue is full.
+  // A finished span for export; dropped (and counted) when the queue is full or the
+  // tracer stopped.
   void submit(trace::Span span);
 
   int64_t wall_now() const { return clock_.wall_now(); }
@@ -112,11 +126,13 @@ class Tracer {
 
  private:
   void run();  // the exporter thread
-  bool export_batch(std::vector<trace::Span>& batch);
+  bool export_batch(const std::vector<trace::Span>& batch);
+  bool post_to_collector(std::span<const trace::Span> batch);
 
   // Constant after construction.
   const TracingConfig config_;
   const Clock& clock_;
+  const SpanSink sink_;
 
   std::atomic<uint64_t> exported_{0};
   std::atomic<uint64_t> dropped_{0};

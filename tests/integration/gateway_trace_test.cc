@@ -7,6 +7,7 @@
 // traced.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -247,6 +248,89 @@ TEST(GatewayTrace, RatioOneStartsAFreshTraceAndAnUnsampledParentIsNotTraced) {
     }
     return false;
   }));
+}
+
+// The hops besides generation: a relayed /tokenize, the engine fallback's /tokenize (a
+// pool with `tokenize: engine`) made for a chat request's routing, and a stored
+// response's GET each carry the client's trace with a span id of their own, which the
+// gateway exports as a CLIENT span under its server span.
+TEST(GatewayTrace, RelayEngineTokenizeAndStoredFetchCarryTheTrace) {
+  OtlpReceiver receiver;
+  ASSERT_FALSE(receiver.url().empty());
+  EngineProcess engine({"--time-scale", "0.01", "--model", "sim", "--block-size", "16"});
+  ASSERT_FALSE(engine.url.empty());
+  GatewayProcess gw(
+      "listeners:\n  - address: 127.0.0.1\n    port: 0\n"
+      "timeouts: {header_ms: 2000, drain_ms: 2000, connect_ms: 1000}\n"
+      "tracing: {ratio: 0.0, collector: " +
+      receiver.url() +
+      ", service_name: kvgate-trace-test, flush_ms: 50}\n"
+      "pools:\n  main:\n    block_size: 16\n    tokenize: {mode: engine, timeout_ms: 5000}\n"
+      "    endpoints: [" +
+      engine.url + "]\nmodels:\n  - name: sim\n    pool: main\n");
+  ASSERT_FALSE(gw.url.empty());
+
+  const std::string client_trace = "5bf92f3577b34da6a3ce929d0e0e4737";
+  const std::vector<io::HttpHeader> traced = {
+      {"traceparent", "00-" + client_trace + "-00f067aa0ba902b8-01"}};
+  auto tok = gw.post("/tokenize", R"({"model":"sim","prompt":"one two three"})", traced);
+  ASSERT_EQ(tok.status, 200) << tok.body;
+  auto chat = gw.post("/v1/chat/completions", chat_body(words_prompt("engine-ids", 40)), traced);
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  // Created untraced (ratio 0): only the GET below carries the trace.
+  auto created =
+      gw.post("/v1/responses", R"({"model":"sim","input":"hello","max_output_tokens":3})");
+  ASSERT_EQ(created.status, 200) << created.body;
+  const std::string id(parse_json(created.body).at("id").as_string());
+  auto got =
+      io::http_fetch("GET", gw.url + "/v1/responses/" + id, "", traced, std::chrono::seconds(10));
+  ASSERT_TRUE(got) << got.error();
+  ASSERT_EQ(got->status, 200) << got->body;
+
+  // The engine saw four traced requests: the relayed /tokenize, the fallback's /tokenize,
+  // the chat completion and the stored response's GET; each its own parent span id.
+  ASSERT_TRUE(eventually([&] { return logged(engine).size() >= 4; })) << engine.proc->errors();
+  const std::vector<Logged> lines = logged(engine);
+  ASSERT_EQ(lines.size(), 4u) << engine.proc->errors();
+  std::set<std::string> parents;
+  int tokenize = 0;
+  int stored = 0;
+  for (const Logged& l : lines) {
+    EXPECT_EQ(trace::to_hex(l.parent.trace_id), client_trace) << l.line;
+    parents.insert(trace::to_hex(l.parent.span_id));
+    if (l.line.find(" /tokenize ") != std::string::npos) ++tokenize;
+    if (l.line.find(" /v1/responses/" + id + " ") != std::string::npos) ++stored;
+  }
+  EXPECT_EQ(parents.size(), 4u);
+  EXPECT_EQ(tokenize, 2) << engine.proc->errors();
+  EXPECT_EQ(stored, 1) << engine.proc->errors();
+
+  // Each engine-side parent is a CLIENT span the gateway exported, under a server span.
+  std::map<std::string, boost::json::object> by_id;
+  ASSERT_TRUE(eventually([&] {
+    by_id.clear();
+    for (auto& s : receiver.spans()) {
+      if (s.at("traceId").as_string() == client_trace) {
+        by_id[std::string(s.at("spanId").as_string())] = s;
+      }
+    }
+    for (const std::string& p : parents) {
+      if (!by_id.contains(p)) return false;
+    }
+    return by_id.size() >= 7;  // 3 server spans, 4 hop spans
+  }));
+  std::multiset<std::string> names;
+  for (const std::string& p : parents) {
+    const boost::json::object& hop = by_id.at(p);
+    EXPECT_EQ(hop.at("kind").as_int64(), 3);
+    names.insert(std::string(hop.at("name").as_string()));
+    const std::string parent(hop.at("parentSpanId").as_string());
+    ASSERT_TRUE(by_id.contains(parent)) << parent;
+    EXPECT_EQ(by_id.at(parent).at("kind").as_int64(), 2);
+    EXPECT_EQ(by_id.at(parent).at("status").at("code").as_int64(), 0);
+  }
+  EXPECT_EQ(names, (std::multiset<std::string>{"kvgate.relay", "kvgate.stored", "kvgate.tokenize",
+                                               "kvgate.upstream"}));
 }
 
 }  // namespace gateway_trace_test
