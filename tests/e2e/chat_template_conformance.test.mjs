@@ -3,7 +3,9 @@
 // builds (support/vllm_context.mjs), on 600 generated conversations per template (Qwen3,
 // Llama 3, DeepSeek V3, Gemma 3, Llama 2, Gemma, Llama 3.1 and Llama 3.1 Instruct); then
 // the token ids of the rendered prompts against the Hugging Face tokenizers library, for
-// every family. Where @huggingface/jinja differs from
+// every family. Then ten more families' real templates, rendered only (Phi-4, Phi-3.5,
+// Mistral Small 3, Qwen2.5, GLM-4, Granite 4, DeepSeek R1, SmolLM2, OLMo 2, EXAONE 3.5),
+// and templates written for the suite. Where @huggingface/jinja differs from
 // Python Jinja (what vLLM runs) the difference is asserted explicitly (docs/template.md).
 import {test} from 'node:test';
 import assert from 'node:assert/strict';
@@ -146,6 +148,37 @@ for (const {model, name = model, ollama, seed, fast = false, alternating = false
       }
     });
     assert.equal(diff, 0, `${diff} prompts encode differently`);
+  });
+}
+
+// Real templates of more families, rendered only (their tokenizers are not on npm): the
+// chat templates @huggingface/ollama-utils carries. Chosen one per family, leaving out
+// the ones that read the clock (strftime_now) or compare strings with `!= false` (a
+// documented difference, below).
+const rendered_only = [
+  {ollama: 'library/phi4:14b', seed: 51},                          // Phi-4
+  {ollama: 'library/phi3.5:3.8b', seed: 52},                       // Phi-3.5
+  {ollama: 'library/mistral-small:24b', seed: 53, alternating: true},  // Mistral Small 3
+  {ollama: 'library/qwen2.5:0.5b', seed: 54},                      // Qwen2.5, tools
+  {ollama: 'library/glm4:9b', seed: 55},                           // GLM-4, tools
+  {ollama: 'library/granite4:latest', seed: 56},                   // Granite 4, content parts
+  {ollama: 'library/deepseek-r1:8b', seed: 57},                    // DeepSeek R1
+  {ollama: 'library/smollm2:135m', seed: 58},                      // SmolLM2
+  {ollama: 'library/olmo2:7b', seed: 59},                          // OLMo 2
+  {ollama: 'library/exaone3.5:7.8b', seed: 60},                    // EXAONE 3.5
+];
+
+for (const {ollama, seed, alternating = false} of rendered_only) {
+  test(`${ollama} (@huggingface/ollama-utils): chat rendering equals @huggingface/jinja on 600 conversations`, async () => {
+    const src = chat_template_of(ollama);
+    const config = {chat_template: src, bos_token: '<s>', eos_token: '</s>'};
+    const file = path.join(tmp, `${ollama.replace(/[^a-z0-9]/g, '_')}.json`);
+    writeFileSync(file, JSON.stringify(config));
+    const out = JSON.parse(await run_kvgate(['tokenize', '--chat-template', file, '--describe'], ''));
+    assert.equal(out.chat_template.content_format, content_as_parts(src) ? 'openai' : 'string');
+    const reqs = conversations(600, seed, {alternating});
+    const errors = compare(reqs, reference(src, config, reqs), await kvgate_render(file, reqs));
+    assert.ok(errors < reqs.length / 10, `${errors} conversations raise`);
   });
 }
 
