@@ -7,7 +7,7 @@
 
 #include "core/route/config.h"
 #include "fuzz/fuzz_support.h"
-#include "gateway/admin_json.h"
+#include "gateway/control/admin_json.h"
 #include "io/http_types.h"
 
 using namespace kvgate;

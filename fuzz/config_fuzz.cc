@@ -6,7 +6,7 @@
 
 #include "fuzz/fuzz_support.h"
 #include "gateway/config.h"
-#include "gateway/keys.h"
+#include "gateway/data/keys.h"
 
 using namespace kvgate;
 

@@ -24,7 +24,7 @@
 
 #include "core/kv/pseudo_tokens.h"
 #include "env/file.h"
-#include "gateway/pool_flow.h"
+#include "gateway/data/pool_flow.h"
 #include "io/http_client.h"
 
 namespace kvgate::gateway {

@@ -60,9 +60,9 @@
 #include "core/tokenizer/chat_template.h"
 #include "core/tokenizer/tokenizer.h"
 #include "gateway/config.h"
+#include "gateway/data/recent_requests.h"
+#include "gateway/data/response_affinity.h"
 #include "gateway/metrics.h"
-#include "gateway/recent_requests.h"
-#include "gateway/response_affinity.h"
 #include "openai/request.h"
 
 namespace kvgate::gateway {

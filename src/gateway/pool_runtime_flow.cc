@@ -4,7 +4,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "gateway/pool_flow.h"
+#include "gateway/data/pool_flow.h"
 #include "gateway/pool_runtime.h"
 
 namespace kvgate::gateway {

@@ -12,7 +12,7 @@
 #include <chrono>
 #include <thread>
 
-#include "gateway/keys.h"
+#include "gateway/data/keys.h"
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "gateway/keys.h"
+#include "gateway/data/keys.h"
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {

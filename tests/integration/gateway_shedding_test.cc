@@ -11,7 +11,7 @@
 #include <memory>
 #include <thread>
 
-#include "gateway/keys.h"
+#include "gateway/data/keys.h"
 #include "support/eventually.h"
 #include "support/flow_fixture.h"
 

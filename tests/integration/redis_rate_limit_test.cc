@@ -17,7 +17,7 @@
 #include <functional>
 
 #include "env/system_clock.h"
-#include "gateway/tenant_limiter.h"
+#include "gateway/data/tenant_limiter.h"
 #include "io/redis_counter_store.h"
 #include "support/process.h"
 

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "gateway/keys.h"
+#include "gateway/data/keys.h"
 #include "gateway_fixture.h"
 
 namespace kvgate::testing {
