@@ -190,14 +190,14 @@ struct Gateway::Impl {
   std::unique_ptr<io::UpstreamClient> upstream;
   std::vector<std::unique_ptr<PoolRuntime>> pools;
   std::vector<std::unique_ptr<LiveFeed>> feeds;      // after pools: destroyed first
-  std::vector<std::unique_ptr<PoolWarmup>> warmups;  // by pool index (gateway/warmup.h)
-  // By pool index; null for a pool without LoRA placement (gateway/lora_placer.h).
+  std::vector<std::unique_ptr<PoolWarmup>> warmups;  // by pool index (gateway/control/warmup.h)
+  // By pool index; null for a pool without LoRA placement (gateway/control/lora_placer.h).
   std::vector<std::unique_ptr<LoraPlacer>> lora_placers;
   std::vector<std::unique_ptr<AutoscaleLoop>> autoscalers;  // stopped first in stop_all
   std::vector<std::unique_ptr<PoolDiscovery>> discoveries;  // docs/discovery.md
   std::vector<std::unique_ptr<io::HttpServer>> servers;
   std::unique_ptr<AdminApi> admin;       // config.admin set; destroyed before the pools
-  std::unique_ptr<ReplicaSync> cluster;  // config.cluster set (gateway/replica_sync.h)
+  std::unique_ptr<ReplicaSync> cluster;  // config.cluster set (gateway/sync/replica_sync.h)
   std::atomic<bool> not_ready{false};    // /ready answers 503 (drain announced)
   std::atomic<bool> draining{false};     // new requests get 503, listeners closed
   std::atomic<bool> stopped{false};

@@ -108,7 +108,7 @@ class EngineTokenizer;
 // `tokenize:` mode and whether its tokenizer.json and chat template load (kvgate serve
 // --check and kvgate tokenize --config print it).
 struct TokenizePlan {
-  // Asked of the pool's engines (POST /tokenize, gateway/engine_tokenizer.h).
+  // Asked of the pool's engines (POST /tokenize, gateway/data/engine_tokenizer.h).
   bool chat_from_engine = false;
   bool completion_from_engine = false;
   bool uses_engine() const { return chat_from_engine || completion_from_engine; }
@@ -155,7 +155,7 @@ class PoolRuntime {
   // chat template (when configured) and tokenizer.json give real tokens; without, a
   // byte-level fallback (4 bytes per pseudo-token) keeps prefix locality.
   // Runs on the caller's thread.
-  // Warm-up hook (gateway/warmup.h): when `token_ids` is given it receives the token ids
+  // Warm-up hook (gateway/control/warmup.h): when `token_ids` is given it receives the token ids
   // the keys were hashed from if they are real tokens (a tokenizer ran), else is cleared.
   // `adapter`: the request's LoRA adapter ("" for the base model), whose blocks are its
   // own (vLLM seeds an adapter's block hashes with it; so does the precise index).
@@ -232,7 +232,7 @@ class PoolRuntime {
                                               std::optional<KvEventsConfig> kv_events,
                                               std::string origin = "runtime");
   Result<bool> remove_endpoint_sync(route::EndpointId id, std::chrono::milliseconds timeout);
-  // Endpoint discovery's grace period (gateway/pool_discovery.h): `held` takes the
+  // Endpoint discovery's grace period (gateway/control/pool_discovery.h): `held` takes the
   // endpoint out of routing (draining: requests in flight finish) without removing it,
   // so its index entries stay; false puts it back. False for an unknown id or one that
   // is being removed.
@@ -265,7 +265,7 @@ class PoolRuntime {
   // on the strand (inside with_router).
   route::CircuitBreakers::State breaker_state(route::EndpointId id) const;
 
-  // Replica sync (gateway/replica_sync.h): called on the strand after each of this
+  // Replica sync (gateway/sync/replica_sync.h): called on the strand after each of this
   // replica's own decisions (accepted ones) and lifecycle steps, never for the peers'
   // requests it applies. Set before traffic starts.
   struct RoutingHooks {

@@ -177,7 +177,7 @@ class Simulation {
   void on_arrival(Nanos now, uint64_t id);
   // The gateway routes an arrived request (or queues it in flow control).
   void route_arrival(Nanos now, uint64_t id);
-  // LoRA placement, as gateway/lora_placer.cc drives the core's LoraPlacement: a round
+  // LoRA placement, as gateway/control/lora_placer.cc drives the core's LoraPlacement: a round
   // (demand, the router's view of the endpoints, plan, publish, act), its actions carried
   // out on the engine models, their answers, and the requests that wait for a load.
   void lora_round(Nanos now);
@@ -1083,7 +1083,7 @@ void Simulation::on_upstream_failed(Nanos now, uint32_t engine, uint64_t id) {
   } else {
     // A new leg: the continuation is routed on the original prompt's keys, the endpoint
     // the stream left excluded, its own endpoints retried as the first leg's were
-    // (gateway/proxy.cc, migrate).
+    // (gateway/data/proxy.cc, migrate).
     r.excluded.assign(1, failed);
     r.tried = 0;
     r.began = false;
@@ -1200,7 +1200,7 @@ void Simulation::lora_publish(Nanos now) {
 void Simulation::on_lora_wait_end(Nanos now, uint64_t id) {
   RequestState& r = requests_[id];
   if (!r.lora_waiting) return;
-  // max_wait is over: the router decides as it can (gateway/proxy.cc).
+  // max_wait is over: the router decides as it can (gateway/data/proxy.cc).
   r.lora_waiting = false;
   LoraDemand& d = lora_demand_[r.adapter - 1];
   std::erase(d.waiters, id);

@@ -40,7 +40,7 @@ namespace kvgate::gateway {
 
 class PoolRuntime;
 
-// The pool's autoscaler among several gateway replicas (gateway/replica_sync.h). Empty
+// The pool's autoscaler among several gateway replicas (gateway/sync/replica_sync.h). Empty
 // functions: a gateway alone, which always actuates.
 struct LeaderLink {
   // Asked before each actuation with the decision's desired count: true only on the

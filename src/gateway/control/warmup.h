@@ -103,7 +103,7 @@ class PoolWarmup {
   size_t prefixes() const;  // the warm-up set's size (warmup.prefixes)
   // This replica's hot prefixes, best first (kv::HotPrefixes::top), for its peers.
   std::vector<kv::HotPrefix> top(size_t k) const;
-  // Several gateway replicas (gateway/replica_sync.h): `peers` returns the peers' latest
+  // Several gateway replicas (gateway/sync/replica_sync.h): `peers` returns the peers' latest
   // hot prefixes; a warm-up then takes the best of its own and theirs
   // (kv::merge_hot_prefixes). Set before endpoints are added at run time.
   void set_peers(std::function<std::vector<std::vector<kv::HotPrefix>>()> peers);

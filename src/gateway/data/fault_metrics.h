@@ -1,5 +1,5 @@
 // FaultMetrics: what the gateway counts about requests cut short — by their client
-// (cancellation) or by their engine (stream migration, gateway/stream_migration.h) —
+// (cancellation) or by their engine (stream migration, gateway/data/stream_migration.h) —
 // declared here in one place and rendered after GatewayMetrics on /metrics.
 //
 //   kvgate_client_cancellations_total{pool,phase}       counter: clients that left before

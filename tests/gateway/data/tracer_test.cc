@@ -1,4 +1,4 @@
-// The Tracer's export queue (gateway/tracer.h) with a sink of the test's own instead of a
+// The Tracer's export queue (gateway/data/tracer.h) with a sink of the test's own instead of a
 // collector: a partial batch waits for flush_ms and a full one goes at once, batches
 // never exceed batch_size, a full queue drops and counts, stop() sends what waits, and a
 // failed export at stop drops the rest at once (one export, not one per batch).
