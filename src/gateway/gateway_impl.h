@@ -114,7 +114,7 @@ struct ApiRoute {
 struct Translation {
   std::string route_body;
   // Responses: the response this one continues ("" when none), whose endpoint holds the
-  // conversation (PoolRuntime::responses()).
+  // conversation (PoolRouting::responses()).
   std::string previous_response;
 };
 

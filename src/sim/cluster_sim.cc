@@ -1065,7 +1065,7 @@ void Simulation::lose(uint64_t id) {
 void Simulation::on_upstream_failed(Nanos now, uint32_t engine, uint64_t id) {
   RequestState& r = requests_[id];
   const route::EndpointId failed = endpoint_of_[engine];
-  // As PoolRuntime::exchange_done(ok = false): the router's load for the attempt goes,
+  // As PoolRouting::exchange_done(ok = false): the router's load for the attempt goes,
   // and the endpoint's breaker counts a failure.
   group_->on_failed(id, now);
   breaker_result(failed, false, now);

@@ -89,7 +89,7 @@ TEST_P(EngineCacheSaltEvents, EventsKeyASaltedPrefixAsTheGatewayKeysItsRequests)
   }
   EXPECT_EQ(salted_events, 1u);
 
-  // The gateway's keys (PoolRuntime::keys_for): block_seed(pool, adapter, salt).
+  // The gateway's keys (PoolRouting::keys_for): block_seed(pool, adapter, salt).
   auto matched = [&](const std::string& prompt, const std::string& salt) -> uint32_t {
     std::vector<kv::BlockKey> keys;
     kv::hash_blocks(e.tokenize(prompt), 16, kv::block_seed("pool", "", salt), keys);

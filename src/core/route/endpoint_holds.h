@@ -1,9 +1,9 @@
 // EndpointHolds: why each endpoint of a pool is kept out of routing, and the one Health
 // the router gets from that. One rule set for both shells: `kvgate serve`
-// (gateway/pool_runtime.cc, gateway/control/warmup.cc) and `kvgate sim` (sim/cluster_sim.cc)
-// keep an EndpointHolds beside their router and set an endpoint's health only from it,
-// so the warm-up hold, the autoscaler's standby, draining and the circuit breaker
-// combine the same way in both.
+// (gateway/data/pool_routing.h, set from gateway/pool_runtime.cc and
+// gateway/control/warmup.cc) and `kvgate sim` (sim/cluster_sim.cc) keep an EndpointHolds
+// beside their router and set an endpoint's health only from it, so the warm-up hold, the
+// autoscaler's standby, draining and the circuit breaker combine the same way in both.
 //
 // An endpoint may be held for several reasons at once; releasing one leaves the others.
 // Its health is that of the first hold it has, in this order:

@@ -27,10 +27,10 @@
 #include <string>
 
 #include "gateway/config.h"
+#include "gateway/data/pool_routing.h"
 #include "gateway/data/route_lease.h"
 #include "gateway/data/tracer.h"
 #include "gateway/metrics.h"
-#include "gateway/pool_runtime.h"
 #include "io/http_types.h"
 #include "io/upstream_client.h"
 
@@ -60,7 +60,7 @@ struct PrefillHop {
 // What the prefill hop needs; all borrowed for the duration of the call.
 struct PrefillHopContext {
   io::UpstreamClient& upstream;
-  PoolRuntime& pool;
+  PoolRouting& pool;
   GatewayMetrics& metrics;
   const TimeoutConfig& timeouts;
   const route::Decision& decision;  // accepted, with a prefill_endpoint

@@ -32,7 +32,7 @@ constexpr size_t kMaxAnswerBytes = size_t{64} << 20;
 
 }  // namespace
 
-std::shared_ptr<EngineTokenizer> EngineTokenizer::create(PoolRuntime& pool,
+std::shared_ptr<EngineTokenizer> EngineTokenizer::create(PoolRouting& pool,
                                                          io::UpstreamClient& upstream,
                                                          asio::any_io_executor executor,
                                                          GatewayMetrics& metrics) {
@@ -41,7 +41,7 @@ std::shared_ptr<EngineTokenizer> EngineTokenizer::create(PoolRuntime& pool,
   return t;
 }
 
-EngineTokenizer::EngineTokenizer(PoolRuntime& pool, io::UpstreamClient& upstream,
+EngineTokenizer::EngineTokenizer(PoolRouting& pool, io::UpstreamClient& upstream,
                                  asio::any_io_executor executor, GatewayMetrics& metrics)
     : pool_(pool),
       upstream_(upstream),

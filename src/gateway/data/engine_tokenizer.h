@@ -18,7 +18,7 @@
 // a pool without a tokenizer does), counted in kvgate_engine_tokenize_total by reason. An
 // engine that timed out or failed is not asked again for a second (on the pool's clock).
 //
-// Pools without the fallback never reach this (PoolRuntime::engine_tokenizer() is null).
+// Pools without the fallback never reach this (PoolRouting::engine_tokenizer() is null).
 //
 //   auto et = EngineTokenizer::create(pool, upstream, io.get_executor(), metrics);
 //   pool.set_engine_tokenizer(et);
@@ -44,8 +44,8 @@
 #include "core/common/time.h"
 #include "core/tokenizer/engine_id_cache.h"
 #include "core/tokenizer/tokenize_call.h"
+#include "gateway/data/pool_routing.h"
 #include "gateway/metrics.h"
-#include "gateway/pool_runtime.h"
 #include "openai/request.h"
 
 namespace kvgate::io {
@@ -62,11 +62,11 @@ class EngineTokenizer : public std::enable_shared_from_this<EngineTokenizer> {
   static constexpr Nanos kCooldown = kSecond;
 
   // `pool`, `upstream` and `metrics` must outlive every call (the gateway's do).
-  static std::shared_ptr<EngineTokenizer> create(PoolRuntime& pool, io::UpstreamClient& upstream,
+  static std::shared_ptr<EngineTokenizer> create(PoolRouting& pool, io::UpstreamClient& upstream,
                                                  boost::asio::any_io_executor executor,
                                                  GatewayMetrics& metrics);
 
-  // Whether requests of `kind` get their ids here (else PoolRuntime::keys_for).
+  // Whether requests of `kind` get their ids here (else PoolRouting::keys_for).
   bool covers(openai::ApiKind kind) const {
     const TokenizePlan& p = pool_.tokenize_plan();
     return kind == openai::ApiKind::kChat ? p.chat_from_engine : p.completion_from_engine;
@@ -98,7 +98,7 @@ class EngineTokenizer : public std::enable_shared_from_this<EngineTokenizer> {
   size_t cached_bytes() const;
 
  private:
-  EngineTokenizer(PoolRuntime& pool, io::UpstreamClient& upstream,
+  EngineTokenizer(PoolRouting& pool, io::UpstreamClient& upstream,
                   boost::asio::any_io_executor executor, GatewayMetrics& metrics);
 
   struct Answer {
@@ -117,7 +117,7 @@ class EngineTokenizer : public std::enable_shared_from_this<EngineTokenizer> {
   void cool(route::EndpointId id, Nanos now, std::string_view failure, const std::string& error);
 
   // Constant after construction.
-  PoolRuntime& pool_;
+  PoolRouting& pool_;
   io::UpstreamClient& upstream_;
   boost::asio::any_io_executor executor_;
   const std::chrono::milliseconds timeout_;

@@ -5,7 +5,7 @@
 #include <boost/json.hpp>
 
 #include "core/metrics/prometheus_text.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_routing.h"
 
 namespace kvgate::gateway {
 

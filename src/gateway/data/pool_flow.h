@@ -1,12 +1,12 @@
 // PoolFlow: a pool's flow-control queue in the running gateway (docs/flow-control.md).
 //
-// Wraps the core's FlowController (core/route/flow_control.h) for one PoolRuntime: it
-// lives on the pool's strand, next to the Router it borrows. PoolRuntime::admit() hands
-// it a request and a completion; the completion runs (on the strand) when the request
-// is routed, refused, or at once when it need not wait. Whenever capacity may have
-// appeared (a request finished, a first token, an endpoint added, a scrape) PoolRuntime
-// calls pump(); a timer on the strand fires at the queue's next expiry (max wait,
-// deadlines), in the pool's clock's time (io::ClockTimer: a test advances a ManualClock
+// Wraps the core's FlowController (core/route/flow_control.h) for one pool (PoolRouting,
+// pool_routing.h): it lives on the pool's strand, next to the Router it borrows.
+// PoolRouting::admit() hands it a request and a completion; the completion runs (on the
+// strand) when the request is routed, refused, or at once when it need not wait.
+// Whenever capacity may have appeared (a request finished, a first token, an endpoint
+// added, a scrape) the pool calls pump(); a timer on the strand fires at the queue's next expiry
+// (max wait, deadlines), in the pool's clock's time (io::ClockTimer: a test advances a ManualClock
 // past a max wait and the request is refused, without sleeping). A client that goes away
 // while queued is cancel()ed at once; on stop, refuse_all() answers whatever still waits.
 //

@@ -10,14 +10,14 @@ void RouteLease::first_token() {
 
 void RouteLease::finish(bool ok) {
   if (!pool_) return;
-  PoolRuntime* pool = pool_;
+  PoolRouting* pool = pool_;
   pool_ = nullptr;
   if (pool_alive()) pool->finished(id_, ok);
 }
 
 void RouteLease::done(route::EndpointId endpoint, bool ok, Nanos now, bool first_token) {
   if (!pool_) return;
-  PoolRuntime* pool = pool_;
+  PoolRouting* pool = pool_;
   pool_ = nullptr;
   if (pool_alive()) pool->exchange_done(id_, endpoint, ok, now, first_token && !first_token_sent_);
 }

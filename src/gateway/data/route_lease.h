@@ -25,14 +25,14 @@
 
 #include "core/common/time.h"
 #include "core/route/request.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_routing.h"
 
 namespace kvgate::gateway {
 
 class RouteLease {
  public:
   RouteLease() = default;
-  RouteLease(PoolRuntime& pool, route::RequestId id, std::shared_ptr<const std::atomic<bool>> alive)
+  RouteLease(PoolRouting& pool, route::RequestId id, std::shared_ptr<const std::atomic<bool>> alive)
       : pool_(&pool), id_(id), alive_(std::move(alive)) {}
   RouteLease(RouteLease&& other) noexcept { take(other); }
   RouteLease& operator=(RouteLease&& other) noexcept {
@@ -56,7 +56,7 @@ class RouteLease {
   // request's endpoint(s) in the router (the breaker is the caller's: endpoint_result).
   void finish(bool ok);
   // finish(ok) plus the breaker's bookkeeping for `endpoint`, in one hop onto the strand
-  // (PoolRuntime::exchange_done); `first_token` when the answer brought the first token.
+  // (PoolRouting::exchange_done); `first_token` when the answer brought the first token.
   void done(route::EndpointId endpoint, bool ok, Nanos now, bool first_token = false);
   // The request is over and its load was released by someone else (the prefill hop):
   // forget it without calling the pool.
@@ -73,7 +73,7 @@ class RouteLease {
   void release_as_failed();
   bool pool_alive() const { return alive_ && alive_->load(std::memory_order_acquire); }
 
-  PoolRuntime* pool_ = nullptr;  // null: nothing held
+  PoolRouting* pool_ = nullptr;  // null: nothing held
   route::RequestId id_ = 0;
   bool first_token_sent_ = false;
   std::shared_ptr<const std::atomic<bool>> alive_;

@@ -1,23 +1,23 @@
-// PoolRuntime's flow-control side (pool_flow.h): admission through the pool's queue.
+// PoolRouting's flow-control side (pool_flow.h): admission through the pool's queue.
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "gateway/data/pool_flow.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_routing.h"
 
 namespace kvgate::gateway {
 
 namespace asio = boost::asio;
 
-void PoolRuntime::pump_flow(Nanos now) {
+void PoolRouting::pump_flow(Nanos now) {
   if (flow_) flow_->pump(now);
 }
 
-size_t PoolRuntime::flow_queued() const { return flow_ ? flow_->queued() : 0; }
+size_t PoolRouting::flow_queued() const { return flow_ ? flow_->queued() : 0; }
 
-asio::awaitable<Pick> PoolRuntime::admit(const route::RouteRequest& request, FlowTicket ticket) {
+asio::awaitable<Pick> PoolRouting::admit(const route::RouteRequest& request, FlowTicket ticket) {
   return asio::async_initiate<const asio::use_awaitable_t<>&, void(Pick)>(
       [this, &request, ticket](auto handler) {
         asio::dispatch(strand_, [this, &request, ticket, h = std::move(handler)]() mutable {
@@ -66,19 +66,19 @@ asio::awaitable<Pick> PoolRuntime::admit(const route::RouteRequest& request, Flo
       asio::use_awaitable);
 }
 
-void PoolRuntime::cancel_queued(route::RequestId id) {
+void PoolRouting::cancel_queued(route::RequestId id) {
   if (!flow_) return;
   asio::dispatch(strand_, [this, id] { flow_->cancel(id); });
 }
 
-void PoolRuntime::flow_output(std::string_view tenant, uint32_t charged, uint32_t actual) {
+void PoolRouting::flow_output(std::string_view tenant, uint32_t charged, uint32_t actual) {
   if (!flow_) return;
   asio::dispatch(strand_, [this, tenant = std::string(tenant), charged, actual] {
     flow_->finished(tenant, charged, actual);
   });
 }
 
-void PoolRuntime::refuse_queued() {
+void PoolRouting::refuse_queued() {
   if (!flow_) return;
   asio::dispatch(strand_, [this] { flow_->refuse_all(clock_.now()); });
 }
