@@ -3,7 +3,7 @@
 #include "cli/coldstart/coldstart_command.h"
 #include "cli/tokenize_command.h"
 #include "engine/engine_command.h"
-#include "gateway/keys.h"
+#include "gateway/data/keys.h"
 #include "gateway/serve_command.h"
 #include "loadgen/bench_command.h"
 #include "sim/sim_command.h"

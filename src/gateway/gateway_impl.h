@@ -23,25 +23,25 @@
 #include <memory>
 #include <thread>
 
-#include "gateway/admin_api.h"
-#include "gateway/autoscale_loop.h"
-#include "gateway/disagg_flow.h"
-#include "gateway/engine_tokenizer.h"
-#include "gateway/fault_metrics.h"
-#include "gateway/flow_glue.h"
+#include "gateway/control/admin_api.h"
+#include "gateway/control/autoscale_loop.h"
+#include "gateway/control/live_feed.h"
+#include "gateway/control/lora_placer.h"
+#include "gateway/control/pool_discovery.h"
+#include "gateway/control/warmup.h"
+#include "gateway/data/disagg_flow.h"
+#include "gateway/data/engine_tokenizer.h"
+#include "gateway/data/fault_metrics.h"
+#include "gateway/data/flow_glue.h"
+#include "gateway/data/keys.h"
+#include "gateway/data/pool_flow.h"
+#include "gateway/data/route_lease.h"
+#include "gateway/data/stream_migration.h"
+#include "gateway/data/tenant_limiter.h"
+#include "gateway/data/tracer.h"
 #include "gateway/gateway.h"
-#include "gateway/keys.h"
-#include "gateway/live_feed.h"
-#include "gateway/lora_placer.h"
-#include "gateway/pool_discovery.h"
-#include "gateway/pool_flow.h"
 #include "gateway/pool_runtime.h"
-#include "gateway/replica_sync.h"
-#include "gateway/route_lease.h"
-#include "gateway/stream_migration.h"
-#include "gateway/tenant_limiter.h"
-#include "gateway/tracer.h"
-#include "gateway/warmup.h"
+#include "gateway/sync/replica_sync.h"
 #include "io/http_server.h"
 #include "io/upstream_client.h"
 #include "openai/anthropic.h"
@@ -114,7 +114,7 @@ struct ApiRoute {
 struct Translation {
   std::string route_body;
   // Responses: the response this one continues ("" when none), whose endpoint holds the
-  // conversation (PoolRuntime::responses()).
+  // conversation (PoolRouting::responses()).
   std::string previous_response;
 };
 
@@ -192,14 +192,14 @@ struct Gateway::Impl {
   std::unique_ptr<io::UpstreamClient> upstream;
   std::vector<std::unique_ptr<PoolRuntime>> pools;
   std::vector<std::unique_ptr<LiveFeed>> feeds;      // after pools: destroyed first
-  std::vector<std::unique_ptr<PoolWarmup>> warmups;  // by pool index (gateway/warmup.h)
-  // By pool index; null for a pool without LoRA placement (gateway/lora_placer.h).
+  std::vector<std::unique_ptr<PoolWarmup>> warmups;  // by pool index (gateway/control/warmup.h)
+  // By pool index; null for a pool without LoRA placement (gateway/control/lora_placer.h).
   std::vector<std::unique_ptr<LoraPlacer>> lora_placers;
   std::vector<std::unique_ptr<AutoscaleLoop>> autoscalers;  // stopped first in stop_all
   std::vector<std::unique_ptr<PoolDiscovery>> discoveries;  // docs/discovery.md
   std::vector<std::unique_ptr<io::HttpServer>> servers;
   std::unique_ptr<AdminApi> admin;       // config.admin set; destroyed before the pools
-  std::unique_ptr<ReplicaSync> cluster;  // config.cluster set (gateway/replica_sync.h)
+  std::unique_ptr<ReplicaSync> cluster;  // config.cluster set (gateway/sync/replica_sync.h)
   std::atomic<bool> not_ready{false};    // /ready answers 503 (drain announced)
   std::atomic<bool> draining{false};     // new requests get 503, listeners closed
   std::atomic<bool> stopped{false};
