@@ -125,6 +125,13 @@ struct AdminConfig {
   std::string token_file;  // where `token` was read from (empty: given inline)
 };
 
+// `kvgate epp` (docs/epp.md): the Endpoint Picker's gRPC listener (Envoy's External
+// Processing protocol). `kvgate serve` ignores the section.
+struct EppConfig {
+  std::string address = "0.0.0.0";
+  uint16_t port = 9002;  // the Gateway API Inference Extension's usual port; 0: ephemeral
+};
+
 // Trace context and span export (docs/tracing.md). Absent: no tracing, and the request
 // path does nothing for it beyond one branch.
 struct TracingConfig {
@@ -242,6 +249,7 @@ struct GatewayConfig {
   int threads = 2;                       // I/O threads
   std::optional<AdminConfig> admin;      // absent: no admin listener
   std::optional<TracingConfig> tracing;  // absent: no tracing
+  std::optional<EppConfig> epp;          // `kvgate epp` only; absent: its defaults
   std::vector<PoolConfig> pools;
   std::vector<ModelConfig> models;
 
