@@ -202,7 +202,8 @@ std::vector<pb::ProcessingResponse> Exchange::route(const std::function<bool()>&
   std::vector<pb::ProcessingResponse> out;
   if (p.answer || !p.endpoint) {
     phase_ = Phase::kOver;
-    io::HttpResponse a = p.answer ? std::move(*p.answer) : io::HttpResponse{503, "application/json", {}, {}, {}};
+    io::HttpResponse a =
+        p.answer ? std::move(*p.answer) : io::HttpResponse{503, "application/json", {}, {}, {}};
     out.push_back(immediate(a));
     return out;
   }
@@ -211,7 +212,8 @@ std::vector<pb::ProcessingResponse> Exchange::route(const std::function<bool()>&
   pb::CommonResponse* c = h.mutable_request_headers()->mutable_response();
   c->set_clear_route_cache(true);
   set_header(*c->mutable_header_mutation(), kDestinationHeader, destination_);
-  if (body) set_header(*c->mutable_header_mutation(), "content-length", std::to_string(p.body.size()));
+  if (body)
+    set_header(*c->mutable_header_mutation(), "content-length", std::to_string(p.body.size()));
   google::protobuf::Struct lb;
   (*lb.mutable_fields())[std::string(kDestinationHeader)].set_string_value(destination_);
   (*h.mutable_dynamic_metadata()->mutable_fields())[std::string(kDestinationNamespace)]

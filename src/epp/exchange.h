@@ -112,9 +112,9 @@ class Exchange {
   int status_ = 0;
   bool sse_ = false;
   std::optional<openai::SseTap> tap_;
-  std::string held_;          // the raw bytes of an SSE event the tap still holds
-  std::string answer_;        // a whole answer, for its usage (up to a cap)
-  bool answer_cut_ = false;   // the whole answer was longer than the cap
+  std::string held_;         // the raw bytes of an SSE event the tap still holds
+  std::string answer_;       // a whole answer, for its usage (up to a cap)
+  bool answer_cut_ = false;  // the whole answer was longer than the cap
   std::optional<double> ttft_;
 };
 

@@ -109,11 +109,10 @@ class Parser : public YamlReader {
   GatewayConfig parse(const YAML::Node& root) {
     GatewayConfig c;
     c.file = file();
-    only_keys(
-        root, "config",
-        {"listeners", "keys_file", "timeouts", "limits", "retries", "circuit_breaker",
-         "rate_limits", "cluster", "threads", "admin", "tracing", "epp", "pools", "models",
-         "adapters"});
+    only_keys(root, "config",
+              {"listeners", "keys_file", "timeouts", "limits", "retries", "circuit_breaker",
+               "rate_limits", "cluster", "threads", "admin", "tracing", "epp", "pools", "models",
+               "adapters"});
     if (auto n = root["listeners"]) {
       if (!n.IsSequence() || n.size() == 0) fail(n, "listeners", "expected a non-empty list");
       for (size_t i = 0; i < n.size(); ++i) {

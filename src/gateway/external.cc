@@ -170,7 +170,8 @@ std::function<void()> Gateway::pick_external(ExternalRequest request,
   auto stream = std::make_shared<ExternalStream>(std::move(done), std::move(request.subset));
   std::weak_ptr<ExternalStream> weak = stream;
   Impl* self = impl_.get();
-  asio::post(self->io, [self, stream = std::move(stream), http = std::move(request.http)]() mutable {
+  asio::post(self->io, [self, stream = std::move(stream),
+                        http = std::move(request.http)]() mutable {
     ExternalStream* raw = stream.get();
     std::optional<ProxyCall> call;
     self->handle(std::move(http), std::move(stream), call);
@@ -178,9 +179,9 @@ std::function<void()> Gateway::pick_external(ExternalRequest request,
     if (call->serve == Serve::kRelay || call->serve == Serve::kStored) {
       // Relayed paths (tokenize, count_tokens, a stored response) are not routed: the
       // data plane sends them where it likes, or to `kvgate serve`.
-      call->stream->respond(json_error(
-          501, fmt::format("{} is not routed by the endpoint picker", call->target), {},
-          "not_routed"));
+      call->stream->respond(
+          json_error(501, fmt::format("{} is not routed by the endpoint picker", call->target), {},
+                     "not_routed"));
       return;
     }
     call->external = raw;
