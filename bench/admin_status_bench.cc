@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "env/system_clock.h"
-#include "gateway/admin_api.h"
+#include "gateway/control/admin_api.h"
 #include "gateway/pool_runtime.h"
 #include "io/http_client.h"
 

@@ -1,8 +1,9 @@
-# Turns files into a C++ source that holds them as byte arrays (gateway/ui_files.h), so
-# the binary serves them without reading anything at run time: the admin status page
-# (src/gateway/ui/). Run at build time by the custom command in CMakeLists.txt:
+# Turns files into a C++ source that holds them as byte arrays
+# (gateway/control/ui_files.h), so the binary serves them without reading anything at run
+# time: the admin status page (src/gateway/control/ui/). Run at build time by the custom
+# command in CMakeLists.txt:
 #
-#   cmake -DOUT=ui_files.cc -DDIR=src/gateway/ui -DNAMES=status.html,status.js \
+#   cmake -DOUT=ui_files.cc -DDIR=src/gateway/control/ui -DNAMES=status.html,status.js \
 #         -P cmake/embed_files.cmake
 #
 # NAMES are separated by commas (a semicolon would split the custom command's argument).
@@ -55,7 +56,7 @@ foreach(name IN LISTS names)
 endforeach()
 
 set(text "// Generated at build time by cmake/embed_files.cmake: do not edit.
-#include \"gateway/ui_files.h\"
+#include \"gateway/control/ui_files.h\"
 
 namespace kvgate::gateway {
 namespace {

@@ -1,4 +1,4 @@
-// The admin API's request bodies (gateway/admin_json.h) on arbitrary bytes: the first
+// The admin API's request bodies (gateway/control/admin_json.h) on arbitrary bytes: the first
 // byte picks the body (an endpoint to add, with or without kv_events_bind; a policy PATCH
 // or PUT), the rest is the body. Each either refuses it with a message or gives a value
 // that holds the invariants the admin API relies on: an added endpoint has a parseable
@@ -7,7 +7,7 @@
 
 #include "core/route/config.h"
 #include "fuzz/fuzz_support.h"
-#include "gateway/admin_json.h"
+#include "gateway/control/admin_json.h"
 #include "io/http_types.h"
 
 using namespace kvgate;

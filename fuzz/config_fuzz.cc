@@ -1,4 +1,4 @@
-// The gateway's YAML config (gateway/config.h) and keys file (gateway/keys.h) loaders on
+// The gateway's YAML config (gateway/config.h) and keys file (gateway/data/keys.h) loaders on
 // arbitrary text: either a config, or an error that names the file (and, when YAML
 // knows it, the line), never a crash or an exception that escapes. The first byte picks
 // the loader.
@@ -6,7 +6,7 @@
 
 #include "fuzz/fuzz_support.h"
 #include "gateway/config.h"
-#include "gateway/keys.h"
+#include "gateway/data/keys.h"
 
 using namespace kvgate;
 

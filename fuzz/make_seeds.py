@@ -224,7 +224,7 @@ snippets = [
 ]
 write("jinja", [t + "\n--context--\n" + chat_context for t in templates + snippets])
 
-# --- admin API bodies (tests/gateway/admin_json_test.cc): the first byte picks the body ---
+# --- admin API bodies (tests/gateway/control/admin_json_test.cc): the first byte picks the body ---
 write("admin_api", [
     '\x00{"url":"http://10.0.0.7:8000","role":"decode","zone":"z1","rack":"r2",'
     '"labels":{"gpu":"h100"},"kv_capacity_blocks":4096,'

@@ -250,11 +250,11 @@ struct EngineServer::Impl {
 
   // I/O threads.
   void handle(io::HttpRequest&& req, std::shared_ptr<io::ResponseStream> s);
-  // Messages and Responses: the body is taken as the chat request it stands for.
   // One stderr line for a request with a traceparent: "kvgate engine: request N PATH
   // id=X-REQUEST-ID traceparent=VALUE [tracestate=VALUE]".
   void log_traceparent(const io::HttpRequest& req, std::string_view traceparent);
   std::atomic<uint64_t> traced_requests{0};
+  // Messages and Responses: the body is taken as the chat request it stands for.
   void handle_completion(const io::HttpRequest& req, openai::ApiKind kind,
                          std::shared_ptr<io::ResponseStream> s,
                          openai::Dialect dialect = openai::Dialect::kOpenAi);
@@ -303,6 +303,10 @@ void EngineServer::Impl::handle(io::HttpRequest&& req, std::shared_ptr<io::Respo
   const std::string& path = req.path;
   const bool get = req.method == "GET";
   const bool post = req.method == "POST";
+  // Trace context (docs/tracing.md): a request that carries a traceparent (a generation,
+  // /tokenize, a stored response, ...) is logged with it, one line on stderr, so that a
+  // trace can be followed through the engines.
+  if (const auto tp = req.header("traceparent")) log_traceparent(req, *tp);
   if (path == "/health") {
     if (!get) return s->respond(vllm_error(405, "method not allowed"));
     if (is_ready.load()) return s->respond(io::HttpResponse{200, "application/json", {}, ""});
@@ -729,9 +733,6 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::A
     return io::HttpResponse{
         status, "application/json", {}, openai::anthropic::error_json(status, message)};
   };
-  // Trace context (docs/tracing.md): a request that carries a traceparent is logged with
-  // it, one line on stderr, so that a trace can be followed through the engines.
-  if (const auto tp = req.header("traceparent")) log_traceparent(req, *tp);
   if (!is_ready.load()) return s->respond(error(503, "engine is starting"));
   std::string chat_body;
   if (anthropic) {

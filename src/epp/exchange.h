@@ -35,7 +35,7 @@
 #include "core/common/result.h"
 #include "core/common/time.h"
 #include "envoy/service/ext_proc/v3/external_processor.pb.h"
-#include "gateway/external.h"
+#include "gateway/data/external.h"
 #include "openai/sse_tap.h"
 
 namespace kvgate::epp {

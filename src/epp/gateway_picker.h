@@ -9,7 +9,7 @@
 
 #include "core/common/clock.h"
 #include "epp/exchange.h"
-#include "gateway/external.h"
+#include "gateway/data/external.h"
 #include "gateway/gateway.h"
 
 namespace kvgate::epp {

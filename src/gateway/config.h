@@ -186,7 +186,7 @@ struct PoolConfig {
   tokenizer::ChatRenderOptions::ContentFormat chat_template_content_format =
       tokenizer::ChatRenderOptions::ContentFormat::kAuto;
   TokenizeConfig tokenize;  // `tokenize:`; the default uses the files above
-  // Warm-up before traffic (gateway/warmup.h): an endpoint added at run time is sent the
+  // Warm-up before traffic (gateway/control/warmup.h): an endpoint added at run time is sent the
   // pool's hot prefixes before it is routed to. YAML:
   //   warmup: {enabled: true, prefixes: 16, budget_ms: 10000, concurrency: 4,
   //            ready_timeout_ms: 600000}
@@ -197,7 +197,7 @@ struct PoolConfig {
   // Set when the pool has an `autoscale:` section. With a local actuator the pool lists
   // no endpoints: its replicas are launched and registered at run time.
   std::optional<PoolAutoscaleConfig> autoscale;
-  // Stream migration (gateway/stream_migration.h), opt-in: a stream whose engine fails
+  // Stream migration (gateway/data/stream_migration.h), opt-in: a stream whose engine fails
   // mid-stream continues on another endpoint, up to this many times per request (0: off).
   // YAML: migration: {max_migrations: 2}
   int max_migrations = 0;

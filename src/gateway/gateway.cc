@@ -351,7 +351,7 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config, GatewayOpt
     for (const ModelConfig& m : c.models) {
       if (m.pool == pool->name()) models.push_back(m.name);
     }
-    // Several replicas: only the pool's leader actuates (gateway/replica_sync.h).
+    // Several replicas: only the pool's leader actuates (gateway/sync/replica_sync.h).
     auto autoscaler = AutoscaleLoop::start(
         *pool, std::move(models), impl->metrics,
         impl->cluster ? impl->cluster->leader_link(pool->name()) : LeaderLink());

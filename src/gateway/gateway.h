@@ -71,7 +71,7 @@ class Gateway {
   // other components register their sections on it. Its bound port.
   AdminApi* admin();
   std::optional<uint16_t> admin_port() const;
-  // Warm-up before traffic (gateway/warmup.h): every pool's warm-up state as JSON, for
+  // Warm-up before traffic (gateway/control/warmup.h): every pool's warm-up state as JSON, for
   // the admin API.
   std::string warmup_status_json() const;
 

@@ -23,26 +23,26 @@
 #include <memory>
 #include <thread>
 
-#include "gateway/admin_api.h"
-#include "gateway/autoscale_loop.h"
-#include "gateway/disagg_flow.h"
-#include "gateway/engine_tokenizer.h"
-#include "gateway/external.h"
-#include "gateway/fault_metrics.h"
-#include "gateway/flow_glue.h"
+#include "gateway/control/admin_api.h"
+#include "gateway/control/autoscale_loop.h"
+#include "gateway/control/live_feed.h"
+#include "gateway/control/lora_placer.h"
+#include "gateway/control/pool_discovery.h"
+#include "gateway/control/warmup.h"
+#include "gateway/data/disagg_flow.h"
+#include "gateway/data/engine_tokenizer.h"
+#include "gateway/data/external.h"
+#include "gateway/data/fault_metrics.h"
+#include "gateway/data/flow_glue.h"
+#include "gateway/data/keys.h"
+#include "gateway/data/pool_flow.h"
+#include "gateway/data/route_lease.h"
+#include "gateway/data/stream_migration.h"
+#include "gateway/data/tenant_limiter.h"
+#include "gateway/data/tracer.h"
 #include "gateway/gateway.h"
-#include "gateway/keys.h"
-#include "gateway/live_feed.h"
-#include "gateway/lora_placer.h"
-#include "gateway/pool_discovery.h"
-#include "gateway/pool_flow.h"
 #include "gateway/pool_runtime.h"
-#include "gateway/replica_sync.h"
-#include "gateway/route_lease.h"
-#include "gateway/stream_migration.h"
-#include "gateway/tenant_limiter.h"
-#include "gateway/tracer.h"
-#include "gateway/warmup.h"
+#include "gateway/sync/replica_sync.h"
 #include "io/http_server.h"
 #include "io/upstream_client.h"
 #include "openai/anthropic.h"
@@ -115,23 +115,12 @@ struct ApiRoute {
 struct Translation {
   std::string route_body;
   // Responses: the response this one continues ("" when none), whose endpoint holds the
-  // conversation (PoolRuntime::responses()).
+  // conversation (PoolRouting::responses()).
   std::string previous_response;
 };
 
-// The stream of an external request (external.cc): it takes the gateway's answer, or
-// the pick that proxy() hands back instead of sending the request upstream.
-class ExternalStream;
-// The endpoints of `pool` outside the stream's subset hint (none without a hint): the
-// request's RouteRequest::excluded.
-std::vector<route::EndpointId> outside_subset(const ExternalStream& stream,
-                                              const PoolRuntime& pool);
-
 struct ProxyCall {
   std::shared_ptr<ResponseStream> stream;
-  // Gateway::pick_external's requests: `stream` itself, where the pick goes back instead
-  // of the request going upstream. Null for the gateway's own requests.
-  ExternalStream* external = nullptr;
   Serve serve = Serve::kGenerate;
   // Messages and Responses: their events, usage and errors are their own; they are routed
   // on `translation` (set exactly when the dialect is not kOpenAi).
@@ -202,14 +191,14 @@ struct Gateway::Impl {
   std::unique_ptr<io::UpstreamClient> upstream;
   std::vector<std::unique_ptr<PoolRuntime>> pools;
   std::vector<std::unique_ptr<LiveFeed>> feeds;      // after pools: destroyed first
-  std::vector<std::unique_ptr<PoolWarmup>> warmups;  // by pool index (gateway/warmup.h)
-  // By pool index; null for a pool without LoRA placement (gateway/lora_placer.h).
+  std::vector<std::unique_ptr<PoolWarmup>> warmups;  // by pool index (gateway/control/warmup.h)
+  // By pool index; null for a pool without LoRA placement (gateway/control/lora_placer.h).
   std::vector<std::unique_ptr<LoraPlacer>> lora_placers;
   std::vector<std::unique_ptr<AutoscaleLoop>> autoscalers;  // stopped first in stop_all
   std::vector<std::unique_ptr<PoolDiscovery>> discoveries;  // docs/discovery.md
   std::vector<std::unique_ptr<io::HttpServer>> servers;
   std::unique_ptr<AdminApi> admin;       // config.admin set; destroyed before the pools
-  std::unique_ptr<ReplicaSync> cluster;  // config.cluster set (gateway/replica_sync.h)
+  std::unique_ptr<ReplicaSync> cluster;  // config.cluster set (gateway/sync/replica_sync.h)
   std::atomic<bool> not_ready{false};    // /ready answers 503 (drain announced)
   std::atomic<bool> draining{false};     // new requests get 503, listeners closed
   std::atomic<bool> stopped{false};
@@ -294,12 +283,6 @@ struct Gateway::Impl {
   enum class Migrated { kResumed, kComplete, kCancelled, kFailed };
   asio::awaitable<Migrated> migrate(StreamJob& job);
   void stop_all();
-  // External routing (external.h): the accepted pick and its lease back to the data
-  // plane, through call.external; the end of its answer (Gateway::external_done, on an
-  // I/O thread).
-  void hand_off_external(ProxyCall& call, RouteLease lease,
-                         std::shared_ptr<const EndpointAddress> endpoint, std::string body);
-  void finish_external(ExternalPick& pick, const ExternalOutcome& outcome);
   // Charges a finished request's usage to its tenant's token budget.
   void charge(const Tenant* tenant, std::string_view model, const openai::Usage& u);
 };

@@ -1,75 +1,53 @@
-// PoolRuntime: one pool of endpoints as the running gateway drives it.
-//
-// Owns the pool's Router (router core) and its kv indexes, and the strand they live on:
-// every call that reads or changes router state (route, first token, finished, failed,
-// breaker) runs on that strand, so the core needs no locks. Tokenization for routing
-// happens before, on the caller's thread (the tokenizer is immutable and thread-safe).
-//
-// A circuit breaker per endpoint (route::CircuitBreakers, the core's): after `failures`
-// consecutive failures the endpoint is marked unhealthy in the router for `open_for`;
-// after that, it is put back (half-open) and the next failure opens it again, a success
-// closes it.
-//
-// Retries exclude endpoints that already failed for this request: they go to the router
-// as part of the route request (RouteRequest::excluded), for that one decision.
+// PoolRuntime: one pool of endpoints as the running gateway drives it: the pool's
+// request path (PoolRouting, gateway/data/pool_routing.h: tokenization, routing on the
+// pool's strand, the breakers, the queue, the endpoint table), which it is and owns, and
+// the control plane's side of it, declared here: creating the pool, changing its
+// endpoints at run time, telling observers, and the admin's and the feeds' access to the
+// router.
 //
 // Endpoints come from the config and may be added and removed at run time (admin API,
-// autoscaler): add_endpoint puts one in the router at once; remove_endpoint drains it
-// first (marked draining, so no new request goes there; requests in flight may finish
-// up to a timeout), then takes it out of the router and its indexes. Observers
+// autoscaler, discovery): add_endpoint puts one in the router at once; remove_endpoint
+// drains it first (marked draining, so no new request goes there; requests in flight may
+// finish up to a timeout), then takes it out of the router and its indexes. Observers
 // (on_change; the LiveFeed is one) follow both, on the strand.
 //
-// Time: every `now` the pool gives the core (and that the components around it compare
-// with the router's times: warm-up, live feed, autoscaler, discovery, admin views) is
-// read from one Clock (core/common/clock.h), given at creation: clock().
+//   auto pool = PoolRuntime::create(config, breaker, executor, metrics, clock);
+//   auto id = co_await pool->add_endpoint({.url = "http://10.0.0.9:8000"}, std::nullopt);
+//   auto drained = co_await pool->remove_endpoint(*id, std::chrono::seconds(30));
 //
-//   auto id = co_await pool.add_endpoint({.url = "http://10.0.0.9:8000"}, std::nullopt);
-//   auto drained = co_await pool.remove_endpoint(*id, std::chrono::seconds(30));
+// Thread-safety: as PoolRouting's for its calls. The control plane's calls run on the
+// pool's strand too: add_endpoint, remove_endpoint, set_held and with_router are
+// awaitables that hop there; the _sync forms block the calling thread until the strand
+// ran them, so they are for threads that are not the gateway's I/O threads (an
+// autoscaler loop); apply_standby, set_warmup_hold and post are dispatched or posted
+// there and return at once; hold_on_strand and breaker_state are for code already on the
+// strand (an observer, with_router). on_change and remove_observer are thread-safe;
+// observers are called on the strand. create, set_engine_tokenizer and set_routing_hooks
+// are for the gateway's start, before traffic.
 #pragma once
 
-#include <array>
-#include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/strand.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "core/cluster/routing_event.h"
-#include "core/common/clock.h"
-#include "core/common/rng.h"
-#include "core/kv/approx_index.h"
-#include "core/kv/block_hash.h"
 #include "core/kv/precise_index.h"
 #include "core/route/circuit_breaker.h"
+#include "core/route/endpoint_holds.h"
 #include "core/route/router.h"
-#include "core/tokenizer/chat_template.h"
-#include "core/tokenizer/tokenizer.h"
 #include "gateway/config.h"
+#include "gateway/data/pool_routing.h"
+#include "gateway/data/recent_requests.h"
 #include "gateway/metrics.h"
-#include "gateway/recent_requests.h"
-#include "gateway/response_affinity.h"
-#include "openai/request.h"
 
 namespace kvgate::gateway {
-
-struct EndpointAddress {
-  route::EndpointId id = 0;
-  std::string url;
-  std::string host;
-  uint16_t port = 0;
-  std::optional<KvEventsConfig> kv_events;  // where its engine publishes KV events
-  // Who put it in the pool: "config", "admin", "local_actuator", "discovery:NAME".
-  std::string origin;
-};
 
 struct EndpointChange {
   enum class Kind : uint8_t {
@@ -81,37 +59,7 @@ struct EndpointChange {
   EndpointAddress endpoint;
 };
 
-struct Pick {
-  route::Decision decision;
-  // Set when accepted: shared with the pool, not copied (a string or two per request).
-  std::shared_ptr<const EndpointAddress> endpoint;
-  // Flow control (PoolRuntime::admit): refused by the queue with this status (429/503)
-  // and reason (queue_full, queue_timeout, deadline_unmeetable, shutting_down); 0 when
-  // not (then `decision` says what happened). `queued`: how long it waited.
-  int flow_status = 0;
-  std::string_view flow_reason;
-  Nanos queued = 0;
-  uint32_t charged_output_tokens = 0;
-};
-
-class PoolFlow;
-struct FlowTicket;
-class EngineTokenizer;
-
-// Where a pool's routing token ids come from, decided when it is created from its
-// `tokenize:` mode and whether its tokenizer.json and chat template load (kvgate serve
-// --check and kvgate tokenize --config print it).
-struct TokenizePlan {
-  // Asked of the pool's engines (POST /tokenize, gateway/engine_tokenizer.h).
-  bool chat_from_engine = false;
-  bool completion_from_engine = false;
-  bool uses_engine() const { return chat_from_engine || completion_from_engine; }
-  // One line each: which path and why, e.g. "tokenizer /m/tokenizer.json: fast path: ...".
-  std::string tokenizer;
-  std::string chat_template;
-};
-
-class PoolRuntime {
+class PoolRuntime : public PoolRouting {
  public:
   // `one_thread`: only one thread runs the executor's context, so the pool's work is
   // serialized by it without a strand (no strand's lock and queue on every request).
@@ -123,93 +71,11 @@ class PoolRuntime {
                                                      bool one_thread = false);
   ~PoolRuntime();
 
-  const std::string& name() const { return config_.name; }
-  const PoolConfig& config() const { return config_; }
-  // The pool's tokenizer (loaded from tokenizer.json by the general loader), or null.
-  const tokenizer::Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
-  const TokenizePlan& tokenize_plan() const { return plan_; }
-  // The pool's time (monotonic): the router's `now`, and that of whatever compares its
-  // times with the router's.
-  const Clock& clock() const { return clock_; }
-
-  // The engine fallback (set by the gateway for pools whose plan uses the engines),
-  // or null: then keys_for computes every request's keys.
+  // The engine fallback, for pools whose plan uses the engines (set by the gateway at
+  // start; PoolRouting::engine_tokenizer reads it).
   void set_engine_tokenizer(std::shared_ptr<EngineTokenizer> t) {
     engine_tokenizer_ = std::move(t);
   }
-  EngineTokenizer* engine_tokenizer() const { return engine_tokenizer_.get(); }
-  // Which endpoint answered each Responses API response (for previous_response_id).
-  ResponseAffinity& responses() { return responses_; }
-  // An endpoint to ask for token ids: the next healthy one in turn that is not in
-  // `avoid`, or null when there is none. Decided on the strand.
-  boost::asio::awaitable<std::shared_ptr<const EndpointAddress>> tokenize_endpoint(
-      std::vector<route::EndpointId> avoid);
-
-  // Block keys of the prompt for routing, and its token count. With a tokenizer the
-  // chat template (when configured) and tokenizer.json give real tokens; without, a
-  // byte-level fallback (4 bytes per pseudo-token) keeps prefix locality.
-  // Runs on the caller's thread.
-  // Warm-up hook (gateway/warmup.h): when `token_ids` is given it receives the token ids
-  // the keys were hashed from if they are real tokens (a tokenizer ran), else is cleared.
-  // `adapter`: the request's LoRA adapter ("" for the base model), whose blocks are its
-  // own (vLLM seeds an adapter's block hashes with it; so does the precise index).
-  // `request.cache_salt` ("" for none) seeds them too: prompts of different salts share no
-  // key (vLLM reuses no prefix across salts). Without either, the pool's precomputed seed.
-  void keys_for(const openai::InspectedRequest& request, std::string_view body,
-                openai::ApiKind kind, std::string_view adapter, std::vector<kv::BlockKey>& keys,
-                uint32_t& prompt_tokens, std::vector<uint32_t>* token_ids = nullptr) const;
-  // The token count of `text` for the router's load estimate (embeddings): the pool's
-  // tokenizer's, else the byte-level fallback's (4 bytes a token). Any thread.
-  uint32_t count_tokens(std::string_view text) const;
-  // Block keys of token ids computed elsewhere (the engine fallback), as keys_for hashes.
-  void keys_of(std::span<const uint32_t> ids, std::vector<kv::BlockKey>& keys,
-               std::string_view adapter = {}, std::string_view cache_salt = {}) const;
-
-  // Routes on the strand; endpoints in `excluded` are skipped for this decision. Both
-  // arguments are borrowed until the awaitable completes.
-  boost::asio::awaitable<Pick> pick(const route::RouteRequest& request,
-                                    const std::vector<route::EndpointId>& excluded);
-  // The same decision at once, when the pool needs no strand (one thread runs its context)
-  // and the caller runs on that thread; nullopt otherwise (then co_await pick()). `now` is
-  // the caller's reading of clock().now() (one clock read fewer per request).
-  std::optional<Pick> pick_now(const route::RouteRequest& request,
-                               const std::vector<route::EndpointId>& excluded, Nanos now);
-  // Flow control (pool_flow.h; the pool's `flow_control:` section): null without it.
-  PoolFlow* flow() const { return flow_.get(); }
-  // Routed at once while some endpoint has room, else waits in the pool's queue until it
-  // is routed or refused (Pick::flow_status). `on_queued` runs (on the strand) when it
-  // starts waiting. `request` is borrowed until the awaitable completes.
-  boost::asio::awaitable<Pick> admit(const route::RouteRequest& request, FlowTicket ticket);
-  // The client of a queued request went away: out of the queue at once (on the strand).
-  void cancel_queued(route::RequestId id);
-  // Stop: every queued request is answered 503 shutting_down (on the strand).
-  void refuse_queued();
-  // Requests waiting in the queue (thread-safe): the autoscaler counts them as waiting.
-  size_t flow_queued() const;
-  // Requests that arrived for the pool (a valid key and body for one of its models; its
-  // tenant's limits not yet checked), counted by the front door: the autoscaler's
-  // arrival rate, as the simulator counts arrivals (thread-safe).
-  void count_arrival() { arrivals_.fetch_add(1, std::memory_order_relaxed); }
-  uint64_t arrivals() const { return arrivals_.load(std::memory_order_relaxed); }
-  // A request dispatched by flow control ended with `actual` output tokens where
-  // `charged` were counted: its tenant's counter is corrected (on the strand).
-  void flow_output(std::string_view tenant, uint32_t charged, uint32_t actual);
-
-  // Lifecycle, dispatched to the strand (fire and forget: run at once when the strand is
-  // free and this thread runs its context, else queued in order).
-  void first_token(route::RequestId id);
-  void finished(route::RequestId id, bool ok);
-  // Breaker bookkeeping for one endpoint exchange.
-  void endpoint_result(route::EndpointId endpoint, bool ok);
-  // One exchange with `endpoint` is over: finished(id, ok) and endpoint_result(endpoint,
-  // ok), after first_token(id) when asked, in one hop onto the strand; `now` is when it
-  // ended (clock().now(), read once by the caller for this and its own metrics).
-  void exchange_done(route::RequestId id, route::EndpointId endpoint, bool ok, Nanos now,
-                     bool first_token = false);
-
-  // The current endpoints (a snapshot; thread-safe), in EndpointId order.
-  std::vector<EndpointAddress> endpoints() const;
-  std::optional<EndpointAddress> endpoint(route::EndpointId id) const;
 
   // Run-time changes, run on the strand. add_endpoint fails on a bad URL (http://host:port)
   // or one already in the pool. remove_endpoint drains, then removes: true when the
@@ -226,7 +92,7 @@ class PoolRuntime {
                                               std::optional<KvEventsConfig> kv_events,
                                               std::string origin = "runtime");
   Result<bool> remove_endpoint_sync(route::EndpointId id, std::chrono::milliseconds timeout);
-  // Endpoint discovery's grace period (gateway/pool_discovery.h): `held` takes the
+  // Endpoint discovery's grace period (gateway/control/pool_discovery.h): `held` takes the
   // endpoint out of routing (draining: requests in flight finish) without removing it,
   // so its index entries stay; false puts it back. False for an unknown id or one that
   // is being removed.
@@ -238,15 +104,19 @@ class PoolRuntime {
   using Observer = std::function<void(const EndpointChange&)>;
   uint64_t on_change(Observer fn);
   void remove_observer(uint64_t handle);
-  // Takes a healthy endpoint out of routing at once (unhealthy, as a warm-up holds it).
+  // Holds an endpoint out of routing for its warm-up (route::Hold::kWarmup) at once.
   // Only on the strand: from an observer, so that an endpoint that just joined is held
   // before any request can be routed to it.
   void hold_on_strand(route::EndpointId id);
+  // Ends (or starts) the warm-up's hold of `id`: it returns to routing unless another
+  // hold stays (a drain begun meanwhile). Any thread; runs on the strand.
+  void set_warmup_hold(route::EndpointId id, bool on);
   // The autoscaler's standby replicas (the horizon policy's `standby`): `count` of the
-  // ready endpoints, the youngest (scale/standby.h), are kept out of routing
-  // (Health::kStandby); the others return to routing, and the queue dispatches. Only
-  // healthy and standby endpoints are touched: a warm-up's, a breaker's or discovery's
-  // hold stays as it is. Any thread; runs on the strand.
+  // ready endpoints, the youngest by their addition (route::plan_standby over
+  // scale/standby.h), are kept out of routing (Health::kStandby); the others return to
+  // routing, and the queue dispatches. Only endpoints held for nothing else are touched:
+  // a warm-up's, a breaker's or a drain's hold stays as it is. Any thread; runs on the
+  // strand.
   void apply_standby(int32_t count);
   // Control plane (scrapes, KV events): posts `fn(router, precise index)` to the strand.
   void post(std::function<void(route::Router&, kv::PreciseIndex&)> fn);
@@ -255,15 +125,8 @@ class PoolRuntime {
   // on the strand (inside with_router).
   route::CircuitBreakers::State breaker_state(route::EndpointId id) const;
 
-  // Replica sync (gateway/replica_sync.h): called on the strand after each of this
-  // replica's own decisions (accepted ones) and lifecycle steps, never for the peers'
-  // requests it applies. Set before traffic starts.
-  struct RoutingHooks {
-    std::function<void(const route::Router&, const route::RouteRequest&, const route::Decision&,
-                       Nanos)>
-        routed;
-    std::function<void(route::RequestId, cluster::EventKind, Nanos)> lifecycle;
-  };
+  // Replica sync (gateway/sync/replica_sync.h): the hooks the request path calls on the
+  // strand (PoolRouting::RoutingHooks). Set before traffic starts.
   void set_routing_hooks(RoutingHooks hooks) { hooks_ = std::move(hooks); }
 
   // The last requests routed while someone looks (the admin status page's "why here?"):
@@ -279,23 +142,7 @@ class PoolRuntime {
               bool one_thread);
   // The tokenizer and chat template, as the pool's `tokenize:` mode says (plan_).
   Status load_tokenize();
-  void close_expired_breakers(Nanos now);
-  // True on the pool's one thread (`threads: 1`), where strand work may run at once.
-  bool on_own_thread() const;
-  // Runs `fn` on the strand: at once on the pool's one thread, else dispatched there.
-  template <class F>
-  void on_strand(F&& fn) {
-    if (on_own_thread()) {
-      fn();
-    } else {
-      boost::asio::dispatch(strand_, std::forward<F>(fn));
-    }
-  }
   boost::asio::awaitable<void> router_task(std::function<void(route::Router&)> fn);
-  Pick decide_on_strand(const route::RouteRequest& request,
-                        const std::vector<route::EndpointId>& excluded, Nanos now);
-  void finish_on_strand(route::RequestId id, bool ok, Nanos now);
-  void endpoint_result_on_strand(route::EndpointId endpoint, bool ok);
   Result<route::EndpointId> add_on_strand(route::EndpointSpec spec,
                                           std::optional<KvEventsConfig> kv_events,
                                           std::string origin);
@@ -306,50 +153,10 @@ class PoolRuntime {
   boost::asio::awaitable<std::optional<Result<bool>>> remove_task(
       route::EndpointId id, std::chrono::milliseconds timeout);
   void notify(EndpointChange::Kind kind, const EndpointAddress& endpoint);
-  // Draining for removal (the router's health says so): the breaker never puts it back.
-  bool removing(route::EndpointId id) const;
 
-  const PoolConfig config_;
-  GatewayMetrics& metrics_;
-  const Clock& clock_;
-  std::optional<tokenizer::Tokenizer> tokenizer_;
-  std::optional<tokenizer::ChatTemplate> chat_template_;
-  TokenizePlan plan_;
-  std::shared_ptr<EngineTokenizer> engine_tokenizer_;
-  ResponseAffinity responses_;
-
-  // State below is touched only on strand_ (a strand, or the context's one thread).
-  boost::asio::any_io_executor strand_;
-  const bool one_thread_;
-  kv::PreciseIndex precise_;
-  kv::ApproxIndex approx_;
-  std::unique_ptr<route::Router> router_;
-  Rng rng_;
-  route::CircuitBreakers breakers_;
-  std::vector<bool> removal_started_;  // by EndpointId: a remove_endpoint is under way
-  size_t tokenize_turn_ = 0;           // tokenize_endpoint: where the next search starts
-  std::unique_ptr<PoolFlow> flow_;     // after router_ and rng_, which it borrows
-  // Capacity may have appeared: the queue dispatches (no-op without flow control).
-  void pump_flow(Nanos now);
-  // kvgate_routing_decisions_total's counters, by RejectReason (kNone: accepted).
-  std::array<std::atomic<uint64_t>*, 8> decision_counters_{};
-  // kvgate_routing_decisions_total: one more decision (the router's, or the queue's
-  // dispatch). On the strand.
-  void count_decision(route::RejectReason reason);
-  uint64_t block_seed_ = 0;  // of the pool's block keys (keys_for): no adapter, no salt
-  // The seed of a request's first block: block_seed_ unless it has an adapter or a salt.
-  uint64_t seed_for(std::string_view adapter, std::string_view cache_salt) const {
-    if (adapter.empty() && cache_salt.empty()) [[likely]]
-      return block_seed_;
-    return kv::block_seed(config_.name, adapter, cache_salt);
-  }
-  RoutingHooks hooks_;
-  RecentRequests recent_;  // recorded on the strand while watched
-  std::atomic<uint64_t> arrivals_{0};
-
-  // Read from any thread (the scraper, admin), written on the strand.
-  mutable std::mutex endpoints_mu_;
-  std::vector<std::shared_ptr<const EndpointAddress>> endpoints_;  // by EndpointId
+  // On the strand: by EndpointId, a remove_endpoint is under way.
+  std::vector<bool> removal_started_;
+  // Any thread; held while the observers run.
   std::mutex observers_mu_;
   std::vector<std::pair<uint64_t, Observer>> observers_;
   uint64_t next_observer_ = 1;

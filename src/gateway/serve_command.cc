@@ -11,10 +11,10 @@
 #include "env/exit_code.h"
 #include "env/system_clock.h"
 #include "gateway/config.h"
+#include "gateway/control/pool_discovery.h"
+#include "gateway/data/keys.h"
 #include "gateway/gateway.h"
-#include "gateway/keys.h"
 #include "gateway/metrics.h"
-#include "gateway/pool_discovery.h"
 #include "gateway/pool_runtime.h"
 
 namespace kvgate::gateway {

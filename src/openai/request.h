@@ -29,7 +29,7 @@ struct InspectedRequest {
   uint32_t given_tokens = 0;        // embeddings: token ids given as input (counted, not text)
   // vLLM's `cache_salt` ("" when none): it seeds the prompt's block hashes, so prompts of
   // different salts share no cached prefix. The body goes upstream with it unchanged (the
-  // engine reads it); the gateway seeds its block keys with it (PoolRuntime::keys_for).
+  // engine reads it); the gateway seeds its block keys with it (PoolRouting::keys_for).
   // vLLM refuses an empty string (400, param cache_salt), as inspect_request does.
   std::string cache_salt;
 };

@@ -16,13 +16,13 @@
 #include "core/kv/precise_index.h"
 #include "core/kv/warmup_run.h"
 #include "core/route/circuit_breaker.h"
+#include "core/route/endpoint_holds.h"
 #include "core/route/failover.h"
 #include "core/route/flow_control.h"
 #include "core/route/lora_placement.h"
 #include "core/route/pool_signals.h"
 #include "core/route/router.h"
 #include "core/route/scrape.h"
-#include "core/scale/standby.h"
 #include "env/file.h"
 #include "env/progress.h"
 #include "sim/event_queue.h"
@@ -95,7 +95,6 @@ struct Replica {
   double busy_at_tick = 0;              // engine busy seconds at the last control tick
   uint64_t prefix_queries_at_tick = 0;  // engine prefix-cache counters then
   uint64_t prefix_hits_at_tick = 0;
-  bool standby = false;  // kept out of routing by the autoscaler's decision
 };
 
 struct Event {
@@ -178,7 +177,7 @@ class Simulation {
   void on_arrival(Nanos now, uint64_t id);
   // The gateway routes an arrived request (or queues it in flow control).
   void route_arrival(Nanos now, uint64_t id);
-  // LoRA placement, as gateway/lora_placer.cc drives the core's LoraPlacement: a round
+  // LoRA placement, as gateway/control/lora_placer.cc drives the core's LoraPlacement: a round
   // (demand, the router's view of the endpoints, plan, publish, act), its actions carried
   // out on the engine models, their answers, and the requests that wait for a load.
   void lora_round(Nanos now);
@@ -224,10 +223,18 @@ class Simulation {
   void drain(Nanos now, uint32_t engine);
   void stop(Nanos now, uint32_t engine);
   // A request routed to `engine` (its decode engine) is over; a draining replica stops
-  // with its last one.
+  // with its last one (route::drain_over; a simulated drain has no deadline).
   void release_in_flight(Nanos now, uint32_t engine) {
-    if (--replicas_[engine].in_flight == 0 && replicas_[engine].phase == ReplicaPhase::kDraining)
+    const uint32_t left = --replicas_[engine].in_flight;
+    if (replicas_[engine].phase == ReplicaPhase::kDraining &&
+        route::drain_over(left, now, route::kNoDrainDeadline)) {
       stop(now, engine);
+    }
+  }
+  // Sets or releases one of the endpoint's holds (route/endpoint_holds.h, the gateway's
+  // rules): the router's health follows when it changes, in every gateway replica.
+  void set_hold(route::EndpointId ep, route::Hold hold, bool on) {
+    if (auto h = holds_.set(ep, hold, on)) group_->set_health(ep, *h);
   }
   bool live(uint32_t engine) const { return replicas_[engine].phase != ReplicaPhase::kStopped; }
   void schedule_step(uint32_t engine, Nanos at);
@@ -259,6 +266,9 @@ class Simulation {
   // draws of erroring engines (their own stream: routing's is untouched), each engine's
   // fault state, and the counts for the report.
   route::CircuitBreakers breakers_;
+  // Why each endpoint is out of routing (warm-up, breaker, standby, draining): the one
+  // source of the router's health, as in PoolRuntime.
+  route::EndpointHolds holds_;
   Rng failure_rng_;
   std::vector<EngineFault> faults_;
   uint64_t breaker_openings_ = 0;
@@ -476,6 +486,7 @@ Status Simulation::join_router(uint32_t index, Nanos now) {
   if (!id) return Error(id.error());
   endpoint_of_[index] = *id;
   breakers_.reset(*id);  // a new endpoint, or a reused id: closed
+  holds_.reset(*id);     // ... and held for nothing
   if (engine_of_.size() <= *id) engine_of_.resize(*id + 1, 0);
   engine_of_[*id] = index;
   return {};
@@ -1028,19 +1039,16 @@ void Simulation::on_failure(Nanos now, const workload::FailureSpec& f, bool begi
 void Simulation::breaker_result(route::EndpointId ep, bool ok, Nanos now) {
   if (breakers_.on_result(ep, ok, now) != route::CircuitBreakers::Transition::kOpened) return;
   ++breaker_openings_;
-  group_->set_health(ep, route::Health::kUnhealthy);
+  set_hold(ep, route::Hold::kBreaker, true);
 }
 
 void Simulation::close_expired_breakers(Nanos now) {
   for (route::EndpointId ep : breakers_.expire(now)) {
     if (ep >= engine_of_.size()) continue;
-    const uint32_t engine = engine_of_[ep];
-    const Replica& r = replicas_[engine];
-    // Half-open: routed to again, unless it left, waits in standby or warms up.
-    if (!live(engine) || r.standby || r.admitted_at < 0 || r.phase != ReplicaPhase::kReady) {
-      continue;
-    }
-    group_->set_health(ep, route::Health::kHealthy);
+    // Half-open: routed to again, unless it left or another hold stays (it warms up,
+    // waits in standby or drains: route/endpoint_holds.h).
+    if (!live(engine_of_[ep])) continue;
+    set_hold(ep, route::Hold::kBreaker, false);
   }
 }
 
@@ -1057,7 +1065,7 @@ void Simulation::lose(uint64_t id) {
 void Simulation::on_upstream_failed(Nanos now, uint32_t engine, uint64_t id) {
   RequestState& r = requests_[id];
   const route::EndpointId failed = endpoint_of_[engine];
-  // As PoolRuntime::exchange_done(ok = false): the router's load for the attempt goes,
+  // As PoolRouting::exchange_done(ok = false): the router's load for the attempt goes,
   // and the endpoint's breaker counts a failure.
   group_->on_failed(id, now);
   breaker_result(failed, false, now);
@@ -1075,7 +1083,7 @@ void Simulation::on_upstream_failed(Nanos now, uint32_t engine, uint64_t id) {
   } else {
     // A new leg: the continuation is routed on the original prompt's keys, the endpoint
     // the stream left excluded, its own endpoints retried as the first leg's were
-    // (gateway/proxy.cc, migrate).
+    // (gateway/data/proxy.cc, migrate).
     r.excluded.assign(1, failed);
     r.tried = 0;
     r.began = false;
@@ -1192,7 +1200,7 @@ void Simulation::lora_publish(Nanos now) {
 void Simulation::on_lora_wait_end(Nanos now, uint64_t id) {
   RequestState& r = requests_[id];
   if (!r.lora_waiting) return;
-  // max_wait is over: the router decides as it can (gateway/proxy.cc).
+  // max_wait is over: the router decides as it can (gateway/data/proxy.cc).
   r.lora_waiting = false;
   LoraDemand& d = lora_demand_[r.adapter - 1];
   std::erase(d.waiters, id);
@@ -1304,28 +1312,21 @@ void Simulation::on_control(Nanos now) {
 }
 
 void Simulation::apply_standby(Nanos, int32_t count) {
-  // Among the ready replicas that joined routing (scale/standby.h picks the youngest):
-  // out of routing (their requests in flight finish), back in at once when the count falls.
-  std::vector<uint32_t> ready;
+  // Among the ready replicas held for nothing else (not warming up: they joined routing),
+  // the youngest (route::plan_standby, as PoolRuntime::apply_standby): out of routing
+  // (their requests in flight finish), back in at once when the count falls.
+  std::vector<route::EndpointId> ready;
   std::vector<Nanos> ready_at;
   for (uint32_t i = 0; i < replicas_.size(); ++i) {
     const Replica& r = replicas_[i];
-    if (r.phase == ReplicaPhase::kReady && r.admitted_at >= 0) {
-      ready.push_back(i);
+    if (r.phase == ReplicaPhase::kReady) {
+      ready.push_back(endpoint_of_[i]);
       ready_at.push_back(r.ready_at);
     }
   }
-  const std::vector<bool> standby = scale::pick_standby(ready_at, count);
-  standby_ = 0;
-  for (size_t k = 0; k < ready.size(); ++k) {
-    Replica& r = replicas_[ready[k]];
-    if (standby[k] != r.standby) {
-      group_->set_health(endpoint_of_[ready[k]],
-                         standby[k] ? route::Health::kStandby : route::Health::kHealthy);
-      r.standby = standby[k];
-    }
-    standby_ += standby[k];
-  }
+  const route::StandbyPlan plan = route::plan_standby(holds_, ready, ready_at, count);
+  for (const route::StandbyPlan::Change& c : plan.changes) group_->set_health(c.id, c.health);
+  standby_ = static_cast<int32_t>(plan.in_standby);
 }
 
 void Simulation::launch(Nanos now) {
@@ -1361,7 +1362,7 @@ void Simulation::on_replica_ready(Nanos now, uint32_t engine) {
     return;
   }
   // Warm-up: out of routing until the pool's hot prefixes are in its cache.
-  group_->set_health(endpoint_of_[engine], route::Health::kUnhealthy);
+  set_hold(endpoint_of_[engine], route::Hold::kWarmup, true);
   auto [it, inserted] = warmups_.insert_or_assign(
       engine, kv::WarmupRun(hot_->top(policy_.warmup.prefixes, now), policy_.warmup, now));
   queue_.push(it->second.deadline(), Event{EventKind::kWarmupDeadline, engine, 0});
@@ -1392,7 +1393,7 @@ void Simulation::admit_replica(Nanos now, uint32_t engine) {
   Replica& r = replicas_[engine];
   if (r.phase != ReplicaPhase::kReady || r.admitted_at >= 0) return;  // draining, or done
   r.admitted_at = now;
-  group_->set_health(endpoint_of_[engine], route::Health::kHealthy);
+  set_hold(endpoint_of_[engine], route::Hold::kWarmup, false);
   pump(now);
 }
 
@@ -1405,8 +1406,8 @@ void Simulation::drain(Nanos now, uint32_t engine) {
   if (r.phase != ReplicaPhase::kReady) return;
   r.phase = ReplicaPhase::kDraining;
   r.drained_at = now;
-  group_->set_health(endpoint_of_[engine], route::Health::kDraining);
-  if (r.in_flight == 0) stop(now, engine);
+  set_hold(endpoint_of_[engine], route::Hold::kDrain, true);
+  if (route::drain_over(r.in_flight, now, route::kNoDrainDeadline)) stop(now, engine);
 }
 
 void Simulation::stop(Nanos now, uint32_t engine) {

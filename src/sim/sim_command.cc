@@ -74,10 +74,7 @@ int run_sim(const SimArgs& args) {
     for (const PolicySpec& p : scenario->policies) chosen.push_back(&p);
   } else {
     for (const std::string& name : split_commas(args.policies)) {
-      const PolicySpec* found = nullptr;
-      for (const PolicySpec& p : scenario->policies) {
-        if (p.name == name) found = &p;
-      }
+      const PolicySpec* found = scenario->policy(name);
       if (!found) {
         std::string known;
         for (const PolicySpec& p : scenario->policies)

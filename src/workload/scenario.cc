@@ -18,6 +18,13 @@ uint32_t Scenario::engine_count() const {
   return n;
 }
 
+const PolicySpec* Scenario::policy(std::string_view name) const {
+  for (const PolicySpec& p : policies) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
 namespace {
 
 Result<engine::Profile> load_profile(const std::string& name, const std::string& base_dir,

@@ -174,6 +174,8 @@ struct Scenario {
   AdapterSpec adapters;               // LoRA adapters of the requests (count 0: none)
 
   uint32_t engine_count() const;
+  // The policy named `name` (names are unique); null when there is none.
+  const PolicySpec* policy(std::string_view name) const;
 };
 
 // Parses scenario YAML text; `base_dir` resolves relative paths (profiles, traces). A

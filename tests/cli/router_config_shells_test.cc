@@ -8,8 +8,8 @@
 #include <string>
 
 #include "env/file.h"
-#include "gateway/admin_json.h"
 #include "gateway/config.h"
+#include "gateway/control/admin_json.h"
 #include "workload/scenario.h"
 
 namespace kvgate {

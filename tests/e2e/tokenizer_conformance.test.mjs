@@ -1,5 +1,5 @@
 // Conformance of kvgate's tokenizer with the Hugging Face tokenizers library (the Rust
-// library as a Node addon) on the real tokenizer.json of five families: the same ids for
+// library as a Node addon) on the real tokenizer.json of eight families: the same ids for
 // 20,000 generated strings each (kvgate's chosen path; for the families that have a fast
 // path, the general path too), the same text when decoding, and the same ids with the
 // post-processor's special tokens. Then tokenizer.json variants that combine the other
@@ -53,6 +53,13 @@ const families = [
   // model, seed, has a fast path
   ['qwen3', 1, true], ['llama3', 2, true], ['deepseek_v3', 3, false], ['gemma3', 4, false],
   ['llama2', 5, false],
+  // Gemma (1): SentencePiece BPE with no pre-tokenizer, BPE over the whole text.
+  ['gemma', 6, false],
+  // Llama 3.1: Llama 3's Split (the fast path), a Sequence post-processor.
+  ['llama3_1', 7, true],
+  // gpt-oss: o200k_harmony, a Split regex with case classes that PCRE2 runs, 200k tokens,
+  // merges as pairs, ignore_merges.
+  ['gpt_oss', 8, false],
 ];
 
 // Ids (both paths when there is a fast one), decoding (`full`: also without special

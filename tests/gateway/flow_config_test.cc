@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "gateway/config.h"
-#include "gateway/keys.h"
+#include "gateway/data/keys.h"
 
 namespace kvgate::gateway {
 namespace {

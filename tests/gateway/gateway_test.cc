@@ -14,7 +14,7 @@
 
 #include "../integration/support/eventually.h"
 #include "core/metrics/prometheus_text.h"
-#include "gateway/keys.h"
+#include "gateway/data/keys.h"
 #include "io/http_client.h"
 #include "io/http_server.h"
 #include "openai/error.h"

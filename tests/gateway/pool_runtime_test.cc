@@ -21,8 +21,8 @@
 
 #include "../integration/support/eventually.h"
 #include "core/kv/pseudo_tokens.h"
-#include "gateway/flow_glue.h"
-#include "gateway/pool_flow.h"
+#include "gateway/data/flow_glue.h"
+#include "gateway/data/pool_flow.h"
 
 namespace kvgate::gateway {
 namespace {

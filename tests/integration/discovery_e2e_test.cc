@@ -99,9 +99,9 @@ TEST_F(DiscoveryE2E, EnginesJoinAndLeaveThroughAWatchedFileWithoutFailedRequests
   set_endpoints({a->url});
   GatewayProcess gw(yaml());
   ASSERT_FALSE(gw.url.empty());
-  auto admin_line = gw.proc->wait_for_line("admin API on http://");
-  ASSERT_TRUE(admin_line) << admin_line.error();
-  const std::string admin = admin_line->substr(admin_line->find("http://"));
+  auto admin_url = gw.proc->wait_for_admin_url();
+  ASSERT_TRUE(admin_url) << admin_url.error();
+  const std::string admin = *admin_url;
 
   // The file's engine joins (warmed: its /health answers at once) and serves.
   Result first;

@@ -4,13 +4,11 @@
 // fed with the events keys the blocks exactly as the gateway keys a request of that salt.
 #include <gtest/gtest.h>
 
-#include <zmq.hpp>
-
 #include "core/kv/block_hash.h"
 #include "core/kv/event_apply.h"
 #include "core/kv/precise_index.h"
 #include "core/kv/vllm_event_codec.h"
-#include "support/engine_fixture.h"
+#include "support/kv_engine.h"
 
 namespace kvgate::testing {
 // Named after the file, not anonymous: the tests compile in unity batches, where two
@@ -78,44 +76,23 @@ TEST_P(EngineCacheSaltEvents, EventsKeyASaltedPrefixAsTheGatewayKeysItsRequests)
 
   // Every batch so far, by replay, into the index the gateway keeps for pool "pool".
   kv::PreciseIndex index({.model = "pool", .block_size = 16});
-  zmq::context_t ctx;
-  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::rcvtimeo, 5000);
-  dealer.connect(endpoints->replay);
-  (void)dealer.send(zmq::message_t(), zmq::send_flags::sndmore);
-  (void)dealer.send(zmq::buffer(std::string(8, '\0')), zmq::send_flags::none);
   size_t salted_events = 0;
-  while (true) {
-    zmq::message_t empty, seq, payload;
-    ASSERT_TRUE(dealer.recv(empty));
-    ASSERT_TRUE(dealer.recv(seq));
-    ASSERT_TRUE(dealer.recv(payload));
-    if (payload.size() == 0) break;
-    auto b = kv::decode_event_batch(payload.to_string());
-    ASSERT_TRUE(b) << b.error();
-    for (const auto& ev : b->events) {
+  for (const auto& batch : replay_kv_events(endpoints->replay)) {
+    for (const auto& ev : batch.second.events) {
       if (auto* s = std::get_if<kv::BlockStored>(&ev); s && s->cache_salt) {
         EXPECT_EQ(*s->cache_salt, "tenant-a");
         EXPECT_FALSE(s->parent_block_hash.has_value());
         ++salted_events;
       }
     }
-    kv::apply_events(index, 0, b->events);
+    kv::apply_events(index, 0, batch.second.events);
   }
   EXPECT_EQ(salted_events, 1u);
 
-  // The gateway's keys (PoolRuntime::keys_for): block_seed(pool, adapter, salt).
-  auto tokens = [&](const std::string& prompt) {
-    auto v = parse_json(e.post("/tokenize", R"({"prompt":")" + prompt + R"("})").body);
-    std::vector<kv::TokenId> out;
-    for (const auto& t : v.at("tokens").as_array()) {
-      out.push_back(static_cast<kv::TokenId>(t.as_int64()));
-    }
-    return out;
-  };
+  // The gateway's keys (PoolRouting::keys_for): block_seed(pool, adapter, salt).
   auto matched = [&](const std::string& prompt, const std::string& salt) -> uint32_t {
     std::vector<kv::BlockKey> keys;
-    kv::hash_blocks(tokens(prompt), 16, kv::block_seed("pool", "", salt), keys);
+    kv::hash_blocks(e.tokenize(prompt), 16, kv::block_seed("pool", "", salt), keys);
     std::vector<kv::EndpointMatch> out;
     index.match(keys, 0, out);
     return out.empty() ? 0 : out[0].total_blocks;

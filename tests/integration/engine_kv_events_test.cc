@@ -5,7 +5,7 @@
 #include <zmq.hpp>
 
 #include "core/kv/vllm_event_codec.h"
-#include "support/engine_fixture.h"
+#include "support/kv_engine.h"
 
 namespace kvgate::testing {
 namespace {
@@ -33,14 +33,6 @@ bool recv_message(zmq::socket_t& sub, Message& out) {
   EXPECT_EQ(s.size(), 8u);
   out = Message{t.to_string(), be64(s), p.to_string()};
   return true;
-}
-
-std::vector<uint32_t> tokenize(EngineProcess& e, const std::string& prompt) {
-  auto v = parse_json(e.post("/tokenize", R"({"prompt":")" + prompt + R"("})").body);
-  std::vector<uint32_t> out;
-  for (const auto& t : v.at("tokens").as_array())
-    out.push_back(static_cast<uint32_t>(t.as_int64()));
-  return out;
 }
 
 class EngineKvEvents : public ::testing::TestWithParam<std::string> {};
@@ -84,29 +76,13 @@ TEST_P(EngineKvEvents, SubscriberDecodesStoredBlocksThenReplaysTheGap) {
   EXPECT_GT(batch->ts, 1.7e9);
 
   // Replay from 0 through the ROUTER.
-  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::rcvtimeo, 5000);
-  dealer.connect(replay_ep);
-  const std::string start(8, '\0');
-  (void)dealer.send(zmq::message_t(), zmq::send_flags::sndmore);
-  (void)dealer.send(zmq::buffer(start), zmq::send_flags::none);
-  std::vector<std::pair<uint64_t, kv::EventBatch>> replayed;
-  while (true) {
-    zmq::message_t empty, seq, payload;
-    ASSERT_TRUE(dealer.recv(empty));
-    ASSERT_TRUE(dealer.recv(seq));
-    ASSERT_TRUE(dealer.recv(payload));
-    if (seq.to_string() == std::string(8, '\xff')) break;
-    auto b = kv::decode_event_batch(payload.to_string());
-    ASSERT_TRUE(b) << b.error();
-    replayed.emplace_back(be64(seq), std::move(*b));
-  }
+  const std::vector<std::pair<uint64_t, kv::EventBatch>> replayed = replay_kv_events(replay_ep);
   ASSERT_GE(replayed.size(), m.seq + 1);
   for (size_t i = 0; i < replayed.size(); ++i) EXPECT_EQ(replayed[i].first, i);
   EXPECT_EQ(replayed[m.seq].second, *batch);
 
   // Seq 0 holds the first prompt's two full blocks, chained from the root.
-  const auto tokens = tokenize(e, first_prompt);
+  const auto tokens = e.tokenize(first_prompt);
   ASSERT_EQ(tokens.size(), 40u);
   const auto& events = replayed[0].second.events;
   ASSERT_FALSE(events.empty());
@@ -131,22 +107,10 @@ TEST_P(EngineKvEvents, EvictionsAreReportedAsBlockRemoved) {
     e.post("/v1/completions",
            R"({"prompt":")" + words_prompt("e" + std::to_string(i), 48) + R"(","max_tokens":1})");
   }
-  zmq::context_t ctx;
-  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::rcvtimeo, 5000);
-  dealer.connect(replay_line->substr(replay_line->find("tcp://")));
-  (void)dealer.send(zmq::message_t(), zmq::send_flags::sndmore);
-  (void)dealer.send(zmq::buffer(std::string(8, '\0')), zmq::send_flags::none);
+  const auto replayed = replay_kv_events(replay_line->substr(replay_line->find("tcp://")));
   size_t stored = 0, removed = 0;
-  while (true) {
-    zmq::message_t empty, seq, payload;
-    ASSERT_TRUE(dealer.recv(empty));
-    ASSERT_TRUE(dealer.recv(seq));
-    ASSERT_TRUE(dealer.recv(payload));
-    if (payload.size() == 0) break;
-    auto b = kv::decode_event_batch(payload.to_string());
-    ASSERT_TRUE(b) << b.error();
-    for (const auto& ev : b->events) {
+  for (const auto& batch : replayed) {
+    for (const auto& ev : batch.second.events) {
       if (auto* s = std::get_if<kv::BlockStored>(&ev)) stored += s->block_hashes.size();
       if (auto* r = std::get_if<kv::BlockRemoved>(&ev)) removed += r->block_hashes.size();
     }

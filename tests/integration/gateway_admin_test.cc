@@ -72,16 +72,7 @@ struct Admin {
   GatewayProcess gw;
   std::string url;
 
-  explicit Admin(const std::string& yaml) : gw(yaml) {
-    if (!gw.proc) return;
-    auto line = gw.proc->wait_for_line("admin API on http://");
-    if (!line) {
-      ADD_FAILURE() << line.error();
-      return;
-    }
-    url = line->substr(line->find("http://"));
-    while (!url.empty() && (url.back() == '\n' || url.back() == '\r')) url.pop_back();
-  }
+  explicit Admin(const std::string& yaml) : gw(yaml), url(gw.wait_for_admin_url()) {}
 
   io::HttpClientResponse call(const std::string& method, const std::string& path,
                               const std::string& body = {}, const char* token = kToken) {

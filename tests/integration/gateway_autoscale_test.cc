@@ -348,9 +348,9 @@ TEST(GatewayAutoscale, HorizonStandbyReplicaIsReadyButOutOfRoutingUntilABurst) {
                     autoscale_yaml(write_profile(), policy));
   ASSERT_FALSE(gw.url.empty());
   auto log = [&] { return gw.proc->output() + gw.proc->errors(); };
-  auto admin_line = gw.proc->wait_for_line("admin API on http://");
-  ASSERT_TRUE(admin_line) << admin_line.error();
-  const std::string admin = admin_line->substr(admin_line->find("http://"));
+  auto admin_url = gw.proc->wait_for_admin_url();
+  ASSERT_TRUE(admin_url) << admin_url.error();
+  const std::string admin = *admin_url;
   // The endpoints' URLs by health.
   auto by_health = [&] {
     std::map<std::string, std::vector<std::string>> out;

@@ -19,9 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "gateway/keys.h"
 #include "support/eventually.h"
-#include "support/gateway_fixture.h"
+#include "support/flow_fixture.h"
 
 namespace kvgate::testing {
 // Named after the file, not anonymous: the tests compile in unity batches, where two
@@ -29,28 +28,12 @@ namespace kvgate::testing {
 namespace gateway_fleet_fairness_test {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 constexpr const char* kToken = "fleet-fairness-token";
 
-Result<std::unique_ptr<ChildProcess>> start_redis(int port) {
-  auto p = ChildProcess::spawn("/usr/bin/redis-server",
-                               {"--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
-                                "--appendonly", "no", "--daemonize", "no"});
-  if (!p) return p;
-  if (auto line = (*p)->wait_for_line("Ready to accept connections"); !line) {
-    return Error(line.error());
-  }
-  return p;
-}
-
 std::string keys_file() {
-  auto entry = [](const std::string& key, const std::string& tenant) {
-    return "  - sha256: " + gateway::to_hex(gateway::sha256(key)) + "\n    tenant: " + tenant +
-           "\n    weight: 1\n";
-  };
-  return write_temp_file("fleet-keys.yaml", "keys:\n" + entry("key-noisy", "noisy") +
-                                                entry("key-quiet", "quiet") +
-                                                entry("key-filler", "filler"));
+  return tenant_keys_file(
+      "fleet-keys.yaml",
+      {{"key-noisy", "noisy"}, {"key-quiet", "quiet"}, {"key-filler", "filler"}});
 }
 
 // Replica `id` (gw-a, gw-b) of pool "main" on `engine_url`, flow control on (no sparse
@@ -74,100 +57,17 @@ std::string replica_yaml(const std::string& id, const std::string& engine_url, i
          engine_url + "\nmodels:\n  - name: sim\n    pool: main\n";
 }
 
-std::string completion(const std::string& tag, int tokens) {
-  return R"({"model":"sim","prompt":")" + words_prompt(tag, 20) + R"(","max_tokens":)" +
-         std::to_string(tokens) + "}";
+// Posts a completion of `tenant` with its key ("key-" + tenant).
+void post_as(RequestBatch& batch, const std::string& url, const std::string& tenant,
+             std::string body) {
+  batch.post(url, std::move(body), tenant_headers("key-" + tenant), 60s, tenant);
 }
-
-std::vector<io::HttpHeader> auth(const std::string& key) {
-  return {{"Authorization", "Bearer " + key}, {"Content-Type", "application/json"}};
-}
-
-struct Sent {
-  std::string tenant;
-  io::HttpClientResponse r;
-  double seconds = 0;  // answered, from the start of the batch
-  bool failed = false;
-};
-
-// Requests on their own threads, timed from one start.
-class Batch {
- public:
-  Batch() : start_(Clock::now()) {}
-  void post(const std::string& url, const std::string& tenant, std::string body,
-            const std::string& key) {
-    auto slot = std::make_unique<Sent>();
-    slot->tenant = tenant;
-    threads_.emplace_back([this, out = slot.get(), url, body = std::move(body), key] {
-      auto r = io::http_fetch("POST", url + "/v1/completions", body, auth(key), 60s);
-      out->seconds = std::chrono::duration<double>(Clock::now() - start_).count();
-      if (r) {
-        out->r = std::move(*r);
-      } else {
-        out->failed = true;
-      }
-    });
-    sent_.push_back(std::move(slot));
-  }
-  std::vector<Sent> join() {
-    for (auto& t : threads_) t.join();
-    threads_.clear();
-    std::vector<Sent> out;
-    for (auto& s : sent_) out.push_back(std::move(*s));
-    sent_.clear();
-    return out;
-  }
-  ~Batch() {
-    for (auto& t : threads_) t.join();
-  }
-
- private:
-  Clock::time_point start_;
-  std::vector<std::thread> threads_;
-  std::vector<std::unique_ptr<Sent>> sent_;
-};
 
 // testing::eventually() polling every 20 ms: each poll here asks a gateway child.
 template <typename Pred>
 bool eventually(Pred pred, std::chrono::milliseconds timeout) {
   return testing::eventually(pred, timeout, 20ms);
 }
-
-struct Replica {
-  GatewayProcess gw;
-  std::string admin;
-
-  explicit Replica(const std::string& yaml) : gw(yaml) {
-    if (!gw.proc) return;
-    auto line = gw.proc->wait_for_line("admin API on http://");
-    if (!line) {
-      ADD_FAILURE() << line.error();
-      return;
-    }
-    admin = line->substr(line->find("http://"));
-    while (!admin.empty() && (admin.back() == '\n' || admin.back() == '\r')) admin.pop_back();
-  }
-  boost::json::value queue() {
-    auto r = io::http_fetch("GET", admin + "/admin/pools/main/queue", "",
-                            {{"Authorization", std::string("Bearer ") + kToken}}, 10s);
-    if (!r || r->status != 200) return {};
-    return parse_json(r->body);
-  }
-  int64_t queued() {
-    auto q = queue();
-    return q.is_object() ? q.at("queued").to_number<int64_t>() : -1;
-  }
-  // A tenant's field in the queue view (counter, peer_service, ...); -1 when not there.
-  double tenant(const std::string& name, const std::string& field) {
-    auto q = queue();
-    if (!q.is_object()) return -1;
-    for (const auto& t : q.at("tenants").as_array()) {
-      if (t.at("tenant").as_string() == name) return t.at(field).to_number<double>();
-    }
-    return -1;
-  }
-  double metric(const std::string& name) { return gw.metric(name, {{"pool", "main"}}); }
-};
 
 TEST(GatewayFleetFairness, ATenantServedThroughOneReplicaIsOrderedBehindOnAnother) {
   const int port = free_port();
@@ -178,16 +78,16 @@ TEST(GatewayFleetFairness, ATenantServedThroughOneReplicaIsOrderedBehindOnAnothe
   ASSERT_FALSE(engine_a.url.empty());
   ASSERT_FALSE(engine_b.url.empty());
   const std::string keys = keys_file();
-  Replica a(replica_yaml("gw-a", engine_a.url, port, keys));
-  Replica b(replica_yaml("gw-b", engine_b.url, port, keys));
+  FlowGateway a(replica_yaml("gw-a", engine_a.url, port, keys), kToken);
+  FlowGateway b(replica_yaml("gw-b", engine_b.url, port, keys), kToken);
   ASSERT_FALSE(a.admin.empty());
   ASSERT_FALSE(b.admin.empty());
 
   // B's engine runs one sequence at a time: two long requests hold it (~5.6 s each at
   // ~7 ms a token), one running and one waiting there; then B's pool is saturated.
-  Batch fill;
-  fill.post(b.gw.url, "filler", completion("fill1", 800), "key-filler");
-  fill.post(b.gw.url, "filler", completion("fill2", 800), "key-filler");
+  RequestBatch fill;
+  post_as(fill, b.gw.url, "filler", sim_completion("fill1", 800));
+  post_as(fill, b.gw.url, "filler", sim_completion("fill2", 800));
   ASSERT_TRUE(eventually(
       [&] {
         return b.gw.metric("kvgate_flow_dispatched_total",
@@ -196,18 +96,18 @@ TEST(GatewayFleetFairness, ATenantServedThroughOneReplicaIsOrderedBehindOnAnothe
       10s));
 
   // quiet is backlogged on B first.
-  Batch on_b;
-  on_b.post(b.gw.url, "quiet", completion("q1", 40), "key-quiet");
+  RequestBatch on_b;
+  post_as(on_b, b.gw.url, "quiet", sim_completion("q1", 40));
   ASSERT_TRUE(eventually([&] { return b.queued() == 1; }, 5s)) << "B's engine was not held";
 
   // Meanwhile noisy is served through A, at once (A's engine is fast and free), and B
   // learns of it: the service A gave noisy reaches B's counters.
   {
-    Batch on_a;
+    RequestBatch on_a;
     for (int i = 0; i < 12; ++i) {
-      on_a.post(a.gw.url, "noisy", completion("n-a" + std::to_string(i), 50), "key-noisy");
+      post_as(on_a, a.gw.url, "noisy", sim_completion("n-a" + std::to_string(i), 50));
     }
-    for (const Sent& s : on_a.join()) {
+    for (const BatchAnswer& s : on_a.join()) {
       ASSERT_FALSE(s.failed);
       ASSERT_EQ(s.r.status, 200) << s.r.body;
     }
@@ -236,7 +136,7 @@ TEST(GatewayFleetFairness, ATenantServedThroughOneReplicaIsOrderedBehindOnAnothe
       {"noisy", "n1"}, {"quiet", "q2"}, {"noisy", "n2"}, {"quiet", "q3"}, {"noisy", "n3"}};
   int64_t expected = 1;
   for (const auto& [tenant, tag] : order) {
-    on_b.post(b.gw.url, tenant, completion(tag, 40), "key-" + tenant);
+    post_as(on_b, b.gw.url, tenant, sim_completion(tag, 40));
     ++expected;
     ASSERT_TRUE(eventually([&] { return b.queued() == expected; }, 5s))
         << tag << " did not queue: B's engine was freed too early";
@@ -250,10 +150,10 @@ TEST(GatewayFleetFairness, ATenantServedThroughOneReplicaIsOrderedBehindOnAnothe
   }
 
   // B's engine serves one request at a time: the answers come in dispatch order.
-  std::vector<Sent> answers = on_b.join();
-  for (const Sent& s : fill.join()) EXPECT_EQ(s.r.status, 200) << s.r.body;
+  std::vector<BatchAnswer> answers = on_b.join();
+  for (const BatchAnswer& s : fill.join()) EXPECT_EQ(s.r.status, 200) << s.r.body;
   double last_quiet = 0, first_noisy = 1e9;
-  for (const Sent& s : answers) {
+  for (const BatchAnswer& s : answers) {
     ASSERT_FALSE(s.failed) << s.tenant;
     ASSERT_EQ(s.r.status, 200) << s.r.body;
     if (s.tenant == "quiet") last_quiet = std::max(last_quiet, s.seconds);
@@ -266,10 +166,10 @@ TEST(GatewayFleetFairness, ATenantServedThroughOneReplicaIsOrderedBehindOnAnothe
   (*redis)->signal(SIGKILL);
   (*redis)->stop();
   // Another request makes B publish (and fail): the sync is lost.
-  EXPECT_EQ(
-      b.gw.post("/v1/completions", completion("after", 2), {{"Authorization", "Bearer key-quiet"}})
-          .status,
-      200);
+  EXPECT_EQ(b.gw.post("/v1/completions", sim_completion("after", 2),
+                      {{"Authorization", "Bearer key-quiet"}})
+                .status,
+            200);
   EXPECT_TRUE(eventually([&] { return b.metric("kvgate_flow_fleet_fallbacks_total") == 1; }, 5s));
   EXPECT_TRUE(eventually([&] { return b.metric("kvgate_flow_fleet_peers") == 0; }, 5s));
 }

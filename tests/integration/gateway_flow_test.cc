@@ -17,9 +17,8 @@
 #include <memory>
 #include <thread>
 
-#include "gateway/keys.h"
 #include "support/eventually.h"
-#include "support/gateway_fixture.h"
+#include "support/flow_fixture.h"
 
 namespace kvgate::testing {
 // Named after the file, not anonymous: the tests compile in unity batches, where two
@@ -31,12 +30,7 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kToken = "flow-admin-token";
 
 std::string keys_file() {
-  auto entry = [](const std::string& key, const std::string& tenant) {
-    return "  - sha256: " + gateway::to_hex(gateway::sha256(key)) + "\n    tenant: " + tenant +
-           "\n    weight: 1\n";
-  };
-  return write_temp_file("flow-keys.yaml",
-                         "keys:\n" + entry("key-noisy", "noisy") + entry("key-quiet", "quiet"));
+  return tenant_keys_file("flow-keys.yaml", {{"key-noisy", "noisy"}, {"key-quiet", "quiet"}});
 }
 
 // One pool "main" on `engine_url`; an endpoint is saturated with one request waiting, so
@@ -56,61 +50,6 @@ std::string flow_yaml(const std::string& engine_url, const std::string& flow,
          "\nmodels:\n  - name: sim\n    pool: main\n";
 }
 
-// A completion of `tokens` tokens (~7 ms each on the default profile).
-std::string completion(const std::string& tag, int tokens) {
-  return R"({"model":"sim","prompt":")" + words_prompt(tag, 20) + R"(","max_tokens":)" +
-         std::to_string(tokens) + "}";
-}
-
-std::vector<io::HttpHeader> auth(const std::string& key) {
-  return {{"Authorization", "Bearer " + key}, {"Content-Type", "application/json"}};
-}
-
-struct Result {
-  io::HttpClientResponse r;
-  double seconds = 0;  // from the start of the batch
-  bool failed = false;
-  std::string error;
-};
-
-// Requests on their own threads, timed from one start.
-class Batch {
- public:
-  Batch() : start_(Clock::now()) {}
-  void post(const std::string& url, std::string body, std::vector<io::HttpHeader> h,
-            std::chrono::milliseconds timeout = 60s) {
-    auto slot = std::make_unique<Result>();
-    threads_.emplace_back(
-        [this, out = slot.get(), url, body = std::move(body), h = std::move(h), timeout] {
-          auto r = io::http_fetch("POST", url + "/v1/completions", body, h, timeout);
-          out->seconds = std::chrono::duration<double>(Clock::now() - start_).count();
-          if (r) {
-            out->r = std::move(*r);
-          } else {
-            out->failed = true;
-            out->error = r.error();
-          }
-        });
-    results_.push_back(std::move(slot));
-  }
-  std::vector<Result> join() {
-    for (auto& t : threads_) t.join();
-    threads_.clear();
-    std::vector<Result> out;
-    for (auto& r : results_) out.push_back(std::move(*r));
-    results_.clear();
-    return out;
-  }
-  ~Batch() {
-    for (auto& t : threads_) t.join();
-  }
-
- private:
-  Clock::time_point start_;
-  std::vector<std::thread> threads_;
-  std::vector<std::unique_ptr<Result>> results_;
-};
-
 std::string header(const io::HttpClientResponse& r, const std::string& name) {
   for (const auto& h : r.headers) {
     std::string n = h.name;
@@ -126,41 +65,15 @@ bool eventually(Pred pred, std::chrono::milliseconds timeout) {
   return testing::eventually(pred, timeout, 20ms);
 }
 
-struct FlowGateway {
-  GatewayProcess gw;
-  std::string admin;
-
-  explicit FlowGateway(const std::string& yaml) : gw(yaml) {
-    if (!gw.proc) return;
-    auto line = gw.proc->wait_for_line("admin API on http://");
-    if (!line) {
-      ADD_FAILURE() << line.error();
-      return;
-    }
-    admin = line->substr(line->find("http://"));
-    while (!admin.empty() && (admin.back() == '\n' || admin.back() == '\r')) admin.pop_back();
-  }
-  boost::json::value queue() {
-    auto r = io::http_fetch("GET", admin + "/admin/pools/main/queue", "",
-                            {{"Authorization", std::string("Bearer ") + kToken}}, 10s);
-    if (!r || r->status != 200) return {};
-    return parse_json(r->body);
-  }
-  int64_t queued() {
-    auto q = queue();
-    return q.is_object() ? q.at("queued").to_number<int64_t>() : -1;
-  }
-};
-
 TEST(GatewayFlowTest, LimitsAndTimeoutsGiveTheirStatuses) {
   EngineProcess engine({"--model", "sim", "--max-num-seqs", "1"});
-  FlowGateway fg(flow_yaml(engine.url, "{max_requests: 3, max_wait_s: 1}"));
+  FlowGateway fg(flow_yaml(engine.url, "{max_requests: 3, max_wait_s: 1}"), kToken);
   ASSERT_FALSE(fg.admin.empty());
   // 8 at once, ~1.4 s each: one runs (and one more may wait on the engine), three wait in
   // the queue, the rest find it full; nothing leaves the queue within 1 s, so what is
   // queued times out (with ~0.7 s each a stale scrape could let the queue drain in time).
-  Batch b;
-  for (int i = 0; i < 8; ++i) b.post(fg.gw.url, completion("lim" + std::to_string(i), 200), {});
+  RequestBatch b;
+  for (int i = 0; i < 8; ++i) b.post(fg.gw.url, sim_completion("lim" + std::to_string(i), 200), {});
   ASSERT_TRUE(eventually([&] { return fg.queued() >= 2; }, 5s));
   boost::json::value q = fg.queue();
   ASSERT_TRUE(q.at("head").is_array());
@@ -168,7 +81,7 @@ TEST(GatewayFlowTest, LimitsAndTimeoutsGiveTheirStatuses) {
   EXPECT_EQ(q.at("head").at(0).at("band").as_string(), "standard");
   EXPECT_EQ(q.at("tenants").at(0).at("tenant").as_string(), "anonymous");
   std::map<int, int> by_status;
-  for (const Result& r : b.join()) {
+  for (const BatchAnswer& r : b.join()) {
     ASSERT_FALSE(r.failed);
     ++by_status[r.r.status];
     if (r.r.status == 200) continue;
@@ -203,15 +116,16 @@ TEST(GatewayFlowTest, LimitsAndTimeoutsGiveTheirStatuses) {
 TEST(GatewayFlowTest, QuietTenantIsNotStuckBehindTheNoisyOnesBacklog) {
   EngineProcess engine({"--model", "sim", "--max-num-seqs", "1"});
   FlowGateway fg(flow_yaml(engine.url, "{max_requests: 100, max_wait_s: 30}",
-                           "keys_file: " + keys_file() + "\n"));
+                           "keys_file: " + keys_file() + "\n"),
+                 kToken);
   ASSERT_FALSE(fg.admin.empty());
-  Batch b;
+  RequestBatch b;
   for (int i = 0; i < 12; ++i) {
-    b.post(fg.gw.url, completion("noisy" + std::to_string(i), 40), auth("key-noisy"));
+    b.post(fg.gw.url, sim_completion("noisy" + std::to_string(i), 40), tenant_headers("key-noisy"));
   }
   ASSERT_TRUE(eventually([&] { return fg.queued() >= 9; }, 5s));
-  b.post(fg.gw.url, completion("quiet", 40), auth("key-quiet"));
-  std::vector<Result> rs = b.join();
+  b.post(fg.gw.url, sim_completion("quiet", 40), tenant_headers("key-quiet"));
+  std::vector<BatchAnswer> rs = b.join();
   std::vector<double> noisy;
   for (size_t i = 0; i < 12; ++i) {
     ASSERT_EQ(rs[i].r.status, 200) << rs[i].r.body;
@@ -233,12 +147,12 @@ TEST(GatewayFlowTest, QuietTenantIsNotStuckBehindTheNoisyOnesBacklog) {
 
 TEST(GatewayFlowTest, ClientGoneWhileQueuedFreesItsSlot) {
   EngineProcess engine({"--model", "sim", "--max-num-seqs", "1"});
-  FlowGateway fg(flow_yaml(engine.url, "{max_requests: 1, max_wait_s: 20}"));
+  FlowGateway fg(flow_yaml(engine.url, "{max_requests: 1, max_wait_s: 20}"), kToken);
   ASSERT_FALSE(fg.admin.empty());
-  Batch b;
+  RequestBatch b;
   // ~1 s each on the engine: one runs, the other waits there; then the pool is saturated.
-  b.post(fg.gw.url, completion("long1", 150), {});
-  b.post(fg.gw.url, completion("long2", 150), {});
+  b.post(fg.gw.url, sim_completion("long1", 150), {});
+  b.post(fg.gw.url, sim_completion("long2", 150), {});
   ASSERT_TRUE(eventually(
       [&] {
         return fg.gw.metric("kvgate_flow_dispatched_total",
@@ -248,7 +162,7 @@ TEST(GatewayFlowTest, ClientGoneWhileQueuedFreesItsSlot) {
   // A fixed wait for the kvgate serve child's next scrape to show the kvgate engine child's waiting
   // request: the child shows nothing of it.
   std::this_thread::sleep_for(120ms);
-  b.post(fg.gw.url, completion("gone", 10), {}, 400ms);  // gives up while queued
+  b.post(fg.gw.url, sim_completion("gone", 10), {}, 400ms);  // gives up while queued
   ASSERT_TRUE(eventually([&] { return fg.queued() == 1; }, 2s));
   ASSERT_TRUE(eventually(
       [&] {
@@ -260,9 +174,9 @@ TEST(GatewayFlowTest, ClientGoneWhileQueuedFreesItsSlot) {
   EXPECT_TRUE(eventually([&] { return fg.queued() == 0; }, 1s))
       << boost::json::serialize(fg.queue());
   // The slot is free: this one waits instead of 429 queue_full.
-  auto r = fg.gw.post("/v1/completions", completion("next", 10));
+  auto r = fg.gw.post("/v1/completions", sim_completion("next", 10));
   EXPECT_EQ(r.status, 200) << r.body;
-  std::vector<Result> rs = b.join();
+  std::vector<BatchAnswer> rs = b.join();
   EXPECT_EQ(rs[0].r.status, 200);
   EXPECT_EQ(rs[1].r.status, 200);
   EXPECT_TRUE(rs[2].failed);  // its client timed out
@@ -270,10 +184,10 @@ TEST(GatewayFlowTest, ClientGoneWhileQueuedFreesItsSlot) {
 
 TEST(GatewayFlowTest, SigtermWhileQueuedAnswersEveryRequest) {
   EngineProcess engine({"--model", "sim", "--max-num-seqs", "1"});
-  FlowGateway fg(flow_yaml(engine.url, "{max_requests: 20, max_wait_s: 30}"));
+  FlowGateway fg(flow_yaml(engine.url, "{max_requests: 20, max_wait_s: 30}"), kToken);
   ASSERT_FALSE(fg.admin.empty());
-  Batch b;
-  for (int i = 0; i < 6; ++i) b.post(fg.gw.url, completion("term" + std::to_string(i), 60), {});
+  RequestBatch b;
+  for (int i = 0; i < 6; ++i) b.post(fg.gw.url, sim_completion("term" + std::to_string(i), 60), {});
   ASSERT_TRUE(eventually([&] { return fg.queued() >= 3; }, 5s));
   // Wait until the gateway holds all six (queued, or dispatched to the engine: at most
   // two, one running and queue_threshold 1), as a client that connects after SIGTERM
@@ -291,11 +205,11 @@ TEST(GatewayFlowTest, SigtermWhileQueuedAnswersEveryRequest) {
       << boost::json::serialize(fg.queue());
   const auto sent = Clock::now();
   fg.gw.proc->signal(SIGTERM);
-  std::vector<Result> rs = b.join();
+  std::vector<BatchAnswer> rs = b.join();
   // drain_ms 1500: served while the drain lasts, the rest answered 503 before it ends.
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - sent).count(), 5.0);
   int ok = 0, refused = 0;
-  for (const Result& r : rs) {
+  for (const BatchAnswer& r : rs) {
     ASSERT_FALSE(r.failed) << "a queued request got no answer";
     if (r.r.status == 200) {
       ++ok;
@@ -318,10 +232,11 @@ TEST(GatewayFlowTest, SigtermWhileQueuedAnswersEveryRequest) {
 // closing their connections with no answer when the grace runs out.
 TEST(GatewayFlowTest, SigtermWhileAtTheEngineAnswersEveryRequest) {
   EngineProcess engine({"--model", "sim", "--stall-ms", "60000", "--stall-rate", "1"});
-  FlowGateway fg(flow_yaml(engine.url, "{max_requests: 20, max_wait_s: 30}"));
+  FlowGateway fg(flow_yaml(engine.url, "{max_requests: 20, max_wait_s: 30}"), kToken);
   ASSERT_FALSE(fg.admin.empty());
-  Batch b;
-  for (int i = 0; i < 3; ++i) b.post(fg.gw.url, completion("stall" + std::to_string(i), 20), {});
+  RequestBatch b;
+  for (int i = 0; i < 3; ++i)
+    b.post(fg.gw.url, sim_completion("stall" + std::to_string(i), 20), {});
   const metrics::Labels l = {{"pool", "main"}, {"band", "standard"}, {"tenant", "anonymous"}};
   // All three in the gateway, at least one of them sent to the engine.
   ASSERT_TRUE(eventually(
@@ -333,9 +248,9 @@ TEST(GatewayFlowTest, SigtermWhileAtTheEngineAnswersEveryRequest) {
       << boost::json::serialize(fg.queue());
   const auto sent = Clock::now();
   fg.gw.proc->signal(SIGTERM);
-  std::vector<Result> rs = b.join();
+  std::vector<BatchAnswer> rs = b.join();
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - sent).count(), 5.0);
-  for (const Result& r : rs) {
+  for (const BatchAnswer& r : rs) {
     ASSERT_FALSE(r.failed) << "a request at the engine got no answer: " << r.error << "\n"
                            << fg.gw.proc->output() << fg.gw.proc->errors();
     EXPECT_EQ(r.r.status, 503) << r.r.body;
@@ -377,7 +292,7 @@ TEST(GatewayFlowTest, PoolAtZeroReplicasAnswersAfterTheColdStart) {
       std::this_thread::sleep_for(20ms);
     }
   });
-  auto r = gw.post("/v1/completions", completion("zero", 5));
+  auto r = gw.post("/v1/completions", sim_completion("zero", 5));
   const double answered = std::chrono::duration<double>(Clock::now() - start).count();
   // The gauge is set at the autoscaler's next decision (interval 200ms), which can come
   // after the answer: watch a little longer.

@@ -12,7 +12,7 @@
 #include <chrono>
 #include <thread>
 
-#include "gateway/keys.h"
+#include "gateway/data/keys.h"
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
@@ -96,11 +96,8 @@ TEST(GatewayRateLimit, CrossingRequestCompletesNextIsRefusedOtherTenantsGoOn) {
 
 TEST(GatewayRateLimit, TwoGatewaysShareRedisAndADeadRedisFollowsThePolicy) {
   const int port = free_port();
-  auto redis = ChildProcess::spawn(
-      "/usr/bin/redis-server", {"--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
-                                "--appendonly", "no", "--daemonize", "no"});
+  auto redis = start_redis(port);
   ASSERT_TRUE(redis) << redis.error();
-  ASSERT_TRUE((*redis)->wait_for_line("Ready to accept connections"));
 
   EngineProcess engine(kFast);
   ASSERT_FALSE(engine.url.empty());
@@ -143,11 +140,8 @@ TEST(GatewayRateLimit, TwoGatewaysShareRedisAndADeadRedisFollowsThePolicy) {
 // without limits, on the same thread meanwhile, are answered as fast as ever.
 TEST(GatewayRateLimit, APausedRedisDelaysNoRequestOfATenantWithoutLimits) {
   const int port = free_port();
-  auto redis = ChildProcess::spawn(
-      "/usr/bin/redis-server", {"--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
-                                "--appendonly", "no", "--daemonize", "no"});
+  auto redis = start_redis(port);
   ASSERT_TRUE(redis) << redis.error();
-  ASSERT_TRUE((*redis)->wait_for_line("Ready to accept connections"));
   EngineProcess engine(kFast);
   ASSERT_FALSE(engine.url.empty());
   const std::string keys =

@@ -21,17 +21,6 @@ namespace gateway_replicas_test {
 const std::vector<std::string> kFast = {"--time-scale", "0.01", "--model", "sim"};
 constexpr int kGroups = 12;
 
-Result<std::unique_ptr<ChildProcess>> start_redis(int port) {
-  auto p = ChildProcess::spawn("/usr/bin/redis-server",
-                               {"--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
-                                "--appendonly", "no", "--daemonize", "no"});
-  if (!p) return p;
-  if (auto line = (*p)->wait_for_line("Ready to accept connections"); !line) {
-    return Error(line.error());
-  }
-  return p;
-}
-
 std::string replica_yaml(const std::vector<std::string>& engines, int redis_port, int replica,
                          bool sync, const std::string& cluster_extra = "") {
   std::string y =
@@ -427,9 +416,9 @@ TEST(GatewayReplicas, AWarmUpOnOneReplicaUsesThePeersHotPrefixes) {
   GatewayProcess a(yaml(0)), b(yaml(1));
   ASSERT_FALSE(a.url.empty());
   ASSERT_FALSE(b.url.empty());
-  auto admin_line = b.proc->wait_for_line("admin API on http://");
-  ASSERT_TRUE(admin_line) << admin_line.error();
-  const std::string admin = admin_line->substr(admin_line->find("http://"));
+  auto admin_url = b.proc->wait_for_admin_url();
+  ASSERT_TRUE(admin_url) << admin_url.error();
+  const std::string admin = *admin_url;
   // Three groups, each prompt twice (a prefix is worth warming from its second hit).
   for (int g = 0; g < 3; ++g) {
     for (int k = 0; k < 2; ++k) ASSERT_EQ(a.post("/v1/completions", body(700 + g, k)).status, 200);

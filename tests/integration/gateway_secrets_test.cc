@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "gateway/keys.h"
+#include "gateway/data/keys.h"
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
@@ -41,10 +41,9 @@ TEST(GatewaySecrets, NoKeyTokenOrHashInLogsMetricsOrAdmin) {
                                             admin_token + "}\n");
   GatewayProcess gw(yaml);
   ASSERT_FALSE(gw.url.empty());
-  auto admin_line = gw.proc->wait_for_line("admin API on http://");
-  ASSERT_TRUE(admin_line) << admin_line.error();
-  std::string admin = admin_line->substr(admin_line->find("http://"));
-  while (!admin.empty() && (admin.back() == '\n' || admin.back() == '\r')) admin.pop_back();
+  auto admin_url = gw.proc->wait_for_admin_url();
+  ASSERT_TRUE(admin_url) << admin_url.error();
+  const std::string admin = *admin_url;
 
   const std::string chat = R"({"model":"sim","messages":[{"role":"user","content":"hi"}]})";
   const std::string stream =

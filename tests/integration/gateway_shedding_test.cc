@@ -11,9 +11,9 @@
 #include <memory>
 #include <thread>
 
-#include "gateway/keys.h"
+#include "gateway/data/keys.h"
 #include "support/eventually.h"
-#include "support/gateway_fixture.h"
+#include "support/flow_fixture.h"
 
 namespace kvgate::testing {
 // Named after the file, not anonymous: the tests compile in unity batches, where two
@@ -58,34 +58,6 @@ std::vector<io::HttpHeader> headers(const std::string& key, const std::string& p
   if (!priority.empty()) h.push_back({"x-kvgate-priority", priority});
   return h;
 }
-
-// Requests running on their own threads; results collected at join().
-class Background {
- public:
-  void post(const std::string& url, std::string body, std::vector<io::HttpHeader> h) {
-    auto slot = std::make_unique<io::HttpClientResponse>();
-    threads_.emplace_back([out = slot.get(), url, body = std::move(body), h = std::move(h)] {
-      auto r = io::http_fetch("POST", url + "/v1/completions", body, h, std::chrono::seconds(60));
-      if (r) *out = std::move(*r);  // else status stays 0
-    });
-    results_.push_back(std::move(slot));
-  }
-  std::vector<io::HttpClientResponse> join() {
-    for (auto& t : threads_) t.join();
-    threads_.clear();
-    std::vector<io::HttpClientResponse> out;
-    for (auto& r : results_) out.push_back(std::move(*r));
-    results_.clear();
-    return out;
-  }
-  ~Background() {
-    for (auto& t : threads_) t.join();
-  }
-
- private:
-  std::vector<std::thread> threads_;
-  std::vector<std::unique_ptr<io::HttpClientResponse>> results_;
-};
 
 void expect_shed(const io::HttpClientResponse& r, const std::string& what) {
   SCOPED_TRACE(what);
@@ -132,7 +104,7 @@ TEST(GatewayShedding, SheddableGets429WithReasonWhileCriticalIsServed) {
                    "default-sheddable tenant while idle");
 
   // Overload: 16 standard streams of 40 tokens (~0.3 s each, one after the other).
-  Background load;
+  RequestBatch load;
   for (int i = 0; i < 16; ++i) {
     load.post(gw.url, streamed("load" + std::to_string(i), 40), headers("key-ops"));
   }
@@ -160,15 +132,15 @@ TEST(GatewayShedding, SheddableGets429WithReasonWhileCriticalIsServed) {
 
   // Critical (and a standard tenant whose header is ignored) during the same overload:
   // routed, queued behind the load, completed.
-  Background served;
+  RequestBatch served;
   served.post(gw.url, streamed("c1", 8), headers("key-ops", "1"));
   served.post(gw.url, streamed("c2", 8), headers("key-ops", "critical"));
   served.post(gw.url, streamed("w1", 8), headers("key-web", "-1"));
   auto critical = served.join();
-  expect_completed(critical[0], "ops 1");
-  expect_completed(critical[1], "ops critical");
-  expect_completed(critical[2], "web -1 (header ignored: standard)");
-  for (const auto& r : load.join()) expect_completed(r, "load");
+  expect_completed(critical[0].r, "ops 1");
+  expect_completed(critical[1].r, "ops critical");
+  expect_completed(critical[2].r, "web -1 (header ignored: standard)");
+  for (const BatchAnswer& a : load.join()) expect_completed(a.r, "load");
 
   EXPECT_EQ(gw.metric("kvgate_routing_decisions_total",
                       {{"pool", "main"}, {"policy", "least-request"}, {"reason", "saturated"}}),

@@ -7,6 +7,7 @@
 // traced.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -35,7 +36,11 @@ class OtlpReceiver {
           }
           stream->respond(io::HttpResponse{400, "application/json", {}, "{}"});
         });
-    if (s) server_ = std::move(*s);
+    if (s) {
+      server_ = std::move(*s);
+    } else {
+      ADD_FAILURE() << s.error();
+    }
   }
   ~OtlpReceiver() {
     if (server_) server_->stop(std::chrono::milliseconds(0));
@@ -129,29 +134,39 @@ EngineProcess pd_engine(const std::string& role) {
       {"--time-scale", "0.01", "--model", "sim", "--block-size", "16", "--role", role});
 }
 
-TEST(GatewayTrace, ClientTraceReachesBothEnginesOfAPdPairAndTheCollector) {
+// An OTLP receiver, a P/D pair of engines, and a gateway in front of them sampling at
+// `ratio` that exports its spans to the receiver.
+struct TracedPdPair {
   OtlpReceiver receiver;
-  ASSERT_FALSE(receiver.url().empty());
   EngineProcess prefill = pd_engine("prefill");
   EngineProcess decode = pd_engine("decode");
-  ASSERT_FALSE(prefill.url.empty());
-  ASSERT_FALSE(decode.url.empty());
-  GatewayProcess gw(trace_yaml(prefill, decode, receiver.url(), 0.0));
-  ASSERT_FALSE(gw.url.empty());
+  GatewayProcess gw;
+
+  explicit TracedPdPair(double ratio) : gw(trace_yaml(prefill, decode, receiver.url(), ratio)) {}
+  // All four started (each says why it did not).
+  bool up() const {
+    return !receiver.url().empty() && !prefill.url.empty() && !decode.url.empty() &&
+           !gw.url.empty();
+  }
+};
+
+TEST(GatewayTrace, ClientTraceReachesBothEnginesOfAPdPairAndTheCollector) {
+  TracedPdPair pd(0.0);
+  ASSERT_TRUE(pd.up());
 
   const std::string client_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
   const std::string client_span = "00f067aa0ba902b7";
-  auto r = gw.post("/v1/chat/completions", chat_body(words_prompt("traced", 60)),
-                   {{"traceparent", "00-" + client_trace + "-" + client_span + "-01"},
-                    {"tracestate", "vendor=abc"}});
+  auto r = pd.gw.post("/v1/chat/completions", chat_body(words_prompt("traced", 60)),
+                      {{"traceparent", "00-" + client_trace + "-" + client_span + "-01"},
+                       {"tracestate", "vendor=abc"}});
   ASSERT_EQ(r.status, 200) << r.body;
   ASSERT_NE(r.header("x-kvgate-prefill-endpoint"), nullptr) << "not disaggregated";
 
   // Both engines logged the client's trace, each hop with its own parent span id.
-  ASSERT_TRUE(eventually([&] { return !logged(prefill).empty() && !logged(decode).empty(); }))
-      << prefill.proc->errors() << decode.proc->errors();
-  const Logged p = logged(prefill).front();
-  const Logged d = logged(decode).front();
+  ASSERT_TRUE(eventually([&] { return !logged(pd.prefill).empty() && !logged(pd.decode).empty(); }))
+      << pd.prefill.proc->errors() << pd.decode.proc->errors();
+  const Logged p = logged(pd.prefill).front();
+  const Logged d = logged(pd.decode).front();
   EXPECT_EQ(trace::to_hex(p.parent.trace_id), client_trace) << p.line;
   EXPECT_EQ(trace::to_hex(d.parent.trace_id), client_trace) << d.line;
   EXPECT_NE(p.parent.span_id, d.parent.span_id);
@@ -166,7 +181,7 @@ TEST(GatewayTrace, ClientTraceReachesBothEnginesOfAPdPairAndTheCollector) {
   std::vector<boost::json::object> spans;
   auto of_trace = [&] {
     std::vector<boost::json::object> out;
-    for (auto& s : receiver.spans()) {
+    for (auto& s : pd.receiver.spans()) {
       if (s.at("traceId").as_string() == client_trace) out.push_back(s);
     }
     return out;
@@ -198,47 +213,124 @@ TEST(GatewayTrace, ClientTraceReachesBothEnginesOfAPdPairAndTheCollector) {
   }
 
   // The gateway's counters.
-  auto m = io::http_fetch("GET", gw.url + "/metrics");
+  auto m = io::http_fetch("GET", pd.gw.url + "/metrics");
   ASSERT_TRUE(m) << m.error();
   EXPECT_NE(m->body.find("kvgate_trace_spans_exported_total"), std::string::npos);
   EXPECT_NE(m->body.find("kvgate_trace_spans_dropped_total 0"), std::string::npos);
 }
 
 TEST(GatewayTrace, RatioOneStartsAFreshTraceAndAnUnsampledParentIsNotTraced) {
-  OtlpReceiver receiver;
-  ASSERT_FALSE(receiver.url().empty());
-  EngineProcess prefill = pd_engine("prefill");
-  EngineProcess decode = pd_engine("decode");
-  ASSERT_FALSE(prefill.url.empty());
-  ASSERT_FALSE(decode.url.empty());
-  GatewayProcess gw(trace_yaml(prefill, decode, receiver.url(), 1.0));
-  ASSERT_FALSE(gw.url.empty());
+  TracedPdPair pd(1.0);
+  ASSERT_TRUE(pd.up());
 
   // The client's tracer chose not to sample: kvgate follows it, whatever its ratio.
   auto unsampled =
-      gw.post("/v1/chat/completions", chat_body(words_prompt("unsampled", 40)),
-              {{"traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"}});
+      pd.gw.post("/v1/chat/completions", chat_body(words_prompt("unsampled", 40)),
+                 {{"traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"}});
   ASSERT_EQ(unsampled.status, 200) << unsampled.body;
-  auto fresh = gw.post("/v1/chat/completions", chat_body(words_prompt("fresh", 40)));
+  auto fresh = pd.gw.post("/v1/chat/completions", chat_body(words_prompt("fresh", 40)));
   ASSERT_EQ(fresh.status, 200) << fresh.body;
 
-  ASSERT_TRUE(eventually([&] { return !logged(decode).empty(); })) << decode.proc->errors();
-  const auto on_decode = logged(decode);
-  ASSERT_EQ(on_decode.size(), 1u) << decode.proc->errors();
+  ASSERT_TRUE(eventually([&] { return !logged(pd.decode).empty(); })) << pd.decode.proc->errors();
+  const auto on_decode = logged(pd.decode);
+  ASSERT_EQ(on_decode.size(), 1u) << pd.decode.proc->errors();
   const std::string trace_id = trace::to_hex(on_decode[0].parent.trace_id);
   EXPECT_NE(trace_id, "0af7651916cd43dd8448eb211c80319c");
-  ASSERT_EQ(logged(prefill).size(), 1u) << prefill.proc->errors();
-  EXPECT_EQ(trace::to_hex(logged(prefill)[0].parent.trace_id), trace_id);
+  ASSERT_EQ(logged(pd.prefill).size(), 1u) << pd.prefill.proc->errors();
+  EXPECT_EQ(trace::to_hex(logged(pd.prefill)[0].parent.trace_id), trace_id);
 
   // Its server span is a root (no parentSpanId).
   ASSERT_TRUE(eventually([&] {
-    for (const auto& s : receiver.spans()) {
+    for (const auto& s : pd.receiver.spans()) {
       if (s.at("traceId").as_string() == trace_id && s.at("kind").as_int64() == 2) {
         return !s.contains("parentSpanId");
       }
     }
     return false;
   }));
+}
+
+// The hops besides generation: a relayed /tokenize, the engine fallback's /tokenize (a
+// pool with `tokenize: engine`) made for a chat request's routing, and a stored
+// response's GET each carry the client's trace with a span id of their own, which the
+// gateway exports as a CLIENT span under its server span.
+TEST(GatewayTrace, RelayEngineTokenizeAndStoredFetchCarryTheTrace) {
+  OtlpReceiver receiver;
+  ASSERT_FALSE(receiver.url().empty());
+  EngineProcess engine({"--time-scale", "0.01", "--model", "sim", "--block-size", "16"});
+  ASSERT_FALSE(engine.url.empty());
+  GatewayProcess gw(
+      "listeners:\n  - address: 127.0.0.1\n    port: 0\n"
+      "timeouts: {header_ms: 2000, drain_ms: 2000, connect_ms: 1000}\n"
+      "tracing: {ratio: 0.0, collector: " +
+      receiver.url() +
+      ", service_name: kvgate-trace-test, flush_ms: 50}\n"
+      "pools:\n  main:\n    block_size: 16\n    tokenize: {mode: engine, timeout_ms: 5000}\n"
+      "    endpoints: [" +
+      engine.url + "]\nmodels:\n  - name: sim\n    pool: main\n");
+  ASSERT_FALSE(gw.url.empty());
+
+  const std::string client_trace = "5bf92f3577b34da6a3ce929d0e0e4737";
+  const std::vector<io::HttpHeader> traced = {
+      {"traceparent", "00-" + client_trace + "-00f067aa0ba902b8-01"}};
+  auto tok = gw.post("/tokenize", R"({"model":"sim","prompt":"one two three"})", traced);
+  ASSERT_EQ(tok.status, 200) << tok.body;
+  auto chat = gw.post("/v1/chat/completions", chat_body(words_prompt("engine-ids", 40)), traced);
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  // Created untraced (ratio 0): only the GET below carries the trace.
+  auto created =
+      gw.post("/v1/responses", R"({"model":"sim","input":"hello","max_output_tokens":3})");
+  ASSERT_EQ(created.status, 200) << created.body;
+  const std::string id(parse_json(created.body).at("id").as_string());
+  auto got =
+      io::http_fetch("GET", gw.url + "/v1/responses/" + id, "", traced, std::chrono::seconds(10));
+  ASSERT_TRUE(got) << got.error();
+  ASSERT_EQ(got->status, 200) << got->body;
+
+  // The engine saw four traced requests: the relayed /tokenize, the fallback's /tokenize,
+  // the chat completion and the stored response's GET; each its own parent span id.
+  ASSERT_TRUE(eventually([&] { return logged(engine).size() >= 4; })) << engine.proc->errors();
+  const std::vector<Logged> lines = logged(engine);
+  ASSERT_EQ(lines.size(), 4u) << engine.proc->errors();
+  std::set<std::string> parents;
+  int tokenize = 0;
+  int stored = 0;
+  for (const Logged& l : lines) {
+    EXPECT_EQ(trace::to_hex(l.parent.trace_id), client_trace) << l.line;
+    parents.insert(trace::to_hex(l.parent.span_id));
+    if (l.line.find(" /tokenize ") != std::string::npos) ++tokenize;
+    if (l.line.find(" /v1/responses/" + id + " ") != std::string::npos) ++stored;
+  }
+  EXPECT_EQ(parents.size(), 4u);
+  EXPECT_EQ(tokenize, 2) << engine.proc->errors();
+  EXPECT_EQ(stored, 1) << engine.proc->errors();
+
+  // Each engine-side parent is a CLIENT span the gateway exported, under a server span.
+  std::map<std::string, boost::json::object> by_id;
+  ASSERT_TRUE(eventually([&] {
+    by_id.clear();
+    for (auto& s : receiver.spans()) {
+      if (s.at("traceId").as_string() == client_trace) {
+        by_id[std::string(s.at("spanId").as_string())] = s;
+      }
+    }
+    for (const std::string& p : parents) {
+      if (!by_id.contains(p)) return false;
+    }
+    return by_id.size() >= 7;  // 3 server spans, 4 hop spans
+  }));
+  std::multiset<std::string> names;
+  for (const std::string& p : parents) {
+    const boost::json::object& hop = by_id.at(p);
+    EXPECT_EQ(hop.at("kind").as_int64(), 3);
+    names.insert(std::string(hop.at("name").as_string()));
+    const std::string parent(hop.at("parentSpanId").as_string());
+    ASSERT_TRUE(by_id.contains(parent)) << parent;
+    EXPECT_EQ(by_id.at(parent).at("kind").as_int64(), 2);
+    EXPECT_EQ(by_id.at(parent).at("status").at("code").as_int64(), 0);
+  }
+  EXPECT_EQ(names, (std::multiset<std::string>{"kvgate.relay", "kvgate.stored", "kvgate.tokenize",
+                                               "kvgate.upstream"}));
 }
 
 }  // namespace gateway_trace_test

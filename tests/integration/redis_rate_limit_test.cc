@@ -17,7 +17,7 @@
 #include <functional>
 
 #include "env/system_clock.h"
-#include "gateway/tenant_limiter.h"
+#include "gateway/data/tenant_limiter.h"
 #include "io/redis_counter_store.h"
 #include "support/process.h"
 
@@ -31,17 +31,6 @@ using gateway::Tenant;
 using gateway::TenantLimiter;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
-
-Result<std::unique_ptr<testing::ChildProcess>> start_redis(int port) {
-  auto p = testing::ChildProcess::spawn(
-      "/usr/bin/redis-server", {"--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
-                                "--appendonly", "no", "--daemonize", "no"});
-  if (!p) return p;
-  if (auto line = (*p)->wait_for_line("Ready to accept connections"); !line) {
-    return Error(line.error());
-  }
-  return p;
-}
 
 constexpr Nanos kMinute = 60 * kSecond;
 
@@ -57,7 +46,7 @@ class RedisRateLimit : public ::testing::Test {
  protected:
   void SetUp() override {
     port_ = testing::free_port();
-    auto r = start_redis(port_);
+    auto r = testing::start_redis(port_);
     ASSERT_TRUE(r) << r.error();
     redis_ = std::move(*r);
   }
@@ -232,7 +221,7 @@ TEST_F(RedisRateLimit, DeadRedisFollowsThePolicyAndRecovers) {
   EXPECT_LT(steady_clock::now() - started, std::chrono::seconds(1));
   EXPECT_GE(store_failures_, 3);
 
-  auto again = start_redis(port_);
+  auto again = testing::start_redis(port_);
   ASSERT_TRUE(again) << again.error();
   redis_ = std::move(*again);
   // Reconnects once the reconnect interval (1 s) has passed.

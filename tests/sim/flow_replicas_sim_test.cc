@@ -91,11 +91,9 @@ Scenario noisy() {
 }
 
 const PolicySpec& policy_named(const Scenario& s, const std::string& name) {
-  for (const PolicySpec& p : s.policies) {
-    if (p.name == name) return p;
-  }
-  ADD_FAILURE() << "no policy " << name;
-  return s.policies.front();
+  const PolicySpec* p = s.policy(name);
+  if (!p) ADD_FAILURE() << "no policy " << name;
+  return p ? *p : s.policies.front();
 }
 
 PolicyRun run_named(const Scenario& s, const std::string& name) {

@@ -53,11 +53,9 @@ Scenario lora_scenario() {
 }
 
 const PolicySpec& policy(const Scenario& s, const std::string& name) {
-  for (const PolicySpec& p : s.policies) {
-    if (p.name == name) return p;
-  }
-  ADD_FAILURE() << "no policy " << name;
-  return s.policies.front();
+  const PolicySpec* p = s.policy(name);
+  if (!p) ADD_FAILURE() << "no policy " << name;
+  return p ? *p : s.policies.front();
 }
 
 TEST(LoraSim, ParsesAdaptersAndPolicies) {

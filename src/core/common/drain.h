@@ -1,6 +1,6 @@
 // The drain's timeline: what a graceful stop (SIGTERM; docs/gateway.md "Graceful drain")
 // gives up on, and when, counted from the start of its grace time. One rule for the
-// gateway's queue (gateway/flow_glue.h) and its listeners (io::HttpServer::stop with
+// gateway's queue (gateway/data/flow_glue.h) and its listeners (io::HttpServer::stop with
 // HttpServerOptions::drain_answer), so that every request gets an answer:
 //
 //  - refuse_queued_at: requests still waiting in a flow-control queue are answered 503

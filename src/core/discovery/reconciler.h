@@ -18,7 +18,7 @@
 // that reports an error keeps its last good set. Both are counted.
 //
 // Deterministic and single-threaded: `now` is passed in, ties go by URL. The shell
-// (gateway/pool_discovery.h) calls report()/tick() and applies the actions.
+// (gateway/control/pool_discovery.h) calls report()/tick() and applies the actions.
 //
 //   Reconciler r({.grace = 30 * kSecond});
 //   size_t dns = r.add_source("dns");

@@ -1,6 +1,6 @@
 // Failover: what the gateway does with a request whose exchange with an endpoint failed
 // (the connection failed or dropped, the endpoint answered 503, it went silent). One
-// rule for both shells: `kvgate serve` (gateway/proxy.cc: the attempt loop, the stream
+// rule for both shells: `kvgate serve` (gateway/data/proxy.cc: the attempt loop, the stream
 // pump and its migration) and `kvgate sim` (sim/cluster_sim.cc), with the same config
 // (`retries:` and a pool's `migration:`).
 //

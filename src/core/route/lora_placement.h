@@ -12,7 +12,7 @@
 //   - LoraPlacement: the bookkeeping between rounds that the shell feeds (what was loaded
 //     where, the action in flight per endpoint, last uses, back-offs after failures) and
 //     that builds plan_lora's input from it and the pool's endpoints.
-// The gateway (gateway/lora_placer.h) runs a round every `interval` and carries out the
+// The gateway (gateway/control/lora_placer.h) runs a round every `interval` and carries out the
 // actions; the results come back through on_done().
 //
 // The rules of a round (plan_lora):

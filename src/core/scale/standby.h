@@ -3,8 +3,9 @@
 //
 // The youngest ready replicas are the standby ones (they have the least cache worth
 // routing to), and never all of them: one replica at least keeps routing. The gateway
-// and the simulator both call this, on their own notion of "ready at" (the endpoint's
-// admission, the replica's readiness).
+// and the simulator both call this through route::plan_standby
+// (core/route/endpoint_holds.h), on their own notion of "ready at" (the endpoint's
+// addition to the router, the replica's readiness).
 //
 //   std::vector<bool> out = pick_standby(ready_at, decision.standby);
 //   // out[i]: replica i (of `ready_at`) is out of routing.

@@ -1,6 +1,6 @@
 // The engine fallback's wire format: a client's OpenAI request turned into vLLM's
 // `POST /tokenize` body, and the engine's answer turned back into token ids. Pure: the
-// gateway shell sends the body (gateway/engine_tokenizer.h).
+// gateway shell sends the body (gateway/data/engine_tokenizer.h).
 //
 // vLLM (vllm/entrypoints/openai/protocol.py) takes two forms:
 //   TokenizeChatRequest: {"model", "messages", "add_generation_prompt" (default true),

@@ -9,9 +9,49 @@
 namespace kvgate::trace {
 namespace {
 
+// The length of the valid UTF-8 sequence that starts at s[i] (a byte >= 0x80), or 0
+// when none does (a stray continuation byte, an overlong form, a surrogate, a code point
+// beyond U+10FFFF, a truncated sequence).
+size_t utf8_length(std::string_view s, size_t i) {
+  const auto byte = [s](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  size_t n = 0;
+  unsigned char lo = 0x80;  // the second byte's range
+  unsigned char hi = 0xbf;
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;  // overlong
+    if (c == 0xed) hi = 0x9f;  // surrogates
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;  // overlong
+    if (c == 0xf4) hi = 0x8f;  // beyond U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + n > s.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
+  }
+  return n;
+}
+
 void append_string(std::string& out, std::string_view s) {
   out.push_back('"');
-  for (char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      // A protobuf string is UTF-8: a collector refuses the whole request otherwise.
+      if (const size_t n = utf8_length(s, i); n > 0) {
+        out.append(s.substr(i, n));
+        i += n - 1;
+      } else {
+        out.append("\xef\xbf\xbd");  // U+FFFD
+      }
+      continue;
+    }
     switch (c) {
       case '"':
         out.append("\\\"");
@@ -51,10 +91,13 @@ void append_value(std::string& out, const Attribute& a) {
           out.append(v ? "{\"boolValue\":true}" : "{\"boolValue\":false}");
         } else if constexpr (std::is_same_v<T, int64_t>) {
           fmt::format_to(std::back_inserter(out), "{{\"intValue\":\"{}\"}}", v);
+        } else if (std::isfinite(v)) {
+          fmt::format_to(std::back_inserter(out), "{{\"doubleValue\":{}}}", v);
         } else {
-          // JSON has no NaN or infinity: such a value is sent as 0.
-          fmt::format_to(std::back_inserter(out), "{{\"doubleValue\":{}}}",
-                         std::isfinite(v) ? v : 0.0);
+          // JSON has no NaN or infinity: proto3 JSON spells them as strings.
+          out.append(std::isnan(v) ? "{\"doubleValue\":\"NaN\"}"
+                     : v > 0       ? "{\"doubleValue\":\"Infinity\"}"
+                                   : "{\"doubleValue\":\"-Infinity\"}");
         }
       },
       a.value);
@@ -76,9 +119,16 @@ void append_attributes(std::string& out, const std::vector<Attribute>& attribute
 void append_span(std::string& out, const Span& s) {
   out.append("{\"traceId\":\"").append(to_hex(s.trace_id));
   out.append("\",\"spanId\":\"").append(to_hex(s.span_id)).push_back('"');
+  if (!s.trace_state.empty()) {
+    out.append(",\"traceState\":");
+    append_string(out, s.trace_state);
+  }
   if (s.parent_span_id != 0) {
     out.append(",\"parentSpanId\":\"").append(to_hex(s.parent_span_id)).push_back('"');
   }
+  const uint32_t flags = s.trace_flags | kSpanFlagsHasIsRemote |
+                         (s.parent_is_remote ? kSpanFlagsIsRemote : uint32_t{0});
+  fmt::format_to(std::back_inserter(out), ",\"flags\":{}", flags);
   out.append(",\"name\":");
   append_string(out, s.name);
   fmt::format_to(std::back_inserter(out),

@@ -2,10 +2,18 @@
 // (`POST /v1/traces`, `Content-Type: application/json`; opentelemetry-proto's
 // ExportTraceServiceRequest, docs/specification.md "JSON Protobuf Encoding").
 //
-// The JSON encoding's rules that differ from plain proto3 JSON: traceId and spanId are
-// lower-case hex strings (not base64), enum values are integers, and 64-bit integers
-// (times in Unix nanoseconds, intValue attributes) are decimal strings. An empty
-// parentSpanId is left out.
+// The JSON encoding's rules that differ from plain proto3 JSON: traceId, spanId and
+// parentSpanId are lower-case hex strings (not base64), enum values (kind, status code)
+// are integers. As in proto3 JSON: field names are lowerCamelCase, 64-bit integers
+// (times in Unix nanoseconds, intValue attributes) are decimal strings, a 32-bit one
+// (flags) a number, a double that is not finite "NaN", "Infinity" or "-Infinity", and
+// strings valid UTF-8 (an invalid byte is sent as U+FFFD). Fields at their default are
+// left out: parentSpanId of a root span, traceState when there is none, a status
+// message when there is none.
+//
+// Span.flags carries the W3C trace flags and whether the parent is remote (bits 8, 9:
+// kSpanFlagsHasIsRemote always set, kSpanFlagsIsRemote for a span whose parent is the
+// client's).
 //
 //   std::string body = otlp_json(spans, "kvgate");
 //   // {"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":

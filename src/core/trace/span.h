@@ -21,8 +21,13 @@
 
 namespace kvgate::trace {
 
-// OTLP's SpanKind values (trace.proto).
+// OTLP's SpanKind values (trace.proto; 0 is UNSPECIFIED, 4 and 5 PRODUCER and CONSUMER).
 enum class SpanKind : int { kInternal = 1, kServer = 2, kClient = 3 };
+
+// OTLP's SpanFlags masks over Span.flags: bits 0-7 the W3C trace flags, bit 8 "whether
+// the parent is remote is known", bit 9 "the parent is remote".
+inline constexpr uint32_t kSpanFlagsHasIsRemote = 0x100;
+inline constexpr uint32_t kSpanFlagsIsRemote = 0x200;
 
 // OTLP's Status.StatusCode values.
 enum class SpanStatus : int { kUnset = 0, kOk = 1, kError = 2 };
@@ -36,7 +41,12 @@ struct Attribute {
 struct Span {
   TraceId trace_id;
   SpanId span_id = 0;
-  SpanId parent_span_id = 0;  // 0: a root span
+  SpanId parent_span_id = 0;           // 0: a root span
+  std::string trace_state;             // the W3C tracestate that came with the trace ("": none)
+  uint8_t trace_flags = kSampledFlag;  // the W3C trace flags
+  // Whether the parent span is another process's (a client's), as OTLP's span flags
+  // record it (bits 8 and 9).
+  bool parent_is_remote = false;
   std::string name;
   SpanKind kind = SpanKind::kInternal;
   int64_t start_unix_nanos = 0;

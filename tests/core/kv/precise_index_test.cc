@@ -46,13 +46,18 @@ class PreciseIndexTest : public ::testing::Test {
   std::vector<BlockKey> keys_ = block_keys(prompt_);
   std::vector<uint64_t> engine_hashes_ = {11, 12, 13, 14, 15, 16};
 
-  // Stores blocks [from, to) of prompt_ on `ep` as one event, chained to block from-1.
-  void store(EndpointId ep, size_t from, size_t to, Medium medium = Medium::kGpu) {
+  // Blocks [from, to) of prompt_ as one event, chained to block from-1.
+  BlockStoredEvent event(size_t from, size_t to) const {
     BlockStoredEvent ev;
     ev.block_hashes = std::span(engine_hashes_).subspan(from, to - from);
     if (from > 0) ev.parent_block_hash = engine_hashes_[from - 1];
     ev.token_ids = std::span(prompt_).subspan(from * kBs, (to - from) * kBs);
     ev.block_size = kBs;
+    return ev;
+  }
+  // Stores blocks [from, to) of prompt_ on `ep` as one event, chained to block from-1.
+  void store(EndpointId ep, size_t from, size_t to, Medium medium = Medium::kGpu) {
+    BlockStoredEvent ev = event(from, to);
     ev.medium = medium;
     index_.apply_stored(ep, ev);
   }
@@ -131,9 +136,7 @@ TEST_F(PreciseIndexTest, UnknownRemovalIsCountedAndIgnored) {
 }
 
 TEST_F(PreciseIndexTest, BlockSizeMismatchIsCountedAndIgnored) {
-  BlockStoredEvent ev;
-  ev.block_hashes = std::span(engine_hashes_).first(2);
-  ev.token_ids = std::span(prompt_).first(2 * kBs);
+  BlockStoredEvent ev = event(0, 2);
   ev.block_size = 16;  // pool uses 4
   index_.apply_stored(0, ev);
   ev.block_size = kBs;
@@ -154,10 +157,7 @@ TEST_F(PreciseIndexTest, ManyHoldersSpillAndReturnInline) {
 }
 
 TEST_F(PreciseIndexTest, LoraAdapterSeparatesKeys) {
-  BlockStoredEvent ev;
-  ev.block_hashes = std::span(engine_hashes_).first(2);
-  ev.token_ids = std::span(prompt_).first(2 * kBs);
-  ev.block_size = kBs;
+  BlockStoredEvent ev = event(0, 2);
   ev.lora_name = "sql-adapter";
   index_.apply_stored(0, ev);
   EXPECT_TRUE(sorted_matches(index_, keys_).empty());
@@ -167,18 +167,11 @@ TEST_F(PreciseIndexTest, LoraAdapterSeparatesKeys) {
 }
 
 TEST_F(PreciseIndexTest, CacheSaltSeedsTheRootAndItsChildren) {
-  BlockStoredEvent root;
-  root.block_hashes = std::span(engine_hashes_).first(2);
-  root.token_ids = std::span(prompt_).first(2 * kBs);
-  root.block_size = kBs;
+  BlockStoredEvent root = event(0, 2);
   root.lora_name = "sql-adapter";
   root.cache_salt = "tenant-a";
   index_.apply_stored(0, root);
-  BlockStoredEvent child;  // the salt is the root's only: the child inherits it
-  child.block_hashes = std::span(engine_hashes_).subspan(2, 1);
-  child.parent_block_hash = engine_hashes_[1];
-  child.token_ids = std::span(prompt_).subspan(2 * kBs, kBs);
-  child.block_size = kBs;
+  BlockStoredEvent child = event(2, 3);  // the salt is the root's only: the child inherits it
   child.lora_name = "sql-adapter";
   child.cache_salt = "ignored-on-a-child";
   index_.apply_stored(0, child);

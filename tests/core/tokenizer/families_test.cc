@@ -1,4 +1,4 @@
-// The general loader on the real tokenizer.json of five families (ids from the Hugging
+// The general loader on the real tokenizer.json of eight families (ids from the Hugging
 // Face tokenizers library for the same strings), and the fast path proven equal to the
 // general path on one corpus.
 #include <gtest/gtest.h>
@@ -50,6 +50,54 @@ TEST(TokenizerFamilies, DeepSeekV3ThreeSplitRegexes) {
   EXPECT_EQ(*t->encode(text),
             (Ids{19923, 2058, 1, 223, 6895, 1883, 223, 525, 10541, 4596, 436, 734}));
   EXPECT_EQ(*t->decode(*t->encode(text), false), text);
+}
+
+// Gemma (1): no pre-tokenizer, so the whole normalized text is one BPE word ("▁▁" is a
+// token of its own); byte fallback for U+20000.
+TEST(TokenizerFamilies, GemmaWholeTextIsOneWord) {
+  KVGATE_REQUIRE_FIXTURE(t, "gemma");
+  EXPECT_FALSE(t->path().fast);
+  const std::string text = "Hello  world<start_of_turn>user\n\xF0\xA0\x80\x80 12345 it's";
+  EXPECT_EQ(*t->encode(text), (Ids{4521, 139, 9097, 106, 1645, 108, 457, 377, 345, 345, 235248,
+                                   235274, 235284, 235304, 235310, 235308, 665, 235303, 235256}));
+  EXPECT_EQ(*t->decode(*t->encode(text), false), text);
+  EXPECT_EQ(*t->encode("   lead and trail   "), (Ids{140, 26949, 578, 14604, 140}));
+  EXPECT_EQ(t->post_prefix(), Ids{2});
+}
+
+// Llama 3.1: Llama 3's Split (the fast path) and a Sequence post-processor (ByteLevel,
+// then TemplateProcessing with <|begin_of_text|>).
+TEST(TokenizerFamilies, Llama31SequencePostProcessor) {
+  KVGATE_REQUIRE_FIXTURE(t, "llama3_1");
+  EXPECT_TRUE(t->path().fast);
+  const std::string text = "Hello world<|eot_id|>\n\n 12345 \xE4\xB8\xAD\xE6\x96\x87 it's";
+  EXPECT_EQ(*t->encode(text),
+            (Ids{9906, 1917, 128009, 271, 220, 4513, 1774, 73958, 17161, 433, 596}));
+  EXPECT_EQ(*t->decode(*t->encode(text), false), text);
+  EXPECT_EQ(*t->encode("<|start_header_id|>user<|end_header_id|>"), (Ids{128006, 882, 128007}));
+  EXPECT_EQ(t->post_prefix(), Ids{128000});
+}
+
+// gpt-oss (o200k_harmony): a Split regex with case classes (\p{Lu}\p{Lt}... then
+// \p{Ll}..., contractions in (?i:...)) that PCRE2 runs, merges as pairs, ignore_merges,
+// added tokens above the 200k vocabulary; the post-processor adds nothing.
+TEST(TokenizerFamilies, GptOssO200kHarmony) {
+  KVGATE_REQUIRE_FIXTURE(t, "gpt_oss");
+  EXPECT_FALSE(t->path().fast);
+  const std::string text =
+      "Hello WORLD's<|start|>assistant<|channel|>final<|message|> 12345 "
+      "\xE4\xB8\xAD\xE6\x96\x87 don'T";
+  EXPECT_EQ(*t->encode(text), (Ids{13225, 79618, 885, 200006, 173781, 200005, 17196, 200008, 220,
+                                   7633, 2548, 83711, 1700, 51532}));
+  EXPECT_EQ(*t->decode(*t->encode(text), false), text);
+  // U+01C5 is titlecase (Lt), U+0301 a mark (M).
+  const std::string cased =
+      "CamelCaseWord\xC7\x85x ab\xCC\x81"
+      "c /path/\r\n";
+  EXPECT_EQ(*t->encode(cased),
+            (Ids{137910, 6187, 12929, 131, 227, 87, 692, 13430, 66, 820, 4189, 73079}));
+  EXPECT_EQ(*t->decode(*t->encode(cased), false), cased);
+  EXPECT_TRUE(t->post_prefix().empty());
 }
 
 // Strings mixing every kind of text the fast path's scanner distinguishes.

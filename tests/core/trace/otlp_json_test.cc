@@ -3,10 +3,26 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <limits>
+#include <set>
+#include <string>
 
 namespace kvgate::trace {
 // Named after the file, not anonymous: the tests compile in unity batches.
 namespace otlp_json_test {
+
+// The keys of a JSON object, to compare with the schema's field names exactly.
+std::set<std::string> keys(const boost::json::value& v) {
+  std::set<std::string> out;
+  for (const auto& kv : v.as_object()) out.insert(std::string(kv.key()));
+  return out;
+}
+
+using Names = std::set<std::string>;
+
+const boost::json::value& first_span(const boost::json::value& request) {
+  return request.at("resourceSpans").at(0).at("scopeSpans").at(0).at("spans").at(0);
+}
 
 Span sample_span() {
   Span s;
@@ -23,7 +39,92 @@ Span sample_span() {
                   {"kvgate.retry", true}};
   s.status = SpanStatus::kError;
   s.status_message = "upstream failed";
+  s.trace_state = "vendor=abc";
+  s.trace_flags = kSampledFlag;
+  s.parent_is_remote = true;
   return s;
+}
+
+// Every object's field names are exactly opentelemetry-proto's (trace.proto, common.proto,
+// resource.proto), in the JSON encoding's lowerCamelCase.
+TEST(OtlpJson, ExactFieldNamesOfTheSchema) {
+  const Span spans[] = {sample_span()};
+  const boost::json::value v = boost::json::parse(otlp_json(spans, "kvgate-test"));
+  EXPECT_EQ(keys(v), Names{"resourceSpans"});
+  const auto& rs = v.at("resourceSpans").at(0);
+  EXPECT_EQ(keys(rs), (Names{"resource", "scopeSpans"}));
+  EXPECT_EQ(keys(rs.at("resource")), Names{"attributes"});
+  EXPECT_EQ(keys(rs.at("resource").at("attributes").at(0)), (Names{"key", "value"}));
+  EXPECT_EQ(keys(rs.at("resource").at("attributes").at(0).at("value")), Names{"stringValue"});
+  const auto& ss = rs.at("scopeSpans").at(0);
+  EXPECT_EQ(keys(ss), (Names{"scope", "spans"}));
+  EXPECT_EQ(keys(ss.at("scope")), Names{"name"});
+  const auto& s = ss.at("spans").at(0);
+  EXPECT_EQ(keys(s),
+            (Names{"traceId", "spanId", "traceState", "parentSpanId", "flags", "name", "kind",
+                   "startTimeUnixNano", "endTimeUnixNano", "attributes", "status"}));
+  for (const auto& a : s.at("attributes").as_array()) {
+    EXPECT_EQ(keys(a), (Names{"key", "value"}));
+  }
+  const auto& attrs = s.at("attributes").as_array();
+  EXPECT_EQ(keys(attrs[0].at("value")), Names{"stringValue"});
+  EXPECT_EQ(keys(attrs[1].at("value")), Names{"intValue"});
+  EXPECT_EQ(keys(attrs[2].at("value")), Names{"doubleValue"});
+  EXPECT_EQ(keys(attrs[3].at("value")), Names{"boolValue"});
+  EXPECT_EQ(keys(s.at("status")), (Names{"code", "message"}));
+
+  // A root span with no tracestate, unset status: the fields at their default are left out.
+  Span root = sample_span();
+  root.parent_span_id = 0;
+  root.parent_is_remote = false;
+  root.trace_state.clear();
+  root.status = SpanStatus::kUnset;
+  root.status_message.clear();
+  root.attributes.clear();
+  const Span roots[] = {root};
+  const boost::json::value r = boost::json::parse(otlp_json(roots, "x"));
+  EXPECT_EQ(keys(first_span(r)),
+            (Names{"traceId", "spanId", "flags", "name", "kind", "startTimeUnixNano",
+                   "endTimeUnixNano", "attributes", "status"}));
+  EXPECT_EQ(keys(first_span(r).at("status")), Names{"code"});
+}
+
+// Span.flags (fixed32, a JSON number): the W3C flags in bits 0-7, bit 8 "remoteness is
+// known", bit 9 "the parent is remote".
+TEST(OtlpJson, FlagsCarryTheTraceFlagsAndWhetherTheParentIsRemote) {
+  Span s = sample_span();
+  const Span remote[] = {s};
+  EXPECT_EQ(first_span(boost::json::parse(otlp_json(remote, "x"))).at("flags").as_int64(), 0x301);
+  s.parent_is_remote = false;
+  s.trace_flags = 0;
+  const Span local[] = {s};
+  EXPECT_EQ(first_span(boost::json::parse(otlp_json(local, "x"))).at("flags").as_int64(), 0x100);
+  EXPECT_EQ(first_span(boost::json::parse(otlp_json(remote, "x"))).at("traceState").as_string(),
+            "vendor=abc");
+}
+
+// proto3 JSON: a double that is not finite is a string; strings are valid UTF-8 (a
+// collector refuses a request that is not, so an invalid byte goes as U+FFFD).
+TEST(OtlpJson, NonFiniteDoublesAndInvalidUtf8) {
+  Span s = sample_span();
+  s.attributes = {{"nan", std::numeric_limits<double>::quiet_NaN()},
+                  {"inf", std::numeric_limits<double>::infinity()},
+                  {"minus_inf", -std::numeric_limits<double>::infinity()},
+                  {"valid", std::string("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80")},
+                  {"invalid", std::string("a\xff b\xe2\x82 c\xed\xa0\x80 d\xc0\xaf")}};
+  const Span spans[] = {s};
+  // boost::json::parse rejects invalid UTF-8: that it parses is the first check.
+  const boost::json::value v = boost::json::parse(otlp_json(spans, "x"));
+  const auto& attrs = first_span(v).at("attributes").as_array();
+  ASSERT_EQ(attrs.size(), 5u);
+  EXPECT_EQ(attrs[0].at("value").at("doubleValue").as_string(), "NaN");
+  EXPECT_EQ(attrs[1].at("value").at("doubleValue").as_string(), "Infinity");
+  EXPECT_EQ(attrs[2].at("value").at("doubleValue").as_string(), "-Infinity");
+  EXPECT_EQ(attrs[3].at("value").at("stringValue").as_string(),
+            "h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80");
+  const std::string r = "\xef\xbf\xbd";  // U+FFFD
+  EXPECT_EQ(attrs[4].at("value").at("stringValue").as_string(),
+            "a" + r + " b" + r + r + " c" + r + r + r + " d" + r + r);
 }
 
 TEST(OtlpJson, FieldNamesAndEncodings) {

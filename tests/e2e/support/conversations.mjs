@@ -30,8 +30,12 @@ const edge_spaces = ['\t', '\n', '\v', '\f', '\r', ' ', '\r\n', '\n\n\n', '\u00a
 // templates of Gemma and Llama 2 raise otherwise); one conversation in 20 breaks the rule
 // on purpose, to compare the error. edges: every text (content parts, reasoning and tool
 // results too) gets 0 to 2 pieces of edge_spaces before and after it (for templates that
-// do not strip with an argument: see tight_texts).
-export function conversations(count, seed, {alternating = false, edges = false} = {}) {
+// do not strip with an argument: see tight_texts). system: false drops the system prompts
+// (Gemma's template raises on any); single_call: an assistant turn calls one tool at most
+// (Llama 3.1's template raises on more). Unset, they change nothing: the other templates'
+// conversations stay the same.
+export function conversations(count, seed,
+                              {alternating = false, edges = false, system = true, single_call = false} = {}) {
   const r = rng(seed);
   const pick = (a) => a[Math.floor(r() * a.length)];
   const int = (n) => Math.floor(r() * n);
@@ -67,16 +71,23 @@ export function conversations(count, seed, {alternating = false, edges = false} 
     arguments: int(2) ? JSON.stringify({city: pick(['Paris', 'Zürich']), n: int(9)}) :
       {city: pick(['Paris', '東京']), deep: {list: [1, 'two', true, null]}},
   }});
+  const calls = () => {
+    const n = 1 + int(2);
+    return Array.from({length: single_call ? 1 : n}, call);
+  };
   const out = [];
   for (let i = 0; i < count; ++i) {
     const messages = [];
-    if (int(2)) messages.push({role: 'system', content: text()});
+    const with_system = (content) => {
+      if (system) messages.push({role: 'system', content});
+    };
+    if (int(2)) with_system(text());
     const turns = 1 + int(8);
     const broken = alternating && int(20) === 0;
     for (let t = 0; t < turns; ++t) {
       const k = alternating ? (int(10) === 2 ? 2 : 3) : int(10);
       if (broken && t === turns - 1) messages.push({role: 'user', content: text()});
-      if (k === 0 && messages.length) messages.push({role: 'system', content: text()});
+      if (k === 0 && messages.length) with_system(text());
       if (k === 1) messages.push({role: 'user', content: '<tool_response>\n' + text() + '\n</tool_response>'});
       else if (k === 2) messages.push({role: 'user', content: [{type: 'text', text: text()}, {type: 'text', text: text()}]});
       else messages.push({role: 'user', content: text()});
@@ -87,10 +98,10 @@ export function conversations(count, seed, {alternating = false, edges = false} 
       if (ak === 1) a.reasoning_content = tight();
       if (ak === 2) a.content = 'no open tag ' + tight() + '</think>' + tight();
       if (ak === 3 && alternating) {
-        a.tool_calls = Array.from({length: 1 + int(2)}, call);
+        a.tool_calls = calls();
         if (int(2)) a.content = null;
       } else if (ak === 3) {
-        a.tool_calls = Array.from({length: 1 + int(2)}, call);
+        a.tool_calls = calls();
         if (int(2)) a.content = null;
         messages.push(a);
         const n = 1 + int(2);

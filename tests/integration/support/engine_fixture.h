@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,9 @@ struct EngineProcess {
     return *r;
   }
 
+  // The engine's token ids for `prompt` (POST /tokenize); empty when it does not answer.
+  std::vector<uint32_t> tokenize(const std::string& prompt);
+
   io::HttpClientResponse get(const std::string& path) {
     auto r = io::http_fetch("GET", url + path);
     if (!r) {
@@ -81,6 +85,16 @@ inline boost::json::value parse_json(const std::string& text) {
   boost::json::value v = boost::json::parse(text, ec);
   if (ec) ADD_FAILURE() << "bad JSON: " << text;
   return v;
+}
+
+inline std::vector<uint32_t> EngineProcess::tokenize(const std::string& prompt) {
+  auto v = parse_json(post("/tokenize", R"({"prompt":")" + prompt + R"("})").body);
+  std::vector<uint32_t> out;
+  if (!v.is_object()) return out;
+  for (const auto& t : v.at("tokens").as_array()) {
+    out.push_back(static_cast<uint32_t>(t.as_int64()));
+  }
+  return out;
 }
 
 // GET `url` and its JSON body; null when the request fails or the status is not 200.

@@ -180,18 +180,7 @@ struct AdminGateway {
   GatewayProcess gw;
   std::string admin_url;
 
-  explicit AdminGateway(const std::string& yaml) : gw(yaml) {
-    if (!gw.proc) return;
-    auto line = gw.proc->wait_for_line("admin API on http://");
-    if (!line) {
-      ADD_FAILURE() << line.error();
-      return;
-    }
-    admin_url = line->substr(line->find("http://"));
-    while (!admin_url.empty() && (admin_url.back() == '\n' || admin_url.back() == '\r')) {
-      admin_url.pop_back();
-    }
-  }
+  explicit AdminGateway(const std::string& yaml) : gw(yaml), admin_url(gw.wait_for_admin_url()) {}
   // The router's requests in flight summed over the pool's endpoints (-1 on error).
   int64_t in_flight(const std::string& pool = "main") {
     auto r = io::http_fetch("GET", admin_url + "/admin/pools/" + pool + "/endpoints");

@@ -57,6 +57,18 @@ struct GatewayProcess {
     url = *u;
   }
 
+  // The admin API's URL, from the line `kvgate serve` prints; "" and a failure when it does
+  // not come ("" alone when the gateway did not start: that failed already).
+  std::string wait_for_admin_url() {
+    if (!proc) return {};
+    auto u = proc->wait_for_admin_url();
+    if (!u) {
+      ADD_FAILURE() << u.error();
+      return {};
+    }
+    return *u;
+  }
+
   io::HttpClientResponse post(const std::string& path, const std::string& body,
                               std::vector<io::HttpHeader> headers = {}) {
     headers.push_back({"Content-Type", "application/json"});

@@ -20,6 +20,37 @@ namespace kvgate::testing {
 
 inline std::string fixture_tokenizer_dir() { return source_dir() + "/.deps/fixtures/qwen3"; }
 
+// Every batch the replay ROUTER at `endpoint` still holds, in order, with its sequence
+// number (asked for from 0, as a subscriber that lost everything would). A timeout or a
+// batch that does not decode fails the test and ends the list there.
+inline std::vector<std::pair<uint64_t, kv::EventBatch>> replay_kv_events(
+    const std::string& endpoint) {
+  std::vector<std::pair<uint64_t, kv::EventBatch>> out;
+  zmq::context_t ctx;
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::rcvtimeo, 5000);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(endpoint);
+  (void)dealer.send(zmq::message_t(), zmq::send_flags::sndmore);
+  (void)dealer.send(zmq::buffer(std::string(8, '\0')), zmq::send_flags::none);
+  while (true) {
+    zmq::message_t empty, seq, payload;
+    if (!dealer.recv(empty) || !dealer.recv(seq) || !dealer.recv(payload)) {
+      ADD_FAILURE() << "replay from " << endpoint << " timed out";
+      return out;
+    }
+    if (seq.to_string() == std::string(8, '\xff')) return out;
+    uint64_t s = 0;
+    for (size_t i = 0; i < seq.size(); ++i) s = (s << 8) | static_cast<uint8_t*>(seq.data())[i];
+    auto batch = kv::decode_event_batch(payload.to_string());
+    if (!batch) {
+      ADD_FAILURE() << batch.error();
+      return out;
+    }
+    out.emplace_back(s, std::move(*batch));
+  }
+}
+
 struct KvEngine : EngineProcess {
   std::string publisher;  // tcp://127.0.0.1:PORT
   std::string replay;
@@ -65,43 +96,9 @@ struct KvEngine : EngineProcess {
                                        std::to_string(max_tokens) + R"(,"temperature":0})");
   }
 
-  std::vector<uint32_t> tokenize(const std::string& prompt) {
-    auto v = parse_json(post("/tokenize", R"({"prompt":")" + prompt + R"("})").body);
-    std::vector<uint32_t> out;
-    if (!v.is_object()) return out;
-    for (const auto& t : v.at("tokens").as_array()) {
-      out.push_back(static_cast<uint32_t>(t.as_int64()));
-    }
-    return out;
-  }
-
-  // Every batch the engine's replay socket still holds, in order, with its sequence
-  // number (asked for from 0, as a subscriber that lost everything would).
-  std::vector<std::pair<uint64_t, kv::EventBatch>> replay_all() {
-    std::vector<std::pair<uint64_t, kv::EventBatch>> out;
-    zmq::context_t ctx;
-    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-    dealer.set(zmq::sockopt::rcvtimeo, 5000);
-    dealer.set(zmq::sockopt::linger, 0);
-    dealer.connect(replay);
-    (void)dealer.send(zmq::message_t(), zmq::send_flags::sndmore);
-    (void)dealer.send(zmq::buffer(std::string(8, '\0')), zmq::send_flags::none);
-    while (true) {
-      zmq::message_t empty, seq, payload;
-      if (!dealer.recv(empty) || !dealer.recv(seq) || !dealer.recv(payload)) {
-        ADD_FAILURE() << "replay from " << replay << " timed out";
-        return out;
-      }
-      if (seq.to_string() == std::string(8, '\xff')) return out;
-      uint64_t s = 0;
-      for (size_t i = 0; i < seq.size(); ++i) s = (s << 8) | static_cast<uint8_t*>(seq.data())[i];
-      auto batch = kv::decode_event_batch(payload.to_string());
-      if (!batch) {
-        ADD_FAILURE() << batch.error();
-        return out;
-      }
-      out.emplace_back(s, std::move(*batch));
-    }
+  // Every batch the engine's replay socket still holds (replay_kv_events).
+  std::vector<std::pair<uint64_t, kv::EventBatch>> replay_all() const {
+    return replay_kv_events(replay);
   }
 };
 

@@ -140,6 +140,16 @@ Result<std::string> ChildProcess::wait_for_url(std::chrono::milliseconds timeout
   return url;
 }
 
+Result<std::string> ChildProcess::wait_for_admin_url(std::chrono::milliseconds timeout) {
+  auto line = wait_for_line("admin API on http://", timeout);
+  if (!line) return line;
+  std::string url = line->substr(line->find("http://"));
+  while (!url.empty() && (url.back() == '\r' || url.back() == '\n' || url.back() == ' ')) {
+    url.pop_back();
+  }
+  return url;
+}
+
 Status ChildProcess::wait_for_status(const std::string& url, int status,
                                      std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -154,6 +164,17 @@ Status ChildProcess::wait_for_status(const std::string& url, int status,
   }
   return Error("timed out waiting for " + url + " to answer " + std::to_string(status) +
                " (last: " + last + ")");
+}
+
+Result<std::unique_ptr<ChildProcess>> start_redis(int port) {
+  auto p = ChildProcess::spawn("/usr/bin/redis-server",
+                               {"--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", "--daemonize", "no"});
+  if (!p) return p;
+  if (auto line = (*p)->wait_for_line("Ready to accept connections"); !line) {
+    return Error(line.error());
+  }
+  return p;
 }
 
 }  // namespace kvgate::testing

@@ -57,6 +57,9 @@ class ChildProcess {
                                     std::chrono::milliseconds timeout = std::chrono::seconds(20));
   // Waits for "listening on http://HOST:PORT" and returns "http://HOST:PORT".
   Result<std::string> wait_for_url(std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  // Waits for `kvgate serve`'s "admin API on http://HOST:PORT" and returns the URL.
+  Result<std::string> wait_for_admin_url(
+      std::chrono::milliseconds timeout = std::chrono::seconds(20));
   // Polls GET url until it answers `status`.
   Status wait_for_status(const std::string& url, int status,
                          std::chrono::milliseconds timeout = std::chrono::seconds(20));
@@ -77,5 +80,9 @@ class ChildProcess {
   std::unique_ptr<io::Subprocess> child_;
   std::optional<int> status_;
 };
+
+// Starts /usr/bin/redis-server on 127.0.0.1:`port` (no persistence) and waits until it
+// accepts connections.
+Result<std::unique_ptr<ChildProcess>> start_redis(int port);
 
 }  // namespace kvgate::testing

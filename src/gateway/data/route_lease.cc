@@ -1,0 +1,27 @@
+#include "gateway/data/route_lease.h"
+
+namespace kvgate::gateway {
+
+void RouteLease::first_token() {
+  if (!pool_ || first_token_sent_) return;
+  first_token_sent_ = true;
+  if (pool_alive()) pool_->first_token(id_);
+}
+
+void RouteLease::finish(bool ok) {
+  if (!pool_) return;
+  PoolRouting* pool = pool_;
+  pool_ = nullptr;
+  if (pool_alive()) pool->finished(id_, ok);
+}
+
+void RouteLease::done(route::EndpointId endpoint, bool ok, Nanos now, bool first_token) {
+  if (!pool_) return;
+  PoolRouting* pool = pool_;
+  pool_ = nullptr;
+  if (pool_alive()) pool->exchange_done(id_, endpoint, ok, now, first_token && !first_token_sent_);
+}
+
+void RouteLease::release_as_failed() { finish(false); }
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,874 @@
+#include "gateway/sync/replica_sync.h"
+
+#include <fmt/format.h>
+#include <hiredis.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/dispatch.hpp>
+#include <boost/json.hpp>
+#include <charconv>
+#include <chrono>
+#include <future>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/cluster/fleet_fairness.h"
+#include "core/cluster/hot_prefix_share.h"
+#include "core/cluster/index_snapshot.h"
+#include "core/cluster/peer_sync.h"
+#include "core/metrics/prometheus_text.h"
+#include "gateway/control/warmup.h"
+#include "gateway/data/pool_flow.h"
+#include "io/clock_timer.h"
+#include "io/redis_async.h"
+
+namespace kvgate::gateway {
+namespace asio = boost::asio;
+
+namespace {
+
+constexpr Nanos kHeartbeat = kSecond;
+constexpr int kReadCount = 256;  // stream entries per XREAD
+
+std::string default_replica_id() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return fmt::format("{}-{}", host[0] ? host : "kvgate", ::getpid());
+}
+
+Nanos to_nanos(std::chrono::milliseconds ms) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(ms).count();
+}
+
+// One pool's sync state. The Outbox and PeerSync live on the pool's strand; the stream
+// position on the Redis executor; the counters are read from anywhere.
+struct PoolSync {
+  PoolRuntime* pool = nullptr;
+  std::string stream;
+  // On the pool's strand.
+  std::unique_ptr<cluster::Outbox> outbox;
+  std::unique_ptr<cluster::PeerSync> peers;
+  Nanos last_heartbeat = 0;
+  // On the Redis executor.
+  std::string last_id;
+  bool read_in_flight = false;
+  bool publish_in_flight = false;
+  // Counters.
+  std::atomic<uint64_t> batches_published{0}, events_published{0}, publish_failures{0};
+  std::atomic<uint64_t> batches_applied{0}, events_applied{0}, read_failures{0};
+  std::atomic<uint64_t> decode_errors{0}, gaps{0}, expired_requests{0}, dead_replicas{0};
+  std::atomic<uint64_t> unknown_endpoint{0};
+  std::atomic<uint64_t> peer_requests{0}, live_peers{0};
+  // Index snapshots (cluster/index_snapshot.h): PREFIX:snapshot:POOL.
+  std::string snapshot_key;
+  bool snapshot_in_flight = false;  // the Redis executor only
+  std::atomic<uint64_t> snapshots_written{0}, snapshot_failures{0}, snapshots_loaded{0};
+  std::atomic<uint64_t> snapshot_pairs_restored{0};
+  std::atomic<bool> started{false};  // the start's snapshot read and first tail read are done
+  // Hot prefixes (cluster/hot_prefix_share.h): PREFIX:hot:POOL, a field per replica.
+  std::string hot_key;
+  PoolWarmup* warmup = nullptr;  // set before the timers start; null: not shared
+  size_t hot_k = 16;
+  bool hot_in_flight = false;  // the Redis executor only
+  std::mutex hot_mu;
+  std::vector<std::vector<kv::HotPrefix>> peer_hot;  // guarded by hot_mu
+  std::atomic<uint64_t> hot_published{0}, hot_peer_lists{0};
+  // Fleet fairness (cluster/fleet_fairness.h): pools with flow control, sync on and
+  // `fleet_fairness` on. Service reports travel in the routing stream's entries, field
+  // "f" beside the batch's "b" (readers that do not know it skip it).
+  bool fair_enabled = false;                     // set before the timers start
+  std::unique_ptr<cluster::FleetFairness> fair;  // on the pool's strand
+  std::atomic<uint64_t> fair_peers{0}, fair_fallbacks{0}, fair_published{0}, fair_applied{0};
+  std::atomic<uint64_t> fair_gaps{0};
+};
+
+// A stream id "ms-seq" as its millisecond part (0 when malformed).
+int64_t stream_millis(std::string_view id) {
+  int64_t ms = 0;
+  std::from_chars(id.data(), id.data() + id.size(), ms);
+  return ms;
+}
+
+// Takes the lease when free (with a new fencing token) or renews it when held by
+// ARGV[1]; returns {the holder's token, 0 when another replica holds it; the leader's
+// latest desired count (KEYS[3]), -1 when none is recorded}.
+constexpr std::string_view kLeaseScript =
+    "local desired = tonumber(redis.call('GET', KEYS[3]) or '-1') or -1 "
+    "local cur = redis.call('GET', KEYS[1]) "
+    "if cur then "
+    "  local holder, token = string.match(cur, '^(.*):(%d+)$') "
+    "  if holder == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) "
+    "    return {tonumber(token), desired} end "
+    "  return {0, desired} "
+    "end "
+    "local token = redis.call('INCR', KEYS[2]) "
+    "redis.call('SET', KEYS[1], ARGV[1] .. ':' .. token, 'PX', ARGV[2]) "
+    "return {token, desired}";
+// 1 when KEYS[1] still holds ARGV[1] ("replica:token"), and then the leader's desired
+// count ARGV[2] is recorded in KEYS[2] for the other replicas (expiring with the lease,
+// ARGV[3] ms); else 0.
+constexpr std::string_view kFenceScript =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3]) return 1 end "
+    "return 0";
+
+// A pool's leader lease. Written on the Redis executor, read from anywhere.
+struct Lease {
+  const Clock* clock = nullptr;  // the gateway's (set at creation)
+  std::string pool, key, fence_key, desired_key;
+  std::atomic<bool> held{false};
+  std::atomic<int32_t> leader_desired{-1};  // the leader's count as last read; -1: none
+  std::atomic<uint64_t> token{0};
+  std::atomic<Nanos> valid_until{0};  // clock time the lease surely lasts to
+  bool in_flight = false;             // the Redis executor only
+  std::atomic<uint64_t> acquisitions{0}, losses{0}, actuations{0}, refusals{0};
+
+  bool valid() const { return held && clock->now() < valid_until; }
+};
+
+}  // namespace
+
+struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
+  Impl(const ClusterConfig& c, asio::any_io_executor ex, const Clock& clk)
+      : config(c),
+        id(c.replica_id.empty() ? default_replica_id() : c.replica_id),
+        clock(clk),
+        executor(ex),
+        redis(ex, {.host = c.redis.host,
+                   .port = c.redis.port,
+                   .password = c.redis.password,
+                   .connect_timeout = to_nanos(c.redis.timeout),
+                   .command_timeout = to_nanos(c.redis.timeout),
+                   .clock = &clk}),
+        flush_timer(ex, clk),
+        poll_timer(ex, clk) {}
+
+  const ClusterConfig config;
+  const std::string id;
+  // The gateway's: router times (on the pools' strands, the same clock as the pools'),
+  // lease validity, and wall time to compare with Redis's stream ids (milliseconds since
+  // the epoch on the Redis host).
+  const Clock& clock;
+  asio::any_io_executor executor;
+  io::RedisAsync redis;  // used on `executor` only
+  // The sync's periods and the lease's renewals run on `clock`, as the times they are
+  // compared with do (heartbeats, peer timeouts, lease validity): a ManualClock moves
+  // them together. Redis's own timeouts stay on the OS's clock (io/redis_async.h).
+  io::ClockTimer flush_timer, poll_timer;
+  io::ClockTimer snapshot_timer{executor, clock};
+  std::vector<std::shared_ptr<PoolSync>> pools;
+  std::vector<std::shared_ptr<Lease>> leases;  // set before the lease timer starts
+  io::ClockTimer lease_timer{executor, clock};
+  std::atomic<bool> stopped{false};
+  std::atomic<bool> redis_up{false};
+  std::atomic<uint64_t> outages{0}, recoveries{0};
+
+  int64_t wall_millis() const { return clock.wall_now() / kMillisecond; }
+
+  void hook(const std::shared_ptr<PoolSync>& ps) {
+    PoolRuntime::RoutingHooks hooks;
+    std::shared_ptr<PoolSync> p = ps;
+    hooks.routed = [p](const route::Router& router, const route::RouteRequest& request,
+                       const route::Decision& d, Nanos now) {
+      if (!p->outbox) return;
+      const route::Endpoint* ep = router.pool().get(d.endpoint);
+      const route::Endpoint* pre =
+          d.prefill_endpoint ? router.pool().get(*d.prefill_endpoint) : nullptr;
+      if (!ep) return;
+      p->outbox->routed(request, d, ep->spec.url, pre ? pre->spec.url : std::string_view(), now);
+    };
+    hooks.lifecycle = [p](route::RequestId id, cluster::EventKind kind, Nanos now) {
+      if (p->outbox) p->outbox->load(kind, id, now);
+    };
+    ps->pool->set_routing_hooks(std::move(hooks));
+  }
+
+  // Every `flush`: each pool's batch goes out (and a heartbeat once a second), peers'
+  // stale load expires.
+  void arm_flush() {
+    flush_timer.expires_after(config.flush);
+    flush_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->stopped) return;
+      for (const auto& ps : self->pools) self->flush(ps);
+      self->arm_flush();
+    });
+  }
+  void flush(const std::shared_ptr<PoolSync>& ps) {
+    ps->pool->post([self = shared_from_this(), ps](route::Router&, kv::PreciseIndex&) {
+      if (!ps->outbox) return;
+      const Nanos now = self->clock.now();
+      const bool heartbeat = now - ps->last_heartbeat >= kHeartbeat;
+      std::optional<cluster::EventBatch> b = ps->outbox->take(now, heartbeat);
+      std::optional<cluster::ServiceReport> report;
+      if (ps->fair) {
+        report = ps->fair->take(heartbeat);
+        ps->fair->expire(now);
+      }
+      if (ps->peers) {
+        ps->peers->expire(now);
+        self->copy_stats(*ps);
+      }
+      if (!b && !report) return;
+      if (heartbeat) ps->last_heartbeat = now;
+      const size_t events = b ? b->events.size() : 0;
+      std::string wire = b ? cluster::encode(*b) : std::string();
+      std::string fair_wire = report ? cluster::encode(*report) : std::string();
+      asio::dispatch(self->executor,
+                     [self, ps, events, wire = std::move(wire), fair_wire = std::move(fair_wire)] {
+                       self->publish(ps, events, wire, fair_wire);
+                     });
+    });
+  }
+  // One stream entry: the routing batch (field "b", when there is one) and the service
+  // report (field "f", when there is one).
+  void publish(const std::shared_ptr<PoolSync>& ps, size_t events, const std::string& wire,
+               const std::string& fair_wire) {
+    const std::string max_len = std::to_string(config.max_len);
+    std::vector<std::string_view> args = {"XADD", ps->stream, "MAXLEN", "~", max_len, "*"};
+    if (!wire.empty()) {
+      args.push_back("b");
+      args.push_back(wire);
+    }
+    if (!fair_wire.empty()) {
+      args.push_back("f");
+      args.push_back(fair_wire);
+    }
+    const bool batch = !wire.empty(), report = !fair_wire.empty();
+    redis.command(std::span<const std::string_view>(args),
+                  [self = shared_from_this(), ps, events, batch, report](const redisReply* r,
+                                                                         std::string_view error) {
+                    if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
+                      // Lost: peers learn of these requests' load only through their age
+                      // limit, of their prefixes from the next decisions, and never of
+                      // the service reported.
+                      ps->publish_failures.fetch_add(1, std::memory_order_relaxed);
+                      self->redis_state(false, r ? std::string_view(r->str, r->len) : error);
+                      return;
+                    }
+                    if (batch) {
+                      ps->batches_published.fetch_add(1, std::memory_order_relaxed);
+                      ps->events_published.fetch_add(events, std::memory_order_relaxed);
+                    }
+                    if (report) ps->fair_published.fetch_add(1, std::memory_order_relaxed);
+                    self->redis_state(true, {});
+                  });
+  }
+
+  // Every `poll`: the peers' batches since the last id seen.
+  void arm_poll() {
+    poll_timer.expires_after(config.poll);
+    poll_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->stopped) return;
+      for (const auto& ps : self->pools) self->read(ps);
+      self->arm_poll();
+    });
+  }
+  void read(const std::shared_ptr<PoolSync>& ps) {
+    if (ps->read_in_flight) return;
+    ps->read_in_flight = true;
+    const std::string count = std::to_string(kReadCount);
+    const std::string_view args[] = {"XREAD", "COUNT", count, "STREAMS", ps->stream, ps->last_id};
+    redis.command(args, [self = shared_from_this(), ps](const redisReply* r,
+                                                        std::string_view error) {
+      ps->read_in_flight = false;
+      if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
+        ps->started = true;  // Redis is away: route on the own view, do not wait for it
+        ps->read_failures.fetch_add(1, std::memory_order_relaxed);
+        self->redis_state(false, r ? std::string_view(r->str, r->len) : error);
+        return;
+      }
+      self->redis_state(true, {});
+      if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {  // nothing new: caught up
+        ps->started = true;
+        return;
+      }
+      const redisReply* stream = r->element[0];
+      if (stream->type != REDIS_REPLY_ARRAY || stream->elements != 2) return;
+      const redisReply* entries = stream->element[1];
+      if (entries->type != REDIS_REPLY_ARRAY) return;
+      std::vector<cluster::EventBatch> batches;
+      std::vector<cluster::ServiceReport> reports;
+      for (size_t i = 0; i < entries->elements; ++i) {
+        const redisReply* e = entries->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) continue;
+        ps->last_id.assign(e->element[0]->str, e->element[0]->len);
+        const redisReply* fields = e->element[1];
+        for (size_t f = 0; f + 1 < fields->elements; f += 2) {
+          const std::string_view name(fields->element[f]->str, fields->element[f]->len);
+          if (name == "f" && ps->fair_enabled) {
+            const std::string_view wire(fields->element[f + 1]->str, fields->element[f + 1]->len);
+            Result<cluster::ServiceReport> rep = cluster::decode_service_report(wire);
+            if (!rep) {
+              ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
+            } else if (rep->replica != self->id) {
+              reports.push_back(std::move(*rep));
+            }
+            continue;
+          }
+          if (name != "b") continue;
+          const std::string_view wire(fields->element[f + 1]->str, fields->element[f + 1]->len);
+          if (cluster::batch_replica(wire) == std::string_view(self->id)) continue;  // own
+          Result<cluster::EventBatch> b = cluster::decode(wire);
+          if (!b) {
+            ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
+          } else if (b->replica != self->id) {
+            batches.push_back(std::move(*b));
+          }
+        }
+      }
+      // A full page: more may be waiting, read on at once.
+      if (entries->elements == static_cast<size_t>(kReadCount)) {
+        self->read(ps);
+      } else {
+        ps->started = true;
+      }
+      if (batches.empty() && reports.empty()) return;
+      ps->pool->post([self, ps, batches = std::move(batches), reports = std::move(reports)](
+                         route::Router&, kv::PreciseIndex&) {
+        const Nanos now = self->clock.now();
+        if (ps->fair && !reports.empty()) {
+          for (const cluster::ServiceReport& r : reports) ps->fair->apply(r, now);
+          if (PoolFlow* flow = ps->pool->flow()) flow->counters_changed(now);
+        }
+        if (!ps->peers) return;
+        for (const cluster::EventBatch& b : batches) {
+          ps->peers->apply(b, now);
+          ps->batches_applied.fetch_add(1, std::memory_order_relaxed);
+          ps->events_applied.fetch_add(b.events.size(), std::memory_order_relaxed);
+        }
+        self->copy_stats(*ps);
+      });
+    });
+  }
+
+  // Every third of the lease: take or renew each pool's lease.
+  void arm_lease() {
+    lease_timer.expires_after(config.lease / 3);
+    lease_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->stopped) return;
+      for (const auto& l : self->leases) self->renew(l);
+      self->arm_lease();
+    });
+  }
+  void renew(const std::shared_ptr<Lease>& l) {
+    if (l->in_flight) return;
+    l->in_flight = true;
+    const Nanos sent = clock.now();
+    const std::string ms = std::to_string(config.lease.count());
+    const std::string_view args[] = {"EVAL",       kLeaseScript,   "3", l->key,
+                                     l->fence_key, l->desired_key, id,  ms};
+    redis.command(args, [self = shared_from_this(), l, sent](const redisReply* r,
+                                                             std::string_view error) {
+      l->in_flight = false;
+      if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+          r->element[0]->type != REDIS_REPLY_INTEGER ||
+          r->element[1]->type != REDIS_REPLY_INTEGER) {
+        // Unknown: the lease, if held, lasts until valid_until and no longer.
+        self->redis_state(
+            false, r && r->type == REDIS_REPLY_ERROR ? std::string_view(r->str, r->len) : error);
+        return;
+      }
+      self->redis_state(true, {});
+      const long long token = r->element[0]->integer;
+      l->leader_desired = static_cast<int32_t>(
+          std::clamp<long long>(r->element[1]->integer, -1, std::numeric_limits<int32_t>::max()));
+      if (token > 0) {
+        // Counted from when the renewal was sent, less a margin for clock drift.
+        l->valid_until = sent + to_nanos(self->config.lease) * 9 / 10;
+        l->token = static_cast<uint64_t>(token);
+        if (!l->held.exchange(true)) {
+          l->acquisitions.fetch_add(1, std::memory_order_relaxed);
+          spdlog::info("cluster: replica {} leads pool {} (fencing token {})", self->id, l->pool,
+                       token);
+        }
+      } else if (l->held.exchange(false)) {
+        l->losses.fetch_add(1, std::memory_order_relaxed);
+        spdlog::warn("cluster: replica {} lost the lead of pool {}", self->id, l->pool);
+      }
+    });
+  }
+  // On the autoscaler's thread: the lease is ours, and Redis still says so with our
+  // token, right now; then `desired` is recorded as the pool's count for the others.
+  bool confirm(const std::shared_ptr<Lease>& l, int32_t desired) {
+    if (!l->valid()) {
+      l->refusals.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    auto done = std::make_shared<std::promise<bool>>();
+    std::future<bool> answer = done->get_future();
+    const std::string value = fmt::format("{}:{}", id, l->token.load());
+    const std::string count = std::to_string(desired);
+    const std::string ms = std::to_string(config.lease.count());
+    asio::dispatch(executor, [self = shared_from_this(), l, done, value, count, ms] {
+      const std::string_view args[] = {"EVAL",         kFenceScript, "2",   l->key,
+                                       l->desired_key, value,        count, ms};
+      self->redis.command(args, [done](const redisReply* r, std::string_view) {
+        done->set_value(r != nullptr && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+      });
+    });
+    const auto wait = 2 * config.redis.timeout + std::chrono::milliseconds(50);
+    const bool ok =
+        answer.wait_for(wait) == std::future_status::ready && answer.get() && l->valid();
+    (ok ? l->actuations : l->refusals).fetch_add(1, std::memory_order_relaxed);
+    return ok;
+  }
+
+  // At start: the newest snapshot of the pool's index, if any, then the stream from the
+  // id it includes (or the tail of `replay`, whichever is later); then polling starts.
+  // Without Redis the replica starts on its own view at once.
+  void load_snapshots(std::shared_ptr<size_t> pending) {
+    for (const auto& ps : pools) {
+      const std::string_view args[] = {"GET", ps->snapshot_key};
+      redis.command(args, [self = shared_from_this(), ps, pending](const redisReply* r,
+                                                                   std::string_view error) {
+        if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
+          self->redis_state(false, r ? std::string_view(r->str, r->len) : error);
+          ps->started = true;  // Redis is away: route on the own view, do not wait for it
+        } else if (r->type == REDIS_REPLY_STRING) {
+          self->redis_state(true, {});
+          self->apply_snapshot(ps, std::string_view(r->str, r->len));
+        }
+        if (--*pending == 0) self->arm_poll();
+      });
+    }
+  }
+  void apply_snapshot(const std::shared_ptr<PoolSync>& ps, std::string_view wire) {
+    Result<cluster::IndexSnapshot> snap = cluster::decode_snapshot(wire);
+    if (!snap) {
+      ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn("cluster: pool {}: snapshot not loaded: {}", ps->pool->name(), snap.error());
+      return;
+    }
+    const int64_t taken = stream_millis(snap->stream_id);
+    if (taken > stream_millis(ps->last_id)) ps->last_id = snap->stream_id;
+    const Nanos elapsed = std::max<int64_t>(0, wall_millis() - taken) * kMillisecond;
+    ps->pool->post([self = shared_from_this(), ps,
+                    snap = std::make_shared<cluster::IndexSnapshot>(std::move(*snap)),
+                    elapsed](route::Router& router, kv::PreciseIndex&) {
+      kv::ApproxIndex* approx = router.indexes().approx;
+      if (approx == nullptr) return;
+      const cluster::RestoreStats r =
+          cluster::restore_snapshot(*snap, *approx, router.pool(), self->clock.now(), elapsed);
+      ps->snapshots_loaded.fetch_add(1, std::memory_order_relaxed);
+      ps->snapshot_pairs_restored.fetch_add(r.restored, std::memory_order_relaxed);
+      spdlog::info(
+          "cluster: pool {}: loaded {}'s index snapshot: {} pairs restored, {} of unknown "
+          "endpoints, {} expired",
+          ps->pool->name(), snap->replica, r.restored, r.unknown_endpoint, r.expired);
+    });
+  }
+
+  // Every `snapshot`: this replica's index, as its peers will load it at their start.
+  void arm_snapshot() {
+    snapshot_timer.expires_after(config.snapshot);
+    snapshot_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->stopped) return;
+      for (const auto& ps : self->pools) {
+        self->write_snapshot(ps);
+        self->share_hot(ps);
+      }
+      self->arm_snapshot();
+    });
+  }
+  void write_snapshot(const std::shared_ptr<PoolSync>& ps) {
+    if (ps->snapshot_in_flight || !ps->started) return;
+    ps->snapshot_in_flight = true;
+    // The stream id this replica's view includes, read here on the Redis executor.
+    std::string through = ps->last_id;
+    ps->pool->post([self = shared_from_this(), ps, through = std::move(through)](
+                       route::Router& router, kv::PreciseIndex&) mutable {
+      // The index is walked here, on its strand; it is encoded on the Redis executor.
+      kv::ApproxIndex* approx = router.indexes().approx;
+      std::optional<cluster::IndexSnapshot> snap;
+      if (approx != nullptr && approx->held_pairs() > 0) {
+        snap = cluster::take_snapshot(*approx, router.pool(), self->clock.now(), self->id,
+                                      std::move(through));
+      }
+      asio::dispatch(self->executor, [self, ps, snap = std::move(snap)] {
+        if (!snap || self->stopped) {
+          ps->snapshot_in_flight = false;
+          return;
+        }
+        const std::string wire = cluster::encode(*snap);
+        const std::string px = std::to_string(self->config.replay.count());
+        const std::string_view args[] = {"SET", ps->snapshot_key, wire, "PX", px};
+        self->redis.command(args, [self, ps](const redisReply* r, std::string_view error) {
+          ps->snapshot_in_flight = false;
+          if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
+            ps->snapshot_failures.fetch_add(1, std::memory_order_relaxed);
+            self->redis_state(false, r ? std::string_view(r->str, r->len) : error);
+            return;
+          }
+          ps->snapshots_written.fetch_add(1, std::memory_order_relaxed);
+          self->redis_state(true, {});
+        });
+      });
+    });
+  }
+
+  // Every `snapshot` too: this replica's hot prefixes out, the peers' in (fresh ones:
+  // written within three intervals; a dead replica's field is then ignored, and removed).
+  void share_hot(const std::shared_ptr<PoolSync>& ps) {
+    if (ps->warmup == nullptr || ps->hot_in_flight) return;
+    ps->hot_in_flight = true;
+    const int64_t now_ms = wall_millis();
+    const std::string wire = cluster::encode_hot_prefixes(id, now_ms, ps->warmup->top(ps->hot_k));
+    const std::string px = std::to_string(config.replay.count());
+    const std::string_view set[] = {"HSET", ps->hot_key, id, wire};
+    redis.command(set, [ps](const redisReply* r, std::string_view) {
+      if (r != nullptr && r->type != REDIS_REPLY_ERROR) {
+        ps->hot_published.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+    const std::string_view expire[] = {"PEXPIRE", ps->hot_key, px};
+    redis.command(expire, [](const redisReply*, std::string_view) {});
+    const std::string_view get[] = {"HGETALL", ps->hot_key};
+    redis.command(get,
+                  [self = shared_from_this(), ps, now_ms](const redisReply* r, std::string_view) {
+                    ps->hot_in_flight = false;
+                    if (r == nullptr || r->type != REDIS_REPLY_ARRAY) return;
+                    const int64_t fresh_ms = 3 * self->config.snapshot.count();
+                    std::vector<std::vector<kv::HotPrefix>> lists;
+                    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+                      const redisReply* field = r->element[i];
+                      const redisReply* value = r->element[i + 1];
+                      if (field->type != REDIS_REPLY_STRING || value->type != REDIS_REPLY_STRING)
+                        continue;
+                      const std::string_view replica(field->str, field->len);
+                      if (replica == self->id) continue;
+                      Result<cluster::SharedHotPrefixes> h =
+                          cluster::decode_hot_prefixes(std::string_view(value->str, value->len));
+                      if (!h) {
+                        ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
+                        continue;
+                      }
+                      if (now_ms - h->written_ms > fresh_ms) {
+                        const std::string_view del[] = {"HDEL", ps->hot_key, replica};
+                        self->redis.command(del, [](const redisReply*, std::string_view) {});
+                        continue;
+                      }
+                      lists.push_back(std::move(h->prefixes));
+                    }
+                    ps->hot_peer_lists.store(lists.size(), std::memory_order_relaxed);
+                    std::lock_guard lock(ps->hot_mu);
+                    ps->peer_hot = std::move(lists);
+                  });
+  }
+
+  void copy_stats(PoolSync& ps) {
+    const cluster::PeerSync::Stats& s = ps.peers->stats();
+    ps.gaps = s.gaps;
+    ps.expired_requests = s.expired_requests;
+    ps.dead_replicas = s.dead_replicas;
+    ps.unknown_endpoint = s.unknown_endpoint;
+    ps.peer_requests = ps.peers->peer_requests();
+    ps.live_peers = ps.peers->live_peers(clock.now());
+    if (ps.fair) {
+      const cluster::FleetFairness::Stats& f = ps.fair->stats();
+      const Nanos now = clock.now();
+      ps.fair_peers = ps.fair->fleet(now) ? ps.fair->live_peers(now) : 0;
+      ps.fair_fallbacks = f.fallbacks;
+      ps.fair_applied = f.reports_applied;
+      ps.fair_gaps = f.gaps;
+    }
+  }
+
+  void redis_state(bool up, std::string_view error) {
+    const bool was = redis_up.exchange(up);
+    if (was == up) return;
+    if (!up) {
+      // Fleet fairness: no peer's service comes any more; each queue orders by its own.
+      for (const auto& ps : pools) {
+        if (!ps->fair_enabled) continue;
+        ps->pool->post([ps](route::Router&, kv::PreciseIndex&) {
+          if (!ps->fair) return;
+          ps->fair->fall_back();
+          ps->fair_peers = 0;
+          ps->fair_fallbacks = ps->fair->stats().fallbacks;
+        });
+      }
+    }
+    if (up) {
+      recoveries.fetch_add(1, std::memory_order_relaxed);
+      spdlog::info("cluster: Redis {}:{} answers again: sync resumes", config.redis.host,
+                   config.redis.port);
+    } else {
+      outages.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn("cluster: Redis {}:{} unavailable ({}): routing on this replica's own view",
+                   config.redis.host, config.redis.port, error);
+    }
+  }
+};
+
+ReplicaSync::ReplicaSync(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ReplicaSync::~ReplicaSync() { stop(); }
+
+std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
+                                                std::vector<PoolRuntime*> pools,
+                                                asio::any_io_executor redis_executor,
+                                                const Clock& clock,
+                                                std::vector<PoolWarmup*> warmups) {
+  auto impl = std::make_shared<Impl>(config, std::move(redis_executor), clock);
+  const std::string replay_from = fmt::format("{}-0", impl->wall_millis() - config.replay.count());
+  for (PoolRuntime* pool : pools) {
+    auto ps = std::make_shared<PoolSync>();
+    ps->pool = pool;
+    ps->stream = fmt::format("{}:routing:{}", config.stream_prefix, pool->name());
+    ps->snapshot_key = fmt::format("{}:snapshot:{}", config.stream_prefix, pool->name());
+    ps->hot_key = fmt::format("{}:hot:{}", config.stream_prefix, pool->name());
+    ps->last_id = replay_from;
+    ps->started = !config.sync;
+    for (PoolWarmup* w : warmups) {
+      if (w == nullptr || !w->enabled() || &w->pool() != pool || !config.sync) continue;
+      ps->warmup = w;
+      ps->hot_k = w->prefixes();
+      w->set_peers([ps] {
+        std::lock_guard lock(ps->hot_mu);
+        return ps->peer_hot;
+      });
+    }
+    const cluster::PeerSync::Options options{.peer_timeout = to_nanos(config.peer_timeout)};
+    ps->fair_enabled = config.sync && config.fleet_fairness && pool->flow() != nullptr;
+    pool->post([ps, id = impl->id, options, name = pool->name()](route::Router& router,
+                                                                 kv::PreciseIndex&) {
+      ps->outbox = std::make_unique<cluster::Outbox>(id, name);
+      ps->peers = std::make_unique<cluster::PeerSync>(router, id, options);
+      if (ps->fair_enabled) {
+        ps->fair = std::make_unique<cluster::FleetFairness>(
+            ps->pool->flow()->queue(), id, name,
+            cluster::FleetFairness::Options{.peer_timeout = options.peer_timeout});
+      }
+    });
+    if (config.sync) impl->hook(ps);
+    impl->pools.push_back(std::move(ps));
+  }
+  if (config.sync) {
+    asio::dispatch(impl->executor, [impl] {
+      impl->arm_flush();
+      if (impl->pools.empty()) return;
+      impl->load_snapshots(std::make_shared<size_t>(impl->pools.size()));
+      if (impl->config.snapshot.count() > 0) impl->arm_snapshot();
+    });
+  }
+  spdlog::info("cluster: replica {}, sync {}, Redis {}:{}", impl->id, config.sync ? "on" : "off",
+               config.redis.host, config.redis.port);
+  return std::unique_ptr<ReplicaSync>(new ReplicaSync(std::move(impl)));
+}
+
+LeaderLink ReplicaSync::leader_link(const std::string& pool) {
+  auto l = std::make_shared<Lease>();
+  l->clock = &impl_->clock;
+  l->pool = pool;
+  l->key = fmt::format("{}:leader:{}", impl_->config.stream_prefix, pool);
+  l->fence_key = fmt::format("{}:fence:{}", impl_->config.stream_prefix, pool);
+  l->desired_key = fmt::format("{}:desired:{}", impl_->config.stream_prefix, pool);
+  const bool first = impl_->leases.empty();
+  impl_->leases.push_back(l);
+  if (first) {
+    asio::dispatch(impl_->executor, [impl = impl_] {
+      for (const auto& l : impl->leases) impl->renew(l);
+      impl->arm_lease();
+    });
+  }
+  return {.may_actuate = [impl = impl_, l](int32_t desired) { return impl->confirm(l, desired); },
+          .leader_desired = [l]() -> std::optional<int32_t> {
+            const int32_t d = l->leader_desired;
+            if (d < 0 || l->valid()) return std::nullopt;
+            return d;
+          }};
+}
+
+void ReplicaSync::stop() {
+  if (impl_->stopped.exchange(true)) return;
+  // The timers' handlers see `stopped` and do not re-arm; cancelling here could race
+  // with a handler running on another thread. The connection closes on its executor:
+  // commands still waiting fail and let go of this object (they hold it), or it and its
+  // hiredis context would outlive the gateway. Waited for while the I/O threads run.
+  auto closed = std::make_shared<std::promise<void>>();
+  std::future<void> done = closed->get_future();
+  asio::dispatch(impl_->executor, [impl = impl_, closed] {
+    impl->redis.close();
+    closed->set_value();
+  });
+  (void)done.wait_for(std::chrono::seconds(1));
+}
+
+bool ReplicaSync::started() const {
+  for (const auto& ps : impl_->pools) {
+    if (!ps->started) return false;
+  }
+  return true;
+}
+
+const std::string& ReplicaSync::replica_id() const { return impl_->id; }
+
+std::string ReplicaSync::render_metrics() const {
+  metrics::PrometheusWriter w;
+  w.header("kvgate_cluster_redis_up",
+           "1 while the cluster's Redis answers (sync on), else 0: routing on the own view",
+           "gauge");
+  w.sample("kvgate_cluster_redis_up", {}, impl_->redis_up ? 1 : 0);
+  w.header("kvgate_cluster_redis_outages_total", "Times the cluster's Redis stopped answering",
+           "counter");
+  w.sample("kvgate_cluster_redis_outages_total", {}, static_cast<double>(impl_->outages.load()));
+  w.header("kvgate_cluster_redis_recoveries_total",
+           "Times the cluster's Redis answered again (the first connection counts)", "counter");
+  w.sample("kvgate_cluster_redis_recoveries_total", {},
+           static_cast<double>(impl_->recoveries.load()));
+  struct Counter {
+    const char* name;
+    const char* help;
+    std::atomic<uint64_t> PoolSync::*field;
+    const char* type = "counter";
+  };
+  const Counter counters[] = {
+      {"kvgate_cluster_batches_published_total", "Batches of own routing events published",
+       &PoolSync::batches_published},
+      {"kvgate_cluster_events_published_total", "Own routing events published",
+       &PoolSync::events_published},
+      {"kvgate_cluster_publish_failures_total", "Batches lost because Redis failed",
+       &PoolSync::publish_failures},
+      {"kvgate_cluster_batches_applied_total", "Peers' batches applied",
+       &PoolSync::batches_applied},
+      {"kvgate_cluster_events_applied_total", "Peers' routing events applied",
+       &PoolSync::events_applied},
+      {"kvgate_cluster_read_failures_total", "Stream reads that failed", &PoolSync::read_failures},
+      {"kvgate_cluster_decode_errors_total", "Stream entries that did not decode",
+       &PoolSync::decode_errors},
+      {"kvgate_cluster_gaps_total", "Peers' batches missed (sequence gaps)", &PoolSync::gaps},
+      {"kvgate_cluster_unknown_endpoint_total", "Peers' decisions for endpoints not in this pool",
+       &PoolSync::unknown_endpoint},
+      {"kvgate_cluster_expired_requests_total",
+       "Peers' requests released without their end (dead peer, age)", &PoolSync::expired_requests},
+      {"kvgate_cluster_dead_replicas_total", "Peers taken for dead (silent too long)",
+       &PoolSync::dead_replicas},
+      {"kvgate_cluster_peer_requests", "Peers' requests in flight, as this replica tracks them",
+       &PoolSync::peer_requests, "gauge"},
+      {"kvgate_cluster_live_peers", "Peers heard from within the peer timeout",
+       &PoolSync::live_peers, "gauge"},
+      {"kvgate_cluster_snapshots_written_total", "Snapshots of this replica's index written",
+       &PoolSync::snapshots_written},
+      {"kvgate_cluster_snapshot_failures_total", "Snapshots not written because Redis failed",
+       &PoolSync::snapshot_failures},
+      {"kvgate_cluster_snapshots_loaded_total", "Peers' index snapshots loaded at start",
+       &PoolSync::snapshots_loaded},
+      {"kvgate_cluster_snapshot_pairs_restored_total",
+       "(block, endpoint) pairs restored from a loaded snapshot",
+       &PoolSync::snapshot_pairs_restored},
+      {"kvgate_cluster_hot_prefixes_published_total",
+       "Times this replica's hot prefixes were published (warm-up pools)",
+       &PoolSync::hot_published},
+      {"kvgate_cluster_peer_hot_prefix_lists",
+       "Peers whose fresh hot prefixes a warm-up here merges", &PoolSync::hot_peer_lists, "gauge"},
+  };
+  for (const Counter& c : counters) {
+    w.header(c.name, c.help, c.type);
+    for (const auto& ps : impl_->pools) {
+      w.sample(c.name, {{"pool", ps->pool->name()}}, static_cast<double>(((*ps).*c.field).load()));
+    }
+  }
+  const Counter fair_counters[] = {
+      {"kvgate_flow_fleet_peers",
+       "Peers whose service the pool's queue orders by (fleet fairness; 0: its own alone)",
+       &PoolSync::fair_peers, "gauge"},
+      {"kvgate_flow_fleet_fallbacks_total",
+       "Times the pool's queue fell back to this replica's own service (sync lost)",
+       &PoolSync::fair_fallbacks},
+      {"kvgate_flow_fleet_reports_published_total",
+       "Reports of the service given here published to the peers", &PoolSync::fair_published},
+      {"kvgate_flow_fleet_reports_applied_total", "Peers' service reports applied to the queue",
+       &PoolSync::fair_applied},
+      {"kvgate_flow_fleet_gaps_total", "Peers' service reports missed (sequence gaps)",
+       &PoolSync::fair_gaps},
+  };
+  const bool any_fair = std::any_of(impl_->pools.begin(), impl_->pools.end(),
+                                    [](const auto& ps) { return ps->fair_enabled; });
+  for (const Counter& c : fair_counters) {
+    if (!any_fair) break;
+    w.header(c.name, c.help, c.type);
+    for (const auto& ps : impl_->pools) {
+      if (!ps->fair_enabled) continue;
+      w.sample(c.name, {{"pool", ps->pool->name()}}, static_cast<double>(((*ps).*c.field).load()));
+    }
+  }
+  if (!impl_->leases.empty()) {
+    w.header("kvgate_cluster_leader", "1 while this replica holds the pool's autoscaler lease",
+             "gauge");
+    for (const auto& l : impl_->leases) {
+      w.sample("kvgate_cluster_leader", {{"pool", l->pool}}, l->valid() ? 1 : 0);
+    }
+    const std::pair<const char*, std::atomic<uint64_t> Lease::*> lease_counters[] = {
+        {"kvgate_cluster_leader_acquisitions_total", &Lease::acquisitions},
+        {"kvgate_cluster_leader_losses_total", &Lease::losses},
+        {"kvgate_cluster_actuations_total", &Lease::actuations},
+        {"kvgate_cluster_actuations_refused_total", &Lease::refusals}};
+    for (const auto& [name, field] : lease_counters) {
+      w.header(name, "The pool's autoscaler lease (docs/replicas.md)", "counter");
+      for (const auto& l : impl_->leases) {
+        w.sample(name, {{"pool", l->pool}}, static_cast<double>(((*l).*field).load()));
+      }
+    }
+  }
+  return w.take();
+}
+
+std::string ReplicaSync::status_json() const {
+  boost::json::array pools;
+  for (const auto& ps : impl_->pools) {
+    pools.push_back(boost::json::object{
+        {"pool", ps->pool->name()},
+        {"stream", ps->stream},
+        {"batches_published", ps->batches_published.load()},
+        {"events_published", ps->events_published.load()},
+        {"publish_failures", ps->publish_failures.load()},
+        {"batches_applied", ps->batches_applied.load()},
+        {"events_applied", ps->events_applied.load()},
+        {"read_failures", ps->read_failures.load()},
+        {"gaps", ps->gaps.load()},
+        {"peer_requests", ps->peer_requests.load()},
+        {"live_peers", ps->live_peers.load()},
+        {"expired_requests", ps->expired_requests.load()},
+        {"dead_replicas", ps->dead_replicas.load()},
+        {"started", ps->started.load()},
+        {"snapshots_written", ps->snapshots_written.load()},
+        {"snapshots_loaded", ps->snapshots_loaded.load()},
+        {"snapshot_pairs_restored", ps->snapshot_pairs_restored.load()},
+        {"fleet_fairness", boost::json::object{{"enabled", ps->fair_enabled},
+                                               {"peers", ps->fair_peers.load()},
+                                               {"fallbacks", ps->fair_fallbacks.load()},
+                                               {"reports_published", ps->fair_published.load()},
+                                               {"reports_applied", ps->fair_applied.load()},
+                                               {"gaps", ps->fair_gaps.load()}}}});
+  }
+  return boost::json::serialize(boost::json::object{
+      {"replica_id", impl_->id},
+      {"sync", impl_->config.sync},
+      {"redis", fmt::format("{}:{}", impl_->config.redis.host, impl_->config.redis.port)},
+      {"redis_up", impl_->redis_up.load()},
+      {"routing_on_own_view", impl_->config.sync && !impl_->redis_up.load()},
+      {"outages", impl_->outages.load()},
+      {"recoveries", impl_->recoveries.load()},
+      {"pools", std::move(pools)},
+      {"leases", [&] {
+         boost::json::array leases;
+         for (const auto& l : impl_->leases) {
+           leases.push_back(boost::json::object{{"pool", l->pool},
+                                                {"leader", l->valid()},
+                                                {"token", l->token.load()},
+                                                {"leader_desired", l->leader_desired.load()},
+                                                {"acquisitions", l->acquisitions.load()},
+                                                {"actuations", l->actuations.load()},
+                                                {"refusals", l->refusals.load()}});
+         }
+         return leases;
+       }()}});
+}
+
+}  // namespace kvgate::gateway
