@@ -6,7 +6,7 @@
 //
 // The request path: the headers and the body's chunks are held until the body's end of
 // stream; then the whole request is routed by the Picker (the gateway's front door and
-// router, gateway/external.h) and answered with a headers response that sets
+// router, gateway/data/external.h) and answered with a headers response that sets
 // x-gateway-destination-endpoint (and the same value in the dynamic metadata
 // envoy.lb / x-gateway-destination-endpoint), followed by the body as it goes upstream
 // (a streamed body response, end of stream). A refusal is an ImmediateResponse with the

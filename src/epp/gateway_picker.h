@@ -1,4 +1,4 @@
-// GatewayPicker: the Exchange's Picker over the running gateway (gateway/external.h):
+// GatewayPicker: the Exchange's Picker over the running gateway (gateway/data/external.h):
 // `kvgate epp` routes with everything `kvgate serve` routes with.
 #pragma once
 

@@ -75,7 +75,7 @@ class Gateway {
   // the admin API.
   std::string warmup_status_json() const;
 
-  // External routing (gateway/external.h: the Endpoint Picker): the request is checked
+  // External routing (gateway/data/external.h: the Endpoint Picker): the request is checked
   // and routed as this gateway's own are, then handed back instead of proxied. `done`
   // runs exactly once, on one of the gateway's I/O threads (it must not block). Returns
   // the cancel: the data plane gave up before the pick (out of the queue at once, then
