@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "core/common/time.h"
-#include "gateway/keys.h"
+#include "gateway/data/keys.h"
+#include "gateway/data/route_lease.h"
 #include "gateway/pool_runtime.h"
-#include "gateway/route_lease.h"
 #include "io/http_types.h"
 #include "openai/api_kind.h"
 #include "openai/usage.h"
