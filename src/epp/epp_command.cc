@@ -37,6 +37,8 @@ int run(const EppOptions& o) {
   options.address = where.address;
   options.port = o.port >= 0 ? static_cast<uint16_t>(o.port) : where.port;
   options.max_body_bytes = static_cast<size_t>(config->limits.max_body_bytes);
+  options.objectives = where.objectives;
+  options.max_fairness_ids = where.max_fairness_ids;
   // The data plane carries the requests: no HTTP listener of the gateway's own (the
   // admin API still runs when configured).
   config->listeners.clear();

@@ -21,12 +21,13 @@ constexpr const char* kHealthNames[] = {"", "liveness", "readiness",
 
 class ExtProcService final : public pb::ExternalProcessor::Service {
  public:
-  ExtProcService(Picker& picker, size_t max_body) : picker_(picker), max_body_(max_body) {}
+  ExtProcService(Picker& picker, const ExchangeOptions& options)
+      : picker_(picker), options_(options) {}
 
   grpc::Status Process(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<pb::ProcessingResponse, pb::ProcessingRequest>* stream) override {
-    Exchange exchange(picker_, max_body_);
+    Exchange exchange(picker_, options_);
     const std::function<bool()> cancelled = [context] { return context->IsCancelled(); };
     pb::ProcessingRequest request;
     while (stream->Read(&request)) {
@@ -44,12 +45,13 @@ class ExtProcService final : public pb::ExternalProcessor::Service {
 
  private:
   Picker& picker_;
-  const size_t max_body_;
+  const ExchangeOptions options_;
 };
 
 }  // namespace
 
 struct EppServer::Impl {
+  std::unique_ptr<RequestClasses> classes;
   std::unique_ptr<ExtProcService> service;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
@@ -60,7 +62,10 @@ struct EppServer::Impl {
 Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& options,
                                                     Picker& picker) {
   auto impl = std::make_unique<Impl>();
-  impl->service = std::make_unique<ExtProcService>(picker, options.max_body_bytes);
+  impl->classes = std::make_unique<RequestClasses>(options.objectives, options.max_fairness_ids);
+  impl->service = std::make_unique<ExtProcService>(
+      picker,
+      ExchangeOptions{.max_body_bytes = options.max_body_bytes, .classes = impl->classes.get()});
   impl->grace = options.grace;
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;

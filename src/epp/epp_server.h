@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -30,6 +32,10 @@ struct EppServerOptions {
   size_t max_body_bytes = 8u << 20;
   // stop(): how long streams in flight may go on before they are cancelled.
   std::chrono::milliseconds grace{30'000};
+  // x-gateway-inference-objective's names and their priorities (request_class.h).
+  std::map<std::string, int, std::less<>> objectives;
+  // Distinct x-gateway-inference-fairness-id values kept as tenants.
+  size_t max_fairness_ids = 1000;
 };
 
 class EppServer {

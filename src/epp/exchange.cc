@@ -168,6 +168,14 @@ Result<std::vector<pb::ProcessingResponse>> Exchange::request_headers(
   if (phase_ != Phase::kRequestHeaders) return Error("request headers a second time");
   read_head(r.request_headers().headers(), request_.http);
   request_.subset = subset_hint(r);
+  if (classes_) {
+    if (const auto o = request_.http.header(kObjectiveHeader)) {
+      request_.priority = classes_->priority(*o);
+    }
+    if (const auto f = request_.http.header(kFairnessHeader)) {
+      request_.fairness_id = classes_->fairness_id(*f);
+    }
+  }
   phase_ = Phase::kRequestBody;
   // No body (a GET): routed on the headers alone.
   if (r.request_headers().end_of_stream()) return route(cancelled, /*body=*/false);

@@ -12,7 +12,9 @@
 // (a streamed body response, end of stream). A refusal is an ImmediateResponse with the
 // status and body `kvgate serve` would have answered (503 no endpoint, 429 shed or rate
 // limited, 400, 401, 404 ...). The subset hint (metadata envoy.lb.subset_hint /
-// x-gateway-destination-endpoint-subset) limits the pick to its endpoints.
+// x-gateway-destination-endpoint-subset) limits the pick to its endpoints. The
+// objective and fairness headers (x-gateway-inference-objective, -fairness-id) are read
+// through RequestClasses (request_class.h) into the request's priority and tenant.
 //
 // The response path: headers and body chunks pass through unchanged (CONTINUE; each body
 // chunk back as a streamed response), except a stream's usage-only chunk the gateway
@@ -35,6 +37,7 @@
 #include "core/common/result.h"
 #include "core/common/time.h"
 #include "envoy/service/ext_proc/v3/external_processor.pb.h"
+#include "epp/request_class.h"
 #include "gateway/data/external.h"
 #include "openai/sse_tap.h"
 
@@ -63,9 +66,20 @@ class Picker {
   virtual Nanos now() const = 0;
 };
 
+struct ExchangeOptions {
+  // A request body longer than this is refused (413), as serve's limits.max_body_bytes.
+  size_t max_body_bytes = 8u << 20;
+  // The objective and fairness headers' mapping (request_class.h), shared by every
+  // stream; null: the headers are not read.
+  RequestClasses* classes = nullptr;
+};
+
 class Exchange {
  public:
-  Exchange(Picker& picker, size_t max_body_bytes) : picker_(picker), max_body_(max_body_bytes) {}
+  Exchange(Picker& picker, const ExchangeOptions& options)
+      : picker_(picker), max_body_(options.max_body_bytes), classes_(options.classes) {}
+  Exchange(Picker& picker, size_t max_body_bytes)
+      : Exchange(picker, ExchangeOptions{.max_body_bytes = max_body_bytes}) {}
   ~Exchange() { end(); }
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
@@ -104,6 +118,7 @@ class Exchange {
 
   Picker& picker_;
   const size_t max_body_;
+  RequestClasses* const classes_;
   Phase phase_ = Phase::kRequestHeaders;
   gateway::ExternalRequest request_;
   std::optional<gateway::ExternalPick> pick_;

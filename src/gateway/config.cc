@@ -272,13 +272,25 @@ class Parser : public YamlReader {
   }
 
   EppConfig epp(const YAML::Node& n) const {
-    only_keys(n, "epp", {"address", "port"});
+    only_keys(n, "epp", {"address", "port", "objectives", "max_fairness_ids"});
     EppConfig e;
     if (auto v = n["address"]) {
       e.address = text(v, "epp.address");
       if (e.address.empty()) fail(v, "epp.address", "empty address");
     }
     if (auto v = n["port"]) e.port = static_cast<uint16_t>(integer(v, "epp.port", 0, 65535));
+    if (auto v = n["objectives"]) {
+      if (!v.IsMap()) fail(v, "epp.objectives", "expected a mapping of names to priorities");
+      for (const auto& kv : v) {
+        const std::string name = text(kv.first, "epp.objectives");
+        if (name.empty()) fail(kv.first, "epp.objectives", "empty objective name");
+        e.objectives[name] =
+            static_cast<int>(integer(kv.second, "epp.objectives." + name, -1'000'000, 1'000'000));
+      }
+    }
+    if (auto v = n["max_fairness_ids"]) {
+      e.max_fairness_ids = static_cast<uint32_t>(integer(v, "epp.max_fairness_ids", 0, 1'000'000));
+    }
     return e;
   }
 

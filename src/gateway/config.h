@@ -15,6 +15,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -130,6 +132,11 @@ struct AdminConfig {
 struct EppConfig {
   std::string address = "0.0.0.0";
   uint16_t port = 9002;  // the Gateway API Inference Extension's usual port; 0: ephemeral
+  // x-gateway-inference-objective's names (the InferenceObjectives) and their priorities.
+  std::map<std::string, int, std::less<>> objectives;
+  // Distinct x-gateway-inference-fairness-id values kept as tenants (new ones past it
+  // count as none).
+  uint32_t max_fairness_ids = 1000;
 };
 
 // Trace context and span export (docs/tracing.md). Absent: no tracing, and the request

@@ -170,9 +170,18 @@ std::function<void()> Gateway::pick_external(ExternalRequest request,
   auto stream = std::make_shared<ExternalStream>(std::move(done), std::move(request.subset));
   std::weak_ptr<ExternalStream> weak = stream;
   Impl* self = impl_.get();
-  asio::post(self->io, [self, stream = std::move(stream),
-                        http = std::move(request.http)]() mutable {
+  asio::post(self->io, [self, stream = std::move(stream), http = std::move(request.http),
+                        priority = request.priority,
+                        fairness_id = std::move(request.fairness_id)]() mutable {
     ExternalStream* raw = stream.get();
+    // The objective's priority, as x-kvgate-priority: with API keys, only for a tenant
+    // that may set its priority.
+    bool may_set_priority = priority.has_value();
+    if (priority && self->keys) {
+      const Tenant* tenant = nullptr;
+      const std::optional<HttpResponse> refused = self->check_key(http, tenant);
+      may_set_priority = !refused && tenant && tenant->may_set_priority;
+    }
     std::optional<ProxyCall> call;
     self->handle(std::move(http), std::move(stream), call);
     if (!call) return;  // answered by the front door
@@ -185,6 +194,11 @@ std::function<void()> Gateway::pick_external(ExternalRequest request,
       return;
     }
     call->external = raw;
+    if (may_set_priority && priority) {
+      call->criticality = route::criticality_from_priority(*priority);
+    }
+    // The fairness id names the tenant only where no key does.
+    if (!fairness_id.empty() && !self->keys) call->tenant = std::move(fairness_id);
     // As serve's requests that may queue: on a strand of its own with several threads.
     if (self->config.threads == 1) {
       asio::co_spawn(self->io.get_executor(), self->proxy(std::move(*call)), asio::detached);

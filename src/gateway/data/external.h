@@ -42,6 +42,13 @@ struct ExternalRequest {
   // writes them) may be picked; nullopt: any of the pool's. Empty, or none of them in the
   // pool: 503, as when no endpoint is ready.
   std::optional<std::vector<std::string>> subset;
+  // The Inference Extension's objective, as the priority the EPP's config gives it
+  // (epp/request_class.h); nullopt: none, the request keeps serve's priority. Applied
+  // when the config has no API keys, or the key's tenant has may_set_priority.
+  std::optional<int> priority;
+  // The Inference Extension's fairness id: the request's tenant in flow control and the
+  // metrics when the config has no API keys ("": none, "anonymous" as in serve).
+  std::string fairness_id;
 };
 
 struct ExternalPick {
