@@ -17,6 +17,7 @@ void add_commands(CLI::App& app) {
   engine_server::add_engine_command(app);
   sim::add_sim_command(app);
   gateway::add_serve_command(app);
+  epp::add_epp_command(app);
   gateway::add_keys_command(app);
   loadgen::add_bench_command(app);
 }
