@@ -39,6 +39,7 @@ int run(const EppOptions& o) {
   options.max_body_bytes = static_cast<size_t>(config->limits.max_body_bytes);
   options.objectives = where.objectives;
   options.max_fairness_ids = where.max_fairness_ids;
+  options.fallbacks = where.fallbacks;
   // The data plane carries the requests: no HTTP listener of the gateway's own (the
   // admin API still runs when configured).
   config->listeners.clear();

@@ -64,8 +64,9 @@ Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& opti
   auto impl = std::make_unique<Impl>();
   impl->classes = std::make_unique<RequestClasses>(options.objectives, options.max_fairness_ids);
   impl->service = std::make_unique<ExtProcService>(
-      picker,
-      ExchangeOptions{.max_body_bytes = options.max_body_bytes, .classes = impl->classes.get()});
+      picker, ExchangeOptions{.max_body_bytes = options.max_body_bytes,
+                              .classes = impl->classes.get(),
+                              .fallbacks = options.fallbacks});
   impl->grace = options.grace;
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;

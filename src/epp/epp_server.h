@@ -36,6 +36,8 @@ struct EppServerOptions {
   std::map<std::string, int, std::less<>> objectives;
   // Distinct x-gateway-inference-fairness-id values kept as tenants.
   size_t max_fairness_ids = 1000;
+  // Fallbacks after the pick in x-gateway-destination-endpoint (0..4).
+  uint8_t fallbacks = 0;
 };
 
 class EppServer {

@@ -168,6 +168,7 @@ Result<std::vector<pb::ProcessingResponse>> Exchange::request_headers(
   if (phase_ != Phase::kRequestHeaders) return Error("request headers a second time");
   read_head(r.request_headers().headers(), request_.http);
   request_.subset = subset_hint(r);
+  request_.fallbacks = fallbacks_;
   if (classes_) {
     if (const auto o = request_.http.header(kObjectiveHeader)) {
       request_.priority = classes_->priority(*o);
@@ -216,14 +217,20 @@ std::vector<pb::ProcessingResponse> Exchange::route(const std::function<bool()>&
     return out;
   }
   destination_ = p.destination;
+  // The protocol's ordered list: the pick, then its fallbacks for the data plane's retries.
+  std::string endpoints = destination_;
+  for (const std::string& f : p.fallbacks) {
+    endpoints += ',';
+    endpoints += f;
+  }
   pb::ProcessingResponse& h = out.emplace_back();
   pb::CommonResponse* c = h.mutable_request_headers()->mutable_response();
   c->set_clear_route_cache(true);
-  set_header(*c->mutable_header_mutation(), kDestinationHeader, destination_);
+  set_header(*c->mutable_header_mutation(), kDestinationHeader, endpoints);
   if (body)
     set_header(*c->mutable_header_mutation(), "content-length", std::to_string(p.body.size()));
   google::protobuf::Struct lb;
-  (*lb.mutable_fields())[std::string(kDestinationHeader)].set_string_value(destination_);
+  (*lb.mutable_fields())[std::string(kDestinationHeader)].set_string_value(std::move(endpoints));
   (*h.mutable_dynamic_metadata()->mutable_fields())[std::string(kDestinationNamespace)]
       .mutable_struct_value()
       ->Swap(&lb);

@@ -72,12 +72,18 @@ struct ExchangeOptions {
   // The objective and fairness headers' mapping (request_class.h), shared by every
   // stream; null: the headers are not read.
   RequestClasses* classes = nullptr;
+  // Fallbacks listed after the pick in x-gateway-destination-endpoint (the router's
+  // runners-up; at most route::Decision::kMaxRunnersUp).
+  uint8_t fallbacks = 0;
 };
 
 class Exchange {
  public:
   Exchange(Picker& picker, const ExchangeOptions& options)
-      : picker_(picker), max_body_(options.max_body_bytes), classes_(options.classes) {}
+      : picker_(picker),
+        max_body_(options.max_body_bytes),
+        classes_(options.classes),
+        fallbacks_(options.fallbacks) {}
   Exchange(Picker& picker, size_t max_body_bytes)
       : Exchange(picker, ExchangeOptions{.max_body_bytes = max_body_bytes}) {}
   ~Exchange() { end(); }
@@ -93,7 +99,8 @@ class Exchange {
   // Idempotent.
   void end();
 
-  // What was picked ("" before, or when refused): for logs and tests.
+  // What was picked ("" before, or when refused): for logs and tests. The header and the
+  // metadata carry it followed by the fallbacks, comma-separated.
   const std::string& destination() const { return destination_; }
   // The endpoint the data plane says served the answer (envoy.lb metadata), if it said.
   const std::string& served() const { return served_; }
@@ -119,6 +126,7 @@ class Exchange {
   Picker& picker_;
   const size_t max_body_;
   RequestClasses* const classes_;
+  const uint8_t fallbacks_;
   Phase phase_ = Phase::kRequestHeaders;
   gateway::ExternalRequest request_;
   std::optional<gateway::ExternalPick> pick_;

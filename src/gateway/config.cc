@@ -272,7 +272,7 @@ class Parser : public YamlReader {
   }
 
   EppConfig epp(const YAML::Node& n) const {
-    only_keys(n, "epp", {"address", "port", "objectives", "max_fairness_ids"});
+    only_keys(n, "epp", {"address", "port", "objectives", "max_fairness_ids", "fallbacks"});
     EppConfig e;
     if (auto v = n["address"]) {
       e.address = text(v, "epp.address");
@@ -287,6 +287,9 @@ class Parser : public YamlReader {
         e.objectives[name] =
             static_cast<int>(integer(kv.second, "epp.objectives." + name, -1'000'000, 1'000'000));
       }
+    }
+    if (auto v = n["fallbacks"]) {
+      e.fallbacks = static_cast<uint8_t>(integer(v, "epp.fallbacks", 0, 4));
     }
     if (auto v = n["max_fairness_ids"]) {
       e.max_fairness_ids = static_cast<uint32_t>(integer(v, "epp.max_fairness_ids", 0, 1'000'000));

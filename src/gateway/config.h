@@ -137,6 +137,9 @@ struct EppConfig {
   // Distinct x-gateway-inference-fairness-id values kept as tenants (new ones past it
   // count as none).
   uint32_t max_fairness_ids = 1000;
+  // Fallbacks after the pick in x-gateway-destination-endpoint: the router's runners-up,
+  // for the data plane's retries (0..4; 0: the pick alone).
+  uint8_t fallbacks = 0;
 };
 
 // Trace context and span export (docs/tracing.md). Absent: no tracing, and the request

@@ -126,6 +126,8 @@ class ExternalStream;
 // request's RouteRequest::excluded.
 std::vector<route::EndpointId> outside_subset(const ExternalStream& stream,
                                               const PoolRuntime& pool);
+// The fallbacks the data plane asked for: the request's RouteRequest::runners_up.
+uint8_t external_fallbacks(const ExternalStream& stream);
 
 struct ProxyCall {
   std::shared_ptr<ResponseStream> stream;
@@ -298,7 +300,8 @@ struct Gateway::Impl {
   // plane, through call.external; the end of its answer (Gateway::external_done, on an
   // I/O thread).
   void hand_off_external(ProxyCall& call, RouteLease lease,
-                         std::shared_ptr<const EndpointAddress> endpoint, std::string body);
+                         std::shared_ptr<const EndpointAddress> endpoint, std::string body,
+                         const route::Decision& decision);
   void finish_external(ExternalPick& pick, const ExternalOutcome& outcome);
   // Charges a finished request's usage to its tenant's token budget.
   void charge(const Tenant* tenant, std::string_view model, const openai::Usage& u);

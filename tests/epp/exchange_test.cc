@@ -17,6 +17,7 @@ struct FakePicker final : Picker {
   // Refuses with `refusal` when set, else picks 10.0.0.7:8000.
   std::optional<io::HttpResponse> refusal;
   bool strip_usage = true;
+  std::vector<std::string> runners_up = {"10.0.0.8:8000", "[fd00::9]:8000"};
   std::vector<gateway::ExternalRequest> asked;
   std::vector<gateway::ExternalOutcome> settled;
 
@@ -36,6 +37,10 @@ struct FakePicker final : Picker {
     p.body = request.http.body + " ";  // "as it goes upstream": differs from the input
     p.stream = true;
     p.strip_usage_chunk = strip_usage;
+    // The runners-up the gateway would list, as many as asked.
+    for (uint8_t i = 0; i < request.fallbacks && i < runners_up.size(); ++i) {
+      p.fallbacks.push_back(runners_up[i]);
+    }
     return p;
   }
   void done(gateway::ExternalPick, gateway::ExternalOutcome outcome) override {
@@ -116,6 +121,43 @@ TEST(EppExchange, HoldsTheBodyThenAnswersWithThePickInHeaderAndMetadata) {
   EXPECT_EQ(s.body(), "{\"model\":\"sim\"} ");
   EXPECT_TRUE(s.end_of_stream());
   EXPECT_EQ(x.destination(), "10.0.0.7:8000");
+}
+
+TEST(EppExchange, FallbacksFollowThePickInHeaderAndMetadata) {
+  FakePicker picker;
+  Exchange x(picker, ExchangeOptions{.max_body_bytes = 1 << 20, .fallbacks = 2});
+  ASSERT_TRUE(x.on_request(headers(), kNever));
+  auto r = x.on_request(body("{}", true), kNever);
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_EQ(picker.asked.size(), 1u);
+  EXPECT_EQ(picker.asked[0].fallbacks, 2);
+  ASSERT_EQ(r->size(), 2u);
+  const pb::ProcessingResponse& h = (*r)[0];
+  const std::string list = "10.0.0.7:8000,10.0.0.8:8000,[fd00::9]:8000";
+  EXPECT_EQ(
+      header_of(h.request_headers().response().header_mutation(), "x-gateway-destination-endpoint"),
+      list);
+  EXPECT_EQ(h.dynamic_metadata()
+                .fields()
+                .at(std::string("envoy.lb"))
+                .struct_value()
+                .fields()
+                .at(std::string("x-gateway-destination-endpoint"))
+                .string_value(),
+            list);
+  EXPECT_EQ(x.destination(), "10.0.0.7:8000");  // the pick alone
+
+  // Not asked: the pick alone.
+  FakePicker alone;
+  Exchange y(alone, 1 << 20);
+  ASSERT_TRUE(y.on_request(headers(), kNever));
+  r = y.on_request(body("{}", true), kNever);
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_EQ(alone.asked.size(), 1u);
+  EXPECT_EQ(alone.asked[0].fallbacks, 0);
+  EXPECT_EQ(header_of((*r)[0].request_headers().response().header_mutation(),
+                      "x-gateway-destination-endpoint"),
+            "10.0.0.7:8000");
 }
 
 TEST(EppExchange, ARefusalIsAnImmediateResponseWithServesAnswer) {

@@ -172,7 +172,7 @@ class EppConformance(unittest.TestCase):
         cls.dir = tempfile.mkdtemp(prefix="kvgate-epp-")
         config = os.path.join(cls.dir, "epp.yaml")
         with open(config, "w") as f:
-            f.write("epp: {address: 127.0.0.1, port: 0}\n"
+            f.write("epp: {address: 127.0.0.1, port: 0, fallbacks: 1}\n"
                     "admin: {address: 127.0.0.1, port: 0}\n"
                     "timeouts: {header_ms: 5000, drain_ms: 2000, connect_ms: 1000}\n"
                     "pools:\n  main:\n    block_size: 16\n"
@@ -225,7 +225,9 @@ class EppConformance(unittest.TestCase):
         self.assertTrue(streamed.end_of_stream)
         self.assertEqual(header_value(common.header_mutation, "content-length"),
                          str(len(streamed.body)))
-        return dest, streamed.body
+        # The pick first, then the fallbacks (epp.fallbacks: 1 here).
+        self.last_endpoints = dest.split(",")
+        return self.last_endpoints[0], streamed.body
 
     def answer(self, s, dest, upstream_body, path="/v1/chat/completions"):
         """As Envoy: the request to `dest`, its answer through the EPP; returns the bytes
@@ -328,6 +330,21 @@ class EppConformance(unittest.TestCase):
                 dest, upstream = self.picked(rs)
                 self.assertEqual(dest, target)
                 self.answer(s, dest, upstream)
+
+    def test_fallbacks_follow_the_pick(self):
+        body = {"model": "sim", "max_tokens": 2,
+                "messages": [{"role": "user", "content": "a pick and a fallback"}]}
+        s, rs = self.route(body)
+        dest, upstream = self.picked(rs)
+        # Two engines, one fallback asked: the other engine follows the pick.
+        self.assertEqual(len(self.last_endpoints), 2, self.last_endpoints)
+        self.assertEqual(sorted(self.last_endpoints), sorted(self.hostports))
+        self.answer(s, dest, upstream)
+        # The subset hint leaves one endpoint: no fallback.
+        s, rs = self.route(body, subset=[self.hostports[1]])
+        dest, upstream = self.picked(rs)
+        self.assertEqual(self.last_endpoints, [self.hostports[1]])
+        self.answer(s, dest, upstream)
 
     def test_503_when_no_endpoint(self):
         body = {"model": "sim", "max_tokens": 2,

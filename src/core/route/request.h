@@ -55,6 +55,9 @@ struct RouteRequest {
   // that places adapters (Endpoint::lora_placed), only the endpoints that have it loaded
   // are candidates while one is, else those loading it, else every endpoint.
   std::string_view adapter;
+  // How many runners-up the decision lists after its endpoint (Decision::runners_up, at
+  // most Decision::kMaxRunnersUp): the Endpoint Picker's fallbacks. 0: none.
+  uint8_t runners_up = 0;
 };
 
 }  // namespace kvgate::route

@@ -25,8 +25,8 @@ std::string destination_of(const EndpointAddress& endpoint) {
 class ExternalStream final : public ResponseStream {
  public:
   ExternalStream(std::function<void(ExternalPick)> done,
-                 std::optional<std::vector<std::string>> subset)
-      : subset_(std::move(subset)), done_(std::move(done)) {}
+                 std::optional<std::vector<std::string>> subset, uint8_t fallbacks)
+      : subset_(std::move(subset)), fallbacks_(fallbacks), done_(std::move(done)) {}
   ~ExternalStream() override {
     // Neither answered nor picked (cancelled on its way): the data plane still hears.
     if (done_) {
@@ -58,6 +58,7 @@ class ExternalStream final : public ResponseStream {
   }
 
   const std::optional<std::vector<std::string>>& subset() const { return subset_; }
+  uint8_t fallbacks() const { return fallbacks_; }
 
   void respond(HttpResponse response) override {
     ExternalPick p;
@@ -89,6 +90,7 @@ class ExternalStream final : public ResponseStream {
 
  private:
   const std::optional<std::vector<std::string>> subset_;
+  const uint8_t fallbacks_;
   mutable std::mutex mu_;
   std::function<void(ExternalPick)> done_;
   std::function<void()> on_close_;
@@ -110,11 +112,19 @@ std::vector<route::EndpointId> outside_subset(const ExternalStream& stream,
   return out;
 }
 
+uint8_t external_fallbacks(const ExternalStream& stream) { return stream.fallbacks(); }
+
 void Gateway::Impl::hand_off_external(ProxyCall& call, RouteLease lease,
                                       std::shared_ptr<const EndpointAddress> endpoint,
-                                      std::string body) {
+                                      std::string body, const route::Decision& decision) {
   ExternalPick p;
   p.destination = destination_of(*endpoint);
+  for (uint8_t i = 0; i < decision.runner_count; ++i) {
+    // An endpoint removed since the decision is left out.
+    if (std::optional<EndpointAddress> e = call.pool->endpoint(decision.runners_up[i])) {
+      p.fallbacks.push_back(destination_of(*e));
+    }
+  }
   p.endpoint = std::move(endpoint);
   p.body = std::move(body);
   p.stream = call.request.stream;
@@ -167,7 +177,8 @@ void Gateway::Impl::finish_external(ExternalPick& p, const ExternalOutcome& o) {
 
 std::function<void()> Gateway::pick_external(ExternalRequest request,
                                              std::function<void(ExternalPick)> done) {
-  auto stream = std::make_shared<ExternalStream>(std::move(done), std::move(request.subset));
+  auto stream = std::make_shared<ExternalStream>(std::move(done), std::move(request.subset),
+                                                 request.fallbacks);
   std::weak_ptr<ExternalStream> weak = stream;
   Impl* self = impl_.get();
   asio::post(self->io, [self, stream = std::move(stream), http = std::move(request.http),

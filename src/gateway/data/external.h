@@ -49,6 +49,9 @@ struct ExternalRequest {
   // The Inference Extension's fairness id: the request's tenant in flow control and the
   // metrics when the config has no API keys ("": none, "anonymous" as in serve).
   std::string fairness_id;
+  // Fallbacks to list after the pick (the router's runners-up, at most
+  // route::Decision::kMaxRunnersUp).
+  uint8_t fallbacks = 0;
 };
 
 struct ExternalPick {
@@ -59,6 +62,8 @@ struct ExternalPick {
   // The pick: its endpoint, as "ip:port" for the data plane.
   std::shared_ptr<const EndpointAddress> endpoint;
   std::string destination;
+  // The fallbacks asked for, best first, in the same form: the data plane's retries.
+  std::vector<std::string> fallbacks;
   // The body as it must go upstream (the model's served name; a stream asks for usage).
   std::string body;
   bool stream = false;

@@ -177,6 +177,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   if (call.external) [[unlikely]] {
     outside = outside_subset(*call.external, pool);
     rr.excluded = outside;
+    rr.runners_up = external_fallbacks(*call.external);
   }
 
   io::UpstreamRequest up;
@@ -283,7 +284,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     if (placer) placer->routed(endpoint->id, call.model->name);
     if (call.external) [[unlikely]] {
       // The external data plane sends it (external.h): the pick and its lease go back.
-      hand_off_external(call, std::move(lease), std::move(endpoint), std::move(up.body));
+      hand_off_external(call, std::move(lease), std::move(endpoint), std::move(up.body),
+                        pick.decision);
       co_return;
     }
     if (attempt > 0) metrics.retry(pool.name());
