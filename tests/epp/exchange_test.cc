@@ -38,7 +38,7 @@ struct FakePicker final : Picker {
     p.stream = true;
     p.strip_usage_chunk = strip_usage;
     // The runners-up the gateway would list, as many as asked.
-    for (uint8_t i = 0; i < request.fallbacks && i < runners_up.size(); ++i) {
+    for (size_t i = 0; i < request.fallbacks && i < runners_up.size(); ++i) {
       p.fallbacks.push_back(runners_up[i]);
     }
     return p;

@@ -193,7 +193,7 @@ int distance(const Endpoint& a, const Endpoint& b) {
 void rank_runners_up(std::span<const Candidate> c, size_t won, uint8_t want, Decision& d) {
   d.runner_count = 0;
   const size_t n = std::min<size_t>(want, Decision::kMaxRunnersUp);
-  while (d.runner_count < n) {
+  while (static_cast<size_t>(d.runner_count) < n) {
     const auto listed = d.runners_up.begin() + d.runner_count;
     const Candidate* best = nullptr;
     for (size_t i = 0; i < c.size(); ++i) {
