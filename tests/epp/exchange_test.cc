@@ -38,7 +38,8 @@ struct FakePicker final : Picker {
     p.stream = true;
     p.strip_usage_chunk = strip_usage;
     // The runners-up the gateway would list, as many as asked.
-    for (size_t i = 0; i < request.fallbacks && i < runners_up.size(); ++i) {
+    const size_t asked_for = request.fallbacks;
+    for (size_t i = 0; i < asked_for && i < runners_up.size(); ++i) {
       p.fallbacks.push_back(runners_up[i]);
     }
     return p;
