@@ -3,6 +3,7 @@
 #include "cli/coldstart/coldstart_command.h"
 #include "cli/tokenize_command.h"
 #include "engine/engine_command.h"
+#include "epp/epp_command.h"
 #include "gateway/data/keys.h"
 #include "gateway/serve_command.h"
 #include "loadgen/bench_command.h"
@@ -16,6 +17,7 @@ void add_commands(CLI::App& app) {
   engine_server::add_engine_command(app);
   sim::add_sim_command(app);
   gateway::add_serve_command(app);
+  epp::add_epp_command(app);
   gateway::add_keys_command(app);
   loadgen::add_bench_command(app);
 }

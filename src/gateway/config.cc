@@ -109,10 +109,10 @@ class Parser : public YamlReader {
   GatewayConfig parse(const YAML::Node& root) {
     GatewayConfig c;
     c.file = file();
-    only_keys(
-        root, "config",
-        {"listeners", "keys_file", "timeouts", "limits", "retries", "circuit_breaker",
-         "rate_limits", "cluster", "threads", "admin", "tracing", "pools", "models", "adapters"});
+    only_keys(root, "config",
+              {"listeners", "keys_file", "timeouts", "limits", "retries", "circuit_breaker",
+               "rate_limits", "cluster", "threads", "admin", "tracing", "epp", "pools", "models",
+               "adapters"});
     if (auto n = root["listeners"]) {
       if (!n.IsSequence() || n.size() == 0) fail(n, "listeners", "expected a non-empty list");
       for (size_t i = 0; i < n.size(); ++i) {
@@ -143,6 +143,7 @@ class Parser : public YamlReader {
     if (auto n = root["cluster"]) c.cluster = cluster(n);
     if (auto n = root["admin"]) c.admin = admin(n);
     if (auto n = root["tracing"]) c.tracing = tracing(n);
+    if (auto n = root["epp"]) c.epp = epp(n);
     if (auto n = root["circuit_breaker"]) {
       only_keys(n, "circuit_breaker", {"failures", "open_ms"});
       if (auto v = n["failures"]) {
@@ -268,6 +269,32 @@ class Parser : public YamlReader {
       fail(n, "tracing.max_queue", fmt::format("must be at least batch_size ({})", t.batch_size));
     }
     return t;
+  }
+
+  EppConfig epp(const YAML::Node& n) const {
+    only_keys(n, "epp", {"address", "port", "objectives", "max_fairness_ids", "fallbacks"});
+    EppConfig e;
+    if (auto v = n["address"]) {
+      e.address = text(v, "epp.address");
+      if (e.address.empty()) fail(v, "epp.address", "empty address");
+    }
+    if (auto v = n["port"]) e.port = static_cast<uint16_t>(integer(v, "epp.port", 0, 65535));
+    if (auto v = n["objectives"]) {
+      if (!v.IsMap()) fail(v, "epp.objectives", "expected a mapping of names to priorities");
+      for (const auto& kv : v) {
+        const std::string name = text(kv.first, "epp.objectives");
+        if (name.empty()) fail(kv.first, "epp.objectives", "empty objective name");
+        e.objectives[name] =
+            static_cast<int>(integer(kv.second, "epp.objectives." + name, -1'000'000, 1'000'000));
+      }
+    }
+    if (auto v = n["fallbacks"]) {
+      e.fallbacks = static_cast<uint8_t>(integer(v, "epp.fallbacks", 0, 4));
+    }
+    if (auto v = n["max_fairness_ids"]) {
+      e.max_fairness_ids = static_cast<uint32_t>(integer(v, "epp.max_fairness_ids", 0, 1'000'000));
+    }
+    return e;
   }
 
   AdminConfig admin(const YAML::Node& n) const {

@@ -15,6 +15,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -123,6 +125,21 @@ struct AdminConfig {
   uint16_t port = 9090;    // 0: an ephemeral port (printed at start)
   std::string token;       // empty: no token (loopback only)
   std::string token_file;  // where `token` was read from (empty: given inline)
+};
+
+// `kvgate epp` (docs/epp.md): the Endpoint Picker's gRPC listener (Envoy's External
+// Processing protocol). `kvgate serve` ignores the section.
+struct EppConfig {
+  std::string address = "0.0.0.0";
+  uint16_t port = 9002;  // the Gateway API Inference Extension's usual port; 0: ephemeral
+  // x-gateway-inference-objective's names (the InferenceObjectives) and their priorities.
+  std::map<std::string, int, std::less<>> objectives;
+  // Distinct x-gateway-inference-fairness-id values kept as tenants (new ones past it
+  // count as none).
+  uint32_t max_fairness_ids = 1000;
+  // Fallbacks after the pick in x-gateway-destination-endpoint: the router's runners-up,
+  // for the data plane's retries (0..4; 0: the pick alone).
+  uint8_t fallbacks = 0;
 };
 
 // Trace context and span export (docs/tracing.md). Absent: no tracing, and the request
@@ -242,6 +259,7 @@ struct GatewayConfig {
   int threads = 2;                       // I/O threads
   std::optional<AdminConfig> admin;      // absent: no admin listener
   std::optional<TracingConfig> tracing;  // absent: no tracing
+  std::optional<EppConfig> epp;          // `kvgate epp` only; absent: its defaults
   std::vector<PoolConfig> pools;
   std::vector<ModelConfig> models;
 

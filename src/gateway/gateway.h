@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,9 @@ namespace kvgate::gateway {
 
 class PoolRuntime;
 class AdminApi;
+struct ExternalRequest;
+struct ExternalPick;
+struct ExternalOutcome;
 
 // What the gateway is given by whoever starts it, besides its config.
 struct GatewayOptions {
@@ -70,6 +74,17 @@ class Gateway {
   // Warm-up before traffic (gateway/control/warmup.h): every pool's warm-up state as JSON, for
   // the admin API.
   std::string warmup_status_json() const;
+
+  // External routing (gateway/data/external.h: the Endpoint Picker): the request is checked
+  // and routed as this gateway's own are, then handed back instead of proxied. `done`
+  // runs exactly once, on one of the gateway's I/O threads (it must not block). Returns
+  // the cancel: the data plane gave up before the pick (out of the queue at once, then
+  // `done` still runs, with an answer). Any thread.
+  std::function<void()> pick_external(ExternalRequest request,
+                                      std::function<void(ExternalPick)> done);
+  // The end of an answer the data plane carried: the router's load released, the usage
+  // charged to the tenant, the request's metrics recorded, as serve's own. Any thread.
+  void external_done(ExternalPick pick, ExternalOutcome outcome);
 
   struct Impl;
 

@@ -31,6 +31,7 @@
 #include "gateway/control/warmup.h"
 #include "gateway/data/disagg_flow.h"
 #include "gateway/data/engine_tokenizer.h"
+#include "gateway/data/external.h"
 #include "gateway/data/fault_metrics.h"
 #include "gateway/data/flow_glue.h"
 #include "gateway/data/keys.h"
@@ -118,8 +119,21 @@ struct Translation {
   std::string previous_response;
 };
 
+// The stream of an external request (data/external.cc): it takes the gateway's answer,
+// or the pick that proxy() hands back instead of sending the request upstream.
+class ExternalStream;
+// The endpoints of `pool` outside the stream's subset hint (none without a hint): the
+// request's RouteRequest::excluded.
+std::vector<route::EndpointId> outside_subset(const ExternalStream& stream,
+                                              const PoolRuntime& pool);
+// The fallbacks the data plane asked for: the request's RouteRequest::runners_up.
+uint8_t external_fallbacks(const ExternalStream& stream);
+
 struct ProxyCall {
   std::shared_ptr<ResponseStream> stream;
+  // Gateway::pick_external's requests: `stream` itself, where the pick goes back instead
+  // of the request going upstream. Null for the gateway's own requests.
+  ExternalStream* external = nullptr;
   Serve serve = Serve::kGenerate;
   // Messages and Responses: their events, usage and errors are their own; they are routed
   // on `translation` (set exactly when the dialect is not kOpenAi).
@@ -284,6 +298,13 @@ struct Gateway::Impl {
   enum class Migrated { kResumed, kComplete, kCancelled, kFailed };
   asio::awaitable<Migrated> migrate(StreamJob& job);
   void stop_all();
+  // External routing (data/external.h): the accepted pick and its lease back to the data
+  // plane, through call.external; the end of its answer (Gateway::external_done, on an
+  // I/O thread).
+  void hand_off_external(ProxyCall& call, RouteLease lease,
+                         std::shared_ptr<const EndpointAddress> endpoint, std::string body,
+                         const route::Decision& decision);
+  void finish_external(ExternalPick& pick, const ExternalOutcome& outcome);
   // Charges a finished request's usage to its tenant's token budget.
   void charge(const Tenant* tenant, std::string_view model, const openai::Usage& u);
 };

@@ -4,6 +4,7 @@
 // labels and the error body, and the HTTP status the gateway answers with.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -56,6 +57,14 @@ struct Decision {
   double cost = 0;              // the winner's cost under the policy (lower is better;
                                 // score-based policies report -score)
   bool session_kept = false;    // session affinity chose `endpoint` (the policy did not)
+
+  // When RouteRequest::runners_up asks: the next best candidates after `endpoint`, best
+  // first, by the cost the policy gave them (for a disaggregated pool, the decode stage's
+  // cost). Only candidates the policy costed count: one that compares two at random
+  // (power-of-two) lists at most the one it did not take.
+  static constexpr size_t kMaxRunnersUp = 4;
+  std::array<kv::EndpointId, kMaxRunnersUp> runners_up{};
+  uint8_t runner_count = 0;
 };
 
 }  // namespace kvgate::route

@@ -61,6 +61,9 @@ struct RouteRequest {
   // session is bound to, while it is a candidate within the load bound; else the policy
   // decides. commit() binds the session to the endpoint chosen.
   uint64_t session = 0;
+  // How many runners-up the decision lists after its endpoint (Decision::runners_up, at
+  // most Decision::kMaxRunnersUp): the Endpoint Picker's fallbacks. 0: none.
+  uint8_t runners_up = 0;
 };
 
 }  // namespace kvgate::route

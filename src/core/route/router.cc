@@ -216,6 +216,24 @@ int distance(const Endpoint& a, const Endpoint& b) {
   return 2;
 }
 
+// Decision::runners_up: of the candidates but the winner `won`, those the policy costed,
+// lowest cost first (ties: the lower id, as the candidates are in id order); up to `want`.
+void rank_runners_up(std::span<const Candidate> c, size_t won, uint8_t want, Decision& d) {
+  d.runner_count = 0;
+  const size_t n = std::min<size_t>(want, Decision::kMaxRunnersUp);
+  while (static_cast<size_t>(d.runner_count) < n) {
+    const auto listed = d.runners_up.begin() + d.runner_count;
+    const Candidate* best = nullptr;
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (i == won || std::isnan(c[i].cost)) continue;
+      if (std::find(d.runners_up.begin(), listed, c[i].endpoint->id) != listed) continue;
+      if (!best || c[i].cost < best->cost) best = &c[i];
+    }
+    if (!best) break;
+    d.runners_up[d.runner_count++] = best->endpoint->id;
+  }
+}
+
 }  // namespace
 
 Decision Router::decide(const RouteRequest& request, std::span<const kv::EndpointMatch> overlap,
@@ -344,6 +362,7 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
     d.endpoint = candidates_[i].endpoint->id;
     d.cost = candidates_[i].cost;
     fill(candidates_[i]);
+    if (request.runners_up > 0) rank_runners_up(candidates_, i, request.runners_up, d);
     return d;
   }
 
@@ -387,8 +406,10 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
     c.cost = decode_blocks_in_use(c) + ctx.request_blocks +
              config_.pd.locality_weight * distance(*prefiller.endpoint, *c.endpoint);
   }
-  const Candidate& decoder = decode_candidates_[pick_lowest_cost(decode_candidates_, rng)];
+  const size_t di = pick_lowest_cost(decode_candidates_, rng);
+  const Candidate& decoder = decode_candidates_[di];
   d.endpoint = decoder.endpoint->id;
+  if (request.runners_up > 0) rank_runners_up(decode_candidates_, di, request.runners_up, d);
   d.cost = prefiller.cost;
   // Skip the remote prefill when the decode endpoint itself has nearly all of the
   // prompt cached (or is the prefill endpoint, a role-both endpoint chosen twice).

@@ -172,6 +172,14 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   if (translated && !call.translation->previous_response.empty()) {
     rr.preferred = pool.responses().find(call.translation->previous_response);
   }
+  // An external data plane's subset hint (external.h): the endpoints outside it are
+  // excluded from the decision, the queue's included.
+  std::vector<route::EndpointId> outside;
+  if (call.external) [[unlikely]] {
+    outside = outside_subset(*call.external, pool);
+    rr.excluded = outside;
+    rr.runners_up = external_fallbacks(*call.external);
+  }
 
   io::UpstreamRequest up;
   up.method = "POST";
@@ -186,7 +194,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   auto cancel = cancel_when_client_leaves(*call.stream, up, here);
   // Stream migration (opt-in per pool): the engine is asked for the token ids.
   std::optional<MigratingStream> migration;
-  if (call.request.stream && pool.config().max_migrations > 0 && !translated) {
+  if (call.request.stream && pool.config().max_migrations > 0 && !translated && !call.external) {
     migration = MigratingStream::start(up.body, call.kind);
     if (migration) up.body = migration->first_body();
   }
@@ -275,6 +283,12 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       t.attribute("kvgate.disaggregated", d.prefill_endpoint.has_value());
     }
     if (placer) placer->routed(endpoint->id, call.model->name);
+    if (call.external) [[unlikely]] {
+      // The external data plane sends it (external.h): the pick and its lease go back.
+      hand_off_external(call, std::move(lease), std::move(endpoint), std::move(up.body),
+                        pick.decision);
+      co_return;
+    }
     if (attempt > 0) metrics.retry(pool.name());
     // Disaggregated: the prefill hop first; `endpoint` is then the decode endpoint.
     std::optional<io::UpstreamRequest> decode_up;

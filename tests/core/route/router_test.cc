@@ -136,6 +136,36 @@ TEST_F(RouterTest, ExcludedEndpointsAreSkippedForThatRequestOnly) {
   EXPECT_EQ(router_->decide(retry, 0, rng_).reason, RejectReason::kNoHealthyEndpoints);
 }
 
+// The Endpoint Picker's fallbacks: the candidates after the winner, by the policy's cost.
+TEST_F(RouterTest, RunnersUpFollowThePolicysCost) {
+  build();
+  auto r = prompt(8, 1);
+  EndpointId a = add({.url = "A"});
+  EndpointId b = add({.url = "B"});
+  EndpointId c = add({.url = "C"});
+  cache(b, r, 8);
+  cache(c, r, 4);
+  Decision d = router_->decide(r, 0, rng_);
+  ASSERT_TRUE(d.accepted());
+  EXPECT_EQ(d.endpoint, b);
+  EXPECT_EQ(d.runner_count, 0);  // not asked
+  r.runners_up = 1;
+  d = router_->decide(r, 0, rng_);
+  ASSERT_EQ(d.runner_count, 1);
+  EXPECT_EQ(d.runners_up[0], c);
+  r.runners_up = 4;  // more than there are: every other candidate, best first
+  d = router_->decide(r, 0, rng_);
+  EXPECT_EQ(d.endpoint, b);
+  ASSERT_EQ(d.runner_count, 2);
+  EXPECT_EQ(d.runners_up[0], c);
+  EXPECT_EQ(d.runners_up[1], a);
+  const std::vector<EndpointId> not_c = {c};
+  r.excluded = not_c;  // an excluded endpoint is no runner-up either
+  d = router_->decide(r, 0, rng_);
+  ASSERT_EQ(d.runner_count, 1);
+  EXPECT_EQ(d.runners_up[0], a);
+}
+
 // A request's preferred endpoint (a Responses conversation's previous one) wins over the
 // policy's choice while it is healthy, also when saturated (stale metrics count as
 // saturated: the conversation is stored nowhere else), and is passed over when it is

@@ -1,0 +1,65 @@
+// EppServer: the Endpoint Picker's gRPC listener: Envoy's ExternalProcessor service
+// (one Exchange per stream, exchange.h) and the gRPC health service (grpc.health.v1)
+// with the names the Endpoint Picker protocol lists: "liveness", "readiness" and
+// "envoy.service.ext_proc.v3.ExternalProcessor" (and "", the server as a whole).
+//
+// The only file of kvgate that includes gRPC's headers is its .cc: they are heavy, and
+// the message handling (exchange.h) needs none of them.
+//
+//   auto server = EppServer::start({.address = "0.0.0.0", .port = 0}, picker);
+//   uint16_t port = (*server)->port();
+//   ...
+//   (*server)->stop();   // readiness NOT_SERVING, then streams get a grace to finish
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/common/result.h"
+#include "epp/exchange.h"
+
+namespace kvgate::epp {
+
+struct EppServerOptions {
+  std::string address = "0.0.0.0";
+  uint16_t port = 9002;  // 0: an ephemeral port (port())
+  // A request body longer than this is refused (413), as serve's limits.max_body_bytes.
+  size_t max_body_bytes = 8u << 20;
+  // stop(): how long streams in flight may go on before they are cancelled.
+  std::chrono::milliseconds grace{30'000};
+  // x-gateway-inference-objective's names and their priorities (request_class.h).
+  std::map<std::string, int, std::less<>> objectives;
+  // Distinct x-gateway-inference-fairness-id values kept as tenants.
+  size_t max_fairness_ids = 1000;
+  // Fallbacks after the pick in x-gateway-destination-endpoint (0..4).
+  uint8_t fallbacks = 0;
+};
+
+class EppServer {
+ public:
+  // Binds and serves on gRPC's own threads. `picker` must outlive the server. Errors: the
+  // address cannot be bound.
+  static Result<std::unique_ptr<EppServer>> start(const EppServerOptions& options, Picker& picker);
+  ~EppServer();  // stop()
+  EppServer(const EppServer&) = delete;
+  EppServer& operator=(const EppServer&) = delete;
+
+  uint16_t port() const;
+  // Readiness (and the ext_proc service's health): NOT_SERVING while false.
+  void set_ready(bool ready);
+  // Readiness NOT_SERVING, no new streams, streams in flight up to `grace`. Idempotent.
+  void stop();
+
+  struct Impl;
+
+ private:
+  explicit EppServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvgate::epp

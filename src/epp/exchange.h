@@ -1,0 +1,154 @@
+// Exchange: one ext_proc stream of the Endpoint Picker protocol (docs/epp.md), as the
+// data plane (Envoy) runs it for one HTTP request and its response, in
+// FULL_DUPLEX_STREAMED body mode. Knows the protocol's messages, not gRPC: the server
+// (epp_server.cc) feeds it what it reads and sends what it returns; a test feeds it
+// messages directly.
+//
+// The request path: the headers and the body's chunks are held until the body's end of
+// stream; then the whole request is routed by the Picker (the gateway's front door and
+// router, gateway/data/external.h) and answered with a headers response that sets
+// x-gateway-destination-endpoint (and the same value in the dynamic metadata
+// envoy.lb / x-gateway-destination-endpoint), followed by the body as it goes upstream
+// (a streamed body response, end of stream). A refusal is an ImmediateResponse with the
+// status and body `kvgate serve` would have answered (503 no endpoint, 429 shed or rate
+// limited, 400, 401, 404 ...). The subset hint (metadata envoy.lb.subset_hint /
+// x-gateway-destination-endpoint-subset) limits the pick to its endpoints. The
+// objective and fairness headers (x-gateway-inference-objective, -fairness-id) are read
+// through RequestClasses (request_class.h) into the request's priority and tenant.
+//
+// The response path: headers and body chunks pass through unchanged (CONTINUE; each body
+// chunk back as a streamed response), except a stream's usage-only chunk the gateway
+// asked for itself, which is dropped as serve drops it. On the way the answer's usage is
+// read (the SSE stream's usage chunk, a whole answer's `usage`) and, at its end, the
+// pick is settled: the router's load released, tokens charged, metrics recorded.
+//
+//   Exchange x(picker, max_body_bytes);
+//   auto out = x.on_request(message, cancelled);   // responses to send, maybe none
+//   if (!out) ... close the stream with INVALID_ARGUMENT: out.error()
+//   x.end();                                       // the stream is over
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/common/result.h"
+#include "core/common/time.h"
+#include "envoy/service/ext_proc/v3/external_processor.pb.h"
+#include "epp/request_class.h"
+#include "gateway/data/external.h"
+#include "openai/sse_tap.h"
+
+namespace kvgate::epp {
+
+namespace pb = ::envoy::service::ext_proc::v3;
+
+// The protocol's names.
+inline constexpr std::string_view kDestinationHeader = "x-gateway-destination-endpoint";
+inline constexpr std::string_view kDestinationNamespace = "envoy.lb";
+inline constexpr std::string_view kServedKey = "x-gateway-destination-endpoint-served";
+inline constexpr std::string_view kSubsetNamespace = "envoy.lb.subset_hint";
+inline constexpr std::string_view kSubsetKey = "x-gateway-destination-endpoint-subset";
+
+// What routes a whole request: the running gateway (gateway_picker.h), or a test's fake.
+class Picker {
+ public:
+  virtual ~Picker() = default;
+  // Routes `request`, blocking until decided; `cancelled` says the data plane left (the
+  // pick then ends soon, with an answer).
+  virtual gateway::ExternalPick pick(gateway::ExternalRequest request,
+                                     const std::function<bool()>& cancelled) = 0;
+  // The end of a picked request's answer (gateway::Gateway::external_done).
+  virtual void done(gateway::ExternalPick pick, gateway::ExternalOutcome outcome) = 0;
+  // The gateway's clock, in which ExternalPick::received is read.
+  virtual Nanos now() const = 0;
+};
+
+struct ExchangeOptions {
+  // A request body longer than this is refused (413), as serve's limits.max_body_bytes.
+  size_t max_body_bytes = 8u << 20;
+  // The objective and fairness headers' mapping (request_class.h), shared by every
+  // stream; null: the headers are not read.
+  RequestClasses* classes = nullptr;
+  // Fallbacks listed after the pick in x-gateway-destination-endpoint (the router's
+  // runners-up; at most route::Decision::kMaxRunnersUp).
+  uint8_t fallbacks = 0;
+};
+
+class Exchange {
+ public:
+  Exchange(Picker& picker, const ExchangeOptions& options)
+      : picker_(picker),
+        max_body_(options.max_body_bytes),
+        classes_(options.classes),
+        fallbacks_(options.fallbacks) {}
+  Exchange(Picker& picker, size_t max_body_bytes)
+      : Exchange(picker, ExchangeOptions{.max_body_bytes = max_body_bytes}) {}
+  ~Exchange() { end(); }
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  // The responses to send for `request`, in order (none while the request body is held).
+  // An error for a message the protocol does not allow here (no request set, a body
+  // before the headers, a second request): the stream must end with INVALID_ARGUMENT.
+  Result<std::vector<pb::ProcessingResponse>> on_request(const pb::ProcessingRequest& request,
+                                                         const std::function<bool()>& cancelled);
+  // The stream is over: a pick whose answer did not end is settled as a client that left.
+  // Idempotent.
+  void end();
+
+  // What was picked ("" before, or when refused): for logs and tests. The header and the
+  // metadata carry it followed by the fallbacks, comma-separated.
+  const std::string& destination() const { return destination_; }
+  // The endpoint the data plane says served the answer (envoy.lb metadata), if it said.
+  const std::string& served() const { return served_; }
+
+ private:
+  enum class Phase : uint8_t {
+    kRequestHeaders,  // nothing yet
+    kRequestBody,     // headers held, body chunks coming
+    kRouted,          // the request path answered with a pick: its response comes next
+    kResponseBody,    // response headers passed, body chunks coming
+    kOver,            // answered (ImmediateResponse) or settled
+  };
+
+  Result<std::vector<pb::ProcessingResponse>> request_headers(const pb::ProcessingRequest& r,
+                                                              const std::function<bool()>& c);
+  Result<std::vector<pb::ProcessingResponse>> request_body(const pb::ProcessingRequest& r,
+                                                           const std::function<bool()>& c);
+  std::vector<pb::ProcessingResponse> route(const std::function<bool()>& cancelled, bool body);
+  std::vector<pb::ProcessingResponse> response_headers(const pb::ProcessingRequest& r);
+  std::vector<pb::ProcessingResponse> response_body(const pb::ProcessingRequest& r);
+  void settle(int status);
+
+  Picker& picker_;
+  const size_t max_body_;
+  RequestClasses* const classes_;
+  const uint8_t fallbacks_;
+  Phase phase_ = Phase::kRequestHeaders;
+  gateway::ExternalRequest request_;
+  std::optional<gateway::ExternalPick> pick_;
+  std::string destination_;
+  std::string served_;
+  // The response path.
+  int status_ = 0;
+  bool sse_ = false;
+  std::optional<openai::SseTap> tap_;
+  std::string held_;         // the raw bytes of an SSE event the tap still holds
+  std::string answer_;       // a whole answer, for its usage (up to a cap)
+  bool answer_cut_ = false;  // the whole answer was longer than the cap
+  std::optional<double> ttft_;
+};
+
+// Pure helpers, for the exchange and its tests.
+// The subset hint of a request's metadata: nullopt when absent; a list (maybe empty)
+// when present (a list of strings, or one string of comma-separated endpoints).
+std::optional<std::vector<std::string>> subset_hint(const pb::ProcessingRequest& request);
+// The served endpoint of a response's metadata, "" when absent.
+std::string served_endpoint(const pb::ProcessingRequest& request);
+// An ImmediateResponse of `answer` (status, content type, headers, body).
+pb::ProcessingResponse immediate(const io::HttpResponse& answer);
+
+}  // namespace kvgate::epp

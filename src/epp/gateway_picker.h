@@ -1,0 +1,51 @@
+// GatewayPicker: the Exchange's Picker over the running gateway (gateway/data/external.h):
+// `kvgate epp` routes with everything `kvgate serve` routes with.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <memory>
+
+#include "core/common/clock.h"
+#include "epp/exchange.h"
+#include "gateway/data/external.h"
+#include "gateway/gateway.h"
+
+namespace kvgate::epp {
+
+class GatewayPicker final : public Picker {
+ public:
+  // Both borrowed: they must outlive the picker. `clock` is the gateway's.
+  GatewayPicker(gateway::Gateway& gateway, const Clock& clock) : gateway_(gateway), clock_(clock) {}
+
+  // Blocks this thread (a gRPC handler's) until the gateway decides; the gateway's I/O
+  // threads do the work. While waiting it looks every few milliseconds whether the data
+  // plane left, and then cancels (a queued request leaves the queue at once).
+  gateway::ExternalPick pick(gateway::ExternalRequest request,
+                             const std::function<bool()>& cancelled) override {
+    auto promise = std::make_shared<std::promise<gateway::ExternalPick>>();
+    std::future<gateway::ExternalPick> decided = promise->get_future();
+    std::function<void()> cancel = gateway_.pick_external(
+        std::move(request),
+        [promise](gateway::ExternalPick p) { promise->set_value(std::move(p)); });
+    bool cancel_sent = false;
+    while (decided.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready) {
+      if (!cancel_sent && cancelled && cancelled()) {
+        cancel();
+        cancel_sent = true;
+      }
+    }
+    return decided.get();
+  }
+  void done(gateway::ExternalPick pick, gateway::ExternalOutcome outcome) override {
+    gateway_.external_done(std::move(pick), std::move(outcome));
+  }
+  Nanos now() const override { return clock_.now(); }
+
+ private:
+  gateway::Gateway& gateway_;
+  const Clock& clock_;
+};
+
+}  // namespace kvgate::epp

@@ -1,0 +1,98 @@
+// External routing: the gateway's checks and routing decision for a request that another
+// data plane carries to the engine (the Endpoint Picker, `kvgate epp`, src/epp/,
+// docs/epp.md).
+//
+// The request goes through what `kvgate serve` runs for its own requests, unchanged: the
+// front door (key, body, model, tenant), the tenant's rate limits, the LoRA placement,
+// the pool's keys (tokenizer or engine fallback) and warm-up tracking, flow control's
+// queue and the router's decision (PoolRuntime::admit / pick). Where serve would send it
+// upstream, the accepted pick comes back instead, with the request's RouteLease: the
+// router counts its load until Gateway::external_done says how the answer ended. Every
+// answer serve would have given instead (401, 404, 429 rate limited or shed, 503 no
+// endpoint, even GET /v1/models's 200) comes back as `answer`.
+//
+//   std::function<void()> cancel = gateway.pick_external(std::move(request),
+//       [&](ExternalPick p) { ... });   // once, on one of the gateway's I/O threads
+//   ...                                  // the data plane sends p.body to p.destination
+//   gateway.external_done(std::move(p), {.status = 200, .usage = u, .first_token = true});
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/common/time.h"
+#include "gateway/data/keys.h"
+#include "gateway/data/route_lease.h"
+#include "gateway/pool_runtime.h"
+#include "io/http_types.h"
+#include "openai/api_kind.h"
+#include "openai/usage.h"
+
+namespace kvgate::gateway {
+
+struct ExternalRequest {
+  // As the data plane received it: method, target and path, header fields (no HTTP/2
+  // pseudo-headers), body.
+  io::HttpRequest http;
+  // The data plane's subset hint: only these endpoints ("ip:port", as destination_of
+  // writes them) may be picked; nullopt: any of the pool's. Empty, or none of them in the
+  // pool: 503, as when no endpoint is ready.
+  std::optional<std::vector<std::string>> subset;
+  // The Inference Extension's objective, as the priority the EPP's config gives it
+  // (epp/request_class.h); nullopt: none, the request keeps serve's priority. Applied
+  // when the config has no API keys, or the key's tenant has may_set_priority.
+  std::optional<int> priority;
+  // The Inference Extension's fairness id: the request's tenant in flow control and the
+  // metrics when the config has no API keys ("": none, "anonymous" as in serve).
+  std::string fairness_id;
+  // Fallbacks to list after the pick (the router's runners-up, at most
+  // route::Decision::kMaxRunnersUp).
+  uint8_t fallbacks = 0;
+};
+
+struct ExternalPick {
+  // Answered by the gateway itself (a refusal, or a path it answers without an engine):
+  // what `kvgate serve` would have sent. Unset when a pick was made.
+  std::optional<io::HttpResponse> answer;
+
+  // The pick: its endpoint, as "ip:port" for the data plane.
+  std::shared_ptr<const EndpointAddress> endpoint;
+  std::string destination;
+  // The fallbacks asked for, best first, in the same form: the data plane's retries.
+  std::vector<std::string> fallbacks;
+  // The body as it must go upstream (the model's served name; a stream asks for usage).
+  std::string body;
+  bool stream = false;
+  // The usage-only chunk of a stream is the gateway's, not the client's: strip it.
+  bool strip_usage_chunk = false;
+  openai::Dialect dialect = openai::Dialect::kOpenAi;
+
+  // What external_done settles.
+  RouteLease lease;
+  PoolRuntime* pool = nullptr;
+  std::string model;
+  std::string tenant;
+  const Tenant* limited_tenant = nullptr;
+  Nanos received = 0;  // in the gateway's clock
+  std::optional<double> routing_seconds;
+  uint32_t charged_output_tokens = 0;  // flow control's charge, corrected by the usage
+  bool embed = false;
+};
+
+// How an externally carried answer ended.
+struct ExternalOutcome {
+  int status = 0;  // the engine's status; 0: no answer came (the client or data plane left)
+  openai::Usage usage;
+  // Seconds from the pick's `received` to the first token (or the whole answer), if any.
+  std::optional<double> ttft;
+};
+
+// "ip:port" of an endpoint, "[ip]:port" for an IPv6 address: the form the Endpoint
+// Picker protocol's x-gateway-destination-endpoint carries.
+std::string destination_of(const EndpointAddress& endpoint);
+
+}  // namespace kvgate::gateway

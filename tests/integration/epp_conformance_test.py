@@ -1,0 +1,416 @@
+#!/usr/bin/python3
+"""Conformance of `kvgate epp` to the Endpoint Picker protocol (docs/epp.md).
+
+Plays the data plane's (Envoy's) role over gRPC, with Debian's python3-grpcio and
+python3-protobuf and the message modules the build generates from proto/ (protoc
+--python_out, KVGATE_PROTO_PY), against `kvgate epp` routing two real `kvgate engine`s:
+request headers, body chunks, end of stream; the request sent to the picked engine over
+HTTP, as Envoy would; its response headers and body back through the EPP. No gRPC stubs:
+the method is called by its path with the messages' own serializers.
+
+Checks: the health service's names; a pick is one of the engines, in the header and the
+dynamic metadata alike, and the body comes back as it goes upstream; the pick equals the
+admin route view (the router's view of the same request, served by the same process's
+admin API, as `kvgate serve` serves it); the subset hint; 503 with no endpoint to pick
+(an empty subset, or none of the pool's); 404 for an unknown model; the response path
+passes the answer through (a stream's usage chunk the gateway asked for is dropped);
+malformed and out-of-order messages end the stream with INVALID_ARGUMENT and the server
+lives on; a data plane that leaves mid-request does not hurt it.
+
+Run by ctest (entry `epp_conformance`, label integration) with KVGATE_BIN and
+KVGATE_PROTO_PY set; by hand:
+  KVGATE_BIN=build/kvgate KVGATE_PROTO_PY=build/generated/proto \
+      /usr/bin/python3 tests/integration/epp_conformance_test.py
+"""
+
+import json
+import os
+import queue
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+sys.path.insert(0, os.environ.get("KVGATE_PROTO_PY", "build/generated/proto"))
+
+import grpc  # noqa: E402
+from envoy.service.ext_proc.v3 import external_processor_pb2 as pb  # noqa: E402
+
+KVGATE = os.environ.get("KVGATE_BIN", "build/kvgate")
+PROCESS = "/envoy.service.ext_proc.v3.ExternalProcessor/Process"
+DEST = "x-gateway-destination-endpoint"
+SUBSET_NS = "envoy.lb.subset_hint"
+SUBSET_KEY = "x-gateway-destination-endpoint-subset"
+
+
+class Child:
+    """A kvgate process whose stdout lines are collected by a thread."""
+
+    def __init__(self, args):
+        self.proc = subprocess.Popen([KVGATE] + args, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.lines = queue.Queue()
+        self.seen = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def wait_for(self, pattern, timeout=30):
+        """The first match of `pattern` in the output, waiting up to `timeout` s."""
+        deadline = time.time() + timeout
+        rx = re.compile(pattern)
+        for line in self.seen:
+            m = rx.search(line)
+            if m:
+                return m
+        while time.time() < deadline:
+            try:
+                line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    break
+                continue
+            self.seen.append(line)
+            m = rx.search(line)
+            if m:
+                return m
+        raise AssertionError(f"no line matching {pattern!r}; output: {''.join(self.seen)}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def http(method, url, body=None, headers=None):
+    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def header_map(pairs):
+    m = pb.HttpHeaders()
+    for k, v in pairs:
+        h = m.headers.headers.add()
+        h.key = k
+        h.raw_value = v.encode()
+    return m
+
+
+class Stream:
+    """One ext_proc stream: messages go in as the test sends them, answers come out."""
+
+    def __init__(self, channel, serializer=None):
+        self.out = queue.Queue()
+        call = channel.stream_stream(
+            PROCESS,
+            request_serializer=serializer or (lambda m: m.SerializeToString()),
+            response_deserializer=pb.ProcessingResponse.FromString)
+        self.responses = call(iter(self.out.get, None))
+
+    def send(self, message):
+        self.out.put(message)
+
+    def recv(self):
+        return next(self.responses)
+
+    def close(self):
+        self.out.put(None)
+
+    def cancel(self):
+        self.responses.cancel()
+
+
+def request_headers(path="/v1/chat/completions", method="POST", eos=False, subset=None):
+    r = pb.ProcessingRequest()
+    r.request_headers.CopyFrom(header_map([(":method", method), (":path", path),
+                                           (":authority", "gateway.example"),
+                                           ("content-type", "application/json")]))
+    r.request_headers.end_of_stream = eos
+    if subset is not None:
+        r.metadata_context.filter_metadata[SUBSET_NS].update({SUBSET_KEY: subset})
+    return r
+
+
+def request_body(chunk, eos):
+    r = pb.ProcessingRequest()
+    r.request_body.body = chunk
+    r.request_body.end_of_stream = eos
+    return r
+
+
+def header_value(mutation, key):
+    for o in mutation.set_headers:
+        if o.header.key.lower() == key:
+            return (o.header.raw_value or o.header.value.encode()).decode()
+    return None
+
+
+class EppConformance(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.engines = []
+        for _ in range(2):
+            e = Child(["engine", "--port", "0", "--time-scale", "0.01", "--model", "sim",
+                       "--block-size", "16"])
+            cls.engines.append(e)
+        cls.urls = [e.wait_for(r"listening on (http://\S+)").group(1) for e in cls.engines]
+        cls.hostports = [u[len("http://"):] for u in cls.urls]
+        cls.dir = tempfile.mkdtemp(prefix="kvgate-epp-")
+        config = os.path.join(cls.dir, "epp.yaml")
+        with open(config, "w") as f:
+            f.write("epp: {address: 127.0.0.1, port: 0, fallbacks: 1}\n"
+                    "admin: {address: 127.0.0.1, port: 0}\n"
+                    "timeouts: {header_ms: 5000, drain_ms: 2000, connect_ms: 1000}\n"
+                    "pools:\n  main:\n    block_size: 16\n"
+                    "    router:\n      policy: kv-cost\n      overlap: approx\n"
+                    "      filters: []\n    endpoints:\n")
+            for u in cls.urls:
+                f.write(f"      - {u}\n")
+            f.write("models:\n  - name: sim\n    pool: main\n")
+        cls.epp = Child(["epp", config])
+        port = cls.epp.wait_for(r"ext_proc gRPC on 127\.0\.0\.1:(\d+)").group(1)
+        cls.admin = cls.epp.wait_for(r"admin API on (http://\S+)").group(1)
+        cls.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        grpc.channel_ready_future(cls.channel).result(timeout=20)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.epp.stop()
+        for e in cls.engines:
+            e.stop()
+
+    # --- helpers ---------------------------------------------------------------------
+
+    def route(self, body, chunks=2, subset=None, path="/v1/chat/completions"):
+        """Sends a request's headers and body (in `chunks` pieces) on a new stream; returns
+        the stream and the responses to the request path."""
+        s = Stream(self.channel)
+        s.send(request_headers(path=path, subset=subset))
+        data = json.dumps(body).encode()
+        step = max(1, len(data) // chunks)
+        pieces = [data[i:i + step] for i in range(0, len(data), step)]
+        for i, p in enumerate(pieces):
+            s.send(request_body(p, eos=i == len(pieces) - 1))
+        first = s.recv()
+        if first.HasField("immediate_response"):
+            return s, [first]
+        return s, [first, s.recv()]
+
+    def picked(self, responses):
+        h = responses[0]
+        self.assertTrue(h.HasField("request_headers"), h)
+        common = h.request_headers.response
+        dest = header_value(common.header_mutation, DEST)
+        meta = h.dynamic_metadata.fields["envoy.lb"].struct_value.fields[DEST].string_value
+        self.assertEqual(dest, meta, "header and dynamic metadata must carry the same value")
+        self.assertTrue(common.clear_route_cache)
+        b = responses[1]
+        self.assertTrue(b.HasField("request_body"), b)
+        streamed = b.request_body.response.body_mutation.streamed_response
+        self.assertTrue(streamed.end_of_stream)
+        self.assertEqual(header_value(common.header_mutation, "content-length"),
+                         str(len(streamed.body)))
+        # The pick first, then the fallbacks (epp.fallbacks: 1 here).
+        self.last_endpoints = dest.split(",")
+        return self.last_endpoints[0], streamed.body
+
+    def answer(self, s, dest, upstream_body, path="/v1/chat/completions"):
+        """As Envoy: the request to `dest`, its answer through the EPP; returns the bytes
+        the EPP passed back."""
+        status, headers, body = http("POST", f"http://{dest}{path}", upstream_body,
+                                     {"Content-Type": "application/json"})
+        r = pb.ProcessingRequest()
+        r.response_headers.CopyFrom(header_map(
+            [(":status", str(status)),
+             ("content-type", headers.get("Content-Type", "application/json"))]))
+        r.metadata_context.filter_metadata["envoy.lb"].update(
+            {"x-gateway-destination-endpoint-served": dest})
+        s.send(r)
+        h = s.recv()
+        self.assertTrue(h.HasField("response_headers"), h)
+        passed = b""
+        pieces = [body[i:i + 97] for i in range(0, len(body), 97)] or [b""]
+        for i, p in enumerate(pieces):
+            m = pb.ProcessingRequest()
+            m.response_body.body = p
+            m.response_body.end_of_stream = i == len(pieces) - 1
+            s.send(m)
+            out = s.recv()
+            self.assertTrue(out.HasField("response_body"), out)
+            passed += out.response_body.response.body_mutation.streamed_response.body
+        s.close()
+        return status, body, passed
+
+    def health(self, name):
+        check = self.channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=lambda n: (b"\x0a" + bytes([len(n)]) + n.encode()) if n else b"",
+            response_deserializer=lambda b: b)
+        raw = check(name, timeout=10)
+        return raw[1] if len(raw) >= 2 and raw[0] == 0x08 else 0
+
+    def route_view(self, body):
+        status, _, out = http("POST", f"{self.admin}/admin/pools/main/route",
+                              json.dumps(body).encode(), {"Content-Type": "application/json"})
+        self.assertEqual(status, 200, out)
+        decision = json.loads(out)["decision"]
+        self.assertTrue(decision["accepted"], decision)
+        return decision["url"][len("http://"):]
+
+    # --- tests -------------------------------------------------------------------------
+
+    def test_health_names(self):
+        for name in ["", "liveness", "readiness", "envoy.service.ext_proc.v3.ExternalProcessor"]:
+            self.assertEqual(self.health(name), 1, f"{name!r} must be SERVING")
+
+    def test_pick_whole_answer_and_usage(self):
+        body = {"model": "sim", "max_tokens": 4,
+                "messages": [{"role": "user", "content": "hello from the data plane"}]}
+        s, rs = self.route(body, chunks=3)
+        dest, upstream = self.picked(rs)
+        self.assertIn(dest, self.hostports)
+        self.assertEqual(json.loads(upstream)["model"], "sim")
+        status, body_bytes, passed = self.answer(s, dest, upstream)
+        self.assertEqual(status, 200, body_bytes)
+        self.assertEqual(passed, body_bytes, "a whole answer passes unchanged")
+
+    def test_stream_passes_through(self):
+        body = {"model": "sim", "max_tokens": 5, "stream": True,
+                "messages": [{"role": "user", "content": "stream me something"}]}
+        s, rs = self.route(body)
+        dest, upstream = self.picked(rs)
+        self.assertIn(dest, self.hostports)
+        # The gateway asks for usage on streams; the client did not: its chunk is dropped.
+        self.assertTrue(json.loads(upstream)["stream_options"]["include_usage"])
+        status, raw, passed = self.answer(s, dest, upstream)
+        self.assertEqual(status, 200)
+        self.assertIn(b"data: [DONE]", passed)
+        self.assertNotIn(b'"choices":[]', passed.replace(b" ", b""))
+        self.assertLessEqual(len(passed), len(raw))
+
+    def test_pick_equals_admin_route_view(self):
+        prefix = " ".join(f"shared-prefix-word-{i}" for i in range(120))
+        first = {"model": "sim", "max_tokens": 2, "prompt": prefix + " first"}
+        s, rs = self.route(first, path="/v1/completions")
+        dest, upstream = self.picked(rs)
+        self.answer(s, dest, upstream, path="/v1/completions")
+        # The end of an answer reaches the router through the gateway's threads: the view
+        # and the pick must see the same state.
+        time.sleep(0.3)
+        for tail in ["second", "third", "fourth"]:
+            body = {"model": "sim", "max_tokens": 2, "prompt": prefix + " " + tail}
+            view = self.route_view(body)
+            s, rs = self.route(body, path="/v1/completions")
+            got, upstream = self.picked(rs)
+            self.assertEqual(got, view, "the EPP's pick must be the router's view of it")
+            self.answer(s, got, upstream, path="/v1/completions")
+            time.sleep(0.3)
+
+    def test_subset_hint(self):
+        body = {"model": "sim", "max_tokens": 2,
+                "messages": [{"role": "user", "content": "only the second engine"}]}
+        for target in self.hostports:
+            for _ in range(3):
+                s, rs = self.route(body, subset=[target])
+                dest, upstream = self.picked(rs)
+                self.assertEqual(dest, target)
+                self.answer(s, dest, upstream)
+
+    def test_fallbacks_follow_the_pick(self):
+        body = {"model": "sim", "max_tokens": 2,
+                "messages": [{"role": "user", "content": "a pick and a fallback"}]}
+        s, rs = self.route(body)
+        dest, upstream = self.picked(rs)
+        # Two engines, one fallback asked: the other engine follows the pick.
+        self.assertEqual(len(self.last_endpoints), 2, self.last_endpoints)
+        self.assertEqual(sorted(self.last_endpoints), sorted(self.hostports))
+        self.answer(s, dest, upstream)
+        # The subset hint leaves one endpoint: no fallback.
+        s, rs = self.route(body, subset=[self.hostports[1]])
+        dest, upstream = self.picked(rs)
+        self.assertEqual(self.last_endpoints, [self.hostports[1]])
+        self.answer(s, dest, upstream)
+
+    def test_503_when_no_endpoint(self):
+        body = {"model": "sim", "max_tokens": 2,
+                "messages": [{"role": "user", "content": "nowhere to go"}]}
+        for subset in [[], ["10.255.255.1:1"]]:
+            s, rs = self.route(body, subset=subset)
+            self.assertEqual(len(rs), 1)
+            self.assertTrue(rs[0].HasField("immediate_response"), rs[0])
+            self.assertEqual(rs[0].immediate_response.status.code, 503)
+            s.close()
+
+    def test_unknown_model_is_refused_as_serve_refuses_it(self):
+        s, rs = self.route({"model": "no-such-model", "prompt": "x"}, path="/v1/completions")
+        self.assertTrue(rs[0].HasField("immediate_response"), rs[0])
+        self.assertEqual(rs[0].immediate_response.status.code, 404)
+        self.assertIn(b"no-such-model", rs[0].immediate_response.body)
+        s.close()
+
+    def test_malformed_messages_do_not_crash(self):
+        # No request field set.
+        s = Stream(self.channel)
+        s.send(pb.ProcessingRequest())
+        with self.assertRaises(grpc.RpcError) as e:
+            s.recv()
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        # A body before the headers.
+        s = Stream(self.channel)
+        s.send(request_body(b"{}", eos=True))
+        with self.assertRaises(grpc.RpcError) as e:
+            s.recv()
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        # Bytes that are no protobuf message at all.
+        s = Stream(self.channel, serializer=lambda b: b)
+        s.send(b"\xff\xff\xff\xff\x0f")
+        with self.assertRaises(grpc.RpcError):
+            s.recv()
+        # A body that is no JSON: refused as serve refuses it.
+        s = Stream(self.channel)
+        s.send(request_headers())
+        s.send(request_body(b"{not json", eos=True))
+        r = s.recv()
+        self.assertTrue(r.HasField("immediate_response"), r)
+        self.assertEqual(r.immediate_response.status.code, 400)
+        s.close()
+        self.assertEqual(self.health("liveness"), 1)
+        self.assertIsNone(self.epp.proc.poll(), "kvgate epp must still run")
+
+    def test_data_plane_leaving_mid_request(self):
+        for _ in range(5):
+            s = Stream(self.channel)
+            s.send(request_headers())
+            s.send(request_body(b'{"model":"sim","messages":[{"role":"user",', eos=False))
+            time.sleep(0.02)
+            s.cancel()
+        # A pick whose answer never comes: settled when the stream goes.
+        body = {"model": "sim", "max_tokens": 2,
+                "messages": [{"role": "user", "content": "picked, then gone"}]}
+        s, rs = self.route(body)
+        self.picked(rs)
+        s.cancel()
+        self.assertEqual(self.health("readiness"), 1)
+        s, rs = self.route(body)
+        dest, upstream = self.picked(rs)
+        status, _, _ = self.answer(s, dest, upstream)
+        self.assertEqual(status, 200)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
