@@ -74,16 +74,12 @@ void SessionAffinity::drop(uint32_t i) {
   free_.push_back(i);
 }
 
-std::optional<EndpointId> SessionAffinity::find(uint64_t session, Nanos now) {
+std::optional<EndpointId> SessionAffinity::find(uint64_t session, Nanos now) const {
   auto it = index_.find(session);
   if (it == index_.end()) return std::nullopt;
-  const uint32_t i = it->second;
-  if (expired(slots_[i], now)) {
-    drop(i);
-    ++stats_.expired;
-    return std::nullopt;
-  }
-  return slots_[i].endpoint;
+  const Slot& s = slots_[it->second];
+  if (expired(s, now)) return std::nullopt;
+  return s.endpoint;
 }
 
 void SessionAffinity::bind(uint64_t session, EndpointId endpoint, Nanos now) {

@@ -51,8 +51,9 @@ class SessionAffinity {
   SessionAffinity(size_t capacity, Nanos idle_ttl);
 
   // The endpoint `session` is bound to, or nullopt (never bound, evicted, or idle longer
-  // than idle_ttl at `now`: then the binding is dropped). Does not count as a use.
-  std::optional<EndpointId> find(uint64_t session, Nanos now);
+  // than idle_ttl at `now`). Does not count as a use and changes nothing: an idle
+  // binding is dropped by a later bind (the cold end's sweep, or the session's rebind).
+  std::optional<EndpointId> find(uint64_t session, Nanos now) const;
   // Binds `session` to `endpoint` (a new binding, a rebind, or the same one refreshed),
   // used at `now`. When the table is full the least recently used binding goes.
   void bind(uint64_t session, EndpointId endpoint, Nanos now);
