@@ -17,6 +17,9 @@
 //   pd: {mode: auto, locality_weight: 64, local_prefill_max_tokens: 0}
 //   early_reject: {enabled: false, max_usage: 0.95, decode_seconds_per_token: 0.03,
 //                  predict: true}
+//   latency_targets: {enabled: false, headroom: 0.1, action: best_effort, forgetting: 0.995,
+//                     min_samples: 16, prior_prefill_tokens_per_second: 10000,
+//                     prior_tpot: 30ms}
 //
 // A nested key may also be written dotted at the top (`saturation.shed: false`,
 // `params.overlap_weight: 2`). Naming a policy other than the current one starts it from

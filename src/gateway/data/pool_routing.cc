@@ -197,7 +197,7 @@ asio::awaitable<Pick> PoolRouting::pick(const route::RouteRequest& request,
       asio::use_awaitable);
 }
 
-static_assert(static_cast<size_t>(route::RejectReason::kDuplicateRequest) < 8,
+static_assert(static_cast<size_t>(route::RejectReason::kSloUnattainable) < 9,
               "decision_counters_ holds one counter per RejectReason");
 
 bool PoolRouting::on_own_thread() const {
