@@ -56,9 +56,9 @@ struct RouteRequest {
   // that places adapters (Endpoint::lora_placed), only the endpoints that have it loaded
   // are candidates while one is, else those loading it, else every endpoint.
   std::string_view adapter;
-  // Latency targets (headers x-kvgate-ttft-ms / x-kvgate-tpot-ms): time to first token
-  // after routing and mean time per output token; 0 = none. Honoured when the router's
-  // latency_targets are enabled (config.h, LatencyTargetsConfig), ignored otherwise.
+  // Latency targets: time to first token after routing and mean time per output token;
+  // 0 = none. Honoured when the router's latency_targets are enabled (config.h,
+  // LatencyTargetsConfig), ignored otherwise.
   Nanos ttft_target = 0;
   Nanos tpot_target = 0;
   // Set by the flow controller on a request leaving its queue: it has waited, so when no
