@@ -88,6 +88,25 @@ std::optional<PdMode> parse_pd_mode(std::string_view text) {
   return std::nullopt;
 }
 
+std::string_view to_string(SloAction action) {
+  switch (action) {
+    case SloAction::kQueue:
+      return "queue";
+    case SloAction::kReject:
+      return "reject";
+    case SloAction::kBestEffort:
+      return "best_effort";
+  }
+  return "best_effort";
+}
+
+std::optional<SloAction> parse_slo_action(std::string_view text) {
+  if (text == "queue") return SloAction::kQueue;
+  if (text == "reject") return SloAction::kReject;
+  if (text == "best_effort") return SloAction::kBestEffort;
+  return std::nullopt;
+}
+
 Status RouterConfig::validate() const {
   if (policy.name.empty()) return Error("router: policy name is empty");
   if (block_size == 0) return Error("router: block_size must be > 0");
@@ -121,6 +140,11 @@ Status RouterConfig::validate() const {
   }
   if (!(sa.max_load_ratio >= 1)) {
     return Error("router: session_affinity.max_load_ratio must be >= 1");
+  }
+  if (!(latency_targets.headroom >= 0))
+    return Error("router: latency_targets.headroom must be >= 0");
+  if (Status s = latency_targets.predictor.validate(); !s) {
+    return Error(fmt::format("router: {}", s.error()));
   }
   return {};
 }

@@ -22,6 +22,7 @@
 
 #include "core/common/result.h"
 #include "core/common/time.h"
+#include "core/route/latency_predictor.h"
 
 namespace kvgate::route {
 
@@ -125,7 +126,9 @@ struct EarlyRejectConfig {
 // leaves its endpoint only when both
 //   load(bound) > least + max_extra_requests   and   load(bound) > least * max_load_ratio.
 // Otherwise the policy decides and the session is bound to its choice. Aggregated pools
-// only; a Responses continuation's endpoint (RouteRequest::preferred) comes first.
+// only; a Responses continuation's endpoint (RouteRequest::preferred) comes first. With
+// latency_targets on, a request with targets stays only on an endpoint predicted to meet
+// them.
 struct SessionAffinityConfig {
   bool enabled = false;
   std::string header = "x-session-id";  // read by the gateway; names are case-insensitive
@@ -133,6 +136,30 @@ struct SessionAffinityConfig {
   Nanos idle_ttl = 1800 * kSecond;      // a binding unused this long is forgotten; 0: never
   double max_extra_requests = 8;
   double max_load_ratio = 1.5;
+};
+
+// What the router does with a request that carries latency targets (RouteRequest's
+// ttft_target / tpot_target) when no candidate's prediction meets them.
+enum class SloAction : uint8_t {
+  kQueue,       // refuse it `saturated`: the flow-control queue holds it until an
+                // endpoint has capacity, and then it goes where predicted fastest
+  kReject,      // refuse it `slo_unattainable` (429), before it costs anything
+  kBestEffort,  // route it to the endpoint predicted fastest against its targets
+};
+std::string_view to_string(SloAction action);
+std::optional<SloAction> parse_slo_action(std::string_view text);  // queue|reject|best_effort
+
+// Latency-target routing (docs/router.md, "Latency targets"): a per-endpoint predictor
+// (latency_predictor.h) learns TTFT and TPOT online; a request with targets goes to the
+// cheapest candidate (by the policy's cost) whose prediction meets them with headroom.
+// Requests without targets route as without it. Aggregated pools only for now: in a
+// disaggregated pool the targets are ignored.
+struct LatencyTargetsConfig {
+  bool enabled = false;
+  // A prediction meets a target when prediction x (1 + headroom) <= target.
+  double headroom = 0.1;
+  SloAction action = SloAction::kBestEffort;
+  LatencyPredictorConfig predictor;
 };
 
 struct RouterConfig {
@@ -152,6 +179,7 @@ struct RouterConfig {
   PdConfig pd;
   EarlyRejectConfig early_reject;
   SessionAffinityConfig session_affinity;
+  LatencyTargetsConfig latency_targets;
 
   // Error naming the first field that is out of range.
   Status validate() const;

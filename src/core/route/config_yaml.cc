@@ -106,7 +106,7 @@ Status read_filters(const YamlReader& y, const YAML::Node& v, const std::string&
 }
 
 // A key of one of the nested sections (`saturation`, `pd`, `early_reject`,
-// `session_affinity`, `params`).
+// `session_affinity`, `latency_targets`, `params`).
 Status read_nested(const YamlReader& y, std::string_view section, const std::string& key,
                    const YAML::Node& v, const std::string& field, RouterConfig& c) {
   if (section == "params") return set_param(y, v, field, key, c.policy.params);
@@ -145,6 +145,22 @@ Status read_nested(const YamlReader& y, std::string_view section, const std::str
     if (key == "idle_ttl") return read_duration(y, v, field, a.idle_ttl);
     if (key == "max_extra_requests") return read_number(y, v, field, a.max_extra_requests);
     if (key == "max_load_ratio") return read_number(y, v, field, a.max_load_ratio);
+  } else if (section == "latency_targets") {
+    LatencyTargetsConfig& t = c.latency_targets;
+    if (key == "enabled") return read_bool(y, v, field, t.enabled);
+    if (key == "headroom") return read_number(y, v, field, t.headroom);
+    if (key == "action") {
+      auto a = v.IsScalar() ? parse_slo_action(v.Scalar()) : std::nullopt;
+      if (!a) return y.error(v, field, "expected queue, reject or best_effort");
+      t.action = *a;
+      return {};
+    }
+    if (key == "forgetting") return read_number(y, v, field, t.predictor.forgetting);
+    if (key == "min_samples") return read_count(y, v, field, t.predictor.min_samples);
+    if (key == "prior_prefill_tokens_per_second") {
+      return read_number(y, v, field, t.predictor.prior_prefill_tokens_per_second);
+    }
+    if (key == "prior_tpot") return read_duration(y, v, field, t.predictor.prior_tpot);
   }
   return y.error(v, field, "unknown field");
 }
@@ -155,7 +171,7 @@ std::string join(const std::string& path, const std::string& key) {
 
 bool is_section(std::string_view key) {
   return key == "params" || key == "saturation" || key == "pd" || key == "early_reject" ||
-         key == "session_affinity";
+         key == "session_affinity" || key == "latency_targets";
 }
 
 }  // namespace

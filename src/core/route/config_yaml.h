@@ -21,6 +21,9 @@
 //                      max_extra_requests: 8, max_load_ratio: 1.5}
 //                                   # the section (or `session_affinity: true`) turns
 //                                   # it on; `enabled: false` keeps it off
+//   latency_targets: {enabled: false, headroom: 0.1, action: best_effort, forgetting: 0.995,
+//                     min_samples: 16, prior_prefill_tokens_per_second: 10000,
+//                     prior_tpot: 30ms}
 //
 // A nested key may also be written dotted at the top (`saturation.shed: false`,
 // `params.overlap_weight: 2`). Naming a policy other than the current one starts it from

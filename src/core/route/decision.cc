@@ -20,6 +20,8 @@ std::string_view to_string(RejectReason reason) {
       return "decode_full";
     case RejectReason::kDuplicateRequest:
       return "duplicate_request";
+    case RejectReason::kSloUnattainable:
+      return "slo_unattainable";
   }
   return "unknown";
 }
@@ -30,6 +32,7 @@ int http_status(RejectReason reason) {
       return 200;
     case RejectReason::kSaturated:
     case RejectReason::kDecodeFull:
+    case RejectReason::kSloUnattainable:
       return 429;
     case RejectReason::kDuplicateRequest:
       return 409;

@@ -11,6 +11,7 @@
 
 #include "core/common/time.h"
 #include "core/kv/prefix_index.h"
+#include "core/route/latency_predictor.h"
 
 namespace kvgate::route {
 
@@ -24,14 +25,17 @@ enum class RejectReason : uint8_t {
   kDecodeFull,          // early rejection: no decode endpoint will have room when this
                         // request's prefill ends
   kDuplicateRequest,    // a request with this id is already in flight
+  kSloUnattainable,     // latency targets: no candidate is predicted to meet them and
+                        // the configured action is reject
 };
 
 // "ok", "no_endpoints", "no_healthy_endpoints", "saturated", "no_prefill_endpoint",
-// "no_decode_endpoint", "decode_full", "duplicate_request".
+// "no_decode_endpoint", "decode_full", "duplicate_request", "slo_unattainable".
 std::string_view to_string(RejectReason reason);
 
 // The status the gateway answers a rejection with: 429 for load shedding and early
-// rejection (come back later), 503 when there is nothing to route to, 409 duplicate.
+// rejection and unattainable latency targets (come back later), 503 when there is nothing to route
+// to, 409 duplicate.
 int http_status(RejectReason reason);
 
 struct Decision {
@@ -65,6 +69,13 @@ struct Decision {
   static constexpr size_t kMaxRunnersUp = 4;
   std::array<kv::EndpointId, kMaxRunnersUp> runners_up{};
   uint8_t runner_count = 0;
+
+  // Latency targets enabled (RouterConfig::latency_targets), aggregated pools: what the
+  // predictor saw of the chosen endpoint and predicted there. Router::commit keeps the
+  // features with the request, and Router::on_first_token / on_finished teach the
+  // predictor with them. nullopt otherwise.
+  std::optional<LatencyFeatures> latency_features;
+  LatencyPrediction predicted_latency;
 };
 
 }  // namespace kvgate::route

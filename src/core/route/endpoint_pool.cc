@@ -122,6 +122,7 @@ Status EndpointPool::on_routed(RequestId id, const Placement& p, Nanos now) {
   r.expected_output_tokens = p.expected_output_tokens;
   r.routed_at = now;
   r.predicted_prefill_end = p.predicted_prefill_end;
+  r.latency_features = p.latency_features;
 
   Endpoint& e = *slots_[p.endpoint];
   r.added_blocks = active_.add(p.endpoint, r.keys) + r.private_blocks;

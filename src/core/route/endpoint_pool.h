@@ -32,6 +32,7 @@
 #include "core/common/time.h"
 #include "core/route/active_blocks.h"
 #include "core/route/endpoint.h"
+#include "core/route/latency_predictor.h"
 #include "core/route/request.h"
 
 namespace kvgate::route {
@@ -45,6 +46,9 @@ struct Placement {
   uint32_t expected_output_tokens = 0;
   uint32_t prefill_tokens = 0;      // tokens the prefilling endpoint computes
   Nanos predicted_prefill_end = 0;  // absolute time the prefill is predicted done
+  // What the latency predictor saw of `endpoint` at routing (Decision::latency_features),
+  // kept for Router::on_first_token / on_finished; nullopt when it does not learn.
+  std::optional<LatencyFeatures> latency_features;
 };
 
 // A request in flight as the pool tracks it.
@@ -60,6 +64,7 @@ struct TrackedRequest {
   Nanos routed_at = 0;
   Nanos predicted_prefill_end = 0;
   std::optional<Nanos> first_token_at;
+  std::optional<LatencyFeatures> latency_features;  // Placement::latency_features
   uint64_t scrape = 0;  // its endpoint's Endpoint::scrapes when it was routed
   // Prefill load released (first token came, or the prefill endpoint was removed).
   bool prefill_done = false;

@@ -49,7 +49,7 @@ bool FlowController::has_room(Nanos now, Room room) const {
 }
 
 Decision FlowController::route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng,
-                                             Room room) {
+                                             Room room, bool dequeued) {
   // late_binding room: the router picks among the endpoints that have room by this
   // measure (its own saturation filter may find others unsaturated): the rest are
   // excluded for the one decision, beside what the request excludes itself (a retry's
@@ -71,6 +71,7 @@ Decision FlowController::route_with_capacity(const RouteRequest& request, Nanos 
   // Flow control decided that it goes: the saturation filter must not shed it again
   // (its measure of saturation differs from the queue's).
   if (r.criticality == Criticality::kSheddable) r.criticality = Criticality::kStandard;
+  r.dequeued = dequeued;
   return router_.route(r, now, rng);
 }
 
@@ -117,7 +118,14 @@ FlowOutcome FlowController::admit(const FlowRequest& request, Nanos now, Rng& rn
                                   std::vector<FlowOutcome>& out) {
   const RouteRequest& rr = *request.request;
   if (!queue_.config().enabled || (queue_.empty() && has_capacity(now))) {
-    return route_now(request, now, rng);
+    FlowOutcome now_out = route_now(request, now, rng);
+    // Latency targets no endpoint is predicted to meet, action queue: the router refused
+    // it `saturated`; it waits in the queue like a request that found no capacity.
+    const LatencyTargetsConfig& t = router_.config().latency_targets;
+    const bool waits = queue_.config().enabled && t.enabled && t.action == SloAction::kQueue &&
+                       rr.has_targets() && now_out.kind == FlowOutcome::Kind::kRefused &&
+                       now_out.decision.reason == RejectReason::kSaturated;
+    if (!waits) return now_out;
   }
   FlowOutcome o;
   o.id = rr.id;
@@ -185,7 +193,7 @@ size_t FlowController::dispatch(Nanos now, Rng& rng, std::vector<FlowOutcome>& o
     if (!r) break;
     ++n;
     FlowOutcome o = from_removed(*r, now);
-    o.decision = route_with_capacity(*r->request, now, rng, room);
+    o.decision = route_with_capacity(*r->request, now, rng, room, /*dequeued=*/true);
     if (!o.decision.accepted()) o.kind = FlowOutcome::Kind::kRefused;
     out.push_back(o);
   }

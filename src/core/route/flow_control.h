@@ -4,11 +4,13 @@
 // A request is routed at once while the queue is empty and some endpoint has capacity
 // (has_capacity); otherwise it waits in the FlowQueue, unless it is sheddable and
 // shed_sheddable is set (refused `saturated`, the router's behaviour without a queue) or
-// early rejection would refuse it now (refused `decode_full` before it waited). Routing
-// is decided when a request leaves the queue (late binding), on the index and load as
-// they are then. The shell calls dispatch() whenever capacity may have appeared (a
-// scrape, a request finished, an endpoint added, a prefill done) and expire() at
-// queue().next_expiry().
+// early rejection would refuse it now (refused `decode_full` before it waited). A request
+// with latency targets no endpoint is predicted to meet, when the router's
+// latency_targets.action is queue, waits too, as if there were no capacity; dispatched, it
+// goes where predicted fastest (RouteRequest::dequeued). Routing is decided when a request leaves
+// the queue (late binding), on the index and load as they are then. The shell calls dispatch()
+// whenever capacity may have appeared (a scrape, a request finished, an endpoint added, a prefill
+// done) and expire() at queue().next_expiry().
 //
 // Late binding routes among the endpoints that have capacity by this measure: the router
 // policy picks the best of them.
@@ -115,8 +117,10 @@ class FlowController {
   };
   bool has_room(Nanos now, Room room) const;
   bool endpoint_has_room(const Endpoint& e, Nanos now, Room room) const;
-  // Router::route among the endpoints that have room (the others excluded).
-  Decision route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng, Room room);
+  // Router::route among the endpoints that have room (the others excluded); `dequeued`:
+  // the request leaves the queue (RouteRequest::dequeued).
+  Decision route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng, Room room,
+                               bool dequeued = false);
 
   Router& router_;
   FlowQueue queue_;

@@ -9,6 +9,7 @@
 #include <span>
 #include <string_view>
 
+#include "core/common/time.h"
 #include "core/kv/block_hash.h"
 #include "core/kv/prefix_index.h"
 
@@ -58,12 +59,24 @@ struct RouteRequest {
   // The request's conversation (session_key() of the session header's value; 0: none).
   // When the pool keeps session affinity (RouterConfig::session_affinity), aggregated
   // pools only, after the filters, early rejection and the LoRA tiers: the endpoint the
-  // session is bound to, while it is a candidate within the load bound; else the policy
+  // session is bound to, while it is a candidate within the load bound (and, with
+  // targets below and latency_targets on, predicted to meet them); else the policy
   // decides. commit() binds the session to the endpoint chosen.
   uint64_t session = 0;
   // How many runners-up the decision lists after its endpoint (Decision::runners_up, at
   // most Decision::kMaxRunnersUp): the Endpoint Picker's fallbacks. 0: none.
   uint8_t runners_up = 0;
+
+  // Latency targets: time to first token after routing and mean time per output token;
+  // 0 = none. Honoured when the router's latency_targets are enabled (config.h,
+  // LatencyTargetsConfig), ignored otherwise.
+  Nanos ttft_target = 0;
+  Nanos tpot_target = 0;
+  // Set by the flow controller on a request leaving its queue: it has waited, so when no
+  // endpoint meets its targets it goes where predicted fastest (SloAction::kQueue).
+  bool dequeued = false;
+
+  bool has_targets() const { return ttft_target > 0 || tpot_target > 0; }
 };
 
 }  // namespace kvgate::route

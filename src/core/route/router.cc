@@ -36,7 +36,17 @@ Result<std::unique_ptr<Router>> Router::create(RouterConfig config, Indexes inde
   if (Status s = router->build(registry); !s) return Error(s.error());
   const SessionAffinityConfig& sa = router->config_.session_affinity;
   if (sa.enabled) router->sessions_ = std::make_unique<SessionAffinity>(sa.capacity, sa.idle_ttl);
+  router->sync_predictor();
   return router;
+}
+
+void Router::sync_predictor() {
+  const LatencyTargetsConfig& t = config_.latency_targets;
+  if (!t.enabled) {
+    predictor_.reset();
+  } else if (!predictor_ || !(predictor_->config() == t.predictor)) {
+    predictor_ = std::make_unique<LatencyPredictor>(t.predictor);
+  }
 }
 
 Status Router::build(const Registry* registry) {
@@ -85,6 +95,7 @@ Status Router::reconfigure(RouterConfig config, const Registry* registry) {
   } else {
     sessions_->set_idle_ttl(sa.idle_ttl);
   }
+  sync_predictor();
   return {};
 }
 
@@ -94,6 +105,7 @@ Result<EndpointId> Router::add_endpoint(EndpointSpec spec, Nanos now) {
   // A reused id must not inherit what its previous owner held.
   if (indexes_.precise) indexes_.precise->remove_endpoint(*id);
   if (indexes_.approx) indexes_.approx->remove_endpoint(*id);
+  if (predictor_) predictor_->forget(*id);
   return id;
 }
 
@@ -102,23 +114,30 @@ bool Router::remove_endpoint(EndpointId id) {
   if (indexes_.precise) indexes_.precise->remove_endpoint(id);
   if (indexes_.approx) indexes_.approx->remove_endpoint(id);
   if (sessions_) sessions_->forget_endpoint(id);  // its id may be reused
+  if (predictor_) predictor_->forget(id);
   return true;
 }
 
-bool Router::keep_session(uint64_t session, Nanos now) {
-  const std::optional<EndpointId> bound = sessions_->find(session, now);
-  if (!bound) return false;
-  const auto it = std::find_if(candidates_.begin(), candidates_.end(),
-                               [&](const Candidate& c) { return c.endpoint->id == *bound; });
-  if (it == candidates_.end()) return false;  // unhealthy, filtered out, or left
-  // Requests in flight: waiting (scraped + routed since) and running.
-  auto in_flight = [](const Candidate& c) { return c.load.waiting + c.load.running; };
-  double least = in_flight(*it);
-  for (const Candidate& c : candidates_) least = std::min(least, in_flight(c));
-  if (!keeps_session(in_flight(*it), least, config_.session_affinity)) return false;
-  std::iter_swap(candidates_.begin(), it);
-  candidates_.resize(1);
-  return true;
+bool Router::on_first_token(RequestId id, Nanos now) {
+  if (predictor_) {
+    const TrackedRequest* r = pool_.request(id);
+    if (r && r->latency_features && !r->first_token_at) {
+      predictor_->observe_ttft(r->endpoint, *r->latency_features, now - r->routed_at);
+    }
+  }
+  return pool_.on_first_token(id, now);
+}
+
+bool Router::on_finished(RequestId id, Nanos now, uint32_t output_tokens) {
+  if (predictor_) {
+    const TrackedRequest* r = pool_.request(id);
+    if (r && r->latency_features && r->first_token_at && output_tokens >= 2) {
+      const Nanos decode = now - *r->first_token_at;
+      predictor_->observe_tpot(r->endpoint, *r->latency_features,
+                               decode / static_cast<Nanos>(output_tokens - 1));
+    }
+  }
+  return pool_.on_finished(id, now);
 }
 
 void Router::lookup_overlap(std::span<const kv::BlockKey> keys, Nanos now,
@@ -205,6 +224,34 @@ void keep_lora_placed(std::string_view adapter, std::vector<Candidate>& c) {
   } else if (std::any_of(c.begin(), c.end(), loading)) {
     std::erase_if(c, [&](const Candidate& x) { return !loading(x); });
   }
+}
+
+// What the latency predictor knows of candidate `c` for this request.
+LatencyFeatures latency_features(const RouteContext& ctx, const Candidate& c) {
+  return {.prefill_tokens = static_cast<double>(ctx.uncached_tokens(c)),
+          .queued_prefill_tokens = static_cast<double>(c.endpoint->load.active_prefill_tokens),
+          .waiting = c.load.waiting,
+          .running = c.load.running,
+          .kv_usage = c.load.kv_usage};
+}
+
+// A cost to compare by: a candidate the policy did not cost (NaN) comes last.
+double comparable_cost(const Candidate& c) {
+  return std::isnan(c.cost) ? std::numeric_limits<double>::infinity() : c.cost;
+}
+
+// Latency targets: the largest of prediction x (1 + headroom) / target over the targets
+// `r` sets; <= 1 meets them.
+double lateness(const RouteRequest& r, double headroom, const LatencyPrediction& p) {
+  const double margin = 1 + headroom;
+  double x = 0;
+  if (r.ttft_target > 0) {
+    x = std::max(x, static_cast<double>(p.ttft) * margin / static_cast<double>(r.ttft_target));
+  }
+  if (r.tpot_target > 0) {
+    x = std::max(x, static_cast<double>(p.tpot) * margin / static_cast<double>(r.tpot_target));
+  }
+  return x;
 }
 
 // Rack/zone distance in units of locality_weight: same rack 0, same zone 1, else 2.
@@ -319,6 +366,12 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
     d.prefill_tokens = ctx.uncached_tokens(prefiller);
     d.predicted_prefill = predicted_prefill(prefiller);
   };
+  // Latency targets enabled (aggregated): what the predictor sees of the chosen endpoint.
+  auto note_latency = [&](const Candidate& chosen) {
+    if (!predictor_) return;
+    d.latency_features = latency_features(ctx, chosen);
+    d.predicted_latency = predictor_->predict(chosen.endpoint->id, *d.latency_features);
+  };
 
   if (!disaggregated) {
     ctx.stage = Stage::kWhole;
@@ -337,6 +390,7 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
         d.endpoint = candidates_[0].endpoint->id;
         d.cost = candidates_[0].cost;
         fill(candidates_[0]);
+        note_latency(candidates_[0]);
         return d;
       }
     }
@@ -354,14 +408,27 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
       keep_lora_tier(request.adapter, candidates_);
     }
     // A session's next turn goes back to its endpoint while that stays within the bound
-    // (one hash lookup; nothing at all for a request without a session).
+    // and, for a request with latency targets, is predicted to meet them (one hash
+    // lookup; nothing at all for a request without a session).
     if (request.session != 0 && sessions_) [[unlikely]] {
-      d.session_kept = keep_session(request.session, now);
+      d.session_kept = keep_session(ctx, now);
     }
-    const size_t i = policy_->pick(ctx, candidates_, rng);  // costs every candidate
+    size_t i = policy_->pick(ctx, candidates_, rng);  // costs every candidate
+    // Latency targets (a kept session's endpoint was checked against them already).
+    if (predictor_ && request.has_targets() && !d.session_kept) {
+      const size_t meets = meet_targets(ctx, i);
+      if (meets == candidates_.size()) {
+        d.reason = config_.latency_targets.action == SloAction::kReject
+                       ? RejectReason::kSloUnattainable
+                       : RejectReason::kSaturated;
+        return d;
+      }
+      i = meets;
+    }
     d.endpoint = candidates_[i].endpoint->id;
     d.cost = candidates_[i].cost;
     fill(candidates_[i]);
+    note_latency(candidates_[i]);
     if (request.runners_up > 0) rank_runners_up(candidates_, i, request.runners_up, d);
     return d;
   }
@@ -423,6 +490,63 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
   return d;
 }
 
+bool Router::keep_session(const RouteContext& ctx, Nanos now) {
+  const std::optional<EndpointId> bound = sessions_->find(ctx.request.session, now);
+  if (!bound) return false;
+  const auto it = std::find_if(candidates_.begin(), candidates_.end(),
+                               [&](const Candidate& c) { return c.endpoint->id == *bound; });
+  if (it == candidates_.end()) return false;  // unhealthy, filtered out, or left
+  // Requests in flight: waiting (scraped + routed since) and running.
+  auto in_flight = [](const Candidate& c) { return c.load.waiting + c.load.running; };
+  double least = in_flight(*it);
+  for (const Candidate& c : candidates_) least = std::min(least, in_flight(c));
+  if (!keeps_session(in_flight(*it), least, config_.session_affinity)) return false;
+  // Latency targets come before affinity: an endpoint predicted to miss them is left to
+  // the policy and the target rule over every candidate (the session follows at commit).
+  if (predictor_ && ctx.request.has_targets()) {
+    const LatencyPrediction p = predictor_->predict(*bound, latency_features(ctx, *it));
+    if (lateness(ctx.request, config_.latency_targets.headroom, p) > 1) return false;
+  }
+  std::iter_swap(candidates_.begin(), it);
+  candidates_.resize(1);
+  return true;
+}
+
+size_t Router::meet_targets(const RouteContext& ctx, size_t chosen) {
+  const RouteRequest& r = ctx.request;
+  const double headroom = config_.latency_targets.headroom;
+  lateness_.clear();
+  for (const Candidate& c : candidates_) {
+    lateness_.push_back(
+        lateness(r, headroom, predictor_->predict(c.endpoint->id, latency_features(ctx, c))));
+  }
+  if (lateness_[chosen] <= 1) return chosen;
+  // The cheapest that meets them; among equal costs the one predicted faster.
+  const size_t none = candidates_.size();
+  size_t best = none;
+  for (size_t k = 0; k < candidates_.size(); ++k) {
+    if (lateness_[k] > 1) continue;
+    if (best == none) {
+      best = k;
+      continue;
+    }
+    const double ck = comparable_cost(candidates_[k]);
+    const double cb = comparable_cost(candidates_[best]);
+    if (ck < cb || (ck == cb && lateness_[k] < lateness_[best])) best = k;
+  }
+  if (best != none) return best;
+  const SloAction action = config_.latency_targets.action;
+  if (action == SloAction::kReject || (action == SloAction::kQueue && !r.dequeued)) {
+    return none;
+  }
+  // Best effort (or it waited in the queue already): the one predicted nearest.
+  size_t nearest = 0;
+  for (size_t k = 1; k < candidates_.size(); ++k) {
+    if (lateness_[k] < lateness_[nearest]) nearest = k;
+  }
+  return nearest;
+}
+
 Status Router::commit(const RouteRequest& request, const Decision& decision, Nanos now) {
   if (!decision.accepted()) {
     return Error(fmt::format("request {} was rejected ({}), nothing to commit", request.id,
@@ -436,6 +560,7 @@ Status Router::commit(const RouteRequest& request, const Decision& decision, Nan
   p.expected_output_tokens = request.expected_output_tokens;
   p.prefill_tokens = decision.prefill_tokens;
   p.predicted_prefill_end = now + decision.predicted_prefill;
+  p.latency_features = decision.latency_features;
   if (Status s = pool_.on_routed(request.id, p, now); !s) return s;
   if (config_.record_decisions && indexes_.approx && !request.keys.empty()) {
     indexes_.approx->record(decision.prefill_endpoint.value_or(decision.endpoint), request.keys,

@@ -10,7 +10,12 @@
 //   3. overlap: match the prompt's keys in the configured index (new endpoints hold
 //      nothing), and the blocks the endpoint's in-flight requests already hold;
 //   4. the policy's cost and pick; or, for a request of a session bound to a candidate
-//      within the load bound (session_affinity.h), that candidate;
+//      within the load bound (session_affinity.h), that candidate; with latency targets
+//      enabled, a request that carries targets goes to the cheapest candidate predicted
+//      to meet them (else per the configured action: queue, reject, best effort), and
+//      its session stays on its endpoint only when that endpoint is predicted to meet
+//      them (else the target rule decides among all the candidates, and the session
+//      follows); then, when asked, the runners-up among the candidates left;
 //   5. disaggregated pools: the decode endpoint by blocks in use + this request's
 //      blocks + rack/zone distance from the prefill endpoint, no overlap credit;
 //      remote prefill skipped when little of the prompt is uncached; early rejection
@@ -23,8 +28,8 @@
 //   Result<EndpointId> a = (*router)->add_endpoint({.url = "http://a:8000"}, now);
 //   Decision d = (*router)->route(request, now, rng);
 //   if (!d.accepted()) reply(http_status(d.reason), to_string(d.reason));
-//   ... (*router)->pool().on_first_token(request.id, t1);
-//   ... (*router)->pool().on_finished(request.id, t2);
+//   ... (*router)->on_first_token(request.id, t1);
+//   ... (*router)->on_finished(request.id, t2, output_tokens);
 //
 // Deterministic: the same calls with the same Rng state give the same decisions.
 // Thread-safety: none; owned by one strand.
@@ -43,6 +48,7 @@
 #include "core/route/config.h"
 #include "core/route/decision.h"
 #include "core/route/endpoint_pool.h"
+#include "core/route/latency_predictor.h"
 #include "core/route/policy.h"
 #include "core/route/registry.h"
 #include "core/route/request.h"
@@ -98,12 +104,24 @@ class Router {
   // The session bindings; null when the config keeps no session affinity.
   const SessionAffinity* sessions() const { return sessions_.get(); }
 
+  // The request lifecycle through the router: the pool's on_first_token / on_finished,
+  // and, with latency targets enabled, the predictor learns from the request (aggregated
+  // pools): TTFT = first token - routing, TPOT = (end - first token) / (output_tokens -
+  // 1), against the features its decision saw (Decision::latency_features). Return what
+  // the pool's calls return. pool().on_first_token and on_finished remain for callers
+  // that do not feed the predictor.
+  bool on_first_token(RequestId id, Nanos now);
+  bool on_finished(RequestId id, Nanos now, uint32_t output_tokens);
+  // The latency predictor: nullptr unless latency_targets.enabled.
+  const LatencyPredictor* predictor() const { return predictor_.get(); }
+
   // Changes the routing parameters at run time: policy and its parameters, filters,
   // saturation, P/D, early rejection, prefill rate, record_decisions. Validated and
   // built like create() does; on error nothing changes. The endpoints, their load and
   // the indexes stay. Error too when block_size changes (the indexes and the requests
   // in flight are cut in blocks of the old size) or the new overlap_source needs an
-  // index the router was not given.
+  // index the router was not given. The latency predictor keeps what it learned unless
+  // its own parameters change (then it starts over from its priors).
   Status reconfigure(RouterConfig config, const Registry* registry = nullptr);
 
   // Decides without recording anything (but the index match counts as a use for the
@@ -130,12 +148,20 @@ class Router {
   Router(RouterConfig config, Indexes indexes);
   // Builds the filters and policy of `config_` into the members below.
   Status build(const Registry* registry);
-  // Session affinity: keeps candidates_[i] alone when it is the endpoint `session` is
-  // bound to and within the load bound. False (nothing changed) otherwise.
-  bool keep_session(uint64_t session, Nanos now);
+  // Session affinity: keeps alone the candidate ctx.request.session is bound to when it
+  // is within the load bound and, for a request with latency targets (predictor_ on),
+  // predicted to meet them. False (nothing changed) otherwise.
+  bool keep_session(const RouteContext& ctx, Nanos now);
   // The prompt's match in the configured index, into `out` (cleared first).
   void lookup_overlap(std::span<const kv::BlockKey> keys, Nanos now,
                       std::vector<kv::EndpointMatch>& out);
+  // Latency targets: the candidate (index into candidates_) to route ctx.request to,
+  // given the policy chose `chosen`: that one if predicted to meet the targets, else the
+  // cheapest that is, else per the action (the one predicted nearest the targets, or
+  // candidates_.size() to refuse). REQUIRES: predictor_, ctx.request.has_targets().
+  size_t meet_targets(const RouteContext& ctx, size_t chosen);
+  // The predictor (re)made for config_.latency_targets, keeping it when unchanged.
+  void sync_predictor();
 
   RouterConfig config_;
   Indexes indexes_;
@@ -143,7 +169,8 @@ class Router {
   std::vector<std::unique_ptr<Filter>> filters_;
   std::unique_ptr<Filter> healthy_;
   std::unique_ptr<Policy> policy_;
-  std::unique_ptr<SessionAffinity> sessions_;  // with config_.session_affinity.enabled
+  std::unique_ptr<SessionAffinity> sessions_;    // with config_.session_affinity.enabled
+  std::unique_ptr<LatencyPredictor> predictor_;  // latency_targets.enabled only
   // Scratch reused between decisions (no allocation on the hot path once warm).
   std::vector<kv::EndpointMatch> matches_;
   std::vector<kv::EndpointMatch> approx_matches_;
@@ -151,6 +178,7 @@ class Router {
   std::vector<kv::EndpointMatch> overlap_by_id_;
   std::vector<Candidate> candidates_;
   std::vector<Candidate> decode_candidates_;
+  std::vector<double> lateness_;  // meet_targets: per candidate
 };
 
 }  // namespace kvgate::route

@@ -197,7 +197,7 @@ asio::awaitable<Pick> PoolRouting::pick(const route::RouteRequest& request,
       asio::use_awaitable);
 }
 
-static_assert(static_cast<size_t>(route::RejectReason::kDuplicateRequest) < 8,
+static_assert(static_cast<size_t>(route::RejectReason::kSloUnattainable) < 9,
               "decision_counters_ holds one counter per RejectReason");
 
 bool PoolRouting::on_own_thread() const {
@@ -249,7 +249,7 @@ Pick PoolRouting::decide_on_strand(const route::RouteRequest& request,
 void PoolRouting::first_token(route::RequestId id) {
   on_strand([this, id] {
     const Nanos now = clock_.now();
-    router_->pool().on_first_token(id, now);
+    router_->on_first_token(id, now);  // teaches the latency predictor when enabled
     if (hooks_.lifecycle) hooks_.lifecycle(id, cluster::EventKind::kPrefillDone, now);
     pump_flow(now);
   });
@@ -271,7 +271,7 @@ void PoolRouting::exchange_done(route::RequestId id, route::EndpointId endpoint,
                                 bool first_token) {
   on_strand([this, id, endpoint, ok, now, first_token] {
     if (first_token) {
-      router_->pool().on_first_token(id, now);
+      router_->on_first_token(id, now);
       if (hooks_.lifecycle) hooks_.lifecycle(id, cluster::EventKind::kPrefillDone, now);
     }
     finish_on_strand(id, ok, now);

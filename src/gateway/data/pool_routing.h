@@ -296,7 +296,7 @@ class PoolRouting {
   // Capacity may have appeared: the queue dispatches (no-op without flow control).
   void pump_flow(Nanos now);
   // kvgate_routing_decisions_total's counters, by RejectReason (kNone: accepted).
-  std::array<std::atomic<uint64_t>*, 8> decision_counters_{};
+  std::array<std::atomic<uint64_t>*, 9> decision_counters_{};
   // kvgate_routing_decisions_total: one more decision (the router's, or the queue's
   // dispatch). On the strand.
   void count_decision(route::RejectReason reason);

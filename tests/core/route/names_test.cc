@@ -52,6 +52,7 @@ TEST(Names, EveryRejectionHasACodeAndAStatus) {
       {RejectReason::kNoDecodeEndpoint, {"no_decode_endpoint", 503}},
       {RejectReason::kDecodeFull, {"decode_full", 429}},
       {RejectReason::kDuplicateRequest, {"duplicate_request", 409}},
+      {RejectReason::kSloUnattainable, {"slo_unattainable", 429}},
   };
   for (const auto& [reason, expect] : want) {
     EXPECT_EQ(to_string(reason), expect.first);
