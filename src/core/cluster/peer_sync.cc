@@ -116,12 +116,21 @@ void PeerSync::release_all(Peer& peer, Nanos now) {
 }
 
 void PeerSync::expire(Nanos now) {
+  // The ages need a walk over every peer request in flight, thousands in a large fleet;
+  // they are checked once per kAgeScan (or max_request_age, when shorter), not at every
+  // call.
+  const bool scan_ages = now >= next_age_scan_;
+  if (scan_ages) next_age_scan_ = now + std::min(kAgeScan, options_.max_request_age);
   for (auto it = peers_.begin(); it != peers_.end();) {
     Peer& peer = it->second;
     if (now - peer.last_heard >= options_.peer_timeout) {
       ++stats_.dead_replicas;
       release_all(peer, now);
       it = peers_.erase(it);
+      continue;
+    }
+    if (!scan_ages) {
+      ++it;
       continue;
     }
     for (auto r = peer.requests.begin(); r != peer.requests.end();) {

@@ -92,8 +92,12 @@ class PeerSync {
   // Applies a peer's batch at `now`. The pool name is the caller's to check.
   void apply(const EventBatch& batch, Nanos now);
   // Releases the requests of peers silent for peer_timeout and those older than
-  // max_request_age.
+  // max_request_age. The caller may call it often (the gateway does at every flush, every
+  // few milliseconds): the peers are checked at each call, the ages of their requests (a
+  // walk over every peer request in flight) at most once per kAgeScan, so a request whose
+  // end never came is released within kAgeScan after max_request_age.
   void expire(Nanos now);
+  static constexpr Nanos kAgeScan = kSecond;
 
   const Stats& stats() const { return stats_; }
   // Peers' requests in flight here, in all.
@@ -119,6 +123,7 @@ class PeerSync {
   Options options_;
   std::unordered_map<std::string, Peer> peers_;
   route::RequestId next_id_ = kPeerIdBase;
+  Nanos next_age_scan_ = 0;  // expire() walks the requests' ages from then on
   Stats stats_;
 };
 

@@ -208,6 +208,25 @@ TEST_F(PeerSyncTest, ARequestWhoseEndNeverCameIsReleasedByAge) {
   EXPECT_EQ(b_.router->pool().requests_in_flight(), 0u);
 }
 
+// expire() runs at every flush (every few milliseconds); the walk over the peers' requests
+// for their ages runs at most once per kAgeScan.
+TEST_F(PeerSyncTest, AgesAreCheckedOncePerScanPeriodNotAtEveryCall) {
+  PeerSync sync(*b_.router, "gw-b", {.peer_timeout = 60 * kSecond, .max_request_age = kSecond});
+  ASSERT_EQ(PeerSync::kAgeScan, kSecond);
+  EventBatch a{.replica = "gw-a", .pool = "main", .seq = 1};
+  a.events.push_back(RoutingEvent::routed(1, endpoint_url(2), block_keys(2, 1), 32, 0));
+  sync.apply(a, 0);
+  sync.expire(500 * kMillisecond);  // ages checked: young; next check at 1.5 s
+  EXPECT_EQ(sync.stats().expired_requests, 0u);
+  sync.expire(1200 * kMillisecond);  // past its age, not checked yet
+  EXPECT_EQ(sync.stats().expired_requests, 0u);
+  EXPECT_EQ(b_.router->pool().requests_in_flight(), 1u);
+  sync.expire(1500 * kMillisecond);
+  EXPECT_EQ(sync.stats().expired_requests, 1u);
+  EXPECT_EQ(b_.router->pool().requests_in_flight(), 0u);
+  EXPECT_EQ(sync.stats().dead_replicas, 0u);
+}
+
 TEST(Outbox, BatchesCarrySequenceAgeAndAtMostMaxKeys) {
   Outbox out("gw-a", "main");
   out.max_keys = 4;
