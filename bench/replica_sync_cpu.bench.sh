@@ -103,15 +103,18 @@ def spawn(args, log, nice=0):
     return p
 
 
-def stop(p):
-    if p.poll() is None:
-        p.terminate()
+def stop_fleet(fleet):
+    """SIGTERM to every replica at once, then wait (a replica drains before it exits)."""
+    for g in fleet:
+        if g["proc"].poll() is None:
+            g["proc"].terminate()
+    for g in fleet:
         try:
-            p.wait(timeout=10)
+            g["proc"].wait(timeout=15)
         except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    procs.remove(p)
+            g["proc"].kill()
+            g["proc"].wait()
+        procs.remove(g["proc"])
 
 
 def get(url, timeout=2):
@@ -169,9 +172,16 @@ RP = free_port()
 redis = spawn(["redis-server", "--port", str(RP), "--bind", "127.0.0.1", "--save", "",
                "--appendonly", "no"], f"{W}/redis.log")
 for _ in range(100):
-    if subprocess.run(["redis-cli", "-p", str(RP), "ping"], capture_output=True).returncode == 0:
-        break
+    try:
+        with socket.create_connection(("127.0.0.1", RP), timeout=1) as s:
+            s.sendall(b"PING\r\n")
+            if s.recv(16).startswith(b"+PONG"):
+                break
+    except OSError:
+        pass
     time.sleep(0.1)
+else:
+    sys.exit(f"replica_sync_cpu: redis-server did not answer (log in {W}/redis.log)")
 engines = []
 for i in range(ENGINES):
     port = free_port()
@@ -352,8 +362,7 @@ for rnd in range(1, ROUNDS + 1):
     a = measure(fleet, [fleet[0]], DUR, f"r{rnd}-A", rnd)
     load(fleet, WARMUP_S, f"r{rnd}-off-warm", rnd + 50)
     b = measure(fleet, fleet, DUR, f"r{rnd}-B", rnd + 10)
-    for g in fleet:
-        stop(g["proc"])
+    stop_fleet(fleet)
     # Sync on: the idle window, C (one replica loaded), D (all loaded).
     fleet = start_fleet(f"r{rnd}-on", True, f"kvgate-syncpu-{os.getpid()}-r{rnd}")
     load(fleet, WARMUP_S, f"r{rnd}-on-warm", rnd + 50)
@@ -361,8 +370,7 @@ for rnd in range(1, ROUNDS + 1):
     idle = measure(fleet, [], IDLE_S, f"r{rnd}-idle", 0)
     c = measure(fleet, [fleet[0]], DUR, f"r{rnd}-C", rnd)
     d = measure(fleet, fleet, DUR, f"r{rnd}-D", rnd + 10)
-    for g in fleet:
-        stop(g["proc"])
+    stop_fleet(fleet)
     check(a, "A", [0], False)
     check(b, "B", ALL, False)
     check(c, "C", [0], True)
