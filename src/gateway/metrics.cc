@@ -369,26 +369,30 @@ std::string GatewayMetrics::render() const {
     w.sample("kvgate_session_affinity_requests_total", {{"pool", pool}, {"outcome", outcome}},
              static_cast<double>(v.load(std::memory_order_relaxed)));
   }
-  const std::tuple<const char*, const char*, std::atomic<uint64_t> SessionTable::*, const char*>
-      table_series[] = {
-          {"kvgate_session_affinity_bindings_total",
-           "Sessions bound for the first time (by this replica's decisions or its peers').",
-           &SessionTable::bound, "counter"},
-          {"kvgate_session_affinity_rebindings_total", "Sessions bound to another endpoint.",
-           &SessionTable::rebound, "counter"},
-          {"kvgate_session_affinity_evictions_total",
-           "Bindings dropped for room (the least recently used, at capacity).",
-           &SessionTable::evicted, "counter"},
-          {"kvgate_session_affinity_expirations_total",
-           "Bindings dropped for idling longer than idle_ttl.", &SessionTable::expired, "counter"},
-          {"kvgate_session_affinity_sessions", "Session bindings held.", &SessionTable::size,
-           "gauge"},
-      };
-  for (const auto& [name, help, field, type] : table_series) {
-    w.header(name, help, type);
+  struct TableSeries {
+    const char* name;
+    const char* help;
+    std::atomic<uint64_t> SessionTable::*field;
+    const char* type;
+  };
+  const TableSeries table_series[] = {
+      {"kvgate_session_affinity_bindings_total",
+       "Sessions bound for the first time (by this replica's decisions or its peers').",
+       &SessionTable::bound, "counter"},
+      {"kvgate_session_affinity_rebindings_total", "Sessions bound to another endpoint.",
+       &SessionTable::rebound, "counter"},
+      {"kvgate_session_affinity_evictions_total",
+       "Bindings dropped for room (the least recently used, at capacity).", &SessionTable::evicted,
+       "counter"},
+      {"kvgate_session_affinity_expirations_total",
+       "Bindings dropped for idling longer than idle_ttl.", &SessionTable::expired, "counter"},
+      {"kvgate_session_affinity_sessions", "Session bindings held.", &SessionTable::size, "gauge"},
+  };
+  for (const TableSeries& series : table_series) {
+    w.header(series.name, series.help, series.type);
     for (const auto& [pool, t] : session_tables_) {
-      w.sample(name, {{"pool", pool}},
-               static_cast<double>((t.*field).load(std::memory_order_relaxed)));
+      w.sample(series.name, {{"pool", pool}},
+               static_cast<double>((t.*series.field).load(std::memory_order_relaxed)));
     }
   }
   w.header("kvgate_circuit_breaker_open", "1 while an endpoint's circuit breaker is open.",
