@@ -10,6 +10,13 @@
 // prompt everywhere: every conversation carries one, so all 64 endpoints end up
 // holding all of them), so the walk is as long as it gets: the whole prompt.
 //
+// Session affinity (the *Session* cases, issue #43): the same fleet and requests with
+// session affinity on, each request carrying its conversation's session. "Bound": every
+// conversation was routed once before (its session bound where kv-cost put it, within
+// the load bound): the kept path. "New": each request a session never seen: the
+// lookup's miss, then the policy. Against BM_Decide_KvCost, the added cost of a decision
+// with a session; BM_RouteLifecycle_KvCostSession adds the binding at commit.
+//
 //   build/release/route_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -40,6 +47,10 @@ struct Fleet {
   std::vector<std::vector<kv::TokenId>> tokens;  // per conversation
   std::vector<std::vector<kv::BlockKey>> keys;   // per conversation
   Rng rng{42};
+
+  // Session affinity: whether the requests carry their conversation's session, bound
+  // beforehand (kBound) or never seen (kNew).
+  enum class Sessions { kNone, kBound, kNew };
 
   explicit Fleet(RouterConfig config, bool pd = false, bool shared_system_prompts = true) {
     config.block_size = kBs;
@@ -111,14 +122,32 @@ struct Fleet {
         }
       }
     }
+    // Session affinity: every conversation routed once, its session bound where the
+    // policy put it; the request ends at once (the load above stays as it was).
+    if (router->sessions()) {
+      for (int c = 0; c < kConversations; ++c) {
+        RouteRequest r{.id = id++,
+                       .keys = keys[c],
+                       .prompt_tokens = kPromptBlocks * kBs,
+                       .expected_output_tokens = 256};
+        r.session = session_key(static_cast<uint64_t>(c) + 1);
+        if (!router->route(r, 0, rng).accepted()) std::abort();
+        if (!router->pool().on_first_token(r.id, 0) || !router->pool().on_finished(r.id, 0)) {
+          std::abort();
+        }
+      }
+    }
   }
 
-  RouteRequest request(RequestId id) {
+  RouteRequest request(RequestId id, Sessions sessions = Sessions::kNone) {
     const int conv = static_cast<int>(rng.below(kConversations));
-    return {.id = id,
-            .keys = keys[conv],
-            .prompt_tokens = kPromptBlocks * kBs,
-            .expected_output_tokens = 256};
+    RouteRequest r{.id = id,
+                   .keys = keys[conv],
+                   .prompt_tokens = kPromptBlocks * kBs,
+                   .expected_output_tokens = 256};
+    if (sessions == Sessions::kBound) r.session = session_key(static_cast<uint64_t>(conv) + 1);
+    if (sessions == Sessions::kNew) r.session = session_key((uint64_t{1} << 40) + id);
+    return r;
   }
 };
 
@@ -132,14 +161,15 @@ void report(benchmark::State& state, std::vector<double>& ns) {
 
 // decide() only: the routing decision as the gateway's strand spends it.
 void run_decide(benchmark::State& state, RouterConfig config, bool pd = false,
-                bool shared_system_prompts = true) {
+                bool shared_system_prompts = true,
+                Fleet::Sessions sessions = Fleet::Sessions::kNone) {
   Fleet fleet(std::move(config), pd, shared_system_prompts);
   std::vector<double> ns;
   ns.reserve(1 << 20);
   RequestId id = 1;
   Nanos now = kMillisecond;
   for (auto _ : state) {
-    RouteRequest r = fleet.request(id++);
+    RouteRequest r = fleet.request(id++, sessions);
     auto t0 = std::chrono::steady_clock::now();
     Decision d = fleet.router->decide(r, now, fleet.rng);
     auto t1 = std::chrono::steady_clock::now();
@@ -176,6 +206,19 @@ void BM_Decide_KvCostBothIndexes(benchmark::State& state) {
 void BM_Decide_Scorers(benchmark::State& state) { run_decide(state, with_policy({"scorers", {}})); }
 void BM_Decide_Load(benchmark::State& state) { run_decide(state, with_policy({"load", {}})); }
 void BM_Decide_Random(benchmark::State& state) { run_decide(state, with_policy({"random", {}})); }
+// Session affinity on (defaults: capacity 100,000, idle_ttl 30 min), kv-cost as in
+// BM_Decide_KvCost.
+RouterConfig with_sessions() {
+  RouterConfig c = with_policy({"kv-cost", {{"overlap_weight", "1"}}});
+  c.session_affinity.enabled = true;
+  return c;
+}
+void BM_Decide_KvCostSessionBound(benchmark::State& state) {
+  run_decide(state, with_sessions(), false, true, Fleet::Sessions::kBound);
+}
+void BM_Decide_KvCostSessionNew(benchmark::State& state) {
+  run_decide(state, with_sessions(), false, true, Fleet::Sessions::kNew);
+}
 void BM_Decide_PdEarlyReject(benchmark::State& state) {
   RouterConfig c = with_policy({"kv-cost", {}});
   c.early_reject.enabled = true;
@@ -249,15 +292,15 @@ void BM_ActivePrefixOnly(benchmark::State& state) {
 
 // The whole lifecycle on the strand: decide, commit (load tracking + approx index
 // record), first token, finish.
-void BM_RouteLifecycle_KvCost(benchmark::State& state) {
-  RouterConfig c = with_policy({"kv-cost", {}});
+void run_lifecycle(benchmark::State& state, const RouterConfig& c,
+                   Fleet::Sessions sessions = Fleet::Sessions::kNone) {
   Fleet fleet(c);
   std::vector<double> ns;
   ns.reserve(1 << 20);
   RequestId id = 1;
   Nanos now = kMillisecond;
   for (auto _ : state) {
-    RouteRequest r = fleet.request(id++);
+    RouteRequest r = fleet.request(id++, sessions);
     now += kMicrosecond;
     auto t0 = std::chrono::steady_clock::now();
     Decision d = fleet.router->route(r, now, fleet.rng);
@@ -270,6 +313,15 @@ void BM_RouteLifecycle_KvCost(benchmark::State& state) {
     state.SetIterationTime(elapsed * 1e-9);
   }
   report(state, ns);
+}
+void BM_RouteLifecycle_KvCost(benchmark::State& state) {
+  run_lifecycle(state, with_policy({"kv-cost", {}}));
+}
+// The same with bound sessions: the kept path, and commit refreshing the binding.
+void BM_RouteLifecycle_KvCostSession(benchmark::State& state) {
+  RouterConfig c = with_sessions();
+  c.policy = {"kv-cost", {}};
+  run_lifecycle(state, c, Fleet::Sessions::kBound);
 }
 
 BENCHMARK(BM_Decide_KvCost)->UseManualTime()->Iterations(100'000)->Unit(benchmark::kMicrosecond);
@@ -288,6 +340,14 @@ BENCHMARK(BM_Decide_KvCostBothIndexes)
 BENCHMARK(BM_Decide_Scorers)->UseManualTime()->Iterations(100'000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Decide_Load)->UseManualTime()->Iterations(100'000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Decide_Random)->UseManualTime()->Iterations(100'000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Decide_KvCostSessionBound)
+    ->UseManualTime()
+    ->Iterations(100'000)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Decide_KvCostSessionNew)
+    ->UseManualTime()
+    ->Iterations(100'000)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Decide_PdEarlyReject)
     ->UseManualTime()
     ->Iterations(100'000)
@@ -302,6 +362,10 @@ BENCHMARK(BM_DecideGivenOverlap_KvCost)
     ->Iterations(100'000)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_RouteLifecycle_KvCost)
+    ->UseManualTime()
+    ->Iterations(100'000)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RouteLifecycle_KvCostSession)
     ->UseManualTime()
     ->Iterations(100'000)
     ->Unit(benchmark::kMicrosecond);

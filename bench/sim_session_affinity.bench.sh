@@ -4,7 +4,8 @@
 # approximate index that ages out between turns, on no index at all (cold), and on the
 # precise index, each with and without session_affinity, over SEEDS seeds. Prints one
 # markdown table: TTFT p50/p90 and the prefix hit rate (the mean over seeds, min-max in
-# brackets), measured stages only (the warm-up stage is left out by the simulator).
+# brackets) and the session hit rate (turns kept on their session's endpoint / turns
+# routed with a session; "-" for the policies without affinity), measured stages only (the warm-up stage is left out by the simulator).
 # Usage: bench/sim_session_affinity.bench.sh [OUT]   SEEDS="1 2 3" picks the seeds;
 # OUT (default: a temporary directory) keeps session_affinity.csv.
 set -euo pipefail
@@ -17,7 +18,7 @@ trap 'rm -rf "$work"' EXIT
 OUT=${1:-$work}
 mkdir -p "$OUT"
 csv="$OUT/session_affinity.csv"
-echo "seed,policy,ttft_p50_s,ttft_p90_s,prefix_hit_rate,completed" >"$csv"
+echo "seed,policy,ttft_p50_s,ttft_p90_s,prefix_hit_rate,completed,session_requests,session_hit_rate" >"$csv"
 for seed in $SEEDS; do
   dir="$work/seed-$seed"
   nice -n 10 "$BIN" sim "$SCENARIO" --seed "$seed" --no-progress --out "$dir" >"$dir.log" 2>&1 || {
@@ -28,7 +29,8 @@ for seed in $SEEDS; do
 import csv, sys
 for row in csv.DictReader(open(sys.argv[1])):
     print(",".join([sys.argv[2], row["policy"], row["ttft_p50_s"], row["ttft_p90_s"],
-                    row["prefix_hit_rate"], row["completed"]]))
+                    row["prefix_hit_rate"], row["completed"],
+                    row.get("session_requests", "0"), row.get("session_hit_rate", "0")]))
 PY
 done
 python3 - "$csv" <<'PY'
@@ -44,11 +46,14 @@ def cell(p, key, fmt, scale=1.0):
 seeds = len(dict.fromkeys(r["seed"] for r in rows))
 print(f"{seeds} seed(s); mean (min-max)")
 print()
-print("| policy | TTFT p50 (s) | TTFT p90 (s) | prefix hit rate (%) | completed |")
-print("|---|---|---|---|---|")
+print("| policy | TTFT p50 (s) | TTFT p90 (s) | prefix hit rate (%) | session hit rate (%) | completed |")
+print("|---|---|---|---|---|---|")
 for p in policies:
+    sessions = sum(values(p, 'session_requests')) > 0
+    session_cell = cell(p, 'session_hit_rate', '.1f', 100) if sessions else "-"
     print(f"| {p} | {cell(p, 'ttft_p50_s', '.3f')} | {cell(p, 'ttft_p90_s', '.3f')} | "
-          f"{cell(p, 'prefix_hit_rate', '.1f', 100)} | {cell(p, 'completed', '.0f')} |")
+          f"{cell(p, 'prefix_hit_rate', '.1f', 100)} | {session_cell} | "
+          f"{cell(p, 'completed', '.0f')} |")
 PY
 if [ -n "${1:-}" ]; then
   echo

@@ -184,6 +184,19 @@ std::atomic<uint64_t>& GatewayMetrics::engine_tokenize_counter(std::string_view 
   return slot(background ? engine_background_ : engine_tokenize_, pool, result);
 }
 
+std::atomic<uint64_t>& GatewayMetrics::session_counter(std::string_view pool,
+                                                       std::string_view outcome) {
+  std::lock_guard lock(mu_);
+  return slot(session_outcomes_, pool, outcome);
+}
+
+GatewayMetrics::SessionTable& GatewayMetrics::session_table(std::string_view pool) {
+  std::lock_guard lock(mu_);
+  auto it = session_tables_.find(pool);
+  if (it == session_tables_.end()) it = session_tables_.try_emplace(std::string(pool)).first;
+  return it->second;
+}
+
 void GatewayMetrics::breaker(std::string_view pool, std::string_view endpoint, bool open) {
   std::lock_guard lock(mu_);
   slot(breakers_, pool, endpoint) = open;
@@ -343,6 +356,44 @@ std::string GatewayMetrics::render() const {
            "histogram");
   for (const auto& [pool, h] : routing_time_) {
     w.histogram_series("kvgate_routing_decision_seconds", {{"pool", pool}}, h.snapshot());
+  }
+  w.header("kvgate_session_affinity_requests_total",
+           "Routing decisions of requests with a session, in pools with session affinity, by "
+           "outcome: kept (on its endpoint), new (no binding: a first turn, evicted or "
+           "expired), or moved by the policy because its endpoint was over the load bound "
+           "(moved_load), no candidate (moved_unavailable: unhealthy, held, excluded by a "
+           "retry, gone) or predicted to miss the request's latency targets (moved_target).",
+           "counter");
+  for (const auto& [k, v] : session_outcomes_) {
+    const auto& [pool, outcome] = k;
+    w.sample("kvgate_session_affinity_requests_total", {{"pool", pool}, {"outcome", outcome}},
+             static_cast<double>(v.load(std::memory_order_relaxed)));
+  }
+  struct TableSeries {
+    const char* name;
+    const char* help;
+    std::atomic<uint64_t> SessionTable::*field;
+    const char* type;
+  };
+  const TableSeries table_series[] = {
+      {"kvgate_session_affinity_bindings_total",
+       "Sessions bound for the first time (by this replica's decisions or its peers').",
+       &SessionTable::bound, "counter"},
+      {"kvgate_session_affinity_rebindings_total", "Sessions bound to another endpoint.",
+       &SessionTable::rebound, "counter"},
+      {"kvgate_session_affinity_evictions_total",
+       "Bindings dropped for room (the least recently used, at capacity).", &SessionTable::evicted,
+       "counter"},
+      {"kvgate_session_affinity_expirations_total",
+       "Bindings dropped for idling longer than idle_ttl.", &SessionTable::expired, "counter"},
+      {"kvgate_session_affinity_sessions", "Session bindings held.", &SessionTable::size, "gauge"},
+  };
+  for (const TableSeries& series : table_series) {
+    w.header(series.name, series.help, series.type);
+    for (const auto& [pool, t] : session_tables_) {
+      w.sample(series.name, {{"pool", pool}},
+               static_cast<double>((t.*series.field).load(std::memory_order_relaxed)));
+    }
   }
   w.header("kvgate_circuit_breaker_open", "1 while an endpoint's circuit breaker is open.",
            "gauge");

@@ -32,6 +32,15 @@
 //   kvgate_engine_tokenize_background_total{pool,result}  counter (a follow-up's ids fetched
 //                                                          after it was routed: stored,
 //                                                          failed, skipped)
+//   kvgate_session_affinity_requests_total{pool,outcome}   counter (pools with
+//                                                          session_affinity: decisions of
+//                                                          requests with a session: kept,
+//                                                          new, moved_load,
+//                                                          moved_unavailable, moved_target)
+//   kvgate_session_affinity_{bindings,rebindings,evictions,expirations}_total{pool}
+//                                                          counter (the session table's,
+//                                                          peers' bindings included)
+//   kvgate_session_affinity_sessions{pool}                 gauge (bindings held)
 //   kvgate_circuit_breaker_open{pool,endpoint}             gauge
 //   kvgate_rate_limited_total{tenant,rule}                 counter (429s; rule "store"
 //                                                          when fail-closed refused)
@@ -125,6 +134,16 @@ class GatewayMetrics {
   // by the caller as decision_counter's. `background`: kvgate_engine_tokenize_background.
   std::atomic<uint64_t>& engine_tokenize_counter(std::string_view pool, std::string_view result,
                                                  bool background = false);
+  // Session affinity (pools with `session_affinity:`): the counter of accepted decisions
+  // of requests with a session whose route::SessionOutcome is `outcome` (its to_string),
+  // created at zero and kept by the caller as decision_counter's.
+  std::atomic<uint64_t>& session_counter(std::string_view pool, std::string_view outcome);
+  // A pool's session table (route::SessionAffinity::stats() and size()), as its strand
+  // last copied it; created at zero, kept by the caller (it lives as long as this object).
+  struct SessionTable {
+    std::atomic<uint64_t> bound{0}, rebound{0}, evicted{0}, expired{0}, size{0};
+  };
+  SessionTable& session_table(std::string_view pool);
   void breaker(std::string_view pool, std::string_view endpoint, bool open);
   // One scrape of an endpoint's /metrics; the values are null when it failed.
   void scrape(std::string_view pool, std::string_view endpoint, const double* waiting,
@@ -183,6 +202,8 @@ class GatewayMetrics {
   std::map<std::string, metrics::Histogram, std::less<>> routing_time_;   // by pool
   std::map<Key2, std::atomic<uint64_t>, std::less<>> engine_tokenize_;    // nodes stay put
   std::map<Key2, std::atomic<uint64_t>, std::less<>> engine_background_;  // likewise
+  std::map<Key2, std::atomic<uint64_t>, std::less<>> session_outcomes_;   // nodes stay put
+  std::map<std::string, SessionTable, std::less<>> session_tables_;       // likewise
   std::map<Key2, bool, std::less<>> breakers_;
   std::map<Key2, uint64_t, std::less<>> rate_limited_;
   std::map<Key2, uint64_t, std::less<>> chat_fallbacks_;

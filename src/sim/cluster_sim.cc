@@ -693,6 +693,11 @@ void Simulation::send(Nanos now, uint64_t id, const route::Decision& d) {
   r.decode_engine = engine;
   if (placement_ && r.adapter > 0) placement_->on_routed(d.endpoint, adapter_name(r), now);
   const bool first_attempt = r.tried++ == 0 && r.migrations == 0;
+  if (first_attempt && d.session != route::SessionOutcome::kNone) {
+    r.record.session = true;
+    r.record.session_kept = d.session_kept();
+    r.record.session_moved = d.session != route::SessionOutcome::kNew && !d.session_kept();
+  }
   ++replicas_[engine].in_flight;
   if (first_attempt) {  // a retry is no new arrival for the autoscaler
     ++arrivals_since_tick_;
@@ -1562,6 +1567,7 @@ Result<PolicyRun> Simulation::run() {
   out.events = events_;
   out.failures_injected = !scenario_.failures.empty();
   out.breaker_openings = breaker_openings_;
+  out.sessions = policy_.router.session_affinity.enabled;
   if (!adapter_names_.empty()) {
     out.lora = true;
     for (uint32_t i = 0; i < engines_.size(); ++i) {

@@ -40,6 +40,11 @@ bool any_lora_report(const std::vector<Summary>& summaries) {
                      [](const Summary& s) { return s.lora_report; });
 }
 
+bool any_session_report(const std::vector<Summary>& summaries) {
+  return std::any_of(summaries.begin(), summaries.end(),
+                     [](const Summary& s) { return s.session_report; });
+}
+
 bool is_warmup(const std::vector<workload::StageInfo>& stages, uint32_t stage) {
   return stage < stages.size() && stages[stage].warmup;
 }
@@ -71,6 +76,9 @@ Summary summarize(const PolicyRun& run, const std::vector<workload::StageInfo>& 
       if (first_arrival < 0 || r.arrival < first_arrival) first_arrival = r.arrival;
       s.retried += r.retries > 0;
       s.migrated += r.migrated;
+      s.session_requests += r.session;
+      s.session_kept += r.session_kept;
+      s.session_moved += r.session_moved;
     }
     if (r.failed) {
       // Lost: like a refusal, it has no TTFT, tokens or cache figures to count.
@@ -167,6 +175,11 @@ Summary summarize(const PolicyRun& run, const std::vector<workload::StageInfo>& 
   s.failure_report = run.failures_injected;
   s.breaker_openings = run.breaker_openings;
   s.lora_report = run.lora;
+  s.session_report = run.sessions;
+  if (s.session_requests > 0) {
+    s.session_hit_rate =
+        static_cast<double>(s.session_kept) / static_cast<double>(s.session_requests);
+  }
   s.adapter_loads = run.adapter_loads;
   s.adapter_evictions = run.adapter_evictions;
   s.placement_actions = run.placement_actions;
@@ -197,6 +210,14 @@ std::string format_table(const std::string& scenario, const std::vector<Summary>
                          s.adapter_loads_per_min, s.adapter_evictions, s.placement_actions);
     }
   }
+  if (any_session_report(summaries)) {
+    out += fmt::format("{:<14} {:>9} {:>9} {:>9} {:>9}\n", "sessions", "requests", "kept", "moved",
+                       "hit rate");
+    for (const Summary& s : summaries) {
+      out += fmt::format("{:<14} {:>9} {:>9} {:>9} {:>8.1f}%\n", s.policy, s.session_requests,
+                         s.session_kept, s.session_moved, s.session_hit_rate * 100);
+    }
+  }
   if (any_failure_report(summaries)) {
     out += fmt::format("{:<14} {:>9} {:>9} {:>9} {:>9}\n", "failures", "lost", "retried",
                        "migrated", "breaker");
@@ -216,8 +237,10 @@ std::string summary_csv(const std::vector<Summary>& summaries) {
       "mean_waiting,mean_kv_usage,speedup,speedup_cpu,rejected_after_prefill,"
       "wasted_prefill_tokens";
   const bool lora = any_lora_report(summaries);
+  const bool sessions = any_session_report(summaries);
   out += failures ? ",failed,retried,migrated,breaker_openings" : "";
-  out += lora ? ",adapter_loads,adapter_loads_per_min,adapter_evictions,placement_actions\n" : "\n";
+  out += lora ? ",adapter_loads,adapter_loads_per_min,adapter_evictions,placement_actions" : "";
+  out += sessions ? ",session_requests,session_kept,session_moved,session_hit_rate\n" : "\n";
   for (const Summary& s : summaries) {
     out += fmt::format(
         "{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.5f},{:.1f},{:.1f},{:.4f},{:.3f},"
@@ -234,6 +257,11 @@ std::string summary_csv(const std::vector<Summary>& summaries) {
       out.pop_back();
       out += fmt::format(",{},{:.2f},{},{}\n", s.adapter_loads, s.adapter_loads_per_min,
                          s.adapter_evictions, s.placement_actions);
+    }
+    if (sessions) {
+      out.pop_back();
+      out += fmt::format(",{},{},{},{:.4f}\n", s.session_requests, s.session_kept, s.session_moved,
+                         s.session_hit_rate);
     }
   }
   return out;
@@ -280,6 +308,12 @@ std::string report_json(const std::string& scenario, uint64_t seed,
       p["adapter_loads_per_min"] = s.adapter_loads_per_min;
       p["adapter_evictions"] = s.adapter_evictions;
       p["placement_actions"] = s.placement_actions;
+    }
+    if (s.session_report) {
+      p["session_requests"] = s.session_requests;
+      p["session_kept"] = s.session_kept;
+      p["session_moved"] = s.session_moved;
+      p["session_hit_rate"] = s.session_hit_rate;
     }
     p["ttft_p50_s"] = s.ttft_p50;
     p["ttft_p90_s"] = s.ttft_p90;

@@ -52,6 +52,12 @@ struct RequestRecord {
   bool failed = false;
   uint16_t retries = 0;
   bool migrated = false;
+  // Session affinity (the simulator, a policy with session_affinity:): its first routing
+  // carried a session, and affinity kept it on its endpoint, or its bound endpoint could
+  // not keep it and the policy chose (over the load bound, no candidate, off target).
+  bool session = false;
+  bool session_kept = false;
+  bool session_moved = false;
 };
 
 // One scrape-time sample of the cluster.
@@ -121,6 +127,9 @@ struct PolicyRun {
   uint64_t adapter_loads = 0;
   uint64_t adapter_evictions = 0;
   uint64_t placement_actions = 0;
+  // Session affinity: whether the policy keeps it (the report then shows the session
+  // figures; runs where no policy does print what they printed before it existed).
+  bool sessions = false;
 };
 
 struct StageSummary {
@@ -164,6 +173,15 @@ struct Summary {
   double adapter_loads_per_min = 0;
   uint64_t adapter_evictions = 0;
   uint64_t placement_actions = 0;
+  // Session affinity (shown only when session_report, as failures; 0 for a policy
+  // without it beside one with): non-warm-up requests routed with a session, of which
+  // affinity kept on their endpoint (the hit rate: kept / session requests) and of which
+  // the policy moved from theirs; the rest had no binding (first turns, evicted, expired).
+  bool session_report = false;
+  uint64_t session_requests = 0;
+  uint64_t session_kept = 0;
+  uint64_t session_moved = 0;
+  double session_hit_rate = 0;
   std::vector<StageSummary> stages;
 };
 

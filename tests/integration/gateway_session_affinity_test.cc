@@ -6,9 +6,19 @@
 // excludes it) and the session is rebound, so the turns after it stay on the new engine.
 // Nothing here waits on time: the router binds a session when it routes, before the
 // request is forwarded, and every request is answered before the next is sent.
+//
+// Two replicas: two `kvgate serve`s sharing their routing events through a real
+// redis-server (cluster: sync on), round-robin each. A session's first turn goes through
+// replica A; once B has applied A's decisions (B's kvgate_session_affinity_sessions says
+// it holds the bindings: polled, not slept on), its next turn through B lands on the
+// same engine, kept by the binding A's event carried (counted in B's
+// kvgate_session_affinity_requests_total{outcome="kept"}), and so does the turn after,
+// back through A.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <csignal>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -89,6 +99,75 @@ TEST(GatewaySessionAffinity, ASessionStaysOnItsEngineAndMovesWhenTheEngineDies) 
     EXPECT_EQ(turn(gw, "conv-alice", "alice again " + std::to_string(i)), moved) << i;
   }
   EXPECT_EQ(gw.proc->stop(), 0) << gw.proc->errors();
+}
+
+// Replica `replica` of two sharing their routing events through redis-server at
+// `redis_port`, round-robin, session affinity on.
+std::string replica_yaml(const std::vector<std::string>& urls, int redis_port, int replica) {
+  std::string y =
+      "listeners:\n  - address: 127.0.0.1\n    port: 0\nthreads: 1\n"
+      "timeouts: {header_ms: 2000, drain_ms: 2000, connect_ms: 1000}\n"
+      "cluster:\n  redis: {host: 127.0.0.1, port: " +
+      std::to_string(redis_port) + ", timeout_ms: 100}\n  replica_id: gw-" +
+      std::to_string(replica) + "\n  sync: on\n  flush_ms: 2\n  poll_ms: 2\n  stream_prefix: sa" +
+      std::to_string(::getpid()) +
+      "\npools:\n  main:\n    block_size: 16\n    router:\n      policy: round-robin\n"
+      "      overlap: approx\n"
+      "      session_affinity: {header: x-session-id, capacity: 1000, idle_ttl: 10m}\n"
+      "    endpoints:\n";
+  for (const std::string& u : urls) y += "      - " + u + "\n";
+  return y + "models:\n  - name: sim\n    pool: main\n";
+}
+
+TEST(GatewaySessionAffinity, TwoReplicasShareASessionsEngineThroughRedis) {
+  const int port = free_port();
+  auto redis = start_redis(port);
+  ASSERT_TRUE(redis) << redis.error();
+  EngineProcess e0(kFast), e1(kFast), e2(kFast);
+  ASSERT_FALSE(e0.url.empty() || e1.url.empty() || e2.url.empty());
+  const std::vector<std::string> urls = {e0.url, e1.url, e2.url};
+  GatewayProcess a(replica_yaml(urls, port, 0));
+  GatewayProcess b(replica_yaml(urls, port, 1));
+  ASSERT_FALSE(a.url.empty() || b.url.empty());
+  const metrics::Labels pool = {{"pool", "main"}};
+
+  // First turns through A: round-robin spreads the sessions, A binds each.
+  const std::vector<std::string> sessions = {"conv-1", "conv-2", "conv-3", "conv-4", "conv-5"};
+  std::vector<std::string> home;
+  for (const std::string& s : sessions) {
+    home.push_back(turn(a, s, s + " turn 0"));
+    ASSERT_FALSE(home.back().empty()) << s;
+  }
+  EXPECT_EQ(a.metric("kvgate_session_affinity_sessions", pool), 5);
+  EXPECT_EQ(
+      a.metric("kvgate_session_affinity_requests_total", {{"pool", "main"}, {"outcome", "new"}}),
+      5);
+  // B holds the five bindings once it has applied A's routing events (the replicas' only
+  // link is redis-server: nothing to wait on but B's own count).
+  ASSERT_TRUE(eventually([&] { return b.metric("kvgate_session_affinity_sessions", pool) == 5; }))
+      << b.metric("kvgate_session_affinity_sessions", pool);
+  EXPECT_GE(b.metric("kvgate_session_affinity_bindings_total", pool), 5);
+
+  // The next turns through B: each on its session's engine, kept by the shared binding
+  // (B's own round-robin would have spread them elsewhere for some).
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    EXPECT_EQ(turn(b, sessions[i], sessions[i] + " turn 1"), home[i]) << sessions[i];
+  }
+  EXPECT_EQ(
+      b.metric("kvgate_session_affinity_requests_total", {{"pool", "main"}, {"outcome", "kept"}}),
+      5);
+  // And back through A (A kept its own bindings; B's rebinds to the same engine changed
+  // nothing): the same engines still.
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    EXPECT_EQ(turn(a, sessions[i], sessions[i] + " turn 2"), home[i]) << sessions[i];
+  }
+  EXPECT_EQ(
+      a.metric("kvgate_session_affinity_requests_total", {{"pool", "main"}, {"outcome", "kept"}}),
+      5);
+  EXPECT_EQ(a.metric("kvgate_session_affinity_rebindings_total", pool), 0);
+  EXPECT_EQ(b.metric("kvgate_session_affinity_rebindings_total", pool), 0);
+  EXPECT_EQ(a.proc->stop(), 0) << a.proc->errors();
+  EXPECT_EQ(b.proc->stop(), 0) << b.proc->errors();
 }
 
 }  // namespace gateway_session_affinity_test

@@ -55,6 +55,54 @@ TEST(Report, WarmupIsLeftOutAndStageThroughputIsLlmdStyle) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4);
 }
 
+// Session affinity's figures: measured requests routed with a session, of which kept
+// and moved; shown only when a policy keeps it, so other reports stay as they were.
+TEST(Report, SessionHitRateOnlyWhenAPolicyKeepsSessions) {
+  const std::vector<workload::StageInfo> stages = {{1, 0, 10 * kSecond, true},
+                                                   {1, 10 * kSecond, 20 * kSecond, false}};
+  PolicyRun with;
+  with.policy = "on";
+  with.sessions = true;
+  for (int i = 0; i < 6; ++i) {
+    RequestRecord r;
+    r.stage = i == 0 ? 0 : 1;  // the first is warm-up: left out
+    r.arrival = (i == 0 ? 1 : 10 + i) * kSecond;
+    r.first_token = r.arrival + kSecond;
+    r.finish = r.arrival + 2 * kSecond;
+    r.prompt_tokens = 100;
+    r.output_tokens = 10;
+    r.session = i < 5;                            // four measured with a session
+    r.session_kept = i == 0 || i == 2 || i == 3;  // two of them kept
+    r.session_moved = i == 4;                     // one moved, one new (i == 1)
+    with.requests.push_back(r);
+  }
+  with.end_time = 20 * kSecond;
+  const Summary on = summarize(with, stages);
+  EXPECT_TRUE(on.session_report);
+  EXPECT_EQ(on.session_requests, 4u);
+  EXPECT_EQ(on.session_kept, 2u);
+  EXPECT_EQ(on.session_moved, 1u);
+  EXPECT_NEAR(on.session_hit_rate, 0.5, 1e-12);
+
+  PolicyRun without = with;
+  without.policy = "off";
+  without.sessions = false;
+  for (RequestRecord& r : without.requests) r.session = r.session_kept = r.session_moved = false;
+  const Summary off = summarize(without, stages);
+  EXPECT_FALSE(off.session_report);
+  EXPECT_EQ(summary_csv({off}).find("session"), std::string::npos);
+  EXPECT_EQ(report_json("x", 1, {off}).find("session"), std::string::npos);
+  EXPECT_EQ(format_table("x", {off}).find("sessions"), std::string::npos);
+  // Beside a policy with it, the columns appear for both (0 for the one without).
+  const std::string csv = summary_csv({on, off});
+  EXPECT_NE(csv.find(",session_requests,session_kept,session_moved,session_hit_rate\n"),
+            std::string::npos);
+  EXPECT_NE(csv.find(",4,2,1,0.5000\n"), std::string::npos);
+  EXPECT_NE(csv.find(",0,0,0,0.0000\n"), std::string::npos);
+  EXPECT_NE(report_json("x", 1, {on, off}).find("\"session_hit_rate\""), std::string::npos);
+  EXPECT_NE(format_table("x", {on, off}).find("sessions"), std::string::npos);
+}
+
 TEST(SvgPlot, RendersSeriesAndSkipsNonPositiveOnLogAxes) {
   LineChart c{.title = "t <&>", .x_label = "x", .y_label = "y", .log_x = true};
   c.series.push_back({"a", {{0.0, 0.1}, {0.5, 0.5}, {50, 1}}, true});

@@ -26,6 +26,24 @@ std::string_view to_string(RejectReason reason) {
   return "unknown";
 }
 
+std::string_view to_string(SessionOutcome outcome) {
+  switch (outcome) {
+    case SessionOutcome::kNone:
+      return "none";
+    case SessionOutcome::kNew:
+      return "new";
+    case SessionOutcome::kKept:
+      return "kept";
+    case SessionOutcome::kMovedLoad:
+      return "moved_load";
+    case SessionOutcome::kMovedUnavailable:
+      return "moved_unavailable";
+    case SessionOutcome::kMovedTarget:
+      return "moved_target";
+  }
+  return "unknown";
+}
+
 int http_status(RejectReason reason) {
   switch (reason) {
     case RejectReason::kNone:

@@ -29,6 +29,22 @@ enum class RejectReason : uint8_t {
                         // the configured action is reject
 };
 
+// What session affinity made of a request that carries a session (RouteRequest::session),
+// in a pool that keeps session affinity; kNone for every other request (no session,
+// affinity off, a disaggregated pool, a request sent to a preferred endpoint).
+enum class SessionOutcome : uint8_t {
+  kNone,
+  kNew,               // the session had no binding (its first turn, or evicted, or expired)
+  kKept,              // it stayed on the endpoint it is bound to
+  kMovedLoad,         // that endpoint was over the load bound: the policy chose
+  kMovedUnavailable,  // that endpoint was no candidate (unhealthy, draining, held, filtered
+                      // out, excluded by a retry, or no room): the policy chose
+  kMovedTarget,       // that endpoint was predicted to miss the request's latency targets
+};
+
+// "none", "new", "kept", "moved_load", "moved_unavailable", "moved_target".
+std::string_view to_string(SessionOutcome outcome);
+
 // "ok", "no_endpoints", "no_healthy_endpoints", "saturated", "no_prefill_endpoint",
 // "no_decode_endpoint", "decode_full", "duplicate_request", "slo_unattainable".
 std::string_view to_string(RejectReason reason);
@@ -60,7 +76,9 @@ struct Decision {
                                 // this request), from RouterConfig's prefill rate
   double cost = 0;              // the winner's cost under the policy (lower is better;
                                 // score-based policies report -score)
-  bool session_kept = false;    // session affinity chose `endpoint` (the policy did not)
+  SessionOutcome session = SessionOutcome::kNone;  // what session affinity made of it
+  // Session affinity chose `endpoint` (the policy did not).
+  bool session_kept() const { return session == SessionOutcome::kKept; }
 
   // When RouteRequest::runners_up asks: the next best candidates after `endpoint`, best
   // first, by the cost the policy gave them (for a disaggregated pool, the decode stage's

@@ -411,11 +411,11 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
     // and, for a request with latency targets, is predicted to meet them (one hash
     // lookup; nothing at all for a request without a session).
     if (request.session != 0 && sessions_) [[unlikely]] {
-      d.session_kept = keep_session(ctx, now);
+      d.session = keep_session(ctx, now);
     }
     size_t i = policy_->pick(ctx, candidates_, rng);  // costs every candidate
     // Latency targets (a kept session's endpoint was checked against them already).
-    if (predictor_ && request.has_targets() && !d.session_kept) {
+    if (predictor_ && request.has_targets() && !d.session_kept()) {
       const size_t meets = meet_targets(ctx, i);
       if (meets == candidates_.size()) {
         d.reason = config_.latency_targets.action == SloAction::kReject
@@ -490,26 +490,31 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
   return d;
 }
 
-bool Router::keep_session(const RouteContext& ctx, Nanos now) {
+SessionOutcome Router::keep_session(const RouteContext& ctx, Nanos now) {
   const std::optional<EndpointId> bound = sessions_->find(ctx.request.session, now);
-  if (!bound) return false;
+  if (!bound) return SessionOutcome::kNew;
   const auto it = std::find_if(candidates_.begin(), candidates_.end(),
                                [&](const Candidate& c) { return c.endpoint->id == *bound; });
-  if (it == candidates_.end()) return false;  // unhealthy, filtered out, or left
+  // Unhealthy, held, filtered out, excluded by a retry, or left.
+  if (it == candidates_.end()) return SessionOutcome::kMovedUnavailable;
   // Requests in flight: waiting (scraped + routed since) and running.
   auto in_flight = [](const Candidate& c) { return c.load.waiting + c.load.running; };
   double least = in_flight(*it);
   for (const Candidate& c : candidates_) least = std::min(least, in_flight(c));
-  if (!keeps_session(in_flight(*it), least, config_.session_affinity)) return false;
+  if (!keeps_session(in_flight(*it), least, config_.session_affinity)) {
+    return SessionOutcome::kMovedLoad;
+  }
   // Latency targets come before affinity: an endpoint predicted to miss them is left to
   // the policy and the target rule over every candidate (the session follows at commit).
   if (predictor_ && ctx.request.has_targets()) {
     const LatencyPrediction p = predictor_->predict(*bound, latency_features(ctx, *it));
-    if (lateness(ctx.request, config_.latency_targets.headroom, p) > 1) return false;
+    if (lateness(ctx.request, config_.latency_targets.headroom, p) > 1) {
+      return SessionOutcome::kMovedTarget;
+    }
   }
   std::iter_swap(candidates_.begin(), it);
   candidates_.resize(1);
-  return true;
+  return SessionOutcome::kKept;
 }
 
 size_t Router::meet_targets(const RouteContext& ctx, size_t chosen) {

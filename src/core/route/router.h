@@ -150,8 +150,9 @@ class Router {
   Status build(const Registry* registry);
   // Session affinity: keeps alone the candidate ctx.request.session is bound to when it
   // is within the load bound and, for a request with latency targets (predictor_ on),
-  // predicted to meet them. False (nothing changed) otherwise.
-  bool keep_session(const RouteContext& ctx, Nanos now);
+  // predicted to meet them: kKept. Otherwise nothing changed, and the outcome says why
+  // (kNew: no binding; kMoved*: the bound endpoint could not keep it).
+  SessionOutcome keep_session(const RouteContext& ctx, Nanos now);
   // The prompt's match in the configured index, into `out` (cleared first).
   void lookup_overlap(std::span<const kv::BlockKey> keys, Nanos now,
                       std::vector<kv::EndpointMatch>& out);

@@ -199,6 +199,8 @@ asio::awaitable<Pick> PoolRouting::pick(const route::RouteRequest& request,
 
 static_assert(static_cast<size_t>(route::RejectReason::kSloUnattainable) < 9,
               "decision_counters_ holds one counter per RejectReason");
+static_assert(static_cast<size_t>(route::SessionOutcome::kMovedTarget) < 6,
+              "session_counters_ holds one counter per SessionOutcome");
 
 bool PoolRouting::on_own_thread() const {
   if (!one_thread_) return false;
@@ -222,6 +224,29 @@ void PoolRouting::count_decision(route::RejectReason reason) {
   counter->fetch_add(1, std::memory_order_relaxed);
 }
 
+void PoolRouting::count_session(const route::Decision& decision) {
+  if (!decision.accepted()) return;
+  std::atomic<uint64_t>*& counter = session_counters_.at(static_cast<size_t>(decision.session));
+  if (!counter) {
+    counter = &metrics_.session_counter(config_.name, route::to_string(decision.session));
+  }
+  counter->fetch_add(1, std::memory_order_relaxed);
+  publish_sessions();
+}
+
+void PoolRouting::publish_sessions() {
+  const route::SessionAffinity* table = router_->sessions();
+  if (!table) return;
+  if (!session_table_) session_table_ = &metrics_.session_table(config_.name);
+  const route::SessionAffinity::Stats& s = table->stats();
+  constexpr auto relaxed = std::memory_order_relaxed;
+  session_table_->bound.store(s.bound, relaxed);
+  session_table_->rebound.store(s.rebound, relaxed);
+  session_table_->evicted.store(s.evicted, relaxed);
+  session_table_->expired.store(s.expired, relaxed);
+  session_table_->size.store(table->size(), relaxed);
+}
+
 Pick PoolRouting::decide_on_strand(const route::RouteRequest& request,
                                    const std::vector<route::EndpointId>& excluded, Nanos now) {
   close_expired_breakers(now);
@@ -234,6 +259,9 @@ Pick PoolRouting::decide_on_strand(const route::RouteRequest& request,
     pick.decision = router_->route(retry, now, rng_);
   }
   count_decision(pick.decision.reason);
+  if (pick.decision.session != route::SessionOutcome::kNone) [[unlikely]] {
+    count_session(pick.decision);
+  }
   // endpoints_ is written only here, on the strand: no lock to read it.
   if (pick.decision.accepted() && pick.decision.endpoint < endpoints_.size()) {
     pick.endpoint = endpoints_[pick.decision.endpoint];

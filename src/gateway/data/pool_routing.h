@@ -220,6 +220,12 @@ class PoolRouting {
   void exchange_done(route::RequestId id, route::EndpointId endpoint, bool ok, Nanos now,
                      bool first_token = false);
 
+  // Copies the session table's counts and size (route::SessionAffinity) into the pool's
+  // kvgate_session_affinity_* series; nothing without session affinity. On the strand:
+  // after each decision of a request with a session, and after the peers' decisions are
+  // applied (replica sync), which bind sessions too.
+  void publish_sessions();
+
   // The current endpoints (a snapshot; thread-safe), in EndpointId order.
   std::vector<EndpointAddress> endpoints() const;
   std::optional<EndpointAddress> endpoint(route::EndpointId id) const;
@@ -300,6 +306,13 @@ class PoolRouting {
   // kvgate_routing_decisions_total: one more decision (the router's, or the queue's
   // dispatch). On the strand.
   void count_decision(route::RejectReason reason);
+  // kvgate_session_affinity_requests_total's counters, by route::SessionOutcome (kNone
+  // unused), and the pool's session table series (publish_sessions).
+  std::array<std::atomic<uint64_t>*, 6> session_counters_{};
+  GatewayMetrics::SessionTable* session_table_ = nullptr;
+  // One more decision of a request with a session (an accepted one: the outcome counted,
+  // the table published). On the strand.
+  void count_session(const route::Decision& decision);
   uint64_t block_seed_ = 0;  // of the pool's block keys (keys_for): no adapter, no salt
   // The seed of a request's first block: block_seed_ unless it has an adapter or a salt.
   uint64_t seed_for(std::string_view adapter, std::string_view cache_salt) const {

@@ -45,6 +45,9 @@ asio::awaitable<Pick> PoolRouting::admit(const route::RouteRequest& request, Flo
                          }
                          if (o.kind == route::FlowOutcome::Kind::kDispatched) {
                            count_decision(pick.decision.reason);
+                           if (pick.decision.session != route::SessionOutcome::kNone) {
+                             count_session(pick.decision);
+                           }
                          }
                          if (o.kind == route::FlowOutcome::Kind::kDispatched &&
                              pick.decision.endpoint < endpoints_.size()) {

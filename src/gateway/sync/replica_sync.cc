@@ -358,6 +358,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
           ps->batches_applied.fetch_add(1, std::memory_order_relaxed);
           ps->events_applied.fetch_add(b.events.size(), std::memory_order_relaxed);
         }
+        ps->pool->publish_sessions();  // the peers' decisions bind their sessions here too
         self->copy_stats(*ps);
       });
     });

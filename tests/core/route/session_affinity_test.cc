@@ -191,7 +191,8 @@ class RouterSessionTest : public ::testing::Test {
 TEST_F(RouterSessionTest, ASessionStaysOnItsEndpointWithinTheLoadBound) {
   const uint64_t s = session_key("conv", "m");
   const Decision first = route(s);
-  EXPECT_FALSE(first.session_kept);  // nothing bound yet: the policy chose
+  EXPECT_FALSE(first.session_kept());  // nothing bound yet: the policy chose
+  EXPECT_EQ(first.session, SessionOutcome::kNew);
   const EndpointId home = first.endpoint;
   // Busier than the other endpoint (5, 6, 7 requests against none), within 8 more: the
   // session stays where least-request would not go.
@@ -199,13 +200,14 @@ TEST_F(RouterSessionTest, ASessionStaysOnItsEndpointWithinTheLoadBound) {
   for (int i = 0; i < 3; ++i) {
     const Decision d = route(s);
     EXPECT_EQ(d.endpoint, home);
-    EXPECT_TRUE(d.session_kept);
+    EXPECT_TRUE(d.session_kept());
   }
   // A request without a session follows the policy (least loaded).
   const RouteRequest plain = request(0);
   const Decision d = router_->decide(plain, 0, rng_);
   EXPECT_EQ(d.endpoint, other(home));
-  EXPECT_FALSE(d.session_kept);
+  EXPECT_FALSE(d.session_kept());
+  EXPECT_EQ(d.session, SessionOutcome::kNone);
   ASSERT_NE(router_->sessions(), nullptr);
   EXPECT_EQ(router_->sessions()->size(), 1u);
 }
@@ -216,13 +218,14 @@ TEST_F(RouterSessionTest, BeyondTheLoadBoundThePolicyDecidesAndTheSessionMoves) 
   add_load(home, 20);  // 21 against none: more than 8 above and more than 1.5 x
   const Decision moved = route(s);
   EXPECT_EQ(moved.endpoint, other(home));
-  EXPECT_FALSE(moved.session_kept);
+  EXPECT_FALSE(moved.session_kept());
+  EXPECT_EQ(moved.session, SessionOutcome::kMovedLoad);
   // Rebound: it stays on the new endpoint, also once that is the busier one.
   clear_load(home);
   add_load(other(home), 3);
   const Decision next = route(s);
   EXPECT_EQ(next.endpoint, other(home));
-  EXPECT_TRUE(next.session_kept);
+  EXPECT_TRUE(next.session_kept());
   EXPECT_EQ(router_->sessions()->stats().rebound, 1u);
 }
 
@@ -230,7 +233,9 @@ TEST_F(RouterSessionTest, AnUnhealthyEndpointLosesItsSessions) {
   const uint64_t s = session_key("conv", "m");
   const EndpointId home = route(s).endpoint;
   router_->pool().set_health(home, Health::kUnhealthy);
-  EXPECT_EQ(route(s).endpoint, other(home));
+  const Decision away = route(s);
+  EXPECT_EQ(away.endpoint, other(home));
+  EXPECT_EQ(away.session, SessionOutcome::kMovedUnavailable);
   router_->pool().set_health(home, Health::kHealthy);
   add_load(other(home), 2);
   EXPECT_EQ(route(s).endpoint, other(home));  // rebound, and stays
