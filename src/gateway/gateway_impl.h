@@ -153,6 +153,10 @@ struct ProxyCall {
   // The session header's value as route::session_key (with the model); 0 when absent.
   uint64_t session = 0;
   FlowTicketData flow;  // flow control: the tenant's weight and the request's deadline
+  // Latency targets (x-kvgate-ttft-ms / x-kvgate-tpot-ms, llm-d's x-slo-*, or the
+  // tenant's defaults); 0 = none. Become RouteRequest::ttft_target / tpot_target.
+  Nanos ttft_target = 0;
+  Nanos tpot_target = 0;
   Nanos received;
   std::optional<double> routing_seconds;  // keys through the first pick (once picked)
   // Traced requests only (tracing configured and sampled); null otherwise. Its end

@@ -168,6 +168,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   rr.criticality = call.criticality;
   rr.adapter = adapter;
   rr.session = call.session;
+  rr.ttft_target = call.ttft_target;
+  rr.tpot_target = call.tpot_target;
   // A Responses conversation goes back to the endpoint that holds it, while it can.
   if (translated && !call.translation->previous_response.empty()) {
     rr.preferred = pool.responses().find(call.translation->previous_response);
