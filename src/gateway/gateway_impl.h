@@ -311,6 +311,10 @@ struct Gateway::Impl {
   void finish_external(ExternalPick& pick, const ExternalOutcome& outcome);
   // Charges a finished request's usage to its tenant's token budget.
   void charge(const Tenant* tenant, std::string_view model, const openai::Usage& u);
+  // A request with latency targets answered well: kvgate_slo_requests_total counts it met
+  // or missed, its TTFT from its arrival to `first_token`, its time per output token from
+  // there to `end` over `tokens` - 1 (not judged under 2 tokens).
+  void slo_outcome(const ProxyCall& call, Nanos first_token, Nanos end, uint64_t tokens);
 };
 
 }  // namespace kvgate::gateway
