@@ -153,6 +153,10 @@ struct ProxyCall {
   // The session header's value as route::session_key (with the model); 0 when absent.
   uint64_t session = 0;
   FlowTicketData flow;  // flow control: the tenant's weight and the request's deadline
+  // Latency targets (x-kvgate-ttft-ms / x-kvgate-tpot-ms, llm-d's x-slo-*, or the
+  // tenant's defaults); 0 = none. Become RouteRequest::ttft_target / tpot_target.
+  Nanos ttft_target = 0;
+  Nanos tpot_target = 0;
   Nanos received;
   std::optional<double> routing_seconds;  // keys through the first pick (once picked)
   // Traced requests only (tracing configured and sampled); null otherwise. Its end
@@ -307,6 +311,10 @@ struct Gateway::Impl {
   void finish_external(ExternalPick& pick, const ExternalOutcome& outcome);
   // Charges a finished request's usage to its tenant's token budget.
   void charge(const Tenant* tenant, std::string_view model, const openai::Usage& u);
+  // A request with latency targets answered well: kvgate_slo_requests_total counts it met
+  // or missed, its TTFT from its arrival to `first_token`, its time per output token from
+  // there to `end` over `tokens` - 1 (not judged under 2 tokens).
+  void slo_outcome(const ProxyCall& call, Nanos first_token, Nanos end, uint64_t tokens);
 };
 
 }  // namespace kvgate::gateway

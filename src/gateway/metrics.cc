@@ -197,6 +197,18 @@ GatewayMetrics::SessionTable& GatewayMetrics::session_table(std::string_view poo
   return it->second;
 }
 
+GatewayMetrics::PredictorSeries& GatewayMetrics::predictor(std::string_view pool) {
+  std::lock_guard lock(mu_);
+  auto it = predictors_.find(pool);
+  if (it == predictors_.end()) it = predictors_.try_emplace(std::string(pool)).first;
+  return it->second;
+}
+
+void GatewayMetrics::slo_outcome(std::string_view pool, std::string_view outcome) {
+  std::lock_guard lock(mu_);
+  ++slot(slo_outcomes_, pool, outcome);
+}
+
 void GatewayMetrics::breaker(std::string_view pool, std::string_view endpoint, bool open) {
   std::lock_guard lock(mu_);
   slot(breakers_, pool, endpoint) = open;
@@ -327,6 +339,49 @@ std::string GatewayMetrics::render() const {
     w.sample("kvgate_routing_decisions_total",
              {{"pool", pool}, {"policy", policy}, {"reason", reason}},
              static_cast<double>(v.load(std::memory_order_relaxed)));
+  }
+  if (!predictors_.empty()) {
+    auto gauge = [&](std::string_view name, std::string_view help, auto field) {
+      w.header(name, help, "gauge");
+      for (const auto& [pool, p] : predictors_) {
+        w.sample(name, {{"pool", pool}}, (p.*field).load(std::memory_order_relaxed));
+      }
+    };
+    gauge("kvgate_predictor_ttft_mape",
+          "Latency targets: mean absolute percentage error of the predicted time to first "
+          "token, over every sample of the pool (a fraction: 0.1 is 10%).",
+          &PredictorSeries::ttft_mape);
+    gauge("kvgate_predictor_tpot_mape",
+          "Latency targets: mean absolute percentage error of the predicted time per output "
+          "token, over every sample of the pool (a fraction).",
+          &PredictorSeries::tpot_mape);
+    w.header("kvgate_predictor_samples_total",
+             "Latency targets: measurements the predictor learned from and was scored on, by "
+             "kind (ttft, tpot).",
+             "counter");
+    for (const auto& [pool, p] : predictors_) {
+      w.sample("kvgate_predictor_samples_total", {{"pool", pool}, {"kind", "ttft"}},
+               static_cast<double>(p.ttft_samples.load(std::memory_order_relaxed)));
+      w.sample("kvgate_predictor_samples_total", {{"pool", pool}, {"kind", "tpot"}},
+               static_cast<double>(p.tpot_samples.load(std::memory_order_relaxed)));
+    }
+    w.header("kvgate_predictor_predictions_total",
+             "Latency targets: routing decisions whose chosen endpoint's latency was predicted.",
+             "counter");
+    for (const auto& [pool, p] : predictors_) {
+      w.sample("kvgate_predictor_predictions_total", {{"pool", pool}},
+               static_cast<double>(p.predictions.load(std::memory_order_relaxed)));
+    }
+  }
+  w.header("kvgate_slo_requests_total",
+           "Requests with latency targets by outcome: met (time to first token, and for a "
+           "stream the time per output token, within the targets, as the client saw them), "
+           "missed, rejected (slo_unattainable).",
+           "counter");
+  for (const auto& [k, v] : slo_outcomes_) {
+    const auto& [pool, outcome] = k;
+    w.sample("kvgate_slo_requests_total", {{"pool", pool}, {"outcome", outcome}},
+             static_cast<double>(v));
   }
   w.header("kvgate_engine_tokenize_total",
            "Requests of pools whose routing ids come from their engines (POST /tokenize), by "

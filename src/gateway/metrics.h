@@ -64,6 +64,15 @@
 //                                                          POST /v1/load_lora_adapter; ok,
 //                                                          failed)
 //   kvgate_lora_adapter_unloads_total{pool,endpoint,adapter,outcome}  counter (likewise, unload)
+//   kvgate_predictor_{ttft,tpot}_mape{pool}               gauge (latency targets on: the
+//                                                          predictor's mean absolute
+//                                                          percentage error, a fraction)
+//   kvgate_predictor_samples_total{pool,kind}              counter (kind ttft|tpot: samples
+//                                                          the MAPE is over)
+//   kvgate_predictor_predictions_total{pool}               counter (decisions the predictor
+//                                                          predicted for)
+//   kvgate_slo_requests_total{pool,outcome}                counter (requests with latency
+//                                                          targets: met, missed, rejected)
 //
 // Thread-safe (one mutex, taken twice per proxied request; the active gauges are atomics). The
 // series maps compare keys transparently, so an update of an existing series looks it up by
@@ -169,6 +178,17 @@ class GatewayMetrics {
   void lora_adapter(std::string_view pool, std::string_view endpoint, std::string_view adapter,
                     bool load, std::string_view outcome);
 
+  // Latency targets (docs/router.md): a pool's predictor figures, created at zero on
+  // first use and kept by the caller as decision_counter's; written on the pool's strand.
+  struct PredictorSeries {
+    std::atomic<double> ttft_mape{0}, tpot_mape{0};
+    std::atomic<uint64_t> ttft_samples{0}, tpot_samples{0};
+    std::atomic<uint64_t> predictions{0};
+  };
+  PredictorSeries& predictor(std::string_view pool);
+  // A request with latency targets ended: `outcome` "met", "missed" or "rejected".
+  void slo_outcome(std::string_view pool, std::string_view outcome);
+
   void rate_limited(std::string_view tenant, std::string_view rule);
   // A chat request the pool's template could not render exactly (routed approximately).
   void chat_template_fallback(std::string_view pool, std::string_view reason);
@@ -217,6 +237,8 @@ class GatewayMetrics {
   std::map<Key2, uint64_t> autoscaler_decisions_;        // (pool, direction)
   // (pool, endpoint, adapter, outcome)
   std::map<Key4s, uint64_t> lora_loads_, lora_unloads_;
+  std::map<std::string, PredictorSeries, std::less<>> predictors_;  // by pool; nodes stay put
+  std::map<Key2, uint64_t, std::less<>> slo_outcomes_;              // (pool, outcome)
   // The series the last request_finished updated (map nodes: their addresses stay).
   struct Recent {
     std::string model, pool, tenant;

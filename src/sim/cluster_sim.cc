@@ -533,6 +533,8 @@ uint64_t Simulation::admit(workload::WorkloadRequest w) {
   r.record.stage = w.stage;
   r.record.prompt_tokens = static_cast<uint32_t>(w.prompt->size());
   r.record.tenant = w.tenant;
+  r.record.ttft_target = w.ttft_target;
+  r.record.tpot_target = w.tpot_target;
   if (adapter_picker_) r.adapter = adapter_picker_->pick(adapter_rng_);
   r.work = std::move(w);
   ++outstanding_;
@@ -567,6 +569,9 @@ route::RouteRequest Simulation::route_request(uint64_t id) const {
   if (r.work.session != 0 && policy_.router.session_affinity.enabled) {
     rr.session = route::session_key((uint64_t{r.work.tenant} << 48) ^ r.work.session);
   }
+  // The workload's latency targets (honoured when the policy has latency_targets on).
+  rr.ttft_target = r.work.ttft_target;
+  rr.tpot_target = r.work.tpot_target;
   return rr;
 }
 
@@ -886,7 +891,7 @@ void Simulation::on_engine_step(Nanos now, uint32_t engine) {
 }
 
 void Simulation::on_finished(Nanos now, uint64_t id) {
-  group_->on_finished(id, now);
+  group_->on_finished(id, now, requests_[id].record.output_tokens);
   {
     const RequestRecord& rec = requests_[id].record;
     if (live(rec.endpoint)) breaker_result(endpoint_of_[rec.endpoint], true, now);
@@ -1568,6 +1573,10 @@ Result<PolicyRun> Simulation::run() {
   out.failures_injected = !scenario_.failures.empty();
   out.breaker_openings = breaker_openings_;
   out.sessions = policy_.router.session_affinity.enabled;
+  out.latency_targets = policy_.router.latency_targets.enabled || scenario_.workload.any_targets();
+  out.predictor = policy_.router.latency_targets.enabled;
+  out.predictor_ttft = group_->ttft_error();
+  out.predictor_tpot = group_->tpot_error();
   if (!adapter_names_.empty()) {
     out.lora = true;
     for (uint32_t i = 0; i < engines_.size(); ++i) {

@@ -106,23 +106,26 @@ void ReplicaGroup::service_changed(uint32_t from, Nanos now) {
   if (options_.lag == 0) deliver(now);
 }
 
-void ReplicaGroup::lifecycle(route::RequestId id, cluster::EventKind kind, Nanos now) {
+void ReplicaGroup::lifecycle(route::RequestId id, cluster::EventKind kind, Nanos now,
+                             uint32_t output_tokens) {
+  // Router::on_first_token / on_finished are the pool's calls plus the latency
+  // predictor's learning (nothing more without latency_targets).
   if (replicas_.size() == 1) {
-    route::EndpointPool& pool = replicas_[0].router->pool();
-    if (kind == cluster::EventKind::kPrefillDone) pool.on_first_token(id, now);
-    if (kind == cluster::EventKind::kFinished) pool.on_finished(id, now);
-    if (kind == cluster::EventKind::kFailed) pool.on_failed(id, now);
+    route::Router& router = *replicas_[0].router;
+    if (kind == cluster::EventKind::kPrefillDone) router.on_first_token(id, now);
+    if (kind == cluster::EventKind::kFinished) router.on_finished(id, now, output_tokens);
+    if (kind == cluster::EventKind::kFailed) router.pool().on_failed(id, now);
     return;
   }
   auto it = owner_.find(id);
   if (it == owner_.end()) return;
   const uint32_t i = it->second.replica;
-  route::EndpointPool& pool = replicas_[i].router->pool();
+  route::Router& router = *replicas_[i].router;
   if (kind == cluster::EventKind::kPrefillDone) {
-    pool.on_first_token(id, now);
+    router.on_first_token(id, now);
   } else {
-    if (kind == cluster::EventKind::kFinished) pool.on_finished(id, now);
-    if (kind == cluster::EventKind::kFailed) pool.on_failed(id, now);
+    if (kind == cluster::EventKind::kFinished) router.on_finished(id, now, output_tokens);
+    if (kind == cluster::EventKind::kFailed) router.pool().on_failed(id, now);
     owner_.erase(it);
   }
   if (options_.sync) {
@@ -134,8 +137,33 @@ void ReplicaGroup::lifecycle(route::RequestId id, cluster::EventKind kind, Nanos
 void ReplicaGroup::on_first_token(route::RequestId id, Nanos now) {
   lifecycle(id, cluster::EventKind::kPrefillDone, now);
 }
-void ReplicaGroup::on_finished(route::RequestId id, Nanos now) {
-  lifecycle(id, cluster::EventKind::kFinished, now);
+void ReplicaGroup::on_finished(route::RequestId id, Nanos now, uint32_t output_tokens) {
+  lifecycle(id, cluster::EventKind::kFinished, now, output_tokens);
+}
+
+namespace {
+route::PredictionError sum_errors(const route::PredictionError& a,
+                                  const route::PredictionError& b) {
+  return {.count = a.count + b.count, .sum_ape = a.sum_ape + b.sum_ape};
+}
+}  // namespace
+
+route::PredictionError ReplicaGroup::ttft_error() const {
+  route::PredictionError sum;
+  for (const Replica& r : replicas_) {
+    if (const route::LatencyPredictor* p = r.router->predictor())
+      sum = sum_errors(sum, p->ttft_error());
+  }
+  return sum;
+}
+
+route::PredictionError ReplicaGroup::tpot_error() const {
+  route::PredictionError sum;
+  for (const Replica& r : replicas_) {
+    if (const route::LatencyPredictor* p = r.router->predictor())
+      sum = sum_errors(sum, p->tpot_error());
+  }
+  return sum;
 }
 void ReplicaGroup::on_failed(route::RequestId id, Nanos now) {
   lifecycle(id, cluster::EventKind::kFailed, now);

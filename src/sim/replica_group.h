@@ -73,8 +73,13 @@ class ReplicaGroup {
   // Data plane: a replica at random routes the request (after applying what reached it
   // by `now`); the lifecycle calls go to that replica.
   route::Decision route(const route::RouteRequest& request, Nanos now, Rng& rng);
+  // Through the replica's Router, so that its latency predictor (latency_targets on)
+  // learns TTFT and, from `output_tokens`, TPOT; without it, the pool's calls alone.
   void on_first_token(route::RequestId id, Nanos now);
-  void on_finished(route::RequestId id, Nanos now);
+  void on_finished(route::RequestId id, Nanos now, uint32_t output_tokens = 0);
+  // The latency predictors' errors summed over the replicas (count 0: no predictor).
+  route::PredictionError ttft_error() const;
+  route::PredictionError tpot_error() const;
   void on_failed(route::RequestId id, Nanos now);
 
   // Flow control (several replicas; with one, the caller's queue is the single router's
@@ -113,7 +118,8 @@ class ReplicaGroup {
   void publish(uint32_t from, Nanos now);
   // Applies every published batch due by `now`.
   void deliver(Nanos now);
-  void lifecycle(route::RequestId id, cluster::EventKind kind, Nanos now);
+  void lifecycle(route::RequestId id, cluster::EventKind kind, Nanos now,
+                 uint32_t output_tokens = 0);
 
   ReplicaSyncOptions options_;
   Rng pick_;

@@ -45,6 +45,11 @@ bool any_session_report(const std::vector<Summary>& summaries) {
                      [](const Summary& s) { return s.session_report; });
 }
 
+bool any_latency_report(const std::vector<Summary>& summaries) {
+  return std::any_of(summaries.begin(), summaries.end(),
+                     [](const Summary& s) { return s.latency_report; });
+}
+
 bool is_warmup(const std::vector<workload::StageInfo>& stages, uint32_t stage) {
   return stage < stages.size() && stages[stage].warmup;
 }
@@ -55,6 +60,8 @@ Summary summarize(const PolicyRun& run, const std::vector<workload::StageInfo>& 
   Summary s;
   s.policy = run.policy;
   std::vector<double> ttft;
+  std::vector<double> untargeted_ttft;  // latency targets: requests without any
+  uint64_t ttft_targeted = 0, ttft_met = 0, slo_met = 0;
   double decode_time = 0, decode_tokens = 0, prompt = 0, cached = 0, output = 0;
   Nanos first_arrival = -1, last_finish = 0;
 
@@ -79,6 +86,22 @@ Summary summarize(const PolicyRun& run, const std::vector<workload::StageInfo>& 
       s.session_requests += r.session;
       s.session_kept += r.session_kept;
       s.session_moved += r.session_moved;
+      if (run.latency_targets) {
+        const bool has_ttft = r.ttft_target > 0;
+        const bool targeted = has_ttft || r.tpot_target > 0;
+        const bool answered = !r.failed && !r.rejected && r.first_token >= 0;
+        const bool met_ttft = answered && (!has_ttft || r.first_token - r.arrival <= r.ttft_target);
+        const bool met_tpot =
+            answered && (r.tpot_target <= 0 || r.output_tokens < 2 ||
+                         (r.finish >= 0 &&
+                          (r.finish - r.first_token) / static_cast<Nanos>(r.output_tokens - 1) <=
+                              r.tpot_target));
+        s.targeted += targeted;
+        ttft_targeted += has_ttft;
+        ttft_met += has_ttft && met_ttft;
+        slo_met += targeted && met_ttft && met_tpot;
+        if (!targeted && answered) untargeted_ttft.push_back(to_seconds(r.first_token - r.arrival));
+      }
     }
     if (r.failed) {
       // Lost: like a refusal, it has no TTFT, tokens or cache figures to count.
@@ -174,6 +197,17 @@ Summary summarize(const PolicyRun& run, const std::vector<workload::StageInfo>& 
   if (run.cpu_seconds > 0) s.speedup_cpu = to_seconds(run.end_time) / run.cpu_seconds;
   s.failure_report = run.failures_injected;
   s.breaker_openings = run.breaker_openings;
+  s.latency_report = run.latency_targets;
+  s.predictor = run.predictor;
+  if (ttft_targeted > 0) {
+    s.ttft_target_met = static_cast<double>(ttft_met) / static_cast<double>(ttft_targeted);
+  }
+  if (s.targeted > 0) s.slo_met = static_cast<double>(slo_met) / static_cast<double>(s.targeted);
+  s.untargeted_ttft_p90 = quantile(untargeted_ttft, 0.9);
+  s.ttft_mape = run.predictor_ttft.mape();
+  s.tpot_mape = run.predictor_tpot.mape();
+  s.ttft_samples = run.predictor_ttft.count;
+  s.tpot_samples = run.predictor_tpot.count;
   s.lora_report = run.lora;
   s.session_report = run.sessions;
   if (s.session_requests > 0) {
@@ -218,6 +252,19 @@ std::string format_table(const std::string& scenario, const std::vector<Summary>
                          s.session_kept, s.session_moved, s.session_hit_rate * 100);
     }
   }
+  if (any_latency_report(summaries)) {
+    out += fmt::format("{:<14} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9}\n", "targets", "targeted",
+                       "TTFT met", "all met", "p90 others", "TTFT MAPE", "TPOT MAPE");
+    for (const Summary& s : summaries) {
+      const std::string ttft_mape =
+          s.predictor ? fmt::format("{:.1f}%", s.ttft_mape * 100) : std::string("-");
+      const std::string tpot_mape =
+          s.predictor ? fmt::format("{:.1f}%", s.tpot_mape * 100) : std::string("-");
+      out += fmt::format("{:<14} {:>9} {:>8.1f}% {:>8.1f}% {:>10.2f}s {:>9} {:>9}\n", s.policy,
+                         s.targeted, s.ttft_target_met * 100, s.slo_met * 100,
+                         s.untargeted_ttft_p90, ttft_mape, tpot_mape);
+    }
+  }
   if (any_failure_report(summaries)) {
     out += fmt::format("{:<14} {:>9} {:>9} {:>9} {:>9}\n", "failures", "lost", "retried",
                        "migrated", "breaker");
@@ -238,9 +285,13 @@ std::string summary_csv(const std::vector<Summary>& summaries) {
       "wasted_prefill_tokens";
   const bool lora = any_lora_report(summaries);
   const bool sessions = any_session_report(summaries);
+  const bool latency = any_latency_report(summaries);
   out += failures ? ",failed,retried,migrated,breaker_openings" : "";
   out += lora ? ",adapter_loads,adapter_loads_per_min,adapter_evictions,placement_actions" : "";
-  out += sessions ? ",session_requests,session_kept,session_moved,session_hit_rate\n" : "\n";
+  out += sessions ? ",session_requests,session_kept,session_moved,session_hit_rate" : "";
+  out += latency ? ",targeted,ttft_target_met,slo_met,untargeted_ttft_p90_s,predictor_ttft_mape,"
+                   "predictor_tpot_mape,predictor_ttft_samples,predictor_tpot_samples\n"
+                 : "\n";
   for (const Summary& s : summaries) {
     out += fmt::format(
         "{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.5f},{:.1f},{:.1f},{:.4f},{:.3f},"
@@ -262,6 +313,14 @@ std::string summary_csv(const std::vector<Summary>& summaries) {
       out.pop_back();
       out += fmt::format(",{},{},{},{:.4f}\n", s.session_requests, s.session_kept, s.session_moved,
                          s.session_hit_rate);
+    }
+    if (latency) {
+      out.pop_back();
+      // No predictor: its MAPE columns are empty (not 0, which would read as exact).
+      out += fmt::format(
+          ",{},{:.4f},{:.4f},{:.4f},{},{},{},{}\n", s.targeted, s.ttft_target_met, s.slo_met,
+          s.untargeted_ttft_p90, s.predictor ? fmt::format("{:.4f}", s.ttft_mape) : "",
+          s.predictor ? fmt::format("{:.4f}", s.tpot_mape) : "", s.ttft_samples, s.tpot_samples);
     }
   }
   return out;
@@ -302,6 +361,18 @@ std::string report_json(const std::string& scenario, uint64_t seed,
       p["retried"] = s.retried;
       p["migrated"] = s.migrated;
       p["breaker_openings"] = s.breaker_openings;
+    }
+    if (s.latency_report) {
+      p["targeted"] = s.targeted;
+      p["ttft_target_met"] = s.ttft_target_met;
+      p["slo_met"] = s.slo_met;
+      p["untargeted_ttft_p90_s"] = s.untargeted_ttft_p90;
+      if (s.predictor) {
+        p["predictor_ttft_mape"] = s.ttft_mape;
+        p["predictor_tpot_mape"] = s.tpot_mape;
+        p["predictor_ttft_samples"] = s.ttft_samples;
+        p["predictor_tpot_samples"] = s.tpot_samples;
+      }
     }
     if (s.lora_report) {
       p["adapter_loads"] = s.adapter_loads;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/common/time.h"
+#include "core/route/latency_predictor.h"
 #include "workload/workload.h"
 
 namespace kvgate::workload {
@@ -37,6 +38,9 @@ struct RequestRecord {
   uint32_t cached_tokens = 0;  // prompt tokens found in the engine's prefix cache
   uint32_t output_tokens = 0;  // tokens actually produced
   bool rejected = false;
+  // Latency targets the request carried (workload `targets`), 0 = none.
+  Nanos ttft_target = 0;
+  Nanos tpot_target = 0;
   // Disaggregated: refused by the decode engine after its prefill was computed (the
   // prefill work is wasted); rejected is set too.
   bool rejected_after_prefill = false;
@@ -130,6 +134,13 @@ struct PolicyRun {
   // Session affinity: whether the policy keeps it (the report then shows the session
   // figures; runs where no policy does print what they printed before it existed).
   bool sessions = false;
+  // Latency targets: whether the policy has them on or the workload attaches any (the
+  // report then shows the figures below), whether the policy predicts, and the
+  // predictor's errors over the run (summed over gateway replicas).
+  bool latency_targets = false;
+  bool predictor = false;
+  route::PredictionError predictor_ttft;
+  route::PredictionError predictor_tpot;
 };
 
 struct StageSummary {
@@ -182,6 +193,19 @@ struct Summary {
   uint64_t session_kept = 0;
   uint64_t session_moved = 0;
   double session_hit_rate = 0;
+  // Latency targets (shown only when latency_report, as failures): non-warm-up requests
+  // carrying a target; the share of those with a TTFT target whose TTFT (arrival to first
+  // token) met it, and of all of them that met every target they carry (TTFT, and mean
+  // time per output token over decode); a refused or lost request meets none. p90 TTFT of
+  // the requests without targets. The predictor's MAPE (fractions; predictor false: none).
+  bool latency_report = false;
+  bool predictor = false;
+  uint64_t targeted = 0;
+  double ttft_target_met = 0;
+  double slo_met = 0;
+  double untargeted_ttft_p90 = 0;
+  double ttft_mape = 0, tpot_mape = 0;
+  uint64_t ttft_samples = 0, tpot_samples = 0;
   std::vector<StageSummary> stages;
 };
 

@@ -215,8 +215,66 @@ void append_content(uint64_t piece, size_t n, uint32_t vocab_size, Prompt& out) 
   }
 }
 
+namespace {
+
+// A workload whose requests carry latency targets with probability targets.fraction,
+// drawn from a hash of the seed and the request's ordinal (the inner workload's own
+// draws are untouched: the same requests come, some with targets).
+class TargetedWorkload final : public Workload {
+ public:
+  TargetedWorkload(std::unique_ptr<Workload> inner, TargetsSpec targets, uint64_t seed)
+      : inner_(std::move(inner)), targets_(targets), seed_(mix(seed ^ 0x746172676574ULL)) {}
+
+  std::optional<WorkloadRequest> next() override { return mark(inner_->next()); }
+  std::optional<WorkloadRequest> follow_up(const WorkloadRequest& finished,
+                                           Nanos finished_at) override {
+    return mark(inner_->follow_up(finished, finished_at));
+  }
+  const std::vector<StageInfo>& stages() const override { return inner_->stages(); }
+
+ private:
+  std::optional<WorkloadRequest> mark(std::optional<WorkloadRequest> r) {
+    if (!r) return r;
+    r->ttft_target = 0;  // a follow-up is a copy of the finished request
+    r->tpot_target = 0;
+    const uint64_t h = mix(seed_ + 0x9e3779b97f4a7c15ULL * ++count_);
+    if (static_cast<double>(h >> 11) * 0x1p-53 < targets_.fraction) {
+      r->ttft_target = targets_.ttft;
+      r->tpot_target = targets_.tpot;
+    }
+    return r;
+  }
+
+  std::unique_ptr<Workload> inner_;
+  const TargetsSpec targets_;
+  const uint64_t seed_;
+  uint64_t count_ = 0;
+};
+
+Result<std::unique_ptr<Workload>> make_untargeted(const WorkloadSpec& spec, uint64_t seed,
+                                                  const ReadFile& read_file);
+
+}  // namespace
+
+bool WorkloadSpec::any_targets() const {
+  if (targets.any()) return true;
+  for (const WorkloadSpec& w : tenant_workloads) {
+    if (w.any_targets()) return true;
+  }
+  return false;
+}
+
 Result<std::unique_ptr<Workload>> make_workload(const WorkloadSpec& spec, uint64_t seed,
                                                 const ReadFile& read_file) {
+  auto w = make_untargeted(spec, seed, read_file);
+  if (!w || !spec.targets.any()) return w;
+  return std::unique_ptr<Workload>(new TargetedWorkload(std::move(*w), spec.targets, seed));
+}
+
+namespace {
+
+Result<std::unique_ptr<Workload>> make_untargeted(const WorkloadSpec& spec, uint64_t seed,
+                                                  const ReadFile& read_file) {
   switch (spec.kind) {
     case WorkloadSpec::Kind::kSharedPrefix:
       if (spec.shared_prefix.groups == 0 || spec.shared_prefix.prompts_per_group == 0) {
@@ -238,5 +296,7 @@ Result<std::unique_ptr<Workload>> make_workload(const WorkloadSpec& spec, uint64
   }
   return Error("unknown workload kind");
 }
+
+}  // namespace
 
 }  // namespace kvgate::workload

@@ -113,6 +113,16 @@ struct TenantSpec {
   Nanos deadline = 0;  // relative dispatch deadline (x-kvgate-deadline-ms); 0: none
 };
 
+// Latency targets on a share of a workload's requests (its `targets:`; in a tenants mix,
+// each tenant's workload has its own): they become RouteRequest::ttft_target /
+// tpot_target, honoured by a policy with latency_targets enabled (docs/router.md).
+struct TargetsSpec {
+  double fraction = 0;  // 0..1: each request carries the targets with this probability
+  Nanos ttft = 0;       // 0: none
+  Nanos tpot = 0;       // 0: none
+  bool any() const { return fraction > 0 && (ttft > 0 || tpot > 0); }
+};
+
 struct WorkloadSpec {
   enum class Kind { kSharedPrefix, kChat, kTrace, kTenants };
   Kind kind = Kind::kSharedPrefix;
@@ -124,6 +134,9 @@ struct WorkloadSpec {
   // kTenants: the tenants and, index by index, what each sends.
   std::vector<TenantSpec> tenants;
   std::vector<WorkloadSpec> tenant_workloads;
+  TargetsSpec targets;
+  // Whether this workload or one of its tenants' attaches targets.
+  bool any_targets() const;
 };
 
 // A report stage: a span of arrival time with its nominal (or measured) rate.
@@ -145,6 +158,9 @@ struct WorkloadRequest {
   // next turn's prompt, which repeats it, can hit the engine's cache; null otherwise.
   PromptPtr reply;
   uint32_t tenant = 0;  // kTenants: index into WorkloadSpec::tenants; 0 otherwise
+  // Latency targets (TargetsSpec), 0 = none.
+  Nanos ttft_target = 0;
+  Nanos tpot_target = 0;
 };
 
 class Workload {

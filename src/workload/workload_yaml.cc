@@ -88,10 +88,33 @@ Result<WorkloadSpec> parse_workload(const YAML::Node& n, const std::string& base
   WorkloadSpec w;
   if (!n || !n.IsMap()) return y.error(n, where, "missing or not a map");
   KVGATE_TRY(y.expect_map(
-      n, where, {"kind", "shared_prefix", "chat", "trace", "arrivals", "vocab_size", "tenants"}));
+      n, where,
+      {"kind", "shared_prefix", "chat", "trace", "arrivals", "vocab_size", "tenants", "targets"}));
   std::string kind;
   KVGATE_TRY(y.read(n, "kind", kind, where));
   KVGATE_TRY(y.read(n, "vocab_size", w.vocab_size, where));
+  if (const YAML::Node t = n["targets"]) {
+    const std::string wt = where + ".targets";
+    KVGATE_TRY(y.expect_map(t, wt, {"fraction", "ttft_ms", "tpot_ms"}));
+    double ttft_ms = 0, tpot_ms = 0;
+    KVGATE_TRY(y.read(t, "fraction", w.targets.fraction, wt));
+    KVGATE_TRY(y.read(t, "ttft_ms", ttft_ms, wt));
+    KVGATE_TRY(y.read(t, "tpot_ms", tpot_ms, wt));
+    if (!(w.targets.fraction >= 0 && w.targets.fraction <= 1)) {
+      return y.error(t["fraction"], wt + ".fraction", "expected a number in [0, 1]");
+    }
+    if (!(ttft_ms >= 0 && ttft_ms <= 86'400'000)) {
+      return y.error(t["ttft_ms"], wt + ".ttft_ms", "expected milliseconds >= 0 (at most a day)");
+    }
+    if (!(tpot_ms >= 0 && tpot_ms <= 86'400'000)) {
+      return y.error(t["tpot_ms"], wt + ".tpot_ms", "expected milliseconds >= 0 (at most a day)");
+    }
+    if (ttft_ms == 0 && tpot_ms == 0) {
+      return y.error(t, wt, "needs ttft_ms or tpot_ms (or both) > 0");
+    }
+    w.targets.ttft = static_cast<Nanos>(ttft_ms * 1e6);
+    w.targets.tpot = static_cast<Nanos>(tpot_ms * 1e6);
+  }
   if (kind == "tenants") {
     KVGATE_TRY(parse_tenants(n["tenants"], base_dir, w, file, where + ".tenants"));
     return w;  // each tenant brings its own arrivals

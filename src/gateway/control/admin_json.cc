@@ -364,6 +364,15 @@ json::object router_config_json(const route::RouterConfig& c) {
         {"idle_ttl", num(to_seconds(c.session_affinity.idle_ttl))},  // seconds
         {"max_extra_requests", num(c.session_affinity.max_extra_requests)},
         {"max_load_ratio", num(c.session_affinity.max_load_ratio)}}},
+      {"latency_targets",
+       {{"enabled", c.latency_targets.enabled},
+        {"headroom", num(c.latency_targets.headroom)},
+        {"action", std::string(route::to_string(c.latency_targets.action))},
+        {"forgetting", num(c.latency_targets.predictor.forgetting)},
+        {"min_samples", c.latency_targets.predictor.min_samples},
+        {"prior_prefill_tokens_per_second",
+         num(c.latency_targets.predictor.prior_prefill_tokens_per_second)},
+        {"prior_tpot", num(to_seconds(c.latency_targets.predictor.prior_tpot))}}},  // seconds
   };
 }
 

@@ -255,6 +255,9 @@ std::optional<HttpResponse> Gateway::Impl::refuse_before_body(const HttpRequest&
 void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
                                      ApiRoute route, Nanos received,
                                      std::optional<ProxyCall>& to_proxy) {
+  using namespace std::string_view_literals;
+  // A latency target's largest value in milliseconds (a day; more would be no target).
+  constexpr int64_t kMaxTargetMs = 86'400'000;
   std::string tenant_name = "anonymous";
   const Tenant* tenant = nullptr;
   const openai::Dialect dialect = route.dialect;
@@ -345,7 +348,27 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
     }
   }
   if (deadline_ms > 0) flow.deadline = received + deadline_ms * kMillisecond;
+  // Latency targets (docs/router.md, "Latency targets"): kvgate's headers, else llm-d's
+  // names, else the tenant's defaults; honoured when the pool's router has them enabled.
+  int64_t ttft_ms = tenant ? tenant->ttft_ms : 0;
+  int64_t tpot_ms = tenant ? tenant->tpot_ms : 0;
+  for (const std::string_view name :
+       {"x-slo-ttft-ms"sv, "x-slo-tpot-ms"sv, "x-kvgate-ttft-ms"sv, "x-kvgate-tpot-ms"sv}) {
+    const auto v = req.header(name);
+    if (!v) continue;
+    int64_t ms = 0;
+    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), ms);
+    if (ec != std::errc() || end != v->data() + v->size() || ms <= 0 || ms > kMaxTargetMs) {
+      return reject(400,
+                    json_error(400, fmt::format("{}: expected a positive integer", name), name,
+                               "invalid_header"),
+                    model->name, model->pool);
+    }
+    (name.find("ttft") != std::string_view::npos ? ttft_ms : tpot_ms) = ms;
+  }
   ProxyCall& call = to_proxy.emplace();
+  call.ttft_target = ttft_ms * kMillisecond;
+  call.tpot_target = tpot_ms * kMillisecond;
   call.serve = serve;
   call.flow = flow;
   call.stream = std::move(stream);

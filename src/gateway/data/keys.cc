@@ -87,7 +87,7 @@ Result<KeyStore> KeyStore::parse(std::string_view yaml, std::string_view file) {
         std::string name = kv.first.as<std::string>();
         if (name != "sha256" && name != "tenant" && name != "models" && name != "priority" &&
             name != "may_set_priority" && name != "limits" && name != "weight" &&
-            name != "deadline_ms") {
+            name != "deadline_ms" && name != "ttft_ms" && name != "tpot_ms") {
           return y.error(kv.first, field + "." + name, "unknown field");
         }
       }
@@ -125,6 +125,15 @@ Result<KeyStore> KeyStore::parse(std::string_view yaml, std::string_view file) {
           return y.error(d, field + ".deadline_ms", "expected milliseconds >= 0");
         }
         e.tenant.deadline_ms = v;
+      }
+      for (const char* name : {"ttft_ms", "tpot_ms"}) {
+        if (auto d = k[name]) {
+          int64_t v = 0;
+          if (!d.IsScalar() || !YAML::convert<int64_t>::decode(d, v) || v < 0 || v > 86'400'000) {
+            return y.error(d, field + "." + name, "expected milliseconds >= 0 (at most a day)");
+          }
+          (name[1] == 't' ? e.tenant.ttft_ms : e.tenant.tpot_ms) = v;
+        }
       }
       if (auto l = k["limits"]) {
         if (!l.IsMap()) {

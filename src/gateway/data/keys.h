@@ -12,6 +12,8 @@
 //       may_set_priority: false    # may the x-kvgate-priority header override it
 //       weight: 1                  # flow control: fair share when the pool is saturated
 //       deadline_ms: 0             # flow control: default dispatch deadline (0: none)
+//       ttft_ms: 0                 # latency targets: default TTFT target (0: none)
+//       tpot_ms: 0                 # latency targets: default time per output token
 //       limits:
 //         tokens_per_minute: 100000
 //         requests_per_minute: 600
@@ -73,6 +75,10 @@ struct Tenant {
   // and the dispatch deadline of its requests that send no x-kvgate-deadline-ms (0: none).
   double weight = 1;
   int64_t deadline_ms = 0;
+  // Latency targets (docs/router.md, "Latency targets") of its requests that send no
+  // x-kvgate-ttft-ms / x-kvgate-tpot-ms (nor llm-d's x-slo-*), in ms; 0: none.
+  int64_t ttft_ms = 0;
+  int64_t tpot_ms = 0;
 
   bool allows(std::string_view model) const;
 };

@@ -262,6 +262,10 @@ Pick PoolRouting::decide_on_strand(const route::RouteRequest& request,
   if (pick.decision.session != route::SessionOutcome::kNone) [[unlikely]] {
     count_session(pick.decision);
   }
+  if (pick.decision.latency_features) {
+    if (!predictor_series_) predictor_series_ = &metrics_.predictor(config_.name);
+    predictor_series_->predictions.fetch_add(1, std::memory_order_relaxed);
+  }
   // endpoints_ is written only here, on the strand: no lock to read it.
   if (pick.decision.accepted() && pick.decision.endpoint < endpoints_.size()) {
     pick.endpoint = endpoints_[pick.decision.endpoint];
@@ -278,15 +282,16 @@ void PoolRouting::first_token(route::RequestId id) {
   on_strand([this, id] {
     const Nanos now = clock_.now();
     router_->on_first_token(id, now);  // teaches the latency predictor when enabled
+    publish_predictor();
     if (hooks_.lifecycle) hooks_.lifecycle(id, cluster::EventKind::kPrefillDone, now);
     pump_flow(now);
   });
 }
 
-void PoolRouting::finished(route::RequestId id, bool ok) {
-  on_strand([this, id, ok] {
+void PoolRouting::finished(route::RequestId id, bool ok, uint32_t output_tokens) {
+  on_strand([this, id, ok, output_tokens] {
     const Nanos now = clock_.now();
-    finish_on_strand(id, ok, now);
+    finish_on_strand(id, ok, now, output_tokens);
     pump_flow(now);
   });
 }
@@ -296,27 +301,44 @@ void PoolRouting::endpoint_result(route::EndpointId endpoint, bool ok) {
 }
 
 void PoolRouting::exchange_done(route::RequestId id, route::EndpointId endpoint, bool ok, Nanos now,
-                                bool first_token) {
-  on_strand([this, id, endpoint, ok, now, first_token] {
+                                bool first_token, uint32_t output_tokens) {
+  on_strand([this, id, endpoint, ok, now, first_token, output_tokens] {
     if (first_token) {
-      router_->on_first_token(id, now);
+      // A whole answer: its first token's time is unknown (this is its end), so the
+      // latency predictor learns nothing from it (the pool's load is released alone).
+      router_->pool().on_first_token(id, now);
       if (hooks_.lifecycle) hooks_.lifecycle(id, cluster::EventKind::kPrefillDone, now);
     }
-    finish_on_strand(id, ok, now);
+    finish_on_strand(id, ok, now, output_tokens);
     endpoint_result_on_strand(endpoint, ok);
     pump_flow(now);
   });
 }
 
-void PoolRouting::finish_on_strand(route::RequestId id, bool ok, Nanos now) {
+void PoolRouting::finish_on_strand(route::RequestId id, bool ok, Nanos now,
+                                   uint32_t output_tokens) {
   if (ok) {
-    router_->pool().on_finished(id, now);
+    // Teaches the latency predictor the time per output token when enabled (and TTFT
+    // already came: a whole answer's first token is its end, so 0 or 1 token teach none).
+    router_->on_finished(id, now, output_tokens);
+    publish_predictor();
   } else {
     router_->pool().on_failed(id, now);
   }
   if (hooks_.lifecycle) {
     hooks_.lifecycle(id, ok ? cluster::EventKind::kFinished : cluster::EventKind::kFailed, now);
   }
+}
+
+void PoolRouting::publish_predictor() {
+  const route::LatencyPredictor* p = router_->predictor();
+  if (!p) return;
+  if (!predictor_series_) predictor_series_ = &metrics_.predictor(config_.name);
+  GatewayMetrics::PredictorSeries& s = *predictor_series_;
+  s.ttft_mape.store(p->ttft_error().mape(), std::memory_order_relaxed);
+  s.tpot_mape.store(p->tpot_error().mape(), std::memory_order_relaxed);
+  s.ttft_samples.store(p->ttft_error().count, std::memory_order_relaxed);
+  s.tpot_samples.store(p->tpot_error().count, std::memory_order_relaxed);
 }
 
 void PoolRouting::endpoint_result_on_strand(route::EndpointId endpoint, bool ok) {

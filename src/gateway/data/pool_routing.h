@@ -211,14 +211,16 @@ class PoolRouting {
   // Lifecycle, dispatched to the strand (fire and forget: run at once when the strand is
   // free and this thread runs its context, else queued in order).
   void first_token(route::RequestId id);
-  void finished(route::RequestId id, bool ok);
+  // `output_tokens`: the answer's, when known (a stream's usage or token events; 0 when
+  // not): with latency targets on, the predictor learns the time per output token.
+  void finished(route::RequestId id, bool ok, uint32_t output_tokens = 0);
   // Breaker bookkeeping for one endpoint exchange.
   void endpoint_result(route::EndpointId endpoint, bool ok);
   // One exchange with `endpoint` is over: finished(id, ok) and endpoint_result(endpoint,
   // ok), after first_token(id) when asked, in one hop onto the strand; `now` is when it
   // ended (clock().now(), read once by the caller for this and its own metrics).
   void exchange_done(route::RequestId id, route::EndpointId endpoint, bool ok, Nanos now,
-                     bool first_token = false);
+                     bool first_token = false, uint32_t output_tokens = 0);
 
   // Copies the session table's counts and size (route::SessionAffinity) into the pool's
   // kvgate_session_affinity_* series; nothing without session affinity. On the strand:
@@ -266,7 +268,11 @@ class PoolRouting {
   }
   Pick decide_on_strand(const route::RouteRequest& request,
                         const std::vector<route::EndpointId>& excluded, Nanos now);
-  void finish_on_strand(route::RequestId id, bool ok, Nanos now);
+  void finish_on_strand(route::RequestId id, bool ok, Nanos now, uint32_t output_tokens);
+  // Latency targets on: the predictor's error, copied to the pool's metrics (on the
+  // strand, after it learned).
+  void publish_predictor();
+  GatewayMetrics::PredictorSeries* predictor_series_ = nullptr;  // created on first use
   void endpoint_result_on_strand(route::EndpointId endpoint, bool ok);
   // Draining for removal or held by discovery (route::Hold::kDrain): the breaker neither
   // counts its results nor puts it back.

@@ -1,6 +1,9 @@
 // GCC 12 reports a false -Wmismatched-new-delete on Asio coroutine frames (GCC bug 109224).
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "core/route/failover.h"
 #include "gateway/gateway_impl.h"
 
@@ -168,6 +171,8 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   rr.criticality = call.criticality;
   rr.adapter = adapter;
   rr.session = call.session;
+  rr.ttft_target = call.ttft_target;
+  rr.tpot_target = call.tpot_target;
   // A Responses conversation goes back to the endpoint that holds it, while it can.
   if (translated && !call.translation->previous_response.empty()) {
     rr.preferred = pool.responses().find(call.translation->previous_response);
@@ -262,6 +267,9 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       HttpResponse r =
           json_error(status, fmt::format("Request not routed: {}", reason), {}, reason);
       r.headers.push_back({"x-kvgate-reject-reason", reason});
+      if (pick.decision.reason == route::RejectReason::kSloUnattainable) {
+        metrics.slo_outcome(pool.name(), "rejected");
+      }
       respond(status, std::move(r));
       break;
     }
@@ -399,6 +407,9 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
         if (u.seen) charge(call.limited_tenant, model, u);
       }
       const bool answered = ok && !embed;  // an embedding has no first token to time
+      if (answered && (call.ttft_target > 0 || call.tpot_target > 0)) {
+        slo_outcome(call, done, done, /*tokens=*/0);  // the first token came with the end
+      }
       HttpResponse r{exchange->status(), std::move(content_type), {}, std::move(*body)};
       // The routing fields as one string of lines (three strings fewer per answer).
       using namespace std::string_view_literals;  // appends of literals without strlen
@@ -455,6 +466,8 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
       call.received +
       std::chrono::duration_cast<std::chrono::nanoseconds>(config.timeouts.stream).count();
   Nanos last_token = 0;
+  Nanos first_token_at = 0;  // latency targets: the stream's first token (0: none yet)
+  uint64_t token_events = 0, leg_token_events = 0;  // in all, and on the current leg
   bool ok = false;
   bool client_left = false;
   std::string out;
@@ -503,7 +516,10 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
       // stream that cannot migrate (no MigratingStream) is lost.
       if (job.migration) {
         const Migrated m = co_await migrate(job);
-        if (m == Migrated::kResumed) continue;
+        if (m == Migrated::kResumed) {
+          leg_token_events = 0;  // the new leg's lease counts its own tokens
+          continue;
+        }
         if (m == Migrated::kCancelled) {
           client_left = true;
           break;
@@ -536,6 +552,9 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
     openai::SseTap::Step step = tap.feed(data, out);
     if (step.token_events > 0) {
       Nanos now = clock.now();
+      token_events += step.token_events;
+      leg_token_events += step.token_events;
+      if (first_token_at == 0) first_token_at = now;
       if (last_token == 0) {
         metrics.ttft(model, to_seconds(now - call.received));
       } else {
@@ -559,10 +578,19 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
     job.exchange.reset();  // closes the upstream connection now: the engine aborts
     fault_metrics.cancelled(pool.name(), /*after_first_byte=*/true);
   }
-  // A client that left is no failure of the endpoint's.
-  job.lease.finish(ok || client_left);
   // Tokens count also when the client went away mid-stream, as long as the usage chunk came.
   const openai::Usage& u = tap.usage();
+  // A client that left is no failure of the endpoint's. An answer that ended well teaches
+  // the latency predictor its leg's time per output token: the usage's count when no
+  // migration split the answer, else the token events of the last leg.
+  const uint64_t leg_tokens =
+      job.migrations == 0 && u.seen ? u.completion_tokens : leg_token_events;
+  job.lease.finish(ok || client_left,
+                   ok ? static_cast<uint32_t>(std::min<uint64_t>(leg_tokens, UINT32_MAX)) : 0);
+  if (ok && first_token_at > 0 && (call.ttft_target > 0 || call.tpot_target > 0)) {
+    const uint64_t tokens = u.seen ? u.completion_tokens : token_events;
+    slo_outcome(call, first_token_at, clock.now(), tokens);
+  }
   if (u.seen) charge(call.limited_tenant, model, u);
   if (u.seen && call.flow.charged_output_tokens > 0) {
     pool.flow_output(call.tenant, call.flow.charged_output_tokens, u.completion_tokens);
@@ -840,6 +868,14 @@ int Gateway::Impl::finish_client_left(const ProxyCall& call) {
                             .seconds = seconds_since(call.received),
                             .routing_seconds = call.routing_seconds});
   return status;
+}
+
+void Gateway::Impl::slo_outcome(const ProxyCall& call, Nanos first_token, Nanos end,
+                                uint64_t tokens) {
+  const bool ttft_met = call.ttft_target <= 0 || first_token - call.received <= call.ttft_target;
+  const bool tpot_met = call.tpot_target <= 0 || tokens < 2 ||
+                        (end - first_token) / static_cast<Nanos>(tokens - 1) <= call.tpot_target;
+  metrics.slo_outcome(call.pool->name(), ttft_met && tpot_met ? "met" : "missed");
 }
 
 void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const openai::Usage& u) {

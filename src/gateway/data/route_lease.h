@@ -54,10 +54,12 @@ class RouteLease {
   void first_token();
   // The request is over (the load is released): `ok` false counts a failure on the
   // request's endpoint(s) in the router (the breaker is the caller's: endpoint_result).
-  void finish(bool ok);
+  // `output_tokens`: the answer's when known (PoolRouting::finished).
+  void finish(bool ok, uint32_t output_tokens = 0);
   // finish(ok) plus the breaker's bookkeeping for `endpoint`, in one hop onto the strand
   // (PoolRouting::exchange_done); `first_token` when the answer brought the first token.
-  void done(route::EndpointId endpoint, bool ok, Nanos now, bool first_token = false);
+  void done(route::EndpointId endpoint, bool ok, Nanos now, bool first_token = false,
+            uint32_t output_tokens = 0);
   // The request is over and its load was released by someone else (the prefill hop):
   // forget it without calling the pool.
   void released_elsewhere() { pool_ = nullptr; }

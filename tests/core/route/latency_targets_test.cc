@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/route/config_yaml.h"
 #include "core/route/flow_control.h"
 #include "core/route/router.h"
+#include "core/route/session_affinity.h"
 
 namespace kvgate::route {
 // Named after the file: the tests compile in unity batches (docs/development.md).
@@ -190,6 +192,48 @@ TEST_F(LatencyTargets, TheFlowControllerQueuesWhatNoEndpointMeets) {
   if (o.kind == FlowOutcome::Kind::kDispatched) {
     EXPECT_EQ(o.decision.endpoint, b_);
   }
+}
+
+TEST_F(LatencyTargets, ASessionBoundToAnEndpointThatMissesTheTargetsIsRebound) {
+  config_.session_affinity.enabled = true;
+  build_and_teach();
+  const uint64_t session = session_key("conv-1", "model");
+  // Routed and ended at once, with what the endpoint is known to take, so that the load
+  // stays as build_and_teach left it.
+  auto route_and_end = [&](RouteRequest r) {
+    r.session = session;
+    const Decision d = router_->route(r, now_, rng_);
+    if (d.accepted()) {
+      const Nanos ttft = d.endpoint == a_ ? 800 * kMillisecond : 100 * kMillisecond;
+      EXPECT_TRUE(router_->on_first_token(r.id, now_ + ttft));
+      EXPECT_TRUE(router_->on_finished(r.id, now_ + ttft + 200 * kMillisecond, 11));
+      now_ += kSecond;
+    }
+    return d;
+  };
+  // The session's first request, without targets: the policy's choice, A; bound there.
+  Decision d = route_and_end(request());
+  ASSERT_TRUE(d.accepted());
+  EXPECT_EQ(d.endpoint, a_);
+  ASSERT_NE(router_->sessions(), nullptr);
+  EXPECT_EQ(router_->sessions()->find(session, now_), std::optional<EndpointId>(a_));
+  // Without targets it stays.
+  d = route_and_end(request());
+  ASSERT_TRUE(d.accepted());
+  EXPECT_EQ(d.endpoint, a_);
+  EXPECT_TRUE(d.session_kept);
+  // 300 ms: A (800 ms) misses, so the session does not keep it: B meets, and the
+  // session is rebound there.
+  d = route_and_end(request(300 * kMillisecond));
+  ASSERT_TRUE(d.accepted());
+  EXPECT_EQ(d.endpoint, b_);
+  EXPECT_FALSE(d.session_kept);
+  EXPECT_EQ(router_->sessions()->find(session, now_), std::optional<EndpointId>(b_));
+  // Its next request, without targets, follows the session to B (within the load bound).
+  d = route_and_end(request());
+  ASSERT_TRUE(d.accepted());
+  EXPECT_EQ(d.endpoint, b_);
+  EXPECT_TRUE(d.session_kept);
 }
 
 TEST_F(LatencyTargets, PriorsDecideBeforeAnySample) {

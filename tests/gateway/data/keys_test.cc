@@ -73,6 +73,29 @@ TEST(Keys, PerModelLimitsAndWeights) {
       << bad.error();
 }
 
+TEST(Keys, LatencyTargetDefaults) {
+  std::string yaml = "keys:\n  - sha256: " + to_hex(sha256("k")) +
+                     "\n    tenant: acme\n    ttft_ms: 500\n    tpot_ms: 40\n"
+                     "  - sha256: " +
+                     to_hex(sha256("j")) + "\n    tenant: beta\n";
+  auto store = KeyStore::parse(yaml, "keys.yaml");
+  ASSERT_TRUE(store) << store.error();
+  const Tenant* t = store->authenticate("k");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->ttft_ms, 500);
+  EXPECT_EQ(t->tpot_ms, 40);
+  const Tenant* u = store->authenticate("j");
+  ASSERT_NE(u, nullptr);
+  EXPECT_EQ(u->ttft_ms, 0);  // none
+  EXPECT_EQ(u->tpot_ms, 0);
+  auto bad = KeyStore::parse(
+      "keys:\n  - sha256: " + to_hex(sha256("k")) + "\n    tenant: acme\n    tpot_ms: -3\n",
+      "keys.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("keys.yaml:4:"), std::string::npos) << bad.error();
+  EXPECT_NE(bad.error().find("keys[0].tpot_ms"), std::string::npos) << bad.error();
+}
+
 TEST(Keys, BadFilesAreErrorsWithLocation) {
   auto bad = KeyStore::parse("keys:\n  - sha256: 12\n    tenant: x\n", "k.yaml");
   ASSERT_FALSE(bad);
