@@ -221,19 +221,19 @@ TEST_F(LatencyTargets, ASessionBoundToAnEndpointThatMissesTheTargetsIsRebound) {
   d = route_and_end(request());
   ASSERT_TRUE(d.accepted());
   EXPECT_EQ(d.endpoint, a_);
-  EXPECT_TRUE(d.session_kept);
+  EXPECT_TRUE(d.session_kept());
   // 300 ms: A (800 ms) misses, so the session does not keep it: B meets, and the
   // session is rebound there.
   d = route_and_end(request(300 * kMillisecond));
   ASSERT_TRUE(d.accepted());
   EXPECT_EQ(d.endpoint, b_);
-  EXPECT_FALSE(d.session_kept);
+  EXPECT_FALSE(d.session_kept());
   EXPECT_EQ(router_->sessions()->find(session, now_), std::optional<EndpointId>(b_));
   // Its next request, without targets, follows the session to B (within the load bound).
   d = route_and_end(request());
   ASSERT_TRUE(d.accepted());
   EXPECT_EQ(d.endpoint, b_);
-  EXPECT_TRUE(d.session_kept);
+  EXPECT_TRUE(d.session_kept());
 }
 
 TEST_F(LatencyTargets, PriorsDecideBeforeAnySample) {
