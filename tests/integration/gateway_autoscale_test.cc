@@ -77,30 +77,35 @@ bool eventually(Pred pred, std::chrono::milliseconds timeout) {
   return testing::eventually(pred, timeout, 100ms);
 }
 
-// Streams completions through the gateway from `n` threads until stopped; records which
-// endpoint served each one and every status that was not 200.
+// Streams completions through the gateway from `n` threads until stopped, each thread
+// pausing `think` after each answer; records which endpoint served each one and every
+// status that was not 200.
 class StreamingLoad {
  public:
-  StreamingLoad(const std::string& url, int n) {
+  StreamingLoad(const std::string& url, int n,
+                std::chrono::milliseconds think = std::chrono::milliseconds(0)) {
     for (int i = 0; i < n; ++i) {
-      threads_.emplace_back([this, url, i] {
+      threads_.emplace_back([this, url, i, think] {
         for (int k = 0; !stop_.load(); ++k) {
           const std::string body =
               R"({"model":"sim","stream":true,"max_tokens":60,"prompt":"load )" +
               std::to_string(i) + " " + std::to_string(k) + R"( a b c d e f g h"})";
           auto r = io::http_fetch("POST", url + "/v1/completions", body,
                                   {{"Content-Type", "application/json"}}, 30s);
-          std::lock_guard lock(mu_);
-          ++done_;
-          if (!r) {
-            failures_.push_back(r.error());
-            continue;
+          {
+            std::lock_guard lock(mu_);
+            ++done_;
+            if (!r) {
+              failures_.push_back(r.error());
+            } else {
+              if (r->status != 200 || r->body.find("[DONE]") == std::string::npos ||
+                  r->body.find("\"error\"") != std::string::npos) {
+                failures_.push_back(std::to_string(r->status) + ": " + r->body.substr(0, 300));
+              }
+              if (const std::string* e = r->header("x-kvgate-endpoint")) ++served_by_[*e];
+            }
           }
-          if (r->status != 200 || r->body.find("[DONE]") == std::string::npos ||
-              r->body.find("\"error\"") != std::string::npos) {
-            failures_.push_back(std::to_string(r->status) + ": " + r->body.substr(0, 300));
-          }
-          if (const std::string* e = r->header("x-kvgate-endpoint")) ++served_by_[*e];
+          if (think.count() > 0) std::this_thread::sleep_for(think);  // a client's pause
         }
       });
     }
@@ -209,8 +214,10 @@ class TtftProbe {
           if (!r || r->status != 200) ++failures_;
           samples_.push_back({start, std::chrono::duration<double>(end - start).count()});
         }
-        // Paces the probe (a request every 100 ms): it waits for nothing.
-        std::this_thread::sleep_for(100ms);
+        // Paces the probe: one request every 250 ms from start to start, whatever the
+        // machine's speed (a sleep after each answer made a fast machine's probe a load of
+        // its own, enough for the horizon's burst path under the base load alone).
+        std::this_thread::sleep_until(start + 250ms);
       }
     });
   }
@@ -272,7 +279,10 @@ TEST(GatewayAutoscale, HorizonPolicyMeetsAStepLoadAgainWithinOneStartup) {
       << log();
 
   TtftProbe probe(gw.url);
-  StreamingLoad base(gw.url, 1);
+  // The base load: one client with a 300 ms pause after each answer, well within one
+  // replica's modelled rate (a closed loop with no pause keeps one of the replica's two
+  // sequences busy all the time: at the model's limit, so the burst path could fire).
+  StreamingLoad base(gw.url, 1, 300ms);
   // A negative check: under the base load the kvgate serve child's autoscaler wants no more
   // replicas within 2 s.
   std::this_thread::sleep_for(2s);
