@@ -164,8 +164,12 @@ TEST(HostTierTest, WithoutTheTierEvictedBlocksAreRecomputed) {
   ASSERT_TRUE(engine.add(testing::request(2, testing::tokens(32, 500), 1), d.now).ok());
   d.run_until_idle();
   for (const KvEvent& e : events_since(d, 0)) {
-    if (auto* s = std::get_if<BlockStored>(&e)) EXPECT_EQ(s->medium, kv::kMediumGpu);
-    if (auto* r = std::get_if<BlockRemoved>(&e)) EXPECT_EQ(r->medium, kv::kMediumGpu);
+    if (auto* s = std::get_if<BlockStored>(&e)) {
+      EXPECT_EQ(s->medium, kv::kMediumGpu);
+    }
+    if (auto* r = std::get_if<BlockRemoved>(&e)) {
+      EXPECT_EQ(r->medium, kv::kMediumGpu);
+    }
   }
   ASSERT_TRUE(engine.add(testing::request(3, testing::tokens(8, 100), 1), d.now).ok());
   d.run_until_idle();
