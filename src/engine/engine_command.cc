@@ -22,6 +22,7 @@ struct Flags {
   std::string role = "both";
   std::string format = "array";
   bool no_prefix_caching = false;
+  double host_gbps = 0;  // --host-gbps: 0, the profile's host link
   std::string tokenizer;
   std::vector<std::string> lora_modules;  // NAME=PATH
 };
@@ -84,6 +85,7 @@ int run(Flags& f) {
   }
   f.o.kv_events_format = *format;
   f.o.engine.enable_prefix_caching = !f.no_prefix_caching;
+  f.o.engine.host_bytes_per_s = f.host_gbps * 1e9;
   for (const std::string& m : f.lora_modules) {
     const size_t eq = m.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == m.size()) {
@@ -161,6 +163,16 @@ void add_engine_command(CLI::App& app) {
                   "Prompt + output bound (0: the profile's)")
       ->capture_default_str();
   cmd->add_flag("--no-enable-prefix-caching", flags->no_prefix_caching, "Disable the prefix cache");
+  cmd->add_option("--num-host-blocks", o.engine.num_host_blocks,
+                  "Host-memory KV tier, blocks (vLLM's CPU offloading; 0: off): evicted cached "
+                  "blocks are copied there and loaded back for a later prefix hit; KV events "
+                  "carry medium CPU for them")
+      ->capture_default_str();
+  cmd->add_option("--host-gbps", flags->host_gbps,
+                  "Host -> GPU copy bandwidth of the host KV tier, GB/s (0: the profile's, "
+                  "50 per GPU for the built-in H100 profiles)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--kv-events-endpoint", o.kv_events_endpoint,
                   "ZeroMQ PUB endpoint for KV events; binds if it has *, ::, ipc:// or "
                   "inproc://, connects otherwise (vLLM's default: tcp://*:5557). Empty: off");

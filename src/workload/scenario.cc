@@ -50,10 +50,11 @@ Result<EngineGroup> parse_group(const YamlReader& y, const YAML::Node& n, const 
                                 const std::string& base_dir, const ReadFile& read_file,
                                 const EngineGroup* defaults) {
   EngineGroup g = defaults ? *defaults : EngineGroup{};
-  KVGATE_TRY(y.expect_map(n, where,
-                          {"count", "engines", "groups", "profile", "num_gpu_blocks", "block_size",
-                           "max_num_seqs", "max_num_batched_tokens", "max_model_len",
-                           "enable_prefix_caching", "role", "zone", "rack"}));
+  KVGATE_TRY(y.expect_map(
+      n, where,
+      {"count", "engines", "groups", "profile", "num_gpu_blocks", "block_size", "max_num_seqs",
+       "max_num_batched_tokens", "max_model_len", "enable_prefix_caching", "num_host_blocks",
+       "host_gbps", "role", "zone", "rack"}));
   KVGATE_TRY(y.read(n, "count", g.count, where));
   KVGATE_TRY(y.read(n, "engines", g.count, where));
   std::string profile;
@@ -72,6 +73,13 @@ Result<EngineGroup> parse_group(const YamlReader& y, const YAML::Node& n, const 
   KVGATE_TRY(y.read(n, "max_num_batched_tokens", c.max_num_batched_tokens, where));
   KVGATE_TRY(y.read(n, "max_model_len", c.max_model_len, where));
   KVGATE_TRY(y.read(n, "enable_prefix_caching", c.enable_prefix_caching, where));
+  KVGATE_TRY(y.read(n, "num_host_blocks", c.num_host_blocks, where));
+  double host_gbps = c.host_bytes_per_s / 1e9;
+  KVGATE_TRY(y.read(n, "host_gbps", host_gbps, where));
+  if (!(host_gbps >= 0) || host_gbps > 1e6) {
+    return y.error(n["host_gbps"], where + ".host_gbps", "expected 0 (the profile's) .. 1e6 GB/s");
+  }
+  c.host_bytes_per_s = host_gbps * 1e9;
   std::string role;
   KVGATE_TRY(y.read(n, "role", role, where));
   if (!role.empty()) {

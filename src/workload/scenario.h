@@ -13,6 +13,8 @@
 //     block_size: 64
 //     max_num_seqs: 256
 //     max_num_batched_tokens: 8192
+//     num_host_blocks: 0            # host-memory KV tier, blocks (0: off; engine_config.h)
+//     host_gbps: 0                  # its host -> GPU bandwidth, GB/s (0: the profile's)
 //   gateway:
 //     model: qwen3-32b
 //     hop_delay_ms: 1               # gateway <-> engine, one way

@@ -35,6 +35,19 @@ struct EngineConfig {
 
   // Prefix caching: full blocks stay cached after use and are reused by content.
   bool enable_prefix_caching = true;
+
+  // Host-memory KV tier (vLLM's CPU offloading, --kv-offloading-size), in blocks; 0: off.
+  // With prefix caching on, a cached block whose GPU memory is handed out again is copied
+  // to host memory instead of being lost (HostTier: LRU, the oldest copy dropped when
+  // full). A request whose cached prefix continues in host memory past its GPU hits loads
+  // those blocks back instead of computing them: the step that first schedules it takes
+  // host_reload_s per block longer (the copies precede its forward pass; vLLM copies on a
+  // side stream, so this charges the batch a little more than vLLM would), and the blocks
+  // are then cached in GPU memory again (the host copies stay). KV events: the copies as
+  // BlockStored/BlockRemoved with medium "CPU" (kv_event.h).
+  uint32_t num_host_blocks = 0;
+  // Host -> GPU copy bandwidth, bytes per second; 0 = the profile's host_bytes_per_s.
+  double host_bytes_per_s = 0;
   // Emit KV events in StepResult::kv_events (the simulator may turn them off when no
   // precise index listens, to save work).
   bool emit_kv_events = true;

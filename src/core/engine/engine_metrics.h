@@ -37,7 +37,13 @@ struct EngineMetrics {
   // load_adapter), and of those loads, the ones that evicted another adapter.
   uint64_t lora_loads = 0;
   uint64_t lora_evictions = 0;
-  double busy_seconds = 0;  // sum of step durations
+  // Host KV tier (EngineConfig::num_host_blocks > 0): blocks copied to host memory on
+  // eviction, blocks loaded back for requests, and the prompt tokens those loads served
+  // (vLLM counts them apart from prefix_cache_hits too, as external hits).
+  uint64_t host_offloaded_blocks = 0;
+  uint64_t host_loaded_blocks = 0;
+  uint64_t host_cache_hits = 0;  // tokens
+  double busy_seconds = 0;       // sum of step durations
 
   // Histograms, seconds, vLLM's buckets.
   Histogram time_to_first_token{kTtftBuckets};            // vllm:time_to_first_token_seconds

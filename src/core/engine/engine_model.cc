@@ -71,6 +71,7 @@ EngineModel::EngineModel(const EngineConfig& config, Profile profile)
       profile_(std::move(profile)),
       pool_(config.num_gpu_blocks ? config.num_gpu_blocks : std::max(1u, profile_.num_gpu_blocks),
             config.enable_prefix_caching),
+      host_(config.enable_prefix_caching ? config.num_host_blocks : 0),
       vocab_(std::max(1u, config.vocab_size)) {
   if (config_.num_gpu_blocks == 0) config_.num_gpu_blocks = pool_.num_blocks();
   if (config_.block_size == 0) config_.block_size = std::max(1u, profile_.block_size);
@@ -82,6 +83,11 @@ EngineModel::EngineModel(const EngineConfig& config, Profile profile)
   scheduled_.reserve(config_.max_num_seqs);
   if (config_.lora_step_cost < 0) config_.lora_step_cost = 0;
   lora_slots_.resize(config_.max_loras);
+  if (host_.capacity() > 0) {
+    if (config_.host_bytes_per_s < 0) config_.host_bytes_per_s = 0;
+    host_reload_time_ = static_cast<Nanos>(
+        std::llround(profile_.host_reload_s(config_.block_size, config_.host_bytes_per_s) * 1e9));
+  }
 }
 
 EngineModel::~EngineModel() = default;
@@ -270,6 +276,32 @@ void EngineModel::free_blocks(Request& r) {
 
 void EngineModel::flush_evictions(StepResult& out) {
   if (evicted_.empty()) return;
+  if (host_.capacity() > 0) {
+    // Copied to host memory, not lost. The copies are reported before the GPU removals,
+    // as vLLM's connector does (its copies are made when blocks are computed, long before
+    // they leave the GPU): a listener keying blocks by hash still knows them then.
+    offloaded_.clear();
+    host_dropped_.clear();
+    for (const EngineBlockHash h : evicted_) {
+      if (host_.offload(h, host_dropped_)) offloaded_.push_back(h);
+    }
+    metrics_.host_offloaded_blocks += offloaded_.size();
+    if (config_.emit_kv_events && !offloaded_.empty()) {
+      auto& stored =
+          std::get<BlockStored>(out.kv_events.emplace_back(std::in_place_type<BlockStored>));
+      StepResult::take(out.spare_hashes, stored.block_hashes);
+      stored.block_hashes.assign(offloaded_.begin(), offloaded_.end());
+      stored.block_size = config_.block_size;
+      stored.medium = kv::kMediumCpu;
+    }
+    if (config_.emit_kv_events && !host_dropped_.empty()) {
+      auto& dropped =
+          std::get<BlockRemoved>(out.kv_events.emplace_back(std::in_place_type<BlockRemoved>));
+      StepResult::take(out.spare_hashes, dropped.block_hashes);
+      dropped.block_hashes.assign(host_dropped_.begin(), host_dropped_.end());
+      dropped.medium = kv::kMediumCpu;
+    }
+  }
   if (config_.emit_kv_events) {
     auto& removed =
         std::get<BlockRemoved>(out.kv_events.emplace_back(std::in_place_type<BlockRemoved>));
@@ -478,16 +510,29 @@ void EngineModel::schedule_waiting(StepResult& out) {
         ++hit_blocks;
       }
     }
+    // Host tier: the prefix may continue in host memory; those blocks are loaded back
+    // (not for a request whose prompt KV arrives from a prefill engine anyway).
+    uint64_t host_hits = 0;
+    if (host_.size() > 0 && !r.remote_kv) {
+      while (hit_blocks + host_hits < max_hit_blocks &&
+             host_.contains(r.hashes[hit_blocks + host_hits])) {
+        ++host_hits;
+      }
+    }
+    const uint64_t local_blocks = hit_blocks + host_hits;
     // Remote prefill: the prompt's full blocks arrive instead of being computed.
     const uint64_t remote_blocks =
-        r.remote_kv ? std::max(hit_blocks, std::min<uint64_t>(r.prompt_len / bs, max_hit_blocks))
-                    : hit_blocks;
+        r.remote_kv ? std::max(local_blocks, std::min<uint64_t>(r.prompt_len / bs, max_hit_blocks))
+                    : local_blocks;
     const uint64_t start = remote_blocks * bs;
     const uint64_t num_new = std::min<uint64_t>(num_tokens - start, budget_);
     const uint64_t need = ceil_div(start + num_new, bs);
     if (pool_.num_free() < free_hits + (need - hit_blocks)) break;  // head-of-line waits
 
     it = waiting_.erase(it);
+    // Loaded blocks first become the newest host copies, so that the GPU evictions this
+    // allocation causes (offloaded to host) do not push them out.
+    for (uint64_t i = hit_blocks; i < local_blocks; ++i) host_.touch(r.hashes[i]);
     for (const BlockId b : hit_ids_) {  // the pool has not changed since the walk
       pool_.acquire(b);
       r.blocks.push_back(b);
@@ -501,6 +546,11 @@ void EngineModel::schedule_waiting(StepResult& out) {
     if (config_.enable_prefix_caching) {
       metrics_.prefix_cache_queries += num_tokens;
       metrics_.prefix_cache_hits += hit_blocks * bs;
+    }
+    if (host_hits > 0) {
+      step_host_loads_ += static_cast<uint32_t>(host_hits);
+      metrics_.host_loaded_blocks += host_hits;
+      metrics_.host_cache_hits += host_hits * bs;
     }
     if (r.first_scheduled < 0) {
       r.first_scheduled = step_start_;
@@ -696,6 +746,12 @@ void EngineModel::step(Nanos now, StepResult& out) {
     if (lora_busy_until_ > now) out.duration += lora_busy_until_ - now;
   }
   lora_step_loads_ = 0;
+  if (step_host_loads_ > 0) {
+    // The loaded blocks are copied in before the step's forward pass.
+    out.host_loads = step_host_loads_;
+    out.duration += static_cast<Nanos>(step_host_loads_) * host_reload_time_;
+    step_host_loads_ = 0;
+  }
   if (out.duration > 0) {
     ++metrics_.steps;
     metrics_.busy_seconds += to_seconds(out.duration);
@@ -708,6 +764,7 @@ void EngineModel::step(Nanos now, StepResult& out) {
 
 bool EngineModel::reset_prefix_cache(std::vector<KvEvent>& events) {
   if (!pool_.reset()) return false;
+  host_.clear();  // AllBlocksCleared: a listener forgets every tier of this engine
   if (config_.emit_kv_events) events.emplace_back(std::in_place_type<AllBlocksCleared>);
   return true;
 }

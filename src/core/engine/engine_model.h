@@ -26,6 +26,11 @@
 // (priority, arrival) is preempted (its blocks freed, recomputed later), repeatedly,
 // and no waiting request is admitted in that step.
 //
+// Host KV tier (config.num_host_blocks > 0, engine_config.h): evicted cached blocks are
+// copied to host memory (HostTier), and a waiting request's cached prefix continues
+// there after its GPU hits: those blocks are loaded back (the step takes the copies'
+// time longer) instead of computed. Off, nothing of this runs.
+//
 // LoRA (config.max_loras > 0, engine_config.h): the batch holds at most max_loras
 // distinct adapters (a waiting request that would add one more is skipped, not waited
 // for), an adapter is loaded into one of max_loras slots (LRU) when its first request is
@@ -53,6 +58,7 @@
 #include "core/engine/engine_config.h"
 #include "core/engine/engine_metrics.h"
 #include "core/engine/engine_request.h"
+#include "core/engine/host_tier.h"
 #include "core/engine/profile.h"
 
 namespace kvgate::engine {
@@ -140,6 +146,9 @@ class EngineModel {
                                 const std::optional<std::string>& lora_name = {},
                                 std::string_view cache_salt = {}) const;
   const BlockPool& pool() const { return pool_; }
+  const HostTier& host() const { return host_; }
+  // Time to load one block back from host memory (0 with the host tier off).
+  Nanos host_reload_time() const { return host_reload_time_; }
 
  private:
   struct Request;
@@ -194,6 +203,8 @@ class EngineModel {
   EngineConfig config_;
   Profile profile_;
   BlockPool pool_;
+  HostTier host_;
+  Nanos host_reload_time_ = 0;  // per block
   EngineMetrics metrics_;
   FastMod vocab_;  // % vocab_size
 
@@ -221,6 +232,9 @@ class EngineModel {
   // Per-step state.
   std::vector<Request*> scheduled_;
   std::vector<EngineBlockHash> evicted_;
+  std::vector<EngineBlockHash> offloaded_;     // flush_evictions: new host copies
+  std::vector<EngineBlockHash> host_dropped_;  // flush_evictions: host copies dropped
+  uint32_t step_host_loads_ = 0;               // blocks loaded from host for this step
   std::vector<BlockId> hit_ids_;            // schedule_waiting: the head's cached blocks, in order
   std::vector<kv::TokenId> block_scratch_;  // block_tokens() of a block across the prompt end
   uint64_t budget_ = 0;

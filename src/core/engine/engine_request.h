@@ -120,6 +120,9 @@ struct StepResult {
   // and adapters loaded for this step (each added lora_load_time to it).
   uint32_t lora_adapters = 0;
   uint32_t lora_loads = 0;
+  // Host KV tier: blocks loaded back from host memory for this step (each added the
+  // profile's host_reload_s to it).
+  uint32_t host_loads = 0;
 
   std::vector<RequestUpdate> updates;  // in running-batch order
   std::vector<RequestId> preempted;    // moved back to waiting (recompute)
@@ -155,6 +158,7 @@ struct StepResult {
     start = duration = 0;
     scheduled_seqs = decode_seqs = 0;
     lora_adapters = lora_loads = 0;
+    host_loads = 0;
     prefill_tokens = 0;
     updates.clear();
     preempted.clear();

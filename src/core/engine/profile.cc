@@ -36,6 +36,9 @@ constexpr double kStepOverhead7b = 0.0009376;     // s
 constexpr double kEffectiveFlops = 607.31e12;     // FLOP/s per H100
 constexpr double kPreprocessPerToken = 2.789e-6;  // s per prompt token
 constexpr double kHbm = 3.0e12;                   // B/s achieved on H100 SXM (3.35 peak)
+// Host -> GPU copies of offloaded KV (pinned memory, large transfers) over the H100 SXM's
+// PCIe 5.0 x16 link: 64 GB/s raw per direction, ~50 GB/s achieved (docs/engine-model.md).
+constexpr double kHostLink = 50e9;  // B/s per GPU
 
 Profile derive(std::string name, const Model& m, const Hardware& hw, double step_overhead,
                uint32_t num_gpu_blocks, uint32_t max_model_len, const StartupTable& startup) {
@@ -51,6 +54,8 @@ Profile derive(std::string name, const Model& m, const Hardware& hw, double step
   p.attention_s_per_token_ctx = 4.0 * m.layers * m.attention_dim / compute;
   p.decode_s_per_ctx_token = kv_bytes_per_token / (tp * hw.hbm_bytes_per_s);
   p.preprocess_s_per_prompt_token = kPreprocessPerToken;
+  p.kv_bytes_per_token = kv_bytes_per_token;
+  p.host_bytes_per_s = kHostLink * tp;  // each GPU copies its shard over its own link
   p.num_gpu_blocks = num_gpu_blocks;
   p.block_size = 16;
   p.max_model_len = max_model_len;
@@ -113,6 +118,22 @@ Nanos Profile::preprocess_time(uint64_t prompt_tokens) const {
       std::llround(preprocess_s_per_prompt_token * static_cast<double>(prompt_tokens) * 1e9));
 }
 
+double Profile::host_reload_s(uint32_t block_size, double bytes_per_s) const {
+  const double bw = bytes_per_s > 0 ? bytes_per_s : host_bytes_per_s;
+  if (bw <= 0 || kv_bytes_per_token <= 0) return 0;
+  return kv_bytes_per_token * block_size / bw;
+}
+
+double Profile::prefill_block_s(uint32_t block_size) const {
+  return linear_s_per_token * block_size;
+}
+
+double host_block_credit(const Profile& profile, uint32_t block_size) {
+  const double prefill = profile.prefill_block_s(block_size);
+  if (prefill <= 0) return 0;
+  return std::clamp(1.0 - profile.host_reload_s(block_size) / prefill, 0.0, 1.0);
+}
+
 std::vector<std::string_view> builtin_profile_names() {
   return {"h100-qwen2.5-7b", "2xh100-qwen3-32b"};
 }
@@ -163,6 +184,8 @@ Result<Profile> parse_profile_yaml(std::string_view yaml_text) {
       {"attention_s_per_token_ctx", &p.attention_s_per_token_ctx},
       {"decode_s_per_ctx_token", &p.decode_s_per_ctx_token},
       {"preprocess_s_per_prompt_token", &p.preprocess_s_per_prompt_token},
+      {"kv_bytes_per_token", &p.kv_bytes_per_token},
+      {"host_bytes_per_s", &p.host_bytes_per_s},
   };
   for (const auto& kv : root) {
     std::string key;

@@ -29,6 +29,8 @@
 //   attention_s_per_token_ctx: 5.9e-10
 //   decode_s_per_ctx_token: 1.9e-8
 //   preprocess_s_per_prompt_token: 2.8e-6
+//   kv_bytes_per_token: 57344      # K and V of one token, all layers (the host tier's copies)
+//   host_bytes_per_s: 5.0e10       # host <-> GPU copy bandwidth of the replica
 //   num_gpu_blocks: 62000
 //   block_size: 16
 //   max_model_len: 32768
@@ -69,6 +71,13 @@ struct Profile {
   double decode_s_per_ctx_token = 0;
   double preprocess_s_per_prompt_token = 0;
 
+  // KV size and the host link, for the host-memory KV tier (EngineConfig::
+  // num_host_blocks): bytes of K and V per token over all layers (the whole replica), and
+  // the achieved host -> GPU copy bandwidth of the replica (every GPU of a tensor-parallel
+  // group copies its shard over its own link). docs/engine-model.md derives both.
+  double kv_bytes_per_token = 0;
+  double host_bytes_per_s = 0;
+
   // Capacity defaults (EngineConfig may override).
   uint32_t num_gpu_blocks = 0;
   uint32_t block_size = 16;
@@ -81,7 +90,18 @@ struct Profile {
   Nanos step_time(const StepShape& shape) const;
   // Front-end time of a prompt before it is schedulable.
   Nanos preprocess_time(uint64_t prompt_tokens) const;
+  // Seconds to copy one block of `block_size` tokens from host memory into the GPU at
+  // `bytes_per_s` (0: host_bytes_per_s). 0 when either is unknown.
+  double host_reload_s(uint32_t block_size, double bytes_per_s = 0) const;
+  // Seconds of compute one block of prefill costs in a compute-bound step: its tokens
+  // through the linear layers (the attention over earlier context only adds to it).
+  double prefill_block_s(uint32_t block_size) const;
 };
+
+// What a block held in host memory is worth against one held in GPU memory, from the
+// step-time model: 1 - host_reload_s / prefill_block_s, clamped to [0, 1]. A router's
+// kv-cost credits host hits by this (route/kv_cost_policy.cc states its default).
+double host_block_credit(const Profile& profile, uint32_t block_size);
 
 // The names of the built-in profiles.
 std::vector<std::string_view> builtin_profile_names();

@@ -15,6 +15,10 @@
 //                    before the first one (none for a prompt's first block).
 //   BlockRemoved     a cached block was evicted because its memory was reused.
 //   AllBlocksCleared the whole prefix cache was reset.
+// With CPU offloading (vLLM's OffloadingConnector) the same two events carry medium
+// "CPU": a BlockStored without tokens or parent names blocks the engine already reported
+// (by hash) that now have a copy in host memory, a BlockRemoved(CPU) drops such a copy.
+// An event without a medium (older vLLM) means GPU.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +30,7 @@
 namespace kvgate::kv {
 
 inline constexpr const char* kMediumGpu = "GPU";
+inline constexpr const char* kMediumCpu = "CPU";
 
 // The engine's own block hash as it appears on the wire (not kvgate's BlockKey).
 using EngineBlockHash = uint64_t;

@@ -307,6 +307,11 @@ void PreciseIndex::apply_stored(EndpointId endpoint, const BlockStoredEvent& ev)
   Impl& m = *impl_;
   EndpointState& st = m.endpoint(endpoint);
   const size_t n = ev.block_hashes.size();
+  if (ev.token_ids.empty() && !ev.parent_block_hash && n > 0 &&
+      ev.block_size == m.options.block_size) {
+    apply_copied(endpoint, ev);
+    return;
+  }
   if (ev.block_size != m.options.block_size || ev.token_ids.size() != n * ev.block_size) {
     ++st.stats.block_size_mismatch;
     return;
@@ -356,6 +361,28 @@ void PreciseIndex::apply_stored(EndpointId endpoint, const BlockStoredEvent& ev)
   }
   st.stats.stored_blocks += n;
   m.enforce_capacity();
+}
+
+void PreciseIndex::apply_copied(EndpointId endpoint, const BlockStoredEvent& ev) {
+  Impl& m = *impl_;
+  EndpointState& st = m.endpoint(endpoint);
+  const uint8_t bit = medium_bit(ev.medium);
+  const uint16_t e = static_cast<uint16_t>(endpoint);
+  ++m.tick;
+  for (const uint64_t h : ev.block_hashes) {
+    const uint32_t* found = st.engine_to_entry.find(h);
+    if (found == nullptr) {
+      ++st.stats.unknown_copied;
+      continue;
+    }
+    ++st.stats.stored_blocks;
+    Entry& en = m.arena[*found];
+    en.last_use = m.tick;
+    if (m.add_holder(en, e, bit)) {  // not reached while the mapping exists; kept exact
+      ++st.blocks_held;
+      ++m.held_pairs;
+    }
+  }
 }
 
 void PreciseIndex::apply_removed(EndpointId endpoint, const BlockRemovedEvent& ev) {

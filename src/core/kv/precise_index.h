@@ -29,6 +29,10 @@
 
 namespace kvgate::kv {
 
+// Without token_ids (and parent), an event names blocks the endpoint already stored, by
+// their engine hashes, that now also sit in `medium`: what vLLM's CPU offloading
+// connector sends when it copies blocks to host memory. Each such block gains the medium;
+// one the endpoint never stored is counted (EventStats::unknown_copied) and skipped.
 struct BlockStoredEvent {
   std::span<const uint64_t> block_hashes;     // the engine's own hashes, one per block
   std::optional<uint64_t> parent_block_hash;  // engine hash of the parent; none = root
@@ -55,7 +59,10 @@ struct EventStats {
   uint64_t unknown_parent = 0;       // BlockStored whose parent the endpoint never stored
   uint64_t unknown_removed = 0;      // BlockRemoved of a block the endpoint does not hold
   uint64_t block_size_mismatch = 0;  // wrong block_size, or token count != n * block_size
-  uint64_t anomalies() const { return unknown_parent + unknown_removed + block_size_mismatch; }
+  uint64_t unknown_copied = 0;       // BlockStored without tokens of a block never stored
+  uint64_t anomalies() const {
+    return unknown_parent + unknown_removed + block_size_mismatch + unknown_copied;
+  }
 };
 
 class PreciseIndex final : public PrefixIndex {
@@ -92,6 +99,9 @@ class PreciseIndex final : public PrefixIndex {
   size_t held_pairs() const override;
 
  private:
+  // apply_stored of an event without tokens: copies of known blocks in another medium.
+  void apply_copied(EndpointId endpoint, const BlockStoredEvent& event);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -438,10 +438,13 @@ Status read_field(std::string_view tag, std::string_view name, Cursor& p, KvEven
 constexpr std::string_view kStoredFields[] = {"block_hashes", "parent_block_hash", "token_ids",
                                               "block_size",   "lora_id",           "medium",
                                               "lora_name",    "extra_keys"};
-// Fields an array-form BlockStored must have: extra_keys is newer vLLM's (and omitted
-// when None), so it may be absent.
-constexpr size_t kStoredRequired = 7;
+// Fields an array-form event must have. BlockStored: through lora_id, as the first vLLM
+// versions sent it; medium and lora_name came later, extra_keys later still (and is
+// omitted when None). BlockRemoved: its hashes (medium came later). An absent medium
+// decodes as none, which means GPU (kv_event.h).
+constexpr size_t kStoredRequired = 5;
 constexpr std::string_view kRemovedFields[] = {"block_hashes", "medium"};
+constexpr size_t kRemovedRequired = 1;
 
 // Decodes one event; returns nullopt for an unknown tag (the value is skipped).
 Result<std::optional<KvEvent>> read_event(Cursor& p) {
@@ -476,7 +479,7 @@ Result<std::optional<KvEvent>> read_event(Cursor& p) {
     }
     if (*tag == "BlockRemoved") {
       fields = kRemovedFields;
-      required = fields.size();
+      required = kRemovedRequired;
     }
     if (known && n - 1 < required) return Error(std::string(*tag) + ": too few fields");
     for (uint32_t i = 1; i < n; ++i) {

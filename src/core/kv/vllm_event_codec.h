@@ -10,7 +10,8 @@
 //   kMap (newer vLLM, plain tagged structs): the batch is a map {"ts","events",
 //     "data_parallel_rank"} and each event a map with "type" holding the tag; fields
 //     whose value is nil may be absent.
-// The decoder accepts both forms at both levels, older 2-element batches, extra trailing
+// The decoder accepts both forms at both levels, older 2-element batches, array-form
+// events that end before medium (older vLLM: no medium means GPU), extra trailing
 // fields or unknown map keys (fields grow with vLLM versions), block hashes as uint64 or
 // as binary digests (the low 64 bits: last 8 bytes, big-endian, as vLLM converts them).
 // Malformed or truncated input is an error value, never a crash.

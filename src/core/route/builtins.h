@@ -27,6 +27,11 @@ Result<std::unique_ptr<Policy>> make_power_of_two(const PolicyConfig&, const Reg
 
 // kv_cost_policy.cc
 Result<std::unique_ptr<Policy>> make_kv_cost(const PolicyConfig&, const Registry&);
+// kv-cost's default cpu_block_credit: what a block held only in host memory is worth
+// against one in GPU memory, 1 - (time to load it back) / (time to compute it), from the
+// engine model (engine::host_block_credit: 0.947 for h100-qwen2.5-7b, 0.954 for
+// 2xh100-qwen3-32b; docs/engine-model.md). A unit test keeps the two in step.
+inline constexpr double kDefaultCpuBlockCredit = 0.95;
 
 // approx_prefix_policy.cc
 Result<std::unique_ptr<Policy>> make_approx_prefix(const PolicyConfig&, const Registry&);

@@ -9,6 +9,11 @@
 // second is its decode load, which sets every running request's token rate. The
 // weight trades one for the other. temperature > 0 samples instead of taking the
 // minimum (softmax over range-normalized costs), which spreads bursts.
+//
+// Tiers: a prompt block cached only in host memory (the index's cached_blocks beyond
+// gpu_blocks: vLLM's CPU offloading) is not computed but loaded back, which costs a
+// fraction of computing it; it counts as cpu_block_credit of a cached block (default
+// kDefaultCpuBlockCredit, derived from the engine model's reload and prefill times).
 #include <algorithm>
 
 #include "core/route/builtins.h"
@@ -75,7 +80,7 @@ Result<std::unique_ptr<Policy>> make_kv_cost(const PolicyConfig& config, const R
   ParamReader p(config);
   const double weight = p.number("overlap_weight", 1.0, 0, 1e6);
   const double temperature = p.number("temperature", 0.0, 0, 1e6);
-  const double credit = p.number("cpu_block_credit", 0.0, 0, 1);
+  const double credit = p.number("cpu_block_credit", kDefaultCpuBlockCredit, 0, 1);
   if (Status s = p.finish(); !s) return Error(s.error());
   return std::unique_ptr<Policy>(std::make_unique<KvCostPolicy>(weight, temperature, credit));
 }

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/common/rng.h"
+#include "core/kv/event_apply.h"
 
 namespace kvgate::kv {
 // Named after the file, not anonymous: the tests compile in unity batches, where two
@@ -105,6 +106,50 @@ TEST_F(PreciseIndexTest, TiersAreTrackedSeparately) {
   EXPECT_EQ(sorted_matches(index_, keys_), (std::vector<EndpointMatch>{{0, 2, 6}}));
   index_.apply_removed(0, {.block_hashes = std::span(&h, 1), .medium = Medium::kCpu});
   EXPECT_EQ(sorted_matches(index_, keys_), (std::vector<EndpointMatch>{{0, 2, 2}}));
+}
+
+TEST_F(PreciseIndexTest, TokenlessStoredAddsAMediumToKnownBlocks) {
+  // vLLM's CPU offloading connector: BlockStored(medium CPU) without tokens or parent
+  // names blocks the endpoint stored before.
+  store(0, 0, 6);
+  BlockStoredEvent copy;
+  copy.block_hashes = std::span(engine_hashes_).subspan(0, 4);
+  copy.block_size = kBs;
+  copy.medium = Medium::kCpu;
+  index_.apply_stored(0, copy);
+  uint64_t h = engine_hashes_[1];
+  index_.apply_removed(0, {.block_hashes = std::span(&h, 1), .medium = Medium::kGpu});
+  // GPU up to block 1; blocks 0-3 also in CPU memory, 4-5 in GPU memory: all six held.
+  EXPECT_EQ(sorted_matches(index_, keys_), (std::vector<EndpointMatch>{{0, 1, 6}}));
+  index_.apply_removed(0, {.block_hashes = std::span(engine_hashes_), .medium = Medium::kGpu});
+  EXPECT_EQ(sorted_matches(index_, keys_), (std::vector<EndpointMatch>{{0, 0, 4}}));
+  EXPECT_EQ(index_.blocks_held(0), 4u);
+  EXPECT_EQ(index_.stats(0).stored_blocks, 10u);
+  EXPECT_EQ(index_.stats(0).anomalies(), 0u);
+
+  // A copy of a block endpoint 1 never stored is counted, not guessed at.
+  uint64_t unknown = 99;
+  copy.block_hashes = std::span(&unknown, 1);
+  index_.apply_stored(1, copy);
+  EXPECT_EQ(index_.stats(1).unknown_copied, 1u);
+  EXPECT_EQ(index_.stats(1).anomalies(), 1u);
+  EXPECT_EQ(index_.blocks_held(1), 0u);
+}
+
+TEST_F(PreciseIndexTest, EventsWithoutAMediumAreGpuAndCpuCopiesApplyThroughEventApply) {
+  BlockStored stored;  // as older vLLM sends it: no medium
+  stored.block_hashes = engine_hashes_;
+  stored.token_ids = prompt_;
+  stored.block_size = kBs;
+  BlockStored copied;  // as the offloading connector sends it
+  copied.block_hashes = {engine_hashes_[0], engine_hashes_[1]};
+  copied.block_size = kBs;
+  copied.medium = "CPU";
+  BlockRemoved evicted{{engine_hashes_[0], engine_hashes_[1]}, std::string("GPU")};
+  const std::vector<KvEvent> events = {stored, copied, evicted};
+  apply_events(index_, 0, events);
+  EXPECT_EQ(sorted_matches(index_, keys_), (std::vector<EndpointMatch>{{0, 0, 6}}));
+  EXPECT_EQ(index_.stats(0).anomalies(), 0u);
 }
 
 TEST_F(PreciseIndexTest, AllBlocksClearedForgetsOneEndpoint) {

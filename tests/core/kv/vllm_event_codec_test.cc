@@ -205,6 +205,44 @@ TEST(VllmEventCodec, UnknownTagsAreSkipped) {
   EXPECT_EQ(skipped, 1u);
 }
 
+TEST(VllmEventCodec, TokenlessCpuCopiesRoundTripBothForms) {
+  // What vLLM's CPU offloading connector sends (and `kvgate engine` with a host tier):
+  // copies of known blocks, by hash, without tokens or parent, medium CPU.
+  for (EventFormat f : {EventFormat::kArray, EventFormat::kMap}) {
+    EventBatch b;
+    b.ts = 3.0;
+    BlockStored s;
+    s.block_hashes = {5, 6};
+    s.block_size = 16;
+    s.medium = "CPU";
+    b.events.emplace_back(s);
+    b.events.emplace_back(BlockRemoved{{5}, std::string("CPU")});
+    auto back = decode_event_batch(encode_event_batch(b, f));
+    ASSERT_TRUE(back) << back.error();
+    EXPECT_EQ(*back, b);
+  }
+}
+
+TEST(VllmEventCodec, ArrayEventsFromBeforeMediumDecodeWithoutOne) {
+  // ["BlockStored", hashes, parent, token_ids, block_size, lora_id] and
+  // ["BlockRemoved", hashes], as vLLM sent them before `medium`.
+  Mp m;
+  m.arr(2).d(1).arr(2);
+  m.arr(6).str("BlockStored").arr(1).u(9).nil().arr(2).u(1).u(2).u(2).nil();
+  m.arr(2).str("BlockRemoved").arr(1).u(9);
+  auto b = decode_event_batch(m.s);
+  ASSERT_TRUE(b) << b.error();
+  ASSERT_EQ(b->events.size(), 2u);
+  const auto& s = std::get<BlockStored>(b->events[0]);
+  EXPECT_EQ(s.block_hashes, (std::vector<EngineBlockHash>{9}));
+  EXPECT_EQ(s.token_ids, (std::vector<uint32_t>{1, 2}));
+  EXPECT_FALSE(s.medium.has_value());
+  EXPECT_FALSE(s.lora_name.has_value());
+  const auto& r = std::get<BlockRemoved>(b->events[1]);
+  EXPECT_EQ(r.block_hashes, (std::vector<EngineBlockHash>{9}));
+  EXPECT_FALSE(r.medium.has_value());
+}
+
 TEST(VllmEventCodec, MalformedAndTruncatedInputIsAnError) {
   const std::string good = encode_event_batch(sample_batch(), EventFormat::kArray);
   for (size_t n = 0; n < good.size(); ++n) {

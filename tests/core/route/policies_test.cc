@@ -3,6 +3,8 @@
 
 #include <map>
 
+#include "core/engine/profile.h"
+#include "core/route/builtins.h"
 #include "core/route/registry.h"
 
 namespace kvgate::route {
@@ -277,10 +279,36 @@ TEST_F(PoliciesTest, KvCostCpuBlockCredit) {
   auto c = candidates();
   c[0].gpu_blocks = 2;
   c[0].cached_blocks = 6;
-  make_policy({"kv-cost", {}})->pick(context(), c, rng_);
-  EXPECT_DOUBLE_EQ(c[0].cost, 8 + 10);
+  make_policy({"kv-cost", {{"cpu_block_credit", "0"}}})->pick(context(), c, rng_);
+  EXPECT_DOUBLE_EQ(c[0].cost, 8 + 10);  // GPU-only credit
   make_policy({"kv-cost", {{"cpu_block_credit", "0.5"}}})->pick(context(), c, rng_);
   EXPECT_DOUBLE_EQ(c[0].cost, 6 + 10);
+  make_policy({"kv-cost", {}})->pick(context(), c, rng_);  // the engine model's credit
+  EXPECT_NEAR(c[0].cost, 10 - (2 + builtin::kDefaultCpuBlockCredit * 4) + 10, 1e-9);
+}
+
+TEST_F(PoliciesTest, KvCostTierCreditPrefersAHostHitOverAMiss) {
+  // A holds the prompt in host memory only, B nothing, equal load: tier-aware credit
+  // sends the request to A; GPU-only credit sees a tie.
+  set_prompt(10);
+  set_endpoints({0, 0});
+  auto c = candidates();
+  c[0].cached_blocks = 9;
+  auto tiered = make_policy({"kv-cost", {}});
+  EXPECT_EQ(tiered->pick(context(), c, rng_), 0u);
+  EXPECT_LT(c[0].cost, c[1].cost);
+  auto gpu_only = make_policy({"kv-cost", {{"cpu_block_credit", "0"}}});
+  gpu_only->pick(context(), c, rng_);
+  EXPECT_DOUBLE_EQ(c[0].cost, c[1].cost);
+}
+
+TEST(KvCostDefaults, CpuBlockCreditIsTheEngineModelsReloadCredit) {
+  for (std::string_view name : engine::builtin_profile_names()) {
+    auto profile = engine::builtin_profile(name);
+    ASSERT_TRUE(profile.ok()) << name;
+    EXPECT_NEAR(builtin::kDefaultCpuBlockCredit, engine::host_block_credit(*profile, 16), 0.01)
+        << name;
+  }
 }
 
 TEST_F(PoliciesTest, KvCostTiesAreBrokenAtRandom) {

@@ -1,0 +1,75 @@
+#include "core/engine/host_tier.h"
+
+namespace kvgate::engine {
+
+HostTier::HostTier(uint32_t capacity) : nodes_(capacity) {
+  free_.reserve(capacity);
+  for (uint32_t i = capacity; i > 0; --i) free_.push_back(i - 1);
+  index_.reserve(capacity);
+}
+
+bool HostTier::offload(kv::EngineBlockHash hash, std::vector<kv::EngineBlockHash>& dropped) {
+  if (nodes_.empty()) return false;
+  if (auto it = index_.find(hash); it != index_.end()) {
+    unlink(it->second);
+    push_back(it->second);
+    return false;
+  }
+  if (free_.empty()) {
+    const uint32_t victim = head_;
+    unlink(victim);
+    dropped.push_back(nodes_[victim].hash);
+    index_.erase(nodes_[victim].hash);
+    free_.push_back(victim);
+  }
+  const uint32_t n = free_.back();
+  free_.pop_back();
+  nodes_[n].hash = hash;
+  push_back(n);
+  index_.emplace(hash, n);
+  return true;
+}
+
+void HostTier::touch(kv::EngineBlockHash hash) {
+  auto it = index_.find(hash);
+  if (it == index_.end()) return;
+  unlink(it->second);
+  push_back(it->second);
+}
+
+void HostTier::clear() {
+  index_.clear();
+  free_.clear();
+  for (uint32_t i = capacity(); i > 0; --i) free_.push_back(i - 1);
+  for (Node& n : nodes_) n = Node{};
+  head_ = tail_ = kNil;
+}
+
+void HostTier::unlink(uint32_t n) {
+  Node& node = nodes_[n];
+  if (node.prev != kNil) {
+    nodes_[node.prev].next = node.next;
+  } else {
+    head_ = node.next;
+  }
+  if (node.next != kNil) {
+    nodes_[node.next].prev = node.prev;
+  } else {
+    tail_ = node.prev;
+  }
+  node.prev = node.next = kNil;
+}
+
+void HostTier::push_back(uint32_t n) {
+  Node& node = nodes_[n];
+  node.prev = tail_;
+  node.next = kNil;
+  if (tail_ != kNil) {
+    nodes_[tail_].next = n;
+  } else {
+    head_ = n;
+  }
+  tail_ = n;
+}
+
+}  // namespace kvgate::engine
