@@ -326,12 +326,15 @@ KubernetesSource::PoolWatchEnd KubernetesSource::watch_pool(const std::string& r
   std::string target =
       fmt::format("{}&watch=1&allowWatchBookmarks=true&timeoutSeconds={}",
                   inference_pool_watch_path(ns_, config_.inference_pool), timeout_s);
-  // Without a resourceVersion (the pool was missing) the server starts with the pool's
-  // current state: one created meanwhile arrives as ADDED.
+  // Without a resourceVersion (the pool was missing, or the one held expired) the server
+  // starts with the pool's current state, as an ADDED event: one created meanwhile
+  // arrives. Re-reading the object would not do after a 410: a GET gives the object's
+  // own resourceVersion, which is as old as its last change.
   if (!resource_version.empty()) target += "&resourceVersion=" + resource_version;
   const std::string what =
       fmt::format("kubernetes: InferencePool {}/{}", ns_, config_.inference_pool);
-  bool reget = false;
+  bool failed = false;
+  bool expired = false;
   auto result = pool_client_->watch(
       target, Clock::now() + config_.watch_timeout + config_.timeout, [&](std::string_view line) {
         boost::system::error_code ec;
@@ -340,7 +343,7 @@ KubernetesSource::PoolWatchEnd KubernetesSource::watch_pool(const std::string& r
         const json::value* object = event ? event->if_contains("object") : nullptr;
         if (!object || !object->is_object()) {
           sink_.error(what + ": WATCH: an event that is not a JSON object with an object");
-          reget = true;
+          failed = true;
           return false;
         }
         std::string type;
@@ -350,11 +353,13 @@ KubernetesSource::PoolWatchEnd KubernetesSource::watch_pool(const std::string& r
         if (type == "ERROR") {
           auto [code, message] = status_of(json::serialize(*object));
           if (code == 410) {
-            spdlog::info("discovery: {}: watch expired ({}): reading it again", what, message);
+            spdlog::info("discovery: {}: watch expired ({}): watching its current state", what,
+                         message);
+            expired = true;
           } else {
             sink_.error(fmt::format("{}: WATCH error {}: {}", what, code, message));
+            failed = true;
           }
-          reget = true;
           return false;
         }
         const std::string rv = object_resource_version(*object);
@@ -378,7 +383,8 @@ KubernetesSource::PoolWatchEnd KubernetesSource::watch_pool(const std::string& r
     sink_.error(result.error());
     return PoolWatchEnd::kFailed;
   }
-  if (reget || result->status == 410) return PoolWatchEnd::kReget;
+  if (failed) return PoolWatchEnd::kFailed;
+  if (expired || result->status == 410) return PoolWatchEnd::kExpired;
   if (result->status != 200) {
     auto [code, message] = status_of(result->error_body);
     sink_.error(fmt::format("{}: WATCH -> {}: {}", what, result->status, message));
@@ -425,15 +431,20 @@ void KubernetesSource::run_pool() {
       }
       get = false;
     }
-    switch (watch_pool(pool_resource_version_)) {
+    const std::string from = pool_resource_version_;  // the watch's events move it on
+    switch (watch_pool(from)) {
       case PoolWatchEnd::kStopped:
         return;
       case PoolWatchEnd::kFailed:
         if (!sleep_for(config_.backoff)) return;
         get = true;
         break;
-      case PoolWatchEnd::kReget:
-        get = true;
+      case PoolWatchEnd::kExpired:
+        if (from.empty()) {  // not expected of a server: do not spin on it
+          if (!sleep_for(config_.backoff)) return;
+          get = true;
+        }
+        pool_resource_version_.clear();
         break;
       case PoolWatchEnd::kRewatch:
         break;

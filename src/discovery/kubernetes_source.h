@@ -68,7 +68,8 @@ class KubernetesSource : public EndpointSource {
 
   // inference_pool: the pool's thread, and what the pods' thread takes from it.
   void run_pool();
-  enum class PoolWatchEnd : uint8_t { kRewatch, kReget, kFailed, kStopped };
+  // kExpired: a 410, watch again from the pool's current state (no resourceVersion).
+  enum class PoolWatchEnd : uint8_t { kRewatch, kExpired, kFailed, kStopped };
   PoolWatchEnd watch_pool(const std::string& resource_version);
   void apply_pool(const boost::json::value& pool);
   void pool_error(const std::string& message);  // to the sink; logged once per message
