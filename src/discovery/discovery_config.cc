@@ -124,6 +124,7 @@ KubernetesSourceConfig kubernetes_source(const YamlReader& y, const YAML::Node& 
                "mode",
                "namespace",
                "selector",
+               "inference_pool",
                "service",
                "port_name",
                "role_label",
@@ -158,6 +159,7 @@ KubernetesSourceConfig kubernetes_source(const YamlReader& y, const YAML::Node& 
   };
   str("namespace", c.ns);
   str("selector", c.selector);
+  str("inference_pool", c.inference_pool);
   str("service", c.service);
   str("port_name", c.port_name);
   str("role_label", c.role_label);
@@ -166,8 +168,33 @@ KubernetesSourceConfig kubernetes_source(const YamlReader& y, const YAML::Node& 
   str("kv_events_port_annotation", c.kv_events_port_annotation);
   str("kv_replay_port_annotation", c.kv_replay_port_annotation);
   str("kv_topic_annotation", c.kv_topic_annotation);
-  if (c.mode == Mode::kPods && c.selector.empty()) {
-    y.fail(n, f + ".selector", "required with mode pods (e.g. app=vllm)");
+  if (auto v = n["inference_pool"]) {
+    // The pool's spec gives the pods and their ports: the keys that would say it again
+    // are refused rather than silently ignored.
+    const std::string& name = c.inference_pool;
+    if (name.empty() || name.size() > 253 ||
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") != std::string::npos) {
+      y.fail(v, f + ".inference_pool",
+             fmt::format("expected an InferencePool's name (lowercase letters, digits, '-' and "
+                         "'.'), got '{}'",
+                         name));
+    }
+    if (c.mode != Mode::kPods) {
+      y.fail(n["mode"], f + ".mode",
+             "an inference_pool selects pods: not with mode endpointslices");
+    }
+    for (const char* key : {"selector", "service", "port_name"}) {
+      if (auto k = n[key]) {
+        const bool port = std::string_view(key) == "port_name";
+        y.fail(k, f + "." + key,
+               fmt::format(
+                   "not with inference_pool (the InferencePool's {})",
+                   port ? "spec.targetPorts give the ports" : "spec.selector selects the pods"));
+      }
+    }
+  }
+  if (c.mode == Mode::kPods && c.selector.empty() && c.inference_pool.empty()) {
+    y.fail(n, f + ".selector", "required with mode pods (e.g. app=vllm), or an inference_pool");
   }
   if (c.mode == Mode::kEndpointSlices && c.service.empty()) {
     y.fail(n, f + ".service", "required with mode endpointslices");

@@ -11,6 +11,7 @@
 //           - {kind: file, path: endpoints.yaml}
 //           - {kind: dns, name: engines.llm.svc.cluster.local, record: a, port: 8000}
 //           - {kind: kubernetes, namespace: llm, selector: app=vllm, port_name: http}
+//           - {kind: kubernetes, name: pool, namespace: llm, inference_pool: vllm}
 //
 // Each source kind is a small object behind one interface (source.h), chosen by `kind`
 // from a registry; its keys are parsed here into its own struct. Errors name the file,
@@ -69,8 +70,11 @@ struct DnsSourceConfig {
 struct KubernetesSourceConfig {
   enum class Mode : uint8_t { kPods, kEndpointSlices };
   Mode mode = Mode::kPods;
-  std::string ns;                  // namespace; empty: the pod's own (service account)
-  std::string selector;            // label selector of the pods (mode pods)
+  std::string ns;        // namespace; empty: the pod's own (service account)
+  std::string selector;  // label selector of the pods (mode pods)
+  // An InferencePool (inference.networking.k8s.io/v1) whose spec.selector and
+  // spec.targetPorts give the pods and their ports (mode pods; no selector, no port_name).
+  std::string inference_pool;
   std::string service;             // the Service whose EndpointSlices (mode endpointslices)
   std::string port_name = "http";  // named container port (pods) or EndpointSlice port
   std::string role_label = "kvgate.io/role";

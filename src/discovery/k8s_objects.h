@@ -15,12 +15,21 @@
 // false or conditions.terminating is true (an absent ready condition counts as ready, as
 // the API reference says consumers should); the zone from the entry's `zone`; KV event
 // ports from slice ports named `kv-events` and `kv-replay`.
+//
+// An InferencePool (inference.networking.k8s.io/v1, the Gateway API Inference
+// Extension's) names its pods by spec.selector.matchLabels and their ports by
+// spec.targetPorts[].number: each port of a pod is an endpoint of its own
+// (http://PODIP:PORT), as a GIE endpoint picker treats them. Its KV events ports then
+// come from the pod's annotations as a comma-separated list, one entry per target port
+// in order ("5557,5567"); one entry serves the first port only.
 #pragma once
 
 #include <boost/json/value.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/common/result.h"
 #include "core/discovery/reconciler.h"
 #include "discovery/discovery_config.h"
 
@@ -32,10 +41,34 @@ std::string object_resource_version(const boost::json::value& object);
 
 std::vector<DiscoveredEndpoint> pod_endpoints(const boost::json::value& pod,
                                               const KubernetesSourceConfig& config);
+// The pod's endpoints at the given ports (an InferencePool's targetPorts), one per port
+// in order; its named container ports are not consulted.
+std::vector<DiscoveredEndpoint> pod_endpoints(const boost::json::value& pod,
+                                              const KubernetesSourceConfig& config,
+                                              const std::vector<uint16_t>& ports);
 std::vector<DiscoveredEndpoint> slice_endpoints(const boost::json::value& slice,
                                                 const KubernetesSourceConfig& config);
 
 // The LIST path (with labelSelector) of the configured objects.
 std::string list_path(const KubernetesSourceConfig& config, const std::string& ns);
+// The LIST path of the pods `selector` (a label selector) picks in `ns`.
+std::string pods_list_path(const std::string& ns, const std::string& selector);
+
+// What an InferencePool gives discovery: its pods' label selector (matchLabels as
+// `key=value` terms joined by commas, keys sorted) and its target ports, in order.
+struct InferencePoolTarget {
+  std::string selector;
+  std::vector<uint16_t> ports;
+  bool operator==(const InferencePoolTarget&) const = default;
+};
+// Errors name the field at fault: no spec.selector.matchLabels (or an empty one: it would
+// select every pod of the namespace), a label that is not a Kubernetes label, no
+// spec.targetPorts, a port number outside 1..65535 or given twice, more than 8 ports,
+// an appProtocol other than http (kvgate speaks HTTP/1.1 to engines).
+Result<InferencePoolTarget> inference_pool_target(const boost::json::value& pool);
+// GET of the object, and the WATCH path (a fieldSelector on its name; the caller adds
+// watch=1 and the rest).
+std::string inference_pool_path(const std::string& ns, const std::string& name);
+std::string inference_pool_watch_path(const std::string& ns, const std::string& name);
 
 }  // namespace kvgate::discovery

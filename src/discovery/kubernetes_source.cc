@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <fstream>
 #include <sstream>
@@ -72,9 +73,15 @@ Status KubernetesSource::start() {
   io::KubeConfig connection = std::move(credentials->connection);
   connection.timeout = config_.timeout;
   ns_ = credentials->ns;
-  path_ = list_path(config_, ns_);
+  if (pool_mode()) {
+    // path_ and ports_ come from the pool once it has been read.
+    pool_client_ = std::make_unique<io::KubeClient>(connection);
+  } else {
+    path_ = list_path(config_, ns_);
+  }
   client_ = std::make_unique<io::KubeClient>(std::move(connection));
   thread_ = std::thread([this] { run(); });
+  if (pool_mode()) pool_thread_ = std::thread([this] { run_pool(); });
   return {};
 }
 
@@ -85,7 +92,9 @@ void KubernetesSource::stop() {
   }
   cv_.notify_all();
   if (client_) client_->cancel();
+  if (pool_client_) pool_client_->cancel();
   if (thread_.joinable()) thread_.join();
+  if (pool_thread_.joinable()) pool_thread_.join();
 }
 
 bool KubernetesSource::sleep_for(std::chrono::milliseconds d) {
@@ -101,18 +110,16 @@ void KubernetesSource::report(bool resync) {
   sink_.report(std::move(set), resync);
 }
 
-namespace {
-std::vector<DiscoveredEndpoint> endpoints_of(const json::value& object,
-                                             const KubernetesSourceConfig& c) {
-  return c.mode == KubernetesSourceConfig::Mode::kPods ? pod_endpoints(object, c)
-                                                       : slice_endpoints(object, c);
+std::vector<DiscoveredEndpoint> KubernetesSource::endpoints_of(const json::value& object) const {
+  if (pool_mode()) return pod_endpoints(object, config_, ports_);
+  return config_.mode == KubernetesSourceConfig::Mode::kPods ? pod_endpoints(object, config_)
+                                                             : slice_endpoints(object, config_);
 }
-}  // namespace
 
 bool KubernetesSource::list(bool resync) {
   auto reply = client_->get(path_);
   if (!reply) {
-    sink_.error(reply.error());
+    if (!reselect_due()) sink_.error(reply.error());  // else: interrupted for the new spec
     return false;
   }
   if (reply->status != 200) {
@@ -130,7 +137,7 @@ bool KubernetesSource::list(bool resync) {
   std::map<std::string, std::vector<DiscoveredEndpoint>> objects;
   if (const json::value* items = o.if_contains("items"); items && items->is_array()) {
     for (const json::value& item : items->as_array()) {
-      objects[object_name(item)] = endpoints_of(item, config_);
+      objects[object_name(item)] = endpoints_of(item);
     }
   }
   objects_ = std::move(objects);
@@ -183,7 +190,7 @@ KubernetesSource::WatchEnd KubernetesSource::watch(Clock::time_point resync_at) 
     if (type == "BOOKMARK") return true;
     const std::string name = object_name(*object);
     if (type == "ADDED" || type == "MODIFIED") {
-      objects_[name] = endpoints_of(*object, config_);
+      objects_[name] = endpoints_of(*object);
     } else if (type == "DELETED") {
       objects_.erase(name);
     } else {
@@ -197,6 +204,7 @@ KubernetesSource::WatchEnd KubernetesSource::watch(Clock::time_point resync_at) 
     std::lock_guard lock(mu_);
     if (stopping_) return WatchEnd::kStopped;
   }
+  if (reselect_due()) return WatchEnd::kReselect;
   if (!result) {
     sink_.error(result.error());
     return WatchEnd::kFailed;
@@ -219,16 +227,23 @@ KubernetesSource::WatchEnd KubernetesSource::watch(Clock::time_point resync_at) 
 
 void KubernetesSource::run() {
   bool first = true;
+  bool reselected = false;  // the next LIST is of a new spec's pods: not a resync
   while (true) {
-    {
+    if (pool_mode()) {
+      const std::optional<bool> changed = take_target();
+      if (!changed) return;
+      reselected = reselected || *changed;
+    } else {
       std::lock_guard lock(mu_);
       if (stopping_) return;
     }
-    if (!list(/*resync=*/!first)) {
+    if (!list(/*resync=*/!first && !reselected)) {
+      if (reselect_due()) continue;
       if (!sleep_for(config_.backoff)) return;
       continue;
     }
     first = false;
+    reselected = false;
     const auto resync_at = Clock::now() + config_.resync;
     // Watch until the resync is due; re-watch from the last resourceVersion when the
     // server closes a healthy watch early.
@@ -239,7 +254,200 @@ void KubernetesSource::run() {
         if (!sleep_for(config_.backoff)) return;
         break;
       }
-      if (end == WatchEnd::kRelist || end == WatchEnd::kResyncDue) break;
+      if (end == WatchEnd::kRelist || end == WatchEnd::kResyncDue || end == WatchEnd::kReselect) {
+        break;
+      }
+    }
+  }
+}
+
+// --- inference_pool
+
+std::optional<bool> KubernetesSource::take_target() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return stopping_ || target_.has_value(); });
+  if (stopping_) return std::nullopt;
+  if (target_generation_ == used_generation_) return false;
+  used_generation_ = target_generation_;
+  ports_ = target_->ports;
+  path_ = pods_list_path(ns_, target_->selector);
+  // An interrupt sent for an older spec than this one is not for the calls to come.
+  client_->clear_interrupt();
+  return true;
+}
+
+bool KubernetesSource::reselect_due() {
+  if (!pool_mode()) return false;
+  std::lock_guard lock(mu_);
+  return target_generation_ != used_generation_;
+}
+
+void KubernetesSource::pool_error(const std::string& message) {
+  sink_.error(message);
+  if (message != last_pool_error_) {
+    spdlog::warn("discovery: {}", message);
+    last_pool_error_ = message;
+  }
+}
+
+std::string KubernetesSource::pool_fallback() {
+  std::lock_guard lock(mu_);
+  return target_ ? "the pods of its last good spec stay followed"
+                 : "no endpoints from it until it is read";
+}
+
+void KubernetesSource::apply_pool(const json::value& pool) {
+  const std::string what =
+      fmt::format("kubernetes: InferencePool {}/{}", ns_, config_.inference_pool);
+  Result<InferencePoolTarget> t = inference_pool_target(pool);
+  if (!t) {
+    pool_error(fmt::format("{}: {} ({})", what, t.error(), pool_fallback()));
+    return;
+  }
+  if (!last_pool_error_.empty()) {
+    spdlog::info("discovery: {}: readable again", what);
+    last_pool_error_.clear();
+  }
+  std::lock_guard lock(mu_);
+  if (target_ && *target_ == *t) return;
+  std::string ports;
+  for (const uint16_t port : t->ports) ports += (ports.empty() ? "" : ", ") + std::to_string(port);
+  spdlog::info("discovery: {}: pods {} at port(s) {}", what, t->selector, ports);
+  target_ = std::move(*t);
+  ++target_generation_;
+  // The pods' thread takes the new spec when its call in progress ends: end it now.
+  client_->interrupt();
+  cv_.notify_all();
+}
+
+KubernetesSource::PoolWatchEnd KubernetesSource::watch_pool(const std::string& resource_version) {
+  const int64_t timeout_s = std::max<int64_t>(
+      1, std::chrono::duration_cast<std::chrono::seconds>(config_.watch_timeout).count());
+  std::string target =
+      fmt::format("{}&watch=1&allowWatchBookmarks=true&timeoutSeconds={}",
+                  inference_pool_watch_path(ns_, config_.inference_pool), timeout_s);
+  // Without a resourceVersion (the pool was missing, or the one held expired) the server
+  // starts with the pool's current state, as an ADDED event: one created meanwhile
+  // arrives. Re-reading the object would not do after a 410: a GET gives the object's
+  // own resourceVersion, which is as old as its last change.
+  if (!resource_version.empty()) target += "&resourceVersion=" + resource_version;
+  const std::string what =
+      fmt::format("kubernetes: InferencePool {}/{}", ns_, config_.inference_pool);
+  bool failed = false;
+  bool expired = false;
+  auto result = pool_client_->watch(
+      target, Clock::now() + config_.watch_timeout + config_.timeout, [&](std::string_view line) {
+        boost::system::error_code ec;
+        json::value v = json::parse(line, ec);
+        const json::object* event = !ec && v.is_object() ? &v.as_object() : nullptr;
+        const json::value* object = event ? event->if_contains("object") : nullptr;
+        if (!object || !object->is_object()) {
+          sink_.error(what + ": WATCH: an event that is not a JSON object with an object");
+          failed = true;
+          return false;
+        }
+        std::string type;
+        if (const json::value* t = event->if_contains("type"); t && t->is_string()) {
+          type = std::string(t->as_string());
+        }
+        if (type == "ERROR") {
+          auto [code, message] = status_of(json::serialize(*object));
+          if (code == 410) {
+            spdlog::info("discovery: {}: watch expired ({}): watching its current state", what,
+                         message);
+            expired = true;
+          } else {
+            sink_.error(fmt::format("{}: WATCH error {}: {}", what, code, message));
+            failed = true;
+          }
+          return false;
+        }
+        const std::string rv = object_resource_version(*object);
+        if (!rv.empty()) pool_resource_version_ = rv;
+        if (type == "BOOKMARK") return true;
+        if (object_name(*object) != config_.inference_pool) return true;  // not ours
+        if (type == "ADDED" || type == "MODIFIED") {
+          apply_pool(*object);
+        } else if (type == "DELETED") {
+          pool_error(fmt::format("{}: deleted ({})", what, pool_fallback()));
+        } else {
+          sink_.error(what + ": WATCH: unknown event type '" + type + "'");
+        }
+        return true;
+      });
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return PoolWatchEnd::kStopped;
+  }
+  if (!result) {
+    sink_.error(result.error());
+    return PoolWatchEnd::kFailed;
+  }
+  if (failed) return PoolWatchEnd::kFailed;
+  if (expired || result->status == 410) return PoolWatchEnd::kExpired;
+  if (result->status != 200) {
+    auto [code, message] = status_of(result->error_body);
+    sink_.error(fmt::format("{}: WATCH -> {}: {}", what, result->status, message));
+    return PoolWatchEnd::kFailed;
+  }
+  return PoolWatchEnd::kRewatch;
+}
+
+void KubernetesSource::run_pool() {
+  const std::string path = inference_pool_path(ns_, config_.inference_pool);
+  const std::string what =
+      fmt::format("kubernetes: InferencePool {}/{}", ns_, config_.inference_pool);
+  bool get = true;
+  while (true) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+    }
+    if (get) {
+      auto reply = pool_client_->get(path);
+      if (!reply) {
+        pool_error(reply.error());
+        if (!sleep_for(config_.backoff)) return;
+        continue;
+      }
+      if (reply->status == 404) {
+        pool_error(fmt::format("{}: not found (GET {} -> 404; {})", what, path, pool_fallback()));
+        pool_resource_version_.clear();  // watch from the pool's current state
+      } else if (reply->status != 200) {
+        auto [code, message] = status_of(reply->body);
+        pool_error(fmt::format("{}: GET {} -> {}: {}", what, path, reply->status, message));
+        if (!sleep_for(config_.backoff)) return;
+        continue;
+      } else {
+        boost::system::error_code ec;
+        json::value v = json::parse(reply->body, ec);
+        if (ec || !v.is_object()) {
+          pool_error(fmt::format("{}: GET {}: not a JSON object", what, path));
+          if (!sleep_for(config_.backoff)) return;
+          continue;
+        }
+        apply_pool(v);
+        pool_resource_version_ = object_resource_version(v);
+      }
+      get = false;
+    }
+    const std::string from = pool_resource_version_;  // the watch's events move it on
+    switch (watch_pool(from)) {
+      case PoolWatchEnd::kStopped:
+        return;
+      case PoolWatchEnd::kFailed:
+        if (!sleep_for(config_.backoff)) return;
+        get = true;
+        break;
+      case PoolWatchEnd::kExpired:
+        if (from.empty()) {  // not expected of a server: do not spin on it
+          if (!sleep_for(config_.backoff)) return;
+          get = true;
+        }
+        pool_resource_version_.clear();
+        break;
+      case PoolWatchEnd::kRewatch:
+        break;
     }
   }
 }

@@ -217,6 +217,17 @@ void KubeClient::cancel() {
   if (running_) running_->stop();
 }
 
+void KubeClient::interrupt() {
+  std::lock_guard lock(mu_);
+  interrupted_ = true;
+  if (running_) running_->stop();
+}
+
+void KubeClient::clear_interrupt() {
+  std::lock_guard lock(mu_);
+  interrupted_ = false;
+}
+
 namespace {
 
 using CallState = KubeClient::CallResult;
@@ -295,6 +306,10 @@ Result<KubeClient::CallResult> KubeClient::perform(
   {
     std::lock_guard lock(mu_);
     if (cancelled_) return Error(what + ": cancelled");
+    if (interrupted_) {
+      interrupted_ = false;
+      return Error(what + ": interrupted");
+    }
     running_ = &ioc;
   }
   CallState state;
@@ -307,11 +322,19 @@ Result<KubeClient::CallResult> KubeClient::perform(
                 });
   ioc.run();
   bool cancelled = false;
+  bool interrupted = false;
   {
     std::lock_guard lock(mu_);
     running_ = nullptr;
     cancelled = cancelled_;
+    // An interrupt that stopped this call is delivered; one that came after the call
+    // was done waits for the next call.
+    if (!done && !cancelled && interrupted_) {
+      interrupted_ = false;
+      interrupted = true;
+    }
   }
+  if (interrupted) return Error(what + ": interrupted");
   if (!done || cancelled) return Error(what + ": cancelled");
   if (failure) {
     try {

@@ -72,6 +72,11 @@ class KubeClient {
                          const std::function<bool(std::string_view)>& on_line);
   // Ends the call in progress (and makes later ones fail at once).
   void cancel();
+  // Ends the call in progress with an "interrupted" error, or the next call when none is
+  // in progress; the calls after that work. clear_interrupt() drops one not delivered
+  // yet. For a caller whose next request must differ (a watch whose selector changed).
+  void interrupt();
+  void clear_interrupt();
 
   struct CallResult {
     WatchEnd end;
@@ -85,6 +90,7 @@ class KubeClient {
   const KubeConfig config_;
   std::mutex mu_;
   bool cancelled_ = false;                      // guarded by mu_
+  bool interrupted_ = false;                    // guarded by mu_: not delivered yet
   boost::asio::io_context* running_ = nullptr;  // guarded by mu_: the call in progress
 };
 

@@ -1,9 +1,12 @@
 // A small Kubernetes API server for the discovery tests (there is none on these
 // machines): real HTTP on loopback, pods in the core/v1 shape and EndpointSlices in the
-// discovery.k8s.io/v1 shape (namespace llm), LIST with metadata.resourceVersion and an
-// equality labelSelector (`app=vllm`, `kubernetes.io/service-name=vllm`), WATCH as a
+// discovery.k8s.io/v1 shape (namespace llm), InferencePools in the
+// inference.networking.k8s.io/v1 shape, LIST with metadata.resourceVersion and an
+// equality labelSelector (`app=vllm`, `kubernetes.io/service-name=vllm`, terms joined by
+// commas) or a fieldSelector `metadata.name=NAME`, GET of one object by name, WATCH as a
 // chunked stream of JSON lines {"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object":
-// ...} of the objects the selector matches, 410 Gone as a Status object, bearer tokens
+// ...} of the objects the selector matches (from a resourceVersion; without one, the
+// current state as ADDED events first), 410 Gone as a Status object, bearer tokens
 // checked. No gtest in here: bench/ uses it too. Knobs let a test drop
 // watches, compact history (so an old resourceVersion gets 410), lose a DELETED event, and rotate
 // the token. It also serves one Deployment's scale subresource (GET, and PATCH with a
@@ -117,6 +120,33 @@ inline boost::json::object make_endpoint_slice(const std::string& name,
       {"ports", std::move(ports)}};
 }
 
+// An InferencePool (Gateway API Inference Extension, v1) as the API serves it: the pods
+// `match_labels` selects, at `ports`, picked by the Service kvgate-epp.
+inline boost::json::object make_inference_pool(const std::string& name,
+                                               const boost::json::object& match_labels,
+                                               const std::vector<int>& ports) {
+  boost::json::array target_ports;
+  for (const int p : ports) target_ports.push_back(boost::json::object{{"number", p}});
+  return boost::json::object{{"kind", "InferencePool"},
+                             {"apiVersion", "inference.networking.k8s.io/v1"},
+                             {"metadata",
+                              {{"name", name},
+                               {"namespace", "llm"},
+                               {"uid", "uid-" + name},
+                               {"generation", 1},
+                               {"creationTimestamp", "2026-12-01T10:00:00Z"}}},
+                             {"spec",
+                              {{"selector", {{"matchLabels", match_labels}}},
+                               {"targetPorts", std::move(target_ports)},
+                               {"endpointPickerRef",
+                                {{"group", ""},
+                                 {"kind", "Service"},
+                                 {"name", "kvgate-epp"},
+                                 {"port", {{"number", 9002}}},
+                                 {"failureMode", "FailClose"}}}}},
+                             {"status", {{"parents", boost::json::array{}}}}};
+}
+
 inline std::string status_json(int code, const std::string& reason, const std::string& message) {
   return boost::json::serialize(boost::json::object{{"kind", "Status"},
                                                     {"apiVersion", "v1"},
@@ -152,7 +182,7 @@ class FakeKubeApi {
   uint16_t port() const { return server_ ? server_->port() : 0; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port()); }
 
-  // ADDED (new name) or MODIFIED; a Pod or an EndpointSlice (by its kind).
+  // ADDED (new name) or MODIFIED; a Pod, an EndpointSlice or an InferencePool (by its kind).
   void upsert(boost::json::object object) {
     std::lock_guard lock(mu_);
     Collection& c = collection_of(object);
@@ -250,6 +280,11 @@ class FakeKubeApi {
     std::lock_guard lock(mu_);
     return lists_;
   }
+  // GETs of one object by name.
+  int gets() {
+    std::lock_guard lock(mu_);
+    return gets_;
+  }
   int watches() {
     std::lock_guard lock(mu_);
     return watch_count_;
@@ -268,10 +303,15 @@ class FakeKubeApi {
   }
 
  private:
-  // A watch and the label its selector asks for.
+  // What a LIST or WATCH asks for: every label (labelSelector), the name (fieldSelector).
+  struct Filter {
+    std::vector<std::pair<std::string, std::string>> labels;
+    std::string name;  // empty: any
+  };
+  // A watch and what its selectors ask for.
   struct Watch {
     std::shared_ptr<io::ResponseStream> stream;
-    std::pair<std::string, std::string> label;
+    Filter filter;
   };
   // One resource in namespace llm: its objects by name, their events, its watches.
   struct Collection {
@@ -289,18 +329,18 @@ class FakeKubeApi {
   Collection& collection_of(const boost::json::object& o) {
     return collections_.at(std::string(o.at("kind").as_string()));
   }
-  // Whether `o`'s labels hold key=value.
-  static bool matches(const boost::json::object& o,
-                      const std::pair<std::string, std::string>& label) {
+  // Whether `o`'s labels hold every key=value and its name is the one asked for.
+  static bool matches(const boost::json::object& o, const Filter& filter) {
+    if (!filter.name.empty() && name_of(o) != filter.name) return false;
     const boost::json::value* labels = o.at("metadata").as_object().if_contains("labels");
-    if (!labels || !labels->is_object()) return false;
-    const boost::json::value* v = labels->as_object().if_contains(label.first);
-    return v && v->is_string() && v->as_string() == label.second;
+    for (const auto& [key, value] : filter.labels) {
+      if (!labels || !labels->is_object()) return false;
+      const boost::json::value* v = labels->as_object().if_contains(key);
+      if (!v || !v->is_string() || v->as_string() != value) return false;
+    }
+    return true;
   }
-  // An equality selector `key=value` as it arrives percent-encoded in the query; anything
-  // else (set-based selectors, several terms) is not served here.
-  static std::optional<std::pair<std::string, std::string>> selector_label(
-      const std::string& encoded) {
+  static std::string percent_decode(const std::string& encoded) {
     std::string text;
     for (size_t i = 0; i < encoded.size(); ++i) {
       if (encoded[i] == '%' && i + 2 < encoded.size()) {
@@ -310,11 +350,40 @@ class FakeKubeApi {
         text += encoded[i];
       }
     }
-    const size_t eq = text.find('=');
-    if (eq == std::string::npos || eq == 0 || text.find_first_of(",!() ") != std::string::npos) {
-      return std::nullopt;
+    return text;
+  }
+  // The selectors of a query, as they arrive percent-encoded: a labelSelector of equality
+  // terms `key=value[,key=value]`, a fieldSelector `metadata.name=NAME`, or both. Anything
+  // else (set-based selectors, other fields, neither) is not served here.
+  static std::optional<Filter> filter_of(const std::string& query) {
+    const std::string labels = percent_decode(param(query, "labelSelector"));
+    const std::string fields = percent_decode(param(query, "fieldSelector"));
+    if (labels.empty() && fields.empty()) return std::nullopt;
+    Filter f;
+    if (!fields.empty()) {
+      const std::string prefix = "metadata.name=";
+      if (!fields.starts_with(prefix) || fields.size() == prefix.size() ||
+          fields.find(',') != std::string::npos) {
+        return std::nullopt;
+      }
+      f.name = fields.substr(prefix.size());
     }
-    return std::pair{text.substr(0, eq), text.substr(eq + 1)};
+    if (labels.empty()) return f;
+    if (labels.find_first_of("!() ") != std::string::npos) return std::nullopt;
+    size_t at = 0;
+    while (true) {
+      const size_t comma = labels.find(',', at);
+      const std::string term =
+          labels.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      const size_t eq = term.find('=');
+      if (eq == std::string::npos || eq == 0 || term.find('=', eq + 1) != std::string::npos) {
+        return std::nullopt;
+      }
+      f.labels.emplace_back(term.substr(0, eq), term.substr(eq + 1));
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+    return f;
   }
   static std::string event_line(const std::string& type, const boost::json::object& o) {
     return boost::json::serialize(boost::json::object{{"type", type}, {"object", o}}) + "\n";
@@ -324,7 +393,7 @@ class FakeKubeApi {
     c.history.emplace_back(rv_, event);
     const std::string line = boost::json::serialize(event) + "\n";
     for (auto& w : c.watches) {
-      if (matches(o, w.label)) w.stream->write(line);
+      if (matches(o, w.filter)) w.stream->write(line);
     }
   }
   static std::string param(const std::string& query, const std::string& key) {
@@ -354,12 +423,28 @@ class FakeKubeApi {
       scale_locked(req, *stream);
       return;
     }
+    // GET of one object by name.
+    for (auto& [kind, col] : collections_) {
+      if (req.method != "GET" || !req.path.starts_with(col.path + "/")) continue;
+      ++gets_;
+      const std::string name = req.path.substr(col.path.size() + 1);
+      auto it = col.objects.find(name);
+      if (it == col.objects.end()) {
+        stream->respond({404,
+                         "application/json",
+                         {},
+                         status_json(404, "NotFound", kind + " \"" + name + "\" not found")});
+        return;
+      }
+      stream->respond({200, "application/json", {}, boost::json::serialize(it->second)});
+      return;
+    }
     Collection* c = nullptr;
     for (auto& [kind, col] : collections_) {
       if (req.path == col.path) c = &col;
     }
-    const auto label = selector_label(param(req.query, "labelSelector"));
-    if (c == nullptr || !label) {
+    const std::optional<Filter> filter = filter_of(req.query);
+    if (c == nullptr || !filter) {
       stream->respond(
           {404,
            "application/json",
@@ -371,7 +456,7 @@ class FakeKubeApi {
       ++lists_;
       boost::json::array items;
       for (const auto& [name, object] : c->objects) {
-        if (!matches(object, *label)) continue;
+        if (!matches(object, *filter)) continue;
         boost::json::object item = object;  // list items carry no kind/apiVersion
         item.erase("kind");
         item.erase("apiVersion");
@@ -389,6 +474,16 @@ class FakeKubeApi {
     }
     ++watch_count_;
     watch_queries_.push_back(req.path + "?" + req.query);
+    if (param(req.query, "resourceVersion").empty()) {
+      // No resourceVersion: the current state as ADDED events, then what follows (never
+      // too old).
+      stream->start(200, "application/json");
+      for (const auto& [name, object] : c->objects) {
+        if (matches(object, *filter)) stream->write(event_line("ADDED", object));
+      }
+      c->watches.push_back({std::move(stream), *filter});
+      return;
+    }
     const int64_t from = std::stoll("0" + param(req.query, "resourceVersion"));
     if (from < compacted_) {
       const std::string message = "too old resource version: " + std::to_string(from) + " (" +
@@ -407,11 +502,11 @@ class FakeKubeApi {
     }
     stream->start(200, "application/json");
     for (const auto& [rv, event] : c->history) {
-      if (rv > from && matches(event.at("object").as_object(), *label)) {
+      if (rv > from && matches(event.at("object").as_object(), *filter)) {
         stream->write(boost::json::serialize(event) + "\n");
       }
     }
-    c->watches.push_back({std::move(stream), *label});
+    c->watches.push_back({std::move(stream), *filter});
   }
 
   // GET or PATCH of the scale subresource; the answer is an autoscaling/v1 Scale.
@@ -479,11 +574,19 @@ class FakeKubeApi {
         "discovery.k8s.io/v1",
         {},
         {},
+        {}}},
+      {"InferencePool",
+       {"/apis/inference.networking.k8s.io/v1/namespaces/llm/inferencepools",
+        "InferencePoolList",
+        "inference.networking.k8s.io/v1",
+        {},
+        {},
         {}}}};
   int64_t rv_ = 1000;
   int64_t compacted_ = 0;
   bool http_410_ = false;
   int lists_ = 0;
+  int gets_ = 0;
   int watch_count_ = 0;
   int unauthorized_ = 0;
   std::vector<std::string> watch_queries_;
