@@ -285,3 +285,129 @@ def hot_list():
 
 write("cluster_wire", [bytes([0]) + routing_batch(), bytes([1]) + snapshot(),
                        bytes([2]) + hot_list()])
+
+
+# --- The Endpoint Picker's ext_proc streams (tests/epp/exchange_test.cc,
+# tests/integration/epp_conformance_test.py): two option bytes (epp_exchange_fuzz.cc),
+# then each ProcessingRequest as a 2-byte little-endian length and its protobuf bytes,
+# encoded by hand (field numbers of proto/envoy/service/ext_proc/v3 and
+# proto/envoy/config/core/v3, google/protobuf/struct.proto).
+def pb_len(field, payload):
+    payload = payload.encode() if isinstance(payload, str) else payload
+    return varint(field << 3 | 2) + varint(len(payload)) + payload
+
+
+def pb_bool(field, value):
+    return varint(field << 3) + varint(1) if value else b""
+
+
+def pb_headers(pairs, eos=False):
+    header_map = b"".join(pb_len(1, pb_len(1, k) + pb_len(3, v)) for k, v in pairs)
+    return pb_len(1, header_map) + pb_bool(3, eos)
+
+
+def pb_struct(fields):
+    # Struct{map<string, Value> fields = 1}; a value is a string (string_value = 3) or a
+    # list of strings (list_value = 6, ListValue{repeated Value values = 1}).
+    out = b""
+    for k, v in fields.items():
+        if isinstance(v, list):
+            value = pb_len(6, b"".join(pb_len(1, pb_len(3, e)) for e in v))
+        else:
+            value = pb_len(3, v)
+        out += pb_len(1, pb_len(1, k) + pb_len(2, value))
+    return out
+
+
+def pb_metadata(namespaces):
+    # Metadata{map<string, Struct> filter_metadata = 1}
+    return pb_len(8, b"".join(pb_len(1, pb_len(1, ns) + pb_len(2, pb_struct(f)))
+                              for ns, f in namespaces.items()))
+
+
+def req_headers(pairs, eos=False, metadata=None):
+    return pb_len(2, pb_headers(pairs, eos)) + (pb_metadata(metadata) if metadata else b"")
+
+
+def resp_headers(pairs, eos=False, metadata=None):
+    return pb_len(3, pb_headers(pairs, eos)) + (pb_metadata(metadata) if metadata else b"")
+
+
+def req_body(body, eos):
+    return pb_len(4, pb_len(1, body) + pb_bool(2, eos))
+
+
+def resp_body(body, eos):
+    return pb_len(5, pb_len(1, body) + pb_bool(2, eos))
+
+
+def req_trailers():
+    return pb_len(6, pb_len(1, b""))
+
+
+def resp_trailers():
+    return pb_len(7, pb_len(1, b""))
+
+
+def ext_proc(options, dialect, messages):
+    out = bytes([options, dialect])
+    for m in messages:
+        out += struct.pack("<H", len(m)) + m
+    return out
+
+
+chat_head = [(":method", "POST"), (":path", "/v1/chat/completions"), (":authority", "gw"),
+             ("content-type", "application/json")]
+chat_body = '{"model":"sim","messages":[{"role":"user","content":"Hello"}]}'
+stream_body = '{"model":"sim","stream":true,"messages":[{"role":"user","content":"Hello"}]}'
+answer = ('{"id":"c","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"}}],'
+          '"usage":{"prompt_tokens":9,"completion_tokens":1,"total_tokens":10}}')
+ok_json = [(":status", "200"), ("content-type", "application/json")]
+ok_sse = [(":status", "200"), ("content-type", "text/event-stream")]
+served = {"envoy.lb": {"x-gateway-destination-endpoint-served": "10.0.0.7:8000"}}
+anthropic_sse = ('event: message_start\ndata: {"type":"message_start","message":{"usage":'
+                 '{"input_tokens":9,"output_tokens":1}}}\n\n'
+                 'event: content_block_delta\ndata: {"type":"content_block_delta","delta":'
+                 '{"type":"text_delta","text":"Hi"}}\n\n'
+                 'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":2}}\n\n'
+                 'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+write("epp_exchange", [
+    # A whole answer: headers, the body in two chunks, the response and its usage.
+    ext_proc(0x00, 0, [req_headers(chat_head), req_body(chat_body[:20], False),
+                       req_body(chat_body[20:], True), resp_headers(ok_json, metadata=served),
+                       resp_body(answer, True)]),
+    # A stream with two fallbacks, the objective and fairness headers, the usage chunk
+    # stripped, the SSE body cut mid-event.
+    ext_proc(0x80 | 0x40 | 0x20 | 0x02, 0,
+             [req_headers(chat_head + [("x-gateway-inference-objective", "premium"),
+                                       ("x-gateway-inference-fairness-id", "team-a")]),
+              req_body(stream_body, True), resp_headers(ok_sse),
+              resp_body(c1 + c2[:17], False), resp_body(c2[17:] + u, False),
+              resp_body(done, True)]),
+    # The subset hint, as a list and as one comma-separated string; the end on the headers.
+    ext_proc(0x01, 0, [req_headers(chat_head, metadata={"envoy.lb.subset_hint": {
+        "x-gateway-destination-endpoint-subset": ["10.0.0.7:8000", "10.0.0.8:8000"]}}),
+        req_body(chat_body, True), resp_headers(ok_json + [("content-length", "0")], eos=True)]),
+    ext_proc(0x00, 0, [req_headers(chat_head, metadata={"envoy.lb.subset_hint": {
+        "x-gateway-destination-endpoint-subset": "10.0.0.7:8000, 10.0.0.9:8000"}}),
+        req_body(chat_body, True)]),
+    # Refused (429), no endpoint (503, a GET without a body), a body past the limit (413).
+    ext_proc(0x04, 0, [req_headers(chat_head), req_body(chat_body, True),
+                       resp_headers([(":status", "429")]), resp_body("{}", True)]),
+    ext_proc(0x08, 0, [req_headers([(":method", "GET"), (":path", "/v1/models")], eos=True)]),
+    ext_proc(0x10, 0, [req_headers(chat_head), req_body(chat_body + chat_body, False),
+                       req_body(chat_body, True)]),
+    # Trailers end both bodies.
+    ext_proc(0x80, 0, [req_headers(chat_head), req_body(stream_body, False), req_trailers(),
+                       resp_headers(ok_sse), resp_body(c1 + "data: {", False), resp_trailers()]),
+    # An Anthropic stream, a Responses answer.
+    ext_proc(0x80, 1, [req_headers([(":method", "POST"), (":path", "/v1/messages")]),
+                       req_body('{"model":"sim","stream":true,"max_tokens":8,"messages":[]}', True),
+                       resp_headers(ok_sse), resp_body(anthropic_sse, True)]),
+    ext_proc(0x00, 2, [req_headers([(":method", "POST"), (":path", "/v1/responses")]),
+                       req_body('{"model":"sim","input":"Hello"}', True), resp_headers(ok_json),
+                       resp_body('{"id":"r","usage":{"input_tokens":3,"output_tokens":1}}', True)]),
+    # Out of order, and bytes that are no message.
+    ext_proc(0x00, 0, [req_body(chat_body, True)]),
+    ext_proc(0x00, 0, [req_headers(chat_head), b"\xff\xff\xff"]),
+])
