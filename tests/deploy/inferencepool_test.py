@@ -11,7 +11,7 @@ Checks, with Debian's python3-yaml and python3-jsonschema:
   bite;
 - that the manifests agree: the picker's Service and port are the Deployment's gRPC
   port and the config's epp.port; the probes ask the health names kvgate epp registers
-  (src/epp/epp_server.cc); the pool's selector is the discovery source's; the Deployment
+  (src/epp/epp_server.cc); the discovery source reads the pool itself; the Deployment
   runs the ServiceAccount the Role binding gives pod LIST and WATCH; the HTTPRoute sends
   to the InferencePool;
 - with KVGATE_BIN: the Deployment's subcommand exists, and `kvgate serve --check` accepts
@@ -85,18 +85,6 @@ def pool_errors(pool, validator):
         errors.append("spec.endpointPickerRef: port is required when kind is 'Service' or "
                       "unspecified (defaults to 'Service')")
     return errors
-
-
-def selector_labels(selector):
-    """`app=vllm,tier=gpu` (a discovery source's selector) as a dict; only equality terms."""
-    out = {}
-    for term in selector.split(","):
-        k, sep, v = term.strip().partition("=")
-        if not sep or k.endswith("!"):
-            raise AssertionError(f"selector term {term!r}: only key=value terms map onto "
-                                 "an InferencePool's matchLabels")
-        out[k.strip()] = v.strip().lstrip("=")
-    return out
 
 
 class DeployManifests(unittest.TestCase):
@@ -194,18 +182,17 @@ class DeployManifests(unittest.TestCase):
             self.assertEqual(g["service"], want, probe)
             self.assertIn(g["service"], names, f"{probe}: kvgate epp registers {names}")
 
-    def test_pool_selector_is_the_discovery_sources(self):
-        match = self.pool()["spec"]["selector"]["matchLabels"]
+    def test_discovery_source_is_the_pool(self):
         pools = self.epp_config()["pools"]
         sources = [s for p in pools.values() for s in p.get("discovery", {}).get("sources", [])
                    if s.get("kind") == "kubernetes"]
         self.assertEqual(len(sources), 1, "one kubernetes discovery source expected")
         s = sources[0]
-        self.assertEqual(s.get("mode", "pods"), "pods")
-        self.assertEqual(selector_labels(s["selector"]), match)
-        self.assertTrue(s.get("port_name", "http"))
-        ports = self.pool()["spec"]["targetPorts"]
-        self.assertEqual(len(ports), 1)
+        # The source reads the InferencePool itself: its selector and ports, not copies.
+        self.assertEqual(s.get("inference_pool"), self.pool()["metadata"]["name"])
+        for copied in ("selector", "port_name", "service"):
+            self.assertNotIn(copied, s, f"{copied}: the pool's own spec gives it")
+        self.assertTrue(self.pool()["spec"]["targetPorts"])
 
     def test_service_account_may_list_and_watch_pods(self):
         pod = self.deployment()["spec"]["template"]["spec"]
@@ -222,8 +209,16 @@ class DeployManifests(unittest.TestCase):
                 if "" in rule["apiGroups"] and "pods" in rule["resources"]:
                     verbs.update(rule["verbs"])
         self.assertTrue({"list", "watch"} <= verbs, f"pods: {sorted(verbs)}")
+        pool_verbs = set()
+        for b in bindings:
+            role = self.one(b["roleRef"]["kind"], b["roleRef"]["name"])
+            for rule in role["rules"]:
+                if ("inference.networking.k8s.io" in rule["apiGroups"]
+                        and "inferencepools" in rule["resources"]):
+                    pool_verbs.update(rule["verbs"])
+        self.assertTrue({"get", "watch"} <= pool_verbs, f"inferencepools: {sorted(pool_verbs)}")
         writes = {"create", "update", "patch", "delete", "deletecollection", "*"}
-        self.assertFalse(verbs & writes, "discovery never writes")
+        self.assertFalse((verbs | pool_verbs) & writes, "discovery never writes")
 
     def test_httproute_sends_to_the_pool(self):
         route = self.one("HTTPRoute")
