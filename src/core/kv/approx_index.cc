@@ -11,6 +11,7 @@ constexpr uint32_t kNone = 0xFFFFFFFFu;
 
 struct Holder {
   uint16_t endpoint;
+  bool host;  // flagged as on the host tier (only with a host tier)
   Nanos last_use;
 };
 
@@ -28,12 +29,34 @@ struct ApproxIndex::Impl {
   std::vector<Entry> arena;
   std::vector<uint32_t> free_list;
   internal::FlatMap64<uint32_t> by_key;
-  size_t held_pairs = 0;
+  size_t held_pairs = 0;  // every pair stored, flagged or not
+  size_t host_pairs = 0;  // the pairs flagged host
 
   std::vector<uint32_t> stamp;
   uint32_t gen = 0;
   std::vector<uint32_t> count;
   std::vector<uint16_t> active;
+  // match_tiered's scratch, per endpoint: the GPU run so far, whether it is still going,
+  // and whether the block being walked is on the GPU tier there.
+  std::vector<uint32_t> gpu;
+  std::vector<uint8_t> gpu_alive;
+  std::vector<uint8_t> stamp_gpu;
+
+  bool tiered() const { return options.host_ttl > 0; }
+  size_t gpu_flagged() const { return held_pairs - host_pairs; }
+  bool over_capacity() const {
+    return (options.capacity_pairs > 0 && gpu_flagged() > options.capacity_pairs) ||
+           (options.host_capacity_pairs > 0 && host_pairs > options.host_capacity_pairs);
+  }
+  void set_host(Holder& h, bool host) {
+    if (h.host == host) return;
+    h.host = host;
+    if (host) {
+      ++host_pairs;
+    } else {
+      --host_pairs;
+    }
+  }
 
   uint32_t find(BlockKey key) const {
     const uint32_t* idx = by_key.find(key);
@@ -64,13 +87,40 @@ struct ApproxIndex::Impl {
     Entry& en = arena[idx];
     by_key.erase(en.key);
     held_pairs -= en.holders.size();
+    for (const Holder& h : en.holders) host_pairs -= h.host ? 1 : 0;
     en.holders.clear();
     en.holders.shrink_to_fit();
     en.live = false;
     free_list.push_back(idx);
   }
 
-  void prune() {
+  // Removes the holders of arena[idx] that `drop` selects, keeping the counts; frees the
+  // entry when none is left.
+  template <typename Pred>
+  void erase_holders(uint32_t idx, Pred drop) {
+    Entry& en = arena[idx];
+    const size_t before = en.holders.size();
+    size_t host = 0;
+    std::erase_if(en.holders, [&](const Holder& h) {
+      if (!drop(h)) return false;
+      host += h.host ? 1 : 0;
+      return true;
+    });
+    held_pairs -= before - en.holders.size();
+    host_pairs -= host;
+    if (en.holders.empty()) free_entry(idx);
+  }
+
+  void prune(Nanos now) {
+    if (tiered()) {
+      prune_tiered(now);
+    } else {
+      prune_untiered();
+    }
+  }
+
+  // Without a host tier: drops whole blocks, deepest first, to 80% of the capacity.
+  void prune_untiered() {
     const size_t target = options.capacity_pairs - options.capacity_pairs / 5;
     struct Victim {
       uint32_t depth;
@@ -97,7 +147,153 @@ struct ApproxIndex::Impl {
       free_entry(v.idx);
     }
   }
+
+  // --- The host tier (tiered() only).
+
+  // Drops the pairs past both tiers at `now` and flags the ones past the GPU tier.
+  void age(Nanos now) {
+    const Nanos gpu_cutoff = now - options.ttl;
+    const Nanos cutoff = gpu_cutoff - options.host_ttl;
+    for (uint32_t i = 0; i < arena.size(); ++i) {
+      Entry& en = arena[i];
+      if (!en.live) continue;
+      for (Holder& h : en.holders) {
+        if (h.last_use < gpu_cutoff) set_host(h, true);
+      }
+      erase_holders(i, [&](const Holder& h) { return h.last_use < cutoff; });
+    }
+  }
+
+  // Live blocks with at least one pair in the tier `host` names, deepest first; among
+  // equals, the one whose newest such pair is oldest first, then by arena slot.
+  struct Ranked {
+    uint32_t depth;
+    Nanos newest;
+    uint32_t idx;
+  };
+  std::vector<Ranked> ranked(bool host) const {
+    std::vector<Ranked> victims;
+    for (uint32_t i = 0; i < arena.size(); ++i) {
+      const Entry& en = arena[i];
+      if (!en.live) continue;
+      bool any = false;
+      Nanos newest = 0;
+      for (const Holder& h : en.holders) {
+        if (h.host != host) continue;
+        newest = any ? std::max(newest, h.last_use) : h.last_use;
+        any = true;
+      }
+      if (any) victims.push_back({en.depth, newest, i});
+    }
+    std::sort(victims.begin(), victims.end(), [](const Ranked& a, const Ranked& b) {
+      if (a.depth != b.depth) return a.depth > b.depth;
+      if (a.newest != b.newest) return a.newest < b.newest;
+      return a.idx < b.idx;
+    });
+    return victims;
+  }
+
+  // Moves the GPU pairs of the deepest blocks to the host tier until at most 80% of the
+  // capacity stay on the GPU tier. A moved pair's host_ttl starts now.
+  void demote(Nanos now) {
+    const size_t target = options.capacity_pairs - options.capacity_pairs / 5;
+    const Nanos moved = now - options.ttl - 1;  // past the GPU tier from now on
+    for (const Ranked& v : ranked(/*host=*/false)) {
+      if (gpu_flagged() <= target) break;
+      for (Holder& h : arena[v.idx].holders) {
+        if (h.host) continue;
+        set_host(h, true);
+        h.last_use = std::min(h.last_use, moved);
+      }
+    }
+  }
+
+  // Over the host tier's capacity: drops its pairs of the deepest blocks to 80% of it.
+  void trim_host() {
+    const size_t cap = options.host_capacity_pairs;
+    if (cap == 0 || host_pairs <= cap) return;
+    const size_t target = cap - cap / 5;
+    for (const Ranked& v : ranked(/*host=*/true)) {
+      if (host_pairs <= target) break;
+      erase_holders(v.idx, [](const Holder& h) { return h.host; });
+    }
+  }
+
+  void prune_tiered(Nanos now) {
+    const bool gpu_over = options.capacity_pairs > 0 && gpu_flagged() > options.capacity_pairs;
+    age(now);
+    if (gpu_over) demote(now);
+    trim_host();
+  }
+
+  void match_tiered(std::span<const BlockKey> keys, Nanos now, std::vector<EndpointMatch>& out);
 };
+
+// match() with a host tier: the any-tier run as match() counts it, and beside it the GPU
+// run (leading blocks on the GPU tier), as PreciseIndex::match does for its media.
+void ApproxIndex::Impl::match_tiered(std::span<const BlockKey> keys, Nanos now,
+                                     std::vector<EndpointMatch>& out) {
+  const Nanos gpu_cutoff = now - options.ttl;
+  const Nanos cutoff = gpu_cutoff - options.host_ttl;
+  auto on_gpu = [&](const Holder& h) -> uint8_t {
+    return !h.host && h.last_use >= gpu_cutoff ? 1 : 0;
+  };
+  active.clear();
+  uint32_t idx = find(keys[0]);
+  if (idx == kNone) return;
+  auto ensure = [&](uint16_t e) {
+    if (e < stamp.size() && e < gpu.size()) return;
+    const size_t n = std::max(stamp.size(), size_t{e} + 1);
+    stamp.resize(n, 0);
+    count.resize(n, 0);
+    gpu.resize(n, 0);
+    gpu_alive.resize(n, 0);
+    stamp_gpu.resize(n, 0);
+  };
+  for (const Holder& h : arena[idx].holders) {
+    if (h.last_use < cutoff) continue;
+    ensure(h.endpoint);
+    active.push_back(h.endpoint);
+    count[h.endpoint] = 1;
+    gpu_alive[h.endpoint] = on_gpu(h);
+    gpu[h.endpoint] = gpu_alive[h.endpoint];
+  }
+  for (size_t i = 1; i < keys.size() && !active.empty(); ++i) {
+    uint32_t next = idx + 1;
+    if (next < arena.size() && arena[next].live && arena[next].key == keys[i]) {
+      idx = next;
+    } else {
+      idx = find(keys[i]);
+      if (idx == kNone) break;
+    }
+    if (++gen == 0) {
+      std::fill(stamp.begin(), stamp.end(), 0);
+      gen = 1;
+    }
+    for (const Holder& h : arena[idx].holders) {
+      if (h.last_use >= cutoff && h.endpoint < stamp_gpu.size()) {
+        stamp[h.endpoint] = gen;
+        stamp_gpu[h.endpoint] = on_gpu(h);
+      }
+    }
+    size_t w = 0;
+    for (uint16_t e : active) {
+      if (stamp[e] != gen) {
+        out.push_back({e, gpu[e], count[e]});
+        continue;
+      }
+      ++count[e];
+      if (gpu_alive[e] != 0 && stamp_gpu[e] != 0) {
+        ++gpu[e];
+      } else {
+        gpu_alive[e] = 0;
+      }
+      active[w++] = e;
+    }
+    active.resize(w);
+  }
+  for (uint16_t e : active) out.push_back({e, gpu[e], count[e]});
+}
 
 ApproxIndex::ApproxIndex(Options options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
@@ -112,17 +308,18 @@ void ApproxIndex::record(EndpointId endpoint, std::span<const BlockKey> keys, Na
     auto it = std::find_if(en.holders.begin(), en.holders.end(),
                            [&](const Holder& h) { return h.endpoint == e; });
     if (it != en.holders.end()) {
+      m.set_host(*it, false);
       it->last_use = now;
     } else {
-      en.holders.push_back({e, now});
+      en.holders.push_back({e, false, now});
       ++m.held_pairs;
     }
   }
-  if (m.options.capacity_pairs > 0 && m.held_pairs > m.options.capacity_pairs) m.prune();
+  if (m.over_capacity()) m.prune(now);
 }
 
 void ApproxIndex::export_pairs(Nanos now, std::vector<Held>& out) const {
-  const Nanos cutoff = now - impl_->options.ttl;
+  const Nanos cutoff = now - impl_->options.ttl - impl_->options.host_ttl;
   for (const Entry& en : impl_->arena) {
     if (!en.live) continue;
     for (const Holder& h : en.holders) {
@@ -133,7 +330,8 @@ void ApproxIndex::export_pairs(Nanos now, std::vector<Held>& out) const {
 
 bool ApproxIndex::restore(const Held& held, Nanos now) {
   Impl& m = *impl_;
-  if (held.last_use < now - m.options.ttl) return false;
+  const Nanos gpu_cutoff = now - m.options.ttl;
+  if (held.last_use < gpu_cutoff - m.options.host_ttl) return false;
   const uint16_t e = static_cast<uint16_t>(held.endpoint);
   Entry& en = m.arena[m.find_or_create(held.key, held.depth)];
   auto it = std::find_if(en.holders.begin(), en.holders.end(),
@@ -141,28 +339,32 @@ bool ApproxIndex::restore(const Held& held, Nanos now) {
   if (it != en.holders.end()) {
     it->last_use = std::max(it->last_use, held.last_use);
   } else {
-    en.holders.push_back({e, held.last_use});
+    en.holders.push_back({e, false, held.last_use});
     ++m.held_pairs;
+    it = en.holders.end() - 1;
   }
-  if (m.options.capacity_pairs > 0 && m.held_pairs > m.options.capacity_pairs) m.prune();
+  // Without a host tier last_use >= gpu_cutoff here, and nothing is flagged.
+  m.set_host(*it, it->last_use < gpu_cutoff);
+  if (m.over_capacity()) m.prune(now);
   return true;
 }
 
 void ApproxIndex::expire(Nanos now) {
   Impl& m = *impl_;
+  if (m.tiered()) {
+    m.age(now);
+    m.trim_host();
+    return;
+  }
   const Nanos cutoff = now - m.options.ttl;
   for (uint32_t i = 0; i < m.arena.size(); ++i) {
-    Entry& en = m.arena[i];
-    if (!en.live) continue;
-    size_t before = en.holders.size();
-    std::erase_if(en.holders, [&](const Holder& h) { return h.last_use < cutoff; });
-    m.held_pairs -= before - en.holders.size();
-    if (en.holders.empty()) m.free_entry(i);
+    if (!m.arena[i].live) continue;
+    m.erase_holders(i, [&](const Holder& h) { return h.last_use < cutoff; });
   }
 }
 
 void ApproxIndex::blocks_held(Nanos now, std::vector<size_t>& out) const {
-  const Nanos cutoff = now - impl_->options.ttl;
+  const Nanos cutoff = now - impl_->options.ttl - impl_->options.host_ttl;
   out.clear();
   for (const Entry& en : impl_->arena) {
     if (!en.live) continue;
@@ -178,6 +380,10 @@ void ApproxIndex::match(std::span<const BlockKey> keys, Nanos now,
                         std::vector<EndpointMatch>& out) {
   Impl& m = *impl_;
   if (keys.empty()) return;
+  if (m.tiered()) {
+    m.match_tiered(keys, now, out);
+    return;
+  }
   const Nanos cutoff = now - m.options.ttl;
   auto& active = m.active;
   active.clear();
@@ -227,12 +433,8 @@ void ApproxIndex::match(std::span<const BlockKey> keys, Nanos now,
 void ApproxIndex::remove_endpoint(EndpointId endpoint) {
   Impl& m = *impl_;
   for (uint32_t i = 0; i < m.arena.size(); ++i) {
-    Entry& en = m.arena[i];
-    if (!en.live) continue;
-    size_t before = en.holders.size();
-    std::erase_if(en.holders, [&](const Holder& h) { return h.endpoint == endpoint; });
-    m.held_pairs -= before - en.holders.size();
-    if (en.holders.empty()) m.free_entry(i);
+    if (!m.arena[i].live) continue;
+    m.erase_holders(i, [&](const Holder& h) { return h.endpoint == endpoint; });
   }
 }
 
@@ -246,5 +448,6 @@ size_t ApproxIndex::memory_bytes() const {
 
 size_t ApproxIndex::distinct_blocks() const { return impl_->by_key.size(); }
 size_t ApproxIndex::held_pairs() const { return impl_->held_pairs; }
+size_t ApproxIndex::host_pairs() const { return impl_->host_pairs; }
 
 }  // namespace kvgate::kv
