@@ -193,11 +193,20 @@ Result<PolicySpec> parse_policy(const YamlReader& y, const YAML::Node& n,
   if (p.name.empty()) p.name = p.router.policy.name;
   if (const YAML::Node a = n["approx"]) {
     const std::string wa = where + ".approx";
-    KVGATE_TRY(y.expect_map(a, wa, {"ttl_s", "capacity_pairs"}));
+    KVGATE_TRY(
+        y.expect_map(a, wa, {"ttl_s", "capacity_pairs", "host_ttl_s", "host_capacity_pairs"}));
     double ttl = to_seconds(p.approx.ttl);
     KVGATE_TRY(y.read(a, "ttl_s", ttl, wa));
     p.approx.ttl = seconds(ttl);
     KVGATE_TRY(y.read(a, "capacity_pairs", p.approx.capacity_pairs, wa));
+    // The host tier (kv/approx_index.h): absent or 0, none.
+    double host_ttl = to_seconds(p.approx.host_ttl);
+    KVGATE_TRY(y.read(a, "host_ttl_s", host_ttl, wa));
+    if (!(host_ttl >= 0 && host_ttl <= 1e6)) {
+      return y.error(a["host_ttl_s"], wa + ".host_ttl_s", "expected seconds in [0, 1e6]");
+    }
+    p.approx.host_ttl = seconds(host_ttl);
+    KVGATE_TRY(y.read(a, "host_capacity_pairs", p.approx.host_capacity_pairs, wa));
   }
   if (const YAML::Node a = n["autoscale"]) {
     auto c = scale::parse_autoscale_node(a, where + ".autoscale", {}, y.file());

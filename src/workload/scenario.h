@@ -34,7 +34,8 @@
 //       overlap: precise            # none | precise | approx | both
 //       filters: [saturation]       # optional; the router's default otherwise
 //       saturation: {queue_threshold: 5, kv_threshold: 0.8, shed: true, metrics_max_age_s: 5}
-//       approx: {ttl_s: 120, capacity_pairs: 4194304}
+//       approx: {ttl_s: 120, capacity_pairs: 4194304,
+//                host_ttl_s: 0, host_capacity_pairs: 4194304}   # host tier: 0 = none
 //       record_decisions: true
 //       prefill_tokens_per_second: 10000
 //       early_reject: {enabled: true, max_usage: 0.95, decode_seconds_per_token: 0.03,
