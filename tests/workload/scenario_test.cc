@@ -90,5 +90,29 @@ policies:
       "cout"));
 }
 
+TEST(Scenario, ApproxHostTier) {
+  auto s = parse_scenario(R"(
+cluster: {engines: 1, profile: h100-qwen2.5-7b}
+policies:
+  - {name: flat, policy: kv-cost, overlap: approx, approx: {ttl_s: 30}}
+  - {name: tiered, policy: kv-cost, overlap: approx,
+     approx: {ttl_s: 30, host_ttl_s: 90, host_capacity_pairs: 1000}}
+)" + kChatWorkload,
+                          "", kNoFiles);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s->policies[0].approx.ttl, 30 * kSecond);
+  EXPECT_EQ(s->policies[0].approx.host_ttl, 0);  // absent: no host tier
+  EXPECT_EQ(s->policies[1].approx.host_ttl, 90 * kSecond);
+  EXPECT_EQ(s->policies[1].approx.host_capacity_pairs, 1000u);
+  EXPECT_TRUE(refused_naming(
+      "{cluster: {engines: 1, profile: h100-qwen2.5-7b}, policies: [{policy: random, "
+      "approx: {host_ttl_s: -1}}]}",
+      "approx.host_ttl_s"));
+  EXPECT_TRUE(refused_naming(
+      "{cluster: {engines: 1, profile: h100-qwen2.5-7b}, policies: [{policy: random, "
+      "approx: {host_ttl: 5}}]}",
+      "host_ttl"));
+}
+
 }  // namespace scenario_test
 }  // namespace kvgate::workload

@@ -130,5 +130,242 @@ TEST(ApproxIndexRandomized, AgreesWithReferenceModel) {
   EXPECT_GT(nonempty, 100u);
 }
 
+// --- The host tier (Options::host_ttl > 0).
+
+namespace approx_index_test {
+
+// Prompts sharing prefixes, as the randomized tests walk them.
+std::vector<std::vector<BlockKey>> random_prompts(Rng& rng) {
+  std::vector<std::vector<BlockKey>> prompts;
+  for (int p = 0; p < 30; ++p) {
+    std::vector<BlockKey> k;
+    if (p > 0 && rng.below(3) != 0) {
+      const auto& base = prompts[rng.below(prompts.size())];
+      k.assign(base.begin(), base.begin() + static_cast<ptrdiff_t>(rng.below(base.size() + 1)));
+    }
+    BlockKey parent = k.empty() ? 77 : k.back();
+    for (size_t i = 0, n = 1 + rng.below(8); i < n; ++i) {
+      parent = parent * 6364136223846793005ULL + 1442695040888963407ULL + rng.below(3);
+      k.push_back(parent);
+    }
+    prompts.push_back(k);
+  }
+  return prompts;
+}
+
+}  // namespace approx_index_test
+
+TEST(ApproxIndexHostTier, AgesIntoHostThenExpires) {
+  ApproxIndex index({.ttl = 10 * kSecond, .host_ttl = 20 * kSecond});
+  index.record(0, chain({1, 2, 3}), 0);
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3}), 10 * kSecond),
+            (std::vector<EndpointMatch>{{0, 3, 3}}));
+  // Past the GPU TTL: on the host tier, in the any-tier run only.
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3}), 15 * kSecond),
+            (std::vector<EndpointMatch>{{0, 0, 3}}));
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3}), 30 * kSecond),
+            (std::vector<EndpointMatch>{{0, 0, 3}}));
+  std::vector<size_t> held;
+  index.blocks_held(30 * kSecond, held);
+  EXPECT_EQ(held, (std::vector<size_t>{3}));
+  EXPECT_EQ(index.host_pairs(), 0u);  // flagged only when pruned or expired
+  index.expire(15 * kSecond);
+  EXPECT_EQ(index.host_pairs(), 3u);
+  EXPECT_EQ(index.held_pairs(), 3u);
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3}), 15 * kSecond),
+            (std::vector<EndpointMatch>{{0, 0, 3}}));
+  // Past both tiers: gone.
+  EXPECT_TRUE(sorted_matches(index, chain({1, 2, 3}), 31 * kSecond).empty());
+  index.expire(31 * kSecond);
+  EXPECT_EQ(index.held_pairs(), 0u);
+  EXPECT_EQ(index.host_pairs(), 0u);
+  EXPECT_EQ(index.distinct_blocks(), 0u);
+}
+
+TEST(ApproxIndexHostTier, ReRecordPromotesBackToGpu) {
+  ApproxIndex index({.ttl = 10 * kSecond, .host_ttl = 20 * kSecond});
+  index.record(0, chain({1, 2, 3}), 0);
+  index.expire(15 * kSecond);
+  ASSERT_EQ(index.host_pairs(), 3u);
+  index.record(0, chain({1, 2}), 16 * kSecond);
+  EXPECT_EQ(index.host_pairs(), 1u);
+  EXPECT_EQ(index.held_pairs(), 3u);
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3}), 16 * kSecond),
+            (std::vector<EndpointMatch>{{0, 2, 3}}));
+  index.record(0, chain({1, 2, 3}), 17 * kSecond);
+  EXPECT_EQ(index.host_pairs(), 0u);
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3}), 17 * kSecond),
+            (std::vector<EndpointMatch>{{0, 3, 3}}));
+  // Refreshed: on the GPU tier until 27 s, held until 47 s.
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3}), 47 * kSecond),
+            (std::vector<EndpointMatch>{{0, 0, 3}}));
+  EXPECT_TRUE(sorted_matches(index, chain({1, 2, 3}), 48 * kSecond).empty());
+}
+
+TEST(ApproxIndexHostTier, MatchRunsPerTier) {
+  ApproxIndex index({.ttl = 10 * kSecond, .host_ttl = 20 * kSecond});
+  index.record(0, chain({1, 2, 3, 4}), 0);
+  index.record(0, chain({1, 3}), 12 * kSecond);  // blocks 1 and 3 back on the GPU tier
+  index.record(1, chain({1, 2}), 0);
+  index.record(1, chain({1, 2}), 12 * kSecond);
+  index.record(2, chain({1, 2, 3}), 0);
+  // Endpoint 0: block 2 is on the host tier, so its GPU run stops at 1 although block 3
+  // is on the GPU tier again; its any-tier run covers all four.
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3, 4, 5}), 15 * kSecond),
+            (std::vector<EndpointMatch>{{0, 1, 4}, {1, 2, 2}, {2, 0, 3}}));
+  // Merged with another index's matches, per endpoint the larger of each run.
+  std::vector<EndpointMatch> a{{0, 3, 3}};
+  const std::vector<EndpointMatch> b = sorted_matches(index, chain({1, 2, 3, 4}), 15 * kSecond);
+  merge_matches(a, b);
+  std::sort(a.begin(), a.end(),
+            [](const EndpointMatch& x, const EndpointMatch& y) { return x.endpoint < y.endpoint; });
+  EXPECT_EQ(a, (std::vector<EndpointMatch>{{0, 3, 4}, {1, 2, 2}, {2, 0, 3}}));
+}
+
+TEST(ApproxIndexHostTier, CapacityMovesDeepestBlocksToHost) {
+  ApproxIndex index({.ttl = 100 * kSecond,
+                     .capacity_pairs = 10,
+                     .host_ttl = 50 * kSecond,
+                     .host_capacity_pairs = 100});
+  index.record(0, chain({1, 2, 3, 4, 5, 6}), 0);
+  index.record(1, chain({1, 2, 7, 8, 9}), 1);  // 11 GPU pairs > 10: down to 8
+  // Moved, deepest first: blocks 6 (depth 5), then 5 and 9 (depth 4; 5 older).
+  EXPECT_EQ(index.held_pairs(), 11u);
+  EXPECT_EQ(index.host_pairs(), 3u);
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3, 4, 5, 6}), 2),
+            (std::vector<EndpointMatch>{{0, 4, 6}, {1, 2, 2}}));
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 7, 8, 9}), 2),
+            (std::vector<EndpointMatch>{{0, 2, 2}, {1, 4, 5}}));
+  // The moved pairs stay host_ttl from when they moved (at 1 ns), the rest their TTL.
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3, 4, 5, 6}), 50 * kSecond),
+            (std::vector<EndpointMatch>{{0, 4, 6}, {1, 2, 2}}));
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3, 4, 5, 6}), 51 * kSecond),
+            (std::vector<EndpointMatch>{{0, 4, 4}, {1, 2, 2}}));
+}
+
+TEST(ApproxIndexHostTier, HostCapacityDropsDeepestHostPairs) {
+  ApproxIndex index({.ttl = 100 * kSecond,
+                     .capacity_pairs = 10,
+                     .host_ttl = 50 * kSecond,
+                     .host_capacity_pairs = 2});
+  index.record(0, chain({1, 2, 3, 4, 5, 6}), 0);
+  index.record(1, chain({1, 2, 7, 8, 9}), 1);
+  // Blocks 6, 5, 9 moved to the host tier: 3 > 2, so block 6, the deepest, is dropped.
+  EXPECT_EQ(index.host_pairs(), 2u);
+  EXPECT_EQ(index.held_pairs(), 10u);
+  EXPECT_EQ(index.distinct_blocks(), 8u);
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3, 4, 5, 6}), 2),
+            (std::vector<EndpointMatch>{{0, 4, 5}, {1, 2, 2}}));
+}
+
+TEST(ApproxIndexHostTier, ExportAndRestoreKeepTheTier) {
+  const ApproxIndex::Options tiered{.ttl = 10 * kSecond, .host_ttl = 20 * kSecond};
+  ApproxIndex from(tiered);
+  from.record(0, chain({1, 2}), 0);
+  from.record(1, chain({1, 2}), 12 * kSecond);
+  std::vector<ApproxIndex::Held> held;
+  from.export_pairs(15 * kSecond, held);
+  ASSERT_EQ(held.size(), 4u);
+  ApproxIndex to(tiered);
+  for (const ApproxIndex::Held& h : held) {
+    EXPECT_TRUE(to.restore(h, 15 * kSecond));
+  }
+  EXPECT_EQ(to.host_pairs(), 2u);
+  EXPECT_EQ(sorted_matches(to, chain({1, 2}), 15 * kSecond),
+            (std::vector<EndpointMatch>{{0, 0, 2}, {1, 2, 2}}));
+  // Without a host tier, the pairs past the TTL are not restored.
+  ApproxIndex flat({.ttl = 10 * kSecond});
+  size_t restored = 0;
+  for (const ApproxIndex::Held& h : held) restored += flat.restore(h, 15 * kSecond) ? 1 : 0;
+  EXPECT_EQ(restored, 2u);
+  EXPECT_EQ(flat.host_pairs(), 0u);
+}
+
+// host_ttl 0 (the default): the host options change nothing, nothing is flagged, and
+// every match has gpu_blocks == total_blocks.
+TEST(ApproxIndexHostTier, HostTtlZeroIsTheFlatIndex) {
+  Rng rng(11);
+  const auto prompts = approx_index_test::random_prompts(rng);
+  ApproxIndex flat({.ttl = 20 * kSecond, .capacity_pairs = 60});
+  ApproxIndex zero(
+      {.ttl = 20 * kSecond, .capacity_pairs = 60, .host_ttl = 0, .host_capacity_pairs = 3});
+  Nanos now = 0;
+  size_t nonempty = 0;
+  for (int step = 0; step < 3000; ++step) {
+    now += static_cast<Nanos>(rng.below(2 * kSecond));
+    const auto& keys = prompts[rng.below(prompts.size())];
+    if (rng.below(2) == 0) {
+      const EndpointId e = static_cast<EndpointId>(rng.below(5));
+      flat.record(e, keys, now);
+      zero.record(e, keys, now);
+    } else {
+      const auto want = sorted_matches(flat, keys, now);
+      ASSERT_EQ(sorted_matches(zero, keys, now), want) << "step " << step;
+      for (const EndpointMatch& m : want) {
+        ASSERT_EQ(m.gpu_blocks, m.total_blocks);
+      }
+      nonempty += !want.empty();
+    }
+    if (rng.below(100) == 0) {
+      flat.expire(now);
+      zero.expire(now);
+    }
+    ASSERT_EQ(zero.held_pairs(), flat.held_pairs());
+    ASSERT_EQ(zero.host_pairs(), 0u);
+  }
+  EXPECT_GT(nonempty, 100u);
+}
+
+// Against a reference model of the two tiers (no capacity pruning): the any-tier run is
+// the run of pairs recorded within ttl + host_ttl, the GPU run that of pairs recorded
+// within ttl; and the memory bounds hold with pruning on.
+TEST(ApproxIndexHostTier, AgreesWithReferenceModel) {
+  Rng rng(23);
+  const Nanos ttl = 20 * kSecond;
+  const Nanos host_ttl = 30 * kSecond;
+  const auto prompts = approx_index_test::random_prompts(rng);
+  ApproxIndex index(
+      {.ttl = ttl, .capacity_pairs = 0, .host_ttl = host_ttl, .host_capacity_pairs = 0});
+  ApproxIndex bounded(
+      {.ttl = ttl, .capacity_pairs = 40, .host_ttl = host_ttl, .host_capacity_pairs = 20});
+  std::map<std::pair<EndpointId, BlockKey>, Nanos> ref;
+  Nanos now = 0;
+  size_t split = 0;  // matches whose GPU run is shorter than their any-tier run
+  for (int step = 0; step < 5000; ++step) {
+    now += static_cast<Nanos>(rng.below(2 * kSecond));
+    const auto& keys = prompts[rng.below(prompts.size())];
+    if (rng.below(2) == 0) {
+      const EndpointId e = static_cast<EndpointId>(rng.below(5));
+      index.record(e, keys, now);
+      bounded.record(e, keys, now);
+      for (BlockKey k : keys) ref[{e, k}] = now;
+      ASSERT_LE(bounded.held_pairs() - bounded.host_pairs(), 40u);
+      ASSERT_LE(bounded.host_pairs(), 20u);
+    } else {
+      std::vector<EndpointMatch> want;
+      for (EndpointId e = 0; e < 5; ++e) {
+        uint32_t gpu = 0;
+        uint32_t total = 0;
+        bool gpu_run = true;
+        for (BlockKey k : keys) {
+          auto it = ref.find({e, k});
+          if (it == ref.end() || it->second < now - ttl - host_ttl) break;
+          ++total;
+          gpu_run = gpu_run && it->second >= now - ttl;
+          gpu += gpu_run ? 1 : 0;
+        }
+        if (total > 0) want.push_back({e, gpu, total});
+      }
+      ASSERT_EQ(sorted_matches(index, keys, now), want) << "step " << step;
+      for (const EndpointMatch& m : want) split += m.gpu_blocks < m.total_blocks ? 1 : 0;
+      for (const EndpointMatch& m : sorted_matches(bounded, keys, now)) {
+        ASSERT_LE(m.gpu_blocks, m.total_blocks);
+      }
+    }
+    if (rng.below(100) == 0) index.expire(now);
+  }
+  EXPECT_GT(split, 50u);
+}
+
 }  // namespace
 }  // namespace kvgate::kv
