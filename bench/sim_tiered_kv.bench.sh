@@ -3,7 +3,9 @@
 # "Host-memory tier"): examples/sim/tiered-kv.yaml (long-context multi-turn chat on 4
 # engines whose working set exceeds GPU KV but fits host memory) with kv-cost crediting
 # host-memory hits at the engine model's reload credit (0.95) against GPU-only credit
-# (cpu_block_credit 0), and load-only, over SEEDS seeds. Prints one markdown table: TTFT
+# (cpu_block_credit 0), kv-cost on the approximate index with and without its host tier
+# (approx.host_ttl_s), and load-only, over SEEDS seeds (the scenario's policies, in its
+# order). Prints one markdown table: TTFT
 # p50/p90, prefill tokens computed (prompt tokens neither in GPU memory nor loaded from
 # host memory, summed over the completed measured requests) and the share of prompt
 # tokens served from either tier; means over seeds, min-max in brackets. Warm-up stages
