@@ -79,6 +79,8 @@ int run(const EppOptions& o) {
     return kStartError;
   }
   GatewayPicker picker(**gw, clock);
+  // Ready as serve's /ready, and once every pool's discovery has taken its first list.
+  options.ready = [g = gw->get()] { return !g->unready(/*discovered=*/true); };
   auto server = EppServer::start(options, picker);
   if (!server) {
     fmt::print(stderr, "kvgate epp: {}\n", server.error());

@@ -247,6 +247,21 @@ struct Gateway::Impl {
     return out;
   }
 
+  // Gateway::unready: the one rule of /ready and the Endpoint Picker's readiness.
+  std::optional<std::string_view> unready(bool discovered) const {
+    if (not_ready.load()) return "draining";
+    if (cluster && !cluster->started()) return "syncing";
+    if (!discovered) return std::nullopt;
+    for (const auto& d : discoveries) {
+      bool own_endpoints = false;
+      for (const auto& p : pools) {
+        if (p->name() == d->pool_name()) own_endpoints = !p->config().endpoints.empty();
+      }
+      if (!own_endpoints && !d->synced()) return "discovering";
+    }
+    return std::nullopt;
+  }
+
   std::string discovery_metrics() const {
     std::vector<const PoolDiscovery*> d;
     for (const auto& p : discoveries) d.push_back(p.get());
