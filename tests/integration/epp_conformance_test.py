@@ -475,6 +475,52 @@ class EppConformance(EppCase):
         self.assertEqual(self.health("liveness"), 1)
         self.assertIsNone(self.epp.proc.poll(), "kvgate epp must still run")
 
+    def test_tokenize_is_picked_as_serve_relays_it(self):
+        seen = set()
+        for _ in range(4):
+            s, rs = self.route({"model": "sim", "prompt": "count these words"}, path="/tokenize")
+            dest, upstream = self.picked(rs)
+            self.assertIn(dest, self.hostports)
+            self.assertEqual(self.last_endpoints, [dest], "a relayed path has no fallbacks")
+            seen.add(dest)
+            status, raw, passed = self.answer(s, dest, upstream, path="/tokenize")
+            self.assertEqual(status, 200, raw)
+            self.assertEqual(passed, raw)
+            self.assertIn(b"tokens", raw)
+        # As serve's relay: the pool's healthy endpoints in turn.
+        self.assertEqual(seen, set(self.hostports))
+
+    def test_stored_response_goes_to_the_endpoint_that_answered_it(self):
+        body = {"model": "sim", "input": "remember me", "max_output_tokens": 3}
+        s, rs = self.route(body, path="/v1/responses")
+        dest, upstream = self.picked(rs)
+        status, raw, _ = self.answer(s, dest, upstream, path="/v1/responses")
+        self.assertEqual(status, 200, raw)
+        rid = json.loads(raw)["id"]
+        # The end of the answer reaches the gateway through its threads.
+        time.sleep(0.3)
+        for _ in range(3):
+            s, rs = self.route_get(f"/v1/responses/{rid}")
+            got, _ = self.picked(rs)
+            self.assertEqual(got, dest, "the stored response must go to the engine holding it")
+            status, raw, passed = self.answer(s, got, None, path=f"/v1/responses/{rid}",
+                                              method="GET")
+            self.assertEqual(status, 200, raw)
+            self.assertEqual(json.loads(passed)["id"], rid)
+        # The conversation goes on where it is held.
+        follow = {"model": "sim", "input": "and then?", "previous_response_id": rid,
+                  "max_output_tokens": 2}
+        s, rs = self.route(follow, path="/v1/responses")
+        got, upstream = self.picked(rs)
+        self.assertEqual(got, dest, "previous_response_id goes back to the engine holding it")
+        status, raw, _ = self.answer(s, got, upstream, path="/v1/responses")
+        self.assertEqual(status, 200, raw)
+        # An id no endpoint answered: 404 from the picker itself, as serve answers it.
+        s, rs = self.route_get("/v1/responses/resp_0123456789abcdef")
+        self.assertTrue(rs[0].HasField("immediate_response"), rs[0])
+        self.assertEqual(rs[0].immediate_response.status.code, 404)
+        s.close()
+
     def test_data_plane_leaving_mid_request(self):
         for _ in range(5):
             s = Stream(self.channel)
