@@ -15,7 +15,12 @@ admin API, as `kvgate serve` serves it); the subset hint; 503 with no endpoint t
 (an empty subset, or none of the pool's); 404 for an unknown model; the response path
 passes the answer through (a stream's usage chunk the gateway asked for is dropped);
 malformed and out-of-order messages end the stream with INVALID_ARGUMENT and the server
-lives on; a data plane that leaves mid-request does not hurt it.
+lives on; a data plane that leaves mid-request does not hurt it; relayed paths are picked
+as serve relays them (/tokenize in turn; a stored response GET, and previous_response_id,
+to the engine that answered the Responses request). Then epp.tls: health and a pick over
+TLS with certificate files made by Debian's openssl, verified; the self-signed mode,
+pinned; the plaintext health port; readiness NOT_SERVING until a discovery file's first
+list.
 
 Run by ctest (entry `epp_conformance`, label integration) with KVGATE_BIN and
 KVGATE_PROTO_PY set; by hand:
