@@ -45,7 +45,7 @@ std::string text_of(BIO* bio) {
 }
 
 bool add_extension(X509* cert, int nid, const char* value) {
-  X509V3_CTX ctx;
+  X509V3_CTX ctx{};
   X509V3_set_ctx_nodb(&ctx);
   X509V3_set_ctx(&ctx, cert, cert, nullptr, nullptr, 0);
   Ext ext(X509V3_EXT_conf_nid(nullptr, &ctx, nid, value));
