@@ -9,9 +9,11 @@
 #include <string>
 
 #include "env/exit_code.h"
+#include "env/file.h"
 #include "env/system_clock.h"
 #include "epp/epp_server.h"
 #include "epp/gateway_picker.h"
+#include "epp/self_signed.h"
 #include "gateway/config.h"
 #include "gateway/gateway.h"
 
@@ -40,6 +42,24 @@ int run(const EppOptions& o) {
   options.objectives = where.objectives;
   options.max_fairness_ids = where.max_fairness_ids;
   options.fallbacks = where.fallbacks;
+  options.health_port = where.health_port;
+  if (where.tls && where.tls->self_signed) {
+    Result<PemPair> made = make_self_signed();
+    if (!made) {
+      fmt::print(stderr, "kvgate epp: {}\n", made.error());
+      return kStartError;
+    }
+    options.tls = std::move(*made);
+  } else if (where.tls) {
+    // Checked with the config (loadable, the key the certificate's): read as they are now.
+    Result<std::string> cert = env::read_file(where.tls->files.cert_file);
+    Result<std::string> key = env::read_file(where.tls->files.key_file);
+    if (!cert || !key) {
+      fmt::print(stderr, "kvgate epp: epp.tls: {}\n", !cert ? cert.error() : key.error());
+      return kConfigError;
+    }
+    options.tls = PemPair{std::move(*cert), std::move(*key)};
+  }
   // The data plane carries the requests: no HTTP listener of the gateway's own (the
   // admin API still runs when configured).
   config->listeners.clear();
@@ -59,13 +79,21 @@ int run(const EppOptions& o) {
     return kStartError;
   }
   GatewayPicker picker(**gw, clock);
+  // Ready as serve's /ready, and once every pool's discovery has taken its first list.
+  options.ready = [g = gw->get()] { return !g->unready(/*discovered=*/true); };
   auto server = EppServer::start(options, picker);
   if (!server) {
     fmt::print(stderr, "kvgate epp: {}\n", server.error());
     (*gw)->drain();
     return kStartError;
   }
-  fmt::print("kvgate epp: ext_proc gRPC on {}:{}\n", options.address, (*server)->port());
+  fmt::print("kvgate epp: ext_proc gRPC on {}:{}{}\n", options.address, (*server)->port(),
+             !options.tls                          ? ""
+             : where.tls && where.tls->self_signed ? " (TLS, self-signed)"
+                                                   : " (TLS)");
+  if (auto health = (*server)->health_port()) {
+    fmt::print("kvgate epp: gRPC health on {}:{}\n", options.address, *health);
+  }
   if (auto admin_port = (*gw)->admin_port()) {
     fmt::print("kvgate epp: admin API on http://{}:{}\n", admin_address, *admin_port);
   }

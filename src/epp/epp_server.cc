@@ -6,9 +6,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "envoy/service/ext_proc/v3/external_processor.grpc.pb.h"
@@ -18,6 +20,29 @@ namespace {
 
 constexpr const char* kHealthNames[] = {"", "liveness", "readiness",
                                         "envoy.service.ext_proc.v3.ExternalProcessor"};
+// The names that follow readiness (the others, "liveness", are SERVING while it runs).
+constexpr const char* kReadinessNames[] = {"", "readiness",
+                                           "envoy.service.ext_proc.v3.ExternalProcessor"};
+constexpr std::chrono::milliseconds kReadyPoll{100};
+
+std::string listen_address(const std::string& address, uint16_t port) {
+  return address.find(':') != std::string::npos ? fmt::format("[{}]:{}", address, port)
+                                                : fmt::format("{}:{}", address, port);
+}
+
+void set_health(grpc::Server* server, bool ready) {
+  if (!server) return;
+  if (grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService()) {
+    for (const char* name : kReadinessNames) health->SetServingStatus(name, ready);
+  }
+}
+
+void set_initial_health(grpc::Server& server, bool ready) {
+  if (grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService()) {
+    for (const char* name : kHealthNames) health->SetServingStatus(name, true);
+  }
+  set_health(&server, ready);
+}
 
 class ExtProcService final : public pb::ExternalProcessor::Service {
  public:
@@ -54,9 +79,37 @@ struct EppServer::Impl {
   std::unique_ptr<RequestClasses> classes;
   std::unique_ptr<ExtProcService> service;
   std::unique_ptr<grpc::Server> server;
+  // The health port's server. gRPC builds no server without a service that has methods:
+  // it carries the ext_proc service's generated base, which answers UNIMPLEMENTED.
+  std::unique_ptr<pb::ExternalProcessor::Service> unimplemented;
+  std::unique_ptr<grpc::Server> health_server;
   int port = 0;
+  int health_port = 0;
   std::chrono::milliseconds grace{0};
+  std::function<bool()> ready;
+  std::thread poller;  // runs while `ready` is given, until stop()
+  std::mutex mu;
+  std::condition_variable wake;
+  bool stopping = false;  // under mu
   std::once_flag stopped;
+
+  // Polls `ready`, and sets readiness on each change, until stop().
+  void poll() {
+    bool last = false;
+    std::unique_lock lock(mu);
+    while (!stopping) {
+      lock.unlock();
+      const bool now = ready();
+      if (now != last) {
+        set_health(server.get(), now);
+        set_health(health_server.get(), now);
+        spdlog::info("epp: readiness {}", now ? "SERVING" : "NOT_SERVING");
+        last = now;
+      }
+      lock.lock();
+      wake.wait_for(lock, kReadyPoll, [this] { return stopping; });
+    }
+  }
 };
 
 Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& options,
@@ -68,12 +121,20 @@ Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& opti
                               .classes = impl->classes.get(),
                               .fallbacks = options.fallbacks});
   impl->grace = options.grace;
+  impl->ready = options.ready;
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  const std::string address = options.address.find(':') != std::string::npos
-                                  ? fmt::format("[{}]:{}", options.address, options.port)
-                                  : fmt::format("{}:{}", options.address, options.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &impl->port);
+  const std::string address = listen_address(options.address, options.port);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (options.tls) {
+    grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+    pair.private_key = options.tls->key_pem;
+    pair.cert_chain = options.tls->cert_pem;
+    ssl.pem_key_cert_pairs.push_back(std::move(pair));
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  builder.AddListeningPort(address, credentials, &impl->port);
   builder.RegisterService(impl->service.get());
   // A BUFFERED data plane sends the whole body in one message.
   const size_t max_message = options.max_body_bytes + (1u << 20);
@@ -81,10 +142,29 @@ Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& opti
       static_cast<int>(std::min<size_t>(max_message, static_cast<size_t>(INT32_MAX))));
   impl->server = builder.BuildAndStart();
   if (!impl->server || impl->port == 0) {
-    return Error(fmt::format("epp: cannot listen on {}", address));
+    return Error(fmt::format("epp: cannot listen on {}{}", address,
+                             options.tls ? " (or the TLS certificate and key were refused)" : ""));
   }
-  if (grpc::HealthCheckServiceInterface* health = impl->server->GetHealthCheckService()) {
-    for (const char* name : kHealthNames) health->SetServingStatus(name, true);
+  const bool ready_now = !options.ready;
+  set_initial_health(*impl->server, ready_now);
+  if (options.health_port) {
+    const std::string health_address = listen_address(options.address, *options.health_port);
+    impl->unimplemented = std::make_unique<pb::ExternalProcessor::Service>();
+    grpc::ServerBuilder health_builder;
+    health_builder.AddListeningPort(health_address, grpc::InsecureServerCredentials(),
+                                    &impl->health_port);
+    health_builder.RegisterService(impl->unimplemented.get());
+    impl->health_server = health_builder.BuildAndStart();
+    if (!impl->health_server || impl->health_port == 0) {
+      impl->server->Shutdown(std::chrono::system_clock::now());
+      impl->server->Wait();
+      return Error(fmt::format("epp: cannot listen on {} (the health port)", health_address));
+    }
+    set_initial_health(*impl->health_server, ready_now);
+  }
+  if (impl->ready) {
+    Impl* raw = impl.get();
+    impl->poller = std::thread([raw] { raw->poll(); });
   }
   return std::unique_ptr<EppServer>(new EppServer(std::move(impl)));
 }
@@ -95,18 +175,32 @@ EppServer::~EppServer() { stop(); }
 
 uint16_t EppServer::port() const { return static_cast<uint16_t>(impl_->port); }
 
+std::optional<uint16_t> EppServer::health_port() const {
+  if (!impl_->health_server) return std::nullopt;
+  return static_cast<uint16_t>(impl_->health_port);
+}
+
 void EppServer::set_ready(bool ready) {
-  if (grpc::HealthCheckServiceInterface* health = impl_->server->GetHealthCheckService()) {
-    health->SetServingStatus("readiness", ready);
-    health->SetServingStatus("envoy.service.ext_proc.v3.ExternalProcessor", ready);
-  }
+  set_health(impl_->server.get(), ready);
+  set_health(impl_->health_server.get(), ready);
 }
 
 void EppServer::stop() {
   std::call_once(impl_->stopped, [this] {
+    {
+      std::lock_guard lock(impl_->mu);
+      impl_->stopping = true;
+    }
+    impl_->wake.notify_all();
+    if (impl_->poller.joinable()) impl_->poller.join();
     set_ready(false);
+    // The streams first; the health port answers NOT_SERVING meanwhile.
     impl_->server->Shutdown(std::chrono::system_clock::now() + impl_->grace);
     impl_->server->Wait();
+    if (impl_->health_server) {
+      impl_->health_server->Shutdown(std::chrono::system_clock::now());
+      impl_->health_server->Wait();
+    }
   });
 }
 

@@ -1,7 +1,13 @@
 // EppServer: the Endpoint Picker's gRPC listener: Envoy's ExternalProcessor service
 // (one Exchange per stream, exchange.h) and the gRPC health service (grpc.health.v1)
 // with the names the Endpoint Picker protocol lists: "liveness", "readiness" and
-// "envoy.service.ext_proc.v3.ExternalProcessor" (and "", the server as a whole).
+// "envoy.service.ext_proc.v3.ExternalProcessor" (and "", the server as a whole). Over
+// TLS when given a certificate (self_signed.h makes one); optionally a second, plaintext
+// port with the health service alone, for probes that speak no TLS (the kubelet's).
+//
+// Readiness ("readiness", "" and the ext_proc name) is NOT_SERVING until `ready` says
+// so, polled every 100 ms (the gateway's own readiness and discovery's first lists), and
+// again from stop() on; "liveness" is SERVING while the server runs.
 //
 // The only file of kvgate that includes gRPC's headers is its .cc: they are heavy, and
 // the message handling (exchange.h) needs none of them.
@@ -18,10 +24,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/common/result.h"
 #include "epp/exchange.h"
+#include "epp/self_signed.h"
 
 namespace kvgate::epp {
 
@@ -38,19 +46,30 @@ struct EppServerOptions {
   size_t max_fairness_ids = 1000;
   // Fallbacks after the pick in x-gateway-destination-endpoint (0..4).
   uint8_t fallbacks = 0;
+  // TLS on `port`: the certificate chain and key (PEM); nullopt: plaintext.
+  std::optional<PemPair> tls;
+  // A plaintext port with the health service alone (0: ephemeral, health_port());
+  // nullopt: none, the health service is on `port` only.
+  std::optional<uint16_t> health_port;
+  // Whether the picker is ready (readiness SERVING), polled from a thread of the server's
+  // own; it must be cheap and thread-safe. Null: ready from the start.
+  std::function<bool()> ready;
 };
 
 class EppServer {
  public:
-  // Binds and serves on gRPC's own threads. `picker` must outlive the server. Errors: the
-  // address cannot be bound.
+  // Binds and serves on gRPC's own threads. `picker` must outlive the server. Errors: an
+  // address cannot be bound (or the TLS pair is refused).
   static Result<std::unique_ptr<EppServer>> start(const EppServerOptions& options, Picker& picker);
   ~EppServer();  // stop()
   EppServer(const EppServer&) = delete;
   EppServer& operator=(const EppServer&) = delete;
 
   uint16_t port() const;
-  // Readiness (and the ext_proc service's health): NOT_SERVING while false.
+  // The health port's bound port; nullopt without one.
+  std::optional<uint16_t> health_port() const;
+  // Readiness ("readiness", "" and the ext_proc service's name) on every port:
+  // NOT_SERVING while false. The `ready` poller (options) calls it on each change.
   void set_ready(bool ready);
   // Readiness NOT_SERVING, no new streams, streams in flight up to `grace`. Idempotent.
   void stop();

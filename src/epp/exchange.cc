@@ -285,7 +285,7 @@ std::vector<pb::ProcessingResponse> Exchange::response_body(const pb::Processing
     if (eos) pass += held_;  // an unfinished last event goes as it came
   } else {
     pass = chunk;
-    if (!answer_cut_) {
+    if (!answer_cut_ && pick_->kind == gateway::PickKind::kRouted) {  // read for its usage
       if (answer_.size() + chunk.size() > kMaxAnswerBytes) {
         answer_cut_ = true;
         answer_.clear();
@@ -306,10 +306,12 @@ void Exchange::settle(int status) {
   }
   gateway::ExternalOutcome o;
   o.status = status;
-  if (status == 200) {
+  // A relayed answer (tokenize, a stored response) has no usage, and nothing to time.
+  if (status == 200 && pick_->kind == gateway::PickKind::kRouted) {
     if (tap_) {
       o.usage = tap_->usage();
       o.ttft = ttft_;
+      o.response_id = tap_->response_id();
     } else if (!answer_cut_) {
       switch (pick_->dialect) {
         case openai::Dialect::kOpenAi:
@@ -318,9 +320,12 @@ void Exchange::settle(int status) {
         case openai::Dialect::kAnthropic:
           o.usage = openai::anthropic::parse_usage(answer_);
           break;
-        case openai::Dialect::kResponses:
-          o.usage = openai::responses::read_answer(answer_).usage;
+        case openai::Dialect::kResponses: {
+          openai::responses::Answered a = openai::responses::read_answer(answer_);
+          o.usage = a.usage;
+          o.response_id = std::move(a.id);
           break;
+        }
       }
       o.ttft = to_seconds(picker_.now() - pick_->received);
     }

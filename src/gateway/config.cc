@@ -272,7 +272,9 @@ class Parser : public YamlReader {
   }
 
   EppConfig epp(const YAML::Node& n) const {
-    only_keys(n, "epp", {"address", "port", "objectives", "max_fairness_ids", "fallbacks"});
+    only_keys(
+        n, "epp",
+        {"address", "port", "objectives", "max_fairness_ids", "fallbacks", "tls", "health_port"});
     EppConfig e;
     if (auto v = n["address"]) {
       e.address = text(v, "epp.address");
@@ -293,6 +295,22 @@ class Parser : public YamlReader {
     }
     if (auto v = n["max_fairness_ids"]) {
       e.max_fairness_ids = static_cast<uint32_t>(integer(v, "epp.max_fairness_ids", 0, 1'000'000));
+    }
+    if (auto v = n["tls"]) {
+      only_keys(v, "epp.tls", {"cert", "key", "self_signed"});
+      EppConfig::Tls tls;
+      if (auto s = v["self_signed"]) tls.self_signed = boolean(s, "epp.tls.self_signed");
+      if (tls.self_signed && (v["cert"] || v["key"])) {
+        fail(v, "epp.tls", "give cert and key, or self_signed: true, not both");
+      }
+      if (!tls.self_signed) tls.files = tls_files(v, "epp.tls");
+      e.tls = std::move(tls);
+    }
+    if (auto v = n["health_port"]) {
+      e.health_port = static_cast<uint16_t>(integer(v, "epp.health_port", 0, 65535));
+      if (*e.health_port != 0 && *e.health_port == e.port) {
+        fail(v, "epp.health_port", fmt::format("{} is epp.port too", e.port));
+      }
     }
     return e;
   }
@@ -342,21 +360,27 @@ class Parser : public YamlReader {
     if (auto v = n["port"]) l.port = static_cast<uint16_t>(integer(v, field + ".port", 0, 65535));
     if (auto v = n["tls"]) {
       only_keys(v, field + ".tls", {"cert", "key"});
-      if (!v["cert"]) fail(v, field + ".tls.cert", "missing");
-      if (!v["key"]) fail(v, field + ".tls.key", "missing");
-      TlsConfig tls{path(v["cert"], field + ".tls.cert"), path(v["key"], field + ".tls.key")};
-      for (auto [file, name] : {std::pair{tls.cert_file, "cert"}, {tls.key_file, "key"}}) {
-        if (!std::filesystem::exists(file)) {
-          fail(v[name], fmt::format("{}.tls.{}", field, name), "no such file: " + file);
-        }
-      }
-      if (auto err = io::check_tls_files({tls.cert_file, tls.key_file})) {
-        const char* name = err->field == io::TlsField::kCert ? "cert" : "key";
-        fail(v[name], fmt::format("{}.tls.{}", field, name), err->message);
-      }
-      l.tls = std::move(tls);
+      l.tls = tls_files(v, field + ".tls");
     }
     return l;
+  }
+
+  // The `cert` and `key` of the TLS section `v` (named `field`): both given, both files
+  // there, loadable and the key the certificate's (io::check_tls_files).
+  TlsConfig tls_files(const YAML::Node& v, const std::string& field) const {
+    if (!v["cert"]) fail(v, field + ".cert", "missing");
+    if (!v["key"]) fail(v, field + ".key", "missing");
+    TlsConfig tls{path(v["cert"], field + ".cert"), path(v["key"], field + ".key")};
+    for (auto [file, name] : {std::pair{tls.cert_file, "cert"}, {tls.key_file, "key"}}) {
+      if (!std::filesystem::exists(file)) {
+        fail(v[name], fmt::format("{}.{}", field, name), "no such file: " + file);
+      }
+    }
+    if (auto err = io::check_tls_files({tls.cert_file, tls.key_file})) {
+      const char* name = err->field == io::TlsField::kCert ? "cert" : "key";
+      fail(v[name], fmt::format("{}.{}", field, name), err->message);
+    }
+    return tls;
   }
 
   void timeouts(const YAML::Node& n, TimeoutConfig& t) const {

@@ -140,6 +140,16 @@ struct EppConfig {
   // Fallbacks after the pick in x-gateway-destination-endpoint: the router's runners-up,
   // for the data plane's retries (0..4; 0: the pick alone).
   uint8_t fallbacks = 0;
+  // TLS on the gRPC port (`tls:`): certificate files, checked as a listener's are, or a
+  // certificate made at start. Absent: plaintext gRPC.
+  struct Tls {
+    bool self_signed = false;  // `self_signed: true`: a key and certificate made at start
+    TlsConfig files;           // else `cert` and `key`
+  };
+  std::optional<Tls> tls;
+  // A plaintext port with the gRPC health service alone, for probes that speak no TLS
+  // (the kubelet's gRPC probes). Absent: none; 0: ephemeral.
+  std::optional<uint16_t> health_port;
 };
 
 // Trace context and span export (docs/tracing.md). Absent: no tracing, and the request

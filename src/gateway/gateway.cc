@@ -409,6 +409,10 @@ void Gateway::drain() {
 
 bool Gateway::draining() const { return impl_->not_ready.load(); }
 
+std::optional<std::string_view> Gateway::unready(bool discovered) const {
+  return impl_->unready(discovered);
+}
+
 GatewayMetrics& Gateway::metrics() { return impl_->metrics; }
 
 std::vector<PoolRuntime*> Gateway::pools() {

@@ -61,6 +61,13 @@ class Gateway {
   // Idempotent; returns when done.
   void drain();
   bool draining() const;
+  // Why the gateway takes no traffic now, or nullopt when it does. Without `discovered`
+  // it is what GET /ready answers 503 with: "draining" (drain announced), "syncing" (the
+  // replicas' first sync, gateway/sync/replica_sync.h). With `discovered` also
+  // "discovering" while a pool's discovery has not taken a first list from each of its
+  // sources, unless the pool has endpoints of its own in the config: the Endpoint
+  // Picker's readiness (docs/epp.md). Any thread.
+  std::optional<std::string_view> unready(bool discovered = false) const;
 
   GatewayMetrics& metrics();
   // The running pools (control plane: admin API, autoscaler), in config order; nullptr

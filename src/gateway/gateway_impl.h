@@ -247,6 +247,21 @@ struct Gateway::Impl {
     return out;
   }
 
+  // Gateway::unready: the one rule of /ready and the Endpoint Picker's readiness.
+  std::optional<std::string_view> unready(bool discovered) const {
+    if (not_ready.load()) return "draining";
+    if (cluster && !cluster->started()) return "syncing";
+    if (!discovered) return std::nullopt;
+    for (const auto& d : discoveries) {
+      bool own_endpoints = false;
+      for (const auto& p : pools) {
+        if (p->name() == d->pool_name()) own_endpoints = !p->config().endpoints.empty();
+      }
+      if (!own_endpoints && !d->synced()) return "discovering";
+    }
+    return std::nullopt;
+  }
+
   std::string discovery_metrics() const {
     std::vector<const PoolDiscovery*> d;
     for (const auto& p : discoveries) d.push_back(p.get());
@@ -309,6 +324,12 @@ struct Gateway::Impl {
                          std::shared_ptr<const EndpointAddress> endpoint, std::string body,
                          const route::Decision& decision);
   void finish_external(ExternalPick& pick, const ExternalOutcome& outcome);
+  // External routing of Serve::kRelay and kStored: the endpoint serve's relay() or
+  // fetch_stored() would send it to, handed back through `external` (or their refusal).
+  asio::awaitable<void> pick_relayed(ProxyCall call, ExternalStream* external);
+  // Serve::kStored: the id in call.target, and the endpoint that holds that response
+  // (nullopt: none, or gone since the front door looked).
+  std::optional<EndpointAddress> stored_endpoint(const ProxyCall& call, std::string& id);
   // Charges a finished request's usage to its tenant's token budget.
   void charge(const Tenant* tenant, std::string_view model, const openai::Usage& u);
   // A request with latency targets answered well: kvgate_slo_requests_total counts it met

@@ -11,7 +11,8 @@ Checks, with Debian's python3-yaml and python3-jsonschema:
   bite;
 - that the manifests agree: the picker's Service and port are the Deployment's gRPC
   port and the config's epp.port; the probes ask the health names kvgate epp registers
-  (src/epp/epp_server.cc); the discovery source reads the pool itself; the Deployment
+  (src/epp/epp_server.cc) on the plaintext epp.health_port (epp.tls: the kubelet's gRPC
+  probes speak no TLS); the discovery source reads the pool itself; the Deployment
   runs the ServiceAccount the Role binding gives pod LIST and WATCH; the HTTPRoute sends
   to the InferencePool;
 - with KVGATE_BIN: the Deployment's subcommand exists, and `kvgate serve --check` accepts
@@ -175,10 +176,16 @@ class DeployManifests(unittest.TestCase):
         self.assertIsNotNone(m, "kHealthNames not found in src/epp/epp_server.cc")
         names = re.findall(r'"([^"]*)"', m.group(1))
         container = self.container()
-        grpc_port = self.epp_config()["epp"]["port"]
+        epp = self.epp_config()["epp"]
+        # The kubelet's gRPC probes speak no TLS: with epp.tls they must ask the plaintext
+        # health port.
+        probe_port = epp.get("health_port", epp["port"])
+        if "tls" in epp:
+            self.assertIn("health_port", epp, "epp.tls without a health_port for the probes")
+        self.assertIn(probe_port, [p["containerPort"] for p in container["ports"]])
         for probe, want in (("livenessProbe", "liveness"), ("readinessProbe", "readiness")):
             g = container[probe]["grpc"]
-            self.assertEqual(g["port"], grpc_port, probe)
+            self.assertEqual(g["port"], probe_port, probe)
             self.assertEqual(g["service"], want, probe)
             self.assertIn(g["service"], names, f"{probe}: kvgate epp registers {names}")
 

@@ -18,6 +18,9 @@ struct FakePicker final : Picker {
   std::optional<io::HttpResponse> refusal;
   bool strip_usage = true;
   std::vector<std::string> runners_up = {"10.0.0.8:8000", "[fd00::9]:8000"};
+  gateway::PickKind kind = gateway::PickKind::kRouted;
+  openai::Dialect dialect = openai::Dialect::kOpenAi;
+  bool stream = true;
   std::vector<gateway::ExternalRequest> asked;
   std::vector<gateway::ExternalOutcome> settled;
 
@@ -35,7 +38,9 @@ struct FakePicker final : Picker {
     p.destination = gateway::destination_of(*e);
     p.endpoint = std::move(e);
     p.body = request.http.body + " ";  // "as it goes upstream": differs from the input
-    p.stream = true;
+    p.stream = stream;
+    p.kind = kind;
+    p.dialect = dialect;
     p.strip_usage_chunk = strip_usage;
     // The runners-up the gateway would list, as many as asked.
     const size_t asked_for = request.fallbacks;
@@ -287,6 +292,52 @@ TEST(EppExchange, APickWhoseAnswerNeverEndsIsSettledAsAClientThatLeft) {
   }
   ASSERT_EQ(picker.settled.size(), 1u);
   EXPECT_EQ(picker.settled[0].status, 0);
+}
+
+// The whole answer `answer` (status 200, JSON) through a picked exchange, in two chunks.
+void answer_whole(Exchange& x, const std::string& answer) {
+  pb::ProcessingRequest h;
+  core_pb::HeaderValue* s = h.mutable_response_headers()->mutable_headers()->add_headers();
+  s->set_key(":status");
+  s->set_raw_value("200");
+  ASSERT_TRUE(x.on_request(h, kNever));
+  const size_t half = answer.size() / 2;
+  for (int i = 0; i < 2; ++i) {
+    pb::ProcessingRequest c;
+    c.mutable_response_body()->set_body(i == 0 ? answer.substr(0, half) : answer.substr(half));
+    c.mutable_response_body()->set_end_of_stream(i == 1);
+    auto out = x.on_request(c, kNever);
+    ASSERT_TRUE(out) << out.error();
+  }
+}
+
+TEST(EppExchange, AResponsesAnswerSettlesWithItsIdForTheEndpointThatHoldsIt) {
+  FakePicker picker;
+  picker.dialect = openai::Dialect::kResponses;
+  picker.stream = false;
+  Exchange x(picker, 1 << 20);
+  ASSERT_TRUE(x.on_request(headers(), kNever));
+  ASSERT_TRUE(x.on_request(body("{}", true), kNever));
+  answer_whole(x, R"({"id":"resp_42","object":"response","status":"completed",)"
+                  R"("usage":{"input_tokens":5,"output_tokens":2,"total_tokens":7}})");
+  ASSERT_EQ(picker.settled.size(), 1u);
+  EXPECT_EQ(picker.settled[0].status, 200);
+  EXPECT_EQ(picker.settled[0].response_id, "resp_42");
+}
+
+TEST(EppExchange, ARelayedAnswerPassesWithoutUsage) {
+  FakePicker picker;
+  picker.kind = gateway::PickKind::kRelay;
+  picker.stream = false;
+  Exchange x(picker, 1 << 20);
+  ASSERT_TRUE(x.on_request(headers(), kNever));
+  ASSERT_TRUE(x.on_request(body("{}", true), kNever));
+  EXPECT_EQ(x.destination(), "10.0.0.7:8000");
+  answer_whole(x, R"({"tokens":[1,2,3],"count":3,"usage":{"prompt_tokens":3}})");
+  ASSERT_EQ(picker.settled.size(), 1u);
+  EXPECT_EQ(picker.settled[0].status, 200);
+  EXPECT_FALSE(picker.settled[0].usage.seen);
+  EXPECT_FALSE(picker.settled[0].ttft.has_value());
 }
 
 }  // namespace exchange_test

@@ -15,7 +15,12 @@ admin API, as `kvgate serve` serves it); the subset hint; 503 with no endpoint t
 (an empty subset, or none of the pool's); 404 for an unknown model; the response path
 passes the answer through (a stream's usage chunk the gateway asked for is dropped);
 malformed and out-of-order messages end the stream with INVALID_ARGUMENT and the server
-lives on; a data plane that leaves mid-request does not hurt it.
+lives on; a data plane that leaves mid-request does not hurt it; relayed paths are picked
+as serve relays them (/tokenize in turn; a stored response GET, and previous_response_id,
+to the engine that answered the Responses request). Then epp.tls: health and a pick over
+TLS with certificate files made by Debian's openssl, verified; the self-signed mode,
+pinned; the plaintext health port; readiness NOT_SERVING until a discovery file's first
+list.
 
 Run by ctest (entry `epp_conformance`, label integration) with KVGATE_BIN and
 KVGATE_PROTO_PY set; by hand:
@@ -27,6 +32,8 @@ import json
 import os
 import queue
 import re
+import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -159,7 +166,150 @@ def header_value(mutation, key):
     return None
 
 
-class EppConformance(unittest.TestCase):
+def self_made_certificate(directory):
+    """A certificate and key for localhost and 127.0.0.1, made with Debian's openssl."""
+    cert = os.path.join(directory, "tls.crt")
+    key = os.path.join(directory, "tls.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def presented_certificate(port):
+    """The certificate a TLS server on 127.0.0.1:`port` presents, unverified (to pin a
+    self-signed one as the client's root)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["h2"])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+            der = tls.getpeercert(binary_form=True)
+    return ssl.DER_cert_to_PEM_cert(der).encode()
+
+
+def tls_channel(port, root_pem):
+    creds = grpc.ssl_channel_credentials(root_certificates=root_pem)
+    return grpc.secure_channel(f"127.0.0.1:{port}", creds,
+                               options=[("grpc.ssl_target_name_override", "localhost")])
+
+
+def health_check(channel, name):
+    """grpc.health.v1 Check of `name` on `channel`: 1 SERVING, 2 NOT_SERVING."""
+    check = channel.unary_unary(
+        "/grpc.health.v1.Health/Check",
+        request_serializer=lambda n: (b"\x0a" + bytes([len(n)]) + n.encode()) if n else b"",
+        response_deserializer=lambda b: b)
+    raw = check(name, timeout=10)
+    return raw[1] if len(raw) >= 2 and raw[0] == 0x08 else 0
+
+
+def wait_health(channel, name, want, timeout=20):
+    deadline = time.time() + timeout
+    got = None
+    while time.time() < deadline:
+        got = health_check(channel, name)
+        if got == want:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"health {name!r}: {got}, want {want}")
+
+
+def write_config(directory, epp, pool, name="epp.yaml"):
+    """A kvgate config: the `epp:` flow mapping `epp`, one pool `main` of `pool` (YAML
+    lines, indented four spaces) and the model sim."""
+    config = os.path.join(directory, name)
+    with open(config, "w") as f:
+        f.write(f"epp: {epp}\n"
+                "timeouts: {header_ms: 5000, drain_ms: 2000, connect_ms: 1000}\n"
+                "pools:\n  main:\n    block_size: 16\n" + pool +
+                "models:\n  - name: sim\n    pool: main\n")
+    return config
+
+
+class EppCase(unittest.TestCase):
+    """The data plane's helpers over `self.channel`; no tests of its own."""
+
+    channel = None
+
+    def route(self, body, chunks=2, subset=None, path="/v1/chat/completions"):
+        """Sends a request's headers and body (in `chunks` pieces) on a new stream; returns
+        the stream and the responses to the request path."""
+        s = Stream(self.channel)
+        s.send(request_headers(path=path, subset=subset))
+        data = json.dumps(body).encode()
+        step = max(1, len(data) // chunks)
+        pieces = [data[i:i + step] for i in range(0, len(data), step)]
+        for i, p in enumerate(pieces):
+            s.send(request_body(p, eos=i == len(pieces) - 1))
+        first = s.recv()
+        if first.HasField("immediate_response"):
+            return s, [first]
+        return s, [first, s.recv()]
+
+    def route_get(self, path):
+        """A request without a body (its headers carry the end of stream): the stream and
+        its one response to the request path."""
+        s = Stream(self.channel)
+        s.send(request_headers(path=path, method="GET", eos=True))
+        return s, [s.recv()]
+
+    def picked(self, responses):
+        h = responses[0]
+        self.assertTrue(h.HasField("request_headers"), h)
+        common = h.request_headers.response
+        dest = header_value(common.header_mutation, DEST)
+        meta = h.dynamic_metadata.fields["envoy.lb"].struct_value.fields[DEST].string_value
+        self.assertEqual(dest, meta, "header and dynamic metadata must carry the same value")
+        self.assertTrue(common.clear_route_cache)
+        self.last_endpoints = dest.split(",")
+        if len(responses) < 2:  # routed on its headers alone (no body)
+            return self.last_endpoints[0], b""
+        b = responses[1]
+        self.assertTrue(b.HasField("request_body"), b)
+        streamed = b.request_body.response.body_mutation.streamed_response
+        self.assertTrue(streamed.end_of_stream)
+        self.assertEqual(header_value(common.header_mutation, "content-length"),
+                         str(len(streamed.body)))
+        # The pick first, then the fallbacks (epp.fallbacks).
+        return self.last_endpoints[0], streamed.body
+
+    def answer(self, s, dest, upstream_body, path="/v1/chat/completions", method="POST"):
+        """As Envoy: the request to `dest`, its answer through the EPP; returns the bytes
+        the EPP passed back."""
+        status, headers, body = http(method, f"http://{dest}{path}",
+                                     upstream_body if method == "POST" else None,
+                                     {"Content-Type": "application/json"})
+        r = pb.ProcessingRequest()
+        r.response_headers.CopyFrom(header_map(
+            [(":status", str(status)),
+             ("content-type", headers.get("Content-Type", "application/json"))]))
+        r.metadata_context.filter_metadata["envoy.lb"].update(
+            {"x-gateway-destination-endpoint-served": dest})
+        s.send(r)
+        h = s.recv()
+        self.assertTrue(h.HasField("response_headers"), h)
+        passed = b""
+        pieces = [body[i:i + 97] for i in range(0, len(body), 97)] or [b""]
+        for i, p in enumerate(pieces):
+            m = pb.ProcessingRequest()
+            m.response_body.body = p
+            m.response_body.end_of_stream = i == len(pieces) - 1
+            s.send(m)
+            out = s.recv()
+            self.assertTrue(out.HasField("response_body"), out)
+            passed += out.response_body.response.body_mutation.streamed_response.body
+        s.close()
+        return status, body, passed
+
+    def health(self, name):
+        return health_check(self.channel, name)
+
+
+class EppConformance(EppCase):
     @classmethod
     def setUpClass(cls):
         cls.engines = []
@@ -186,6 +336,7 @@ class EppConformance(unittest.TestCase):
         cls.admin = cls.epp.wait_for(r"admin API on (http://\S+)").group(1)
         cls.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         grpc.channel_ready_future(cls.channel).result(timeout=20)
+        wait_health(cls.channel, "readiness", 1)
 
     @classmethod
     def tearDownClass(cls):
@@ -195,74 +346,6 @@ class EppConformance(unittest.TestCase):
             e.stop()
 
     # --- helpers ---------------------------------------------------------------------
-
-    def route(self, body, chunks=2, subset=None, path="/v1/chat/completions"):
-        """Sends a request's headers and body (in `chunks` pieces) on a new stream; returns
-        the stream and the responses to the request path."""
-        s = Stream(self.channel)
-        s.send(request_headers(path=path, subset=subset))
-        data = json.dumps(body).encode()
-        step = max(1, len(data) // chunks)
-        pieces = [data[i:i + step] for i in range(0, len(data), step)]
-        for i, p in enumerate(pieces):
-            s.send(request_body(p, eos=i == len(pieces) - 1))
-        first = s.recv()
-        if first.HasField("immediate_response"):
-            return s, [first]
-        return s, [first, s.recv()]
-
-    def picked(self, responses):
-        h = responses[0]
-        self.assertTrue(h.HasField("request_headers"), h)
-        common = h.request_headers.response
-        dest = header_value(common.header_mutation, DEST)
-        meta = h.dynamic_metadata.fields["envoy.lb"].struct_value.fields[DEST].string_value
-        self.assertEqual(dest, meta, "header and dynamic metadata must carry the same value")
-        self.assertTrue(common.clear_route_cache)
-        b = responses[1]
-        self.assertTrue(b.HasField("request_body"), b)
-        streamed = b.request_body.response.body_mutation.streamed_response
-        self.assertTrue(streamed.end_of_stream)
-        self.assertEqual(header_value(common.header_mutation, "content-length"),
-                         str(len(streamed.body)))
-        # The pick first, then the fallbacks (epp.fallbacks: 1 here).
-        self.last_endpoints = dest.split(",")
-        return self.last_endpoints[0], streamed.body
-
-    def answer(self, s, dest, upstream_body, path="/v1/chat/completions"):
-        """As Envoy: the request to `dest`, its answer through the EPP; returns the bytes
-        the EPP passed back."""
-        status, headers, body = http("POST", f"http://{dest}{path}", upstream_body,
-                                     {"Content-Type": "application/json"})
-        r = pb.ProcessingRequest()
-        r.response_headers.CopyFrom(header_map(
-            [(":status", str(status)),
-             ("content-type", headers.get("Content-Type", "application/json"))]))
-        r.metadata_context.filter_metadata["envoy.lb"].update(
-            {"x-gateway-destination-endpoint-served": dest})
-        s.send(r)
-        h = s.recv()
-        self.assertTrue(h.HasField("response_headers"), h)
-        passed = b""
-        pieces = [body[i:i + 97] for i in range(0, len(body), 97)] or [b""]
-        for i, p in enumerate(pieces):
-            m = pb.ProcessingRequest()
-            m.response_body.body = p
-            m.response_body.end_of_stream = i == len(pieces) - 1
-            s.send(m)
-            out = s.recv()
-            self.assertTrue(out.HasField("response_body"), out)
-            passed += out.response_body.response.body_mutation.streamed_response.body
-        s.close()
-        return status, body, passed
-
-    def health(self, name):
-        check = self.channel.unary_unary(
-            "/grpc.health.v1.Health/Check",
-            request_serializer=lambda n: (b"\x0a" + bytes([len(n)]) + n.encode()) if n else b"",
-            response_deserializer=lambda b: b)
-        raw = check(name, timeout=10)
-        return raw[1] if len(raw) >= 2 and raw[0] == 0x08 else 0
 
     def route_view(self, body):
         status, _, out = http("POST", f"{self.admin}/admin/pools/main/route",
@@ -397,6 +480,52 @@ class EppConformance(unittest.TestCase):
         self.assertEqual(self.health("liveness"), 1)
         self.assertIsNone(self.epp.proc.poll(), "kvgate epp must still run")
 
+    def test_tokenize_is_picked_as_serve_relays_it(self):
+        seen = set()
+        for _ in range(4):
+            s, rs = self.route({"model": "sim", "prompt": "count these words"}, path="/tokenize")
+            dest, upstream = self.picked(rs)
+            self.assertIn(dest, self.hostports)
+            self.assertEqual(self.last_endpoints, [dest], "a relayed path has no fallbacks")
+            seen.add(dest)
+            status, raw, passed = self.answer(s, dest, upstream, path="/tokenize")
+            self.assertEqual(status, 200, raw)
+            self.assertEqual(passed, raw)
+            self.assertIn(b"tokens", raw)
+        # As serve's relay: the pool's healthy endpoints in turn.
+        self.assertEqual(seen, set(self.hostports))
+
+    def test_stored_response_goes_to_the_endpoint_that_answered_it(self):
+        body = {"model": "sim", "input": "remember me", "max_output_tokens": 3}
+        s, rs = self.route(body, path="/v1/responses")
+        dest, upstream = self.picked(rs)
+        status, raw, _ = self.answer(s, dest, upstream, path="/v1/responses")
+        self.assertEqual(status, 200, raw)
+        rid = json.loads(raw)["id"]
+        # The end of the answer reaches the gateway through its threads.
+        time.sleep(0.3)
+        for _ in range(3):
+            s, rs = self.route_get(f"/v1/responses/{rid}")
+            got, _ = self.picked(rs)
+            self.assertEqual(got, dest, "the stored response must go to the engine holding it")
+            status, raw, passed = self.answer(s, got, None, path=f"/v1/responses/{rid}",
+                                              method="GET")
+            self.assertEqual(status, 200, raw)
+            self.assertEqual(json.loads(passed)["id"], rid)
+        # The conversation goes on where it is held.
+        follow = {"model": "sim", "input": "and then?", "previous_response_id": rid,
+                  "max_output_tokens": 2}
+        s, rs = self.route(follow, path="/v1/responses")
+        got, upstream = self.picked(rs)
+        self.assertEqual(got, dest, "previous_response_id goes back to the engine holding it")
+        status, raw, _ = self.answer(s, got, upstream, path="/v1/responses")
+        self.assertEqual(status, 200, raw)
+        # An id no endpoint answered: 404 from the picker itself, as serve answers it.
+        s, rs = self.route_get("/v1/responses/resp_0123456789abcdef")
+        self.assertTrue(rs[0].HasField("immediate_response"), rs[0])
+        self.assertEqual(rs[0].immediate_response.status.code, 404)
+        s.close()
+
     def test_data_plane_leaving_mid_request(self):
         for _ in range(5):
             s = Stream(self.channel)
@@ -415,6 +544,128 @@ class EppConformance(unittest.TestCase):
         dest, upstream = self.picked(rs)
         status, _, _ = self.answer(s, dest, upstream)
         self.assertEqual(status, 200)
+
+
+class EppTls(EppCase):
+    """epp.tls with certificate files (made here with openssl): health and a pick over
+    TLS, verified against the certificate; a plaintext client is refused."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.engine = Child(["engine", "--port", "0", "--time-scale", "0.01", "--model", "sim",
+                            "--block-size", "16"])
+        url = cls.engine.wait_for(r"listening on (http://\S+)").group(1)
+        cls.hostport = url[len("http://"):]
+        cls.dir = tempfile.mkdtemp(prefix="kvgate-epp-tls-")
+        cert, key = self_made_certificate(cls.dir)
+        config = write_config(
+            cls.dir, f"{{address: 127.0.0.1, port: 0, tls: {{cert: {cert}, key: {key}}}}}",
+            f"    endpoints: [{url}]\n")
+        cls.epp = Child(["epp", config])
+        port = cls.epp.wait_for(r"ext_proc gRPC on 127\.0\.0\.1:(\d+) \(TLS\)").group(1)
+        with open(cert, "rb") as f:
+            cls.channel = tls_channel(port, f.read())
+        grpc.channel_ready_future(cls.channel).result(timeout=20)
+        cls.port = port
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.epp.stop()
+        cls.engine.stop()
+
+    def test_health_over_tls(self):
+        wait_health(self.channel, "readiness", 1)
+        for name in ["", "liveness", "envoy.service.ext_proc.v3.ExternalProcessor"]:
+            self.assertEqual(self.health(name), 1, f"{name!r} must be SERVING")
+
+    def test_pick_over_tls(self):
+        wait_health(self.channel, "readiness", 1)
+        body = {"model": "sim", "max_tokens": 3,
+                "messages": [{"role": "user", "content": "over tls"}]}
+        s, rs = self.route(body)
+        dest, upstream = self.picked(rs)
+        self.assertEqual(dest, self.hostport)
+        status, raw, passed = self.answer(s, dest, upstream)
+        self.assertEqual(status, 200, raw)
+        self.assertEqual(passed, raw)
+
+    def test_plaintext_client_is_refused(self):
+        plain = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        try:
+            with self.assertRaises(grpc.RpcError):
+                health_check(plain, "liveness")
+        finally:
+            plain.close()
+
+
+class EppSelfSignedAndReadiness(EppCase):
+    """epp.tls: {self_signed: true} with a plaintext health port, on a pool whose only
+    endpoints come from a discovery file that does not exist yet: readiness (and "")
+    is NOT_SERVING until discovery's first list, liveness SERVING throughout; then
+    SERVING, and a pick over TLS pinned to the certificate the picker made."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.engine = Child(["engine", "--port", "0", "--time-scale", "0.01", "--model", "sim",
+                            "--block-size", "16"])
+        cls.url = cls.engine.wait_for(r"listening on (http://\S+)").group(1)
+        cls.hostport = cls.url[len("http://"):]
+        cls.dir = tempfile.mkdtemp(prefix="kvgate-epp-ready-")
+        cls.endpoints_file = os.path.join(cls.dir, "endpoints.yaml")
+        config = write_config(
+            cls.dir, "{address: 127.0.0.1, port: 0, health_port: 0, tls: {self_signed: true}}",
+            "    discovery:\n      sources:\n"
+            f"        - {{kind: file, path: {cls.endpoints_file}, settle_ms: 20}}\n")
+        cls.epp = Child(["epp", config])
+        port = cls.epp.wait_for(
+            r"ext_proc gRPC on 127\.0\.0\.1:(\d+) \(TLS, self-signed\)").group(1)
+        health_port = cls.epp.wait_for(r"gRPC health on 127\.0\.0\.1:(\d+)").group(1)
+        cls.health_channel = grpc.insecure_channel(f"127.0.0.1:{health_port}")
+        grpc.channel_ready_future(cls.health_channel).result(timeout=20)
+        cls.channel = tls_channel(port, presented_certificate(int(port)))
+        grpc.channel_ready_future(cls.channel).result(timeout=20)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.health_channel.close()
+        cls.epp.stop()
+        cls.engine.stop()
+
+    def test_ready_after_discovery_first_list(self):
+        # No file yet: the pool's one source has produced no list.
+        time.sleep(0.5)
+        for channel in (self.health_channel, self.channel):
+            self.assertEqual(health_check(channel, "liveness"), 1)
+            self.assertEqual(health_check(channel, "readiness"), 2)
+            self.assertEqual(health_check(channel, ""), 2)
+            self.assertEqual(
+                health_check(channel, "envoy.service.ext_proc.v3.ExternalProcessor"), 2)
+        # The file appears (renamed over, as docs/discovery.md recommends).
+        tmp = self.endpoints_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(f"endpoints:\n  - {self.url}\n")
+        os.rename(tmp, self.endpoints_file)
+        wait_health(self.health_channel, "readiness", 1)
+        for channel in (self.health_channel, self.channel):
+            self.assertEqual(health_check(channel, ""), 1)
+            self.assertEqual(health_check(channel, "readiness"), 1)
+        # A pick over TLS, verified against the picker's own certificate. The endpoint
+        # joins the pool right after the list is taken.
+        body = {"model": "sim", "max_tokens": 3,
+                "messages": [{"role": "user", "content": "self-signed"}]}
+        deadline = time.time() + 10
+        while True:
+            s, rs = self.route(body)
+            if not rs[0].HasField("immediate_response") or time.time() > deadline:
+                break
+            s.close()
+            time.sleep(0.05)
+        dest, upstream = self.picked(rs)
+        self.assertEqual(dest, self.hostport)
+        status, raw, _ = self.answer(s, dest, upstream)
+        self.assertEqual(status, 200, raw)
 
 
 if __name__ == "__main__":

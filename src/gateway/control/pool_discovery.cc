@@ -246,6 +246,14 @@ void PoolDiscovery::stop() {
 
 const std::string& PoolDiscovery::pool_name() const { return impl_->pool.name(); }
 
+bool PoolDiscovery::synced() const {
+  std::lock_guard lock(impl_->mu);
+  for (size_t i = 0; i < impl_->reconciler.sources(); ++i) {
+    if (impl_->reconciler.stats(i).reports == 0) return false;
+  }
+  return true;
+}
+
 DiscoveryCounters PoolDiscovery::counters() const {
   DiscoveryCounters c;
   c.pool = impl_->pool.name();

@@ -64,6 +64,9 @@ class PoolDiscovery {
   void stop();
 
   const std::string& pool_name() const;
+  // Whether every source has taken a first good list (maybe empty): until then the
+  // pool's discovered endpoints are not all known. Any thread.
+  bool synced() const;
   DiscoveryCounters counters() const;
   // {"sources":[{"name","kind","endpoints","reports","errors","changes",
   //   "resync_differences","held_empty","last_success_age_s","last_error"}],

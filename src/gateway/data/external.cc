@@ -142,8 +142,73 @@ void Gateway::Impl::hand_off_external(ProxyCall& call, RouteLease lease,
   call.external->deliver(std::move(p));
 }
 
+asio::awaitable<void> Gateway::Impl::pick_relayed(ProxyCall call, ExternalStream* external) {
+  std::shared_ptr<const EndpointAddress> endpoint;
+  const bool stored = call.serve == Serve::kStored;
+  if (stored) {
+    // Serve checks a stored answer's model against a tenant limited to some models after
+    // reading it; here the answer goes by in the data plane, unread before it reaches the
+    // client: such a tenant's request is refused.
+    if (call.limited_tenant && !call.limited_tenant->models.empty()) {
+      metrics.request_done({}, call.pool->name(), call.tenant, 501, seconds_since(call.received));
+      external->respond(json_error(
+          501, "Stored responses are not routed by the endpoint picker for keys limited to models",
+          {}, "not_routed"));
+      co_return;
+    }
+    std::string id;
+    std::optional<EndpointAddress> held = stored_endpoint(call, id);
+    const std::vector<route::EndpointId> outside = outside_subset(*external, *call.pool);
+    if (!held || std::find(outside.begin(), outside.end(), held->id) != outside.end()) {
+      // Gone since the front door looked, or the data plane may not send it there: the
+      // one endpoint that holds it is out of reach, as fetch_stored answers.
+      metrics.request_done({}, call.pool->name(), call.tenant, 404, seconds_since(call.received));
+      external->respond(response_not_found(id));
+      co_return;
+    }
+    endpoint = std::make_shared<const EndpointAddress>(std::move(*held));
+  } else {
+    // As relay(): the pool's next healthy endpoint in turn, within the subset hint.
+    endpoint = co_await call.pool->tokenize_endpoint(outside_subset(*external, *call.pool));
+    if (!endpoint) {
+      metrics.request_done(call.model ? call.model->name : std::string(), call.pool->name(),
+                           call.tenant, 503, seconds_since(call.received));
+      HttpResponse r = json_error(503, "No endpoint available", {}, "no_endpoint");
+      shape(call.dialect, r);  // count_tokens: its errors are Anthropic's
+      external->respond(std::move(r));
+      co_return;
+    }
+    metrics.request_started();  // finished in finish_external, as relay()'s
+  }
+  ExternalPick p;
+  p.kind = stored ? PickKind::kStored : PickKind::kRelay;
+  p.destination = destination_of(*endpoint);
+  p.endpoint = std::move(endpoint);
+  p.body = std::move(call.body);
+  p.dialect = call.dialect;
+  p.pool = call.pool;
+  p.model = call.model ? call.model->name : std::string();
+  p.tenant = call.tenant;
+  p.received = call.received;
+  external->deliver(std::move(p));
+}
+
 void Gateway::Impl::finish_external(ExternalPick& p, const ExternalOutcome& o) {
   const Nanos now = clock.now();
+  if (p.kind != PickKind::kRouted) {
+    // As relay() and fetch_stored() count theirs: no lease, no usage.
+    const int status = o.status == 0 ? 499 : o.status;
+    if (p.kind == PickKind::kStored) {
+      metrics.request_done({}, p.pool->name(), p.tenant, status, to_seconds(now - p.received));
+    } else {
+      metrics.request_finished({.model = p.model,
+                                .pool = p.pool->name(),
+                                .tenant = p.tenant,
+                                .status = status,
+                                .seconds = to_seconds(now - p.received)});
+    }
+    return;
+  }
   if (p.lease.held()) {
     if (o.status == 0) {
       p.lease.finish(true);  // the client left: nothing the endpoint did wrong
@@ -154,6 +219,9 @@ void Gateway::Impl::finish_external(ExternalPick& p, const ExternalOutcome& o) {
     }
   }
   const bool ok = o.status == 200;
+  // As serve's Responses answers: the endpoint holds the response, for a later GET of it
+  // and previous_response_id.
+  if (ok && !o.response_id.empty()) p.pool->responses().remember(o.response_id, p.endpoint->id);
   if (ok && o.usage.seen && p.charged_output_tokens > 0) {
     p.pool->flow_output(p.tenant, p.charged_output_tokens,
                         static_cast<uint32_t>(o.usage.completion_tokens));
@@ -196,15 +264,13 @@ std::function<void()> Gateway::pick_external(ExternalRequest request,
     std::optional<ProxyCall> call;
     self->handle(std::move(http), std::move(stream), call);
     if (!call) return;  // answered by the front door
+    call->external = raw;
     if (call->serve == Serve::kRelay || call->serve == Serve::kStored) {
-      // Relayed paths (tokenize, count_tokens, a stored response) are not routed: the
-      // data plane sends them where it likes, or to `kvgate serve`.
-      call->stream->respond(
-          json_error(501, fmt::format("{} is not routed by the endpoint picker", call->target), {},
-                     "not_routed"));
+      // Tokenize and its kin, a stored response: picked as serve relays them.
+      asio::co_spawn(self->io.get_executor(), self->pick_relayed(std::move(*call), raw),
+                     asio::detached);
       return;
     }
-    call->external = raw;
     if (may_set_priority && priority) {
       call->criticality = route::criticality_from_priority(*priority);
     }

@@ -7,7 +7,8 @@
 // the pool's keys (tokenizer or engine fallback) and warm-up tracking, flow control's
 // queue and the router's decision (PoolRuntime::admit / pick). Where serve would send it
 // upstream, the accepted pick comes back instead, with the request's RouteLease: the
-// router counts its load until Gateway::external_done says how the answer ended. Every
+// router counts its load until Gateway::external_done says how the answer ended. The
+// relayed paths are picked as serve relays them (PickKind). Every
 // answer serve would have given instead (401, 404, 429 rate limited or shed, 503 no
 // endpoint, even GET /v1/models's 200) comes back as `answer`.
 //
@@ -54,10 +55,19 @@ struct ExternalRequest {
   uint8_t fallbacks = 0;
 };
 
+// What a pick is for.
+enum class PickKind : uint8_t {
+  kRouted,  // an inference request, routed by the router: its lease, usage and metrics
+  kRelay,   // tokenize, detokenize, count_tokens: the pool's next healthy endpoint in turn,
+            // as serve relays them (no lease, no usage)
+  kStored,  // GET /v1/responses/{id}: the endpoint that answered the response
+};
+
 struct ExternalPick {
   // Answered by the gateway itself (a refusal, or a path it answers without an engine):
   // what `kvgate serve` would have sent. Unset when a pick was made.
   std::optional<io::HttpResponse> answer;
+  PickKind kind = PickKind::kRouted;
 
   // The pick: its endpoint, as "ip:port" for the data plane.
   std::shared_ptr<const EndpointAddress> endpoint;
@@ -89,6 +99,9 @@ struct ExternalOutcome {
   openai::Usage usage;
   // Seconds from the pick's `received` to the first token (or the whole answer), if any.
   std::optional<double> ttft;
+  // A Responses API answer's id: the picked endpoint holds it, for GET /v1/responses/{id}
+  // and previous_response_id ("" when none).
+  std::string response_id;
 };
 
 // "ip:port" of an endpoint, "[ip]:port" for an IPv6 address: the form the Endpoint

@@ -126,13 +126,9 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
       return stream->respond(HttpResponse{200, "application/json", {}, "{\"status\":\"ok\"}"});
     case Path::kReady:
       if (!get) return stream->respond(json_error(405, "Method not allowed"));
-      if (not_ready.load()) {
+      if (const std::optional<std::string_view> why = unready(/*discovered=*/false)) {
         return stream->respond(
-            HttpResponse{503, "application/json", {}, "{\"status\":\"draining\"}"});
-      }
-      if (cluster && !cluster->started()) {
-        return stream->respond(
-            HttpResponse{503, "application/json", {}, "{\"status\":\"syncing\"}"});
+            HttpResponse{503, "application/json", {}, fmt::format("{{\"status\":\"{}\"}}", *why)});
       }
       return stream->respond(HttpResponse{200, "application/json", {}, "{\"status\":\"ready\"}"});
     case Path::kMetrics:

@@ -765,6 +765,15 @@ asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
                           "upstream_unavailable"));
 }
 
+std::optional<EndpointAddress> Gateway::Impl::stored_endpoint(const ProxyCall& call,
+                                                              std::string& id) {
+  const std::string_view target = call.target;
+  id = std::string(
+      target.substr(kResponsesPrefix.size(), target.find('?') - kResponsesPrefix.size()));
+  const std::optional<route::EndpointId> held = call.pool->responses().find(id);
+  return held ? call.pool->endpoint(*held) : std::optional<EndpointAddress>();
+}
+
 asio::awaitable<void> Gateway::Impl::fetch_stored(ProxyCall call) {
   PoolRuntime& pool = *call.pool;
   auto respond = [&](HttpResponse r) {
@@ -774,12 +783,8 @@ asio::awaitable<void> Gateway::Impl::fetch_stored(ProxyCall call) {
     metrics.request_done({}, pool.name(), call.tenant, r.status, seconds_since(call.received));
     call.stream->respond(std::move(r));
   };
-  const std::string_view target = call.target;
-  const std::string id(
-      target.substr(kResponsesPrefix.size(), target.find('?') - kResponsesPrefix.size()));
-  const std::optional<route::EndpointId> held = pool.responses().find(id);
-  const std::optional<EndpointAddress> endpoint =
-      held ? pool.endpoint(*held) : std::optional<EndpointAddress>();
+  std::string id;
+  const std::optional<EndpointAddress> endpoint = stored_endpoint(call, id);
   if (!endpoint) {  // gone since the front door looked
     respond(response_not_found(id));
     co_return;
