@@ -85,7 +85,7 @@ Result<ScrapedMetrics> read_scrape(const metrics::MetricSet& m, std::optional<ui
 }
 
 std::optional<LatencyTotals> read_latency_totals(const metrics::MetricSet& m,
-                                                std::optional<uint32_t> rank) {
+                                                 std::optional<uint32_t> rank) {
   auto sum = [&](std::string_view name) { return combine(m, name, false, rank); };
   LatencyTotals t;
   bool any = false;

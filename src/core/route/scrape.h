@@ -43,7 +43,7 @@ struct LatencyTotals {
 };
 // nullopt when the engine exports neither histogram.
 std::optional<LatencyTotals> read_latency_totals(const metrics::MetricSet& m,
-                                                std::optional<uint32_t> rank = std::nullopt);
+                                                 std::optional<uint32_t> rank = std::nullopt);
 
 // The same reading of an engine model's gauges, as `kvgate engine` exports them.
 inline ScrapedMetrics scrape_of(const engine::EngineMetrics& m) {
