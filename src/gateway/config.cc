@@ -514,7 +514,13 @@ class Parser : public YamlReader {
         }
       }
       const YAML::Node& at = e.IsScalar() ? e : e["url"];
-      if (!valid_url(spec.url)) {
+      // "http://host:port", or one rank of a data-parallel engine: "http://host:port#dpN"
+      // (route/data_parallel.h), its KV events given as they are.
+      const route::DpUrl dp = route::split_dp_url(spec.url);
+      if (dp.rank && dp_size > 1) {
+        fail(at, ef, "a rank's URL (#dpN) takes no data_parallel_size");
+      }
+      if (!valid_url(dp.address)) {
         fail(at, e.IsScalar() ? ef : ef + ".url",
              fmt::format("expected http://host:port, got '{}'", spec.url));
       }
