@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/route/data_parallel.h"
 #include "gateway/data/pool_routing.h"
