@@ -17,6 +17,11 @@
 // lookup's miss, then the policy. Against BM_Decide_KvCost, the added cost of a decision
 // with a session; BM_RouteLifecycle_KvCostSession adds the binding at commit.
 //
+// Data-parallel ranks (BM_Decide_KvCostDataParallel, issue #43): the same 64 endpoints
+// as 16 addresses x 4 ranks (core/route/data_parallel.h: URL#dpN), a rank's zone and
+// rack its address's. Ranks are endpoints to the router, so a rank decision should cost
+// what an endpoint decision costs (BM_Decide_KvCost).
+//
 //   build/release/route_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -27,6 +32,7 @@
 
 #include "core/kv/approx_index.h"
 #include "core/kv/precise_index.h"
+#include "core/route/data_parallel.h"
 #include "core/route/router.h"
 
 namespace kvgate::route {
@@ -52,7 +58,8 @@ struct Fleet {
   // beforehand (kBound) or never seen (kNew).
   enum class Sessions { kNone, kBound, kNew };
 
-  explicit Fleet(RouterConfig config, bool pd = false, bool shared_system_prompts = true) {
+  explicit Fleet(RouterConfig config, bool pd = false, bool shared_system_prompts = true,
+                 bool data_parallel = false) {
     config.block_size = kBs;
     auto r = Router::create(config, {.precise = &precise, .approx = &approx});
     if (!r) std::abort();
@@ -62,6 +69,11 @@ struct Fleet {
                         .zone = fmt::format("z{}", e / 16),
                         .rack = fmt::format("r{}", e / 4),
                         .kv_capacity_blocks = 200'000};
+      // 16 engines of 4 ranks: endpoint e is rank e % 4 of address e / 4.
+      if (data_parallel) {
+        spec.url =
+            dp_rank_url(fmt::format("http://10.0.0.{}:8000", e / 4), static_cast<uint32_t>(e % 4));
+      }
       if (pd) spec.role = e < kEndpoints / 4 ? Role::kPrefill : Role::kDecode;
       auto id = router->add_endpoint(spec, 0);
       if (!id) std::abort();
@@ -162,8 +174,8 @@ void report(benchmark::State& state, std::vector<double>& ns) {
 // decide() only: the routing decision as the gateway's strand spends it.
 void run_decide(benchmark::State& state, RouterConfig config, bool pd = false,
                 bool shared_system_prompts = true,
-                Fleet::Sessions sessions = Fleet::Sessions::kNone) {
-  Fleet fleet(std::move(config), pd, shared_system_prompts);
+                Fleet::Sessions sessions = Fleet::Sessions::kNone, bool data_parallel = false) {
+  Fleet fleet(std::move(config), pd, shared_system_prompts, data_parallel);
   std::vector<double> ns;
   ns.reserve(1 << 20);
   RequestId id = 1;
@@ -218,6 +230,11 @@ void BM_Decide_KvCostSessionBound(benchmark::State& state) {
 }
 void BM_Decide_KvCostSessionNew(benchmark::State& state) {
   run_decide(state, with_sessions(), false, true, Fleet::Sessions::kNew);
+}
+// BM_Decide_KvCost over 16 addresses x 4 data-parallel ranks.
+void BM_Decide_KvCostDataParallel(benchmark::State& state) {
+  run_decide(state, with_policy({"kv-cost", {{"overlap_weight", "1"}}}), false, true,
+             Fleet::Sessions::kNone, /*data_parallel=*/true);
 }
 void BM_Decide_PdEarlyReject(benchmark::State& state) {
   RouterConfig c = with_policy({"kv-cost", {}});
@@ -345,6 +362,10 @@ BENCHMARK(BM_Decide_KvCostSessionBound)
     ->Iterations(100'000)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Decide_KvCostSessionNew)
+    ->UseManualTime()
+    ->Iterations(100'000)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Decide_KvCostDataParallel)
     ->UseManualTime()
     ->Iterations(100'000)
     ->Unit(benchmark::kMicrosecond);

@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdint>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/common/yaml_reader.h"
+#include "core/route/data_parallel.h"
 
 namespace kvgate::discovery {
 namespace {
@@ -75,11 +78,21 @@ std::vector<DiscoveredEndpoint> parse(const YamlReader& y, const YAML::Node& roo
     const YAML::Node& e = eps[i];
     DiscoveredEndpoint d;
     route::EndpointSpec& spec = d.spec;
+    uint32_t dp_size = 1;  // data-parallel ranks behind the address
     if (e.IsScalar()) {
       spec.url = e.Scalar();
     } else {
       y.only_keys(e, ef,
-                  {"url", "role", "zone", "rack", "labels", "kv_capacity_blocks", "kv_events"});
+                  {"url", "role", "zone", "rack", "labels", "kv_capacity_blocks", "kv_events",
+                   "data_parallel_size"});
+      if (auto v = e["data_parallel_size"]) {
+        dp_size = static_cast<uint32_t>(
+            y.integer(v, ef + ".data_parallel_size", 1, route::kMaxDataParallelSize));
+        if (dp_size > 1 && bind) {
+          y.fail(v, ef + ".data_parallel_size",
+                 "not with the pool's kv_events_bind (each rank publishes on its own port)");
+        }
+      }
       if (!e["url"]) y.fail(e, ef + ".url", "missing");
       spec.url = y.text(e["url"], ef + ".url");
       if (auto v = e["kv_events"]) {
@@ -109,14 +122,36 @@ std::vector<DiscoveredEndpoint> parse(const YamlReader& y, const YAML::Node& roo
       }
     }
     const YAML::Node& at = e.IsScalar() ? e : e["url"];
-    if (!valid_url(spec.url)) {
+    // "http://host:port", or one rank of a data-parallel engine: "http://host:port#dpN"
+    // (route/data_parallel.h), its KV events given as they are.
+    const route::DpUrl dp = route::split_dp_url(spec.url);
+    if (dp.rank && dp_size > 1) {
+      y.fail(at, ef, "a rank's URL (#dpN) takes no data_parallel_size");
+    }
+    if (!valid_url(dp.address)) {
       y.fail(at, e.IsScalar() ? ef : ef + ".url",
              fmt::format("expected http://host:port, got '{}'", spec.url));
     }
     if (!urls.insert(spec.url).second) {
       y.fail(at, ef, fmt::format("endpoint '{}' listed twice", spec.url));
     }
-    out.push_back(std::move(d));
+    if (dp_size <= 1) {
+      out.push_back(std::move(d));
+      continue;
+    }
+    // A data-parallel engine: one endpoint per rank (route/data_parallel.h), each with
+    // its rank's KV event ports as vLLM offsets them.
+    std::vector<route::EndpointSpec> ranks = route::expand_data_parallel(d.spec, dp_size);
+    for (uint32_t rank = 0; rank < ranks.size(); ++rank) {
+      DiscoveredEndpoint r;
+      r.spec = std::move(ranks[rank]);
+      r.kv_events = d.kv_events;
+      if (r.kv_events) {
+        r.kv_events->publisher = route::dp_rank_zmq_endpoint(d.kv_events->publisher, rank);
+        r.kv_events->replay = route::dp_rank_zmq_endpoint(d.kv_events->replay, rank);
+      }
+      out.push_back(std::move(r));
+    }
   }
   return out;
 }

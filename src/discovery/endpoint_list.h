@@ -8,6 +8,9 @@
 //       role: decode
 //       zone: eu-west-1a
 //       kv_events: {publisher: tcp://10.0.0.8:5557, replay: tcp://10.0.0.8:5558}
+//     - url: http://10.0.0.9:8000   # vLLM --data-parallel-size 4: four endpoints,
+//       data_parallel_size: 4        # http://10.0.0.9:8000#dp0 .. #dp3, rank r's KV
+//       kv_events: {publisher: tcp://10.0.0.9:5557}  # events on port 5557 + r
 //
 // or ["http://10.0.0.7:8000", {"url": "http://10.0.0.8:8000", "role": "decode"}].
 // Errors name file:line:column: field, e.g.

@@ -173,6 +173,14 @@ void add_engine_command(CLI::App& app) {
                   "50 per GPU for the built-in H100 profiles)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--data-parallel-size", o.data_parallel_size,
+                  "Data-parallel ranks behind the one HTTP address (vLLM's --data-parallel-size): "
+                  "each its own KV cache and scheduler; a request's rank from its "
+                  "X-data-parallel-rank header, else the least loaded (waiting x 4 + running); "
+                  "rank r's KV events on the endpoints' ports + r; /metrics per rank "
+                  "(engine=\"r\")")
+      ->check(CLI::Range(1u, 256u))
+      ->capture_default_str();
   cmd->add_option("--kv-events-endpoint", o.kv_events_endpoint,
                   "ZeroMQ PUB endpoint for KV events; binds if it has *, ::, ipc:// or "
                   "inproc://, connects otherwise (vLLM's default: tcp://*:5557). Empty: off");

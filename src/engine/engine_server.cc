@@ -10,19 +10,26 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json.hpp>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 #include <unordered_map>
+#include <variant>
+#include <vector>
 
 #include "core/common/rng.h"
 #include "core/engine/engine_model.h"
 #include "core/engine/greedy_decode.h"
+#include "core/route/data_parallel.h"
 #include "engine/embedding.h"
 #include "engine/engine_metrics_text.h"
 #include "engine/startup_log.h"
@@ -108,6 +115,67 @@ struct StoredResponse {
 // The most responses kept; past it the oldest goes (vLLM's store keeps them all).
 constexpr size_t kStoredResponses = 10'000;
 
+// Responses API answers by id (I/O threads read, engine threads write), one store for
+// all the data-parallel ranks: vLLM's is the API server's, in front of its engine cores.
+struct ResponseStore {
+  mutable std::mutex mu;
+  std::unordered_map<std::string, StoredResponse> stored;
+  std::deque<std::string> order;
+};
+
+// Names, in the answer's head, the data-parallel rank that serves it (x-kvgate-dp-rank,
+// not vLLM's: tests and operators see where a request went). Forwards everything else.
+class RankStream final : public io::ResponseStream {
+ public:
+  RankStream(std::shared_ptr<io::ResponseStream> inner, uint32_t rank)
+      : inner_(std::move(inner)), rank_(std::to_string(rank)) {}
+
+  void respond(io::HttpResponse response) override {
+    response.headers.push_back({"x-kvgate-dp-rank", rank_});
+    inner_->respond(std::move(response));
+  }
+  void start(int status, std::string content_type, std::vector<io::HttpHeader> headers) override {
+    headers.push_back({"x-kvgate-dp-rank", rank_});
+    inner_->start(status, std::move(content_type), std::move(headers));
+  }
+  void write(std::string chunk, std::function<void()> on_flushed) override {
+    inner_->write(std::move(chunk), std::move(on_flushed));
+  }
+  void finish() override { inner_->finish(); }
+  void abort() override { inner_->abort(); }
+  size_t pending_bytes() const override { return inner_->pending_bytes(); }
+  bool closed() const override { return inner_->closed(); }
+  void on_close(std::function<void()> callback) override { inner_->on_close(std::move(callback)); }
+  void watch_client() override { inner_->watch_client(); }
+  bool preempted() const override { return inner_->preempted(); }
+
+ private:
+  std::shared_ptr<io::ResponseStream> inner_;
+  std::string rank_;
+};
+
+// The paths that run a request on an engine core: what a data-parallel engine hands to
+// a rank. The others (/tokenize, /v1/models, a stored response, ...) the first rank
+// answers.
+bool runs_on_a_rank(std::string_view path) {
+  return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/messages" ||
+         path == "/v1/responses" || path == "/v1/embeddings" || path == "/score" ||
+         path == "/v1/score" || path == "/rerank" || path == "/v1/rerank" || path == "/v2/rerank";
+}
+
+// Rank r's options: its KV event endpoints offset by r as vLLM's publisher offsets them,
+// its own seed; no startup of its own (the first rank's phases stand for the server's)
+// and nothing announced.
+EngineServerOptions rank_options(const EngineServerOptions& o, uint32_t rank) {
+  EngineServerOptions r = o;
+  r.kv_events_endpoint = route::dp_rank_zmq_endpoint(o.kv_events_endpoint, rank);
+  r.replay_endpoint = route::dp_rank_zmq_endpoint(o.replay_endpoint, rank);
+  r.seed = o.seed + rank;
+  r.startup = engine::StartupMode::kNone;
+  r.announce = false;
+  return r;
+}
+
 // A request parsed and tokenized on an I/O thread, on its way to the engine thread.
 struct Submission {
   engine::EngineRequest request;
@@ -145,7 +213,7 @@ io::HttpResponse vllm_error(int status, std::string_view message) {
 }  // namespace
 
 struct EngineServer::Impl {
-  Impl(const EngineServerOptions& o, engine::Profile profile, std::unique_ptr<TextCodec> c)
+  Impl(const EngineServerOptions& o, engine::Profile profile, std::shared_ptr<TextCodec> c)
       : opt(o),
         clock(o.clock ? *o.clock : env::system_clock()),
         model(model_config(o), std::move(profile)),
@@ -155,9 +223,9 @@ struct EngineServer::Impl {
                (static_cast<uint64_t>(getpid()) << 32)) {}
 
   EngineServerOptions opt;
-  const kvgate::Clock& clock;  // wall-clock times on the wire ("created", KV event batches)
-  engine::EngineModel model;   // engine thread only
-  std::unique_ptr<TextCodec> codec;
+  const kvgate::Clock& clock;        // wall-clock times on the wire ("created", KV event batches)
+  engine::EngineModel model;         // engine thread only
+  std::shared_ptr<TextCodec> codec;  // shared by the data-parallel ranks (const use)
   Rng rng;     // engine thread only: fault injection (reproducible with --seed)
   Rng id_rng;  // engine thread only: response and engine ids (unique per process)
 
@@ -215,26 +283,38 @@ struct EngineServer::Impl {
   // model time their load ends; a second load of one waits for the first.
   std::unordered_map<std::string, Nanos> lora_loading;
 
-  // Responses API answers by id (I/O threads read, the engine thread writes).
-  mutable std::mutex store_mu;
-  std::unordered_map<std::string, StoredResponse> stored;
-  std::deque<std::string> stored_order;
+  // Responses API answers by id: the first rank's, shared by the others.
+  std::shared_ptr<ResponseStore> store = std::make_shared<ResponseStore>();
 
   std::optional<StoredResponse> stored_response(const std::string& id) const {
-    std::lock_guard lock(store_mu);
-    auto it = stored.find(id);
-    if (it == stored.end()) return std::nullopt;
+    std::lock_guard lock(store->mu);
+    auto it = store->stored.find(id);
+    if (it == store->stored.end()) return std::nullopt;
     return it->second;
   }
   void store_response(const std::string& id, StoredResponse r) {
-    std::lock_guard lock(store_mu);
-    if (!stored.insert_or_assign(id, std::move(r)).second) return;
-    stored_order.push_back(id);
-    if (stored_order.size() > kStoredResponses) {
-      stored.erase(stored_order.front());
-      stored_order.pop_front();
+    std::lock_guard lock(store->mu);
+    if (!store->stored.insert_or_assign(id, std::move(r)).second) return;
+    store->order.push_back(id);
+    if (store->order.size() > kStoredResponses) {
+      store->stored.erase(store->order.front());
+      store->order.pop_front();
     }
   }
+
+  // Data parallelism (EngineServerOptions::data_parallel_size): this engine core's rank.
+  // The first rank owns the HTTP server and the other ranks, and lists every rank in
+  // order, itself first (constant once started).
+  uint32_t rank = 0;
+  std::vector<Impl*> ranks;
+  std::vector<std::unique_ptr<Impl>> other_ranks;
+  uint16_t http_port = 0;  // the server's (kv_transfer_params), set before any thread runs
+  // What the first rank's balancer reads of this rank, vLLM's per-engine waiting and
+  // running counts: set on the engine thread after each step, the waiting count raised
+  // at once by the balancer for each request it hands over (as vLLM's client does
+  // between two stats updates).
+  std::atomic<uint32_t> lb_waiting{0};
+  std::atomic<uint32_t> lb_running{0};
 
   std::unique_ptr<io::KvEventPublisher> publisher;
   std::unique_ptr<io::HttpServer> http;
@@ -248,8 +328,16 @@ struct EngineServer::Impl {
                     static_cast<int64_t>(std::llround(static_cast<double>(t) * opt.time_scale)));
   }
 
-  // I/O threads.
+  // I/O threads. handle: the server's (the first rank's) entry: a data-parallel engine
+  // picks the rank of a generation and answers /health and /metrics for all ranks;
+  // serve: this rank's answer.
   void handle(io::HttpRequest&& req, std::shared_ptr<io::ResponseStream> s);
+  void serve(io::HttpRequest&& req, std::shared_ptr<io::ResponseStream> s);
+  // X-data-parallel-rank as vLLM reads it (not an integer: ignored; out of range: 400),
+  // else the balancer's pick.
+  std::variant<uint32_t, io::HttpResponse> pick_rank(const io::HttpRequest& req);
+  // /metrics of every rank, each copied on its engine thread, rendered together.
+  void respond_rank_metrics(std::shared_ptr<io::ResponseStream> s);
   // One stderr line for a request with a traceparent: "kvgate engine: request N PATH
   // id=X-REQUEST-ID traceparent=VALUE [tracestate=VALUE]".
   void log_traceparent(const io::HttpRequest& req, std::string_view traceparent);
@@ -300,6 +388,83 @@ struct EngineServer::Impl {
 };
 
 void EngineServer::Impl::handle(io::HttpRequest&& req, std::shared_ptr<io::ResponseStream> s) {
+  if (ranks.size() <= 1) return serve(std::move(req), std::move(s));
+  const std::string& path = req.path;
+  if (path == "/health") {
+    if (req.method != "GET") return s->respond(vllm_error(405, "method not allowed"));
+    for (const Impl* r : ranks) {
+      if (!r->is_ready.load()) return s->respond(vllm_error(503, "engine is starting"));
+    }
+    return s->respond(io::HttpResponse{200, "application/json", {}, ""});
+  }
+  if (path == "/metrics") {
+    if (req.method != "GET") return s->respond(vllm_error(405, "method not allowed"));
+    return respond_rank_metrics(std::move(s));
+  }
+  if (!runs_on_a_rank(path)) return serve(std::move(req), std::move(s));
+  auto picked = pick_rank(req);
+  if (auto* refused = std::get_if<io::HttpResponse>(&picked)) {
+    return s->respond(std::move(*refused));
+  }
+  const uint32_t r = std::get<uint32_t>(picked);
+  ranks[r]->serve(std::move(req), std::make_shared<RankStream>(std::move(s), r));
+}
+
+std::variant<uint32_t, io::HttpResponse> EngineServer::Impl::pick_rank(const io::HttpRequest& req) {
+  const auto n = static_cast<uint32_t>(ranks.size());
+  if (const auto h = req.header(route::kDataParallelRankHeader)) {
+    int64_t v = 0;
+    const char* end = h->data() + h->size();
+    auto [p, ec] = std::from_chars(h->data(), end, v);
+    if (ec == std::errc() && p == end) {
+      if (v < 0 || v >= static_cast<int64_t>(n)) {
+        return vllm_error(400, fmt::format("data_parallel_rank {} is out of range [0, {}).", v, n));
+      }
+      return static_cast<uint32_t>(v);
+    }
+  }
+  // vLLM's balancer: the least waiting x 4 + running, the lowest rank on a tie.
+  uint32_t best = 0;
+  uint64_t best_score = UINT64_MAX;
+  for (uint32_t r = 0; r < n; ++r) {
+    const uint64_t score = uint64_t{ranks[r]->lb_waiting.load(std::memory_order_relaxed)} * 4 +
+                           ranks[r]->lb_running.load(std::memory_order_relaxed);
+    if (score < best_score) {
+      best_score = score;
+      best = r;
+    }
+  }
+  ranks[best]->lb_waiting.fetch_add(1, std::memory_order_relaxed);
+  return best;
+}
+
+void EngineServer::Impl::respond_rank_metrics(std::shared_ptr<io::ResponseStream> s) {
+  struct Gather {
+    std::mutex mu;
+    std::vector<EngineMetricsView> views;
+    size_t left = 0;
+  };
+  auto g = std::make_shared<Gather>();
+  g->views.resize(ranks.size());
+  g->left = ranks.size();
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    Impl* r = ranks[i];
+    net::post(r->ioc, [this, g, s, r, i] {
+      EngineMetricsView v = metrics_view(r->model);
+      std::lock_guard lock(g->mu);
+      g->views[i] = std::move(v);
+      if (--g->left > 0) return;
+      s->respond(
+          io::HttpResponse{200,
+                           "text/plain; version=0.0.4; charset=utf-8",
+                           {},
+                           render_engine_metrics(std::span<const EngineMetricsView>(g->views), opt,
+                                                 to_seconds(clock.wall_now()))});
+    });
+  }
+}
+
+void EngineServer::Impl::serve(io::HttpRequest&& req, std::shared_ptr<io::ResponseStream> s) {
   const std::string& path = req.path;
   const bool get = req.method == "GET";
   const bool post = req.method == "POST";
@@ -968,6 +1133,9 @@ void EngineServer::Impl::kick() {
 void EngineServer::Impl::on_step_end(uint64_t) {
   stepping = false;
   deliver();
+  const engine::EngineMetrics& m = model.metrics();
+  lb_waiting.store(m.waiting_gauge(), std::memory_order_relaxed);
+  lb_running.store(m.num_requests_running, std::memory_order_relaxed);
   kick();
 }
 
@@ -986,7 +1154,7 @@ std::string EngineServer::Impl::kv_transfer_json(const engine::RequestUpdate& u)
   kt["remote_block_ids"] = std::move(blocks);
   kt["remote_engine_id"] = engine_id;
   kt["remote_host"] = opt.advertise_host.empty() ? opt.host : opt.advertise_host;
-  kt["remote_port"] = http ? http->port() : 0;
+  kt["remote_port"] = http_port;
   kt["tp_size"] = 1;
   if (!opt.rack.empty()) kt["remote_rack"] = opt.rack;
   if (!opt.zone.empty()) kt["remote_zone"] = opt.zone;
@@ -1114,7 +1282,7 @@ void EngineServer::Impl::deliver_responses(Pending& p, const engine::RequestUpda
 void EngineServer::Impl::publish(const std::vector<kv::KvEvent>& events) {
   kv::EventBatch batch;
   batch.ts = to_seconds(clock.wall_now());
-  batch.data_parallel_rank = 0;
+  batch.data_parallel_rank = rank;
   batch.events = events;  // the engine model speaks the wire's vocabulary
   publisher->publish(kv::encode_event_batch(batch, opt.kv_events_format));
 }
@@ -1155,30 +1323,59 @@ Result<std::unique_ptr<EngineServer>> EngineServer::start(const EngineServerOpti
                                                           std::unique_ptr<TextCodec> codec) {
   if (!(options.time_scale > 0)) return Error("--time-scale must be positive");
   if (options.fail_rate < 0 || options.fail_rate > 1) return Error("--fail-rate must be in [0, 1]");
+  const uint32_t dp_size = options.data_parallel_size;
+  if (dp_size == 0 || dp_size > route::kMaxDataParallelSize) {
+    return Error(
+        fmt::format("--data-parallel-size must be in [1, {}]", route::kMaxDataParallelSize));
+  }
+  if (dp_size > 1 && options.max_loras > 0) {
+    return Error(
+        "--data-parallel-size > 1 with --max-loras: LoRA is not simulated on "
+        "data-parallel ranks");
+  }
   const uint64_t kv_bytes = options.kv_bytes_per_token > 0 ? options.kv_bytes_per_token
                                                            : default_kv_bytes_per_token(profile);
-  auto impl = std::make_unique<Impl>(options, std::move(profile), std::move(codec));
-  impl->kv_bytes_per_token = kv_bytes;
-  impl->engine_id = random_hex(impl->id_rng);
-  // --lora-modules: loaded as POST /v1/load_lora_adapter loads, at the model's time 0
-  // (served at once, as vLLM's static adapters are; the model's first steps wait for
-  // their loads). More of them than slots: the later ones evict the earlier, which load
-  // again on use.
-  for (const auto& [name, path] : options.lora_modules) {
-    Result<Nanos> loaded = impl->model.load_adapter(name, 0);
-    if (!loaded) return Error("--lora-modules " + name + ": " + loaded.error());
-    impl->add_adapter(name, path);
-  }
-  if (!options.kv_events_endpoint.empty()) {
-    io::KvEventPublisherOptions po;
-    po.endpoint = options.kv_events_endpoint;
-    if (!options.replay_endpoint.empty()) po.replay_endpoint = options.replay_endpoint;
-    po.topic = options.kv_events_topic;
-    po.buffer_steps = options.kv_events_buffer_steps;
-    po.drop_every = options.kv_events_drop_every;
-    auto pub = io::KvEventPublisher::start(po);
-    if (!pub) return Error(pub.error());
-    impl->publisher = std::move(*pub);
+  const std::shared_ptr<TextCodec> shared_codec = std::move(codec);
+  // One engine core: its model, adapters and KV event publisher (no thread yet).
+  auto make_rank = [&](const EngineServerOptions& o,
+                       uint32_t rank) -> Result<std::unique_ptr<Impl>> {
+    auto impl = std::make_unique<Impl>(o, profile, shared_codec);
+    impl->rank = rank;
+    impl->kv_bytes_per_token = kv_bytes;
+    impl->engine_id = random_hex(impl->id_rng);
+    // --lora-modules: loaded as POST /v1/load_lora_adapter loads, at the model's time 0
+    // (served at once, as vLLM's static adapters are; the model's first steps wait for
+    // their loads). More of them than slots: the later ones evict the earlier, which load
+    // again on use.
+    for (const auto& [name, path] : o.lora_modules) {
+      Result<Nanos> loaded = impl->model.load_adapter(name, 0);
+      if (!loaded) return Error("--lora-modules " + name + ": " + loaded.error());
+      impl->add_adapter(name, path);
+    }
+    if (!o.kv_events_endpoint.empty()) {
+      io::KvEventPublisherOptions po;
+      po.endpoint = o.kv_events_endpoint;
+      if (!o.replay_endpoint.empty()) po.replay_endpoint = o.replay_endpoint;
+      po.topic = o.kv_events_topic;
+      po.buffer_steps = o.kv_events_buffer_steps;
+      po.drop_every = o.kv_events_drop_every;
+      auto pub = io::KvEventPublisher::start(po);
+      if (!pub)
+        return Error(dp_size > 1 ? fmt::format("rank {}: {}", rank, pub.error()) : pub.error());
+      impl->publisher = std::move(*pub);
+    }
+    return impl;
+  };
+  auto first = make_rank(options, 0);
+  if (!first) return Error(first.error());
+  std::unique_ptr<Impl> impl = std::move(*first);
+  impl->ranks.push_back(impl.get());
+  for (uint32_t r = 1; r < dp_size; ++r) {
+    auto other = make_rank(rank_options(options, r), r);
+    if (!other) return Error(other.error());
+    (*other)->store = impl->store;
+    impl->ranks.push_back(other->get());
+    impl->other_ranks.push_back(std::move(*other));
   }
   io::HttpServerOptions ho;
   ho.address = options.host;
@@ -1192,42 +1389,60 @@ Result<std::unique_ptr<EngineServer>> EngineServer::start(const EngineServerOpti
       });
   if (!http) return Error(http.error());
   impl->http = std::move(*http);
+  for (Impl* r : impl->ranks) r->http_port = impl->http->port();
   if (options.announce) {
     std::printf("kvgate engine listening on http://%s:%u\n", options.host.c_str(),
                 static_cast<unsigned>(impl->http->port()));
-    if (impl->publisher) {
-      std::printf("kvgate engine kv events on %s\n", impl->publisher->endpoint().c_str());
-      if (!impl->publisher->replay_endpoint().empty()) {
-        std::printf("kvgate engine kv replay on %s\n", impl->publisher->replay_endpoint().c_str());
+    for (const Impl* r : impl->ranks) {
+      if (!r->publisher) continue;
+      // Rank 0's lines as without data parallelism; the others' name their rank.
+      const std::string of_rank = r->rank == 0 ? "" : fmt::format(" of rank {}", r->rank);
+      std::printf("kvgate engine kv events%s on %s\n", of_rank.c_str(),
+                  r->publisher->endpoint().c_str());
+      if (!r->publisher->replay_endpoint().empty()) {
+        std::printf("kvgate engine kv replay%s on %s\n", of_rank.c_str(),
+                    r->publisher->replay_endpoint().c_str());
       }
     }
     std::fflush(stdout);
   }
-  impl->work.emplace(impl->ioc.get_executor());
-  impl->t0 = options.launched_at.value_or(SteadyClock::now());
-  Rng startup_rng(options.seed ^ 0x5eed5eed5eedull);
-  auto phases =
-      engine::sample_startup(*impl->model.profile().startup, options.startup, startup_rng);
-  net::post(impl->ioc, [raw, phases = std::move(phases)]() mutable {
-    raw->run_startup(std::move(phases), 0, 0);
-  });
-  impl->thread = std::thread([raw] { raw->ioc.run(); });
+  for (Impl* r : impl->ranks) {
+    r->work.emplace(r->ioc.get_executor());
+    r->t0 = options.launched_at.value_or(SteadyClock::now());
+    Rng startup_rng(r->opt.seed ^ 0x5eed5eed5eedull);
+    auto phases = engine::sample_startup(*r->model.profile().startup, r->opt.startup, startup_rng);
+    net::post(r->ioc, [r, phases = std::move(phases)]() mutable {
+      r->run_startup(std::move(phases), 0, 0);
+    });
+    r->thread = std::thread([r] { r->ioc.run(); });
+  }
   return std::unique_ptr<EngineServer>(new EngineServer(std::move(impl)));
 }
 
 uint16_t EngineServer::port() const { return impl_->http->port(); }
-std::string EngineServer::kv_events_endpoint() const {
-  return impl_->publisher ? impl_->publisher->endpoint() : "";
+std::string EngineServer::kv_events_endpoint(uint32_t rank) const {
+  if (rank >= impl_->ranks.size() || !impl_->ranks[rank]->publisher) return "";
+  return impl_->ranks[rank]->publisher->endpoint();
 }
-std::string EngineServer::replay_endpoint() const {
-  return impl_->publisher ? impl_->publisher->replay_endpoint() : "";
+std::string EngineServer::replay_endpoint(uint32_t rank) const {
+  if (rank >= impl_->ranks.size() || !impl_->ranks[rank]->publisher) return "";
+  return impl_->ranks[rank]->publisher->replay_endpoint();
 }
-bool EngineServer::ready() const { return impl_->is_ready.load(); }
+bool EngineServer::ready() const {
+  for (const Impl* r : impl_->ranks) {
+    if (!r->is_ready.load()) return false;
+  }
+  return true;
+}
 
 bool EngineServer::wait_ready() const {
-  std::unique_lock lock(impl_->ready_mu);
-  impl_->ready_cv.wait(lock, [this] { return impl_->is_ready.load() || impl_->stopped; });
-  return impl_->is_ready.load();
+  // The other ranks have no startup phases: ready as soon as their threads run.
+  for (Impl* r : impl_->ranks) {
+    std::unique_lock lock(r->ready_mu);
+    r->ready_cv.wait(lock, [r] { return r->is_ready.load() || r->stopped; });
+    if (!r->is_ready.load()) return false;
+  }
+  return true;
 }
 
 void EngineServer::stop() {
@@ -1236,12 +1451,19 @@ void EngineServer::stop() {
     if (impl_->stopped) return;
     impl_->stopped = true;
   }
-  impl_->ready_cv.notify_all();
   impl_->http->stop(std::chrono::milliseconds(1000));
-  impl_->work.reset();
-  impl_->ioc.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
-  impl_->publisher.reset();
+  // The HTTP server first: no request reaches a rank once its thread is gone.
+  for (Impl* r : impl_->ranks) {
+    if (r != impl_.get()) {
+      std::lock_guard lock(r->ready_mu);
+      r->stopped = true;
+    }
+    r->ready_cv.notify_all();
+    r->work.reset();
+    r->ioc.stop();
+    if (r->thread.joinable()) r->thread.join();
+    r->publisher.reset();
+  }
 }
 
 }  // namespace kvgate::engine_server

@@ -11,6 +11,9 @@
 // thread, which alone owns the model. Model time = wall time since start / time_scale,
 // so with time_scale 0.01 everything (startup, TTFT, ITL) runs 100x faster while the
 // metrics report the simulated durations.
+//
+// Data-parallel (EngineServerOptions::data_parallel_size > 1): one such engine per rank,
+// the HTTP server the first's, which hands each generation to the rank it picks.
 #pragma once
 
 #include <chrono>
@@ -43,6 +46,16 @@ struct EngineServerOptions {
   // process launch, so that "python imports" covers the process start as in vLLM; unset:
   // the time start() is called (in-process use, tests).
   std::optional<std::chrono::steady_clock::time_point> launched_at;
+
+  // Data parallelism, as vLLM's --data-parallel-size N with its internal load balancing:
+  // N engine cores behind the one HTTP address, each its own model (KV cache, scheduler)
+  // and engine thread. A request names its rank in X-data-parallel-rank (out of range:
+  // 400); without one it goes to the rank with the least waiting x 4 + running, as
+  // vLLM's balancer picks. Rank r publishes its KV events on the endpoints below offset
+  // by r (route/data_parallel.h), batches carrying data_parallel_rank r; /metrics has a
+  // series per rank (engine="r"); answers say which rank served in x-kvgate-dp-rank.
+  // Not with LoRA (max_loras > 0).
+  uint32_t data_parallel_size = 1;
 
   // KV events: "" disables them (vLLM's default endpoint when enabled: tcp://*:5557).
   std::string kv_events_endpoint;
@@ -108,9 +121,9 @@ class EngineServer {
   EngineServer& operator=(const EngineServer&) = delete;
 
   uint16_t port() const;
-  // Bound ZeroMQ addresses ("" when off).
-  std::string kv_events_endpoint() const;
-  std::string replay_endpoint() const;
+  // Bound ZeroMQ addresses of a rank's publisher ("" when off, or no such rank).
+  std::string kv_events_endpoint(uint32_t rank = 0) const;
+  std::string replay_endpoint(uint32_t rank = 0) const;
   bool ready() const;
   // Blocks until startup completes or stop(); true if ready.
   bool wait_ready() const;

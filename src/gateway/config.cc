@@ -9,6 +9,7 @@
 
 #include "core/common/yaml_reader.h"
 #include "core/route/config_yaml.h"
+#include "core/route/data_parallel.h"
 #include "core/route/router.h"
 #include "env/file.h"
 #include "gateway/flow_config.h"
@@ -500,12 +501,22 @@ class Parser : public YamlReader {
       const YAML::Node& e = eps[i];
       route::EndpointSpec spec;
       std::optional<KvEventsConfig> events;
+      uint32_t dp_size = 1;  // data-parallel ranks behind the address
       if (e.IsScalar()) {
         spec.url = e.Scalar();
       } else {
         only_keys(e, ef,
-                  {"url", "role", "zone", "rack", "labels", "kv_capacity_blocks", "kv_events"});
+                  {"url", "role", "zone", "rack", "labels", "kv_capacity_blocks", "kv_events",
+                   "data_parallel_size"});
         if (auto v = e["kv_events"]) events = kv_events(v, ef + ".kv_events", p.kv_events_bind);
+        if (auto v = e["data_parallel_size"]) {
+          dp_size = static_cast<uint32_t>(
+              integer(v, ef + ".data_parallel_size", 1, route::kMaxDataParallelSize));
+          if (dp_size > 1 && !p.kv_events_bind.empty()) {
+            fail(v, ef + ".data_parallel_size",
+                 "not with the pool's kv_events_bind (each rank publishes on its own port)");
+          }
+        }
         if (!e["url"]) fail(e, ef + ".url", "missing");
         spec.url = text(e["url"], ef + ".url");
         if (auto v = e["role"]) {
@@ -527,15 +538,31 @@ class Parser : public YamlReader {
         }
       }
       const YAML::Node& at = e.IsScalar() ? e : e["url"];
-      if (!valid_url(spec.url)) {
+      // "http://host:port", or one rank of a data-parallel engine: "http://host:port#dpN"
+      // (route/data_parallel.h), its KV events given as they are.
+      const route::DpUrl dp = route::split_dp_url(spec.url);
+      if (dp.rank && dp_size > 1) {
+        fail(at, ef, "a rank's URL (#dpN) takes no data_parallel_size");
+      }
+      if (!valid_url(dp.address)) {
         fail(at, e.IsScalar() ? ef : ef + ".url",
              fmt::format("expected http://host:port, got '{}'", spec.url));
       }
       if (!urls.insert(spec.url).second) {
         fail(at, ef, fmt::format("endpoint '{}' listed twice", spec.url));
       }
-      p.endpoints.push_back(std::move(spec));
-      p.kv_events.push_back(std::move(events));
+      // A data-parallel engine: one endpoint per rank (route/data_parallel.h), each
+      // subscribed to its rank's KV event port as vLLM offsets it.
+      const std::vector<route::EndpointSpec> ranks = route::expand_data_parallel(spec, dp_size);
+      for (uint32_t r = 0; r < ranks.size(); ++r) {
+        std::optional<KvEventsConfig> rank_events = events;
+        if (rank_events && dp_size > 1) {
+          rank_events->publisher = route::dp_rank_zmq_endpoint(events->publisher, r);
+          rank_events->replay = route::dp_rank_zmq_endpoint(events->replay, r);
+        }
+        p.endpoints.push_back(ranks[r]);
+        p.kv_events.push_back(std::move(rank_events));
+      }
     }
     if (!p.kv_events_bind.empty()) {
       std::set<std::string> topics;

@@ -23,6 +23,7 @@
 #include <sstream>
 
 #include "core/kv/pseudo_tokens.h"
+#include "core/route/data_parallel.h"
 #include "env/file.h"
 #include "gateway/data/pool_flow.h"
 #include "io/http_client.h"
@@ -34,7 +35,7 @@ namespace {
 
 using env::read_file;
 
-// "http://host:port[/]" -> the endpoint's address.
+// "http://host:port[/][#dpN]" -> the endpoint's address (and data-parallel rank).
 Result<EndpointAddress> address_of(const route::EndpointSpec& spec) {
   auto url = io::parse_url(spec.url);
   if (!url) return Error(fmt::format("endpoint url {}: {}", spec.url, url.error()));
@@ -44,6 +45,7 @@ Result<EndpointAddress> address_of(const route::EndpointSpec& spec) {
   }
   EndpointAddress a{.url = spec.url, .host = url->host};
   a.port = static_cast<uint16_t>(std::stoi(url->port));  // checked by parse_url
+  a.dp_rank = route::split_dp_url(spec.url).rank;
   return a;
 }
 

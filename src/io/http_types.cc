@@ -49,6 +49,9 @@ Result<Url> parse_url(std::string_view url) {
     return Error("unsupported URL \"" + std::string(url) + "\" (http:// only)");
   }
   std::string_view rest = url.substr(kScheme.size());
+  // A fragment is never sent (RFC 3986); a data-parallel rank's endpoint URL carries one
+  // (core/route/data_parallel.h) and is reached at its address.
+  rest = rest.substr(0, rest.find('#'));
   const size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   Url out;

@@ -95,7 +95,7 @@ struct Url {
 };
 
 // Parses "http://host[:port][/path]" (IPv6 hosts in brackets; port 80 when none).
-// https is not supported here.
+// https is not supported here. A #fragment is dropped (never sent).
 Result<Url> parse_url(std::string_view url);
 
 }  // namespace kvgate::io

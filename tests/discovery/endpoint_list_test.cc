@@ -92,3 +92,44 @@ TEST(EndpointList, BindModeWantsTopicsNotPublishers) {
 
 }  // namespace
 }  // namespace kvgate::discovery
+
+namespace kvgate::discovery {
+namespace endpoint_list_test {
+
+TEST(EndpointList, ADataParallelEngineIsOneEndpointPerRank) {
+  auto set = parse_endpoint_list(
+      "- url: http://10.0.0.9:8000\n"
+      "  data_parallel_size: 3\n"
+      "  kv_events: {publisher: tcp://10.0.0.9:5557, replay: tcp://10.0.0.9:6557}\n"
+      "- url: http://10.0.0.10:8000#dp1\n"
+      "  kv_events: {publisher: tcp://10.0.0.10:7001}\n",
+      "eps.yaml", false);
+  ASSERT_TRUE(set) << set.error();
+  ASSERT_EQ(set->size(), 4u);
+  for (uint32_t r = 0; r < 3; ++r) {
+    const DiscoveredEndpoint& e = (*set)[r];
+    EXPECT_EQ(e.spec.url, "http://10.0.0.9:8000#dp" + std::to_string(r));
+    ASSERT_TRUE(e.kv_events);
+    EXPECT_EQ(e.kv_events->publisher, "tcp://10.0.0.9:" + std::to_string(5557 + r));
+    EXPECT_EQ(e.kv_events->replay, "tcp://10.0.0.9:" + std::to_string(6557 + r));
+  }
+  // One rank given by itself: its KV events as written.
+  EXPECT_EQ((*set)[3].spec.url, "http://10.0.0.10:8000#dp1");
+  EXPECT_EQ((*set)[3].kv_events->publisher, "tcp://10.0.0.10:7001");
+
+  auto both =
+      parse_endpoint_list("- {url: 'http://a:1#dp1', data_parallel_size: 2}\n", "e.yaml", false);
+  ASSERT_FALSE(both);
+  EXPECT_NE(both.error().find("takes no data_parallel_size"), std::string::npos) << both.error();
+  auto zero =
+      parse_endpoint_list("- {url: 'http://a:1', data_parallel_size: 0}\n", "e.yaml", false);
+  ASSERT_FALSE(zero);
+  EXPECT_NE(zero.error().find("data_parallel_size"), std::string::npos) << zero.error();
+  auto bind = parse_endpoint_list(
+      "- {url: 'http://a:1', data_parallel_size: 2, kv_events: {topic: a}}\n", "e.yaml", true);
+  ASSERT_FALSE(bind);
+  EXPECT_NE(bind.error().find("kv_events_bind"), std::string::npos) << bind.error();
+}
+
+}  // namespace endpoint_list_test
+}  // namespace kvgate::discovery

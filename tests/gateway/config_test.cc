@@ -497,5 +497,37 @@ TEST(GatewayConfig, TracingSection) {
                   "tracing.max_queue: must be at least batch_size"));
 }
 
+TEST(GatewayConfig, ADataParallelEngineIsOneEndpointPerRank) {
+  auto c = parse_gateway_config(R"(
+listeners:
+  - {address: 127.0.0.1, port: 0}
+pools:
+  main:
+    block_size: 16
+    endpoints:
+      - url: http://10.0.0.9:8000
+        data_parallel_size: 2
+        kv_events: {publisher: tcp://10.0.0.9:5557, replay: tcp://10.0.0.9:5600}
+      - url: http://10.0.0.10:8000#dp3
+      - http://10.0.0.11:8000
+models:
+  - {name: m, pool: main}
+)",
+                                "f.yaml");
+  ASSERT_TRUE(c) << c.error();
+  const PoolConfig& p = c->pools[0];
+  ASSERT_EQ(p.endpoints.size(), 4u);
+  ASSERT_EQ(p.kv_events.size(), 4u);
+  EXPECT_EQ(p.endpoints[0].url, "http://10.0.0.9:8000#dp0");
+  EXPECT_EQ(p.endpoints[1].url, "http://10.0.0.9:8000#dp1");
+  ASSERT_TRUE(p.kv_events[0] && p.kv_events[1]);
+  EXPECT_EQ(p.kv_events[0]->publisher, "tcp://10.0.0.9:5557");
+  EXPECT_EQ(p.kv_events[1]->publisher, "tcp://10.0.0.9:5558");
+  EXPECT_EQ(p.kv_events[1]->replay, "tcp://10.0.0.9:5601");
+  EXPECT_EQ(p.endpoints[2].url, "http://10.0.0.10:8000#dp3");
+  EXPECT_FALSE(p.kv_events[2]);
+  EXPECT_EQ(p.endpoints[3].url, "http://10.0.0.11:8000");
+}
+
 }  // namespace config_test
 }  // namespace kvgate::gateway

@@ -44,7 +44,9 @@ std::string_view to_string(Health health);
 
 // Constant after add(): what the endpoint is.
 struct EndpointSpec {
-  std::string url;  // base URL, e.g. "http://10.0.0.7:8000"; unique within a pool
+  // Base URL, e.g. "http://10.0.0.7:8000"; unique within a pool. A data-parallel rank's
+  // ends with "#dp<rank>" (data_parallel.h): requests go to the address before it.
+  std::string url;
   Role role = Role::kBoth;
   std::string zone;  // empty: unknown (never "the same zone" as anything)
   std::string rack;  // empty: unknown

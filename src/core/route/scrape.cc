@@ -8,13 +8,30 @@
 namespace kvgate::route {
 namespace {
 
-// Sums (or averages) every series of `name`: one per engine core behind the endpoint.
-std::optional<double> combine(const metrics::MetricSet& m, std::string_view name, bool mean) {
-  auto samples = m.all(name);
-  if (samples.empty()) return std::nullopt;
+// Whether `s` is a series of engine core `rank` (vLLM's engine="<rank>"); any series
+// when no rank is asked for.
+bool of_rank(const metrics::Sample& s, std::optional<uint32_t> rank) {
+  if (!rank) return true;
+  const std::string* engine = s.label("engine");
+  if (!engine) return false;
+  uint32_t v = 0;
+  auto [end, ec] = std::from_chars(engine->data(), engine->data() + engine->size(), v);
+  return ec == std::errc() && end == engine->data() + engine->size() && v == *rank;
+}
+
+// Sums (or averages) every series of `name`: one per engine core behind the endpoint
+// (only rank `rank`'s when given).
+std::optional<double> combine(const metrics::MetricSet& m, std::string_view name, bool mean,
+                              std::optional<uint32_t> rank) {
   double sum = 0;
-  for (const metrics::Sample* s : samples) sum += s->value;
-  return mean ? sum / static_cast<double>(samples.size()) : sum;
+  size_t n = 0;
+  for (const metrics::Sample* s : m.all(name)) {
+    if (!of_rank(*s, rank)) continue;
+    sum += s->value;
+    ++n;
+  }
+  if (n == 0) return std::nullopt;
+  return mean ? sum / static_cast<double>(n) : sum;
 }
 
 // A gauge as a count: negative or absurd values (a broken exporter) read as 0 or clamp.
@@ -55,11 +72,11 @@ LoraActivity read_lora(const metrics::MetricSet& m) {
 
 }  // namespace
 
-Result<ScrapedMetrics> read_scrape(const metrics::MetricSet& m) {
-  auto waiting = combine(m, "vllm:num_requests_waiting", false);
-  auto running = combine(m, "vllm:num_requests_running", false);
-  auto usage = combine(m, "vllm:kv_cache_usage_perc", true);
-  if (!usage) usage = combine(m, "vllm:gpu_cache_usage_perc", true);
+Result<ScrapedMetrics> read_scrape(const metrics::MetricSet& m, std::optional<uint32_t> rank) {
+  auto waiting = combine(m, "vllm:num_requests_waiting", false, rank);
+  auto running = combine(m, "vllm:num_requests_running", false, rank);
+  auto usage = combine(m, "vllm:kv_cache_usage_perc", true, rank);
+  if (!usage) usage = combine(m, "vllm:gpu_cache_usage_perc", true, rank);
   if (!waiting || !running || !usage) return Error("vllm:num_requests_* or KV usage missing");
   return ScrapedMetrics{.waiting = count(*waiting),
                         .running = count(*running),
@@ -67,8 +84,9 @@ Result<ScrapedMetrics> read_scrape(const metrics::MetricSet& m) {
                         .lora = read_lora(m)};
 }
 
-std::optional<LatencyTotals> read_latency_totals(const metrics::MetricSet& m) {
-  auto sum = [&](std::string_view name) { return combine(m, name, false); };
+std::optional<LatencyTotals> read_latency_totals(const metrics::MetricSet& m,
+                                                 std::optional<uint32_t> rank) {
+  auto sum = [&](std::string_view name) { return combine(m, name, false, rank); };
   LatencyTotals t;
   bool any = false;
   if (auto s = sum("vllm:time_to_first_token_seconds_sum")) {

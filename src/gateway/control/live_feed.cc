@@ -11,6 +11,7 @@
 #include "core/kv/event_apply.h"
 #include "core/metrics/prometheus_text.h"
 #include "core/metrics/step_series.h"
+#include "core/route/data_parallel.h"
 #include "core/route/scrape.h"
 #include "io/http_client.h"
 #include "io/kv_event_subscriber.h"
@@ -24,17 +25,19 @@ struct Scrape {
   std::optional<route::LatencyTotals> latency;  // the engine's own TTFT and ITL totals
 };
 
-// One scrape of `url`, read as the router reads every scrape (route/scrape.h).
+// One scrape of `url`, read as the router reads every scrape (route/scrape.h). A
+// data-parallel rank's (route/data_parallel.h): its address's page, its rank's series.
 Result<Scrape> scrape(io::HttpKeepAliveClient& client, const std::string& url,
                       std::chrono::milliseconds timeout) {
-  auto r = client.fetch("GET", url + "/metrics", {}, {}, timeout);
+  const route::DpUrl dp = route::split_dp_url(url);
+  auto r = client.fetch("GET", std::string(dp.address) + "/metrics", {}, {}, timeout);
   if (!r) return Error(r.error());
   if (r->status != 200) return Error(fmt::format("status {}", r->status));
   auto m = metrics::parse_prometheus_text(r->body);
   if (!m) return Error(m.error());
-  auto read = route::read_scrape(*m);
+  auto read = route::read_scrape(*m, dp.rank);
   if (!read) return Error(read.error());
-  return Scrape{.metrics = *read, .latency = route::read_latency_totals(*m)};
+  return Scrape{.metrics = *read, .latency = route::read_latency_totals(*m, dp.rank)};
 }
 
 // The history of an endpoint's (or the pool's) TTFT and ITL: channels 0 and 1.

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <random>
 
+#include "gateway/data/rank_header.h"
 #include "openai/error.h"
 #include "openai/pd_request.h"
 
@@ -84,6 +85,7 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
                  {"X-Request-Id", request_id}};
   req.body = std::move(*body);
   req.cancel = ctx.request.cancel;  // the client leaving ends this hop too
+  set_rank_header(req.headers, prefill);
   ctx.metrics.pd_prefill(pool_name, prefill.url);
   std::optional<HopSpan> hop_span;
   if (ctx.trace) [[unlikely]] {

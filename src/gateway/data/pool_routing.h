@@ -99,6 +99,9 @@ struct EndpointAddress {
   std::string host;
   uint16_t port = 0;
   std::optional<KvEventsConfig> kv_events;  // where its engine publishes KV events
+  // The data-parallel rank it is (route/data_parallel.h: its URL ends with #dpN; host
+  // and port are the engine's address); requests to it name the rank in a header.
+  std::optional<uint32_t> dp_rank;
   // Who put it in the pool: "config", "admin", "local_actuator", "discovery:NAME".
   std::string origin;
 };

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/route/failover.h"
+#include "gateway/data/rank_header.h"
 #include "gateway/gateway_impl.h"
 
 namespace kvgate::gateway {
@@ -321,6 +322,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
       metrics.pd_local_prefill(pool.name());
     }
     io::UpstreamRequest& to_send = decode_up ? *decode_up : up;  // borrowed by send
+    set_rank_header(to_send.headers, *endpoint);
     // Traced: the hop's own span id goes to the engine in its traceparent.
     std::optional<HopSpan> hop_span;
     if (call.trace) [[unlikely]] {
@@ -651,6 +653,7 @@ asio::awaitable<Gateway::Impl::Migrated> Gateway::Impl::migrate(StreamJob& job) 
     if (!now->decision.accepted()) break;
     RouteLease lease(pool, rr.id, pools_alive);
     std::shared_ptr<const EndpointAddress> endpoint = std::move(now->endpoint);
+    set_rank_header(up.headers, *endpoint);
     // Traced: the continuation is a hop of its own (a span, its id in the traceparent).
     std::optional<HopSpan> hop_span;
     if (job.call.trace) [[unlikely]] {
@@ -725,6 +728,7 @@ asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
     std::shared_ptr<const EndpointAddress> endpoint = co_await pool.tokenize_endpoint(tried);
     if (!endpoint) break;
     tried.push_back(endpoint->id);
+    set_rank_header(up.headers, *endpoint);
     std::optional<HopSpan> hop_span;
     if (call.trace) [[unlikely]] {
       hop_span = call.trace->start_hop("kvgate.relay", endpoint->url, up.headers);
@@ -803,6 +807,7 @@ asio::awaitable<void> Gateway::Impl::fetch_stored(ProxyCall call) {
     }
     metrics.request_done({}, pool.name(), call.tenant, status, seconds_since(call.received));
   };
+  set_rank_header(up.headers, *endpoint);
   std::optional<HopSpan> hop_span;
   if (call.trace) [[unlikely]] {
     hop_span = call.trace->start_hop("kvgate.stored", endpoint->url, up.headers);
