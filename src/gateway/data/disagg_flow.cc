@@ -87,15 +87,9 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
   req.cancel = ctx.request.cancel;  // the client leaving ends this hop too
   set_rank_header(req.headers, prefill);
   ctx.metrics.pd_prefill(pool_name, prefill.url);
-  std::optional<HopSpan> hop_span;
-  if (ctx.trace) [[unlikely]] {
-    hop_span = ctx.trace->start_hop("kvgate.prefill", prefill.url, req.headers);
-  }
+  TracedHop traced(ctx.trace, "kvgate.prefill", prefill.url, req.headers);
   auto exchange = co_await ctx.upstream.send(prefill.host, prefill.port, req);
-  if (hop_span) [[unlikely]] {
-    ctx.trace->end_hop(std::move(*hop_span), exchange ? (*exchange)->status() : 0,
-                       exchange ? std::string_view() : std::string_view(exchange.error().message));
-  }
+  traced.end(exchange);
   // The client left (UpstreamCancel): no failure of the endpoint's; the caller sees it.
   auto cancelled = [&] {
     ctx.lease.finish(true);

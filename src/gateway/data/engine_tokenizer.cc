@@ -211,15 +211,9 @@ asio::awaitable<EngineTokenizer::Answer> EngineTokenizer::exchange(
   };
   // Traced: the call is a hop of the request's (the request's coroutine awaits it, so the
   // trace is used by one thread at a time).
-  std::optional<HopSpan> hop_span;
-  if (trace) [[unlikely]] {
-    hop_span = trace->start_hop("kvgate.tokenize", endpoint->url, req.headers);
-  }
+  TracedHop traced(trace, "kvgate.tokenize", endpoint->url, req.headers);
   auto sent = co_await upstream_.send(endpoint->host, endpoint->port, req);
-  if (hop_span) [[unlikely]] {
-    trace->end_hop(std::move(*hop_span), sent ? (*sent)->status() : 0,
-                   sent ? std::string_view() : std::string_view(sent.error().message));
-  }
+  traced.end(sent);
   if (!sent) co_return failed(sent.error());
   const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
                                  timeout_ - std::chrono::nanoseconds(pool_.clock().now() - start)),

@@ -324,16 +324,10 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     io::UpstreamRequest& to_send = decode_up ? *decode_up : up;  // borrowed by send
     set_rank_header(to_send.headers, *endpoint);
     // Traced: the hop's own span id goes to the engine in its traceparent.
-    std::optional<HopSpan> hop_span;
-    if (call.trace) [[unlikely]] {
-      hop_span = call.trace->start_hop(decode_up ? "kvgate.decode" : "kvgate.upstream",
-                                       endpoint->url, to_send.headers);
-    }
+    TracedHop traced(call.trace.get(), decode_up ? "kvgate.decode" : "kvgate.upstream",
+                     endpoint->url, to_send.headers);
     auto result = co_await upstream->send(endpoint->host, endpoint->port, to_send);
-    if (hop_span) [[unlikely]] {
-      call.trace->end_hop(std::move(*hop_span), result ? (*result)->status() : 0,
-                          result ? std::string_view() : std::string_view(result.error().message));
-    }
+    traced.end(result);
     if (!result && result.error().kind == io::UpstreamErrorKind::kCancelled) break;
     if (!result) {
       last_error = result.error().message;
@@ -655,16 +649,9 @@ asio::awaitable<Gateway::Impl::Migrated> Gateway::Impl::migrate(StreamJob& job) 
     std::shared_ptr<const EndpointAddress> endpoint = std::move(now->endpoint);
     set_rank_header(up.headers, *endpoint);
     // Traced: the continuation is a hop of its own (a span, its id in the traceparent).
-    std::optional<HopSpan> hop_span;
-    if (job.call.trace) [[unlikely]] {
-      hop_span = job.call.trace->start_hop("kvgate.migration", endpoint->url, up.headers);
-    }
+    TracedHop traced(job.call.trace.get(), "kvgate.migration", endpoint->url, up.headers);
     auto result = co_await upstream->send(endpoint->host, endpoint->port, up);
-    if (hop_span) [[unlikely]] {
-      job.call.trace->end_hop(
-          std::move(*hop_span), result ? (*result)->status() : 0,
-          result ? std::string_view() : std::string_view(result.error().message));
-    }
+    traced.end(result);
     if (!result && result.error().kind == io::UpstreamErrorKind::kCancelled) {
       lease.finish(true);  // the client left: no failure of this endpoint's
       co_return Migrated::kCancelled;
@@ -729,15 +716,9 @@ asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
     if (!endpoint) break;
     tried.push_back(endpoint->id);
     set_rank_header(up.headers, *endpoint);
-    std::optional<HopSpan> hop_span;
-    if (call.trace) [[unlikely]] {
-      hop_span = call.trace->start_hop("kvgate.relay", endpoint->url, up.headers);
-    }
+    TracedHop traced(call.trace.get(), "kvgate.relay", endpoint->url, up.headers);
     auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
-    if (hop_span) [[unlikely]] {
-      call.trace->end_hop(std::move(*hop_span), sent ? (*sent)->status() : 0,
-                          sent ? std::string_view() : std::string_view(sent.error().message));
-    }
+    traced.end(sent);
     if (!sent && sent.error().kind == io::UpstreamErrorKind::kCancelled) break;
     if (!sent) {
       last_error = sent.error().message;
@@ -808,15 +789,9 @@ asio::awaitable<void> Gateway::Impl::fetch_stored(ProxyCall call) {
     metrics.request_done({}, pool.name(), call.tenant, status, seconds_since(call.received));
   };
   set_rank_header(up.headers, *endpoint);
-  std::optional<HopSpan> hop_span;
-  if (call.trace) [[unlikely]] {
-    hop_span = call.trace->start_hop("kvgate.stored", endpoint->url, up.headers);
-  }
+  TracedHop traced(call.trace.get(), "kvgate.stored", endpoint->url, up.headers);
   auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
-  if (hop_span) [[unlikely]] {
-    call.trace->end_hop(std::move(*hop_span), sent ? (*sent)->status() : 0,
-                        sent ? std::string_view() : std::string_view(sent.error().message));
-  }
+  traced.end(sent);
   if (!sent && sent.error().kind == io::UpstreamErrorKind::kCancelled) {
     client_left();
     co_return;

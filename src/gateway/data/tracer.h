@@ -21,8 +21,9 @@
 //
 //   auto tracer = std::make_unique<Tracer>(*config.tracing, clock);
 //   std::unique_ptr<RequestTrace> t = tracer->begin(req);   // null: not traced
-//   if (t) [[unlikely]] { HopSpan hop = t->start_hop("kvgate.upstream", url, up.headers); ...
-//                         t->end_hop(std::move(hop), status); }
+//   TracedHop hop(t.get(), "kvgate.upstream", url, up.headers);  // null t: nothing
+//   auto sent = co_await upstream.send(host, port, up);
+//   hop.end(sent);
 //   // ~RequestTrace records the server span.
 //
 // Thread-safe: begin, start_hop/end_hop (on one request's RequestTrace from one thread at
@@ -37,6 +38,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -92,6 +94,36 @@ class RequestTrace {
   int http_status_ = 0;
   int hops_ = 0;
   std::vector<trace::Attribute> span_attributes_;
+};
+
+// One upstream hop's client span around a send: started (the traceparent put on the
+// request's headers) when the request is traced, ended with the send's result. With a
+// null trace it holds nothing and does nothing (the untraced path tests one pointer).
+//   TracedHop traced(call.trace.get(), "kvgate.relay", endpoint->url, up.headers);
+//   auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
+//   traced.end(sent);
+class TracedHop {
+ public:
+  TracedHop(RequestTrace* trace, std::string_view name, std::string_view endpoint_url,
+            io::UpstreamHeaders& headers)
+      : trace_(trace) {
+    if (trace_) [[unlikely]] {
+      span_ = trace_->start_hop(name, endpoint_url, headers);
+    }
+  }
+  // Records the hop: the engine's status, or the exchange's error. Once; later calls do
+  // nothing.
+  void end(io::UpstreamResult<std::unique_ptr<io::UpstreamExchange>>& result) {
+    if (span_) [[unlikely]] {
+      finish(result);
+    }
+  }
+
+ private:
+  void finish(io::UpstreamResult<std::unique_ptr<io::UpstreamExchange>>& result);
+
+  RequestTrace* trace_;
+  std::optional<HopSpan> span_;
 };
 
 // Where the exporter sends a batch: true when it was accepted. Called on the exporter
