@@ -127,15 +127,7 @@ class Controller {
 
 std::string write_kubeconfig(const std::string& server) {
   const std::string token = write_temp_file("k8s-token", "tok-1\n");
-  return write_temp_file("k8s-kubeconfig",
-                         "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
-                         "clusters:\n- name: fake\n  cluster: {server: " +
-                             server +
-                             "}\n"
-                             "contexts:\n- name: test\n  context: {cluster: fake, user: kvgate, "
-                             "namespace: llm}\n"
-                             "users:\n- name: kvgate\n  user: {tokenFile: " +
-                             token + "}\n");
+  return write_temp_file("k8s-kubeconfig", test_kubeconfig(server, token));
 }
 
 // Streams completions from `n` threads; records for each one its endpoint and when it

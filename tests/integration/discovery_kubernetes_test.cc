@@ -30,13 +30,7 @@ class KubernetesSourceTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
     write_token("token-1");
-    std::ofstream(dir_ / "kubeconfig")
-        << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
-           "clusters:\n- name: fake\n  cluster:\n    server: "
-        << api_.url()
-        << "\ncontexts:\n- name: test\n  context: {cluster: fake, user: discovery, namespace: "
-           "llm}\n"
-           "users:\n- name: discovery\n  user:\n    tokenFile: token\n";
+    std::ofstream(dir_ / "kubeconfig") << test_kubeconfig(api_.url());
   }
   void TearDown() override {
     if (source_) source_->stop();

@@ -157,6 +157,20 @@ inline std::string status_json(int code, const std::string& reason, const std::s
                                                     {"code", code}});
 }
 
+// A kubeconfig for the test API at `server_url` (FakeKubeApi::url()): context `test`,
+// namespace llm, the bearer token read from `token_file` (relative: next to the
+// kubeconfig).
+inline std::string test_kubeconfig(const std::string& server_url,
+                                   const std::string& token_file = "token") {
+  return "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+         "clusters:\n- name: fake\n  cluster:\n    server: " +
+         server_url +
+         "\ncontexts:\n- name: test\n  context: {cluster: fake, user: discovery, namespace: "
+         "llm}\n"
+         "users:\n- name: discovery\n  user:\n    tokenFile: " +
+         token_file + "\n";
+}
+
 class FakeKubeApi {
  public:
   explicit FakeKubeApi(std::string token) : token_(std::move(token)) {
