@@ -55,7 +55,7 @@ void BlockPool::acquire(BlockId b) {
 
 BlockId BlockPool::allocate(std::vector<EngineBlockHash>& evicted) {
   assert(num_free_ > 0);
-  const BlockId b = head_;
+  const BlockId b = free_list_.head;
   unlink(b);
   Block& block = blocks_[b];
   if (block.committed) {
@@ -99,44 +99,17 @@ bool BlockPool::reset() {
 }
 
 void BlockPool::unlink(BlockId b) {
-  Block& block = blocks_[b];
-  if (block.prev != kNoBlock) {
-    blocks_[block.prev].next = block.next;
-  } else {
-    head_ = block.next;
-  }
-  if (block.next != kNoBlock) {
-    blocks_[block.next].prev = block.prev;
-  } else {
-    tail_ = block.prev;
-  }
-  block.prev = block.next = kNoBlock;
+  free_list_.unlink(blocks_, b);
   --num_free_;
 }
 
 void BlockPool::push_front(BlockId b) {
-  Block& block = blocks_[b];
-  block.prev = kNoBlock;
-  block.next = head_;
-  if (head_ != kNoBlock) {
-    blocks_[head_].prev = b;
-  } else {
-    tail_ = b;
-  }
-  head_ = b;
+  free_list_.push_front(blocks_, b);
   ++num_free_;
 }
 
 void BlockPool::push_back(BlockId b) {
-  Block& block = blocks_[b];
-  block.next = kNoBlock;
-  block.prev = tail_;
-  if (tail_ != kNoBlock) {
-    blocks_[tail_].next = b;
-  } else {
-    head_ = b;
-  }
-  tail_ = b;
+  free_list_.push_back(blocks_, b);
   ++num_free_;
 }
 

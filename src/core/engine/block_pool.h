@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/common/index_list.h"
 #include "core/kv/kv_event.h"
 
 namespace kvgate::engine {
@@ -24,6 +25,7 @@ using kv::EngineBlockHash;
 
 using BlockId = uint32_t;
 inline constexpr BlockId kNoBlock = UINT32_MAX;
+static_assert(kNoBlock == kIndexNil);
 
 class BlockPool {
  public:
@@ -69,7 +71,7 @@ class BlockPool {
   struct Block {
     EngineBlockHash hash = 0;
     uint32_t refs = 0;
-    BlockId prev = kNoBlock;  // free-list links, valid while refs == 0
+    BlockId prev = kNoBlock;  // free-list links (free_list_), valid while refs == 0
     BlockId next = kNoBlock;
     bool committed = false;
   };
@@ -86,8 +88,8 @@ class BlockPool {
   std::vector<BlockId> slots_;  // power of two >= 2 x blocks
   size_t mask_ = 0;
   size_t num_cached_ = 0;
-  BlockId head_ = kNoBlock;  // next to hand out
-  BlockId tail_ = kNoBlock;  // most recently freed committed block
+  // The free blocks: head next to hand out, tail the most recently freed committed block.
+  IndexList free_list_;
   uint32_t num_free_ = 0;
   bool enable_caching_;
 };

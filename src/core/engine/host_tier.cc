@@ -16,7 +16,7 @@ bool HostTier::offload(kv::EngineBlockHash hash, std::vector<kv::EngineBlockHash
     return false;
   }
   if (free_.empty()) {
-    const uint32_t victim = head_;
+    const uint32_t victim = lru_.head;
     unlink(victim);
     dropped.push_back(nodes_[victim].hash);
     index_.erase(nodes_[victim].hash);
@@ -42,34 +42,11 @@ void HostTier::clear() {
   free_.clear();
   for (uint32_t i = capacity(); i > 0; --i) free_.push_back(i - 1);
   for (Node& n : nodes_) n = Node{};
-  head_ = tail_ = kNil;
+  lru_ = IndexList{};
 }
 
-void HostTier::unlink(uint32_t n) {
-  Node& node = nodes_[n];
-  if (node.prev != kNil) {
-    nodes_[node.prev].next = node.next;
-  } else {
-    head_ = node.next;
-  }
-  if (node.next != kNil) {
-    nodes_[node.next].prev = node.prev;
-  } else {
-    tail_ = node.prev;
-  }
-  node.prev = node.next = kNil;
-}
+void HostTier::unlink(uint32_t n) { lru_.unlink(nodes_, n); }
 
-void HostTier::push_back(uint32_t n) {
-  Node& node = nodes_[n];
-  node.prev = tail_;
-  node.next = kNil;
-  if (tail_ != kNil) {
-    nodes_[tail_].next = n;
-  } else {
-    head_ = n;
-  }
-  tail_ = n;
-}
+void HostTier::push_back(uint32_t n) { lru_.push_back(nodes_, n); }
 
 }  // namespace kvgate::engine

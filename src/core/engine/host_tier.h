@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/common/index_list.h"
 #include "core/kv/kv_event.h"
 
 namespace kvgate::engine {
@@ -54,8 +55,7 @@ class HostTier {
   std::vector<Node> nodes_;
   std::vector<uint32_t> free_;
   std::unordered_map<kv::EngineBlockHash, uint32_t> index_;
-  uint32_t head_ = kNil;  // least recently used
-  uint32_t tail_ = kNil;  // most recently used
+  IndexList lru_;  // head: the least recently used; tail: the most recently used
 };
 
 }  // namespace kvgate::engine

@@ -44,29 +44,9 @@ bool keeps_session(double bound_load, double least_load, const SessionAffinityCo
 SessionAffinity::SessionAffinity(size_t capacity, Nanos idle_ttl)
     : capacity_(capacity == 0 ? 1 : capacity), idle_ttl_(idle_ttl) {}
 
-void SessionAffinity::unlink(uint32_t i) {
-  Slot& s = slots_[i];
-  if (s.prev != kNil) {
-    slots_[s.prev].next = s.next;
-  } else {
-    head_ = s.next;
-  }
-  if (s.next != kNil) {
-    slots_[s.next].prev = s.prev;
-  } else {
-    tail_ = s.prev;
-  }
-  s.prev = s.next = kNil;
-}
+void SessionAffinity::unlink(uint32_t i) { lru_.unlink(slots_, i); }
 
-void SessionAffinity::push_front(uint32_t i) {
-  Slot& s = slots_[i];
-  s.prev = kNil;
-  s.next = head_;
-  if (head_ != kNil) slots_[head_].prev = i;
-  head_ = i;
-  if (tail_ == kNil) tail_ = i;
-}
+void SessionAffinity::push_front(uint32_t i) { lru_.push_front(slots_, i); }
 
 void SessionAffinity::drop(uint32_t i) {
   unlink(i);
@@ -95,12 +75,12 @@ void SessionAffinity::bind(uint64_t session, EndpointId endpoint, Nanos now) {
   }
   // Idle bindings at the cold end go first (cheap: at most a few per call in steady
   // state), then the least recently used one if the table is still full.
-  for (int n = 0; n < 4 && tail_ != kNil && expired(slots_[tail_], now); ++n) {
-    drop(tail_);
+  for (int n = 0; n < 4 && lru_.tail != kNil && expired(slots_[lru_.tail], now); ++n) {
+    drop(lru_.tail);
     ++stats_.expired;
   }
-  if (index_.size() >= capacity_ && tail_ != kNil) {
-    drop(tail_);
+  if (index_.size() >= capacity_ && lru_.tail != kNil) {
+    drop(lru_.tail);
     ++stats_.evicted;
   }
   uint32_t i = 0;
@@ -121,7 +101,7 @@ void SessionAffinity::bind(uint64_t session, EndpointId endpoint, Nanos now) {
 }
 
 void SessionAffinity::forget_endpoint(EndpointId endpoint) {
-  for (uint32_t i = head_; i != kNil;) {
+  for (uint32_t i = lru_.head; i != kNil;) {
     const uint32_t next = slots_[i].next;
     if (slots_[i].endpoint == endpoint) drop(i);
     i = next;

@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/common/index_list.h"
 #include "core/common/time.h"
 #include "core/route/config.h"
 #include "core/route/endpoint.h"
@@ -93,8 +94,7 @@ class SessionAffinity {
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_;
   std::unordered_map<uint64_t, uint32_t> index_;  // session -> slot
-  uint32_t head_ = kNil;                          // most recently used
-  uint32_t tail_ = kNil;                          // least recently used
+  IndexList lru_;  // head: the most recently used; tail: the least recently used
   Stats stats_;
 };
 
