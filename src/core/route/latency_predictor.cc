@@ -127,30 +127,30 @@ LatencyPrediction LatencyPredictor::predict(kv::EndpointId endpoint,
   return out;
 }
 
+template <size_t N>
+void LatencyPredictor::learn(kv::EndpointId endpoint, const std::array<double, N>& x, double guess,
+                             Nanos measured, Rls<N> Models::*model,
+                             PredictionError Models::*error) {
+  const double y = to_seconds(measured);
+  Models& m = at(endpoint);
+  (m.*error).add(guess, y);
+  (pool_.*error).add(guess, y);
+  (m.*model).update(x, y, config_.forgetting);
+  (pool_.*model).update(x, y, config_.forgetting);
+}
+
 void LatencyPredictor::observe_ttft(kv::EndpointId endpoint, const LatencyFeatures& f,
                                     Nanos measured) {
   if (measured < 0) return;
-  const double y = to_seconds(measured);
-  const double guess = to_seconds(predict(endpoint, f).ttft);
-  Models& m = at(endpoint);
-  m.ttft_error.add(guess, y);
-  pool_.ttft_error.add(guess, y);
-  const std::array<double, 5> x = ttft_x(f);
-  m.ttft.update(x, y, config_.forgetting);
-  pool_.ttft.update(x, y, config_.forgetting);
+  learn(endpoint, ttft_x(f), to_seconds(predict(endpoint, f).ttft), measured, &Models::ttft,
+        &Models::ttft_error);
 }
 
 void LatencyPredictor::observe_tpot(kv::EndpointId endpoint, const LatencyFeatures& f,
                                     Nanos measured) {
   if (measured < 0) return;
-  const double y = to_seconds(measured);
-  const double guess = to_seconds(predict(endpoint, f).tpot);
-  Models& m = at(endpoint);
-  m.tpot_error.add(guess, y);
-  pool_.tpot_error.add(guess, y);
-  const std::array<double, 3> x = tpot_x(f);
-  m.tpot.update(x, y, config_.forgetting);
-  pool_.tpot.update(x, y, config_.forgetting);
+  learn(endpoint, tpot_x(f), to_seconds(predict(endpoint, f).tpot), measured, &Models::tpot,
+        &Models::tpot_error);
 }
 
 void LatencyPredictor::forget(kv::EndpointId endpoint) {

@@ -137,6 +137,11 @@ class LatencyPredictor {
   Models fresh() const;
   Models& at(kv::EndpointId endpoint);  // created from the priors on first use
   const Models* find(kv::EndpointId endpoint) const;
+  // One measurement (seconds of it: y) of a request predicted `guess` (before it): the
+  // endpoint's and the pool's `error` count it, their `model` learns x -> y.
+  template <size_t N>
+  void learn(kv::EndpointId endpoint, const std::array<double, N>& x, double guess, Nanos measured,
+             Rls<N> Models::*model, PredictionError Models::*error);
 
   const LatencyPredictorConfig config_;
   std::array<double, 5> ttft_prior_{};
