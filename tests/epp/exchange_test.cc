@@ -84,6 +84,17 @@ std::string header_of(const pb::HeaderMutation& m, const std::string& key) {
   return "<absent>";
 }
 
+// The destination the response's dynamic metadata (envoy.lb) names.
+std::string lb_destination(const pb::ProcessingResponse& r) {
+  return r.dynamic_metadata()
+      .fields()
+      .at(std::string("envoy.lb"))
+      .struct_value()
+      .fields()
+      .at(std::string("x-gateway-destination-endpoint"))
+      .string_value();
+}
+
 const std::function<bool()> kNever = [] { return false; };
 
 TEST(EppExchange, HoldsTheBodyThenAnswersWithThePickInHeaderAndMetadata) {
@@ -112,14 +123,7 @@ TEST(EppExchange, HoldsTheBodyThenAnswersWithThePickInHeaderAndMetadata) {
   EXPECT_TRUE(c.clear_route_cache());
   EXPECT_EQ(header_of(c.header_mutation(), "x-gateway-destination-endpoint"), "10.0.0.7:8000");
   EXPECT_EQ(header_of(c.header_mutation(), "content-length"), "16");
-  EXPECT_EQ(h.dynamic_metadata()
-                .fields()
-                .at(std::string("envoy.lb"))
-                .struct_value()
-                .fields()
-                .at(std::string("x-gateway-destination-endpoint"))
-                .string_value(),
-            "10.0.0.7:8000");
+  EXPECT_EQ(lb_destination(h), "10.0.0.7:8000");
   const pb::ProcessingResponse& b = (*r)[1];
   ASSERT_TRUE(b.has_request_body());
   const pb::StreamedBodyResponse& s =
@@ -143,14 +147,7 @@ TEST(EppExchange, FallbacksFollowThePickInHeaderAndMetadata) {
   EXPECT_EQ(
       header_of(h.request_headers().response().header_mutation(), "x-gateway-destination-endpoint"),
       list);
-  EXPECT_EQ(h.dynamic_metadata()
-                .fields()
-                .at(std::string("envoy.lb"))
-                .struct_value()
-                .fields()
-                .at(std::string("x-gateway-destination-endpoint"))
-                .string_value(),
-            list);
+  EXPECT_EQ(lb_destination(h), list);
   EXPECT_EQ(x.destination(), "10.0.0.7:8000");  // the pick alone
 
   // Not asked: the pick alone.
