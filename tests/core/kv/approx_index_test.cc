@@ -83,11 +83,10 @@ TEST(ApproxIndex, BlocksHeldPerEndpointSkipsExpired) {
   EXPECT_TRUE(held.empty());
 }
 
-TEST(ApproxIndexRandomized, AgreesWithReferenceModel) {
-  Rng rng(7);
-  const Nanos ttl = 50 * kSecond;
-  ApproxIndex index({.ttl = ttl, .capacity_pairs = 0});
-  std::map<std::pair<EndpointId, BlockKey>, Nanos> ref;
+namespace approx_index_test {
+
+// Prompts sharing prefixes, as the randomized tests walk them.
+std::vector<std::vector<BlockKey>> random_prompts(Rng& rng) {
   std::vector<std::vector<BlockKey>> prompts;
   for (int p = 0; p < 30; ++p) {
     std::vector<BlockKey> k;
@@ -102,6 +101,17 @@ TEST(ApproxIndexRandomized, AgreesWithReferenceModel) {
     }
     prompts.push_back(k);
   }
+  return prompts;
+}
+
+}  // namespace approx_index_test
+
+TEST(ApproxIndexRandomized, AgreesWithReferenceModel) {
+  Rng rng(7);
+  const Nanos ttl = 50 * kSecond;
+  ApproxIndex index({.ttl = ttl, .capacity_pairs = 0});
+  std::map<std::pair<EndpointId, BlockKey>, Nanos> ref;
+  const std::vector<std::vector<BlockKey>> prompts = approx_index_test::random_prompts(rng);
   Nanos now = 0;
   size_t nonempty = 0;
   for (int step = 0; step < 5000; ++step) {
@@ -131,29 +141,6 @@ TEST(ApproxIndexRandomized, AgreesWithReferenceModel) {
 }
 
 // --- The host tier (Options::host_ttl > 0).
-
-namespace approx_index_test {
-
-// Prompts sharing prefixes, as the randomized tests walk them.
-std::vector<std::vector<BlockKey>> random_prompts(Rng& rng) {
-  std::vector<std::vector<BlockKey>> prompts;
-  for (int p = 0; p < 30; ++p) {
-    std::vector<BlockKey> k;
-    if (p > 0 && rng.below(3) != 0) {
-      const auto& base = prompts[rng.below(prompts.size())];
-      k.assign(base.begin(), base.begin() + static_cast<ptrdiff_t>(rng.below(base.size() + 1)));
-    }
-    BlockKey parent = k.empty() ? 77 : k.back();
-    for (size_t i = 0, n = 1 + rng.below(8); i < n; ++i) {
-      parent = parent * 6364136223846793005ULL + 1442695040888963407ULL + rng.below(3);
-      k.push_back(parent);
-    }
-    prompts.push_back(k);
-  }
-  return prompts;
-}
-
-}  // namespace approx_index_test
 
 TEST(ApproxIndexHostTier, AgesIntoHostThenExpires) {
   ApproxIndex index({.ttl = 10 * kSecond, .host_ttl = 20 * kSecond});
