@@ -82,8 +82,9 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(len(xs) * q))]
 
 
-def run(concurrency, n, one):
-    """`one(worker, i)` n times over `concurrency` threads; returns the times in us."""
+def run(concurrency, n, one, settle=None):
+    """`one(state, i)` n times over `concurrency` threads (`state`: the worker's own);
+    returns the times in us. `settle(state)`, when given, follows each call, untimed."""
     times = [[] for _ in range(concurrency)]
     errors = []
 
@@ -94,6 +95,8 @@ def run(concurrency, n, one):
                 t0 = time.perf_counter()
                 one(state, i)
                 times[w].append((time.perf_counter() - t0) * 1e6)
+                if settle is not None:
+                    settle(state)
         except Exception as e:  # reported below: a failed run is no figure
             errors.append(repr(e))
 
@@ -133,29 +136,11 @@ def epp_one(state, i):
 
 def epp_full(concurrency, n, offset):
     """Exchanges timed to the pick; each stream is then drained (settled) untimed."""
-    times = [[] for _ in range(concurrency)]
-    errors = []
+    def drain(state):
+        for _ in state["rest"]:
+            pass
 
-    def worker(w):
-        try:
-            for i in range(w, n, concurrency):
-                state = {}
-                t0 = time.perf_counter()
-                epp_one(state, offset + i)
-                times[w].append((time.perf_counter() - t0) * 1e6)
-                for _ in state["rest"]:
-                    pass
-        except Exception as e:
-            errors.append(repr(e))
-
-    threads = [threading.Thread(target=worker, args=(w,)) for w in range(concurrency)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise SystemExit(f"epp bench: {errors[0]}")
-    return [t for ts in times for t in ts]
+    return run(concurrency, n, lambda state, i: epp_one(state, offset + i), drain)
 
 
 def health_one(state, i):
