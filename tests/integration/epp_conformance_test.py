@@ -218,13 +218,22 @@ def wait_health(channel, name, want, timeout=20):
     raise AssertionError(f"health {name!r}: {got}, want {want}")
 
 
-def write_config(directory, epp, pool, name="epp.yaml"):
-    """A kvgate config: the `epp:` flow mapping `epp`, one pool `main` of `pool` (YAML
-    lines, indented four spaces) and the model sim."""
+def start_engine():
+    """A `kvgate engine` serving the model sim on an ephemeral port: the child and its URL."""
+    e = Child(["engine", "--port", "0", "--time-scale", "0.01", "--model", "sim",
+               "--block-size", "16"])
+    return e, e.wait_for(r"listening on (http://\S+)").group(1)
+
+
+def write_config(directory, epp, pool, name="epp.yaml", admin=False):
+    """A kvgate config: the `epp:` flow mapping `epp`, the admin API on an ephemeral port
+    when `admin`, one pool `main` of `pool` (YAML lines, indented four spaces) and the
+    model sim."""
     config = os.path.join(directory, name)
     with open(config, "w") as f:
         f.write(f"epp: {epp}\n"
-                "timeouts: {header_ms: 5000, drain_ms: 2000, connect_ms: 1000}\n"
+                + ("admin: {address: 127.0.0.1, port: 0}\n" if admin else "")
+                + "timeouts: {header_ms: 5000, drain_ms: 2000, connect_ms: 1000}\n"
                 "pools:\n  main:\n    block_size: 16\n" + pool +
                 "models:\n  - name: sim\n    pool: main\n")
     return config
@@ -312,25 +321,14 @@ class EppCase(unittest.TestCase):
 class EppConformance(EppCase):
     @classmethod
     def setUpClass(cls):
-        cls.engines = []
-        for _ in range(2):
-            e = Child(["engine", "--port", "0", "--time-scale", "0.01", "--model", "sim",
-                       "--block-size", "16"])
-            cls.engines.append(e)
-        cls.urls = [e.wait_for(r"listening on (http://\S+)").group(1) for e in cls.engines]
+        cls.engines, cls.urls = zip(*[start_engine() for _ in range(2)])
         cls.hostports = [u[len("http://"):] for u in cls.urls]
         cls.dir = tempfile.mkdtemp(prefix="kvgate-epp-")
-        config = os.path.join(cls.dir, "epp.yaml")
-        with open(config, "w") as f:
-            f.write("epp: {address: 127.0.0.1, port: 0, fallbacks: 1}\n"
-                    "admin: {address: 127.0.0.1, port: 0}\n"
-                    "timeouts: {header_ms: 5000, drain_ms: 2000, connect_ms: 1000}\n"
-                    "pools:\n  main:\n    block_size: 16\n"
-                    "    router:\n      policy: kv-cost\n      overlap: approx\n"
-                    "      filters: []\n    endpoints:\n")
-            for u in cls.urls:
-                f.write(f"      - {u}\n")
-            f.write("models:\n  - name: sim\n    pool: main\n")
+        config = write_config(
+            cls.dir, "{address: 127.0.0.1, port: 0, fallbacks: 1}",
+            "    router:\n      policy: kv-cost\n      overlap: approx\n"
+            "      filters: []\n    endpoints:\n"
+            + "".join(f"      - {u}\n" for u in cls.urls), admin=True)
         cls.epp = Child(["epp", config])
         port = cls.epp.wait_for(r"ext_proc gRPC on 127\.0\.0\.1:(\d+)").group(1)
         cls.admin = cls.epp.wait_for(r"admin API on (http://\S+)").group(1)
@@ -552,9 +550,7 @@ class EppTls(EppCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.engine = Child(["engine", "--port", "0", "--time-scale", "0.01", "--model", "sim",
-                            "--block-size", "16"])
-        url = cls.engine.wait_for(r"listening on (http://\S+)").group(1)
+        cls.engine, url = start_engine()
         cls.hostport = url[len("http://"):]
         cls.dir = tempfile.mkdtemp(prefix="kvgate-epp-tls-")
         cert, key = self_made_certificate(cls.dir)
@@ -607,9 +603,7 @@ class EppSelfSignedAndReadiness(EppCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.engine = Child(["engine", "--port", "0", "--time-scale", "0.01", "--model", "sim",
-                            "--block-size", "16"])
-        cls.url = cls.engine.wait_for(r"listening on (http://\S+)").group(1)
+        cls.engine, cls.url = start_engine()
         cls.hostport = cls.url[len("http://"):]
         cls.dir = tempfile.mkdtemp(prefix="kvgate-epp-ready-")
         cls.endpoints_file = os.path.join(cls.dir, "endpoints.yaml")
