@@ -209,20 +209,20 @@ class DeployManifests(unittest.TestCase):
                     and any(s.get("kind") == "ServiceAccount" and s.get("name") == account
                             for s in b.get("subjects", []))]
         self.assertTrue(bindings, f"no RoleBinding for {account}")
-        verbs = set()
-        for b in bindings:
-            role = self.one(b["roleRef"]["kind"], b["roleRef"]["name"])
-            for rule in role["rules"]:
-                if "" in rule["apiGroups"] and "pods" in rule["resources"]:
-                    verbs.update(rule["verbs"])
+
+        def granted(group, resource):
+            """The verbs the bound roles grant on `resource` of API group `group`."""
+            out = set()
+            for b in bindings:
+                role = self.one(b["roleRef"]["kind"], b["roleRef"]["name"])
+                for rule in role["rules"]:
+                    if group in rule["apiGroups"] and resource in rule["resources"]:
+                        out.update(rule["verbs"])
+            return out
+
+        verbs = granted("", "pods")
         self.assertTrue({"list", "watch"} <= verbs, f"pods: {sorted(verbs)}")
-        pool_verbs = set()
-        for b in bindings:
-            role = self.one(b["roleRef"]["kind"], b["roleRef"]["name"])
-            for rule in role["rules"]:
-                if ("inference.networking.k8s.io" in rule["apiGroups"]
-                        and "inferencepools" in rule["resources"]):
-                    pool_verbs.update(rule["verbs"])
+        pool_verbs = granted("inference.networking.k8s.io", "inferencepools")
         self.assertTrue({"get", "watch"} <= pool_verbs, f"inferencepools: {sorted(pool_verbs)}")
         writes = {"create", "update", "patch", "delete", "deletecollection", "*"}
         self.assertFalse((verbs | pool_verbs) & writes, "discovery never writes")
