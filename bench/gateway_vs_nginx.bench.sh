@@ -15,6 +15,11 @@
 # Usage: bench/gateway_vs_nginx.bench.sh [DURATION_S=10] [ROUNDS=3]
 # KVGATE_BIN_B=PATH adds a second kvgate binary (say a PGO=0 build) to the requests/s
 # rounds, interleaved with the other two, so that two builds compare in the same run.
+# KVGATE_B_YAML=TEXT appends TEXT to that second gateway's config ({UP} is replaced by
+# the upstream's port): the same binary with and without a feature in one run, e.g.
+#   KVGATE_BIN_B=build/release/kvgate KVGATE_B_YAML='tracing: {ratio: 1.0, collector:
+#   "http://127.0.0.1:{UP}/v1/traces"}' bench/gateway_vs_nginx.bench.sh
+# (the upstream nginx answers the OTLP POSTs with 200, so the exporter's work is real).
 # PIN=N runs every process of the chain (wrk, proxies, upstream) on CPU N only: on a busy
 # machine this takes cross-core wake-ups out and compares the proxies' cost per request.
 set -euo pipefail
@@ -46,6 +51,9 @@ NGMASTER=${pids[-1]}
 start_gateway() {
   write_gateway_yaml "$2" "$UP"
   [[ $3 == gateway ]] || mv "$W/gateway.yaml" "$W/$3.yaml"
+  if [[ $3 == gateway-b && -n ${KVGATE_B_YAML:-} ]]; then
+    printf '%s\n' "${KVGATE_B_YAML//\{UP\}/$UP}" >>"$W/$3.yaml"
+  fi
   "${PINNED[@]}" "$1" serve "$W/$3.yaml" >"$W/$3.log" 2>&1 &
   GATEWAY_PID=$!
   pids+=($GATEWAY_PID)
