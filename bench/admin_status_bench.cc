@@ -110,3 +110,5 @@ BENCHMARK(BM_StatusPageRefresh)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace kvgate::gateway
+
+BENCHMARK_MAIN();
