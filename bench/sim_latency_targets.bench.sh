@@ -11,6 +11,7 @@
 # OUT (default: a temporary directory) keeps latency_targets.csv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/sim_seeds.sh
 BIN=${KVGATE_BIN:-build/release/kvgate}
 SEEDS=${SEEDS:-1 2 3}
 SCENARIO=${SCENARIO:-examples/sim/latency-targets.yaml}
@@ -19,21 +20,7 @@ trap 'rm -rf "$work"' EXIT
 OUT=${1:-$work}
 mkdir -p "$OUT"
 csv="$OUT/latency_targets.csv"
-echo "seed,policy,targeted,ttft_target_met,slo_met,untargeted_ttft_p90_s,output_tokens_per_s,rejected,predictor_ttft_mape,predictor_tpot_mape" >"$csv"
-for seed in $SEEDS; do
-  dir="$work/seed-$seed"
-  nice -n 10 "$BIN" sim "$SCENARIO" --seed "$seed" --no-progress --out "$dir" >"$dir.log" 2>&1 || {
-    tail -20 "$dir.log" >&2
-    exit 1
-  }
-  python3 - "$dir/summary.csv" "$seed" >>"$csv" <<'PY'
-import csv, sys
-for row in csv.DictReader(open(sys.argv[1])):
-    print(",".join([sys.argv[2], row["policy"], row["targeted"], row["ttft_target_met"],
-                    row["slo_met"], row["untargeted_ttft_p90_s"], row["output_tokens_per_s"],
-                    row["rejected"], row["predictor_ttft_mape"], row["predictor_tpot_mape"]]))
-PY
-done
+sim_seeds_csv "$csv" targeted ttft_target_met slo_met untargeted_ttft_p90_s output_tokens_per_s rejected predictor_ttft_mape predictor_tpot_mape
 python3 - "$csv" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))

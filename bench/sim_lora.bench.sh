@@ -9,6 +9,7 @@
 # Usage: bench/sim_lora.bench.sh [OUT=docs/img]     SEEDS="1 2 3" picks the seeds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/sim_seeds.sh
 BIN=${KVGATE_BIN:-build/release/kvgate}
 OUT=${1:-docs/img}
 SEEDS=${SEEDS:-1 2 3}
@@ -17,21 +18,7 @@ work=$(mktemp -d -t kvgate-lora.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$OUT"
 csv="$OUT/lora.csv"
-echo "seed,policy,ttft_p90_s,output_tokens_per_s,adapter_loads,adapter_loads_per_min,adapter_evictions,placement_actions,completed" >"$csv"
-for seed in $SEEDS; do
-  dir="$work/seed-$seed"
-  nice -n 10 "$BIN" sim "$SCENARIO" --seed "$seed" --no-progress --out "$dir" >"$dir.log" 2>&1 || {
-    tail -20 "$dir.log" >&2
-    exit 1
-  }
-  python3 - "$dir/summary.csv" "$seed" >>"$csv" <<'PY'
-import csv, sys
-for row in csv.DictReader(open(sys.argv[1])):
-    print(",".join([sys.argv[2], row["policy"], row["ttft_p90_s"], row["output_tokens_per_s"],
-                    row["adapter_loads"], row["adapter_loads_per_min"], row["adapter_evictions"],
-                    row["placement_actions"], row["completed"]]))
-PY
-done
+sim_seeds_csv "$csv" ttft_p90_s output_tokens_per_s adapter_loads adapter_loads_per_min adapter_evictions placement_actions completed
 python3 - "$csv" "$OUT" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))

@@ -10,6 +10,7 @@
 # OUT (default: a temporary directory) keeps session_affinity.csv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/sim_seeds.sh
 BIN=${KVGATE_BIN:-build/release/kvgate}
 SEEDS=${SEEDS:-1 2 3}
 SCENARIO=${SCENARIO:-examples/sim/session-affinity.yaml}
@@ -18,21 +19,7 @@ trap 'rm -rf "$work"' EXIT
 OUT=${1:-$work}
 mkdir -p "$OUT"
 csv="$OUT/session_affinity.csv"
-echo "seed,policy,ttft_p50_s,ttft_p90_s,prefix_hit_rate,completed,session_requests,session_hit_rate" >"$csv"
-for seed in $SEEDS; do
-  dir="$work/seed-$seed"
-  nice -n 10 "$BIN" sim "$SCENARIO" --seed "$seed" --no-progress --out "$dir" >"$dir.log" 2>&1 || {
-    tail -20 "$dir.log" >&2
-    exit 1
-  }
-  python3 - "$dir/summary.csv" "$seed" >>"$csv" <<'PY'
-import csv, sys
-for row in csv.DictReader(open(sys.argv[1])):
-    print(",".join([sys.argv[2], row["policy"], row["ttft_p50_s"], row["ttft_p90_s"],
-                    row["prefix_hit_rate"], row["completed"],
-                    row.get("session_requests", "0"), row.get("session_hit_rate", "0")]))
-PY
-done
+sim_seeds_csv "$csv" ttft_p50_s ttft_p90_s prefix_hit_rate completed session_requests=0 session_hit_rate=0
 python3 - "$csv" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
