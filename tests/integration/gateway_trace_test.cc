@@ -231,7 +231,9 @@ TEST(GatewayTrace, RatioOneStartsAFreshTraceAndAnUnsampledParentIsNotTraced) {
   auto fresh = pd.gw.post("/v1/chat/completions", chat_body(words_prompt("fresh", 40)));
   ASSERT_EQ(fresh.status, 200) << fresh.body;
 
-  ASSERT_TRUE(eventually([&] { return !logged(pd.decode).empty(); })) << pd.decode.proc->errors();
+  // Both engines' log lines arrive through their own pipes: wait for each.
+  ASSERT_TRUE(eventually([&] { return !logged(pd.decode).empty() && !logged(pd.prefill).empty(); }))
+      << pd.decode.proc->errors() << pd.prefill.proc->errors();
   const auto on_decode = logged(pd.decode);
   ASSERT_EQ(on_decode.size(), 1u) << pd.decode.proc->errors();
   const std::string trace_id = trace::to_hex(on_decode[0].parent.trace_id);
