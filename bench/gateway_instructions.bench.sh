@@ -8,7 +8,9 @@
 # after a measured wrk run, and divided by the requests wrk completed (the other threads
 # of the process, idle here, are counted too). Kernel time is not in these figures.
 # Usage: bench/gateway_instructions.bench.sh [DURATION_S=5] [ROUNDS=3]
-# KVGATE_BIN_B=PATH counts a second kvgate binary too (say a PGO=0 build), same rounds.
+# KVGATE_BIN_B=PATH counts a second kvgate binary too (say a PGO=0 build), same rounds;
+# KVGATE_B_YAML=TEXT appends TEXT to its config ({UP}: the upstream's port), as in
+# gateway_vs_nginx.bench.sh: one binary with and without a feature (tracing) in one run.
 # Prints per round and the medians; with TOP=N also each proxy's N costliest functions;
 # KEEP=DIR keeps each proxy's last profile there (callgrind_annotate --tree=caller DIR/kvgate.out).
 # CACHESIM=1 also simulates caches and branch prediction (valgrind's model, slower) and
@@ -32,7 +34,8 @@ count() {
   shift 2
   local sim=()
   [[ -n ${CACHESIM:-} ]] && sim=(--cache-sim=yes --branch-sim=yes)
-  valgrind --tool=callgrind "${sim[@]}" --callgrind-out-file="$W/$name.%p" "$@" >"$W/$name.log" 2>&1 &
+  # Names uncompressed: the part read (after zeroing) then names its functions itself.
+  valgrind --tool=callgrind --compress-strings=no "${sim[@]}" --callgrind-out-file="$W/$name.%p" "$@" >"$W/$name.log" 2>&1 &
   vp=$!
   for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
   wrk -t1 -c16 -d2s -s "$W/post.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null
@@ -77,7 +80,11 @@ for round in $(seq "$ROUNDS"); do
   ns+=("$n"); ks+=("$k")
   line="round $round: nginx $n   kvgate $k   ratio kvgate/nginx $(python3 -c "print(round($k/$n,2))")"
   if [[ -n ${KVGATE_BIN_B:-} ]]; then
-    b=$(count kvgate-b "$GW" "$KVGATE_BIN_B" serve "$W/gateway.yaml")
+    cp "$W/gateway.yaml" "$W/gateway-b.yaml"
+    if [[ -n ${KVGATE_B_YAML:-} ]]; then
+      printf '%s\n' "${KVGATE_B_YAML//\{UP\}/$UP}" >>"$W/gateway-b.yaml"
+    fi
+    b=$(count kvgate-b "$GW" "$KVGATE_BIN_B" serve "$W/gateway-b.yaml")
     bs+=("$b")
     line+="   B $b   ratio B/nginx $(python3 -c "print(round($b/$n,2))")"
   fi

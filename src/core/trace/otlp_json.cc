@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
-#include <iterator>
 #include <type_traits>
 
 namespace kvgate::trace {
@@ -38,20 +38,26 @@ size_t utf8_length(std::string_view s, size_t i) {
   return n;
 }
 
+// A JSON string: runs of bytes that need no escape (printable ASCII, valid UTF-8) are
+// copied at once; the rest escaped one byte at a time.
 void append_string(std::string& out, std::string_view s) {
   out.push_back('"');
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (static_cast<unsigned char>(c) >= 0x80) {
-      // A protobuf string is UTF-8: a collector refuses the whole request otherwise.
-      if (const size_t n = utf8_length(s, i); n > 0) {
-        out.append(s.substr(i, n));
-        i += n - 1;
-      } else {
-        out.append("\xef\xbf\xbd");  // U+FFFD
-      }
+  const char* const p = s.data();
+  size_t run = 0;  // where the run of bytes copied as they are began
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(p[i]);
+    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+      ++i;
       continue;
     }
+    if (c >= 0x80) {
+      if (const size_t n = utf8_length(s, i); n > 0) {
+        i += n;
+        continue;
+      }
+    }
+    out.append(p + run, i - run);
     switch (c) {
       case '"':
         out.append("\\\"");
@@ -69,14 +75,26 @@ void append_string(std::string& out, std::string_view s) {
         out.append("\\t");
         break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<unsigned>(c));
+        if (c >= 0x80) {
+          // A protobuf string is UTF-8: a collector refuses the whole request otherwise.
+          out.append("\xef\xbf\xbd");  // U+FFFD
         } else {
-          out.push_back(c);
+          static constexpr char kDigits[] = "0123456789abcdef";
+          const char esc[] = {'\\', 'u', '0', '0', kDigits[c >> 4], kDigits[c & 0xf]};
+          out.append(esc, sizeof esc);
         }
     }
+    run = ++i;
   }
+  out.append(p + run, s.size() - run);
   out.push_back('"');
+}
+
+// An integer in decimal.
+void append_int(std::string& out, int64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, static_cast<size_t>(r.ptr - buf));
 }
 
 void append_value(std::string& out, const Attribute& a) {
@@ -90,9 +108,13 @@ void append_value(std::string& out, const Attribute& a) {
         } else if constexpr (std::is_same_v<T, bool>) {
           out.append(v ? "{\"boolValue\":true}" : "{\"boolValue\":false}");
         } else if constexpr (std::is_same_v<T, int64_t>) {
-          fmt::format_to(std::back_inserter(out), "{{\"intValue\":\"{}\"}}", v);
+          out.append("{\"intValue\":\"");
+          append_int(out, v);
+          out.append("\"}");
         } else if (std::isfinite(v)) {
-          fmt::format_to(std::back_inserter(out), "{{\"doubleValue\":{}}}", v);
+          char buf[32];
+          const auto r = fmt::format_to_n(buf, sizeof buf, "{}", v);
+          out.append("{\"doubleValue\":").append(buf, r.out - buf).push_back('}');
         } else {
           // JSON has no NaN or infinity: proto3 JSON spells them as strings.
           out.append(std::isnan(v) ? "{\"doubleValue\":\"NaN\"}"
@@ -117,25 +139,36 @@ void append_attributes(std::string& out, const std::vector<Attribute>& attribute
 }
 
 void append_span(std::string& out, const Span& s) {
-  out.append("{\"traceId\":\"").append(to_hex(s.trace_id));
-  out.append("\",\"spanId\":\"").append(to_hex(s.span_id)).push_back('"');
+  out.append("{\"traceId\":\"");
+  append_hex(out, s.trace_id);
+  out.append("\",\"spanId\":\"");
+  append_hex(out, s.span_id);
+  out.push_back('"');
   if (!s.trace_state.empty()) {
     out.append(",\"traceState\":");
     append_string(out, s.trace_state);
   }
   if (s.parent_span_id != 0) {
-    out.append(",\"parentSpanId\":\"").append(to_hex(s.parent_span_id)).push_back('"');
+    out.append(",\"parentSpanId\":\"");
+    append_hex(out, s.parent_span_id);
+    out.push_back('"');
   }
   const uint32_t flags = s.trace_flags | kSpanFlagsHasIsRemote |
                          (s.parent_is_remote ? kSpanFlagsIsRemote : uint32_t{0});
-  fmt::format_to(std::back_inserter(out), ",\"flags\":{}", flags);
+  out.append(",\"flags\":");
+  append_int(out, flags);
   out.append(",\"name\":");
   append_string(out, s.name);
-  fmt::format_to(std::back_inserter(out),
-                 ",\"kind\":{},\"startTimeUnixNano\":\"{}\",\"endTimeUnixNano\":\"{}\",",
-                 static_cast<int>(s.kind), s.start_unix_nanos, s.end_unix_nanos);
+  out.append(",\"kind\":");
+  append_int(out, static_cast<int>(s.kind));
+  out.append(",\"startTimeUnixNano\":\"");
+  append_int(out, s.start_unix_nanos);
+  out.append("\",\"endTimeUnixNano\":\"");
+  append_int(out, s.end_unix_nanos);
+  out.append("\",");
   append_attributes(out, s.attributes);
-  fmt::format_to(std::back_inserter(out), ",\"status\":{{\"code\":{}", static_cast<int>(s.status));
+  out.append(",\"status\":{\"code\":");
+  append_int(out, static_cast<int>(s.status));
   if (!s.status_message.empty()) {
     out.append(",\"message\":");
     append_string(out, s.status_message);

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -34,7 +35,9 @@ enum class SpanStatus : int { kUnset = 0, kOk = 1, kError = 2 };
 
 struct Attribute {
   using Value = std::variant<std::string, int64_t, double, bool>;
-  std::string key;
+  // A literal's view (kvgate's attribute names are fixed words): it must outlive the
+  // span's export, and costs no allocation on the request path.
+  std::string_view key;
   Value value;
 };
 

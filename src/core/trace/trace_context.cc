@@ -21,9 +21,13 @@ bool read_hex(std::string_view s, uint64_t& out) {
   return true;
 }
 
-void append_hex(std::string& out, uint64_t v, int digits) {
+// `digits` lower-case hex digits of `v` (the low ones) at `out`.
+void write_hex(char* out, uint64_t v, int digits) {
   static constexpr char kDigits[] = "0123456789abcdef";
-  for (int i = digits - 1; i >= 0; --i) out.push_back(kDigits[(v >> (4 * i)) & 0xf]);
+  for (int i = digits - 1; i >= 0; --i) {
+    out[i] = kDigits[v & 0xf];
+    v >>= 4;
+  }
 }
 
 }  // namespace
@@ -48,30 +52,39 @@ std::optional<TraceParent> parse_traceparent(std::string_view v) {
 }
 
 std::string format_traceparent(const TraceParent& p) {
-  std::string out;
-  out.reserve(55);
-  out.append("00-");
-  append_hex(out, p.trace_id.hi, 16);
-  append_hex(out, p.trace_id.lo, 16);
-  out.push_back('-');
-  append_hex(out, p.span_id, 16);
-  out.push_back('-');
-  append_hex(out, p.flags, 2);
+  // "00-" trace-id "-" parent-id "-" flags, written in place.
+  std::string out(55, '-');
+  out[0] = '0';
+  out[1] = '0';
+  write_hex(&out[3], p.trace_id.hi, 16);
+  write_hex(&out[19], p.trace_id.lo, 16);
+  write_hex(&out[36], p.span_id, 16);
+  write_hex(&out[53], p.flags, 2);
   return out;
+}
+
+void append_hex(std::string& out, const TraceId& id) {
+  char buf[32];
+  write_hex(buf, id.hi, 16);
+  write_hex(buf + 16, id.lo, 16);
+  out.append(buf, sizeof buf);
+}
+
+void append_hex(std::string& out, SpanId id) {
+  char buf[16];
+  write_hex(buf, id, 16);
+  out.append(buf, sizeof buf);
 }
 
 std::string to_hex(const TraceId& id) {
   std::string out;
-  out.reserve(32);
-  append_hex(out, id.hi, 16);
-  append_hex(out, id.lo, 16);
+  append_hex(out, id);
   return out;
 }
 
 std::string to_hex(SpanId id) {
   std::string out;
-  out.reserve(16);
-  append_hex(out, id, 16);
+  append_hex(out, id);
   return out;
 }
 

@@ -58,6 +58,9 @@ std::string format_traceparent(const TraceParent& p);
 // Lower-case hex: 32 and 16 characters (the OTLP JSON encoding of ids too).
 std::string to_hex(const TraceId& id);
 std::string to_hex(SpanId id);
+// The same, appended to `out` (the OTLP encoder's, without a string of their own).
+void append_hex(std::string& out, const TraceId& id);
+void append_hex(std::string& out, SpanId id);
 
 // Fresh ids from `rng`, never the invalid all-zero ones.
 TraceId new_trace_id(Rng& rng);

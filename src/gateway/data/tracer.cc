@@ -34,7 +34,9 @@ RequestTrace::RequestTrace(Tracer& tracer, trace::TraceParent server, trace::Spa
       server_(server),
       client_parent_(client_parent),
       tracestate_(std::move(tracestate)),
-      start_unix_nanos_(start_unix_nanos) {}
+      start_unix_nanos_(start_unix_nanos) {
+  span_attributes_.reserve(16);  // the routing decision's and the answer's, in one allocation
+}
 
 RequestTrace::~RequestTrace() {
   trace::Span s;
@@ -71,6 +73,7 @@ HopSpan RequestTrace::start_hop(std::string_view name, std::string_view endpoint
   hop.span.name = std::string(name);
   hop.span.kind = trace::SpanKind::kClient;
   hop.span.start_unix_nanos = tracer_.wall_now();
+  hop.span.attributes.reserve(3);
   hop.span.attributes.push_back({"server.address", std::string(endpoint_url)});
   hop.span.attributes.push_back({"kvgate.attempt", int64_t{hops_}});
   ++hops_;

@@ -72,8 +72,9 @@ class RequestTrace {
 
   const trace::TraceParent& server() const { return server_; }
   // An attribute of the server span (the routing decision's, the answer's status).
-  void attribute(std::string key, trace::Attribute::Value value) {
-    span_attributes_.push_back({std::move(key), std::move(value)});
+  // `key` is a literal (trace::Attribute::key).
+  void attribute(std::string_view key, trace::Attribute::Value value) {
+    span_attributes_.push_back({key, std::move(value)});
   }
   // The answer's HTTP status: 5xx marks the server span failed.
   void set_status(int status) { http_status_ = status; }
