@@ -377,9 +377,9 @@ class Parser : public YamlReader {
         fail(v[name], fmt::format("{}.{}", field, name), "no such file: " + file);
       }
     }
-    if (auto err = io::check_tls_files({tls.cert_file, tls.key_file})) {
-      const char* name = err->field == io::TlsField::kCert ? "cert" : "key";
-      fail(v[name], fmt::format("{}.{}", field, name), err->message);
+    if (Status st = io::check_tls_files({tls.cert_file, tls.key_file}); !st) {
+      const std::string& name = st.failure().field;  // "cert" or "key"
+      fail(v[name], fmt::format("{}.{}", field, name), st.error());
     }
     return tls;
   }

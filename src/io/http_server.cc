@@ -915,9 +915,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start_impl(const HttpServerOptio
   impl->awaited_handler = std::move(awaited);
   if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
     impl->tls.emplace(net::ssl::context::tls_server);
-    if (auto err = load_tls_server_files(impl->tls->native_handle(),
-                                         {options.tls_cert_file, options.tls_key_file})) {
-      return Error(err->message);
+    if (Status st = load_tls_server_files(impl->tls->native_handle(),
+                                          {options.tls_cert_file, options.tls_key_file});
+        !st) {
+      return Error(st.failure());
     }
   }
   beast::error_code ec;

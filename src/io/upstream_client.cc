@@ -91,13 +91,14 @@ void write_head(std::string& out, const UpstreamRequest& r, std::string_view hos
   out.append("Content-Length: "sv).append(length, end).append("\r\n\r\n"sv);
 }
 
-UpstreamErrorKind kind_of(const Connection& conn) {
-  return conn.deadline.expired() ? UpstreamErrorKind::kTimeout : UpstreamErrorKind::kClosed;
+// A failure on an open connection: timed out, or closed mid-exchange.
+ErrorCode code_of(const Connection& conn) {
+  return conn.deadline.expired() ? ErrorCode::kDeadlineExceeded : ErrorCode::kAborted;
 }
 
-// kCancelled when the caller's cancel closed the socket, else as kind_of.
-UpstreamErrorKind kind_of(const Connection& conn, const UpstreamCancel* cancel) {
-  return cancel && cancel->cancelled() ? UpstreamErrorKind::kCancelled : kind_of(conn);
+// kCancelled when the caller's cancel closed the socket, else as code_of.
+ErrorCode code_of(const Connection& conn, const UpstreamCancel* cancel) {
+  return cancel && cancel->cancelled() ? ErrorCode::kCancelled : code_of(conn);
 }
 
 // Points `cancel` at `conn` for as long as it lives here: the connection's socket closes
@@ -200,7 +201,7 @@ struct UpstreamExchange::Impl {
   }
 
   // Reads more of the body into conn->body; an error ends the exchange.
-  asio::awaitable<std::optional<UpstreamError>> read_more(std::chrono::milliseconds timeout) {
+  asio::awaitable<std::optional<Error>> read_more(std::chrono::milliseconds timeout) {
     conn->deadline.expires_after(timeout);
     // Until some body arrives (or the body ends): a stream's pieces pass on as they come.
     const size_t before = conn->body.size();
@@ -225,7 +226,7 @@ struct UpstreamExchange::Impl {
     }
     conn->deadline.expires_never();
     if (!ec) co_return std::nullopt;
-    UpstreamError err{kind_of(*conn, cancel), "upstream body: " + message_of(*conn, ec)};
+    Error err(code_of(*conn, cancel), "upstream body: " + message_of(*conn, ec));
     keep_alive = false;
     release();
     co_return err;
@@ -241,7 +242,7 @@ const HeaderFields& UpstreamExchange::headers() const {
 }
 void UpstreamExchange::no_reuse() { impl_->keep_alive = false; }
 
-asio::awaitable<UpstreamResult<std::string_view>> UpstreamExchange::read_some(
+asio::awaitable<Result<std::string_view>> UpstreamExchange::read_some(
     std::chrono::milliseconds timeout) {
   Impl& s = *impl_;
   s.drop_handed_out();
@@ -262,8 +263,8 @@ asio::awaitable<UpstreamResult<std::string_view>> UpstreamExchange::read_some(
   co_return std::string_view{};
 }
 
-asio::awaitable<UpstreamResult<std::string>> UpstreamExchange::read_all(
-    std::chrono::milliseconds timeout, size_t limit) {
+asio::awaitable<Result<std::string>> UpstreamExchange::read_all(std::chrono::milliseconds timeout,
+                                                                size_t limit) {
   Impl& s = *impl_;
   std::string body;
   s.drop_handed_out();
@@ -272,7 +273,7 @@ asio::awaitable<UpstreamResult<std::string>> UpstreamExchange::read_all(
     if (s.conn->body.size() > limit) {
       s.keep_alive = false;
       s.release();
-      co_return UpstreamError{UpstreamErrorKind::kProtocol, "upstream body too large"};
+      co_return Error(ErrorCode::kInternal, "upstream body too large");
     }
     if (s.parsed_all()) {
       body.swap(s.conn->body);  // the connection's buffer goes to the caller
@@ -318,7 +319,7 @@ void UpstreamClient::close_idle(std::string_view host, uint16_t port) {
   }
 }
 
-asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClient::send(
+asio::awaitable<Result<std::unique_ptr<UpstreamExchange>>> UpstreamClient::send(
     std::string host, uint16_t port, const UpstreamRequest& request) {
   // host:port, the pool's key and the Host header, in one allocation at most.
   std::string key;
@@ -328,7 +329,7 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
   key.append(digits, std::to_chars(digits, digits + sizeof(digits), port).ptr);
   UpstreamCancel* const cancel = request.cancel;
   auto cancelled = [cancel] { return cancel && cancel->cancelled(); };
-  if (cancelled()) co_return UpstreamError{UpstreamErrorKind::kCancelled, "cancelled"};
+  if (cancelled()) co_return Error(ErrorCode::kCancelled, "cancelled");
   // Attempt 0 may reuse an idle connection; when that one turns out dead before any
   // response byte, attempt 1 uses a fresh one.
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -348,19 +349,16 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
         endpoints = co_await resolver.async_resolve(host, std::to_string(port),
                                                     asio::redirect_error(asio::use_awaitable, ec));
       }
-      if (ec)
-        co_return UpstreamError{UpstreamErrorKind::kConnect,
-                                "resolve " + key + ": " + ec.message()};
+      if (ec) co_return Error(ErrorCode::kUnavailable, "resolve " + key + ": " + ec.message());
       conn->deadline.expires_after(options_.connect_timeout);
       co_await asio::async_connect(conn->socket, endpoints,
                                    asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
-        if (cancelled()) co_return UpstreamError{UpstreamErrorKind::kCancelled, "cancelled"};
+        if (cancelled()) co_return Error(ErrorCode::kCancelled, "cancelled");
         if (conn->deadline.expired()) {
-          co_return UpstreamError{UpstreamErrorKind::kTimeout, "connect " + key + ": timed out"};
+          co_return Error(ErrorCode::kDeadlineExceeded, "connect " + key + ": timed out");
         }
-        co_return UpstreamError{UpstreamErrorKind::kConnect,
-                                "connect " + key + ": " + ec.message()};
+        co_return Error(ErrorCode::kUnavailable, "connect " + key + ": " + ec.message());
       }
       conn->socket.set_option(tcp::no_delay(true), ec);
     }
@@ -373,8 +371,7 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
         co_await asio::async_write(conn->socket, out, asio::as_tuple(asio::deferred));
     if (ec) {
       if (reused && !conn->deadline.expired() && !cancelled()) continue;
-      co_return UpstreamError{kind_of(*conn, cancel),
-                              "send to " + key + ": " + message_of(*conn, ec)};
+      co_return Error(code_of(*conn, cancel), "send to " + key + ": " + message_of(*conn, ec));
     }
     conn->body.clear();
     conn->plain = false;
@@ -384,8 +381,8 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
       if (rec) {
         // Nothing came: a stale connection.
         if (reused && !conn->deadline.expired() && !cancelled()) continue;
-        co_return UpstreamError{kind_of(*conn, cancel),
-                                "response head from " + key + ": " + message_of(*conn, rec)};
+        co_return Error(code_of(*conn, cancel),
+                        "response head from " + key + ": " + message_of(*conn, rec));
       }
       conn->buffer.commit(n);
     }
@@ -401,8 +398,8 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
         if (reused && !conn->deadline.expired() && !conn->parser->got_some() && !cancelled()) {
           continue;
         }
-        co_return UpstreamError{kind_of(*conn, cancel),
-                                "response head from " + key + ": " + message_of(*conn, ec)};
+        co_return Error(code_of(*conn, cancel),
+                        "response head from " + key + ": " + message_of(*conn, ec));
       }
       status = conn->parser->status();
       keep_alive = conn->parser->keep_alive();
@@ -418,7 +415,7 @@ asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> UpstreamClien
     attached.keep();
     co_return std::make_unique<UpstreamExchange>(std::move(impl));
   }
-  co_return UpstreamError{UpstreamErrorKind::kClosed, "send to " + key + ": connection lost"};
+  co_return Error(ErrorCode::kAborted, "send to " + key + ": connection lost");
 }
 
 void UpstreamCancel::cancel() {
@@ -430,20 +427,21 @@ void UpstreamCancel::cancel() {
   }
 }
 
-std::string_view to_string(UpstreamErrorKind kind) {
-  switch (kind) {
-    case UpstreamErrorKind::kConnect:
+std::string_view upstream_failure(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kUnavailable:
       return "connect";
-    case UpstreamErrorKind::kTimeout:
+    case ErrorCode::kDeadlineExceeded:
       return "timeout";
-    case UpstreamErrorKind::kClosed:
+    case ErrorCode::kAborted:
       return "closed";
-    case UpstreamErrorKind::kProtocol:
+    case ErrorCode::kInternal:
       return "protocol";
-    case UpstreamErrorKind::kCancelled:
+    case ErrorCode::kCancelled:
       return "cancelled";
+    default:
+      return "unknown";
   }
-  return "unknown";
 }
 
 }  // namespace kvgate::io

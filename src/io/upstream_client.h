@@ -13,7 +13,7 @@
 //
 //   UpstreamClient client(io.get_executor(), {.connect_timeout = 2s});
 //   auto ex = co_await client.send("127.0.0.1", 8001, request);
-//   if (!ex) ... ex.error().kind == UpstreamErrorKind::kConnect ...
+//   if (!ex) ... ex.code() == ErrorCode::kUnavailable (connect failed) ... ex.error() ...
 //   while (true) {
 //     auto piece = co_await (*ex)->read_some(timeout);   // empty: end of body
 //     if (!piece || piece->empty()) break;
@@ -35,41 +35,24 @@
 #include <variant>
 #include <vector>
 
+#include "core/common/result.h"
 #include "io/http_types.h"
 
 namespace kvgate::io {
 
 using UpstreamHeaders = std::vector<std::pair<std::string, std::string>>;
 
-enum class UpstreamErrorKind : uint8_t {
-  kConnect,    // resolve or connect failed (nothing was sent): safe to retry elsewhere
-  kTimeout,    // connect, head or body timed out
-  kClosed,     // the connection failed or closed mid-exchange
-  kProtocol,   // malformed response
-  kCancelled,  // the caller cancelled the exchange (UpstreamCancel)
-};
+// An exchange fails with an Error (core/common/result.h) whose code says how:
+//   kUnavailable       resolve or connect failed (nothing was sent): safe to retry elsewhere
+//   kDeadlineExceeded  connect, head or body timed out
+//   kAborted           the connection failed or closed mid-exchange
+//   kInternal          malformed response (or a body over the caller's limit)
+//   kCancelled         the caller cancelled the exchange (UpstreamCancel)
+// and whose message names the endpoint and what went wrong.
 
-// "connect", "timeout", "closed", "protocol", "cancelled" (metric label values).
-std::string_view to_string(UpstreamErrorKind kind);
-
-struct UpstreamError {
-  UpstreamErrorKind kind;
-  std::string message;
-};
-
-template <typename T>
-class UpstreamResult {
- public:
-  UpstreamResult(T value) : v_(std::move(value)) {}              // NOLINT
-  UpstreamResult(UpstreamError error) : v_(std::move(error)) {}  // NOLINT
-  explicit operator bool() const { return v_.index() == 0; }
-  T& operator*() { return std::get<0>(v_); }
-  T* operator->() { return &std::get<0>(v_); }
-  const UpstreamError& error() const { return std::get<1>(v_); }
-
- private:
-  std::variant<T, UpstreamError> v_;
-};
+// The metric label of an exchange's failure: "connect", "timeout", "closed", "protocol",
+// "cancelled" for the codes above, in that order ("unknown" for any other).
+std::string_view upstream_failure(ErrorCode code);
 
 // Lets a caller abort an exchange in progress (the client it serves went away): cancel()
 // closes the exchange's connection at once, so the operation in progress fails with
@@ -131,11 +114,10 @@ class UpstreamExchange {
   // The next piece of the body, as soon as any arrives within `timeout`; an empty view
   // at the end of the body (then the connection is back in the pool). The view is
   // valid until the next call.
-  boost::asio::awaitable<UpstreamResult<std::string_view>> read_some(
-      std::chrono::milliseconds timeout);
+  boost::asio::awaitable<Result<std::string_view>> read_some(std::chrono::milliseconds timeout);
   // Reads the whole remaining body (non-streaming responses), at most `limit` bytes.
-  boost::asio::awaitable<UpstreamResult<std::string>> read_all(std::chrono::milliseconds timeout,
-                                                               size_t limit);
+  boost::asio::awaitable<Result<std::string>> read_all(std::chrono::milliseconds timeout,
+                                                       size_t limit);
 
  private:
   std::unique_ptr<Impl> impl_;
@@ -150,7 +132,7 @@ class UpstreamClient {
 
   // Sends `request` to host:port and reads the response head. `request` is borrowed
   // until the returned awaitable completes (a temporary in the co_await expression is).
-  boost::asio::awaitable<UpstreamResult<std::unique_ptr<UpstreamExchange>>> send(
+  boost::asio::awaitable<Result<std::unique_ptr<UpstreamExchange>>> send(
       std::string host, uint16_t port, const UpstreamRequest& request);
 
   // Idle pooled connections right now (all endpoints).

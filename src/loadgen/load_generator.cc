@@ -143,7 +143,7 @@ class Runner {
         std::chrono::milliseconds(static_cast<int64_t>(options_.request_timeout_s * 1000));
     auto ex = co_await client_.send(url_.host, port_, std::move(req));
     if (!ex) {
-      error(fmt::format("transport: {}", ex.error().message));
+      error(fmt::format("transport: {}", ex.error()));
       co_return finish(std::move(rec));
     }
     const int status = (*ex)->status();
@@ -161,7 +161,7 @@ class Runner {
     while (true) {
       auto piece = co_await (*ex)->read_some(timeout);
       if (!piece) {
-        error(fmt::format("stream: {}", piece.error().message));
+        error(fmt::format("stream: {}", piece.error()));
         break;
       }
       if (piece->empty()) break;

@@ -47,8 +47,8 @@ uint64_t count(const json::object& o, std::string_view key) {
 
 Inspection inspect_request(std::string_view body, ApiKind kind) {
   Inspection out;
-  auto fail = [&](std::string message, std::string param, int status = 400) {
-    out.error = RequestError{status, std::move(message), std::move(param)};
+  auto fail = [&](std::string message, std::string param) {
+    out.error = Error(ErrorCode::kInvalidArgument, std::move(message), std::move(param));
     return out;
   };
   boost::system::error_code ec;

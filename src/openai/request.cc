@@ -17,7 +17,7 @@ Inspection inspect_request(std::string_view body, ApiKind kind) {
 Inspection inspect_aux_request(std::string_view body, AuxApi api) {
   Inspection out;
   auto fail = [&](std::string message, std::string param) {
-    out.error = RequestError{400, std::move(message), std::move(param)};
+    out.error = Error(ErrorCode::kInvalidArgument, std::move(message), std::move(param));
     return out;
   };
   boost::system::error_code ec;

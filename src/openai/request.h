@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/common/result.h"
 #include "openai/api_kind.h"
 
 namespace kvgate::openai {
@@ -34,14 +35,10 @@ struct InspectedRequest {
   std::string cache_salt;
 };
 
-struct RequestError {
-  int status;
-  std::string message;
-  std::string param;  // the field at fault, or empty
-};
-
 struct Inspection {
-  std::optional<RequestError> error;
+  // A bad body: kInvalidArgument (http_status: 400), its field the parameter at fault
+  // (OpenAI's `param`; empty for the body as a whole).
+  std::optional<Error> error;
   InspectedRequest request;
 };
 

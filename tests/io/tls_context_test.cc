@@ -34,28 +34,28 @@ class TlsFilesTest : public ::testing::Test {
 };
 
 TEST_F(TlsFilesTest, AMatchingPairLoads) {
-  EXPECT_FALSE(check_tls_files({path("a.pem"), path("a.key")}));
+  EXPECT_TRUE(check_tls_files({path("a.pem"), path("a.key")}));
 }
 
 TEST_F(TlsFilesTest, EachFaultNamesTheFileAtFault) {
   auto missing = check_tls_files({path("none.pem"), path("a.key")});
-  ASSERT_TRUE(missing);
-  EXPECT_EQ(missing->field, TlsField::kCert);
-  EXPECT_NE(missing->message.find("cannot read " + path("none.pem")), std::string::npos);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.failure().field, "cert");
+  EXPECT_NE(missing.error().find("cannot read " + path("none.pem")), std::string::npos);
 
   auto junk = check_tls_files({path("junk.pem"), path("a.key")});
-  ASSERT_TRUE(junk);
-  EXPECT_EQ(junk->field, TlsField::kCert);
-  EXPECT_NE(junk->message.find("not a PEM certificate chain"), std::string::npos) << junk->message;
+  ASSERT_FALSE(junk);
+  EXPECT_EQ(junk.failure().field, "cert");
+  EXPECT_NE(junk.error().find("not a PEM certificate chain"), std::string::npos) << junk.error();
 
   auto key_is_cert = check_tls_files({path("a.pem"), path("a.pem")});
-  ASSERT_TRUE(key_is_cert);
-  EXPECT_EQ(key_is_cert->field, TlsField::kKey);
+  ASSERT_FALSE(key_is_cert);
+  EXPECT_EQ(key_is_cert.failure().field, "key");
 
   auto other_key = check_tls_files({path("a.pem"), path("b.key")});
-  ASSERT_TRUE(other_key);
-  EXPECT_EQ(other_key->field, TlsField::kKey);
-  EXPECT_NE(other_key->message.find(path("b.key")), std::string::npos) << other_key->message;
+  ASSERT_FALSE(other_key);
+  EXPECT_EQ(other_key.failure().field, "key");
+  EXPECT_NE(other_key.error().find(path("b.key")), std::string::npos) << other_key.error();
 }
 
 }  // namespace

@@ -22,8 +22,8 @@ std::string show(const Usage& u) {
 
 std::string show(const Inspection& i) {
   if (i.error) {
-    return "error " + std::to_string(i.error->status) + " [" + i.error->message + "] param [" +
-           i.error->param + "]";
+    return "error " + std::to_string(http_status(i.error->code)) + " [" + i.error->message +
+           "] param [" + i.error->field + "]";
   }
   const InspectedRequest& r = i.request;
   return "ok model [" + r.model + "] stream " + std::to_string(r.stream) + " usage " +
@@ -266,8 +266,8 @@ TEST(OpenAiJsonFast, CacheSalt) {
                                R"({"model":"m","cache_salt":7,"prompt":"x"})"}) {
     const Inspection i = inspect_request(bad, ApiKind::kCompletion);
     ASSERT_TRUE(i.error) << bad;
-    EXPECT_EQ(i.error->status, 400);
-    EXPECT_EQ(i.error->param, "cache_salt");
+    EXPECT_EQ(http_status(i.error->code), 400);
+    EXPECT_EQ(i.error->field, "cache_salt");
   }
 }
 

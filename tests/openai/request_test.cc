@@ -7,9 +7,10 @@
 namespace kvgate::openai {
 namespace {
 
-RequestError error_of(std::string_view body, ApiKind kind = ApiKind::kChat) {
+// The error, or one of status 500 and no param when there is none.
+Error error_of(std::string_view body, ApiKind kind = ApiKind::kChat) {
   Inspection i = inspect_request(body, kind);
-  return i.error ? *i.error : RequestError{0, "", ""};
+  return i.error ? *i.error : Error("no error");
 }
 
 TEST(OpenAiRequest, AcceptsAChatRequest) {
@@ -26,21 +27,21 @@ TEST(OpenAiRequest, AcceptsAChatRequest) {
 }
 
 TEST(OpenAiRequest, BadBodiesGet400WithTheParam) {
-  EXPECT_EQ(error_of("{not json").status, 400);
-  EXPECT_EQ(error_of("[1,2]").status, 400);
-  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"x"}]})").param, "model");
-  EXPECT_EQ(error_of(R"({"model":5,"messages":[]})").param, "model");
-  EXPECT_EQ(error_of(R"({"model":"m","messages":[]})").param, "messages");
-  EXPECT_EQ(error_of(R"({"model":"m","messages":"hi"})").param, "messages");
-  EXPECT_EQ(error_of(R"({"model":"m","messages":[1]})").param, "messages[0]");
-  EXPECT_EQ(error_of(R"({"model":"m","messages":[{"role":"user"}],"stream":"yes"})").param,
+  EXPECT_EQ(http_status(error_of("{not json").code), 400);
+  EXPECT_EQ(http_status(error_of("[1,2]").code), 400);
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"x"}]})").field, "model");
+  EXPECT_EQ(error_of(R"({"model":5,"messages":[]})").field, "model");
+  EXPECT_EQ(error_of(R"({"model":"m","messages":[]})").field, "messages");
+  EXPECT_EQ(error_of(R"({"model":"m","messages":"hi"})").field, "messages");
+  EXPECT_EQ(error_of(R"({"model":"m","messages":[1]})").field, "messages[0]");
+  EXPECT_EQ(error_of(R"({"model":"m","messages":[{"role":"user"}],"stream":"yes"})").field,
             "stream");
-  EXPECT_EQ(error_of(R"({"model":"m","messages":[{"role":"user"}],"max_tokens":-1})").param,
+  EXPECT_EQ(error_of(R"({"model":"m","messages":[{"role":"user"}],"max_tokens":-1})").field,
             "max_tokens");
-  EXPECT_EQ(error_of(R"({"model":"m"})", ApiKind::kCompletion).param, "prompt");
-  EXPECT_EQ(error_of(R"({"model":"m","prompt":3})", ApiKind::kCompletion).param, "prompt");
+  EXPECT_EQ(error_of(R"({"model":"m"})", ApiKind::kCompletion).field, "prompt");
+  EXPECT_EQ(error_of(R"({"model":"m","prompt":3})", ApiKind::kCompletion).field, "prompt");
   std::string deep(200, '[');
-  EXPECT_EQ(error_of(deep).status, 400);
+  EXPECT_EQ(http_status(error_of(deep).code), 400);
 }
 
 TEST(OpenAiRequest, RewriteSetsServedModelAndAsksForUsage) {
@@ -137,8 +138,8 @@ TEST(OpenAiRequest, BadAuxBodiesGet400WithTheParam) {
         Case{R"({"model":"m","messages":"x"})", AuxApi::kCountTokens, "messages"}}) {
     Inspection i = inspect_aux_request(c.body, c.api);
     ASSERT_TRUE(i.error) << c.body;
-    EXPECT_EQ(i.error->status, 400) << c.body;
-    EXPECT_EQ(i.error->param, c.param) << c.body;
+    EXPECT_EQ(http_status(i.error->code), 400) << c.body;
+    EXPECT_EQ(i.error->field, c.param) << c.body;
   }
 }
 
@@ -162,7 +163,7 @@ TEST(OpenAiRequest, ScoreAndRerankBodiesGiveTheirPairsSize) {
                         Case{R"({"query":"q","documents":"a"})", AuxApi::kRerank, "documents"}}) {
     Inspection i = inspect_aux_request(c.body, c.api);
     ASSERT_TRUE(i.error) << c.body;
-    EXPECT_EQ(i.error->param, c.param) << c.body;
+    EXPECT_EQ(i.error->field, c.param) << c.body;
   }
 }
 

@@ -61,11 +61,11 @@ Error YamlReader::error(const YAML::Node& node, std::string_view field,
                         std::string_view message) const {
   // Mark() throws on an undefined node (a missing key): that error has no place.
   const YAML::Mark mark = node.IsDefined() ? node.Mark() : YAML::Mark::null_mark();
-  return Error(format_error(file_, mark, field, message));
+  return Error(ErrorCode::kInvalidArgument, format_error(file_, mark, field, message));
 }
 
 Error YamlReader::error(const YAML::Exception& e, std::string_view field) const {
-  return Error(format_error(file_, e.mark, field, e.msg));
+  return Error(ErrorCode::kInvalidArgument, format_error(file_, e.mark, field, e.msg));
 }
 
 Status YamlReader::expect_map(const YAML::Node& node, std::string_view field,

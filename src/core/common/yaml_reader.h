@@ -64,6 +64,7 @@ class YamlReader {
   const std::string& dir() const { return dir_; }
 
   // "FILE:LINE:COLUMN: FIELD: message" at `node`'s place; an empty field is left out.
+  // Both error()s are kInvalidArgument.
   // `node` may be undefined (a missing key): the error then has no place.
   Error error(const YAML::Node& node, std::string_view field, std::string_view message) const;
   // A yaml-cpp exception (a syntax error, a failed conversion) at its own place:

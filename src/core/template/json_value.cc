@@ -47,6 +47,13 @@ Value convert(const boost::json::value& v, int depth) {
 
 }  // namespace
 
-Value from_json(const boost::json::value& v) { return convert(v, 0); }
+// TemplateError stays inside the template engine: callers get a Result.
+Result<Value> from_json(const boost::json::value& v) {
+  try {
+    return convert(v, 0);
+  } catch (const TemplateError& e) {
+    return Error(ErrorCode::kInvalidArgument, e.what());
+  }
+}
 
 }  // namespace kvgate::jinja

@@ -1,6 +1,8 @@
 #include "core/tokenizer/chat_context.h"
 
 #include <boost/json.hpp>
+#include <optional>
+#include <utility>
 
 #include "core/template/builtins.h"
 #include "core/template/json_value.h"
@@ -11,6 +13,15 @@ namespace {
 
 using jinja::DictObj;
 using jinja::Value;
+
+// `v` as a template value; None when it cannot be one, the first such error kept in
+// `failed`.
+Value json_value(const boost::json::value& v, std::optional<Error>& failed) {
+  Result<Value> r = jinja::from_json(v);
+  if (r) return std::move(r).value();
+  if (!failed) failed.emplace(r.failure());
+  return Value::none();
+}
 
 Value text_part(Value text) {
   auto d = std::make_shared<DictObj>();
@@ -40,7 +51,8 @@ Value content_value(const ChatMessage& m, bool as_parts, bool is_final, bool con
   return Value::list(std::move(parts));
 }
 
-Value message_value(const ChatMessage& m, bool as_parts, bool is_final, bool continue_final) {
+Value message_value(const ChatMessage& m, bool as_parts, bool is_final, bool continue_final,
+                    std::optional<Error>& failed) {
   auto d = std::make_shared<DictObj>();
   d->items.reserve(6);
   d->items.emplace_back(Value::borrowed("role"), Value::borrowed(m.role));
@@ -49,7 +61,7 @@ Value message_value(const ChatMessage& m, bool as_parts, bool is_final, bool con
   if (!m.tool_calls.empty()) {
     std::vector<Value> calls;
     calls.reserve(m.tool_calls.size());
-    for (const ToolCall& c : m.tool_calls) calls.push_back(jinja::from_json(c.json));
+    for (const ToolCall& c : m.tool_calls) calls.push_back(json_value(c.json, failed));
     d->items.emplace_back(Value::borrowed("tool_calls"), Value::list(std::move(calls)));
   }
   if (m.reasoning_content) {
@@ -65,8 +77,9 @@ Value message_value(const ChatMessage& m, bool as_parts, bool is_final, bool con
 
 }  // namespace
 
-Value build_chat_context(const ChatRequest& req, const SpecialTokens& tokens, bool as_parts,
-                         const jinja::Template* only_for) {
+Result<Value> build_chat_context(const ChatRequest& req, const SpecialTokens& tokens, bool as_parts,
+                                 const jinja::Template* only_for) {
+  std::optional<Error> failed;
   auto wanted = [only_for](std::string_view name) {
     return !only_for || only_for->references(name);
   };
@@ -84,19 +97,21 @@ Value build_chat_context(const ChatRequest& req, const SpecialTokens& tokens, bo
     messages.reserve(req.messages.size());
     for (size_t i = 0; i < req.messages.size(); ++i)
       messages.push_back(message_value(req.messages[i], as_parts, i + 1 == req.messages.size(),
-                                       req.continue_final_message));
+                                       req.continue_final_message, failed));
     ctx->set(Value::borrowed("messages"), Value::list(std::move(messages)));
   }
-  if (wanted("tools")) ctx->set(Value::borrowed("tools"), jinja::from_json(req.tools_json));
-  if (wanted("documents")) ctx->set(Value::borrowed("documents"), jinja::from_json(req.documents));
+  if (wanted("tools")) ctx->set(Value::borrowed("tools"), json_value(req.tools_json, failed));
+  if (wanted("documents"))
+    ctx->set(Value::borrowed("documents"), json_value(req.documents, failed));
   ctx->set(Value::borrowed("add_generation_prompt"), Value::boolean(req.add_generation_prompt));
   if (req.enable_thinking)
     ctx->set(Value::borrowed("enable_thinking"), Value::boolean(*req.enable_thinking));
   for (const auto& kv : req.extra_kwargs) {
     const auto k = kv.key();
     const std::string_view name(k.data(), k.size());
-    if (wanted(name)) ctx->set(Value::borrowed(name), jinja::from_json(kv.value()));
+    if (wanted(name)) ctx->set(Value::borrowed(name), json_value(kv.value(), failed));
   }
+  if (failed) return Error(*failed);
   return Value::dict(std::move(ctx));
 }
 

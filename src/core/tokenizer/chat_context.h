@@ -23,9 +23,11 @@ struct SpecialTokens;
 // content_as_parts: the template iterates content (vLLM's "openai" content format), so
 // content is a list of {"type": "text", "text": ...} instead of a string. With `only_for`,
 // the variables that template never names are left out (they could not be read; tools
-// and documents are the costly ones to build).
-jinja::Value build_chat_context(const ChatRequest& request, const SpecialTokens& tokens,
-                                bool content_as_parts, const jinja::Template* only_for = nullptr);
+// and documents are the costly ones to build). Fails for JSON (tools, documents, tool calls,
+// kwargs) nested too deep for a template (jinja::from_json).
+Result<jinja::Value> build_chat_context(const ChatRequest& request, const SpecialTokens& tokens,
+                                        bool content_as_parts,
+                                        const jinja::Template* only_for = nullptr);
 
 // transformers' continue_final_message: the marker build_chat_context appends to the
 // final message's (last text part's) content, and the cut of the rendered prompt.

@@ -357,10 +357,11 @@ Result<std::string> ChatTemplate::render(const ChatRequest& request,
       final_text = last.content;
     }
   }
-  const jinja::Value ctx = build_chat_context(request, tokens_, parts, tpl);
+  const Result<jinja::Value> ctx = build_chat_context(request, tokens_, parts, tpl);
+  if (!ctx) return Error(ctx.failure());
   jinja::RenderOptions ro;
   ro.now_unix_seconds = options.now_unix_seconds;
-  auto out = tpl->render(ctx, ro);
+  auto out = tpl->render(*ctx, ro);
   if (!out) return Error("chat_template:" + out.error());
   if (request.continue_final_message) return cut_at_continue_tag(std::move(*out), final_text);
   return out;

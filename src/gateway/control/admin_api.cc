@@ -621,11 +621,11 @@ asio::awaitable<HttpResponse> AdminApi::Impl::route_view(const HttpRequest& req,
   const std::string text = json::serialize(o);
   openai::Inspection in = openai::inspect_request(text, kind);
   if (in.error) {
-    co_return HttpResponse{
-        in.error->status,
-        "application/json",
-        {},
-        openai::error_json(in.error->status, in.error->message, in.error->param)};
+    const int status = kvgate::http_status(in.error->code);
+    co_return HttpResponse{status,
+                           "application/json",
+                           {},
+                           openai::error_json(status, in.error->message, in.error->field)};
   }
   std::vector<kv::BlockKey> keys;
   uint32_t prompt_tokens = 0;

@@ -179,12 +179,12 @@ asio::awaitable<void> LoraPlacer::Impl::act(route::LoraAction action) {
                             .body = json::serialize(body)};
     auto ex = co_await upstream.send(addr->host, addr->port, req);
     if (!ex) {
-      why = ex.error().message;
+      why = ex.error();
     } else {
       auto text = co_await (*ex)->read_all(kActionTimeout, 1 << 16);
       const int status = (*ex)->status();
       if (!text) {
-        why = text.error().message;
+        why = text.error();
       } else {
         // Loaded already (--lora-modules, another gateway replica): it is there.
         ok = status == 200 ||

@@ -96,24 +96,24 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
     hop.outcome = PrefillHop::kRetry;
     hop.error = "cancelled";
   };
-  if (!exchange && exchange.error().kind == io::UpstreamErrorKind::kCancelled) {
+  if (!exchange && exchange.code() == ErrorCode::kCancelled) {
     cancelled();
     co_return hop;
   }
   if (!exchange) {
-    retry(io::to_string(exchange.error().kind), exchange.error().message);
+    retry(io::upstream_failure(exchange.code()), exchange.error());
     co_return hop;
   }
   std::string content_type(
       (*exchange)->headers().find("content-type").value_or("application/json"));
   auto answer =
       co_await (*exchange)->read_all(ctx.timeouts.upstream_header, kMaxPrefillAnswerBytes);
-  if (!answer && answer.error().kind == io::UpstreamErrorKind::kCancelled) {
+  if (!answer && answer.code() == ErrorCode::kCancelled) {
     cancelled();
     co_return hop;
   }
   if (!answer) {
-    retry(io::to_string(answer.error().kind), answer.error().message);
+    retry(io::upstream_failure(answer.code()), answer.error());
     co_return hop;
   }
   const int status = (*exchange)->status();

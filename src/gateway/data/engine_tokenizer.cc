@@ -202,9 +202,9 @@ asio::awaitable<EngineTokenizer::Answer> EngineTokenizer::exchange(
   req.body = std::move(body);
   req.cancel = cancel.get();
   Answer a;
-  auto failed = [&](const io::UpstreamError& e) {
-    a.failure = cancel->cancelled() || e.kind == io::UpstreamErrorKind::kTimeout ? "timeout"
-                                                                                 : "engine_error";
+  auto failed = [&](const Error& e) {
+    a.failure =
+        cancel->cancelled() || e.code == ErrorCode::kDeadlineExceeded ? "timeout" : "engine_error";
     a.error = e.message;
     *over = true;
     return a;
@@ -214,14 +214,14 @@ asio::awaitable<EngineTokenizer::Answer> EngineTokenizer::exchange(
   TracedHop traced(trace, "kvgate.tokenize", endpoint->url, req.headers);
   auto sent = co_await upstream_.send(endpoint->host, endpoint->port, req);
   traced.end(sent);
-  if (!sent) co_return failed(sent.error());
+  if (!sent) co_return failed(sent.failure());
   const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
                                  timeout_ - std::chrono::nanoseconds(pool_.clock().now() - start)),
                              std::chrono::milliseconds(1));
   auto text = co_await (*sent)->read_all(left, kMaxAnswerBytes);
   *over = true;
   timer.cancel();
-  if (!text) co_return failed(text.error());
+  if (!text) co_return failed(text.failure());
   if ((*sent)->status() != 200) {
     // 4xx: the engine refused this request (it will refuse the request itself too);
     // anything else is the engine's trouble.

@@ -298,8 +298,9 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
       : translated              ? openai::inspect_request(translation->route_body, kind)
                                 : openai::inspect_request(req.body, kind);
   if (inspection.error) {
-    const openai::RequestError& e = *inspection.error;
-    return reject(e.status, json_error(e.status, e.message, e.param));
+    const Error& e = *inspection.error;
+    const int status = kvgate::http_status(e.code);
+    return reject(status, json_error(status, e.message, e.field));
   }
   // Embeddings and (de)tokenize may leave the model out, as vLLM allows: the only one.
   if (inspection.request.model.empty() && config.models.size() == 1) {

@@ -328,12 +328,12 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
                      endpoint->url, to_send.headers);
     auto result = co_await upstream->send(endpoint->host, endpoint->port, to_send);
     traced.end(result);
-    if (!result && result.error().kind == io::UpstreamErrorKind::kCancelled) break;
+    if (!result && result.code() == ErrorCode::kCancelled) break;
     if (!result) {
-      last_error = result.error().message;
-      metrics.upstream_error(pool.name(), endpoint->url, io::to_string(result.error().kind));
+      last_error = result.error();
+      metrics.upstream_error(pool.name(), endpoint->url, io::upstream_failure(result.code()));
       if (!prefill_url.empty()) {
-        metrics.pd_hop_failure(pool.name(), "decode", io::to_string(result.error().kind));
+        metrics.pd_hop_failure(pool.name(), "decode", io::upstream_failure(result.code()));
       }
       lease.done(endpoint->id, false, clock.now());
       excluded.push_back(endpoint->id);
@@ -368,18 +368,17 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
     // Whole response (or an engine error on a stream request): read it, pass it on.
     std::string content_type(exchange->headers().find("content-type").value_or("application/json"));
     auto body = co_await exchange->read_all(config.timeouts.stream, 64 << 20);
-    if (!body && body.error().kind == io::UpstreamErrorKind::kCancelled) {
+    if (!body && body.code() == ErrorCode::kCancelled) {
       client_left();
     } else if (!body) {
       // The answer had begun (its head came) and a whole answer does not migrate: lost,
       // as route::after_failure decides for a request that cannot migrate.
-      metrics.upstream_error(pool.name(), endpoint->url, io::to_string(body.error().kind));
+      metrics.upstream_error(pool.name(), endpoint->url, io::upstream_failure(body.code()));
       if (!prefill_url.empty()) {
-        metrics.pd_hop_failure(pool.name(), "decode", io::to_string(body.error().kind));
+        metrics.pd_hop_failure(pool.name(), "decode", io::upstream_failure(body.code()));
       }
       lease.done(endpoint->id, false, clock.now());
-      respond(502,
-              json_error(502, "Upstream failed: " + body.error().message, {}, "upstream_error"));
+      respond(502, json_error(502, "Upstream failed: " + body.error(), {}, "upstream_error"));
     } else {
       const Nanos done = clock.now();
       lease.done(endpoint->id, true, done, /*first_token=*/true);
@@ -492,22 +491,21 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
       until_deadline = false;
     }
     auto piece = co_await job.exchange->read_some(wait);
-    if (!piece &&
-        (piece.error().kind == io::UpstreamErrorKind::kCancelled || call.stream->closed())) {
+    if (!piece && (piece.code() == ErrorCode::kCancelled || call.stream->closed())) {
       client_left = true;  // its on_close cancelled the exchange
       break;
     }
     // (The read's timer may fire a clock tick before `deadline`.)
-    if (!piece && piece.error().kind == io::UpstreamErrorKind::kTimeout && until_deadline) {
+    if (!piece && piece.code() == ErrorCode::kDeadlineExceeded && until_deadline) {
       end_timed_out();  // the read waited out the gateway's stream timeout, not a silence
       break;
     }
     if (!piece) {
-      const std::string kind(io::to_string(piece.error().kind));
+      const std::string kind(io::upstream_failure(piece.code()));
       metrics.upstream_error(pool.name(), job.endpoint->url, kind);
       if (!prefill_url.empty()) metrics.pd_hop_failure(pool.name(), "decode", kind);
       pool.endpoint_result(job.endpoint->id, false);
-      std::string error = piece.error().message;
+      std::string error = piece.error();
       // The stream had begun: migrate() asks route::after_failure whether it moves; a
       // stream that cannot migrate (no MigratingStream) is lost.
       if (job.migration) {
@@ -652,13 +650,13 @@ asio::awaitable<Gateway::Impl::Migrated> Gateway::Impl::migrate(StreamJob& job) 
     TracedHop traced(job.call.trace.get(), "kvgate.migration", endpoint->url, up.headers);
     auto result = co_await upstream->send(endpoint->host, endpoint->port, up);
     traced.end(result);
-    if (!result && result.error().kind == io::UpstreamErrorKind::kCancelled) {
+    if (!result && result.code() == ErrorCode::kCancelled) {
       lease.finish(true);  // the client left: no failure of this endpoint's
       co_return Migrated::kCancelled;
     }
     if (!result || route::failed_status((*result)->status(), /*continuation=*/true)) {
       const std::string kind = result ? fmt::format("status_{}", (*result)->status())
-                                      : std::string(io::to_string(result.error().kind));
+                                      : std::string(io::upstream_failure(result.code()));
       metrics.upstream_error(pool.name(), endpoint->url, kind);
       lease.done(endpoint->id, false, clock.now());
       excluded.push_back(endpoint->id);
@@ -719,21 +717,21 @@ asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
     TracedHop traced(call.trace.get(), "kvgate.relay", endpoint->url, up.headers);
     auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
     traced.end(sent);
-    if (!sent && sent.error().kind == io::UpstreamErrorKind::kCancelled) break;
+    if (!sent && sent.code() == ErrorCode::kCancelled) break;
     if (!sent) {
-      last_error = sent.error().message;
-      metrics.upstream_error(pool.name(), endpoint->url, io::to_string(sent.error().kind));
+      last_error = sent.error();
+      metrics.upstream_error(pool.name(), endpoint->url, io::upstream_failure(sent.code()));
       retry = may_retry();
       continue;
     }
     const int status = (*sent)->status();
     std::string content_type((*sent)->headers().find("content-type").value_or("application/json"));
     auto body = co_await (*sent)->read_all(config.timeouts.stream, 64 << 20);
-    if (!body && body.error().kind == io::UpstreamErrorKind::kCancelled) break;
+    if (!body && body.code() == ErrorCode::kCancelled) break;
     if (!body || route::failed_status(status, /*continuation=*/false)) {
-      last_error = body ? fmt::format("{} answered 503", endpoint->url) : body.error().message;
+      last_error = body ? fmt::format("{} answered 503", endpoint->url) : body.error();
       metrics.upstream_error(pool.name(), endpoint->url,
-                             body ? "status_503" : io::to_string(body.error().kind));
+                             body ? "status_503" : io::upstream_failure(body.code()));
       retry = may_retry();
       continue;
     }
@@ -792,26 +790,26 @@ asio::awaitable<void> Gateway::Impl::fetch_stored(ProxyCall call) {
   TracedHop traced(call.trace.get(), "kvgate.stored", endpoint->url, up.headers);
   auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
   traced.end(sent);
-  if (!sent && sent.error().kind == io::UpstreamErrorKind::kCancelled) {
+  if (!sent && sent.code() == ErrorCode::kCancelled) {
     client_left();
     co_return;
   }
   if (!sent) {
-    metrics.upstream_error(pool.name(), endpoint->url, io::to_string(sent.error().kind));
-    respond(json_error(502, fmt::format("Upstream failed: {}", sent.error().message), {},
+    metrics.upstream_error(pool.name(), endpoint->url, io::upstream_failure(sent.code()));
+    respond(json_error(502, fmt::format("Upstream failed: {}", sent.error()), {},
                        "upstream_unavailable"));
     co_return;
   }
   const int status = (*sent)->status();
   std::string content_type((*sent)->headers().find("content-type").value_or("application/json"));
   auto body = co_await (*sent)->read_all(config.timeouts.stream, 64 << 20);
-  if (!body && body.error().kind == io::UpstreamErrorKind::kCancelled) {
+  if (!body && body.code() == ErrorCode::kCancelled) {
     client_left();
     co_return;
   }
   if (!body) {
-    metrics.upstream_error(pool.name(), endpoint->url, io::to_string(body.error().kind));
-    respond(json_error(502, "Upstream failed: " + body.error().message, {}, "upstream_error"));
+    metrics.upstream_error(pool.name(), endpoint->url, io::upstream_failure(body.code()));
+    respond(json_error(502, "Upstream failed: " + body.error(), {}, "upstream_error"));
     co_return;
   }
   // A tenant reads only the responses of its own models: another's is not found to it.

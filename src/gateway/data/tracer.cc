@@ -97,13 +97,13 @@ void RequestTrace::end_hop(HopSpan hop, int status, std::string_view error) {
   tracer_.submit(std::move(s));
 }
 
-void TracedHop::finish(io::UpstreamResult<std::unique_ptr<io::UpstreamExchange>>& result) {
+void TracedHop::finish(Result<std::unique_ptr<io::UpstreamExchange>>& result) {
   HopSpan hop = std::move(*span_);
   span_.reset();
   if (result) {
     trace_->end_hop(std::move(hop), (*result)->status());
   } else {
-    trace_->end_hop(std::move(hop), 0, result.error().message);
+    trace_->end_hop(std::move(hop), 0, result.error());
   }
 }
 

@@ -114,14 +114,14 @@ class TracedHop {
   }
   // Records the hop: the engine's status, or the exchange's error. Once; later calls do
   // nothing.
-  void end(io::UpstreamResult<std::unique_ptr<io::UpstreamExchange>>& result) {
+  void end(Result<std::unique_ptr<io::UpstreamExchange>>& result) {
     if (span_) [[unlikely]] {
       finish(result);
     }
   }
 
  private:
-  void finish(io::UpstreamResult<std::unique_ptr<io::UpstreamExchange>>& result);
+  void finish(Result<std::unique_ptr<io::UpstreamExchange>>& result);
 
   RequestTrace* trace_;
   std::optional<HopSpan> span_;

@@ -16,7 +16,9 @@ inline std::string render(std::string_view source, std::string_view context_json
   auto t = Template::compile(source);
   if (!t) return "error: " + t.error();
   const boost::json::value ctx = boost::json::parse(context_json);
-  auto out = t->render(from_json(ctx), options);
+  auto value = from_json(ctx);
+  if (!value) return "error: " + value.error();
+  auto out = t->render(*value, options);
   if (!out) return "error: " + out.error();
   return *out;
 }
