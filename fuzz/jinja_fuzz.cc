@@ -37,7 +37,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (split != std::string_view::npos) {
     boost::system::error_code ec;
     json = boost::json::parse(input.substr(split + kSplit.size()), ec);
-    if (!ec && json.is_object()) context = jinja::from_json(json);
+    if (!ec && json.is_object()) {
+      Result<jinja::Value> converted = jinja::from_json(json);
+      if (!converted) return 0;  // nested too deep for a context: refused, as render does
+      context = std::move(*converted);
+    }
   }
   const Result<jinja::Template> t = jinja::Template::compile(source);
   if (!t) {
