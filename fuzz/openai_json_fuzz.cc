@@ -26,8 +26,8 @@ std::string show(const Usage& u) {
 
 std::string show(const Inspection& i) {
   if (i.error) {
-    return "error " + std::to_string(i.error->status) + " [" + i.error->message + "] param [" +
-           i.error->param + "]";
+    return "error " + std::to_string(kvgate::http_status(i.error->code)) + " [" + i.error->message +
+           "] param [" + i.error->field + "]";
   }
   const InspectedRequest& r = i.request;
   return "ok model [" + r.model + "] stream " + std::to_string(r.stream) + " usage " +
@@ -55,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (!chat.empty()) {
       const Inspection i = dom::inspect_request(chat, ApiKind::kChat);
-      KVGATE_FUZZ_CHECK(!i.error || i.error->status == 400, chat);
+      KVGATE_FUZZ_CHECK(!i.error || kvgate::http_status(i.error->code) == 400, chat);
     }
     return 0;
   }
