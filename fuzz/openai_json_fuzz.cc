@@ -26,8 +26,8 @@ std::string show(const Usage& u) {
 
 std::string show(const Inspection& i) {
   if (i.error) {
-    return "error " + std::to_string(i.error->status) + " [" + i.error->message + "] param [" +
-           i.error->param + "]";
+    return "error " + std::to_string(kvgate::http_status(i.error->code)) + " [" + i.error->message +
+           "] param [" + i.error->field + "]";
   }
   const InspectedRequest& r = i.request;
   return "ok model [" + r.model + "] stream " + std::to_string(r.stream) + " usage " +
@@ -48,14 +48,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string chat;
     if (mode == 8) {
       auto got = anthropic::messages_to_chat(body);
-      if (auto* c = std::get_if<std::string>(&got)) chat = std::move(*c);
+      if (got) chat = std::move(*got);
     } else {
       auto got = responses::to_chat(body);
-      if (auto* f = std::get_if<responses::ChatForm>(&got)) chat = std::move(f->chat);
+      if (got) chat = std::move(got->chat);
     }
     if (!chat.empty()) {
       const Inspection i = dom::inspect_request(chat, ApiKind::kChat);
-      KVGATE_FUZZ_CHECK(!i.error || i.error->status == 400, chat);
+      KVGATE_FUZZ_CHECK(!i.error || kvgate::http_status(i.error->code) == 400, chat);
     }
     return 0;
   }

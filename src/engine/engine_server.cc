@@ -614,11 +614,8 @@ void EngineServer::Impl::handle_count_tokens(const io::HttpRequest& req,
         status, "application/json", {}, openai::anthropic::error_json(status, message)};
   };
   auto chat = openai::anthropic::count_tokens_to_chat(req.body);
-  if (auto* e = std::get_if<openai::ApiError>(&chat)) {
-    return s->respond(error(e->status, e->message));
-  }
-  auto parsed =
-      openai::parse_completion_request(std::get<std::string>(chat), openai::ApiKind::kChat);
+  if (!chat) return s->respond(error(kvgate::http_status(chat.code()), chat.error()));
+  auto parsed = openai::parse_completion_request(*chat, openai::ApiKind::kChat);
   if (!parsed) {
     return s->respond(error(kvgate::http_status(parsed.code()), parsed.error()));
   }
@@ -902,18 +899,15 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::A
   std::string chat_body;
   if (anthropic) {
     auto chat = openai::anthropic::messages_to_chat(req.body);
-    if (auto* e = std::get_if<openai::ApiError>(&chat))
-      return s->respond(error(e->status, e->message));
-    chat_body = std::move(std::get<std::string>(chat));
+    if (!chat) return s->respond(error(kvgate::http_status(chat.code()), chat.error()));
+    chat_body = std::move(*chat);
   }
   openai::responses::Answer answer;
   bool store = false;
   if (dialect == openai::Dialect::kResponses) {
     auto form = openai::responses::to_chat(req.body);
-    if (auto* e = std::get_if<openai::ApiError>(&form)) {
-      return s->respond(error(e->status, e->message));
-    }
-    openai::responses::ChatForm& f = std::get<openai::responses::ChatForm>(form);
+    if (!form) return s->respond(error(kvgate::http_status(form.code()), form.error()));
+    openai::responses::ChatForm& f = *form;
     chat_body = std::move(f.chat);
     if (!f.previous_response_id.empty()) {
       // The conversation so far, as vLLM's response store gives it.

@@ -61,13 +61,6 @@ struct CompletionRequest {
   std::string cache_salt;
 };
 
-// A translation's error (anthropic.h, responses.h): status and message. Being folded
-// onto Error.
-struct ApiError {
-  int status = 400;
-  std::string message;
-};
-
 // Parses a request body. Every parser here fails with kInvalidArgument (http_status: 400),
 // a message naming the field and, when it is one parameter, that parameter as the
 // error's field (OpenAI's `param`; empty for the body as a whole).
