@@ -48,10 +48,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string chat;
     if (mode == 8) {
       auto got = anthropic::messages_to_chat(body);
-      if (auto* c = std::get_if<std::string>(&got)) chat = std::move(*c);
+      if (got) chat = std::move(*got);
     } else {
       auto got = responses::to_chat(body);
-      if (auto* f = std::get_if<responses::ChatForm>(&got)) chat = std::move(f->chat);
+      if (got) chat = std::move(got->chat);
     }
     if (!chat.empty()) {
       const Inspection i = dom::inspect_request(chat, ApiKind::kChat);

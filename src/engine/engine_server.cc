@@ -581,10 +581,10 @@ void EngineServer::Impl::handle_tokenize(const io::HttpRequest& req,
                                          const std::shared_ptr<io::ResponseStream>& s) {
   if (opt.tokenize_fail) return s->respond(vllm_error(500, "tokenizer failure (injected)"));
   auto parsed = openai::parse_tokenize_request(req.body);
-  if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
-    return s->respond(vllm_error(e->status, e->message));
+  if (!parsed) {
+    return s->respond(vllm_error(kvgate::http_status(parsed.code()), parsed.error()));
   }
-  const openai::TokenizeRequest& t = std::get<openai::TokenizeRequest>(parsed);
+  const openai::TokenizeRequest& t = *parsed;
   auto tokens = t.prompt ? codec->encode(*t.prompt, t.add_special_tokens)
                          : codec->encode_chat(t.chat, t.add_special_tokens);
   if (!tokens) return s->respond(vllm_error(400, tokens.error()));
@@ -614,15 +614,12 @@ void EngineServer::Impl::handle_count_tokens(const io::HttpRequest& req,
         status, "application/json", {}, openai::anthropic::error_json(status, message)};
   };
   auto chat = openai::anthropic::count_tokens_to_chat(req.body);
-  if (auto* e = std::get_if<openai::ApiError>(&chat)) {
-    return s->respond(error(e->status, e->message));
+  if (!chat) return s->respond(error(kvgate::http_status(chat.code()), chat.error()));
+  auto parsed = openai::parse_completion_request(*chat, openai::ApiKind::kChat);
+  if (!parsed) {
+    return s->respond(error(kvgate::http_status(parsed.code()), parsed.error()));
   }
-  auto parsed =
-      openai::parse_completion_request(std::get<std::string>(chat), openai::ApiKind::kChat);
-  if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
-    return s->respond(error(e->status, e->message));
-  }
-  const openai::CompletionRequest& c = std::get<openai::CompletionRequest>(parsed);
+  const openai::CompletionRequest& c = *parsed;
   if (!c.model.empty() && c.model != opt.served_model_name && !adapter(c.model)) {
     return s->respond(error(404, "The model `" + c.model + "` does not exist."));
   }
@@ -736,10 +733,10 @@ void EngineServer::Impl::unload_lora(const std::string& name,
 void EngineServer::Impl::handle_detokenize(const io::HttpRequest& req,
                                            const std::shared_ptr<io::ResponseStream>& s) {
   auto parsed = openai::parse_detokenize_request(req.body);
-  if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
-    return s->respond(vllm_error(e->status, e->message));
+  if (!parsed) {
+    return s->respond(vllm_error(kvgate::http_status(parsed.code()), parsed.error()));
   }
-  const openai::DetokenizeRequest& d = std::get<openai::DetokenizeRequest>(parsed);
+  const openai::DetokenizeRequest& d = *parsed;
   if (!d.model.empty() && d.model != opt.served_model_name) {
     return s->respond(vllm_error(404, "The model `" + d.model + "` does not exist."));
   }
@@ -753,10 +750,10 @@ void EngineServer::Impl::handle_embeddings(const io::HttpRequest& req,
                                            std::shared_ptr<io::ResponseStream> s) {
   if (!is_ready.load()) return s->respond(vllm_error(503, "engine is starting"));
   auto parsed = openai::parse_embedding_request(req.body);
-  if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
-    return s->respond(vllm_error(e->status, e->message));
+  if (!parsed) {
+    return s->respond(vllm_error(kvgate::http_status(parsed.code()), parsed.error()));
   }
-  openai::EmbeddingRequest& e = std::get<openai::EmbeddingRequest>(parsed);
+  openai::EmbeddingRequest& e = *parsed;
   if (!e.model.empty() && e.model != opt.served_model_name) {
     return s->respond(vllm_error(404, "The model `" + e.model + "` does not exist."));
   }
@@ -810,10 +807,10 @@ void EngineServer::Impl::handle_scoring(const io::HttpRequest& req,
   auto job = std::make_shared<EmbeddingJob>();
   if (rerank) {
     auto parsed = openai::parse_rerank_request(req.body);
-    if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
-      return s->respond(vllm_error(e->status, e->message));
+    if (!parsed) {
+      return s->respond(vllm_error(kvgate::http_status(parsed.code()), parsed.error()));
     }
-    openai::RerankRequest& r = std::get<openai::RerankRequest>(parsed);
+    openai::RerankRequest& r = *parsed;
     model_name = std::move(r.model);
     for (const std::string& d : r.documents) pairs.emplace_back(r.query, d);
     job->documents = std::move(r.documents);
@@ -822,10 +819,10 @@ void EngineServer::Impl::handle_scoring(const io::HttpRequest& req,
     job->kind = EmbeddingJob::Kind::kRerank;
   } else {
     auto parsed = openai::parse_score_request(req.body);
-    if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
-      return s->respond(vllm_error(e->status, e->message));
+    if (!parsed) {
+      return s->respond(vllm_error(kvgate::http_status(parsed.code()), parsed.error()));
     }
-    openai::ScoreRequest& r = std::get<openai::ScoreRequest>(parsed);
+    openai::ScoreRequest& r = *parsed;
     model_name = std::move(r.model);
     pairs = std::move(r.pairs);
     truncate = r.truncate_prompt_tokens;
@@ -902,18 +899,15 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::A
   std::string chat_body;
   if (anthropic) {
     auto chat = openai::anthropic::messages_to_chat(req.body);
-    if (auto* e = std::get_if<openai::ApiError>(&chat))
-      return s->respond(error(e->status, e->message));
-    chat_body = std::move(std::get<std::string>(chat));
+    if (!chat) return s->respond(error(kvgate::http_status(chat.code()), chat.error()));
+    chat_body = std::move(*chat);
   }
   openai::responses::Answer answer;
   bool store = false;
   if (dialect == openai::Dialect::kResponses) {
     auto form = openai::responses::to_chat(req.body);
-    if (auto* e = std::get_if<openai::ApiError>(&form)) {
-      return s->respond(error(e->status, e->message));
-    }
-    openai::responses::ChatForm& f = std::get<openai::responses::ChatForm>(form);
+    if (!form) return s->respond(error(kvgate::http_status(form.code()), form.error()));
+    openai::responses::ChatForm& f = *form;
     chat_body = std::move(f.chat);
     if (!f.previous_response_id.empty()) {
       // The conversation so far, as vLLM's response store gives it.
@@ -930,10 +924,10 @@ void EngineServer::Impl::handle_completion(const io::HttpRequest& req, openai::A
   }
   auto parsed = openai::parse_completion_request(
       dialect != openai::Dialect::kOpenAi ? std::string_view(chat_body) : req.body, kind);
-  if (auto* e = std::get_if<openai::ApiError>(&parsed)) {
-    return s->respond(error(e->status, e->message));
+  if (!parsed) {
+    return s->respond(error(kvgate::http_status(parsed.code()), parsed.error()));
   }
-  openai::CompletionRequest& c = std::get<openai::CompletionRequest>(parsed);
+  openai::CompletionRequest& c = *parsed;
   std::optional<Adapter> lora;
   if (!c.model.empty() && c.model != opt.served_model_name) {
     lora = adapter(c.model);

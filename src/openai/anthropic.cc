@@ -11,21 +11,26 @@ namespace {
 
 namespace json = boost::json;
 
-ApiError bad(std::string message) { return ApiError{400, std::move(message)}; }
+// A body error: kInvalidArgument (400), `field` the path the message names
+// ("messages.0.content"), empty for the body as a whole.
+Error bad(std::string message, std::string field = {}) {
+  return Error(ErrorCode::kInvalidArgument, std::move(message), std::move(field));
+}
 
 // The text of a content given as a string or as blocks (the text blocks', joined).
-std::variant<std::string, ApiError> text_of(const json::value& content, std::string_view field) {
+Result<std::string> text_of(const json::value& content, std::string_view field) {
   if (content.is_string()) return std::string(content.as_string());
   if (!content.is_array())
-    return bad(std::string(field) + ": must be a string or a list of blocks");
+    return bad(std::string(field) + ": must be a string or a list of blocks", std::string(field));
   std::string out;
   for (const json::value& b : content.as_array()) {
     const json::object* o = b.if_object();
-    if (!o) return bad(std::string(field) + ": every block must be an object");
+    if (!o) return bad(std::string(field) + ": every block must be an object", std::string(field));
     const json::value* type = o->if_contains("type");
     if (type && type->is_string() && type->as_string() == "text") {
       const json::value* t = o->if_contains("text");
-      if (!t || !t->is_string()) return bad(std::string(field) + ": a text block needs 'text'");
+      if (!t || !t->is_string())
+        return bad(std::string(field) + ": a text block needs 'text'", std::string(field));
       out.append(t->as_string().data(), t->as_string().size());
     }
   }
@@ -33,23 +38,24 @@ std::variant<std::string, ApiError> text_of(const json::value& content, std::str
 }
 
 // One Anthropic message as chat messages, appended to `out`.
-std::optional<ApiError> convert_message(const json::value& m, size_t i, json::array& out) {
+Status convert_message(const json::value& m, size_t i, json::array& out) {
   const std::string at = "messages." + std::to_string(i);
   const json::object* o = m.if_object();
-  if (!o) return bad(at + ": must be an object");
+  if (!o) return bad(at + ": must be an object", at);
   const json::value* role = o->if_contains("role");
   if (!role || !role->is_string() ||
       (role->as_string() != "user" && role->as_string() != "assistant" &&
        role->as_string() != "system")) {
-    return bad(at + ".role: must be 'user' or 'assistant'");
+    return bad(at + ".role: must be 'user' or 'assistant'", at + ".role");
   }
   const json::value* content = o->if_contains("content");
-  if (!content) return bad(at + ".content: Field required");
+  if (!content) return bad(at + ".content: Field required", at + ".content");
   if (content->is_string()) {
     out.push_back(json::object{{"role", role->as_string()}, {"content", content->as_string()}});
-    return std::nullopt;
+    return {};
   }
-  if (!content->is_array()) return bad(at + ".content: must be a string or a list of blocks");
+  if (!content->is_array())
+    return bad(at + ".content: must be a string or a list of blocks", at + ".content");
   json::array parts;
   json::array tool_calls;
   std::vector<json::object> tool_results;
@@ -58,16 +64,16 @@ std::optional<ApiError> convert_message(const json::value& m, size_t i, json::ar
     const std::string bat = at + ".content." + std::to_string(j++);
     const json::object* block = b.if_object();
     const json::value* type = block ? block->if_contains("type") : nullptr;
-    if (!type || !type->is_string()) return bad(bat + ": a block needs a 'type'");
+    if (!type || !type->is_string()) return bad(bat + ": a block needs a 'type'", bat);
     const json::string_view kind = type->as_string();
     if (kind == "text") {
       const json::value* t = block->if_contains("text");
-      if (!t || !t->is_string()) return bad(bat + ".text: Field required");
+      if (!t || !t->is_string()) return bad(bat + ".text: Field required", bat + ".text");
       parts.push_back(json::object{{"type", "text"}, {"text", t->as_string()}});
     } else if (kind == "image") {
       const json::value* src = block->if_contains("source");
       const json::object* s = src ? src->if_object() : nullptr;
-      if (!s) return bad(bat + ".source: Field required");
+      if (!s) return bad(bat + ".source: Field required", bat + ".source");
       std::string url;
       if (const json::value* u = s->if_contains("url"); u && u->is_string()) {
         url = std::string(u->as_string());
@@ -75,7 +81,7 @@ std::optional<ApiError> convert_message(const json::value& m, size_t i, json::ar
         const json::value* media = s->if_contains("media_type");
         const json::value* data = s->if_contains("data");
         if (!media || !media->is_string() || !data || !data->is_string()) {
-          return bad(bat + ".source: needs 'url', or 'media_type' and 'data'");
+          return bad(bat + ".source: needs 'url', or 'media_type' and 'data'", bat + ".source");
         }
         url =
             "data:" + std::string(media->as_string()) + ";base64," + std::string(data->as_string());
@@ -86,7 +92,7 @@ std::optional<ApiError> convert_message(const json::value& m, size_t i, json::ar
       const json::value* id = block->if_contains("id");
       const json::value* name = block->if_contains("name");
       if (!id || !id->is_string() || !name || !name->is_string()) {
-        return bad(bat + ": a tool_use block needs 'id' and 'name'");
+        return bad(bat + ": a tool_use block needs 'id' and 'name'", bat);
       }
       const json::value* input = block->if_contains("input");
       tool_calls.push_back(json::object{
@@ -97,12 +103,13 @@ std::optional<ApiError> convert_message(const json::value& m, size_t i, json::ar
                         {"arguments", input ? json::serialize(*input) : std::string("{}")}}}});
     } else if (kind == "tool_result") {
       const json::value* id = block->if_contains("tool_use_id");
-      if (!id || !id->is_string()) return bad(bat + ".tool_use_id: Field required");
+      if (!id || !id->is_string())
+        return bad(bat + ".tool_use_id: Field required", bat + ".tool_use_id");
       std::string text;
       if (const json::value* c = block->if_contains("content")) {
         auto got = text_of(*c, bat + ".content");
-        if (auto* e = std::get_if<ApiError>(&got)) return *e;
-        text = std::move(std::get<std::string>(got));
+        if (!got) return got.failure();
+        text = std::move(*got);
       }
       tool_results.push_back(
           json::object{{"role", "tool"}, {"tool_call_id", id->as_string()}, {"content", text}});
@@ -116,7 +123,7 @@ std::optional<ApiError> convert_message(const json::value& m, size_t i, json::ar
     if (!tool_calls.empty()) msg["tool_calls"] = std::move(tool_calls);
     out.push_back(std::move(msg));
   }
-  return std::nullopt;
+  return {};
 }
 
 json::object usage_json(const Usage& u) {
@@ -138,7 +145,7 @@ using dom::count;
 
 // The chat request of a Messages body (`counting`: a count_tokens body, whose max_tokens
 // and stream are not read).
-std::variant<std::string, ApiError> to_chat(std::string_view body, bool counting) {
+Result<std::string> to_chat(std::string_view body, bool counting) {
   boost::system::error_code ec;
   json::parse_options opts;
   opts.max_depth = 64;
@@ -148,52 +155,54 @@ std::variant<std::string, ApiError> to_chat(std::string_view body, bool counting
   if (!o) return bad("The request body must be a JSON object");
   json::object chat;
   const json::value* model = o->if_contains("model");
-  if (!model || !model->is_string()) return bad("model: Field required (a string)");
+  if (!model || !model->is_string()) return bad("model: Field required (a string)", "model");
   chat["model"] = model->as_string();
   if (!counting) {
     const json::value* max_tokens = o->if_contains("max_tokens");
     if (!max_tokens || !(max_tokens->is_int64() || max_tokens->is_uint64()) ||
         (max_tokens->is_int64() && max_tokens->as_int64() < 1) ||
         (max_tokens->is_uint64() && max_tokens->as_uint64() > UINT32_MAX)) {
-      return bad("max_tokens: Field required (an integer of at least 1)");
+      return bad("max_tokens: Field required (an integer of at least 1)", "max_tokens");
     }
     chat["max_tokens"] = *max_tokens;
   }
   const json::value* messages = o->if_contains("messages");
-  if (!messages || !messages->is_array()) return bad("messages: Field required (a list)");
+  if (!messages || !messages->is_array())
+    return bad("messages: Field required (a list)", "messages");
   json::array out;
   if (const json::value* system = o->if_contains("system"); system && !system->is_null()) {
     auto text = text_of(*system, "system");
-    if (auto* e = std::get_if<ApiError>(&text)) return *e;
-    out.push_back(json::object{{"role", "system"}, {"content", std::get<std::string>(text)}});
+    if (!text) return text.failure();
+    out.push_back(json::object{{"role", "system"}, {"content", *text}});
   }
   size_t i = 0;
   for (const json::value& m : messages->as_array()) {
-    if (auto e = convert_message(m, i++, out)) return *e;
+    if (Status st = convert_message(m, i++, out); !st) return st.failure();
   }
-  if (out.empty()) return bad("messages: at least one message is required");
+  if (out.empty()) return bad("messages: at least one message is required", "messages");
   chat["messages"] = std::move(out);
   if (const json::value* s = o->if_contains("stream"); s && !s->is_null() && !counting) {
-    if (!s->is_bool()) return bad("stream: must be a boolean");
+    if (!s->is_bool()) return bad("stream: must be a boolean", "stream");
     chat["stream"] = s->as_bool();
   }
   if (const json::value* stop = o->if_contains("stop_sequences"); stop && !stop->is_null()) {
-    if (!stop->is_array()) return bad("stop_sequences: must be a list of strings");
+    if (!stop->is_array())
+      return bad("stop_sequences: must be a list of strings", "stop_sequences");
     chat["stop"] = *stop;
   }
   for (std::string_view key : {"temperature", "top_p", "top_k"}) {
     if (const json::value* x = o->if_contains(key); x && !x->is_null()) {
-      if (!x->is_number()) return bad(std::string(key) + ": must be a number");
+      if (!x->is_number()) return bad(std::string(key) + ": must be a number", std::string(key));
       chat[key] = *x;
     }
   }
   if (const json::value* tools = o->if_contains("tools"); tools && !tools->is_null()) {
-    if (!tools->is_array()) return bad("tools: must be a list");
+    if (!tools->is_array()) return bad("tools: must be a list", "tools");
     json::array fns;
     for (const json::value& t : tools->as_array()) {
       const json::object* to = t.if_object();
       const json::value* name = to ? to->if_contains("name") : nullptr;
-      if (!name || !name->is_string()) return bad("tools: every tool needs a 'name'");
+      if (!name || !name->is_string()) return bad("tools: every tool needs a 'name'", "tools");
       json::object fn{{"name", name->as_string()}};
       if (const json::value* d = to->if_contains("description")) fn["description"] = *d;
       if (const json::value* s = to->if_contains("input_schema")) fn["parameters"] = *s;
@@ -206,11 +215,11 @@ std::variant<std::string, ApiError> to_chat(std::string_view body, bool counting
 
 }  // namespace
 
-std::variant<std::string, ApiError> messages_to_chat(std::string_view body) {
+Result<std::string> messages_to_chat(std::string_view body) {
   return to_chat(body, /*counting=*/false);
 }
 
-std::variant<std::string, ApiError> count_tokens_to_chat(std::string_view body) {
+Result<std::string> count_tokens_to_chat(std::string_view body) {
   return to_chat(body, /*counting=*/true);
 }
 

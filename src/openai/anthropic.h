@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <variant>
 
+#include "core/common/result.h"
 #include "openai/engine_api.h"
 #include "openai/usage.h"
 
@@ -24,13 +24,14 @@ namespace kvgate::openai::anthropic {
 
 // The body as an OpenAI chat request (JSON text): model, messages (system first),
 // max_tokens, stream, stop (stop_sequences), temperature, top_p, top_k, tools (as
-// functions). Errors: 400, the message naming the field (model, max_tokens and messages
-// are required, as Anthropic's API requires them).
-std::variant<std::string, ApiError> messages_to_chat(std::string_view body);
+// functions). Errors: kInvalidArgument (http_status: 400), the message naming the field
+// (model, max_tokens and messages are required, as Anthropic's API requires them) and the
+// error's field its path ("messages.0.content"; empty for the body as a whole).
+Result<std::string> messages_to_chat(std::string_view body);
 // POST /v1/messages/count_tokens: the body is a Messages body without max_tokens (and
 // stream); the chat request it stands for, as messages_to_chat's (no max_tokens, no
 // stream). A max_tokens or stream given is ignored. Errors as messages_to_chat's.
-std::variant<std::string, ApiError> count_tokens_to_chat(std::string_view body);
+Result<std::string> count_tokens_to_chat(std::string_view body);
 // Its answer: {"input_tokens": N, "context_management": {"original_input_tokens": N}}
 // (Anthropic's field, and vLLM's extra).
 std::string render_count_tokens(uint32_t input_tokens);

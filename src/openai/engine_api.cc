@@ -5,24 +5,26 @@
 #include "openai/engine_api.h"
 
 #include <boost/json.hpp>
-#include <variant>
 
 namespace kvgate::openai {
 namespace {
 
 namespace json = boost::json;
 
-ApiError bad(std::string message) { return ApiError{400, std::move(message)}; }
+// A body error: kInvalidArgument (400), `field` the parameter the message names.
+Error bad(std::string message, std::string field = {}) {
+  return Error(ErrorCode::kInvalidArgument, std::move(message), std::move(field));
+}
 
 // "'key' what" (built by appending: GCC 12 -O3 warns falsely on "'" + std::string).
-ApiError field_error(std::string_view key, std::string_view what) {
+Error field_error(std::string_view key, std::string_view what) {
   std::string m;
   m.reserve(key.size() + what.size() + 3);
   m += '\'';
   m += key;
   m += "' ";
   m += what;
-  return bad(std::move(m));
+  return bad(std::move(m), std::string(key));
 }
 
 std::optional<std::string> opt_string(const json::object& o, std::string_view key) {
@@ -32,8 +34,7 @@ std::optional<std::string> opt_string(const json::object& o, std::string_view ke
 }
 
 // Reads an integer field; error when present but not a non-negative integer.
-std::variant<std::optional<int64_t>, ApiError> opt_int(const json::object& o,
-                                                       std::string_view key) {
+Result<std::optional<int64_t>> opt_int(const json::object& o, std::string_view key) {
   const json::value* v = o.if_contains(key);
   if (!v || v->is_null()) return std::optional<int64_t>();
   if (v->is_int64()) return std::optional<int64_t>(v->as_int64());
@@ -48,16 +49,16 @@ std::variant<std::optional<int64_t>, ApiError> opt_int(const json::object& o,
 }
 
 // Reads a boolean field into `out` when present (null leaves it); an error otherwise.
-std::optional<ApiError> opt_bool(const json::object& o, std::string_view key, bool& out) {
+Status opt_bool(const json::object& o, std::string_view key, bool& out) {
   const json::value* v = o.if_contains(key);
-  if (!v || v->is_null()) return std::nullopt;
+  if (!v || v->is_null()) return {};
   if (!v->is_bool()) return field_error(key, "must be a boolean");
   out = v->as_bool();
-  return std::nullopt;
+  return {};
 }
 
-std::variant<KvTransferParams, ApiError> parse_kv_transfer(const json::value& v) {
-  if (!v.is_object()) return bad("'kv_transfer_params' must be an object");
+Result<KvTransferParams> parse_kv_transfer(const json::value& v) {
+  if (!v.is_object()) return bad("'kv_transfer_params' must be an object", "kv_transfer_params");
   const json::object& o = v.as_object();
   KvTransferParams p;
   if (const json::value* d = o.if_contains("do_remote_decode"))
@@ -69,8 +70,8 @@ std::variant<KvTransferParams, ApiError> parse_kv_transfer(const json::value& v)
   p.remote_rack = opt_string(o, "remote_rack");
   p.remote_zone = opt_string(o, "remote_zone");
   auto port = opt_int(o, "remote_port");
-  if (auto* e = std::get_if<ApiError>(&port)) return *e;
-  p.remote_port = std::get<0>(port);
+  if (!port) return port.failure();
+  p.remote_port = *port;
   if (const json::value* ids = o.if_contains("remote_block_ids"); ids && ids->is_array()) {
     for (const json::value& id : ids->as_array()) {
       if (id.is_int64()) p.remote_block_ids.push_back(id.as_int64());
@@ -80,7 +81,7 @@ std::variant<KvTransferParams, ApiError> parse_kv_transfer(const json::value& v)
   return p;
 }
 
-std::variant<json::object, ApiError> parse_object(std::string_view body) {
+Result<json::object> parse_object(std::string_view body) {
   boost::system::error_code ec;
   json::value v = json::parse(body, ec);
   if (ec) return bad("request body is not valid JSON: " + ec.message());
@@ -156,26 +157,25 @@ std::string sse(const json::object& o) {
 
 }  // namespace
 
-std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
-                                                                   ApiKind kind) {
+Result<CompletionRequest> parse_completion_request(std::string_view body, ApiKind kind) {
   auto parsed = parse_object(body);
-  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
-  const json::object& o = std::get<json::object>(parsed);
+  if (!parsed) return parsed.failure();
+  const json::object& o = *parsed;
   CompletionRequest r;
   r.kind = kind;
   if (const json::value* m = o.if_contains("model")) {
-    if (!m->is_string() && !m->is_null()) return bad("'model' must be a string");
+    if (!m->is_string() && !m->is_null()) return bad("'model' must be a string", "model");
     if (m->is_string()) r.model = std::string(m->as_string());
   }
   if (kind == ApiKind::kChat) {
-    if (!o.contains("messages")) return bad("'messages' is required");
+    if (!o.contains("messages")) return bad("'messages' is required", "messages");
     auto chat = tokenizer::parse_chat_request(o);
-    if (!chat) return bad(chat.error());
+    if (!chat) return bad(chat.error(), chat.failure().field);
     r.chat = std::move(*chat);
     r.add_special_tokens = false;
   } else {
     const json::value* p = o.if_contains("prompt");
-    if (!p) return bad("'prompt' is required");
+    if (!p) return bad("'prompt' is required", "prompt");
     if (p->is_string()) {
       r.prompt_text = std::string(p->as_string());
     } else if (p->is_array()) {
@@ -184,31 +184,33 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
         r.prompt_text = std::string(a[0].as_string());
       } else if (!a.empty() && (a[0].is_int64() || a[0].is_uint64())) {
         std::vector<kv::TokenId> ids;
-        if (!token_ids(a, ids)) return bad("'prompt' token ids must be non-negative integers");
+        if (!token_ids(a, ids))
+          return bad("'prompt' token ids must be non-negative integers", "prompt");
         r.prompt_tokens = std::move(ids);
       } else {
         return bad(
             "'prompt' must be a string, one string in an array, or token ids "
-            "(batched prompts are not supported)");
+            "(batched prompts are not supported)",
+            "prompt");
       }
     } else {
-      return bad("'prompt' must be a string or an array");
+      return bad("'prompt' must be a string or an array", "prompt");
     }
   }
   for (std::string_view key : {"max_completion_tokens", "max_tokens"}) {
     auto v = opt_int(o, key);
-    if (auto* e = std::get_if<ApiError>(&v)) return *e;
-    if (auto mt = std::get<0>(v)) {
+    if (!v) return v.failure();
+    if (auto mt = *v) {
       if (*mt < 1 || *mt > UINT32_MAX) return field_error(key, "must be at least 1");
       r.max_tokens = static_cast<uint32_t>(*mt);
       break;
     }
   }
   auto n = opt_int(o, "n");
-  if (auto* e = std::get_if<ApiError>(&n)) return *e;
-  if (auto nv = std::get<0>(n); nv && *nv != 1) return bad("only n=1 is supported");
+  if (!n) return n.failure();
+  if (auto nv = *n; nv && *nv != 1) return bad("only n=1 is supported", "n");
   if (const json::value* s = o.if_contains("stream")) {
-    if (!s->is_bool() && !s->is_null()) return bad("'stream' must be a boolean");
+    if (!s->is_bool() && !s->is_null()) return bad("'stream' must be a boolean", "stream");
     r.stream = s->is_bool() && s->as_bool();
   }
   if (const json::value* so = o.if_contains("stream_options"); so && so->is_object()) {
@@ -217,52 +219,52 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
     }
   }
   if (const json::value* t = o.if_contains("return_token_ids"); t && !t->is_null()) {
-    if (!t->is_bool()) return bad("'return_token_ids' must be a boolean");
+    if (!t->is_bool()) return bad("'return_token_ids' must be a boolean", "return_token_ids");
     r.return_token_ids = t->as_bool();
   }
   if (const json::value* t = o.if_contains("temperature"); t && !t->is_null()) {
-    if (!t->is_number()) return bad("'temperature' must be a number");
+    if (!t->is_number()) return bad("'temperature' must be a number", "temperature");
     const double v = t->to_number<double>();
-    if (v < 0) return bad("'temperature' must be at least 0");
+    if (v < 0) return bad("'temperature' must be at least 0", "temperature");
     r.temperature = v;
   }
   if (const json::value* salt = o.if_contains("cache_salt"); salt && !salt->is_null()) {
     if (!salt->is_string() || salt->as_string().empty()) {
-      return bad("Parameter 'cache_salt' must be a non-empty string if provided.");
+      return bad("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt");
     }
     r.cache_salt = std::string(salt->as_string());
   }
-  if (auto st = opt_bool(o, "add_special_tokens", r.add_special_tokens)) return *st;
+  if (Status st = opt_bool(o, "add_special_tokens", r.add_special_tokens); !st) return st.failure();
   auto prio = opt_int(o, "priority");
-  if (auto* e = std::get_if<ApiError>(&prio)) return *e;
-  if (auto pv = std::get<0>(prio)) r.priority = static_cast<int32_t>(*pv);
+  if (!prio) return prio.failure();
+  if (auto pv = *prio) r.priority = static_cast<int32_t>(*pv);
   if (const json::value* kt = o.if_contains("kv_transfer_params"); kt && !kt->is_null()) {
     auto p = parse_kv_transfer(*kt);
-    if (auto* e = std::get_if<ApiError>(&p)) return *e;
-    r.kv_transfer = std::get<0>(p);
+    if (!p) return p.failure();
+    r.kv_transfer = *p;
   }
   return r;
 }
 
-std::variant<TokenizeRequest, ApiError> parse_tokenize_request(std::string_view body) {
+Result<TokenizeRequest> parse_tokenize_request(std::string_view body) {
   auto parsed = parse_object(body);
-  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
-  const json::object& o = std::get<json::object>(parsed);
+  if (!parsed) return parsed.failure();
+  const json::object& o = *parsed;
   TokenizeRequest r;
   if (auto m = opt_string(o, "model")) r.model = *m;
   if (const json::value* p = o.if_contains("prompt")) {
-    if (!p->is_string()) return bad("'prompt' must be a string");
+    if (!p->is_string()) return bad("'prompt' must be a string", "prompt");
     r.prompt = std::string(p->as_string());
     r.add_special_tokens = true;
   } else if (o.contains("messages")) {
     auto chat = tokenizer::parse_chat_request(o);
-    if (!chat) return bad(chat.error());
+    if (!chat) return bad(chat.error(), chat.failure().field);
     r.chat = std::move(*chat);
   } else {
     return bad("'prompt' or 'messages' is required");
   }
-  if (auto st = opt_bool(o, "add_special_tokens", r.add_special_tokens)) return *st;
-  if (auto st = opt_bool(o, "return_token_strs", r.return_token_strs)) return *st;
+  if (Status st = opt_bool(o, "add_special_tokens", r.add_special_tokens); !st) return st.failure();
+  if (Status st = opt_bool(o, "return_token_strs", r.return_token_strs); !st) return st.failure();
   return r;
 }
 
@@ -282,16 +284,16 @@ std::string render_tokenize_response(std::span<const kv::TokenId> tokens, uint32
   return json::serialize(body);
 }
 
-std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(std::string_view body) {
+Result<DetokenizeRequest> parse_detokenize_request(std::string_view body) {
   auto parsed = parse_object(body);
-  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
-  const json::object& o = std::get<json::object>(parsed);
+  if (!parsed) return parsed.failure();
+  const json::object& o = *parsed;
   DetokenizeRequest r;
   if (auto m = opt_string(o, "model")) r.model = *m;
   const json::value* t = o.if_contains("tokens");
-  if (!t) return bad("'tokens' is required");
+  if (!t) return bad("'tokens' is required", "tokens");
   if (!t->is_array() || !token_ids(t->as_array(), r.tokens)) {
-    return bad("'tokens' must be a list of non-negative integers");
+    return bad("'tokens' must be a list of non-negative integers", "tokens");
   }
   return r;
 }
@@ -302,14 +304,14 @@ std::string render_detokenize_response(std::string_view prompt) {
   return json::serialize(body);
 }
 
-std::variant<EmbeddingRequest, ApiError> parse_embedding_request(std::string_view body) {
+Result<EmbeddingRequest> parse_embedding_request(std::string_view body) {
   auto parsed = parse_object(body);
-  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
-  const json::object& o = std::get<json::object>(parsed);
+  if (!parsed) return parsed.failure();
+  const json::object& o = *parsed;
   EmbeddingRequest r;
   if (auto m = opt_string(o, "model")) r.model = *m;
   const json::value* in = o.if_contains("input");
-  if (!in || in->is_null()) return bad("'input' is required");
+  if (!in || in->is_null()) return bad("'input' is required", "input");
   constexpr std::string_view kShape =
       "'input' must be a string, a list of strings, a list of token ids or a list of lists of "
       "token ids";
@@ -317,10 +319,10 @@ std::variant<EmbeddingRequest, ApiError> parse_embedding_request(std::string_vie
     r.inputs.push_back({.text = std::string(in->as_string())});
   } else if (in->is_array()) {
     const json::array& a = in->as_array();
-    if (a.empty()) return bad("'input' must not be empty");
+    if (a.empty()) return bad("'input' must not be empty", "input");
     if (a[0].is_int64() || a[0].is_uint64()) {
       EmbeddingInput one;
-      if (!token_ids(a, one.tokens)) return bad(std::string(kShape));
+      if (!token_ids(a, one.tokens)) return bad(std::string(kShape), "input");
       r.inputs.push_back(std::move(one));
     } else {
       for (const json::value& item : a) {
@@ -329,29 +331,29 @@ std::variant<EmbeddingRequest, ApiError> parse_embedding_request(std::string_vie
           one.text = std::string(item.as_string());
         } else if (!item.is_array() || item.as_array().empty() ||
                    !token_ids(item.as_array(), one.tokens)) {
-          return bad(std::string(kShape));
+          return bad(std::string(kShape), "input");
         }
         r.inputs.push_back(std::move(one));
       }
     }
   } else {
-    return bad(std::string(kShape));
+    return bad(std::string(kShape), "input");
   }
   if (const json::value* f = o.if_contains("encoding_format"); f && !f->is_null()) {
     if (!f->is_string() || (f->as_string() != "float" && f->as_string() != "base64")) {
-      return bad("'encoding_format' must be 'float' or 'base64'");
+      return bad("'encoding_format' must be 'float' or 'base64'", "encoding_format");
     }
     r.base64 = f->as_string() == "base64";
   }
   auto dimensions = opt_int(o, "dimensions");
-  if (auto* e = std::get_if<ApiError>(&dimensions)) return *e;
-  if (auto d = std::get<0>(dimensions)) {
+  if (!dimensions) return dimensions.failure();
+  if (auto d = *dimensions) {
     if (*d < 1 || *d > UINT32_MAX) return field_error("dimensions", "must be at least 1");
     r.dimensions = static_cast<uint32_t>(*d);
   }
   auto truncate = opt_int(o, "truncate_prompt_tokens");
-  if (auto* e = std::get_if<ApiError>(&truncate)) return *e;
-  if (auto t = std::get<0>(truncate)) {
+  if (!truncate) return truncate.failure();
+  if (auto t = *truncate) {
     if (*t < 1 || *t > UINT32_MAX)
       return field_error("truncate_prompt_tokens", "must be at least 1");
     r.truncate_prompt_tokens = static_cast<uint32_t>(*t);
@@ -376,11 +378,11 @@ bool texts(const json::value* v, std::vector<std::string>& out) {
   return true;
 }
 
-std::variant<std::optional<uint32_t>, ApiError> truncate_of(const json::object& o) {
+Result<std::optional<uint32_t>> truncate_of(const json::object& o) {
   auto t = opt_int(o, "truncate_prompt_tokens");
-  if (auto* e = std::get_if<ApiError>(&t)) return *e;
+  if (!t) return t.failure();
   // -1 is vLLM's "up to the model's length": nothing to cut here.
-  if (auto n = std::get<0>(t); n && *n != -1) {
+  if (auto n = *t; n && *n != -1) {
     if (*n < 1 || *n > UINT32_MAX)
       return field_error("truncate_prompt_tokens", "must be at least 1");
     return std::optional<uint32_t>(static_cast<uint32_t>(*n));
@@ -390,18 +392,18 @@ std::variant<std::optional<uint32_t>, ApiError> truncate_of(const json::object& 
 
 }  // namespace
 
-std::variant<ScoreRequest, ApiError> parse_score_request(std::string_view body) {
+Result<ScoreRequest> parse_score_request(std::string_view body) {
   auto parsed = parse_object(body);
-  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
-  const json::object& o = std::get<json::object>(parsed);
+  if (!parsed) return parsed.failure();
+  const json::object& o = *parsed;
   ScoreRequest r;
   if (auto m = opt_string(o, "model")) r.model = *m;
   std::vector<std::string> one, two;
   if (!texts(o.if_contains("text_1"), one)) {
-    return bad("'text_1' is required: a string or a list of strings");
+    return bad("'text_1' is required: a string or a list of strings", "text_1");
   }
   if (!texts(o.if_contains("text_2"), two)) {
-    return bad("'text_2' is required: a string or a list of strings");
+    return bad("'text_2' is required: a string or a list of strings", "text_2");
   }
   if (one.size() == 1) {
     for (std::string& t : two) r.pairs.emplace_back(one[0], std::move(t));
@@ -409,36 +411,37 @@ std::variant<ScoreRequest, ApiError> parse_score_request(std::string_view body) 
     for (size_t i = 0; i < one.size(); ++i)
       r.pairs.emplace_back(std::move(one[i]), std::move(two[i]));
   } else {
-    return bad("'text_1' and 'text_2' must have the same number of items (or 'text_1' one)");
+    return bad("'text_1' and 'text_2' must have the same number of items (or 'text_1' one)",
+               "text_2");
   }
   auto t = truncate_of(o);
-  if (auto* e = std::get_if<ApiError>(&t)) return *e;
-  r.truncate_prompt_tokens = std::get<0>(t);
+  if (!t) return t.failure();
+  r.truncate_prompt_tokens = *t;
   return r;
 }
 
-std::variant<RerankRequest, ApiError> parse_rerank_request(std::string_view body) {
+Result<RerankRequest> parse_rerank_request(std::string_view body) {
   auto parsed = parse_object(body);
-  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
-  const json::object& o = std::get<json::object>(parsed);
+  if (!parsed) return parsed.failure();
+  const json::object& o = *parsed;
   RerankRequest r;
   if (auto m = opt_string(o, "model")) r.model = *m;
   const json::value* q = o.if_contains("query");
-  if (!q || !q->is_string()) return bad("'query' is required: a string");
+  if (!q || !q->is_string()) return bad("'query' is required: a string", "query");
   r.query = std::string(q->as_string());
   const json::value* d = o.if_contains("documents");
   if (!d || !d->is_array() || !texts(d, r.documents)) {
-    return bad("'documents' is required: a list of strings");
+    return bad("'documents' is required: a list of strings", "documents");
   }
   auto top = opt_int(o, "top_n");
-  if (auto* e = std::get_if<ApiError>(&top)) return *e;
-  if (auto n = std::get<0>(top)) {
+  if (!top) return top.failure();
+  if (auto n = *top) {
     if (*n < 0 || *n > UINT32_MAX) return field_error("top_n", "must not be negative");
     r.top_n = static_cast<uint32_t>(*n);
   }
   auto t = truncate_of(o);
-  if (auto* e = std::get_if<ApiError>(&t)) return *e;
-  r.truncate_prompt_tokens = std::get<0>(t);
+  if (!t) return t.failure();
+  r.truncate_prompt_tokens = *t;
   return r;
 }
 

@@ -12,7 +12,6 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "core/common/result.h"
@@ -62,15 +61,10 @@ struct CompletionRequest {
   std::string cache_salt;
 };
 
-// A request body error: status and message for an OpenAI error response.
-struct ApiError {
-  int status = 400;
-  std::string message;
-};
-
-// Parses a request body; errors are 400 with a message naming the field.
-std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
-                                                                   ApiKind kind);
+// Parses a request body. Every parser here fails with kInvalidArgument (http_status: 400),
+// a message naming the field and, when it is one parameter, that parameter as the
+// error's field (OpenAI's `param`; empty for the body as a whole).
+Result<CompletionRequest> parse_completion_request(std::string_view body, ApiKind kind);
 
 // POST /tokenize as vLLM takes it (TokenizeCompletionRequest | TokenizeChatRequest):
 // {"prompt": s, "add_special_tokens"} or {"messages": [...], "add_generation_prompt",
@@ -83,7 +77,7 @@ struct TokenizeRequest {
   bool add_special_tokens = false;    // default: true for a prompt, false for messages
   bool return_token_strs = false;
 };
-std::variant<TokenizeRequest, ApiError> parse_tokenize_request(std::string_view body);
+Result<TokenizeRequest> parse_tokenize_request(std::string_view body);
 
 // TokenizeResponse: {"count", "max_model_len", "tokens", "token_strs"}. token_strs: the
 // text of each token when given (with return_token_strs), else null.
@@ -95,7 +89,7 @@ struct DetokenizeRequest {
   std::string model;  // "" when absent
   std::vector<kv::TokenId> tokens;
 };
-std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(std::string_view body);
+Result<DetokenizeRequest> parse_detokenize_request(std::string_view body);
 std::string render_detokenize_response(std::string_view prompt);
 
 // POST /v1/embeddings as vLLM takes it (EmbeddingCompletionRequest): "input" is a string,
@@ -115,7 +109,7 @@ struct EmbeddingRequest {
   std::optional<uint32_t> dimensions;
   std::optional<uint32_t> truncate_prompt_tokens;  // keep only the last N tokens
 };
-std::variant<EmbeddingRequest, ApiError> parse_embedding_request(std::string_view body);
+Result<EmbeddingRequest> parse_embedding_request(std::string_view body);
 
 // POST /score (/v1/score) as vLLM takes it: "text_1" and "text_2", each a string or a
 // list of strings, one score per pair: a single text_1 with each text_2, or lists of one
@@ -126,7 +120,7 @@ struct ScoreRequest {
   std::vector<std::pair<std::string, std::string>> pairs;
   std::optional<uint32_t> truncate_prompt_tokens;
 };
-std::variant<ScoreRequest, ApiError> parse_score_request(std::string_view body);
+Result<ScoreRequest> parse_score_request(std::string_view body);
 struct RerankRequest {
   std::string model;  // "" when absent
   std::string query;
@@ -134,7 +128,7 @@ struct RerankRequest {
   uint32_t top_n = 0;
   std::optional<uint32_t> truncate_prompt_tokens;
 };
-std::variant<RerankRequest, ApiError> parse_rerank_request(std::string_view body);
+Result<RerankRequest> parse_rerank_request(std::string_view body);
 
 // Identity of one response, shared by all its chunks.
 struct ResponseIds {

@@ -10,13 +10,17 @@ namespace {
 
 namespace json = boost::json;
 
-ApiError bad(std::string message) { return ApiError{400, std::move(message)}; }
+// A body error: kInvalidArgument (400), `field` the parameter or path the message names
+// ("input.0.content"), empty for the body as a whole.
+Error bad(std::string message, std::string field = {}) {
+  return Error(ErrorCode::kInvalidArgument, std::move(message), std::move(field));
+}
 
 // One input item as chat messages, appended to `out`.
-std::optional<ApiError> convert_item(const json::value& item, size_t i, json::array& out) {
+Status convert_item(const json::value& item, size_t i, json::array& out) {
   const std::string at = "input." + std::to_string(i);
   const json::object* o = item.if_object();
-  if (!o) return bad(at + ": must be an object");
+  if (!o) return bad(at + ": must be an object", at);
   std::string_view type = "message";
   if (const json::value* t = o->if_contains("type"); t && t->is_string()) type = t->as_string();
   auto str = [&](std::string_view key) -> const json::string* {
@@ -26,7 +30,7 @@ std::optional<ApiError> convert_item(const json::value& item, size_t i, json::ar
   if (type == "function_call") {
     const json::string* id = str("call_id");
     const json::string* name = str("name");
-    if (!id || !name) return bad(at + ": a function_call needs 'call_id' and 'name'");
+    if (!id || !name) return bad(at + ": a function_call needs 'call_id' and 'name'", at);
     const json::string* args = str("arguments");
     out.push_back(json::object{
         {"role", "assistant"},
@@ -37,43 +41,44 @@ std::optional<ApiError> convert_item(const json::value& item, size_t i, json::ar
              {"type", "function"},
              {"function",
               json::object{{"name", *name}, {"arguments", args ? *args : json::string("{}")}}}}}}});
-    return std::nullopt;
+    return {};
   }
   if (type == "function_call_output") {
     const json::string* id = str("call_id");
-    if (!id) return bad(at + ".call_id: Field required");
+    if (!id) return bad(at + ".call_id: Field required", at + ".call_id");
     const json::string* output = str("output");
     out.push_back(json::object{
         {"role", "tool"}, {"tool_call_id", *id}, {"content", output ? *output : json::string()}});
-    return std::nullopt;
+    return {};
   }
-  if (type == "reasoning") return std::nullopt;  // no prompt text of its own
+  if (type == "reasoning") return {};  // no prompt text of its own
   if (type != "message")
-    return bad(at + ".type: unsupported item type '" + std::string(type) + "'");
+    return bad(at + ".type: unsupported item type '" + std::string(type) + "'", at + ".type");
   const json::string* role = str("role");
   if (!role ||
       (*role != "user" && *role != "assistant" && *role != "system" && *role != "developer")) {
-    return bad(at + ".role: must be 'user', 'assistant', 'system' or 'developer'");
+    return bad(at + ".role: must be 'user', 'assistant', 'system' or 'developer'", at + ".role");
   }
   const std::string_view chat_role = *role == "developer" ? "system" : std::string_view(*role);
   const json::value* content = o->if_contains("content");
-  if (!content) return bad(at + ".content: Field required");
+  if (!content) return bad(at + ".content: Field required", at + ".content");
   if (content->is_string()) {
     out.push_back(json::object{{"role", chat_role}, {"content", content->as_string()}});
-    return std::nullopt;
+    return {};
   }
-  if (!content->is_array()) return bad(at + ".content: must be a string or a list of parts");
+  if (!content->is_array())
+    return bad(at + ".content: must be a string or a list of parts", at + ".content");
   json::array parts;
   size_t j = 0;
   for (const json::value& p : content->as_array()) {
     const std::string pat = at + ".content." + std::to_string(j++);
     const json::object* part = p.if_object();
     const json::value* ptype = part ? part->if_contains("type") : nullptr;
-    if (!ptype || !ptype->is_string()) return bad(pat + ": a part needs a 'type'");
+    if (!ptype || !ptype->is_string()) return bad(pat + ": a part needs a 'type'", pat);
     const json::string_view kind = ptype->as_string();
     if (kind == "input_text" || kind == "output_text") {
       const json::value* t = part->if_contains("text");
-      if (!t || !t->is_string()) return bad(pat + ".text: Field required");
+      if (!t || !t->is_string()) return bad(pat + ".text: Field required", pat + ".text");
       parts.push_back(json::object{{"type", "text"}, {"text", t->as_string()}});
     } else if (kind == "input_image") {
       const json::value* url = part->if_contains("image_url");
@@ -85,7 +90,7 @@ std::optional<ApiError> convert_item(const json::value& item, size_t i, json::ar
     // refusal and input_file parts carry no text the template renders: left out.
   }
   out.push_back(json::object{{"role", chat_role}, {"content", std::move(parts)}});
-  return std::nullopt;
+  return {};
 }
 
 using dom::count;
@@ -202,7 +207,7 @@ json::object item_event(std::string_view type, const Answer& a) {
 
 }  // namespace
 
-std::variant<ChatForm, ApiError> to_chat(std::string_view body) {
+Result<ChatForm> to_chat(std::string_view body) {
   boost::system::error_code ec;
   json::parse_options opts;
   opts.max_depth = 64;
@@ -213,43 +218,44 @@ std::variant<ChatForm, ApiError> to_chat(std::string_view body) {
   ChatForm form;
   json::object chat;
   if (const json::value* m = o->if_contains("model"); m && !m->is_null()) {
-    if (!m->is_string()) return bad("'model' must be a string");
+    if (!m->is_string()) return bad("'model' must be a string", "model");
     chat["model"] = m->as_string();
   }
   json::array messages;
   if (const json::value* ins = o->if_contains("instructions"); ins && !ins->is_null()) {
-    if (!ins->is_string()) return bad("'instructions' must be a string");
+    if (!ins->is_string()) return bad("'instructions' must be a string", "instructions");
     messages.push_back(json::object{{"role", "system"}, {"content", ins->as_string()}});
     form.has_instructions = true;
   }
   const json::value* input = o->if_contains("input");
-  if (!input || input->is_null()) return bad("'input' is required");
+  if (!input || input->is_null()) return bad("'input' is required", "input");
   if (input->is_string()) {
     messages.push_back(json::object{{"role", "user"}, {"content", input->as_string()}});
   } else if (input->is_array()) {
     size_t i = 0;
     for (const json::value& item : input->as_array()) {
-      if (auto e = convert_item(item, i++, messages)) return *e;
+      if (Status st = convert_item(item, i++, messages); !st) return st.failure();
     }
   } else {
-    return bad("'input' must be a string or a list of items");
+    return bad("'input' must be a string or a list of items", "input");
   }
-  if (messages.empty()) return bad("'input' must not be empty");
+  if (messages.empty()) return bad("'input' must not be empty", "input");
   chat["messages"] = std::move(messages);
   if (const json::value* m = o->if_contains("max_output_tokens"); m && !m->is_null()) {
     if (!(m->is_int64() && m->as_int64() >= 1) &&
         !(m->is_uint64() && m->as_uint64() <= UINT32_MAX)) {
-      return bad("'max_output_tokens' must be an integer of at least 1");
+      return bad("'max_output_tokens' must be an integer of at least 1", "max_output_tokens");
     }
     chat["max_tokens"] = *m;
   }
   if (const json::value* s = o->if_contains("stream"); s && !s->is_null()) {
-    if (!s->is_bool()) return bad("'stream' must be a boolean");
+    if (!s->is_bool()) return bad("'stream' must be a boolean", "stream");
     chat["stream"] = s->as_bool();
   }
   for (std::string_view key : {"temperature", "top_p"}) {
     if (const json::value* x = o->if_contains(key); x && !x->is_null()) {
-      if (!x->is_number()) return bad("'" + std::string(key) + "' must be a number");
+      if (!x->is_number())
+        return bad("'" + std::string(key) + "' must be a number", std::string(key));
       chat[key] = *x;
     }
   }
@@ -258,7 +264,7 @@ std::variant<ChatForm, ApiError> to_chat(std::string_view body) {
     chat["cache_salt"] = *salt;
   }
   if (const json::value* tools = o->if_contains("tools"); tools && !tools->is_null()) {
-    if (!tools->is_array()) return bad("'tools' must be a list");
+    if (!tools->is_array()) return bad("'tools' must be a list", "tools");
     json::array fns;
     for (const json::value& t : tools->as_array()) {
       const json::object* to = t.if_object();
@@ -272,11 +278,12 @@ std::variant<ChatForm, ApiError> to_chat(std::string_view body) {
     if (!fns.empty()) chat["tools"] = std::move(fns);
   }
   if (const json::value* p = o->if_contains("previous_response_id"); p && !p->is_null()) {
-    if (!p->is_string()) return bad("'previous_response_id' must be a string");
+    if (!p->is_string())
+      return bad("'previous_response_id' must be a string", "previous_response_id");
     form.previous_response_id = std::string(p->as_string());
   }
   if (const json::value* s = o->if_contains("store"); s && !s->is_null()) {
-    if (!s->is_bool()) return bad("'store' must be a boolean");
+    if (!s->is_bool()) return bad("'store' must be a boolean", "store");
     form.store = s->as_bool();
   }
   form.chat = json::serialize(chat);

@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <variant>
 
+#include "core/common/result.h"
 #include "openai/engine_api.h"
 #include "openai/usage.h"
 
@@ -32,8 +32,10 @@ struct ChatForm {
   bool store = true;                 // the response is kept for a later previous_response_id
   bool has_instructions = false;     // the chat's first message is `instructions`
 };
-// Errors: 400 naming the field (`input` is required).
-std::variant<ChatForm, ApiError> to_chat(std::string_view body);
+// Errors: kInvalidArgument (http_status: 400), the message naming the field (`input` is
+// required) and the error's field the parameter or path ("input.0.content"; empty for the
+// body as a whole).
+Result<ChatForm> to_chat(std::string_view body);
 
 // The chat request that continues a stored response (vLLM's order): this request's
 // instructions (when it has them), the stored conversation's messages, the stored answer

@@ -13,11 +13,11 @@ namespace json = boost::json;
 
 json::value chat_of(std::string_view body) {
   auto r = messages_to_chat(body);
-  if (auto* e = std::get_if<ApiError>(&r)) {
-    ADD_FAILURE() << e->message;
+  if (!r) {
+    ADD_FAILURE() << r.error();
     return nullptr;
   }
-  return json::parse(std::get<std::string>(r));
+  return json::parse(*r);
 }
 
 TEST(Anthropic, MessagesBecomeTheChatRequestVllmRenders) {
@@ -49,19 +49,21 @@ TEST(Anthropic, MessagesBecomeTheChatRequestVllmRenders) {
 TEST(Anthropic, CountTokensBodyIsTheMessagesChatWithoutMaxTokens) {
   auto r = count_tokens_to_chat(R"({"model":"m","system":"Be brief.","stream":true,
       "messages":[{"role":"user","content":"hi"}]})");
-  ASSERT_TRUE(std::holds_alternative<std::string>(r)) << std::get<ApiError>(r).message;
-  EXPECT_EQ(json::parse(std::get<std::string>(r)),
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(json::parse(*r),
             json::parse(R"({"model":"m","messages":[{"role":"system","content":"Be brief."},
                 {"role":"user","content":"hi"}]})"));
   // A max_tokens given is ignored; the rest is checked as for Messages.
-  EXPECT_TRUE(std::holds_alternative<std::string>(count_tokens_to_chat(
-      R"({"model":"m","max_tokens":0,"messages":[{"role":"user","content":"x"}]})")));
+  EXPECT_TRUE(count_tokens_to_chat(
+                  R"({"model":"m","max_tokens":0,"messages":[{"role":"user","content":"x"}]})")
+                  .ok());
   for (std::string_view bad : {R"({"messages":[{"role":"user","content":"x"}]})",
                                R"({"model":"m"})", R"({"model":"m","messages":[]})",
                                R"({"model":"m","messages":[{"role":"bot","content":"x"}]})"}) {
     auto e = count_tokens_to_chat(bad);
-    ASSERT_TRUE(std::holds_alternative<ApiError>(e)) << bad;
-    EXPECT_EQ(std::get<ApiError>(e).status, 400);
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(kvgate::http_status(e.code()), 400);
   }
   EXPECT_EQ(
       json::parse(render_count_tokens(42)),
@@ -90,11 +92,20 @@ TEST(Anthropic, RefusesWhatTheApiRefusesNamingTheField) {
            "stream"},
        Case{"[1]", "JSON object"}, Case{"{", "not valid JSON"}}) {
     auto r = messages_to_chat(c.body);
-    ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << c.body;
-    EXPECT_EQ(std::get<ApiError>(r).status, 400);
-    EXPECT_NE(std::get<ApiError>(r).message.find(c.field), std::string::npos)
-        << std::get<ApiError>(r).message;
+    ASSERT_FALSE(r.ok()) << c.body;
+    EXPECT_EQ(r.code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(kvgate::http_status(r.code()), 400);
+    EXPECT_NE(r.error().find(c.field), std::string::npos) << r.error();
   }
+  // The path the message names is the error's field; none for the body as a whole.
+  auto role =
+      messages_to_chat(R"({"model":"m","max_tokens":1,"messages":[{"role":"bot","content":"x"}]})");
+  ASSERT_FALSE(role.ok());
+  EXPECT_EQ(role.error(), "messages.0.role: must be 'user' or 'assistant'");
+  EXPECT_EQ(role.failure().field, "messages.0.role");
+  auto body = messages_to_chat("[1]");
+  ASSERT_FALSE(body.ok());
+  EXPECT_EQ(body.failure().field, "");
 }
 
 TEST(Anthropic, ErrorsInAnthropicsShape) {

@@ -11,14 +11,15 @@ namespace json = boost::json;
 
 CompletionRequest ok(std::string_view body, ApiKind kind) {
   auto r = parse_completion_request(body, kind);
-  if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << e->message;
-  return std::get<CompletionRequest>(r);
+  if (!r) {
+    ADD_FAILURE() << r.error();
+  }
+  return *r;
 }
 
 std::string err(std::string_view body, ApiKind kind) {
   auto r = parse_completion_request(body, kind);
-  auto* e = std::get_if<ApiError>(&r);
-  return e ? e->message : "";
+  return r ? std::string() : r.error();
 }
 
 TEST(EngineApi, ParsesCompletionAndChatFields) {
@@ -60,6 +61,17 @@ TEST(EngineApi, RejectsBadBodiesWithMessages) {
   EXPECT_NE(err(R"({"messages":[{"role":"user","content":5}]})", ApiKind::kChat), "");
   EXPECT_NE(err(R"({"model":3,"prompt":"x"})", ApiKind::kCompletion), "");
   EXPECT_NE(err(R"({"prompt":"x","stream":"yes"})", ApiKind::kCompletion), "");
+  // kInvalidArgument (400), the parameter at fault as the error's field.
+  auto zero = parse_completion_request(R"({"prompt":"x","max_tokens":0})", ApiKind::kCompletion);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(kvgate::http_status(zero.code()), 400);
+  EXPECT_EQ(zero.error(), "'max_tokens' must be at least 1");
+  EXPECT_EQ(zero.failure().field, "max_tokens");
+  auto body = parse_completion_request("[]", ApiKind::kCompletion);
+  ASSERT_FALSE(body.ok());
+  EXPECT_EQ(body.error(), "request body must be a JSON object");
+  EXPECT_EQ(body.failure().field, "");
 }
 
 TEST(EngineApi, RendersResponsesAndChunks) {
@@ -85,8 +97,8 @@ TEST(EngineApi, RendersResponsesAndChunks) {
 TEST(EngineApi, ReturnTokenIdsAndTemperatureAsVllmHasThem) {
   auto parsed = parse_completion_request(
       R"({"prompt":"x","return_token_ids":true,"temperature":0})", ApiKind::kCompletion);
-  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(parsed));
-  const CompletionRequest& r = std::get<CompletionRequest>(parsed);
+  ASSERT_TRUE(parsed.ok());
+  const CompletionRequest& r = *parsed;
   EXPECT_TRUE(r.return_token_ids);
   EXPECT_EQ(r.temperature, 0.0);
   EXPECT_NE(err(R"({"prompt":"x","return_token_ids":1})", ApiKind::kCompletion), "");
@@ -122,8 +134,10 @@ TEST(EngineApi, ReturnTokenIdsAndTemperatureAsVllmHasThem) {
 
 TokenizeRequest tok(std::string_view body) {
   auto r = parse_tokenize_request(body);
-  if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << e->message;
-  return std::get<TokenizeRequest>(r);
+  if (!r) {
+    ADD_FAILURE() << r.error();
+  }
+  return *r;
 }
 
 TEST(EngineApi, ParsesTokenizeAsVllmTakesIt) {
@@ -158,7 +172,7 @@ TEST(EngineApi, ParsesTokenizeAsVllmTakesIt) {
         R"({"prompt":"x","add_special_tokens":1})",
         R"({"messages":[{"role":"user","content":"x"}],"continue_final_message":true})"}) {
     auto r = parse_tokenize_request(bad);
-    EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << bad;
+    EXPECT_FALSE(r.ok()) << bad;
   }
 }
 
@@ -174,8 +188,10 @@ TEST(EngineApi, RendersTokenizeResponseAsVllm) {
 
 EmbeddingRequest embedding_request(std::string_view body) {
   auto r = parse_embedding_request(body);
-  if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << e->message;
-  return std::get<EmbeddingRequest>(r);
+  if (!r) {
+    ADD_FAILURE() << r.error();
+  }
+  return *r;
 }
 
 TEST(EngineApi, ParsesEmbeddingInputsInEveryShapeVllmTakes) {
@@ -206,46 +222,45 @@ TEST(EngineApi, RefusesEmbeddingBodiesVllmRefuses) {
         R"({"input":"a","encoding_format":"int8"})", R"({"input":"a","dimensions":0})",
         R"({"input":"a","truncate_prompt_tokens":0})", "[]", "{"}) {
     auto r = parse_embedding_request(bad);
-    ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << bad;
-    EXPECT_EQ(std::get<ApiError>(r).status, 400) << bad;
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.code(), ErrorCode::kInvalidArgument) << bad;
+    EXPECT_EQ(kvgate::http_status(r.code()), 400) << bad;
   }
 }
 
 TEST(EngineApi, DetokenizeAsVllm) {
   auto r = parse_detokenize_request(R"({"model":"m","tokens":[1,2,3]})");
-  ASSERT_TRUE(std::holds_alternative<DetokenizeRequest>(r));
-  EXPECT_EQ(std::get<DetokenizeRequest>(r).model, "m");
-  EXPECT_EQ(std::get<DetokenizeRequest>(r).tokens, (std::vector<kv::TokenId>{1, 2, 3}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->model, "m");
+  EXPECT_EQ(r->tokens, (std::vector<kv::TokenId>{1, 2, 3}));
   for (std::string_view bad : {R"({"model":"m"})", R"({"tokens":"1 2"})", R"({"tokens":[1.5]})"}) {
-    EXPECT_TRUE(std::holds_alternative<ApiError>(parse_detokenize_request(bad))) << bad;
+    EXPECT_FALSE(parse_detokenize_request(bad).ok()) << bad;
   }
   EXPECT_EQ(json::parse(render_detokenize_response("a b")), json::parse(R"({"prompt":"a b"})"));
 }
 
 TEST(EngineApi, ScoreAndRerankPairTheirTextsAsVllm) {
   auto one = parse_score_request(R"({"model":"m","text_1":"q","text_2":["a","b"]})");
-  ASSERT_TRUE(std::holds_alternative<ScoreRequest>(one));
-  EXPECT_EQ(std::get<ScoreRequest>(one).pairs,
-            (std::vector<std::pair<std::string, std::string>>{{"q", "a"}, {"q", "b"}}));
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->pairs, (std::vector<std::pair<std::string, std::string>>{{"q", "a"}, {"q", "b"}}));
   auto zip = parse_score_request(R"({"text_1":["x","y"],"text_2":["a","b"],
                                      "truncate_prompt_tokens":-1})");
-  ASSERT_TRUE(std::holds_alternative<ScoreRequest>(zip));
-  EXPECT_EQ(std::get<ScoreRequest>(zip).pairs,
-            (std::vector<std::pair<std::string, std::string>>{{"x", "a"}, {"y", "b"}}));
-  EXPECT_FALSE(std::get<ScoreRequest>(zip).truncate_prompt_tokens);
+  ASSERT_TRUE(zip.ok());
+  EXPECT_EQ(zip->pairs, (std::vector<std::pair<std::string, std::string>>{{"x", "a"}, {"y", "b"}}));
+  EXPECT_FALSE(zip->truncate_prompt_tokens);
   for (std::string_view bad : {R"({"text_1":"q"})", R"({"text_1":["x","y"],"text_2":["a"]})",
                                R"({"text_1":[],"text_2":"a"})", R"({"text_1":1,"text_2":"a"})"}) {
-    EXPECT_TRUE(std::holds_alternative<ApiError>(parse_score_request(bad))) << bad;
+    EXPECT_FALSE(parse_score_request(bad).ok()) << bad;
   }
   auto rr = parse_rerank_request(R"({"model":"m","query":"q","documents":["a","b"],"top_n":1})");
-  ASSERT_TRUE(std::holds_alternative<RerankRequest>(rr));
-  EXPECT_EQ(std::get<RerankRequest>(rr).query, "q");
-  EXPECT_EQ(std::get<RerankRequest>(rr).documents, (std::vector<std::string>{"a", "b"}));
-  EXPECT_EQ(std::get<RerankRequest>(rr).top_n, 1u);
+  ASSERT_TRUE(rr.ok());
+  EXPECT_EQ(rr->query, "q");
+  EXPECT_EQ(rr->documents, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(rr->top_n, 1u);
   for (std::string_view bad :
        {R"({"documents":["a"]})", R"({"query":"q","documents":"a"})",
         R"({"query":"q","documents":[]})", R"({"query":"q","documents":["a"],"top_n":-1})"}) {
-    EXPECT_TRUE(std::holds_alternative<ApiError>(parse_rerank_request(bad))) << bad;
+    EXPECT_FALSE(parse_rerank_request(bad).ok()) << bad;
   }
 }
 

@@ -13,11 +13,11 @@ namespace json = boost::json;
 
 ChatForm form_of(std::string_view body) {
   auto r = to_chat(body);
-  if (auto* e = std::get_if<ApiError>(&r)) {
-    ADD_FAILURE() << e->message;
+  if (!r) {
+    ADD_FAILURE() << r.error();
     return {};
   }
-  return std::get<ChatForm>(r);
+  return *r;
 }
 
 TEST(Responses, InputBecomesTheChatRequestVllmRenders) {
@@ -67,9 +67,18 @@ TEST(Responses, RefusesBadBodiesNamingTheField) {
         R"({"input":"x","max_output_tokens":0})", R"({"input":"x","previous_response_id":3})", "[]",
         "{"}) {
     auto r = to_chat(bad);
-    ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << bad;
-    EXPECT_EQ(std::get<ApiError>(r).status, 400) << bad;
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.code(), ErrorCode::kInvalidArgument) << bad;
+    EXPECT_EQ(kvgate::http_status(r.code()), 400) << bad;
   }
+  // The parameter or path the message names is the error's field.
+  auto stream = to_chat(R"({"input":"x","stream":1})");
+  ASSERT_FALSE(stream.ok());
+  EXPECT_EQ(stream.error(), "'stream' must be a boolean");
+  EXPECT_EQ(stream.failure().field, "stream");
+  auto role = to_chat(R"({"input":[{"role":"bot","content":"x"}]})");
+  ASSERT_FALSE(role.ok());
+  EXPECT_EQ(role.failure().field, "input.0.role");
 }
 
 TEST(Responses, AContinuationPutsTheStoredConversationBeforeTheNewInput) {

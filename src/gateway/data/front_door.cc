@@ -277,18 +277,21 @@ void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<Response
   std::unique_ptr<Translation> translation;
   const bool generate = serve == Serve::kGenerate;
   if (generate && dialect == openai::Dialect::kAnthropic) {
+    // A translation's error answers without `param` (null), as it always has.
     auto chat = openai::anthropic::messages_to_chat(req.body);
-    if (auto* e = std::get_if<openai::ApiError>(&chat)) {
-      return reject(e->status, json_error(e->status, e->message));
+    if (!chat) {
+      const int status = kvgate::http_status(chat.code());
+      return reject(status, json_error(status, chat.error()));
     }
     translation = std::make_unique<Translation>();
-    translation->route_body = std::move(std::get<std::string>(chat));
+    translation->route_body = std::move(*chat);
   } else if (generate && dialect == openai::Dialect::kResponses) {
     auto form = openai::responses::to_chat(req.body);
-    if (auto* e = std::get_if<openai::ApiError>(&form)) {
-      return reject(e->status, json_error(e->status, e->message));
+    if (!form) {
+      const int status = kvgate::http_status(form.code());
+      return reject(status, json_error(status, form.error()));
     }
-    auto& f = std::get<openai::responses::ChatForm>(form);
+    auto& f = *form;
     translation = std::make_unique<Translation>(
         Translation{std::move(f.chat), std::move(f.previous_response_id)});
   }
