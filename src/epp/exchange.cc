@@ -226,9 +226,15 @@ std::vector<pb::ProcessingResponse> Exchange::route(const std::function<bool()>&
   pb::ProcessingResponse& h = out.emplace_back();
   pb::CommonResponse* c = h.mutable_request_headers()->mutable_response();
   c->set_clear_route_cache(true);
-  set_header(*c->mutable_header_mutation(), kDestinationHeader, endpoints);
-  if (body)
-    set_header(*c->mutable_header_mutation(), "content-length", std::to_string(p.body.size()));
+  pb::HeaderMutation& m = *c->mutable_header_mutation();
+  set_header(m, kDestinationHeader, endpoints);
+  // One value for every try of the data plane: the fallbacks were chosen to match it.
+  if (p.dp_rank) {
+    set_header(m, kRankHeader, std::to_string(*p.dp_rank));
+  } else {
+    m.add_remove_headers(std::string(kRankHeader));
+  }
+  if (body) set_header(m, "content-length", std::to_string(p.body.size()));
   google::protobuf::Struct lb;
   (*lb.mutable_fields())[std::string(kDestinationHeader)].set_string_value(std::move(endpoints));
   (*h.mutable_dynamic_metadata()->mutable_fields())[std::string(kDestinationNamespace)]

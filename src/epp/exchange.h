@@ -8,7 +8,9 @@
 // stream; then the whole request is routed by the Picker (the gateway's front door and
 // router, gateway/data/external.h) and answered with a headers response that sets
 // x-gateway-destination-endpoint (and the same value in the dynamic metadata
-// envoy.lb / x-gateway-destination-endpoint), followed by the body as it goes upstream
+// envoy.lb / x-gateway-destination-endpoint) and x-data-parallel-rank when the pick is
+// one rank of a data-parallel engine (removed when not: only the router's choice reaches
+// the engine, as in serve), followed by the body as it goes upstream
 // (a streamed body response, end of stream). A refusal is an ImmediateResponse with the
 // status and body `kvgate serve` would have answered (503 no endpoint, 429 shed or rate
 // limited, 400, 401, 404 ...). The subset hint (metadata envoy.lb.subset_hint /
@@ -51,6 +53,9 @@ inline constexpr std::string_view kDestinationNamespace = "envoy.lb";
 inline constexpr std::string_view kServedKey = "x-gateway-destination-endpoint-served";
 inline constexpr std::string_view kSubsetNamespace = "envoy.lb.subset_hint";
 inline constexpr std::string_view kSubsetKey = "x-gateway-destination-endpoint-subset";
+// The data-parallel rank for the engine (route::kDataParallelRankHeader, vLLM's; in lower
+// case, as HTTP/2 carries header names).
+inline constexpr std::string_view kRankHeader = "x-data-parallel-rank";
 
 // What routes a whole request: the running gateway (gateway_picker.h), or a test's fake.
 class Picker {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct FakePicker final : Picker {
   gateway::PickKind kind = gateway::PickKind::kRouted;
   openai::Dialect dialect = openai::Dialect::kOpenAi;
   bool stream = true;
+  std::optional<uint32_t> rank;  // the pick's data-parallel rank
   std::vector<gateway::ExternalRequest> asked;
   std::vector<gateway::ExternalOutcome> settled;
 
@@ -42,6 +44,7 @@ struct FakePicker final : Picker {
     p.kind = kind;
     p.dialect = dialect;
     p.strip_usage_chunk = strip_usage;
+    p.dp_rank = rank;
     // The runners-up the gateway would list, as many as asked.
     const size_t asked_for = request.fallbacks;
     for (size_t i = 0; i < asked_for && i < runners_up.size(); ++i) {
@@ -161,6 +164,37 @@ TEST(EppExchange, FallbacksFollowThePickInHeaderAndMetadata) {
   EXPECT_EQ(header_of((*r)[0].request_headers().response().header_mutation(),
                       "x-gateway-destination-endpoint"),
             "10.0.0.7:8000");
+}
+
+bool removes(const pb::HeaderMutation& m, const std::string& key) {
+  for (const std::string& k : m.remove_headers()) {
+    if (k == key) return true;
+  }
+  return false;
+}
+
+TEST(EppExchange, ARankPickSetsTheRankHeaderAndAnyOtherRemovesIt) {
+  FakePicker picker;
+  picker.rank = 3;
+  Exchange x(picker, 1 << 20);
+  ASSERT_TRUE(x.on_request(headers(), kNever));
+  auto r = x.on_request(body("{}", true), kNever);
+  ASSERT_TRUE(r) << r.error();
+  const pb::HeaderMutation& m = (*r)[0].request_headers().response().header_mutation();
+  // The destination is the engine's address; the rank goes in vLLM's header.
+  EXPECT_EQ(header_of(m, "x-gateway-destination-endpoint"), "10.0.0.7:8000");
+  EXPECT_EQ(header_of(m, "x-data-parallel-rank"), "3");
+  EXPECT_FALSE(removes(m, "x-data-parallel-rank"));
+
+  // No rank: a client's own header of that name is removed.
+  FakePicker plain;
+  Exchange y(plain, 1 << 20);
+  ASSERT_TRUE(y.on_request(headers(), kNever));
+  r = y.on_request(body("{}", true), kNever);
+  ASSERT_TRUE(r) << r.error();
+  const pb::HeaderMutation& n = (*r)[0].request_headers().response().header_mutation();
+  EXPECT_EQ(header_of(n, "x-data-parallel-rank"), "<absent>");
+  EXPECT_TRUE(removes(n, "x-data-parallel-rank"));
 }
 
 TEST(EppExchange, ARefusalIsAnImmediateResponseWithServesAnswer) {

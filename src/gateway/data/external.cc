@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "core/route/decision.h"
 #include "core/route/failover.h"
 #include "gateway/gateway_impl.h"
 
@@ -16,6 +17,22 @@ std::string destination_of(const EndpointAddress& endpoint) {
     return fmt::format("[{}]:{}", endpoint.host, endpoint.port);
   }
   return fmt::format("{}:{}", endpoint.host, endpoint.port);
+}
+
+std::vector<std::string> fallback_destinations(const EndpointAddress& pick,
+                                               std::optional<uint32_t> rank,
+                                               const std::vector<EndpointAddress>& runners_up,
+                                               size_t max) {
+  std::vector<std::string> out;
+  const std::string picked = destination_of(pick);
+  for (const EndpointAddress& r : runners_up) {
+    if (out.size() >= max) break;
+    if (rank && r.dp_rank != rank) continue;
+    std::string d = destination_of(r);
+    if (d == picked || std::find(out.begin(), out.end(), d) != out.end()) continue;
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 // Takes what the front door and the proxy answer an external request (respond), or the
@@ -112,18 +129,27 @@ std::vector<route::EndpointId> outside_subset(const ExternalStream& stream,
   return out;
 }
 
-uint8_t external_fallbacks(const ExternalStream& stream) { return stream.fallbacks(); }
+// All the runners-up the router lists when any fallback is asked for: some may not be
+// listable (fallback_destinations), and the next ones then take their place.
+uint8_t external_fallbacks(const ExternalStream& stream) {
+  return stream.fallbacks() > 0 ? static_cast<uint8_t>(route::Decision::kMaxRunnersUp) : 0;
+}
 
 void Gateway::Impl::hand_off_external(ProxyCall& call, RouteLease lease,
                                       std::shared_ptr<const EndpointAddress> endpoint,
                                       std::string body, const route::Decision& decision) {
   ExternalPick p;
   p.destination = destination_of(*endpoint);
-  for (uint8_t i = 0; i < decision.runner_count; ++i) {
-    // An endpoint removed since the decision is left out.
-    if (std::optional<EndpointAddress> e = call.pool->endpoint(decision.runners_up[i])) {
-      p.fallbacks.push_back(destination_of(*e));
+  p.dp_rank = endpoint->dp_rank;
+  if (call.external->fallbacks() > 0) {
+    std::vector<EndpointAddress> runners;
+    for (uint8_t i = 0; i < decision.runner_count; ++i) {
+      // An endpoint removed since the decision is left out.
+      if (std::optional<EndpointAddress> e = call.pool->endpoint(decision.runners_up[i])) {
+        runners.push_back(std::move(*e));
+      }
     }
+    p.fallbacks = fallback_destinations(*endpoint, p.dp_rank, runners, call.external->fallbacks());
   }
   p.endpoint = std::move(endpoint);
   p.body = std::move(body);
@@ -183,6 +209,7 @@ asio::awaitable<void> Gateway::Impl::pick_relayed(ProxyCall call, ExternalStream
   ExternalPick p;
   p.kind = stored ? PickKind::kStored : PickKind::kRelay;
   p.destination = destination_of(*endpoint);
+  p.dp_rank = endpoint->dp_rank;  // as relay() and fetch_stored() name it
   p.endpoint = std::move(endpoint);
   p.body = std::move(call.body);
   p.dialect = call.dialect;
