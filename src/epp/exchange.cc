@@ -234,6 +234,12 @@ std::vector<pb::ProcessingResponse> Exchange::route(const std::function<bool()>&
   } else {
     m.add_remove_headers(std::string(kRankHeader));
   }
+  // Disaggregated: the decode endpoint's sidecar runs the prefill hop there.
+  if (!p.prefill.empty()) {
+    set_header(m, kPrefillerHeader, p.prefill);
+  } else {
+    m.add_remove_headers(std::string(kPrefillerHeader));
+  }
   if (body) set_header(m, "content-length", std::to_string(p.body.size()));
   google::protobuf::Struct lb;
   (*lb.mutable_fields())[std::string(kDestinationHeader)].set_string_value(std::move(endpoints));

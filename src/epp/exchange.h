@@ -9,8 +9,9 @@
 // router, gateway/data/external.h) and answered with a headers response that sets
 // x-gateway-destination-endpoint (and the same value in the dynamic metadata
 // envoy.lb / x-gateway-destination-endpoint) and x-data-parallel-rank when the pick is
-// one rank of a data-parallel engine (removed when not: only the router's choice reaches
-// the engine, as in serve), followed by the body as it goes upstream
+// one rank of a data-parallel engine, and x-prefiller-host-port when the router chose a
+// remote prefill (each removed when not: only the router's choices reach the engine and
+// its sidecar, as in serve), followed by the body as it goes upstream
 // (a streamed body response, end of stream). A refusal is an ImmediateResponse with the
 // status and body `kvgate serve` would have answered (503 no endpoint, 429 shed or rate
 // limited, 400, 401, 404 ...). The subset hint (metadata envoy.lb.subset_hint /
@@ -56,6 +57,8 @@ inline constexpr std::string_view kSubsetKey = "x-gateway-destination-endpoint-s
 // The data-parallel rank for the engine (route::kDataParallelRankHeader, vLLM's; in lower
 // case, as HTTP/2 carries header names).
 inline constexpr std::string_view kRankHeader = "x-data-parallel-rank";
+// llm-d's P/D: the prefill endpoint ("ip:port") the decode side's sidecar prefills on.
+inline constexpr std::string_view kPrefillerHeader = "x-prefiller-host-port";
 
 // What routes a whole request: the running gateway (gateway_picker.h), or a test's fake.
 class Picker {

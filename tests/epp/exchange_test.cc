@@ -23,6 +23,7 @@ struct FakePicker final : Picker {
   openai::Dialect dialect = openai::Dialect::kOpenAi;
   bool stream = true;
   std::optional<uint32_t> rank;  // the pick's data-parallel rank
+  std::string prefill;           // a disaggregated pick's prefill endpoint
   std::vector<gateway::ExternalRequest> asked;
   std::vector<gateway::ExternalOutcome> settled;
 
@@ -45,6 +46,7 @@ struct FakePicker final : Picker {
     p.dialect = dialect;
     p.strip_usage_chunk = strip_usage;
     p.dp_rank = rank;
+    p.prefill = prefill;
     // The runners-up the gateway would list, as many as asked.
     const size_t asked_for = request.fallbacks;
     for (size_t i = 0; i < asked_for && i < runners_up.size(); ++i) {
@@ -195,6 +197,32 @@ TEST(EppExchange, ARankPickSetsTheRankHeaderAndAnyOtherRemovesIt) {
   const pb::HeaderMutation& n = (*r)[0].request_headers().response().header_mutation();
   EXPECT_EQ(header_of(n, "x-data-parallel-rank"), "<absent>");
   EXPECT_TRUE(removes(n, "x-data-parallel-rank"));
+}
+
+TEST(EppExchange, ADisaggregatedPickNamesThePrefillEndpointForTheSidecar) {
+  FakePicker picker;
+  picker.prefill = "10.0.0.9:8000";
+  Exchange x(picker, 1 << 20);
+  ASSERT_TRUE(x.on_request(headers(), kNever));
+  auto r = x.on_request(body("{}", true), kNever);
+  ASSERT_TRUE(r) << r.error();
+  const pb::ProcessingResponse& h = (*r)[0];
+  const pb::HeaderMutation& m = h.request_headers().response().header_mutation();
+  // The destination is the decode endpoint; the prefill endpoint goes in llm-d's header.
+  EXPECT_EQ(header_of(m, "x-gateway-destination-endpoint"), "10.0.0.7:8000");
+  EXPECT_EQ(lb_destination(h), "10.0.0.7:8000");
+  EXPECT_EQ(header_of(m, "x-prefiller-host-port"), "10.0.0.9:8000");
+  EXPECT_FALSE(removes(m, "x-prefiller-host-port"));
+
+  // No remote prefill: a client's own header is removed (the sidecar then decodes alone).
+  FakePicker local;
+  Exchange y(local, 1 << 20);
+  ASSERT_TRUE(y.on_request(headers(), kNever));
+  r = y.on_request(body("{}", true), kNever);
+  ASSERT_TRUE(r) << r.error();
+  const pb::HeaderMutation& n = (*r)[0].request_headers().response().header_mutation();
+  EXPECT_EQ(header_of(n, "x-prefiller-host-port"), "<absent>");
+  EXPECT_TRUE(removes(n, "x-prefiller-host-port"));
 }
 
 TEST(EppExchange, ARefusalIsAnImmediateResponseWithServesAnswer) {

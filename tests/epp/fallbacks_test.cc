@@ -59,5 +59,21 @@ TEST(EppFallbacks, WithoutARankHeaderRanksElsewhereOnceEach) {
             (List{"10.0.0.2:8000", "10.0.0.3:8000"}));
 }
 
+TEST(EppFallbacks, TheCarriedRankIsTheDecodeRankWhenThePrefillHasTheSame) {
+  // Aggregated: the endpoint's rank, or none.
+  EXPECT_EQ(carried_rank(at("10.0.0.1", 2), nullptr), std::optional<uint32_t>(2));
+  EXPECT_FALSE(carried_rank(at("10.0.0.1"), nullptr).has_value());
+  // Disaggregated: a sidecar copies the request's headers to its prefill hop, so the rank
+  // is named only when it is right for both engines.
+  const EndpointAddress same = at("10.0.0.9", 2);
+  const EndpointAddress other = at("10.0.0.9", 1);
+  const EndpointAddress plain = at("10.0.0.9");
+  EXPECT_EQ(carried_rank(at("10.0.0.1", 2), &same), std::optional<uint32_t>(2));
+  EXPECT_FALSE(carried_rank(at("10.0.0.1", 2), &other).has_value());
+  EXPECT_FALSE(carried_rank(at("10.0.0.1", 2), &plain).has_value());
+  EXPECT_FALSE(carried_rank(at("10.0.0.1"), &other).has_value());
+  EXPECT_FALSE(carried_rank(at("10.0.0.1"), &plain).has_value());
+}
+
 }  // namespace fallbacks_test
 }  // namespace kvgate::gateway

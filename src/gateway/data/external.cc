@@ -8,6 +8,7 @@
 
 #include "core/route/decision.h"
 #include "core/route/failover.h"
+#include "gateway/data/disagg_flow.h"
 #include "gateway/gateway_impl.h"
 
 namespace kvgate::gateway {
@@ -17,6 +18,12 @@ std::string destination_of(const EndpointAddress& endpoint) {
     return fmt::format("[{}]:{}", endpoint.host, endpoint.port);
   }
   return fmt::format("{}:{}", endpoint.host, endpoint.port);
+}
+
+std::optional<uint32_t> carried_rank(const EndpointAddress& endpoint,
+                                     const EndpointAddress* prefill) {
+  if (prefill && prefill->dp_rank != endpoint.dp_rank) return std::nullopt;
+  return endpoint.dp_rank;
 }
 
 std::vector<std::string> fallback_destinations(const EndpointAddress& pick,
@@ -140,7 +147,17 @@ void Gateway::Impl::hand_off_external(ProxyCall& call, RouteLease lease,
                                       std::string body, const route::Decision& decision) {
   ExternalPick p;
   p.destination = destination_of(*endpoint);
-  p.dp_rank = endpoint->dp_rank;
+  // Disaggregated: the router's decision names the prefill endpoint (the same decision
+  // serve's prefill hop runs); the decode side's sidecar runs that hop. An endpoint removed
+  // since the decision is left out: the decode endpoint then prefills itself.
+  std::optional<EndpointAddress> prefill;
+  if (decision.prefill_endpoint) prefill = call.pool->endpoint(*decision.prefill_endpoint);
+  if (prefill) {
+    p.prefill = destination_of(*prefill);
+  } else if (disaggregated(call.pool->config())) {
+    metrics.pd_local_prefill(call.pool->name());  // as serve counts a skipped remote prefill
+  }
+  p.dp_rank = carried_rank(*endpoint, prefill ? &*prefill : nullptr);
   if (call.external->fallbacks() > 0) {
     std::vector<EndpointAddress> runners;
     for (uint8_t i = 0; i < decision.runner_count; ++i) {

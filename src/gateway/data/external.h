@@ -79,6 +79,10 @@ struct ExternalPick {
   // header X-data-parallel-rank, as serve sets it on its own hops): the pick's rank;
   // nullopt: none, and a client's header of that name must not reach the engine.
   std::optional<uint32_t> dp_rank;
+  // A disaggregated decision (route::Decision::prefill_endpoint): the prefill endpoint,
+  // "ip:port", for the decode side's sidecar (x-prefiller-host-port); "": none, the
+  // decode endpoint prefills itself.
+  std::string prefill;
   // The body as it must go upstream (the model's served name; a stream asks for usage).
   std::string body;
   bool stream = false;
@@ -123,6 +127,13 @@ std::string destination_of(const EndpointAddress& endpoint);
 //   wrong one, and an engine that is not data-parallel may refuse it as out of range).
 //   Without one, any: a data-parallel engine balances a request that names no rank.
 // Fewer than `max` may remain.
+//
+// The rank named by a pick the data plane carries (ExternalPick::dp_rank): the request
+// has one set of headers, which a P/D sidecar also copies to its prefill hop. So the
+// (decode) endpoint's rank when there is no prefill endpoint or it is the same rank;
+// else none, and each engine balances the request over its own ranks.
+std::optional<uint32_t> carried_rank(const EndpointAddress& endpoint,
+                                     const EndpointAddress* prefill);
 std::vector<std::string> fallback_destinations(const EndpointAddress& pick,
                                                std::optional<uint32_t> rank,
                                                const std::vector<EndpointAddress>& runners_up,
