@@ -257,6 +257,8 @@ std::vector<pb::ProcessingResponse> Exchange::response_headers(const pb::Process
   out.emplace_back().mutable_response_headers();
   if (phase_ == Phase::kOver) return out;  // an answer of the EPP's own, or settled
   if (std::string s = served_endpoint(r); !s.empty()) served_ = std::move(s);
+  // A fallback served it: the router's load follows (the pick failed there).
+  if (pick_ && !served_.empty() && served_ != destination_) picker_.served(*pick_, served_);
   std::string_view content_type;
   for (const envoy_core::HeaderValue& h : r.response_headers().headers().headers()) {
     const std::string_view value = header_value(h);

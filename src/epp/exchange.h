@@ -72,6 +72,12 @@ class Picker {
   virtual void done(gateway::ExternalPick pick, gateway::ExternalOutcome outcome) = 0;
   // The gateway's clock, in which ExternalPick::received is read.
   virtual Nanos now() const = 0;
+  // The data plane says `endpoint` ("ip:port") served `pick`, not its destination (a
+  // fallback): the pick's load follows it (gateway::external_served). Before done().
+  virtual void served(gateway::ExternalPick& pick, const std::string& endpoint) {
+    (void)pick;
+    (void)endpoint;
+  }
 };
 
 struct ExchangeOptions {
@@ -111,6 +117,7 @@ class Exchange {
   // metadata carry it followed by the fallbacks, comma-separated.
   const std::string& destination() const { return destination_; }
   // The endpoint the data plane says served the answer (envoy.lb metadata), if it said.
+  // When it is not the pick (a fallback), the Picker is told (Picker::served).
   const std::string& served() const { return served_; }
 
  private:

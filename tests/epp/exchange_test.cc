@@ -58,6 +58,11 @@ struct FakePicker final : Picker {
     settled.push_back(std::move(outcome));
   }
   Nanos now() const override { return 0; }
+  std::vector<std::string> served_by;  // Picker::served's endpoints, in order
+  void served(gateway::ExternalPick& pick, const std::string& endpoint) override {
+    served_by.push_back(endpoint);
+    pick.destination = endpoint;  // as the gateway's: the pick now names it
+  }
 };
 
 pb::ProcessingRequest headers(bool eos = false) {
@@ -340,6 +345,42 @@ TEST(EppExchange, StreamPassesThroughWithoutTheGatewaysUsageChunkAndSettlesItsUs
   EXPECT_TRUE(picker.settled[0].usage.seen);
   EXPECT_EQ(picker.settled[0].usage.prompt_tokens, 3u);
   EXPECT_EQ(picker.settled[0].usage.completion_tokens, 1u);
+}
+
+// Response headers (status 200) whose envoy.lb metadata says `served` served the answer.
+pb::ProcessingRequest response_served_by(const std::string& served) {
+  pb::ProcessingRequest h;
+  core_pb::HeaderValue* s = h.mutable_response_headers()->mutable_headers()->add_headers();
+  s->set_key(":status");
+  s->set_raw_value("200");
+  h.mutable_response_headers()->set_end_of_stream(true);
+  auto* lb = (*h.mutable_metadata_context()->mutable_filter_metadata())[std::string("envoy.lb")]
+                 .mutable_fields();
+  (*lb)[std::string("x-gateway-destination-endpoint-served")].set_string_value(served);
+  return h;
+}
+
+TEST(EppExchange, AFallbackThatServedIsToldToThePickerBeforeTheAnswerSettles) {
+  FakePicker picker;
+  Exchange x(picker, ExchangeOptions{.max_body_bytes = 1 << 20, .fallbacks = 1});
+  ASSERT_TRUE(x.on_request(headers(), kNever));
+  ASSERT_TRUE(x.on_request(body("{}", true), kNever));
+  auto r = x.on_request(response_served_by("10.0.0.8:8000"), kNever);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(x.served(), "10.0.0.8:8000");
+  EXPECT_EQ(x.destination(), "10.0.0.7:8000");  // what was picked
+  ASSERT_EQ(picker.served_by, std::vector<std::string>{"10.0.0.8:8000"});
+  // Settled after (the headers ended the answer): the load was moved first.
+  ASSERT_EQ(picker.settled.size(), 1u);
+
+  // The pick served it: nothing to move.
+  FakePicker same;
+  Exchange y(same, 1 << 20);
+  ASSERT_TRUE(y.on_request(headers(), kNever));
+  ASSERT_TRUE(y.on_request(body("{}", true), kNever));
+  ASSERT_TRUE(y.on_request(response_served_by("10.0.0.7:8000"), kNever));
+  EXPECT_TRUE(same.served_by.empty());
+  EXPECT_EQ(same.settled.size(), 1u);
 }
 
 TEST(EppExchange, APickWhoseAnswerNeverEndsIsSettledAsAClientThatLeft) {

@@ -20,6 +20,22 @@ std::string destination_of(const EndpointAddress& endpoint) {
   return fmt::format("{}:{}", endpoint.host, endpoint.port);
 }
 
+bool external_served(ExternalPick& pick, std::string_view served) {
+  if (pick.kind != PickKind::kRouted || !pick.pool || !pick.endpoint || !pick.lease.held()) {
+    return false;
+  }
+  if (served.empty() || served == pick.destination) return false;
+  for (EndpointAddress& e : pick.pool->endpoints()) {
+    if (e.dp_rank != pick.dp_rank || destination_of(e) != served) continue;
+    pick.pool->endpoint_result(pick.endpoint->id, false);  // the data plane left it
+    pick.lease.moved(e.id);
+    pick.endpoint = std::make_shared<const EndpointAddress>(std::move(e));
+    pick.destination = std::string(served);
+    return true;
+  }
+  return false;
+}
+
 std::optional<uint32_t> carried_rank(const EndpointAddress& endpoint,
                                      const EndpointAddress* prefill) {
   if (prefill && prefill->dp_rank != endpoint.dp_rank) return std::nullopt;

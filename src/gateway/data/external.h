@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/common/time.h"
@@ -112,6 +113,16 @@ struct ExternalOutcome {
   // and previous_response_id ("" when none).
   std::string response_id;
 };
+
+// The data plane reports that `served` ("ip:port", x-gateway-destination-endpoint-served)
+// answered a routed pick, not its destination: a fallback took it after the pick failed.
+// The pick failed there (its circuit breaker is told), and the request's load moves to
+// the served endpoint, which the pick then names (its breaker and the Responses record
+// get the answer's outcome at external_done). The served endpoint is the pool's at that
+// address with the rank the request named (ExternalPick::dp_rank); none (another
+// address, an endpoint gone, a data-parallel engine reached without a rank): nothing
+// moves. False when nothing moved. Any thread; before external_done.
+bool external_served(ExternalPick& pick, std::string_view served);
 
 // "ip:port" of an endpoint, "[ip]:port" for an IPv6 address: the form the Endpoint
 // Picker protocol's x-gateway-destination-endpoint carries.
