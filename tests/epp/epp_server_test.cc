@@ -92,7 +92,8 @@ std::unique_ptr<EppServer> start(FakePicker& picker, bool health_port) {
   if (health_port) o.health_port = 0;
   auto server = EppServer::start(o, picker);
   EXPECT_TRUE(server) << server.error();
-  return server ? std::move(*server) : nullptr;
+  if (!server) return nullptr;
+  return std::move(*server);
 }
 
 TEST(EppServer, HealthPortAnswersCheckByReadinessAndLivenessStays) {
