@@ -1,20 +1,21 @@
 # The Endpoint Picker's wire format (`kvgate epp`, src/epp/, docs/epp.md): Envoy's
 # External Processing messages, written from Envoy's API in proto/ and compiled by
-# Debian's protoc (protobuf-compiler; libprotobuf-dev through pkg-config) and, for the
-# service, gRPC's C++ plugin (protobuf-compiler-grpc, libgrpc++-dev: Debian 12 ships no
+# Debian's protoc (protobuf-compiler; libprotobuf-dev through pkg-config), with gRPC's
+# health checking protocol (grpc.health.v1, which `kvgate epp` serves itself) and, for the
+# services, gRPC's C++ plugin (protobuf-compiler-grpc, libgrpc++-dev: Debian 12 ships no
 # CMake config for gRPC). Included by the main build and the fuzz build, which both call
 #
 #   kvgate_protos(<target> OUT <dir> [GRPC] [PYTHON <python-target>])
 #
 # <target>: a static library of the generated C++ (compiled without the project's
 # warnings, -w, and seen by its users as a system include directory, <dir>), linked to
-# protobuf, and with GRPC to gRPC++ and the ExternalProcessor service's stubs.
+# protobuf, and with GRPC to gRPC++ and the ExternalProcessor and Health services' stubs.
 # PYTHON: the same protoc run also writes the Python modules (the conformance test and
 # the bench import them from <dir>), built by the custom target <python-target>.
 set(KVGATE_PROTO_DIR ${CMAKE_CURRENT_LIST_DIR}/../proto)
 get_filename_component(KVGATE_PROTO_DIR ${KVGATE_PROTO_DIR} ABSOLUTE)
 set(KVGATE_PROTO_STEMS envoy/type/v3/http_status envoy/config/core/v3/base
-    envoy/service/ext_proc/v3/external_processor)
+    envoy/service/ext_proc/v3/external_processor grpc/health/v1/health)
 
 function(kvgate_protos target)
   cmake_parse_arguments(P "GRPC" "OUT;PYTHON" "" ${ARGN})
@@ -53,8 +54,9 @@ function(kvgate_protos target)
     endif()
   endforeach()
   if(P_GRPC)
-    # Only the ext_proc file defines a service: the other two .grpc.pb.cc are empty.
-    list(APPEND sources ${P_OUT}/envoy/service/ext_proc/v3/external_processor.grpc.pb.cc)
+    # Only the ext_proc and health files define services: the other .grpc.pb.cc are empty.
+    list(APPEND sources ${P_OUT}/envoy/service/ext_proc/v3/external_processor.grpc.pb.cc
+         ${P_OUT}/grpc/health/v1/health.grpc.pb.cc)
   endif()
   file(MAKE_DIRECTORY ${P_OUT})
   add_custom_command(
@@ -62,7 +64,7 @@ function(kvgate_protos target)
     COMMAND ${KVGATE_PROTOC} -I${KVGATE_PROTO_DIR} -I/usr/include ${flags} ${files}
     DEPENDS ${paths}
     WORKING_DIRECTORY ${KVGATE_PROTO_DIR}
-    COMMENT "Generating the ext_proc protobuf code (proto/) for ${target}"
+    COMMENT "Generating the ext_proc and health protobuf code (proto/) for ${target}"
     VERBATIM)
   add_library(${target} STATIC ${sources})
   target_compile_options(${target} PRIVATE -w)

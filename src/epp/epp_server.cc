@@ -1,19 +1,21 @@
 #include "epp/epp_server.h"
 
 #include <fmt/format.h>
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "envoy/service/ext_proc/v3/external_processor.grpc.pb.h"
+#include "epp/health_service.h"
 
 namespace kvgate::epp {
 namespace {
@@ -30,18 +32,20 @@ std::string listen_address(const std::string& address, uint16_t port) {
                                                 : fmt::format("{}:{}", address, port);
 }
 
-void set_health(grpc::Server* server, bool ready) {
-  if (!server) return;
-  if (grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService()) {
-    for (const char* name : kReadinessNames) health->SetServingStatus(name, ready);
-  }
+void set_health(HealthService* health, bool ready) {
+  if (!health) return;
+  for (const char* name : kReadinessNames) health->set(name, ready);
 }
 
-void set_initial_health(grpc::Server& server, bool ready) {
-  if (grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService()) {
-    for (const char* name : kHealthNames) health->SetServingStatus(name, true);
-  }
-  set_health(&server, ready);
+void set_initial_health(HealthService& health, bool ready) {
+  for (const char* name : kHealthNames) health.set(name, true);
+  set_health(&health, ready);
+}
+
+// Our own health service (health_service.h) answers; gRPC's default one must not be
+// added beside it, whatever the process-wide EnableDefaultHealthCheckService says.
+void without_default_health(grpc::ServerBuilder& builder) {
+  builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
 }
 
 class ExtProcService final : public pb::ExternalProcessor::Service {
@@ -78,10 +82,11 @@ class ExtProcService final : public pb::ExternalProcessor::Service {
 struct EppServer::Impl {
   std::unique_ptr<RequestClasses> classes;
   std::unique_ptr<ExtProcService> service;
+  std::unique_ptr<HealthService> health;  // the main port's
   std::unique_ptr<grpc::Server> server;
-  // The health port's server. gRPC builds no server without a service that has methods:
-  // it carries the ext_proc service's generated base, which answers UNIMPLEMENTED.
-  std::unique_ptr<pb::ExternalProcessor::Service> unimplemented;
+  // The health port's server: the health service alone (any other method, ext_proc's
+  // included, is unknown there: gRPC answers UNIMPLEMENTED).
+  std::unique_ptr<HealthService> port_health;
   std::unique_ptr<grpc::Server> health_server;
   int port = 0;
   int health_port = 0;
@@ -101,8 +106,8 @@ struct EppServer::Impl {
       lock.unlock();
       const bool now = ready();
       if (now != last) {
-        set_health(server.get(), now);
-        set_health(health_server.get(), now);
+        set_health(health.get(), now);
+        set_health(port_health.get(), now);
         spdlog::info("epp: readiness {}", now ? "SERVING" : "NOT_SERVING");
         last = now;
       }
@@ -122,8 +127,11 @@ Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& opti
                               .fallbacks = options.fallbacks});
   impl->grace = options.grace;
   impl->ready = options.ready;
-  grpc::EnableDefaultHealthCheckService(true);
+  impl->health = std::make_unique<HealthService>();
+  const bool ready_now = !options.ready;
+  set_initial_health(*impl->health, ready_now);
   grpc::ServerBuilder builder;
+  without_default_health(builder);
   const std::string address = listen_address(options.address, options.port);
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (options.tls) {
@@ -136,6 +144,7 @@ Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& opti
   }
   builder.AddListeningPort(address, credentials, &impl->port);
   builder.RegisterService(impl->service.get());
+  builder.RegisterService(impl->health.get());
   // A BUFFERED data plane sends the whole body in one message.
   const size_t max_message = options.max_body_bytes + (1u << 20);
   builder.SetMaxReceiveMessageSize(
@@ -145,22 +154,22 @@ Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& opti
     return Error(fmt::format("epp: cannot listen on {}{}", address,
                              options.tls ? " (or the TLS certificate and key were refused)" : ""));
   }
-  const bool ready_now = !options.ready;
-  set_initial_health(*impl->server, ready_now);
   if (options.health_port) {
     const std::string health_address = listen_address(options.address, *options.health_port);
-    impl->unimplemented = std::make_unique<pb::ExternalProcessor::Service>();
+    impl->port_health = std::make_unique<HealthService>();
+    set_initial_health(*impl->port_health, ready_now);
     grpc::ServerBuilder health_builder;
+    without_default_health(health_builder);
     health_builder.AddListeningPort(health_address, grpc::InsecureServerCredentials(),
                                     &impl->health_port);
-    health_builder.RegisterService(impl->unimplemented.get());
+    health_builder.RegisterService(impl->port_health.get());
     impl->health_server = health_builder.BuildAndStart();
     if (!impl->health_server || impl->health_port == 0) {
+      impl->health->shutdown();
       impl->server->Shutdown(std::chrono::system_clock::now());
       impl->server->Wait();
       return Error(fmt::format("epp: cannot listen on {} (the health port)", health_address));
     }
-    set_initial_health(*impl->health_server, ready_now);
   }
   if (impl->ready) {
     Impl* raw = impl.get();
@@ -181,8 +190,8 @@ std::optional<uint16_t> EppServer::health_port() const {
 }
 
 void EppServer::set_ready(bool ready) {
-  set_health(impl_->server.get(), ready);
-  set_health(impl_->health_server.get(), ready);
+  set_health(impl_->health.get(), ready);
+  set_health(impl_->port_health.get(), ready);
 }
 
 void EppServer::stop() {
@@ -194,10 +203,14 @@ void EppServer::stop() {
     impl_->wake.notify_all();
     if (impl_->poller.joinable()) impl_->poller.join();
     set_ready(false);
-    // The streams first; the health port answers NOT_SERVING meanwhile.
+    // The streams first; the health port answers readiness NOT_SERVING meanwhile. Each
+    // health service ends its watches (everything NOT_SERVING) before its server stops:
+    // a watch would otherwise hold the server until the grace ran out.
+    impl_->health->shutdown();
     impl_->server->Shutdown(std::chrono::system_clock::now() + impl_->grace);
     impl_->server->Wait();
     if (impl_->health_server) {
+      impl_->port_health->shutdown();
       impl_->health_server->Shutdown(std::chrono::system_clock::now());
       impl_->health_server->Wait();
     }

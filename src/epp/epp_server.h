@@ -3,13 +3,16 @@
 // with the names the Endpoint Picker protocol lists: "liveness", "readiness" and
 // "envoy.service.ext_proc.v3.ExternalProcessor" (and "", the server as a whole). Over
 // TLS when given a certificate (self_signed.h makes one); optionally a second, plaintext
-// port with the health service alone, for probes that speak no TLS (the kubelet's).
+// port with the health service alone, for probes that speak no TLS (the kubelet's): any
+// other method there, ext_proc's included, is unknown to gRPC (UNIMPLEMENTED). The health
+// service is kvgate's own (health_service.h), not gRPC's default one.
 //
 // Readiness ("readiness", "" and the ext_proc name) is NOT_SERVING until `ready` says
 // so, polled every 100 ms (the gateway's own readiness and discovery's first lists), and
-// again from stop() on; "liveness" is SERVING while the server runs.
+// again from stop() on; "liveness" is SERVING while the server runs (on the main port,
+// until its shutdown begins).
 //
-// The only file of kvgate that includes gRPC's headers is its .cc: they are heavy, and
+// Only its .cc and health_service.{h,cc} include gRPC's headers: they are heavy, and
 // the message handling (exchange.h) needs none of them.
 //
 //   auto server = EppServer::start({.address = "0.0.0.0", .port = 0}, picker);

@@ -226,9 +226,21 @@ std::vector<pb::ProcessingResponse> Exchange::route(const std::function<bool()>&
   pb::ProcessingResponse& h = out.emplace_back();
   pb::CommonResponse* c = h.mutable_request_headers()->mutable_response();
   c->set_clear_route_cache(true);
-  set_header(*c->mutable_header_mutation(), kDestinationHeader, endpoints);
-  if (body)
-    set_header(*c->mutable_header_mutation(), "content-length", std::to_string(p.body.size()));
+  pb::HeaderMutation& m = *c->mutable_header_mutation();
+  set_header(m, kDestinationHeader, endpoints);
+  // One value for every try of the data plane: the fallbacks were chosen to match it.
+  if (p.dp_rank) {
+    set_header(m, kRankHeader, std::to_string(*p.dp_rank));
+  } else {
+    m.add_remove_headers(std::string(kRankHeader));
+  }
+  // Disaggregated: the decode endpoint's sidecar runs the prefill hop there.
+  if (!p.prefill.empty()) {
+    set_header(m, kPrefillerHeader, p.prefill);
+  } else {
+    m.add_remove_headers(std::string(kPrefillerHeader));
+  }
+  if (body) set_header(m, "content-length", std::to_string(p.body.size()));
   google::protobuf::Struct lb;
   (*lb.mutable_fields())[std::string(kDestinationHeader)].set_string_value(std::move(endpoints));
   (*h.mutable_dynamic_metadata()->mutable_fields())[std::string(kDestinationNamespace)]
@@ -245,6 +257,8 @@ std::vector<pb::ProcessingResponse> Exchange::response_headers(const pb::Process
   out.emplace_back().mutable_response_headers();
   if (phase_ == Phase::kOver) return out;  // an answer of the EPP's own, or settled
   if (std::string s = served_endpoint(r); !s.empty()) served_ = std::move(s);
+  // A fallback served it: the router's load follows (the pick failed there).
+  if (pick_ && !served_.empty() && served_ != destination_) picker_.served(*pick_, served_);
   std::string_view content_type;
   for (const envoy_core::HeaderValue& h : r.response_headers().headers().headers()) {
     const std::string_view value = header_value(h);

@@ -8,7 +8,10 @@
 // stream; then the whole request is routed by the Picker (the gateway's front door and
 // router, gateway/data/external.h) and answered with a headers response that sets
 // x-gateway-destination-endpoint (and the same value in the dynamic metadata
-// envoy.lb / x-gateway-destination-endpoint), followed by the body as it goes upstream
+// envoy.lb / x-gateway-destination-endpoint) and x-data-parallel-rank when the pick is
+// one rank of a data-parallel engine, and x-prefiller-host-port when the router chose a
+// remote prefill (each removed when not: only the router's choices reach the engine and
+// its sidecar, as in serve), followed by the body as it goes upstream
 // (a streamed body response, end of stream). A refusal is an ImmediateResponse with the
 // status and body `kvgate serve` would have answered (503 no endpoint, 429 shed or rate
 // limited, 400, 401, 404 ...). The subset hint (metadata envoy.lb.subset_hint /
@@ -51,6 +54,11 @@ inline constexpr std::string_view kDestinationNamespace = "envoy.lb";
 inline constexpr std::string_view kServedKey = "x-gateway-destination-endpoint-served";
 inline constexpr std::string_view kSubsetNamespace = "envoy.lb.subset_hint";
 inline constexpr std::string_view kSubsetKey = "x-gateway-destination-endpoint-subset";
+// The data-parallel rank for the engine (route::kDataParallelRankHeader, vLLM's; in lower
+// case, as HTTP/2 carries header names).
+inline constexpr std::string_view kRankHeader = "x-data-parallel-rank";
+// llm-d's P/D: the prefill endpoint ("ip:port") the decode side's sidecar prefills on.
+inline constexpr std::string_view kPrefillerHeader = "x-prefiller-host-port";
 
 // What routes a whole request: the running gateway (gateway_picker.h), or a test's fake.
 class Picker {
@@ -64,6 +72,12 @@ class Picker {
   virtual void done(gateway::ExternalPick pick, gateway::ExternalOutcome outcome) = 0;
   // The gateway's clock, in which ExternalPick::received is read.
   virtual Nanos now() const = 0;
+  // The data plane says `endpoint` ("ip:port") served `pick`, not its destination (a
+  // fallback): the pick's load follows it (gateway::external_served). Before done().
+  virtual void served(gateway::ExternalPick& pick, const std::string& endpoint) {
+    (void)pick;
+    (void)endpoint;
+  }
 };
 
 struct ExchangeOptions {
@@ -103,6 +117,7 @@ class Exchange {
   // metadata carry it followed by the fallbacks, comma-separated.
   const std::string& destination() const { return destination_; }
   // The endpoint the data plane says served the answer (envoy.lb metadata), if it said.
+  // When it is not the pick (a fallback), the Picker is told (Picker::served).
   const std::string& served() const { return served_; }
 
  private:

@@ -6,6 +6,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <string>
 
 #include "core/common/clock.h"
 #include "epp/exchange.h"
@@ -42,6 +43,9 @@ class GatewayPicker final : public Picker {
     gateway_.external_done(std::move(pick), std::move(outcome));
   }
   Nanos now() const override { return clock_.now(); }
+  void served(gateway::ExternalPick& pick, const std::string& endpoint) override {
+    gateway::external_served(pick, endpoint);
+  }
 
  private:
   gateway::Gateway& gateway_;

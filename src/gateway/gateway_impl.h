@@ -126,7 +126,9 @@ class ExternalStream;
 // request's RouteRequest::excluded.
 std::vector<route::EndpointId> outside_subset(const ExternalStream& stream,
                                               const PoolRuntime& pool);
-// The fallbacks the data plane asked for: the request's RouteRequest::runners_up.
+// The request's RouteRequest::runners_up: all the router lists (Decision::kMaxRunnersUp)
+// when the data plane asked for fallbacks, 0 when not; hand_off_external keeps as many as
+// it asked for (fallback_destinations).
 uint8_t external_fallbacks(const ExternalStream& stream);
 
 struct ProxyCall {

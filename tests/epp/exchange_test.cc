@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct FakePicker final : Picker {
   gateway::PickKind kind = gateway::PickKind::kRouted;
   openai::Dialect dialect = openai::Dialect::kOpenAi;
   bool stream = true;
+  std::optional<uint32_t> rank;  // the pick's data-parallel rank
+  std::string prefill;           // a disaggregated pick's prefill endpoint
   std::vector<gateway::ExternalRequest> asked;
   std::vector<gateway::ExternalOutcome> settled;
 
@@ -42,6 +45,8 @@ struct FakePicker final : Picker {
     p.kind = kind;
     p.dialect = dialect;
     p.strip_usage_chunk = strip_usage;
+    p.dp_rank = rank;
+    p.prefill = prefill;
     // The runners-up the gateway would list, as many as asked.
     const size_t asked_for = request.fallbacks;
     for (size_t i = 0; i < asked_for && i < runners_up.size(); ++i) {
@@ -53,6 +58,11 @@ struct FakePicker final : Picker {
     settled.push_back(std::move(outcome));
   }
   Nanos now() const override { return 0; }
+  std::vector<std::string> served_by;  // Picker::served's endpoints, in order
+  void served(gateway::ExternalPick& pick, const std::string& endpoint) override {
+    served_by.push_back(endpoint);
+    pick.destination = endpoint;  // as the gateway's: the pick now names it
+  }
 };
 
 pb::ProcessingRequest headers(bool eos = false) {
@@ -161,6 +171,63 @@ TEST(EppExchange, FallbacksFollowThePickInHeaderAndMetadata) {
   EXPECT_EQ(header_of((*r)[0].request_headers().response().header_mutation(),
                       "x-gateway-destination-endpoint"),
             "10.0.0.7:8000");
+}
+
+bool removes(const pb::HeaderMutation& m, const std::string& key) {
+  for (const std::string& k : m.remove_headers()) {
+    if (k == key) return true;
+  }
+  return false;
+}
+
+TEST(EppExchange, ARankPickSetsTheRankHeaderAndAnyOtherRemovesIt) {
+  FakePicker picker;
+  picker.rank = 3;
+  Exchange x(picker, 1 << 20);
+  ASSERT_TRUE(x.on_request(headers(), kNever));
+  auto r = x.on_request(body("{}", true), kNever);
+  ASSERT_TRUE(r) << r.error();
+  const pb::HeaderMutation& m = (*r)[0].request_headers().response().header_mutation();
+  // The destination is the engine's address; the rank goes in vLLM's header.
+  EXPECT_EQ(header_of(m, "x-gateway-destination-endpoint"), "10.0.0.7:8000");
+  EXPECT_EQ(header_of(m, "x-data-parallel-rank"), "3");
+  EXPECT_FALSE(removes(m, "x-data-parallel-rank"));
+
+  // No rank: a client's own header of that name is removed.
+  FakePicker plain;
+  Exchange y(plain, 1 << 20);
+  ASSERT_TRUE(y.on_request(headers(), kNever));
+  r = y.on_request(body("{}", true), kNever);
+  ASSERT_TRUE(r) << r.error();
+  const pb::HeaderMutation& n = (*r)[0].request_headers().response().header_mutation();
+  EXPECT_EQ(header_of(n, "x-data-parallel-rank"), "<absent>");
+  EXPECT_TRUE(removes(n, "x-data-parallel-rank"));
+}
+
+TEST(EppExchange, ADisaggregatedPickNamesThePrefillEndpointForTheSidecar) {
+  FakePicker picker;
+  picker.prefill = "10.0.0.9:8000";
+  Exchange x(picker, 1 << 20);
+  ASSERT_TRUE(x.on_request(headers(), kNever));
+  auto r = x.on_request(body("{}", true), kNever);
+  ASSERT_TRUE(r) << r.error();
+  const pb::ProcessingResponse& h = (*r)[0];
+  const pb::HeaderMutation& m = h.request_headers().response().header_mutation();
+  // The destination is the decode endpoint; the prefill endpoint goes in llm-d's header.
+  EXPECT_EQ(header_of(m, "x-gateway-destination-endpoint"), "10.0.0.7:8000");
+  EXPECT_EQ(lb_destination(h), "10.0.0.7:8000");
+  EXPECT_EQ(header_of(m, "x-prefiller-host-port"), "10.0.0.9:8000");
+  EXPECT_FALSE(removes(m, "x-prefiller-host-port"));
+
+  // No remote prefill: a client's own header is removed (the sidecar then decodes alone).
+  FakePicker local;
+  Exchange y(local, 1 << 20);
+  ASSERT_TRUE(y.on_request(headers(), kNever));
+  r = y.on_request(body("{}", true), kNever);
+  ASSERT_TRUE(r) << r.error();
+  const pb::HeaderMutation& n = (*r)[0].request_headers().response().header_mutation();
+  EXPECT_EQ(header_of(n, "x-prefiller-host-port"), "<absent>");
+  EXPECT_TRUE(removes(n, "x-prefiller-host-port"));
 }
 
 TEST(EppExchange, ARefusalIsAnImmediateResponseWithServesAnswer) {
@@ -278,6 +345,42 @@ TEST(EppExchange, StreamPassesThroughWithoutTheGatewaysUsageChunkAndSettlesItsUs
   EXPECT_TRUE(picker.settled[0].usage.seen);
   EXPECT_EQ(picker.settled[0].usage.prompt_tokens, 3u);
   EXPECT_EQ(picker.settled[0].usage.completion_tokens, 1u);
+}
+
+// Response headers (status 200) whose envoy.lb metadata says `served` served the answer.
+pb::ProcessingRequest response_served_by(const std::string& served) {
+  pb::ProcessingRequest h;
+  core_pb::HeaderValue* s = h.mutable_response_headers()->mutable_headers()->add_headers();
+  s->set_key(":status");
+  s->set_raw_value("200");
+  h.mutable_response_headers()->set_end_of_stream(true);
+  auto* lb = (*h.mutable_metadata_context()->mutable_filter_metadata())[std::string("envoy.lb")]
+                 .mutable_fields();
+  (*lb)[std::string("x-gateway-destination-endpoint-served")].set_string_value(served);
+  return h;
+}
+
+TEST(EppExchange, AFallbackThatServedIsToldToThePickerBeforeTheAnswerSettles) {
+  FakePicker picker;
+  Exchange x(picker, ExchangeOptions{.max_body_bytes = 1 << 20, .fallbacks = 1});
+  ASSERT_TRUE(x.on_request(headers(), kNever));
+  ASSERT_TRUE(x.on_request(body("{}", true), kNever));
+  auto r = x.on_request(response_served_by("10.0.0.8:8000"), kNever);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(x.served(), "10.0.0.8:8000");
+  EXPECT_EQ(x.destination(), "10.0.0.7:8000");  // what was picked
+  ASSERT_EQ(picker.served_by, std::vector<std::string>{"10.0.0.8:8000"});
+  // Settled after (the headers ended the answer): the load was moved first.
+  ASSERT_EQ(picker.settled.size(), 1u);
+
+  // The pick served it: nothing to move.
+  FakePicker same;
+  Exchange y(same, 1 << 20);
+  ASSERT_TRUE(y.on_request(headers(), kNever));
+  ASSERT_TRUE(y.on_request(body("{}", true), kNever));
+  ASSERT_TRUE(y.on_request(response_served_by("10.0.0.7:8000"), kNever));
+  EXPECT_TRUE(same.served_by.empty());
+  EXPECT_EQ(same.settled.size(), 1u);
 }
 
 TEST(EppExchange, APickWhoseAnswerNeverEndsIsSettledAsAClientThatLeft) {

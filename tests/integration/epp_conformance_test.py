@@ -19,8 +19,8 @@ lives on; a data plane that leaves mid-request does not hurt it; relayed paths a
 as serve relays them (/tokenize in turn; a stored response GET, and previous_response_id,
 to the engine that answered the Responses request). Then epp.tls: health and a pick over
 TLS with certificate files made by Debian's openssl, verified; the self-signed mode,
-pinned; the plaintext health port; readiness NOT_SERVING until a discovery file's first
-list.
+pinned; the plaintext health port (the health service alone: ext_proc there is
+UNIMPLEMENTED); readiness NOT_SERVING until a discovery file's first list.
 
 Run by ctest (entry `epp_conformance`, label integration) with KVGATE_BIN and
 KVGATE_PROTO_PY set; by hand:
@@ -660,6 +660,21 @@ class EppSelfSignedAndReadiness(EppCase):
         self.assertEqual(dest, self.hostport)
         status, raw, _ = self.answer(s, dest, upstream)
         self.assertEqual(status, 200, raw)
+
+    def test_health_port_serves_the_health_service_alone(self):
+        # ext_proc is a method the health port's server does not know: gRPC itself
+        # answers UNIMPLEMENTED, before any message is read.
+        s = Stream(self.health_channel)
+        s.send(request_headers(eos=True))
+        s.close()
+        with self.assertRaises(grpc.RpcError) as caught:
+            s.recv()
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+        # A name the server does not know: NOT_FOUND, as gRPC's own health service.
+        with self.assertRaises(grpc.RpcError) as caught:
+            health_check(self.health_channel, "no.such.Service")
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.NOT_FOUND)
+        self.assertEqual(health_check(self.health_channel, "liveness"), 1)
 
 
 if __name__ == "__main__":

@@ -163,6 +163,42 @@ bool EndpointPool::on_first_token(RequestId id, Nanos now) {
   return true;
 }
 
+bool EndpointPool::on_moved(RequestId id, EndpointId to, Nanos /*now*/) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || !get(to)) return false;
+  TrackedRequest& r = it->second;
+  if (r.endpoint == to) return true;
+  if (r.prefill_endpoint == to) return false;
+  Endpoint& from = *slots_[r.endpoint];
+  Endpoint& dest = *slots_[to];
+  if (!r.first_token_at) note_started(r);        // no longer in the old endpoint's queue
+  if (!r.prefill_done && !r.prefill_endpoint) {  // prefilled where it decodes
+    from.load.active_prefill_tokens -=
+        std::min<uint64_t>(from.load.active_prefill_tokens, r.prefill_tokens);
+    dest.load.active_prefill_tokens += r.prefill_tokens;
+  }
+  const uint64_t freed = uint64_t{active_.release(r.endpoint, r.keys)} + r.private_blocks;
+  from.load.active_decode_blocks -= std::min(from.load.active_decode_blocks, freed);
+  if (from.load.in_flight > 0) --from.load.in_flight;
+  ++from.load.failed_total;
+  auto& list = by_endpoint_[r.endpoint];
+  auto pos = std::find(list.begin(), list.end(), r.id);
+  if (pos != list.end()) {
+    *pos = list.back();
+    list.pop_back();
+  }
+  r.endpoint = to;
+  r.added_blocks = active_.add(to, r.keys) + r.private_blocks;
+  dest.load.active_decode_blocks += r.added_blocks;
+  ++dest.load.in_flight;
+  ++dest.load.routed_total;
+  r.scrape = dest.scrapes;
+  if (!r.first_token_at) ++dest.unstarted_since_scrape;
+  r.latency_features.reset();
+  by_endpoint_[to].push_back(id);
+  return true;
+}
+
 void EndpointPool::release(TrackedRequest& r, bool failed) {
   Endpoint& e = *slots_[r.endpoint];
   if (!r.first_token_at) note_started(r);

@@ -111,6 +111,14 @@ class EndpointPool {
   // The first token arrived: the prefill is done (its tokens leave the prefill load;
   // a remote prefill endpoint is done with the request).
   bool on_first_token(RequestId id, Nanos now);
+  // The request is served by `to` instead of its endpoint (the Endpoint Picker's data
+  // plane tried a fallback after the endpoint failed): what it holds there (in flight,
+  // decode blocks, and its prefill tokens unless a remote prefill endpoint has them) moves
+  // to `to`, counted as a failure of the old endpoint and a request routed to `to`; it
+  // waits in `to`'s queue until its first token. Its latency features are dropped (they
+  // were the old endpoint's). True when moved or already there; false for an unknown
+  // request or endpoint, or when `to` is the request's remote prefill endpoint.
+  bool on_moved(RequestId id, EndpointId to, Nanos now);
   // The request ended normally; releases everything it held.
   bool on_finished(RequestId id, Nanos now);
   // The request failed (upstream error, timeout, client gone); releases like

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <mutex>
 
+#include "core/route/decision.h"
 #include "core/route/failover.h"
+#include "gateway/data/disagg_flow.h"
 #include "gateway/gateway_impl.h"
 
 namespace kvgate::gateway {
@@ -16,6 +18,44 @@ std::string destination_of(const EndpointAddress& endpoint) {
     return fmt::format("[{}]:{}", endpoint.host, endpoint.port);
   }
   return fmt::format("{}:{}", endpoint.host, endpoint.port);
+}
+
+bool external_served(ExternalPick& pick, std::string_view served) {
+  if (pick.kind != PickKind::kRouted || !pick.pool || !pick.endpoint || !pick.lease.held()) {
+    return false;
+  }
+  if (served.empty() || served == pick.destination) return false;
+  for (EndpointAddress& e : pick.pool->endpoints()) {
+    if (e.dp_rank != pick.dp_rank || destination_of(e) != served) continue;
+    pick.pool->endpoint_result(pick.endpoint->id, false);  // the data plane left it
+    pick.lease.moved(e.id);
+    pick.endpoint = std::make_shared<const EndpointAddress>(std::move(e));
+    pick.destination = std::string(served);
+    return true;
+  }
+  return false;
+}
+
+std::optional<uint32_t> carried_rank(const EndpointAddress& endpoint,
+                                     const EndpointAddress* prefill) {
+  if (prefill && prefill->dp_rank != endpoint.dp_rank) return std::nullopt;
+  return endpoint.dp_rank;
+}
+
+std::vector<std::string> fallback_destinations(const EndpointAddress& pick,
+                                               std::optional<uint32_t> rank,
+                                               const std::vector<EndpointAddress>& runners_up,
+                                               size_t max) {
+  std::vector<std::string> out;
+  const std::string picked = destination_of(pick);
+  for (const EndpointAddress& r : runners_up) {
+    if (out.size() >= max) break;
+    if (rank && r.dp_rank != rank) continue;
+    std::string d = destination_of(r);
+    if (d == picked || std::find(out.begin(), out.end(), d) != out.end()) continue;
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 // Takes what the front door and the proxy answer an external request (respond), or the
@@ -112,18 +152,37 @@ std::vector<route::EndpointId> outside_subset(const ExternalStream& stream,
   return out;
 }
 
-uint8_t external_fallbacks(const ExternalStream& stream) { return stream.fallbacks(); }
+// All the runners-up the router lists when any fallback is asked for: some may not be
+// listable (fallback_destinations), and the next ones then take their place.
+uint8_t external_fallbacks(const ExternalStream& stream) {
+  return stream.fallbacks() > 0 ? static_cast<uint8_t>(route::Decision::kMaxRunnersUp) : 0;
+}
 
 void Gateway::Impl::hand_off_external(ProxyCall& call, RouteLease lease,
                                       std::shared_ptr<const EndpointAddress> endpoint,
                                       std::string body, const route::Decision& decision) {
   ExternalPick p;
   p.destination = destination_of(*endpoint);
-  for (uint8_t i = 0; i < decision.runner_count; ++i) {
-    // An endpoint removed since the decision is left out.
-    if (std::optional<EndpointAddress> e = call.pool->endpoint(decision.runners_up[i])) {
-      p.fallbacks.push_back(destination_of(*e));
+  // Disaggregated: the router's decision names the prefill endpoint (the same decision
+  // serve's prefill hop runs); the decode side's sidecar runs that hop. An endpoint removed
+  // since the decision is left out: the decode endpoint then prefills itself.
+  std::optional<EndpointAddress> prefill;
+  if (decision.prefill_endpoint) prefill = call.pool->endpoint(*decision.prefill_endpoint);
+  if (prefill) {
+    p.prefill = destination_of(*prefill);
+  } else if (disaggregated(call.pool->config())) {
+    metrics.pd_local_prefill(call.pool->name());  // as serve counts a skipped remote prefill
+  }
+  p.dp_rank = carried_rank(*endpoint, prefill ? &*prefill : nullptr);
+  if (call.external->fallbacks() > 0) {
+    std::vector<EndpointAddress> runners;
+    for (uint8_t i = 0; i < decision.runner_count; ++i) {
+      // An endpoint removed since the decision is left out.
+      if (std::optional<EndpointAddress> e = call.pool->endpoint(decision.runners_up[i])) {
+        runners.push_back(std::move(*e));
+      }
     }
+    p.fallbacks = fallback_destinations(*endpoint, p.dp_rank, runners, call.external->fallbacks());
   }
   p.endpoint = std::move(endpoint);
   p.body = std::move(body);
@@ -183,6 +242,7 @@ asio::awaitable<void> Gateway::Impl::pick_relayed(ProxyCall call, ExternalStream
   ExternalPick p;
   p.kind = stored ? PickKind::kStored : PickKind::kRelay;
   p.destination = destination_of(*endpoint);
+  p.dp_rank = endpoint->dp_rank;  // as relay() and fetch_stored() name it
   p.endpoint = std::move(endpoint);
   p.body = std::move(call.body);
   p.dialect = call.dialect;

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/common/time.h"
@@ -72,8 +73,17 @@ struct ExternalPick {
   // The pick: its endpoint, as "ip:port" for the data plane.
   std::shared_ptr<const EndpointAddress> endpoint;
   std::string destination;
-  // The fallbacks asked for, best first, in the same form: the data plane's retries.
+  // The fallbacks asked for, best first, in the same form: the data plane's retries
+  // (fallback_destinations: only those the request's headers are right for).
   std::vector<std::string> fallbacks;
+  // The data-parallel rank the request names to the engine (route/data_parallel.h: the
+  // header X-data-parallel-rank, as serve sets it on its own hops): the pick's rank;
+  // nullopt: none, and a client's header of that name must not reach the engine.
+  std::optional<uint32_t> dp_rank;
+  // A disaggregated decision (route::Decision::prefill_endpoint): the prefill endpoint,
+  // "ip:port", for the decode side's sidecar (x-prefiller-host-port); "": none, the
+  // decode endpoint prefills itself.
+  std::string prefill;
   // The body as it must go upstream (the model's served name; a stream asks for usage).
   std::string body;
   bool stream = false;
@@ -104,8 +114,40 @@ struct ExternalOutcome {
   std::string response_id;
 };
 
+// The data plane reports that `served` ("ip:port", x-gateway-destination-endpoint-served)
+// answered a routed pick, not its destination: a fallback took it after the pick failed.
+// The pick failed there (its circuit breaker is told), and the request's load moves to
+// the served endpoint, which the pick then names (its breaker and the Responses record
+// get the answer's outcome at external_done). The served endpoint is the pool's at that
+// address with the rank the request named (ExternalPick::dp_rank); none (another
+// address, an endpoint gone, a data-parallel engine reached without a rank): nothing
+// moves. False when nothing moved. Any thread; before external_done.
+bool external_served(ExternalPick& pick, std::string_view served);
+
 // "ip:port" of an endpoint, "[ip]:port" for an IPv6 address: the form the Endpoint
 // Picker protocol's x-gateway-destination-endpoint carries.
 std::string destination_of(const EndpointAddress& endpoint);
+
+// The fallbacks listed after `pick`, from the router's runners-up (best first), at most
+// `max`. The data plane tries them with the request's headers as they were set for the
+// pick: one value of the rank header (`rank`, ExternalPick::dp_rank) for every try. So a
+// runner-up is listed only where those headers are right for it:
+// - never at the pick's own address (another rank of the same engine: the same
+//   destination, with the same rank header, again), and each address once;
+// - with a rank header, only a runner-up of that same rank (another rank would get the
+//   wrong one, and an engine that is not data-parallel may refuse it as out of range).
+//   Without one, any: a data-parallel engine balances a request that names no rank.
+// Fewer than `max` may remain.
+//
+// The rank named by a pick the data plane carries (ExternalPick::dp_rank): the request
+// has one set of headers, which a P/D sidecar also copies to its prefill hop. So the
+// (decode) endpoint's rank when there is no prefill endpoint or it is the same rank;
+// else none, and each engine balances the request over its own ranks.
+std::optional<uint32_t> carried_rank(const EndpointAddress& endpoint,
+                                     const EndpointAddress* prefill);
+std::vector<std::string> fallback_destinations(const EndpointAddress& pick,
+                                               std::optional<uint32_t> rank,
+                                               const std::vector<EndpointAddress>& runners_up,
+                                               size_t max);
 
 }  // namespace kvgate::gateway

@@ -300,6 +300,14 @@ void PoolRouting::endpoint_result(route::EndpointId endpoint, bool ok) {
   on_strand([this, endpoint, ok] { endpoint_result_on_strand(endpoint, ok); });
 }
 
+void PoolRouting::moved(route::RequestId id, route::EndpointId to) {
+  on_strand([this, id, to] {
+    const Nanos now = clock_.now();
+    router_->pool().on_moved(id, to, now);
+    pump_flow(now);  // the old endpoint has room again
+  });
+}
+
 void PoolRouting::exchange_done(route::RequestId id, route::EndpointId endpoint, bool ok, Nanos now,
                                 bool first_token, uint32_t output_tokens) {
   on_strand([this, id, endpoint, ok, now, first_token, output_tokens] {

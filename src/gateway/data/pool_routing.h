@@ -219,6 +219,11 @@ class PoolRouting {
   void finished(route::RequestId id, bool ok, uint32_t output_tokens = 0);
   // Breaker bookkeeping for one endpoint exchange.
   void endpoint_result(route::EndpointId endpoint, bool ok);
+  // The request is served by `to` instead of the endpoint it was routed to (an external
+  // data plane's fallback, Gateway::external_served): its load moves there
+  // (route::EndpointPool::on_moved). Not sent to replica peers: theirs stays where the
+  // decision put it until the request ends.
+  void moved(route::RequestId id, route::EndpointId to);
   // One exchange with `endpoint` is over: finished(id, ok) and endpoint_result(endpoint,
   // ok), after first_token(id) when asked, in one hop onto the strand; `now` is when it
   // ended (clock().now(), read once by the caller for this and its own metrics).

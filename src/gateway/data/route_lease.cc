@@ -25,6 +25,10 @@ void RouteLease::done(route::EndpointId endpoint, bool ok, Nanos now, bool first
   }
 }
 
+void RouteLease::moved(route::EndpointId to) {
+  if (pool_ && pool_alive()) pool_->moved(id_, to);
+}
+
 void RouteLease::release_as_failed() { finish(false); }
 
 }  // namespace kvgate::gateway

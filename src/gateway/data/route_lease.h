@@ -60,6 +60,9 @@ class RouteLease {
   // (PoolRouting::exchange_done); `first_token` when the answer brought the first token.
   void done(route::EndpointId endpoint, bool ok, Nanos now, bool first_token = false,
             uint32_t output_tokens = 0);
+  // The request is served by `to` instead (PoolRouting::moved): its load moves there; the
+  // lease still holds it. Nothing when nothing is held.
+  void moved(route::EndpointId to);
   // The request is over and its load was released by someone else (the prefill hop):
   // forget it without calling the pool.
   void released_elsewhere() { pool_ = nullptr; }

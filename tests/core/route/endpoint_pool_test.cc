@@ -126,6 +126,70 @@ TEST_F(EndpointPoolTest, RemotePrefillEndsAtFirstToken) {
   EXPECT_EQ(load(d).active_decode_blocks, 0u);
 }
 
+TEST_F(EndpointPoolTest, AMovedRequestsLoadFollowsItToTheEndpointThatServesIt) {
+  EndpointId a = add("a");
+  EndpointId b = add("b");
+  std::vector<kv::BlockKey> keys = {1, 2, 3, 4};
+  ASSERT_TRUE(pool_.on_routed(9,
+                              {.endpoint = a,
+                               .keys = keys,
+                               .prompt_tokens = 70,
+                               .expected_output_tokens = 40,
+                               .prefill_tokens = 50},
+                              0));
+  EXPECT_TRUE(pool_.on_moved(9, b, 5));
+  EXPECT_EQ(load(a).in_flight, 0u);
+  EXPECT_EQ(load(a).active_prefill_tokens, 0u);
+  EXPECT_EQ(load(a).active_decode_blocks, 0u);
+  EXPECT_EQ(load(a).failed_total, 1u);
+  EXPECT_EQ(load(b).in_flight, 1u);
+  EXPECT_EQ(load(b).active_prefill_tokens, 50u);
+  EXPECT_EQ(load(b).active_decode_blocks, 7u);
+  EXPECT_EQ(load(b).routed_total, 1u);
+  EXPECT_EQ(pool_.request(9)->endpoint, b);
+  EXPECT_TRUE(pool_.on_moved(9, b, 6));  // already there: nothing changes
+  EXPECT_EQ(load(b).in_flight, 1u);
+  EXPECT_FALSE(pool_.on_moved(9, 42, 6));  // unknown endpoint
+  EXPECT_FALSE(pool_.on_moved(8, a, 6));   // unknown request
+  // The rest of its life is b's.
+  EXPECT_TRUE(pool_.on_first_token(9, 10));
+  EXPECT_EQ(load(b).active_prefill_tokens, 0u);
+  EXPECT_TRUE(pool_.on_finished(9, 20));
+  EXPECT_EQ(load(b).in_flight, 0u);
+  EXPECT_EQ(load(b).active_decode_blocks, 0u);
+  EXPECT_EQ(load(a).in_flight, 0u);
+  // Nothing of it is left on a.
+  EXPECT_TRUE(pool_.remove(a));
+  EXPECT_EQ(pool_.requests_in_flight(), 0u);
+}
+
+TEST_F(EndpointPoolTest, AMovedDecodeKeepsItsRemotePrefill) {
+  EndpointId p = add("p", Role::kPrefill);
+  EndpointId d = add("d", Role::kDecode);
+  EndpointId e = add("e", Role::kDecode);
+  std::vector<kv::BlockKey> keys = {1, 2};
+  ASSERT_TRUE(pool_.on_routed(1,
+                              {.endpoint = d,
+                               .prefill_endpoint = p,
+                               .keys = keys,
+                               .prompt_tokens = 32,
+                               .prefill_tokens = 32},
+                              0));
+  EXPECT_FALSE(pool_.on_moved(1, p, 1));  // its prefill endpoint cannot decode it
+  EXPECT_TRUE(pool_.on_moved(1, e, 1));
+  EXPECT_EQ(load(p).in_flight, 1u);
+  EXPECT_EQ(load(p).active_prefill_tokens, 32u);
+  EXPECT_EQ(load(d).in_flight, 0u);
+  EXPECT_EQ(load(d).active_decode_blocks, 0u);
+  EXPECT_EQ(load(e).in_flight, 1u);
+  EXPECT_EQ(load(e).active_prefill_tokens, 0u);
+  EXPECT_EQ(load(e).active_decode_blocks, 2u);
+  pool_.on_finished(1, 9);
+  EXPECT_EQ(load(p).in_flight, 0u);
+  EXPECT_EQ(load(e).in_flight, 0u);
+  EXPECT_EQ(load(e).active_decode_blocks, 0u);
+}
+
 TEST_F(EndpointPoolTest, FailureBeforeFirstTokenReleasesPrefillToo) {
   EndpointId p = add("p", Role::kPrefill);
   EndpointId d = add("d", Role::kDecode);

@@ -1,0 +1,59 @@
+// HealthService: gRPC's health checking protocol (grpc.health.v1.Health, written from the
+// spec in proto/grpc/health/v1/health.proto) over a table of service names, each SERVING
+// or NOT_SERVING. kvgate serves it itself, not through gRPC's default health service: a
+// server of the health service alone (epp.health_port) is then a server with one service
+// of ours, and every other method there, the ext_proc one included, is unknown to gRPC,
+// which answers UNIMPLEMENTED. (gRPC 1.51's ServerBuilder builds no server without a
+// registered service: the default health service is added only when the server starts.)
+//
+// Check: the name's status, NOT_FOUND for a name not in the table (as gRPC's default).
+// Watch: the name's status (SERVICE_UNKNOWN when not in the table), then each change,
+// until the client leaves or shutdown().
+//
+// One instance per server: gRPC binds a service to the server it is registered on.
+//
+//   HealthService health;
+//   health.set("liveness", true);
+//   builder.RegisterService(&health);
+//   ...
+//   health.shutdown();   // all NOT_SERVING, watches end; then the server's Shutdown
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace kvgate::epp {
+
+namespace health_pb = ::grpc::health::v1;
+
+class HealthService final : public health_pb::Health::Service {
+ public:
+  // `name`'s status: SERVING when `serving`, NOT_SERVING otherwise; a new name joins the
+  // table. Ignored after shutdown(). Thread-safe.
+  void set(std::string_view name, bool serving);
+  // Every name NOT_SERVING from now on (later set()s are ignored); each Watch sends that
+  // and ends. Idempotent.
+  void shutdown();
+
+  ::grpc::Status Check(::grpc::ServerContext* context, const health_pb::HealthCheckRequest* request,
+                       health_pb::HealthCheckResponse* response) override;
+  ::grpc::Status Watch(::grpc::ServerContext* context, const health_pb::HealthCheckRequest* request,
+                       ::grpc::ServerWriter<health_pb::HealthCheckResponse>* writer) override;
+
+ private:
+  // Under mu_: the name's status as Watch reports it.
+  health_pb::HealthCheckResponse::ServingStatus status_of(const std::string& name) const;
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<std::string, bool, std::less<>> serving_;  // under mu_
+  bool shut_down_ = false;                            // under mu_
+};
+
+}  // namespace kvgate::epp

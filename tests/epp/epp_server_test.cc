@@ -1,0 +1,188 @@
+// The Endpoint Picker's gRPC server (epp/epp_server.h) on loopback, with a fake Picker:
+// the health service on the main port and on epp.health_port (Check and Watch, keyed by
+// readiness), and the health port serving nothing else (ext_proc there is a method gRPC
+// does not know: UNIMPLEMENTED).
+#include "epp/epp_server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "envoy/service/ext_proc/v3/external_processor.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace kvgate::epp {
+namespace epp_server_test {
+
+namespace health_pb = ::grpc::health::v1;
+namespace core_pb = ::envoy::config::core::v3;
+
+// Picks 10.0.0.7:8000 for every request.
+struct FakePicker final : Picker {
+  gateway::ExternalPick pick(gateway::ExternalRequest, const std::function<bool()>&) override {
+    gateway::ExternalPick p;
+    auto e = std::make_shared<gateway::EndpointAddress>();
+    e->host = "10.0.0.7";
+    e->port = 8000;
+    p.destination = gateway::destination_of(*e);
+    p.endpoint = std::move(e);
+    return p;
+  }
+  void done(gateway::ExternalPick, gateway::ExternalOutcome) override {}
+  Nanos now() const override { return 0; }
+};
+
+std::shared_ptr<::grpc::Channel> channel_to(uint16_t port) {
+  return ::grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                               ::grpc::InsecureChannelCredentials());
+}
+
+void with_deadline(::grpc::ClientContext& context) {
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+}
+
+// Check of `name`: the status, or nullopt with the gRPC error code in `code`.
+std::optional<health_pb::HealthCheckResponse::ServingStatus> check(
+    const std::shared_ptr<::grpc::Channel>& channel, const std::string& name,
+    ::grpc::StatusCode* code = nullptr) {
+  auto stub = health_pb::Health::NewStub(channel);
+  ::grpc::ClientContext context;
+  with_deadline(context);
+  health_pb::HealthCheckRequest request;
+  request.set_service(name);
+  health_pb::HealthCheckResponse response;
+  const ::grpc::Status s = stub->Check(&context, request, &response);
+  if (code) *code = s.error_code();
+  if (!s.ok()) return std::nullopt;
+  return response.status();
+}
+
+// One ext_proc stream of a GET's headers (end of stream): the call's final status, and
+// whether a response came.
+::grpc::Status process_get(const std::shared_ptr<::grpc::Channel>& channel, bool& answered) {
+  auto stub = pb::ExternalProcessor::NewStub(channel);
+  ::grpc::ClientContext context;
+  with_deadline(context);
+  auto stream = stub->Process(&context);
+  pb::ProcessingRequest r;
+  core_pb::HeaderValue* h = r.mutable_request_headers()->mutable_headers()->add_headers();
+  h->set_key(":method");
+  h->set_raw_value("GET");
+  r.mutable_request_headers()->set_end_of_stream(true);
+  stream->Write(r);
+  stream->WritesDone();
+  pb::ProcessingResponse response;
+  answered = false;
+  while (stream->Read(&response)) answered = true;
+  return stream->Finish();
+}
+
+constexpr auto kServing = health_pb::HealthCheckResponse::SERVING;
+constexpr auto kNotServing = health_pb::HealthCheckResponse::NOT_SERVING;
+
+std::unique_ptr<EppServer> start(FakePicker& picker, bool health_port) {
+  EppServerOptions o;
+  o.address = "127.0.0.1";
+  o.port = 0;
+  o.grace = std::chrono::milliseconds(100);
+  if (health_port) o.health_port = 0;
+  auto server = EppServer::start(o, picker);
+  EXPECT_TRUE(server) << server.error();
+  if (!server) return nullptr;
+  return std::move(*server);
+}
+
+TEST(EppServer, HealthPortAnswersCheckByReadinessAndLivenessStays) {
+  FakePicker picker;
+  std::unique_ptr<EppServer> server = start(picker, /*health_port=*/true);
+  ASSERT_TRUE(server);
+  ASSERT_TRUE(server->health_port().has_value());
+  auto health = channel_to(*server->health_port());
+  auto ext = channel_to(server->port());
+  for (const auto& channel : {health, ext}) {
+    for (const char* name :
+         {"", "liveness", "readiness", "envoy.service.ext_proc.v3.ExternalProcessor"}) {
+      EXPECT_EQ(check(channel, name), kServing) << name;
+    }
+    ::grpc::StatusCode code = ::grpc::StatusCode::OK;
+    EXPECT_FALSE(check(channel, "no.such.Service", &code).has_value());
+    EXPECT_EQ(code, ::grpc::StatusCode::NOT_FOUND);
+  }
+  server->set_ready(false);
+  for (const auto& channel : {health, ext}) {
+    EXPECT_EQ(check(channel, ""), kNotServing);
+    EXPECT_EQ(check(channel, "readiness"), kNotServing);
+    EXPECT_EQ(check(channel, "envoy.service.ext_proc.v3.ExternalProcessor"), kNotServing);
+    EXPECT_EQ(check(channel, "liveness"), kServing);
+  }
+  server->set_ready(true);
+  EXPECT_EQ(check(health, "readiness"), kServing);
+  server->stop();
+}
+
+TEST(EppServer, ExtProcOnTheHealthPortIsAMethodGrpcDoesNotKnow) {
+  FakePicker picker;
+  std::unique_ptr<EppServer> server = start(picker, /*health_port=*/true);
+  ASSERT_TRUE(server);
+  bool answered = true;
+  const ::grpc::Status s = process_get(channel_to(*server->health_port()), answered);
+  EXPECT_EQ(s.error_code(), ::grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+  EXPECT_FALSE(answered);
+  // The main port picks.
+  const ::grpc::Status ok = process_get(channel_to(server->port()), answered);
+  EXPECT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_TRUE(answered);
+  server->stop();
+}
+
+TEST(EppServer, WatchSendsTheStatusThenEachChangeAndEndsAtStop) {
+  FakePicker picker;
+  std::unique_ptr<EppServer> server = start(picker, /*health_port=*/true);
+  ASSERT_TRUE(server);
+  auto stub = health_pb::Health::NewStub(channel_to(*server->health_port()));
+  ::grpc::ClientContext context;
+  with_deadline(context);
+  health_pb::HealthCheckRequest request;
+  request.set_service("readiness");
+  auto watch = stub->Watch(&context, request);
+  health_pb::HealthCheckResponse r;
+  ASSERT_TRUE(watch->Read(&r));
+  EXPECT_EQ(r.status(), kServing);
+  server->set_ready(false);
+  ASSERT_TRUE(watch->Read(&r));
+  EXPECT_EQ(r.status(), kNotServing);
+  server->set_ready(true);
+  ASSERT_TRUE(watch->Read(&r));
+  EXPECT_EQ(r.status(), kServing);
+  // stop(): NOT_SERVING, then the watch ends (it does not hold the server).
+  const auto before = std::chrono::steady_clock::now();
+  server->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(5));
+  while (watch->Read(&r)) {
+    EXPECT_EQ(r.status(), kNotServing);
+  }
+  (void)watch->Finish();
+
+  // An unknown name: SERVICE_UNKNOWN, not an error.
+  std::unique_ptr<EppServer> again = start(picker, /*health_port=*/false);
+  ASSERT_TRUE(again);
+  auto stub2 = health_pb::Health::NewStub(channel_to(again->port()));
+  ::grpc::ClientContext c2;
+  with_deadline(c2);
+  request.set_service("no.such.Service");
+  auto unknown = stub2->Watch(&c2, request);
+  ASSERT_TRUE(unknown->Read(&r));
+  EXPECT_EQ(r.status(), health_pb::HealthCheckResponse::SERVICE_UNKNOWN);
+  c2.TryCancel();
+  while (unknown->Read(&r)) {
+  }
+  (void)unknown->Finish();
+  again->stop();
+}
+
+}  // namespace epp_server_test
+}  // namespace kvgate::epp
