@@ -10,6 +10,7 @@
 //         sources:
 //           - {kind: file, path: endpoints.yaml}
 //           - {kind: dns, name: engines.llm.svc.cluster.local, record: a, port: 8000}
+//           - {kind: dns, name: dp, hostname: dp.llm.svc, port: 8000, data_parallel_size: 4}
 //           - {kind: kubernetes, namespace: llm, selector: app=vllm, port_name: http}
 //           - {kind: kubernetes, name: pool, namespace: llm, inference_pool: vllm}
 //
@@ -65,6 +66,9 @@ struct DnsSourceConfig {
   milliseconds timeout{2'000};       // per query (one retry)
   std::string server;                // "ADDRESS:PORT" (IPv4); empty: /etc/resolv.conf
   EndpointTemplate endpoint;
+  // Data-parallel ranks behind every address (route/data_parallel.h): > 1, each address
+  // is that many endpoints URL#dp0.., rank r's KV event ports + r.
+  uint32_t data_parallel_size = 1;
 };
 
 struct KubernetesSourceConfig {
@@ -84,6 +88,11 @@ struct KubernetesSourceConfig {
   std::string kv_events_port_annotation = "kvgate.io/kv-events-port";
   std::string kv_replay_port_annotation = "kvgate.io/kv-replay-port";
   std::string kv_topic_annotation = "kvgate.io/kv-events-topic";
+  // Data-parallel ranks behind every endpoint (route/data_parallel.h; mode pods, an
+  // InferencePool's target ports, EndpointSlices); a pod's annotation, when present,
+  // gives its own (mode pods and inference_pool; slices carry no annotations).
+  uint32_t data_parallel_size = 1;
+  std::string data_parallel_size_annotation = "kvgate.io/data-parallel-size";
   milliseconds resync{300'000};         // a full LIST this often, watch or not
   milliseconds timeout{10'000};         // per request (a WATCH runs longer: timeoutSeconds)
   milliseconds watch_timeout{290'000};  // asked of the server for one WATCH

@@ -15,6 +15,8 @@
 #include <limits>
 #include <set>
 
+#include "discovery/endpoint_list.h"
+
 namespace kvgate::discovery {
 namespace {
 
@@ -152,7 +154,10 @@ Result<DnsAnswer> resolve_endpoints(const DnsSourceConfig& c) {
   std::set<std::string> seen;
   auto add = [&](const Address& a, uint16_t port) {
     DiscoveredEndpoint e = make_endpoint(c.endpoint, a, port);
-    if (seen.insert(e.spec.url).second) answer.endpoints.push_back(std::move(e));
+    // An address serving data-parallel ranks is one endpoint per rank (URL#dpR).
+    if (seen.insert(e.spec.url).second) {
+      append_ranks(std::move(e), c.data_parallel_size, answer.endpoints);
+    }
   };
   if (c.record != Record::kSrv) {
     const ns_type type = c.record == Record::kA ? ns_t_a : ns_t_aaaa;

@@ -8,7 +8,9 @@
 // `interval`, sooner when the shortest TTL of the answer runs out (never more often than
 // `min_interval`). A name that does not exist or has no records of the type is an empty
 // set (which the reconciler holds when it comes suddenly); a timeout, SERVFAIL or a
-// refused query is an error, and the last good set stays.
+// refused query is an error, and the last good set stays. With `data_parallel_size: N`
+// every address is N endpoints, one per data-parallel rank (URL#dp0 .. #dpN-1, rank r's
+// KV event ports + r; route/data_parallel.h).
 #pragma once
 
 #include <condition_variable>

@@ -135,28 +135,30 @@ std::vector<DiscoveredEndpoint> parse(const YamlReader& y, const YAML::Node& roo
     if (!urls.insert(spec.url).second) {
       y.fail(at, ef, fmt::format("endpoint '{}' listed twice", spec.url));
     }
-    if (dp_size <= 1) {
-      out.push_back(std::move(d));
-      continue;
-    }
-    // A data-parallel engine: one endpoint per rank (route/data_parallel.h), each with
-    // its rank's KV event ports as vLLM offsets them.
-    std::vector<route::EndpointSpec> ranks = route::expand_data_parallel(d.spec, dp_size);
-    for (uint32_t rank = 0; rank < ranks.size(); ++rank) {
-      DiscoveredEndpoint r;
-      r.spec = std::move(ranks[rank]);
-      r.kv_events = d.kv_events;
-      if (r.kv_events) {
-        r.kv_events->publisher = route::dp_rank_zmq_endpoint(d.kv_events->publisher, rank);
-        r.kv_events->replay = route::dp_rank_zmq_endpoint(d.kv_events->replay, rank);
-      }
-      out.push_back(std::move(r));
-    }
+    // A data-parallel engine: one endpoint per rank, each with its rank's KV event ports.
+    append_ranks(std::move(d), dp_size, out);
   }
   return out;
 }
 
 }  // namespace
+
+void append_ranks(DiscoveredEndpoint e, uint32_t size, std::vector<DiscoveredEndpoint>& out) {
+  if (size <= 1) {
+    out.push_back(std::move(e));
+    return;
+  }
+  std::vector<route::EndpointSpec> ranks = route::expand_data_parallel(e.spec, size);
+  for (uint32_t rank = 0; rank < ranks.size(); ++rank) {
+    DiscoveredEndpoint r = e;
+    r.spec = std::move(ranks[rank]);
+    if (e.kv_events) {
+      r.kv_events->publisher = route::dp_rank_zmq_endpoint(e.kv_events->publisher, rank);
+      r.kv_events->replay = route::dp_rank_zmq_endpoint(e.kv_events->replay, rank);
+    }
+    out.push_back(std::move(r));
+  }
+}
 
 Result<std::vector<DiscoveredEndpoint>> parse_endpoint_list(std::string_view text,
                                                             std::string_view file,

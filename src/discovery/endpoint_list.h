@@ -18,6 +18,7 @@
 // An empty list is valid (the reconciler decides whether to believe it).
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -31,5 +32,11 @@ namespace kvgate::discovery {
 Result<std::vector<DiscoveredEndpoint>> parse_endpoint_list(std::string_view text,
                                                             std::string_view file,
                                                             bool kv_events_bind);
+
+// Appends the endpoints of `e` serving `size` data-parallel ranks (route/data_parallel.h):
+// size <= 1, `e` itself; else one endpoint per rank r, URL `e.spec.url#dpR`, its KV event
+// publisher and replay ports + r as vLLM offsets them, the rest (readiness, role, labels,
+// topic) as `e`'s. Every source with ranks (the file, DNS, Kubernetes) expands so.
+void append_ranks(DiscoveredEndpoint e, uint32_t size, std::vector<DiscoveredEndpoint>& out);
 
 }  // namespace kvgate::discovery

@@ -8,6 +8,9 @@
 #include <charconv>
 #include <utility>
 
+#include "core/route/data_parallel.h"
+#include "discovery/endpoint_list.h"
+
 namespace kvgate::discovery {
 namespace json = boost::json;
 namespace {
@@ -141,6 +144,8 @@ std::vector<DiscoveredEndpoint> pod_endpoints(const json::value& pod,
   }
   const json::object* labels = obj(meta, "labels");
   const json::object* annotations = obj(meta, "annotations");
+  const Result<uint32_t> dp_size = pod_data_parallel_size(pod, c);
+  if (!dp_size) return {};  // the ranks it serves are unknown (the source reports why)
   const bool ready =
       str(status, "phase") == "Running" && ready_condition && !present(meta, "deletionTimestamp");
   const std::vector<uint16_t> kv = port_list(str(annotations, c.kv_events_port_annotation));
@@ -166,9 +171,30 @@ std::vector<DiscoveredEndpoint> pod_endpoints(const json::value& pod,
       k.topic = str(annotations, c.kv_topic_annotation);
       e.kv_events = std::move(k);
     }
-    out.push_back(std::move(e));
+    append_ranks(std::move(e), *dp_size, out);
   }
   return out;
+}
+
+Result<uint32_t> pod_data_parallel_size(const json::value& pod, const KubernetesSourceConfig& c) {
+  const json::object* meta = obj(obj(&pod), "metadata");
+  const json::object* annotations = obj(meta, "annotations");
+  if (c.data_parallel_size_annotation.empty() ||
+      !present(annotations, c.data_parallel_size_annotation)) {
+    return c.data_parallel_size;
+  }
+  const std::string text = str(annotations, c.data_parallel_size_annotation);
+  uint32_t size = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, size);
+  if (text.empty() || ec != std::errc() || p != end || size < 1 ||
+      size > route::kMaxDataParallelSize) {
+    return Error(fmt::format(
+        "pod {}: annotation {}: expected a number of data-parallel ranks, 1 to {}, got '{}' (the "
+        "pod is left out)",
+        str(meta, "name"), c.data_parallel_size_annotation, route::kMaxDataParallelSize, text));
+  }
+  return size;
 }
 
 std::vector<DiscoveredEndpoint> slice_endpoints(const json::value& slice,
@@ -211,7 +237,7 @@ std::vector<DiscoveredEndpoint> slice_endpoints(const json::value& slice,
         if (replay != 0) k.replay = fmt::format("tcp://{}:{}", host_of(ip), replay);
         e.kv_events = std::move(k);
       }
-      out.push_back(std::move(e));
+      append_ranks(std::move(e), c.data_parallel_size, out);
     }
   }
   return out;

@@ -22,6 +22,13 @@
 // (http://PODIP:PORT), as a GIE endpoint picker treats them. Its KV events ports then
 // come from the pod's annotations as a comma-separated list, one entry per target port
 // in order ("5557,5567"); one entry serves the first port only.
+//
+// Data-parallel ranks (route/data_parallel.h): every endpoint above becomes
+// `data_parallel_size` endpoints, URL#dp0 .. (rank r's KV event ports + r), the size the
+// source's, or for a pod its annotation `data_parallel_size_annotation` when present
+// (kvgate.io/data-parallel-size: "4"). A pod whose annotation is not a size (1 to
+// route::kMaxDataParallelSize) gives no endpoints: routed with a wrong number of ranks it
+// would be sent ranks it lacks (vLLM answers 400) or leave ranks idle.
 #pragma once
 
 #include <boost/json/value.hpp>
@@ -46,6 +53,10 @@ std::vector<DiscoveredEndpoint> pod_endpoints(const boost::json::value& pod,
 std::vector<DiscoveredEndpoint> pod_endpoints(const boost::json::value& pod,
                                               const KubernetesSourceConfig& config,
                                               const std::vector<uint16_t>& ports);
+// The data-parallel ranks behind each of the pod's endpoints: its annotation's, else the
+// source's data_parallel_size. Error: an annotation that is not a size, naming the pod.
+Result<uint32_t> pod_data_parallel_size(const boost::json::value& pod,
+                                        const KubernetesSourceConfig& config);
 std::vector<DiscoveredEndpoint> slice_endpoints(const boost::json::value& slice,
                                                 const KubernetesSourceConfig& config);
 

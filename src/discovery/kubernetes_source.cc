@@ -111,6 +111,14 @@ void KubernetesSource::report(bool resync) {
 }
 
 std::vector<DiscoveredEndpoint> KubernetesSource::endpoints_of(const json::value& object) const {
+  if (config_.mode == KubernetesSourceConfig::Mode::kPods) {
+    // A pod whose data-parallel annotation is not a size is left out; say why, each time
+    // it is read (on the status page and in kvgate_discovery_errors_total).
+    if (Result<uint32_t> size = pod_data_parallel_size(object, config_); !size) {
+      spdlog::warn("discovery: kubernetes {}", size.error());
+      sink_.error("kubernetes: " + size.error());
+    }
+  }
   if (pool_mode()) return pod_endpoints(object, config_, ports_);
   return config_.mode == KubernetesSourceConfig::Mode::kPods ? pod_endpoints(object, config_)
                                                              : slice_endpoints(object, config_);

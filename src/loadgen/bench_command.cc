@@ -20,6 +20,7 @@ struct BenchArgs {
   std::string out;
   LoadOptions load;
   bool no_progress = false;
+  std::string target_headers = "kvgate";
 };
 
 int run_bench(BenchArgs& args) {
@@ -29,6 +30,9 @@ int run_bench(BenchArgs& args) {
     return 2;
   }
   args.load.progress = !args.no_progress;
+  args.load.target_headers = args.target_headers == "llm-d"  ? TargetHeaders::kLlmd
+                             : args.target_headers == "none" ? TargetHeaders::kNone
+                                                             : TargetHeaders::kKvgate;
   Result<LoadResult> result = run_load(*scenario, args.load);
   if (!result) {
     fmt::print(stderr, "kvgate bench: {}\n", result.error());
@@ -86,6 +90,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--label", args->load.label, "Name of this run in the table and plots");
   cmd->add_option("--out", args->out,
                   "Directory for summary.csv, stages.csv, report.json, requests.csv and SVGs");
+  cmd->add_option("--target-headers", args->target_headers,
+                  "Names the workload's latency targets (its `targets:`) are sent under: "
+                  "kvgate (x-kvgate-ttft-ms, x-kvgate-tpot-ms), llm-d (x-slo-ttft-ms, "
+                  "x-slo-tpot-ms) or none; the report measures them either way (default kvgate)")
+      ->check(CLI::IsMember({"kvgate", "llm-d", "none"}));
   cmd->add_flag("--no-progress", args->no_progress, "Do not draw the progress bar on stderr");
   cmd->callback([args] { env::set_exit_code(run_bench(*args)); });
 }

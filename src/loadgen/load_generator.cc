@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -9,6 +10,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 #include <chrono>
+#include <cmath>
 #include <deque>
 
 #include "env/file.h"
@@ -138,6 +140,13 @@ class Runner {
     req.headers = {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}};
     if (!options_.api_key.empty())
       req.headers.push_back({"Authorization", "Bearer " + options_.api_key});
+    // The workload's latency targets: sent (unless --target-headers none) and recorded,
+    // so the report measures whether they were met.
+    rec.ttft_target = r.ttft_target;
+    rec.tpot_target = r.tpot_target;
+    for (auto& h : target_headers(r, options_.target_headers, options_.time_scale)) {
+      req.headers.push_back(std::move(h));
+    }
     req.body = body(r);
     const auto timeout =
         std::chrono::milliseconds(static_cast<int64_t>(options_.request_timeout_s * 1000));
@@ -224,6 +233,24 @@ std::string prompt_text(const std::vector<uint32_t>& tokens) {
   return text;
 }
 
+std::vector<std::pair<std::string, std::string>> target_headers(const workload::WorkloadRequest& r,
+                                                                TargetHeaders names,
+                                                                double time_scale) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (names == TargetHeaders::kNone) return out;
+  const bool llmd = names == TargetHeaders::kLlmd;
+  // Real milliseconds, rounded up (a target is never sent tighter than the workload's).
+  const auto ms = [&](Nanos target) {
+    const int64_t real = std::llround(static_cast<double>(target) * time_scale);  // ns
+    return std::to_string(std::max<int64_t>(1, (real + kMillisecond - 1) / kMillisecond));
+  };
+  if (r.ttft_target > 0)
+    out.emplace_back(llmd ? "x-slo-ttft-ms" : "x-kvgate-ttft-ms", ms(r.ttft_target));
+  if (r.tpot_target > 0)
+    out.emplace_back(llmd ? "x-slo-tpot-ms" : "x-kvgate-tpot-ms", ms(r.tpot_target));
+  return out;
+}
+
 Result<LoadResult> run_load(const workload::Scenario& scenario, const LoadOptions& options) {
   if (options.time_scale <= 0) return Error("--time-scale must be positive");
   Result<io::Url> url = io::parse_url(options.url);
@@ -232,7 +259,11 @@ Result<LoadResult> run_load(const workload::Scenario& scenario, const LoadOption
       workload::make_workload(scenario.workload, scenario.seed, env::read_file);
   if (!workload) return Error(workload.error());
   Runner runner(scenario, options, **workload, *url);
-  return runner.run();
+  LoadResult result = runner.run();
+  // The report's targets table (attainment, p90 TTFT of the others) when the workload
+  // attaches targets; no predictor figures: they are the gateway's.
+  result.run.latency_targets = scenario.workload.any_targets();
+  return result;
 }
 
 }  // namespace kvgate::loadgen

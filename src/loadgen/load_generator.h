@@ -14,10 +14,17 @@
 // Time scale: arrivals are multiplied by `time_scale`, and every measured time divided
 // by it, so against engines run with the same --time-scale the figures come out in
 // unscaled seconds, comparable with the simulator's.
+//
+// Latency targets: a request the workload gives targets (its `targets:` option) carries
+// them as headers (x-kvgate-ttft-ms / x-kvgate-tpot-ms, or llm-d's x-slo-*; the gateway's
+// docs/router.md, "Latency targets"), in real milliseconds (the workload's times the time
+// scale), and the report measures the share that met them from the TTFT and time per
+// output token the client saw, as `kvgate sim` does.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/common/result.h"
@@ -25,6 +32,13 @@
 #include "workload/scenario.h"
 
 namespace kvgate::loadgen {
+
+// Which names a request's latency targets are sent under.
+enum class TargetHeaders : uint8_t {
+  kKvgate,  // x-kvgate-ttft-ms, x-kvgate-tpot-ms
+  kLlmd,    // x-slo-ttft-ms, x-slo-tpot-ms (llm-d's router)
+  kNone,    // not sent: the report still measures the workload's targets (a baseline)
+};
 
 struct LoadOptions {
   std::string url;      // "http://127.0.0.1:8080"
@@ -37,6 +51,7 @@ struct LoadOptions {
   double request_timeout_s = 600;
   std::string label = "live";
   bool progress = true;
+  TargetHeaders target_headers = TargetHeaders::kKvgate;
 };
 
 struct LoadResult {
@@ -51,5 +66,12 @@ Result<LoadResult> run_load(const workload::Scenario& scenario, const LoadOption
 
 // The prompt text for token ids (exposed for tests).
 std::string prompt_text(const std::vector<uint32_t>& tokens);
+
+// The headers carrying a request's latency targets under `names` (none for a request
+// without targets, or kNone): each in whole milliseconds of real time, the workload's
+// target times `time_scale`, rounded up, at least 1. Exposed for tests.
+std::vector<std::pair<std::string, std::string>> target_headers(const workload::WorkloadRequest& r,
+                                                                TargetHeaders names,
+                                                                double time_scale);
 
 }  // namespace kvgate::loadgen

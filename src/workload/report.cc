@@ -61,7 +61,7 @@ Summary summarize(const PolicyRun& run, const std::vector<workload::StageInfo>& 
   s.policy = run.policy;
   std::vector<double> ttft;
   std::vector<double> untargeted_ttft;  // latency targets: requests without any
-  uint64_t ttft_targeted = 0, ttft_met = 0, slo_met = 0;
+  uint64_t ttft_targeted = 0, ttft_met = 0, tpot_targeted = 0, tpot_met = 0, slo_met = 0;
   double decode_time = 0, decode_tokens = 0, prompt = 0, cached = 0, output = 0;
   Nanos first_arrival = -1, last_finish = 0;
 
@@ -99,6 +99,8 @@ Summary summarize(const PolicyRun& run, const std::vector<workload::StageInfo>& 
         s.targeted += targeted;
         ttft_targeted += has_ttft;
         ttft_met += has_ttft && met_ttft;
+        tpot_targeted += r.tpot_target > 0;
+        tpot_met += r.tpot_target > 0 && met_tpot;
         slo_met += targeted && met_ttft && met_tpot;
         if (!targeted && answered) untargeted_ttft.push_back(to_seconds(r.first_token - r.arrival));
       }
@@ -202,6 +204,9 @@ Summary summarize(const PolicyRun& run, const std::vector<workload::StageInfo>& 
   if (ttft_targeted > 0) {
     s.ttft_target_met = static_cast<double>(ttft_met) / static_cast<double>(ttft_targeted);
   }
+  if (tpot_targeted > 0) {
+    s.tpot_target_met = static_cast<double>(tpot_met) / static_cast<double>(tpot_targeted);
+  }
   if (s.targeted > 0) s.slo_met = static_cast<double>(slo_met) / static_cast<double>(s.targeted);
   s.untargeted_ttft_p90 = quantile(untargeted_ttft, 0.9);
   s.ttft_mape = run.predictor_ttft.mape();
@@ -253,16 +258,16 @@ std::string format_table(const std::string& scenario, const std::vector<Summary>
     }
   }
   if (any_latency_report(summaries)) {
-    out += fmt::format("{:<14} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9}\n", "targets", "targeted",
-                       "TTFT met", "all met", "p90 others", "TTFT MAPE", "TPOT MAPE");
+    out += fmt::format("{:<14} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9}\n", "targets", "targeted",
+                       "TTFT met", "TPOT met", "all met", "p90 others", "TTFT MAPE", "TPOT MAPE");
     for (const Summary& s : summaries) {
       const std::string ttft_mape =
           s.predictor ? fmt::format("{:.1f}%", s.ttft_mape * 100) : std::string("-");
       const std::string tpot_mape =
           s.predictor ? fmt::format("{:.1f}%", s.tpot_mape * 100) : std::string("-");
-      out += fmt::format("{:<14} {:>9} {:>8.1f}% {:>8.1f}% {:>10.2f}s {:>9} {:>9}\n", s.policy,
-                         s.targeted, s.ttft_target_met * 100, s.slo_met * 100,
-                         s.untargeted_ttft_p90, ttft_mape, tpot_mape);
+      out += fmt::format("{:<14} {:>9} {:>8.1f}% {:>8.1f}% {:>8.1f}% {:>10.2f}s {:>9} {:>9}\n",
+                         s.policy, s.targeted, s.ttft_target_met * 100, s.tpot_target_met * 100,
+                         s.slo_met * 100, s.untargeted_ttft_p90, ttft_mape, tpot_mape);
     }
   }
   if (any_failure_report(summaries)) {
@@ -289,8 +294,9 @@ std::string summary_csv(const std::vector<Summary>& summaries) {
   out += failures ? ",failed,retried,migrated,breaker_openings" : "";
   out += lora ? ",adapter_loads,adapter_loads_per_min,adapter_evictions,placement_actions" : "";
   out += sessions ? ",session_requests,session_kept,session_moved,session_hit_rate" : "";
-  out += latency ? ",targeted,ttft_target_met,slo_met,untargeted_ttft_p90_s,predictor_ttft_mape,"
-                   "predictor_tpot_mape,predictor_ttft_samples,predictor_tpot_samples\n"
+  out += latency ? ",targeted,ttft_target_met,tpot_target_met,slo_met,untargeted_ttft_p90_s,"
+                   "predictor_ttft_mape,predictor_tpot_mape,predictor_ttft_samples,"
+                   "predictor_tpot_samples\n"
                  : "\n";
   for (const Summary& s : summaries) {
     out += fmt::format(
@@ -317,10 +323,11 @@ std::string summary_csv(const std::vector<Summary>& summaries) {
     if (latency) {
       out.pop_back();
       // No predictor: its MAPE columns are empty (not 0, which would read as exact).
-      out += fmt::format(
-          ",{},{:.4f},{:.4f},{:.4f},{},{},{},{}\n", s.targeted, s.ttft_target_met, s.slo_met,
-          s.untargeted_ttft_p90, s.predictor ? fmt::format("{:.4f}", s.ttft_mape) : "",
-          s.predictor ? fmt::format("{:.4f}", s.tpot_mape) : "", s.ttft_samples, s.tpot_samples);
+      out += fmt::format(",{},{:.4f},{:.4f},{:.4f},{:.4f},{},{},{},{}\n", s.targeted,
+                         s.ttft_target_met, s.tpot_target_met, s.slo_met, s.untargeted_ttft_p90,
+                         s.predictor ? fmt::format("{:.4f}", s.ttft_mape) : "",
+                         s.predictor ? fmt::format("{:.4f}", s.tpot_mape) : "", s.ttft_samples,
+                         s.tpot_samples);
     }
   }
   return out;
@@ -365,6 +372,7 @@ std::string report_json(const std::string& scenario, uint64_t seed,
     if (s.latency_report) {
       p["targeted"] = s.targeted;
       p["ttft_target_met"] = s.ttft_target_met;
+      p["tpot_target_met"] = s.tpot_target_met;
       p["slo_met"] = s.slo_met;
       p["untargeted_ttft_p90_s"] = s.untargeted_ttft_p90;
       if (s.predictor) {

@@ -195,13 +195,15 @@ struct Summary {
   double session_hit_rate = 0;
   // Latency targets (shown only when latency_report, as failures): non-warm-up requests
   // carrying a target; the share of those with a TTFT target whose TTFT (arrival to first
-  // token) met it, and of all of them that met every target they carry (TTFT, and mean
-  // time per output token over decode); a refused or lost request meets none. p90 TTFT of
-  // the requests without targets. The predictor's MAPE (fractions; predictor false: none).
+  // token) met it, of those with a TPOT target whose mean time per output token over
+  // decode met it, and of all of them that met every target they carry; a refused or lost
+  // request meets none. p90 TTFT of the requests without targets. The predictor's MAPE
+  // (fractions; predictor false: none).
   bool latency_report = false;
   bool predictor = false;
   uint64_t targeted = 0;
   double ttft_target_met = 0;
+  double tpot_target_met = 0;
   double slo_met = 0;
   double untargeted_ttft_p90 = 0;
   double ttft_mape = 0, tpot_mape = 0;

@@ -131,5 +131,43 @@ TEST(EndpointList, ADataParallelEngineIsOneEndpointPerRank) {
   EXPECT_NE(bind.error().find("kv_events_bind"), std::string::npos) << bind.error();
 }
 
+TEST(EndpointList, AppendRanksKeepsEverythingButTheUrlAndTheEventPorts) {
+  // What the DNS and Kubernetes sources expand with: a not-ready address gives not-ready
+  // ranks, the role, labels and topic are every rank's, the ports move by the rank.
+  DiscoveredEndpoint e;
+  e.spec.url = "http://[fd00::7]:8000";
+  e.spec.role = Role::kDecode;
+  e.spec.labels = {{"model", "qwen3"}};
+  e.ready = false;
+  e.kv_events = KvEventsAddress{
+      .publisher = "tcp://[fd00::7]:5557", .replay = "tcp://[fd00::7]:5600", .topic = "t"};
+  std::vector<DiscoveredEndpoint> out;
+  append_ranks(e, 2, out);
+  ASSERT_EQ(out.size(), 2u);
+  for (uint32_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(out[r].spec.url, "http://[fd00::7]:8000#dp" + std::to_string(r));
+    EXPECT_EQ(out[r].spec.role, Role::kDecode);
+    EXPECT_EQ(out[r].spec.labels, e.spec.labels);
+    EXPECT_FALSE(out[r].ready);
+    ASSERT_TRUE(out[r].kv_events);
+    EXPECT_EQ(out[r].kv_events->publisher, "tcp://[fd00::7]:" + std::to_string(5557 + r));
+    EXPECT_EQ(out[r].kv_events->replay, "tcp://[fd00::7]:" + std::to_string(5600 + r));
+    EXPECT_EQ(out[r].kv_events->topic, "t");
+  }
+  // Size 1 (and 0): the endpoint as it is, appended after what is there.
+  append_ranks(e, 1, out);
+  append_ranks(e, 0, out);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[2].spec.url, "http://[fd00::7]:8000");
+  EXPECT_TRUE(same_endpoint(out[3], e));
+  // Without KV events: none on the ranks either.
+  e.kv_events.reset();
+  std::vector<DiscoveredEndpoint> plain;
+  append_ranks(e, 3, plain);
+  ASSERT_EQ(plain.size(), 3u);
+  EXPECT_FALSE(plain[2].kv_events);
+  EXPECT_EQ(plain[2].spec.url, "http://[fd00::7]:8000#dp2");
+}
+
 }  // namespace endpoint_list_test
 }  // namespace kvgate::discovery

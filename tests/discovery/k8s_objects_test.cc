@@ -148,5 +148,97 @@ TEST(K8sObjects, ThePodListPath) {
             "/api/v1/namespaces/llm/pods?labelSelector=app%3Dvllm%2Ctier%20in%20%28decode%29");
 }
 
+TEST(K8sObjects, APodsDataParallelRanksFromTheSourceOrItsAnnotation) {
+  // The source's size: every pod's endpoint is that many rank endpoints, KV ports + rank.
+  KubernetesSourceConfig c = config();
+  c.data_parallel_size = 2;
+  auto eps = pod_endpoints(boost::json::parse(kPod), c);
+  ASSERT_EQ(eps.size(), 2u);
+  for (uint32_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(eps[r].spec.url, "http://10.244.3.17:8000#dp" + std::to_string(r));
+    EXPECT_TRUE(eps[r].ready);
+    EXPECT_EQ(eps[r].spec.role, Role::kDecode);
+    ASSERT_TRUE(eps[r].kv_events);
+    EXPECT_EQ(eps[r].kv_events->publisher, "tcp://10.244.3.17:" + std::to_string(5557 + r));
+    EXPECT_EQ(eps[r].kv_events->replay, "tcp://10.244.3.17:" + std::to_string(5558 + r));
+  }
+
+  // The pod's annotation wins over the source's size; "1" makes it a plain endpoint.
+  auto annotated = boost::json::parse(kPod);
+  annotated.at("metadata").at("annotations").as_object()["kvgate.io/data-parallel-size"] = "4";
+  EXPECT_EQ(pod_data_parallel_size(annotated, c).value(), 4u);
+  eps = pod_endpoints(annotated, c);
+  ASSERT_EQ(eps.size(), 4u);
+  EXPECT_EQ(eps[3].spec.url, "http://10.244.3.17:8000#dp3");
+  EXPECT_EQ(eps[3].kv_events->publisher, "tcp://10.244.3.17:5560");
+  annotated.at("metadata").at("annotations").as_object()["kvgate.io/data-parallel-size"] = "1";
+  eps = pod_endpoints(annotated, c);
+  ASSERT_EQ(eps.size(), 1u);
+  EXPECT_EQ(eps[0].spec.url, "http://10.244.3.17:8000");
+
+  // A not-ready pod's ranks are not ready either.
+  auto not_ready = boost::json::parse(kPod);
+  not_ready.at("status").at("conditions").as_array()[1].as_object()["status"] = "False";
+  eps = pod_endpoints(not_ready, c);
+  ASSERT_EQ(eps.size(), 2u);
+  EXPECT_FALSE(eps[0].ready);
+  EXPECT_FALSE(eps[1].ready);
+
+  // A configured annotation name; an annotation that is not a size leaves the pod out,
+  // and the error names the pod, the annotation and the value.
+  KubernetesSourceConfig named = config();
+  named.data_parallel_size_annotation = "example.com/dp";
+  for (const char* bad : {"0", "257", "four", "", "2x", "-1"}) {
+    auto v = boost::json::parse(kPod);
+    v.at("metadata").at("annotations").as_object()["example.com/dp"] = bad;
+    EXPECT_TRUE(pod_endpoints(v, named).empty()) << bad;
+    Result<uint32_t> size = pod_data_parallel_size(v, named);
+    ASSERT_FALSE(size) << bad;
+    EXPECT_EQ(size.error(), std::string("pod vllm-decode-7c9f-abcde: annotation example.com/dp: "
+                                        "expected a number of data-parallel ranks, 1 to 256, "
+                                        "got '") +
+                                bad + "' (the pod is left out)");
+  }
+  EXPECT_EQ(pod_data_parallel_size(boost::json::parse(kPod), named).value(), 1u);
+}
+
+TEST(K8sObjects, AnInferencePoolsTargetPortsEachServeTheRanks) {
+  // Two target ports (two servers in the pod), each with two ranks: four endpoints, each
+  // port's KV events from its entry of the list plus the rank.
+  auto v = boost::json::parse(kPod);
+  auto& annotations = v.at("metadata").at("annotations").as_object();
+  annotations["kvgate.io/kv-events-port"] = "5557,5567";
+  annotations["kvgate.io/kv-replay-port"] = "";
+  annotations["kvgate.io/data-parallel-size"] = "2";
+  KubernetesSourceConfig c = config();
+  c.selector.clear();
+  c.inference_pool = "vllm";
+  auto eps = pod_endpoints(v, c, {8000, 8001});
+  ASSERT_EQ(eps.size(), 4u);
+  EXPECT_EQ(eps[0].spec.url, "http://10.244.3.17:8000#dp0");
+  EXPECT_EQ(eps[1].spec.url, "http://10.244.3.17:8000#dp1");
+  EXPECT_EQ(eps[2].spec.url, "http://10.244.3.17:8001#dp0");
+  EXPECT_EQ(eps[3].spec.url, "http://10.244.3.17:8001#dp1");
+  EXPECT_EQ(eps[1].kv_events->publisher, "tcp://10.244.3.17:5558");
+  EXPECT_EQ(eps[3].kv_events->publisher, "tcp://10.244.3.17:5568");
+  EXPECT_TRUE(eps[3].kv_events->replay.empty());
+}
+
+TEST(K8sObjects, AnEndpointSlicesEntriesServeTheSourcesRanks) {
+  KubernetesSourceConfig c;
+  c.mode = KubernetesSourceConfig::Mode::kEndpointSlices;
+  c.service = "vllm";
+  c.data_parallel_size = 3;
+  auto eps = slice_endpoints(boost::json::parse(kSlice), c);
+  ASSERT_EQ(eps.size(), 12u);  // four entries, three ranks each
+  EXPECT_EQ(eps[0].spec.url, "http://10.244.1.5:8000#dp0");
+  EXPECT_EQ(eps[2].spec.url, "http://10.244.1.5:8000#dp2");
+  EXPECT_EQ(eps[2].kv_events->publisher, "tcp://10.244.1.5:5559");
+  EXPECT_EQ(eps[2].spec.zone, "eu-west-1a");
+  EXPECT_FALSE(eps[3].ready);  // the terminating entry's ranks
+  EXPECT_FALSE(eps[5].ready);
+  EXPECT_EQ(eps[11].spec.url, "http://10.244.4.8:8000#dp2");
+}
+
 }  // namespace
 }  // namespace kvgate::discovery

@@ -111,6 +111,58 @@ TEST(DiscoveryConfig, ErrorsNameTheLineAndField) {
   EXPECT_NE(server.error().find("expected IPV4:PORT"), std::string::npos);
 }
 
+TEST(DiscoveryConfig, DataParallelRanksInDnsAndKubernetesSources) {
+  auto c = parse(
+      "    discovery:\n"
+      "      sources:\n"
+      "        - {kind: dns, hostname: dp.llm.svc, port: 8000, data_parallel_size: 4}\n"
+      "        - kind: kubernetes\n"
+      "          selector: app=vllm\n"
+      "          data_parallel_size: 2\n"
+      "          data_parallel_size_annotation: example.com/dp\n"
+      "        - {kind: kubernetes, name: plain, selector: app=other}\n");
+  ASSERT_TRUE(c) << c.error();
+  const DiscoveryConfig& d = *c->pools[0].discovery;
+  EXPECT_EQ(std::get<DnsSourceConfig>(d.sources[0].params).data_parallel_size, 4u);
+  const auto& k = std::get<KubernetesSourceConfig>(d.sources[1].params);
+  EXPECT_EQ(k.data_parallel_size, 2u);
+  EXPECT_EQ(k.data_parallel_size_annotation, "example.com/dp");
+  const auto& plain = std::get<KubernetesSourceConfig>(d.sources[2].params);
+  EXPECT_EQ(plain.data_parallel_size, 1u);
+  EXPECT_EQ(plain.data_parallel_size_annotation, "kvgate.io/data-parallel-size");
+
+  auto zero = parse(
+      "    discovery:\n"
+      "      sources:\n"
+      "        - {kind: dns, hostname: x, port: 1, data_parallel_size: 0}\n");
+  ASSERT_FALSE(zero);
+  EXPECT_EQ(zero.error(),
+            "/etc/g.yaml:5:65: pools.main.discovery.sources[0].data_parallel_size: 0 is outside "
+            "[1, 256]");
+  auto big = parse(
+      "    discovery: {sources: [{kind: kubernetes, selector: a=b, data_parallel_size: 257}]}\n");
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().find("pools.main.discovery.sources[0].data_parallel_size: 257 is outside"),
+            std::string::npos)
+      << big.error();
+  auto word = parse(
+      "    discovery: {sources: [{kind: dns, hostname: x, port: 1, data_parallel_size: many}]}\n");
+  ASSERT_FALSE(word);
+  EXPECT_NE(word.error().find("data_parallel_size: expected an integer, got 'many'"),
+            std::string::npos)
+      << word.error();
+  // With the pool's kv_events_bind each rank would connect to the one SUB socket: refused,
+  // as in the file source's entries.
+  auto bind = parse(
+      "    kv_events_bind: tcp://*:5557\n"
+      "    discovery: {sources: [{kind: dns, hostname: x, port: 1, data_parallel_size: 2}]}\n");
+  ASSERT_FALSE(bind);
+  EXPECT_NE(bind.error().find("pools.main.discovery.sources[0].data_parallel_size: not with the "
+                              "pool's kv_events_bind"),
+            std::string::npos)
+      << bind.error();
+}
+
 TEST(DiscoveryConfig, WithTheKubernetesActuatorAsDocumented) {
   // docs/discovery.md, "With the Kubernetes actuator": the actuator sizes the
   // Deployment, discovery brings its pods in.

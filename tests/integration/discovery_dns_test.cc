@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
 #include <thread>
 
 #include "discovery/dns_source.h"
@@ -90,6 +91,35 @@ TEST(DiscoveryDns, SrvRecordsGiveTheirPortsAndAaaaRecordsWork) {
   auto c = resolve_until(srv, {"http://127.0.0.22:9002"});
   ASSERT_TRUE(c) << c.error();
   EXPECT_EQ(urls(*c), (std::set<std::string>{"http://127.0.0.22:9002"}));
+}
+
+TEST(DiscoveryDns, DataParallelAddressesAreOneEndpointPerRank) {
+  // `data_parallel_size: 2`: every address is two rank endpoints (URL#dp0, #dp1), rank r's
+  // KV events on the template's port + r; a changed address set changes the ranks with it.
+  Dnsmasq dns(/*ttl=*/7, {});
+  dns.set_hosts("127.0.0.11 engines.test\n127.0.0.12 engines.test\n");
+  DnsSourceConfig c = config(dns, "engines.test");
+  c.data_parallel_size = 2;
+  c.endpoint.role = Role::kDecode;
+  c.endpoint.kv_events_port = 5557;
+  c.endpoint.kv_replay_port = 5600;
+  auto a = resolve_until(c, {"http://127.0.0.11:8000#dp0", "http://127.0.0.11:8000#dp1",
+                             "http://127.0.0.12:8000#dp0", "http://127.0.0.12:8000#dp1"});
+  ASSERT_TRUE(a) << a.error();
+  ASSERT_EQ(a->endpoints.size(), 4u);
+  for (const discovery::DiscoveredEndpoint& e : a->endpoints) {
+    const std::string address = e.spec.url.substr(7, e.spec.url.find(':', 7) - 7);
+    const bool rank1 = e.spec.url.ends_with("#dp1");
+    EXPECT_EQ(e.spec.role, Role::kDecode) << e.spec.url;
+    ASSERT_TRUE(e.kv_events) << e.spec.url;
+    EXPECT_EQ(e.kv_events->publisher, "tcp://" + address + (rank1 ? ":5558" : ":5557"));
+    EXPECT_EQ(e.kv_events->replay, "tcp://" + address + (rank1 ? ":5601" : ":5600"));
+  }
+  dns.set_hosts("127.0.0.12 engines.test\n");
+  auto b = resolve_until(c, {"http://127.0.0.12:8000#dp0", "http://127.0.0.12:8000#dp1"});
+  ASSERT_TRUE(b) << b.error();
+  EXPECT_EQ(urls(*b),
+            (std::set<std::string>{"http://127.0.0.12:8000#dp0", "http://127.0.0.12:8000#dp1"}));
 }
 
 TEST(DiscoveryDns, TheSourceReResolvesWhenTheTtlRunsOutAndKeepsItsSetWhenTheServerIsDown) {

@@ -41,8 +41,11 @@ class KubernetesSourceTest : public ::testing::Test {
     std::filesystem::rename(dir_ / "token.tmp", dir_ / "token");
   }
   // `slices`: the EndpointSlices of Service vllm instead of the pods selected by app=vllm.
-  void start(milliseconds resync = milliseconds(60'000), bool slices = false) {
+  // `data_parallel_size`: the source's ranks behind every endpoint.
+  void start(milliseconds resync = milliseconds(60'000), bool slices = false,
+             uint32_t data_parallel_size = 1) {
     KubernetesSourceConfig c;
+    c.data_parallel_size = data_parallel_size;
     if (slices) {
       c.mode = KubernetesSourceConfig::Mode::kEndpointSlices;
       c.service = "vllm";
@@ -294,6 +297,44 @@ TEST_F(KubernetesSourceTest, EndpointSlicesOfAServiceThroughReadinessTermination
   api_.drop_watches();
   ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.6:8001"}));
   EXPECT_EQ(api_.lists(), 2);
+}
+
+TEST_F(KubernetesSourceTest, DataParallelRanksFromTheSourceAndThePodsAnnotation) {
+  // The source says two ranks; b's annotation says one (a plain endpoint), c's is not a
+  // size: c is left out and the error names it, until its annotation is fixed.
+  api_.upsert(
+      make_pod("vllm-a", "127.0.0.1", 8001, true, {}, {{"kvgate.io/kv-events-port", "5557"}}));
+  api_.upsert(
+      make_pod("vllm-b", "127.0.0.2", 8001, true, {}, {{"kvgate.io/data-parallel-size", "1"}}));
+  api_.upsert(
+      make_pod("vllm-c", "127.0.0.3", 8001, true, {}, {{"kvgate.io/data-parallel-size", "two"}}));
+  start(milliseconds(60'000), /*slices=*/false, /*data_parallel_size=*/2);
+  ASSERT_TRUE(sink_.wait_for_urls(
+      {"http://127.0.0.1:8001#dp0", "http://127.0.0.1:8001#dp1", "http://127.0.0.2:8001"}));
+  for (const auto& e : sink_.reports().back().set) {
+    if (!e.spec.url.starts_with("http://127.0.0.1:8001#dp")) continue;
+    ASSERT_TRUE(e.kv_events) << e.spec.url;
+    EXPECT_EQ(e.kv_events->publisher,
+              e.spec.url.ends_with("#dp1") ? "tcp://127.0.0.1:5558" : "tcp://127.0.0.1:5557");
+  }
+  const std::vector<std::string> errors = sink_.errors();
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(errors.front().find("pod vllm-c: annotation kvgate.io/data-parallel-size: expected "
+                                "a number of data-parallel ranks, 1 to 256, got 'two'"),
+            std::string::npos)
+      << errors.front();
+
+  // c fixed (three ranks), then a deleted: its ranks leave together.
+  ASSERT_TRUE(wait_watches(1));
+  api_.upsert(
+      make_pod("vllm-c", "127.0.0.3", 8001, true, {}, {{"kvgate.io/data-parallel-size", "3"}}));
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.1:8001#dp0", "http://127.0.0.1:8001#dp1",
+                                   "http://127.0.0.2:8001", "http://127.0.0.3:8001#dp0",
+                                   "http://127.0.0.3:8001#dp1", "http://127.0.0.3:8001#dp2"}));
+  api_.remove("vllm-a");
+  ASSERT_TRUE(sink_.wait_for_urls({"http://127.0.0.2:8001", "http://127.0.0.3:8001#dp0",
+                                   "http://127.0.0.3:8001#dp1", "http://127.0.0.3:8001#dp2"}));
+  EXPECT_EQ(api_.lists(), 1);
 }
 
 TEST_F(KubernetesSourceTest, NoCredentialsIsAClearErrorAtStart) {

@@ -103,6 +103,55 @@ TEST(Report, SessionHitRateOnlyWhenAPolicyKeepsSessions) {
   EXPECT_NE(format_table("x", {on, off}).find("sessions"), std::string::npos);
 }
 
+TEST(Report, LatencyTargetAttainmentPerTargetAndOverall) {
+  // What `kvgate bench` and `kvgate sim` report for a workload with `targets:`: each
+  // target's share met among the requests that carry it, and all targets met.
+  PolicyRun run;
+  run.policy = "live";
+  run.latency_targets = true;
+  auto add = [&](Nanos ttft, Nanos e2e, uint32_t out, Nanos ttft_target, Nanos tpot_target,
+                 bool rejected = false) {
+    RequestRecord r;
+    r.arrival = 0;
+    r.first_token = rejected ? -1 : ttft;
+    r.finish = rejected ? -1 : e2e;
+    r.output_tokens = rejected ? 0 : out;
+    r.rejected = rejected;
+    r.ttft_target = ttft_target;
+    r.tpot_target = tpot_target;
+    run.requests.push_back(r);
+  };
+  const Nanos ms = kMillisecond;
+  // Both targets, both met: TTFT 100 ms <= 200; (1100 - 100) / 10 = 100 ms <= 100.
+  add(100 * ms, 1100 * ms, 11, 200 * ms, 100 * ms);
+  // Both targets, TTFT met, TPOT missed: 1000 / 5 = 200 ms > 100.
+  add(100 * ms, 1100 * ms, 6, 200 * ms, 100 * ms);
+  // TTFT only, missed.
+  add(300 * ms, 400 * ms, 2, 200 * ms, 0);
+  // TPOT only, met; one token: no time per output token to miss.
+  add(900 * ms, 900 * ms, 1, 0, 50 * ms);
+  // Both targets, refused: meets none.
+  add(0, 0, 0, 200 * ms, 100 * ms, /*rejected=*/true);
+  // No targets: in the p90 of the others only.
+  add(700 * ms, 800 * ms, 2, 0, 0);
+  const Summary s = summarize(run, {});
+  EXPECT_TRUE(s.latency_report);
+  EXPECT_FALSE(s.predictor);
+  EXPECT_EQ(s.targeted, 5u);
+  EXPECT_DOUBLE_EQ(s.ttft_target_met, 2.0 / 4);  // of the four with a TTFT target
+  EXPECT_DOUBLE_EQ(s.tpot_target_met, 2.0 / 4);  // of the four with a TPOT target
+  EXPECT_DOUBLE_EQ(s.slo_met, 2.0 / 5);          // the first and the TPOT-only one
+  EXPECT_NEAR(s.untargeted_ttft_p90, 0.7, 1e-9);
+  const std::string csv = summary_csv({s});
+  EXPECT_NE(csv.find(",targeted,ttft_target_met,tpot_target_met,slo_met,untargeted_ttft_p90_s,"
+                     "predictor_ttft_mape,predictor_tpot_mape,"),
+            std::string::npos)
+      << csv;
+  EXPECT_NE(csv.find(",5,0.5000,0.5000,0.4000,0.7000,,,0,0\n"), std::string::npos) << csv;
+  EXPECT_NE(format_table("t", {s}).find("TPOT met"), std::string::npos);
+  EXPECT_NE(report_json("t", 1, {s}).find("\"tpot_target_met\""), std::string::npos);
+}
+
 TEST(SvgPlot, RendersSeriesAndSkipsNonPositiveOnLogAxes) {
   LineChart c{.title = "t <&>", .x_label = "x", .y_label = "y", .log_x = true};
   c.series.push_back({"a", {{0.0, 0.1}, {0.5, 0.5}, {50, 1}}, true});
