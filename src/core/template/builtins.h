@@ -16,7 +16,7 @@ namespace kvgate::jinja {
 
 // Arguments as a call passes them.
 struct Args {
-  std::vector<Value> positional;
+  ValueList positional;
   std::vector<std::pair<std::string_view, Value>> named;
 
   // The argument at `index` or named `name`, else `fallback` (by value: a fallback is
