@@ -60,7 +60,7 @@ class Interp {
   // Symbols and values apart, so a lookup scans a few packed ints.
   struct Frame {
     int parent = -1;
-    std::vector<int> syms;
+    std::vector<int, ArenaAllocator<int>> syms;
     ValueList values;
     void clear() {
       syms.clear();
@@ -962,7 +962,7 @@ class Interp {
   const Program& p_;
   const RenderOptions& opt_;
   std::string* out_;
-  std::vector<Frame> frames_;
+  std::vector<Frame, ArenaAllocator<Frame>> frames_;
   ValueList add_stack_;  // operands of + chains being evaluated (eval_add)
   size_t top_ = 0;
   int cur_ = -1;
