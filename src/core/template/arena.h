@@ -34,10 +34,10 @@ namespace kvgate::jinja {
 
 class Arena {
  public:
-  static constexpr size_t kMaxPiece = 16 << 10;
+  static constexpr size_t kMaxPiece = 4 << 10;
   static constexpr size_t kFirstBlock = 64 << 10;
-  static constexpr size_t kMaxBytes = 32 << 20;  // beyond this, the heap
-  static constexpr size_t kMaxKept = 1 << 20;    // kept for the next render
+  static constexpr size_t kMaxBytes = 8 << 20;  // beyond this, the heap
+  static constexpr size_t kMaxKept = 1 << 20;   // kept for the next render
 
   Arena() = default;
   Arena(const Arena&) = delete;
