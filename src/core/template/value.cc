@@ -261,6 +261,16 @@ const Value* DictObj::find(std::string_view key) const {
 }
 
 void DictObj::set(Value key, Value value) {
+  if (key.is_string()) {  // what equals() does for a string key, without its dispatch
+    for (auto& [k, v] : items) {
+      if (k.is_string() && same_text(k.str(), key.str())) {
+        v = std::move(value);
+        return;
+      }
+    }
+    items.emplace_back(std::move(key), std::move(value));
+    return;
+  }
   for (auto& [k, v] : items) {
     if (equals(k, key)) {
       v = std::move(value);
@@ -281,7 +291,7 @@ bool equals(const Value& a, const Value& b) {
     case Kind::kNone:
       return true;
     case Kind::kString:
-      return a.str() == b.str();
+      return same_text(a.str(), b.str());
     case Kind::kList: {
       const ListObj& x = a.as_list();
       const ListObj& y = b.as_list();
