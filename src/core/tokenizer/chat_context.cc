@@ -14,6 +14,7 @@ using jinja::Value;
 
 Value text_part(Value text) {
   auto d = jinja::make_obj<DictObj>();
+  d->items.reserve(2);
   d->items.emplace_back(Value::borrowed("type"), Value::borrowed("text"));
   d->items.emplace_back(Value::borrowed("text"), std::move(text));
   return Value::dict(std::move(d));
@@ -26,6 +27,7 @@ Value content_value(const ChatMessage& m, bool as_parts, bool is_final, bool con
     return Value::string(m.content + std::string(kContinueFinalMessageTag));
   }
   jinja::ValueList parts;
+  parts.reserve(m.content_is_list ? m.parts.size() : 1);
   if (m.content_is_list) {
     for (const std::string& p : m.parts) parts.push_back(text_part(Value::borrowed(p)));
   } else if (!m.content_is_null) {
