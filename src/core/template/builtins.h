@@ -16,8 +16,10 @@ namespace kvgate::jinja {
 
 // Arguments as a call passes them.
 struct Args {
-  std::vector<Value> positional;
-  std::vector<std::pair<std::string_view, Value>> named;
+  ValueList positional;
+  std::vector<std::pair<std::string_view, Value>,
+              ArenaAllocator<std::pair<std::string_view, Value>>>
+      named;
 
   // The argument at `index` or named `name`, else `fallback` (by value: a fallback is
   // often a temporary).

@@ -60,8 +60,8 @@ class Interp {
   // Symbols and values apart, so a lookup scans a few packed ints.
   struct Frame {
     int parent = -1;
-    std::vector<int> syms;
-    std::vector<Value> values;
+    std::vector<int, ArenaAllocator<int>> syms;
+    ValueList values;
     void clear() {
       syms.clear();
       values.clear();
@@ -171,7 +171,7 @@ class Interp {
         return Flow::kNormal;
       }
       case StmtKind::kMacro: {
-        auto m = std::make_shared<MacroObj>();
+        auto m = make_obj<MacroObj>();
         m->node = &s;
         m->name = s.name;
         m->frame = static_cast<size_t>(cur_);
@@ -188,7 +188,7 @@ class Interp {
         return Flow::kNormal;
       }
       case StmtKind::kWith: {
-        std::vector<Value> values;
+        ValueList values;
         for (const auto& a : s.assigns) values.push_back(eval(*a.second));
         const int saved = cur_;
         cur_ = push_frame(saved);
@@ -228,7 +228,7 @@ class Interp {
   }
 
   void bind_unpacked(const std::vector<int>& targets, const Value& v) {
-    std::vector<Value> parts = iterate(v);
+    ValueList parts = iterate(v);
     if (parts.size() < targets.size())
       throw TemplateError("not enough values to unpack (expected " +
                           std::to_string(targets.size()) + ", got " + std::to_string(parts.size()) +
@@ -253,11 +253,11 @@ class Interp {
     if (iterable.is_list() && !s.cond) {
       list = iterable;
     } else {
-      std::vector<Value> items = iterate(iterable);
+      ValueList items = iterate(iterable);
       if (s.cond) {
         const int saved = cur_;
         cur_ = push_frame(saved);
-        std::vector<Value> kept;
+        ValueList kept;
         for (Value& item : items) {
           step();
           frames_[static_cast<size_t>(cur_)].clear();
@@ -272,7 +272,7 @@ class Interp {
     }
     const auto& items = list.as_list().items;
     if (items.empty()) return exec(s.else_body);
-    auto loop = std::make_shared<LoopObj>();
+    auto loop = make_obj<LoopObj>();
     loop->items = list;
     loop->depth0 = loop_depth_;
     const Value loop_value = Value::loop(loop);
@@ -294,7 +294,7 @@ class Interp {
   }
 
   Flow exec_call_block(const Stmt& s) {
-    auto caller = std::make_shared<MacroObj>();
+    auto caller = make_obj<MacroObj>();
     caller->node = &s;
     caller->name = "caller";
     caller->frame = static_cast<size_t>(cur_);
@@ -632,13 +632,13 @@ class Interp {
         return e.args[2] ? eval(*e.args[2]) : Value();
       case ExprKind::kList:
       case ExprKind::kTuple: {
-        std::vector<Value> items;
+        ValueList items;
         items.reserve(e.args.size());
         for (const ExprPtr& a : e.args) items.push_back(eval(*a));
         return Value::list(std::move(items), e.kind == ExprKind::kTuple);
       }
       case ExprKind::kDict: {
-        auto d = std::make_shared<DictObj>();
+        auto d = make_obj<DictObj>();
         for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
           Value k = eval(*e.args[i]);
           if (k.is_list() && !k.as_list().tuple) throw TemplateError("unhashable type: 'list'");
@@ -687,7 +687,7 @@ class Interp {
     const auto& items = seq.as_list().items;
     if (!items.empty() && static_cast<uint64_t>(times) > opt_.max_steps / items.size())
       throw TemplateError("list repetition too large");
-    std::vector<Value> out;
+    ValueList out;
     for (int64_t i = 0; i < times; ++i) out.insert(out.end(), items.begin(), items.end());
     return Value::list(std::move(out), seq.as_list().tuple);
   }
@@ -707,7 +707,7 @@ class Interp {
           return Value::string(std::move(s));
         }
         if (a.is_list() && b.is_list() && a.as_list().tuple == b.as_list().tuple) {
-          std::vector<Value> items = a.as_list().items;
+          ValueList items = a.as_list().items;
           items.insert(items.end(), b.as_list().items.begin(), b.as_list().items.end());
           return Value::list(std::move(items), a.as_list().tuple);
         }
@@ -813,12 +813,12 @@ class Interp {
     for (int64_t i = start; stride > 0 ? i < stop : i > stop; i += stride) idx.push_back(i);
     if (obj.is_list()) {
       const auto& items = obj.as_list().items;
-      std::vector<Value> out;
+      ValueList out;
       out.reserve(idx.size());
       for (int64_t i : idx) out.push_back(items[static_cast<size_t>(i)]);
       return Value::list(std::move(out), obj.as_list().tuple);
     }
-    const std::vector<Value> chars = iterate(obj);
+    const ValueList chars = iterate(obj);
     std::string s;
     for (int64_t i : idx) s.append(chars[static_cast<size_t>(i)].str());
     return Value::string(std::move(s));
@@ -865,10 +865,10 @@ class Interp {
     if (args.positional.size() > s.params.size() && !s.uses_varargs)
       throw TemplateError("macro '" + std::string(m.name) + "' takes not more than " +
                           std::to_string(s.params.size()) + " argument(s)");
-    std::vector<Value> extra;
+    ValueList extra;
     for (size_t i = s.params.size(); i < args.positional.size(); ++i)
       extra.push_back(args.positional[i]);
-    auto kwargs = std::make_shared<DictObj>();
+    auto kwargs = make_obj<DictObj>();
     for (size_t i = 0; i < s.params.size(); ++i) {
       const Param& p = s.params[i];
       if (i < args.positional.size()) {
@@ -927,7 +927,7 @@ class Interp {
           throw TemplateError("range expected at least 1 argument, got 0");
         }
         if (stride == 0) throw TemplateError("range() arg 3 must not be zero");
-        std::vector<Value> out;
+        ValueList out;
         for (int64_t i = start; stride > 0 ? i < stop : i > stop; i += stride) {
           if (out.size() >= opt_.max_steps - std::min(opt_.max_steps, steps_))
             throw TemplateError("range() larger than the render's step budget");
@@ -937,7 +937,7 @@ class Interp {
       }
       case kBuiltinNamespace:
       case kBuiltinDict: {
-        auto d = std::make_shared<DictObj>();
+        auto d = make_obj<DictObj>();
         for (const Value& v : args.positional) {
           if (!v.is_dict()) throw TemplateError("dict expected as the positional argument");
           for (const auto& [k, x] : v.as_dict().items) d->set(k, x);
@@ -962,8 +962,8 @@ class Interp {
   const Program& p_;
   const RenderOptions& opt_;
   std::string* out_;
-  std::vector<Frame> frames_;
-  std::vector<Value> add_stack_;  // operands of + chains being evaluated (eval_add)
+  std::vector<Frame, ArenaAllocator<Frame>> frames_;
+  ValueList add_stack_;  // operands of + chains being evaluated (eval_add)
   size_t top_ = 0;
   int cur_ = -1;
   uint64_t steps_ = 0;

@@ -3,6 +3,7 @@
 // Internal to the template engine (template.h is the public interface).
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <string>
 #include <string_view>
@@ -20,6 +21,9 @@ struct Compiled {
   Program program;
   std::unordered_map<std::string_view, int> symbol_ids;  // name -> symbol id
   size_t memory = 0;
+  // The size of the last output rendered, to reserve the next one's buffer at once (a
+  // hint only: any value gives the same output).
+  mutable std::atomic<size_t> output_hint{0};
 };
 
 // Thrown by run(); offset is into the normalized source.

@@ -26,13 +26,13 @@ Value convert(const boost::json::value& v, int depth) {
       return Value::borrowed(std::string_view(s.data(), s.size()));
     }
     case boost::json::kind::array: {
-      std::vector<Value> items;
+      ValueList items;
       items.reserve(v.get_array().size());
       for (const auto& x : v.get_array()) items.push_back(convert(x, depth + 1));
       return Value::list(std::move(items));
     }
     case boost::json::kind::object: {
-      auto d = std::make_shared<DictObj>();
+      auto d = make_obj<DictObj>();
       d->items.reserve(v.get_object().size());
       for (const auto& kv : v.get_object()) {
         const auto k = kv.key();

@@ -43,7 +43,7 @@ Value split(const Value& self, const Args& a, bool from_right) {
   const std::string_view s = self.str();
   const Value& sep_v = a.get(0, "sep", Value::none());
   int64_t maxsplit = int_arg(a, 1, "maxsplit", -1);
-  std::vector<Value> parts;
+  ValueList parts;
   if (sep_v.is_none() || sep_v.is_undefined()) {
     std::vector<std::string_view> words = split_whitespace(s, maxsplit, from_right);
     for (std::string_view w : words) parts.push_back(Value::slice_of(self, w));
@@ -228,7 +228,7 @@ Value str_method(const Value& self, std::string_view name, const Args& a) {
   if (name == "split") return split(self, a, false);
   if (name == "rsplit") return split(self, a, true);
   if (name == "splitlines") {
-    std::vector<Value> out;
+    ValueList out;
     const bool keep = a.get(0, "keepends", Value::boolean(false)).truthy();
     for (std::string_view line : splitlines(s, keep)) out.push_back(Value::slice_of(self, line));
     return Value::list(std::move(out));
@@ -311,11 +311,10 @@ Value str_method(const Value& self, std::string_view name, const Args& a) {
     const std::string_view sep = str_arg(a, 0, "sep", name);
     if (sep.empty()) throw TemplateError("empty separator");
     const size_t p = name[0] == 'r' ? s.rfind(sep) : s.find(sep);
-    std::vector<Value> out;
+    ValueList out;
     if (p == std::string_view::npos) {
       const Value empty = Value::borrowed("");
-      out = name[0] == 'r' ? std::vector<Value>{empty, empty, self}
-                           : std::vector<Value>{self, empty, empty};
+      out = name[0] == 'r' ? ValueList{empty, empty, self} : ValueList{self, empty, empty};
     } else {
       out = {Value::slice_of(self, s.substr(0, p)), Value::slice_of(self, s.substr(p, sep.size())),
              Value::slice_of(self, s.substr(p + sep.size()))};
@@ -391,19 +390,19 @@ Value call_method(const Value& self, std::string_view name, const Args& a) {
         return v ? *v : a.get(1, "default", Value::none());
       }
       if (name == "items") {
-        std::vector<Value> out;
+        ValueList out;
         out.reserve(d.items.size());
         for (const auto& [k, v] : d.items) out.push_back(Value::list({k, v}, true));
         return Value::list(std::move(out));
       }
       if (name == "keys" || name == "values") {
-        std::vector<Value> out;
+        ValueList out;
         out.reserve(d.items.size());
         for (const auto& [k, v] : d.items) out.push_back(name == "keys" ? k : v);
         return Value::list(std::move(out));
       }
       if (name == "copy") {
-        auto c = std::make_shared<DictObj>(d);
+        auto c = make_obj<DictObj>(d);
         return Value::dict(std::move(c));
       }
       if (among(kDictUnsafe, name)) unsafe(self, name);

@@ -424,7 +424,7 @@ std::string py_format(std::string_view fmt, const Args& args) {
 }
 
 std::string printf_format(std::string_view fmt, const Value& args) {
-  std::vector<Value> list;
+  ValueList list;
   const bool is_tuple = args.is_list() && args.as_list().tuple;
   if (is_tuple) {
     list = args.as_list().items;

@@ -1,5 +1,8 @@
 #include "core/template/template.h"
 
+#include <algorithm>
+
+#include "core/template/arena.h"
 #include "core/template/interpreter.h"
 #include "core/template/lexer.h"
 #include "core/template/parser.h"
@@ -48,6 +51,9 @@ Result<Template> Template::compile(std::string_view source, const CompileOptions
 
 Status Template::render_into(const Value& context, std::string& out,
                              const RenderOptions& options) const {
+  // The render's Values live in this thread's arena (the caller's, when it opened one to
+  // build the context); the interpreter and every Value it made are gone before it resets.
+  RenderArena arena;
   try {
     run(*impl_, context, options, out);
   } catch (const RenderFailure& f) {
@@ -62,8 +68,11 @@ Status Template::render_into(const Value& context, std::string& out,
 
 Result<std::string> Template::render(const Value& context, const RenderOptions& options) const {
   std::string out;
+  const size_t hint = impl_->output_hint.load(std::memory_order_relaxed);
+  if (hint) out.reserve(std::min(hint + hint / 8 + 64, options.max_output_bytes));
   Status st = render_into(context, out, options);
   if (!st) return Error(st.error());
+  impl_->output_hint.store(out.size(), std::memory_order_relaxed);
   return out;
 }
 

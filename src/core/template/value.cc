@@ -15,10 +15,6 @@ namespace {
 
 using unicode::decode_utf8;
 
-struct OwnedString {
-  std::string s;
-};
-
 bool is_ascii(std::string_view s) {
   for (char c : s)
     if (static_cast<unsigned char>(c) >= 0x80) return false;
@@ -94,25 +90,68 @@ int compare_lists(const ListObj& a, const ListObj& b) {
 
 }  // namespace
 
-Value Value::string(std::string s) {
-  auto owned = std::make_shared<OwnedString>(OwnedString{std::move(s)});
-  Value v(Kind::kString);
-  v.s_ = {owned->s.data(), static_cast<uint32_t>(owned->s.size())};
-  v.obj_ = std::move(owned);
+void* allocate_obj(size_t size, size_t align, bool* in_arena) {
+  if (Arena* a = current_arena()) {
+    if (void* p = a->try_allocate(size, align)) {
+      *in_arena = true;
+      return p;
+    }
+  }
+  *in_arena = false;
+  return ::operator new(size);
+}
+
+void free_obj_memory(void* p, bool in_arena) noexcept {
+  if (!in_arena) ::operator delete(p);
+}
+
+void destroy_obj(Obj* o) noexcept {
+  const bool in_arena = o->in_arena;
+  switch (o->type) {
+    case ObjType::kString:
+      static_cast<StrObj*>(o)->~StrObj();
+      break;
+    case ObjType::kList:
+      static_cast<ListObj*>(o)->~ListObj();
+      break;
+    case ObjType::kDict:
+      static_cast<DictObj*>(o)->~DictObj();
+      break;
+    case ObjType::kLoop:
+      static_cast<LoopObj*>(o)->~LoopObj();
+      break;
+    case ObjType::kMethod:
+      static_cast<MethodObj*>(o)->~MethodObj();
+      break;
+    case ObjType::kMacro:
+      static_cast<MacroObj*>(o)->~MacroObj();
+      break;
+  }
+  free_obj_memory(o, in_arena);
+}
+
+Value Value::string(std::string_view s) {
+  if (s.empty()) return borrowed("");
+  char* at;
+  Value v = uninitialized_string(s.size(), &at);
+  std::memcpy(at, s.data(), s.size());
   return v;
 }
 
 Value Value::uninitialized_string(size_t size, char** data) {
-  std::shared_ptr<char[]> buf = std::make_shared_for_overwrite<char[]>(size ? size : 1);
-  *data = buf.get();
+  bool in_arena = false;
+  void* mem = allocate_obj(sizeof(StrObj) + (size ? size : 1), alignof(StrObj), &in_arena);
+  StrObj* o = ::new (mem) StrObj();
+  o->in_arena = in_arena;
+  *data = o->data();
   Value v(Kind::kString);
-  v.s_ = {buf.get(), static_cast<uint32_t>(size)};
-  v.obj_ = std::move(buf);
+  v.s_ = {o->data(), static_cast<uint32_t>(size)};
+  v.obj_ = Ref<Obj>(o);
   return v;
 }
 
-Value Value::list(std::vector<Value> items, bool tuple) {
-  auto l = std::make_shared<ListObj>();
+Value Value::list(ValueList items, bool tuple) {
+  Ref<ListObj> l = make_obj<ListObj>();
   l->items = std::move(items);
   l->tuple = tuple;
   Value v(Kind::kList);
@@ -120,28 +159,28 @@ Value Value::list(std::vector<Value> items, bool tuple) {
   return v;
 }
 
-Value Value::dict(std::shared_ptr<DictObj> d) {
+Value Value::dict(Ref<DictObj> d) {
   Value v(Kind::kDict);
   v.obj_ = std::move(d);
   return v;
 }
 
-Value Value::new_dict() { return dict(std::make_shared<DictObj>()); }
+Value Value::new_dict() { return dict(make_obj<DictObj>()); }
 
-Value Value::namespace_(std::shared_ptr<DictObj> d) {
+Value Value::namespace_(Ref<DictObj> d) {
   Value v(Kind::kNamespace);
   v.obj_ = std::move(d);
   return v;
 }
 
-Value Value::loop(std::shared_ptr<LoopObj> l) {
+Value Value::loop(Ref<LoopObj> l) {
   Value v(Kind::kLoop);
   v.obj_ = std::move(l);
   return v;
 }
 
 Value Value::method(Value self, std::string_view name) {
-  auto m = std::make_shared<MethodObj>();
+  Ref<MethodObj> m = make_obj<MethodObj>();
   m->self = std::move(self);
   m->name = name;
   Value v(Kind::kMethod);
@@ -149,7 +188,7 @@ Value Value::method(Value self, std::string_view name) {
   return v;
 }
 
-Value Value::macro(std::shared_ptr<MacroObj> m) {
+Value Value::macro(Ref<MacroObj> m) {
   Value v(Kind::kMacro);
   v.obj_ = std::move(m);
   return v;
@@ -217,11 +256,21 @@ const Value* DictObj::find(const Value& key) const {
 
 const Value* DictObj::find(std::string_view key) const {
   for (const auto& [k, v] : items)
-    if (k.is_string() && k.str() == key) return &v;
+    if (k.is_string() && same_text(k.str(), key)) return &v;
   return nullptr;
 }
 
 void DictObj::set(Value key, Value value) {
+  if (key.is_string()) {  // what equals() does for a string key, without its dispatch
+    for (auto& [k, v] : items) {
+      if (k.is_string() && same_text(k.str(), key.str())) {
+        v = std::move(value);
+        return;
+      }
+    }
+    items.emplace_back(std::move(key), std::move(value));
+    return;
+  }
   for (auto& [k, v] : items) {
     if (equals(k, key)) {
       v = std::move(value);
@@ -242,7 +291,7 @@ bool equals(const Value& a, const Value& b) {
     case Kind::kNone:
       return true;
     case Kind::kString:
-      return a.str() == b.str();
+      return same_text(a.str(), b.str());
     case Kind::kList: {
       const ListObj& x = a.as_list();
       const ListObj& y = b.as_list();
@@ -479,18 +528,18 @@ int64_t length(const Value& v) {
   }
 }
 
-std::vector<Value> iterate(const Value& v) {
+ValueList iterate(const Value& v) {
   switch (v.kind()) {
     case Kind::kList:
       return v.as_list().items;
     case Kind::kDict: {
-      std::vector<Value> keys;
+      ValueList keys;
       keys.reserve(v.as_dict().items.size());
       for (const auto& kv : v.as_dict().items) keys.push_back(kv.first);
       return keys;
     }
     case Kind::kString: {
-      std::vector<Value> chars;
+      ValueList chars;
       const std::string_view s = v.str();
       for (size_t i = 0; i < s.size();) {
         const uint32_t n = decode_utf8(s, i).len;

@@ -58,6 +58,10 @@ struct ChatRequest {
   std::optional<std::string> chat_template;
   // Non-empty: why this request cannot be rendered exactly (e.g. an image part).
   std::string unsupported;
+  // Every string is valid UTF-8 already: set by parse_chat_request from JSON text (the
+  // JSON parser refuses invalid UTF-8), so ChatTemplate::render does not check it again.
+  // Clear it when changing a message's text to bytes that were not checked.
+  bool utf8_checked = false;
 };
 
 // Parses {"messages": [...], "tools": [...], "documents": [...],

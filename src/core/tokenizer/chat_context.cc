@@ -24,7 +24,8 @@ Value json_value(const boost::json::value& v, std::optional<Error>& failed) {
 }
 
 Value text_part(Value text) {
-  auto d = std::make_shared<DictObj>();
+  auto d = jinja::make_obj<DictObj>();
+  d->items.reserve(2);
   d->items.emplace_back(Value::borrowed("type"), Value::borrowed("text"));
   d->items.emplace_back(Value::borrowed("text"), std::move(text));
   return Value::dict(std::move(d));
@@ -36,7 +37,8 @@ Value content_value(const ChatMessage& m, bool as_parts, bool is_final, bool con
     if (!tag) return Value::borrowed(m.content);
     return Value::string(m.content + std::string(kContinueFinalMessageTag));
   }
-  std::vector<Value> parts;
+  jinja::ValueList parts;
+  parts.reserve(m.content_is_list ? m.parts.size() : 1);
   if (m.content_is_list) {
     for (const std::string& p : m.parts) parts.push_back(text_part(Value::borrowed(p)));
   } else if (!m.content_is_null) {
@@ -53,13 +55,13 @@ Value content_value(const ChatMessage& m, bool as_parts, bool is_final, bool con
 
 Value message_value(const ChatMessage& m, bool as_parts, bool is_final, bool continue_final,
                     std::optional<Error>& failed) {
-  auto d = std::make_shared<DictObj>();
+  auto d = jinja::make_obj<DictObj>();
   d->items.reserve(6);
   d->items.emplace_back(Value::borrowed("role"), Value::borrowed(m.role));
   d->items.emplace_back(Value::borrowed("content"),
                         content_value(m, as_parts, is_final, continue_final));
   if (!m.tool_calls.empty()) {
-    std::vector<Value> calls;
+    jinja::ValueList calls;
     calls.reserve(m.tool_calls.size());
     for (const ToolCall& c : m.tool_calls) calls.push_back(json_value(c.json, failed));
     d->items.emplace_back(Value::borrowed("tool_calls"), Value::list(std::move(calls)));
@@ -83,17 +85,17 @@ Result<Value> build_chat_context(const ChatRequest& req, const SpecialTokens& to
   auto wanted = [only_for](std::string_view name) {
     return !only_for || only_for->references(name);
   };
-  auto ctx = std::make_shared<DictObj>();
+  auto ctx = jinja::make_obj<DictObj>();
   for (const auto& [name, value] : tokens.named)
     if (wanted(name)) ctx->items.emplace_back(Value::borrowed(name), Value::borrowed(value));
   if (!tokens.additional.empty() && wanted("additional_special_tokens")) {
-    std::vector<Value> extra;
+    jinja::ValueList extra;
     for (const std::string& t : tokens.additional) extra.push_back(Value::borrowed(t));
     ctx->items.emplace_back(Value::borrowed("additional_special_tokens"),
                             Value::list(std::move(extra)));
   }
   if (wanted("messages")) {
-    std::vector<Value> messages;
+    jinja::ValueList messages;
     messages.reserve(req.messages.size());
     for (size_t i = 0; i < req.messages.size(); ++i)
       messages.push_back(message_value(req.messages[i], as_parts, i + 1 == req.messages.size(),

@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 
 #include "core/common/unicode.h"
+#include "core/template/arena.h"
 #include "core/tokenizer/chat_context.h"
 
 namespace kvgate::tokenizer {
@@ -324,13 +325,28 @@ const jinja::Template* ChatTemplate::pick(const ChatRequest& req, const ChatRend
   return default_.get();
 }
 
+Result<std::string> ChatTemplate::render_engine(const jinja::Template& tpl,
+                                                const ChatRequest& request, bool parts,
+                                                const ChatRenderOptions& options) const {
+  // The context and every Value of the render are made in this thread's render arena,
+  // and are gone when it closes (the prompt is a std::string on the heap).
+  jinja::RenderArena arena;
+  const Result<jinja::Value> ctx = build_chat_context(request, tokens_, parts, &tpl);
+  if (!ctx) return Error(ctx.failure());
+  jinja::RenderOptions ro;
+  ro.now_unix_seconds = options.now_unix_seconds;
+  return tpl.render(*ctx, ro);
+}
+
 Result<std::string> ChatTemplate::render(const ChatRequest& request,
                                          const ChatRenderOptions& options) const {
   if (request.messages.empty()) return Error("messages: empty");
   if (!request.unsupported.empty()) return Error(request.unsupported);
-  for (const ChatMessage& m : request.messages) {
-    for (std::string_view s : {std::string_view(m.role), std::string_view(m.content)})
-      if (find_invalid_utf8(s) != std::string_view::npos) return Error("messages: invalid UTF-8");
+  if (!request.utf8_checked) {  // a request parsed from JSON text was checked by the parser
+    for (const ChatMessage& m : request.messages) {
+      for (std::string_view s : {std::string_view(m.role), std::string_view(m.content)})
+        if (find_invalid_utf8(s) != std::string_view::npos) return Error("messages: invalid UTF-8");
+    }
   }
   if (fast_path_covers(request, options)) {
     if (family_ == TemplateFamily::kQwen3) return render_qwen3(request);
@@ -357,11 +373,7 @@ Result<std::string> ChatTemplate::render(const ChatRequest& request,
       final_text = last.content;
     }
   }
-  const Result<jinja::Value> ctx = build_chat_context(request, tokens_, parts, tpl);
-  if (!ctx) return Error(ctx.failure());
-  jinja::RenderOptions ro;
-  ro.now_unix_seconds = options.now_unix_seconds;
-  auto out = tpl->render(*ctx, ro);
+  Result<std::string> out = render_engine(*tpl, request, parts, options);
   if (!out) return Error("chat_template:" + out.error());
   if (request.continue_final_message) return cut_at_continue_tag(std::move(*out), final_text);
   return out;

@@ -89,6 +89,9 @@ class ChatTemplate {
   const jinja::Template* pick(const ChatRequest& request, const ChatRenderOptions& options,
                               jinja::Template& scratch, std::string& error) const;
   bool fast_path_covers(const ChatRequest& request, const ChatRenderOptions& options) const;
+  // The engine's render of tpl (context built and rendered in one render arena).
+  Result<std::string> render_engine(const jinja::Template& tpl, const ChatRequest& request,
+                                    bool parts, const ChatRenderOptions& options) const;
 
   TemplateFamily family_ = TemplateFamily::kGeneral;
   std::shared_ptr<const jinja::Template> default_;

@@ -11,8 +11,12 @@ namespace {
 
 void put_string(std::string& out, boost::json::string_view s) {
   out.push_back('"');
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
+  size_t run = 0;  // the bytes from here to the current one print as they are
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s.data() + run, i - run);
+    run = i + 1;
     switch (c) {
       case '"':
         out += "\\\"";
@@ -35,16 +39,14 @@ void put_string(std::string& out, boost::json::string_view s) {
       case '\f':
         out += "\\f";
         break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(ch);
-        }
+      default: {  // another control character
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+      }
     }
   }
+  out.append(s.data() + run, s.size() - run);
   out.push_back('"');
 }
 

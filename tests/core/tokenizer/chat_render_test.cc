@@ -248,5 +248,21 @@ TEST(ChatRender, RealTemplatesOfOtherFamilies) {
             "user/assistant/user/assistant/...");
 }
 
+TEST(ChatRender, InvalidUtf8IsRefusedUnlessTheJsonParserCheckedIt) {
+  ChatTemplate t = compile("{% for m in messages %}{{ m.content }}{% endfor %}");
+  EXPECT_TRUE(request(R"({"messages": [{"role": "user", "content": "h\u00e9"}]})").utf8_checked);
+  ChatRequest made;  // not from JSON text: render checks it
+  made.messages.emplace_back();
+  made.messages.back().role = "user";
+  made.messages.back().content = "bad \xff byte";
+  auto bad = t.render(made);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error(), "messages: invalid UTF-8");
+  made.messages.back().content = "good";
+  auto good = t.render(made);
+  ASSERT_TRUE(good.ok()) << good.error();
+  EXPECT_EQ(*good, "good");
+}
+
 }  // namespace chat_render_test
 }  // namespace kvgate::tokenizer
