@@ -311,7 +311,8 @@ TEST_F(KubernetesSourceTest, DataParallelRanksFromTheSourceAndThePodsAnnotation)
   start(milliseconds(60'000), /*slices=*/false, /*data_parallel_size=*/2);
   ASSERT_TRUE(sink_.wait_for_urls(
       {"http://127.0.0.1:8001#dp0", "http://127.0.0.1:8001#dp1", "http://127.0.0.2:8001"}));
-  for (const auto& e : sink_.reports().back().set) {
+  const auto reports = sink_.reports();  // a copy: the loop reads its last one
+  for (const auto& e : reports.back().set) {
     if (!e.spec.url.starts_with("http://127.0.0.1:8001#dp")) continue;
     ASSERT_TRUE(e.kv_events) << e.spec.url;
     EXPECT_EQ(e.kv_events->publisher,
