@@ -128,6 +128,12 @@ bool FlowController::may_release(Nanos now, std::optional<Criticality> arriving)
       room_allotment(shares_, self_index_, room_offset(now + fleet_.epoch_offset, window));
   if (unseen < mine) return true;
   ++room_holds_;
+  // The share may grow when the window turns (a new offset) or when the oldest own
+  // release leaves it.
+  const Nanos t = now + fleet_.epoch_offset;
+  Nanos retry = t >= 0 ? (t / window + 1) * window - fleet_.epoch_offset : now + window;
+  if (!released_.empty()) retry = std::min(retry, released_.front() + window);
+  room_retry_at_ = std::max(retry, now + 1);
   return false;
 }
 
@@ -205,6 +211,7 @@ FlowOutcome FlowController::route_now(const FlowRequest& request, Nanos now, Rng
 FlowOutcome FlowController::admit(const FlowRequest& request, Nanos now, Rng& rng,
                                   std::vector<FlowOutcome>& out) {
   const RouteRequest& rr = *request.request;
+  room_retry_at_.reset();
   if (!queue_.config().enabled ||
       (queue_.empty() && has_capacity(now) && may_release(now, rr.criticality))) {
     FlowOutcome now_out = route_now(request, now, rng);
@@ -264,6 +271,7 @@ FlowOutcome FlowController::admit(const FlowRequest& request, Nanos now, Rng& rn
 
 size_t FlowController::dispatch(Nanos now, Rng& rng, std::vector<FlowOutcome>& out) {
   size_t n = 0;
+  room_retry_at_.reset();
   const uint32_t sparse_reserve = queue_.config().sparse_reserve;
   while (!queue_.empty()) {
     Room room{};

@@ -133,6 +133,11 @@ class FlowController {
   // Times a release was held back because this replica's share of the room was used
   // while the pool had room left.
   uint64_t room_holds() const { return room_holds_; }
+  // When the last admit() or dispatch() held a release back for the share: the time its
+  // share may have grown (the next window, or the oldest own release leaving the
+  // window), for the shell to dispatch again then even if nothing else happens; nullopt
+  // when it held nothing back.
+  std::optional<Nanos> room_retry_at() const { return room_retry_at_; }
 
   bool enabled() const { return queue_.config().enabled; }
   FlowQueue& queue() { return queue_; }
@@ -187,6 +192,7 @@ class FlowController {
   std::vector<uint32_t> demand_;
   std::vector<double> shares_;
   uint64_t room_holds_ = 0;
+  std::optional<Nanos> room_retry_at_;
 };
 
 }  // namespace kvgate::route
