@@ -1,5 +1,6 @@
 #include "core/cluster/fleet_room.h"
 
+#include <string>
 #include <utility>
 #include <vector>
 
