@@ -388,10 +388,9 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
           for (const cluster::ServiceReport& r : reports) ps->fair->apply(r, now);
           if (PoolFlow* flow = ps->pool->flow()) flow->counters_changed(now);
         }
-        if (ps->room && !demands.empty()) {
+        const bool repump = ps->room && !demands.empty();
+        if (repump) {
           for (const cluster::DemandReport& r : demands) ps->room->apply(r, now);
-          // The share changed (and a new window may have begun): release what it allows.
-          if (PoolFlow* flow = ps->pool->flow()) flow->pump(now);
         }
         if (!ps->peers) return;
         for (const cluster::EventBatch& b : batches) {
@@ -399,6 +398,9 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
           ps->batches_applied.fetch_add(1, std::memory_order_relaxed);
           ps->events_applied.fetch_add(b.events.size(), std::memory_order_relaxed);
         }
+        // The share changed (and a new window may have begun): release what it allows, on
+        // the view with the peers' latest events.
+        if (PoolFlow* flow = ps->pool->flow(); repump && flow) flow->pump(now);
         ps->pool->publish_sessions();  // the peers' decisions bind their sessions here too
         self->copy_stats(*ps);
       });
