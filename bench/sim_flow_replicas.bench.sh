@@ -2,8 +2,10 @@
 # The noisy-neighbour study behind several gateway replicas (docs/flow-control.md, "Fleet
 # fairness"): examples/sim/flow/noisy-neighbour-replicas.yaml, flow control on in every
 # run, behind one gateway replica and behind four with sync off, with sync on and each
-# queue on its own counters, and with sync on and the fleet's counters; B alone on an idle
-# pool (noisy-neighbour.yaml's "B alone") is the reference for B's TTFT. Prints one
+# queue on its own counters, and with sync on and the fleet's counters (each replica
+# taking the whole room it sees: room_share none), then with sync on, the fleet's counters
+# and the pool's room shared between the replicas (room_share split, and demand); B alone
+# on an idle pool (noisy-neighbour.yaml's "B alone") is the reference for B's TTFT. Prints one
 # markdown table (per run and tenant: served, TTFT p50/p90/p99, queue wait p90, served
 # tokens/s, p90 against one replica; per run: pool output tokens/s and Jain's index) and
 # writes flow-replicas.csv to OUT. The simulation is deterministic: one run is the result.

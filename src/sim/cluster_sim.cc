@@ -421,12 +421,16 @@ Status Simulation::build() {
   if (policy_.flow.enabled) {
     // A queue per gateway replica, each in front of its replica's router; with sync on
     // they order by the fleet's service (ReplicaGroup::enable_fleet_fairness).
+    // With sync on, each releases only its share of the pool's room (room_share).
     std::vector<route::FlowQueue*> queues;
+    std::vector<route::FlowController*> controllers;
     for (uint32_t i = 0; i < group_->size(); ++i) {
       flows_.push_back(std::make_unique<route::FlowController>(group_->router(i), policy_.flow));
       queues.push_back(&flows_.back()->queue());
+      controllers.push_back(flows_.back().get());
     }
     group_->enable_fleet_fairness(queues);
+    group_->enable_room_share(controllers);
   }
   const auto& tenants = scenario_.workload.tenants;
   tenant_sends_.assign(std::max<size_t>(tenants.size(), 1), policy_.tenants.empty());
@@ -626,7 +630,10 @@ void Simulation::route_arrival(Nanos now, uint64_t id) {
   const route::FlowOutcome o = flows_[replica]->admit(fr, now, rng_, flow_out_);
   apply(now, o, replica);
   for (const route::FlowOutcome& other : flow_out_) apply(now, other, replica);
-  if (flows_.size() > 1) group_->service_changed(replica, now);
+  if (flows_.size() > 1) {
+    group_->service_changed(replica, now);
+    group_->demand_changed(replica, now);
+  }
 }
 
 void Simulation::reject(uint64_t id, std::string_view reason) {
@@ -678,6 +685,7 @@ void Simulation::pump(Nanos now) {
       flow.dispatch(now, rng_, flow_out_);
       for (const route::FlowOutcome& o : flow_out_) apply(now, o, i);
       group_->service_changed(i, now);
+      group_->demand_changed(i, now);
     }
     return;
   }

@@ -102,7 +102,28 @@ void ReplicaGroup::service_changed(uint32_t from, Nanos now) {
   if (!replicas_[from].fair) return;
   std::optional<cluster::ServiceReport> r = replicas_[from].fair->take();
   if (!r) return;
-  pending_.push_back({now + options_.lag, from, cluster::EventBatch{}, std::move(*r)});
+  pending_.push_back(
+      {now + options_.lag, from, cluster::EventBatch{}, std::move(*r), std::nullopt});
+  if (options_.lag == 0) deliver(now);
+}
+
+void ReplicaGroup::enable_room_share(std::span<route::FlowController* const> flows) {
+  if (replicas_.size() == 1 || !options_.sync) return;
+  for (uint32_t i = 0; i < replicas_.size() && i < flows.size(); ++i) {
+    // The lag is how long a release stays unseen by the peers. No replica dies: peers
+    // are never timed out.
+    replicas_[i].room = std::make_unique<cluster::FleetRoom>(
+        *flows[i], fmt::format("replica-{}", i), "sim",
+        cluster::FleetRoom::Options{.peer_timeout = INT64_MAX / 2, .window = options_.lag});
+  }
+}
+
+void ReplicaGroup::demand_changed(uint32_t from, Nanos now) {
+  if (!replicas_[from].room) return;
+  std::optional<cluster::DemandReport> r = replicas_[from].room->take();
+  if (!r) return;
+  pending_.push_back(
+      {now + options_.lag, from, cluster::EventBatch{}, std::nullopt, std::move(*r)});
   if (options_.lag == 0) deliver(now);
 }
 
@@ -172,7 +193,7 @@ void ReplicaGroup::on_failed(route::RequestId id, Nanos now) {
 void ReplicaGroup::publish(uint32_t from, Nanos now) {
   std::optional<cluster::EventBatch> b = replicas_[from].outbox->take(now);
   if (!b) return;
-  pending_.push_back({now + options_.lag, from, std::move(*b), std::nullopt});
+  pending_.push_back({now + options_.lag, from, std::move(*b), std::nullopt, std::nullopt});
   if (options_.lag == 0) deliver(now);
 }
 
@@ -183,6 +204,10 @@ void ReplicaGroup::deliver(Nanos now) {
       if (i == p.from) continue;
       if (p.report) {
         if (replicas_[i].fair) replicas_[i].fair->apply(*p.report, now);
+        continue;
+      }
+      if (p.demand) {
+        if (replicas_[i].room) replicas_[i].room->apply(*p.demand, now);
         continue;
       }
       replicas_[i].sync->apply(p.batch, now);

@@ -18,7 +18,10 @@
 // pick_replica(), and what the queue dispatches is committed() here, so its lifecycle and
 // routing events are the replica's as a routed request's are. With sync on and
 // `fleet_fairness`, each queue orders by the fleet's service (cluster/fleet_fairness.h):
-// its reports (service_changed) reach the other replicas after the same lag.
+// its reports (service_changed) reach the other replicas after the same lag. With sync
+// on, each queue releases only its share of the pool's room (FlowQueueConfig::room_share,
+// cluster/fleet_room.h): its demand reports (demand_changed) reach the others after the
+// lag too, and the lag is the window in which a replica's own releases are unseen.
 //
 // Deterministic (a seeded Rng of its own picks the replicas); not thread-safe.
 #pragma once
@@ -31,6 +34,7 @@
 #include <vector>
 
 #include "core/cluster/fleet_fairness.h"
+#include "core/cluster/fleet_room.h"
 #include "core/cluster/peer_sync.h"
 #include "core/common/rng.h"
 #include "core/kv/approx_index.h"
@@ -96,6 +100,13 @@ class ReplicaGroup {
   // `from`'s queue served a tenant or corrected a charge: its service report goes out,
   // applied at the others after the lag.
   void service_changed(uint32_t from, Nanos now);
+  // Sync on and several replicas: each replica's controller (flows[i], borrowed for the
+  // group's lifetime) shares the pool's room with the others' by its room_share (none:
+  // nothing changes). Otherwise nothing.
+  void enable_room_share(std::span<route::FlowController* const> flows);
+  // `from`'s queue changed (a request queued, left or expired): its demand report goes
+  // out when its length changed, applied at the others after the lag.
+  void demand_changed(uint32_t from, Nanos now);
   // Applies every routing event and service report due by `now`.
   void catch_up(Nanos now) { deliver(now); }
 
@@ -109,6 +120,7 @@ class ReplicaGroup {
     std::unique_ptr<cluster::Outbox> outbox;
     std::unique_ptr<cluster::PeerSync> sync;
     std::unique_ptr<cluster::FleetFairness> fair;  // flow control, fleet fairness
+    std::unique_ptr<cluster::FleetRoom> room;      // flow control, sync on: room sharing
   };
   struct InFlight {
     uint32_t replica = 0;
@@ -125,12 +137,14 @@ class ReplicaGroup {
   Rng pick_;
   std::vector<Replica> replicas_;
   std::unordered_map<route::RequestId, InFlight> owner_;
-  // A routing batch, or a service report (fleet fairness) when `report` is set.
+  // A routing batch, a service report (fleet fairness) when `report` is set, or a
+  // demand report (room sharing) when `demand` is.
   struct Published {
     Nanos due = 0;
     uint32_t from = 0;
     cluster::EventBatch batch;
     std::optional<cluster::ServiceReport> report;
+    std::optional<cluster::DemandReport> demand;
   };
   std::deque<Published> pending_;  // in publishing order = due order (one lag)
   uint64_t applied_ = 0;

@@ -37,7 +37,9 @@ std::string keys_file() {
 }
 
 // Replica `id` (gw-a, gw-b) of pool "main" on `engine_url`, flow control on (no sparse
-// reserve: a request leaves the queue only when the engine has room), sync on.
+// reserve: a request leaves the queue only when the engine has room), sync on. Each
+// replica's pool names an engine of its own, so their rooms are not one pool's: room
+// sharing is off (room_share: none) and each takes the room of its engine.
 std::string replica_yaml(const std::string& id, const std::string& engine_url, int redis_port,
                          const std::string& keys) {
   return "listeners:\n  - address: 127.0.0.1\n    port: 0\nthreads: 1\n"
@@ -52,7 +54,8 @@ std::string replica_yaml(const std::string& id, const std::string& engine_url, i
          "\npools:\n  main:\n    block_size: 16\n    scrape_interval_ms: 50\n"
          "    router: {policy: least-request, filters: [saturation], "
          "saturation: {queue_threshold: 1}}\n"
-         "    flow_control: {max_requests: 100, max_wait_s: 60, sparse_reserve: 0}\n"
+         "    flow_control: {max_requests: 100, max_wait_s: 60, sparse_reserve: 0, "
+         "room_share: none}\n"
          "    endpoints:\n      - " +
          engine_url + "\nmodels:\n  - name: sim\n    pool: main\n";
 }

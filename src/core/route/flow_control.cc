@@ -1,6 +1,8 @@
 #include "core/route/flow_control.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
 #include "core/route/load.h"
 
@@ -9,35 +11,44 @@ namespace kvgate::route {
 FlowController::FlowController(Router& router, FlowQueueConfig config)
     : router_(router), queue_(config) {}
 
-bool FlowController::endpoint_has_room(const Endpoint& e, Nanos now, Room room) const {
+FlowController::Fill FlowController::fill(const Endpoint& e, Nanos now) const {
   const SaturationConfig& sat = router_.config().saturation;
-  if (e.health != Health::kHealthy || !can_decode(e.spec.role)) return false;
+  Fill f;
+  if (e.health != Health::kHealthy || !can_decode(e.spec.role)) return f;
   const EffectiveLoad load = effective_load(e, now, sat);
-  if (load.stale) return false;
+  if (load.stale) return f;
+  f.usable = true;
   // The engine's queue as the scrape showed it, plus the requests routed since that have
   // not started (no first token), less one per request finished since (it made room for
   // one that waited).
   const double routed_since =
       static_cast<double>(e.load.in_flight) - static_cast<double>(e.in_flight_at_scrape);
-  const double waiting =
+  f.waiting =
       std::max(0.0, (e.metrics ? e.metrics->waiting : 0) +
                         std::min(routed_since, static_cast<double>(e.unstarted_since_scrape)));
-  double kv = e.metrics ? e.metrics->kv_usage : 0;
+  f.kv = e.metrics ? e.metrics->kv_usage : 0;
   if (e.spec.kv_capacity_blocks > 0) {
-    kv += (static_cast<double>(e.load.active_decode_blocks) -
-           static_cast<double>(e.decode_blocks_at_scrape)) /
-          e.spec.kv_capacity_blocks;
+    f.kv += (static_cast<double>(e.load.active_decode_blocks) -
+             static_cast<double>(e.decode_blocks_at_scrape)) /
+            e.spec.kv_capacity_blocks;
   }
+  return f;
+}
+
+bool FlowController::endpoint_has_room(const Endpoint& e, Nanos now, Room room) const {
+  const SaturationConfig& sat = router_.config().saturation;
+  const Fill f = fill(e, now);
+  if (!f.usable) return false;
   if (room.requests == 0) {
-    return std::max(waiting / sat.queue_threshold, kv / sat.kv_threshold) < 1.0;
+    return std::max(f.waiting / sat.queue_threshold, f.kv / sat.kv_threshold) < 1.0;
   }
   // The reserve: the request must fit in what is left of the KV cache, else it would
   // wait inside the engine, where it can no longer be re-placed.
   const double need = e.spec.kv_capacity_blocks > 0
                           ? static_cast<double>(room.blocks) / e.spec.kv_capacity_blocks
                           : 0;
-  return waiting < sat.queue_threshold + room.requests &&
-         kv + need <= std::max(1.0, sat.kv_threshold);
+  return f.waiting < sat.queue_threshold + room.requests &&
+         f.kv + need <= std::max(1.0, sat.kv_threshold);
 }
 
 bool FlowController::has_room(Nanos now, Room room) const {
@@ -46,6 +57,88 @@ bool FlowController::has_room(Nanos now, Room room) const {
     if (endpoint_has_room(*pool.get(id), now, room)) return true;
   }
   return false;
+}
+
+uint32_t FlowController::room_slots(Nanos now) const {
+  const SaturationConfig& sat = router_.config().saturation;
+  const EndpointPool& pool = router_.pool();
+  uint32_t slots = 0;
+  for (EndpointId id : pool.ids()) {
+    const Endpoint& e = *pool.get(id);
+    if (!endpoint_has_room(e, now, Room{})) continue;
+    // Requests it takes before waiting / queue_threshold reaches 1: waiting 0 and a
+    // threshold of 1 take one, a threshold of 2.5 three (waiting 0, 1 and 2).
+    const double left = std::ceil(sat.queue_threshold - fill(e, now).waiting);
+    slots += left >= 1 ? static_cast<uint32_t>(std::min(left, 1e6)) : 1;
+  }
+  return slots;
+}
+
+void FlowController::set_room_fleet(RoomFleet fleet) {
+  fleet_ = std::move(fleet);
+  std::sort(fleet_.peers.begin(), fleet_.peers.end(),
+            [](const RoomPeer& a, const RoomPeer& b) { return a.replica < b.replica; });
+  // A peer under this replica's own id (its own report read back) is not a peer.
+  std::erase_if(fleet_.peers, [&](const RoomPeer& p) { return p.replica == fleet_.self; });
+  self_index_ = static_cast<size_t>(
+      std::lower_bound(fleet_.peers.begin(), fleet_.peers.end(), fleet_.self,
+                       [](const RoomPeer& p, const std::string& id) { return p.replica < id; }) -
+      fleet_.peers.begin());
+  if (!sharing()) released_.clear();
+}
+
+bool FlowController::may_release(Nanos now, std::optional<Criticality> arriving) {
+  if (!sharing()) return true;
+  const Nanos window = std::max<Nanos>(fleet_.window, 1);
+  while (!released_.empty() && now - released_.front() >= window) released_.pop_front();
+  const auto unseen = static_cast<uint32_t>(released_.size());
+  // This replica's demand, by band: its queue, the request arriving, and what it released
+  // within the window (the room counts those slots too).
+  std::array<uint32_t, kBands> own{};
+  for (size_t b = 0; b < kBands; ++b) {
+    own[b] = static_cast<uint32_t>(queue_.band_size(static_cast<Criticality>(b)));
+  }
+  if (arriving) ++own[static_cast<size_t>(*arriving)];
+  // Strict bands: the fleet's highest band that has demand is what the room is shared
+  // for (a replica with only lower bands waiting gets none of it). Weighted: all bands.
+  const bool strict = queue_.config().band_order == BandOrder::kStrict;
+  size_t top = kBands;
+  if (strict) {
+    for (size_t b = 0; b < kBands && top == kBands; ++b) {
+      bool any = own[b] > 0;
+      for (const RoomPeer& p : fleet_.peers) any = any || p.queued[b] > 0;
+      if (any) top = b;
+    }
+  }
+  auto demand_of = [&](const std::array<uint32_t, kBands>& q) {
+    if (strict) return top < kBands ? q[top] : 0u;
+    uint32_t sum = 0;
+    for (uint32_t x : q) sum += x;
+    return sum;
+  };
+  const size_t n = fleet_.peers.size() + 1;
+  demand_.assign(n, 0);
+  shares_.assign(n, 0);
+  for (size_t i = 0, p = 0; i < n; ++i) {
+    demand_[i] = i == self_index_ ? demand_of(own) + unseen : demand_of(fleet_.peers[p++].queued);
+  }
+  const uint32_t room = room_slots(now) + unseen;
+  room_shares(queue_.config().room_share, room, demand_, shares_);
+  const uint32_t mine =
+      room_allotment(shares_, self_index_, room_offset(now + fleet_.epoch_offset, window));
+  if (unseen < mine) return true;
+  ++room_holds_;
+  // The share may grow when the window turns (a new offset) or when the oldest own
+  // release leaves it.
+  const Nanos t = now + fleet_.epoch_offset;
+  Nanos retry = t >= 0 ? (t / window + 1) * window - fleet_.epoch_offset : now + window;
+  if (!released_.empty()) retry = std::min(retry, released_.front() + window);
+  room_retry_at_ = std::max(retry, now + 1);
+  return false;
+}
+
+void FlowController::note_release(Nanos now) {
+  if (sharing()) released_.push_back(now);
 }
 
 Decision FlowController::route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng,
@@ -107,6 +200,7 @@ FlowOutcome FlowController::route_now(const FlowRequest& request, Nanos now, Rng
     return o;
   }
   o.kind = FlowOutcome::Kind::kDispatched;
+  note_release(now);
   if (queue_.config().enabled) {
     o.charged_output_tokens = queue_.output_tokens_charged(rr.expected_output_tokens);
     queue_.charge(request.tenant, request.weight, rr.prompt_tokens, o.charged_output_tokens, now);
@@ -117,7 +211,9 @@ FlowOutcome FlowController::route_now(const FlowRequest& request, Nanos now, Rng
 FlowOutcome FlowController::admit(const FlowRequest& request, Nanos now, Rng& rng,
                                   std::vector<FlowOutcome>& out) {
   const RouteRequest& rr = *request.request;
-  if (!queue_.config().enabled || (queue_.empty() && has_capacity(now))) {
+  room_retry_at_.reset();
+  if (!queue_.config().enabled ||
+      (queue_.empty() && has_capacity(now) && may_release(now, rr.criticality))) {
     FlowOutcome now_out = route_now(request, now, rng);
     // Latency targets no endpoint is predicted to meet, action queue: the router refused
     // it `saturated`; it waits in the queue like a request that found no capacity.
@@ -175,6 +271,7 @@ FlowOutcome FlowController::admit(const FlowRequest& request, Nanos now, Rng& rn
 
 size_t FlowController::dispatch(Nanos now, Rng& rng, std::vector<FlowOutcome>& out) {
   size_t n = 0;
+  room_retry_at_.reset();
   const uint32_t sparse_reserve = queue_.config().sparse_reserve;
   while (!queue_.empty()) {
     Room room{};
@@ -188,13 +285,19 @@ size_t FlowController::dispatch(Nanos now, Rng& rng, std::vector<FlowOutcome>& o
               .blocks = router_.pool().request_blocks(rr.prompt_tokens, rr.expected_output_tokens,
                                                       rr.keys.size())};
       if (!has_room(now, room)) break;
+    } else if (!may_release(now, std::nullopt)) {
+      break;  // this replica's share of the room is used (room sharing)
     }
     auto r = queue_.pop(now);
     if (!r) break;
     ++n;
     FlowOutcome o = from_removed(*r, now);
     o.decision = route_with_capacity(*r->request, now, rng, room, /*dequeued=*/true);
-    if (!o.decision.accepted()) o.kind = FlowOutcome::Kind::kRefused;
+    if (!o.decision.accepted()) {
+      o.kind = FlowOutcome::Kind::kRefused;
+    } else if (room.requests == 0) {
+      note_release(now);
+    }
     out.push_back(o);
   }
   return n;

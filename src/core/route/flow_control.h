@@ -40,10 +40,19 @@
 //   // happened meanwhile (evictions, other dispatches).
 //   ... on a scrape: flow.dispatch(now, rng, out); for (auto& o : out) deliver(o);
 //
+// Behind several gateway replicas (each with a controller of its own over its own router,
+// sharing routing events through the replica sync), each replica releases only its share
+// of the pool's room (FlowQueueConfig::room_share, room_share.h): the shell tells it who
+// its peers are and what waits in their queues (set_room_fleet); with no peer it takes the
+// whole room, call for call as a single gateway.
+//
 // Deterministic; thread-safety: none (the router's strand).
 #pragma once
 
+#include <array>
+#include <deque>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -101,6 +110,35 @@ class FlowController {
   // routed since its scrape as waiting there and every one finished since as room.
   bool has_capacity(Nanos now) const { return has_room(now, {}); }
 
+  // --- Several gateway replicas: the pool's room shared between their queues. ---
+  struct RoomPeer {
+    std::string replica;                    // its replica id
+    std::array<uint32_t, kBands> queued{};  // requests waiting in its queue, by band
+  };
+  struct RoomFleet {
+    std::string self;             // this replica's id
+    std::vector<RoomPeer> peers;  // the live peers, this replica left out; any order
+    // How long a release here stays unseen by the peers (the sync's staleness bound):
+    // releases within it count as this replica's part of the room they took.
+    Nanos window = 0;
+    // Added to `now` for the window's offset (room_offset), so that the replicas agree on
+    // it: the gateway, its wall clock less the pool's clock; the simulator, 0.
+    Nanos epoch_offset = 0;
+  };
+  // The peers this queue shares the room with (config().room_share not kNone). No peer:
+  // the whole room, as a single gateway (the default).
+  void set_room_fleet(RoomFleet fleet);
+  // Peers the room is shared with now (0: the whole room is this replica's).
+  size_t room_peers() const { return sharing() ? fleet_.peers.size() : 0; }
+  // Times a release was held back because this replica's share of the room was used
+  // while the pool had room left.
+  uint64_t room_holds() const { return room_holds_; }
+  // When the last admit() or dispatch() held a release back for the share: the time its
+  // share may have grown (the next window, or the oldest own release leaving the
+  // window), for the shell to dispatch again then even if nothing else happens; nullopt
+  // when it held nothing back.
+  std::optional<Nanos> room_retry_at() const { return room_retry_at_; }
+
   bool enabled() const { return queue_.config().enabled; }
   FlowQueue& queue() { return queue_; }
   const FlowQueue& queue() const { return queue_; }
@@ -117,6 +155,26 @@ class FlowController {
   };
   bool has_room(Nanos now, Room room) const;
   bool endpoint_has_room(const Endpoint& e, Nanos now, Room room) const;
+  // An endpoint as the queue judges it: its engine's queue and KV usage counting what
+  // was routed and what finished since the scrape; usable: healthy, decodes, not stale.
+  struct Fill {
+    bool usable = false;
+    double waiting = 0;
+    double kv = 0;
+  };
+  Fill fill(const Endpoint& e, Nanos now) const;
+  // Room sharing: true while there are peers to share with.
+  bool sharing() const {
+    return queue_.config().room_share != RoomShare::kNone && !fleet_.peers.empty();
+  }
+  // Free request slots of the pool in this view: per endpoint with room, the requests it
+  // takes before its queue reaches queue_threshold (at least one).
+  uint32_t room_slots(Nanos now) const;
+  // May one more request leave now, within this replica's share of the room? Always
+  // true without peers. `arriving`: the band of a request arriving at an empty queue.
+  bool may_release(Nanos now, std::optional<Criticality> arriving);
+  // A request left into the room (not the sparse reserve) at `now`.
+  void note_release(Nanos now);
   // Router::route among the endpoints that have room (the others excluded); `dequeued`:
   // the request leaves the queue (RouteRequest::dequeued).
   Decision route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng, Room room,
@@ -126,6 +184,15 @@ class FlowController {
   FlowQueue queue_;
   std::vector<FlowQueue::Removed> removed_;  // scratch
   std::vector<EndpointId> excluded_;         // scratch: the request's and the full ones
+  // Room sharing: the fleet (peers sorted by replica id), this replica's place among
+  // them, its releases within the window, scratch.
+  RoomFleet fleet_;
+  size_t self_index_ = 0;
+  std::deque<Nanos> released_;
+  std::vector<uint32_t> demand_;
+  std::vector<double> shares_;
+  uint64_t room_holds_ = 0;
+  std::optional<Nanos> room_retry_at_;
 };
 
 }  // namespace kvgate::route

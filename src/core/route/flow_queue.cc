@@ -165,6 +165,10 @@ Status apply_flow_entries(std::span<const std::pair<std::string, std::string>> e
       auto b = parse_late_binding(value);
       if (b) c.late_binding = *b;
       ok = b.has_value();
+    } else if (key == "room_share") {
+      auto r = parse_room_share(value);
+      if (r) c.room_share = *r;
+      ok = r.has_value();
     } else {
       return Error(fmt::format("flow_control: unknown key '{}'", key));
     }

@@ -51,6 +51,7 @@
 #include "core/common/result.h"
 #include "core/common/time.h"
 #include "core/route/request.h"
+#include "core/route/room_share.h"
 
 namespace kvgate::route {
 
@@ -112,6 +113,10 @@ struct FlowQueueConfig {
   // Where a request leaving the queue may go (LateBinding); the pool is gated the same
   // way either way: requests leave only while some endpoint has room.
   LateBinding late_binding = LateBinding::kRoom;
+  // Behind several gateway replicas that sync: how this replica's queue shares the pool's
+  // room with theirs (room_share.h; FlowController::set_room_fleet). kNone: it takes all
+  // the room it sees. One replica, sync off or Redis away: the whole room whatever this says.
+  RoomShare room_share = RoomShare::kSplit;
 
   // Error naming the first field out of range.
   Status validate() const;
@@ -123,7 +128,7 @@ struct FlowQueueConfig {
 //   max_requests, max_tokens, tenant_max_requests, tenant_max_tokens,
 //   max_wait.{critical,standard,sheddable} (seconds, 0 = unbounded),
 //   input_weight, output_weight, default_output_tokens, sparse_reserve,
-//   late_binding (room|any).
+//   late_binding (room|any), room_share (split|demand|none).
 // Error naming the key on an unknown key or a malformed value; `config` may then be
 // partly changed. Does not validate().
 Status apply_flow_entries(std::span<const std::pair<std::string, std::string>> entries,

@@ -223,7 +223,12 @@ void PoolFlow::refuse_all(Nanos now) {
 }
 
 void PoolFlow::arm_timer(Nanos now) {
-  const std::optional<Nanos> at = fc_.queue().next_expiry();
+  // The queue's next expiry, or sooner the time room sharing may release more (a release
+  // held back for the share while the pool had room: nothing else may wake the queue).
+  std::optional<Nanos> at = fc_.queue().next_expiry();
+  if (const std::optional<Nanos> retry = fc_.room_retry_at(); retry && !fc_.queue().empty()) {
+    at = at ? std::min(*at, *retry) : *retry;
+  }
   if (!at) return;
   if (timer_at_ != 0 && timer_at_ <= *at) return;  // an earlier wake-up is already set
   timer_at_ = *at;

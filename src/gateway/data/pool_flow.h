@@ -95,6 +95,9 @@ class PoolFlow {
   // it, so that queue_view() follows.
   route::FlowQueue& queue() { return fc_.queue(); }
   void counters_changed(Nanos now) { refresh_view(now); }
+  // Room sharing (cluster/fleet_room.h), on the strand: the controller whose share of the
+  // pool's room the peers' demand sets; pump() after a change releases what it allows.
+  route::FlowController& controller() { return fc_; }
 
   size_t queued() const { return queued_.load(std::memory_order_relaxed); }
   const route::FlowQueueConfig& config() const { return fc_.queue().config(); }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/cluster/fleet_fairness.h"
+#include "core/cluster/fleet_room.h"
 #include "core/cluster/hot_prefix_share.h"
 #include "core/cluster/index_snapshot.h"
 #include "core/cluster/peer_sync.h"
@@ -35,6 +36,9 @@ namespace {
 
 constexpr Nanos kHeartbeat = kSecond;
 constexpr int kReadCount = 256;  // stream entries per XREAD
+// Room sharing's window beyond flush + poll: Redis's round trips and the hop onto the
+// peer's strand (docs/flow-control.md, "Sharing the room").
+constexpr Nanos kRoomMargin = 2 * kMillisecond;
 
 std::string default_replica_id() {
   char host[256] = {};
@@ -86,6 +90,12 @@ struct PoolSync {
   std::unique_ptr<cluster::FleetFairness> fair;  // on the pool's strand
   std::atomic<uint64_t> fair_peers{0}, fair_fallbacks{0}, fair_published{0}, fair_applied{0};
   std::atomic<uint64_t> fair_gaps{0};
+  // Room sharing (cluster/fleet_room.h): pools with flow control, sync on and a
+  // room_share other than none. Demand reports travel in field "q" of the same entries.
+  bool room_enabled = false;                 // set before the timers start
+  std::unique_ptr<cluster::FleetRoom> room;  // on the pool's strand
+  std::atomic<uint64_t> room_peers{0}, room_fallbacks{0}, room_published{0}, room_applied{0};
+  std::atomic<uint64_t> room_holds{0};
 };
 
 // A stream id "ms-seq" as its millisecond part (0 when malformed).
@@ -210,29 +220,39 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
         report = ps->fair->take(heartbeat);
         ps->fair->expire(now);
       }
+      std::optional<cluster::DemandReport> demand;
+      if (ps->room) {
+        ps->room->set_epoch_offset(self->clock.wall_now() - now);
+        demand = ps->room->take(heartbeat);
+        ps->room->expire(now);
+      }
       if (ps->peers) {
         ps->peers->expire(now);
         self->copy_stats(*ps);
       }
-      if (!b && !report) return;
+      if (!b && !report && !demand) return;
       if (heartbeat) ps->last_heartbeat = now;
       const size_t events = b ? b->events.size() : 0;
       std::string wire = b ? cluster::encode(*b) : std::string();
       std::string sessions_wire;  // the batch's session bindings, when it has any
       if (b) cluster::encode_sessions(*b, sessions_wire);
       std::string fair_wire = report ? cluster::encode(*report) : std::string();
-      asio::dispatch(self->executor,
-                     [self, ps, events, wire = std::move(wire),
-                      sessions_wire = std::move(sessions_wire), fair_wire = std::move(fair_wire)] {
-                       self->publish(ps, events, wire, sessions_wire, fair_wire);
-                     });
+      std::string room_wire = demand ? cluster::encode(*demand) : std::string();
+      asio::dispatch(
+          self->executor,
+          [self, ps, events, wire = std::move(wire), sessions_wire = std::move(sessions_wire),
+           fair_wire = std::move(fair_wire), room_wire = std::move(room_wire)] {
+            self->publish(ps, events, wire, sessions_wire, fair_wire, room_wire);
+          });
     });
   }
   // One stream entry: the routing batch (field "b", when there is one), its session
   // bindings (field "s", when it has any: a field of its own, which replicas that know
-  // no session affinity skip) and the service report (field "f", when there is one).
+  // no session affinity skip), the service report (field "f", when there is one) and the
+  // demand report (field "q", when there is one).
   void publish(const std::shared_ptr<PoolSync>& ps, size_t events, const std::string& wire,
-               const std::string& sessions_wire, const std::string& fair_wire) {
+               const std::string& sessions_wire, const std::string& fair_wire,
+               const std::string& room_wire) {
     const std::string max_len = std::to_string(config.max_len);
     std::vector<std::string_view> args = {"XADD", ps->stream, "MAXLEN", "~", max_len, "*"};
     if (!wire.empty()) {
@@ -247,10 +267,14 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       args.push_back("f");
       args.push_back(fair_wire);
     }
-    const bool batch = !wire.empty(), report = !fair_wire.empty();
+    if (!room_wire.empty()) {
+      args.push_back("q");
+      args.push_back(room_wire);
+    }
+    const bool batch = !wire.empty(), report = !fair_wire.empty(), demand = !room_wire.empty();
     redis.command(std::span<const std::string_view>(args),
-                  [self = shared_from_this(), ps, events, batch, report](const redisReply* r,
-                                                                         std::string_view error) {
+                  [self = shared_from_this(), ps, events, batch, report, demand](
+                      const redisReply* r, std::string_view error) {
                     if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
                       // Lost: peers learn of these requests' load only through their age
                       // limit, of their prefixes from the next decisions, and never of
@@ -264,6 +288,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
                       ps->events_published.fetch_add(events, std::memory_order_relaxed);
                     }
                     if (report) ps->fair_published.fetch_add(1, std::memory_order_relaxed);
+                    if (demand) ps->room_published.fetch_add(1, std::memory_order_relaxed);
                     self->redis_state(true, {});
                   });
   }
@@ -302,6 +327,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       if (entries->type != REDIS_REPLY_ARRAY) return;
       std::vector<cluster::EventBatch> batches;
       std::vector<cluster::ServiceReport> reports;
+      std::vector<cluster::DemandReport> demands;
       for (size_t i = 0; i < entries->elements; ++i) {
         const redisReply* e = entries->element[i];
         if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) continue;
@@ -318,6 +344,16 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
               ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
             } else if (rep->replica != self->id) {
               reports.push_back(std::move(*rep));
+            }
+            continue;
+          }
+          if (name == "q" && ps->room_enabled) {
+            const std::string_view wire(fields->element[f + 1]->str, fields->element[f + 1]->len);
+            Result<cluster::DemandReport> rep = cluster::decode_demand_report(wire);
+            if (!rep) {
+              ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
+            } else if (rep->replica != self->id) {
+              demands.push_back(std::move(*rep));
             }
             continue;
           }
@@ -344,13 +380,17 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       } else {
         ps->started = true;
       }
-      if (batches.empty() && reports.empty()) return;
-      ps->pool->post([self, ps, batches = std::move(batches), reports = std::move(reports)](
-                         route::Router&, kv::PreciseIndex&) {
+      if (batches.empty() && reports.empty() && demands.empty()) return;
+      ps->pool->post([self, ps, batches = std::move(batches), reports = std::move(reports),
+                      demands = std::move(demands)](route::Router&, kv::PreciseIndex&) {
         const Nanos now = self->clock.now();
         if (ps->fair && !reports.empty()) {
           for (const cluster::ServiceReport& r : reports) ps->fair->apply(r, now);
           if (PoolFlow* flow = ps->pool->flow()) flow->counters_changed(now);
+        }
+        const bool repump = ps->room && !demands.empty();
+        if (repump) {
+          for (const cluster::DemandReport& r : demands) ps->room->apply(r, now);
         }
         if (!ps->peers) return;
         for (const cluster::EventBatch& b : batches) {
@@ -358,6 +398,9 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
           ps->batches_applied.fetch_add(1, std::memory_order_relaxed);
           ps->events_applied.fetch_add(b.events.size(), std::memory_order_relaxed);
         }
+        // The share changed (and a new window may have begun): release what it allows, on
+        // the view with the peers' latest events.
+        if (PoolFlow* flow = ps->pool->flow(); repump && flow) flow->pump(now);
         ps->pool->publish_sessions();  // the peers' decisions bind their sessions here too
         self->copy_stats(*ps);
       });
@@ -594,6 +637,13 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       ps.fair_applied = f.reports_applied;
       ps.fair_gaps = f.gaps;
     }
+    if (ps.room) {
+      const cluster::FleetRoom::Stats& q = ps.room->stats();
+      ps.room_peers = ps.room->peers();
+      ps.room_fallbacks = q.fallbacks;
+      ps.room_applied = q.reports_applied;
+      if (PoolFlow* flow = ps.pool->flow()) ps.room_holds = flow->controller().room_holds();
+    }
   }
 
   void redis_state(bool up, std::string_view error) {
@@ -608,6 +658,16 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
           ps->fair->fall_back();
           ps->fair_peers = 0;
           ps->fair_fallbacks = ps->fair->stats().fallbacks;
+        });
+      }
+      // Room sharing: no peer's demand comes any more; each queue takes the whole room.
+      for (const auto& ps : pools) {
+        if (!ps->room_enabled) continue;
+        ps->pool->post([ps](route::Router&, kv::PreciseIndex&) {
+          if (!ps->room) return;
+          ps->room->fall_back();
+          ps->room_peers = 0;
+          ps->room_fallbacks = ps->room->stats().fallbacks;
         });
       }
     }
@@ -653,14 +713,24 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
     }
     const cluster::PeerSync::Options options{.peer_timeout = to_nanos(config.peer_timeout)};
     ps->fair_enabled = config.sync && config.fleet_fairness && pool->flow() != nullptr;
-    pool->post([ps, id = impl->id, options, name = pool->name()](route::Router& router,
-                                                                 kv::PreciseIndex&) {
+    ps->room_enabled = config.sync && pool->flow() != nullptr &&
+                       pool->flow()->config().room_share != route::RoomShare::kNone;
+    // A release here is unseen by the peers for one flush, one poll and Redis's trips.
+    const Nanos room_window = to_nanos(config.flush) + to_nanos(config.poll) + kRoomMargin;
+    pool->post([ps, id = impl->id, options, room_window, name = pool->name()](route::Router& router,
+                                                                              kv::PreciseIndex&) {
       ps->outbox = std::make_unique<cluster::Outbox>(id, name);
       ps->peers = std::make_unique<cluster::PeerSync>(router, id, options);
       if (ps->fair_enabled) {
         ps->fair = std::make_unique<cluster::FleetFairness>(
             ps->pool->flow()->queue(), id, name,
             cluster::FleetFairness::Options{.peer_timeout = options.peer_timeout});
+      }
+      if (ps->room_enabled) {
+        ps->room = std::make_unique<cluster::FleetRoom>(
+            ps->pool->flow()->controller(), id, name,
+            cluster::FleetRoom::Options{.peer_timeout = options.peer_timeout,
+                                        .window = room_window});
       }
     });
     if (config.sync) impl->hook(ps);
@@ -805,6 +875,30 @@ std::string ReplicaSync::render_metrics() const {
       {"kvgate_flow_fleet_gaps_total", "Peers' service reports missed (sequence gaps)",
        &PoolSync::fair_gaps},
   };
+  const Counter room_counters[] = {
+      {"kvgate_flow_room_peers",
+       "Peers the pool's queue shares the room with (room sharing; 0: the whole room is its own)",
+       &PoolSync::room_peers, "gauge"},
+      {"kvgate_flow_room_holds_total",
+       "Releases held back because this replica's share of the pool's room was used",
+       &PoolSync::room_holds},
+      {"kvgate_flow_room_fallbacks_total",
+       "Times the pool's queue fell back to the whole room (sync lost)", &PoolSync::room_fallbacks},
+      {"kvgate_flow_room_reports_published_total", "Demand reports of the queue published",
+       &PoolSync::room_published},
+      {"kvgate_flow_room_reports_applied_total", "Peers' demand reports applied",
+       &PoolSync::room_applied},
+  };
+  const bool any_room = std::any_of(impl_->pools.begin(), impl_->pools.end(),
+                                    [](const auto& ps) { return ps->room_enabled; });
+  for (const Counter& c : room_counters) {
+    if (!any_room) break;
+    w.header(c.name, c.help, c.type);
+    for (const auto& ps : impl_->pools) {
+      if (!ps->room_enabled) continue;
+      w.sample(c.name, {{"pool", ps->pool->name()}}, static_cast<double>(((*ps).*c.field).load()));
+    }
+  }
   const bool any_fair = std::any_of(impl_->pools.begin(), impl_->pools.end(),
                                     [](const auto& ps) { return ps->fair_enabled; });
   for (const Counter& c : fair_counters) {
@@ -862,7 +956,17 @@ std::string ReplicaSync::status_json() const {
                                                {"fallbacks", ps->fair_fallbacks.load()},
                                                {"reports_published", ps->fair_published.load()},
                                                {"reports_applied", ps->fair_applied.load()},
-                                               {"gaps", ps->fair_gaps.load()}}}});
+                                               {"gaps", ps->fair_gaps.load()}}},
+        {"room_share",
+         boost::json::object{
+             {"enabled", ps->room_enabled},
+             {"mode", ps->pool->flow() ? route::to_string(ps->pool->flow()->config().room_share)
+                                       : std::string_view("none")},
+             {"peers", ps->room_peers.load()},
+             {"holds", ps->room_holds.load()},
+             {"fallbacks", ps->room_fallbacks.load()},
+             {"reports_published", ps->room_published.load()},
+             {"reports_applied", ps->room_applied.load()}}}});
   }
   return boost::json::serialize(boost::json::object{
       {"replica_id", impl_->id},
