@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "core/route/endpoint.h"
-#include "gateway/metrics.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/common/metrics.h"
+#include "gateway/data/pool_runtime.h"
 
 namespace kvgate::io {
 class UpstreamClient;

@@ -43,7 +43,7 @@
 #include "core/kv/hot_prefixes.h"
 #include "core/kv/warmup_run.h"
 #include "core/metrics/prometheus_text.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_runtime.h"
 
 namespace kvgate::io {
 class UpstreamClient;
