@@ -54,7 +54,7 @@ test: bootstrap asan fuzz-build
 # the same sanitizers and in the same build directory as `make test`.
 #   make check                      every layer's unit tests (ctest label `unit`)
 #   make check LAYER=gateway        one layer's (a layer with unit tests: kvgate_layer() in
-#                                   CMakeLists.txt; discovery's are in gateway's)
+#                                   CMakeLists.txt; gateway runs all its planes' tests)
 #   make check LAYER=gateway FILTER='GatewayTest.Drain*'   some tests of one layer
 check: bootstrap build/asan/build.ninja
 ifneq ($(LAYER),)

@@ -21,7 +21,7 @@
 
 #include "env/system_clock.h"
 #include "gateway/control/admin_api.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_runtime.h"
 #include "io/http_client.h"
 
 namespace kvgate::gateway {

@@ -1,11 +1,10 @@
-// The gateway's YAML config (gateway/config.h) and keys file (gateway/data/keys.h) loaders on
-// arbitrary text: either a config, or an error that names the file (and, when YAML
-// knows it, the line), never a crash or an exception that escapes. The first byte picks
-// the loader.
+// The gateway's YAML config (gateway/common/config.h) and keys file (gateway/data/keys.h) loaders
+// on arbitrary text: either a config, or an error that names the file (and, when YAML knows it, the
+// line), never a crash or an exception that escapes. The first byte picks the loader.
 #include <string>
 
 #include "fuzz/fuzz_support.h"
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 #include "gateway/data/keys.h"
 
 using namespace kvgate;

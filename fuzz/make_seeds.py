@@ -178,7 +178,7 @@ write("chat_template", [
     '{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url"}]}]}',
 ])
 
-# --- config and keys (examples/, tests/gateway/config_test.cc, keys_test.cc) ---
+# --- config and keys (examples/, tests/gateway/common/config_test.cc, keys_test.cc) ---
 configs = []
 for name in ["local-fleet.yaml", "pd-fleet.yaml", "autoscale-load.yaml"]:
     with open(os.path.join(ROOT, "examples", name)) as f:

@@ -29,7 +29,7 @@
 #include "core/tokenizer/tokenizer.h"
 #include "env/exit_code.h"
 #include "env/file.h"
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 #include "gateway/serve_command.h"
 
 namespace kvgate::cli {

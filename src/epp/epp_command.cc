@@ -14,7 +14,7 @@
 #include "epp/epp_server.h"
 #include "epp/gateway_picker.h"
 #include "epp/self_signed.h"
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 #include "gateway/gateway.h"
 
 namespace kvgate::epp {

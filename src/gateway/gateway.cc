@@ -227,6 +227,11 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config, GatewayOpt
     impl->lora_placers.push_back(LoraPlacer::create(*pool, std::move(adapters), *impl->upstream,
                                                     impl->metrics, impl->io.get_executor()));
   }
+  // The request path asks them through its hooks (gateway/data/hooks.h), by pool index.
+  for (size_t i = 0; i < impl->pools.size(); ++i) {
+    impl->hooks.push_back(
+        PoolHooks{.lora = impl->lora_placers[i].get(), .warmup = impl->warmups[i].get()});
+  }
   for (auto& pool : impl->pools) {
     auto feed = LiveFeed::start(*pool, impl->metrics);
     if (!feed) return Error(feed.error());
@@ -428,6 +433,15 @@ AdminApi* Gateway::admin() { return impl_->admin.get(); }
 std::optional<uint16_t> Gateway::admin_port() const {
   if (!impl_->admin) return std::nullopt;
   return impl_->admin->port();
+}
+
+std::function<void()> Gateway::pick_external(ExternalRequest request,
+                                             std::function<void(ExternalPick)> done) {
+  return impl_->pick_external(std::move(request), std::move(done));
+}
+
+void Gateway::external_done(ExternalPick pick, ExternalOutcome outcome) {
+  impl_->external_done(std::move(pick), std::move(outcome));
 }
 
 std::string Gateway::warmup_status_json() const {

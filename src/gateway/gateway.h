@@ -28,8 +28,8 @@
 #include "core/common/clock.h"
 #include "core/common/result.h"
 #include "env/system_clock.h"
-#include "gateway/config.h"
-#include "gateway/metrics.h"
+#include "gateway/common/config.h"
+#include "gateway/common/metrics.h"
 
 namespace kvgate::gateway {
 

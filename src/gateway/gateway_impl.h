@@ -1,27 +1,17 @@
-// The gateway's internals, shared by the files of its data plane and its wiring:
-//   front_door.cc  the request's checks: key, body, model, tenant (Impl::handle*)
-//   proxy.cc       routing, proxy attempts and retries, the stream pump, migration
-//   gateway.cc     start-up wiring, the control plane around it (feeds, warm-up,
-//                  autoscalers, discovery, replica sync, admin sections), drain and stop
-// Not a public header: only these files include it.
+// Gateway::Impl: the gateway assembled, its data plane (DataPlane, which it is:
+// gateway/data/data_plane.h) and the control plane and replica sync around it. gateway.cc
+// wires them at start (feeds, warm-up, LoRA placement, autoscalers, discovery, replica
+// sync, admin sections; the data plane's hooks, gateway/data/hooks.h), drains and stops
+// them. It implements what the data plane asks of the planes above: unready() and
+// metrics_text().
+// Not a public header: only gateway.cc includes it.
 #pragma once
 
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
-
-#include <atomic>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/json.hpp>
-#include <charconv>
 #include <memory>
-#include <thread>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "gateway/control/admin_api.h"
 #include "gateway/control/autoscale_loop.h"
@@ -29,189 +19,21 @@
 #include "gateway/control/lora_placer.h"
 #include "gateway/control/pool_discovery.h"
 #include "gateway/control/warmup.h"
-#include "gateway/data/disagg_flow.h"
-#include "gateway/data/engine_tokenizer.h"
-#include "gateway/data/external.h"
-#include "gateway/data/fault_metrics.h"
-#include "gateway/data/flow_glue.h"
-#include "gateway/data/keys.h"
-#include "gateway/data/pool_flow.h"
-#include "gateway/data/route_lease.h"
-#include "gateway/data/stream_migration.h"
-#include "gateway/data/tenant_limiter.h"
-#include "gateway/data/tracer.h"
+#include "gateway/data/data_plane.h"
 #include "gateway/gateway.h"
-#include "gateway/pool_runtime.h"
 #include "gateway/sync/replica_sync.h"
-#include "io/http_server.h"
-#include "io/upstream_client.h"
-#include "openai/anthropic.h"
-#include "openai/error.h"
-#include "openai/request.h"
-#include "openai/responses.h"
-#include "openai/sse_tap.h"
 
 namespace kvgate::gateway {
-namespace asio = boost::asio;
-using io::HttpRequest;
-using io::HttpResponse;
-using io::ResponseStream;
 
-// An OpenAI-style error answer.
-inline HttpResponse json_error(int status, std::string_view message, std::string_view param = {},
-                               std::string_view code = {}) {
-  HttpResponse r;
-  r.status = status;
-  r.content_type = "application/json";
-  r.body = openai::error_json(status, message, param, code);
-  return r;
-}
-
-// The error answers of an Anthropic Messages request in Anthropic's shape (the rest of
-// the gateway words them OpenAI's way, as the Responses API's are); any other answer as
-// it is.
-// In place, and nothing at all for the common dialect (it is on every answer's path).
-inline void shape(openai::Dialect dialect, HttpResponse& r) {
-  if (dialect == openai::Dialect::kAnthropic && r.status >= 400) [[unlikely]] {
-    r.body = openai::anthropic::error_from_openai(r.status, r.body);
-  }
-}
-
-// Flow control: what the pool's queue needs to know of the request (pool_flow.h).
-struct FlowTicketData {
-  double weight = 1;
-  std::optional<Nanos> deadline;       // absolute, in Impl::clock's time
-  uint32_t charged_output_tokens = 0;  // set once dispatched: corrected at the end
-};
-
-// What the gateway does with a request it proxies: generation (chat, completions,
-// Messages, Responses) is routed on the prompt's blocks; embeddings, scores and reranking
-// by load alone (no prefix is reused); tokenize, detokenize and Anthropic's count_tokens
-// are relayed to any healthy endpoint of the pool, outside the queue and the router's
-// load (the engine's API server answers them, not its GPU); a stored response (GET
-// /v1/responses/{id}) is fetched from the one endpoint that answered it (kStored).
-enum class Serve : uint8_t { kGenerate, kEmbed, kRelay, kStored };
-
-// GET /v1/responses/{id}: the prefix of the path; the id follows it (no '/').
-inline constexpr std::string_view kResponsesPrefix = "/v1/responses/";
-
-// The 404 of a response id no endpoint of the gateway's holds (OpenAI's and vLLM's words).
-inline HttpResponse response_not_found(std::string_view id) {
-  return json_error(404, fmt::format("Response with id '{}' not found.", id));
-}
-
-// What the front door makes of a proxied path: how it is served, which body it carries
-// (`aux`: for kEmbed and kRelay, openai::inspect_aux_request) and the dialect it speaks.
-struct ApiRoute {
-  openai::ApiKind kind;
-  Serve serve;
-  openai::AuxApi aux;
-  openai::Dialect dialect;
-};
-
-// Anthropic Messages (POST /v1/messages) and Responses (POST /v1/responses) are routed on
-// `route_body`, the chat request they stand for. Apart from ProxyCall, which every
-// request moves around, so that the common dialect does not carry it.
-struct Translation {
-  std::string route_body;
-  // Responses: the response this one continues ("" when none), whose endpoint holds the
-  // conversation (PoolRouting::responses()).
-  std::string previous_response;
-};
-
-// The stream of an external request (data/external.cc): it takes the gateway's answer,
-// or the pick that proxy() hands back instead of sending the request upstream.
-class ExternalStream;
-// The endpoints of `pool` outside the stream's subset hint (none without a hint): the
-// request's RouteRequest::excluded.
-std::vector<route::EndpointId> outside_subset(const ExternalStream& stream,
-                                              const PoolRuntime& pool);
-// The request's RouteRequest::runners_up: all the router lists (Decision::kMaxRunnersUp)
-// when the data plane asked for fallbacks, 0 when not; hand_off_external keeps as many as
-// it asked for (fallback_destinations).
-uint8_t external_fallbacks(const ExternalStream& stream);
-
-struct ProxyCall {
-  std::shared_ptr<ResponseStream> stream;
-  // Gateway::pick_external's requests: `stream` itself, where the pick goes back instead
-  // of the request going upstream. Null for the gateway's own requests.
-  ExternalStream* external = nullptr;
-  Serve serve = Serve::kGenerate;
-  // Messages and Responses: their events, usage and errors are their own; they are routed
-  // on `translation` (set exactly when the dialect is not kOpenAi).
-  openai::Dialect dialect = openai::Dialect::kOpenAi;
-  std::unique_ptr<Translation> translation;
-  std::string body;  // already rewritten for the upstream
-  std::string target;
-  openai::ApiKind kind;
-  openai::InspectedRequest request;
-  const ModelConfig* model;
-  PoolRuntime* pool;
-  std::string tenant;
-  // Set when the tenant has rate limits. kStored: the key's tenant, whatever its limits
-  // (the response read must be of one of its models); null without keys.
-  const Tenant* limited_tenant = nullptr;
-  route::Criticality criticality;
-  // The session header's value as route::session_key (with the model); 0 when absent.
-  uint64_t session = 0;
-  FlowTicketData flow;  // flow control: the tenant's weight and the request's deadline
-  // Latency targets (x-kvgate-ttft-ms / x-kvgate-tpot-ms, llm-d's x-slo-*, or the
-  // tenant's defaults); 0 = none. Become RouteRequest::ttft_target / tpot_target.
-  Nanos ttft_target = 0;
-  Nanos tpot_target = 0;
-  Nanos received;
-  std::optional<double> routing_seconds;  // keys through the first pick (once picked)
-  // Traced requests only (tracing configured and sampled); null otherwise. Its end
-  // records the gateway's server span (tracer.h).
-  std::unique_ptr<RequestTrace> trace;
-};
-
-// A stream request whose engine answered 200: the events are passed through by a
-// coroutine of its own (the connection writes them as they come).
-struct StreamJob {
-  // The client leaving cancels the exchange (declared first: it outlives the exchange).
-  std::shared_ptr<io::UpstreamCancel> cancel;
-  ProxyCall call;
-  std::unique_ptr<io::UpstreamExchange> exchange;
-  std::shared_ptr<const EndpointAddress> endpoint;
-  RouteLease lease;
-  std::string route_us;
-  std::string prefill_url;
-  // Pools with stream migration: the stream's state and what a continuation is routed on.
-  std::optional<MigratingStream> migration;
-  std::vector<kv::BlockKey> keys;
-  int migrations = 0;  // done so far
-};
-
-struct Gateway::Impl {
-  // One thread: the hint drops Asio's per-socket locks (six lock pairs per request) and
-  // cross-thread wake-ups. That is safe because every socket of this context (client
-  // connections, upstream connections, listeners once open) is used only from its one
-  // thread: other threads reach it through posts and timers, which stay locked, and
-  // stop_all() closes the idle upstream connections only after that thread has stopped.
-  Impl(int threads, const Clock& c)
-      : clock(c), io(threads <= 1 ? BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO : threads) {}
+struct Gateway::Impl : DataPlane {
+  Impl(int threads, const Clock& c) : DataPlane(threads, c) {}
   // Before any member goes: coroutine frames the context destroys later (with their
   // route leases) must not call the pools, which are destroyed first.
-  ~Impl() { pools_alive->store(false, std::memory_order_release); }
+  ~Impl() override { pools_alive->store(false, std::memory_order_release); }
 
-  // Every time the gateway reads (GatewayOptions::clock): given to the pools, the limiter's
-  // store, the admin API and replica sync; the rest reads it through its pool.
-  const Clock& clock;
-  GatewayConfig config;
-  std::optional<KeyStore> keys;
-  GatewayMetrics metrics;
-  FaultMetrics fault_metrics;  // cancellations, stream migrations
-  std::unique_ptr<TenantLimiter> limiter;
-  // Set when `tracing:` is configured. Before `io`: the coroutine frames the context
-  // destroys hold RequestTraces, which record into it.
-  std::unique_ptr<Tracer> tracer;
-  asio::io_context io;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  std::vector<std::thread> threads;
-  std::unique_ptr<io::UpstreamClient> upstream;
-  std::vector<std::unique_ptr<PoolRuntime>> pools;
-  std::vector<std::unique_ptr<LiveFeed>> feeds;      // after pools: destroyed first
+  // Destroyed before the data plane's members (the pools, the upstream client, the I/O
+  // context), in this order's reverse.
+  std::vector<std::unique_ptr<LiveFeed>> feeds;
   std::vector<std::unique_ptr<PoolWarmup>> warmups;  // by pool index (gateway/control/warmup.h)
   // By pool index; null for a pool without LoRA placement (gateway/control/lora_placer.h).
   std::vector<std::unique_ptr<LoraPlacer>> lora_placers;
@@ -220,29 +42,7 @@ struct Gateway::Impl {
   std::vector<std::unique_ptr<io::HttpServer>> servers;
   std::unique_ptr<AdminApi> admin;       // config.admin set; destroyed before the pools
   std::unique_ptr<ReplicaSync> cluster;  // config.cluster set (gateway/sync/replica_sync.h)
-  std::atomic<bool> not_ready{false};    // /ready answers 503 (drain announced)
-  std::atomic<bool> draining{false};     // new requests get 503, listeners closed
-  std::atomic<bool> stopped{false};
-  std::atomic<uint64_t> next_request_id{1};
-  // Whether the pools still exist, for route leases (route_lease.h).
-  std::shared_ptr<std::atomic<bool>> pools_alive = std::make_shared<std::atomic<bool>>(true);
-  std::string models_json;
 
-  // Seconds from `t0` (a reading of `clock`) to now.
-  double seconds_since(Nanos t0) const { return to_seconds(clock.now() - t0); }
-
-  PoolWarmup* warmup_of(const PoolRuntime* pool) {
-    for (size_t i = 0; i < pools.size() && i < warmups.size(); ++i) {
-      if (pools[i].get() == pool) return warmups[i].get();
-    }
-    return nullptr;
-  }
-  LoraPlacer* lora_of(const PoolRuntime* pool) {
-    for (size_t i = 0; i < pools.size() && i < lora_placers.size(); ++i) {
-      if (pools[i].get() == pool) return lora_placers[i].get();
-    }
-    return nullptr;
-  }
   std::vector<const PoolWarmup*> all_warmups() const {
     std::vector<const PoolWarmup*> out;
     for (const auto& w : warmups) out.push_back(w.get());
@@ -250,7 +50,7 @@ struct Gateway::Impl {
   }
 
   // Gateway::unready: the one rule of /ready and the Endpoint Picker's readiness.
-  std::optional<std::string_view> unready(bool discovered) const {
+  std::optional<std::string_view> unready(bool discovered) const override {
     if (not_ready.load()) return "draining";
     if (cluster && !cluster->started()) return "syncing";
     if (!discovered) return std::nullopt;
@@ -264,80 +64,20 @@ struct Gateway::Impl {
     return std::nullopt;
   }
 
+  // GET /metrics: the request path's metrics and every plane's.
+  std::string metrics_text() const override {
+    return metrics.render() + render_warmup_metrics(all_warmups()) + fault_metrics.render() +
+           discovery_metrics() + render_flow_metrics(all_flows()) +
+           (cluster ? cluster->render_metrics() : "") + (tracer ? tracer->render_metrics() : "");
+  }
+
   std::string discovery_metrics() const {
     std::vector<const PoolDiscovery*> d;
     for (const auto& p : discoveries) d.push_back(p.get());
     return render_discovery_metrics(d);
   }
 
-  std::vector<const PoolFlow*> all_flows() const {
-    std::vector<const PoolFlow*> out;
-    for (const auto& p : pools) out.push_back(p->flow());
-    return out;
-  }
-
-  PoolRuntime* pool_named(std::string_view name) {
-    for (auto& p : pools) {
-      if (p->name() == name) return p.get();
-    }
-    return nullptr;
-  }
-
-  // Answers what needs no engine at once; an inference request that passes every check
-  // comes back in `to_proxy`.
-  void handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
-              std::optional<ProxyCall>& to_proxy);
-  void handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream, ApiRoute route,
-                        Nanos received, std::optional<ProxyCall>& to_proxy);
-  // GET /v1/responses/{id}: the key checked, the pool whose endpoint answered the id
-  // found (ResponseAffinity), else 404 at once; the fetch comes back in `to_proxy`.
-  void handle_stored_response(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
-                              Nanos received, std::optional<ProxyCall>& to_proxy);
-  // REQUIRES: keys. The 401 for a request without a valid API key, else nullopt and
-  // `tenant` set.
-  std::optional<HttpResponse> check_key(const HttpRequest& req, const Tenant*& tenant) const;
-  // For the listeners' HttpServerOptions::early_refusal (with keys): an inference request
-  // whose key is missing or wrong is refused on its head, before its body is read.
-  std::optional<HttpResponse> refuse_before_body(const HttpRequest& head);
-  // Routes, sends and retries; answers a whole response itself and hands a stream to
-  // pump_stream, on a coroutine of its own.
-  asio::awaitable<void> proxy(ProxyCall call);
-  asio::awaitable<void> pump_stream(StreamJob job);
-  // Serve::kRelay: the request to a healthy endpoint (another one after a connection
-  // failure or a 503), its answer back as it came.
-  asio::awaitable<void> relay(ProxyCall call);
-  // Serve::kStored: GET /v1/responses/{id} from the endpoint that answered it (no other
-  // holds it: no retry elsewhere), its answer back as it came; 404 when that endpoint is
-  // gone, or when the response's model is none of the key's tenant's.
-  asio::awaitable<void> fetch_stored(ProxyCall call);
-  // The end of a proxied request (request_started's pair) whose client left before its
-  // answer began: counted cancelled, and finished with nginx's 499 "client closed
-  // request", or the drain's 503 when the listener answered it. Returns that status.
-  int finish_client_left(const ProxyCall& call);
-  // After the stream's engine failed mid-stream: a continuation on another endpoint
-  // (stream_migration.h). kResumed: job.exchange, endpoint and lease are the new leg's.
-  enum class Migrated { kResumed, kComplete, kCancelled, kFailed };
-  asio::awaitable<Migrated> migrate(StreamJob& job);
   void stop_all();
-  // External routing (data/external.h): the accepted pick and its lease back to the data
-  // plane, through call.external; the end of its answer (Gateway::external_done, on an
-  // I/O thread).
-  void hand_off_external(ProxyCall& call, RouteLease lease,
-                         std::shared_ptr<const EndpointAddress> endpoint, std::string body,
-                         const route::Decision& decision);
-  void finish_external(ExternalPick& pick, const ExternalOutcome& outcome);
-  // External routing of Serve::kRelay and kStored: the endpoint serve's relay() or
-  // fetch_stored() would send it to, handed back through `external` (or their refusal).
-  asio::awaitable<void> pick_relayed(ProxyCall call, ExternalStream* external);
-  // Serve::kStored: the id in call.target, and the endpoint that holds that response
-  // (nullopt: none, or gone since the front door looked).
-  std::optional<EndpointAddress> stored_endpoint(const ProxyCall& call, std::string& id);
-  // Charges a finished request's usage to its tenant's token budget.
-  void charge(const Tenant* tenant, std::string_view model, const openai::Usage& u);
-  // A request with latency targets answered well: kvgate_slo_requests_total counts it met
-  // or missed, its TTFT from its arrival to `first_token`, its time per output token from
-  // there to `end` over `tokens` - 1 (not judged under 2 tokens).
-  void slo_outcome(const ProxyCall& call, Nanos first_token, Nanos end, uint64_t tokens);
 };
 
 }  // namespace kvgate::gateway

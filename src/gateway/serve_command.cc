@@ -10,12 +10,12 @@
 
 #include "env/exit_code.h"
 #include "env/system_clock.h"
-#include "gateway/config.h"
+#include "gateway/common/config.h"
+#include "gateway/common/metrics.h"
 #include "gateway/control/pool_discovery.h"
 #include "gateway/data/keys.h"
+#include "gateway/data/pool_runtime.h"
 #include "gateway/gateway.h"
-#include "gateway/metrics.h"
-#include "gateway/pool_runtime.h"
 
 namespace kvgate::gateway {
 namespace {

@@ -303,7 +303,7 @@ Status parse_scaling(const YamlReader& y, const YAML::Node& n, ScalingSpec& out)
 }
 
 // The gateway's `retries:`, `circuit_breaker:` and `migration:`, with the key names and
-// bounds of `kvgate serve`'s config (gateway/config.cc).
+// bounds of `kvgate serve`'s config (gateway/common/config.cc).
 Status parse_failure_rules(const YamlReader& y, const YAML::Node& gw, GatewaySpec& out) {
   if (const YAML::Node r = gw["retries"]) {
     KVGATE_TRY(y.expect_map(r, "gateway.retries", {"max_attempts"}));

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "env/file.h"
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 #include "gateway/control/admin_json.h"
 #include "workload/scenario.h"
 

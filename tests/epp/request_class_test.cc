@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "epp/exchange.h"
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 
 namespace kvgate::epp {
 namespace request_class_test {

@@ -11,7 +11,7 @@
 #include <csignal>
 #include <map>
 
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {

@@ -9,9 +9,9 @@
 #include <boost/json.hpp>
 #include <thread>
 
-#include "gateway/config.h"
+#include "gateway/common/config.h"
+#include "gateway/data/pool_runtime.h"
 #include "gateway/gateway.h"
-#include "gateway/pool_runtime.h"
 #include "support/engine_fixture.h"
 #include "support/gateway_fixture.h"
 

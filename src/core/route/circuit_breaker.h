@@ -4,7 +4,7 @@
 // `open_for`: the caller takes the endpoint out of routing (Health::kUnhealthy). When the
 // period ends, expire() half-opens it: the caller puts it back, requests probe it, and
 // the next failure opens it again at once; a success closes it (the count starts over).
-// The gateway (gateway/pool_runtime.cc) feeds it every exchange's outcome with the
+// The gateway (gateway/data/pool_runtime.cc) feeds it every exchange's outcome with the
 // monotonic clock, the tests with simulated time. Not thread-safe: the pool's strand
 // owns it.
 //

@@ -1,6 +1,6 @@
 // EndpointHolds: why each endpoint of a pool is kept out of routing, and the one Health
 // the router gets from that. One rule set for both shells: `kvgate serve`
-// (gateway/data/pool_routing.h, set from gateway/pool_runtime.cc and
+// (gateway/data/pool_routing.h, set from gateway/data/pool_runtime.cc and
 // gateway/control/warmup.cc) and `kvgate sim` (sim/cluster_sim.cc) keep an EndpointHolds
 // beside their router and set an endpoint's health only from it, so the warm-up hold, the
 // autoscaler's standby, draining and the circuit breaker combine the same way in both.

@@ -13,7 +13,7 @@
 #include <set>
 #include <thread>
 
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_runtime.h"
 #include "io/http_client.h"
 #include "io/k8s_client.h"
 #include "io/k8s_scale_client.h"

@@ -32,7 +32,7 @@
 #include "core/route/pool_signals.h"
 #include "core/scale/autoscaler.h"
 #include "core/scale/signals.h"
-#include "gateway/autoscale_config.h"
+#include "gateway/common/autoscale_config.h"
 
 namespace kvgate::gateway {
 

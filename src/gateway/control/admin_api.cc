@@ -26,7 +26,7 @@
 #include "gateway/control/ui_files.h"
 #include "gateway/data/engine_tokenizer.h"
 #include "gateway/data/keys.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_runtime.h"
 #include "io/http_server.h"
 #include "openai/error.h"
 #include "openai/request.h"

@@ -45,7 +45,7 @@
 
 #include "core/common/clock.h"
 #include "core/common/result.h"
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 
 namespace kvgate::gateway {
 

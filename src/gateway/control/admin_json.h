@@ -26,7 +26,7 @@
 #include "core/route/endpoint.h"
 #include "core/route/load.h"
 #include "core/route/router.h"
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 
 namespace kvgate::gateway {
 

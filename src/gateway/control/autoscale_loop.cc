@@ -15,7 +15,7 @@
 #include "core/route/pool_signals.h"
 #include "core/scale/usage_window.h"
 #include "gateway/control/actuator.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_runtime.h"
 
 namespace kvgate::gateway {
 

@@ -34,7 +34,7 @@
 
 #include "core/common/result.h"
 #include "core/scale/autoscaler.h"
-#include "gateway/metrics.h"
+#include "gateway/common/metrics.h"
 
 namespace kvgate::gateway {
 

@@ -28,8 +28,8 @@
 
 #include "core/common/result.h"
 #include "core/kv/event_sequencer.h"
-#include "gateway/metrics.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/common/metrics.h"
+#include "gateway/data/pool_runtime.h"
 
 namespace kvgate::gateway {
 

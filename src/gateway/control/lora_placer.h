@@ -37,8 +37,9 @@
 #include <vector>
 
 #include "core/route/endpoint.h"
-#include "gateway/metrics.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/common/metrics.h"
+#include "gateway/data/hooks.h"
+#include "gateway/data/pool_runtime.h"
 
 namespace kvgate::io {
 class UpstreamClient;
@@ -46,7 +47,8 @@ class UpstreamClient;
 
 namespace kvgate::gateway {
 
-class LoraPlacer {
+// The request path reaches it as its pool's AdapterPlacement (gateway/data/hooks.h).
+class LoraPlacer final : public AdapterPlacement {
  public:
   // One adapter of the pool (the config's `adapters:` whose base is in it).
   struct Adapter {
@@ -63,9 +65,9 @@ class LoraPlacer {
 
   // A request for `adapter` reached the pool: counted, and when the adapter is loaded
   // nowhere, completes once it is (or after max_wait: the router then decides as it can).
-  boost::asio::awaitable<void> arrive(std::string adapter);
+  boost::asio::awaitable<void> arrive(std::string adapter) override;
   // A request for `adapter` was routed to `endpoint`.
-  void routed(route::EndpointId endpoint, std::string_view adapter);
+  void routed(route::EndpointId endpoint, std::string_view adapter) override;
 
   struct Impl;
 

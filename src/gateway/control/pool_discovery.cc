@@ -20,7 +20,7 @@
 
 #include "core/metrics/histogram.h"
 #include "discovery/source.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_runtime.h"
 
 namespace kvgate::gateway {
 namespace asio = boost::asio;

@@ -43,7 +43,8 @@
 #include "core/kv/hot_prefixes.h"
 #include "core/kv/warmup_run.h"
 #include "core/metrics/prometheus_text.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/data/hooks.h"
+#include "gateway/data/pool_runtime.h"
 
 namespace kvgate::io {
 class UpstreamClient;
@@ -83,7 +84,8 @@ struct WarmupCounters {
   metrics::HistogramSnapshot duration;  // seconds from added to admitted
 };
 
-class PoolWarmup {
+// The request path reaches it as its pool's PromptObserver (gateway/data/hooks.h).
+class PoolWarmup final : public PromptObserver {
  public:
   // Registers an on_change observer with `pool` when its warm-up is enabled. `pool` and
   // `upstream` must outlive the returned object, and the object must outlive every
@@ -93,12 +95,12 @@ class PoolWarmup {
                                             boost::asio::any_io_executor executor);
   ~PoolWarmup();
 
-  bool enabled() const;
+  bool enabled() const override;
   // Request path: one routed prompt. `token_ids`: the real tokens its keys were hashed
   // from, or empty; then `text` (a completion's prompt, hashed 4 bytes per pseudo-token)
   // is kept instead, and an empty text means "not trackable". No-op when disabled.
   void observe(std::span<const kv::BlockKey> keys, std::span<const kv::TokenId> token_ids,
-               std::string_view text);
+               std::string_view text) override;
   PoolRuntime& pool() const;
   size_t prefixes() const;  // the warm-up set's size (warmup.prefixes)
   // This replica's hot prefixes, best first (kv::HotPrefixes::top), for its peers.

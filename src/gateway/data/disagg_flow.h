@@ -26,11 +26,11 @@
 #include <boost/asio/awaitable.hpp>
 #include <string>
 
-#include "gateway/config.h"
+#include "gateway/common/config.h"
+#include "gateway/common/metrics.h"
 #include "gateway/data/pool_routing.h"
 #include "gateway/data/route_lease.h"
 #include "gateway/data/tracer.h"
-#include "gateway/metrics.h"
 #include "io/http_types.h"
 #include "io/upstream_client.h"
 

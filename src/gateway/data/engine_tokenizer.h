@@ -44,8 +44,8 @@
 #include "core/common/time.h"
 #include "core/tokenizer/engine_id_cache.h"
 #include "core/tokenizer/tokenize_call.h"
+#include "gateway/common/metrics.h"
 #include "gateway/data/pool_routing.h"
-#include "gateway/metrics.h"
 #include "openai/request.h"
 
 namespace kvgate::io {

@@ -8,8 +8,8 @@
 
 #include "core/route/decision.h"
 #include "core/route/failover.h"
+#include "gateway/data/data_plane.h"
 #include "gateway/data/disagg_flow.h"
-#include "gateway/gateway_impl.h"
 
 namespace kvgate::gateway {
 
@@ -158,9 +158,9 @@ uint8_t external_fallbacks(const ExternalStream& stream) {
   return stream.fallbacks() > 0 ? static_cast<uint8_t>(route::Decision::kMaxRunnersUp) : 0;
 }
 
-void Gateway::Impl::hand_off_external(ProxyCall& call, RouteLease lease,
-                                      std::shared_ptr<const EndpointAddress> endpoint,
-                                      std::string body, const route::Decision& decision) {
+void DataPlane::hand_off_external(ProxyCall& call, RouteLease lease,
+                                  std::shared_ptr<const EndpointAddress> endpoint, std::string body,
+                                  const route::Decision& decision) {
   ExternalPick p;
   p.destination = destination_of(*endpoint);
   // Disaggregated: the router's decision names the prefill endpoint (the same decision
@@ -201,7 +201,7 @@ void Gateway::Impl::hand_off_external(ProxyCall& call, RouteLease lease,
   call.external->deliver(std::move(p));
 }
 
-asio::awaitable<void> Gateway::Impl::pick_relayed(ProxyCall call, ExternalStream* external) {
+asio::awaitable<void> DataPlane::pick_relayed(ProxyCall call, ExternalStream* external) {
   std::shared_ptr<const EndpointAddress> endpoint;
   const bool stored = call.serve == Serve::kStored;
   if (stored) {
@@ -253,7 +253,7 @@ asio::awaitable<void> Gateway::Impl::pick_relayed(ProxyCall call, ExternalStream
   external->deliver(std::move(p));
 }
 
-void Gateway::Impl::finish_external(ExternalPick& p, const ExternalOutcome& o) {
+void DataPlane::finish_external(ExternalPick& p, const ExternalOutcome& o) {
   const Nanos now = clock.now();
   if (p.kind != PickKind::kRouted) {
     // As relay() and fetch_stored() count theirs: no lease, no usage.
@@ -303,12 +303,12 @@ void Gateway::Impl::finish_external(ExternalPick& p, const ExternalOutcome& o) {
   metrics.request_finished(f);
 }
 
-std::function<void()> Gateway::pick_external(ExternalRequest request,
-                                             std::function<void(ExternalPick)> done) {
+std::function<void()> DataPlane::pick_external(ExternalRequest request,
+                                               std::function<void(ExternalPick)> done) {
   auto stream = std::make_shared<ExternalStream>(std::move(done), std::move(request.subset),
                                                  request.fallbacks);
   std::weak_ptr<ExternalStream> weak = stream;
-  Impl* self = impl_.get();
+  DataPlane* self = this;
   asio::post(self->io, [self, stream = std::move(stream), http = std::move(request.http),
                         priority = request.priority,
                         fairness_id = std::move(request.fairness_id)]() mutable {
@@ -348,9 +348,9 @@ std::function<void()> Gateway::pick_external(ExternalRequest request,
   };
 }
 
-void Gateway::external_done(ExternalPick pick, ExternalOutcome outcome) {
+void DataPlane::external_done(ExternalPick pick, ExternalOutcome outcome) {
   if (!pick.pool || !pick.endpoint) return;  // an answer, not a pick: nothing to settle
-  Impl* self = impl_.get();
+  DataPlane* self = this;
   asio::post(self->io, [self, pick = std::move(pick), outcome = std::move(outcome)]() mutable {
     self->finish_external(pick, outcome);
   });

@@ -28,8 +28,8 @@
 
 #include "core/common/time.h"
 #include "gateway/data/keys.h"
+#include "gateway/data/pool_runtime.h"
 #include "gateway/data/route_lease.h"
-#include "gateway/pool_runtime.h"
 #include "io/http_types.h"
 #include "openai/api_kind.h"
 #include "openai/usage.h"

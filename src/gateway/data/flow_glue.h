@@ -9,7 +9,7 @@
 
 #include "core/common/clock.h"
 #include "core/route/flow_queue.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_runtime.h"
 #include "io/http_types.h"
 
 namespace kvgate::gateway {

@@ -1,7 +1,7 @@
 // GCC 12 reports a false -Wmismatched-new-delete on Asio coroutine frames (GCC bug 109224).
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
-#include "gateway/gateway_impl.h"
+#include "gateway/data/data_plane.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -110,8 +110,8 @@ ApiRoute api_route(Path p) {
 
 }  // namespace
 
-void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
-                           std::optional<ProxyCall>& to_proxy) {
+void DataPlane::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
+                       std::optional<ProxyCall>& to_proxy) {
   using namespace std::string_view_literals;  // comparisons by size first, no strlen
   const Nanos received = clock.now();
   const std::string_view path = req.path;
@@ -133,14 +133,8 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
       return stream->respond(HttpResponse{200, "application/json", {}, "{\"status\":\"ready\"}"});
     case Path::kMetrics:
       if (!get) return stream->respond(json_error(405, "Method not allowed"));
-      return stream->respond(HttpResponse{200,
-                                          "text/plain; version=0.0.4; charset=utf-8",
-                                          {},
-                                          metrics.render() + render_warmup_metrics(all_warmups()) +
-                                              fault_metrics.render() + discovery_metrics() +
-                                              render_flow_metrics(all_flows()) +
-                                              (cluster ? cluster->render_metrics() : "") +
-                                              (tracer ? tracer->render_metrics() : "")});
+      return stream->respond(
+          HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", {}, metrics_text()});
     case Path::kModels:
       if (!get) {
         return stream->respond(
@@ -166,9 +160,8 @@ void Gateway::Impl::handle(HttpRequest&& req, std::shared_ptr<ResponseStream> st
   handle_inference(std::move(req), std::move(stream), api_route(what), received, to_proxy);
 }
 
-void Gateway::Impl::handle_stored_response(HttpRequest&& req,
-                                           std::shared_ptr<ResponseStream> stream, Nanos received,
-                                           std::optional<ProxyCall>& to_proxy) {
+void DataPlane::handle_stored_response(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
+                                       Nanos received, std::optional<ProxyCall>& to_proxy) {
   using namespace std::string_view_literals;
   const Tenant* tenant = nullptr;
   std::string_view tenant_name = "anonymous";
@@ -215,8 +208,8 @@ void Gateway::Impl::handle_stored_response(HttpRequest&& req,
   }
 }
 
-std::optional<HttpResponse> Gateway::Impl::check_key(const HttpRequest& req,
-                                                     const Tenant*& tenant) const {
+std::optional<HttpResponse> DataPlane::check_key(const HttpRequest& req,
+                                                 const Tenant*& tenant) const {
   const auto auth = req.header("authorization");
   if (!auth) {
     // Anthropic's clients send the key alone, in x-api-key.
@@ -235,7 +228,7 @@ std::optional<HttpResponse> Gateway::Impl::check_key(const HttpRequest& req,
   return std::nullopt;
 }
 
-std::optional<HttpResponse> Gateway::Impl::refuse_before_body(const HttpRequest& head) {
+std::optional<HttpResponse> DataPlane::refuse_before_body(const HttpRequest& head) {
   using namespace std::string_view_literals;
   const Path what = classify(head.path);
   if (head.method != "POST"sv || !is_post_api(what)) return std::nullopt;
@@ -248,9 +241,9 @@ std::optional<HttpResponse> Gateway::Impl::refuse_before_body(const HttpRequest&
   return r;
 }
 
-void Gateway::Impl::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
-                                     ApiRoute route, Nanos received,
-                                     std::optional<ProxyCall>& to_proxy) {
+void DataPlane::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStream> stream,
+                                 ApiRoute route, Nanos received,
+                                 std::optional<ProxyCall>& to_proxy) {
   using namespace std::string_view_literals;
   // A latency target's largest value in milliseconds (a day; more would be no target).
   constexpr int64_t kMaxTargetMs = 86'400'000;

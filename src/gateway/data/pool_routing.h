@@ -1,7 +1,7 @@
 // PoolRouting: one pool as the request path sees it: what a request needs from its pool
 // between the front door and the end of its answer. The control plane's side of the pool
 // (endpoints added, drained and held, observers, scrapes, the admin views) is
-// PoolRuntime (gateway/pool_runtime.h), which is a PoolRouting and owns everything here;
+// PoolRuntime (gateway/data/pool_runtime.h), which is a PoolRouting and owns everything here;
 // the gateway holds PoolRuntimes and hands the request path this part of them.
 //
 // What it holds:
@@ -85,10 +85,10 @@
 #include "core/route/router.h"
 #include "core/tokenizer/chat_template.h"
 #include "core/tokenizer/tokenizer.h"
-#include "gateway/config.h"
+#include "gateway/common/config.h"
+#include "gateway/common/metrics.h"
 #include "gateway/data/recent_requests.h"
 #include "gateway/data/response_affinity.h"
-#include "gateway/metrics.h"
 #include "openai/request.h"
 
 namespace kvgate::gateway {

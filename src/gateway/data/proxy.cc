@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "core/route/failover.h"
+#include "gateway/data/data_plane.h"
 #include "gateway/data/rank_header.h"
-#include "gateway/gateway_impl.h"
 
 namespace kvgate::gateway {
 
@@ -62,7 +62,7 @@ int client_left_status(const ResponseStream& stream) { return stream.preempted()
 
 }  // namespace
 
-asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
+asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
   if (call.serve == Serve::kRelay) {
     co_await relay(std::move(call));
     co_return;
@@ -125,14 +125,14 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   // LoRA placement: a request for an adapter counts as its demand, and waits (up to the
   // pool's lora_placement.max_wait_ms) while the adapter is loaded on no endpoint, rather
   // than going to an engine that would answer 404.
-  LoraPlacer* const placer = call.model->base.empty() ? nullptr : lora_of(&pool);
+  AdapterPlacement* const placer = call.model->base.empty() ? nullptr : lora_of(&pool);
   if (placer) co_await placer->arrive(call.model->name);
   const Nanos route_start = clock.now();  // routing time: keys_for through the first pick
   std::string route_us;                   // x-kvgate-route-us
   std::vector<kv::BlockKey> keys;
   uint32_t prompt_tokens = 0;
   std::vector<uint32_t> token_ids;
-  PoolWarmup* warmup = warmup_of(&pool);
+  PromptObserver* warmup = warmup_of(&pool);
   const bool track = warmup && warmup->enabled();
   EngineTokenizer* fallback = pool.engine_tokenizer();
   std::optional<tokenizer::TokenizeCall> fetch_after_pick;  // a follow-up's whole ids
@@ -431,7 +431,7 @@ asio::awaitable<void> Gateway::Impl::proxy(ProxyCall call) {
   }
 }
 
-asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
+asio::awaitable<void> DataPlane::pump_stream(StreamJob job) {
   ProxyCall& call = job.call;
   PoolRuntime& pool = *call.pool;
   const std::string& model = call.model->name;
@@ -603,7 +603,7 @@ asio::awaitable<void> Gateway::Impl::pump_stream(StreamJob job) {
   call.stream->finish();
 }
 
-asio::awaitable<Gateway::Impl::Migrated> Gateway::Impl::migrate(StreamJob& job) {
+asio::awaitable<DataPlane::Migrated> DataPlane::migrate(StreamJob& job) {
   PoolRuntime& pool = *job.call.pool;
   MigratingStream& m = *job.migration;
   const route::EndpointId failed = job.endpoint->id;
@@ -677,7 +677,7 @@ asio::awaitable<Gateway::Impl::Migrated> Gateway::Impl::migrate(StreamJob& job) 
   co_return Migrated::kFailed;
 }
 
-asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
+asio::awaitable<void> DataPlane::relay(ProxyCall call) {
   metrics.request_started();
   PoolRuntime& pool = *call.pool;
   auto respond = [&](int status, HttpResponse r) {
@@ -748,8 +748,7 @@ asio::awaitable<void> Gateway::Impl::relay(ProxyCall call) {
                           "upstream_unavailable"));
 }
 
-std::optional<EndpointAddress> Gateway::Impl::stored_endpoint(const ProxyCall& call,
-                                                              std::string& id) {
+std::optional<EndpointAddress> DataPlane::stored_endpoint(const ProxyCall& call, std::string& id) {
   const std::string_view target = call.target;
   id = std::string(
       target.substr(kResponsesPrefix.size(), target.find('?') - kResponsesPrefix.size()));
@@ -757,7 +756,7 @@ std::optional<EndpointAddress> Gateway::Impl::stored_endpoint(const ProxyCall& c
   return held ? call.pool->endpoint(*held) : std::optional<EndpointAddress>();
 }
 
-asio::awaitable<void> Gateway::Impl::fetch_stored(ProxyCall call) {
+asio::awaitable<void> DataPlane::fetch_stored(ProxyCall call) {
   PoolRuntime& pool = *call.pool;
   auto respond = [&](HttpResponse r) {
     if (call.trace) [[unlikely]] {
@@ -837,7 +836,7 @@ asio::awaitable<void> Gateway::Impl::fetch_stored(ProxyCall call) {
   respond(std::move(r));
 }
 
-int Gateway::Impl::finish_client_left(const ProxyCall& call) {
+int DataPlane::finish_client_left(const ProxyCall& call) {
   const std::string_view pool = call.pool->name();
   fault_metrics.cancelled(pool, /*after_first_byte=*/false);
   const int status = client_left_status(*call.stream);
@@ -853,15 +852,14 @@ int Gateway::Impl::finish_client_left(const ProxyCall& call) {
   return status;
 }
 
-void Gateway::Impl::slo_outcome(const ProxyCall& call, Nanos first_token, Nanos end,
-                                uint64_t tokens) {
+void DataPlane::slo_outcome(const ProxyCall& call, Nanos first_token, Nanos end, uint64_t tokens) {
   const bool ttft_met = call.ttft_target <= 0 || first_token - call.received <= call.ttft_target;
   const bool tpot_met = call.tpot_target <= 0 || tokens < 2 ||
                         (end - first_token) / static_cast<Nanos>(tokens - 1) <= call.tpot_target;
   metrics.slo_outcome(call.pool->name(), ttft_met && tpot_met ? "met" : "missed");
 }
 
-void Gateway::Impl::charge(const Tenant* tenant, std::string_view model, const openai::Usage& u) {
+void DataPlane::charge(const Tenant* tenant, std::string_view model, const openai::Usage& u) {
   if (!tenant) return;
   limiter->charge_async(
       *tenant, model, {.prompt_tokens = u.prompt_tokens, .completion_tokens = u.completion_tokens},

@@ -29,7 +29,7 @@
 
 #include "core/common/clock.h"
 #include "core/limit/rate_limiter.h"
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 #include "gateway/data/keys.h"
 
 namespace kvgate::io {

@@ -48,7 +48,7 @@
 #include "core/common/clock.h"
 #include "core/trace/span.h"
 #include "core/trace/trace_context.h"
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 #include "io/http_types.h"
 #include "io/upstream_client.h"
 

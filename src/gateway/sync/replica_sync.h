@@ -30,9 +30,9 @@
 #include <string>
 #include <vector>
 
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 #include "gateway/control/autoscale_loop.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_runtime.h"
 
 namespace kvgate::gateway {
 

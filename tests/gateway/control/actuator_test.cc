@@ -10,7 +10,7 @@
 
 #include "core/scale/autoscaler.h"
 #include "env/system_clock.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_runtime.h"
 
 namespace kvgate::gateway {
 // Named after the file, not anonymous: the tests compile in unity batches, where two

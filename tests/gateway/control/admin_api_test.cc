@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "../../integration/support/eventually.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_runtime.h"
 #include "io/http_client.h"
 
 namespace kvgate::gateway {

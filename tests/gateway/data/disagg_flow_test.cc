@@ -15,7 +15,7 @@
 
 #include "core/metrics/prometheus_text.h"
 #include "env/system_clock.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_runtime.h"
 #include "io/http_server.h"
 
 namespace kvgate::gateway {

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "env/system_clock.h"
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_runtime.h"
 
 namespace kvgate::gateway {
 namespace {

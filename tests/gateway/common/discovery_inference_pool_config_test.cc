@@ -6,7 +6,7 @@
 #include <string>
 
 #include "discovery/discovery_config.h"
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 
 namespace kvgate::discovery::discovery_inference_pool_config_test {
 

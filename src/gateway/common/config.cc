@@ -1,4 +1,4 @@
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -12,7 +12,7 @@
 #include "core/route/data_parallel.h"
 #include "core/route/router.h"
 #include "env/file.h"
-#include "gateway/flow_config.h"
+#include "gateway/common/flow_config.h"
 #include "io/http_types.h"
 #include "io/tls_context.h"
 

@@ -1,4 +1,4 @@
-#include "gateway/autoscale_config.h"
+#include "gateway/common/autoscale_config.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>

@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 
 namespace kvgate::gateway {
 // Named after the file, not anonymous: the tests compile in unity batches, where two

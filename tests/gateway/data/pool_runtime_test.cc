@@ -2,7 +2,7 @@
 // routing follows them; and its flow-control queue's timeout. The strand runs on a real
 // io_context thread, as in the gateway; the pool's clock is a ManualClock (drain
 // timeouts, breaker periods and the queue's timers move with it).
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_runtime.h"
 
 #include <gtest/gtest.h>
 
@@ -19,7 +19,7 @@
 #include <mutex>
 #include <thread>
 
-#include "../integration/support/eventually.h"
+#include "../../integration/support/eventually.h"
 #include "core/kv/pseudo_tokens.h"
 #include "gateway/data/flow_glue.h"
 #include "gateway/data/pool_flow.h"

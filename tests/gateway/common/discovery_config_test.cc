@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "discovery/endpoint_list.h"
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 
 namespace kvgate::discovery {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "core/metrics/prometheus_text.h"
 #include "core/scale/usage_window.h"
-#include "gateway/metrics.h"
+#include "gateway/common/metrics.h"
 
 namespace kvgate::gateway {
 namespace {

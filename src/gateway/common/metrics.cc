@@ -1,4 +1,4 @@
-#include "gateway/metrics.h"
+#include "gateway/common/metrics.h"
 
 #include <algorithm>
 

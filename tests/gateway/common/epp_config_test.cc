@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 
 namespace kvgate::gateway {
 // Named after the file, not anonymous: the tests compile in unity batches, where two

@@ -1,4 +1,4 @@
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 
 #include <gtest/gtest.h>
 

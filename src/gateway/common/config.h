@@ -32,7 +32,7 @@
 #include "core/route/lora_placement.h"
 #include "core/tokenizer/chat_template.h"
 #include "discovery/discovery_config.h"
-#include "gateway/autoscale_config.h"
+#include "gateway/common/autoscale_config.h"
 
 namespace kvgate::gateway {
 
@@ -225,7 +225,7 @@ struct PoolConfig {
   // a file, DNS or Kubernetes join and leave at run time, beside any in `endpoints`.
   std::optional<discovery::DiscoveryConfig> discovery;
   // Flow control (docs/flow-control.md): the pool's queue for requests that find every
-  // endpoint saturated. YAML `flow_control:` (gateway/flow_config.h); off by default.
+  // endpoint saturated. YAML `flow_control:` (gateway/common/flow_config.h); off by default.
   route::FlowQueueConfig flow;
   // LoRA placement (route/lora_placement.h, docs/gateway.md "LoRA adapters"), opt-in:
   // the gateway loads the pool's adapters on its endpoints as their demand asks and

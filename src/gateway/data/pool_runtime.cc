@@ -1,7 +1,7 @@
 // GCC 12 reports a false -Wmismatched-new-delete on Asio coroutine frames (GCC bug 109224).
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
-#include "gateway/pool_runtime.h"
+#include "gateway/data/pool_runtime.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

@@ -1,10 +1,10 @@
 // A pool's `autoscale:` section in the gateway config: the core's policy fields, the
 // actuator, the interval and window; errors name the file, the field and the line.
-#include "gateway/autoscale_config.h"
+#include "gateway/common/autoscale_config.h"
 
 #include <gtest/gtest.h>
 
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 
 namespace kvgate::gateway {
 // Named after the file, not anonymous: the tests compile in unity batches, where two

@@ -1,4 +1,4 @@
-#include "gateway/flow_config.h"
+#include "gateway/common/flow_config.h"
 
 #include <fmt/format.h>
 

@@ -1,9 +1,9 @@
 // A pool's flow_control section and the keys file's flow-control fields.
-#include "gateway/flow_config.h"
+#include "gateway/common/flow_config.h"
 
 #include <gtest/gtest.h>
 
-#include "gateway/config.h"
+#include "gateway/common/config.h"
 #include "gateway/data/keys.h"
 
 namespace kvgate::gateway {

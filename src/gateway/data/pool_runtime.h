@@ -42,10 +42,10 @@
 #include "core/route/circuit_breaker.h"
 #include "core/route/endpoint_holds.h"
 #include "core/route/router.h"
-#include "gateway/config.h"
+#include "gateway/common/config.h"
+#include "gateway/common/metrics.h"
 #include "gateway/data/pool_routing.h"
 #include "gateway/data/recent_requests.h"
-#include "gateway/metrics.h"
 
 namespace kvgate::gateway {
 
