@@ -10,6 +10,10 @@
 # host memory, summed over the completed measured requests) and the share of prompt
 # tokens served from either tier; means over seeds, min-max in brackets. Warm-up stages
 # are left out (the simulator's summary does the same).
+# The disk tier (docs/engine-model.md "Disk tier"): SCENARIO=examples/sim/tiered-kv-disk.yaml
+# runs the same workload on engines whose host memory is too small for it but whose disk
+# holds it, kv-cost with the default host and disk credits against crediting disk hits as
+# host hits, GPU-only credit and load-only; "cached or loaded" then counts disk loads too.
 # Usage: bench/sim_tiered_kv.bench.sh [OUT]   SEEDS="1 2 3" picks the seeds;
 # OUT (default: a temporary directory) keeps tiered_kv.csv.
 set -euo pipefail

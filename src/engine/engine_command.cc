@@ -23,6 +23,7 @@ struct Flags {
   std::string format = "array";
   bool no_prefix_caching = false;
   double host_gbps = 0;  // --host-gbps: 0, the profile's host link
+  double disk_gbps = 0;  // --disk-gbps: 0, the profile's disk read bandwidth
   std::string tokenizer;
   std::vector<std::string> lora_modules;  // NAME=PATH
 };
@@ -86,6 +87,7 @@ int run(Flags& f) {
   f.o.kv_events_format = *format;
   f.o.engine.enable_prefix_caching = !f.no_prefix_caching;
   f.o.engine.host_bytes_per_s = f.host_gbps * 1e9;
+  f.o.engine.disk_bytes_per_s = f.disk_gbps * 1e9;
   for (const std::string& m : f.lora_modules) {
     const size_t eq = m.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == m.size()) {
@@ -171,6 +173,17 @@ void add_engine_command(CLI::App& app) {
   cmd->add_option("--host-gbps", flags->host_gbps,
                   "Host -> GPU copy bandwidth of the host KV tier, GB/s (0: the profile's, "
                   "50 per GPU for the built-in H100 profiles)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--num-disk-blocks", o.engine.num_disk_blocks,
+                  "Disk KV tier below host memory, blocks (0: off; as LMCache's local disk "
+                  "backend): host copies dropped for room (GPU evictions, without a host tier) "
+                  "are written there and loaded back for a later prefix hit, read into host "
+                  "memory then copied in; KV events carry medium DISK for them")
+      ->capture_default_str();
+  cmd->add_option("--disk-gbps", flags->disk_gbps,
+                  "Disk -> host read bandwidth of the disk KV tier, GB/s (0: the profile's, 5 "
+                  "per GPU for the built-in H100 profiles, an assumed local NVMe drive)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--data-parallel-size", o.data_parallel_size,

@@ -54,7 +54,7 @@ Result<EngineGroup> parse_group(const YamlReader& y, const YAML::Node& n, const 
       n, where,
       {"count", "engines", "groups", "profile", "num_gpu_blocks", "block_size", "max_num_seqs",
        "max_num_batched_tokens", "max_model_len", "enable_prefix_caching", "num_host_blocks",
-       "host_gbps", "role", "zone", "rack"}));
+       "host_gbps", "num_disk_blocks", "disk_gbps", "role", "zone", "rack"}));
   KVGATE_TRY(y.read(n, "count", g.count, where));
   KVGATE_TRY(y.read(n, "engines", g.count, where));
   std::string profile;
@@ -80,6 +80,13 @@ Result<EngineGroup> parse_group(const YamlReader& y, const YAML::Node& n, const 
     return y.error(n["host_gbps"], where + ".host_gbps", "expected 0 (the profile's) .. 1e6 GB/s");
   }
   c.host_bytes_per_s = host_gbps * 1e9;
+  KVGATE_TRY(y.read(n, "num_disk_blocks", c.num_disk_blocks, where));
+  double disk_gbps = c.disk_bytes_per_s / 1e9;
+  KVGATE_TRY(y.read(n, "disk_gbps", disk_gbps, where));
+  if (!(disk_gbps >= 0) || disk_gbps > 1e6) {
+    return y.error(n["disk_gbps"], where + ".disk_gbps", "expected 0 (the profile's) .. 1e6 GB/s");
+  }
+  c.disk_bytes_per_s = disk_gbps * 1e9;
   std::string role;
   KVGATE_TRY(y.read(n, "role", role, where));
   if (!role.empty()) {

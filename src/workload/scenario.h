@@ -15,6 +15,8 @@
 //     max_num_batched_tokens: 8192
 //     num_host_blocks: 0            # host-memory KV tier, blocks (0: off; engine_config.h)
 //     host_gbps: 0                  # its host -> GPU bandwidth, GB/s (0: the profile's)
+//     num_disk_blocks: 0            # disk KV tier below it, blocks (0: off)
+//     disk_gbps: 0                  # its disk -> host read bandwidth, GB/s (0: the profile's)
 //   gateway:
 //     model: qwen3-32b
 //     hop_delay_ms: 1               # gateway <-> engine, one way

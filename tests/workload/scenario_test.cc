@@ -114,5 +114,28 @@ policies:
       "host_ttl"));
 }
 
+TEST(Scenario, HostAndDiskTiersOfTheEngines) {
+  auto s = parse_scenario(R"(
+cluster:
+  groups:
+    - {count: 1, profile: h100-qwen2.5-7b}
+    - {count: 1, profile: h100-qwen2.5-7b, num_host_blocks: 100, num_disk_blocks: 1000,
+       host_gbps: 25, disk_gbps: 2.5}
+policies:
+  - {name: tiered, policy: kv-cost, params: {disk_block_credit: 0.3}, overlap: precise}
+)" + kChatWorkload,
+                          "", kNoFiles);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s->engines[0].config.num_disk_blocks, 0u);  // absent: no disk tier
+  EXPECT_EQ(s->engines[1].config.num_host_blocks, 100u);
+  EXPECT_EQ(s->engines[1].config.num_disk_blocks, 1000u);
+  EXPECT_DOUBLE_EQ(s->engines[1].config.host_bytes_per_s, 25e9);
+  EXPECT_DOUBLE_EQ(s->engines[1].config.disk_bytes_per_s, 2.5e9);
+  EXPECT_TRUE(refused_naming(
+      "{cluster: {engines: 1, profile: h100-qwen2.5-7b, disk_gbps: -1}, policies: [{policy: "
+      "random}]}",
+      "disk_gbps"));
+}
+
 }  // namespace scenario_test
 }  // namespace kvgate::workload

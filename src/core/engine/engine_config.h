@@ -48,6 +48,18 @@ struct EngineConfig {
   uint32_t num_host_blocks = 0;
   // Host -> GPU copy bandwidth, bytes per second; 0 = the profile's host_bytes_per_s.
   double host_bytes_per_s = 0;
+  // Disk KV tier below host memory (LMCache's local disk backend, SGLang's HiCache L3), in
+  // blocks; 0: off. A copy dropped from host memory to make room is written to disk
+  // instead of being lost (with no host tier, a block leaving the GPU goes to disk
+  // directly); disk is LRU as the host tier. A request's cached prefix may continue on disk
+  // after its GPU and host hits: such a block is read into host memory and copied to the
+  // GPU, disk_reload_s per block (Profile::disk_reload_s: the disk read, then the host
+  // copy), charged to the step that first schedules the request as host loads are. The
+  // block is then cached in GPU memory again (its disk copy stays). KV events: the copies
+  // as BlockStored/BlockRemoved with medium "DISK" (kv_event.h).
+  uint32_t num_disk_blocks = 0;
+  // Disk -> host read bandwidth, bytes per second; 0 = the profile's disk_bytes_per_s.
+  double disk_bytes_per_s = 0;
   // Emit KV events in StepResult::kv_events (the simulator may turn them off when no
   // precise index listens, to save work).
   bool emit_kv_events = true;

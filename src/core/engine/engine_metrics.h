@@ -43,6 +43,12 @@ struct EngineMetrics {
   uint64_t host_offloaded_blocks = 0;
   uint64_t host_loaded_blocks = 0;
   uint64_t host_cache_hits = 0;  // tokens
+  // Disk KV tier (EngineConfig::num_disk_blocks > 0): blocks written to disk (dropped from
+  // host memory, or evicted from the GPU with no host tier), blocks loaded from disk for
+  // requests, and the prompt tokens those loads served.
+  uint64_t disk_offloaded_blocks = 0;
+  uint64_t disk_loaded_blocks = 0;
+  uint64_t disk_cache_hits = 0;  // tokens
   double busy_seconds = 0;       // sum of step durations
 
   // Histograms, seconds, vLLM's buckets.

@@ -72,6 +72,7 @@ EngineModel::EngineModel(const EngineConfig& config, Profile profile)
       pool_(config.num_gpu_blocks ? config.num_gpu_blocks : std::max(1u, profile_.num_gpu_blocks),
             config.enable_prefix_caching),
       host_(config.enable_prefix_caching ? config.num_host_blocks : 0),
+      disk_(config.enable_prefix_caching ? config.num_disk_blocks : 0),
       vocab_(std::max(1u, config.vocab_size)) {
   if (config_.num_gpu_blocks == 0) config_.num_gpu_blocks = pool_.num_blocks();
   if (config_.block_size == 0) config_.block_size = std::max(1u, profile_.block_size);
@@ -87,6 +88,16 @@ EngineModel::EngineModel(const EngineConfig& config, Profile profile)
     if (config_.host_bytes_per_s < 0) config_.host_bytes_per_s = 0;
     host_reload_time_ = static_cast<Nanos>(
         std::llround(profile_.host_reload_s(config_.block_size, config_.host_bytes_per_s) * 1e9));
+  }
+  if (disk_.capacity() > 0) {
+    if (config_.disk_bytes_per_s < 0) config_.disk_bytes_per_s = 0;
+    if (config_.host_bytes_per_s < 0) config_.host_bytes_per_s = 0;
+    // Read into host memory, then copied in as a host block (with or without a host tier:
+    // the read lands in a host buffer either way).
+    disk_reload_time_ = static_cast<Nanos>(
+        std::llround(profile_.disk_reload_s(config_.block_size, config_.disk_bytes_per_s,
+                                            config_.host_bytes_per_s) *
+                     1e9));
   }
 }
 
@@ -274,8 +285,36 @@ void EngineModel::free_blocks(Request& r) {
   r.num_committed = 0;
 }
 
+void EngineModel::offload_to_disk(std::span<const EngineBlockHash> blocks, StepResult& out) {
+  if (blocks.empty()) return;
+  disk_stored_.clear();
+  disk_dropped_.clear();
+  for (const EngineBlockHash h : blocks) {
+    if (disk_.offload(h, disk_dropped_)) disk_stored_.push_back(h);
+  }
+  metrics_.disk_offloaded_blocks += disk_stored_.size();
+  if (!config_.emit_kv_events) return;
+  if (!disk_stored_.empty()) {
+    auto& stored =
+        std::get<BlockStored>(out.kv_events.emplace_back(std::in_place_type<BlockStored>));
+    StepResult::take(out.spare_hashes, stored.block_hashes);
+    stored.block_hashes.assign(disk_stored_.begin(), disk_stored_.end());
+    stored.block_size = config_.block_size;
+    stored.medium = kv::kMediumDisk;
+  }
+  if (!disk_dropped_.empty()) {
+    auto& dropped =
+        std::get<BlockRemoved>(out.kv_events.emplace_back(std::in_place_type<BlockRemoved>));
+    StepResult::take(out.spare_hashes, dropped.block_hashes);
+    dropped.block_hashes.assign(disk_dropped_.begin(), disk_dropped_.end());
+    dropped.medium = kv::kMediumDisk;
+  }
+}
+
 void EngineModel::flush_evictions(StepResult& out) {
   if (evicted_.empty()) return;
+  // With no host tier, blocks leaving the GPU go to disk directly (nothing without one).
+  if (host_.capacity() == 0 && disk_.capacity() > 0) offload_to_disk(evicted_, out);
   if (host_.capacity() > 0) {
     // Copied to host memory, not lost. The copies are reported before the GPU removals,
     // as vLLM's connector does (its copies are made when blocks are computed, long before
@@ -294,6 +333,9 @@ void EngineModel::flush_evictions(StepResult& out) {
       stored.block_size = config_.block_size;
       stored.medium = kv::kMediumCpu;
     }
+    // Host copies dropped for room go down to disk; reported before their host removal,
+    // as the host copies are before the GPU removals.
+    if (disk_.capacity() > 0) offload_to_disk(host_dropped_, out);
     if (config_.emit_kv_events && !host_dropped_.empty()) {
       auto& dropped =
           std::get<BlockRemoved>(out.kv_events.emplace_back(std::in_place_type<BlockRemoved>));
@@ -510,16 +552,24 @@ void EngineModel::schedule_waiting(StepResult& out) {
         ++hit_blocks;
       }
     }
-    // Host tier: the prefix may continue in host memory; those blocks are loaded back
-    // (not for a request whose prompt KV arrives from a prefill engine anyway).
+    // Host and disk tiers: the prefix may continue in host memory or on disk; those
+    // blocks are loaded back (not for a request whose prompt KV arrives from a prefill
+    // engine anyway). A block in both is loaded from host memory.
     uint64_t host_hits = 0;
-    if (host_.size() > 0 && !r.remote_kv) {
-      while (hit_blocks + host_hits < max_hit_blocks &&
-             host_.contains(r.hashes[hit_blocks + host_hits])) {
-        ++host_hits;
+    uint64_t disk_hits = 0;
+    if ((host_.size() > 0 || disk_.size() > 0) && !r.remote_kv) {
+      while (hit_blocks + host_hits + disk_hits < max_hit_blocks) {
+        const EngineBlockHash h = r.hashes[hit_blocks + host_hits + disk_hits];
+        if (host_.contains(h)) {
+          ++host_hits;
+        } else if (disk_.contains(h)) {
+          ++disk_hits;
+        } else {
+          break;
+        }
       }
     }
-    const uint64_t local_blocks = hit_blocks + host_hits;
+    const uint64_t local_blocks = hit_blocks + host_hits + disk_hits;
     // Remote prefill: the prompt's full blocks arrive instead of being computed.
     const uint64_t remote_blocks =
         r.remote_kv ? std::max(local_blocks, std::min<uint64_t>(r.prompt_len / bs, max_hit_blocks))
@@ -530,9 +580,12 @@ void EngineModel::schedule_waiting(StepResult& out) {
     if (pool_.num_free() < free_hits + (need - hit_blocks)) break;  // head-of-line waits
 
     it = waiting_.erase(it);
-    // Loaded blocks first become the newest host copies, so that the GPU evictions this
-    // allocation causes (offloaded to host) do not push them out.
-    for (uint64_t i = hit_blocks; i < local_blocks; ++i) host_.touch(r.hashes[i]);
+    // Loaded blocks first become the newest copies of the tier they come from, so that
+    // the GPU evictions this allocation causes (offloaded to host, and on to disk) do not
+    // push them out.
+    for (uint64_t i = hit_blocks; i < local_blocks; ++i) {
+      if (!host_.touch(r.hashes[i])) disk_.touch(r.hashes[i]);
+    }
     for (const BlockId b : hit_ids_) {  // the pool has not changed since the walk
       pool_.acquire(b);
       r.blocks.push_back(b);
@@ -551,6 +604,11 @@ void EngineModel::schedule_waiting(StepResult& out) {
       step_host_loads_ += static_cast<uint32_t>(host_hits);
       metrics_.host_loaded_blocks += host_hits;
       metrics_.host_cache_hits += host_hits * bs;
+    }
+    if (disk_hits > 0) {
+      step_disk_loads_ += static_cast<uint32_t>(disk_hits);
+      metrics_.disk_loaded_blocks += disk_hits;
+      metrics_.disk_cache_hits += disk_hits * bs;
     }
     if (r.first_scheduled < 0) {
       r.first_scheduled = step_start_;
@@ -752,6 +810,12 @@ void EngineModel::step(Nanos now, StepResult& out) {
     out.duration += static_cast<Nanos>(step_host_loads_) * host_reload_time_;
     step_host_loads_ = 0;
   }
+  if (step_disk_loads_ > 0) {
+    // Read from disk and copied in before the forward pass too.
+    out.disk_loads = step_disk_loads_;
+    out.duration += static_cast<Nanos>(step_disk_loads_) * disk_reload_time_;
+    step_disk_loads_ = 0;
+  }
   if (out.duration > 0) {
     ++metrics_.steps;
     metrics_.busy_seconds += to_seconds(out.duration);
@@ -765,6 +829,7 @@ void EngineModel::step(Nanos now, StepResult& out) {
 bool EngineModel::reset_prefix_cache(std::vector<KvEvent>& events) {
   if (!pool_.reset()) return false;
   host_.clear();  // AllBlocksCleared: a listener forgets every tier of this engine
+  disk_.clear();
   if (config_.emit_kv_events) events.emplace_back(std::in_place_type<AllBlocksCleared>);
   return true;
 }

@@ -31,6 +31,12 @@
 // there after its GPU hits: those blocks are loaded back (the step takes the copies'
 // time longer) instead of computed. Off, nothing of this runs.
 //
+// Disk KV tier (config.num_disk_blocks > 0): below the host tier, another HostTier of
+// its own size. A host copy dropped to make room is written to disk (with no host tier,
+// an evicted GPU block goes to disk directly), and a waiting request's prefix may go on
+// from host memory to disk: each such block is loaded at disk_reload_time(), longer than
+// a host load. Off, nothing of this runs.
+//
 // LoRA (config.max_loras > 0, engine_config.h): the batch holds at most max_loras
 // distinct adapters (a waiting request that would add one more is skipped, not waited
 // for), an adapter is loaded into one of max_loras slots (LRU) when its first request is
@@ -149,6 +155,10 @@ class EngineModel {
   const HostTier& host() const { return host_; }
   // Time to load one block back from host memory (0 with the host tier off).
   Nanos host_reload_time() const { return host_reload_time_; }
+  // The disk tier (a HostTier of config().num_disk_blocks slots), and the time to load one
+  // block from it into the GPU (0 with the disk tier off).
+  const HostTier& disk() const { return disk_; }
+  Nanos disk_reload_time() const { return disk_reload_time_; }
 
  private:
   struct Request;
@@ -175,6 +185,9 @@ class EngineModel {
   // free blocks.
   bool allocate_blocks(Request& r, uint64_t total_tokens, StepResult& out);
   void flush_evictions(StepResult& out);
+  // Writes `blocks` (leaving the tier above) to the disk tier and reports the new copies
+  // and the ones dropped for room.
+  void offload_to_disk(std::span<const EngineBlockHash> blocks, StepResult& out);
   Request* pick_victim();
   void preempt(Request& r, StepResult& out);
   void free_blocks(Request& r);
@@ -205,6 +218,8 @@ class EngineModel {
   BlockPool pool_;
   HostTier host_;
   Nanos host_reload_time_ = 0;  // per block
+  HostTier disk_;
+  Nanos disk_reload_time_ = 0;  // per block
   EngineMetrics metrics_;
   FastMod vocab_;  // % vocab_size
 
@@ -235,6 +250,9 @@ class EngineModel {
   std::vector<EngineBlockHash> offloaded_;     // flush_evictions: new host copies
   std::vector<EngineBlockHash> host_dropped_;  // flush_evictions: host copies dropped
   uint32_t step_host_loads_ = 0;               // blocks loaded from host for this step
+  std::vector<EngineBlockHash> disk_stored_;   // flush_evictions: new disk copies
+  std::vector<EngineBlockHash> disk_dropped_;  // flush_evictions: disk copies dropped
+  uint32_t step_disk_loads_ = 0;               // blocks loaded from disk for this step
   std::vector<BlockId> hit_ids_;            // schedule_waiting: the head's cached blocks, in order
   std::vector<kv::TokenId> block_scratch_;  // block_tokens() of a block across the prompt end
   uint64_t budget_ = 0;

@@ -123,6 +123,8 @@ struct StepResult {
   // Host KV tier: blocks loaded back from host memory for this step (each added the
   // profile's host_reload_s to it).
   uint32_t host_loads = 0;
+  // Disk KV tier: blocks loaded from disk for this step (each added disk_reload_s).
+  uint32_t disk_loads = 0;
 
   std::vector<RequestUpdate> updates;  // in running-batch order
   std::vector<RequestId> preempted;    // moved back to waiting (recompute)
@@ -158,7 +160,7 @@ struct StepResult {
     start = duration = 0;
     scheduled_seqs = decode_seqs = 0;
     lora_adapters = lora_loads = 0;
-    host_loads = 0;
+    host_loads = disk_loads = 0;
     prefill_tokens = 0;
     updates.clear();
     preempted.clear();

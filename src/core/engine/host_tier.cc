@@ -30,11 +30,12 @@ bool HostTier::offload(kv::EngineBlockHash hash, std::vector<kv::EngineBlockHash
   return true;
 }
 
-void HostTier::touch(kv::EngineBlockHash hash) {
+bool HostTier::touch(kv::EngineBlockHash hash) {
   auto it = index_.find(hash);
-  if (it == index_.end()) return;
+  if (it == index_.end()) return false;
   unlink(it->second);
   push_back(it->second);
+  return true;
 }
 
 void HostTier::clear() {

@@ -1,4 +1,5 @@
-// HostTier: the host-memory copies of an engine's KV blocks (vLLM's CPU offloading).
+// HostTier: the host-memory copies of an engine's KV blocks (vLLM's CPU offloading); the
+// EngineModel keeps a second one for its disk tier (EngineConfig::num_disk_blocks).
 //
 // A fixed number of block slots, keyed by the engine's block hash and kept in LRU order.
 // The EngineModel offloads a cached block here when its GPU memory is handed out again,
@@ -37,8 +38,8 @@ class HostTier {
   // it was already here (then only touched) or the tier is off. A new copy in a full tier
   // first drops the least recently used one, appended to `dropped`.
   bool offload(kv::EngineBlockHash hash, std::vector<kv::EngineBlockHash>& dropped);
-  // Marks `hash` most recently used; nothing if it is not here.
-  void touch(kv::EngineBlockHash hash);
+  // Marks `hash` most recently used; nothing if it is not here. True if it is here.
+  bool touch(kv::EngineBlockHash hash);
   // Forgets every copy.
   void clear();
 

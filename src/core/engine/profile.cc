@@ -39,6 +39,11 @@ constexpr double kHbm = 3.0e12;                   // B/s achieved on H100 SXM (3
 // Host -> GPU copies of offloaded KV (pinned memory, large transfers) over the H100 SXM's
 // PCIe 5.0 x16 link: 64 GB/s raw per direction, ~50 GB/s achieved (docs/engine-model.md).
 constexpr double kHostLink = 50e9;  // B/s per GPU
+// Disk -> host reads of KV offloaded to a local NVMe drive (the disk tier): a PCIe 4.0 x4
+// drive reads about 7 GB/s sequentially at best; 5 GB/s through a file system, with one
+// drive per GPU (as on 8-GPU servers with 8 data drives). An assumption to calibrate
+// against a real disk tier (docs/engine-model.md).
+constexpr double kDiskRead = 5e9;  // B/s per GPU
 
 Profile derive(std::string name, const Model& m, const Hardware& hw, double step_overhead,
                uint32_t num_gpu_blocks, uint32_t max_model_len, const StartupTable& startup) {
@@ -56,6 +61,7 @@ Profile derive(std::string name, const Model& m, const Hardware& hw, double step
   p.preprocess_s_per_prompt_token = kPreprocessPerToken;
   p.kv_bytes_per_token = kv_bytes_per_token;
   p.host_bytes_per_s = kHostLink * tp;  // each GPU copies its shard over its own link
+  p.disk_bytes_per_s = kDiskRead * tp;  // each GPU's shard from its own drive
   p.num_gpu_blocks = num_gpu_blocks;
   p.block_size = 16;
   p.max_model_len = max_model_len;
@@ -124,6 +130,14 @@ double Profile::host_reload_s(uint32_t block_size, double bytes_per_s) const {
   return kv_bytes_per_token * block_size / bw;
 }
 
+double Profile::disk_reload_s(uint32_t block_size, double disk_bytes_per_s_override,
+                              double host_bytes_per_s_override) const {
+  const double bw = disk_bytes_per_s_override > 0 ? disk_bytes_per_s_override : disk_bytes_per_s;
+  if (bw <= 0 || kv_bytes_per_token <= 0) return 0;
+  return kv_bytes_per_token * block_size / bw +
+         host_reload_s(block_size, host_bytes_per_s_override);
+}
+
 double Profile::prefill_block_s(uint32_t block_size) const {
   return linear_s_per_token * block_size;
 }
@@ -132,6 +146,12 @@ double host_block_credit(const Profile& profile, uint32_t block_size) {
   const double prefill = profile.prefill_block_s(block_size);
   if (prefill <= 0) return 0;
   return std::clamp(1.0 - profile.host_reload_s(block_size) / prefill, 0.0, 1.0);
+}
+
+double disk_block_credit(const Profile& profile, uint32_t block_size) {
+  const double prefill = profile.prefill_block_s(block_size);
+  if (prefill <= 0) return 0;
+  return std::clamp(1.0 - profile.disk_reload_s(block_size) / prefill, 0.0, 1.0);
 }
 
 std::vector<std::string_view> builtin_profile_names() {
@@ -186,6 +206,7 @@ Result<Profile> parse_profile_yaml(std::string_view yaml_text) {
       {"preprocess_s_per_prompt_token", &p.preprocess_s_per_prompt_token},
       {"kv_bytes_per_token", &p.kv_bytes_per_token},
       {"host_bytes_per_s", &p.host_bytes_per_s},
+      {"disk_bytes_per_s", &p.disk_bytes_per_s},
   };
   for (const auto& kv : root) {
     std::string key;

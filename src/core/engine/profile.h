@@ -31,6 +31,7 @@
 //   preprocess_s_per_prompt_token: 2.8e-6
 //   kv_bytes_per_token: 57344      # K and V of one token, all layers (the host tier's copies)
 //   host_bytes_per_s: 5.0e10       # host <-> GPU copy bandwidth of the replica
+//   disk_bytes_per_s: 5.0e9        # disk -> host read bandwidth of the replica (disk tier)
 //   num_gpu_blocks: 62000
 //   block_size: 16
 //   max_model_len: 32768
@@ -77,6 +78,9 @@ struct Profile {
   // group copies its shard over its own link). docs/engine-model.md derives both.
   double kv_bytes_per_token = 0;
   double host_bytes_per_s = 0;
+  // The disk KV tier's read bandwidth into host memory (EngineConfig::num_disk_blocks),
+  // bytes per second for the whole replica. docs/engine-model.md states the assumption.
+  double disk_bytes_per_s = 0;
 
   // Capacity defaults (EngineConfig may override).
   uint32_t num_gpu_blocks = 0;
@@ -93,6 +97,12 @@ struct Profile {
   // Seconds to copy one block of `block_size` tokens from host memory into the GPU at
   // `bytes_per_s` (0: host_bytes_per_s). 0 when either is unknown.
   double host_reload_s(uint32_t block_size, double bytes_per_s = 0) const;
+  // Seconds to bring one block from disk into the GPU: read into host memory at
+  // `disk_bytes_per_s` (0: disk_bytes_per_s), then copied in as host_reload_s(block_size,
+  // host_bytes_per_s) (the two in sequence: no overlap between blocks is assumed). 0 when
+  // the disk bandwidth or the KV size is unknown.
+  double disk_reload_s(uint32_t block_size, double disk_bytes_per_s = 0,
+                       double host_bytes_per_s = 0) const;
   // Seconds of compute one block of prefill costs in a compute-bound step: its tokens
   // through the linear layers (the attention over earlier context only adds to it).
   double prefill_block_s(uint32_t block_size) const;
@@ -102,6 +112,9 @@ struct Profile {
 // step-time model: 1 - host_reload_s / prefill_block_s, clamped to [0, 1]. A router's
 // kv-cost credits host hits by this (route/kv_cost_policy.cc states its default).
 double host_block_credit(const Profile& profile, uint32_t block_size);
+// The same for a block held on disk: 1 - disk_reload_s / prefill_block_s, clamped to
+// [0, 1] (kv-cost's disk_block_credit default, route/builtins.h).
+double disk_block_credit(const Profile& profile, uint32_t block_size);
 
 // The names of the built-in profiles.
 std::vector<std::string_view> builtin_profile_names();

@@ -1,10 +1,30 @@
 #include "core/kv/event_apply.h"
 
+#include <initializer_list>
+#include <string_view>
+
 namespace kvgate::kv {
 namespace {
 
+bool equals_ignoring_case(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const char x = a[i] >= 'a' && a[i] <= 'z' ? static_cast<char>(a[i] - 'a' + 'A') : a[i];
+    if (x != b[i]) return false;
+  }
+  return true;
+}
+
+// The spellings in use (header comment of event_apply.h), compared without case.
 Medium to_medium(const std::optional<std::string>& m) {
-  return m && *m == "CPU" ? Medium::kCpu : Medium::kGpu;
+  if (!m) return Medium::kGpu;
+  for (std::string_view cpu : {"CPU", "CXL"}) {
+    if (equals_ignoring_case(*m, cpu)) return Medium::kCpu;
+  }
+  for (std::string_view disk : {"DISK", "STORAGE", "SHARED_STORAGE"}) {
+    if (equals_ignoring_case(*m, disk)) return Medium::kDisk;
+  }
+  return Medium::kGpu;
 }
 
 }  // namespace

@@ -11,8 +11,15 @@
 
 namespace kvgate::kv {
 
-// Applies every event, in order, to `endpoint`'s entries. A medium other than "CPU"
-// counts as GPU (vLLM sends "GPU" or, for offloaded blocks, "CPU"; older versions none).
+// Applies every event, in order, to `endpoint`'s entries. The medium, compared without
+// case, names the tier:
+//   GPU memory   "GPU", none (older vLLM), or any string not below
+//   host memory  "CPU" (vLLM's CPU offloading connector; LMCache's local CPU backend
+//                writes "cpu"), "CXL" (LMCache's CXL memory backend)
+//   disk         "DISK" (SGLang's HiCache storage tier, the engine model's disk tier),
+//                "STORAGE" and "SHARED_STORAGE" (file-system backends of vLLM's
+//                offloading connector, e.g. llm-d's)
+// vLLM itself defines only "GPU" and its CPU connector's "CPU".
 void apply_events(PreciseIndex& index, EndpointId endpoint, std::span<const KvEvent> events);
 
 inline void apply_event_batch(PreciseIndex& index, EndpointId endpoint, const EventBatch& batch) {

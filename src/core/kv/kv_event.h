@@ -18,7 +18,9 @@
 // With CPU offloading (vLLM's OffloadingConnector) the same two events carry medium
 // "CPU": a BlockStored without tokens or parent names blocks the engine already reported
 // (by hash) that now have a copy in host memory, a BlockRemoved(CPU) drops such a copy.
-// An event without a medium (older vLLM) means GPU.
+// An event without a medium (older vLLM) means GPU. A disk tier below host memory
+// (the engine model's, SGLang's HiCache storage) uses medium "DISK" the same way;
+// event_apply.h lists the other spellings a listener reads as host memory or disk.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +33,7 @@ namespace kvgate::kv {
 
 inline constexpr const char* kMediumGpu = "GPU";
 inline constexpr const char* kMediumCpu = "CPU";
+inline constexpr const char* kMediumDisk = "DISK";
 
 // The engine's own block hash as it appears on the wire (not kvgate's BlockKey).
 using EngineBlockHash = uint64_t;
@@ -41,7 +44,7 @@ struct BlockStored {
   std::vector<uint32_t> token_ids;                   // block_hashes.size() * block_size
   uint32_t block_size = 0;
   std::optional<int64_t> lora_id;
-  std::optional<std::string> medium;  // "GPU", "CPU"
+  std::optional<std::string> medium;  // "GPU", "CPU", "DISK"
   std::optional<std::string> lora_name;
   // The request's cache salt (vLLM's `cache_salt`), set only on an event whose chain
   // starts at the root (no parent): the salt seeds the first block's hash, and every

@@ -13,6 +13,9 @@ constexpr uint32_t kNone = 0xFFFFFFFFu;
 constexpr int kInline = 3;
 
 uint8_t medium_bit(Medium m) { return static_cast<uint8_t>(m); }
+constexpr uint8_t kAllTiers = 7;  // GPU | CPU | disk
+constexpr int kTierBits = 3;      // per inline holder
+constexpr uint8_t kDiskOnly = static_cast<uint8_t>(Medium::kDisk);
 
 struct Holder {
   uint16_t endpoint;
@@ -21,7 +24,9 @@ struct Holder {
 
 // One distinct block: 24 bytes (packed to 4-byte alignment: the arena is the bulk of the
 // index's memory). Holders live inline (up to kInline) or, once there are more, all in
-// Impl::overflow[o], where o is kept in the first two inline slots (count == kSpilled).
+// Impl::overflow[o], where o is kept in the first two inline slots (count() == kSpilled).
+// `meta` packs the inline holders' tiers (3 bits each, Medium bits) in bits 0-8 and
+// their count (or kSpilled) in bits 12-15.
 //
 // `holder_sig` is an order-independent fingerprint of the holder set with its tiers (the
 // XOR of a mix of each (endpoint, tiers)). Along a prompt, consecutive blocks usually
@@ -29,29 +34,31 @@ struct Holder {
 // fingerprints and walks such runs in O(1) per block instead of intersecting sets. It is
 // 32 bits: two different sets agree with probability 2^-32 per comparison, and the cost
 // of that is one request's match counting a block too many on one endpoint.
-constexpr uint8_t kSpilled = 0xFF;
+constexpr uint8_t kSpilled = 0xF;
 struct __attribute__((packed, aligned(4))) Entry {
   BlockKey key;
   uint32_t holder_sig;
   uint32_t last_use;  // tick of the last store or match (LRU)
   uint16_t ids[kInline];
-  uint8_t tier_bits;  // 2 bits per inline holder
-  uint8_t count;      // inline holders, or kSpilled
+  uint16_t meta;  // tiers of the inline holders (bits 0-8), their count (bits 12-15)
 
-  bool spilled() const { return count == kSpilled; }
+  uint8_t count() const { return static_cast<uint8_t>(meta >> 12); }
+  uint8_t tiers_at(int i) const {
+    return static_cast<uint8_t>((meta >> (kTierBits * i)) & kAllTiers);
+  }
+  bool spilled() const { return count() == kSpilled; }
   uint32_t overflow() const { return uint32_t{ids[0]} | uint32_t{ids[1]} << 16; }
   void set_overflow(uint32_t o) {
     ids[0] = static_cast<uint16_t>(o);
     ids[1] = static_cast<uint16_t>(o >> 16);
-    count = kSpilled;
-    tier_bits = 0;
+    meta = static_cast<uint16_t>(kSpilled << 12);
   }
 };
 static_assert(sizeof(Entry) == 24);
 
 uint32_t holder_mix(uint16_t endpoint, uint8_t tiers) {
   if (tiers == 0) return 0;
-  uint64_t x = (uint64_t{endpoint} << 2 | tiers) * 0x9E3779B97F4A7C15ULL;
+  uint64_t x = (uint64_t{endpoint} << kTierBits | tiers) * 0x9E3779B97F4A7C15ULL;
   x ^= x >> 29;
   x *= 0xBF58476D1CE4E5B9ULL;
   return static_cast<uint32_t>(x ^ (x >> 32));
@@ -84,7 +91,7 @@ struct PreciseIndex::Impl {
   std::vector<uint32_t> stamp;  // stamp[e] == gen: e holds the block being matched
   uint32_t gen = 0;
   std::vector<uint8_t> stamp_tiers;
-  std::vector<uint32_t> gpu, total;
+  std::vector<uint32_t> gpu, total, disk;
   std::vector<uint8_t> gpu_alive;
   std::vector<uint16_t> active;
   std::vector<BlockKey> chain;  // scratch for apply_stored
@@ -113,7 +120,7 @@ struct PreciseIndex::Impl {
     if (en.spilled()) {
       for (const Holder& h : overflow[en.overflow()]) fn(h.endpoint, h.tiers);
     } else {
-      for (int i = 0; i < en.count; ++i) fn(en.ids[i], (en.tier_bits >> (2 * i)) & 3);
+      for (int i = 0; i < en.count(); ++i) fn(en.ids[i], en.tiers_at(i));
     }
   }
 
@@ -125,8 +132,8 @@ struct PreciseIndex::Impl {
       }
       return 0;
     }
-    for (int i = 0; i < en.count; ++i) {
-      if (en.ids[i] == e) return (en.tier_bits >> (2 * i)) & 3;
+    for (int i = 0; i < en.count(); ++i) {
+      if (en.ids[i] == e) return en.tiers_at(i);
     }
     return 0;
   }
@@ -160,8 +167,8 @@ struct PreciseIndex::Impl {
     }
     int n = 0;
     bool found = false;
-    for (int i = 0; i < en.count; ++i) {
-      Holder h{en.ids[i], static_cast<uint8_t>((en.tier_bits >> (2 * i)) & 3)};
+    for (int i = 0; i < en.count(); ++i) {
+      Holder h{en.ids[i], en.tiers_at(i)};
       if (h.endpoint == e) {
         found = true;
         if (t == 0) continue;
@@ -180,12 +187,12 @@ struct PreciseIndex::Impl {
   }
 
   static void pack_inline(Entry& en, const Holder* hs, int n) {
-    en.count = static_cast<uint8_t>(n);
-    en.tier_bits = 0;
+    uint32_t meta = static_cast<uint32_t>(n) << 12;
     for (int i = 0; i < n; ++i) {
       en.ids[i] = hs[i].endpoint;
-      en.tier_bits = static_cast<uint8_t>(en.tier_bits | (hs[i].tiers << (2 * i)));
+      meta |= uint32_t{hs[i].tiers} << (kTierBits * i);
     }
+    en.meta = static_cast<uint16_t>(meta);
   }
 
   uint32_t acquire_overflow() {
@@ -221,7 +228,7 @@ struct PreciseIndex::Impl {
     return was_holder && now == 0;
   }
 
-  bool has_holders(const Entry& en) const { return en.count > 0; }
+  bool has_holders(const Entry& en) const { return en.count() > 0; }
 
   // --- entries ---
 
@@ -243,7 +250,7 @@ struct PreciseIndex::Impl {
       if (arena.size() == arena.capacity()) arena.reserve(arena.size() + arena.size() / 2 + 64);
       arena.emplace_back();
     }
-    arena[idx] = Entry{key, 0, tick, {0, 0, 0}, 0, 0};
+    arena[idx] = Entry{key, 0, tick, {0, 0, 0}, 0};
     by_key.insert_new(key, idx);
     return idx;
   }
@@ -252,7 +259,7 @@ struct PreciseIndex::Impl {
     Entry& en = arena[idx];
     by_key.erase(en.key, [this](uint32_t i) { return arena[i].key; });
     if (en.spilled()) release_overflow(en.overflow());
-    en = Entry{0, 0, 0, {0, 0, 0}, 0, 0};
+    en = Entry{0, 0, 0, {0, 0, 0}, 0};
     free_list.push_back(idx);
   }
 
@@ -290,7 +297,7 @@ struct PreciseIndex::Impl {
     EndpointState& st = endpoints[e];
     st.engine_to_entry.for_each([&](uint64_t, uint32_t& idx) {
       bool was = false;
-      if (remove_holder_bits(arena[idx], static_cast<uint16_t>(e), 3, was) && was) {
+      if (remove_holder_bits(arena[idx], static_cast<uint16_t>(e), kAllTiers, was) && was) {
         --held_pairs;
         if (!has_holders(arena[idx])) free_entry(idx);
       }
@@ -344,7 +351,7 @@ void PreciseIndex::apply_stored(EndpointId endpoint, const BlockStoredEvent& ev)
       // The engine reused a hash for other content: drop the old block first.
       uint32_t old = *mapped;
       bool was = false;
-      if (m.remove_holder_bits(m.arena[old], e, 3, was)) {
+      if (m.remove_holder_bits(m.arena[old], e, kAllTiers, was)) {
         --st.blocks_held;
         --m.held_pairs;
         if (!m.has_holders(m.arena[old])) m.free_entry(old);
@@ -444,6 +451,7 @@ void PreciseIndex::match(std::span<const BlockKey> keys, Nanos /*now*/,
     m.stamp_tiers.assign(ne, 0);
     m.gpu.assign(ne, 0);
     m.total.assign(ne, 0);
+    m.disk.assign(ne, 0);
     m.gpu_alive.assign(ne, 0);
   }
   ++m.tick;
@@ -463,17 +471,24 @@ void PreciseIndex::match(std::span<const BlockKey> keys, Nanos /*now*/,
       m.total[e] = 1;
       m.gpu_alive[e] = (t & kGpuBit) != 0;
       m.gpu[e] = m.gpu_alive[e] ? 1 : 0;
+      m.disk[e] = t == kDiskOnly ? 1 : 0;
+      m.stamp_tiers[e] = t;  // the tiers of e's current run (settle reads them)
     });
   }
   // Blocks whose holder set equals the previous block's are counted lazily: `pending`
-  // of them are added to every active endpoint when the set next changes.
+  // of them are added to every active endpoint when the set next changes. Equal sets
+  // (with their tiers) mean an active endpoint's tiers are still stamp_tiers[e].
   uint32_t prev_sig = m.arena[idx].holder_sig;
   uint32_t pending = 0;
   auto settle = [&] {
     if (pending == 0) return;
     for (uint16_t e : active) {
       m.total[e] += pending;
-      if (m.gpu_alive[e]) m.gpu[e] += pending;
+      if (m.gpu_alive[e]) {
+        m.gpu[e] += pending;
+      } else if (m.stamp_tiers[e] == kDiskOnly) {
+        m.disk[e] += pending;
+      }
     }
     pending = 0;
   };
@@ -519,7 +534,7 @@ void PreciseIndex::match(std::span<const BlockKey> keys, Nanos /*now*/,
     size_t w = 0;
     for (uint16_t e : active) {
       if (m.stamp[e] != s) {
-        out.push_back({e, m.gpu[e], m.total[e]});
+        out.push_back({e, m.gpu[e], m.total[e], m.disk[e]});
         continue;
       }
       ++m.total[e];
@@ -527,13 +542,14 @@ void PreciseIndex::match(std::span<const BlockKey> keys, Nanos /*now*/,
         ++m.gpu[e];
       } else {
         m.gpu_alive[e] = 0;
+        if (m.stamp_tiers[e] == kDiskOnly) ++m.disk[e];
       }
       active[w++] = e;
     }
     active.resize(w);
   }
   settle();
-  for (uint16_t e : active) out.push_back({e, m.gpu[e], m.total[e]});
+  for (uint16_t e : active) out.push_back({e, m.gpu[e], m.total[e], m.disk[e]});
 }
 
 size_t PreciseIndex::memory_bytes() const {

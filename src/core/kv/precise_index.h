@@ -31,7 +31,10 @@ namespace kvgate::kv {
 
 // Without token_ids (and parent), an event names blocks the endpoint already stored, by
 // their engine hashes, that now also sit in `medium`: what vLLM's CPU offloading
-// connector sends when it copies blocks to host memory. Each such block gains the medium;
+// connector sends when it copies blocks to host memory (and a disk tier when it writes
+// them to disk). The index keeps per (block, endpoint) the set of media it is held in;
+// match() reports the GPU run, the run in any tier, and the blocks of that run past the
+// GPU run held on disk only (EndpointMatch). Each such block gains the medium;
 // one the endpoint never stored is counted (EventStats::unknown_copied) and skipped.
 struct BlockStoredEvent {
   std::span<const uint64_t> block_hashes;     // the engine's own hashes, one per block

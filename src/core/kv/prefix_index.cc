@@ -12,6 +12,11 @@ void merge_matches(std::vector<EndpointMatch>& a, std::span<const EndpointMatch>
       a.push_back(m);
     } else {
       it->gpu_blocks = std::max(it->gpu_blocks, m.gpu_blocks);
+      if (m.total_blocks > it->total_blocks) {
+        it->disk_blocks = m.disk_blocks;
+      } else if (m.total_blocks == it->total_blocks) {
+        it->disk_blocks = std::min(it->disk_blocks, m.disk_blocks);
+      }
       it->total_blocks = std::max(it->total_blocks, m.total_blocks);
     }
   }

@@ -20,18 +20,24 @@ namespace kvgate::kv {
 using EndpointId = uint32_t;
 inline constexpr EndpointId kMaxEndpoints = 65535;
 
-// Where an engine holds a block (vLLM's `medium`).
-enum class Medium : uint8_t { kGpu = 1, kCpu = 2 };
+// Where an engine holds a block (vLLM's `medium`; event_apply.h maps the strings).
+enum class Medium : uint8_t { kGpu = 1, kCpu = 2, kDisk = 4 };
 
 // How much of a request one endpoint holds.
 struct EndpointMatch {
-  EndpointId endpoint;
+  EndpointId endpoint = 0;
   // Leading blocks of the request held in GPU memory: prefill skips these for free.
-  uint32_t gpu_blocks;
+  uint32_t gpu_blocks = 0;
   // Leading blocks held in any tier: the GPU run, then blocks the engine can load from
-  // CPU memory. Always >= gpu_blocks.
-  uint32_t total_blocks;
+  // CPU memory or disk. Always >= gpu_blocks.
+  uint32_t total_blocks = 0;
+  // Of the blocks after the GPU run (total_blocks - gpu_blocks), those held on disk only
+  // (slower to load than the rest, which are in CPU memory). 0 without a disk tier.
+  uint32_t disk_blocks = 0;
 
+  EndpointMatch() = default;
+  constexpr EndpointMatch(EndpointId e, uint32_t gpu, uint32_t total, uint32_t disk = 0)
+      : endpoint(e), gpu_blocks(gpu), total_blocks(total), disk_blocks(disk) {}
   bool operator==(const EndpointMatch&) const = default;
 };
 
@@ -57,7 +63,8 @@ class PrefixIndex {
   virtual size_t held_pairs() const = 0;
 };
 
-// Merges `b` into `a`, keeping per endpoint the larger gpu and total counts.
+// Merges `b` into `a`, keeping per endpoint the larger gpu and total counts, and the
+// disk count of the match with the larger total (the smaller one when they tie).
 void merge_matches(std::vector<EndpointMatch>& a, std::span<const EndpointMatch> b);
 
 }  // namespace kvgate::kv

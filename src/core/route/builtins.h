@@ -32,6 +32,12 @@ Result<std::unique_ptr<Policy>> make_kv_cost(const PolicyConfig&, const Registry
 // engine model (engine::host_block_credit: 0.947 for h100-qwen2.5-7b, 0.954 for
 // 2xh100-qwen3-32b; docs/engine-model.md). A unit test keeps the two in step.
 inline constexpr double kDefaultCpuBlockCredit = 0.95;
+// kv-cost's default disk_block_credit: the same for a block held only on disk, whose load
+// reads it into host memory and then copies it in (engine::disk_block_credit: 0.41 for
+// h100-qwen2.5-7b, 0.49 for 2xh100-qwen3-32b, with the profiles' assumed 5 GB/s of disk
+// reads per GPU; docs/engine-model.md). 0.45 lies within 0.05 of both; a unit test keeps
+// it so.
+inline constexpr double kDefaultDiskBlockCredit = 0.45;
 
 // approx_prefix_policy.cc
 Result<std::unique_ptr<Policy>> make_approx_prefix(const PolicyConfig&, const Registry&);

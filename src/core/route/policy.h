@@ -40,6 +40,7 @@ struct Candidate {
   EffectiveLoad load;          // load.h, computed once per decision
   uint32_t gpu_blocks = 0;     // leading prompt blocks cached in GPU memory there
   uint32_t cached_blocks = 0;  // leading prompt blocks cached in any tier (>= gpu_blocks)
+  uint32_t disk_blocks = 0;    // of cached_blocks - gpu_blocks, those on disk only
   uint32_t active_prefix = 0;  // leading prompt blocks its in-flight requests hold
   double cost = 0;             // the policy's cost (lower wins); scorers' -score
 };

@@ -319,6 +319,7 @@ Decision Router::decide(const RouteRequest& request, std::span<const kv::Endpoin
     const uint32_t n = d.prompt_blocks;
     c.gpu_blocks = std::min(overlap_by_id_[id].gpu_blocks, n);
     c.cached_blocks = std::max(c.gpu_blocks, std::min(overlap_by_id_[id].total_blocks, n));
+    c.disk_blocks = std::min(overlap_by_id_[id].disk_blocks, c.cached_blocks - c.gpu_blocks);
     candidates_.push_back(c);
   }
   for (const ActiveBlocks::Prefix& p : prefixes_) {

@@ -152,6 +152,94 @@ TEST_F(PreciseIndexTest, EventsWithoutAMediumAreGpuAndCpuCopiesApplyThroughEvent
   EXPECT_EQ(index_.stats(0).anomalies(), 0u);
 }
 
+// Copies in `medium` of blocks the endpoint stored (a tokenless BlockStored).
+void copy_to(PreciseIndex& index, EndpointId ep, std::span<const uint64_t> hashes, Medium medium) {
+  BlockStoredEvent copy;
+  copy.block_hashes = hashes;
+  copy.block_size = kBs;
+  copy.medium = medium;
+  index.apply_stored(ep, copy);
+}
+
+TEST_F(PreciseIndexTest, DiskOnlyBlocksPastTheGpuRunAreCountedApart) {
+  const std::span<const uint64_t> h(engine_hashes_);
+  store(0, 0, 6);
+  store(1, 0, 6);                                     // endpoint 1: GPU only throughout
+  copy_to(index_, 0, h.subspan(0, 3), Medium::kCpu);  // blocks 0-2 in host memory
+  copy_to(index_, 0, h, Medium::kDisk);               // every block on disk
+  index_.apply_removed(0, {.block_hashes = h.subspan(1, 5), .medium = Medium::kGpu});
+  // Endpoint 0: block 0 in all three tiers, 1-2 in host memory and on disk, 3-5 on disk
+  // only (one run of equal holder sets: counted lazily).
+  EXPECT_EQ(sorted_matches(index_, keys_),
+            (std::vector<EndpointMatch>{{0, 1, 6, 3}, {1, 6, 6, 0}}));
+  index_.apply_removed(0, {.block_hashes = h.subspan(1, 1), .medium = Medium::kCpu});
+  EXPECT_EQ(sorted_matches(index_, keys_),
+            (std::vector<EndpointMatch>{{0, 1, 6, 4}, {1, 6, 6, 0}}));
+  index_.apply_removed(0, {.block_hashes = h.subspan(4, 1), .medium = Medium::kDisk});
+  EXPECT_EQ(sorted_matches(index_, keys_),
+            (std::vector<EndpointMatch>{{0, 1, 4, 2}, {1, 6, 6, 0}}));
+  EXPECT_EQ(index_.blocks_held(0), 5u);
+  EXPECT_EQ(index_.stats(0).anomalies(), 0u);
+}
+
+TEST_F(PreciseIndexTest, DiskTiersOfManyHoldersSurviveTheOverflowList) {
+  // Five holders: more than fit inline, so the tiers live in the overflow list.
+  for (EndpointId e = 0; e < 5; ++e) store(e, 0, 6);
+  copy_to(index_, 2, engine_hashes_, Medium::kDisk);
+  index_.apply_removed(2, {.block_hashes = engine_hashes_, .medium = Medium::kGpu});
+  EXPECT_EQ(sorted_matches(index_, keys_),
+            (std::vector<EndpointMatch>{
+                {0, 6, 6, 0}, {1, 6, 6, 0}, {2, 0, 6, 6}, {3, 6, 6, 0}, {4, 6, 6, 0}}));
+  // Back to three holders: inline again, tiers kept.
+  index_.apply_all_cleared(3);
+  index_.apply_all_cleared(4);
+  EXPECT_EQ(sorted_matches(index_, keys_),
+            (std::vector<EndpointMatch>{{0, 6, 6, 0}, {1, 6, 6, 0}, {2, 0, 6, 6}}));
+  index_.apply_removed(2, {.block_hashes = engine_hashes_, .medium = Medium::kDisk});
+  EXPECT_EQ(sorted_matches(index_, keys_),
+            (std::vector<EndpointMatch>{{0, 6, 6, 0}, {1, 6, 6, 0}}));
+  EXPECT_EQ(index_.blocks_held(2), 0u);
+}
+
+TEST_F(PreciseIndexTest, MediaAreReadWithoutCaseInTheSpellingsInUse) {
+  BlockStored stored;
+  stored.block_hashes = engine_hashes_;
+  stored.token_ids = prompt_;
+  stored.block_size = kBs;
+  stored.medium = "GPU";
+  auto copied = [&](std::vector<uint64_t> hashes, const char* medium) {
+    BlockStored c;
+    c.block_hashes = std::move(hashes);
+    c.block_size = kBs;
+    c.medium = medium;
+    return c;
+  };
+  const std::vector<KvEvent> events = {
+      stored,
+      copied({11, 12}, "cpu"),         // LMCache's CPU backend
+      copied({13}, "DISK"),            // SGLang's HiCache storage, the engine model
+      copied({14}, "SHARED_STORAGE"),  // llm-d's file-system offloading backend
+      copied({15}, "disk"),
+      BlockRemoved{engine_hashes_, std::string("GPU")},
+  };
+  apply_events(index_, 0, events);
+  // Blocks 0-1 in host memory, 2-4 on disk, 5 gone.
+  EXPECT_EQ(sorted_matches(index_, keys_), (std::vector<EndpointMatch>{{0, 0, 5, 3}}));
+  const std::vector<KvEvent> drop = {BlockRemoved{{15}, std::string("Disk")},
+                                     BlockRemoved{{11}, std::string("CXL")}};
+  apply_events(index_, 0, drop);
+  EXPECT_EQ(sorted_matches(index_, keys_), (std::vector<EndpointMatch>{}));
+  EXPECT_EQ(index_.stats(0).anomalies(), 0u);
+}
+
+TEST(MergeMatchesTest, DiskBlocksFollowTheLargerTotal) {
+  std::vector<EndpointMatch> a{{0, 2, 4, 2}, {1, 1, 5, 3}, {2, 0, 3, 3}};
+  const std::vector<EndpointMatch> b{{0, 3, 6, 1}, {1, 2, 5, 1}, {2, 1, 2, 0}, {3, 4, 4, 0}};
+  merge_matches(a, b);
+  EXPECT_EQ(a,
+            (std::vector<EndpointMatch>{{0, 3, 6, 1}, {1, 2, 5, 1}, {2, 1, 3, 3}, {3, 4, 4, 0}}));
+}
+
 TEST_F(PreciseIndexTest, AllBlocksClearedForgetsOneEndpoint) {
   store(0, 0, 6);
   store(1, 0, 6);

@@ -311,6 +311,51 @@ TEST(KvCostDefaults, CpuBlockCreditIsTheEngineModelsReloadCredit) {
   }
 }
 
+TEST_F(PoliciesTest, KvCostDiskBlockCredit) {
+  // 2 blocks in GPU memory, then 4 more of which 3 on disk only (1 in host memory).
+  set_prompt(10);
+  set_endpoints({0});
+  auto c = candidates();
+  c[0].gpu_blocks = 2;
+  c[0].cached_blocks = 6;
+  c[0].disk_blocks = 3;
+  make_policy({"kv-cost", {{"cpu_block_credit", "1"}, {"disk_block_credit", "0"}}})
+      ->pick(context(), c, rng_);
+  EXPECT_DOUBLE_EQ(c[0].cost, (10 - 3) + 10);
+  make_policy({"kv-cost", {{"cpu_block_credit", "0.5"}, {"disk_block_credit", "0.5"}}})
+      ->pick(context(), c, rng_);
+  EXPECT_DOUBLE_EQ(c[0].cost, 6 + 10);
+  make_policy({"kv-cost", {}})->pick(context(), c, rng_);  // the engine model's credits
+  EXPECT_NEAR(
+      c[0].cost,
+      10 - (2 + builtin::kDefaultCpuBlockCredit + builtin::kDefaultDiskBlockCredit * 3) + 10, 1e-9);
+  // A disk count beyond the blocks past the GPU run is clamped to them.
+  c[0].disk_blocks = 9;
+  make_policy({"kv-cost", {{"disk_block_credit", "0"}}})->pick(context(), c, rng_);
+  EXPECT_DOUBLE_EQ(c[0].cost, 8 + 10);
+}
+
+TEST_F(PoliciesTest, KvCostPrefersAHostHitOverADiskHit) {
+  // A holds the prompt in host memory, B the same blocks on disk, equal load.
+  set_prompt(10);
+  set_endpoints({0, 0});
+  auto c = candidates();
+  c[0].cached_blocks = 9;
+  c[1].cached_blocks = 9;
+  c[1].disk_blocks = 9;
+  EXPECT_EQ(make_policy({"kv-cost", {}})->pick(context(), c, rng_), 0u);
+  EXPECT_LT(c[0].cost, c[1].cost);
+}
+
+TEST(KvCostDefaults, DiskBlockCreditIsWithinTheEngineModelsReloadCredits) {
+  for (std::string_view name : engine::builtin_profile_names()) {
+    auto profile = engine::builtin_profile(name);
+    ASSERT_TRUE(profile.ok()) << name;
+    EXPECT_NEAR(builtin::kDefaultDiskBlockCredit, engine::disk_block_credit(*profile, 16), 0.05)
+        << name;
+  }
+}
+
 TEST_F(PoliciesTest, KvCostTiesAreBrokenAtRandom) {
   set_prompt(4);
   set_endpoints({0, 0, 0, 0});  // identical: new endpoints, nothing cached
