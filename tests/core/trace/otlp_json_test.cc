@@ -169,6 +169,33 @@ TEST(OtlpJson, RootSpanHasNoParentField) {
   EXPECT_EQ(out[0].at("status").as_object().if_contains("message"), nullptr);
 }
 
+// Every byte that needs a look (a quote, a backslash, a control byte, UTF-8 valid or not)
+// at every offset of strings longer and shorter than the encoder's 8-byte scan: the JSON
+// parses back to the text, an invalid byte as U+FFFD.
+TEST(OtlpJson, EscapesAtEveryOffsetOfTheWordScan) {
+  const std::pair<std::string, std::string> kCases[] = {{"\"", "\""},
+                                                        {"\\", "\\"},
+                                                        {"\n", "\n"},
+                                                        {"\x01", "\x01"},
+                                                        {"\x1f", "\x1f"},
+                                                        {"\x7f", "\x7f"},
+                                                        {"\xc3\xa9", "\xc3\xa9"},
+                                                        {"\xff", "\xef\xbf\xbd"},
+                                                        {"\xe2\x82", "\xef\xbf\xbd\xef\xbf\xbd"}};
+  for (const auto& [special, decoded] : kCases) {
+    for (size_t before = 0; before < 20; ++before) {
+      for (size_t after : {size_t{0}, size_t{3}, size_t{11}}) {
+        Span s = sample_span();
+        s.name = std::string(before, 'a') + special + std::string(after, 'z');
+        const boost::json::value v = boost::json::parse(otlp_json({&s, 1}, "kvgate"));
+        EXPECT_EQ(std::string(first_span(v).at("name").as_string()),
+                  std::string(before, 'a') + decoded + std::string(after, 'z'))
+            << "before " << before << " after " << after;
+      }
+    }
+  }
+}
+
 TEST(OtlpJson, NoSpansIsStillValid) {
   const boost::json::value v = boost::json::parse(otlp_json({}, "x"));
   EXPECT_TRUE(v.at("resourceSpans").at(0).at("scopeSpans").at(0).at("spans").as_array().empty());
