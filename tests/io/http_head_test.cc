@@ -5,8 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <boost/beast/http.hpp>
+#include <iterator>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "io/find_headers.h"
 
 namespace kvgate::io {
 namespace {
@@ -224,6 +229,30 @@ TEST(HttpHead, LeavesTheUnusualToBeast) {
   EXPECT_EQ(parse_response_head("HTTP/1.1 200 OK\r\n\r\n", kLimit, h), HeadParse::kUnsure);
   EXPECT_EQ(parse_response_head("HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", kLimit, h),
             HeadParse::kUnsure);
+}
+
+// find_headers finds what find does for each name, in one pass: the first field of each name,
+// case-insensitive, nothing for an empty name or one no field has.
+TEST(FindHeaders, TheFirstFieldOfEachNameAsFindDoes) {
+  HeaderFields f;
+  f.add("Host", "a");
+  f.add("X-Kvgate-Priority", "high");
+  f.add("x-session-id", "s1");
+  f.add("x-kvgate-priority", "low");
+  f.add("X-SLO-TTFT-MS", "200");
+  const std::string_view names[] = {"x-kvgate-priority", "x-session-id", "x-slo-ttft-ms",
+                                    "x-kvgate-tpot-ms", ""};
+  std::optional<std::string_view> found[std::size(names)];
+  found[3] = "stale";  // cleared: every slot is written
+  find_headers(f, names, found);
+  for (size_t i = 0; i < std::size(names); ++i) {
+    EXPECT_EQ(found[i], names[i].empty() ? std::nullopt : f.find(names[i])) << names[i];
+  }
+  EXPECT_EQ(found[0], "high");
+  EXPECT_EQ(found[1], "s1");
+  EXPECT_EQ(found[2], "200");
+  EXPECT_FALSE(found[3]);
+  EXPECT_FALSE(found[4]);
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 // GCC 12 reports a false -Wmismatched-new-delete on Asio coroutine frames (GCC bug 109224).
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
+#include <array>
+
 #include "gateway/data/data_plane.h"
+#include "io/find_headers.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -317,9 +320,21 @@ void DataPlane::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStre
                              "model", "model_not_allowed"),
                   model->name);
   }
+  // The headers read below, found in one pass over the request's fields (each the first
+  // field of its name, as header() finds it): most requests carry none of them.
+  PoolRuntime* const pool = pool_named(model->pool);
+  const std::array<std::string_view, 7> names = {"x-kvgate-priority"sv,
+                                                 "x-kvgate-deadline-ms"sv,
+                                                 "x-slo-ttft-ms"sv,
+                                                 "x-slo-tpot-ms"sv,
+                                                 "x-kvgate-ttft-ms"sv,
+                                                 "x-kvgate-tpot-ms"sv,
+                                                 pool->config().router.session_affinity.header};
+  std::array<std::optional<std::string_view>, names.size()> found;
+  io::find_headers(req.fields, names, found);
   // An integer priority or a criticality name; anything else keeps the default.
   route::Criticality criticality = route::criticality_from_priority(tenant ? tenant->priority : 0);
-  if (const auto p = req.header("x-kvgate-priority"); p && tenant && tenant->may_set_priority) {
+  if (const auto& p = found[0]; p && tenant && tenant->may_set_priority) {
     int v = 0;
     auto [end, ec] = std::from_chars(p->data(), p->data() + p->size(), v);
     if (ec == std::errc() && end == p->data() + p->size()) {
@@ -331,7 +346,7 @@ void DataPlane::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStre
   FlowTicketData flow;
   if (tenant) flow.weight = tenant->weight;
   int64_t deadline_ms = tenant ? tenant->deadline_ms : 0;
-  if (const auto d = req.header("x-kvgate-deadline-ms")) {
+  if (const auto& d = found[1]) {
     auto [end, ec] = std::from_chars(d->data(), d->data() + d->size(), deadline_ms);
     if (ec != std::errc() || end != d->data() + d->size() || deadline_ms <= 0) {
       return reject(400,
@@ -345,9 +360,9 @@ void DataPlane::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStre
   // names, else the tenant's defaults; honoured when the pool's router has them enabled.
   int64_t ttft_ms = tenant ? tenant->ttft_ms : 0;
   int64_t tpot_ms = tenant ? tenant->tpot_ms : 0;
-  for (const std::string_view name :
-       {"x-slo-ttft-ms"sv, "x-slo-tpot-ms"sv, "x-kvgate-ttft-ms"sv, "x-kvgate-tpot-ms"sv}) {
-    const auto v = req.header(name);
+  for (size_t i = 2; i < 6; ++i) {
+    const std::string_view name = names[i];
+    const auto& v = found[i];
     if (!v) continue;
     int64_t ms = 0;
     auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), ms);
@@ -381,7 +396,7 @@ void DataPlane::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStre
   call.kind = kind;
   call.request = std::move(inspection.request);
   call.model = model;
-  call.pool = pool_named(model->pool);
+  call.pool = pool;
   if (serve != Serve::kRelay) call.pool->count_arrival();
   call.tenant = std::move(tenant_name);
   if (tenant && TenantLimiter::limited(*tenant) && serve != Serve::kRelay) {
@@ -391,8 +406,7 @@ void DataPlane::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStre
   // Session affinity: the pool's session header (its name is read from the startup
   // config; the router ignores the session while the pool keeps no affinity).
   if (serve != Serve::kRelay) {
-    const std::string& header = call.pool->config().router.session_affinity.header;
-    if (const auto v = req.header(header); v && !v->empty()) {
+    if (const auto& v = found[6]; v && !v->empty()) {
       call.session = route::session_key(*v, model->name);
     }
   }
