@@ -11,6 +11,7 @@
 #include <span>
 #include <string_view>
 
+#include "io/ascii.h"
 #include "io/http_types.h"
 
 namespace kvgate::io {
@@ -19,16 +20,13 @@ namespace kvgate::io {
 // nullopt; an empty name finds nothing. REQUIRES: out.size() == names.size().
 inline void find_headers(const HeaderFields& fields, std::span<const std::string_view> names,
                          std::span<std::optional<std::string_view>> out) {
-  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
   for (auto& o : out) o.reset();
   for (size_t i = 0; i < fields.size(); ++i) {
     const std::string_view field = fields.name(i);
     for (size_t k = 0; k < names.size(); ++k) {
       // The size first: most fields are none of the names.
       if (out[k] || field.size() != names[k].size() || field.empty()) continue;
-      size_t j = 0;
-      while (j < field.size() && lower(field[j]) == lower(names[k][j])) ++j;
-      if (j == field.size()) out[k] = fields.value(i);
+      if (iequals(field, names[k])) out[k] = fields.value(i);
     }
   }
 }

@@ -1,20 +1,8 @@
 #include "io/http_types.h"
 
+#include "io/ascii.h"
+
 namespace kvgate::io {
-
-namespace {
-
-// ASCII case-insensitive (field names are ASCII tokens; no locale lookup per character).
-bool iequals(std::string_view a, std::string_view b) {
-  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 const std::string* find_header(const std::vector<HttpHeader>& headers, std::string_view name) {
   for (const HttpHeader& h : headers) {

@@ -13,7 +13,6 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
-#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -27,6 +26,7 @@
 #include "gateway/data/engine_tokenizer.h"
 #include "gateway/data/keys.h"
 #include "gateway/data/pool_runtime.h"
+#include "io/ascii.h"
 #include "io/http_server.h"
 #include "openai/error.h"
 #include "openai/request.h"
@@ -103,12 +103,6 @@ bool reserved(std::string_view name) {
   return name.empty() || name == "pools" || name == "endpoints" || name == "route" ||
          name == "policy" || name == "ui" || name == "recent" ||
          name.find('/') != std::string_view::npos;
-}
-
-bool starts_with_nocase(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() &&
-         std::equal(prefix.begin(), prefix.end(), s.begin(),
-                    [](char a, char b) { return std::tolower(a) == std::tolower(b); });
 }
 
 // The password of a Basic credential ("Basic base64(user:password)"), which is how a
@@ -234,9 +228,9 @@ struct AdminApi::Impl : std::enable_shared_from_this<Impl> {
     constexpr std::string_view kBearer = "Bearer ";
     constexpr std::string_view kBasic = "Basic ";
     KeyDigest d{};
-    if (starts_with_nocase(v, kBearer)) {
+    if (io::istarts_with(v, kBearer)) {
       d = sha256(v.substr(kBearer.size()));
-    } else if (starts_with_nocase(v, kBasic)) {
+    } else if (io::istarts_with(v, kBasic)) {
       std::optional<std::string> password = basic_password(v.substr(kBasic.size()));
       if (!password) return false;
       d = sha256(*password);

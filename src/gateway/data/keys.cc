@@ -12,6 +12,7 @@
 
 #include "core/common/yaml_reader.h"
 #include "env/file.h"
+#include "io/ascii.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -218,13 +219,8 @@ const Tenant* KeyStore::authenticate(std::string_view key) const {
 
 const Tenant* KeyStore::authenticate_header(std::string_view authorization) const {
   constexpr std::string_view kBearer = "Bearer ";
-  if (authorization.size() <= kBearer.size()) return nullptr;
-  for (size_t i = 0; i < kBearer.size(); ++i) {
-    char c = authorization[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    char want = kBearer[i];
-    if (want >= 'A' && want <= 'Z') want = static_cast<char>(want - 'A' + 'a');
-    if (c != want) return nullptr;
+  if (authorization.size() <= kBearer.size() || !io::istarts_with(authorization, kBearer)) {
+    return nullptr;
   }
   std::string_view key = authorization.substr(kBearer.size());
   while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
