@@ -9,7 +9,7 @@
 #include <set>
 
 #include "core/common/yaml_reader.h"
-#include "core/route/data_parallel.h"
+#include "discovery/endpoint_list.h"
 
 namespace kvgate::discovery {
 namespace {
@@ -46,20 +46,6 @@ EndpointTemplate endpoint_template(const YamlReader& y, const YAML::Node& n,
     t.kv_replay_port = static_cast<uint16_t>(y.integer(v, field + ".kv_replay_port", 1, 65535));
   }
   return t;
-}
-
-// A source's `data_parallel_size` (route/data_parallel.h): 1 to the largest size, and not
-// with the pool's kv_events_bind (each rank publishes on its own port), as the file
-// source's entries.
-uint32_t data_parallel_size(const YamlReader& y, const YAML::Node& v, const std::string& f,
-                            bool bind) {
-  const auto size = static_cast<uint32_t>(
-      y.integer(v, f + ".data_parallel_size", 1, route::kMaxDataParallelSize));
-  if (size > 1 && bind) {
-    y.fail(v, f + ".data_parallel_size",
-           "not with the pool's kv_events_bind (each rank publishes on its own port)");
-  }
-  return size;
 }
 
 FileSourceConfig file_source(const YamlReader& y, const YAML::Node& n, const std::string& f,
@@ -128,7 +114,8 @@ DnsSourceConfig dns_source(const YamlReader& y, const YAML::Node& n, const std::
     y.fail(n["endpoint"], f + ".endpoint.kv_events_port",
            "not used with the pool's kv_events_bind (engines connect to the gateway)");
   }
-  if (auto v = n["data_parallel_size"]) c.data_parallel_size = data_parallel_size(y, v, f, bind);
+  if (auto v = n["data_parallel_size"])
+    c.data_parallel_size = read_data_parallel_size(y, v, f, bind);
   return c;
 }
 
@@ -187,7 +174,8 @@ KubernetesSourceConfig kubernetes_source(const YamlReader& y, const YAML::Node& 
   str("kv_replay_port_annotation", c.kv_replay_port_annotation);
   str("kv_topic_annotation", c.kv_topic_annotation);
   str("data_parallel_size_annotation", c.data_parallel_size_annotation);
-  if (auto v = n["data_parallel_size"]) c.data_parallel_size = data_parallel_size(y, v, f, bind);
+  if (auto v = n["data_parallel_size"])
+    c.data_parallel_size = read_data_parallel_size(y, v, f, bind);
   if (auto v = n["inference_pool"]) {
     // The pool's spec gives the pods and their ports: the keys that would say it again
     // are refused rather than silently ignored.

@@ -85,14 +85,7 @@ std::vector<DiscoveredEndpoint> parse(const YamlReader& y, const YAML::Node& roo
       y.only_keys(e, ef,
                   {"url", "role", "zone", "rack", "labels", "kv_capacity_blocks", "kv_events",
                    "data_parallel_size"});
-      if (auto v = e["data_parallel_size"]) {
-        dp_size = static_cast<uint32_t>(
-            y.integer(v, ef + ".data_parallel_size", 1, route::kMaxDataParallelSize));
-        if (dp_size > 1 && bind) {
-          y.fail(v, ef + ".data_parallel_size",
-                 "not with the pool's kv_events_bind (each rank publishes on its own port)");
-        }
-      }
+      if (auto v = e["data_parallel_size"]) dp_size = read_data_parallel_size(y, v, ef, bind);
       if (!e["url"]) y.fail(e, ef + ".url", "missing");
       spec.url = y.text(e["url"], ef + ".url");
       if (auto v = e["kv_events"]) {
@@ -142,6 +135,17 @@ std::vector<DiscoveredEndpoint> parse(const YamlReader& y, const YAML::Node& roo
 }
 
 }  // namespace
+
+uint32_t read_data_parallel_size(const YamlReader& y, const YAML::Node& v, const std::string& field,
+                                 bool kv_events_bind) {
+  const auto size = static_cast<uint32_t>(
+      y.integer(v, field + ".data_parallel_size", 1, route::kMaxDataParallelSize));
+  if (size > 1 && kv_events_bind) {
+    y.fail(v, field + ".data_parallel_size",
+           "not with the pool's kv_events_bind (each rank publishes on its own port)");
+  }
+  return size;
+}
 
 void append_ranks(DiscoveredEndpoint e, uint32_t size, std::vector<DiscoveredEndpoint>& out) {
   if (size <= 1) {

@@ -19,11 +19,20 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/common/result.h"
 #include "core/discovery/reconciler.h"
+
+namespace YAML {
+class Node;
+}
+
+namespace kvgate {
+class YamlReader;
+}
 
 namespace kvgate::discovery {
 
@@ -38,5 +47,13 @@ Result<std::vector<DiscoveredEndpoint>> parse_endpoint_list(std::string_view tex
 // publisher and replay ports + r as vLLM offsets them, the rest (readiness, role, labels,
 // topic) as `e`'s. Every source with ranks (the file, DNS, Kubernetes) expands so.
 void append_ranks(DiscoveredEndpoint e, uint32_t size, std::vector<DiscoveredEndpoint>& out);
+
+// `v`, the `data_parallel_size` of an endpoint or a source at `field` ("endpoints[2]",
+// "pools.main.discovery.sources[0]"): 1 to route::kMaxDataParallelSize, and not above 1
+// with the pool's kv_events_bind (each rank publishes on its own port). Every reader of
+// the key (the gateway's endpoints, the file, DNS and Kubernetes sources) reads it so.
+// Throws YamlError naming `field`.data_parallel_size.
+uint32_t read_data_parallel_size(const YamlReader& y, const YAML::Node& v, const std::string& field,
+                                 bool kv_events_bind);
 
 }  // namespace kvgate::discovery

@@ -11,6 +11,7 @@
 #include "core/route/config_yaml.h"
 #include "core/route/data_parallel.h"
 #include "core/route/router.h"
+#include "discovery/endpoint_list.h"
 #include "env/file.h"
 #include "gateway/common/flow_config.h"
 #include "io/http_types.h"
@@ -510,12 +511,7 @@ class Parser : public YamlReader {
                    "data_parallel_size"});
         if (auto v = e["kv_events"]) events = kv_events(v, ef + ".kv_events", p.kv_events_bind);
         if (auto v = e["data_parallel_size"]) {
-          dp_size = static_cast<uint32_t>(
-              integer(v, ef + ".data_parallel_size", 1, route::kMaxDataParallelSize));
-          if (dp_size > 1 && !p.kv_events_bind.empty()) {
-            fail(v, ef + ".data_parallel_size",
-                 "not with the pool's kv_events_bind (each rank publishes on its own port)");
-          }
+          dp_size = discovery::read_data_parallel_size(*this, v, ef, !p.kv_events_bind.empty());
         }
         if (!e["url"]) fail(e, ef + ".url", "missing");
         spec.url = text(e["url"], ef + ".url");
