@@ -61,7 +61,7 @@ Result<ServiceReport> decode_service_report(std::string_view in) {
 
 FleetFairness::FleetFairness(route::FlowQueue& queue, std::string self, std::string pool,
                              Options options)
-    : queue_(queue), self_(std::move(self)), pool_(std::move(pool)), options_(options) {
+    : queue_(queue), self_(std::move(self)), pool_(std::move(pool)), peers_(options.peer_timeout) {
   queue_.track_service(true);
 }
 
@@ -83,13 +83,12 @@ std::optional<ServiceReport> FleetFairness::take(bool heartbeat) {
 
 void FleetFairness::apply(const ServiceReport& report, Nanos now) {
   if (report.replica == self_) return;
-  Peer& peer = peers_[report.replica];
+  Peer& peer = peers_.heard(report.replica, now);
   if (peer.last_seq != 0 && report.seq > peer.last_seq + 1) {
     stats_.gaps += report.seq - peer.last_seq - 1;
   }
   // A sequence that starts over is a peer that restarted: its deltas count as ever.
   peer.last_seq = report.seq;
-  peer.last_heard = now;
   fallen_back_ = false;
   ++stats_.reports_applied;
   for (const TenantService& t : report.tenants) {
@@ -100,16 +99,7 @@ void FleetFairness::apply(const ServiceReport& report, Nanos now) {
   }
 }
 
-void FleetFairness::expire(Nanos now) {
-  for (auto it = peers_.begin(); it != peers_.end();) {
-    if (now - it->second.last_heard >= options_.peer_timeout) {
-      ++stats_.dead_peers;
-      it = peers_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
+void FleetFairness::expire(Nanos now) { stats_.dead_peers += peers_.expire(now); }
 
 void FleetFairness::fall_back() {
   if (fallen_back_) return;
@@ -117,17 +107,13 @@ void FleetFairness::fall_back() {
   ++stats_.fallbacks;
 }
 
-size_t FleetFairness::live_peers(Nanos now) const {
-  size_t n = 0;
-  for (const auto& [name, p] : peers_) n += now - p.last_heard < options_.peer_timeout ? 1 : 0;
-  return n;
-}
+size_t FleetFairness::live_peers(Nanos now) const { return peers_.live(now); }
 
 double FleetFairness::peer_service(std::string_view peer, std::string_view tenant) const {
-  auto p = peers_.find(std::string(peer));
-  if (p == peers_.end()) return 0;
-  auto t = p->second.service.find(std::string(tenant));
-  return t == p->second.service.end() ? 0 : t->second;
+  const Peer* p = peers_.find(peer);
+  if (p == nullptr) return 0;
+  auto t = p->service.find(std::string(tenant));
+  return t == p->service.end() ? 0 : t->second;
 }
 
 }  // namespace kvgate::cluster

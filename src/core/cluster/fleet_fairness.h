@@ -49,6 +49,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cluster/peer_reports.h"
 #include "core/common/result.h"
 #include "core/common/time.h"
 #include "core/route/flow_queue.h"
@@ -124,7 +125,6 @@ class FleetFairness {
 
  private:
   struct Peer {
-    Nanos last_heard = 0;
     uint64_t last_seq = 0;
     std::unordered_map<std::string, double> service;  // by tenant
   };
@@ -132,9 +132,8 @@ class FleetFairness {
   route::FlowQueue& queue_;
   std::string self_;
   std::string pool_;
-  Options options_;
   uint64_t next_seq_ = 1;
-  std::unordered_map<std::string, Peer> peers_;
+  PeerReports<Peer> peers_;  // forgotten after options.peer_timeout
   bool fallen_back_ = false;
   Stats stats_;
   std::vector<std::pair<std::string_view, double>> scratch_;

@@ -46,7 +46,11 @@ Result<DemandReport> decode_demand_report(std::string_view in) {
 
 FleetRoom::FleetRoom(route::FlowController& flow, std::string self, std::string pool,
                      Options options)
-    : flow_(flow), self_(std::move(self)), pool_(std::move(pool)), options_(options) {}
+    : flow_(flow),
+      self_(std::move(self)),
+      pool_(std::move(pool)),
+      options_(options),
+      peers_(options.peer_timeout) {}
 
 std::optional<DemandReport> FleetRoom::take(bool heartbeat) {
   std::array<uint32_t, route::kBands> queued{};
@@ -61,26 +65,16 @@ std::optional<DemandReport> FleetRoom::take(bool heartbeat) {
 
 void FleetRoom::apply(const DemandReport& report, Nanos now) {
   if (report.replica == self_) return;
-  Peer& p = peers_[report.replica];
-  p.last_heard = now;
-  p.queued = report.queued;
+  peers_.heard(report.replica, now) = report.queued;
   fallen_back_ = false;
   ++stats_.reports_applied;
   update();
 }
 
 void FleetRoom::expire(Nanos now) {
-  bool changed = false;
-  for (auto it = peers_.begin(); it != peers_.end();) {
-    if (now - it->second.last_heard >= options_.peer_timeout) {
-      ++stats_.dead_peers;
-      it = peers_.erase(it);
-      changed = true;
-    } else {
-      ++it;
-    }
-  }
-  if (changed) update();
+  const size_t dead = peers_.expire(now);
+  stats_.dead_peers += dead;
+  if (dead > 0) update();
 }
 
 void FleetRoom::fall_back() {
@@ -105,7 +99,7 @@ void FleetRoom::update() {
   fleet.window = options_.window;
   fleet.epoch_offset = epoch_offset_;
   fleet.peers.reserve(peers_.size());
-  for (const auto& [name, p] : peers_) fleet.peers.push_back({.replica = name, .queued = p.queued});
+  for (const auto& [name, p] : peers_) fleet.peers.push_back({.replica = name, .queued = p.value});
   flow_.set_room_fleet(std::move(fleet));
 }
 

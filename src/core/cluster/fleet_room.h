@@ -28,8 +28,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 
+#include "core/cluster/peer_reports.h"
 #include "core/common/result.h"
 #include "core/common/time.h"
 #include "core/route/flow_control.h"
@@ -90,10 +90,6 @@ class FleetRoom {
   const Stats& stats() const { return stats_; }
 
  private:
-  struct Peer {
-    Nanos last_heard = 0;
-    std::array<uint32_t, route::kBands> queued{};
-  };
   // Hands the peers to the controller.
   void update();
 
@@ -104,7 +100,7 @@ class FleetRoom {
   Nanos epoch_offset_ = 0;
   uint64_t next_seq_ = 1;
   std::optional<std::array<uint32_t, route::kBands>> last_sent_;
-  std::unordered_map<std::string, Peer> peers_;
+  PeerReports<std::array<uint32_t, route::kBands>> peers_;  // queued, by band
   bool fallen_back_ = false;
   Stats stats_;
 };
