@@ -18,6 +18,30 @@ class EndpointPoolTest : public ::testing::Test {
     return *id;
   }
   const RouterLoad& load(EndpointId id) { return pool_.get(id)->load; }
+  // Request `id` prefilled and decoded on `endpoint`: 70 prompt tokens (4 full blocks + 6)
+  // and 40 expected output, ceil(110/16) = 7 decode blocks; 50 tokens to prefill.
+  Status route_whole(RequestId id, EndpointId endpoint) {
+    const std::vector<kv::BlockKey> keys = {1, 2, 3, 4};
+    return pool_.on_routed(id,
+                           {.endpoint = endpoint,
+                            .keys = keys,
+                            .prompt_tokens = 70,
+                            .expected_output_tokens = 40,
+                            .prefill_tokens = 50},
+                           0);
+  }
+  // Request `id` prefilled on `prefill` and decoded on `decode`: 32 prompt tokens (2 full
+  // blocks), all 32 to prefill.
+  Status route_split(RequestId id, EndpointId decode, EndpointId prefill) {
+    const std::vector<kv::BlockKey> keys = {1, 2};
+    return pool_.on_routed(id,
+                           {.endpoint = decode,
+                            .prefill_endpoint = prefill,
+                            .keys = keys,
+                            .prompt_tokens = 32,
+                            .prefill_tokens = 32},
+                           0);
+  }
 };
 
 TEST_F(EndpointPoolTest, IdsAreDenseAndReused) {
@@ -36,15 +60,7 @@ TEST_F(EndpointPoolTest, IdsAreDenseAndReused) {
 
 TEST_F(EndpointPoolTest, LifecycleKeepsLoadExact) {
   EndpointId a = add("a");
-  std::vector<kv::BlockKey> keys = {1, 2, 3, 4};  // 4 full blocks
-  // 70 prompt tokens (4 full blocks + 6), 40 expected output: ceil(110/16) = 7 blocks.
-  ASSERT_TRUE(pool_.on_routed(9,
-                              {.endpoint = a,
-                               .keys = keys,
-                               .prompt_tokens = 70,
-                               .expected_output_tokens = 40,
-                               .prefill_tokens = 50},
-                              0));
+  ASSERT_TRUE(route_whole(9, a));  // 7 decode blocks, 50 tokens to prefill
   EXPECT_EQ(load(a).in_flight, 1u);
   EXPECT_EQ(load(a).active_prefill_tokens, 50u);
   EXPECT_EQ(load(a).active_decode_blocks, 7u);
@@ -103,14 +119,7 @@ TEST_F(EndpointPoolTest, SharedPrefixBlocksCountOnce) {
 TEST_F(EndpointPoolTest, RemotePrefillEndsAtFirstToken) {
   EndpointId p = add("p", Role::kPrefill);
   EndpointId d = add("d", Role::kDecode);
-  std::vector<kv::BlockKey> keys = {1, 2};
-  ASSERT_TRUE(pool_.on_routed(1,
-                              {.endpoint = d,
-                               .prefill_endpoint = p,
-                               .keys = keys,
-                               .prompt_tokens = 32,
-                               .prefill_tokens = 32},
-                              0));
+  ASSERT_TRUE(route_split(1, d, p));
   EXPECT_EQ(load(p).in_flight, 1u);
   EXPECT_EQ(load(p).active_prefill_tokens, 32u);
   EXPECT_EQ(load(p).active_decode_blocks, 0u);
@@ -129,14 +138,7 @@ TEST_F(EndpointPoolTest, RemotePrefillEndsAtFirstToken) {
 TEST_F(EndpointPoolTest, AMovedRequestsLoadFollowsItToTheEndpointThatServesIt) {
   EndpointId a = add("a");
   EndpointId b = add("b");
-  std::vector<kv::BlockKey> keys = {1, 2, 3, 4};
-  ASSERT_TRUE(pool_.on_routed(9,
-                              {.endpoint = a,
-                               .keys = keys,
-                               .prompt_tokens = 70,
-                               .expected_output_tokens = 40,
-                               .prefill_tokens = 50},
-                              0));
+  ASSERT_TRUE(route_whole(9, a));
   EXPECT_TRUE(pool_.on_moved(9, b, 5));
   EXPECT_EQ(load(a).in_flight, 0u);
   EXPECT_EQ(load(a).active_prefill_tokens, 0u);
@@ -167,14 +169,7 @@ TEST_F(EndpointPoolTest, AMovedDecodeKeepsItsRemotePrefill) {
   EndpointId p = add("p", Role::kPrefill);
   EndpointId d = add("d", Role::kDecode);
   EndpointId e = add("e", Role::kDecode);
-  std::vector<kv::BlockKey> keys = {1, 2};
-  ASSERT_TRUE(pool_.on_routed(1,
-                              {.endpoint = d,
-                               .prefill_endpoint = p,
-                               .keys = keys,
-                               .prompt_tokens = 32,
-                               .prefill_tokens = 32},
-                              0));
+  ASSERT_TRUE(route_split(1, d, p));
   EXPECT_FALSE(pool_.on_moved(1, p, 1));  // its prefill endpoint cannot decode it
   EXPECT_TRUE(pool_.on_moved(1, e, 1));
   EXPECT_EQ(load(p).in_flight, 1u);
@@ -206,21 +201,8 @@ TEST_F(EndpointPoolTest, RemovingAnEndpointForgetsItsRequests) {
   EndpointId p = add("p", Role::kPrefill);
   EndpointId d = add("d", Role::kDecode);
   EndpointId d2 = add("d2", Role::kDecode);
-  std::vector<kv::BlockKey> keys = {1, 2};
-  ASSERT_TRUE(pool_.on_routed(1,
-                              {.endpoint = d,
-                               .prefill_endpoint = p,
-                               .keys = keys,
-                               .prompt_tokens = 32,
-                               .prefill_tokens = 32},
-                              0));
-  ASSERT_TRUE(pool_.on_routed(2,
-                              {.endpoint = d2,
-                               .prefill_endpoint = p,
-                               .keys = keys,
-                               .prompt_tokens = 32,
-                               .prefill_tokens = 32},
-                              0));
+  ASSERT_TRUE(route_split(1, d, p));
+  ASSERT_TRUE(route_split(2, d2, p));
   pool_.remove(d);
   EXPECT_EQ(pool_.request(1), nullptr);
   EXPECT_FALSE(pool_.on_finished(1, 1));
