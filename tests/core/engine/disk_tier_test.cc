@@ -9,6 +9,7 @@
 #include "core/kv/event_apply.h"
 #include "core/kv/precise_index.h"
 #include "engine_test_support.h"
+#include "tier_test_support.h"
 
 namespace kvgate::engine {
 // Named after the file, not anonymous: the tests compile in unity batches.
@@ -16,36 +17,18 @@ namespace disk_tier_test {
 
 using kv::EngineBlockHash;
 
-constexpr uint32_t kBs = 4;
+using testing::events_since;
+using testing::prefill_shape;
+using testing::run_a_then_b;
 
-// 250,000 bytes per token: a block of 4 tokens is 1 MB, copied from host memory in 1 ms
+constexpr uint32_t kBs = testing::kTierBlockSize;
+
+// A block of 4 tokens is 1 MB (testing::tier_profile), copied from host memory in 1 ms
 // (1 GB/s) and read from disk in 10 ms (100 MB/s): 11 ms from disk to the GPU.
-Profile disk_profile(uint32_t gpu_blocks) {
-  Profile p = testing::simple_profile(gpu_blocks, kBs);
-  p.kv_bytes_per_token = 250'000;
-  p.host_bytes_per_s = 1e9;
-  p.disk_bytes_per_s = 1e8;
-  return p;
-}
+Profile disk_profile(uint32_t gpu_blocks) { return testing::tier_profile(gpu_blocks, 1e8); }
 
 EngineConfig disk_config(uint32_t host_blocks, uint32_t disk_blocks) {
-  EngineConfig c;
-  c.block_size = kBs;
-  c.num_host_blocks = host_blocks;
-  c.num_disk_blocks = disk_blocks;
-  return c;
-}
-
-StepShape prefill_shape(uint64_t start, uint64_t n) {
-  return {n, static_cast<double>(n) * (static_cast<double>(start) + (n + 1) / 2.0), 0, 0};
-}
-
-std::vector<KvEvent> events_since(const testing::Driver& d, size_t from) {
-  std::vector<KvEvent> out;
-  for (size_t i = from; i < d.steps.size(); ++i) {
-    out.insert(out.end(), d.steps[i].kv_events.begin(), d.steps[i].kv_events.end());
-  }
-  return out;
+  return testing::tier_config(host_blocks, disk_blocks);
 }
 
 // The engine's hashes of the blocks the first BlockStored(GPU) of `steps` names.
@@ -96,13 +79,11 @@ TEST(DiskTierTest, HostCopiesDroppedForRoomGoToDiskAndLoadBackAtTheDiskCost) {
   testing::Driver d(engine);
   kv::PreciseIndex index({.model = "m", .block_size = kBs});
 
-  const std::vector<kv::TokenId> a_prompt = testing::tokens(8, 100);
-  ASSERT_TRUE(engine.add(testing::request(1, a_prompt, 1), d.now).ok());
-  d.run_until_idle();  // A: 2 cached blocks
-  const std::vector<EngineBlockHash> a = first_stored(d);
+  const std::vector<kv::TokenId> a_prompt = testing::tier_prompt_a();
+  // A: 2 cached blocks; B evicts A to host memory.
+  ASSERT_NO_FATAL_FAILURE(run_a_then_b(engine, d));
+  const std::vector<EngineBlockHash> a = first_stored(d);  // A's, in the first step
   ASSERT_EQ(a.size(), 2u);
-  ASSERT_TRUE(engine.add(testing::request(2, testing::tokens(32, 500), 1), d.now).ok());
-  d.run_until_idle();  // B evicts A to host memory
   EXPECT_TRUE(engine.host().contains(a[0]));
   EXPECT_EQ(engine.disk().size(), 0u);
 
@@ -165,7 +146,7 @@ TEST(DiskTierTest, WithoutAHostTierEvictedBlocksGoToDisk) {
   testing::Driver d(engine);
   kv::PreciseIndex index({.model = "m", .block_size = kBs});
 
-  const std::vector<kv::TokenId> a_prompt = testing::tokens(8, 100);
+  const std::vector<kv::TokenId> a_prompt = testing::tier_prompt_a();
   ASSERT_TRUE(engine.add(testing::request(1, a_prompt, 1), d.now).ok());
   d.run_until_idle();
   const std::vector<EngineBlockHash> a = first_stored(d);
@@ -203,10 +184,7 @@ TEST(DiskTierTest, WithoutAHostTierEvictedBlocksGoToDisk) {
 TEST(DiskTierTest, ResetPrefixCacheForgetsTheDiskToo) {
   EngineModel engine(disk_config(0, 16), disk_profile(8));
   testing::Driver d(engine);
-  ASSERT_TRUE(engine.add(testing::request(1, testing::tokens(8, 100), 1), d.now).ok());
-  d.run_until_idle();
-  ASSERT_TRUE(engine.add(testing::request(2, testing::tokens(32, 500), 1), d.now).ok());
-  d.run_until_idle();
+  ASSERT_NO_FATAL_FAILURE(run_a_then_b(engine, d));
   ASSERT_GT(engine.disk().size(), 0u);
   std::vector<KvEvent> events;
   ASSERT_TRUE(engine.reset_prefix_cache(events));

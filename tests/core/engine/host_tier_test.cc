@@ -9,6 +9,7 @@
 #include "core/kv/event_apply.h"
 #include "core/kv/precise_index.h"
 #include "engine_test_support.h"
+#include "tier_test_support.h"
 
 namespace kvgate::engine {
 // Named after the file, not anonymous: the tests compile in unity batches.
@@ -16,35 +17,13 @@ namespace host_tier_test {
 
 using kv::EngineBlockHash;
 
-constexpr uint32_t kBs = 4;
+using testing::events_since;
+using testing::prefill_shape;
+using testing::run_a_then_b;
+using testing::tier_config;
+using testing::tier_profile;
 
-// 250,000 bytes per token over 1 GB/s: a block of 4 tokens loads in exactly 1 ms.
-Profile tier_profile(uint32_t gpu_blocks) {
-  Profile p = testing::simple_profile(gpu_blocks, kBs);
-  p.kv_bytes_per_token = 250'000;
-  p.host_bytes_per_s = 1e9;
-  return p;
-}
-
-EngineConfig tier_config(uint32_t host_blocks) {
-  EngineConfig c;
-  c.block_size = kBs;
-  c.num_host_blocks = host_blocks;
-  return c;
-}
-
-StepShape prefill_shape(uint64_t start, uint64_t n) {
-  return {n, static_cast<double>(n) * (static_cast<double>(start) + (n + 1) / 2.0), 0, 0};
-}
-
-// Every event of the steps from `from` on.
-std::vector<KvEvent> events_since(const testing::Driver& d, size_t from) {
-  std::vector<KvEvent> out;
-  for (size_t i = from; i < d.steps.size(); ++i) {
-    out.insert(out.end(), d.steps[i].kv_events.begin(), d.steps[i].kv_events.end());
-  }
-  return out;
-}
+constexpr uint32_t kBs = testing::kTierBlockSize;
 
 TEST(HostTierTest, KeepsTheMostRecentlyUsedCopies) {
   HostTier host(2);
@@ -93,10 +72,8 @@ TEST(HostTierTest, EvictedBlocksAreOffloadedAndLoadedBackAtTheReloadCost) {
   testing::Driver d(engine);
   kv::PreciseIndex index({.model = "m", .block_size = kBs});
 
-  ASSERT_TRUE(engine.add(testing::request(1, testing::tokens(8, 100), 1), d.now).ok());
-  d.run_until_idle();  // A: 2 cached blocks
-  ASSERT_TRUE(engine.add(testing::request(2, testing::tokens(32, 500), 1), d.now).ok());
-  d.run_until_idle();  // B takes all 8 blocks: A's two are evicted, A's tail first
+  // A: 2 cached blocks; B takes all 8 blocks: A's two are evicted, A's tail first.
+  ASSERT_NO_FATAL_FAILURE(run_a_then_b(engine, d));
 
   std::vector<EngineBlockHash> a_hashes;
   for (const KvEvent& e : d.steps.front().kv_events) {
@@ -127,7 +104,7 @@ TEST(HostTierTest, EvictedBlocksAreOffloadedAndLoadedBackAtTheReloadCost) {
   // The index holds A in CPU memory only.
   kv::apply_events(index, 0, events_since(d, 0));
   std::vector<kv::BlockKey> a_keys;
-  const std::vector<kv::TokenId> a_prompt = testing::tokens(8, 100);
+  const std::vector<kv::TokenId> a_prompt = testing::tier_prompt_a();
   kv::hash_blocks(a_prompt, kBs, kv::block_seed("m", "", ""), a_keys);
   std::vector<kv::EndpointMatch> m;
   index.match(a_keys, 0, m);
@@ -159,10 +136,7 @@ TEST(HostTierTest, WithoutTheTierEvictedBlocksAreRecomputed) {
   const Profile profile = tier_profile(8);
   EngineModel engine(tier_config(0), profile);
   testing::Driver d(engine);
-  ASSERT_TRUE(engine.add(testing::request(1, testing::tokens(8, 100), 1), d.now).ok());
-  d.run_until_idle();
-  ASSERT_TRUE(engine.add(testing::request(2, testing::tokens(32, 500), 1), d.now).ok());
-  d.run_until_idle();
+  ASSERT_NO_FATAL_FAILURE(run_a_then_b(engine, d));
   for (const KvEvent& e : events_since(d, 0)) {
     if (auto* s = std::get_if<BlockStored>(&e)) {
       EXPECT_EQ(s->medium, kv::kMediumGpu);
@@ -181,10 +155,7 @@ TEST(HostTierTest, WithoutTheTierEvictedBlocksAreRecomputed) {
 TEST(HostTierTest, AFullHostTierDropsItsOldestCopies) {
   EngineModel engine(tier_config(1), tier_profile(8));
   testing::Driver d(engine);
-  ASSERT_TRUE(engine.add(testing::request(1, testing::tokens(8, 100), 1), d.now).ok());
-  d.run_until_idle();
-  ASSERT_TRUE(engine.add(testing::request(2, testing::tokens(32, 500), 1), d.now).ok());
-  d.run_until_idle();
+  ASSERT_NO_FATAL_FAILURE(run_a_then_b(engine, d));
   // A's tail is copied first, then its head takes the only slot: the tail's copy goes.
   std::vector<KvEvent> events = events_since(d, 1);
   size_t cpu_removed = 0;
@@ -225,10 +196,7 @@ TEST(HostTierTest, RunsAreDeterministic) {
 TEST(HostTierTest, ResetPrefixCacheForgetsTheHostCopies) {
   EngineModel engine(tier_config(16), tier_profile(8));
   testing::Driver d(engine);
-  ASSERT_TRUE(engine.add(testing::request(1, testing::tokens(8, 100), 1), d.now).ok());
-  d.run_until_idle();
-  ASSERT_TRUE(engine.add(testing::request(2, testing::tokens(32, 500), 1), d.now).ok());
-  d.run_until_idle();
+  ASSERT_NO_FATAL_FAILURE(run_a_then_b(engine, d));
   ASSERT_GT(engine.host().size(), 0u);
   std::vector<KvEvent> events;
   ASSERT_TRUE(engine.reset_prefix_cache(events));
