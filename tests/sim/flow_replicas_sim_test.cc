@@ -22,8 +22,8 @@ using workload::RequestRecord;
 using workload::Scenario;
 
 // Tenant A at 10x B into two small engines that A alone saturates; the queue on in every
-// run, in front of one gateway or of four.
-constexpr const char* kNoisy = R"(
+// run (policy(), below), in front of one gateway or of four.
+constexpr const char* kNoisyCluster = R"(
 name: flow replicas
 seed: 5
 cluster:
@@ -33,66 +33,8 @@ cluster:
 gateway: {model: m, hop_delay_ms: 1, scrape_interval_ms: 50}
 max_time_s: 120
 policies:
-  - name: single
-    policy: load
-    overlap: none
-    saturation: {queue_threshold: 1, kv_threshold: 0.9}
-    flow_control: {enabled: true, max_wait: 30}
-  - name: one replica
-    policy: load
-    overlap: none
-    saturation: {queue_threshold: 1, kv_threshold: 0.9}
-    flow_control: {enabled: true, max_wait: 30}
-    gateway_replicas: {count: 1}
-  - name: four sync off
-    policy: load
-    overlap: none
-    saturation: {queue_threshold: 1, kv_threshold: 0.9}
-    flow_control: {enabled: true, max_wait: 30}
-    gateway_replicas: {count: 4, sync: off}
-  - name: four own counters
-    policy: load
-    overlap: none
-    saturation: {queue_threshold: 1, kv_threshold: 0.9}
-    flow_control: {enabled: true, max_wait: 30}
-    gateway_replicas: {count: 4, sync: on, lag_ms: 10, fleet_fairness: off}
-  - name: four fleet
-    policy: load
-    overlap: none
-    saturation: {queue_threshold: 1, kv_threshold: 0.9}
-    flow_control: {enabled: true, max_wait: 30}
-    gateway_replicas: {count: 4, sync: on, lag_ms: 10}
-  - name: four fleet no lag
-    policy: load
-    overlap: none
-    saturation: {queue_threshold: 1, kv_threshold: 0.9}
-    flow_control: {enabled: true, max_wait: 30}
-    gateway_replicas: {count: 4, sync: on}
-  - name: four fleet no share
-    policy: load
-    overlap: none
-    saturation: {queue_threshold: 1, kv_threshold: 0.9}
-    flow_control: {enabled: true, max_wait: 30, room_share: none}
-    gateway_replicas: {count: 4, sync: on, lag_ms: 10}
-  - name: four fleet demand
-    policy: load
-    overlap: none
-    saturation: {queue_threshold: 1, kv_threshold: 0.9}
-    flow_control: {enabled: true, max_wait: 30, room_share: demand}
-    gateway_replicas: {count: 4, sync: on, lag_ms: 10}
-  - name: one replica demand
-    policy: load
-    overlap: none
-    saturation: {queue_threshold: 1, kv_threshold: 0.9}
-    flow_control: {enabled: true, max_wait: 30, room_share: demand}
-    gateway_replicas: {count: 1}
-  - name: four sync off no share
-    policy: load
-    overlap: none
-    saturation: {queue_threshold: 1, kv_threshold: 0.9}
-    flow_control: {enabled: true, max_wait: 30, room_share: none}
-    gateway_replicas: {count: 4, sync: off}
-workload:
+)";
+constexpr const char* kNoisyWorkload = R"(workload:
   kind: tenants
   tenants:
     - name: A
@@ -109,8 +51,34 @@ workload:
         arrivals: {kind: poisson, stages: [{qps: 4, duration_s: 4}]}
 )";
 
+// One of the scenario's policies: load balancing with the queue on; `replicas`, its
+// gateway_replicas (empty: none, the single gateway); `flow`, more flow_control keys.
+std::string policy(const std::string& name, const std::string& replicas = "",
+                   const std::string& flow = "") {
+  std::string p = "  - name: " + name +
+                  "\n"
+                  "    policy: load\n"
+                  "    overlap: none\n"
+                  "    saturation: {queue_threshold: 1, kv_threshold: 0.9}\n"
+                  "    flow_control: {enabled: true, max_wait: 30" +
+                  flow + "}\n";
+  if (!replicas.empty()) p += "    gateway_replicas: " + replicas + "\n";
+  return p;
+}
+
 Scenario noisy() {
-  auto s = workload::parse_scenario(kNoisy, "", env::read_file);
+  const std::string text =
+      kNoisyCluster + policy("single") + policy("one replica", "{count: 1}") +
+      policy("four sync off", "{count: 4, sync: off}") +
+      policy("four own counters", "{count: 4, sync: on, lag_ms: 10, fleet_fairness: off}") +
+      policy("four fleet", "{count: 4, sync: on, lag_ms: 10}") +
+      policy("four fleet no lag", "{count: 4, sync: on}") +
+      policy("four fleet no share", "{count: 4, sync: on, lag_ms: 10}", ", room_share: none") +
+      policy("four fleet demand", "{count: 4, sync: on, lag_ms: 10}", ", room_share: demand") +
+      policy("one replica demand", "{count: 1}", ", room_share: demand") +
+      policy("four sync off no share", "{count: 4, sync: off}", ", room_share: none") +
+      kNoisyWorkload;
+  auto s = workload::parse_scenario(text, "", env::read_file);
   EXPECT_TRUE(s.ok()) << s.error();
   return *s;
 }
