@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,9 +15,37 @@
 
 namespace kvgate::testing {
 
-// Writes `text` to a fresh file in the test temp dir and returns its path.
+// The files write_temp_file wrote, removed when the test process exits: the gateways and
+// engines it starts read them while it runs, and nothing of a run is left in /tmp.
+class TempFiles {
+ public:
+  TempFiles() = default;
+  TempFiles(const TempFiles&) = delete;
+  TempFiles& operator=(const TempFiles&) = delete;
+  ~TempFiles() {
+    for (const std::string& path : paths_) std::remove(path.c_str());
+  }
+
+  void add(const std::string& path) {
+    std::lock_guard lock(mu_);
+    paths_.insert(path);
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> paths_;
+};
+
+inline TempFiles& temp_files() {
+  static TempFiles files;
+  return files;
+}
+
+// Writes `text` to a fresh file in the test temp dir and returns its path; the file is
+// removed when the test process exits.
 inline std::string write_temp_file(const std::string& name, const std::string& text) {
   std::string path = ::testing::TempDir() + "/" + name + "." + std::to_string(::getpid());
+  temp_files().add(path);
   FILE* f = std::fopen(path.c_str(), "w");
   std::fputs(text.c_str(), f);
   std::fclose(f);
