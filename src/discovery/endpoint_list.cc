@@ -14,27 +14,6 @@
 namespace kvgate::discovery {
 namespace {
 
-bool valid_url(std::string_view url) {
-  constexpr std::string_view kScheme = "http://";
-  if (!url.starts_with(kScheme)) return false;
-  std::string_view rest = url.substr(kScheme.size());
-  size_t slash = rest.find('/');
-  std::string_view hostport = rest.substr(0, slash);
-  size_t colon = hostport.rfind(':');
-  if (colon == std::string_view::npos || colon == 0 || colon + 1 == hostport.size()) return false;
-  for (char ch : hostport.substr(colon + 1)) {
-    if (ch < '0' || ch > '9') return false;
-  }
-  return slash == std::string_view::npos || rest.substr(slash) == "/";
-}
-
-bool valid_zmq_url(std::string_view url) {
-  if (url.substr(0, 6) != "tcp://") return false;
-  std::string_view rest = url.substr(6);
-  size_t colon = rest.rfind(':');
-  return colon != std::string_view::npos && colon > 0 && colon + 1 < rest.size();
-}
-
 KvEventsAddress kv_events(const YamlReader& y, const YAML::Node& n, const std::string& field,
                           bool bind) {
   y.only_keys(n, field, {"publisher", "replay", "topic"});
@@ -121,7 +100,7 @@ std::vector<DiscoveredEndpoint> parse(const YamlReader& y, const YAML::Node& roo
     if (dp.rank && dp_size > 1) {
       y.fail(at, ef, "a rank's URL (#dpN) takes no data_parallel_size");
     }
-    if (!valid_url(dp.address)) {
+    if (!valid_endpoint_url(dp.address)) {
       y.fail(at, e.IsScalar() ? ef : ef + ".url",
              fmt::format("expected http://host:port, got '{}'", spec.url));
     }
@@ -135,6 +114,27 @@ std::vector<DiscoveredEndpoint> parse(const YamlReader& y, const YAML::Node& roo
 }
 
 }  // namespace
+
+bool valid_endpoint_url(std::string_view url) {
+  constexpr std::string_view kScheme = "http://";
+  if (!url.starts_with(kScheme)) return false;
+  std::string_view rest = url.substr(kScheme.size());
+  size_t slash = rest.find('/');
+  std::string_view hostport = rest.substr(0, slash);
+  size_t colon = hostport.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == hostport.size()) return false;
+  for (char ch : hostport.substr(colon + 1)) {
+    if (ch < '0' || ch > '9') return false;
+  }
+  return slash == std::string_view::npos || rest.substr(slash) == "/";
+}
+
+bool valid_zmq_url(std::string_view url) {
+  if (url.substr(0, 6) != "tcp://") return false;
+  std::string_view rest = url.substr(6);
+  size_t colon = rest.rfind(':');
+  return colon != std::string_view::npos && colon > 0 && colon + 1 < rest.size();
+}
 
 uint32_t read_data_parallel_size(const YamlReader& y, const YAML::Node& v, const std::string& field,
                                  bool kv_events_bind) {

@@ -48,6 +48,12 @@ Result<std::vector<DiscoveredEndpoint>> parse_endpoint_list(std::string_view tex
 // topic) as `e`'s. Every source with ranks (the file, DNS, Kubernetes) expands so.
 void append_ranks(DiscoveredEndpoint e, uint32_t size, std::vector<DiscoveredEndpoint>& out);
 
+// An endpoint's URL as the `endpoints:` schema takes it: http://host:port, a '/' after it
+// or nothing (a data-parallel rank's "#dpN" split off first, route/data_parallel.h).
+bool valid_endpoint_url(std::string_view url);
+// A KV event publisher or replay address: tcp://host:port.
+bool valid_zmq_url(std::string_view url);
+
 // `v`, the `data_parallel_size` of an endpoint or a source at `field` ("endpoints[2]",
 // "pools.main.discovery.sources[0]"): 1 to route::kMaxDataParallelSize, and not above 1
 // with the pool's kv_events_bind (each rank publishes on its own port). Every reader of

@@ -419,7 +419,7 @@ class Parser : public YamlReader {
     }
     if (auto v = n["kv_events_bind"]) {
       p.kv_events_bind = text(v, field + ".kv_events_bind");
-      if (!valid_zmq_url(p.kv_events_bind)) {
+      if (!discovery::valid_zmq_url(p.kv_events_bind)) {
         fail(v, field + ".kv_events_bind", "expected tcp://host:port");
       }
     }
@@ -540,7 +540,7 @@ class Parser : public YamlReader {
       if (dp.rank && dp_size > 1) {
         fail(at, ef, "a rank's URL (#dpN) takes no data_parallel_size");
       }
-      if (!valid_url(dp.address)) {
+      if (!discovery::valid_endpoint_url(dp.address)) {
         fail(at, e.IsScalar() ? ef : ef + ".url",
              fmt::format("expected http://host:port, got '{}'", spec.url));
       }
@@ -571,13 +571,6 @@ class Parser : public YamlReader {
       }
     }
     return p;
-  }
-
-  static bool valid_zmq_url(std::string_view url) {
-    if (url.substr(0, 6) != "tcp://") return false;
-    std::string_view rest = url.substr(6);
-    size_t colon = rest.rfind(':');
-    return colon != std::string_view::npos && colon > 0 && colon + 1 < rest.size();
   }
 
   TokenizeMode tokenize_mode(const YAML::Node& n, const std::string& field) const {
@@ -668,10 +661,10 @@ class Parser : public YamlReader {
       fail(n["publisher"], field + ".publisher",
            "not used with the pool's kv_events_bind (engines connect to the gateway)");
     }
-    if (!k.publisher.empty() && !valid_zmq_url(k.publisher)) {
+    if (!k.publisher.empty() && !discovery::valid_zmq_url(k.publisher)) {
       fail(n["publisher"], field + ".publisher", "expected tcp://host:port");
     }
-    if (!k.replay.empty() && !valid_zmq_url(k.replay)) {
+    if (!k.replay.empty() && !discovery::valid_zmq_url(k.replay)) {
       fail(n["replay"], field + ".replay", "expected tcp://host:port");
     }
     if (!bind.empty() && k.topic.empty()) {
@@ -691,22 +684,6 @@ class Parser : public YamlReader {
     kv::ApproxIndex approx({});
     auto built = route::Router::create(rc, {.precise = &precise, .approx = &approx});
     if (!built) fail(r, field, built.error());
-  }
-
-  static bool valid_url(std::string_view url) {
-    constexpr std::string_view kScheme = "http://";
-    if (!url.starts_with(kScheme)) return false;
-    std::string_view rest = url.substr(kScheme.size());
-    size_t slash = rest.find('/');
-    std::string_view hostport = rest.substr(0, slash);
-    size_t colon = hostport.rfind(':');
-    if (colon == std::string_view::npos || colon == 0 || colon + 1 == hostport.size()) {
-      return false;
-    }
-    for (char ch : hostport.substr(colon + 1)) {
-      if (ch < '0' || ch > '9') return false;
-    }
-    return slash == std::string_view::npos || rest.substr(slash) == "/";
   }
 };
 

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "core/route/config_yaml.h"
+#include "discovery/endpoint_list.h"
 #include "io/http_types.h"
 
 namespace kvgate::gateway {
@@ -89,13 +90,6 @@ Result<std::string> string_field(const json::object& o, std::string_view key,
   if (!v) return std::string();
   if (!v->is_string()) return Error(fmt::format("{}: expected a string", field));
   return std::string(v->as_string());
-}
-
-bool valid_zmq_url(std::string_view url) {
-  if (!url.starts_with("tcp://")) return false;
-  std::string_view rest = url.substr(6);
-  size_t colon = rest.rfind(':');
-  return colon != std::string_view::npos && colon > 0 && colon + 1 < rest.size();
 }
 
 Result<json::object> parse_object(std::string_view body) {
@@ -307,10 +301,10 @@ Result<AddEndpointRequest> parse_add_endpoint(std::string_view body, bool bind_m
     if (bind_mode && c.topic.empty()) {
       return Error("kv_events.topic: required with the pool's kv_events_bind");
     }
-    if (!c.publisher.empty() && !valid_zmq_url(c.publisher)) {
+    if (!c.publisher.empty() && !discovery::valid_zmq_url(c.publisher)) {
       return Error("kv_events.publisher: expected tcp://host:port");
     }
-    if (!c.replay.empty() && !valid_zmq_url(c.replay)) {
+    if (!c.replay.empty() && !discovery::valid_zmq_url(c.replay)) {
       return Error("kv_events.replay: expected tcp://host:port");
     }
     r.kv_events = std::move(c);
