@@ -53,7 +53,7 @@ void without_default_health(grpc::ServerBuilder& builder) {
 }
 
 // One ext_proc stream, on gRPC's callback API: no thread waits for it. One operation at
-// a time, in the order the synchronous server ran them: a read; when the request is whole,
+// a time, in the order a blocking server would run them: a read; when the request is whole,
 // its pick (Picker::start_pick: the gateway decides on its own threads, and the decision
 // comes back there); the responses, written one by one (one write out at a time, the
 // others queued); then the next read. So no two of the reactions below run at once,
