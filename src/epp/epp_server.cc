@@ -8,10 +8,14 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "envoy/service/ext_proc/v3/external_processor.grpc.pb.h"
@@ -48,28 +52,138 @@ void without_default_health(grpc::ServerBuilder& builder) {
   builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
 }
 
-class ExtProcService final : public pb::ExternalProcessor::Service {
+// One ext_proc stream, on gRPC's callback API: no thread waits for it. One operation at
+// a time, in the order a blocking server would run them: a read; when the request is whole,
+// its pick (Picker::start_pick: the gateway decides on its own threads, and the decision
+// comes back there); the responses, written one by one (one write out at a time, the
+// others queued); then the next read. So no two of the reactions below run at once,
+// OnCancel aside, and the Exchange needs no lock. No reaction blocks: the Exchange's work
+// is in memory, and the pick is not waited for.
+class ProcessStream final
+    : public grpc::ServerBidiReactor<pb::ProcessingRequest, pb::ProcessingResponse> {
+ public:
+  ProcessStream(grpc::CallbackServerContext* context, Picker& picker,
+                const ExchangeOptions& options)
+      : context_(context), picker_(picker), exchange_(picker, options) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return finish(grpc::Status::OK);  // the data plane's side ended (or it left)
+    Result<Exchange::Step> step = exchange_.on_message(request_);
+    if (!step) {
+      spdlog::warn("epp: {}: {}", context_->peer(), step.error());
+      return finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, step.error()));
+    }
+    for (pb::ProcessingResponse& r : step->responses) queue_.push_back(std::move(r));
+    if (step->pick) return pick(std::move(*step->pick));
+    write_next();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) return finish(grpc::Status::OK);  // the data plane left
+    queue_.pop_front();
+    write_next();
+  }
+
+  // The data plane left (or the server's grace ran out): a pick under way is cancelled
+  // (it then decides soon, with an answer); a read or write out fails.
+  void OnCancel() override {
+    std::function<void()> cancel;
+    {
+      std::lock_guard lock(mu_);
+      cancelled_ = true;
+      cancel = cancel_;
+    }
+    if (cancel) cancel();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // The next queued response, or, when all went, the next message.
+  void write_next() {
+    if (queue_.empty()) {
+      StartRead(&request_);
+    } else {
+      StartWrite(&queue_.front());
+    }
+  }
+
+  // Starts the pick of the whole request. Its decision may come on any thread, even
+  // before start_pick returns: then it is taken here, after, so that this reactor is not
+  // finished (and deleted) on another thread while start_pick is still on this one.
+  void pick(gateway::ExternalRequest request) {
+    {
+      std::lock_guard lock(mu_);
+      starting_ = true;
+    }
+    std::function<void()> cancel = picker_.start_pick(
+        std::move(request), [this](gateway::ExternalPick p) { decided(std::move(p)); });
+    std::optional<gateway::ExternalPick> early;
+    bool cancel_now = false;
+    {
+      std::lock_guard lock(mu_);
+      starting_ = false;
+      if (early_) {
+        early = std::move(early_);
+        early_.reset();
+      } else {
+        cancel_ = cancel;
+        cancel_now = cancelled_;  // the data plane left before the cancel could be sent
+      }
+    }
+    if (early) return routed(std::move(*early));
+    // `cancel` is this frame's: the decision may meanwhile have finished the reactor.
+    if (cancel_now) cancel();
+  }
+
+  // The pick's decision, on the picker's thread.
+  void decided(gateway::ExternalPick p) {
+    {
+      std::lock_guard lock(mu_);
+      cancel_ = nullptr;
+      if (starting_) {
+        early_ = std::move(p);
+        return;
+      }
+    }
+    routed(std::move(p));
+  }
+
+  // The pick's responses go first, then the rest of the message's.
+  void routed(gateway::ExternalPick p) {
+    std::vector<pb::ProcessingResponse> out = exchange_.on_pick(std::move(p));
+    queue_.insert(queue_.begin(), std::make_move_iterator(out.begin()),
+                  std::make_move_iterator(out.end()));
+    write_next();
+  }
+
+  void finish(grpc::Status status) {
+    exchange_.end();  // settles a pick whose answer did not end, as a client that left
+    Finish(std::move(status));
+  }
+
+  grpc::CallbackServerContext* const context_;
+  Picker& picker_;
+  Exchange exchange_;
+  pb::ProcessingRequest request_;             // the read out
+  std::deque<pb::ProcessingResponse> queue_;  // to write; the front is the write out
+  std::mutex mu_;           // the pick's hand-over between this reactor and the picker's thread
+  bool starting_ = false;   // under mu_: start_pick has not returned
+  bool cancelled_ = false;  // under mu_
+  std::function<void()> cancel_;                // under mu_: the pick's, while it runs
+  std::optional<gateway::ExternalPick> early_;  // under mu_: decided during start_pick
+};
+
+class ExtProcService final : public pb::ExternalProcessor::CallbackService {
  public:
   ExtProcService(Picker& picker, const ExchangeOptions& options)
       : picker_(picker), options_(options) {}
 
-  grpc::Status Process(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<pb::ProcessingResponse, pb::ProcessingRequest>* stream) override {
-    Exchange exchange(picker_, options_);
-    const std::function<bool()> cancelled = [context] { return context->IsCancelled(); };
-    pb::ProcessingRequest request;
-    while (stream->Read(&request)) {
-      Result<std::vector<pb::ProcessingResponse>> out = exchange.on_request(request, cancelled);
-      if (!out) {
-        spdlog::warn("epp: {}: {}", context->peer(), out.error());
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, out.error());
-      }
-      for (const pb::ProcessingResponse& r : *out) {
-        if (!stream->Write(r)) return grpc::Status::OK;  // the data plane left
-      }
-    }
-    return grpc::Status::OK;  // `exchange` settles a pick whose answer did not end
+  grpc::ServerBidiReactor<pb::ProcessingRequest, pb::ProcessingResponse>* Process(
+      grpc::CallbackServerContext* context) override {
+    return new ProcessStream(context, picker_, options_);
   }
 
  private:

@@ -12,6 +12,15 @@
 // again from stop() on; "liveness" is SERVING while the server runs (on the main port,
 // until its shutdown begins).
 //
+// Both services are on gRPC's callback API (a reactor per call, run on gRPC's own
+// callback threads): no thread per stream, no handler that waits. A stream reads one
+// message, feeds it to its Exchange, and, once the request is whole, starts the pick
+// (Picker::start_pick) and returns; the decision comes back on the picker's thread (the
+// gateway's I/O threads), which starts the responses' writes. One operation is out per
+// stream at a time (a read, the pick, or a write; further responses queue), in the order
+// the messages came, so the protocol's exchange is the one a blocking server would have.
+// A stream whose data plane leaves has its pick cancelled (Picker::start_pick's cancel).
+//
 // Only its .cc and health_service.{h,cc} include gRPC's headers: they are heavy, and
 // the message handling (exchange.h) needs none of them.
 //
@@ -61,8 +70,9 @@ struct EppServerOptions {
 
 class EppServer {
  public:
-  // Binds and serves on gRPC's own threads. `picker` must outlive the server. Errors: an
-  // address cannot be bound (or the TLS pair is refused).
+  // Binds and serves on gRPC's own threads. `picker` must outlive the server; its
+  // start_pick is called from gRPC's threads and must not block (its `decided` may run on
+  // any thread). Errors: an address cannot be bound (or the TLS pair is refused).
   static Result<std::unique_ptr<EppServer>> start(const EppServerOptions& options, Picker& picker);
   ~EppServer();  // stop()
   EppServer(const EppServer&) = delete;
@@ -74,7 +84,9 @@ class EppServer {
   // Readiness ("readiness", "" and the ext_proc service's name) on every port:
   // NOT_SERVING while false. The `ready` poller (options) calls it on each change.
   void set_ready(bool ready);
-  // Readiness NOT_SERVING, no new streams, streams in flight up to `grace`. Idempotent.
+  // Readiness NOT_SERVING, no new streams, streams in flight up to `grace` (then
+  // cancelled: a pick under way is cancelled and still answered, as the data plane left).
+  // Returns when every stream has ended. Idempotent.
   void stop();
 
   struct Impl;

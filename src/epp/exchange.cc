@@ -127,35 +127,46 @@ pb::ProcessingResponse immediate(const io::HttpResponse& answer) {
 
 Result<std::vector<pb::ProcessingResponse>> Exchange::on_request(
     const pb::ProcessingRequest& request, const std::function<bool()>& cancelled) {
+  Result<Step> step = on_message(request);
+  if (!step) return step.failure();
+  if (!step->pick) return std::move(step->responses);
+  std::vector<pb::ProcessingResponse> out =
+      on_pick(picker_.pick(std::move(*step->pick), cancelled));
+  for (pb::ProcessingResponse& r : step->responses) out.push_back(std::move(r));
+  return out;
+}
+
+Result<Exchange::Step> Exchange::on_message(const pb::ProcessingRequest& request) {
   using R = pb::ProcessingRequest;
+  if (phase_ == Phase::kPicking) return Error("a message while the request's pick is pending");
   switch (request.request_case()) {
     case R::kRequestHeaders:
-      return request_headers(request, cancelled);
+      return request_headers(request);
     case R::kRequestBody:
-      return request_body(request, cancelled);
+      return request_body(request);
     case R::kRequestTrailers: {
       if (phase_ == Phase::kRequestHeaders) return Error("request trailers before the headers");
-      std::vector<pb::ProcessingResponse> out;
+      Step step;
       // Trailers end a body without its end of stream: the request is whole.
-      if (phase_ == Phase::kRequestBody) out = route(cancelled, /*body=*/true);
-      out.emplace_back().mutable_request_trailers();
-      return out;
+      if (phase_ == Phase::kRequestBody) step.pick = route(/*body=*/true);
+      step.responses.emplace_back().mutable_request_trailers();
+      return step;
     }
     case R::kResponseHeaders:
       if (phase_ != Phase::kRouted && phase_ != Phase::kOver) {
         return Error("response headers before the request was routed");
       }
-      return response_headers(request);
+      return Step{.pick = std::nullopt, .responses = response_headers(request)};
     case R::kResponseBody:
       if (phase_ != Phase::kResponseBody && phase_ != Phase::kOver) {
         return Error("a response body before the response headers");
       }
-      return response_body(request);
+      return Step{.pick = std::nullopt, .responses = response_body(request)};
     case R::kResponseTrailers: {
       if (phase_ == Phase::kResponseBody) settle(status_);
-      std::vector<pb::ProcessingResponse> out;
-      out.emplace_back().mutable_response_trailers();
-      return out;
+      Step step;
+      step.responses.emplace_back().mutable_response_trailers();
+      return step;
     }
     case R::REQUEST_NOT_SET:
       break;
@@ -163,8 +174,7 @@ Result<std::vector<pb::ProcessingResponse>> Exchange::on_request(
   return Error("a ProcessingRequest with none of its request fields set");
 }
 
-Result<std::vector<pb::ProcessingResponse>> Exchange::request_headers(
-    const pb::ProcessingRequest& r, const std::function<bool()>& cancelled) {
+Result<Exchange::Step> Exchange::request_headers(const pb::ProcessingRequest& r) {
   if (phase_ != Phase::kRequestHeaders) return Error("request headers a second time");
   read_head(r.request_headers().headers(), request_.http);
   request_.subset = subset_hint(r);
@@ -178,18 +188,19 @@ Result<std::vector<pb::ProcessingResponse>> Exchange::request_headers(
     }
   }
   phase_ = Phase::kRequestBody;
+  Step step;
   // No body (a GET): routed on the headers alone.
-  if (r.request_headers().end_of_stream()) return route(cancelled, /*body=*/false);
-  return std::vector<pb::ProcessingResponse>{};
+  if (r.request_headers().end_of_stream()) step.pick = route(/*body=*/false);
+  return step;
 }
 
-Result<std::vector<pb::ProcessingResponse>> Exchange::request_body(
-    const pb::ProcessingRequest& r, const std::function<bool()>& cancelled) {
+Result<Exchange::Step> Exchange::request_body(const pb::ProcessingRequest& r) {
   if (phase_ != Phase::kRequestBody) {
     return Error(phase_ == Phase::kRequestHeaders ? "a request body before the headers"
                                                   : "a request body after its end of stream");
   }
   const std::string& chunk = r.request_body().body();
+  Step step;
   if (request_.http.body.size() + chunk.size() > max_body_) {
     phase_ = Phase::kOver;
     io::HttpResponse a;
@@ -197,17 +208,24 @@ Result<std::vector<pb::ProcessingResponse>> Exchange::request_body(
     a.body = fmt::format(
         R"({{"error":{{"message":"Request body larger than {} bytes","type":"invalid_request_error","param":null,"code":null}}}})",
         max_body_);
-    return std::vector<pb::ProcessingResponse>{immediate(a)};
+    step.responses.push_back(immediate(a));
+    return step;
   }
   request_.http.body += chunk;
-  if (!r.request_body().end_of_stream()) return std::vector<pb::ProcessingResponse>{};
-  return route(cancelled, /*body=*/true);
+  if (r.request_body().end_of_stream()) step.pick = route(/*body=*/true);
+  return step;
 }
 
-std::vector<pb::ProcessingResponse> Exchange::route(const std::function<bool()>& cancelled,
-                                                    bool body) {
-  gateway::ExternalPick p = picker_.pick(std::move(request_), cancelled);
+gateway::ExternalRequest Exchange::route(bool body) {
+  gateway::ExternalRequest whole = std::move(request_);
   request_ = {};
+  routed_body_ = body;
+  phase_ = Phase::kPicking;
+  return whole;
+}
+
+std::vector<pb::ProcessingResponse> Exchange::on_pick(gateway::ExternalPick p) {
+  const bool body = routed_body_;
   std::vector<pb::ProcessingResponse> out;
   if (p.answer || !p.endpoint) {
     phase_ = Phase::kOver;
@@ -246,7 +264,8 @@ std::vector<pb::ProcessingResponse> Exchange::route(const std::function<bool()>&
   (*h.mutable_dynamic_metadata()->mutable_fields())[std::string(kDestinationNamespace)]
       .mutable_struct_value()
       ->Swap(&lb);
-  if (body) out.push_back(body_chunk(/*request=*/true, p.body, /*end_of_stream=*/true));
+  // The body goes upstream once, moved: nothing reads the pick's copy after this.
+  if (body) out.push_back(body_chunk(/*request=*/true, std::move(p.body), /*end_of_stream=*/true));
   pick_ = std::move(p);
   phase_ = Phase::kRouted;
   return out;

@@ -25,10 +25,21 @@
 // read (the SSE stream's usage chunk, a whole answer's `usage`) and, at its end, the
 // pick is settled: the router's load released, tokens charged, metrics recorded.
 //
+// Two ways to drive it. on_request() routes inline, blocking on Picker::pick (tests, the
+// fuzz target). A server whose threads must not wait (epp_server.cc, on gRPC's callback
+// API) uses on_message(): when the request is whole, the Step hands over the request to
+// route; the caller starts the pick (Picker::start_pick) and, once decided, gives it to
+// on_pick(), whose responses go first, then the Step's own. The two produce the same
+// responses for the same messages.
+//
 //   Exchange x(picker, max_body_bytes);
 //   auto out = x.on_request(message, cancelled);   // responses to send, maybe none
 //   if (!out) ... close the stream with INVALID_ARGUMENT: out.error()
 //   x.end();                                       // the stream is over
+//
+//   auto step = x.on_message(message);             // or, not waiting for the pick:
+//   if (step && step->pick) picker.start_pick(std::move(*step->pick), [&](ExternalPick p) {
+//     send(x.on_pick(std::move(p))); send(step->responses); });
 #pragma once
 
 #include <functional>
@@ -68,6 +79,18 @@ class Picker {
   // pick then ends soon, with an answer).
   virtual gateway::ExternalPick pick(gateway::ExternalRequest request,
                                      const std::function<bool()>& cancelled) = 0;
+  // Routes `request` without waiting: `decided` runs exactly once with the pick, on any
+  // thread, maybe before start_pick returns; it must not block. Returns the cancel (the
+  // data plane left: the pick then ends soon, `decided` still runs, with an answer), which
+  // may be called from any thread, also after `decided` ran (then it does nothing), and
+  // holds nothing of the caller's. The default decides inline through pick(), never
+  // cancelled: for a picker that does not wait (a test's fake).
+  virtual std::function<void()> start_pick(gateway::ExternalRequest request,
+                                           std::function<void(gateway::ExternalPick)> decided) {
+    static const std::function<bool()> kNever = [] { return false; };
+    decided(pick(std::move(request), kNever));
+    return [] {};
+  }
   // The end of a picked request's answer (gateway::Gateway::external_done).
   virtual void done(gateway::ExternalPick pick, gateway::ExternalOutcome outcome) = 0;
   // The gateway's clock, in which ExternalPick::received is read.
@@ -113,6 +136,20 @@ class Exchange {
   // Idempotent.
   void end();
 
+  // The asynchronous form of on_request (the header's comment).
+  struct Step {
+    // Set: the request is whole; route it (Picker::start_pick) and give the pick to
+    // on_pick(). No message may come meanwhile (on_message refuses one).
+    std::optional<gateway::ExternalRequest> pick;
+    // The responses to send: after on_pick()'s when `pick` is set.
+    std::vector<pb::ProcessingResponse> responses;
+  };
+  Result<Step> on_message(const pb::ProcessingRequest& request);
+  // The pick of the request the last Step handed over: the request path's answer (the
+  // pick's headers and body, or an ImmediateResponse). REQUIRES: a Step's `pick` was set
+  // and this is its first call since.
+  std::vector<pb::ProcessingResponse> on_pick(gateway::ExternalPick pick);
+
   // What was picked ("" before, or when refused): for logs and tests. The header and the
   // metadata carry it followed by the fallbacks, comma-separated.
   const std::string& destination() const { return destination_; }
@@ -124,16 +161,16 @@ class Exchange {
   enum class Phase : uint8_t {
     kRequestHeaders,  // nothing yet
     kRequestBody,     // headers held, body chunks coming
+    kPicking,         // the whole request handed over (Step::pick): on_pick() next
     kRouted,          // the request path answered with a pick: its response comes next
     kResponseBody,    // response headers passed, body chunks coming
     kOver,            // answered (ImmediateResponse) or settled
   };
 
-  Result<std::vector<pb::ProcessingResponse>> request_headers(const pb::ProcessingRequest& r,
-                                                              const std::function<bool()>& c);
-  Result<std::vector<pb::ProcessingResponse>> request_body(const pb::ProcessingRequest& r,
-                                                           const std::function<bool()>& c);
-  std::vector<pb::ProcessingResponse> route(const std::function<bool()>& cancelled, bool body);
+  Result<Step> request_headers(const pb::ProcessingRequest& r);
+  Result<Step> request_body(const pb::ProcessingRequest& r);
+  // The whole request, handed over to be picked (Phase::kPicking); `body`: it had one.
+  gateway::ExternalRequest route(bool body);
   std::vector<pb::ProcessingResponse> response_headers(const pb::ProcessingRequest& r);
   std::vector<pb::ProcessingResponse> response_body(const pb::ProcessingRequest& r);
   void settle(int status);
@@ -143,6 +180,7 @@ class Exchange {
   RequestClasses* const classes_;
   const uint8_t fallbacks_;
   Phase phase_ = Phase::kRequestHeaders;
+  bool routed_body_ = false;  // the request being picked had a body (route())
   gateway::ExternalRequest request_;
   std::optional<gateway::ExternalPick> pick_;
   std::string destination_;

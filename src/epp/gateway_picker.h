@@ -7,6 +7,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "core/common/clock.h"
 #include "epp/exchange.h"
@@ -20,9 +21,16 @@ class GatewayPicker final : public Picker {
   // Both borrowed: they must outlive the picker. `clock` is the gateway's.
   GatewayPicker(gateway::Gateway& gateway, const Clock& clock) : gateway_(gateway), clock_(clock) {}
 
-  // Blocks this thread (a gRPC handler's) until the gateway decides; the gateway's I/O
-  // threads do the work. While waiting it looks every few milliseconds whether the data
-  // plane left, and then cancels (a queued request leaves the queue at once).
+  // The server's form (epp_server.cc): the gateway decides on its I/O threads (the front
+  // door, flow control's queue, the router), and `decided` runs there; the cancel takes a
+  // queued request out of the queue at once. Nothing waits.
+  std::function<void()> start_pick(gateway::ExternalRequest request,
+                                   std::function<void(gateway::ExternalPick)> decided) override {
+    return gateway_.pick_external(std::move(request), std::move(decided));
+  }
+  // Blocks this thread until the gateway decides (for a caller that may wait; the server
+  // does not). While waiting it looks every few milliseconds whether the data plane left,
+  // and then cancels (a queued request leaves the queue at once).
   gateway::ExternalPick pick(gateway::ExternalRequest request,
                              const std::function<bool()>& cancelled) override {
     auto promise = std::make_shared<std::promise<gateway::ExternalPick>>();

@@ -10,7 +10,12 @@
 // Watch: the name's status (SERVICE_UNKNOWN when not in the table), then each change,
 // until the client leaves or shutdown().
 //
-// One instance per server: gRPC binds a service to the server it is registered on.
+// On gRPC's callback API, as the ext_proc service (epp_server.cc): a server of callback
+// services alone runs no thread pool of its own, and a Watch holds no thread while it
+// waits: set() and shutdown() start its writes.
+//
+// One instance per server: gRPC binds a service to the server it is registered on. It
+// must outlive that server's Shutdown (each Watch ends before it returns).
 //
 //   HealthService health;
 //   health.set("liveness", true);
@@ -19,10 +24,10 @@
 //   health.shutdown();   // all NOT_SERVING, watches end; then the server's Shutdown
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -32,7 +37,7 @@ namespace kvgate::epp {
 
 namespace health_pb = ::grpc::health::v1;
 
-class HealthService final : public health_pb::Health::Service {
+class HealthService final : public health_pb::Health::CallbackService {
  public:
   // `name`'s status: SERVING when `serving`, NOT_SERVING otherwise; a new name joins the
   // table. Ignored after shutdown(). Thread-safe.
@@ -41,19 +46,25 @@ class HealthService final : public health_pb::Health::Service {
   // and ends. Idempotent.
   void shutdown();
 
-  ::grpc::Status Check(::grpc::ServerContext* context, const health_pb::HealthCheckRequest* request,
-                       health_pb::HealthCheckResponse* response) override;
-  ::grpc::Status Watch(::grpc::ServerContext* context, const health_pb::HealthCheckRequest* request,
-                       ::grpc::ServerWriter<health_pb::HealthCheckResponse>* writer) override;
+  ::grpc::ServerUnaryReactor* Check(::grpc::CallbackServerContext* context,
+                                    const health_pb::HealthCheckRequest* request,
+                                    health_pb::HealthCheckResponse* response) override;
+  ::grpc::ServerWriteReactor<health_pb::HealthCheckResponse>* Watch(
+      ::grpc::CallbackServerContext* context,
+      const health_pb::HealthCheckRequest* request) override;
 
  private:
+  class Watcher;
+
   // Under mu_: the name's status as Watch reports it.
   health_pb::HealthCheckResponse::ServingStatus status_of(const std::string& name) const;
+  // Under mu_: each watch sends what changed (or ends, after shutdown()).
+  void notify_locked();
 
   mutable std::mutex mu_;
-  std::condition_variable changed_;
   std::map<std::string, bool, std::less<>> serving_;  // under mu_
   bool shut_down_ = false;                            // under mu_
+  std::set<Watcher*> watchers_;                       // under mu_: the watches running
 };
 
 }  // namespace kvgate::epp

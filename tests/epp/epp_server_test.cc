@@ -8,9 +8,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "envoy/service/ext_proc/v3/external_processor.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -34,6 +40,75 @@ struct FakePicker final : Picker {
   }
   void done(gateway::ExternalPick, gateway::ExternalOutcome) override {}
   Nanos now() const override { return 0; }
+};
+
+// Decides as the gateway does (Gateway::pick_external): later, on a thread of its own,
+// when the test says (decide()), or soon with a 503 when cancelled. The server must not
+// wait in pick().
+struct LaterPicker final : Picker {
+  std::mutex mu;
+  std::condition_variable changed;
+  std::function<void(gateway::ExternalPick)> pending;  // under mu: the pick under way
+  int started = 0;                                     // under mu
+  int cancels = 0;                                     // under mu
+  int settled = 0;                                     // under mu
+  std::vector<std::thread> threads;                    // under mu: the decisions'
+
+  ~LaterPicker() override {
+    std::vector<std::thread> joining;
+    {
+      std::lock_guard lock(mu);
+      joining = std::move(threads);
+    }
+    for (std::thread& t : joining) t.join();
+  }
+
+  gateway::ExternalPick pick(gateway::ExternalRequest, const std::function<bool()>&) override {
+    ADD_FAILURE() << "the server waited for a pick";
+    return {};
+  }
+  std::function<void()> start_pick(gateway::ExternalRequest,
+                                   std::function<void(gateway::ExternalPick)> decided) override {
+    std::lock_guard lock(mu);
+    pending = std::move(decided);
+    ++started;
+    changed.notify_all();
+    return [this] {
+      std::lock_guard lock(mu);
+      ++cancels;
+      gateway::ExternalPick refused;
+      refused.answer = io::HttpResponse{503, "application/json", {}, "{}", {}};
+      decide_locked(std::move(refused));
+    };
+  }
+  void done(gateway::ExternalPick, gateway::ExternalOutcome) override {
+    std::lock_guard lock(mu);
+    ++settled;
+    changed.notify_all();
+  }
+  Nanos now() const override { return 0; }
+
+  // Waits until `what` holds (under mu), up to 10 s.
+  bool wait_for(const std::function<bool()>& what) {
+    std::unique_lock lock(mu);
+    return changed.wait_for(lock, std::chrono::seconds(10), what);
+  }
+  // The pick under way decided: 10.0.0.7:8000, on a thread of its own.
+  void decide() {
+    std::lock_guard lock(mu);
+    gateway::ExternalPick p;
+    auto e = std::make_shared<gateway::EndpointAddress>();
+    e->host = "10.0.0.7";
+    e->port = 8000;
+    p.destination = gateway::destination_of(*e);
+    p.endpoint = std::move(e);
+    decide_locked(std::move(p));
+  }
+  void decide_locked(gateway::ExternalPick p) {
+    if (!pending) return;  // decided already
+    threads.emplace_back([d = std::move(pending), p = std::move(p)]() mutable { d(std::move(p)); });
+    pending = nullptr;
+  }
 };
 
 std::shared_ptr<::grpc::Channel> channel_to(uint16_t port) {
@@ -84,7 +159,7 @@ std::optional<health_pb::HealthCheckResponse::ServingStatus> check(
 constexpr auto kServing = health_pb::HealthCheckResponse::SERVING;
 constexpr auto kNotServing = health_pb::HealthCheckResponse::NOT_SERVING;
 
-std::unique_ptr<EppServer> start(FakePicker& picker, bool health_port) {
+std::unique_ptr<EppServer> start(Picker& picker, bool health_port) {
   EppServerOptions o;
   o.address = "127.0.0.1";
   o.port = 0;
@@ -182,6 +257,77 @@ TEST(EppServer, WatchSendsTheStatusThenEachChangeAndEndsAtStop) {
   }
   (void)unknown->Finish();
   again->stop();
+}
+
+// The pick is decided on the picker's thread, after the handler returned: the answer
+// still comes on the stream, and the stream goes on to the response path.
+TEST(EppServer, APickDecidedLaterOnAnotherThreadIsAnsweredOnTheStream) {
+  LaterPicker picker;
+  std::unique_ptr<EppServer> server = start(picker, /*health_port=*/false);
+  ASSERT_TRUE(server);
+  auto stub = pb::ExternalProcessor::NewStub(channel_to(server->port()));
+  ::grpc::ClientContext context;
+  with_deadline(context);
+  auto stream = stub->Process(&context);
+  pb::ProcessingRequest r;
+  core_pb::HeaderValue* h = r.mutable_request_headers()->mutable_headers()->add_headers();
+  h->set_key(":method");
+  h->set_raw_value("GET");
+  r.mutable_request_headers()->set_end_of_stream(true);
+  ASSERT_TRUE(stream->Write(r));
+  ASSERT_TRUE(picker.wait_for([&] { return picker.started == 1; }));
+  picker.decide();
+  pb::ProcessingResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  ASSERT_TRUE(response.has_request_headers());
+  bool named = false;
+  for (const auto& o : response.request_headers().response().header_mutation().set_headers()) {
+    if (o.header().key() == "x-gateway-destination-endpoint") {
+      EXPECT_EQ(o.header().raw_value(), "10.0.0.7:8000");
+      named = true;
+    }
+  }
+  EXPECT_TRUE(named) << response.DebugString();
+  // The response path: its headers pass, and the stream's end settles the pick.
+  pb::ProcessingRequest back;
+  back.mutable_response_headers()->set_end_of_stream(true);
+  ASSERT_TRUE(stream->Write(back));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_TRUE(response.has_response_headers());
+  stream->WritesDone();
+  while (stream->Read(&response)) {
+  }
+  const ::grpc::Status s = stream->Finish();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(picker.wait_for([&] { return picker.settled == 1; }));
+  server->stop();
+}
+
+// The data plane leaves while the pick is under way: the pick is cancelled (the gateway
+// then answers it), the stream ends, and stop() does not wait for it.
+TEST(EppServer, AClientThatLeavesDuringThePickCancelsIt) {
+  LaterPicker picker;
+  std::unique_ptr<EppServer> server = start(picker, /*health_port=*/false);
+  ASSERT_TRUE(server);
+  auto stub = pb::ExternalProcessor::NewStub(channel_to(server->port()));
+  ::grpc::ClientContext context;
+  with_deadline(context);
+  auto stream = stub->Process(&context);
+  pb::ProcessingRequest r;
+  r.mutable_request_headers()->set_end_of_stream(true);
+  ASSERT_TRUE(stream->Write(r));
+  ASSERT_TRUE(picker.wait_for([&] { return picker.started == 1; }));
+  context.TryCancel();
+  EXPECT_TRUE(picker.wait_for([&] { return picker.cancels == 1; }));
+  pb::ProcessingResponse response;
+  while (stream->Read(&response)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), ::grpc::StatusCode::CANCELLED);
+  const auto before = std::chrono::steady_clock::now();
+  server->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(5));
+  std::lock_guard lock(picker.mu);
+  EXPECT_EQ(picker.settled, 0);  // a refusal: nothing to settle
 }
 
 }  // namespace epp_server_test

@@ -303,6 +303,69 @@ TEST(EppExchange, MessagesOutOfOrderAreErrors) {
   EXPECT_TRUE(picker.asked.empty());
 }
 
+// The server's form (on_message, then on_pick once the pick is decided) answers as
+// on_request: the pick's headers and body first, then the message's own response.
+TEST(EppExchange, TheAsynchronousFormHandsTheRequestOverAndAnswersAsOnRequest) {
+  FakePicker picker;
+  Exchange x(picker, 1 << 20);
+  auto first = x.on_message(headers());
+  ASSERT_TRUE(first) << first.error();
+  EXPECT_FALSE(first->pick.has_value());
+  EXPECT_TRUE(first->responses.empty());
+  auto held = x.on_message(body("{\"model\":", false));
+  ASSERT_TRUE(held) << held.error();
+  EXPECT_FALSE(held->pick.has_value());
+  pb::ProcessingRequest t;
+  t.mutable_request_trailers();
+  // Trailers end the body: the whole request is handed over, not picked here.
+  auto whole = x.on_message(t);
+  ASSERT_TRUE(whole) << whole.error();
+  ASSERT_TRUE(whole->pick.has_value());
+  EXPECT_TRUE(picker.asked.empty());
+  EXPECT_EQ(whole->pick->http.body, "{\"model\":");
+  EXPECT_EQ(whole->pick->http.path, "/v1/chat/completions");
+  ASSERT_EQ(whole->responses.size(), 1u);
+  EXPECT_TRUE(whole->responses[0].has_request_trailers());
+  // No message while the pick is pending.
+  pb::ProcessingRequest early;
+  early.mutable_response_headers();
+  EXPECT_FALSE(x.on_message(early));
+  std::vector<pb::ProcessingResponse> out = x.on_pick(picker.pick(std::move(*whole->pick), kNever));
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_TRUE(out[0].has_request_headers());
+  EXPECT_EQ(header_of(out[0].request_headers().response().header_mutation(),
+                      "x-gateway-destination-endpoint"),
+            "10.0.0.7:8000");
+  ASSERT_TRUE(out[1].has_request_body());
+  EXPECT_EQ(out[1].request_body().response().body_mutation().streamed_response().body(),
+            "{\"model\": ");
+  EXPECT_EQ(x.destination(), "10.0.0.7:8000");
+  // The response path goes on as on_request's.
+  auto response = x.on_message(early);
+  ASSERT_TRUE(response) << response.error();
+  ASSERT_EQ(response->responses.size(), 1u);
+  EXPECT_TRUE(response->responses[0].has_response_headers());
+  x.end();
+  ASSERT_EQ(picker.settled.size(), 1u);
+}
+
+// A refused pick handed over: the ImmediateResponse, and nothing to settle.
+TEST(EppExchange, TheAsynchronousFormAnswersARefusalWithAnImmediateResponse) {
+  FakePicker picker;
+  picker.refusal = io::HttpResponse{429, "application/json", {}, "{}", {}};
+  Exchange x(picker, 1 << 20);
+  auto step = x.on_message(headers(/*eos=*/true));
+  ASSERT_TRUE(step) << step.error();
+  ASSERT_TRUE(step->pick.has_value());
+  EXPECT_TRUE(step->responses.empty());
+  std::vector<pb::ProcessingResponse> out = x.on_pick(picker.pick(std::move(*step->pick), kNever));
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(out[0].has_immediate_response());
+  EXPECT_EQ(static_cast<int>(out[0].immediate_response().status().code()), 429);
+  x.end();
+  EXPECT_TRUE(picker.settled.empty());
+}
+
 TEST(EppExchange, StreamPassesThroughWithoutTheGatewaysUsageChunkAndSettlesItsUsage) {
   FakePicker picker;
   Exchange x(picker, 1 << 20);

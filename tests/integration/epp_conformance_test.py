@@ -15,7 +15,9 @@ admin API, as `kvgate serve` serves it); the subset hint; 503 with no endpoint t
 (an empty subset, or none of the pool's); 404 for an unknown model; the response path
 passes the answer through (a stream's usage chunk the gateway asked for is dropped);
 malformed and out-of-order messages end the stream with INVALID_ARGUMENT and the server
-lives on; a data plane that leaves mid-request does not hurt it; relayed paths are picked
+lives on; a data plane that leaves mid-request does not hurt it; a disaggregated pool's
+pick names its prefill engine (x-prefiller-host-port) and a data-parallel engine's pick its
+rank (x-data-parallel-rank), which the engine serves the request on; relayed paths are picked
 as serve relays them (/tokenize in turn; a stored response GET, and previous_response_id,
 to the engine that answered the Responses request). Then epp.tls: health and a pick over
 TLS with certificate files made by Debian's openssl, verified; the self-signed mode,
@@ -286,12 +288,15 @@ class EppCase(unittest.TestCase):
         # The pick first, then the fallbacks (epp.fallbacks).
         return self.last_endpoints[0], streamed.body
 
-    def answer(self, s, dest, upstream_body, path="/v1/chat/completions", method="POST"):
-        """As Envoy: the request to `dest`, its answer through the EPP; returns the bytes
-        the EPP passed back."""
+    def answer(self, s, dest, upstream_body, path="/v1/chat/completions", method="POST",
+               set_headers=None):
+        """As Envoy: the request to `dest` (with `set_headers`, those the EPP set), its
+        answer through the EPP; returns the bytes the EPP passed back. The engine's answer
+        headers are kept in self.engine_headers."""
         status, headers, body = http(method, f"http://{dest}{path}",
                                      upstream_body if method == "POST" else None,
-                                     {"Content-Type": "application/json"})
+                                     {"Content-Type": "application/json", **(set_headers or {})})
+        self.engine_headers = {k.lower(): v for k, v in headers.items()}
         r = pb.ProcessingRequest()
         r.response_headers.CopyFrom(header_map(
             [(":status", str(status)),
@@ -542,6 +547,103 @@ class EppConformance(EppCase):
         dest, upstream = self.picked(rs)
         status, _, _ = self.answer(s, dest, upstream)
         self.assertEqual(status, 200)
+
+
+PREFILLER = "x-prefiller-host-port"
+RANK = "x-data-parallel-rank"
+
+
+class EppPdAndRanks(EppCase):
+    """The pool's own headers in the answer, with real engines: a disaggregated pool (one
+    `kvgate engine --role prefill`, one `--role decode`) answers with the decode engine as
+    the destination and the prefill engine in x-prefiller-host-port; a pool of one engine
+    with two data-parallel ranks (`--data-parallel-size 2`, the endpoint's
+    data_parallel_size) answers with the engine's address and the rank in
+    x-data-parallel-rank, which the engine then serves the request on. Each header is
+    removed where the pick has none (a client's own must not reach the engine)."""
+
+    @classmethod
+    def setUpClass(cls):
+        def engine(model, *extra):
+            e = Child(["engine", "--port", "0", "--time-scale", "0.01", "--model", model,
+                       "--block-size", "16", *extra])
+            return e, e.wait_for(r"listening on (http://\S+)").group(1)
+
+        located = ["--rack", "r1", "--zone", "z1"]
+        cls.prefill, prefill_url = engine("pdsim", "--role", "prefill", *located)
+        cls.decode, decode_url = engine("pdsim", "--role", "decode", *located)
+        cls.ranked, ranked_url = engine("dpsim", "--data-parallel-size", "2")
+        cls.prefill_hostport = prefill_url[len("http://"):]
+        cls.decode_hostport = decode_url[len("http://"):]
+        cls.ranked_hostport = ranked_url[len("http://"):]
+        cls.dir = tempfile.mkdtemp(prefix="kvgate-epp-pd-")
+        router = "    router: {policy: round-robin, overlap: approx}\n"
+        config = os.path.join(cls.dir, "epp.yaml")
+        with open(config, "w") as f:
+            f.write("epp: {address: 127.0.0.1, port: 0}\n"
+                    "timeouts: {header_ms: 5000, drain_ms: 2000, connect_ms: 1000}\n"
+                    "pools:\n"
+                    "  pd:\n    block_size: 16\n    scrape_interval_ms: 50\n" + router +
+                    "    endpoints:\n"
+                    f"      - {{url: {prefill_url}, role: prefill, zone: z1, rack: r1}}\n"
+                    f"      - {{url: {decode_url}, role: decode, zone: z1, rack: r1}}\n"
+                    "  dp:\n    block_size: 16\n    scrape_interval_ms: 50\n" + router +
+                    "    endpoints:\n"
+                    f"      - {{url: {ranked_url}, data_parallel_size: 2}}\n"
+                    "models:\n  - name: pdsim\n    pool: pd\n"
+                    "  - name: dpsim\n    pool: dp\n")
+        cls.epp = Child(["epp", config])
+        port = cls.epp.wait_for(r"ext_proc gRPC on 127\.0\.0\.1:(\d+)").group(1)
+        cls.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        grpc.channel_ready_future(cls.channel).result(timeout=20)
+        wait_health(cls.channel, "readiness", 1)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.epp.stop()
+        for e in (cls.prefill, cls.decode, cls.ranked):
+            e.stop()
+
+    def mutation(self, responses):
+        return responses[0].request_headers.response.header_mutation
+
+    def test_disaggregated_pick_names_the_prefill_engine(self):
+        for i in range(2):
+            body = {"model": "pdsim", "max_tokens": 2, "messages": [
+                {"role": "user", "content": " ".join(f"pd-{i}-word-{j}" for j in range(80))}]}
+            s, rs = self.route(body)
+            dest, upstream = self.picked(rs)
+            m = self.mutation(rs)
+            self.assertEqual(dest, self.decode_hostport, "the decode engine is the destination")
+            self.assertEqual(header_value(m, PREFILLER), self.prefill_hostport, m)
+            self.assertIsNone(header_value(m, RANK), m)
+            self.assertIn(RANK, list(m.remove_headers), "no rank: a client's must not pass")
+            # As Envoy without llm-d's sidecar: the decode engine, which then prefills itself.
+            status, raw, passed = self.answer(s, dest, upstream)
+            self.assertEqual(status, 200, passed)
+            self.assertEqual(passed, raw, "a whole answer passes unchanged")
+
+    def test_rank_pick_names_the_rank_the_engine_serves_it_on(self):
+        ranks = set()
+        for i in range(4):
+            body = {"model": "dpsim", "max_tokens": 1, "prompt": f"ranked request {i}"}
+            s, rs = self.route(body, path="/v1/completions")
+            dest, upstream = self.picked(rs)
+            m = self.mutation(rs)
+            self.assertEqual(dest, self.ranked_hostport, "a rank's destination is its engine's")
+            rank = header_value(m, RANK)
+            self.assertIn(rank, ("0", "1"), m)
+            self.assertIsNone(header_value(m, PREFILLER), m)
+            self.assertIn(PREFILLER, list(m.remove_headers), m)
+            # As Envoy: the request with the headers the EPP set; the engine serves it on
+            # that rank (its answer names the rank it ran on).
+            status, _, passed = self.answer(s, dest, upstream, path="/v1/completions",
+                                            set_headers={RANK: rank})
+            self.assertEqual(status, 200, passed)
+            self.assertEqual(self.engine_headers.get("x-kvgate-dp-rank"), rank)
+            ranks.add(rank)
+        self.assertEqual(ranks, {"0", "1"}, "round-robin over the engine's two ranks")
 
 
 class EppTls(EppCase):
