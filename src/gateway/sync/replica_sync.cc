@@ -41,8 +41,9 @@ constexpr size_t kReadCount = 256;  // stream entries per stream and XREAD
 constexpr Nanos kReadBlock = kSecond;
 // A failed read is sent again after `poll`, and never sooner than this.
 constexpr Nanos kReadRetry = 5 * kMillisecond;
-// Room sharing's window beyond flush + poll: Redis's round trips and the hop onto the
-// peer's strand (docs/flow-control.md, "Sharing the room").
+// Room sharing's window beyond flush + poll: Redis's round trips (the XADD, then the
+// blocked or paced read's reply) and the hop onto the peer's strand
+// (docs/flow-control.md, "Sharing the room").
 constexpr Nanos kRoomMargin = 2 * kMillisecond;
 
 std::string default_replica_id() {
@@ -806,7 +807,13 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
     ps->fair_enabled = config.sync && config.fleet_fairness && pool->flow() != nullptr;
     ps->room_enabled = config.sync && pool->flow() != nullptr &&
                        pool->flow()->config().room_share != route::RoomShare::kNone;
-    // A release here is unseen by the peers for one flush, one poll and Redis's trips.
+    // A release here is unseen by the peers for at most: one flush (the batching here);
+    // one `poll`, the peer's read pacing (its read is blocked in Redis and answers at
+    // once, unless it brought entries less than `poll` ago: then the next is sent `poll`
+    // after the last, so the entry waits that long at most; a quiet fleet sees it
+    // sooner, but the window holds the worst case); and Redis's round trips (the XADD,
+    // the read's reply) with the hop onto the peer's strand (kRoomMargin). `poll` 0:
+    // flush + margin. The peers' `poll` is taken to be this replica's.
     const Nanos room_window = to_nanos(config.flush) + to_nanos(config.poll) + kRoomMargin;
     pool->post([ps, id = impl->id, options, room_window, name = pool->name()](route::Router& router,
                                                                               kv::PreciseIndex&) {
