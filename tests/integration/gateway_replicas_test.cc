@@ -7,10 +7,17 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdio>
+#include <optional>
+#include <string>
 #include <thread>
 
+#include "core/cluster/peer_sync.h"
+#include "core/cluster/routing_event.h"
+#include "io/redis_async.h"
+#include "support/eventually.h"
 #include "support/gateway_fixture.h"
 
 namespace kvgate::testing {
@@ -22,15 +29,15 @@ const std::vector<std::string> kFast = {"--time-scale", "0.01", "--model", "sim"
 constexpr int kGroups = 12;
 
 std::string replica_yaml(const std::vector<std::string>& engines, int redis_port, int replica,
-                         bool sync, const std::string& cluster_extra = "") {
+                         bool sync, const std::string& cluster_extra = "", int poll_ms = 2) {
   std::string y =
       "listeners:\n  - address: 127.0.0.1\n    port: 0\nthreads: 1\n"
       "timeouts: {header_ms: 2000, drain_ms: 2000, connect_ms: 1000}\n"
       "cluster:\n  redis: {host: 127.0.0.1, port: " +
       std::to_string(redis_port) + ", timeout_ms: 100}\n  replica_id: gw-" +
       std::to_string(replica) + "\n  sync: " + (sync ? "on" : "off") +
-      "\n  flush_ms: 2\n  poll_ms: 2\n" + cluster_extra + "  stream_prefix: t" +
-      std::to_string(::getpid()) + (sync ? "" : "off") +
+      "\n  flush_ms: 2\n  poll_ms: " + std::to_string(poll_ms) + "\n" + cluster_extra +
+      "  stream_prefix: t" + std::to_string(::getpid()) + (sync ? "" : "off") +
       "\npools:\n  main:\n    block_size: 16\n    router:\n      policy: kv-cost\n"
       "      params: {temperature: 0.05}\n      overlap: approx\n    endpoints:\n";
   for (const std::string& u : engines) y += "      - " + u + "\n";
@@ -85,6 +92,23 @@ std::vector<std::string> start_engines(int n,
     if (!engines.back()->url.empty()) urls.push_back(engines.back()->url);
   }
   return urls;
+}
+
+// Appends one entry to `stream` as a replica would (field "b": an encoded batch), with a
+// connection of the test's own; whether Redis took it.
+bool xadd(int redis_port, const std::string& stream, const std::string& wire) {
+  boost::asio::io_context io;
+  io::RedisAsync redis(io.get_executor(), {.port = redis_port, .command_timeout = kSecond});
+  bool done = false, added = false;
+  redis.command(std::vector<std::string>{"XADD", stream, "*", "b", wire},
+                [&](const redisReply* r, std::string_view) {
+                  added = r != nullptr;
+                  done = true;
+                });
+  while (!done && io.run_one_for(std::chrono::seconds(2)) > 0) {
+  }
+  redis.close();
+  return added;
 }
 
 std::string endpoint_of(const io::HttpClientResponse& r) {
@@ -462,6 +486,57 @@ TEST(GatewayReplicas, AWarmUpOnOneReplicaUsesThePeersHotPrefixes) {
   EXPECT_GE(b.metric("kvgate_warmup_requests_total", {{"pool", "main"}, {"result", "ok"}}), 3);
   EXPECT_EQ(a.proc->stop(), 0) << a.proc->errors();
   EXPECT_EQ(b.proc->stop(), 0) << b.proc->errors();
+}
+
+// The peers' entries come as they are published: the read blocks in Redis (XREAD ...
+// BLOCK) instead of polling. One replica with poll_ms 800 (a read every 800 ms would take
+// 400 ms on average, up to 800) and a fake peer, the test, that appends one heartbeat
+// batch: the replica applies it well within 250 ms. A quiet replica's own heartbeats come
+// a second apart, more than poll_ms, so its read is blocked when the entry comes. Then
+// the replica stops promptly although its read is blocked in Redis: stopping closes the
+// reading connection, which ends the read.
+TEST(GatewayReplicas, APeersEntryArrivesAtOnceAndABlockedReadDoesNotHoldTheStop) {
+  const int port = free_port();
+  auto redis = start_redis(port);
+  ASSERT_TRUE(redis) << redis.error();
+  EngineProcess engine(kFast);
+  ASSERT_FALSE(engine.url.empty());
+  GatewayProcess gw(replica_yaml({engine.url}, port, 0, true, "", /*poll_ms=*/800));
+  ASSERT_FALSE(gw.url.empty());
+  const metrics::Labels pool = {{"pool", "main"}};
+  // Started (the start's reads are done) and two heartbeats out: its reads now block.
+  ASSERT_TRUE(eventually([&] {
+    auto r = io::http_fetch("GET", gw.url + "/ready");
+    return r && r->status == 200;
+  }));
+  ASSERT_TRUE(
+      eventually([&] { return gw.metric("kvgate_cluster_batches_published_total", pool) >= 2; }));
+  ASSERT_EQ(gw.metric("kvgate_cluster_live_peers", pool), 0);
+  const double applied = gw.metric("kvgate_cluster_batches_applied_total", pool);
+
+  cluster::Outbox peer("peer-x", "main");
+  const std::optional<cluster::EventBatch> heartbeat = peer.take(0, /*heartbeat=*/true);
+  ASSERT_TRUE(heartbeat);
+  const auto sent = std::chrono::steady_clock::now();
+  ASSERT_TRUE(
+      xadd(port, "t" + std::to_string(::getpid()) + ":routing:main", cluster::encode(*heartbeat)));
+  // Waits for the kvgate serve child to apply the fake peer's batch.
+  ASSERT_TRUE(
+      eventually([&] { return gw.metric("kvgate_cluster_batches_applied_total", pool) > applied; },
+                 std::chrono::seconds(5), std::chrono::milliseconds(5)));
+  const auto took = std::chrono::steady_clock::now() - sent;
+  std::printf("[ replicas ] a peer's entry applied %.1f ms after its XADD (poll_ms 800)\n",
+              std::chrono::duration<double, std::milli>(took).count());
+  EXPECT_LT(took, std::chrono::milliseconds(250));
+  EXPECT_EQ(gw.metric("kvgate_cluster_live_peers", pool), 1);
+  EXPECT_EQ(gw.metric("kvgate_cluster_decode_errors_total", pool), 0);
+  EXPECT_EQ(gw.metric("kvgate_cluster_read_failures_total", pool), 0);
+
+  // Stopping with the read blocked: a read left blocked would hold the I/O thread until
+  // stop() kills the child after its 5 s grace (exit status -9).
+  const auto stopping = std::chrono::steady_clock::now();
+  EXPECT_EQ(gw.proc->stop(), 0) << gw.proc->errors();
+  EXPECT_LT(std::chrono::steady_clock::now() - stopping, std::chrono::seconds(3));
 }
 
 }  // namespace gateway_replicas_test

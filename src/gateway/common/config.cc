@@ -96,7 +96,10 @@ class Parser : public YamlReader {
     if (auto v = n["fleet_fairness"]) c.fleet_fairness = on_off(v, "cluster.fleet_fairness");
     if (auto v = n["stream_prefix"]) c.stream_prefix = text(v, "cluster.stream_prefix");
     if (auto v = n["flush_ms"]) c.flush = millis(v, "cluster.flush_ms");
-    if (auto v = n["poll_ms"]) c.poll = millis(v, "cluster.poll_ms");
+    // 0: a read that brought entries is followed by the next at once (replica_sync.h).
+    if (auto v = n["poll_ms"]) {
+      c.poll = std::chrono::milliseconds(integer(v, "cluster.poll_ms", 0, 24LL * 3600 * 1000));
+    }
     if (auto v = n["max_len"]) c.max_len = integer(v, "cluster.max_len", 100, 100'000'000);
     if (auto v = n["replay_ms"]) c.replay = millis(v, "cluster.replay_ms");
     if (auto v = n["peer_timeout_ms"]) c.peer_timeout = millis(v, "cluster.peer_timeout_ms");

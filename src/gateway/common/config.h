@@ -95,8 +95,11 @@ struct ClusterConfig {
   bool sync = true;                      // sync: on | off (off: no stream, each routes on its own)
   std::string stream_prefix = "kvgate";  // keys: PREFIX:routing:POOL
   std::chrono::milliseconds flush{5};    // batching of own events
-  std::chrono::milliseconds poll{5};     // reading of the peers' events
-  int64_t max_len = 100000;              // batches kept per stream (XADD MAXLEN ~)
+  // The peers' events are read with a blocking XREAD; after a read that brought some,
+  // the next is sent this long after it (0: at once), and a failed read is retried after
+  // this (5 ms at least).
+  std::chrono::milliseconds poll{5};
+  int64_t max_len = 100000;                       // batches kept per stream (XADD MAXLEN ~)
   std::chrono::milliseconds replay{120000};       // tail read at start and after an outage
   std::chrono::milliseconds peer_timeout{15000};  // a silent replica's load expires
   // Each replica writes its approximate index this often (0: never), for replicas that

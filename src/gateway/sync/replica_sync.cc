@@ -35,9 +35,15 @@ namespace asio = boost::asio;
 namespace {
 
 constexpr Nanos kHeartbeat = kSecond;
-constexpr int kReadCount = 256;  // stream entries per XREAD
-// Room sharing's window beyond flush + poll: Redis's round trips and the hop onto the
-// peer's strand (docs/flow-control.md, "Sharing the room").
+constexpr size_t kReadCount = 256;  // stream entries per stream and XREAD
+// A caught-up read waits this long in Redis for a peer's entry (XREAD ... BLOCK); then an
+// empty reply comes and it is sent again. With peers, their heartbeats come sooner.
+constexpr Nanos kReadBlock = kSecond;
+// A failed read is sent again after `poll`, and never sooner than this.
+constexpr Nanos kReadRetry = 5 * kMillisecond;
+// Room sharing's window beyond flush + poll: Redis's round trips (the XADD, then the
+// blocked or paced read's reply) and the hop onto the peer's strand
+// (docs/flow-control.md, "Sharing the room").
 constexpr Nanos kRoomMargin = 2 * kMillisecond;
 
 std::string default_replica_id() {
@@ -61,7 +67,6 @@ struct PoolSync {
   Nanos last_heartbeat = 0;
   // On the Redis executor.
   std::string last_id;
-  bool read_in_flight = false;
   bool publish_in_flight = false;
   // Counters.
   std::atomic<uint64_t> batches_published{0}, events_published{0}, publish_failures{0};
@@ -156,8 +161,18 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
                    .connect_timeout = to_nanos(c.redis.timeout),
                    .command_timeout = to_nanos(c.redis.timeout),
                    .clock = &clk}),
+        // A blocked read holds its connection for kReadBlock, or longer: Redis before 6
+        // checks a blocked client's timeout about once a second. Its deadline allows twice
+        // that plus the usual timeout (a paused Redis is seen sooner on `redis`). On the
+        // OS's clock: Redis measures the BLOCK so, and a test's ManualClock jumping ahead
+        // must not take a blocked read for a dead Redis.
+        reader(ex, {.host = c.redis.host,
+                    .port = c.redis.port,
+                    .password = c.redis.password,
+                    .connect_timeout = to_nanos(c.redis.timeout),
+                    .command_timeout = 2 * kReadBlock + to_nanos(c.redis.timeout)}),
         flush_timer(ex, clk),
-        poll_timer(ex, clk) {}
+        read_timer(ex, clk) {}
 
   const ClusterConfig config;
   const std::string id;
@@ -167,16 +182,29 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   const Clock& clock;
   asio::any_io_executor executor;
   io::RedisAsync redis;  // used on `executor` only
+  // The peers' entries are read on a connection of their own: an XREAD ... BLOCK holds
+  // its connection until a peer publishes, and Redis answers nothing else sent on it
+  // meanwhile. Publishing, snapshots, leases and the rest stay on `redis`.
+  io::RedisAsync reader;  // used on `executor` only
   // The sync's periods and the lease's renewals run on `clock`, as the times they are
   // compared with do (heartbeats, peer timeouts, lease validity): a ManualClock moves
   // them together. Redis's own timeouts stay on the OS's clock (io/redis_async.h).
-  io::ClockTimer flush_timer, poll_timer;
+  io::ClockTimer flush_timer;
+  io::ClockTimer read_timer;  // the pause before the next read (`poll`, or after a failure)
   io::ClockTimer snapshot_timer{executor, clock};
   std::vector<std::shared_ptr<PoolSync>> pools;
   std::vector<std::shared_ptr<Lease>> leases;  // set before the lease timer starts
   io::ClockTimer lease_timer{executor, clock};
   std::atomic<bool> stopped{false};
   std::atomic<bool> redis_up{false};
+  // On `executor`. The read: one at a time; catching up (at start, after a failure, after
+  // a full page), it does not block.
+  bool read_in_flight = false;
+  bool catching_up = true;
+  Nanos last_read_sent = 0;  // on `clock`
+  // What each connection last saw (redis_state): Redis is up while both answer.
+  bool redis_link_up = false;
+  bool reader_link_up = true;  // false from the start when there are reads (start())
   std::atomic<uint64_t> outages{0}, recoveries{0};
 
   int64_t wall_millis() const { return clock.wall_now() / kMillisecond; }
@@ -293,117 +321,176 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
                   });
   }
 
-  // Every `poll`: the peers' batches since the last id seen.
-  void arm_poll() {
-    poll_timer.expires_after(config.poll);
-    poll_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+  // The peers' entries of every pool: one XREAD over the pools' streams, on `reader`.
+  // Caught up, it blocks in Redis until an entry comes (or kReadBlock passes: an empty
+  // reply, and it is sent again at once), so an idle replica does not wake every `poll`.
+  // After a reply that brought entries the next read is sent `poll` after the previous
+  // one was (0: at once): under traffic the entries of one `poll` come in one reply, as
+  // they did with a read every `poll`, rather than one reply per XADD (every replica's
+  // reader wakes for each entry of the stream, its own ones too). So an entry arrives at
+  // most `poll` plus Redis's round trips after it was published, and when the previous
+  // reply is older than `poll` (a quiet fleet: heartbeats a second apart) within the
+  // round trips. Catching up (at start, after a failure, after a full page) it does not
+  // block: /ready and the resumption after an outage do not wait for a peer to publish.
+  void read() {
+    if (read_in_flight || stopped || pools.empty()) return;
+    read_in_flight = true;
+    last_read_sent = clock.now();
+    const std::string count = std::to_string(kReadCount);
+    const std::string block = std::to_string(kReadBlock / kMillisecond);
+    std::vector<std::string_view> args = {"XREAD", "COUNT", count};
+    if (!catching_up) {
+      args.push_back("BLOCK");
+      args.push_back(block);
+    }
+    args.push_back("STREAMS");
+    for (const auto& ps : pools) args.push_back(ps->stream);
+    for (const auto& ps : pools) args.push_back(ps->last_id);
+    reader.command(std::span<const std::string_view>(args),
+                   [self = shared_from_this()](const redisReply* r, std::string_view error) {
+                     self->read_done(r, error);
+                   });
+  }
+  // The next read after `delay`, on `clock` (a ManualClock moves it), or at once.
+  void read_after(Nanos delay) {
+    if (delay <= 0) {
+      read();
+      return;
+    }
+    read_timer.expires_after(delay);
+    read_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (ec || self->stopped) return;
-      for (const auto& ps : self->pools) self->read(ps);
-      self->arm_poll();
+      self->read();
     });
   }
-  void read(const std::shared_ptr<PoolSync>& ps) {
-    if (ps->read_in_flight) return;
-    ps->read_in_flight = true;
-    const std::string count = std::to_string(kReadCount);
-    const std::string_view args[] = {"XREAD", "COUNT", count, "STREAMS", ps->stream, ps->last_id};
-    redis.command(args, [self = shared_from_this(), ps](const redisReply* r,
-                                                        std::string_view error) {
-      ps->read_in_flight = false;
-      if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
+  void read_done(const redisReply* r, std::string_view error) {
+    read_in_flight = false;
+    if (stopped) return;  // stop() closed the reader, cancelling a blocked read: no outage
+    if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
+      for (const auto& ps : pools) {
         ps->started = true;  // Redis is away: route on the own view, do not wait for it
         ps->read_failures.fetch_add(1, std::memory_order_relaxed);
-        self->redis_state(false, r ? std::string_view(r->str, r->len) : error);
-        return;
       }
-      self->redis_state(true, {});
-      if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {  // nothing new: caught up
-        ps->started = true;
-        return;
-      }
-      const redisReply* stream = r->element[0];
-      if (stream->type != REDIS_REPLY_ARRAY || stream->elements != 2) return;
-      const redisReply* entries = stream->element[1];
-      if (entries->type != REDIS_REPLY_ARRAY) return;
-      std::vector<cluster::EventBatch> batches;
-      std::vector<cluster::ServiceReport> reports;
-      std::vector<cluster::DemandReport> demands;
-      for (size_t i = 0; i < entries->elements; ++i) {
-        const redisReply* e = entries->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) continue;
-        ps->last_id.assign(e->element[0]->str, e->element[0]->len);
-        const redisReply* fields = e->element[1];
-        // The entry's batch ("b") and its session bindings ("s"), in either order.
-        std::optional<std::string_view> batch_wire, sessions_wire;
-        for (size_t f = 0; f + 1 < fields->elements; f += 2) {
-          const std::string_view name(fields->element[f]->str, fields->element[f]->len);
-          if (name == "f" && ps->fair_enabled) {
-            const std::string_view wire(fields->element[f + 1]->str, fields->element[f + 1]->len);
-            Result<cluster::ServiceReport> rep = cluster::decode_service_report(wire);
-            if (!rep) {
-              ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
-            } else if (rep->replica != self->id) {
-              reports.push_back(std::move(*rep));
-            }
-            continue;
-          }
-          if (name == "q" && ps->room_enabled) {
-            const std::string_view wire(fields->element[f + 1]->str, fields->element[f + 1]->len);
-            Result<cluster::DemandReport> rep = cluster::decode_demand_report(wire);
-            if (!rep) {
-              ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
-            } else if (rep->replica != self->id) {
-              demands.push_back(std::move(*rep));
-            }
-            continue;
-          }
-          const std::string_view wire(fields->element[f + 1]->str, fields->element[f + 1]->len);
-          if (name == "b") batch_wire = wire;
-          if (name == "s") sessions_wire = wire;
-        }
-        if (!batch_wire) continue;
-        if (cluster::batch_replica(*batch_wire) == std::string_view(self->id)) continue;  // own
-        Result<cluster::EventBatch> b = cluster::decode(*batch_wire);
-        if (!b) {
-          ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
-        } else if (b->replica != self->id) {
-          // Bad bindings cost the bindings only: the batch applies without them.
-          if (sessions_wire && !cluster::decode_sessions(*sessions_wire, *b)) {
-            ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
-          }
-          batches.push_back(std::move(*b));
+      catching_up = true;
+      redis_state(false, r ? std::string_view(r->str, r->len) : error, /*on_reader=*/true);
+      // Never at once: this may run inside the connection's teardown, and while the
+      // reader waits to reconnect every read fails at once.
+      read_after(std::max(to_nanos(config.poll), kReadRetry));
+      return;
+    }
+    redis_state(true, {}, /*on_reader=*/true);
+    // An array of [stream, entries] pairs, one per stream with new entries; nil when the
+    // BLOCK ran out with none.
+    std::vector<const redisReply*> entries_of(pools.size(), nullptr);
+    if (r->type == REDIS_REPLY_ARRAY) {
+      for (size_t i = 0; i < r->elements; ++i) {
+        const redisReply* stream = r->element[i];
+        if (stream->type != REDIS_REPLY_ARRAY || stream->elements != 2) continue;
+        const redisReply* name = stream->element[0];
+        const redisReply* entries = stream->element[1];
+        if (name->type != REDIS_REPLY_STRING || entries->type != REDIS_REPLY_ARRAY) continue;
+        const std::string_view stream_name(name->str, name->len);
+        for (size_t p = 0; p < pools.size(); ++p) {
+          if (pools[p]->stream == stream_name) entries_of[p] = entries;
         }
       }
-      // A full page: more may be waiting, read on at once.
-      if (entries->elements == static_cast<size_t>(kReadCount)) {
-        self->read(ps);
+    }
+    bool any = false, full = false;
+    for (size_t p = 0; p < pools.size(); ++p) {
+      const size_t n = entries_of[p] != nullptr ? entries_of[p]->elements : 0;
+      if (n > 0) {
+        any = true;
+        take_entries(pools[p], *entries_of[p]);
+      }
+      // A full page: more may be waiting, read on at once. Else this stream is caught up.
+      if (n >= kReadCount) {
+        full = true;
       } else {
-        ps->started = true;
+        pools[p]->started = true;
       }
-      if (batches.empty() && reports.empty() && demands.empty()) return;
-      ps->pool->post([self, ps, batches = std::move(batches), reports = std::move(reports),
-                      demands = std::move(demands)](route::Router&, kv::PreciseIndex&) {
-        const Nanos now = self->clock.now();
-        if (ps->fair && !reports.empty()) {
-          for (const cluster::ServiceReport& r : reports) ps->fair->apply(r, now);
-          if (PoolFlow* flow = ps->pool->flow()) flow->counters_changed(now);
+    }
+    catching_up = full;
+    if (full || !any) {
+      read();
+    } else {
+      read_after(last_read_sent + to_nanos(config.poll) - clock.now());
+    }
+  }
+  // One pool's new entries: the peers' batches and reports, applied on its strand.
+  void take_entries(const std::shared_ptr<PoolSync>& ps, const redisReply& entries) {
+    const std::shared_ptr<Impl> self = shared_from_this();
+    std::vector<cluster::EventBatch> batches;
+    std::vector<cluster::ServiceReport> reports;
+    std::vector<cluster::DemandReport> demands;
+    for (size_t i = 0; i < entries.elements; ++i) {
+      const redisReply* e = entries.element[i];
+      if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) continue;
+      ps->last_id.assign(e->element[0]->str, e->element[0]->len);
+      const redisReply* fields = e->element[1];
+      // The entry's batch ("b") and its session bindings ("s"), in either order.
+      std::optional<std::string_view> batch_wire, sessions_wire;
+      for (size_t f = 0; f + 1 < fields->elements; f += 2) {
+        const std::string_view name(fields->element[f]->str, fields->element[f]->len);
+        if (name == "f" && ps->fair_enabled) {
+          const std::string_view wire(fields->element[f + 1]->str, fields->element[f + 1]->len);
+          Result<cluster::ServiceReport> rep = cluster::decode_service_report(wire);
+          if (!rep) {
+            ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
+          } else if (rep->replica != self->id) {
+            reports.push_back(std::move(*rep));
+          }
+          continue;
         }
-        const bool repump = ps->room && !demands.empty();
-        if (repump) {
-          for (const cluster::DemandReport& r : demands) ps->room->apply(r, now);
+        if (name == "q" && ps->room_enabled) {
+          const std::string_view wire(fields->element[f + 1]->str, fields->element[f + 1]->len);
+          Result<cluster::DemandReport> rep = cluster::decode_demand_report(wire);
+          if (!rep) {
+            ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
+          } else if (rep->replica != self->id) {
+            demands.push_back(std::move(*rep));
+          }
+          continue;
         }
-        if (!ps->peers) return;
-        for (const cluster::EventBatch& b : batches) {
-          ps->peers->apply(b, now);
-          ps->batches_applied.fetch_add(1, std::memory_order_relaxed);
-          ps->events_applied.fetch_add(b.events.size(), std::memory_order_relaxed);
+        const std::string_view wire(fields->element[f + 1]->str, fields->element[f + 1]->len);
+        if (name == "b") batch_wire = wire;
+        if (name == "s") sessions_wire = wire;
+      }
+      if (!batch_wire) continue;
+      if (cluster::batch_replica(*batch_wire) == std::string_view(self->id)) continue;  // own
+      Result<cluster::EventBatch> b = cluster::decode(*batch_wire);
+      if (!b) {
+        ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
+      } else if (b->replica != self->id) {
+        // Bad bindings cost the bindings only: the batch applies without them.
+        if (sessions_wire && !cluster::decode_sessions(*sessions_wire, *b)) {
+          ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
         }
-        // The share changed (and a new window may have begun): release what it allows, on
-        // the view with the peers' latest events.
-        if (PoolFlow* flow = ps->pool->flow(); repump && flow) flow->pump(now);
-        ps->pool->publish_sessions();  // the peers' decisions bind their sessions here too
-        self->copy_stats(*ps);
-      });
+        batches.push_back(std::move(*b));
+      }
+    }
+    if (batches.empty() && reports.empty() && demands.empty()) return;
+    ps->pool->post([self, ps, batches = std::move(batches), reports = std::move(reports),
+                    demands = std::move(demands)](route::Router&, kv::PreciseIndex&) {
+      const Nanos now = self->clock.now();
+      if (ps->fair && !reports.empty()) {
+        for (const cluster::ServiceReport& r : reports) ps->fair->apply(r, now);
+        if (PoolFlow* flow = ps->pool->flow()) flow->counters_changed(now);
+      }
+      const bool repump = ps->room && !demands.empty();
+      if (repump) {
+        for (const cluster::DemandReport& r : demands) ps->room->apply(r, now);
+      }
+      if (!ps->peers) return;
+      for (const cluster::EventBatch& b : batches) {
+        ps->peers->apply(b, now);
+        ps->batches_applied.fetch_add(1, std::memory_order_relaxed);
+        ps->events_applied.fetch_add(b.events.size(), std::memory_order_relaxed);
+      }
+      // The share changed (and a new window may have begun): release what it allows, on
+      // the view with the peers' latest events.
+      if (PoolFlow* flow = ps->pool->flow(); repump && flow) flow->pump(now);
+      ps->pool->publish_sessions();  // the peers' decisions bind their sessions here too
+      self->copy_stats(*ps);
     });
   }
 
@@ -480,7 +567,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // At start: the newest snapshot of the pool's index, if any, then the stream from the
-  // id it includes (or the tail of `replay`, whichever is later); then polling starts.
+  // id it includes (or the tail of `replay`, whichever is later); then reading starts.
   // Without Redis the replica starts on its own view at once.
   void load_snapshots(std::shared_ptr<size_t> pending) {
     for (const auto& ps : pools) {
@@ -494,7 +581,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
           self->redis_state(true, {});
           self->apply_snapshot(ps, std::string_view(r->str, r->len));
         }
-        if (--*pending == 0) self->arm_poll();
+        if (--*pending == 0) self->read();
       });
     }
   }
@@ -646,7 +733,12 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     }
   }
 
-  void redis_state(bool up, std::string_view error) {
+  // What a command's reply said of Redis: on `reader` (the peers' reads), else on
+  // `redis`. Redis is up while both connections answer: they fail and recover a moment
+  // apart, and one outage counts once.
+  void redis_state(bool up, std::string_view error, bool on_reader = false) {
+    (on_reader ? reader_link_up : redis_link_up) = up;
+    up = redis_link_up && reader_link_up;
     const bool was = redis_up.exchange(up);
     if (was == up) return;
     if (!up) {
@@ -715,7 +807,13 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
     ps->fair_enabled = config.sync && config.fleet_fairness && pool->flow() != nullptr;
     ps->room_enabled = config.sync && pool->flow() != nullptr &&
                        pool->flow()->config().room_share != route::RoomShare::kNone;
-    // A release here is unseen by the peers for one flush, one poll and Redis's trips.
+    // A release here is unseen by the peers for at most: one flush (the batching here);
+    // one `poll`, the peer's read pacing (its read is blocked in Redis and answers at
+    // once, unless it brought entries less than `poll` ago: then the next is sent `poll`
+    // after the last, so the entry waits that long at most; a quiet fleet sees it
+    // sooner, but the window holds the worst case); and Redis's round trips (the XADD,
+    // the read's reply) with the hop onto the peer's strand (kRoomMargin). `poll` 0:
+    // flush + margin. The peers' `poll` is taken to be this replica's.
     const Nanos room_window = to_nanos(config.flush) + to_nanos(config.poll) + kRoomMargin;
     pool->post([ps, id = impl->id, options, room_window, name = pool->name()](route::Router& router,
                                                                               kv::PreciseIndex&) {
@@ -736,6 +834,8 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
     if (config.sync) impl->hook(ps);
     impl->pools.push_back(std::move(ps));
   }
+  // With reads, Redis is up once the reader has answered too (before any handler runs).
+  impl->reader_link_up = !config.sync || impl->pools.empty();
   if (config.sync) {
     asio::dispatch(impl->executor, [impl] {
       impl->arm_flush();
@@ -778,9 +878,12 @@ void ReplicaSync::stop() {
   // with a handler running on another thread. The connection closes on its executor:
   // commands still waiting fail and let go of this object (they hold it), or it and its
   // hiredis context would outlive the gateway. Waited for while the I/O threads run.
+  // Closing the reader frees its connection, which ends a read blocked in Redis at once
+  // (its callback sees `stopped`: not an outage).
   auto closed = std::make_shared<std::promise<void>>();
   std::future<void> done = closed->get_future();
   asio::dispatch(impl_->executor, [impl = impl_, closed] {
+    impl->reader.close();
     impl->redis.close();
     closed->set_value();
   });

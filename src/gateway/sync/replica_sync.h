@@ -6,9 +6,11 @@
 //     pool's strand, through PoolRuntime's routing hooks (no Redis on the data path);
 //   - every `flush` publishes the batch with one XADD (MAXLEN ~ max_len bounds the
 //     stream), and an empty batch once a second as a heartbeat;
-//   - every `poll` reads the peers' batches that came since (XREAD from the last id it
-//     saw) and applies them on the pool's strand with cluster::PeerSync: the same
-//     Router::commit / on_first_token / on_finished calls as its own requests;
+//   - reads the peers' batches as they come (XREAD ... BLOCK over every pool's stream from
+//     the last id it saw, on a Redis connection of its own; after a reply with entries
+//     the next read is sent `poll` after the previous one, so that under traffic they
+//     come in one reply per `poll`) and applies them on the pool's strand with cluster::PeerSync:
+//     the same Router::commit / on_first_token / on_finished calls as its own requests;
 //   - every `snapshot` writes its approximate index (cluster/index_snapshot.h) to
 //     PREFIX:snapshot:POOL; at start loads the newest one, then reads the stream from the
 //     id it includes (or the tail of `replay`, whichever is later), so it does not route
@@ -16,9 +18,10 @@
 //   - after an outage resumes from the last id read; a peer silent for `peer_timeout`
 //     has its load released.
 // When Redis is away, each replica routes on its own view: publishing and reading fail
-// fast (RedisAsync's timeouts), are counted, and reading resumes from the last id once
-// Redis answers again. Redis calls run on one executor (a strand, or the gateway's one
-// thread); per-pool sync state lives on the pool's strand.
+// fast (RedisAsync's timeouts; a failed read is retried every `poll`), are counted, and
+// reading resumes from the last id once Redis answers again. stop() closes both
+// connections, which ends a blocked read at once. Redis calls run on one executor (a strand, or the
+// gateway's one thread); per-pool sync state lives on the pool's strand.
 //
 // Thread-safety: start/stop/leader_check from the gateway's control thread (before
 // traffic); the metrics and status readers, and the leader checks, from any thread.
