@@ -112,6 +112,8 @@ def cleanup():
 
 
 atexit.register(cleanup)
+# Loopback only: no proxy from the environment.
+urllib.request.install_opener(urllib.request.build_opener(urllib.request.ProxyHandler({})))
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 signal.signal(signal.SIGINT, lambda *_: sys.exit(1))
 
@@ -453,6 +455,7 @@ for c in cases:
     busy1, total1 = cpu_ticks()
     if rc != 0:
         fail(f"kvgate bench failed ({rc}) on {c['tag']}:\n{tail(out + '.log')}")
+    time.sleep(0.5)  # the last answers' ends reach the predictor on the gateway's strand
     m = metrics(gw)
     stop([gw_proc])
     stop([e["proc"] for e in engines])
