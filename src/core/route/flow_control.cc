@@ -169,10 +169,10 @@ Decision FlowController::route_with_capacity(const RouteRequest& request, Nanos 
   const EndpointPool& pool = router_.pool();
   const LateBinding binding = queue_.config().late_binding;
   excluded_.assign(request.excluded.begin(), request.excluded.end());
-  wide_excluded_.assign(request.excluded.begin(), request.excluded.end());
   reserve_.clear();
   // The cache reserve is for requests leaving into the room, not the sparse reserve.
   follow_cache = follow_cache && binding == LateBinding::kCache && room.requests == 0;
+  if (follow_cache) wide_excluded_.assign(request.excluded.begin(), request.excluded.end());
   if (binding != LateBinding::kAny) {
     for (EndpointId id : pool.ids()) {
       const Endpoint& e = *pool.get(id);
@@ -181,9 +181,9 @@ Decision FlowController::route_with_capacity(const RouteRequest& request, Nanos 
         continue;
       }
       excluded_.push_back(id);
-      const bool excluded_by_request =
-          std::find(request.excluded.begin(), request.excluded.end(), id) != request.excluded.end();
-      if (follow_cache && !excluded_by_request && in_cache_reserve(e, now)) {
+      if (!follow_cache) continue;
+      if (in_cache_reserve(e, now) && std::find(request.excluded.begin(), request.excluded.end(),
+                                                id) == request.excluded.end()) {
         reserve_.push_back(id);
       } else {
         wide_excluded_.push_back(id);
