@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -201,7 +202,7 @@ TEST(FlowCacheBindingConfigTest, ParsesCacheAndItsReserveAndNamesTheChoices) {
   EXPECT_EQ(c.late_binding, LateBinding::kCache);
   EXPECT_EQ(c.cache_reserve, 2u);
   EXPECT_EQ(to_string(LateBinding::kCache), "cache");
-  EXPECT_EQ(parse_late_binding("cache"), LateBinding::kCache);
+  EXPECT_TRUE(parse_late_binding("cache") == LateBinding::kCache);
   std::vector<std::pair<std::string, std::string>> bad = {{"late_binding", "cached"}};
   Status s = apply_flow_entries(bad, c);
   ASSERT_FALSE(s.ok());
