@@ -51,6 +51,13 @@ bool FlowController::endpoint_has_room(const Endpoint& e, Nanos now, Room room) 
          f.kv + need <= std::max(1.0, sat.kv_threshold);
 }
 
+bool FlowController::in_cache_reserve(const Endpoint& e, Nanos now) const {
+  const SaturationConfig& sat = router_.config().saturation;
+  const Fill f = fill(e, now);
+  return f.usable &&
+         f.waiting < sat.queue_threshold + static_cast<double>(queue_.config().cache_reserve);
+}
+
 bool FlowController::has_room(Nanos now, Room room) const {
   const EndpointPool& pool = router_.pool();
   for (EndpointId id : pool.ids()) {
@@ -141,21 +148,45 @@ void FlowController::note_release(Nanos now) {
   if (sharing()) released_.push_back(now);
 }
 
+Decision FlowController::commit(const RouteRequest& request, const Decision& decision, Nanos now) {
+  if (!decision.accepted()) return decision;
+  if (Status s = router_.commit(request, decision, now); !s) {
+    Decision rejected;
+    rejected.reason = RejectReason::kDuplicateRequest;
+    rejected.prompt_blocks = decision.prompt_blocks;
+    return rejected;
+  }
+  return decision;
+}
+
 Decision FlowController::route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng,
-                                             Room room, bool dequeued) {
-  // late_binding room: the router picks among the endpoints that have room by this
-  // measure (its own saturation filter may find others unsaturated): the rest are
+                                             Room room, bool dequeued, bool follow_cache) {
+  // late_binding room (and cache): the router picks among the endpoints that have room by
+  // this measure (its own saturation filter may find others unsaturated): the rest are
   // excluded for the one decision, beside what the request excludes itself (a retry's
   // failed endpoints). Nothing about the endpoints changes, so no other reader sees them
   // flip. late_binding any: the router's own choice.
   const EndpointPool& pool = router_.pool();
+  const LateBinding binding = queue_.config().late_binding;
   excluded_.assign(request.excluded.begin(), request.excluded.end());
-  if (queue_.config().late_binding == LateBinding::kRoom) {
+  reserve_.clear();
+  // The cache reserve is for requests leaving into the room, not the sparse reserve.
+  follow_cache = follow_cache && binding == LateBinding::kCache && room.requests == 0;
+  if (follow_cache) wide_excluded_.assign(request.excluded.begin(), request.excluded.end());
+  if (binding != LateBinding::kAny) {
     for (EndpointId id : pool.ids()) {
       const Endpoint& e = *pool.get(id);
-      if (e.health == Health::kHealthy && can_decode(e.spec.role) &&
-          !endpoint_has_room(e, now, room)) {
-        excluded_.push_back(id);
+      if (e.health != Health::kHealthy || !can_decode(e.spec.role) ||
+          endpoint_has_room(e, now, room)) {
+        continue;
+      }
+      excluded_.push_back(id);
+      if (!follow_cache) continue;
+      if (in_cache_reserve(e, now) && std::find(request.excluded.begin(), request.excluded.end(),
+                                                id) == request.excluded.end()) {
+        reserve_.push_back(id);
+      } else {
+        wide_excluded_.push_back(id);
       }
     }
   }
@@ -165,7 +196,26 @@ Decision FlowController::route_with_capacity(const RouteRequest& request, Nanos 
   // (its measure of saturation differs from the queue's).
   if (r.criticality == Criticality::kSheddable) r.criticality = Criticality::kStandard;
   r.dequeued = dequeued;
-  return router_.route(r, now, rng);
+  if (reserve_.empty()) return router_.route(r, now, rng);
+
+  // late_binding cache: where it would go by room alone, and where the router would send
+  // it among the endpoints with room and the cache reserve. The reserve was chosen by the
+  // queue's bound, so the saturation filter must not drop it by its own measure: that
+  // decision is taken as for a critical request (which keeps every endpoint with a short
+  // queue). A reserve endpoint wins only for its cache: it holds more of the prompt, and
+  // the prefill queued there plus the request's own ends sooner than where there is room.
+  const Decision by_room = router_.decide(r, now, rng);
+  RouteRequest wide_request = r;
+  wide_request.excluded = wide_excluded_;
+  wide_request.criticality = Criticality::kCritical;
+  const Decision wide = router_.decide(wide_request, now, rng);
+  const bool to_reserve = wide.accepted() && std::find(reserve_.begin(), reserve_.end(),
+                                                       wide.endpoint) != reserve_.end();
+  const bool follows_cache = by_room.accepted() && to_reserve && !wide.prefill_endpoint &&
+                             !by_room.prefill_endpoint &&
+                             wide.prefill_tokens < by_room.prefill_tokens &&
+                             wide.predicted_prefill < by_room.predicted_prefill;
+  return commit(r, follows_cache ? wide : by_room, now);
 }
 
 namespace {
@@ -273,26 +323,37 @@ size_t FlowController::dispatch(Nanos now, Rng& rng, std::vector<FlowOutcome>& o
   size_t n = 0;
   room_retry_at_.reset();
   const uint32_t sparse_reserve = queue_.config().sparse_reserve;
+  const bool cache = queue_.config().late_binding == LateBinding::kCache;
   while (!queue_.empty()) {
     Room room{};
+    bool follow_cache = false;
     if (!has_capacity(now)) {
-      // Full: only a sparse request may go, into the reserve.
+      // Full: only a sparse request may go, into the reserve (with late_binding cache,
+      // above the cache reserve, which backlogged tenants' requests may fill).
       if (sparse_reserve == 0) break;
       const auto next = queue_.peek(now);
       if (!next || !next->sparse || next->request == nullptr) break;
       const RouteRequest& rr = *next->request;
-      room = {.requests = sparse_reserve,
+      room = {.requests = sparse_reserve + (cache ? queue_.config().cache_reserve : 0),
               .blocks = router_.pool().request_blocks(rr.prompt_tokens, rr.expected_output_tokens,
                                                       rr.keys.size())};
       if (!has_room(now, room)) break;
-    } else if (!may_release(now, std::nullopt)) {
-      break;  // this replica's share of the room is used (room sharing)
+    } else {
+      if (!may_release(now, std::nullopt)) {
+        break;  // this replica's share of the room is used (room sharing)
+      }
+      if (cache) {
+        // Only a backlogged tenant's request follows its cache into an engine's queue; a
+        // tenant within its share goes where there is room.
+        const auto next = queue_.peek(now);
+        follow_cache = next && next->backlogged;
+      }
     }
     auto r = queue_.pop(now);
     if (!r) break;
     ++n;
     FlowOutcome o = from_removed(*r, now);
-    o.decision = route_with_capacity(*r->request, now, rng, room, /*dequeued=*/true);
+    o.decision = route_with_capacity(*r->request, now, rng, room, /*dequeued=*/true, follow_cache);
     if (!o.decision.accepted()) {
       o.kind = FlowOutcome::Kind::kRefused;
     } else if (room.requests == 0) {

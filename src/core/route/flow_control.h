@@ -13,7 +13,14 @@
 // done) and expire() at queue().next_expiry().
 //
 // Late binding routes among the endpoints that have capacity by this measure: the router
-// policy picks the best of them.
+// policy picks the best of them (late_binding room). late_binding cache adds, for a
+// request of a backlogged tenant leaving the queue, the endpoints without room whose
+// queue is within the cache reserve (FlowQueueConfig::cache_reserve): the router decides
+// once among those with room and once among those and the reserve, and the request goes
+// to a reserve endpoint only when that holds more of its prompt and its prefill is
+// predicted to end sooner there (Decision::prefill_tokens, predicted_prefill: the queued
+// prefill ahead of it plus its own uncached tokens, kv-cost's prefill term). A tenant
+// within its share (one request queued at most) still goes where there is room.
 //
 // The sparse reserve (FlowQueueConfig::sparse_reserve): when no endpoint has capacity
 // and the queue's next request is sparse (its tenant has nothing else queued while
@@ -155,6 +162,9 @@ class FlowController {
   };
   bool has_room(Nanos now, Room room) const;
   bool endpoint_has_room(const Endpoint& e, Nanos now, Room room) const;
+  // late_binding cache: a full endpoint whose queue, by the queue's measure, is below
+  // queue_threshold + cache_reserve.
+  bool in_cache_reserve(const Endpoint& e, Nanos now) const;
   // An endpoint as the queue judges it: its engine's queue and KV usage counting what
   // was routed and what finished since the scrape; usable: healthy, decodes, not stale.
   struct Fill {
@@ -176,14 +186,20 @@ class FlowController {
   // A request left into the room (not the sparse reserve) at `now`.
   void note_release(Nanos now);
   // Router::route among the endpoints that have room (the others excluded); `dequeued`:
-  // the request leaves the queue (RouteRequest::dequeued).
+  // the request leaves the queue (RouteRequest::dequeued); `follow_cache` (late_binding
+  // cache, a backlogged tenant's request): the cache reserve may take it too.
   Decision route_with_capacity(const RouteRequest& request, Nanos now, Rng& rng, Room room,
-                               bool dequeued = false);
+                               bool dequeued = false, bool follow_cache = false);
+  // Router::commit of an accepted decision; a commit failure (duplicate id) turns into
+  // kDuplicateRequest, as Router::route does.
+  Decision commit(const RouteRequest& request, const Decision& decision, Nanos now);
 
   Router& router_;
   FlowQueue queue_;
   std::vector<FlowQueue::Removed> removed_;  // scratch
   std::vector<EndpointId> excluded_;         // scratch: the request's and the full ones
+  std::vector<EndpointId> wide_excluded_;    // scratch: as excluded_, less the cache reserve
+  std::vector<EndpointId> reserve_;          // scratch: the cache reserve
   // Room sharing: the fleet (peers sorted by replica id), this replica's place among
   // them, its releases within the window, scratch.
   RoomFleet fleet_;

@@ -48,12 +48,21 @@ int http_status(FlowRefusal refusal) {
 }
 
 std::string_view to_string(LateBinding binding) {
-  return binding == LateBinding::kAny ? "any" : "room";
+  switch (binding) {
+    case LateBinding::kRoom:
+      return "room";
+    case LateBinding::kAny:
+      return "any";
+    case LateBinding::kCache:
+      return "cache";
+  }
+  return "room";
 }
 
 std::optional<LateBinding> parse_late_binding(std::string_view text) {
   if (text == "room") return LateBinding::kRoom;
   if (text == "any") return LateBinding::kAny;
+  if (text == "cache") return LateBinding::kCache;
   return std::nullopt;
 }
 
@@ -163,8 +172,14 @@ Status apply_flow_entries(std::span<const std::pair<std::string, std::string>> e
       ok = parse_uint(value, c.sparse_reserve);
     } else if (key == "late_binding") {
       auto b = parse_late_binding(value);
-      if (b) c.late_binding = *b;
-      ok = b.has_value();
+      if (!b) {
+        return Error(fmt::format(
+            "flow_control.late_binding: bad value '{}' (expected room, any or cache)", value));
+      }
+      c.late_binding = *b;
+      ok = true;
+    } else if (key == "cache_reserve") {
+      ok = parse_uint(value, c.cache_reserve);
     } else if (key == "room_share") {
       auto r = parse_room_share(value);
       if (r) c.room_share = *r;
@@ -483,8 +498,10 @@ std::optional<FlowQueue::Next> FlowQueue::peek(Nanos now) const {
   if (b == kBands) return std::nullopt;
   const Tenant& t = *bands_[b].tenants.begin()->tenant;
   const Item& item = **t.items[b].begin();
-  return Next{
-      .id = item.id, .request = item.request, .sparse = t.queued == 1 && entries_.size() > 1};
+  return Next{.id = item.id,
+              .request = item.request,
+              .sparse = t.queued == 1 && entries_.size() > 1,
+              .backlogged = t.queued > 1};
 }
 
 std::optional<FlowQueue::Removed> FlowQueue::pop(Nanos now) {

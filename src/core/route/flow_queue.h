@@ -64,10 +64,13 @@ std::optional<BandOrder> parse_band_order(std::string_view text);  // strict|wei
 // Which endpoints a request leaving the queue may be routed to: only those with room by
 // the queue's measure (kRoom: engines' queues stay short, so the gateway's order is the
 // order requests start in), or any the router would pick (kAny: its own saturation
-// filter and scorers, so a request may follow its cached prefix into a queue).
-enum class LateBinding : uint8_t { kRoom, kAny };
+// filter and scorers, so a request may follow its cached prefix into a queue), or those
+// with room and, for a request of a backlogged tenant, a full endpoint within the cache
+// reserve whose cached prefix makes its prefill end sooner there (kCache;
+// FlowQueueConfig::cache_reserve, FlowController).
+enum class LateBinding : uint8_t { kRoom, kAny, kCache };
 std::string_view to_string(LateBinding binding);
-std::optional<LateBinding> parse_late_binding(std::string_view text);  // room|any
+std::optional<LateBinding> parse_late_binding(std::string_view text);  // room|any|cache
 
 // Why a request left the queue (or never entered it) without being routed.
 enum class FlowRefusal : uint8_t {
@@ -113,6 +116,10 @@ struct FlowQueueConfig {
   // Where a request leaving the queue may go (LateBinding); the pool is gated the same
   // way either way: requests leave only while some endpoint has room.
   LateBinding late_binding = LateBinding::kRoom;
+  // late_binding cache: requests per endpoint beyond queue_threshold (by the queue's
+  // measure of its queue) that requests following their cached prefix may take; the
+  // sparse reserve then lies above it. 0: only endpoints full by KV usage alone.
+  uint32_t cache_reserve = 1;
   // Behind several gateway replicas that sync: how this replica's queue shares the pool's
   // room with theirs (room_share.h; FlowController::set_room_fleet). kNone: it takes all
   // the room it sees. One replica, sync off or Redis away: the whole room whatever this says.
@@ -128,7 +135,7 @@ struct FlowQueueConfig {
 //   max_requests, max_tokens, tenant_max_requests, tenant_max_tokens,
 //   max_wait.{critical,standard,sheddable} (seconds, 0 = unbounded),
 //   input_weight, output_weight, default_output_tokens, sparse_reserve,
-//   late_binding (room|any), room_share (split|demand|none).
+//   late_binding (room|any|cache), cache_reserve, room_share (split|demand|none).
 // Error naming the key on an unknown key or a malformed value; `config` may then be
 // partly changed. Does not validate().
 Status apply_flow_entries(std::span<const std::pair<std::string, std::string>> entries,
@@ -199,11 +206,13 @@ class FlowQueue {
   FlowRefusal enqueue(const Entry& e, Nanos now, std::vector<Removed>& evicted);
   // The request pop(now) would return, left in the queue; nullopt when empty. `sparse`:
   // its tenant has no other request queued while other tenants have (a light tenant's
-  // request behind others' backlog, FQ-CoDel's "new flow").
+  // request behind others' backlog, FQ-CoDel's "new flow"). `backlogged`: its tenant has
+  // other requests queued behind it (it arrives faster than it is served).
   struct Next {
     RequestId id = 0;
     const RouteRequest* request = nullptr;
     bool sparse = false;
+    bool backlogged = false;
   };
   std::optional<Next> peek(Nanos now) const;
   // The next request in order, removed and charged to its tenant; nullopt when empty.
