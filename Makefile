@@ -42,13 +42,13 @@ run: bootstrap
 	scripts/run
 
 # Every test, under AddressSanitizer and UndefinedBehaviorSanitizer, and a short fixed run
-# of every fuzz target on its seed corpus.
-test: bootstrap asan fuzz-build
+# of every fuzz target on its seed corpus. The fuzz targets' clang build runs beside ctest,
+# niced (scripts/run-tests).
+test: bootstrap asan build/fuzz/build.ninja
 	@scripts/check-format
 	@scripts/check-layers
 	@scripts/check-no-rebuild build/asan
-	cd build/asan && ctest --output-on-failure --timeout 600 -j $(JOBS)
-	scripts/fuzz smoke
+	JOBS=$(JOBS) scripts/run-tests
 
 # The quick loop (docs/development.md): builds only the unit tests and runs them, under
 # the same sanitizers and in the same build directory as `make test`.

@@ -246,12 +246,10 @@ TEST(GatewayConfig, ClusterSection) {
   EXPECT_EQ(on->cluster->poll, std::chrono::milliseconds(5));
   EXPECT_TRUE(on->cluster->fleet_fairness);  // the default
   // poll_ms 0: the next read follows a reply with entries at once.
-  auto at_once = parse_gateway_config("cluster: {poll_ms: 0}
-" + std::string(kGood), "f.yaml");
+  auto at_once = parse_gateway_config("cluster: {poll_ms: 0}\n" + std::string(kGood), "f.yaml");
   ASSERT_TRUE(at_once) << at_once.error();
   EXPECT_EQ(at_once->cluster->poll, std::chrono::milliseconds(0));
-  EXPECT_EQ(error_of("cluster: {poll_ms: -1}
-" + std::string(kGood)),
+  EXPECT_EQ(error_of("cluster: {poll_ms: -1}\n" + std::string(kGood)),
             "f.yaml:1:20: cluster.poll_ms: -1 is outside [0, 86400000]");
   auto own =
       parse_gateway_config("cluster: {fleet_fairness: off}\n" + std::string(kGood), "f.yaml");
