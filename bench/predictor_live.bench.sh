@@ -100,15 +100,7 @@ procs = []  # every process started here, stopped at exit
 
 
 def cleanup():
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+    stop(list(procs))
 
 
 atexit.register(cleanup)
