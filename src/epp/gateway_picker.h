@@ -35,9 +35,9 @@ class GatewayPicker final : public Picker {
                              const std::function<bool()>& cancelled) override {
     auto promise = std::make_shared<std::promise<gateway::ExternalPick>>();
     std::future<gateway::ExternalPick> decided = promise->get_future();
-    std::function<void()> cancel = gateway_.pick_external(
-        std::move(request),
-        [promise](gateway::ExternalPick p) { promise->set_value(std::move(p)); });
+    std::function<void()> cancel =
+        start_pick(std::move(request),
+                   [promise](gateway::ExternalPick p) { promise->set_value(std::move(p)); });
     bool cancel_sent = false;
     while (decided.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready) {
       if (!cancel_sent && cancelled && cancelled()) {

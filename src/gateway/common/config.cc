@@ -32,6 +32,17 @@ class Parser : public YamlReader {
  public:
   explicit Parser(std::string_view file) : YamlReader(file, directory_of(file).string()) {}
 
+  // The text under `key` of the mapping `map` (named `field`), which must be there ("missing"
+  // otherwise) and, with `non_empty`, not be "" ("empty").
+  std::string required_text(const YAML::Node& map, const std::string& field, const char* key,
+                            bool non_empty = false) const {
+    const std::string at = field + "." + key;
+    if (!map[key]) fail(map, at, "missing");
+    std::string value = text(map[key], at);
+    if (non_empty && value.empty()) fail(map[key], at, "empty");
+    return value;
+  }
+
   // Durations in whole milliseconds, up to a day.
   std::chrono::milliseconds millis(const YAML::Node& node, std::string_view field) const {
     return std::chrono::milliseconds(integer(node, field, 1, 24LL * 3600 * 1000));
@@ -177,12 +188,9 @@ class Parser : public YamlReader {
       const YAML::Node& m = models[i];
       only_keys(m, field, {"name", "aliases", "pool", "served_name"});
       ModelConfig model;
-      if (!m["name"]) fail(m, field + ".name", "missing");
-      model.name = text(m["name"], field + ".name");
-      if (model.name.empty()) fail(m["name"], field + ".name", "empty");
+      model.name = required_text(m, field, "name", /*non_empty=*/true);
       if (m["aliases"]) model.aliases = strings(m["aliases"], field + ".aliases");
-      if (!m["pool"]) fail(m, field + ".pool", "missing");
-      model.pool = text(m["pool"], field + ".pool");
+      model.pool = required_text(m, field, "pool");
       if (!c.find_pool(model.pool)) {
         fail(m["pool"], field + ".pool", fmt::format("no pool named '{}'", model.pool));
       }
@@ -206,11 +214,8 @@ class Parser : public YamlReader {
         const YAML::Node& a = adapters[i];
         only_keys(a, field, {"name", "base", "source", "max_replicas"});
         ModelConfig model;
-        if (!a["name"]) fail(a, field + ".name", "missing");
-        model.name = text(a["name"], field + ".name");
-        if (model.name.empty()) fail(a["name"], field + ".name", "empty");
-        if (!a["base"]) fail(a, field + ".base", "missing");
-        model.base = text(a["base"], field + ".base");
+        model.name = required_text(a, field, "name", /*non_empty=*/true);
+        model.base = required_text(a, field, "base");
         const ModelConfig* base = nullptr;
         for (const ModelConfig& m : c.models) {
           if (m.name == model.base && m.base.empty()) base = &m;
@@ -253,8 +258,7 @@ class Parser : public YamlReader {
         fail(v, "tracing.ratio", fmt::format("expected 0.0 to 1.0, got {}", t.ratio));
       }
     }
-    if (!n["collector"]) fail(n, "tracing.collector", "missing");
-    t.collector = text(n["collector"], "tracing.collector");
+    t.collector = required_text(n, "tracing", "collector");
     if (!t.collector.starts_with("http://") || !io::parse_url(t.collector)) {
       fail(n["collector"], "tracing.collector",
            fmt::format("expected http://host:port/v1/traces, got '{}'", t.collector));
@@ -516,8 +520,7 @@ class Parser : public YamlReader {
         if (auto v = e["data_parallel_size"]) {
           dp_size = discovery::read_data_parallel_size(*this, v, ef, !p.kv_events_bind.empty());
         }
-        if (!e["url"]) fail(e, ef + ".url", "missing");
-        spec.url = text(e["url"], ef + ".url");
+        spec.url = required_text(e, ef, "url");
         if (auto v = e["role"]) {
           auto role = route::parse_role(text(v, ef + ".role"));
           if (!role) fail(v, ef + ".role", "expected both, prefill or decode");

@@ -742,24 +742,21 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     const bool was = redis_up.exchange(up);
     if (was == up) return;
     if (!up) {
-      // Fleet fairness: no peer's service comes any more; each queue orders by its own.
+      // No peer's service or demand comes any more: with fleet fairness each queue orders
+      // by its own counters, with room sharing each takes the whole room.
       for (const auto& ps : pools) {
-        if (!ps->fair_enabled) continue;
+        if (!ps->fair_enabled && !ps->room_enabled) continue;
         ps->pool->post([ps](route::Router&, kv::PreciseIndex&) {
-          if (!ps->fair) return;
-          ps->fair->fall_back();
-          ps->fair_peers = 0;
-          ps->fair_fallbacks = ps->fair->stats().fallbacks;
-        });
-      }
-      // Room sharing: no peer's demand comes any more; each queue takes the whole room.
-      for (const auto& ps : pools) {
-        if (!ps->room_enabled) continue;
-        ps->pool->post([ps](route::Router&, kv::PreciseIndex&) {
-          if (!ps->room) return;
-          ps->room->fall_back();
-          ps->room_peers = 0;
-          ps->room_fallbacks = ps->room->stats().fallbacks;
+          if (ps->fair) {
+            ps->fair->fall_back();
+            ps->fair_peers = 0;
+            ps->fair_fallbacks = ps->fair->stats().fallbacks;
+          }
+          if (ps->room) {
+            ps->room->fall_back();
+            ps->room_peers = 0;
+            ps->room_fallbacks = ps->room->stats().fallbacks;
+          }
         });
       }
     }
