@@ -19,6 +19,7 @@
 #include "io/http_head.h"
 #include "io/http_parsers.h"
 #include "io/http_wire.h"
+#include "io/text_pieces.h"
 #include "io/tls_context.h"
 
 namespace kvgate::io {
@@ -430,18 +431,18 @@ void write_whole_head(std::string& out, unsigned version, bool keep, const HttpR
   char status[8], length[24];
   const auto status_end = std::to_chars(status, status + sizeof(status), r.status).ptr;
   const auto length_end = std::to_chars(length, length + sizeof(length), r.body.size()).ptr;
-  out.clear();
-  out.append(version == 10 ? "HTTP/1.0 "sv : "HTTP/1.1 "sv);
-  out.append(status, status_end).append(" "sv);
   const std::string_view reason = http::obsolete_reason(static_cast<http::status>(r.status));
-  out.append(reason).append("\r\nContent-Type: "sv).append(r.content_type).append("\r\n"sv);
-  for (const HttpHeader& h : r.headers)
-    out.append(h.name).append(": "sv).append(h.value).append("\r\n"sv);
-  out.append(r.header_lines);
-  out.append("Content-Length: "sv).append(length, length_end).append("\r\n"sv);
-  if (version == 10 && keep) out.append("Connection: keep-alive\r\n"sv);
-  if (version != 10 && !keep) out.append("Connection: close\r\n"sv);
-  out.append("\r\n"sv);
+  TextPieces<24> head;
+  head << (version == 10 ? "HTTP/1.0 "sv : "HTTP/1.1 "sv)
+       << std::string_view(status, static_cast<size_t>(status_end - status)) << " "sv << reason
+       << "\r\nContent-Type: "sv << r.content_type << "\r\n"sv;
+  for (const HttpHeader& h : r.headers) head << h.name << ": "sv << h.value << "\r\n"sv;
+  head << r.header_lines << "Content-Length: "sv
+       << std::string_view(length, static_cast<size_t>(length_end - length)) << "\r\n"sv;
+  if (version == 10 && keep) head << "Connection: keep-alive\r\n"sv;
+  if (version != 10 && !keep) head << "Connection: close\r\n"sv;
+  head << "\r\n"sv;
+  head.write_to(out);
 }
 
 // The end of a connection whose request was refused before its body was read (see
@@ -500,14 +501,11 @@ struct PlainHead {
 };
 
 // Empties `r` for the next request on the connection, keeping its strings' capacity.
-void clear(HttpRequest& r) {
-  r.method.clear();
-  r.target.clear();
-  r.path.clear();
-  r.query.clear();
-  r.fields.clear();
-  r.body.clear();
-}
+// Ready for the connection's next request: its body emptied. The head's parts keep
+// their bytes: each reader below replaces every one of them (take_plain_head writes over
+// them in place, so a head like the one before costs no fill; Beast's parse replaces the
+// whole request).
+void clear(HttpRequest& r) { r.body.clear(); }
 
 // The request at the start of `buffer` when its head is plain (http_head.h) and its body
 // within the limit: method, target and fields into `out`, the rest into `plain`, the head
@@ -520,11 +518,11 @@ bool take_plain_head(beast::flat_buffer& buffer, const HttpServerOptions& option
   const std::string_view in(static_cast<const char*>(data.data()), data.size());
   if (parse_request_head(in, options.max_header_bytes, head) != HeadParse::kDone) return false;
   if (head.content_length > options.max_body_bytes) return false;  // Beast answers 413
-  out.method.assign(head.method);
-  out.target.assign(head.target);
+  assign_text(out.method, head.method);
+  assign_text(out.target, head.target);
   const size_t q = head.target.find('?');
-  out.path.assign(head.target.substr(0, q));
-  if (q != std::string_view::npos) out.query.assign(head.target.substr(q + 1));
+  assign_text(out.path, head.target.substr(0, q));
+  assign_text(out.query, q != std::string_view::npos ? head.target.substr(q + 1) : "");
   out.fields.assign(std::span(head.fields.data(), head.field_count));
   plain = PlainHead{head.keep_alive, head.version, head.content_length};
   buffer.consume(head.size);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,11 +38,17 @@ class HeaderFields {
   // copied, from the first name to the end of the last value.
   template <class Fields>  // a range of {name, value} views in order
   void assign(const Fields& fields) {
-    clear();
-    if (fields.empty()) return;
+    refs_.clear();
+    if (fields.empty()) {
+      text_.clear();
+      return;
+    }
     const char* first = fields.front().name.data();
     const std::string_view last = fields.back().value;
-    text_.assign(first, static_cast<size_t>(last.data() + last.size() - first));
+    // One resize and copy (the fields' text is never a view of text_ itself).
+    const size_t size = static_cast<size_t>(last.data() + last.size() - first);
+    text_.resize(size);
+    std::memcpy(text_.data(), first, size);
     refs_.reserve(fields.size());
     for (const auto& [n, v] : fields) {
       refs_.push_back(Ref{offset(first, n), static_cast<uint32_t>(n.size()), offset(first, v),

@@ -22,6 +22,7 @@
 #include "io/http_head.h"
 #include "io/http_parsers.h"
 #include "io/http_wire.h"
+#include "io/text_pieces.h"
 
 namespace kvgate::io {
 namespace asio = boost::asio;
@@ -83,12 +84,13 @@ void write_head(std::string& out, const UpstreamRequest& r, std::string_view hos
   char length[24];
   const auto [end, ec] = std::to_chars(length, length + sizeof(length), r.body.size());
   (void)ec;
-  out.clear();
-  out.append(r.method).append(" "sv).append(r.target).append(" HTTP/1.1\r\nHost: "sv);
-  out.append(host_port).append("\r\n"sv).append(r.fixed_headers);
-  for (const auto& [name, value] : r.headers)
-    out.append(name).append(": "sv).append(value).append("\r\n"sv);
-  out.append("Content-Length: "sv).append(length, end).append("\r\n\r\n"sv);
+  TextPieces<24> head;
+  head << r.method << " "sv << r.target << " HTTP/1.1\r\nHost: "sv << host_port << "\r\n"sv
+       << r.fixed_headers;
+  for (const auto& [name, value] : r.headers) head << name << ": "sv << value << "\r\n"sv;
+  head << "Content-Length: "sv << std::string_view(length, static_cast<size_t>(end - length))
+       << "\r\n\r\n"sv;
+  head.write_to(out);
 }
 
 // A failure on an open connection: timed out, or closed mid-exchange.

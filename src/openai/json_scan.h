@@ -45,6 +45,11 @@ class JsonScanner {
 
   // The next value's first byte after whitespace, or '\0' at the end of the text.
   char peek() {
+    // Compact JSON (as SDKs and engines send it) has no whitespace between tokens: one
+    // compare finds the next byte (every byte JSON allows as whitespace is below '!').
+    if (p_ != end_ && static_cast<unsigned char>(*p_) > ' ') [[likely]] {
+      return *p_;
+    }
     skip_ws();
     return p_ == end_ ? '\0' : *p_;
   }
