@@ -7,8 +7,8 @@
 #   - a redis-server, ENGINES `kvgate engine`s (--model sim, --time-scale TIME_SCALE);
 #   - REPLICAS `kvgate serve` replicas (threads: THREADS, kv-cost on the approximate
 #     prefix index, block size 16, pseudo-token routing keys), first without a `cluster`
-#     section, then with `cluster: {sync: on}` on the Redis (flush_ms FLUSH_MS, poll_ms
-#     POLL_MS);
+#     section, then with `cluster: {sync: on}` on the Redis (flush_ms FLUSH_MS,
+#     flush_max_ms FLUSH_MAX_MS, flush_batch FLUSH_BATCH, poll_ms POLL_MS);
 #   - one `kvgate bench` per loaded replica, open loop at exactly RATE requests/s (a
 #     generated Mooncake trace with constant spacing), DURATION_S seconds, after a
 #     WARMUP_S warm-up. Prompts: a shared prefix of SHARED_BLOCKS x 256 tokens (one of
@@ -35,9 +35,11 @@
 # Usage: bench/replica_sync_cpu.bench.sh [DURATION_S=20] [ROUNDS=3]
 # Env: KVGATE_BIN (build/release/kvgate), RATE (100, per replica), REPLICAS (4), ENGINES (4),
 #   TIME_SCALE (0.1), OUTPUT_TOKENS (4), GROUPS (32), SHARED_BLOCKS (6), WARMUP_S (3),
-#   IDLE_S (5), THREADS (1), FLUSH_MS (5), POLL_MS (5), GATEWAY_NICE (0; -10 as root keeps
-#   the load generators and engines from preempting the gateways), OUT (a directory to keep
-#   every run's requests.csv, configs and logs; default: a scratch directory removed at exit).
+#   IDLE_S (5), THREADS (1), FLUSH_MS (5), FLUSH_MAX_MS (25; set to FLUSH_MS, every check
+#   publishes: the flush before the flush rule), FLUSH_BATCH (8), POLL_MS (5), GATEWAY_NICE
+#   (0; -10 as root keeps the load generators and engines from preempting the gateways),
+#   OUT (a directory to keep every run's requests.csv, configs and logs; default: a
+#   scratch directory removed at exit).
 # Needs redis-server, python3, and a release kvgate (build it first; nothing is built here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +64,8 @@ WARMUP_S = float(env("WARMUP_S", "3"))
 IDLE_S = float(env("IDLE_S", "5"))
 THREADS = int(env("THREADS", "1"))
 FLUSH_MS, POLL_MS = int(env("FLUSH_MS", "5")), int(env("POLL_MS", "5"))
+FLUSH_MAX_MS = int(env("FLUSH_MAX_MS", str(max(25, FLUSH_MS))))
+FLUSH_BATCH = int(env("FLUSH_BATCH", "8"))
 NICE = int(env("GATEWAY_NICE", "0"))
 KEEP = env("OUT", "")
 W = os.path.abspath(KEEP) if KEEP else tempfile.mkdtemp(prefix="kvgate-syncpu.")
@@ -199,7 +203,8 @@ def gateway_yaml(port, replica, sync, prefix):
          "models:\n  - {name: sim, pool: main}\n")
     if sync:
         y += (f"cluster:\n  redis: {{host: 127.0.0.1, port: {RP}}}\n  replica_id: gw-{replica}\n"
-              f"  sync: on\n  stream_prefix: {prefix}\n  flush_ms: {FLUSH_MS}\n  poll_ms: {POLL_MS}\n")
+              f"  sync: on\n  stream_prefix: {prefix}\n  flush_ms: {FLUSH_MS}\n"
+              f"  flush_max_ms: {FLUSH_MAX_MS}\n  flush_batch: {FLUSH_BATCH}\n  poll_ms: {POLL_MS}\n")
     return y
 
 
@@ -353,8 +358,8 @@ def note_latency(case, res):
 print(f"== replica sync CPU: {REPLICAS} replicas, {RATE:g} requests/s each, {DUR:g} s windows, "
       f"{ROUNDS} round(s); {ENGINES} engines (sim, time scale {TIME_SCALE}); prompts "
       f"{(SHARED_BLOCKS + 1) * BLOCK_TOKENS} tokens ({SHARED_BLOCKS * BLOCK_TOKENS} shared, "
-      f"{GROUPS} groups), {OUTPUT_TOKENS} out; threads {THREADS}, flush {FLUSH_MS} ms, "
-      f"poll {POLL_MS} ms")
+      f"{GROUPS} groups), {OUTPUT_TOKENS} out; threads {THREADS}, flush {FLUSH_MS} ms "
+      f"(at most {FLUSH_MAX_MS} ms or {FLUSH_BATCH} requests), poll {POLL_MS} ms")
 for rnd in range(1, ROUNDS + 1):
     # No sync: A (one replica loaded), B (all loaded).
     fleet = start_fleet(f"r{rnd}-off", False, "")

@@ -213,9 +213,12 @@ TEST(GatewayReplicas, SyncedReplicasRouteAsOneAndSurviveARedisOutage) {
     EXPECT_EQ(fleet.replicas[i]->metric("kvgate_cluster_redis_up"), 0);
     EXPECT_GE(fleet.replicas[i]->metric("kvgate_cluster_redis_outages_total"), 1);
   }
-  const double publish_failures =
-      fleet.replicas[0]->metric("kvgate_cluster_publish_failures_total", {{"pool", "main"}});
-  EXPECT_GE(publish_failures, 1);
+  // Replica 0's events of its two requests above go out within flush_max_ms (25 ms by
+  // default) of them, or with its next heartbeat, and fail.
+  EXPECT_TRUE(eventually([&] {
+    return fleet.replicas[0]->metric("kvgate_cluster_publish_failures_total", {{"pool", "main"}}) >=
+           1;
+  }));
 
   // Redis is back: sync resumes (counted), and a new group routes as one again.
   auto again = start_redis(port);
@@ -376,6 +379,14 @@ TEST(GatewayReplicas, AReplicaStartingAfterRedisLostTheStreamLoadsAPeersSnapshot
     ASSERT_EQ(r.status, 200) << r.body;
     first[g] = endpoint_of(r);
   }
+  // Each replica has the other's groups in its index before Redis loses the stream: a
+  // request's events go out within flush_max_ms (25 ms by default) of it, and the snapshot
+  // the new replica loads is either one's. Six groups each, three events per request.
+  ASSERT_TRUE(eventually([&] {
+    return metric(0, "kvgate_cluster_events_applied_total") >= 3 * kGroups / 2 &&
+           metric(1, "kvgate_cluster_events_applied_total") >= 3 * kGroups / 2;
+  })) << metric(0, "kvgate_cluster_events_applied_total")
+      << " and " << metric(1, "kvgate_cluster_events_applied_total") << " events applied";
 
   // Redis loses everything; the replicas keep their indexes and write them again.
   (*redis)->signal(SIGKILL);

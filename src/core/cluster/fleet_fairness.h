@@ -17,8 +17,9 @@
 //     its own, so it is never reported on.
 //
 // Staleness: a peer's service reaches this replica's order one publish interval plus one
-// read interval plus Redis's latency after it was given (the gateway: flush_ms + poll_ms
-// + a round trip or two); in the simulator, the sync lag.
+// read interval plus Redis's latency after it was given (the gateway: flush_max_ms, or
+// flush_ms in a pool with room sharing, + poll_ms + a round trip or two); in the
+// simulator, the sync lag.
 //
 // Per peer it keeps the last sequence number (a gap is counted; what the lost reports
 // carried is not counted anywhere) and when the peer was last heard from; a peer silent

@@ -12,6 +12,7 @@ Outbox::Outbox(std::string replica, std::string pool) {
 void Outbox::routed(const route::RouteRequest& request, const route::Decision& decision,
                     std::string_view endpoint_url, std::string_view prefill_url, Nanos now) {
   if (batch_.events.empty()) oldest_ = now;
+  ++requests_;
   RoutingEvent& e = batch_.events.emplace_back();
   e.kind = EventKind::kRouted;
   e.request = request.id;
@@ -31,6 +32,11 @@ void Outbox::load(EventKind kind, uint64_t request, Nanos now, uint32_t output_t
   batch_.events.push_back(RoutingEvent::load(kind, request, output_tokens));
 }
 
+bool Outbox::due(Nanos now, const FlushRule& rule) const {
+  if (batch_.events.empty()) return false;
+  return requests_ >= rule.batch || rule.waited(oldest_, now);
+}
+
 std::optional<EventBatch> Outbox::take(Nanos now, bool heartbeat) {
   if (batch_.events.empty() && !heartbeat) return std::nullopt;
   EventBatch out;
@@ -39,6 +45,7 @@ std::optional<EventBatch> Outbox::take(Nanos now, bool heartbeat) {
   out.seq = next_seq_++;
   out.age = batch_.events.empty() ? 0 : std::max<Nanos>(0, now - oldest_);
   out.events.swap(batch_.events);
+  requests_ = 0;
   return out;
 }
 

@@ -17,10 +17,14 @@
 // released after `max_request_age`. Gaps in a peer's sequence are counted (the events
 // are lost; the index heals as new decisions come, and the load through the age limit).
 //
+// When to publish is the caller's, with a FlushRule: at each check (every `period`) the
+// outbox goes out when it holds `batch` requests or its oldest event has waited about
+// `max_wait` (Outbox::due), so at low rates one publish carries several requests.
+//
 //   Outbox out("gw-1", "main");
 //   out.routed(request, decision, endpoint_url, prefill_url);  // after Router::commit
 //   out.load(EventKind::kFinished, request.id);                 // after on_finished
-//   if (auto b = out.take(now)) publish(encode(*b));
+//   if (out.due(now, rule)) publish(encode(*out.take(now)));    // every rule.period
 //
 //   PeerSync sync(router, "gw-2", {});
 //   sync.apply(decode(wire).value(), now);
@@ -38,6 +42,24 @@
 
 namespace kvgate::cluster {
 
+// When a replica publishes its own events (docs/replicas.md, "Publishing: the flush
+// rule"). The caller checks every `period`; a check publishes when the outbox holds
+// `batch` requests' events (counted by their routed events) or when its oldest event
+// would have waited `max_wait` or more by the next check. So no event waits more than
+// `max_wait` (checks on time), and at rates of `batch` requests per `max_wait` or more
+// each publish carries every request of a `period` (at least `batch` of them, or all of
+// the last `max_wait`): fewer publishes, each waking every peer once. `max_wait` equal to
+// `period` publishes at every check whatever is there: the rule before batching.
+struct FlushRule {
+  Nanos period = 5 * kMillisecond;
+  size_t batch = 8;
+  Nanos max_wait = 25 * kMillisecond;
+
+  // Whether something waiting since `since` would have waited `max_wait` or more by the
+  // check after the one at `now`: then the check at `now` sends it.
+  bool waited(Nanos since, Nanos now) const { return now - since + period >= max_wait; }
+};
+
 class Outbox {
  public:
   Outbox(std::string replica, std::string pool);
@@ -52,6 +74,12 @@ class Outbox {
 
   bool empty() const { return batch_.events.empty(); }
   size_t size() const { return batch_.events.size(); }
+  // Requests routed since the last take() (routed events in the batch).
+  size_t requests() const { return requests_; }
+  // Whether a check at `now` publishes under `rule`: events are waiting, and they are
+  // `rule.batch` requests or more, or the oldest has waited (FlushRule::waited). Leaves
+  // the outbox as it is (take() empties it).
+  bool due(Nanos now, const FlushRule& rule) const;
   // The events so far as one batch (sequence number assigned), or nullopt when there are
   // none; `heartbeat` returns an empty batch instead, so that peers know this replica
   // lives.
@@ -62,7 +90,8 @@ class Outbox {
  private:
   EventBatch batch_;
   uint64_t next_seq_ = 1;
-  Nanos oldest_ = 0;  // time of the batch's first event
+  Nanos oldest_ = 0;     // time of the batch's first event
+  size_t requests_ = 0;  // routed events in the batch
 };
 
 class PeerSync {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <set>
@@ -89,8 +90,9 @@ class Parser : public YamlReader {
   ClusterConfig cluster(const YAML::Node& n) const {
     ClusterConfig c;
     only_keys(n, "cluster",
-              {"redis", "replica_id", "sync", "stream_prefix", "flush_ms", "poll_ms", "max_len",
-               "replay_ms", "peer_timeout_ms", "lease_ms", "snapshot_ms", "fleet_fairness"});
+              {"redis", "replica_id", "sync", "stream_prefix", "flush_ms", "flush_max_ms",
+               "flush_batch", "poll_ms", "max_len", "replay_ms", "peer_timeout_ms", "lease_ms",
+               "snapshot_ms", "fleet_fairness"});
     if (auto v = n["redis"]) redis(v, "cluster.redis", c.redis);
     if (auto v = n["replica_id"]) {
       c.replica_id = text(v, "cluster.replica_id");
@@ -107,6 +109,20 @@ class Parser : public YamlReader {
     if (auto v = n["fleet_fairness"]) c.fleet_fairness = on_off(v, "cluster.fleet_fairness");
     if (auto v = n["stream_prefix"]) c.stream_prefix = text(v, "cluster.stream_prefix");
     if (auto v = n["flush_ms"]) c.flush = millis(v, "cluster.flush_ms");
+    // The longest an own event waits to be published: at least one check period. Left
+    // out, a config written before it (flush_ms above 25, say) keeps its flush_ms.
+    if (auto v = n["flush_max_ms"]) {
+      c.flush_max = millis(v, "cluster.flush_max_ms");
+      if (c.flush_max < c.flush) {
+        fail(v, "cluster.flush_max_ms",
+             fmt::format("must be at least flush_ms ({})", c.flush.count()));
+      }
+    } else {
+      c.flush_max = std::max(c.flush_max, c.flush);
+    }
+    if (auto v = n["flush_batch"]) {
+      c.flush_batch = static_cast<uint32_t>(integer(v, "cluster.flush_batch", 1, 1'000'000));
+    }
     // 0: a read that brought entries is followed by the next at once (replica_sync.h).
     if (auto v = n["poll_ms"]) {
       c.poll = std::chrono::milliseconds(integer(v, "cluster.poll_ms", 0, 24LL * 3600 * 1000));

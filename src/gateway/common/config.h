@@ -94,7 +94,14 @@ struct ClusterConfig {
   std::string replica_id;                // unique per replica; default: hostname and process id
   bool sync = true;                      // sync: on | off (off: no stream, each routes on its own)
   std::string stream_prefix = "kvgate";  // keys: PREFIX:routing:POOL
-  std::chrono::milliseconds flush{5};    // batching of own events
+  // Own events are published under a flush rule (cluster::FlushRule, docs/replicas.md):
+  // checked every `flush`, they go out when they hold `flush_batch` requests' events or
+  // when the oldest would otherwise wait more than `flush_max` (>= flush; left out of a
+  // config, it is 25 ms or `flush`, whichever is larger). flush_max == flush: every
+  // check publishes what is there (the rule before flush_batch and flush_max existed).
+  std::chrono::milliseconds flush{5};
+  std::chrono::milliseconds flush_max{25};
+  uint32_t flush_batch = 8;
   // The peers' events are read with a blocking XREAD; after a read that brought some,
   // the next is sent this long after it (0: at once), and a failed read is retried after
   // this (5 ms at least).

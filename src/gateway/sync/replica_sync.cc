@@ -65,6 +65,10 @@ struct PoolSync {
   std::unique_ptr<cluster::Outbox> outbox;
   std::unique_ptr<cluster::PeerSync> peers;
   Nanos last_heartbeat = 0;
+  Nanos last_sent = 0;  // when this pool's last entry went out (the strand's clock)
+  // When the Outbox goes out (set before the timers start): the config's flush rule, or,
+  // with room sharing, every check (its window is one flush_ms, not flush_max_ms).
+  cluster::FlushRule flush_rule;
   // On the Redis executor.
   std::string last_id;
   bool publish_in_flight = false;
@@ -227,8 +231,8 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     ps->pool->set_routing_hooks(std::move(hooks));
   }
 
-  // Every `flush`: each pool's batch goes out (and a heartbeat once a second), peers'
-  // stale load expires.
+  // Every `flush`: each pool's batch goes out when the flush rule says so (and a
+  // heartbeat once a second), peers' stale load expires.
   void arm_flush() {
     flush_timer.expires_after(config.flush);
     flush_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
@@ -242,24 +246,34 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       if (!ps->outbox) return;
       const Nanos now = self->clock.now();
       const bool heartbeat = now - ps->last_heartbeat >= kHeartbeat;
-      std::optional<cluster::EventBatch> b = ps->outbox->take(now, heartbeat);
+      // The routing events go out under the flush rule (a batch of requests, or the oldest
+      // about to wait flush_max), or with the heartbeat. The reports (fleet fairness,
+      // demand) go with them, or on their own once the pool's last entry is flush_max
+      // old, so that a change waits no longer than an event does. An entry that goes out
+      // takes everything waiting along: a peer wakes once for it all.
+      const cluster::FlushRule& rule = ps->flush_rule;
+      const bool events_due = heartbeat || ps->outbox->due(now, rule);
+      const bool reports_due = events_due || rule.waited(ps->last_sent, now);
       std::optional<cluster::ServiceReport> report;
       if (ps->fair) {
-        report = ps->fair->take(heartbeat);
+        if (reports_due) report = ps->fair->take(heartbeat);
         ps->fair->expire(now);
       }
       std::optional<cluster::DemandReport> demand;
       if (ps->room) {
         ps->room->set_epoch_offset(self->clock.wall_now() - now);
-        demand = ps->room->take(heartbeat);
+        if (reports_due) demand = ps->room->take(heartbeat);
         ps->room->expire(now);
       }
       if (ps->peers) {
         ps->peers->expire(now);
         self->copy_stats(*ps);
       }
+      std::optional<cluster::EventBatch> b;
+      if (events_due || report || demand) b = ps->outbox->take(now, heartbeat);
       if (!b && !report && !demand) return;
       if (heartbeat) ps->last_heartbeat = now;
+      ps->last_sent = now;
       const size_t events = b ? b->events.size() : 0;
       std::string wire = b ? cluster::encode(*b) : std::string();
       std::string sessions_wire;  // the batch's session bindings, when it has any
@@ -804,14 +818,24 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
     ps->fair_enabled = config.sync && config.fleet_fairness && pool->flow() != nullptr;
     ps->room_enabled = config.sync && pool->flow() != nullptr &&
                        pool->flow()->config().room_share != route::RoomShare::kNone;
-    // A release here is unseen by the peers for at most: one flush (the batching here);
-    // one `poll`, the peer's read pacing (its read is blocked in Redis and answers at
-    // once, unless it brought entries less than `poll` ago: then the next is sent `poll`
-    // after the last, so the entry waits that long at most; a quiet fleet sees it
-    // sooner, but the window holds the worst case); and Redis's round trips (the XADD,
-    // the read's reply) with the hop onto the peer's strand (kRoomMargin). `poll` 0:
-    // flush + margin. The peers' `poll` is taken to be this replica's.
+    // A release here is unseen by the peers for at most: one flush (the batching here:
+    // pools with room sharing publish at every check, below); one `poll`, the peer's
+    // read pacing (its read is blocked in Redis and answers at once, unless it brought
+    // entries less than `poll` ago: then the next is sent `poll` after the last, so the
+    // entry waits that long at most; a quiet fleet sees it sooner, but the window holds
+    // the worst case); and Redis's round trips (the XADD, the read's reply) with the hop
+    // onto the peer's strand (kRoomMargin). `poll` 0: flush + margin. The peers' `poll`
+    // is taken to be this replica's.
     const Nanos room_window = to_nanos(config.flush) + to_nanos(config.poll) + kRoomMargin;
+    // The flush rule (cluster::FlushRule): a batch of `flush_batch` requests, or the
+    // oldest event about to wait `flush_max`, checked every `flush`. A pool with room
+    // sharing publishes at every check instead: its window (above) is how long its
+    // releases stay unseen, and a longer one keeps a freed slot idle longer; its demand
+    // reports change with nearly every release anyway.
+    ps->flush_rule = cluster::FlushRule{
+        .period = to_nanos(config.flush),
+        .batch = config.flush_batch,
+        .max_wait = ps->room_enabled ? to_nanos(config.flush) : to_nanos(config.flush_max)};
     pool->post([ps, id = impl->id, options, room_window, name = pool->name()](route::Router& router,
                                                                               kv::PreciseIndex&) {
       ps->outbox = std::make_unique<cluster::Outbox>(id, name);

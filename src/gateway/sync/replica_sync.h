@@ -4,8 +4,11 @@
 // Per pool, one stream PREFIX:routing:POOL. Each replica
 //   - records its own decisions and their load deltas in a cluster::Outbox, on the
 //     pool's strand, through PoolRuntime's routing hooks (no Redis on the data path);
-//   - every `flush` publishes the batch with one XADD (MAXLEN ~ max_len bounds the
-//     stream), and an empty batch once a second as a heartbeat;
+//   - publishes the batch with one XADD (MAXLEN ~ max_len bounds the stream) under the
+//     flush rule (cluster::FlushRule), checked every `flush`: when it holds
+//     `flush_batch` requests, or its oldest event would otherwise wait more than
+//     `flush_max` (pools with room sharing: at every check); an empty batch once a
+//     second as a heartbeat;
 //   - reads the peers' batches as they come (XREAD ... BLOCK over every pool's stream from
 //     the last id it saw, on a Redis connection of its own; after a reply with entries
 //     the next read is sent `poll` after the previous one, so that under traffic they

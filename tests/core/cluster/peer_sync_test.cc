@@ -1,11 +1,15 @@
 // Routing events between replicas: the wire form round-trips and rejects bad input; a
 // peer's decisions and load deltas, applied through PeerSync, weigh on this replica's
-// router exactly as its own would; dead peers' load expires.
+// router exactly as its own would; dead peers' load expires; the flush rule batches a
+// low rate's requests and keeps every event within max_wait.
 #include "core/cluster/peer_sync.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
+#include <optional>
+#include <vector>
 
 #include "keys.h"
 
@@ -248,6 +252,124 @@ TEST(Outbox, BatchesCarrySequenceAgeAndAtMostMaxKeys) {
   EXPECT_EQ(b->events[0].keys.size(), 4u);
   EXPECT_EQ(b->events[0].keys[3], keys[3]);
   EXPECT_TRUE(out.empty());
+}
+
+// The flush rule (FlushRule, Outbox::due): a lone request waits for more until the check
+// before it would pass max_wait, then goes.
+TEST(OutboxFlushRule, ALoneRequestGoesAtTheLastCheckWithinMaxWait) {
+  const FlushRule rule{.period = 5 * kMillisecond, .batch = 8, .max_wait = 25 * kMillisecond};
+  Outbox out("gw-a", "main");
+  EXPECT_FALSE(out.due(0, rule));  // nothing waiting
+  const route::RouteRequest r{.id = 1, .prompt_tokens = 16};
+  out.routed(r, route::Decision{}, "http://e0", "", 3 * kMillisecond);
+  EXPECT_EQ(out.requests(), 1u);
+  // At 20 ms the event has waited 17 ms and the next check comes at 25 (22 ms): it waits.
+  for (Nanos t = 5 * kMillisecond; t <= 20 * kMillisecond; t += 5 * kMillisecond) {
+    EXPECT_FALSE(out.due(t, rule)) << t;
+  }
+  // At 25 ms it has waited 22 ms; at the next check it would have waited 27: it goes.
+  EXPECT_TRUE(out.due(25 * kMillisecond, rule));
+  std::optional<EventBatch> b = out.take(25 * kMillisecond);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->age, 22 * kMillisecond);
+  EXPECT_LE(b->age, rule.max_wait);
+  EXPECT_EQ(out.requests(), 0u);
+  EXPECT_FALSE(out.due(30 * kMillisecond, rule));
+}
+
+TEST(OutboxFlushRule, ABatchOfRequestsGoesAtOnceLifecycleEventsDoNotCount) {
+  const FlushRule rule{.period = 5 * kMillisecond, .batch = 3, .max_wait = 25 * kMillisecond};
+  Outbox out("gw-a", "main");
+  for (uint64_t id = 1; id <= 2; ++id) {
+    const route::RouteRequest r{.id = id, .prompt_tokens = 16};
+    out.routed(r, route::Decision{}, "http://e0", "", kMillisecond);
+  }
+  // Two requests and many lifecycle events: still fewer than three requests.
+  for (int i = 0; i < 10; ++i) out.load(EventKind::kFinished, 1, 2 * kMillisecond);
+  EXPECT_EQ(out.requests(), 2u);
+  EXPECT_FALSE(out.due(5 * kMillisecond, rule));
+  const route::RouteRequest third{.id = 3, .prompt_tokens = 16};
+  out.routed(third, route::Decision{}, "http://e0", "", 6 * kMillisecond);
+  EXPECT_TRUE(out.due(10 * kMillisecond, rule));
+  std::optional<EventBatch> b = out.take(10 * kMillisecond);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->events.size(), 13u);
+  EXPECT_EQ(out.requests(), 0u);
+  // Lifecycle events alone wait for max_wait too.
+  out.load(EventKind::kPrefillDone, 3, 11 * kMillisecond);
+  EXPECT_FALSE(out.due(15 * kMillisecond, rule));
+  EXPECT_TRUE(out.due(35 * kMillisecond, rule));
+}
+
+// max_wait equal to the period: every check sends whatever waits, the rule before batching.
+TEST(OutboxFlushRule, MaxWaitOfOnePeriodSendsAtEveryCheck) {
+  const FlushRule rule{.period = 5 * kMillisecond, .batch = 8, .max_wait = 5 * kMillisecond};
+  Outbox out("gw-a", "main");
+  EXPECT_FALSE(out.due(5 * kMillisecond, rule));
+  out.load(EventKind::kFinished, 9, 5 * kMillisecond);  // just in time for the check at 5
+  EXPECT_TRUE(out.due(5 * kMillisecond, rule));
+  EXPECT_TRUE(rule.waited(5 * kMillisecond, 5 * kMillisecond));
+}
+
+// One second of one replica's traffic: a request routed every `spacing`, its first token
+// 2 ms later and its end 4 ms later, checked every period. At 100 requests/s the rule sends
+// several requests per publish and no event waits past max_wait; at 2,000 requests/s each
+// check has a batch, and it publishes at every check, as the rule before batching did.
+TEST(OutboxFlushRule, FewerPublishesAtLowRatesTheSameAtHighRates) {
+  struct Run {
+    int publishes = 0;
+    Nanos max_age = 0;
+    size_t events = 0;
+  };
+  auto run = [](Nanos spacing, const FlushRule& rule) {
+    struct Event {
+      Nanos at = 0;
+      EventKind kind = EventKind::kRouted;
+      uint64_t id = 0;
+    };
+    std::vector<Event> events;
+    for (uint64_t i = 0; static_cast<Nanos>(i) * spacing < kSecond; ++i) {
+      const Nanos routed = static_cast<Nanos>(i) * spacing + kMillisecond;
+      events.push_back({routed, EventKind::kRouted, i + 1});
+      events.push_back({routed + 2 * kMillisecond, EventKind::kPrefillDone, i + 1});
+      events.push_back({routed + 4 * kMillisecond, EventKind::kFinished, i + 1});
+    }
+    std::stable_sort(events.begin(), events.end(),
+                     [](const Event& a, const Event& b) { return a.at < b.at; });
+    Outbox out("gw-a", "main");
+    Run r;
+    size_t next = 0;
+    for (Nanos t = rule.period; t <= 2 * kSecond; t += rule.period) {
+      for (; next < events.size() && events[next].at <= t; ++next) {
+        const Event& e = events[next];
+        if (e.kind == EventKind::kRouted) {
+          const route::RouteRequest req{.id = e.id, .prompt_tokens = 16};
+          out.routed(req, route::Decision{}, "http://e0", "", e.at);
+        } else {
+          out.load(e.kind, e.id, e.at);
+        }
+      }
+      if (!out.due(t, rule)) continue;
+      std::optional<EventBatch> b = out.take(t);
+      ++r.publishes;
+      r.max_age = std::max(r.max_age, b->age);
+      r.events += b->events.size();
+    }
+    EXPECT_EQ(r.events, events.size());
+    return r;
+  };
+  const FlushRule before{.period = 5 * kMillisecond, .batch = 8, .max_wait = 5 * kMillisecond};
+  const FlushRule rule{.period = 5 * kMillisecond, .batch = 8, .max_wait = 25 * kMillisecond};
+
+  const Run slow_before = run(10 * kMillisecond, before), slow = run(10 * kMillisecond, rule);
+  EXPECT_EQ(slow_before.publishes, 100);  // one per request
+  EXPECT_LE(slow.publishes * 2, slow_before.publishes) << slow.publishes;
+  EXPECT_LT(slow.max_age, rule.max_wait);
+  EXPECT_LT(slow_before.max_age, before.max_wait);
+
+  const Run fast_before = run(kMillisecond / 2, before), fast = run(kMillisecond / 2, rule);
+  EXPECT_EQ(fast.publishes, fast_before.publishes);
+  EXPECT_LT(fast.max_age, rule.max_wait);  // the last requests' ends wait alone
 }
 
 }  // namespace

@@ -239,6 +239,8 @@ TEST(GatewayConfig, ClusterSection) {
   EXPECT_EQ(c->cluster->replica_id, "gw-a");
   EXPECT_FALSE(c->cluster->sync);
   EXPECT_EQ(c->cluster->flush, std::chrono::milliseconds(3));
+  EXPECT_EQ(c->cluster->flush_max, std::chrono::milliseconds(25));  // the default
+  EXPECT_EQ(c->cluster->flush_batch, 8u);
   EXPECT_EQ(c->cluster->max_len, 5000);
   auto on = parse_gateway_config("cluster: {sync: on}\n" + std::string(kGood), "f.yaml");
   ASSERT_TRUE(on) << on.error();
@@ -263,6 +265,45 @@ TEST(GatewayConfig, ClusterSection) {
             "f.yaml:1:11: cluster.replicas: unknown field");
   EXPECT_EQ(error_of("cluster:\n  redis: {port: 70000}\n" + std::string(kGood)),
             "f.yaml:2:17: cluster.redis.port: 70000 is outside [1, 65535]");
+}
+
+// The flush rule's fields: flush_batch requests or flush_max_ms of waiting, checked every
+// flush_ms; flush_max_ms at least flush_ms, and a config without it keeps a longer
+// flush_ms valid.
+TEST(GatewayConfig, ClusterFlushRule) {
+  auto defaults = parse_gateway_config("cluster: {sync: on}\n" + std::string(kGood), "f.yaml");
+  ASSERT_TRUE(defaults) << defaults.error();
+  EXPECT_EQ(defaults->cluster->flush, std::chrono::milliseconds(5));
+  EXPECT_EQ(defaults->cluster->flush_max, std::chrono::milliseconds(25));
+  EXPECT_EQ(defaults->cluster->flush_batch, 8u);
+
+  auto set = parse_gateway_config(
+      "cluster: {flush_ms: 2, flush_max_ms: 40, flush_batch: 32}\n" + std::string(kGood), "f.yaml");
+  ASSERT_TRUE(set) << set.error();
+  EXPECT_EQ(set->cluster->flush, std::chrono::milliseconds(2));
+  EXPECT_EQ(set->cluster->flush_max, std::chrono::milliseconds(40));
+  EXPECT_EQ(set->cluster->flush_batch, 32u);
+
+  // flush_max_ms equal to flush_ms: every check publishes (the rule before batching).
+  auto every = parse_gateway_config(
+      "cluster: {flush_ms: 5, flush_max_ms: 5}\n" + std::string(kGood), "f.yaml");
+  ASSERT_TRUE(every) << every.error();
+  EXPECT_EQ(every->cluster->flush_max, std::chrono::milliseconds(5));
+
+  // An older config with a flush_ms above the default flush_max_ms stays valid: its events
+  // wait one flush_ms, as they did.
+  auto old = parse_gateway_config("cluster: {flush_ms: 50}\n" + std::string(kGood), "f.yaml");
+  ASSERT_TRUE(old) << old.error();
+  EXPECT_EQ(old->cluster->flush_max, std::chrono::milliseconds(50));
+
+  EXPECT_EQ(error_of("cluster: {flush_ms: 10, flush_max_ms: 5}\n" + std::string(kGood)),
+            "f.yaml:1:39: cluster.flush_max_ms: must be at least flush_ms (10)");
+  EXPECT_EQ(error_of("cluster: {flush_max_ms: 0}\n" + std::string(kGood)),
+            "f.yaml:1:25: cluster.flush_max_ms: 0 is outside [1, 86400000]");
+  EXPECT_EQ(error_of("cluster: {flush_batch: 0}\n" + std::string(kGood)),
+            "f.yaml:1:24: cluster.flush_batch: 0 is outside [1, 1000000]");
+  EXPECT_EQ(error_of("cluster: {flush_batch: -3}\n" + std::string(kGood)),
+            "f.yaml:1:24: cluster.flush_batch: -3 is outside [1, 1000000]");
 }
 
 constexpr const char* kLive = R"(
