@@ -140,7 +140,7 @@ LatencyPrediction LatencyPredictor::predict(kv::EndpointId endpoint,
   out.ttft = to_nanos(m.ttft.predict(ttft_x(f, m.ttft)));
   out.tpot = to_nanos(m.tpot.predict(tpot_x(f)));
   out.samples = m.ttft.samples;
-  out.from_pool = &m == &pool_;
+  out.from_pool = (&m == &pool_);
   return out;
 }
 
