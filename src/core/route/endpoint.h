@@ -98,10 +98,14 @@ struct RouterLoad {
   uint32_t in_flight = 0;              // requests routed and not finished
   uint64_t active_prefill_tokens = 0;  // tokens to prefill, added at routing, removed
                                        // at the first token
-  uint64_t active_decode_blocks = 0;   // KV blocks of its requests; a prefix shared by
-                                       // several requests counts once
-  uint64_t routed_total = 0;           // requests ever routed here
-  uint64_t failed_total = 0;           // of which failed
+  // When that prefill queue last moved: one of its requests got its first token or left
+  // it (finished or failed without one), or it went from empty to not. The engine has
+  // been computing the queue since (the latency predictor credits the progress).
+  Nanos prefill_moved_at = 0;
+  uint64_t active_decode_blocks = 0;  // KV blocks of its requests; a prefix shared by
+                                      // several requests counts once
+  uint64_t routed_total = 0;          // requests ever routed here
+  uint64_t failed_total = 0;          // of which failed
 };
 
 struct Endpoint {

@@ -132,7 +132,7 @@ Status EndpointPool::on_routed(RequestId id, const Placement& p, Nanos now) {
   r.scrape = e.scrapes;
   ++e.unstarted_since_scrape;
   Endpoint& prefiller = r.prefill_endpoint ? *slots_[*r.prefill_endpoint] : e;
-  prefiller.load.active_prefill_tokens += r.prefill_tokens;
+  queue_prefill(prefiller, r.prefill_tokens, now);
   if (r.prefill_endpoint) {
     ++prefiller.load.in_flight;
     ++prefiller.load.routed_total;
@@ -158,12 +158,13 @@ bool EndpointPool::on_first_token(RequestId id, Nanos now) {
     Endpoint& prefiller = *slots_[r.prefill_endpoint ? *r.prefill_endpoint : r.endpoint];
     prefiller.load.active_prefill_tokens -=
         std::min<uint64_t>(prefiller.load.active_prefill_tokens, r.prefill_tokens);
+    prefiller.load.prefill_moved_at = now;
     if (r.prefill_endpoint && prefiller.load.in_flight > 0) --prefiller.load.in_flight;
   }
   return true;
 }
 
-bool EndpointPool::on_moved(RequestId id, EndpointId to, Nanos /*now*/) {
+bool EndpointPool::on_moved(RequestId id, EndpointId to, Nanos now) {
   auto it = requests_.find(id);
   if (it == requests_.end() || !get(to)) return false;
   TrackedRequest& r = it->second;
@@ -175,7 +176,8 @@ bool EndpointPool::on_moved(RequestId id, EndpointId to, Nanos /*now*/) {
   if (!r.prefill_done && !r.prefill_endpoint) {  // prefilled where it decodes
     from.load.active_prefill_tokens -=
         std::min<uint64_t>(from.load.active_prefill_tokens, r.prefill_tokens);
-    dest.load.active_prefill_tokens += r.prefill_tokens;
+    from.load.prefill_moved_at = now;
+    queue_prefill(dest, r.prefill_tokens, now);
   }
   const uint64_t freed = uint64_t{active_.release(r.endpoint, r.keys)} + r.private_blocks;
   from.load.active_decode_blocks -= std::min(from.load.active_decode_blocks, freed);
@@ -199,7 +201,12 @@ bool EndpointPool::on_moved(RequestId id, EndpointId to, Nanos /*now*/) {
   return true;
 }
 
-void EndpointPool::release(TrackedRequest& r, bool failed) {
+void EndpointPool::queue_prefill(Endpoint& e, uint32_t tokens, Nanos now) {
+  if (e.load.active_prefill_tokens == 0 && tokens > 0) e.load.prefill_moved_at = now;
+  e.load.active_prefill_tokens += tokens;
+}
+
+void EndpointPool::release(TrackedRequest& r, bool failed, Nanos now) {
   Endpoint& e = *slots_[r.endpoint];
   if (!r.first_token_at) note_started(r);
   if (!r.prefill_done) {
@@ -207,6 +214,7 @@ void EndpointPool::release(TrackedRequest& r, bool failed) {
     Endpoint& prefiller = *slots_[r.prefill_endpoint ? *r.prefill_endpoint : r.endpoint];
     prefiller.load.active_prefill_tokens -=
         std::min<uint64_t>(prefiller.load.active_prefill_tokens, r.prefill_tokens);
+    prefiller.load.prefill_moved_at = now;
     if (r.prefill_endpoint) {
       if (prefiller.load.in_flight > 0) --prefiller.load.in_flight;
       if (failed) ++prefiller.load.failed_total;
@@ -244,18 +252,18 @@ void EndpointPool::untrack(std::unordered_map<RequestId, TrackedRequest>::iterat
   }
 }
 
-bool EndpointPool::on_finished(RequestId id, Nanos /*now*/) {
+bool EndpointPool::on_finished(RequestId id, Nanos now) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return false;
-  release(it->second, /*failed=*/false);
+  release(it->second, /*failed=*/false, now);
   untrack(it);
   return true;
 }
 
-bool EndpointPool::on_failed(RequestId id, Nanos /*now*/) {
+bool EndpointPool::on_failed(RequestId id, Nanos now) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return false;
-  release(it->second, /*failed=*/true);
+  release(it->second, /*failed=*/true, now);
   untrack(it);
   return true;
 }

@@ -153,7 +153,11 @@ class EndpointPool {
   // A request of r.endpoint left its waiting queue (first token, or it ended without
   // one): it no longer counts in Endpoint::unstarted_since_scrape.
   void note_started(const TrackedRequest& r);
-  void release(TrackedRequest& request, bool failed);
+  // The request left its endpoint's queues at `now` (it ended).
+  void release(TrackedRequest& request, bool failed, Nanos now);
+  // `tokens` more to prefill on `e` from `now` (RouterLoad::prefill_moved_at when its
+  // queue was empty).
+  void queue_prefill(Endpoint& e, uint32_t tokens, Nanos now);
   // A new entry in requests_ for `id` (not there yet), in a spare node when there is one.
   TrackedRequest& track(RequestId id);
   // Ends `it`'s tracking; its node becomes a spare (up to kMaxSpareNodes).

@@ -12,6 +12,20 @@ constexpr double kInitialVariance = 100;
 // Cap of the covariance's trace per feature: without it, forgetting inflates the
 // variance along a feature that never varies by 1 / forgetting per sample.
 constexpr double kMaxVariance = 1e4;
+// A rate for the queued tokens below this many seconds per kilotoken (faster than a
+// billion tokens a second) is taken as none learned: no progress is credited.
+constexpr double kMinSecondsPerKilotoken = 1e-6;
+
+// Kilotokens of prefill still ahead (the header's `ahead`), at `seconds_per_kilotoken`.
+double ahead_kilotokens(const LatencyFeatures& f, double seconds_per_kilotoken) {
+  const double queued = f.queued_prefill_tokens / 1000;
+  const double elapsed = f.prefill_elapsed;
+  if (!(elapsed > 0) || !std::isfinite(elapsed) || !(queued > 0) ||
+      !(seconds_per_kilotoken > kMinSecondsPerKilotoken)) {
+    return queued;
+  }
+  return std::max(0.0, queued - elapsed / seconds_per_kilotoken);
+}
 
 Nanos to_nanos(double s) {
   if (!(s > 0)) return 0;
@@ -87,8 +101,8 @@ LatencyPredictor::LatencyPredictor(LatencyPredictorConfig config) : config_(conf
   pool_ = fresh();
 }
 
-std::array<double, 5> LatencyPredictor::ttft_x(const LatencyFeatures& f) {
-  return {1.0, f.prefill_tokens / 1000, f.queued_prefill_tokens / 1000, f.waiting, f.running};
+std::array<double, 5> LatencyPredictor::ttft_x(const LatencyFeatures& f, const Rls<5>& model) {
+  return {1.0, f.prefill_tokens / 1000, ahead_kilotokens(f, model.theta[2]), f.waiting, f.running};
 }
 
 std::array<double, 3> LatencyPredictor::tpot_x(const LatencyFeatures& f) {
@@ -114,43 +128,56 @@ const LatencyPredictor::Models* LatencyPredictor::find(kv::EndpointId endpoint) 
   return &*endpoints_[endpoint];
 }
 
+const LatencyPredictor::Models& LatencyPredictor::predicting(kv::EndpointId endpoint) const {
+  const Models* own = find(endpoint);
+  return own && own->ttft.samples >= config_.min_samples ? *own : pool_;
+}
+
 LatencyPrediction LatencyPredictor::predict(kv::EndpointId endpoint,
                                             const LatencyFeatures& f) const {
-  const Models* own = find(endpoint);
-  const bool use_own = own && own->ttft.samples >= config_.min_samples;
-  const Models& m = use_own ? *own : pool_;
+  const Models& m = predicting(endpoint);
   LatencyPrediction out;
-  out.ttft = to_nanos(m.ttft.predict(ttft_x(f)));
+  out.ttft = to_nanos(m.ttft.predict(ttft_x(f, m.ttft)));
   out.tpot = to_nanos(m.tpot.predict(tpot_x(f)));
   out.samples = m.ttft.samples;
-  out.from_pool = !use_own;
+  out.from_pool = (&m == &pool_);
   return out;
 }
 
-template <size_t N>
-void LatencyPredictor::learn(kv::EndpointId endpoint, const std::array<double, N>& x, double guess,
+double LatencyPredictor::prefill_tokens_ahead(kv::EndpointId endpoint,
+                                              const LatencyFeatures& f) const {
+  return 1000 * ahead_kilotokens(f, predicting(endpoint).ttft.theta[2]);
+}
+
+template <size_t N, typename MakeX>
+void LatencyPredictor::learn(kv::EndpointId endpoint, const MakeX& make_x, double guess,
                              Nanos measured, Rls<N> Models::*model,
                              PredictionError Models::*error) {
   const double y = to_seconds(measured);
   Models& m = at(endpoint);
   (m.*error).add(guess, y);
   (pool_.*error).add(guess, y);
-  (m.*model).update(x, y, config_.forgetting);
-  (pool_.*model).update(x, y, config_.forgetting);
+  // Each model learns from its own features (TTFT's queue term uses the model's rate).
+  const std::array<double, N> own_x = make_x(m.*model);
+  const std::array<double, N> pool_x = make_x(pool_.*model);
+  (m.*model).update(own_x, y, config_.forgetting);
+  (pool_.*model).update(pool_x, y, config_.forgetting);
 }
 
 void LatencyPredictor::observe_ttft(kv::EndpointId endpoint, const LatencyFeatures& f,
                                     Nanos measured) {
   if (measured < 0) return;
-  learn(endpoint, ttft_x(f), to_seconds(predict(endpoint, f).ttft), measured, &Models::ttft,
-        &Models::ttft_error);
+  learn(
+      endpoint, [&f](const Rls<5>& model) { return ttft_x(f, model); },
+      to_seconds(predict(endpoint, f).ttft), measured, &Models::ttft, &Models::ttft_error);
 }
 
 void LatencyPredictor::observe_tpot(kv::EndpointId endpoint, const LatencyFeatures& f,
                                     Nanos measured) {
   if (measured < 0) return;
-  learn(endpoint, tpot_x(f), to_seconds(predict(endpoint, f).tpot), measured, &Models::tpot,
-        &Models::tpot_error);
+  learn(
+      endpoint, [&f](const Rls<3>&) { return tpot_x(f); }, to_seconds(predict(endpoint, f).tpot),
+      measured, &Models::tpot, &Models::tpot_error);
 }
 
 void LatencyPredictor::forget(kv::EndpointId endpoint) {

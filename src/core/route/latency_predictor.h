@@ -5,7 +5,7 @@
 // Two linear models per endpoint, fitted by recursive least squares with exponential
 // forgetting (recent samples weigh more; an endpoint whose behaviour changes is relearned
 // within ~1 / (1 - forgetting) samples):
-//   TTFT = a0 + a1 x prefill_tokens/1000 + a2 x queued_prefill_tokens/1000
+//   TTFT = a0 + a1 x prefill_tokens/1000 + a2 x ahead/1000
 //             + a3 x waiting + a4 x running                       (seconds)
 //   TPOT = b0 + b1 x (running + 1) + b2 x kv_usage                 (seconds)
 // Prefill is compute-bound (time grows with the tokens to compute, this request's and
@@ -15,6 +15,16 @@
 // learns from every endpoint's samples: an endpoint with fewer than min_samples of its
 // own is predicted by the pool's (engines of one pool are usually alike). Predictions
 // are clamped to >= 0.
+//
+// The queue position: `ahead` is the prefill still to compute before this request's,
+//   ahead = max(0, queued_prefill_tokens - prefill_elapsed x 1000 / a2)
+// the tokens routed there and not started (waiting, or in a prefill that has not ended),
+// less what the endpoint has computed of them since its queue last moved, at the rate
+// the model itself has learned for them (a2: seconds per kilotoken ahead; no credit
+// while a2 is not positive). So a request routed just after a long prompt's prefill
+// began is predicted to wait for the rest of it, not all of it; with prefill_elapsed 0
+// the term is the queued tokens, as before. Each model (an endpoint's, the pool's) uses
+// its own a2, at prediction and when it learns.
 //
 // The error: each observation is first predicted with the model as it stands (before
 // the sample teaches it), and its absolute percentage error |predicted - measured| /
@@ -51,9 +61,13 @@ namespace kvgate::route {
 struct LatencyFeatures {
   double prefill_tokens = 0;         // this request's prompt tokens not cached there
   double queued_prefill_tokens = 0;  // prefill tokens routed there before it, not done
-  double waiting = 0;                // requests waiting there (EffectiveLoad::waiting)
-  double running = 0;                // requests running there (EffectiveLoad::running)
-  double kv_usage = 0;               // fraction of its KV cache in use, 0..1
+  // Seconds since that queue last moved (RouterLoad::prefill_moved_at: a first token came
+  // back, or the queue went from empty to not): what the endpoint has spent on it since.
+  // 0 when nothing is queued, or unknown (then no progress is credited).
+  double prefill_elapsed = 0;
+  double waiting = 0;   // requests waiting there (EffectiveLoad::waiting)
+  double running = 0;   // requests running there (EffectiveLoad::running)
+  double kv_usage = 0;  // fraction of its KV cache in use, 0..1
 };
 
 struct LatencyPrediction {
@@ -102,6 +116,9 @@ class LatencyPredictor {
   void observe_tpot(kv::EndpointId endpoint, const LatencyFeatures& f, Nanos measured);
   // The endpoint left the pool (or its id is reused): its model and error start over.
   void forget(kv::EndpointId endpoint);
+  // The prefill tokens the model that predicts for `endpoint` takes to be still ahead of
+  // a request with features `f` (`ahead` above).
+  double prefill_tokens_ahead(kv::EndpointId endpoint, const LatencyFeatures& f) const;
 
   // Errors of the whole pool (every endpoint's samples, forgotten ones included) and of
   // one endpoint (zero when unknown).
@@ -132,15 +149,18 @@ class LatencyPredictor {
     PredictionError tpot_error;
   };
 
-  static std::array<double, 5> ttft_x(const LatencyFeatures& f);
+  // The features of each model: TTFT's depend on the model's own rate for the queue.
+  static std::array<double, 5> ttft_x(const LatencyFeatures& f, const Rls<5>& model);
   static std::array<double, 3> tpot_x(const LatencyFeatures& f);
   Models fresh() const;
   Models& at(kv::EndpointId endpoint);  // created from the priors on first use
   const Models* find(kv::EndpointId endpoint) const;
+  // The models that predict for `endpoint`: its own (min_samples or more), else the pool's.
+  const Models& predicting(kv::EndpointId endpoint) const;
   // One measurement (seconds of it: y) of a request predicted `guess` (before it): the
-  // endpoint's and the pool's `error` count it, their `model` learns x -> y.
-  template <size_t N>
-  void learn(kv::EndpointId endpoint, const std::array<double, N>& x, double guess, Nanos measured,
+  // endpoint's and the pool's `error` count it, their `model` learns make_x(model) -> y.
+  template <size_t N, typename MakeX>
+  void learn(kv::EndpointId endpoint, const MakeX& make_x, double guess, Nanos measured,
              Rls<N> Models::*model, PredictionError Models::*error);
 
   const LatencyPredictorConfig config_;

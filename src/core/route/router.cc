@@ -226,10 +226,17 @@ void keep_lora_placed(std::string_view adapter, std::vector<Candidate>& c) {
   }
 }
 
-// What the latency predictor knows of candidate `c` for this request.
+// What the latency predictor knows of candidate `c` for this request: with the prefill
+// queued there, how long the endpoint has been computing that queue since it last moved
+// (its position: what is left of it ahead of this request).
 LatencyFeatures latency_features(const RouteContext& ctx, const Candidate& c) {
+  const RouterLoad& load = c.endpoint->load;
+  const Nanos elapsed = load.active_prefill_tokens > 0 && ctx.now > load.prefill_moved_at
+                            ? ctx.now - load.prefill_moved_at
+                            : 0;
   return {.prefill_tokens = static_cast<double>(ctx.uncached_tokens(c)),
-          .queued_prefill_tokens = static_cast<double>(c.endpoint->load.active_prefill_tokens),
+          .queued_prefill_tokens = static_cast<double>(load.active_prefill_tokens),
+          .prefill_elapsed = to_seconds(elapsed),
           .waiting = c.load.waiting,
           .running = c.load.running,
           .kv_usage = c.load.kv_usage};

@@ -197,6 +197,43 @@ TEST_F(EndpointPoolTest, FailureBeforeFirstTokenReleasesPrefillToo) {
   EXPECT_EQ(load(d).failed_total, 1u);
 }
 
+// RouterLoad::prefill_moved_at: when the prefill queue last moved (a request in it got
+// its first token or left it, or it went from empty to not), what the latency predictor
+// measures the queue's progress from.
+TEST_F(EndpointPoolTest, ThePrefillQueueMovesAtFirstTokensAndWhenItStarts) {
+  EndpointId a = add("a");
+  auto route_at = [&](RequestId id, Nanos now, uint32_t prefill) {
+    return pool_.on_routed(id, {.endpoint = a, .prompt_tokens = 64, .prefill_tokens = prefill},
+                           now);
+  };
+  EXPECT_EQ(load(a).prefill_moved_at, 0);
+  ASSERT_TRUE(route_at(1, 100, 50));  // an empty queue: it starts now
+  EXPECT_EQ(load(a).prefill_moved_at, 100);
+  ASSERT_TRUE(route_at(2, 150, 30));  // behind it: the queue has not moved
+  EXPECT_EQ(load(a).prefill_moved_at, 100);
+  ASSERT_TRUE(route_at(3, 160, 20));
+  EXPECT_TRUE(pool_.on_first_token(1, 200));
+  EXPECT_EQ(load(a).prefill_moved_at, 200);
+  EXPECT_EQ(load(a).active_prefill_tokens, 50u);
+  EXPECT_TRUE(pool_.on_finished(1, 260));  // it had left the queue already
+  EXPECT_EQ(load(a).prefill_moved_at, 200);
+  EXPECT_TRUE(pool_.on_failed(2, 300));  // it leaves the queue without a first token
+  EXPECT_EQ(load(a).prefill_moved_at, 300);
+  EXPECT_TRUE(pool_.on_finished(3, 320));  // a whole answer: no first token seen
+  EXPECT_EQ(load(a).prefill_moved_at, 320);
+  EXPECT_EQ(load(a).active_prefill_tokens, 0u);
+  ASSERT_TRUE(route_at(4, 400, 0));  // nothing to prefill: the queue stays empty
+  EXPECT_EQ(load(a).prefill_moved_at, 320);
+  ASSERT_TRUE(route_at(5, 500, 10));
+  EXPECT_EQ(load(a).prefill_moved_at, 500);
+  // Moved to another endpoint before its first token: it leaves a's queue and starts b's.
+  EndpointId b = add("b");
+  EXPECT_TRUE(pool_.on_moved(5, b, 600));
+  EXPECT_EQ(load(a).prefill_moved_at, 600);
+  EXPECT_EQ(load(b).prefill_moved_at, 600);
+  EXPECT_EQ(load(b).active_prefill_tokens, 10u);
+}
+
 TEST_F(EndpointPoolTest, RemovingAnEndpointForgetsItsRequests) {
   EndpointId p = add("p", Role::kPrefill);
   EndpointId d = add("d", Role::kDecode);

@@ -1,10 +1,13 @@
-// LatencyPredictor: priors, learning a linear truth, the pool model for new endpoints,
-// bounded state under a feature that never varies, determinism, and MAPE arithmetic.
+// LatencyPredictor: priors, learning a linear truth, the queue-position term (prefill
+// still ahead), the pool model for new endpoints, bounded state under a feature that
+// never varies or inputs out of range, determinism, and MAPE arithmetic.
 #include "core/route/latency_predictor.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/common/rng.h"
 
@@ -12,9 +15,14 @@ namespace kvgate::route {
 // Named after the file: the tests compile in unity batches (docs/development.md).
 namespace latency_predictor_test {
 
-// The truth the engine follows in these tests (seconds).
+// The truth the engine follows in these tests (seconds). It computes the prefill queued
+// ahead at 30 us a token (33,333 tokens/s), and has been at it for prefill_elapsed.
+constexpr double kQueuedSecondsPerToken = 0.00003;
+double true_ahead_tokens(const LatencyFeatures& f) {
+  return std::max(0.0, f.queued_prefill_tokens - f.prefill_elapsed / kQueuedSecondsPerToken);
+}
 double true_ttft(const LatencyFeatures& f) {
-  return 0.015 + 0.00008 * f.prefill_tokens + 0.00003 * f.queued_prefill_tokens +
+  return 0.015 + 0.00008 * f.prefill_tokens + kQueuedSecondsPerToken * true_ahead_tokens(f) +
          0.004 * f.waiting + 0.001 * f.running;
 }
 double true_tpot(const LatencyFeatures& f) {
@@ -30,11 +38,20 @@ LatencyFeatures random_features(Rng& rng) {
   f.kv_usage = rng.uniform();
   return f;
 }
+// With a queue the endpoint has been computing for up to 0.4 s since it last moved: up
+// to 13,333 of its tokens done, so that some requests have part of the queue ahead and
+// others none of it.
+LatencyFeatures queued_features(Rng& rng) {
+  LatencyFeatures f = random_features(rng);
+  f.prefill_elapsed = 0.4 * rng.uniform();
+  return f;
+}
 
-// Feeds `n` noiseless samples of the truth to `endpoint`.
-void teach(LatencyPredictor& p, kv::EndpointId endpoint, int n, Rng& rng) {
+// Feeds `n` noiseless samples of the truth to `endpoint` (with queue progress when
+// `in_queue`).
+void teach(LatencyPredictor& p, kv::EndpointId endpoint, int n, Rng& rng, bool in_queue = false) {
   for (int i = 0; i < n; ++i) {
-    const LatencyFeatures f = random_features(rng);
+    const LatencyFeatures f = in_queue ? queued_features(rng) : random_features(rng);
     p.observe_ttft(endpoint, f, seconds(true_ttft(f)));
     p.observe_tpot(endpoint, f, seconds(true_tpot(f)));
   }
@@ -73,6 +90,87 @@ TEST(LatencyPredictor, LearnsALinearTruthFromNoiselessSamples) {
   // samples is well below the priors' error on this truth.
   EXPECT_EQ(p.ttft_error().count, 400u);
   EXPECT_LT(p.ttft_error().mape(), 0.2);
+}
+
+// The queue-position term: the queued prefill less what the endpoint computed of it since
+// its queue last moved, at the model's own rate. From noiseless samples of a truth with
+// that term, the model learns the rate (so what is ahead) and the TTFT within 2%; the
+// pool's model, which saw the same samples with its own rate, too.
+TEST(LatencyPredictor, LearnsTheQueueAheadTermFromNoiselessSamples) {
+  LatencyPredictor p({.min_samples = 16});
+  Rng rng(21);
+  teach(p, 3, 1500, rng, /*in_queue=*/true);
+  Rng fresh(77);
+  int partly_ahead = 0;
+  int none_ahead = 0;
+  for (int i = 0; i < 50; ++i) {
+    const LatencyFeatures f = queued_features(fresh);
+    const LatencyPrediction guess = p.predict(3, f);
+    EXPECT_FALSE(guess.from_pool);
+    EXPECT_LT(relative_error(guess.ttft, true_ttft(f)), 0.02) << i;
+    const double ahead = true_ahead_tokens(f);
+    EXPECT_NEAR(p.prefill_tokens_ahead(3, f), ahead, 0.02 * f.queued_prefill_tokens + 1) << i;
+    partly_ahead += ahead > 0 && ahead < f.queued_prefill_tokens;
+    none_ahead += ahead == 0;
+    const LatencyPrediction pooled = p.predict(8, f);  // never seen: the pool's model
+    EXPECT_TRUE(pooled.from_pool);
+    EXPECT_LT(relative_error(pooled.ttft, true_ttft(f)), 0.02) << i;
+  }
+  // Both sides of the kink were probed.
+  EXPECT_GT(partly_ahead, 10);
+  EXPECT_GT(none_ahead, 5);
+  // The queue is the one thing that moved: without the progress, the same model predicts
+  // the whole queue ahead.
+  LatencyFeatures f{.prefill_tokens = 500, .queued_prefill_tokens = 12'000, .waiting = 2};
+  const Nanos whole = p.predict(3, f).ttft;
+  f.prefill_elapsed = 0.15;  // 5,000 of the 12,000 done
+  EXPECT_NEAR(p.prefill_tokens_ahead(3, f), 7000, 50);
+  EXPECT_NEAR(to_seconds(whole - p.predict(3, f).ttft), 0.15, 0.003);
+}
+
+// Before any sample, the progress is credited at the prior rate.
+TEST(LatencyPredictor, ThePriorsCreditTheQueuesProgress) {
+  LatencyPredictor p({.prior_prefill_tokens_per_second = 10'000});
+  LatencyFeatures f{.prefill_tokens = 1000, .queued_prefill_tokens = 5000};
+  EXPECT_NEAR(p.prefill_tokens_ahead(0, f), 5000, 1e-6);
+  EXPECT_NEAR(to_seconds(p.predict(0, f).ttft), 0.6, 1e-9);  // 6,000 tokens at 10k/s
+  f.prefill_elapsed = 0.2;                                   // 2,000 done
+  EXPECT_NEAR(p.prefill_tokens_ahead(0, f), 3000, 1e-6);
+  EXPECT_NEAR(to_seconds(p.predict(0, f).ttft), 0.4, 1e-9);
+  f.prefill_elapsed = 0.9;  // more than the queue: none of it left, never less
+  EXPECT_EQ(p.prefill_tokens_ahead(0, f), 0.0);
+  EXPECT_NEAR(to_seconds(p.predict(0, f).ttft), 0.1, 1e-9);
+}
+
+// What is ahead stays within [0, queued] whatever the inputs, and predictions finite; a
+// model whose rate for the queue is not positive credits nothing.
+TEST(LatencyPredictor, TheQueueTermStaysBounded) {
+  LatencyPredictor p({.forgetting = 0.99, .min_samples = 1});
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (double elapsed : {-1.0, 0.0, 1e-12, 0.3, 1e12, inf, nan}) {
+    const LatencyFeatures f{
+        .prefill_tokens = 800, .queued_prefill_tokens = 9000, .prefill_elapsed = elapsed};
+    const double ahead = p.prefill_tokens_ahead(0, f);
+    EXPECT_GE(ahead, 0) << elapsed;
+    EXPECT_LE(ahead, 9000) << elapsed;
+    for (int i = 0; i < 1000; ++i) p.observe_ttft(0, f, seconds(true_ttft(f)));
+    const LatencyPrediction guess = p.predict(0, f);
+    EXPECT_GE(guess.ttft, 0) << elapsed;
+    EXPECT_LT(guess.ttft, 100 * kSecond) << elapsed;
+  }
+  EXPECT_TRUE(std::isfinite(p.ttft_error().mape()));
+  EXPECT_EQ(p.prefill_tokens_ahead(0, {.prefill_elapsed = 5}), 0.0);  // nothing queued
+
+  // TTFT falling as the queue grows (nonsense, but possible data): the rate learned is
+  // negative, and no progress is credited.
+  LatencyPredictor q({.min_samples = 1});
+  for (int i = 0; i < 50; ++i) {
+    const double queued = 1000.0 * (i % 5);
+    q.observe_ttft(0, {.queued_prefill_tokens = queued}, seconds(1.0 - 0.2 * (i % 5)));
+  }
+  EXPECT_EQ(q.prefill_tokens_ahead(0, {.queued_prefill_tokens = 5000, .prefill_elapsed = 1}),
+            5000.0);
 }
 
 TEST(LatencyPredictor, ANewEndpointIsPredictedByThePoolModel) {
@@ -121,11 +219,16 @@ TEST(LatencyPredictor, IsDeterministic) {
   Rng rb(5);
   teach(a, 2, 200, ra);
   teach(b, 2, 200, rb);
+  teach(a, 4, 200, ra, /*in_queue=*/true);
+  teach(b, 4, 200, rb, /*in_queue=*/true);
   Rng probe(8);
   for (int i = 0; i < 20; ++i) {
-    const LatencyFeatures f = random_features(probe);
-    EXPECT_EQ(a.predict(2, f).ttft, b.predict(2, f).ttft);
-    EXPECT_EQ(a.predict(2, f).tpot, b.predict(2, f).tpot);
+    const LatencyFeatures f = queued_features(probe);
+    for (kv::EndpointId e : {2u, 4u, 6u}) {
+      EXPECT_EQ(a.predict(e, f).ttft, b.predict(e, f).ttft);
+      EXPECT_EQ(a.predict(e, f).tpot, b.predict(e, f).tpot);
+      EXPECT_EQ(a.prefill_tokens_ahead(e, f), b.prefill_tokens_ahead(e, f));
+    }
   }
   EXPECT_EQ(a.ttft_error().sum_ape, b.ttft_error().sum_ape);
   EXPECT_EQ(a.tpot_error().sum_ape, b.tpot_error().sum_ape);

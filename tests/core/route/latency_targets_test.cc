@@ -144,6 +144,39 @@ TEST_F(LatencyTargets, TheCheapestThatMeetsTheTargetsWins) {
   EXPECT_EQ(d.endpoint, a_);
 }
 
+// The features carry the queue's position: the prefill queued on the endpoint and how
+// long since that queue last moved (a first token came back, or it started).
+TEST_F(LatencyTargets, TheFeaturesCarryTheQueuesProgress) {
+  build();
+  const std::vector<EndpointId> not_a = {a_};
+  auto on_b = [&](RouteRequest r) {
+    r.excluded = not_a;
+    const Decision d = router_->route(r, now_, rng_);
+    EXPECT_TRUE(d.accepted());
+    EXPECT_EQ(d.endpoint, b_);
+    EXPECT_TRUE(d.latency_features.has_value());
+    return d.latency_features.value_or(LatencyFeatures{});
+  };
+  now_ = kSecond;
+  const RouteRequest first = request();
+  LatencyFeatures f = on_b(first);  // nothing queued
+  EXPECT_EQ(f.prefill_tokens, 1600.0);
+  EXPECT_EQ(f.queued_prefill_tokens, 0.0);
+  EXPECT_EQ(f.prefill_elapsed, 0.0);
+  now_ += 50 * kMillisecond;
+  f = on_b(request());  // the first one's prefill, begun 50 ms ago
+  EXPECT_EQ(f.queued_prefill_tokens, 1600.0);
+  EXPECT_NEAR(f.prefill_elapsed, 0.05, 1e-9);
+  now_ += 30 * kMillisecond;
+  EXPECT_TRUE(router_->on_first_token(first.id, now_));  // the queue moved
+  now_ += 10 * kMillisecond;
+  f = on_b(request());  // the second one's, 10 ms since
+  EXPECT_EQ(f.queued_prefill_tokens, 1600.0);
+  EXPECT_NEAR(f.prefill_elapsed, 0.01, 1e-9);
+  // At the priors (10k tokens/s), 100 of the 1,600 are done: 1,500 ahead.
+  EXPECT_NEAR(router_->predictor()->prefill_tokens_ahead(b_, f), 1500, 1e-6);
+}
+
 TEST_F(LatencyTargets, NoneMeetsBestEffortGoesToTheNearest) {
   config_.latency_targets.action = SloAction::kBestEffort;
   build_and_teach();
