@@ -296,8 +296,7 @@ void append_hop_span(std::string& out, const RequestSpans& r, const HopSpan& h) 
                   .kind = SpanKind::kClient,
                   .start_unix_nanos = h.start_unix_nanos,
                   .end_unix_nanos = h.end_unix_nanos});
-  string_attribute(out, KVGATE_ATTRIBUTE("server.address", "stringValue"),
-                   r.text.view(h.endpoint));
+  string_attribute(out, KVGATE_ATTRIBUTE("server.address", "stringValue"), r.text.view(h.endpoint));
   out.push_back(',');
   int_attribute(out, KVGATE_ATTRIBUTE("kvgate.attempt", "intValue"), h.attempt);
   if (h.status != 0) {

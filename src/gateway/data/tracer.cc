@@ -60,8 +60,7 @@ HopStart RequestTrace::start_hop(std::string_view name, std::string_view endpoin
   // Each hop names its own span as the engine's parent (an earlier attempt's is replaced).
   std::string& traceparent = header_value(headers, "traceparent");
   traceparent.resize(trace::kTraceparentSize);
-  trace::write_traceparent(traceparent.data(),
-                           {spans_.trace_id, hop.span_id, spans_.trace_flags});
+  trace::write_traceparent(traceparent.data(), {spans_.trace_id, hop.span_id, spans_.trace_flags});
   if (const std::string_view state = spans_.text.view(spans_.trace_state); !state.empty()) {
     header_value(headers, "tracestate").assign(state);
   }
@@ -127,8 +126,8 @@ RequestTracePtr Tracer::begin(const io::HttpRequest& req) {
   if (parent) {
     if (auto s = req.header("tracestate")) tracestate = *s;
   }
-  return RequestTracePtr(new RequestTrace(*this, server, parent ? parent->span_id : 0,
-                                          tracestate, clock_.wall_now()));
+  return RequestTracePtr(
+      new RequestTrace(*this, server, parent ? parent->span_id : 0, tracestate, clock_.wall_now()));
 }
 
 trace::SpanId Tracer::new_span_id() { return trace::new_span_id(thread_rng()); }
@@ -142,8 +141,8 @@ void Tracer::submit(std::unique_ptr<RequestTrace> trace) {
       dropped_.fetch_add(spans, std::memory_order_relaxed);
     } else {
       queue_.push_back(std::move(trace));
-      full_batch = queued_spans_ < config_.batch_size &&
-                   queued_spans_ + spans >= config_.batch_size;
+      full_batch =
+          queued_spans_ < config_.batch_size && queued_spans_ + spans >= config_.batch_size;
       queued_spans_ += spans;
     }
   }
@@ -206,8 +205,7 @@ void Tracer::run() {
   }
 }
 
-bool Tracer::export_batch(std::span<const trace::SpanRun> batch, size_t spans,
-                          std::string& body) {
+bool Tracer::export_batch(std::span<const trace::SpanRun> batch, size_t spans, std::string& body) {
   body.clear();
   trace::append_otlp_json(body, batch, config_.service_name);
   const bool ok = sink_ ? sink_(body, spans) : post_to_collector(body, spans);
@@ -220,8 +218,8 @@ bool Tracer::post_to_collector(std::string_view body, size_t spans) {
   static thread_local io::HttpKeepAliveClient client;
   static const std::vector<io::HttpHeader> kHeaders{
       io::HttpHeader{"Content-Type", "application/json"}};
-  auto r = client.fetch("POST", config_.collector, body, kHeaders,
-                        std::chrono::milliseconds(5'000));
+  auto r =
+      client.fetch("POST", config_.collector, body, kHeaders, std::chrono::milliseconds(5'000));
   if (r && r->status >= 200 && r->status < 300) return true;
   spdlog::warn("tracing: export of {} spans to {} failed: {}", spans, config_.collector,
                r ? fmt::format("HTTP {}", r->status) : r.error());

@@ -73,7 +73,7 @@ using RequestTracePtr = std::unique_ptr<RequestTrace, EndRequestTrace>;
 // A hop in progress (RequestTrace::start_hop .. end_hop): what its span needs at its end.
 struct HopStart {
   trace::SpanId span_id = 0;
-  std::string_view name;   // a literal's view
+  std::string_view name;    // a literal's view
   trace::TextRef endpoint;  // the URL, copied into the request's record
   int64_t start_unix_nanos = 0;
   int32_t attempt = 0;
