@@ -327,7 +327,7 @@ RequestSpans stored_request() {
   return r;
 }
 
-std::vector<Span> concat(std::vector<Span> a, const std::vector<Span>& b) {
+std::vector<Span> joined(std::vector<Span> a, const std::vector<Span>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
@@ -339,7 +339,7 @@ TEST(OtlpJson, RequestSpansEncodeExactlyAsTheirSpans) {
   const RequestSpans b = stored_request();
   ASSERT_EQ(a.span_count(), 4u);
   ASSERT_EQ(b.span_count(), 2u);
-  const std::vector<Span> spans = concat(as_spans(a), as_spans(b));
+  const std::vector<Span> spans = joined(as_spans(a), as_spans(b));
   const std::string expected = otlp_json(spans, "kvgate");
 
   std::string out;
