@@ -163,8 +163,8 @@ class Tracer {
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
-  // Sends what waits (until an export fails) and stops the exporter; a span submitted
-  // afterwards is dropped (counted). Idempotent; not concurrent with itself.
+  // Sends what waits (until an export fails) and stops the exporter; a request submitted
+  // afterwards is dropped (its spans counted). Idempotent; not concurrent with itself.
   void stop();
 
   // The request's trace, or null when it is not sampled.
