@@ -1,9 +1,10 @@
-// Span: one finished span as kvgate records it, ready for export (otlp_json.h).
+// Span: one finished span with any attributes, ready for export (otlp_json.h).
 //
-// The gateway fills one per traced request (kind kServer: the whole request) and one per
-// upstream hop (kind kClient: each attempt, the prefill hop and the decode hop of a P/D
-// request), with attributes such as the routing decision's. Times are Unix nanoseconds
-// (the OTLP fields' unit), read by the caller.
+// The general form of a span: the gateway itself records its spans in the compact
+// RequestSpans (request_spans.h: a request's server span and its hops, typed attributes,
+// no allocation per span), which encodes to the same JSON as the equivalent Spans (the
+// tests hold the two encodings to each other). Times are Unix nanoseconds (the OTLP
+// fields' unit), read by the caller.
 //
 //   Span s{.trace_id = tp.trace_id, .span_id = tp.span_id, .name = "kvgate.request",
 //          .kind = SpanKind::kServer, .start_unix_nanos = t0};

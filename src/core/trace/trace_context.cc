@@ -1,5 +1,8 @@
 #include "core/trace/trace_context.h"
 
+#include <bit>
+#include <cstring>
+
 namespace kvgate::trace {
 namespace {
 
@@ -21,16 +24,36 @@ bool read_hex(std::string_view s, uint64_t& out) {
   return true;
 }
 
-// `digits` lower-case hex digits of `v` (the low ones) at `out`.
-void write_hex(char* out, uint64_t v, int digits) {
+// The 8 hex digits of `x`, most significant first, at `out`: each nibble is spread to a
+// byte of its own (nibble k in byte k), turned into its digit ('0' + n, plus the gap to
+// 'a' where n >= 10: bit 4 of n + 6) in all 8 bytes at once, and the bytes put in the
+// order of the digits.
+void write_hex8(char* out, uint32_t x) {
+  uint64_t y = x;
+  y = (y | (y << 16)) & 0x0000ffff0000ffffULL;
+  y = (y | (y << 8)) & 0x00ff00ff00ff00ffULL;
+  y = (y | (y << 4)) & 0x0f0f0f0f0f0f0f0fULL;
+  const uint64_t letters = ((y + 0x0606060606060606ULL) >> 4) & 0x0101010101010101ULL;
+  y += 0x3030303030303030ULL + letters * static_cast<uint64_t>('a' - '0' - 10);
+  // Byte k holds nibble k, the least significant first: the most significant digit goes
+  // to the lowest address.
+  if constexpr (std::endian::native == std::endian::little) y = __builtin_bswap64(y);
+  std::memcpy(out, &y, sizeof y);
+}
+
+// The two hex digits of a byte (the flags).
+void write_hex2(char* out, uint8_t v) {
   static constexpr char kDigits[] = "0123456789abcdef";
-  for (int i = digits - 1; i >= 0; --i) {
-    out[i] = kDigits[v & 0xf];
-    v >>= 4;
-  }
+  out[0] = kDigits[v >> 4];
+  out[1] = kDigits[v & 0xf];
 }
 
 }  // namespace
+
+void write_hex16(char* out, uint64_t v) {
+  write_hex8(out, static_cast<uint32_t>(v >> 32));
+  write_hex8(out + 8, static_cast<uint32_t>(v));
+}
 
 std::optional<TraceParent> parse_traceparent(std::string_view v) {
   // version "-" trace-id "-" parent-id "-" flags: 2 + 1 + 32 + 1 + 16 + 1 + 2 = 55.
@@ -51,28 +74,35 @@ std::optional<TraceParent> parse_traceparent(std::string_view v) {
   return p;
 }
 
-std::string format_traceparent(const TraceParent& p) {
-  // "00-" trace-id "-" parent-id "-" flags, written in place.
-  std::string out(55, '-');
+void write_traceparent(char* out, const TraceParent& p) {
+  // "00-" trace-id "-" parent-id "-" flags.
   out[0] = '0';
   out[1] = '0';
-  write_hex(&out[3], p.trace_id.hi, 16);
-  write_hex(&out[19], p.trace_id.lo, 16);
-  write_hex(&out[36], p.span_id, 16);
-  write_hex(&out[53], p.flags, 2);
+  out[2] = '-';
+  write_hex16(out + 3, p.trace_id.hi);
+  write_hex16(out + 19, p.trace_id.lo);
+  out[35] = '-';
+  write_hex16(out + 36, p.span_id);
+  out[52] = '-';
+  write_hex2(out + 53, p.flags);
+}
+
+std::string format_traceparent(const TraceParent& p) {
+  std::string out(kTraceparentSize, '-');
+  write_traceparent(out.data(), p);
   return out;
 }
 
 void append_hex(std::string& out, const TraceId& id) {
   char buf[32];
-  write_hex(buf, id.hi, 16);
-  write_hex(buf + 16, id.lo, 16);
+  write_hex16(buf, id.hi);
+  write_hex16(buf + 16, id.lo);
   out.append(buf, sizeof buf);
 }
 
 void append_hex(std::string& out, SpanId id) {
   char buf[16];
-  write_hex(buf, id, 16);
+  write_hex16(buf, id);
   out.append(buf, sizeof buf);
 }
 

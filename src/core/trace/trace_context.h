@@ -18,6 +18,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -52,8 +53,11 @@ struct TraceParent {
 // The header's value, or nullopt when it is not a valid traceparent (see above).
 std::optional<TraceParent> parse_traceparent(std::string_view value);
 
-// "00-<trace>-<span>-<flags>", lower-case hex, 55 characters.
+// "00-<trace>-<span>-<flags>", lower-case hex, kTraceparentSize characters.
+inline constexpr size_t kTraceparentSize = 55;
 std::string format_traceparent(const TraceParent& p);
+// The same, written at `out` (kTraceparentSize characters: a header's value, in place).
+void write_traceparent(char* out, const TraceParent& p);
 
 // Lower-case hex: 32 and 16 characters (the OTLP JSON encoding of ids too).
 std::string to_hex(const TraceId& id);
@@ -61,6 +65,9 @@ std::string to_hex(SpanId id);
 // The same, appended to `out` (the OTLP encoder's, without a string of their own).
 void append_hex(std::string& out, const TraceId& id);
 void append_hex(std::string& out, SpanId id);
+// The 16 lower-case hex digits of `v`, most significant first, at `out` (the digits are
+// made 8 at a time, no loop per digit).
+void write_hex16(char* out, uint64_t v);
 
 // Fresh ids from `rng`, never the invalid all-zero ones.
 TraceId new_trace_id(Rng& rng);

@@ -170,8 +170,8 @@ struct ProxyCall {
   Nanos received;
   std::optional<double> routing_seconds;  // keys through the first pick (once picked)
   // Traced requests only (tracing configured and sampled); null otherwise. Its end
-  // records the gateway's server span (tracer.h).
-  std::unique_ptr<RequestTrace> trace;
+  // queues the request's spans for export (tracer.h).
+  RequestTracePtr trace;
 };
 
 // A stream request whose engine answered 200: the events are passed through by a

@@ -205,8 +205,8 @@ void DataPlane::handle_stored_response(HttpRequest&& req, std::shared_ptr<Respon
   if (tracer) [[unlikely]] {
     call.trace = tracer->begin(req);
     if (call.trace) {
-      call.trace->attribute("kvgate.pool", std::string(holder->name()));
-      call.trace->attribute("url.path", call.target);
+      call.trace->set_pool(holder->name());
+      call.trace->set_path(call.target);
     }
   }
 }
@@ -415,9 +415,9 @@ void DataPlane::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStre
   if (tracer) [[unlikely]] {
     call.trace = tracer->begin(req);
     if (call.trace) {
-      call.trace->attribute("kvgate.model", model->name);
-      call.trace->attribute("kvgate.pool", model->pool);
-      call.trace->attribute("url.path", call.target);
+      call.trace->set_model(model->name);
+      call.trace->set_pool(model->pool);
+      call.trace->set_path(call.target);
     }
   }
 }

@@ -280,17 +280,16 @@ asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
     if (call.trace && attempt == 0) [[unlikely]] {
       // The routing decision, on the server span (the first pick: retries are hop spans).
       const route::Decision& d = pick.decision;
-      RequestTrace& t = *call.trace;
-      t.attribute("kvgate.endpoint", endpoint->url);
-      t.attribute("kvgate.route_us",
-                  static_cast<int64_t>(call.routing_seconds.value_or(0) * 1e6 + 0.5));
-      t.attribute("kvgate.matched_blocks", static_cast<int64_t>(d.matched_blocks));
-      t.attribute("kvgate.cached_blocks", static_cast<int64_t>(d.cached_blocks));
-      t.attribute("kvgate.prompt_blocks", static_cast<int64_t>(d.prompt_blocks));
-      t.attribute("kvgate.prefill_tokens", static_cast<int64_t>(d.prefill_tokens));
-      t.attribute("kvgate.cost", d.cost);
-      t.attribute("kvgate.queued_us", static_cast<int64_t>(pick.queued / kMicrosecond));
-      t.attribute("kvgate.disaggregated", d.prefill_endpoint.has_value());
+      call.trace->set_routing(
+          endpoint->url,
+          {.route_us = static_cast<int64_t>(call.routing_seconds.value_or(0) * 1e6 + 0.5),
+           .matched_blocks = static_cast<int64_t>(d.matched_blocks),
+           .cached_blocks = static_cast<int64_t>(d.cached_blocks),
+           .prompt_blocks = static_cast<int64_t>(d.prompt_blocks),
+           .prefill_tokens = static_cast<int64_t>(d.prefill_tokens),
+           .cost = d.cost,
+           .queued_us = static_cast<int64_t>(pick.queued / kMicrosecond),
+           .disaggregated = d.prefill_endpoint.has_value()});
     }
     if (placer) placer->routed(endpoint->id, call.model->name);
     if (call.external) [[unlikely]] {

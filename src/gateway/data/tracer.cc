@@ -24,86 +24,76 @@ Rng& thread_rng() {
   return rng;
 }
 
-bool succeeded(int status) { return status > 0 && status < 500; }
+// The value of header `name` (as the gateway itself spells it) in `headers`, added empty
+// when absent: an earlier attempt's is rewritten in place, without an allocation.
+std::string& header_value(io::UpstreamHeaders& headers, std::string_view name) {
+  for (auto& [key, value] : headers) {
+    if (key == name) return value;
+  }
+  return headers.emplace_back(std::string(name), std::string()).second;
+}
 
 }  // namespace
 
 RequestTrace::RequestTrace(Tracer& tracer, trace::TraceParent server, trace::SpanId client_parent,
-                           std::string tracestate, int64_t start_unix_nanos)
-    : tracer_(tracer),
-      server_(server),
-      client_parent_(client_parent),
-      tracestate_(std::move(tracestate)),
-      start_unix_nanos_(start_unix_nanos) {
-  span_attributes_.reserve(16);  // the routing decision's and the answer's, in one allocation
+                           std::string_view tracestate, int64_t start_unix_nanos)
+    : tracer_(tracer) {
+  spans_.trace_id = server.trace_id;
+  spans_.span_id = server.span_id;
+  spans_.parent_span_id = client_parent;
+  spans_.trace_flags = server.flags;
+  spans_.trace_state = spans_.text.add(tracestate);
+  spans_.start_unix_nanos = start_unix_nanos;
 }
 
-RequestTrace::~RequestTrace() {
-  trace::Span s;
-  s.trace_id = server_.trace_id;
-  s.span_id = server_.span_id;
-  s.parent_span_id = client_parent_;
-  s.trace_state = std::move(tracestate_);  // the last use
-  s.trace_flags = server_.flags;
-  s.parent_is_remote = client_parent_ != 0;
-  s.name = "kvgate.request";
-  s.kind = trace::SpanKind::kServer;
-  s.start_unix_nanos = start_unix_nanos_;
-  s.end_unix_nanos = tracer_.wall_now();
-  s.attributes = std::move(span_attributes_);
-  if (http_status_ != 0) {
-    s.attributes.push_back({"http.response.status_code", int64_t{http_status_}});
+HopStart RequestTrace::start_hop(std::string_view name, std::string_view endpoint_url,
+                                 io::UpstreamHeaders& headers) {
+  HopStart hop;
+  hop.span_id = tracer_.new_span_id();
+  hop.name = name;
+  // Usually the routing decision's endpoint, already in the record.
+  hop.endpoint = spans_.routing && spans_.text.view(spans_.endpoint) == endpoint_url
+                     ? spans_.endpoint
+                     : spans_.text.add(endpoint_url);
+  hop.start_unix_nanos = tracer_.wall_now();
+  hop.attempt = spans_.hops_started++;
+  // Each hop names its own span as the engine's parent (an earlier attempt's is replaced).
+  std::string& traceparent = header_value(headers, "traceparent");
+  traceparent.resize(trace::kTraceparentSize);
+  trace::write_traceparent(traceparent.data(), {spans_.trace_id, hop.span_id, spans_.trace_flags});
+  if (const std::string_view state = spans_.text.view(spans_.trace_state); !state.empty()) {
+    header_value(headers, "tracestate").assign(state);
   }
-  s.attributes.push_back({"kvgate.hops", int64_t{hops_}});
-  if (http_status_ >= 500 || http_status_ == 0) {
-    s.status = trace::SpanStatus::kError;
-    s.status_message = http_status_ == 0 ? "no answer" : fmt::format("HTTP {}", http_status_);
-  }
-  tracer_.submit(std::move(s));
-}
-
-HopSpan RequestTrace::start_hop(std::string_view name, std::string_view endpoint_url,
-                                io::UpstreamHeaders& headers) {
-  HopSpan hop;
-  hop.span.trace_id = server_.trace_id;
-  hop.span.span_id = tracer_.new_span_id();
-  hop.span.parent_span_id = server_.span_id;
-  hop.span.trace_state = tracestate_;
-  hop.span.trace_flags = server_.flags;
-  hop.span.name = std::string(name);
-  hop.span.kind = trace::SpanKind::kClient;
-  hop.span.start_unix_nanos = tracer_.wall_now();
-  hop.span.attributes.reserve(3);
-  hop.span.attributes.push_back({"server.address", std::string(endpoint_url)});
-  hop.span.attributes.push_back({"kvgate.attempt", int64_t{hops_}});
-  ++hops_;
-  // An earlier attempt's fields go: each hop names its own span as the engine's parent.
-  std::erase_if(headers,
-                [](const auto& h) { return h.first == "traceparent" || h.first == "tracestate"; });
-  headers.emplace_back("traceparent", trace::format_traceparent(
-                                          {server_.trace_id, hop.span.span_id, server_.flags}));
-  if (!tracestate_.empty()) headers.emplace_back("tracestate", tracestate_);
   return hop;
 }
 
-void RequestTrace::end_hop(HopSpan hop, int status, std::string_view error) {
-  trace::Span& s = hop.span;
+void RequestTrace::end_hop(const HopStart& hop, int status, std::string_view error) {
+  trace::HopSpan s;
+  s.span_id = hop.span_id;
+  s.name = hop.name;
+  s.endpoint = hop.endpoint;
+  s.start_unix_nanos = hop.start_unix_nanos;
   s.end_unix_nanos = tracer_.wall_now();
-  if (status != 0) s.attributes.push_back({"http.response.status_code", int64_t{status}});
-  if (!succeeded(status)) {
-    s.status = trace::SpanStatus::kError;
-    s.status_message = status == 0 ? std::string(error) : fmt::format("HTTP {}", status);
-  }
-  tracer_.submit(std::move(s));
+  s.attempt = hop.attempt;
+  s.status = status;
+  if (status == 0) s.error = spans_.text.add(error);
+  spans_.hops.push_back(s);
+}
+
+void EndRequestTrace::operator()(RequestTrace* trace) const {
+  std::unique_ptr<RequestTrace> owned(trace);
+  Tracer& tracer = owned->tracer_;
+  owned->spans_.end_unix_nanos = tracer.wall_now();
+  tracer.submit(std::move(owned));
 }
 
 void TracedHop::finish(Result<std::unique_ptr<io::UpstreamExchange>>& result) {
-  HopSpan hop = std::move(*span_);
-  span_.reset();
+  RequestTrace* trace = trace_;
+  trace_ = nullptr;
   if (result) {
-    trace_->end_hop(std::move(hop), (*result)->status());
+    trace->end_hop(hop_, (*result)->status());
   } else {
-    trace_->end_hop(std::move(hop), 0, result.error());
+    trace->end_hop(hop_, 0, result.error());
   }
 }
 
@@ -124,79 +114,114 @@ void Tracer::stop() {
   if (exporter_.joinable()) exporter_.join();
 }
 
-std::unique_ptr<RequestTrace> Tracer::begin(const io::HttpRequest& req) {
+RequestTracePtr Tracer::begin(const io::HttpRequest& req) {
   std::optional<trace::TraceParent> parent;
   if (auto h = req.header("traceparent")) parent = trace::parse_traceparent(*h);
   Rng& rng = thread_rng();
   if (!trace::sampled(parent ? &*parent : nullptr, config_.ratio, rng.uniform())) return nullptr;
-  trace::TraceParent server = parent ? trace::child_of(*parent, rng) : trace::start_trace(rng);
-  std::string tracestate;
+  const trace::TraceParent server =
+      parent ? trace::child_of(*parent, rng) : trace::start_trace(rng);
+  std::string_view tracestate;
   // tracestate only means something beside the traceparent it came with.
   if (parent) {
-    if (auto s = req.header("tracestate")) tracestate = std::string(*s);
+    if (auto s = req.header("tracestate")) tracestate = *s;
   }
-  return std::make_unique<RequestTrace>(*this, server, parent ? parent->span_id : 0,
-                                        std::move(tracestate), clock_.wall_now());
+  return RequestTracePtr(
+      new RequestTrace(*this, server, parent ? parent->span_id : 0, tracestate, clock_.wall_now()));
 }
 
 trace::SpanId Tracer::new_span_id() { return trace::new_span_id(thread_rng()); }
 
-void Tracer::submit(trace::Span span) {
+void Tracer::submit(std::unique_ptr<RequestTrace> trace) {
+  const size_t spans = trace->spans().span_count();
   bool full_batch = false;
   {
     std::lock_guard lock(mu_);
-    if (stop_ || queue_.size() >= config_.max_queue) {
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-      return;
+    if (stop_ || queued_spans_ + held_spans_ + spans > config_.max_queue) {
+      dropped_.fetch_add(spans, std::memory_order_relaxed);
+    } else {
+      queue_.push_back(std::move(trace));
+      full_batch =
+          queued_spans_ < config_.batch_size && queued_spans_ + spans >= config_.batch_size;
+      queued_spans_ += spans;
     }
-    queue_.push_back(std::move(span));
-    full_batch = queue_.size() == config_.batch_size;
   }
   if (full_batch) wake_.notify_one();
+  // A dropped record is freed here, outside the lock.
 }
 
 void Tracer::run() {
-  std::vector<trace::Span> batch;
+  std::vector<std::unique_ptr<RequestTrace>> held;  // the queue, taken whole
+  std::vector<trace::SpanRun> batch;
+  std::string body;  // every batch's, its capacity kept
+  body.reserve(std::min<size_t>(config_.batch_size, 2048) * 640 + 256);
   std::unique_lock lock(mu_);
   while (true) {
     wake_.wait_for(lock, config_.flush,
-                   [this] { return stop_ || queue_.size() >= config_.batch_size; });
+                   [this] { return stop_ || queued_spans_ >= config_.batch_size; });
     // Everything waiting goes, a batch at a time (at stop too: the last spans).
     while (!queue_.empty()) {
-      const size_t n = std::min(queue_.size(), config_.batch_size);
-      batch.clear();
-      for (size_t i = 0; i < n; ++i) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
+      held.swap(queue_);  // `held` is empty: the queue gets its capacity back
+      held_spans_ = queued_spans_;
+      queued_spans_ = 0;
+      size_t next = 0;   // the first record not wholly in a batch yet
+      size_t first = 0;  // its first span not in a batch yet
+      bool failed_at_stop = false;
+      while (next < held.size() && !failed_at_stop) {
+        const size_t sent_from = next;
+        batch.clear();
+        size_t n = 0;
+        while (next < held.size() && n < config_.batch_size) {
+          const trace::RequestSpans& r = held[next]->spans();
+          const size_t take = std::min(r.span_count() - first, config_.batch_size - n);
+          batch.push_back({&r, first, take});
+          n += take;
+          first += take;
+          if (first == r.span_count()) {
+            ++next;
+            first = 0;
+          }
+        }
+        held_spans_ -= n;
+        lock.unlock();
+        const bool ok = export_batch(batch, n, body);
+        // The records wholly sent are freed now, outside the lock: the memory held stays
+        // within max_queue spans and a batch.
+        for (size_t i = sent_from; i < next; ++i) held[i].reset();
+        lock.lock();
+        if (stop_ && !ok) {
+          // Stopping and the collector failed: the rest goes too (the drain is bounded by
+          // one export's timeout, not one per batch).
+          dropped_.fetch_add(held_spans_ + queued_spans_, std::memory_order_relaxed);
+          held_spans_ = 0;
+          queued_spans_ = 0;
+          queue_.clear();
+          failed_at_stop = true;
+        }
       }
-      lock.unlock();
-      const bool ok = export_batch(batch);
-      lock.lock();
-      if (stop_ && !ok) {
-        // Stopping and the collector failed: the rest goes too (the drain is bounded by
-        // one export's timeout, not one per batch).
-        dropped_.fetch_add(queue_.size(), std::memory_order_relaxed);
-        queue_.clear();
-      }
+      held.clear();
     }
     if (stop_) return;
   }
 }
 
-bool Tracer::export_batch(const std::vector<trace::Span>& batch) {
-  const bool ok = sink_ ? sink_(batch) : post_to_collector(batch);
-  (ok ? exported_ : dropped_).fetch_add(batch.size(), std::memory_order_relaxed);
+bool Tracer::export_batch(std::span<const trace::SpanRun> batch, size_t spans, std::string& body) {
+  body.clear();
+  trace::append_otlp_json(body, batch, config_.service_name);
+  const bool ok = sink_ ? sink_(body, spans) : post_to_collector(body, spans);
+  (ok ? exported_ : dropped_).fetch_add(spans, std::memory_order_relaxed);
   return ok;
 }
 
-bool Tracer::post_to_collector(std::span<const trace::Span> batch) {
+bool Tracer::post_to_collector(std::string_view body, size_t spans) {
   // One keep-alive connection to the collector, this thread's only.
   static thread_local io::HttpKeepAliveClient client;
-  const std::string body = trace::otlp_json(batch, config_.service_name);
-  auto r = client.fetch("POST", config_.collector, body, {{"Content-Type", "application/json"}},
-                        std::chrono::milliseconds(5'000));
+  static const std::vector<io::HttpHeader> kHeaders{
+      io::HttpHeader{"Content-Type", "application/json"}};
+  auto r =
+      client.fetch("POST", config_.collector, body, kHeaders, std::chrono::milliseconds(5'000));
   if (r && r->status >= 200 && r->status < 300) return true;
-  spdlog::warn("tracing: export of {} spans to {} failed: {}", batch.size(), config_.collector,
+  spdlog::warn("tracing: export of {} spans to {} failed: {}", spans, config_.collector,
                r ? fmt::format("HTTP {}", r->status) : r.error());
   return false;
 }

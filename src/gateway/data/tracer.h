@@ -2,39 +2,42 @@
 // (OTLP over HTTP, JSON), when `tracing:` is configured (docs/tracing.md).
 //
 // A request is traced when its client's traceparent says sampled, or, without one, at
-// the configured ratio. A traced request carries a RequestTrace (ProxyCall::trace): the
-// gateway's server span, which covers the request and holds the routing decision's
-// attributes, and under it one client span per upstream hop (each attempt; the prefill
-// and the decode hop of a P/D request), each with a span id of its own, which the engine
-// receives as the parent id in the hop's `traceparent` header (`tracestate` passed on as
-// it came). An untraced request has a null RequestTrace and costs nothing more.
+// the configured ratio. A traced request carries a RequestTrace (ProxyCall::trace): its
+// spans in one compact record (core/trace/request_spans.h): the gateway's server span,
+// which covers the request and holds the routing decision's attributes, and under it
+// one client span per upstream hop (each attempt; the prefill and the decode hop of a
+// P/D request), each with a span id of its own, which the engine receives as the parent
+// id in the hop's `traceparent` header (`tracestate` passed on as it came). A hop's span
+// goes into the request's record when the hop ends; the record goes to the export queue
+// once, when the request ends (one lock per request, one pointer moved). An untraced
+// request has a null RequestTrace and costs nothing more.
 //
-// Export: finished spans go to a bounded queue (max_queue spans; a span that does not fit
-// is dropped and counted); a thread of the tracer's own sends them in batches of at most
-// batch_size every flush_ms (or as soon as a batch is full) to the collector, with a
-// blocking HTTP client: never on an I/O thread, never on a request's path. A failed
-// export drops its batch (counted) rather than holding memory for a collector that is
-// down. stop() (or the destructor) sends what waits, a batch at a time, until an export
-// fails: the rest is then dropped (counted), so a collector that is down holds the
-// shutdown for one export's timeout at most. A test passes a SpanSink of its own instead
-// of the collector.
+// Export: finished requests' records go to a bounded queue (max_queue spans; a request
+// whose spans do not fit is dropped and counted); a thread of the tracer's own takes the
+// whole queue at once and sends it in batches of at most batch_size spans every
+// flush_ms (or as soon as a batch is full) to the collector, encoded into one buffer it
+// reuses, with a blocking HTTP client: never on an I/O thread, never on a request's
+// path. A failed export drops its batch (counted) rather than holding memory for a
+// collector that is down. stop() (or the destructor) sends what waits, a batch at a
+// time, until an export fails: the rest is then dropped (counted), so a collector that
+// is down holds the shutdown for one export's timeout at most. A test passes a SpanSink
+// of its own instead of the collector.
 //
 //   auto tracer = std::make_unique<Tracer>(*config.tracing, clock);
-//   std::unique_ptr<RequestTrace> t = tracer->begin(req);   // null: not traced
+//   RequestTracePtr t = tracer->begin(req);                    // null: not traced
 //   TracedHop hop(t.get(), "kvgate.upstream", url, up.headers);  // null t: nothing
 //   auto sent = co_await upstream.send(host, port, up);
 //   hop.end(sent);
-//   // ~RequestTrace records the server span.
+//   // t's end queues the request's spans.
 //
-// Thread-safe: begin, start_hop/end_hop (on one request's RequestTrace from one thread at
-// a time) and the counters may be used from every I/O thread. The Tracer must outlive
-// every RequestTrace it made.
+// Thread-safe: begin, submit and the counters may be used from every I/O thread; one
+// request's RequestTrace from one thread at a time. The Tracer must outlive every
+// RequestTrace it made.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -46,7 +49,8 @@
 #include <vector>
 
 #include "core/common/clock.h"
-#include "core/trace/span.h"
+#include "core/trace/otlp_json.h"
+#include "core/trace/request_spans.h"
 #include "core/trace/trace_context.h"
 #include "gateway/common/config.h"
 #include "io/http_types.h"
@@ -55,46 +59,66 @@
 namespace kvgate::gateway {
 
 class Tracer;
+class RequestTrace;
 
-// A hop's client span in progress (RequestTrace::start_hop .. end_hop).
-struct HopSpan {
-  trace::Span span;
+// Ends a request's trace: hands its record to the tracer's export queue rather than
+// freeing it here.
+struct EndRequestTrace {
+  void operator()(RequestTrace* trace) const;
+};
+// A request's trace as the request holds it (ProxyCall::trace): its end records the
+// request's spans.
+using RequestTracePtr = std::unique_ptr<RequestTrace, EndRequestTrace>;
+
+// A hop in progress (RequestTrace::start_hop .. end_hop): what its span needs at its end.
+struct HopStart {
+  trace::SpanId span_id = 0;
+  std::string_view name;    // a literal's view
+  trace::TextRef endpoint;  // the URL, copied into the request's record
+  int64_t start_unix_nanos = 0;
+  int32_t attempt = 0;
 };
 
-// One traced request: its server span, recorded when this goes.
+// One traced request: its spans' record, queued for export when the request ends.
 class RequestTrace {
  public:
   RequestTrace(Tracer& tracer, trace::TraceParent server, trace::SpanId client_parent,
-               std::string tracestate, int64_t start_unix_nanos);
-  ~RequestTrace();
+               std::string_view tracestate, int64_t start_unix_nanos);
   RequestTrace(const RequestTrace&) = delete;
   RequestTrace& operator=(const RequestTrace&) = delete;
 
-  const trace::TraceParent& server() const { return server_; }
-  // An attribute of the server span (the routing decision's, the answer's status).
-  // `key` is a literal (trace::Attribute::key).
-  void attribute(std::string_view key, trace::Attribute::Value value) {
-    span_attributes_.push_back({key, std::move(value)});
+  // The server span's traceparent: its trace, its span id, the flags.
+  trace::TraceParent server() const {
+    return {spans_.trace_id, spans_.span_id, spans_.trace_flags};
+  }
+  // The server span's attributes (each copied into the record; docs/tracing.md).
+  void set_model(std::string_view model) { spans_.model = spans_.text.add(model); }
+  void set_pool(std::string_view pool) { spans_.pool = spans_.text.add(pool); }
+  void set_path(std::string_view path) { spans_.path = spans_.text.add(path); }
+  // The first routing decision: the endpoint picked and the decision's numbers.
+  void set_routing(std::string_view endpoint_url, const trace::Routing& routing) {
+    spans_.endpoint = spans_.text.add(endpoint_url);
+    spans_.routing = routing;
   }
   // The answer's HTTP status: 5xx marks the server span failed.
-  void set_status(int status) { http_status_ = status; }
+  void set_status(int status) { spans_.http_status = status; }
 
   // A new client span under the server span, and its `traceparent` (and the client's
-  // `tracestate`) put on `headers`, replacing those of an earlier attempt.
-  HopSpan start_hop(std::string_view name, std::string_view endpoint_url,
-                    io::UpstreamHeaders& headers);
+  // `tracestate`) put on `headers`, rewriting those of an earlier attempt in place.
+  HopStart start_hop(std::string_view name, std::string_view endpoint_url,
+                     io::UpstreamHeaders& headers);
   // Records the hop: `status` the engine's answer, 0 when the exchange failed (`error`).
-  void end_hop(HopSpan hop, int status, std::string_view error = {});
+  void end_hop(const HopStart& hop, int status, std::string_view error = {});
+
+  // The record (the exporter reads it; a test fills it).
+  const trace::RequestSpans& spans() const { return spans_; }
+  trace::RequestSpans& spans() { return spans_; }
 
  private:
+  friend struct EndRequestTrace;
+
   Tracer& tracer_;
-  trace::TraceParent server_;
-  trace::SpanId client_parent_;  // 0: kvgate started the trace
-  std::string tracestate_;
-  int64_t start_unix_nanos_;
-  int http_status_ = 0;
-  int hops_ = 0;
-  std::vector<trace::Attribute> span_attributes_;
+  trace::RequestSpans spans_;
 };
 
 // One upstream hop's client span around a send: started (the traceparent put on the
@@ -109,13 +133,13 @@ class TracedHop {
             io::UpstreamHeaders& headers)
       : trace_(trace) {
     if (trace_) [[unlikely]] {
-      span_ = trace_->start_hop(name, endpoint_url, headers);
+      hop_ = trace_->start_hop(name, endpoint_url, headers);
     }
   }
   // Records the hop: the engine's status, or the exchange's error. Once; later calls do
-  // nothing.
+  // nothing. A hop never ended has no span (it still counts in kvgate.hops).
   void end(Result<std::unique_ptr<io::UpstreamExchange>>& result) {
-    if (span_) [[unlikely]] {
+    if (trace_) [[unlikely]] {
       finish(result);
     }
   }
@@ -123,13 +147,14 @@ class TracedHop {
  private:
   void finish(Result<std::unique_ptr<io::UpstreamExchange>>& result);
 
-  RequestTrace* trace_;
-  std::optional<HopSpan> span_;
+  RequestTrace* trace_;  // null: not traced, or ended
+  HopStart hop_;
 };
 
-// Where the exporter sends a batch: true when it was accepted. Called on the exporter
-// thread only, one batch at a time. Empty: OTLP/HTTP JSON to the configured collector.
-using SpanSink = std::function<bool(std::span<const trace::Span> batch)>;
+// Where the exporter sends a batch: the ExportTraceServiceRequest's JSON body and how
+// many spans it holds; true when it was accepted. Called on the exporter thread only,
+// one batch at a time. Empty: OTLP/HTTP JSON to the configured collector.
+using SpanSink = std::function<bool(std::string_view body, size_t spans)>;
 
 class Tracer {
  public:
@@ -138,16 +163,17 @@ class Tracer {
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
-  // Sends what waits (until an export fails) and stops the exporter; a span submitted
-  // afterwards is dropped (counted). Idempotent; not concurrent with itself.
+  // Sends what waits (until an export fails) and stops the exporter; a request submitted
+  // afterwards is dropped (its spans counted). Idempotent; not concurrent with itself.
   void stop();
 
   // The request's trace, or null when it is not sampled.
-  std::unique_ptr<RequestTrace> begin(const io::HttpRequest& req);
+  RequestTracePtr begin(const io::HttpRequest& req);
 
-  // A finished span for export; dropped (and counted) when the queue is full or the
-  // tracer stopped.
-  void submit(trace::Span span);
+  // A finished request's spans for export (its end, EndRequestTrace, submits it; a test
+  // may submit one of its own); dropped (and counted) when they do not fit in the queue
+  // or the tracer stopped.
+  void submit(std::unique_ptr<RequestTrace> trace);
 
   int64_t wall_now() const { return clock_.wall_now(); }
   trace::SpanId new_span_id();
@@ -159,8 +185,9 @@ class Tracer {
 
  private:
   void run();  // the exporter thread
-  bool export_batch(const std::vector<trace::Span>& batch);
-  bool post_to_collector(std::span<const trace::Span> batch);
+  // Encodes `batch` (`spans` spans) into `body` and sends it; counts the outcome.
+  bool export_batch(std::span<const trace::SpanRun> batch, size_t spans, std::string& body);
+  bool post_to_collector(std::string_view body, size_t spans);
 
   // Constant after construction.
   const TracingConfig config_;
@@ -173,7 +200,11 @@ class Tracer {
   // State below is protected by mu_.
   std::mutex mu_;
   std::condition_variable wake_;
-  std::deque<trace::Span> queue_;
+  std::vector<std::unique_ptr<RequestTrace>> queue_;
+  size_t queued_spans_ = 0;  // the spans of queue_
+  // The spans the exporter took from the queue and has not yet put in a batch: they
+  // count against max_queue as if they still waited there.
+  size_t held_spans_ = 0;
   bool stop_ = false;
 
   std::thread exporter_;  // last: started when the rest is ready

@@ -5,7 +5,9 @@
 #include <boost/json.hpp>
 #include <limits>
 #include <set>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace kvgate::trace {
 // Named after the file, not anonymous: the tests compile in unity batches.
@@ -199,6 +201,207 @@ TEST(OtlpJson, EscapesAtEveryOffsetOfTheWordScan) {
 TEST(OtlpJson, NoSpansIsStillValid) {
   const boost::json::value v = boost::json::parse(otlp_json({}, "x"));
   EXPECT_TRUE(v.at("resourceSpans").at(0).at("scopeSpans").at(0).at("spans").as_array().empty());
+}
+
+// The spans a RequestSpans stands for, as Span records, by docs/tracing.md's rules: the
+// reference its own encoding must match byte for byte.
+std::vector<Span> as_spans(const RequestSpans& r) {
+  const auto text = [&r](TextRef ref) { return std::string(r.text.view(ref)); };
+  std::vector<Span> out;
+  for (size_t i = 0; i < r.hops.size(); ++i) {
+    const HopSpan& h = r.hops[i];
+    Span s;
+    s.trace_id = r.trace_id;
+    s.span_id = h.span_id;
+    s.parent_span_id = r.span_id;
+    s.trace_state = text(r.trace_state);
+    s.trace_flags = r.trace_flags;
+    s.parent_is_remote = false;
+    s.name = std::string(h.name);
+    s.kind = SpanKind::kClient;
+    s.start_unix_nanos = h.start_unix_nanos;
+    s.end_unix_nanos = h.end_unix_nanos;
+    s.attributes.push_back({"server.address", text(h.endpoint)});
+    s.attributes.push_back({"kvgate.attempt", int64_t{h.attempt}});
+    if (h.status != 0) s.attributes.push_back({"http.response.status_code", int64_t{h.status}});
+    if (h.status <= 0 || h.status >= 500) {
+      s.status = SpanStatus::kError;
+      s.status_message = h.status == 0 ? text(h.error) : "HTTP " + std::to_string(h.status);
+    }
+    out.push_back(std::move(s));
+  }
+  Span s;
+  s.trace_id = r.trace_id;
+  s.span_id = r.span_id;
+  s.parent_span_id = r.parent_span_id;
+  s.trace_state = text(r.trace_state);
+  s.trace_flags = r.trace_flags;
+  s.parent_is_remote = r.parent_span_id != 0;
+  s.name = "kvgate.request";
+  s.kind = SpanKind::kServer;
+  s.start_unix_nanos = r.start_unix_nanos;
+  s.end_unix_nanos = r.end_unix_nanos;
+  if (r.model) s.attributes.push_back({"kvgate.model", text(*r.model)});
+  if (r.pool) s.attributes.push_back({"kvgate.pool", text(*r.pool)});
+  if (r.path) s.attributes.push_back({"url.path", text(*r.path)});
+  if (r.routing) {
+    s.attributes.push_back({"kvgate.endpoint", text(r.endpoint)});
+    s.attributes.push_back({"kvgate.route_us", r.routing->route_us});
+    s.attributes.push_back({"kvgate.matched_blocks", r.routing->matched_blocks});
+    s.attributes.push_back({"kvgate.cached_blocks", r.routing->cached_blocks});
+    s.attributes.push_back({"kvgate.prompt_blocks", r.routing->prompt_blocks});
+    s.attributes.push_back({"kvgate.prefill_tokens", r.routing->prefill_tokens});
+    s.attributes.push_back({"kvgate.cost", r.routing->cost});
+    s.attributes.push_back({"kvgate.queued_us", r.routing->queued_us});
+    s.attributes.push_back({"kvgate.disaggregated", r.routing->disaggregated});
+  }
+  if (r.http_status != 0) {
+    s.attributes.push_back({"http.response.status_code", int64_t{r.http_status}});
+  }
+  s.attributes.push_back({"kvgate.hops", int64_t{r.hops_started}});
+  if (r.http_status == 0 || r.http_status >= 500) {
+    s.status = SpanStatus::kError;
+    s.status_message = r.http_status == 0 ? "no answer" : "HTTP " + std::to_string(r.http_status);
+  }
+  out.push_back(std::move(s));
+  return out;
+}
+
+// A routed request continuing a client's trace: a hop the engine refused, one that failed
+// without an answer, one that answered; a hop that never ended counts in kvgate.hops.
+RequestSpans routed_request() {
+  RequestSpans r;
+  r.trace_id = {0x4bf92f3577b34da6ULL, 0xa3ce929d0e0e4736ULL};
+  r.span_id = 0x00f067aa0ba902b7ULL;
+  r.parent_span_id = 0x1122334455667788ULL;
+  r.trace_flags = kSampledFlag;
+  r.trace_state = r.text.add("vendor=abc,other=\"q\"");
+  r.start_unix_nanos = 1'700'000'000'000'000'000;
+  r.end_unix_nanos = 1'700'000'000'001'000'000;
+  r.model = r.text.add("meta-llama/Llama-3.1-8B-Instruct");
+  r.pool = r.text.add("chat");
+  r.path = r.text.add("/v1/chat/completions?x=\xff");  // an invalid byte: U+FFFD in both
+  r.endpoint = r.text.add("http://127.0.0.1:8001");
+  r.routing = Routing{.route_us = 42,
+                      .matched_blocks = 12,
+                      .cached_blocks = 10,
+                      .prompt_blocks = 20,
+                      .prefill_tokens = 128,
+                      .cost = 0.1,
+                      .queued_us = 0,
+                      .disaggregated = true};
+  r.http_status = 200;
+  r.hops_started = 4;
+  const int32_t statuses[] = {503, 0, 200};
+  for (int32_t i = 0; i < 3; ++i) {
+    r.hops.push_back({.span_id = 0xa0b1c2d3e4f50617ULL + static_cast<uint64_t>(i),
+                      .name = i == 2 ? "kvgate.decode" : "kvgate.upstream",
+                      .endpoint = i == 0 ? r.endpoint : r.text.add("http://10.0.0.7:8000#dp1"),
+                      .start_unix_nanos = 1'700'000'000'000'100'000 + i,
+                      .end_unix_nanos = 1'700'000'000'000'200'000 + i,
+                      .attempt = i,
+                      .status = statuses[i],
+                      .error = statuses[i] == 0 ? r.text.add("connect: refused") : TextRef{}});
+  }
+  return r;
+}
+
+// A stored response's fetch: kvgate started the trace, no model, no routing, no answer.
+RequestSpans stored_request() {
+  RequestSpans r;
+  r.trace_id = {1, 2};
+  r.span_id = 3;
+  r.trace_flags = kSampledFlag;
+  r.start_unix_nanos = 5;
+  r.end_unix_nanos = 7;
+  r.pool = r.text.add("chat");
+  r.path = r.text.add("/v1/responses/resp_1");
+  r.hops_started = 1;
+  r.hops.push_back({.span_id = 4,
+                    .name = "kvgate.stored",
+                    .endpoint = r.text.add("http://127.0.0.1:8002"),
+                    .start_unix_nanos = 6,
+                    .end_unix_nanos = 6,
+                    .attempt = 0,
+                    .status = 502});
+  return r;
+}
+
+std::vector<Span> joined(std::vector<Span> a, const std::vector<Span>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The gateway's compact record encodes byte for byte as the Spans it stands for, in runs
+// that split a record or not, appended after what the buffer held.
+TEST(OtlpJson, RequestSpansEncodeExactlyAsTheirSpans) {
+  const RequestSpans a = routed_request();
+  const RequestSpans b = stored_request();
+  ASSERT_EQ(a.span_count(), 4u);
+  ASSERT_EQ(b.span_count(), 2u);
+  const std::vector<Span> spans = joined(as_spans(a), as_spans(b));
+  const std::string expected = otlp_json(spans, "kvgate");
+
+  std::string out;
+  const SpanRun whole[] = {{&a, 0, 4}, {&b, 0, 2}};
+  append_otlp_json(out, whole, "kvgate");
+  EXPECT_EQ(out, expected);
+
+  // The same spans in two requests, the first record split between them.
+  out = "kept";
+  const SpanRun head[] = {{&a, 0, 3}};
+  append_otlp_json(out, head, "kvgate");
+  EXPECT_EQ(out, "kept" + otlp_json(std::span<const Span>(spans).first(3), "kvgate"));
+  out.clear();
+  const SpanRun rest[] = {{&a, 3, 1}, {&b, 0, 2}};
+  append_otlp_json(out, rest, "kvgate");
+  EXPECT_EQ(out, otlp_json(std::span<const Span>(spans).subspan(3), "kvgate"));
+
+  // It parses, and the server span carries the documented attributes in their order.
+  const boost::json::value v = boost::json::parse(expected);
+  const auto& out_spans = v.at("resourceSpans").at(0).at("scopeSpans").at(0).at("spans");
+  ASSERT_EQ(out_spans.as_array().size(), 6u);
+  std::vector<std::string> keys_in_order;
+  for (const auto& attr : out_spans.at(3).at("attributes").as_array()) {
+    keys_in_order.emplace_back(attr.at("key").as_string());
+  }
+  EXPECT_EQ(keys_in_order,
+            (std::vector<std::string>{
+                "kvgate.model", "kvgate.pool", "url.path", "kvgate.endpoint", "kvgate.route_us",
+                "kvgate.matched_blocks", "kvgate.cached_blocks", "kvgate.prompt_blocks",
+                "kvgate.prefill_tokens", "kvgate.cost", "kvgate.queued_us", "kvgate.disaggregated",
+                "http.response.status_code", "kvgate.hops"}));
+  EXPECT_EQ(out_spans.at(1).at("status").at("message").as_string(), "connect: refused");
+  EXPECT_EQ(out_spans.at(4).at("status").at("message").as_string(), "HTTP 502");
+  EXPECT_EQ(out_spans.at(5).at("status").at("message").as_string(), "no answer");
+}
+
+// Past its inline room (text, hops) a record keeps everything, on the heap.
+TEST(OtlpJson, RequestSpansBeyondTheirInlineRoom) {
+  RequestSpans r = stored_request();
+  const std::string long_path = "/v1/responses/" + std::string(300, 'r');
+  r.path = r.text.add(long_path);
+  for (int32_t i = 1; i < 7; ++i) {
+    r.hops.push_back({.span_id = 100 + static_cast<uint64_t>(i),
+                      .name = "kvgate.upstream",
+                      .endpoint = r.text.add("http://10.0.0." + std::to_string(i) + ":8000"),
+                      .start_unix_nanos = i,
+                      .end_unix_nanos = i + 1,
+                      .attempt = i,
+                      .status = 200});
+  }
+  r.hops_started = 7;
+  EXPECT_EQ(r.text.view(*r.path), long_path);
+  EXPECT_EQ(r.text.view(*r.pool), "chat");
+  EXPECT_EQ(r.hops.size(), 7u);
+  EXPECT_EQ(r.text.view(r.hops[6].endpoint), "http://10.0.0.6:8000");
+  std::string out;
+  const SpanRun runs[] = {{&r, 0, r.span_count()}};
+  append_otlp_json(out, runs, "kvgate");
+  EXPECT_EQ(out, otlp_json(as_spans(r), "kvgate"));
+  // A copy reads the same.
+  const RequestSpans copy = r;
+  EXPECT_EQ(copy.text.view(*copy.path), long_path);
 }
 
 }  // namespace otlp_json_test

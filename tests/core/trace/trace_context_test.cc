@@ -81,6 +81,16 @@ TEST(TraceIds, SameSeedSameIds) {
 TEST(TraceIds, Hex) {
   EXPECT_EQ(to_hex(SpanId{0xab}), "00000000000000ab");
   EXPECT_EQ(to_hex(TraceId{1, 2}), "00000000000000010000000000000002");
+  // Every digit, in every position (the digits are made 8 at a time).
+  EXPECT_EQ(to_hex(SpanId{0x0123456789abcdefULL}), "0123456789abcdef");
+  EXPECT_EQ(to_hex(SpanId{0xfedcba9876543210ULL}), "fedcba9876543210");
+  EXPECT_EQ(to_hex(SpanId{~0ULL}), "ffffffffffffffff");
+  EXPECT_EQ(to_hex(TraceId{0x9a0b1c2d3e4f5a6bULL, 0xa0b1c2d3e4f50617ULL}),
+            "9a0b1c2d3e4f5a6ba0b1c2d3e4f50617");
+  char out[kTraceparentSize];
+  write_traceparent(out,
+                    {{0x4bf92f3577b34da6ULL, 0xa3ce929d0e0e4736ULL}, 0x00f067aa0ba902b7ULL, 1});
+  EXPECT_EQ(std::string_view(out, sizeof out), kExample);
 }
 
 TEST(Sampling, ParentDecides) {

@@ -1,14 +1,19 @@
 // The Tracer's export queue (gateway/data/tracer.h) with a sink of the test's own instead of a
 // collector: a partial batch waits for flush_ms and a full one goes at once, batches
-// never exceed batch_size, a full queue drops and counts, stop() sends what waits, and a
-// failed export at stop drops the rest at once (one export, not one per batch).
+// never exceed batch_size (a request's spans split between two batches if need be), a
+// full queue drops and counts, stop() sends what waits, and a failed export at stop
+// drops the rest at once (one export, not one per batch). And a RequestTrace from
+// begin(): its hops' spans go with its server span in one submission, each hop's
+// traceparent replacing the last one's in the headers.
 #include "gateway/data/tracer.h"
 
 #include <gtest/gtest.h>
 
+#include <boost/json.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <span>
 #include <string>
@@ -16,6 +21,8 @@
 #include <vector>
 
 #include "core/common/clock.h"
+#include "io/http_types.h"
+#include "io/upstream_client.h"
 
 namespace kvgate::gateway {
 // Named after the file, not anonymous: the tests compile in unity batches.
@@ -28,14 +35,16 @@ struct Recorder {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<size_t> batches;
+  std::vector<std::string> bodies;
   bool hold_first = false;
   bool released = false;
   bool accept = true;
 
   SpanSink sink() {
-    return [this](std::span<const trace::Span> batch) {
+    return [this](std::string_view body, size_t spans) {
       std::unique_lock lock(mu);
-      batches.push_back(batch.size());
+      batches.push_back(spans);
+      bodies.emplace_back(body);
       cv.notify_all();
       if (hold_first) cv.wait(lock, [this] { return released; });
       return accept;
@@ -57,6 +66,19 @@ struct Recorder {
     std::lock_guard lock(mu);
     return batches;
   }
+  // Every span of every body, in the order sent.
+  std::vector<boost::json::object> spans() {
+    std::lock_guard lock(mu);
+    std::vector<boost::json::object> out;
+    for (const std::string& body : bodies) {
+      const boost::json::value v = boost::json::parse(body);
+      for (const auto& s :
+           v.at("resourceSpans").at(0).at("scopeSpans").at(0).at("spans").as_array()) {
+        out.push_back(s.as_object());
+      }
+    }
+    return out;
+  }
 };
 
 TracingConfig config(size_t batch_size, size_t max_queue, std::chrono::milliseconds flush) {
@@ -68,12 +90,28 @@ TracingConfig config(size_t batch_size, size_t max_queue, std::chrono::milliseco
   return c;
 }
 
-trace::Span span(uint64_t i) {
-  trace::Span s;
-  s.trace_id = {1, 2};
-  s.span_id = i + 1;
-  s.name = "span " + std::to_string(i);
-  return s;
+// A finished request of `hops` ended hops (1 + hops spans), as a test submits it.
+std::unique_ptr<RequestTrace> finished_request(Tracer& tracer, uint64_t i, int hops = 0) {
+  auto t = std::make_unique<RequestTrace>(
+      tracer, trace::TraceParent{{1, 2}, i + 1, trace::kSampledFlag}, 0, "", 0);
+  io::UpstreamHeaders headers;
+  for (int h = 0; h < hops; ++h) {
+    t->end_hop(t->start_hop("kvgate.upstream", "http://127.0.0.1:8001", headers), 200);
+  }
+  return t;
+}
+
+std::string span_name(const boost::json::object& span) {
+  return std::string(span.at("name").as_string());
+}
+
+// The attributes of a span, key to value object (as JSON text).
+std::map<std::string, std::string> span_attributes(const boost::json::object& span) {
+  std::map<std::string, std::string> out;
+  for (const auto& a : span.at("attributes").as_array()) {
+    out[std::string(a.at("key").as_string())] = boost::json::serialize(a.at("value"));
+  }
+  return out;
 }
 
 // Polls `done` for up to 10 s.
@@ -90,11 +128,11 @@ TEST(Tracer, APartialBatchWaitsAndAFullOneGoesAtOnce) {
   ManualClock clock;
   Recorder rec;
   Tracer tracer(config(3, 100, std::chrono::milliseconds(3'600'000)), clock, rec.sink());
-  tracer.submit(span(0));
-  tracer.submit(span(1));
+  tracer.submit(finished_request(tracer, 0));
+  tracer.submit(finished_request(tracer, 1));
   std::this_thread::sleep_for(50ms);
   EXPECT_TRUE(rec.sizes().empty()) << "a partial batch went before flush_ms";
-  tracer.submit(span(2));
+  tracer.submit(finished_request(tracer, 2));
   ASSERT_TRUE(rec.wait_batches(1));
   EXPECT_EQ(rec.sizes(), std::vector<size_t>{3});
   EXPECT_TRUE(within_10s([&] { return tracer.spans_exported() == 3u; }));
@@ -105,7 +143,7 @@ TEST(Tracer, FlushSendsAPartialBatch) {
   ManualClock clock;
   Recorder rec;
   Tracer tracer(config(100, 1000, 20ms), clock, rec.sink());
-  tracer.submit(span(0));
+  tracer.submit(finished_request(tracer, 0));
   ASSERT_TRUE(rec.wait_batches(1));
   EXPECT_EQ(rec.sizes(), std::vector<size_t>{1});
   EXPECT_TRUE(within_10s([&] { return tracer.spans_exported() == 1u; }));
@@ -116,10 +154,10 @@ TEST(Tracer, AFullQueueDropsAndCountsAndBatchesStayWithinBatchSize) {
   Recorder rec;
   rec.hold_first = true;
   Tracer tracer(config(2, 4, std::chrono::milliseconds(3'600'000)), clock, rec.sink());
-  tracer.submit(span(0));
-  tracer.submit(span(1));
+  tracer.submit(finished_request(tracer, 0));
+  tracer.submit(finished_request(tracer, 1));
   ASSERT_TRUE(rec.wait_batches(1));  // the exporter holds the first batch: the queue is empty
-  for (uint64_t i = 2; i < 8; ++i) tracer.submit(span(i));
+  for (uint64_t i = 2; i < 8; ++i) tracer.submit(finished_request(tracer, i));
   // Four fit (max_queue), two do not.
   EXPECT_EQ(tracer.spans_dropped(), 2u);
   rec.release();
@@ -135,7 +173,7 @@ TEST(Tracer, StopSendsWhatWaitsInBatches) {
   ManualClock clock;
   Recorder rec;
   Tracer tracer(config(2, 100, std::chrono::milliseconds(3'600'000)), clock, rec.sink());
-  for (uint64_t i = 0; i < 5; ++i) tracer.submit(span(i));
+  for (uint64_t i = 0; i < 5; ++i) tracer.submit(finished_request(tracer, i));
   tracer.stop();
   EXPECT_EQ(tracer.spans_exported(), 5u);
   EXPECT_EQ(tracer.spans_dropped(), 0u);
@@ -147,7 +185,7 @@ TEST(Tracer, StopSendsWhatWaitsInBatches) {
   }
   EXPECT_EQ(total, 5u);
   // Stopped: a late span is dropped, counted.
-  tracer.submit(span(9));
+  tracer.submit(finished_request(tracer, 9));
   EXPECT_EQ(tracer.spans_dropped(), 1u);
   tracer.stop();  // idempotent
 }
@@ -158,17 +196,17 @@ TEST(Tracer, AFailedExportAtStopDropsTheRestAtOnce) {
   rec.hold_first = true;
   rec.accept = false;  // the collector is down
   Tracer tracer(config(2, 10'000, std::chrono::milliseconds(3'600'000)), clock, rec.sink());
-  tracer.submit(span(0));
-  tracer.submit(span(1));
+  tracer.submit(finished_request(tracer, 0));
+  tracer.submit(finished_request(tracer, 1));
   ASSERT_TRUE(rec.wait_batches(1));  // the first export is in progress
-  for (uint64_t i = 2; i < 22; ++i) tracer.submit(span(i));
+  for (uint64_t i = 2; i < 22; ++i) tracer.submit(finished_request(tracer, i));
   uint64_t submitted = 22;
   std::thread stopper([&tracer] { tracer.stop(); });
   // Stopping shows as a submitted span being dropped (the queue has room for many more).
   bool stopping = false;
   for (int i = 0; i < 5'000 && !stopping; ++i) {
     const uint64_t before = tracer.spans_dropped();
-    tracer.submit(span(submitted++));
+    tracer.submit(finished_request(tracer, submitted++));
     stopping = tracer.spans_dropped() > before;
     if (!stopping) std::this_thread::sleep_for(1ms);
   }
@@ -178,6 +216,140 @@ TEST(Tracer, AFailedExportAtStopDropsTheRestAtOnce) {
   EXPECT_EQ(rec.sizes(), std::vector<size_t>{2});
   EXPECT_EQ(tracer.spans_exported(), 0u);
   EXPECT_EQ(tracer.spans_dropped(), submitted);
+}
+
+// A request from begin(): its hops' spans go with its server span, at its end, in one
+// submission; each hop's traceparent replaces the last one's in the headers, in place.
+TEST(Tracer, ARequestGoesOnceWithItsHopSpans) {
+  ManualClock clock;
+  Recorder rec;
+  TracingConfig c = config(100, 1000, std::chrono::milliseconds(3'600'000));
+  c.ratio = 1.0;
+  Tracer tracer(c, clock, rec.sink());
+  io::HttpRequest req;
+  req.fields.add("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  req.fields.add("tracestate", "vendor=abc");
+  io::UpstreamHeaders headers{{"Content-Type", "application/json"}};
+  trace::SpanId second_hop = 0;
+  {
+    RequestTracePtr t = tracer.begin(req);
+    ASSERT_TRUE(t != nullptr);
+    EXPECT_EQ(t->server().trace_id, (trace::TraceId{0x4bf92f3577b34da6ULL, 0xa3ce929d0e0e4736ULL}));
+    t->set_model("m1");
+    t->set_pool("chat");
+    t->set_path("/v1/chat/completions");
+    t->set_routing("http://127.0.0.1:8001", {.route_us = 12, .matched_blocks = 3, .cost = 0.5});
+    const HopStart first = t->start_hop("kvgate.upstream", "http://127.0.0.1:8001", headers);
+    t->end_hop(first, 503);
+    const HopStart second = t->start_hop("kvgate.upstream", "http://127.0.0.1:8002", headers);
+    second_hop = second.span_id;
+    EXPECT_NE(second.span_id, first.span_id);
+    size_t traceparents = 0;
+    size_t tracestates = 0;
+    for (const auto& [key, value] : headers) {
+      if (key == "traceparent") {
+        ++traceparents;
+        EXPECT_EQ(value, trace::format_traceparent(
+                             {t->server().trace_id, second.span_id, trace::kSampledFlag}));
+      }
+      if (key == "tracestate") {
+        ++tracestates;
+        EXPECT_EQ(value, "vendor=abc");
+      }
+    }
+    EXPECT_EQ(traceparents, 1u);
+    EXPECT_EQ(tracestates, 1u);
+    EXPECT_EQ(headers.size(), 3u);
+    t->end_hop(second, 200);
+    // A hop that never ends (its coroutine went) has no span; it counts in kvgate.hops.
+    (void)t->start_hop("kvgate.migration", "http://127.0.0.1:8003", headers);
+    t->set_status(200);
+  }
+  tracer.stop();
+  EXPECT_EQ(rec.sizes(), std::vector<size_t>{3});
+  EXPECT_EQ(tracer.spans_exported(), 3u);
+  const std::vector<boost::json::object> spans = rec.spans();
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(span_name(spans[0]), "kvgate.upstream");
+  EXPECT_EQ(span_name(spans[1]), "kvgate.upstream");
+  EXPECT_EQ(span_name(spans[2]), "kvgate.request");
+  EXPECT_EQ(spans[2].at("kind").as_int64(), 2);
+  EXPECT_EQ(spans[2].at("parentSpanId").as_string(), "00f067aa0ba902b7");
+  EXPECT_EQ(spans[2].at("traceState").as_string(), "vendor=abc");
+  EXPECT_EQ(spans[2].at("flags").as_int64(), 0x301);
+  for (size_t i : {size_t{0}, size_t{1}}) {
+    EXPECT_EQ(spans[i].at("kind").as_int64(), 3);
+    EXPECT_EQ(spans[i].at("parentSpanId").as_string(), spans[2].at("spanId").as_string());
+    EXPECT_EQ(spans[i].at("traceId").as_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+    EXPECT_EQ(spans[i].at("traceState").as_string(), "vendor=abc");
+    EXPECT_EQ(spans[i].at("flags").as_int64(), 0x101);
+  }
+  EXPECT_EQ(spans[1].at("spanId").as_string(), trace::to_hex(second_hop));
+
+  auto first = span_attributes(spans[0]);
+  EXPECT_EQ(first["server.address"], R"({"stringValue":"http://127.0.0.1:8001"})");
+  EXPECT_EQ(first["kvgate.attempt"], R"({"intValue":"0"})");
+  EXPECT_EQ(first["http.response.status_code"], R"({"intValue":"503"})");
+  EXPECT_EQ(spans[0].at("status").at("code").as_int64(), 2);
+  EXPECT_EQ(spans[0].at("status").at("message").as_string(), "HTTP 503");
+  auto second = span_attributes(spans[1]);
+  EXPECT_EQ(second["server.address"], R"({"stringValue":"http://127.0.0.1:8002"})");
+  EXPECT_EQ(second["kvgate.attempt"], R"({"intValue":"1"})");
+  EXPECT_EQ(second["http.response.status_code"], R"({"intValue":"200"})");
+  EXPECT_EQ(spans[1].at("status").at("code").as_int64(), 0);
+
+  auto server = span_attributes(spans[2]);
+  EXPECT_EQ(server.size(), 14u);
+  EXPECT_EQ(server["kvgate.model"], R"({"stringValue":"m1"})");
+  EXPECT_EQ(server["kvgate.pool"], R"({"stringValue":"chat"})");
+  EXPECT_EQ(server["url.path"], R"({"stringValue":"/v1/chat/completions"})");
+  EXPECT_EQ(server["kvgate.endpoint"], R"({"stringValue":"http://127.0.0.1:8001"})");
+  EXPECT_EQ(server["kvgate.route_us"], R"({"intValue":"12"})");
+  EXPECT_EQ(server["kvgate.matched_blocks"], R"({"intValue":"3"})");
+  EXPECT_EQ(server["kvgate.disaggregated"], R"({"boolValue":false})");
+  EXPECT_EQ(server["http.response.status_code"], R"({"intValue":"200"})");
+  EXPECT_EQ(server["kvgate.hops"], R"({"intValue":"3"})");
+  const auto& attrs = spans[2].at("attributes").as_array();
+  ASSERT_EQ(attrs.size(), 14u);
+  EXPECT_EQ(attrs[9].at("key").as_string(), "kvgate.cost");
+  EXPECT_DOUBLE_EQ(attrs[9].at("value").at("doubleValue").to_number<double>(), 0.5);
+  EXPECT_EQ(spans[2].at("status").at("code").as_int64(), 0);
+}
+
+// batch_size counts spans: a request with more spans than a batch has room for goes in
+// more than one, in its order (its hops, then its server span).
+TEST(Tracer, ARequestsSpansMaySplitBetweenBatches) {
+  ManualClock clock;
+  Recorder rec;
+  Tracer tracer(config(2, 100, std::chrono::milliseconds(3'600'000)), clock, rec.sink());
+  tracer.submit(finished_request(tracer, 0, 4));  // 5 spans
+  tracer.stop();
+  EXPECT_EQ(rec.sizes(), (std::vector<size_t>{2, 2, 1}));
+  EXPECT_EQ(tracer.spans_exported(), 5u);
+  const std::vector<boost::json::object> spans = rec.spans();
+  ASSERT_EQ(spans.size(), 5u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(span_name(spans[i]), "kvgate.upstream");
+    EXPECT_EQ(span_attributes(spans[i])["kvgate.attempt"],
+              R"({"intValue":")" + std::to_string(i) + R"("})");
+  }
+  EXPECT_EQ(span_name(spans[4]), "kvgate.request");
+  EXPECT_EQ(span_attributes(spans[4])["kvgate.hops"], R"({"intValue":"4"})");
+}
+
+// max_queue counts spans: a request whose spans do not all fit is dropped whole.
+TEST(Tracer, ARequestThatDoesNotFitIsDroppedWhole) {
+  ManualClock clock;
+  Recorder rec;
+  Tracer tracer(config(10, 4, std::chrono::milliseconds(3'600'000)), clock, rec.sink());
+  tracer.submit(finished_request(tracer, 0, 2));  // 3 spans: fit
+  tracer.submit(finished_request(tracer, 1, 1));  // 2 more: do not
+  EXPECT_EQ(tracer.spans_dropped(), 2u);
+  tracer.submit(finished_request(tracer, 2));  // 1 more: fits
+  tracer.stop();
+  EXPECT_EQ(tracer.spans_exported(), 4u);
+  EXPECT_EQ(tracer.spans_dropped(), 2u);
+  EXPECT_EQ(rec.sizes(), std::vector<size_t>{4});
 }
 
 }  // namespace tracer_test

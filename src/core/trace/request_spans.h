@@ -1,0 +1,141 @@
+// RequestSpans: one traced request's spans as the gateway records them, in one compact
+// record: its server span (`kvgate.request`, kind SERVER) with the attributes
+// docs/tracing.md lists as typed fields, and one client span per upstream hop. It is the
+// unit of export: the gateway fills it on the request's path and queues it once, when
+// the request ends; the exporter encodes it straight from these fields
+// (otlp_json.h, append_otlp_json), into the same JSON as the Span records of span.h.
+//
+// Nothing in it allocates while it fits: span names are literals' views; the strings it
+// keeps (the client's tracestate, the model, pool and path, endpoint URLs, a failed hop's
+// error) are copied into one buffer inside it (TextBuffer, kInline bytes, then the heap);
+// the first HopList::kInline hops are kept inline (then a vector).
+//
+//   RequestSpans r;
+//   r.trace_id = server.trace_id;
+//   r.span_id = server.span_id;
+//   r.pool = r.text.add("chat");
+//   r.hops.push_back({.span_id = hop_id, .name = "kvgate.upstream",
+//                     .endpoint = r.text.add(url), .start_unix_nanos = t0,
+//                     .end_unix_nanos = t1, .attempt = 0, .status = 200});
+//
+// A plain value: copy or move it freely (its views into `text` are offsets, valid in a
+// copy).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/trace/trace_context.h"
+
+namespace kvgate::trace {
+
+// A string kept in a TextBuffer: where it is.
+struct TextRef {
+  uint32_t offset = 0;
+  uint32_t size = 0;
+};
+
+// Strings copied into one buffer: inline while they fit in kInline bytes together, then on
+// the heap (what was inline is moved there once). A TextRef stays valid as it grows.
+class TextBuffer {
+ public:
+  static constexpr size_t kInline = 192;
+
+  TextRef add(std::string_view s);
+  std::string_view view(TextRef r) const {
+    return {(on_heap_ ? heap_.data() : inline_) + r.offset, r.size};
+  }
+
+ private:
+  char inline_[kInline] = {};
+  uint32_t size_ = 0;
+  bool on_heap_ = false;
+  std::string heap_;  // everything, once on_heap_
+};
+
+// One upstream hop's client span (kind CLIENT, under the server span), once ended.
+struct HopSpan {
+  SpanId span_id = 0;
+  std::string_view name;  // a literal's view ("kvgate.upstream", ...)
+  TextRef endpoint;       // server.address: the endpoint's URL
+  int64_t start_unix_nanos = 0;
+  int64_t end_unix_nanos = 0;
+  int32_t attempt = 0;  // kvgate.attempt: the hop's index within the request
+  // http.response.status_code: the engine's answer; 0 when the exchange failed (`error`
+  // says why). Not 1xx-4xx: the span's status is ERROR.
+  int32_t status = 0;
+  TextRef error;
+};
+
+// The hops of a request, in the order they ended: kInline inline, more in a vector.
+class HopList {
+ public:
+  static constexpr size_t kInline = 3;
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const HopSpan& operator[](size_t i) const {
+    return i < kInline ? inline_[i] : more_[i - kInline];
+  }
+  void push_back(const HopSpan& hop) {
+    if (size_ < kInline) {
+      inline_[size_] = hop;
+    } else {
+      more_.push_back(hop);
+    }
+    ++size_;
+  }
+
+ private:
+  std::array<HopSpan, kInline> inline_{};
+  std::vector<HopSpan> more_;
+  size_t size_ = 0;
+};
+
+// The routing decision's numbers, on the server span (its endpoint: RequestSpans::endpoint).
+struct Routing {
+  int64_t route_us = 0;        // kvgate.route_us
+  int64_t matched_blocks = 0;  // kvgate.matched_blocks
+  int64_t cached_blocks = 0;   // kvgate.cached_blocks
+  int64_t prompt_blocks = 0;   // kvgate.prompt_blocks
+  int64_t prefill_tokens = 0;  // kvgate.prefill_tokens
+  double cost = 0;             // kvgate.cost
+  int64_t queued_us = 0;       // kvgate.queued_us
+  bool disaggregated = false;  // kvgate.disaggregated
+};
+
+struct RequestSpans {
+  // The server span.
+  TraceId trace_id;
+  SpanId span_id = 0;
+  SpanId parent_span_id = 0;           // the client's span; 0: kvgate started the trace
+  uint8_t trace_flags = kSampledFlag;  // the W3C trace flags, the hops' too
+  TextRef trace_state;                 // the client's tracestate (empty: none), the hops' too
+  int64_t start_unix_nanos = 0;
+  int64_t end_unix_nanos = 0;
+  // Its attributes, in this order, those set: kvgate.model, kvgate.pool, url.path; the
+  // first routing decision (kvgate.endpoint, then `routing`'s fields); then
+  // http.response.status_code (when not 0) and kvgate.hops.
+  std::optional<TextRef> model;
+  std::optional<TextRef> pool;
+  std::optional<TextRef> path;
+  std::optional<Routing> routing;
+  TextRef endpoint;  // with `routing`
+  // The answer's HTTP status; 0 when none was given (no answer). 0 or 5xx: status ERROR.
+  int32_t http_status = 0;
+  // kvgate.hops: hops started, those that never ended included (they have no span).
+  int32_t hops_started = 0;
+
+  HopList hops;  // the ended hops' spans
+  TextBuffer text;
+
+  // Spans in the record: its hops, then the server span.
+  size_t span_count() const { return hops.size() + 1; }
+};
+
+}  // namespace kvgate::trace
