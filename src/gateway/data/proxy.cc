@@ -62,6 +62,31 @@ int client_left_status(const ResponseStream& stream) { return stream.preempted()
 
 }  // namespace
 
+HttpResponse DataPlane::not_routed(const PoolRuntime& pool, const route::Decision& decision) {
+  const int status = route::http_status(decision.reason);
+  std::string reason(route::to_string(decision.reason));
+  HttpResponse r = json_error(status, fmt::format("Request not routed: {}", reason), {}, reason);
+  r.headers.push_back({"x-kvgate-reject-reason", reason});
+  if (decision.reason == route::RejectReason::kSloUnattainable) {
+    metrics.slo_outcome(pool.name(), "rejected");
+  }
+  return r;
+}
+
+void DataPlane::trace_pick(RequestTrace& t, const ProxyCall& call, const EndpointAddress& endpoint,
+                           const Pick& pick) {
+  const route::Decision& d = pick.decision;
+  t.attribute("kvgate.endpoint", endpoint.url);
+  t.attribute("kvgate.route_us", static_cast<int64_t>(call.routing_seconds.value_or(0) * 1e6 + 0.5));
+  t.attribute("kvgate.matched_blocks", static_cast<int64_t>(d.matched_blocks));
+  t.attribute("kvgate.cached_blocks", static_cast<int64_t>(d.cached_blocks));
+  t.attribute("kvgate.prompt_blocks", static_cast<int64_t>(d.prompt_blocks));
+  t.attribute("kvgate.prefill_tokens", static_cast<int64_t>(d.prefill_tokens));
+  t.attribute("kvgate.cost", d.cost);
+  t.attribute("kvgate.queued_us", static_cast<int64_t>(pick.queued / kMicrosecond));
+  t.attribute("kvgate.disaggregated", d.prefill_endpoint.has_value());
+}
+
 asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
   if (call.serve == Serve::kRelay) {
     co_await relay(std::move(call));
@@ -263,14 +288,8 @@ asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
     }
     if (!pick.decision.accepted()) {
       if (attempt > 0) break;  // retries exhausted the healthy endpoints: 502 below
-      int status = route::http_status(pick.decision.reason);
-      std::string reason(route::to_string(pick.decision.reason));
-      HttpResponse r =
-          json_error(status, fmt::format("Request not routed: {}", reason), {}, reason);
-      r.headers.push_back({"x-kvgate-reject-reason", reason});
-      if (pick.decision.reason == route::RejectReason::kSloUnattainable) {
-        metrics.slo_outcome(pool.name(), "rejected");
-      }
+      HttpResponse r = not_routed(pool, pick.decision);
+      const int status = r.status;
       respond(status, std::move(r));
       break;
     }
@@ -278,18 +297,7 @@ asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
     endpoint = std::move(pick.endpoint);
     if (call.trace && attempt == 0) [[unlikely]] {
       // The routing decision, on the server span (the first pick: retries are hop spans).
-      const route::Decision& d = pick.decision;
-      RequestTrace& t = *call.trace;
-      t.attribute("kvgate.endpoint", endpoint->url);
-      t.attribute("kvgate.route_us",
-                  static_cast<int64_t>(call.routing_seconds.value_or(0) * 1e6 + 0.5));
-      t.attribute("kvgate.matched_blocks", static_cast<int64_t>(d.matched_blocks));
-      t.attribute("kvgate.cached_blocks", static_cast<int64_t>(d.cached_blocks));
-      t.attribute("kvgate.prompt_blocks", static_cast<int64_t>(d.prompt_blocks));
-      t.attribute("kvgate.prefill_tokens", static_cast<int64_t>(d.prefill_tokens));
-      t.attribute("kvgate.cost", d.cost);
-      t.attribute("kvgate.queued_us", static_cast<int64_t>(pick.queued / kMicrosecond));
-      t.attribute("kvgate.disaggregated", d.prefill_endpoint.has_value());
+      trace_pick(*call.trace, call, *endpoint, pick);
     }
     if (placer) placer->routed(endpoint->id, call.model->name);
     if (call.external) [[unlikely]] {
