@@ -488,6 +488,9 @@ std::function<void()> DataPlane::pick_external(ExternalRequest request,
       }
     }
   }
+  // Decided already (answered or picked, and the stream gone with its state): nothing
+  // left to cancel, and no closure to allocate.
+  if (weak.expired()) return [] {};
   return [weak] {
     if (auto s = weak.lock()) s->cancel();
   };

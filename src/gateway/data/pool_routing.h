@@ -204,15 +204,15 @@ class PoolRouting {
   template <class Then>
   void pick_then(const route::RouteRequest& request, const std::vector<route::EndpointId>& excluded,
                  const std::atomic<bool>* cancelled, Then&& then) {
-    boost::asio::dispatch(strand_, [this, &request, &excluded, cancelled,
-                                    then = std::forward<Then>(then)]() mutable {
-      // On the strand, whichever thread runs it: the router is this handler's alone.
-      std::optional<Pick> pick;
-      if (!cancelled || !cancelled->load(std::memory_order_acquire)) {
-        pick = decide_on_strand(request, excluded, clock_.now());
-      }
-      then(std::move(pick));
-    });
+    boost::asio::dispatch(
+        strand_, [this, &request, &excluded, cancelled, then = std::forward<Then>(then)]() mutable {
+          // On the strand, whichever thread runs it: the router is this handler's alone.
+          std::optional<Pick> pick;
+          if (!cancelled || !cancelled->load(std::memory_order_acquire)) {
+            pick = decide_on_strand(request, excluded, clock_.now());
+          }
+          then(std::move(pick));
+        });
   }
   // Flow control (pool_flow.h; the pool's `flow_control:` section): null without it.
   PoolFlow* flow() const { return flow_.get(); }

@@ -77,7 +77,8 @@ void DataPlane::trace_pick(RequestTrace& t, const ProxyCall& call, const Endpoin
                            const Pick& pick) {
   const route::Decision& d = pick.decision;
   t.attribute("kvgate.endpoint", endpoint.url);
-  t.attribute("kvgate.route_us", static_cast<int64_t>(call.routing_seconds.value_or(0) * 1e6 + 0.5));
+  t.attribute("kvgate.route_us",
+              static_cast<int64_t>(call.routing_seconds.value_or(0) * 1e6 + 0.5));
   t.attribute("kvgate.matched_blocks", static_cast<int64_t>(d.matched_blocks));
   t.attribute("kvgate.cached_blocks", static_cast<int64_t>(d.cached_blocks));
   t.attribute("kvgate.prompt_blocks", static_cast<int64_t>(d.prompt_blocks));
