@@ -29,9 +29,10 @@ namespace {
 asio::any_io_executor pool_strand(const asio::any_io_executor& executor, bool one_thread) {
   if (one_thread) return executor;
   if (const auto* io = executor.target<asio::io_context::executor_type>()) {
-    return asio::make_strand(EnterableExecutor<asio::io_context::executor_type>(*io));
+    return asio::any_io_executor(
+        asio::make_strand(EnterableExecutor<asio::io_context::executor_type>(*io)));
   }
-  return asio::make_strand(executor);
+  return asio::any_io_executor(asio::make_strand(executor));
 }
 
 }  // namespace

@@ -76,6 +76,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cluster/routing_event.h"
