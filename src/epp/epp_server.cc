@@ -54,11 +54,12 @@ void without_default_health(grpc::ServerBuilder& builder) {
 
 // One ext_proc stream, on gRPC's callback API: no thread waits for it. One operation at
 // a time, in the order a blocking server would run them: a read; when the request is whole,
-// its pick (Picker::start_pick: the gateway decides on its own threads, and the decision
-// comes back there); the responses, written one by one (one write out at a time, the
-// others queued); then the next read. So no two of the reactions below run at once,
-// OnCancel aside, and the Exchange needs no lock. No reaction blocks: the Exchange's work
-// is in memory, and the pick is not waited for.
+// its pick (Picker::start_pick: the gateway decides on this thread when the pick waits for
+// nothing, and the decision comes back before start_pick returns; else on its own
+// threads, and the decision comes back there); the responses, written one by one (one
+// write out at a time, the others queued); then the next read. So no two of the reactions
+// below run at once, OnCancel aside, and the Exchange needs no lock. No reaction blocks: the
+// Exchange's work is in memory, and the pick is not waited for.
 class ProcessStream final
     : public grpc::ServerBidiReactor<pb::ProcessingRequest, pb::ProcessingResponse> {
  public:

@@ -15,8 +15,10 @@
 // Both services are on gRPC's callback API (a reactor per call, run on gRPC's own
 // callback threads): no thread per stream, no handler that waits. A stream reads one
 // message, feeds it to its Exchange, and, once the request is whole, starts the pick
-// (Picker::start_pick) and returns; the decision comes back on the picker's thread (the
-// gateway's I/O threads), which starts the responses' writes. One operation is out per
+// (Picker::start_pick) and returns. The decision comes back on the picker's thread, which
+// starts the responses' writes: for the gateway's picker, this callback thread itself
+// when the pick waits for nothing (GatewayPicker::start_pick), else one of the gateway's
+// I/O threads. One operation is out per
 // stream at a time (a read, the pick, or a write; further responses queue), in the order
 // the messages came, so the protocol's exchange is the one a blocking server would have.
 // A stream whose data plane leaves has its pick cancelled (Picker::start_pick's cancel).

@@ -79,11 +79,14 @@ pb::ProcessingResponse body_chunk(bool request, std::string body, bool end_of_st
 
 std::optional<std::vector<std::string>> subset_hint(const pb::ProcessingRequest& request) {
   if (!request.has_metadata_context()) return std::nullopt;
+  // The maps' keys as strings once (their lookups take a std::string), not per request.
+  static const std::string kNamespace(kSubsetNamespace);
+  static const std::string kKey(kSubsetKey);
   const auto& ns = request.metadata_context().filter_metadata();
-  const auto it = ns.find(std::string(kSubsetNamespace));
+  const auto it = ns.find(kNamespace);
   if (it == ns.end()) return std::nullopt;
   const auto& fields = it->second.fields();
-  const auto f = fields.find(std::string(kSubsetKey));
+  const auto f = fields.find(kKey);
   if (f == fields.end()) return std::nullopt;
   std::vector<std::string> out;
   const google::protobuf::Value& v = f->second;
@@ -107,10 +110,12 @@ std::optional<std::vector<std::string>> subset_hint(const pb::ProcessingRequest&
 
 std::string served_endpoint(const pb::ProcessingRequest& request) {
   if (!request.has_metadata_context()) return {};
+  static const std::string kNamespace(kDestinationNamespace);
+  static const std::string kKey(kServedKey);
   const auto& ns = request.metadata_context().filter_metadata();
-  const auto it = ns.find(std::string(kDestinationNamespace));
+  const auto it = ns.find(kNamespace);
   if (it == ns.end()) return {};
-  const auto f = it->second.fields().find(std::string(kServedKey));
+  const auto f = it->second.fields().find(kKey);
   if (f == it->second.fields().end() || !f->second.has_string_value()) return {};
   return f->second.string_value();
 }
@@ -259,11 +264,11 @@ std::vector<pb::ProcessingResponse> Exchange::on_pick(gateway::ExternalPick p) {
     m.add_remove_headers(std::string(kPrefillerHeader));
   }
   if (body) set_header(m, "content-length", std::to_string(p.body.size()));
-  google::protobuf::Struct lb;
-  (*lb.mutable_fields())[std::string(kDestinationHeader)].set_string_value(std::move(endpoints));
-  (*h.mutable_dynamic_metadata()->mutable_fields())[std::string(kDestinationNamespace)]
-      .mutable_struct_value()
-      ->Swap(&lb);
+  // Built in place in the response (no Struct of its own swapped in).
+  google::protobuf::Struct* lb =
+      (*h.mutable_dynamic_metadata()->mutable_fields())[std::string(kDestinationNamespace)]
+          .mutable_struct_value();
+  (*lb->mutable_fields())[std::string(kDestinationHeader)].set_string_value(std::move(endpoints));
   // The body goes upstream once, moved: nothing reads the pick's copy after this.
   if (body) out.push_back(body_chunk(/*request=*/true, std::move(p.body), /*end_of_stream=*/true));
   pick_ = std::move(p);

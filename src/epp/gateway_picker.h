@@ -21,9 +21,12 @@ class GatewayPicker final : public Picker {
   // Both borrowed: they must outlive the picker. `clock` is the gateway's.
   GatewayPicker(gateway::Gateway& gateway, const Clock& clock) : gateway_(gateway), clock_(clock) {}
 
-  // The server's form (epp_server.cc): the gateway decides on its I/O threads (the front
-  // door, flow control's queue, the router), and `decided` runs there; the cancel takes a
-  // queued request out of the queue at once. Nothing waits.
+  // The server's form (epp_server.cc): the front door runs on this thread, and so does the
+  // router's decision when nothing comes before it that waits (no rate limits, LoRA
+  // placement, engine token ids or flow-control queue) and the pool's strand is free;
+  // `decided` then runs here, before this returns. Else the gateway decides on its I/O
+  // threads and `decided` runs there. The cancel takes a queued request out of the queue
+  // at once. Nothing waits.
   std::function<void()> start_pick(gateway::ExternalRequest request,
                                    std::function<void(gateway::ExternalPick)> decided) override {
     return gateway_.pick_external(std::move(request), std::move(decided));

@@ -84,7 +84,9 @@ class Gateway {
 
   // External routing (gateway/data/external.h: the Endpoint Picker): the request is checked
   // and routed as this gateway's own are, then handed back instead of proxied. `done`
-  // runs exactly once, on one of the gateway's I/O threads (it must not block). Returns
+  // runs exactly once (it must not block): on the calling thread before this returns
+  // when the request waits for nothing (the front door answers it, or its pool's strand
+  // is free: DataPlane::external_now), else on one of the gateway's I/O threads. Returns
   // the cancel: the data plane gave up before the pick (out of the queue at once, then
   // `done` still runs, with an answer). Any thread.
   std::function<void()> pick_external(ExternalRequest request,

@@ -8,9 +8,10 @@
 // implements and sets (Gateway::Impl, gateway/gateway_impl.h, derives from DataPlane).
 // Not a public header: only the files above and the gateway's wiring include it.
 //
-// Thread-safety: handle* run on the listener's I/O thread, proxy() and what it calls on
-// the request's coroutine; the members set at start (config, keys, pools, hooks, ...)
-// are read-only once traffic starts; the rest is atomic or has its own lock.
+// Thread-safety: handle* run on the listener's I/O thread (for pick_external's requests,
+// on the caller's thread), proxy() and what it calls on the request's coroutine; the
+// members set at start (config, keys, pools, hooks, ...) are read-only once traffic
+// starts; the rest is atomic or has its own lock.
 #pragma once
 
 #include <fmt/format.h>
@@ -285,6 +286,12 @@ struct DataPlane {
   // Routes, sends and retries; answers a whole response itself and hands a stream to
   // pump_stream, on a coroutine of its own.
   asio::awaitable<void> proxy(ProxyCall call);
+  // The answer to a request the router did not route (its RejectReason's status and
+  // reason; kvgate_slo_requests_total counts a latency target it could not meet).
+  HttpResponse not_routed(const PoolRuntime& pool, const route::Decision& decision);
+  // The first pick's decision on the request's server span.
+  static void trace_pick(RequestTrace& t, const ProxyCall& call, const EndpointAddress& endpoint,
+                         const Pick& pick);
   asio::awaitable<void> pump_stream(StreamJob job);
   // Serve::kRelay: the request to a healthy endpoint (another one after a connection
   // failure or a 503), its answer back as it came.
@@ -313,6 +320,17 @@ struct DataPlane {
                          std::shared_ptr<const EndpointAddress> endpoint, std::string body,
                          const route::Decision& decision);
   void finish_external(ExternalPick& pick, const ExternalOutcome& outcome);
+  // An external request that proxy() would route without waiting for anything before its
+  // pick (no rate limits to ask, no LoRA placement, no token ids from the engines, no
+  // flow-control queue): routed from the calling thread as proxy() routes it, the decision
+  // on the pool's strand at once when the strand is free (PoolRouting::pick_then inside an
+  // EnterStrandsHere), else queued there. False, with `call` untouched, for every other
+  // request (proxy() routes it).
+  bool external_now(ProxyCall& call);
+  // external_now's decision (nullopt: the data plane left before it), on the pool's strand:
+  // the pick and its lease handed back, or the refusal answered, as proxy() does.
+  void external_routed(ProxyCall& call, route::RequestId id, Nanos route_start,
+                       std::optional<Pick> pick);
   // External routing of Serve::kRelay and kStored: the endpoint serve's relay() or
   // fetch_stored() would send it to, handed back through `external` (or their refusal).
   asio::awaitable<void> pick_relayed(ProxyCall call, ExternalStream* external);

@@ -4,12 +4,18 @@
 #include "gateway/data/external.h"
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <mutex>
+#include <optional>
+#include <string_view>
+#include <vector>
 
 #include "core/route/decision.h"
 #include "core/route/failover.h"
 #include "gateway/data/data_plane.h"
 #include "gateway/data/disagg_flow.h"
+#include "gateway/data/enterable_executor.h"
 
 namespace kvgate::gateway {
 
@@ -303,46 +309,188 @@ void DataPlane::finish_external(ExternalPick& p, const ExternalOutcome& o) {
   metrics.request_finished(f);
 }
 
+namespace {
+
+// An external request routed by external_now, alive until its decision's continuation
+// ran: the call, and what its route request borrows (the keys, the endpoints outside the
+// subset hint, the retries' exclusions: none on a first pick).
+struct InlinePick {
+  ProxyCall call;
+  std::vector<kv::BlockKey> keys;
+  std::vector<route::EndpointId> outside;
+  const std::vector<route::EndpointId> excluded;
+  route::RouteRequest rr;
+  Nanos route_start = 0;
+  // The data plane left before the decision (ExternalStream::cancel, from its thread).
+  std::atomic<bool> cancelled{false};
+  // The decision ran (on the strand's thread): nothing of the call is touched after it by
+  // the thread that routed it.
+  std::atomic<bool> decided{false};
+};
+
+}  // namespace
+
+bool DataPlane::external_now(ProxyCall& call) {
+  PoolRuntime& pool = *call.pool;
+  const bool embed = call.serve == Serve::kEmbed;
+  EngineTokenizer* const fallback = pool.engine_tokenizer();
+  // What proxy() may wait for before its first pick: the tenant's rate limits
+  // (limiter->check_async), the LoRA placement (placer->arrive), the engine's token ids
+  // (fallback->ids_for), flow control's queue (admit). Those requests are proxy()'s.
+  if (call.serve != Serve::kGenerate && !embed) return false;
+  if (call.limited_tenant || pool.flow() != nullptr) return false;
+  if (!call.model->base.empty() && lora_of(&pool) != nullptr) return false;
+  if (!embed && fallback && fallback->covers(call.kind)) return false;
+
+  // From here on, proxy()'s steps up to its first pick, in its order and with its
+  // effects, without a suspension (each one is safe on any thread: data_plane.h,
+  // pool_routing.h).
+  auto s = std::make_shared<InlinePick>();
+  s->call = std::move(call);
+  ProxyCall& c = s->call;
+  metrics.request_started();
+  // A LoRA adapter's blocks are its own.
+  const std::string_view adapter =
+      c.model->base.empty() ? std::string_view() : std::string_view(c.model->name);
+  s->route_start = clock.now();  // routing time: keys_for through the pick
+  uint32_t prompt_tokens = 0;
+  std::vector<uint32_t> token_ids;
+  PromptObserver* warmup = warmup_of(&pool);
+  const bool track = warmup && warmup->enabled();
+  const bool translated = c.translation != nullptr;
+  const std::string_view route_body = translated ? c.translation->route_body : c.body;
+  if (embed) {
+    // Routed by load: no blocks (an embedding reuses no prefix), its size for the load.
+    prompt_tokens = pool.count_tokens(c.request.prompt_text) + c.request.given_tokens;
+  } else {
+    pool.keys_for(c.request, route_body, c.kind, adapter, s->keys, prompt_tokens,
+                  track ? &token_ids : nullptr);
+  }
+  if (track && !embed && adapter.empty()) {  // warm-up replays base-model prompts only
+    warmup->observe(s->keys, token_ids,
+                    c.kind == openai::ApiKind::kCompletion ? c.request.prompt_text : "");
+  }
+  route::RouteRequest& rr = s->rr;
+  rr.id = next_request_id.fetch_add(1);
+  rr.keys = s->keys;
+  rr.prompt_tokens = prompt_tokens;
+  // An embedding is a prefill: done at its first token (0 would mean "unknown length").
+  rr.expected_output_tokens = embed ? 1 : c.request.max_tokens;
+  rr.criticality = c.criticality;
+  rr.adapter = adapter;
+  rr.session = c.session;
+  rr.ttft_target = c.ttft_target;
+  rr.tpot_target = c.tpot_target;
+  // A Responses conversation goes back to the endpoint that holds it, while it can.
+  if (translated && !c.translation->previous_response.empty()) {
+    rr.preferred = pool.responses().find(c.translation->previous_response);
+  }
+  // The data plane's subset hint: the endpoints outside it are excluded from the decision.
+  ExternalStream* const external = c.external;
+  s->outside = outside_subset(*external, pool);
+  rr.excluded = s->outside;
+  rr.runners_up = external_fallbacks(*external);
+
+  // The decision, on the pool's strand: here at once when the strand is free, else
+  // queued behind its work for an I/O thread (pick_then; enterable_executor.h says why
+  // that keeps the strand's exclusion). Either way its continuation runs on the strand,
+  // right after the decision, and `s` lives until it ran.
+  {
+    EnterStrandsHere here;
+    pool.pick_then(s->rr, s->excluded, &s->cancelled, [this, s](std::optional<Pick> pick) {
+      external_routed(s->call, s->rr.id, s->route_start, std::move(pick));
+      s->decided.store(true, std::memory_order_release);
+    });
+  }
+  // Queued: a data plane that leaves meanwhile cancels it, as proxy()'s check before its
+  // pick. A weak reference: the stream (in s->call) must not own its own state.
+  if (!s->decided.load(std::memory_order_acquire)) {
+    external->on_close([w = std::weak_ptr<InlinePick>(s)] {
+      if (auto state = w.lock()) state->cancelled.store(true, std::memory_order_release);
+    });
+  }
+  return true;
+}
+
+void DataPlane::external_routed(ProxyCall& call, route::RequestId id, Nanos route_start,
+                                std::optional<Pick> now) {
+  if (!now) {
+    // The data plane left first: as proxy()'s client_left() before any pick. The stream,
+    // unanswered, tells the picker when it goes (~ExternalStream).
+    (void)finish_client_left(call);
+    return;
+  }
+  Pick& pick = *now;
+  PoolRuntime& pool = *call.pool;
+  call.routing_seconds = to_seconds(clock.now() - route_start);
+  if (!pick.decision.accepted()) {
+    HttpResponse r = not_routed(pool, pick.decision);
+    const int status = r.status;
+    // As proxy()'s respond(): the trace's status, the metrics, then the answer.
+    if (call.trace) [[unlikely]] {
+      call.trace->set_status(status);
+    }
+    metrics.request_finished({.model = call.model->name,
+                              .pool = pool.name(),
+                              .tenant = call.tenant,
+                              .status = status,
+                              .seconds = seconds_since(call.received),
+                              .routing_seconds = call.routing_seconds});
+    shape(call.dialect, r);
+    call.stream->respond(std::move(r));
+    return;
+  }
+  RouteLease lease(pool, id, pools_alive);
+  std::shared_ptr<const EndpointAddress> endpoint = std::move(pick.endpoint);
+  if (call.trace) [[unlikely]] {
+    trace_pick(*call.trace, call, *endpoint, pick);
+  }
+  std::string body = std::move(call.body);
+  hand_off_external(call, std::move(lease), std::move(endpoint), std::move(body), pick.decision);
+}
+
 std::function<void()> DataPlane::pick_external(ExternalRequest request,
                                                std::function<void(ExternalPick)> done) {
   auto stream = std::make_shared<ExternalStream>(std::move(done), std::move(request.subset),
                                                  request.fallbacks);
   std::weak_ptr<ExternalStream> weak = stream;
-  DataPlane* self = this;
-  asio::post(self->io, [self, stream = std::move(stream), http = std::move(request.http),
-                        priority = request.priority,
-                        fairness_id = std::move(request.fairness_id)]() mutable {
-    ExternalStream* raw = stream.get();
-    // The objective's priority, as x-kvgate-priority: with API keys, only for a tenant
-    // that may set its priority.
-    bool may_set_priority = priority.has_value();
-    if (priority && self->keys) {
-      const Tenant* tenant = nullptr;
-      const std::optional<HttpResponse> refused = self->check_key(http, tenant);
-      may_set_priority = !refused && tenant && tenant->may_set_priority;
-    }
-    std::optional<ProxyCall> call;
-    self->handle(std::move(http), std::move(stream), call);
-    if (!call) return;  // answered by the front door
+  ExternalStream* raw = stream.get();
+  // The front door on the calling thread (handle() runs on any thread: data_plane.h).
+  // The objective's priority, as x-kvgate-priority: with API keys, only for a tenant that
+  // may set its priority.
+  const std::optional<int> priority = request.priority;
+  bool may_set_priority = priority.has_value();
+  if (priority && keys) {
+    const Tenant* tenant = nullptr;
+    const std::optional<HttpResponse> refused = check_key(request.http, tenant);
+    may_set_priority = !refused && tenant && tenant->may_set_priority;
+  }
+  std::optional<ProxyCall> call;
+  handle(std::move(request.http), std::move(stream), call);
+  if (call) {
     call->external = raw;
     if (call->serve == Serve::kRelay || call->serve == Serve::kStored) {
       // Tokenize and its kin, a stored response: picked as serve relays them.
-      asio::co_spawn(self->io.get_executor(), self->pick_relayed(std::move(*call), raw),
-                     asio::detached);
-      return;
-    }
-    if (may_set_priority && priority) {
-      call->criticality = route::criticality_from_priority(*priority);
-    }
-    // The fairness id names the tenant only where no key does.
-    if (!fairness_id.empty() && !self->keys) call->tenant = std::move(fairness_id);
-    // As serve's requests that may queue: on a strand of its own with several threads.
-    if (self->config.threads == 1) {
-      asio::co_spawn(self->io.get_executor(), self->proxy(std::move(*call)), asio::detached);
+      asio::co_spawn(io.get_executor(), pick_relayed(std::move(*call), raw), asio::detached);
     } else {
-      asio::co_spawn(asio::make_strand(self->io), self->proxy(std::move(*call)), asio::detached);
+      if (may_set_priority && priority) {
+        call->criticality = route::criticality_from_priority(*priority);
+      }
+      // The fairness id names the tenant only where no key does.
+      if (!request.fairness_id.empty() && !keys) call->tenant = std::move(request.fairness_id);
+      if (external_now(*call)) {
+        // Routed from here: decided, or queued on the pool's strand.
+      } else if (config.threads == 1) {
+        asio::co_spawn(io.get_executor(), proxy(std::move(*call)), asio::detached);
+      } else {
+        // As serve's requests that may queue: on a strand of its own with several threads.
+        asio::co_spawn(asio::make_strand(io), proxy(std::move(*call)), asio::detached);
+      }
     }
-  });
+  }
+  // Decided already (answered or picked, and the stream gone with its state): nothing
+  // left to cancel, and no closure to allocate.
+  if (weak.expired()) return [] {};
   return [weak] {
     if (auto s = weak.lock()) s->cancel();
   };

@@ -5,7 +5,11 @@
 // The request goes through what `kvgate serve` runs for its own requests, unchanged: the
 // front door (key, body, model, tenant), the tenant's rate limits, the LoRA placement,
 // the pool's keys (tokenizer or engine fallback) and warm-up tracking, flow control's
-// queue and the router's decision (PoolRuntime::admit / pick). Where serve would send it
+// queue and the router's decision (PoolRuntime::admit / pick). The front door runs on the
+// caller's thread, and so does the decision when the request waits for nothing before it
+// (no rate limits, LoRA placement, engine token ids or queue) and the pool's strand is
+// free (DataPlane::external_now); the rest runs on the gateway's I/O threads, as serve's
+// requests do. Where serve would send it
 // upstream, the accepted pick comes back instead, with the request's RouteLease: the
 // router counts its load until Gateway::external_done says how the answer ended. The
 // relayed paths are picked as serve relays them (PickKind). Every
@@ -13,7 +17,8 @@
 // endpoint, even GET /v1/models's 200) comes back as `answer`.
 //
 //   std::function<void()> cancel = gateway.pick_external(std::move(request),
-//       [&](ExternalPick p) { ... });   // once, on one of the gateway's I/O threads
+//       [&](ExternalPick p) { ... });   // once: maybe here, before it returns, else on
+//                                        // one of the gateway's I/O threads
 //   ...                                  // the data plane sends p.body to p.destination
 //   gateway.external_done(std::move(p), {.status = 200, .usage = u, .first_token = true});
 #pragma once

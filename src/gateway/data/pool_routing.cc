@@ -13,10 +13,29 @@
 
 #include "core/kv/pseudo_tokens.h"
 #include "core/tokenizer/chat.h"
+#include "gateway/data/enterable_executor.h"
 #include "gateway/data/pool_flow.h"
 
 namespace kvgate::gateway {
 namespace asio = boost::asio;
+
+namespace {
+
+// The pool's strand: none on the context's one thread; else a strand over the io_context's
+// executor through an EnterableExecutor (enterable_executor.h), so that a thread which is
+// not an I/O thread may run the strand's work itself while the strand is free
+// (pick_then from an EnterStrandsHere). Another kind of executor (none in the gateway):
+// a plain strand.
+asio::any_io_executor pool_strand(const asio::any_io_executor& executor, bool one_thread) {
+  if (one_thread) return executor;
+  if (const auto* io = executor.target<asio::io_context::executor_type>()) {
+    return asio::any_io_executor(
+        asio::make_strand(EnterableExecutor<asio::io_context::executor_type>(*io)));
+  }
+  return asio::any_io_executor(asio::make_strand(executor));
+}
+
+}  // namespace
 
 PoolRouting::PoolRouting(const PoolConfig& config, const route::BreakerConfig& breaker,
                          asio::any_io_executor executor, GatewayMetrics& metrics,
@@ -24,7 +43,7 @@ PoolRouting::PoolRouting(const PoolConfig& config, const route::BreakerConfig& b
     : config_(config),
       metrics_(metrics),
       clock_(clock),
-      strand_(one_thread ? executor : asio::any_io_executor(asio::make_strand(executor))),
+      strand_(pool_strand(executor, one_thread)),
       one_thread_(one_thread),
       precise_({.model = config.name, .block_size = config.router.block_size}),
       approx_({}),

@@ -48,7 +48,11 @@
 //     cancel_queued, flow_output, refuse_queued, tokenize_endpoint) runs on the pool's
 //     strand: the calls hop there themselves (dispatch: at once when this thread already
 //     runs it), so callers need no lock and the core none either. pick_now decides at
-//     once only on the pool's one thread (`threads: 1`), else returns nullopt;
+//     once only on the pool's one thread (`threads: 1`), else returns nullopt; pick_then
+//     decides at once on a thread that is not an I/O thread when that thread may enter
+//     the strand (EnterStrandsHere) and the strand is free, else queues the decision on
+//     it (the strand is over an EnterableExecutor, gateway/data/enterable_executor.h: the
+//     strand's exclusion is asio's own, only the thread that runs a free strand changes);
 //   - the Router, the indexes, the breakers, the holds and the queue are never touched
 //     off the strand; PoolRuntime's control-plane calls reach them through the same
 //     strand.
@@ -72,6 +76,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cluster/routing_event.h"
@@ -190,6 +195,26 @@ class PoolRouting {
   // the caller's reading of clock().now() (one clock read fewer per request).
   std::optional<Pick> pick_now(const route::RouteRequest& request,
                                const std::vector<route::EndpointId>& excluded, Nanos now);
+  // The same decision for a caller that is no coroutine, then `then(pick)` on the strand
+  // right after it. Never blocks: at once on this thread when the strand is free and the
+  // thread may run it (an I/O thread; or any thread inside an EnterStrandsHere,
+  // gateway/data/enterable_executor.h: the Endpoint Picker's gRPC threads), else queued on
+  // the strand, behind its work, and run by an I/O thread. When `*cancelled` (may be null)
+  // is true by then, nothing is decided and `then` gets nullopt. `request`, `excluded` and
+  // `cancelled` are borrowed until `then` ran; `then` must not block.
+  template <class Then>
+  void pick_then(const route::RouteRequest& request, const std::vector<route::EndpointId>& excluded,
+                 const std::atomic<bool>* cancelled, Then&& then) {
+    boost::asio::dispatch(
+        strand_, [this, &request, &excluded, cancelled, then = std::forward<Then>(then)]() mutable {
+          // On the strand, whichever thread runs it: the router is this handler's alone.
+          std::optional<Pick> pick;
+          if (!cancelled || !cancelled->load(std::memory_order_acquire)) {
+            pick = decide_on_strand(request, excluded, clock_.now());
+          }
+          then(std::move(pick));
+        });
+  }
   // Flow control (pool_flow.h; the pool's `flow_control:` section): null without it.
   PoolFlow* flow() const { return flow_.get(); }
   // Routed at once while some endpoint has room, else waits in the pool's queue until it

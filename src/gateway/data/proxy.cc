@@ -63,6 +63,31 @@ int client_left_status(const ResponseStream& stream) { return stream.preempted()
 
 }  // namespace
 
+HttpResponse DataPlane::not_routed(const PoolRuntime& pool, const route::Decision& decision) {
+  const int status = route::http_status(decision.reason);
+  std::string reason(route::to_string(decision.reason));
+  HttpResponse r = json_error(status, fmt::format("Request not routed: {}", reason), {}, reason);
+  r.headers.push_back({"x-kvgate-reject-reason", reason});
+  if (decision.reason == route::RejectReason::kSloUnattainable) {
+    metrics.slo_outcome(pool.name(), "rejected");
+  }
+  return r;
+}
+
+void DataPlane::trace_pick(RequestTrace& t, const ProxyCall& call, const EndpointAddress& endpoint,
+                           const Pick& pick) {
+  const route::Decision& d = pick.decision;
+  t.set_routing(endpoint.url,
+                {.route_us = static_cast<int64_t>(call.routing_seconds.value_or(0) * 1e6 + 0.5),
+                 .matched_blocks = static_cast<int64_t>(d.matched_blocks),
+                 .cached_blocks = static_cast<int64_t>(d.cached_blocks),
+                 .prompt_blocks = static_cast<int64_t>(d.prompt_blocks),
+                 .prefill_tokens = static_cast<int64_t>(d.prefill_tokens),
+                 .cost = d.cost,
+                 .queued_us = static_cast<int64_t>(pick.queued / kMicrosecond),
+                 .disaggregated = d.prefill_endpoint.has_value()});
+}
+
 asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
   if (call.serve == Serve::kRelay) {
     co_await relay(std::move(call));
@@ -264,14 +289,8 @@ asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
     }
     if (!pick.decision.accepted()) {
       if (attempt > 0) break;  // retries exhausted the healthy endpoints: 502 below
-      int status = route::http_status(pick.decision.reason);
-      std::string reason(route::to_string(pick.decision.reason));
-      HttpResponse r =
-          json_error(status, fmt::format("Request not routed: {}", reason), {}, reason);
-      r.headers.push_back({"x-kvgate-reject-reason", reason});
-      if (pick.decision.reason == route::RejectReason::kSloUnattainable) {
-        metrics.slo_outcome(pool.name(), "rejected");
-      }
+      HttpResponse r = not_routed(pool, pick.decision);
+      const int status = r.status;
       respond(status, std::move(r));
       break;
     }
@@ -279,17 +298,7 @@ asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
     endpoint = std::move(pick.endpoint);
     if (call.trace && attempt == 0) [[unlikely]] {
       // The routing decision, on the server span (the first pick: retries are hop spans).
-      const route::Decision& d = pick.decision;
-      call.trace->set_routing(
-          endpoint->url,
-          {.route_us = static_cast<int64_t>(call.routing_seconds.value_or(0) * 1e6 + 0.5),
-           .matched_blocks = static_cast<int64_t>(d.matched_blocks),
-           .cached_blocks = static_cast<int64_t>(d.cached_blocks),
-           .prompt_blocks = static_cast<int64_t>(d.prompt_blocks),
-           .prefill_tokens = static_cast<int64_t>(d.prefill_tokens),
-           .cost = d.cost,
-           .queued_us = static_cast<int64_t>(pick.queued / kMicrosecond),
-           .disaggregated = d.prefill_endpoint.has_value()});
+      trace_pick(*call.trace, call, *endpoint, pick);
     }
     if (placer) placer->routed(endpoint->id, call.model->name);
     if (call.external) [[unlikely]] {
