@@ -302,7 +302,7 @@ for c in cases:
         group.append((lf.spawn([BIN, "bench", y, "--url", gw, "--api-key", KEYS[tenant],
                                 "--model", "sim", "--time-scale", f"{TIME_SCALE:g}",
                                 "--timeout", f"{BENCH_TIMEOUT * TIME_SCALE:g}", "--no-progress",
-                                "--label", f"{c['run']}, {tenant}", "--out", out], log), log))
+                                "--label", f"{c['tag']}-{tenant}", "--out", out], log), log))
     codes = lf.wait_all(group, (DURATION + BENCH_TIMEOUT) * TIME_SCALE + 120,
                         f"kvgate bench ({c['tag']})")
     wall = time.monotonic() - t0

@@ -36,10 +36,11 @@
 # KV event delay (the example files'); live: the pool scrapes every 100 x TIME_SCALE ms.
 #
 # Tokens: precise routing needs the gateway to cut prompts into the engines' tokens, so
-# both load one tiny tokenizer written here (byte-level BPE with Qwen3's pre-tokenizer and
-# one merge, as tests/integration/live_vs_sim_test.cc does); the workloads use vocab_size
-# 10, so every word `kvgate bench` writes (t0..t9) is exactly two tokens and the live
-# scenario declares half the simulated prompt lengths.
+# both load the tiny tokenizer of bench/live_fleet.py (byte-level BPE with Qwen3's
+# pre-tokenizer and one merge, as tests/integration/live_vs_sim_test.cc does); the
+# workloads use vocab_size 10, so every word `kvgate bench` writes (t0..t9) is exactly two
+# tokens and the live scenario declares half the simulated prompt lengths. The process
+# helpers (engines, gateway, KV event feeds, metrics) are bench/live_fleet.py's too.
 #
 # Live, per case: fresh engines (`--model sim --port 0`, ports and KV event sockets read
 # from their logs) and a fresh `kvgate serve` (port 0), so that the predictor, like the
