@@ -36,10 +36,11 @@
 # KV event delay (the example files'); live: the pool scrapes every 100 x TIME_SCALE ms.
 #
 # Tokens: precise routing needs the gateway to cut prompts into the engines' tokens, so
-# both load one tiny tokenizer written here (byte-level BPE with Qwen3's pre-tokenizer and
-# one merge, as tests/integration/live_vs_sim_test.cc does); the workloads use vocab_size
-# 10, so every word `kvgate bench` writes (t0..t9) is exactly two tokens and the live
-# scenario declares half the simulated prompt lengths.
+# both load the tiny tokenizer of bench/live_fleet.py (byte-level BPE with Qwen3's
+# pre-tokenizer and one merge, as tests/integration/live_vs_sim_test.cc does); the
+# workloads use vocab_size 10, so every word `kvgate bench` writes (t0..t9) is exactly two
+# tokens and the live scenario declares half the simulated prompt lengths. The process
+# helpers (engines, gateway, KV event feeds, metrics) are bench/live_fleet.py's too.
 #
 # Live, per case: fresh engines (`--model sim --port 0`, ports and KV event sockets read
 # from their logs) and a fresh `kvgate serve` (port 0), so that the predictor, like the
@@ -79,8 +80,11 @@ else
   OUTDIR=$W
 fi
 
-python3 - "$BIN" "$OUTDIR" <<'PY' &
-import atexit, csv, json, os, re, signal, subprocess, sys, time, urllib.request
+PYTHONPATH=bench${PYTHONPATH:+:$PYTHONPATH} python3 - "$BIN" "$OUTDIR" <<'PY' &
+import csv, os, sys, time
+
+import live_fleet as lf
+from live_fleet import cpu_ticks, fail, metrics, pick, run_to_end, stop, tail
 
 BIN, W = os.path.abspath(sys.argv[1]), sys.argv[2]
 env = os.environ.get
@@ -94,164 +98,11 @@ LLMD_CAPACITY = float(env("LLMD_CAPACITY", "10"))
 MIXED_LOADS = [float(x) for x in env("MIXED_LOADS", "0.5 1.0").split()]
 WORKLOADS = env("WORKLOADS", "llm-d mixed").split()
 SEED = int(env("SEED", "1"))
-TOKENS_PER_WORD = 2  # the tiny tokenizer: every word t0..t9 is " t" + a digit
+TOKENS_PER_WORD = lf.TOKENS_PER_WORD  # the tiny tokenizer: every word t0..t9 is " t" + a digit
 SHARE = ENGINES / 8  # the example files size their rates for 8 engines
-procs = []  # every process started here, stopped at exit
+lf.setup("predictor_live")
 
-
-def cleanup():
-    stop(list(procs))
-
-
-atexit.register(cleanup)
-# Loopback only: no proxy from the environment.
-urllib.request.install_opener(urllib.request.build_opener(urllib.request.ProxyHandler({})))
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-signal.signal(signal.SIGINT, lambda *_: sys.exit(1))
-
-
-def fail(msg):
-    sys.exit(f"predictor_live: {msg}")
-
-
-def spawn(args, log):
-    p = subprocess.Popen(args, stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    procs.append(p)
-    return p
-
-
-def stop(group):
-    """SIGTERM to every process of `group` at once, then wait for each."""
-    for p in group:
-        if p.poll() is None:
-            p.terminate()
-    for p in group:
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-        procs.remove(p)
-
-
-def tail(path, n=2000):
-    try:
-        return open(path, errors="replace").read()[-n:]
-    except OSError:
-        return ""
-
-
-def run_to_end(args, log, seconds):
-    p = spawn(args, log)
-    try:
-        rc = p.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        fail(f"{' '.join(args[:3])} still running after {seconds:.0f} s; log:\n{tail(log)}")
-    procs.remove(p)
-    return rc
-
-
-def wait_line(log, pattern, proc, seconds=30):
-    end = time.time() + seconds
-    while time.time() < end:
-        m = re.search(pattern, tail(log, 1 << 20))
-        if m:
-            return m.group(1)
-        if proc.poll() is not None:
-            fail(f"{log}: the process exited ({proc.returncode}):\n{tail(log)}")
-        time.sleep(0.05)
-    fail(f"{log}: no {pattern!r} after {seconds} s:\n{tail(log)}")
-
-
-def get(url, timeout=5):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        return r.status, r.read().decode()
-
-
-def post_json(url, body, timeout=10):
-    req = urllib.request.Request(url, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return r.status, r.read().decode()
-
-
-def wait_ok(url, what, seconds=30):
-    end = time.time() + seconds
-    while time.time() < end:
-        try:
-            if get(url, 2)[0] == 200:
-                return
-        except Exception:
-            pass
-        time.sleep(0.1)
-    fail(f"{what} not ready at {url} (give OUT to keep the logs)")
-
-
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
-LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def metrics(base):
-    """(name, labels, value) of every sample on base/metrics."""
-    out = []
-    for line in get(base + "/metrics")[1].splitlines():
-        if not line or line[0] == "#":
-            continue
-        m = SAMPLE.match(line)
-        if not m:
-            continue
-        try:
-            v = float(m.group(3))
-        except ValueError:
-            continue
-        out.append((m.group(1), dict(LABEL.findall(m.group(2) or "")), v))
-    return out
-
-
-def pick(samples, name, **labels):
-    """The sum of `name`'s samples whose labels include `labels`; None when there is none."""
-    vals = [v for n, l, v in samples if n == name and all(l.get(k) == x for k, x in labels.items())]
-    return sum(vals) if vals else None
-
-
-def cpu_ticks():
-    """(busy, total) jiffies of the whole machine, from /proc/stat."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    idle = v[3] + (v[4] if len(v) > 4 else 0)
-    return sum(v) - idle, sum(v)
-
-
-# --- The tiny tokenizer (Hugging Face tokenizer.json): GPT-2's byte symbols and one merge,
-# "Ġ" + "t", so " t5" is two tokens (" t", "5"), as Qwen3 cuts it. Engines and gateway
-# load it in milliseconds.
-def tiny_tokenizer():
-    printable = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or b >= 174]
-    others = [b for b in range(256) if b not in printable]
-    chars = [chr(b) for b in printable] + [chr(256 + i) for i in range(len(others))]
-    vocab = {c: i for i, c in enumerate(chars)}
-    vocab["\u0120t"] = len(chars)
-    regex = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
-             r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
-                  "use_regex": False}
-    return {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
-        "normalizer": {"type": "NFC"},
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated",
-             "invert": False}, byte_level]},
-        "post_processor": byte_level, "decoder": byte_level,
-        "model": {"type": "BPE", "dropout": None, "unk_token": None,
-                  "continuing_subword_prefix": "", "end_of_word_suffix": "", "fuse_unk": False,
-                  "byte_fallback": False, "ignore_merges": False, "vocab": vocab,
-                  "merges": [["\u0120", "t"]]},
-    }
-
-
-TOKENIZER = f"{W}/tokenizer.json"
-with open(TOKENIZER, "w", encoding="utf-8") as f:
-    json.dump(tiny_tokenizer(), f, ensure_ascii=False)
+TOKENIZER = lf.write_tiny_tokenizer(f"{W}/tokenizer.json")
 
 # --- The cases: each a scenario for the simulator (k = 1) and one for the live fleet
 # (k = TOKENS_PER_WORD: prompt lengths in words).
@@ -365,21 +216,9 @@ for c in cases:
 
 # --- Live.
 def start_engines(c):
-    engines = []
-    for i in range(ENGINES):
-        log = f"{W}/{c['tag']}-engine{i}.log"
-        p = spawn([BIN, "engine", "--port", "0", "--model", "sim", "--tokenizer", TOKENIZER,
-                   "--time-scale", f"{TIME_SCALE:g}", "--seed", str(i + 1),
-                   "--kv-events-endpoint", "tcp://127.0.0.1:*",
-                   "--replay-endpoint", "tcp://127.0.0.1:*"] + c["engine_args"], log)
-        engines.append({"proc": p, "log": log})
-    for e in engines:
-        e["url"] = wait_line(e["log"], r"listening on (http://[0-9.:]+)", e["proc"])
-        e["publisher"] = wait_line(e["log"], r"kv events on (tcp://[0-9.:]+)", e["proc"])
-        e["replay"] = wait_line(e["log"], r"kv replay on (tcp://[0-9.:]+)", e["proc"])
-    for e in engines:
-        wait_ok(e["url"] + "/health", "kvgate engine")
-    return engines
+    return lf.start_engines(BIN, ENGINES, f"{W}/{c['tag']}-engine",
+                            ["--tokenizer", TOKENIZER, "--time-scale", f"{TIME_SCALE:g}"] +
+                            c["engine_args"])
 
 
 def start_gateway(c, engines):
@@ -389,53 +228,20 @@ def start_gateway(c, engines):
          f"pools:\n  main:\n    block_size: {c['block_size']}\n"
          f"    scrape_interval_ms: {scrape_ms}\n    tokenizer: {TOKENIZER}\n"
          "    router:\n      policy: kv-cost\n" + c["params"] +
-         f"      overlap: precise\n      {TARGETS_POLICY}\n    endpoints:\n")
-    for e in engines:
-        y += (f"      - url: {e['url']}\n"
-              f"        kv_events: {{publisher: {e['publisher']}, replay: {e['replay']}}}\n")
-    y += "models:\n  - {name: sim, pool: main}\n"
+         f"      overlap: precise\n      {TARGETS_POLICY}\n    endpoints:\n" +
+         lf.endpoints_yaml(engines, kv_events=True) +
+         "models:\n  - {name: sim, pool: main}\n")
     path = f"{W}/{c['tag']}-gateway.yaml"
     with open(path, "w") as f:
         f.write(y)
-    log = f"{W}/{c['tag']}-gateway.log"
-    p = spawn([BIN, "serve", path], log)
-    url = wait_line(log, r"listening on (http://[0-9.:]+)", p)
-    wait_ok(url + "/ready", "kvgate serve")
-    return p, url
-
-
-def join_feeds(gw, engines):
-    """Until the gateway has applied a KV event batch from every engine (batches sent
-    before its SUB socket connected are lost), send each engine a short unrelated prompt
-    directly."""
-    for i, e in enumerate(engines):
-        port = e["url"].rsplit(":", 1)[1]
-        mine = re.compile(r":%s(/|$)" % port)
-        for _ in range(100):
-            try:
-                post_json(e["url"] + "/v1/completions",
-                          {"model": "sim", "max_tokens": 1,
-                           "prompt": f"join{i} " + " ".join(["x"] * 40)})
-            except Exception:
-                pass
-            for _ in range(10):
-                batches = [v for n, l, v in metrics(gw) if n == "kvgate_kv_event_batches_total"
-                           and mine.search(l.get("endpoint", ""))]
-                if batches and max(batches) > 0:
-                    break
-                time.sleep(0.02)
-            else:
-                continue
-            break
-        else:
-            fail(f"no KV events from {e['url']} reached the gateway")
+    return lf.start_gateway(BIN, path, f"{W}/{c['tag']}-gateway.log")
 
 
 for c in cases:
     print(f"live {c['tag']}: starting {ENGINES} engines and the gateway", flush=True)
     engines = start_engines(c)
     gw_proc, gw = start_gateway(c, engines)
-    join_feeds(gw, engines)
+    lf.join_feeds(gw, engines)
     busy0, total0 = cpu_ticks()
     out = f"{W}/{c['tag']}-live"
     t0 = time.monotonic()
