@@ -390,31 +390,36 @@ void Stream::wake() {
 // bytes of a pipelined next request. (Under TLS any record, a close_notify included,
 // counts as data: a client that leaves then is noticed at the next write.)
 void watch_disconnect(const std::shared_ptr<Connection>& conn, std::shared_ptr<Stream> stream) {
-  conn->socket().async_wait(tcp::socket::wait_read, [conn, stream](const beast::error_code& ec) {
-    if (ec || conn->current != stream) return;  // cancelled, or that response is over
-    char b;
-    beast::error_code rec;
-    tcp::socket& socket = conn->socket();
-    socket.non_blocking(true, rec);
-    const size_t n = socket.receive(net::buffer(&b, 1), tcp::socket::message_peek, rec);
-    if (rec == net::error::would_block) return watch_disconnect(conn, stream);
-    if (rec || n == 0) {
-      stream->mark_closed();
-      conn->wake();
-    }
-    // Data: a pipelined request; stop watching (it is read after this response).
-  });
+  conn->socket().async_wait(
+      tcp::socket::wait_read, [conn, stream = std::move(stream)](const beast::error_code& ec) {
+        if (ec || conn->current != stream) return;  // cancelled, or that response is over
+        char b;
+        beast::error_code rec;
+        tcp::socket& socket = conn->socket();
+        socket.non_blocking(true, rec);
+        const size_t n = socket.receive(net::buffer(&b, 1), tcp::socket::message_peek, rec);
+        if (rec == net::error::would_block) return watch_disconnect(conn, stream);
+        if (rec || n == 0) {
+          stream->mark_closed();
+          conn->wake();
+        }
+        // Data: a pipelined request; stop watching (it is read after this response).
+      });
 }
 
 void Stream::watch_client() {
   auto conn = conn_.lock();
   if (!conn) return;
-  // On the connection's strand, where `current` and `watching` live.
-  net::dispatch(conn->signal.get_executor(), [conn, this] {
-    if (conn->closing || conn->watching || conn->current.get() != this) return;
-    conn->watching = true;
-    watch_disconnect(conn, conn->current);
-  });
+  auto arm = [](const std::shared_ptr<Connection>& c, const Stream* self) {
+    if (c->closing || c->watching || c->current.get() != self) return;
+    c->watching = true;
+    watch_disconnect(c, c->current);
+  };
+  // On the connection's strand, where `current` and `watching` live; with one I/O thread
+  // (the stream unlocked: every call comes from that thread) this is it, and the
+  // dispatch's type-erased hop would cost more than the registration.
+  if (!mu_.enabled()) return arm(conn, this);
+  net::dispatch(conn->signal.get_executor(), [conn, this, arm] { arm(conn, this); });
 }
 
 bool is_shutdown_error(const beast::error_code& ec) {

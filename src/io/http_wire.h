@@ -122,6 +122,7 @@ class OptionalMutex {
   void unlock() {
     if (enabled_) mu_.unlock();
   }
+  bool enabled() const { return enabled_; }
 
  private:
   std::mutex mu_;
