@@ -327,6 +327,10 @@ struct DataPlane {
   // EnterStrandsHere), else queued there. False, with `call` untouched, for every other
   // request (proxy() routes it).
   bool external_now(ProxyCall& call);
+  // The router's request for `call`, its id drawn here: everything but its keys and its
+  // exclusions, as proxy() and external_now() route it.
+  route::RouteRequest route_request_for(const ProxyCall& call, std::string_view adapter,
+                                        uint32_t prompt_tokens);
   // external_now's decision (nullopt: the data plane left before it), on the pool's strand:
   // the pick and its lease handed back, or the refusal answered, as proxy() does.
   void external_routed(ProxyCall& call, route::RequestId id, Nanos route_start,

@@ -371,20 +371,8 @@ bool DataPlane::external_now(ProxyCall& call) {
                     c.kind == openai::ApiKind::kCompletion ? c.request.prompt_text : "");
   }
   route::RouteRequest& rr = s->rr;
-  rr.id = next_request_id.fetch_add(1);
+  rr = route_request_for(c, adapter, prompt_tokens);
   rr.keys = s->keys;
-  rr.prompt_tokens = prompt_tokens;
-  // An embedding is a prefill: done at its first token (0 would mean "unknown length").
-  rr.expected_output_tokens = embed ? 1 : c.request.max_tokens;
-  rr.criticality = c.criticality;
-  rr.adapter = adapter;
-  rr.session = c.session;
-  rr.ttft_target = c.ttft_target;
-  rr.tpot_target = c.tpot_target;
-  // A Responses conversation goes back to the endpoint that holds it, while it can.
-  if (translated && !c.translation->previous_response.empty()) {
-    rr.preferred = pool.responses().find(c.translation->previous_response);
-  }
   // The data plane's subset hint: the endpoints outside it are excluded from the decision.
   ExternalStream* const external = c.external;
   s->outside = outside_subset(*external, pool);

@@ -88,6 +88,25 @@ void DataPlane::trace_pick(RequestTrace& t, const ProxyCall& call, const Endpoin
                  .disaggregated = d.prefill_endpoint.has_value()});
 }
 
+route::RouteRequest DataPlane::route_request_for(const ProxyCall& call, std::string_view adapter,
+                                                 uint32_t prompt_tokens) {
+  route::RouteRequest rr;
+  rr.id = next_request_id.fetch_add(1);
+  rr.prompt_tokens = prompt_tokens;
+  // An embedding is a prefill: done at its first token (0 would mean "unknown length").
+  rr.expected_output_tokens = call.serve == Serve::kEmbed ? 1 : call.request.max_tokens;
+  rr.criticality = call.criticality;
+  rr.adapter = adapter;
+  rr.session = call.session;
+  rr.ttft_target = call.ttft_target;
+  rr.tpot_target = call.tpot_target;
+  // A Responses conversation goes back to the endpoint that holds it, while it can.
+  if (call.translation && !call.translation->previous_response.empty()) {
+    rr.preferred = call.pool->responses().find(call.translation->previous_response);
+  }
+  return rr;
+}
+
 asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
   if (call.serve == Serve::kRelay) {
     co_await relay(std::move(call));
@@ -189,21 +208,8 @@ asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
     warmup->observe(keys, token_ids,
                     call.kind == openai::ApiKind::kCompletion ? call.request.prompt_text : "");
   }
-  route::RouteRequest rr;
-  rr.id = next_request_id.fetch_add(1);
+  route::RouteRequest rr = route_request_for(call, adapter, prompt_tokens);
   rr.keys = std::move(keys);
-  rr.prompt_tokens = prompt_tokens;
-  // An embedding is a prefill: done at its first token (0 would mean "unknown length").
-  rr.expected_output_tokens = embed ? 1 : call.request.max_tokens;
-  rr.criticality = call.criticality;
-  rr.adapter = adapter;
-  rr.session = call.session;
-  rr.ttft_target = call.ttft_target;
-  rr.tpot_target = call.tpot_target;
-  // A Responses conversation goes back to the endpoint that holds it, while it can.
-  if (translated && !call.translation->previous_response.empty()) {
-    rr.preferred = pool.responses().find(call.translation->previous_response);
-  }
   // An external data plane's subset hint (external.h): the endpoints outside it are
   // excluded from the decision, the queue's included.
   std::vector<route::EndpointId> outside;
