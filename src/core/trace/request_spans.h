@@ -114,11 +114,11 @@ class HopList {
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   const HopSpan& operator[](size_t i) const {
-    return i < kInline ? slots_.hops[i] : more_[i - kInline];
+    return i < kInline ? slots_[i].hop : more_[i - kInline];
   }
   void push_back(const HopSpan& hop) {
     if (size_ < kInline) {
-      std::construct_at(&slots_.hops[size_], hop);
+      std::construct_at(&slots_[size_].hop, hop);
     } else {
       more_.push_back(hop);
     }
@@ -129,16 +129,16 @@ class HopList {
   static_assert(std::is_trivially_copyable_v<HopSpan> && std::is_trivially_destructible_v<HopSpan>);
   void copy_inline(const HopList& other) {
     for (size_t i = 0; i < std::min(size_, kInline); ++i) {
-      std::construct_at(&slots_.hops[i], other.slots_.hops[i]);
+      std::construct_at(&slots_[i].hop, other.slots_[i].hop);
     }
   }
 
-  // Storage for kInline hops, none constructed by the list's constructor.
-  union Slots {
-    Slots() {}
-    HopSpan hops[kInline];
+  // Room for a hop, not constructed until a hop is put there.
+  union Slot {
+    Slot() {}
+    HopSpan hop;
   };
-  Slots slots_;
+  Slot slots_[kInline];
   std::vector<HopSpan> more_;
   size_t size_ = 0;
 };
