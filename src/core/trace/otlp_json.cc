@@ -1,3 +1,6 @@
+// The OTLP JSON encoding of Span records (otlp_json.h), appended piece by piece to a
+// std::string: the general encoder, and the reference the tests hold the encoder of the
+// gateway's records (otlp_json_records.cc) to, byte for byte.
 #include "core/trace/otlp_json.h"
 
 #include <fmt/format.h>
@@ -7,6 +10,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/trace/json_cursor.h"
+
 namespace kvgate::trace {
 namespace {
 
@@ -14,46 +19,6 @@ namespace {
 template <size_t N>
 std::string& put(std::string& out, const char (&literal)[N]) {
   return out.append(literal, N - 1);
-}
-
-// The length of the valid UTF-8 sequence that starts at s[i] (a byte >= 0x80), or 0
-// when none does (a stray continuation byte, an overlong form, a surrogate, a code point
-// beyond U+10FFFF, a truncated sequence).
-size_t utf8_length(std::string_view s, size_t i) {
-  const auto byte = [s](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = byte(i);
-  size_t n = 0;
-  unsigned char lo = 0x80;  // the second byte's range
-  unsigned char hi = 0xbf;
-  if (c >= 0xc2 && c <= 0xdf) {
-    n = 2;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    n = 3;
-    if (c == 0xe0) lo = 0xa0;  // overlong
-    if (c == 0xed) hi = 0x9f;  // surrogates
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 4;
-    if (c == 0xf0) lo = 0x90;  // overlong
-    if (c == 0xf4) hi = 0x8f;  // beyond U+10FFFF
-  } else {
-    return 0;
-  }
-  if (i + n > s.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (size_t k = 2; k < n; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
-  }
-  return n;
-}
-
-// Whether any of the 8 bytes of `w` needs a look of its own: a control byte (< 0x20), a
-// byte >= 0x80 (UTF-8 to check), '"' or '\\' (the bit tricks of "Bit Twiddling Hacks").
-constexpr uint64_t kOnes = 0x0101010101010101ull;
-constexpr uint64_t kHighs = 0x8080808080808080ull;
-bool needs_look(uint64_t w) {
-  const auto has_zero = [](uint64_t x) { return (x - kOnes) & ~x & kHighs; };
-  const uint64_t below_space = (w - kOnes * 0x20) & ~w & kHighs;
-  return ((w & kHighs) | below_space | has_zero(w ^ (kOnes * '"')) |
-          has_zero(w ^ (kOnes * '\\'))) != 0;
 }
 
 // A JSON string: runs of bytes that need no escape (printable ASCII, valid UTF-8) are
@@ -68,7 +33,7 @@ void append_string(std::string& out, std::string_view s) {
     if (i + 8 <= s.size()) {
       uint64_t w;
       std::memcpy(&w, p + i, 8);
-      if (!needs_look(w)) {
+      if (!json_needs_look(w)) {
         i += 8;
         continue;
       }
@@ -124,13 +89,6 @@ void append_int(std::string& out, int64_t v) {
   out.append(buf, static_cast<size_t>(r.ptr - buf));
 }
 
-// `literal` copied to `p` (without its NUL); returns the end.
-template <size_t N>
-char* copy_literal(char* p, const char (&literal)[N]) {
-  std::memcpy(p, literal, N - 1);
-  return p + N - 1;
-}
-
 // A double's AnyValue: {"doubleValue":...}.
 void append_double_value(std::string& out, double v) {
   if (std::isfinite(v)) {
@@ -166,7 +124,7 @@ void append_value(std::string& out, const Attribute& a) {
       a.value);
 }
 
-// What a span opens with, both encodings' (Span, RequestSpans).
+// What a span opens with.
 struct SpanHead {
   TraceId trace_id;
   SpanId span_id = 0;
@@ -217,14 +175,8 @@ void open_span(std::string& out, const SpanHead& h) {
   put(out, "\",\"attributes\":[");
 }
 
-// The attributes' closing bracket, the status without a message, the span's end.
-void close_span(std::string& out, SpanStatus status) {
-  put(out, "],\"status\":{\"code\":");
-  append_int(out, static_cast<int>(status));
-  put(out, "}}");
-}
-
-// The same, with a status message (left out when empty).
+// The attributes' closing bracket, the status (its message left out when empty), the
+// span's end.
 void close_span(std::string& out, SpanStatus status, std::string_view message) {
   put(out, "],\"status\":{\"code\":");
   append_int(out, static_cast<int>(status));
@@ -233,15 +185,6 @@ void close_span(std::string& out, SpanStatus status, std::string_view message) {
     append_string(out, message);
   }
   put(out, "}}");
-}
-
-// An ERROR status whose message is "HTTP <status>".
-void close_span_http_error(std::string& out, int status) {
-  put(out, "],\"status\":{\"code\":");
-  append_int(out, static_cast<int>(SpanStatus::kError));
-  put(out, ",\"message\":\"HTTP ");
-  append_int(out, status);
-  put(out, "\"}}");
 }
 
 void append_span(std::string& out, const Span& s) {
@@ -266,114 +209,6 @@ void append_span(std::string& out, const Span& s) {
   close_span(out, s.status, s.status_message);
 }
 
-// RequestSpans' attributes: kvgate's own keys, which need no escaping, written with the
-// value's opening as one literal.
-#define KVGATE_ATTRIBUTE(key, type) "{\"key\":\"" key "\",\"value\":{\"" type "\":"
-
-template <size_t N>
-void string_attribute(std::string& out, const char (&open)[N], std::string_view v) {
-  put(out, open);
-  append_string(out, v);
-  put(out, "}}");
-}
-
-template <size_t N>
-void int_attribute(std::string& out, const char (&open)[N], int64_t v) {
-  put(out, open).push_back('"');
-  append_int(out, v);
-  put(out, "\"}}");
-}
-
-bool succeeded(int32_t status) { return status > 0 && status < 500; }
-
-void append_hop_span(std::string& out, const RequestSpans& r, const HopSpan& h) {
-  open_span(out, {.trace_id = r.trace_id,
-                  .span_id = h.span_id,
-                  .trace_state = r.text.view(r.trace_state),
-                  .parent_span_id = r.span_id,
-                  .flags = r.trace_flags | kSpanFlagsHasIsRemote,
-                  .name = h.name,
-                  .kind = SpanKind::kClient,
-                  .start_unix_nanos = h.start_unix_nanos,
-                  .end_unix_nanos = h.end_unix_nanos});
-  string_attribute(out, KVGATE_ATTRIBUTE("server.address", "stringValue"), r.text.view(h.endpoint));
-  out.push_back(',');
-  int_attribute(out, KVGATE_ATTRIBUTE("kvgate.attempt", "intValue"), h.attempt);
-  if (h.status != 0) {
-    out.push_back(',');
-    int_attribute(out, KVGATE_ATTRIBUTE("http.response.status_code", "intValue"), h.status);
-  }
-  if (succeeded(h.status)) {
-    close_span(out, SpanStatus::kUnset);
-  } else if (h.status == 0) {
-    close_span(out, SpanStatus::kError, r.text.view(h.error));
-  } else {
-    close_span_http_error(out, h.status);
-  }
-}
-
-void append_server_span(std::string& out, const RequestSpans& r) {
-  open_span(out, {.trace_id = r.trace_id,
-                  .span_id = r.span_id,
-                  .trace_state = r.text.view(r.trace_state),
-                  .parent_span_id = r.parent_span_id,
-                  .flags = r.trace_flags | kSpanFlagsHasIsRemote |
-                           (r.parent_span_id != 0 ? kSpanFlagsIsRemote : uint32_t{0}),
-                  .name = "kvgate.request",
-                  .kind = SpanKind::kServer,
-                  .start_unix_nanos = r.start_unix_nanos,
-                  .end_unix_nanos = r.end_unix_nanos});
-  // Each attribute but the last (kvgate.hops, always there) is followed by a comma.
-  if (r.model) {
-    string_attribute(out, KVGATE_ATTRIBUTE("kvgate.model", "stringValue"), r.text.view(*r.model));
-    out.push_back(',');
-  }
-  if (r.pool) {
-    string_attribute(out, KVGATE_ATTRIBUTE("kvgate.pool", "stringValue"), r.text.view(*r.pool));
-    out.push_back(',');
-  }
-  if (r.path) {
-    string_attribute(out, KVGATE_ATTRIBUTE("url.path", "stringValue"), r.text.view(*r.path));
-    out.push_back(',');
-  }
-  if (r.routing) {
-    const Routing& g = *r.routing;
-    string_attribute(out, KVGATE_ATTRIBUTE("kvgate.endpoint", "stringValue"),
-                     r.text.view(r.endpoint));
-    out.push_back(',');
-    int_attribute(out, KVGATE_ATTRIBUTE("kvgate.route_us", "intValue"), g.route_us);
-    out.push_back(',');
-    int_attribute(out, KVGATE_ATTRIBUTE("kvgate.matched_blocks", "intValue"), g.matched_blocks);
-    out.push_back(',');
-    int_attribute(out, KVGATE_ATTRIBUTE("kvgate.cached_blocks", "intValue"), g.cached_blocks);
-    out.push_back(',');
-    int_attribute(out, KVGATE_ATTRIBUTE("kvgate.prompt_blocks", "intValue"), g.prompt_blocks);
-    out.push_back(',');
-    int_attribute(out, KVGATE_ATTRIBUTE("kvgate.prefill_tokens", "intValue"), g.prefill_tokens);
-    put(out, ",{\"key\":\"kvgate.cost\",\"value\":");
-    append_double_value(out, g.cost);
-    put(out, "},");
-    int_attribute(out, KVGATE_ATTRIBUTE("kvgate.queued_us", "intValue"), g.queued_us);
-    out.append(g.disaggregated
-                   ? ",{\"key\":\"kvgate.disaggregated\",\"value\":{\"boolValue\":true}},"
-                   : ",{\"key\":\"kvgate.disaggregated\",\"value\":{\"boolValue\":false}},");
-  }
-  if (r.http_status != 0) {
-    int_attribute(out, KVGATE_ATTRIBUTE("http.response.status_code", "intValue"), r.http_status);
-    out.push_back(',');
-  }
-  int_attribute(out, KVGATE_ATTRIBUTE("kvgate.hops", "intValue"), r.hops_started);
-  if (r.http_status == 0) {
-    close_span(out, SpanStatus::kError, "no answer");
-  } else if (r.http_status >= 500) {
-    close_span_http_error(out, r.http_status);
-  } else {
-    close_span(out, SpanStatus::kUnset);
-  }
-}
-
-#undef KVGATE_ATTRIBUTE
-
 // An ExportTraceServiceRequest's opening, up to its spans' opening bracket.
 void open_request(std::string& out, std::string_view service_name) {
   put(out,
@@ -397,26 +232,6 @@ std::string otlp_json(std::span<const Span> spans, std::string_view service_name
   }
   close_request(out);
   return out;
-}
-
-void append_otlp_json(std::string& out, std::span<const SpanRun> runs,
-                      std::string_view service_name) {
-  open_request(out, service_name);
-  bool first = true;
-  for (const SpanRun& run : runs) {
-    const RequestSpans& r = *run.record;
-    const size_t hops = r.hops.size();
-    for (size_t k = run.first; k < run.first + run.count; ++k) {
-      if (!first) out.push_back(',');
-      first = false;
-      if (k < hops) {
-        append_hop_span(out, r, r.hops[k]);
-      } else {
-        append_server_span(out, r);
-      }
-    }
-  }
-  close_request(out);
 }
 
 }  // namespace kvgate::trace

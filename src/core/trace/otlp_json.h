@@ -17,17 +17,23 @@
 //
 // Two inputs, one encoding: Span records (span.h, any attributes), and the gateway's
 // compact RequestSpans records (request_spans.h), whose spans are encoded exactly as the
-// equivalent Spans would be, straight from their typed fields (kvgate's attribute keys
-// written as literals), appended to a buffer the caller reuses between batches.
+// equivalent Spans would be (the tests compare the bytes), straight from their typed
+// fields. The records' encoder is the exporter's, run for every traced request: it writes
+// through a raw cursor (json_cursor.h) into room it makes once per span from a bound of
+// the span's text (its fixed text, and 6 characters per byte of its strings), in a buffer
+// the caller keeps between batches: kvgate's attribute keys and the JSON around them are
+// literals copied as a few stores, numbers written in place two digits (or eight) at a
+// time, ids 8 hex digits at a time, strings copied 8 bytes at a time where they need no
+// escape.
 //
 //   std::string body = otlp_json(spans, "kvgate");
 //   // {"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":
 //   //   {"stringValue":"kvgate"}}]},"scopeSpans":[{"scope":{"name":"kvgate"},
 //   //   "spans":[{"traceId":"...","spanId":"...",...}]}]}]}
 //
-//   body.clear();  // its capacity stays
+//   std::string scratch;  // the exporter's, kept between batches
 //   const SpanRun runs[] = {{&record, 0, record.span_count()}};
-//   append_otlp_json(body, runs, "kvgate");
+//   std::string_view json = write_otlp_json(scratch, runs, "kvgate");
 #pragma once
 
 #include <cstddef>
@@ -53,7 +59,14 @@ struct SpanRun {
   size_t count = 0;
 };
 
-// The same request for the spans of `runs`, appended to `out`.
+// The same request for the spans of `runs`, written at the start of `scratch`; returns it
+// (a view into `scratch`). `scratch` grows when the request needs more room than it has,
+// and is never shrunk: its bytes after the request are left as they are, so a buffer kept
+// between batches is neither reallocated nor cleared once it is as large as a batch needs.
+std::string_view write_otlp_json(std::string& scratch, std::span<const SpanRun> runs,
+                                 std::string_view service_name);
+
+// The same request, appended to `out` (which then ends with it, nothing after).
 void append_otlp_json(std::string& out, std::span<const SpanRun> runs,
                       std::string_view service_name);
 

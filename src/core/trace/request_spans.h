@@ -22,12 +22,15 @@
 // copy).
 #pragma once
 
-#include <array>
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "core/trace/trace_context.h"
@@ -42,9 +45,27 @@ struct TextRef {
 
 // Strings copied into one buffer: inline while they fit in kInline bytes together, then on
 // the heap (what was inline is moved there once). A TextRef stays valid as it grows.
+//
+// The inline bytes are not initialised (a record is made for every traced request): only
+// the first size_ of them are ever read, and a copy copies those.
 class TextBuffer {
  public:
   static constexpr size_t kInline = 192;
+
+  TextBuffer() = default;
+  TextBuffer(const TextBuffer& other) { *this = other; }
+  TextBuffer& operator=(const TextBuffer& other) {
+    if (this != &other) {
+      size_ = other.size_;
+      on_heap_ = other.on_heap_;
+      if (on_heap_) {
+        heap_ = other.heap_;
+      } else {
+        std::memcpy(inline_, other.inline_, size_);
+      }
+    }
+    return *this;
+  }
 
   TextRef add(std::string_view s);
   std::string_view view(TextRef r) const {
@@ -52,7 +73,7 @@ class TextBuffer {
   }
 
  private:
-  char inline_[kInline] = {};
+  char inline_[kInline];  // the first size_ bytes, while !on_heap_
   uint32_t size_ = 0;
   bool on_heap_ = false;
   std::string heap_;  // everything, once on_heap_
@@ -72,19 +93,32 @@ struct HopSpan {
   TextRef error;
 };
 
-// The hops of a request, in the order they ended: kInline inline, more in a vector.
+// The hops of a request, in the order they ended: kInline inline, more in a vector. The
+// inline slots are not initialised (nor constructed) until a hop is put there: only the
+// first min(size_, kInline) are ever read, and a copy copies those.
 class HopList {
  public:
   static constexpr size_t kInline = 3;
 
+  HopList() = default;
+  HopList(const HopList& other) : more_(other.more_), size_(other.size_) { copy_inline(other); }
+  HopList& operator=(const HopList& other) {
+    if (this != &other) {
+      more_ = other.more_;
+      size_ = other.size_;
+      copy_inline(other);
+    }
+    return *this;
+  }
+
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   const HopSpan& operator[](size_t i) const {
-    return i < kInline ? inline_[i] : more_[i - kInline];
+    return i < kInline ? slots_[i].hop : more_[i - kInline];
   }
   void push_back(const HopSpan& hop) {
     if (size_ < kInline) {
-      inline_[size_] = hop;
+      std::construct_at(&slots_[size_].hop, hop);
     } else {
       more_.push_back(hop);
     }
@@ -92,7 +126,19 @@ class HopList {
   }
 
  private:
-  std::array<HopSpan, kInline> inline_{};
+  static_assert(std::is_trivially_copyable_v<HopSpan> && std::is_trivially_destructible_v<HopSpan>);
+  void copy_inline(const HopList& other) {
+    for (size_t i = 0; i < std::min(size_, kInline); ++i) {
+      std::construct_at(&slots_[i].hop, other.slots_[i].hop);
+    }
+  }
+
+  // Room for a hop, not constructed until a hop is put there.
+  union Slot {
+    Slot() {}
+    HopSpan hop;
+  };
+  Slot slots_[kInline];
   std::vector<HopSpan> more_;
   size_t size_ = 0;
 };

@@ -24,23 +24,6 @@ bool read_hex(std::string_view s, uint64_t& out) {
   return true;
 }
 
-// The 8 hex digits of `x`, most significant first, at `out`: each nibble is spread to a
-// byte of its own (nibble k in byte k), turned into its digit ('0' + n, plus the gap to
-// 'a' where n >= 10: bit 4 of n + 6) in all 8 bytes at once, and the bytes put in the
-// order of the digits.
-void write_hex8(char* out, uint32_t x) {
-  uint64_t y = x;
-  y = (y | (y << 16)) & 0x0000ffff0000ffffULL;
-  y = (y | (y << 8)) & 0x00ff00ff00ff00ffULL;
-  y = (y | (y << 4)) & 0x0f0f0f0f0f0f0f0fULL;
-  const uint64_t letters = ((y + 0x0606060606060606ULL) >> 4) & 0x0101010101010101ULL;
-  y += 0x3030303030303030ULL + letters * static_cast<uint64_t>('a' - '0' - 10);
-  // Byte k holds nibble k, the least significant first: the most significant digit goes
-  // to the lowest address.
-  if constexpr (std::endian::native == std::endian::little) y = __builtin_bswap64(y);
-  std::memcpy(out, &y, sizeof y);
-}
-
 // The two hex digits of a byte (the flags).
 void write_hex2(char* out, uint8_t v) {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -49,11 +32,6 @@ void write_hex2(char* out, uint8_t v) {
 }
 
 }  // namespace
-
-void write_hex16(char* out, uint64_t v) {
-  write_hex8(out, static_cast<uint32_t>(v >> 32));
-  write_hex8(out + 8, static_cast<uint32_t>(v));
-}
 
 std::optional<TraceParent> parse_traceparent(std::string_view v) {
   // version "-" trace-id "-" parent-id "-" flags: 2 + 1 + 32 + 1 + 16 + 1 + 2 = 55.

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <tuple>
+#include <utility>
 
 #include "core/common/rng.h"
 #include "core/trace/otlp_json.h"
@@ -30,7 +32,9 @@ std::string& header_value(io::UpstreamHeaders& headers, std::string_view name) {
   for (auto& [key, value] : headers) {
     if (key == name) return value;
   }
-  return headers.emplace_back(std::string(name), std::string()).second;
+  return headers
+      .emplace_back(std::piecewise_construct, std::forward_as_tuple(name), std::forward_as_tuple())
+      .second;
 }
 
 }  // namespace
@@ -153,7 +157,7 @@ void Tracer::submit(std::unique_ptr<RequestTrace> trace) {
 void Tracer::run() {
   std::vector<std::unique_ptr<RequestTrace>> held;  // the queue, taken whole
   std::vector<trace::SpanRun> batch;
-  std::string body;  // every batch's, its capacity kept
+  std::string body;  // every batch's, its size and capacity kept (write_otlp_json)
   body.reserve(std::min<size_t>(config_.batch_size, 2048) * 640 + 256);
   std::unique_lock lock(mu_);
   while (true) {
@@ -206,9 +210,10 @@ void Tracer::run() {
 }
 
 bool Tracer::export_batch(std::span<const trace::SpanRun> batch, size_t spans, std::string& body) {
-  body.clear();
-  trace::append_otlp_json(body, batch, config_.service_name);
-  const bool ok = sink_ ? sink_(body, spans) : post_to_collector(body, spans);
+  // Written over the last batch's text: `body` keeps its size and capacity (no clearing,
+  // no reallocation once it is as large as a batch needs).
+  const std::string_view json = trace::write_otlp_json(body, batch, config_.service_name);
+  const bool ok = sink_ ? sink_(json, spans) : post_to_collector(json, spans);
   (ok ? exported_ : dropped_).fetch_add(spans, std::memory_order_relaxed);
   return ok;
 }

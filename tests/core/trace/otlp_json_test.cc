@@ -404,5 +404,114 @@ TEST(OtlpJson, RequestSpansBeyondTheirInlineRoom) {
   EXPECT_EQ(copy.text.view(*copy.path), long_path);
 }
 
+// The exporter's form: the request written over a scratch buffer kept between batches,
+// which is never shrunk; what it returns is the request alone.
+TEST(OtlpJson, WrittenOverAScratchBuffer) {
+  const RequestSpans a = routed_request();
+  const RequestSpans b = stored_request();
+  const std::vector<Span> spans = joined(as_spans(a), as_spans(b));
+  std::string scratch;
+  const SpanRun whole[] = {{&a, 0, 4}, {&b, 0, 2}};
+  EXPECT_EQ(write_otlp_json(scratch, whole, "kvgate"), otlp_json(spans, "kvgate"));
+  const size_t grown = scratch.size();
+  // A smaller batch after it: the buffer keeps its size, the view is the new request.
+  const SpanRun small[] = {{&b, 1, 1}};
+  const std::string_view json = write_otlp_json(scratch, small, "kvgate");
+  EXPECT_EQ(json, otlp_json(std::span<const Span>(spans).subspan(5), "kvgate"));
+  EXPECT_EQ(json.data(), scratch.data());
+  EXPECT_EQ(scratch.size(), grown);
+  // Empty, and into a buffer that held other text.
+  scratch.assign(3, 'x');
+  EXPECT_EQ(write_otlp_json(scratch, {}, "svc"), otlp_json({}, "svc"));
+}
+
+// The records' strings (tracestate, model, pool, path, endpoints, a hop's error and name)
+// with every byte that needs a look at every offset of the 8-byte scan: the same bytes as
+// the reference.
+TEST(OtlpJson, RecordStringsEscapeAsTheReference) {
+  const std::string kSpecials[] = {"\"",   "\\",       "\n",   "\x01",     "\x1f",
+                                   "\x7f", "\xc3\xa9", "\xff", "\xe2\x82", "\xf0\x9f\x98\x80"};
+  for (const std::string& special : kSpecials) {
+    for (size_t before = 0; before < 18; ++before) {
+      for (size_t after : {size_t{0}, size_t{5}, size_t{9}}) {
+        const std::string text = std::string(before, 'a') + special + std::string(after, 'z');
+        RequestSpans r = routed_request();
+        r.trace_state = r.text.add(text);
+        r.model = r.text.add(text);
+        r.pool = r.text.add(text);
+        r.path = r.text.add(text);
+        r.endpoint = r.text.add(text);
+        r.hops.push_back({.span_id = 99,
+                          .name = text,
+                          .endpoint = r.text.add(text),
+                          .attempt = 3,
+                          .error = r.text.add(text)});
+        std::string out;
+        const SpanRun runs[] = {{&r, 0, r.span_count()}};
+        append_otlp_json(out, runs, text);
+        EXPECT_EQ(out, otlp_json(as_spans(r), text)) << "before " << before << " after " << after;
+      }
+    }
+  }
+}
+
+// Every part of a record at its longest (all attributes, numbers at their extremes,
+// strings all of bytes written 6 characters each, many hops): the same bytes as the
+// reference, within the encoder's bounds (it asserts them in this build), in a buffer
+// grown many times from nothing.
+TEST(OtlpJson, RecordsAtTheirLongest) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int32_t kMin32 = std::numeric_limits<int32_t>::min();
+  const std::string controls(300, '\x01');
+  RequestSpans r;
+  r.trace_id = {~0ULL, ~0ULL};
+  r.span_id = ~0ULL;
+  r.parent_span_id = ~0ULL;
+  r.trace_flags = 0xff;
+  r.trace_state = r.text.add(controls);
+  r.start_unix_nanos = kMin;
+  r.end_unix_nanos = kMin;
+  r.model = r.text.add(controls);
+  r.pool = r.text.add(controls);
+  r.path = r.text.add(controls);
+  r.endpoint = r.text.add(controls);
+  r.routing = Routing{.route_us = kMin,
+                      .matched_blocks = kMin,
+                      .cached_blocks = kMin,
+                      .prompt_blocks = kMin,
+                      .prefill_tokens = kMin,
+                      .cost = -std::numeric_limits<double>::max(),
+                      .queued_us = kMin,
+                      .disaggregated = false};
+  r.http_status = kMin32;  // neither 0 nor 5xx: UNSET, as the reference has it
+  r.hops_started = kMin32;
+  const int32_t statuses[] = {0, kMin32, 599, 200};
+  for (int32_t i = 0; i < 8; ++i) {
+    r.hops.push_back({.span_id = ~0ULL,
+                      .name = "kvgate.upstream",
+                      .endpoint = r.text.add(controls),
+                      .start_unix_nanos = kMin,
+                      .end_unix_nanos = kMin,
+                      .attempt = kMin32,
+                      .status = statuses[i % 4],
+                      .error = r.text.add(controls)});
+  }
+  const std::vector<Span> spans = as_spans(r);
+  std::string out;
+  const SpanRun runs[] = {{&r, 0, r.span_count()}};
+  append_otlp_json(out, runs, controls);
+  EXPECT_EQ(out, otlp_json(spans, controls));
+  std::string scratch;
+  EXPECT_EQ(write_otlp_json(scratch, runs, controls), out);
+  // The server span with a status of its own (5xx), a NaN cost, no answer.
+  r.http_status = 599;
+  r.routing->cost = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(write_otlp_json(scratch, runs, controls), otlp_json(as_spans(r), controls));
+  r.http_status = 0;
+  r.routing->cost = -std::numeric_limits<double>::infinity();
+  r.routing->disaggregated = true;
+  EXPECT_EQ(write_otlp_json(scratch, runs, controls), otlp_json(as_spans(r), controls));
+}
+
 }  // namespace otlp_json_test
 }  // namespace kvgate::trace

@@ -1,0 +1,75 @@
+// json_cursor: JSON text written through a raw cursor into room reserved beforehand, for
+// encoders that write many small pieces (the OTLP encoder of the gateway's span records,
+// otlp_json.h): no std::string call per piece, only stores.
+//
+// Each writer takes the cursor `p` and returns it past what it wrote; the caller makes
+// sure the room is there, from the bounds below (a value's longest text), before it
+// writes. Nothing here checks the room.
+//
+//   char* p = buffer;                             // room for the bounds below
+//   p = copy_literal(p, "{\"n\":\"");             // a literal: a store of constant size
+//   p = write_int(p, int64_t{-42});               // at most kIntBound characters
+//   p = copy_literal(p, "\",\"s\":");
+//   p = write_json_string(p, text);               // at most json_string_bound(text.size())
+//
+// Strings: a JSON string of valid UTF-8 (an invalid byte is written as U+FFFD, as a
+// protobuf string must be UTF-8), quotes, backslashes and control bytes escaped.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace kvgate::trace {
+
+// `literal` copied to `p` (without its NUL); returns the end. Its length is known at
+// compile time: the copy is a few stores.
+template <size_t N>
+inline char* copy_literal(char* p, const char (&literal)[N]) {
+  std::memcpy(p, literal, N - 1);
+  return p + N - 1;
+}
+
+// The longest decimal text of an int64_t ("-9223372036854775808") or a uint64_t.
+inline constexpr size_t kIntBound = 20;
+
+// An integer in decimal (as std::to_chars writes it), at most kIntBound characters.
+char* write_uint(char* p, uint64_t v);
+inline char* write_int(char* p, int64_t v) {
+  if (v < 0) {
+    *p++ = '-';
+    return write_uint(p, uint64_t{0} - static_cast<uint64_t>(v));
+  }
+  return write_uint(p, static_cast<uint64_t>(v));
+}
+
+// The longest JSON string written for `size` bytes of text: the quotes, and 6 characters
+// per byte (a control byte's "\u00XX"; a quote or backslash takes 2, an invalid UTF-8
+// byte's U+FFFD 3, any other byte 1).
+inline constexpr size_t json_string_bound(size_t size) { return 2 + 6 * size; }
+
+// `s` as a JSON string (quoted), at most json_string_bound(s.size()) characters: the bytes
+// that need no escape are copied as they are (printable ASCII 8 bytes at a time), the rest
+// escaped in place.
+char* write_json_string(char* p, std::string_view s);
+
+// What the writer above and the reference encoder (otlp_json.cc) share.
+
+// Whether any of the 8 bytes of `w` needs a look of its own: a control byte (< 0x20), a
+// byte >= 0x80 (UTF-8 to check), '"' or '\\' (the bit tricks of "Bit Twiddling Hacks").
+inline bool json_needs_look(uint64_t w) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull;
+  constexpr uint64_t kHighs = 0x8080808080808080ull;
+  const auto has_zero = [](uint64_t x) { return (x - kOnes) & ~x & kHighs; };
+  const uint64_t below_space = (w - kOnes * 0x20) & ~w & kHighs;
+  return ((w & kHighs) | below_space | has_zero(w ^ (kOnes * '"')) |
+          has_zero(w ^ (kOnes * '\\'))) != 0;
+}
+
+// The length of the valid UTF-8 sequence that starts at s[i] (a byte >= 0x80), or 0
+// when none does (a stray continuation byte, an overlong form, a surrogate, a code point
+// beyond U+10FFFF, a truncated sequence).
+size_t utf8_length(std::string_view s, size_t i);
+
+}  // namespace kvgate::trace
