@@ -304,6 +304,9 @@ struct DataPlane {
   // answer began: counted cancelled, and finished with nginx's 499 "client closed
   // request", or the drain's 503 when the listener answered it. Returns that status.
   int finish_client_left(const ProxyCall& call);
+  // The end of `call` in its trace and the metrics: the trace's status, the request
+  // counted (its routing time with it, when it was routed).
+  void record_done(const ProxyCall& call, int status);
   // After the stream's engine failed mid-stream: a continuation on another endpoint
   // (stream_migration.h). kResumed: job.exchange, endpoint and lease are the new leg's.
   enum class Migrated { kResumed, kComplete, kCancelled, kFailed };

@@ -415,15 +415,7 @@ void DataPlane::external_routed(ProxyCall& call, route::RequestId id, Nanos rout
     HttpResponse r = not_routed(pool, pick.decision);
     const int status = r.status;
     // As proxy()'s respond(): the trace's status, the metrics, then the answer.
-    if (call.trace) [[unlikely]] {
-      call.trace->set_status(status);
-    }
-    metrics.request_finished({.model = call.model->name,
-                              .pool = pool.name(),
-                              .tenant = call.tenant,
-                              .status = status,
-                              .seconds = seconds_since(call.received),
-                              .routing_seconds = call.routing_seconds});
+    record_done(call, status);
     shape(call.dialect, r);
     call.stream->respond(std::move(r));
     return;

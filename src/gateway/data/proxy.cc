@@ -696,14 +696,7 @@ asio::awaitable<void> DataPlane::relay(ProxyCall call) {
   metrics.request_started();
   PoolRuntime& pool = *call.pool;
   auto respond = [&](int status, HttpResponse r) {
-    if (call.trace) [[unlikely]] {
-      call.trace->set_status(status);
-    }
-    metrics.request_finished({.model = call.model->name,
-                              .pool = pool.name(),
-                              .tenant = call.tenant,
-                              .status = status,
-                              .seconds = seconds_since(call.received)});
+    record_done(call, status);
     shape(call.dialect, r);  // count_tokens: its errors are Anthropic's
     call.stream->respond(std::move(r));
   };
@@ -855,16 +848,20 @@ int DataPlane::finish_client_left(const ProxyCall& call) {
   const std::string_view pool = call.pool->name();
   fault_metrics.cancelled(pool, /*after_first_byte=*/false);
   const int status = client_left_status(*call.stream);
+  record_done(call, status);
+  return status;
+}
+
+void DataPlane::record_done(const ProxyCall& call, int status) {
   if (call.trace) [[unlikely]] {
     call.trace->set_status(status);
   }
   metrics.request_finished({.model = call.model->name,
-                            .pool = pool,
+                            .pool = call.pool->name(),
                             .tenant = call.tenant,
                             .status = status,
                             .seconds = seconds_since(call.received),
                             .routing_seconds = call.routing_seconds});
-  return status;
 }
 
 void DataPlane::slo_outcome(const ProxyCall& call, Nanos first_token, Nanos end, uint64_t tokens) {
