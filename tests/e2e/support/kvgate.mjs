@@ -2,7 +2,7 @@
 // it with stdin input; start_kvgate, start_engines and start_gateway start the processes
 // stop_started stops (kill_started stops one of them before that).
 import {execFileSync, spawn} from 'node:child_process';
-import {mkdtempSync, writeFileSync} from 'node:fs';
+import {mkdtempSync, rmSync, writeFileSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import path from 'node:path';
 
@@ -65,6 +65,9 @@ export async function start_engines(count, extra = []) {
   return urls;
 }
 
+// The temporary folders start_gateway made (stop_started removes them).
+const made_dirs = [];
+
 // Writes `config` (YAML) as gateway.yaml in `dir` (default: a new temporary folder) and
 // starts `kvgate serve` on it. With `tenant`, a key of that tenant is added to keys.yaml
 // there first (`keys_file: keys.yaml` in `config`). Resolves with {base, key}: the URL
@@ -72,7 +75,10 @@ export async function start_engines(count, extra = []) {
 // with `admin` (the config has an `admin:` section), {base, key, admin}: the admin API's
 // URL too.
 export async function start_gateway(config, {tenant, dir, pattern, admin} = {}) {
-  dir ??= mkdtempSync(path.join(tmpdir(), 'kvgate-e2e-'));
+  if (!dir) {
+    dir = mkdtempSync(path.join(tmpdir(), 'kvgate-e2e-'));
+    made_dirs.push(dir);  // removed by stop_started()
+  }
   let key;
   if (tenant) {
     key = execFileSync(bin, ['keys', 'add', '--tenant', tenant, '--file', path.join(dir, 'keys.yaml')],
@@ -109,4 +115,5 @@ export async function stop_started() {
     p.kill('SIGTERM');
     await exited;
   }
+  for (const dir of made_dirs.splice(0)) rmSync(dir, {recursive: true, force: true});
 }

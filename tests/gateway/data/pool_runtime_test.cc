@@ -387,6 +387,7 @@ TEST(PoolRuntimeTokenizePlan, EngineModeAutoFallbackAndLocalRefusal) {
   auto local = PoolRuntime::create(config, {}, io.get_executor(), metrics, clock);
   ASSERT_FALSE(local.ok());
   EXPECT_NE(local.error().find(bad), std::string::npos) << local.error();
+  std::remove(bad.c_str());
 }
 
 // A completion prompt gets the post-processor's special tokens, as vLLM adds them (and as
