@@ -37,6 +37,12 @@ bool Outbox::due(Nanos now, const FlushRule& rule) const {
   return requests_ >= rule.batch || rule.waited(oldest_, now);
 }
 
+std::optional<Nanos> Outbox::due_at(const FlushRule& rule) const {
+  if (batch_.events.empty()) return std::nullopt;
+  if (requests_ >= rule.batch) return oldest_;
+  return oldest_ + std::max<Nanos>(0, rule.max_wait - rule.period);
+}
+
 std::optional<EventBatch> Outbox::take(Nanos now, bool heartbeat) {
   if (batch_.events.empty() && !heartbeat) return std::nullopt;
   EventBatch out;

@@ -80,6 +80,12 @@ class Outbox {
   // `rule.batch` requests or more, or the oldest has waited (FlushRule::waited). Leaves
   // the outbox as it is (take() empties it).
   bool due(Nanos now, const FlushRule& rule) const;
+  // The earliest check at which due() holds without another event: the oldest event's
+  // time when the batch is full, else the check after which it would wait `max_wait`
+  // (oldest + max_wait - period); nullopt when empty. A shell that checks at this time
+  // (and again whenever an event makes it earlier) publishes as one that checks every
+  // `period`, and wakes only when something is due.
+  std::optional<Nanos> due_at(const FlushRule& rule) const;
   // The events so far as one batch (sequence number assigned), or nullopt when there are
   // none; `heartbeat` returns an empty batch instead, so that peers know this replica
   // lives.

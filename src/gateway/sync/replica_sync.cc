@@ -69,6 +69,10 @@ struct PoolSync {
   // When the Outbox goes out (set before the timers start): the config's flush rule, or,
   // with room sharing, every check (its window is one flush_ms, not flush_max_ms).
   cluster::FlushRule flush_rule;
+  // Set before the timers start: the pool's reports (fleet fairness, room sharing) change
+  // between events, so its checks run every `flush`; else a check runs only when the
+  // Outbox is due (Outbox::due_at) or a heartbeat is.
+  bool periodic = false;
   // On the Redis executor.
   std::string last_id;
   bool publish_in_flight = false;
@@ -194,6 +198,8 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   // compared with do (heartbeats, peer timeouts, lease validity): a ManualClock moves
   // them together. Redis's own timeouts stay on the OS's clock (io/redis_async.h).
   io::ClockTimer flush_timer;
+  Nanos flush_at = -1;        // on `executor`: when flush_timer fires next; -1: not armed
+  bool periodic = false;      // some pool's checks run every `flush` (PoolSync::periodic)
   io::ClockTimer read_timer;  // the pause before the next read (`poll`, or after a failure)
   io::ClockTimer snapshot_timer{executor, clock};
   std::vector<std::shared_ptr<PoolSync>> pools;
@@ -216,35 +222,79 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   void hook(const std::shared_ptr<PoolSync>& ps) {
     PoolRuntime::RoutingHooks hooks;
     std::shared_ptr<PoolSync> p = ps;
-    hooks.routed = [p](const route::Router& router, const route::RouteRequest& request,
-                       const route::Decision& d, Nanos now) {
+    std::weak_ptr<Impl> weak = weak_from_this();
+    hooks.routed = [p, weak](const route::Router& router, const route::RouteRequest& request,
+                             const route::Decision& d, Nanos now) {
       if (!p->outbox) return;
       const route::Endpoint* ep = router.pool().get(d.endpoint);
       const route::Endpoint* pre =
           d.prefill_endpoint ? router.pool().get(*d.prefill_endpoint) : nullptr;
       if (!ep) return;
+      const bool first = p->outbox->empty();
       p->outbox->routed(request, d, ep->spec.url, pre ? pre->spec.url : std::string_view(), now);
+      if (first || p->outbox->requests() == p->flush_rule.batch) wake_flush(weak, *p, now);
     };
-    hooks.lifecycle = [p](route::RequestId id, cluster::EventKind kind, Nanos now) {
-      if (p->outbox) p->outbox->load(kind, id, now);
+    hooks.lifecycle = [p, weak](route::RequestId id, cluster::EventKind kind, Nanos now) {
+      if (!p->outbox) return;
+      const bool first = p->outbox->empty();
+      p->outbox->load(kind, id, now);
+      if (first) wake_flush(weak, *p, now);
     };
     ps->pool->set_routing_hooks(std::move(hooks));
   }
 
-  // Every `flush`: each pool's batch goes out when the flush rule says so (and a
-  // heartbeat once a second), peers' stale load expires.
+  // The checks: at each, every pool's batch goes out when the flush rule says so (and a
+  // heartbeat once a second), peers' stale load expires. A pool with reports (`periodic`)
+  // is checked every `flush`. Otherwise a check is only armed for when something is due:
+  // the pool's Outbox by the flush rule (Outbox::due_at: its first event arms it, a full
+  // batch brings it forward) or its next heartbeat. Events go out when they did with a
+  // check every `flush` (a full batch sooner), and an idle or lightly loaded replica
+  // does not wake every `flush` for nothing.
   void arm_flush() {
-    flush_timer.expires_after(config.flush);
+    periodic = std::any_of(pools.begin(), pools.end(),
+                           [](const std::shared_ptr<PoolSync>& ps) { return ps->periodic; });
+    schedule_flush(clock.now() + to_nanos(config.flush));
+  }
+  // On `executor`: a check at `at`, unless one is armed for then or sooner.
+  void schedule_flush(Nanos at) {
+    if (stopped) return;
+    if (flush_at >= 0 && flush_at <= at) return;
+    flush_at = at;
+    flush_timer.expires_at(at);  // an armed later check is aborted: this one replaces it
     flush_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (ec || self->stopped) return;
+      self->flush_at = -1;
       for (const auto& ps : self->pools) self->flush(ps);
-      self->arm_flush();
+      // Without periodic pools, each pool's check arms its own next one (flush()).
+      if (self->periodic) self->schedule_flush(self->clock.now() + to_nanos(self->config.flush));
     });
+  }
+  // From a routing hook on `pool`'s strand: its Outbox got its first event or a full
+  // batch, so its check may be due sooner than the one armed.
+  static void wake_flush(const std::weak_ptr<Impl>& weak, const PoolSync& pool, Nanos now) {
+    if (pool.periodic) return;
+    const std::shared_ptr<Impl> self = weak.lock();
+    if (!self) return;
+    const Nanos at = std::max(now, pool.outbox->due_at(pool.flush_rule).value_or(now));
+    asio::dispatch(self->executor, [self, at] { self->schedule_flush(at); });
+  }
+  // On `ps`'s strand, after its check: arms its next (unless the pool is periodic).
+  void next_flush(const PoolSync& ps, Nanos now) {
+    if (ps.periodic) return;
+    Nanos at = ps.outbox ? ps.last_heartbeat + kHeartbeat : now + to_nanos(config.flush);
+    if (ps.outbox) {
+      if (std::optional<Nanos> due = ps.outbox->due_at(ps.flush_rule)) at = std::min(at, *due);
+    }
+    at = std::max(at, now);
+    asio::dispatch(executor, [self = shared_from_this(), at] { self->schedule_flush(at); });
   }
   void flush(const std::shared_ptr<PoolSync>& ps) {
     ps->pool->post([self = shared_from_this(), ps](route::Router&, kv::PreciseIndex&) {
-      if (!ps->outbox) return;
       const Nanos now = self->clock.now();
+      if (!ps->outbox) {
+        self->next_flush(*ps, now);
+        return;
+      }
       const bool heartbeat = now - ps->last_heartbeat >= kHeartbeat;
       // The routing events go out under the flush rule (a batch of requests, or the oldest
       // about to wait flush_max), or with the heartbeat. The reports (fleet fairness,
@@ -271,8 +321,9 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       }
       std::optional<cluster::EventBatch> b;
       if (events_due || report || demand) b = ps->outbox->take(now, heartbeat);
+      if (heartbeat && b) ps->last_heartbeat = now;
+      self->next_flush(*ps, now);
       if (!b && !report && !demand) return;
-      if (heartbeat) ps->last_heartbeat = now;
       ps->last_sent = now;
       const size_t events = b ? b->events.size() : 0;
       std::string wire = b ? cluster::encode(*b) : std::string();
@@ -832,6 +883,7 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
     // sharing publishes at every check instead: its window (above) is how long its
     // releases stay unseen, and a longer one keeps a freed slot idle longer; its demand
     // reports change with nearly every release anyway.
+    ps->periodic = ps->fair_enabled || ps->room_enabled;
     ps->flush_rule = cluster::FlushRule{
         .period = to_nanos(config.flush),
         .batch = config.flush_batch,

@@ -301,6 +301,37 @@ TEST(OutboxFlushRule, ABatchOfRequestsGoesAtOnceLifecycleEventsDoNotCount) {
   EXPECT_TRUE(out.due(35 * kMillisecond, rule));
 }
 
+// due_at: the one check a shell needs, instead of one every period. A lone event is due at
+// the first check after which it would wait max_wait; a full batch at once (its oldest
+// event's time); due() agrees at that time and not a nanosecond before.
+TEST(OutboxFlushRule, DueAtIsTheFirstTimeDueHolds) {
+  const FlushRule rule{.period = 5 * kMillisecond, .batch = 3, .max_wait = 25 * kMillisecond};
+  Outbox out("gw-a", "main");
+  EXPECT_FALSE(out.due_at(rule).has_value());  // nothing waiting: no check needed
+  out.load(EventKind::kFinished, 9, 3 * kMillisecond);
+  ASSERT_TRUE(out.due_at(rule).has_value());
+  EXPECT_EQ(*out.due_at(rule), 23 * kMillisecond);
+  EXPECT_FALSE(out.due(*out.due_at(rule) - 1, rule));
+  EXPECT_TRUE(out.due(*out.due_at(rule), rule));
+  // Later events do not move it; a full batch brings it to the oldest event's time.
+  for (uint64_t id = 1; id <= 2; ++id) {
+    const route::RouteRequest r{.id = id, .prompt_tokens = 16};
+    out.routed(r, route::Decision{}, "http://e0", "", 6 * kMillisecond);
+  }
+  EXPECT_EQ(*out.due_at(rule), 23 * kMillisecond);
+  const route::RouteRequest third{.id = 3, .prompt_tokens = 16};
+  out.routed(third, route::Decision{}, "http://e0", "", 7 * kMillisecond);
+  EXPECT_EQ(*out.due_at(rule), 3 * kMillisecond);
+  EXPECT_TRUE(out.due(7 * kMillisecond, rule));
+  ASSERT_TRUE(out.take(7 * kMillisecond));
+  EXPECT_FALSE(out.due_at(rule).has_value());
+  // max_wait below the period: due at once.
+  const FlushRule eager{.period = 5 * kMillisecond, .batch = 8, .max_wait = kMillisecond};
+  out.load(EventKind::kFinished, 3, 9 * kMillisecond);
+  EXPECT_EQ(*out.due_at(eager), 9 * kMillisecond);
+  EXPECT_TRUE(out.due(9 * kMillisecond, eager));
+}
+
 // max_wait equal to the period: every check sends whatever waits, the rule before batching.
 TEST(OutboxFlushRule, MaxWaitOfOnePeriodSendsAtEveryCheck) {
   const FlushRule rule{.period = 5 * kMillisecond, .batch = 8, .max_wait = 5 * kMillisecond};
