@@ -11,8 +11,10 @@
 # 2. examples/sim/latency-targets-loaded.yaml (chat with a 400 ms TTFT target on about
 #    half of all requests, beside long uncached documents, near the pool's capacity) at
 #    each load of LOADS (default "0.9 1.0 1.1": every `qps:` of the file multiplied by it),
-#    with kv-cost, kv-cost with flow control, and latency targets with each action
-#    (best_effort, reject, queue): the share of targeted requests that met the target, the
+#    with kv-cost, kv-cost with flow control, latency targets with each action
+#    (best_effort, reject, queue), and the two flow-control policies with targets_first
+#    (targets-queue-first, kv-cost+flow-first; every policy of the file is printed, in the
+#    file's order): the share of targeted requests that met the target, the
 #    p90 TTFT of the requests without targets and of all, the output throughput, the
 #    requests refused and served, and the predictor's TTFT MAPE. LOADS= skips it.
 # Usage: bench/sim_latency_targets.bench.sh [OUT]   SEEDS="1 2 3" picks the seeds;

@@ -573,7 +573,8 @@ route::RouteRequest Simulation::route_request(uint64_t id) const {
   if (r.work.session != 0 && policy_.router.session_affinity.enabled) {
     rr.session = route::session_key((uint64_t{r.work.tenant} << 48) ^ r.work.session);
   }
-  // The workload's latency targets (honoured when the policy has latency_targets on).
+  // The workload's latency targets (the router honours them when the policy has
+  // latency_targets on; flow control's targets_first orders its queue by them either way).
   rr.ttft_target = r.work.ttft_target;
   rr.tpot_target = r.work.tpot_target;
   return rr;

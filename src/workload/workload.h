@@ -115,7 +115,8 @@ struct TenantSpec {
 
 // Latency targets on a share of a workload's requests (its `targets:`; in a tenants mix,
 // each tenant's workload has its own): they become RouteRequest::ttft_target /
-// tpot_target, honoured by a policy with latency_targets enabled (docs/router.md).
+// tpot_target, honoured by a policy with latency_targets enabled (docs/router.md) and, the
+// TTFT target, by flow control's targets_first (docs/flow-control.md).
 struct TargetsSpec {
   double fraction = 0;  // 0..1: each request carries the targets with this probability
   Nanos ttft = 0;       // 0: none

@@ -300,6 +300,7 @@ FlowOutcome FlowController::admit(const FlowRequest& request, Nanos now, Rng& rn
                               .prompt_tokens = rr.prompt_tokens,
                               .expected_output_tokens = rr.expected_output_tokens,
                               .deadline = request.deadline,
+                              .ttft_target = rr.ttft_target,
                               .request = &rr},
                              now, removed_);
   for (const FlowQueue::Removed& r : removed_) out.push_back(from_removed(r, now));

@@ -7,7 +7,9 @@
 // early rejection would refuse it now (refused `decode_full` before it waited). A request
 // with latency targets no endpoint is predicted to meet, when the router's
 // latency_targets.action is queue, waits too, as if there were no capacity; dispatched, it
-// goes where predicted fastest (RouteRequest::dequeued). Routing is decided when a request leaves
+// goes where predicted fastest (RouteRequest::dequeued). A request's TTFT target is handed to
+// the queue whether or not latency_targets is on: with FlowQueueConfig::targets_first the
+// targeted requests leave first. Routing is decided when a request leaves
 // the queue (late binding), on the index and load as they are then. The shell calls dispatch()
 // whenever capacity may have appeared (a scrape, a request finished, an endpoint added, a prefill
 // done) and expire() at queue().next_expiry().

@@ -184,6 +184,8 @@ Status apply_flow_entries(std::span<const std::pair<std::string, std::string>> e
       auto r = parse_room_share(value);
       if (r) c.room_share = *r;
       ok = r.has_value();
+    } else if (key == "targets_first") {
+      ok = parse_bool(value, c.targets_first);
     } else {
       return Error(fmt::format("flow_control: unknown key '{}'", key));
     }
@@ -217,6 +219,10 @@ bool FlowQueue::ItemOrder::operator()(const Item* a, const Item* b) const {
 bool FlowQueue::ItemSeq::operator()(const Item* a, const Item* b) const { return a->seq < b->seq; }
 bool FlowQueue::ItemDeadline::operator()(const Item* a, const Item* b) const {
   if (a->deadline != b->deadline) return a->deadline < b->deadline;
+  return a->seq < b->seq;
+}
+bool FlowQueue::ItemDue::operator()(const Item* a, const Item* b) const {
+  if (a->due != b->due) return a->due < b->due;
   return a->seq < b->seq;
 }
 bool FlowQueue::TenantKey::operator<(const TenantKey& o) const {
@@ -403,6 +409,11 @@ FlowRefusal FlowQueue::enqueue(const Entry& e, Nanos now, std::vector<Removed>& 
   p->tokens = tokens;
   p->enqueued_at = now;
   p->deadline = e.deadline.value_or(kNoDeadline);
+  p->targeted = e.ttft_target > 0;
+  if (p->targeted) {
+    // Saturating: a target too far out to add is due last.
+    p->due = now > 0 && e.ttft_target > kNoDeadline - now ? kNoDeadline : now + e.ttft_target;
+  }
   p->seq = ++seq_;
   p->request = e.request;
 
@@ -433,6 +444,7 @@ FlowRefusal FlowQueue::enqueue(const Entry& e, Nanos now, std::vector<Removed>& 
   if (p->deadline != kNoDeadline) {
     p->in_deadline = insert_reusing(by_deadline_, spare_deadline_, p);
   }
+  if (p->targeted) p->in_due = insert_reusing(band.targeted, spare_due_, p);
   ++t.queued;
   t.queued_tokens += tokens;
   tokens_ += tokens;
@@ -450,6 +462,7 @@ FlowQueue::Removed FlowQueue::unlink(Item* item, FlowRefusal refusal) {
   if (item->deadline != kNoDeadline) {
     erase_keeping(by_deadline_, spare_deadline_, item->in_deadline, kMaxSpare);
   }
+  if (item->targeted) erase_keeping(band.targeted, spare_due_, item->in_due, kMaxSpare);
   --t.queued;
   t.queued_tokens -= item->tokens;
   tokens_ -= item->tokens;
@@ -493,11 +506,17 @@ size_t FlowQueue::pick_band(Nanos now) const {
   return pick;
 }
 
+FlowQueue::Item* FlowQueue::next_in(size_t b) const {
+  const Band& band = bands_[b];
+  if (config_.targets_first && !band.targeted.empty()) return *band.targeted.begin();
+  return *band.tenants.begin()->tenant->items[b].begin();
+}
+
 std::optional<FlowQueue::Next> FlowQueue::peek(Nanos now) const {
   const size_t b = pick_band(now);
   if (b == kBands) return std::nullopt;
-  const Tenant& t = *bands_[b].tenants.begin()->tenant;
-  const Item& item = **t.items[b].begin();
+  const Item& item = *next_in(b);
+  const Tenant& t = *item.tenant;
   return Next{.id = item.id,
               .request = item.request,
               .sparse = t.queued == 1 && entries_.size() > 1,
@@ -508,8 +527,8 @@ std::optional<FlowQueue::Removed> FlowQueue::pop(Nanos now) {
   const size_t b = pick_band(now);
   if (b == kBands) return std::nullopt;
   Band& band = bands_[b];
-  Tenant& t = *band.tenants.begin()->tenant;
-  Item* item = *t.items[b].begin();
+  Item* item = next_in(b);
+  Tenant& t = *item->tenant;
   const double charge = cost(item->prompt_tokens, item->output_tokens) / t.weight;
   const uint64_t served = uint64_t{item->prompt_tokens} + item->output_tokens;
   Removed out = unlink(item, FlowRefusal::kNone);

@@ -13,6 +13,10 @@
 //      (or to the last served tenant's counter when none is), so it cannot bank credit;
 //   3. within a tenant and band: earliest deadline first among the requests that carry a
 //      deadline, then FCFS.
+// Opt-in (FlowQueueConfig::targets_first): within a band, a request with a TTFT target
+// (Entry::ttft_target) leaves before every request of the band without one, whatever
+// their tenants, the one due first (enqueued + target) first; the requests without a
+// target keep the order above. Service is charged to each tenant's counter either way.
 // Several gateway replicas (cluster/fleet_fairness.h) order by the fleet's counters: the
 // service the peers gave a tenant is added to its counter (add_peer_service), and the
 // service given here is handed out for the peers (take_service).
@@ -22,8 +26,8 @@
 // refused (queue_full).
 //
 // Every operation is O(log n) in the queued requests and tenants: ordered sets per band
-// (tenants by counter, requests by arrival), per tenant and band (requests by deadline
-// then arrival), and one by deadline.
+// (tenants by counter, requests by arrival, targeted requests by due time), per tenant and
+// band (requests by deadline then arrival), and one by deadline.
 //
 //   FlowQueue q(config);
 //   std::vector<FlowQueue::Removed> evicted;
@@ -124,6 +128,11 @@ struct FlowQueueConfig {
   // room with theirs (room_share.h; FlowController::set_room_fleet). kNone: it takes all
   // the room it sees. One replica, sync off or Redis away: the whole room whatever this says.
   RoomShare room_share = RoomShare::kSplit;
+  // true: within a band, the requests with a TTFT target leave first, the one due first
+  // (enqueued + target) first, whatever their tenants; those without a target wait behind
+  // them in the usual order (VTC between tenants, then EDF/FCFS). Service is charged to
+  // each tenant's counter as always. false: targets play no part in the order.
+  bool targets_first = false;
 
   // Error naming the first field out of range.
   Status validate() const;
@@ -135,7 +144,8 @@ struct FlowQueueConfig {
 //   max_requests, max_tokens, tenant_max_requests, tenant_max_tokens,
 //   max_wait.{critical,standard,sheddable} (seconds, 0 = unbounded),
 //   input_weight, output_weight, default_output_tokens, sparse_reserve,
-//   late_binding (room|any|cache), cache_reserve, room_share (split|demand|none).
+//   late_binding (room|any|cache), cache_reserve, room_share (split|demand|none),
+//   targets_first (true|false).
 // Error naming the key on an unknown key or a malformed value; `config` may then be
 // partly changed. Does not validate().
 Status apply_flow_entries(std::span<const std::pair<std::string, std::string>> entries,
@@ -164,8 +174,11 @@ class FlowQueue {
     double weight = 1;  // the tenant's weight (the newest given wins); > 0
     Criticality band = Criticality::kStandard;
     uint32_t prompt_tokens = 0;
-    uint32_t expected_output_tokens = 0;    // 0: default_output_tokens
-    std::optional<Nanos> deadline;          // absolute; EDF within the tenant
+    uint32_t expected_output_tokens = 0;  // 0: default_output_tokens
+    std::optional<Nanos> deadline;        // absolute; EDF within the tenant
+    // Time to first token it is to meet, from now (RouteRequest::ttft_target); 0: none.
+    // With targets_first, due at now + ttft_target and ahead of the untargeted.
+    Nanos ttft_target = 0;
     const RouteRequest* request = nullptr;  // borrowed, handed back by pop()
   };
   // A request that left the queue.
@@ -263,7 +276,8 @@ class FlowQueue {
   // Every tenant seen, in name order.
   std::vector<FlowTenantStats> tenants() const;
   // Per band in band order, each backlogged tenant's next request, lowest counter first;
-  // at most `limit` in all.
+  // at most `limit` in all. The tenant order only: with targets_first, a band's targeted
+  // requests leave before what this lists.
   std::vector<HeadView> head(size_t limit) const;
 
  private:
@@ -276,6 +290,9 @@ class FlowQueue {
     bool operator()(const Item* a, const Item* b) const;
   };
   struct ItemDeadline {
+    bool operator()(const Item* a, const Item* b) const;
+  };
+  struct ItemDue {
     bool operator()(const Item* a, const Item* b) const;
   };
   struct TenantKey {
@@ -293,6 +310,7 @@ class FlowQueue {
   using OrderSet = std::set<Item*, ItemOrder>;
   using SeqSet = std::set<Item*, ItemSeq>;
   using DeadlineSet = std::set<Item*, ItemDeadline>;
+  using DueSet = std::set<Item*, ItemDue>;
   // One queued request, and where it sits in each ordered set (erased in O(1)).
   struct Item {
     RequestId id = 0;
@@ -303,15 +321,21 @@ class FlowQueue {
     uint64_t tokens = 0;         // prompt + output: what the token limits count
     Nanos enqueued_at = 0;
     Nanos deadline = kNoDeadline;
+    bool targeted = false;  // has a TTFT target: in its band's `targeted`
+    Nanos due = 0;          // targeted: enqueued_at + its TTFT target
     uint64_t seq = 0;
     const RouteRequest* request = nullptr;
     OrderSet::iterator in_tenant;
     SeqSet::iterator in_band;
     DeadlineSet::iterator in_deadline;  // when it has a deadline
+    DueSet::iterator in_due;            // when targeted
   };
   struct Band {
     TenantSet tenants;  // backlogged tenants, lowest counter first
     SeqSet by_seq;      // arrival order: oldest times out, newest is evicted
+    // Requests with a TTFT target, due first first. Kept whatever targets_first says (so
+    // that set_config may turn it on or off); consulted only when it is on.
+    DueSet targeted;
     uint64_t tokens = 0;
     double pass = 0;  // kWeighted: stride scheduling
   };
@@ -322,6 +346,9 @@ class FlowQueue {
   Removed unlink(Item* item, FlowRefusal refusal);
   // The band to serve next; kBands when all are empty.
   size_t pick_band(Nanos now) const;
+  // The request band `b` (not empty) serves next: with targets_first its targeted request
+  // due first, if any; else the next of its lowest-counter tenant.
+  Item* next_in(size_t b) const;
   void set_counter(Tenant& t, double counter);
   // Charges `cost` (already divided by the weight) to `t` as one service given now.
   void serve(Tenant& t, double cost);
@@ -341,6 +368,7 @@ class FlowQueue {
   std::vector<OrderSet::node_type> spare_order_;
   std::vector<SeqSet::node_type> spare_seq_;
   std::vector<DeadlineSet::node_type> spare_deadline_;
+  std::vector<DueSet::node_type> spare_due_;
   std::unordered_map<std::string, std::unique_ptr<Tenant>> tenants_;
   std::array<Band, kBands> bands_;
   DeadlineSet by_deadline_;

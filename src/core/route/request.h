@@ -69,8 +69,9 @@ struct RouteRequest {
 
   // Latency targets: time to first token after routing and mean time per output token;
   // 0 = none. Honoured when the router's latency_targets are enabled (config.h,
-  // LatencyTargetsConfig), ignored otherwise. The gateway fills them from the request's
-  // x-kvgate-ttft-ms / x-kvgate-tpot-ms (or llm-d's x-slo-*) headers or the tenant's
+  // LatencyTargetsConfig), ignored by the router otherwise; the flow queue orders by the
+  // TTFT target either way when FlowQueueConfig::targets_first is set. The gateway fills them from
+  // the request's x-kvgate-ttft-ms / x-kvgate-tpot-ms (or llm-d's x-slo-*) headers or the tenant's
   // defaults; the simulator from the workload's `targets`.
   Nanos ttft_target = 0;
   Nanos tpot_target = 0;

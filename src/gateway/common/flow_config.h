@@ -16,6 +16,8 @@
 //         input_weight: 1                # VTC: counter cost of a prompt token
 //         output_weight: 2               # ... and of an output token
 //         default_output_tokens: 256     # charged when a request sets no max_tokens
+//         targets_first: false           # true: requests with a TTFT target leave first in
+//                                        # their band, due first first
 //
 // Errors are in the format of every config error (core/common/yaml_reader.h):
 //   "f.yaml:7:7: pools.main.flow_control.max_request: unknown field".

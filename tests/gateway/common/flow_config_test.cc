@@ -29,7 +29,8 @@ TEST(FlowConfig, ParsesEveryKey) {
                                             "      max_wait_s: {critical: 120, sheddable: 1}\n"
                                             "      input_weight: 1.5\n"
                                             "      output_weight: 3\n"
-                                            "      default_output_tokens: 64\n"),
+                                            "      default_output_tokens: 64\n"
+                                            "      targets_first: true\n"),
                                 "f.yaml");
   ASSERT_TRUE(c) << c.error();
   const route::FlowQueueConfig& f = c->pools[0].flow;
@@ -50,6 +51,7 @@ TEST(FlowConfig, ParsesEveryKey) {
   EXPECT_EQ(f.input_weight, 1.5);
   EXPECT_EQ(f.output_weight, 3);
   EXPECT_EQ(f.default_output_tokens, 64u);
+  EXPECT_TRUE(f.targets_first);
 
   auto one = parse_gateway_config(config_with("      max_wait_s: 600\n"), "f.yaml");
   ASSERT_TRUE(one) << one.error();
@@ -57,6 +59,7 @@ TEST(FlowConfig, ParsesEveryKey) {
   auto off = parse_gateway_config(config_with("      enabled: false\n"), "f.yaml");
   ASSERT_TRUE(off) << off.error();
   EXPECT_FALSE(off->pools[0].flow.enabled);
+  EXPECT_FALSE(off->pools[0].flow.targets_first);  // the default
 }
 
 TEST(FlowConfig, NoSectionNoQueue) {
@@ -84,6 +87,11 @@ TEST(FlowConfig, ErrorsNameFileLineAndField) {
   auto order = parse_gateway_config(config_with("      band_order: fifo\n"), "fleet.yaml");
   ASSERT_FALSE(order);
   EXPECT_NE(order.error().find("band_order"), std::string::npos) << order.error();
+  auto first = parse_gateway_config(config_with("      targets_first: sometimes\n"), "fleet.yaml");
+  ASSERT_FALSE(first);
+  EXPECT_NE(first.error().find("fleet.yaml:7:"), std::string::npos) << first.error();
+  EXPECT_NE(first.error().find("pools.main.flow_control.targets_first"), std::string::npos)
+      << first.error();
 }
 
 TEST(FlowConfig, KeysCarryWeightAndDeadline) {
