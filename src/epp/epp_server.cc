@@ -427,19 +427,21 @@ Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& opti
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<size_t>(max_message, static_cast<size_t>(INT32_MAX))));
   impl->server = builder.BuildAndStart();
+  if (impl->server) {
+    for (std::unique_ptr<grpc::ServerCompletionQueue>& cq : cqs) {
+      impl->queues.push_back(std::make_unique<StreamQueue>(impl->service, std::move(cq), picker,
+                                                           impl->exchange, impl->streams));
+    }
+    for (const std::unique_ptr<StreamQueue>& q : impl->queues) q->start();
+  }
   if (!impl->server || impl->port == 0) {
-    if (impl->server) {  // no call was waited for yet: the queues are empty
-      impl->server->Shutdown(std::chrono::system_clock::now());
-      impl->server->Wait();
+    if (impl->server) {
+      impl->health->shutdown();
+      impl->end_streams(std::chrono::system_clock::now());
     }
     return Error(fmt::format("epp: cannot listen on {}{}", address,
                              options.tls ? " (or the TLS certificate and key were refused)" : ""));
   }
-  for (std::unique_ptr<grpc::ServerCompletionQueue>& cq : cqs) {
-    impl->queues.push_back(std::make_unique<StreamQueue>(impl->service, std::move(cq), picker,
-                                                         impl->exchange, impl->streams));
-  }
-  for (const std::unique_ptr<StreamQueue>& q : impl->queues) q->start();
   if (options.health_port) {
     const std::string health_address = listen_address(options.address, *options.health_port);
     impl->port_health = std::make_unique<HealthService>();
