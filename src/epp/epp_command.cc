@@ -48,6 +48,7 @@ int run(const EppOptions& o) {
   options.max_fairness_ids = where.max_fairness_ids;
   options.fallbacks = where.fallbacks;
   options.health_port = where.health_port;
+  options.threads = where.threads;
   if (where.tls && where.tls->self_signed) {
     Result<PemPair> made = make_self_signed();
     if (!made) {

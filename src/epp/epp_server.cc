@@ -1,12 +1,15 @@
 #include "epp/epp_server.h"
 
 #include <fmt/format.h>
+#include <grpcpp/alarm.h>
 #include <grpcpp/ext/health_check_service_server_builder_option.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -52,152 +55,289 @@ void without_default_health(grpc::ServerBuilder& builder) {
   builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
 }
 
-// One ext_proc stream, on gRPC's callback API: no thread waits for it. One operation at
-// a time, in the order a blocking server would run them: a read; when the request is whole,
-// its pick (Picker::start_pick: the gateway decides on this thread when the pick waits for
-// nothing, and the decision comes back before start_pick returns; else on its own
-// threads, and the decision comes back there); the responses, written one by one (one
-// write out at a time, the others queued); then the next read. So no two of the reactions
-// below run at once, OnCancel aside, and the Exchange needs no lock. No reaction blocks: the
-// Exchange's work is in memory, and the pick is not waited for.
-class ProcessStream final
-    : public grpc::ServerBidiReactor<pb::ProcessingRequest, pb::ProcessingResponse> {
+class ProcessStream;
+
+// What a stream's queue hands back (the tag of one of its operations): the reaction to
+// run, on the queue's thread. Every tag on an ext_proc queue is one of these.
+struct Tag {
+  ProcessStream* stream;
+  void (ProcessStream::*on)(bool ok);
+};
+
+// The streams of every queue: how many exist (accepted, or waiting for a call), and
+// whether new ones may wait for calls. The server's end waits until none is left before
+// it shuts the queues down: no stream can then start an operation on a queue that is shut
+// down (gRPC aborts on that).
+struct StreamCount {
+  std::mutex mu;
+  std::condition_variable none;
+  size_t live = 0;        // under mu
+  bool accepting = true;  // under mu: false once the server's end began
+};
+
+// One completion queue of the ext_proc service and the thread that polls it (Next()):
+// gRPC's work for the queue's calls (reading and writing their messages) runs on that
+// thread as it polls, and so does every reaction of the streams it accepted. One stream
+// of the queue always waits for a new call (RequestProcess), so a new call is accepted on
+// the thread that will serve it.
+class StreamQueue {
  public:
-  ProcessStream(grpc::CallbackServerContext* context, Picker& picker,
-                const ExchangeOptions& options)
-      : context_(context), picker_(picker), exchange_(picker, options) {
-    StartRead(&request_);
+  StreamQueue(pb::ExternalProcessor::AsyncService& service,
+              std::unique_ptr<grpc::ServerCompletionQueue> cq, Picker& picker,
+              const ExchangeOptions& options, StreamCount& count)
+      : service_(service), cq_(std::move(cq)), picker_(picker), options_(options), count_(count) {}
+  StreamQueue(const StreamQueue&) = delete;
+  StreamQueue& operator=(const StreamQueue&) = delete;
+
+  void start() {
+    thread_ = std::thread([this] { run(); });
+  }
+  // After every stream ended (StreamCount::live 0): nothing can start an operation on the
+  // queue any more. Drains what is left in it and joins the thread.
+  void shut_down() {
+    cq_->Shutdown();
+    if (thread_.joinable()) thread_.join();
   }
 
-  void OnReadDone(bool ok) override {
+  // A new stream waiting for a call on this queue; none once the server's end began.
+  void accept_next();
+  // A stream was deleted (on this queue's thread): the server's end may go on at none.
+  void stream_ended() {
+    std::lock_guard lock(count_.mu);
+    if (--count_.live == 0) count_.none.notify_all();
+  }
+
+  pb::ExternalProcessor::AsyncService& service() { return service_; }
+  grpc::ServerCompletionQueue* cq() { return cq_.get(); }
+  Picker& picker() { return picker_; }
+  const ExchangeOptions& options() const { return options_; }
+
+ private:
+  void run();
+
+  pb::ExternalProcessor::AsyncService& service_;
+  const std::unique_ptr<grpc::ServerCompletionQueue> cq_;
+  Picker& picker_;
+  const ExchangeOptions& options_;
+  StreamCount& count_;
+  std::thread thread_;
+};
+
+// One ext_proc stream, on gRPC's async API: every reaction runs on its queue's thread, so
+// its state needs no lock, the pick's hand-over aside. One operation at a time, in the
+// order a blocking server would run them: a read; when the request is whole, its pick
+// (Picker::start_pick: the gateway decides on this thread when the pick waits for nothing,
+// and the decision comes back before start_pick returns; else on its own threads); the
+// responses, written one by one (one write out at a time, the others queued); then the
+// next read. No reaction blocks: the Exchange's work is in memory, the pick is not waited
+// for.
+//
+// A decision that comes back on another thread must not touch the stream's gRPC state
+// there: it is left in the stream's mailbox (under mu_), and the stream's alarm, set to a
+// deadline already past on the stream's queue, wakes the queue's thread (grpc::Alarm::Set
+// is the thread-safe way into another thread's Next()), which takes it from the mailbox.
+//
+// Lifetime: `pending_` counts what is out: the accept, the read, write or finish, the done
+// notification (AsyncNotifyWhenDone, delivered once for an accepted call, after its end or
+// its cancellation) and the pick (its decision, inline or through the alarm). The stream
+// is deleted, on its queue's thread, once none is out.
+class ProcessStream {
+ public:
+  explicit ProcessStream(StreamQueue& queue)
+      : queue_(queue), exchange_(queue.picker(), queue.options()), responder_(&context_) {
+    context_.AsyncNotifyWhenDone(&done_tag_);
+    ++pending_;
+    queue_.service().RequestProcess(&context_, &responder_, queue_.cq(), queue_.cq(), &accept_tag_);
+  }
+  ProcessStream(const ProcessStream&) = delete;
+  ProcessStream& operator=(const ProcessStream&) = delete;
+
+  // The queue's thread: `tag` of this stream completed. The stream may be deleted.
+  static void fire(const Tag& tag, bool ok) {
+    ProcessStream* s = tag.stream;
+    --s->pending_;
+    (s->*tag.on)(ok);
+    if (s->pending_ > 0) return;
+    StreamQueue& queue = s->queue_;
+    delete s;
+    queue.stream_ended();
+  }
+
+ private:
+  // A call came (or, !ok, the server is ending: this stream never had one).
+  void on_accept(bool ok) {
+    if (!ok) return;
+    queue_.accept_next();
+    ++pending_;  // the done notification: it comes for every accepted call
+    read();
+  }
+
+  void on_read(bool ok) {
     if (!ok) return finish(grpc::Status::OK);  // the data plane's side ended (or it left)
     Result<Exchange::Step> step = exchange_.on_message(request_);
     if (!step) {
-      spdlog::warn("epp: {}: {}", context_->peer(), step.error());
+      spdlog::warn("epp: {}: {}", context_.peer(), step.error());
       return finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, step.error()));
     }
-    for (pb::ProcessingResponse& r : step->responses) queue_.push_back(std::move(r));
+    for (pb::ProcessingResponse& r : step->responses) out_.push_back(std::move(r));
     if (step->pick) return pick(std::move(*step->pick));
     write_next();
   }
 
-  void OnWriteDone(bool ok) override {
+  void on_write(bool ok) {
     if (!ok) return finish(grpc::Status::OK);  // the data plane left
-    queue_.pop_front();
+    out_.pop_front();
     write_next();
   }
 
-  // The data plane left (or the server's grace ran out): a pick under way is cancelled
-  // (it then decides soon, with an answer); a read or write out fails.
-  void OnCancel() override {
-    std::function<void()> cancel;
-    {
-      std::lock_guard lock(mu_);
-      cancelled_ = true;
-      cancel = cancel_;
-    }
-    if (cancel) cancel();
+  void on_finish(bool /*ok*/) {}
+
+  // The call ended: after its status went, or cancelled (the data plane left, or the
+  // server's grace ran out). A pick under way is cancelled (it then decides soon, with
+  // an answer); a read or write out fails.
+  void on_done(bool /*ok*/) {
+    if (!context_.IsCancelled()) return;
+    cancelled_ = true;
+    cancel_pick();
   }
 
-  void OnDone() override { delete this; }
+  // The decision, handed over by decided() from another thread.
+  void on_alarm(bool /*ok*/) {
+    std::optional<gateway::ExternalPick> p;
+    {
+      std::lock_guard lock(mu_);
+      p = std::move(mailbox_);
+      mailbox_.reset();
+    }
+    cancel_ = nullptr;
+    if (p) routed(std::move(*p));
+  }
 
- private:
+  void read() {
+    ++pending_;
+    responder_.Read(&request_, &read_tag_);
+  }
+
   // The next queued response, or, when all went, the next message.
   void write_next() {
-    if (queue_.empty()) {
-      StartRead(&request_);
-    } else {
-      StartWrite(&queue_.front());
-    }
+    if (out_.empty()) return read();
+    ++pending_;
+    responder_.Write(out_.front(), &write_tag_);
   }
 
   // Starts the pick of the whole request. Its decision may come on any thread, even
-  // before start_pick returns: then it is taken here, after, so that this reactor is not
-  // finished (and deleted) on another thread while start_pick is still on this one.
+  // before start_pick returns: then it is taken here, after, on this thread.
   void pick(gateway::ExternalRequest request) {
+    ++pending_;  // the pick: its decision, inline (below) or through the alarm
     {
       std::lock_guard lock(mu_);
       starting_ = true;
     }
-    std::function<void()> cancel = picker_.start_pick(
+    std::function<void()> cancel = queue_.picker().start_pick(
         std::move(request), [this](gateway::ExternalPick p) { decided(std::move(p)); });
     std::optional<gateway::ExternalPick> early;
-    bool cancel_now = false;
     {
       std::lock_guard lock(mu_);
       starting_ = false;
-      if (early_) {
-        early = std::move(early_);
-        early_.reset();
-      } else {
-        cancel_ = cancel;
-        cancel_now = cancelled_;  // the data plane left before the cancel could be sent
+      if (mailbox_) {
+        early = std::move(mailbox_);
+        mailbox_.reset();
       }
     }
-    if (early) return routed(std::move(*early));
-    // `cancel` is this frame's: the decision may meanwhile have finished the reactor.
-    if (cancel_now) cancel();
+    if (early) {
+      --pending_;
+      return routed(std::move(*early));
+    }
+    cancel_ = std::move(cancel);
+    // The call was cancelled before the pick started (its done notification came first).
+    if (cancelled_) cancel_pick();
   }
 
-  // The pick's decision, on the picker's thread.
+  // The pick out, if any, is cancelled: its decision then comes soon (through the alarm,
+  // even when the cancel decides at once, on this thread).
+  void cancel_pick() {
+    if (!cancel_) return;
+    std::function<void()> cancel = std::move(cancel_);
+    cancel_ = nullptr;
+    cancel();
+  }
+
+  // The pick's decision, on the picker's thread (this one, when inline).
   void decided(gateway::ExternalPick p) {
     {
       std::lock_guard lock(mu_);
-      cancel_ = nullptr;
-      if (starting_) {
-        early_ = std::move(p);
-        return;
-      }
+      mailbox_ = std::move(p);
+      if (starting_) return;  // pick() takes it when start_pick returns
     }
-    routed(std::move(p));
+    // The stream stays while its pick is out (pending_): the alarm is the last thing of
+    // it touched here, and gRPC's Set touches nothing of it once its tag is queued.
+    alarm_.emplace();
+    alarm_->Set(queue_.cq(), std::chrono::system_clock::time_point(), &alarm_tag_);
   }
 
   // The pick's responses go first, then the rest of the message's.
   void routed(gateway::ExternalPick p) {
     std::vector<pb::ProcessingResponse> out = exchange_.on_pick(std::move(p));
-    queue_.insert(queue_.begin(), std::make_move_iterator(out.begin()),
-                  std::make_move_iterator(out.end()));
+    if (cancelled_) return finish(grpc::Status::CANCELLED);  // nobody to answer
+    out_.insert(out_.begin(), std::make_move_iterator(out.begin()),
+                std::make_move_iterator(out.end()));
     write_next();
   }
 
   void finish(grpc::Status status) {
     exchange_.end();  // settles a pick whose answer did not end, as a client that left
-    Finish(std::move(status));
+    ++pending_;
+    responder_.Finish(status, &finish_tag_);
   }
 
-  grpc::CallbackServerContext* const context_;
-  Picker& picker_;
+  StreamQueue& queue_;
   Exchange exchange_;
-  pb::ProcessingRequest request_;             // the read out
-  std::deque<pb::ProcessingResponse> queue_;  // to write; the front is the write out
-  std::mutex mu_;           // the pick's hand-over between this reactor and the picker's thread
-  bool starting_ = false;   // under mu_: start_pick has not returned
-  bool cancelled_ = false;  // under mu_
-  std::function<void()> cancel_;                // under mu_: the pick's, while it runs
-  std::optional<gateway::ExternalPick> early_;  // under mu_: decided during start_pick
+  grpc::ServerContext context_;
+  grpc::ServerAsyncReaderWriter<pb::ProcessingResponse, pb::ProcessingRequest> responder_;
+  Tag accept_tag_{this, &ProcessStream::on_accept};
+  Tag read_tag_{this, &ProcessStream::on_read};
+  Tag write_tag_{this, &ProcessStream::on_write};
+  Tag finish_tag_{this, &ProcessStream::on_finish};
+  Tag done_tag_{this, &ProcessStream::on_done};
+  Tag alarm_tag_{this, &ProcessStream::on_alarm};
+  int pending_ = 0;                         // the operations out (the class's comment)
+  pb::ProcessingRequest request_;           // the read out
+  std::deque<pb::ProcessingResponse> out_;  // to write; the front is the write out
+  bool cancelled_ = false;                  // the done notification said cancelled
+  std::function<void()> cancel_;            // the pick's, while it is out
+  // Set by decided() on the picker's thread; the queue's thread reads it after its tag.
+  std::optional<grpc::Alarm> alarm_;
+  std::mutex mu_;                                 // the pick's hand-over
+  bool starting_ = false;                         // under mu_: start_pick has not returned
+  std::optional<gateway::ExternalPick> mailbox_;  // under mu_: the decision, not yet taken
 };
 
-class ExtProcService final : public pb::ExternalProcessor::CallbackService {
- public:
-  ExtProcService(Picker& picker, const ExchangeOptions& options)
-      : picker_(picker), options_(options) {}
-
-  grpc::ServerBidiReactor<pb::ProcessingRequest, pb::ProcessingResponse>* Process(
-      grpc::CallbackServerContext* context) override {
-    return new ProcessStream(context, picker_, options_);
+void StreamQueue::accept_next() {
+  {
+    std::lock_guard lock(count_.mu);
+    if (!count_.accepting) return;
+    ++count_.live;
   }
+  new ProcessStream(*this);  // deletes itself (ProcessStream::fire)
+}
 
- private:
-  Picker& picker_;
-  const ExchangeOptions options_;
-};
+void StreamQueue::run() {
+  accept_next();
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq_->Next(&tag, &ok)) ProcessStream::fire(*static_cast<const Tag*>(tag), ok);
+}
 
 }  // namespace
 
 struct EppServer::Impl {
   std::unique_ptr<RequestClasses> classes;
-  std::unique_ptr<ExtProcService> service;
+  ExchangeOptions exchange;  // every stream's
+  pb::ExternalProcessor::AsyncService service;
   std::unique_ptr<HealthService> health;  // the main port's
+  StreamCount streams;
+  // Declared before the server: destroyed after it (shut down and drained first).
+  std::vector<std::unique_ptr<StreamQueue>> queues;
   std::unique_ptr<grpc::Server> server;
   // The health port's server: the health service alone (any other method, ext_proc's
   // included, is unknown there: gRPC answers UNIMPLEMENTED).
@@ -212,6 +352,24 @@ struct EppServer::Impl {
   std::condition_variable wake;
   bool stopping = false;  // under mu
   std::once_flag stopped;
+
+  // The main port's end: no new stream; the streams in flight until `deadline`, then
+  // cancelled (a pick under way is cancelled, and still decides). Returns when every
+  // stream has ended (deleted) and the queues' threads are gone: only then are the queues
+  // shut down, so no stream can start an operation on a queue that is.
+  void end_streams(std::chrono::system_clock::time_point deadline) {
+    {
+      std::lock_guard lock(streams.mu);
+      streams.accepting = false;
+    }
+    server->Shutdown(deadline);  // fails the calls waited for; cancels the rest at deadline
+    server->Wait();
+    {
+      std::unique_lock lock(streams.mu);
+      streams.none.wait(lock, [this] { return streams.live == 0; });
+    }
+    for (const std::unique_ptr<StreamQueue>& q : queues) q->shut_down();
+  }
 
   // Polls `ready`, and sets readiness on each change, until stop().
   void poll() {
@@ -236,10 +394,9 @@ Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& opti
                                                     Picker& picker) {
   auto impl = std::make_unique<Impl>();
   impl->classes = std::make_unique<RequestClasses>(options.objectives, options.max_fairness_ids);
-  impl->service = std::make_unique<ExtProcService>(
-      picker, ExchangeOptions{.max_body_bytes = options.max_body_bytes,
-                              .classes = impl->classes.get(),
-                              .fallbacks = options.fallbacks});
+  impl->exchange = ExchangeOptions{.max_body_bytes = options.max_body_bytes,
+                                   .classes = impl->classes.get(),
+                                   .fallbacks = options.fallbacks};
   impl->grace = options.grace;
   impl->ready = options.ready;
   impl->health = std::make_unique<HealthService>();
@@ -258,14 +415,30 @@ Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& opti
     credentials = grpc::SslServerCredentials(ssl);
   }
   builder.AddListeningPort(address, credentials, &impl->port);
-  builder.RegisterService(impl->service.get());
+  builder.RegisterService(&impl->service);
   builder.RegisterService(impl->health.get());
+  // ext_proc's queues, each polled by a thread of ours; the health service (callback API)
+  // runs on gRPC's own callback threads.
+  const uint32_t threads = std::clamp<uint32_t>(options.threads, 1, 64);
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs;
+  for (uint32_t i = 0; i < threads; ++i) cqs.push_back(builder.AddCompletionQueue());
   // A BUFFERED data plane sends the whole body in one message.
   const size_t max_message = options.max_body_bytes + (1u << 20);
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<size_t>(max_message, static_cast<size_t>(INT32_MAX))));
   impl->server = builder.BuildAndStart();
+  if (impl->server) {
+    for (std::unique_ptr<grpc::ServerCompletionQueue>& cq : cqs) {
+      impl->queues.push_back(std::make_unique<StreamQueue>(impl->service, std::move(cq), picker,
+                                                           impl->exchange, impl->streams));
+    }
+    for (const std::unique_ptr<StreamQueue>& q : impl->queues) q->start();
+  }
   if (!impl->server || impl->port == 0) {
+    if (impl->server) {
+      impl->health->shutdown();
+      impl->end_streams(std::chrono::system_clock::now());
+    }
     return Error(fmt::format("epp: cannot listen on {}{}", address,
                              options.tls ? " (or the TLS certificate and key were refused)" : ""));
   }
@@ -281,8 +454,7 @@ Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& opti
     impl->health_server = health_builder.BuildAndStart();
     if (!impl->health_server || impl->health_port == 0) {
       impl->health->shutdown();
-      impl->server->Shutdown(std::chrono::system_clock::now());
-      impl->server->Wait();
+      impl->end_streams(std::chrono::system_clock::now());
       return Error(fmt::format("epp: cannot listen on {} (the health port)", health_address));
     }
   }
@@ -322,8 +494,7 @@ void EppServer::stop() {
     // health service ends its watches (everything NOT_SERVING) before its server stops:
     // a watch would otherwise hold the server until the grace ran out.
     impl_->health->shutdown();
-    impl_->server->Shutdown(std::chrono::system_clock::now() + impl_->grace);
-    impl_->server->Wait();
+    impl_->end_streams(std::chrono::system_clock::now() + impl_->grace);
     if (impl_->health_server) {
       impl_->port_health->shutdown();
       impl_->health_server->Shutdown(std::chrono::system_clock::now());

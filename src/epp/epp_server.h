@@ -12,16 +12,23 @@
 // again from stop() on; "liveness" is SERVING while the server runs (on the main port,
 // until its shutdown begins).
 //
-// Both services are on gRPC's callback API (a reactor per call, run on gRPC's own
-// callback threads): no thread per stream, no handler that waits. A stream reads one
-// message, feeds it to its Exchange, and, once the request is whole, starts the pick
-// (Picker::start_pick) and returns. The decision comes back on the picker's thread, which
-// starts the responses' writes: for the gateway's picker, this callback thread itself
-// when the pick waits for nothing (GatewayPicker::start_pick), else one of the gateway's
-// I/O threads. One operation is out per
-// stream at a time (a read, the pick, or a write; further responses queue), in the order
-// the messages came, so the protocol's exchange is the one a blocking server would have.
-// A stream whose data plane leaves has its pick cancelled (Picker::start_pick's cancel).
+// ext_proc is on gRPC's async API, on completion queues of the server's own, each polled
+// by one thread of it (`threads`, 1 by default). Every step of a stream runs on the thread
+// of the queue that accepted it, and that thread, as it polls, also does gRPC's own work
+// (reading and writing the messages) whenever it is the one polling when the work is due
+// (gRPC's callback threads, which the health service keeps, poll too). A stream reads
+// one message, feeds it to its Exchange, and, once the request is whole, starts the pick
+// (Picker::start_pick). For the gateway's picker the decision comes back on that same thread,
+// before start_pick returns, when the pick waits for nothing (GatewayPicker::start_pick), and the
+// responses are written from it; else it comes on one of the gateway's I/O threads, which hands it
+// back to the stream's queue (an alarm already due on that queue wakes its thread) and
+// touches nothing of gRPC's call. One operation is out per stream at a time (a read, the
+// pick, or a write; further responses queue), in the order the messages came, so the
+// protocol's exchange is the one a blocking server would have. A stream whose data plane
+// leaves has its pick cancelled (Picker::start_pick's cancel).
+//
+// The health service is on gRPC's callback API (health_service.h): its calls run on gRPC's
+// own callback threads, on both ports.
 //
 // Only its .cc and health_service.{h,cc} include gRPC's headers: they are heavy, and
 // the message handling (exchange.h) needs none of them.
@@ -68,13 +75,17 @@ struct EppServerOptions {
   // Whether the picker is ready (readiness SERVING), polled from a thread of the server's
   // own; it must be cheap and thread-safe. Null: ready from the start.
   std::function<bool()> ready;
+  // The ext_proc streams' threads (1..64; below 1 counts as 1): each polls a completion
+  // queue of its own and runs the streams it accepted, each stream on that thread alone.
+  uint32_t threads = 1;
 };
 
 class EppServer {
  public:
-  // Binds and serves on gRPC's own threads. `picker` must outlive the server; its
-  // start_pick is called from gRPC's threads and must not block (its `decided` may run on
-  // any thread). Errors: an address cannot be bound (or the TLS pair is refused).
+  // Binds and serves: ext_proc on `threads` threads of the server's own, health on gRPC's.
+  // `picker` must outlive the server; its start_pick is called from the server's threads
+  // and must not block (its `decided` may run on any thread). Errors: an address cannot be
+  // bound (or the TLS pair is refused).
   static Result<std::unique_ptr<EppServer>> start(const EppServerOptions& options, Picker& picker);
   ~EppServer();  // stop()
   EppServer(const EppServer&) = delete;

@@ -10,9 +10,9 @@
 // Watch: the name's status (SERVICE_UNKNOWN when not in the table), then each change,
 // until the client leaves or shutdown().
 //
-// On gRPC's callback API, as the ext_proc service (epp_server.cc): a server of callback
-// services alone runs no thread pool of its own, and a Watch holds no thread while it
-// waits: set() and shutdown() start its writes.
+// On gRPC's callback API (the ext_proc service is on the async API, epp_server.cc): its
+// calls run on gRPC's callback threads, no thread pool of the server's, and a Watch holds
+// no thread while it waits: set() and shutdown() start its writes.
 //
 // One instance per server: gRPC binds a service to the server it is registered on. It
 // must outlive that server's Shutdown (each Watch ends before it returns).

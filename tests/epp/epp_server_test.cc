@@ -1,14 +1,17 @@
 // The Endpoint Picker's gRPC server (epp/epp_server.h) on loopback, with a fake Picker:
 // the health service on the main port and on epp.health_port (Check and Watch, keyed by
 // readiness), and the health port serving nothing else (ext_proc there is a method gRPC
-// does not know: UNIMPLEMENTED).
+// does not know: UNIMPLEMENTED), ext_proc streams whose pick comes later on another thread
+// or is cancelled, and several threads (completion queues).
 #include "epp/epp_server.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -159,12 +162,13 @@ std::optional<health_pb::HealthCheckResponse::ServingStatus> check(
 constexpr auto kServing = health_pb::HealthCheckResponse::SERVING;
 constexpr auto kNotServing = health_pb::HealthCheckResponse::NOT_SERVING;
 
-std::unique_ptr<EppServer> start(Picker& picker, bool health_port) {
+std::unique_ptr<EppServer> start(Picker& picker, bool health_port, uint32_t threads = 1) {
   EppServerOptions o;
   o.address = "127.0.0.1";
   o.port = 0;
   o.grace = std::chrono::milliseconds(100);
   if (health_port) o.health_port = 0;
+  o.threads = threads;
   auto server = EppServer::start(o, picker);
   EXPECT_TRUE(server) << server.error();
   if (!server) return nullptr;
@@ -328,6 +332,50 @@ TEST(EppServer, AClientThatLeavesDuringThePickCancelsIt) {
   EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(5));
   std::lock_guard lock(picker.mu);
   EXPECT_EQ(picker.settled, 0);  // a refusal: nothing to settle
+}
+
+// Several threads (epp.threads), each with its own completion queue: concurrent streams
+// are all answered, whichever thread accepted them, and stop() ends them all.
+TEST(EppServer, SeveralThreadsAnswerConcurrentStreams) {
+  FakePicker picker;
+  std::unique_ptr<EppServer> server = start(picker, /*health_port=*/false, /*threads=*/2);
+  ASSERT_TRUE(server);
+  std::atomic<int> answered{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&answered, port = server->port()] {
+      auto channel = channel_to(port);
+      for (int j = 0; j < 5; ++j) {
+        bool got = false;
+        if (process_get(channel, got).ok() && got) ++answered;
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(answered.load(), 20);
+  // A pick decided later, on another thread, with two queues: handed back to its own.
+  LaterPicker later;
+  std::unique_ptr<EppServer> again = start(later, /*health_port=*/false, /*threads=*/2);
+  ASSERT_TRUE(again);
+  auto stub = pb::ExternalProcessor::NewStub(channel_to(again->port()));
+  ::grpc::ClientContext context;
+  with_deadline(context);
+  auto stream = stub->Process(&context);
+  pb::ProcessingRequest r;
+  r.mutable_request_headers()->set_end_of_stream(true);
+  ASSERT_TRUE(stream->Write(r));
+  ASSERT_TRUE(later.wait_for([&] { return later.started == 1; }));
+  later.decide();
+  pb::ProcessingResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_TRUE(response.has_request_headers()) << response.DebugString();
+  stream->WritesDone();
+  while (stream->Read(&response)) {
+  }
+  const ::grpc::Status s = stream->Finish();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  again->stop();
+  server->stop();
 }
 
 }  // namespace epp_server_test

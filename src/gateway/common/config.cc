@@ -297,9 +297,9 @@ class Parser : public YamlReader {
   }
 
   EppConfig epp(const YAML::Node& n) const {
-    only_keys(
-        n, "epp",
-        {"address", "port", "objectives", "max_fairness_ids", "fallbacks", "tls", "health_port"});
+    only_keys(n, "epp",
+              {"address", "port", "objectives", "max_fairness_ids", "fallbacks", "tls",
+               "health_port", "threads"});
     EppConfig e;
     if (auto v = n["address"]) {
       e.address = text(v, "epp.address");
@@ -321,6 +321,7 @@ class Parser : public YamlReader {
     if (auto v = n["max_fairness_ids"]) {
       e.max_fairness_ids = static_cast<uint32_t>(integer(v, "epp.max_fairness_ids", 0, 1'000'000));
     }
+    if (auto v = n["threads"]) e.threads = static_cast<uint32_t>(integer(v, "epp.threads", 1, 64));
     if (auto v = n["tls"]) {
       only_keys(v, "epp.tls", {"cert", "key", "self_signed"});
       EppConfig::Tls tls;

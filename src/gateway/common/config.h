@@ -160,6 +160,9 @@ struct EppConfig {
   // A plaintext port with the gRPC health service alone, for probes that speak no TLS
   // (the kubelet's gRPC probes). Absent: none; 0: ephemeral.
   std::optional<uint16_t> health_port;
+  // The threads that serve the ext_proc streams (1..64): each polls a completion queue of
+  // its own, and a stream's whole exchange runs on the thread that accepted it.
+  uint32_t threads = 1;
 };
 
 // Trace context and span export (docs/tracing.md). Absent: no tracing, and the request

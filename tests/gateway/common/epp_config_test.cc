@@ -1,4 +1,4 @@
-// The `epp:` section's TLS and health port (docs/epp.md): a certificate made at start or
+// The `epp:` section's TLS, health port and threads (docs/epp.md): a certificate made at start or
 // files checked as a listener's are, and errors that name the file, line and field.
 #include <gtest/gtest.h>
 
@@ -28,6 +28,17 @@ TEST(EppConfig, PlaintextWithoutHealthPortByDefault) {
   ASSERT_TRUE(c->epp.has_value());
   EXPECT_FALSE(c->epp->tls.has_value());
   EXPECT_FALSE(c->epp->health_port.has_value());
+  EXPECT_EQ(c->epp->threads, 1u);
+}
+
+TEST(EppConfig, ThreadsFromOneToSixtyFour) {
+  auto c = parse_gateway_config(with_epp("epp:\n  threads: 4\n"), "f.yaml");
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->epp->threads, 4u);
+  EXPECT_EQ(error_of(with_epp("epp:\n  threads: 0\n")),
+            "f.yaml:2:12: epp.threads: 0 is outside [1, 64]");
+  EXPECT_EQ(error_of(with_epp("epp:\n  threads: 65\n")),
+            "f.yaml:2:12: epp.threads: 65 is outside [1, 64]");
 }
 
 TEST(EppConfig, SelfSignedAndHealthPort) {
