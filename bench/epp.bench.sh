@@ -53,9 +53,15 @@ for i in $(seq "$ENGINES"); do
   engine_urls+=("http://127.0.0.1:$port")
   endpoints+="      - http://127.0.0.1:$port"$'\n'
 done
-# Ports where nothing listens (bound once by free_port, then closed).
-for _ in $(seq $((ENDPOINTS - ENGINES))); do
-  endpoints+="      - http://127.0.0.1:$(free_port)"$'\n'
+# Ports where nothing listens (bound once by free_port, then closed), all distinct: the
+# kernel may hand a closed port out again, and a pool refuses an endpoint listed twice.
+declare -A seen=()
+for u in "${engine_urls[@]}"; do seen[$u]=1; done
+while (( ${#seen[@]} < ENDPOINTS )); do
+  u="http://127.0.0.1:$(free_port)"
+  [[ -n ${seen[$u]:-} ]] && continue
+  seen[$u]=1
+  endpoints+="      - $u"$'\n'
 done
 pool="pools:
   main:
