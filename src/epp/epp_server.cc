@@ -136,10 +136,10 @@ class ProcessStream final : public QueueCall {
         ext_proc_(queue.ext_proc()),
         exchange_(ext_proc_.picker, ext_proc_.options),
         responder_(&context_) {
-    context_.AsyncNotifyWhenDone(&done_tag_);
+    context_.AsyncNotifyWhenDone(done_tag_.tag());
     op_started();
     ext_proc_.service.RequestProcess(&context_, &responder_, queue_.cq(), queue_.cq(),
-                                     &accept_tag_);
+                                     accept_tag_.tag());
   }
 
  private:
@@ -194,14 +194,14 @@ class ProcessStream final : public QueueCall {
 
   void read() {
     op_started();
-    responder_.Read(&request_, &read_tag_);
+    responder_.Read(&request_, read_tag_.tag());
   }
 
   // The next queued response, or, when all went, the next message.
   void write_next() {
     if (out_.empty()) return read();
     op_started();
-    responder_.Write(out_.front(), &write_tag_);
+    responder_.Write(out_.front(), write_tag_.tag());
   }
 
   // Starts the pick of the whole request. Its decision may come on any thread, even
@@ -251,7 +251,7 @@ class ProcessStream final : public QueueCall {
     // The stream stays while its pick is out (its count): the alarm is the last thing of
     // it touched here, and gRPC's Set touches nothing of it once its tag is queued.
     alarm_.emplace();
-    alarm_->Set(queue_.cq(), std::chrono::system_clock::time_point(), &alarm_tag_);
+    alarm_->Set(queue_.cq(), std::chrono::system_clock::time_point(), alarm_tag_.tag());
   }
 
   // The pick's responses go first, then the rest of the message's.
@@ -266,7 +266,7 @@ class ProcessStream final : public QueueCall {
   void finish(grpc::Status status) {
     exchange_.end();  // settles a pick whose answer did not end, as a client that left
     op_started();
-    responder_.Finish(status, &finish_tag_);
+    responder_.Finish(status, finish_tag_.tag());
   }
 
   ServerQueue& queue_;

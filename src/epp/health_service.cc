@@ -17,7 +17,7 @@ class HealthService::CheckCall final : public QueueCall {
   CheckCall(HealthService& service, ::grpc::ServerCompletionQueue* cq, QueueCalls& calls)
       : QueueCall(calls), service_(service), cq_(cq), responder_(&context_) {
     op_started();
-    service_.RequestCheck(&context_, &request_, &responder_, cq_, cq_, &accept_tag_);
+    service_.RequestCheck(&context_, &request_, &responder_, cq_, cq_, accept_tag_.tag());
   }
 
  private:
@@ -37,10 +37,10 @@ class HealthService::CheckCall final : public QueueCall {
     }
     op_started();
     if (known) {
-      responder_.Finish(response_, ::grpc::Status::OK, &finish_tag_);
+      responder_.Finish(response_, ::grpc::Status::OK, finish_tag_.tag());
     } else {
       responder_.FinishWithError(::grpc::Status(::grpc::StatusCode::NOT_FOUND, "unknown service"),
-                                 &finish_tag_);
+                                 finish_tag_.tag());
     }
   }
 
@@ -73,9 +73,9 @@ class HealthService::WatchCall final : public QueueCall {
  public:
   WatchCall(HealthService& service, ::grpc::ServerCompletionQueue* cq, QueueCalls& calls)
       : QueueCall(calls), service_(service), cq_(cq), writer_(&context_) {
-    context_.AsyncNotifyWhenDone(&done_tag_);
+    context_.AsyncNotifyWhenDone(done_tag_.tag());
     op_started();
-    service_.RequestWatch(&context_, &request_, &writer_, cq_, cq_, &accept_tag_);
+    service_.RequestWatch(&context_, &request_, &writer_, cq_, cq_, accept_tag_.tag());
   }
 
   // Under the service's mu_, on any thread: the watch steps soon, on its queue's thread.
@@ -84,7 +84,7 @@ class HealthService::WatchCall final : public QueueCall {
     if (alarm_out_) return;
     alarm_out_ = true;
     alarm_.emplace();
-    alarm_->Set(cq_, std::chrono::system_clock::time_point(), &alarm_tag_);
+    alarm_->Set(cq_, std::chrono::system_clock::time_point(), alarm_tag_.tag());
   }
 
  private:
@@ -147,7 +147,7 @@ class HealthService::WatchCall final : public QueueCall {
       writing_ = true;
       response_.set_status(now);
       op_started();
-      writer_.Write(response_, &write_tag_);
+      writer_.Write(response_, write_tag_.tag());
     } else if (shut_down) {
       finish();
     }
@@ -157,7 +157,7 @@ class HealthService::WatchCall final : public QueueCall {
     if (finishing_ || done_) return;  // done_: cancelled, nobody to tell
     finishing_ = true;
     op_started();
-    writer_.Finish(::grpc::Status::OK, &finish_tag_);
+    writer_.Finish(::grpc::Status::OK, finish_tag_.tag());
   }
 
   HealthService& service_;

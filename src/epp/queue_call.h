@@ -7,6 +7,8 @@
 //   void* tag; bool ok;
 //   while (cq->Next(&tag, &ok)) static_cast<const QueueTag*>(tag)->fire(ok);
 //
+// Each operation is given its tag as `tag_.tag()` (a QueueTag*, which the loop casts back).
+//
 // Lifetime: a call (QueueCall) counts its operations out; CallTag's fire runs the
 // operation's reaction, then deletes the call when none is left, on the queue's thread.
 // QueueCalls counts the calls of a server's queues, so that the server's end shuts its
@@ -108,6 +110,9 @@ class CallTag final : public QueueTag {
  public:
   using On = void (Call::*)(bool ok);
   CallTag(Call* call, On on) : call_(call), on_(on) {}
+
+  // What gRPC is given as the operation's tag: the queue's loop reads it as a QueueTag.
+  void* tag() { return static_cast<QueueTag*>(this); }
 
   void fire(bool ok) const override {
     Call* const call = call_;  // the tag is a member of the call: gone with it
