@@ -15,8 +15,9 @@
 // Both services are on gRPC's async API, on completion queues of the server's own, each
 // polled by one thread of it (`threads`, 1 by default; queue_call.h). Every step of a call
 // runs on the thread of the queue that accepted it, and that thread, as it polls, also
-// does gRPC's own work (reading and writing the messages). No callback service is
-// registered, so gRPC starts no callback threads of its own. An ext_proc stream reads
+// does gRPC's own work (reading and writing the messages) whenever it is the one polling
+// when the work is due (with one thread and no health port, always). No callback service
+// is registered, so gRPC starts no callback threads of its own. An ext_proc stream reads
 // one message, feeds it to its Exchange, and, once the request is whole, starts the pick
 // (Picker::start_pick). For the gateway's picker the decision comes back on that same thread,
 // before start_pick returns, when the pick waits for nothing (GatewayPicker::start_pick), and the
