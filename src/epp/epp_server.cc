@@ -23,6 +23,7 @@
 
 #include "envoy/service/ext_proc/v3/external_processor.grpc.pb.h"
 #include "epp/health_service.h"
+#include "epp/queue_call.h"
 
 namespace kvgate::epp {
 namespace {
@@ -33,6 +34,8 @@ constexpr const char* kHealthNames[] = {"", "liveness", "readiness",
 constexpr const char* kReadinessNames[] = {"", "readiness",
                                            "envoy.service.ext_proc.v3.ExternalProcessor"};
 constexpr std::chrono::milliseconds kReadyPoll{100};
+// stop(): how long the health port's watches may take to send NOT_SERVING and end.
+constexpr std::chrono::milliseconds kHealthGrace{1000};
 
 std::string listen_address(const std::string& address, uint16_t port) {
   return address.find(':') != std::string::npos ? fmt::format("[{}]:{}", address, port)
@@ -55,71 +58,55 @@ void without_default_health(grpc::ServerBuilder& builder) {
   builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
 }
 
-class ProcessStream;
-
-// What a stream's queue hands back (the tag of one of its operations): the reaction to
-// run, on the queue's thread. Every tag on an ext_proc queue is one of these.
-struct Tag {
-  ProcessStream* stream;
-  void (ProcessStream::*on)(bool ok);
+// What the ext_proc streams of every queue of the main port share.
+struct ExtProcShared {
+  pb::ExternalProcessor::AsyncService& service;
+  Picker& picker;
+  const ExchangeOptions& options;
 };
 
-// The streams of every queue: how many exist (accepted, or waiting for a call), and
-// whether new ones may wait for calls. The server's end waits until none is left before
-// it shuts the queues down: no stream can then start an operation on a queue that is shut
-// down (gRPC aborts on that).
-struct StreamCount {
-  std::mutex mu;
-  std::condition_variable none;
-  size_t live = 0;        // under mu
-  bool accepting = true;  // under mu: false once the server's end began
-};
-
-// One completion queue of the ext_proc service and the thread that polls it (Next()):
-// gRPC's work for the queue's calls (reading and writing their messages) runs on that
-// thread as it polls, and so does every reaction of the streams it accepted. One stream
-// of the queue always waits for a new call (RequestProcess), so a new call is accepted on
-// the thread that will serve it.
-class StreamQueue {
+// One completion queue of a server and the thread that polls it (Next()): gRPC's work for
+// the queue's calls (reading and writing their messages) runs on that thread as it
+// polls, and so does every reaction of the calls it accepted, whatever their service
+// (queue_call.h: each tag is a QueueTag). On the main port a queue serves ext_proc and
+// the health service; on the health port, the health service alone. One call of each
+// method always waits on the queue for a new one (RequestProcess, RequestCheck,
+// RequestWatch), so a new call is accepted on the thread that will serve it.
+class ServerQueue {
  public:
-  StreamQueue(pb::ExternalProcessor::AsyncService& service,
-              std::unique_ptr<grpc::ServerCompletionQueue> cq, Picker& picker,
-              const ExchangeOptions& options, StreamCount& count)
-      : service_(service), cq_(std::move(cq)), picker_(picker), options_(options), count_(count) {}
-  StreamQueue(const StreamQueue&) = delete;
-  StreamQueue& operator=(const StreamQueue&) = delete;
+  // `ext_proc`, `health`: the services served on the queue (null: not this one), which
+  // must outlive it; `calls` counts the calls of the queue's server.
+  ServerQueue(std::unique_ptr<grpc::ServerCompletionQueue> cq, QueueCalls& calls,
+              const ExtProcShared* ext_proc, HealthService* health)
+      : cq_(std::move(cq)), calls_(calls), ext_proc_(ext_proc), health_(health) {}
+  ServerQueue(const ServerQueue&) = delete;
+  ServerQueue& operator=(const ServerQueue&) = delete;
 
   void start() {
     thread_ = std::thread([this] { run(); });
   }
-  // After every stream ended (StreamCount::live 0): nothing can start an operation on the
-  // queue any more. Drains what is left in it and joins the thread.
+  // After every call of the server is gone (QueueCalls::wait_none): nothing can start an
+  // operation on the queue any more. Drains what is left in it and joins the thread.
   void shut_down() {
     cq_->Shutdown();
     if (thread_.joinable()) thread_.join();
   }
 
-  // A new stream waiting for a call on this queue; none once the server's end began.
-  void accept_next();
-  // A stream was deleted (on this queue's thread): the server's end may go on at none.
-  void stream_ended() {
-    std::lock_guard lock(count_.mu);
-    if (--count_.live == 0) count_.none.notify_all();
-  }
+  // A new ext_proc stream waiting for a call on this queue; none once the server's end
+  // began.
+  void accept_stream();
 
-  pb::ExternalProcessor::AsyncService& service() { return service_; }
   grpc::ServerCompletionQueue* cq() { return cq_.get(); }
-  Picker& picker() { return picker_; }
-  const ExchangeOptions& options() const { return options_; }
+  QueueCalls& calls() { return calls_; }
+  const ExtProcShared& ext_proc() const { return *ext_proc_; }
 
  private:
   void run();
 
-  pb::ExternalProcessor::AsyncService& service_;
   const std::unique_ptr<grpc::ServerCompletionQueue> cq_;
-  Picker& picker_;
-  const ExchangeOptions& options_;
-  StreamCount& count_;
+  QueueCalls& calls_;
+  const ExtProcShared* const ext_proc_;
+  HealthService* const health_;
   std::thread thread_;
 };
 
@@ -137,38 +124,30 @@ class StreamQueue {
 // deadline already past on the stream's queue, wakes the queue's thread (grpc::Alarm::Set
 // is the thread-safe way into another thread's Next()), which takes it from the mailbox.
 //
-// Lifetime: `pending_` counts what is out: the accept, the read, write or finish, the done
-// notification (AsyncNotifyWhenDone, delivered once for an accepted call, after its end or
-// its cancellation) and the pick (its decision, inline or through the alarm). The stream
-// is deleted, on its queue's thread, once none is out.
-class ProcessStream {
+// Lifetime (QueueCall's count, queue_call.h): what is out: the accept, the read, write or
+// finish, the done notification (AsyncNotifyWhenDone, delivered once for an accepted
+// call, after its end or its cancellation) and the pick (its decision, inline or through
+// the alarm). The stream is deleted, on its queue's thread, once none is out.
+class ProcessStream final : public QueueCall {
  public:
-  explicit ProcessStream(StreamQueue& queue)
-      : queue_(queue), exchange_(queue.picker(), queue.options()), responder_(&context_) {
-    context_.AsyncNotifyWhenDone(&done_tag_);
-    ++pending_;
-    queue_.service().RequestProcess(&context_, &responder_, queue_.cq(), queue_.cq(), &accept_tag_);
-  }
-  ProcessStream(const ProcessStream&) = delete;
-  ProcessStream& operator=(const ProcessStream&) = delete;
-
-  // The queue's thread: `tag` of this stream completed. The stream may be deleted.
-  static void fire(const Tag& tag, bool ok) {
-    ProcessStream* s = tag.stream;
-    --s->pending_;
-    (s->*tag.on)(ok);
-    if (s->pending_ > 0) return;
-    StreamQueue& queue = s->queue_;
-    delete s;
-    queue.stream_ended();
+  explicit ProcessStream(ServerQueue& queue)
+      : QueueCall(queue.calls()),
+        queue_(queue),
+        ext_proc_(queue.ext_proc()),
+        exchange_(ext_proc_.picker, ext_proc_.options),
+        responder_(&context_) {
+    context_.AsyncNotifyWhenDone(done_tag_.tag());
+    op_started();
+    ext_proc_.service.RequestProcess(&context_, &responder_, queue_.cq(), queue_.cq(),
+                                     accept_tag_.tag());
   }
 
  private:
   // A call came (or, !ok, the server is ending: this stream never had one).
   void on_accept(bool ok) {
     if (!ok) return;
-    queue_.accept_next();
-    ++pending_;  // the done notification: it comes for every accepted call
+    queue_.accept_stream();
+    op_started();  // the done notification: it comes for every accepted call
     read();
   }
 
@@ -214,26 +193,26 @@ class ProcessStream {
   }
 
   void read() {
-    ++pending_;
-    responder_.Read(&request_, &read_tag_);
+    op_started();
+    responder_.Read(&request_, read_tag_.tag());
   }
 
   // The next queued response, or, when all went, the next message.
   void write_next() {
     if (out_.empty()) return read();
-    ++pending_;
-    responder_.Write(out_.front(), &write_tag_);
+    op_started();
+    responder_.Write(out_.front(), write_tag_.tag());
   }
 
   // Starts the pick of the whole request. Its decision may come on any thread, even
   // before start_pick returns: then it is taken here, after, on this thread.
   void pick(gateway::ExternalRequest request) {
-    ++pending_;  // the pick: its decision, inline (below) or through the alarm
+    op_started();  // the pick: its decision, inline (below) or through the alarm
     {
       std::lock_guard lock(mu_);
       starting_ = true;
     }
-    std::function<void()> cancel = queue_.picker().start_pick(
+    std::function<void()> cancel = ext_proc_.picker.start_pick(
         std::move(request), [this](gateway::ExternalPick p) { decided(std::move(p)); });
     std::optional<gateway::ExternalPick> early;
     {
@@ -245,7 +224,7 @@ class ProcessStream {
       }
     }
     if (early) {
-      --pending_;
+      op_ended();
       return routed(std::move(*early));
     }
     cancel_ = std::move(cancel);
@@ -269,10 +248,10 @@ class ProcessStream {
       mailbox_ = std::move(p);
       if (starting_) return;  // pick() takes it when start_pick returns
     }
-    // The stream stays while its pick is out (pending_): the alarm is the last thing of
+    // The stream stays while its pick is out (its count): the alarm is the last thing of
     // it touched here, and gRPC's Set touches nothing of it once its tag is queued.
     alarm_.emplace();
-    alarm_->Set(queue_.cq(), std::chrono::system_clock::time_point(), &alarm_tag_);
+    alarm_->Set(queue_.cq(), std::chrono::system_clock::time_point(), alarm_tag_.tag());
   }
 
   // The pick's responses go first, then the rest of the message's.
@@ -286,21 +265,21 @@ class ProcessStream {
 
   void finish(grpc::Status status) {
     exchange_.end();  // settles a pick whose answer did not end, as a client that left
-    ++pending_;
-    responder_.Finish(status, &finish_tag_);
+    op_started();
+    responder_.Finish(status, finish_tag_.tag());
   }
 
-  StreamQueue& queue_;
+  ServerQueue& queue_;
+  const ExtProcShared& ext_proc_;
   Exchange exchange_;
   grpc::ServerContext context_;
   grpc::ServerAsyncReaderWriter<pb::ProcessingResponse, pb::ProcessingRequest> responder_;
-  Tag accept_tag_{this, &ProcessStream::on_accept};
-  Tag read_tag_{this, &ProcessStream::on_read};
-  Tag write_tag_{this, &ProcessStream::on_write};
-  Tag finish_tag_{this, &ProcessStream::on_finish};
-  Tag done_tag_{this, &ProcessStream::on_done};
-  Tag alarm_tag_{this, &ProcessStream::on_alarm};
-  int pending_ = 0;                         // the operations out (the class's comment)
+  CallTag<ProcessStream> accept_tag_{this, &ProcessStream::on_accept};
+  CallTag<ProcessStream> read_tag_{this, &ProcessStream::on_read};
+  CallTag<ProcessStream> write_tag_{this, &ProcessStream::on_write};
+  CallTag<ProcessStream> finish_tag_{this, &ProcessStream::on_finish};
+  CallTag<ProcessStream> done_tag_{this, &ProcessStream::on_done};
+  CallTag<ProcessStream> alarm_tag_{this, &ProcessStream::on_alarm};
   pb::ProcessingRequest request_;           // the read out
   std::deque<pb::ProcessingResponse> out_;  // to write; the front is the write out
   bool cancelled_ = false;                  // the done notification said cancelled
@@ -312,20 +291,16 @@ class ProcessStream {
   std::optional<gateway::ExternalPick> mailbox_;  // under mu_: the decision, not yet taken
 };
 
-void StreamQueue::accept_next() {
-  {
-    std::lock_guard lock(count_.mu);
-    if (!count_.accepting) return;
-    ++count_.live;
-  }
-  new ProcessStream(*this);  // deletes itself (ProcessStream::fire)
+void ServerQueue::accept_stream() {
+  if (calls_.admit()) new ProcessStream(*this);  // deleted by its last tag's fire
 }
 
-void StreamQueue::run() {
-  accept_next();
+void ServerQueue::run() {
+  if (ext_proc_) accept_stream();
+  if (health_) health_->serve_on(cq_.get(), calls_);
   void* tag = nullptr;
   bool ok = false;
-  while (cq_->Next(&tag, &ok)) ProcessStream::fire(*static_cast<const Tag*>(tag), ok);
+  while (cq_->Next(&tag, &ok)) static_cast<const QueueTag*>(tag)->fire(ok);
 }
 
 }  // namespace
@@ -334,14 +309,18 @@ struct EppServer::Impl {
   std::unique_ptr<RequestClasses> classes;
   ExchangeOptions exchange;  // every stream's
   pb::ExternalProcessor::AsyncService service;
+  std::unique_ptr<ExtProcShared> ext_proc;
   std::unique_ptr<HealthService> health;  // the main port's
-  StreamCount streams;
+  QueueCalls calls;                       // the main port's: ext_proc streams, health calls
   // Declared before the server: destroyed after it (shut down and drained first).
-  std::vector<std::unique_ptr<StreamQueue>> queues;
+  std::vector<std::unique_ptr<ServerQueue>> queues;
   std::unique_ptr<grpc::Server> server;
   // The health port's server: the health service alone (any other method, ext_proc's
-  // included, is unknown there: gRPC answers UNIMPLEMENTED).
+  // included, is unknown there: gRPC answers UNIMPLEMENTED), on a queue of its own (a
+  // queue belongs to the server it was added to) and one thread.
   std::unique_ptr<HealthService> port_health;
+  QueueCalls port_calls;
+  std::unique_ptr<ServerQueue> port_queue;
   std::unique_ptr<grpc::Server> health_server;
   int port = 0;
   int health_port = 0;
@@ -353,22 +332,28 @@ struct EppServer::Impl {
   bool stopping = false;  // under mu
   std::once_flag stopped;
 
-  // The main port's end: no new stream; the streams in flight until `deadline`, then
-  // cancelled (a pick under way is cancelled, and still decides). Returns when every
-  // stream has ended (deleted) and the queues' threads are gone: only then are the queues
-  // shut down, so no stream can start an operation on a queue that is.
-  void end_streams(std::chrono::system_clock::time_point deadline) {
-    {
-      std::lock_guard lock(streams.mu);
-      streams.accepting = false;
-    }
+  // The main port's end: no new call; the streams in flight until `deadline`, then
+  // cancelled (a pick under way is cancelled, and still decides). Returns when every call
+  // has ended (deleted) and the queues' threads are gone: only then are the queues shut
+  // down, so no call can start an operation on a queue that is. The health service's
+  // watches must have been ended first (HealthService::shutdown).
+  void end_main(std::chrono::system_clock::time_point deadline) {
+    calls.stop_admitting();
     server->Shutdown(deadline);  // fails the calls waited for; cancels the rest at deadline
     server->Wait();
-    {
-      std::unique_lock lock(streams.mu);
-      streams.none.wait(lock, [this] { return streams.live == 0; });
-    }
-    for (const std::unique_ptr<StreamQueue>& q : queues) q->shut_down();
+    calls.wait_none();
+    for (const std::unique_ptr<ServerQueue>& q : queues) q->shut_down();
+  }
+
+  // The health port's end, as the main port's: its watches send NOT_SERVING and end, with
+  // kHealthGrace to do so (they end at once, unless a client does not take its messages).
+  void end_health_port() {
+    port_health->shutdown();
+    port_calls.stop_admitting();
+    health_server->Shutdown(std::chrono::system_clock::now() + kHealthGrace);
+    health_server->Wait();
+    port_calls.wait_none();
+    port_queue->shut_down();
   }
 
   // Polls `ready`, and sets readiness on each change, until stop().
@@ -399,6 +384,7 @@ Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& opti
                                    .fallbacks = options.fallbacks};
   impl->grace = options.grace;
   impl->ready = options.ready;
+  impl->ext_proc.reset(new ExtProcShared{impl->service, picker, impl->exchange});
   impl->health = std::make_unique<HealthService>();
   const bool ready_now = !options.ready;
   set_initial_health(*impl->health, ready_now);
@@ -417,8 +403,8 @@ Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& opti
   builder.AddListeningPort(address, credentials, &impl->port);
   builder.RegisterService(&impl->service);
   builder.RegisterService(impl->health.get());
-  // ext_proc's queues, each polled by a thread of ours; the health service (callback API)
-  // runs on gRPC's own callback threads.
+  // The queues, each polled by a thread of ours, serve both services: no callback
+  // service is registered, so gRPC starts no callback threads.
   const uint32_t threads = std::clamp<uint32_t>(options.threads, 1, 64);
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs;
   for (uint32_t i = 0; i < threads; ++i) cqs.push_back(builder.AddCompletionQueue());
@@ -429,15 +415,15 @@ Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& opti
   impl->server = builder.BuildAndStart();
   if (impl->server) {
     for (std::unique_ptr<grpc::ServerCompletionQueue>& cq : cqs) {
-      impl->queues.push_back(std::make_unique<StreamQueue>(impl->service, std::move(cq), picker,
-                                                           impl->exchange, impl->streams));
+      impl->queues.push_back(std::make_unique<ServerQueue>(
+          std::move(cq), impl->calls, impl->ext_proc.get(), impl->health.get()));
     }
-    for (const std::unique_ptr<StreamQueue>& q : impl->queues) q->start();
+    for (const std::unique_ptr<ServerQueue>& q : impl->queues) q->start();
   }
   if (!impl->server || impl->port == 0) {
     if (impl->server) {
       impl->health->shutdown();
-      impl->end_streams(std::chrono::system_clock::now());
+      impl->end_main(std::chrono::system_clock::now());
     }
     return Error(fmt::format("epp: cannot listen on {}{}", address,
                              options.tls ? " (or the TLS certificate and key were refused)" : ""));
@@ -451,10 +437,17 @@ Result<std::unique_ptr<EppServer>> EppServer::start(const EppServerOptions& opti
     health_builder.AddListeningPort(health_address, grpc::InsecureServerCredentials(),
                                     &impl->health_port);
     health_builder.RegisterService(impl->port_health.get());
+    std::unique_ptr<grpc::ServerCompletionQueue> health_cq = health_builder.AddCompletionQueue();
     impl->health_server = health_builder.BuildAndStart();
+    if (impl->health_server) {
+      impl->port_queue = std::make_unique<ServerQueue>(std::move(health_cq), impl->port_calls,
+                                                       nullptr, impl->port_health.get());
+      impl->port_queue->start();
+    }
     if (!impl->health_server || impl->health_port == 0) {
+      if (impl->health_server) impl->end_health_port();
       impl->health->shutdown();
-      impl->end_streams(std::chrono::system_clock::now());
+      impl->end_main(std::chrono::system_clock::now());
       return Error(fmt::format("epp: cannot listen on {} (the health port)", health_address));
     }
   }
@@ -494,12 +487,8 @@ void EppServer::stop() {
     // health service ends its watches (everything NOT_SERVING) before its server stops:
     // a watch would otherwise hold the server until the grace ran out.
     impl_->health->shutdown();
-    impl_->end_streams(std::chrono::system_clock::now() + impl_->grace);
-    if (impl_->health_server) {
-      impl_->port_health->shutdown();
-      impl_->health_server->Shutdown(std::chrono::system_clock::now());
-      impl_->health_server->Wait();
-    }
+    impl_->end_main(std::chrono::system_clock::now() + impl_->grace);
+    if (impl_->health_server) impl_->end_health_port();
   });
 }
 

@@ -12,11 +12,12 @@
 // again from stop() on; "liveness" is SERVING while the server runs (on the main port,
 // until its shutdown begins).
 //
-// ext_proc is on gRPC's async API, on completion queues of the server's own, each polled
-// by one thread of it (`threads`, 1 by default). Every step of a stream runs on the thread
-// of the queue that accepted it, and that thread, as it polls, also does gRPC's own work
-// (reading and writing the messages) whenever it is the one polling when the work is due
-// (gRPC's callback threads, which the health service keeps, poll too). A stream reads
+// Both services are on gRPC's async API, on completion queues of the server's own, each
+// polled by one thread of it (`threads`, 1 by default; queue_call.h). Every step of a call
+// runs on the thread of the queue that accepted it, and that thread, as it polls, also
+// does gRPC's own work (reading and writing the messages) whenever it is the one polling
+// when the work is due (with one thread and no health port, always). No callback service
+// is registered, so gRPC starts no callback threads of its own. An ext_proc stream reads
 // one message, feeds it to its Exchange, and, once the request is whole, starts the pick
 // (Picker::start_pick). For the gateway's picker the decision comes back on that same thread,
 // before start_pick returns, when the pick waits for nothing (GatewayPicker::start_pick), and the
@@ -27,8 +28,8 @@
 // protocol's exchange is the one a blocking server would have. A stream whose data plane
 // leaves has its pick cancelled (Picker::start_pick's cancel).
 //
-// The health service is on gRPC's callback API (health_service.h): its calls run on gRPC's
-// own callback threads, on both ports.
+// The health service (health_service.h) runs on the main port's queues beside ext_proc,
+// and on the health port's own queue and thread.
 //
 // Only its .cc and health_service.{h,cc} include gRPC's headers: they are heavy, and
 // the message handling (exchange.h) needs none of them.
@@ -75,14 +76,16 @@ struct EppServerOptions {
   // Whether the picker is ready (readiness SERVING), polled from a thread of the server's
   // own; it must be cheap and thread-safe. Null: ready from the start.
   std::function<bool()> ready;
-  // The ext_proc streams' threads (1..64; below 1 counts as 1): each polls a completion
-  // queue of its own and runs the streams it accepted, each stream on that thread alone.
+  // The main port's threads (1..64; below 1 counts as 1): each polls a completion queue
+  // of its own and runs the calls it accepted (ext_proc streams, health checks), each
+  // call on that thread alone. The health port has one more thread.
   uint32_t threads = 1;
 };
 
 class EppServer {
  public:
-  // Binds and serves: ext_proc on `threads` threads of the server's own, health on gRPC's.
+  // Binds and serves: ext_proc and health on `threads` threads of the server's own (and
+  // one more for the health port).
   // `picker` must outlive the server; its start_pick is called from the server's threads
   // and must not block (its `decided` may run on any thread). Errors: an address cannot be
   // bound (or the TLS pair is refused).

@@ -26,7 +26,7 @@
 // pick is settled: the router's load released, tokens charged, metrics recorded.
 //
 // Two ways to drive it. on_request() routes inline, blocking on Picker::pick (tests, the
-// fuzz target). A server whose threads must not wait (epp_server.cc, on gRPC's callback
+// fuzz target). A server whose threads must not wait (epp_server.cc, on gRPC's async
 // API) uses on_message(): when the request is whole, the Step hands over the request to
 // route; the caller starts the pick (Picker::start_pick) and, once decided, gives it to
 // on_pick(), whose responses go first, then the Step's own. The two produce the same

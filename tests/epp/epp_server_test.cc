@@ -1,6 +1,7 @@
 // The Endpoint Picker's gRPC server (epp/epp_server.h) on loopback, with a fake Picker:
 // the health service on the main port and on epp.health_port (Check and Watch, keyed by
-// readiness), and the health port serving nothing else (ext_proc there is a method gRPC
+// readiness; on the server's own queues, beside ext_proc), and the health port serving
+// nothing else (ext_proc there is a method gRPC
 // does not know: UNIMPLEMENTED), ext_proc streams whose pick comes later on another thread
 // or is cancelled, and several threads (completion queues).
 #include "epp/epp_server.h"
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -261,6 +263,113 @@ TEST(EppServer, WatchSendsTheStatusThenEachChangeAndEndsAtStop) {
   }
   (void)unknown->Finish();
   again->stop();
+}
+
+// A Watch of `name` on `channel`, read on the test's thread.
+struct Watch {
+  Watch(const std::shared_ptr<::grpc::Channel>& channel, const std::string& name)
+      : stub(health_pb::Health::NewStub(channel)) {
+    with_deadline(context);
+    health_pb::HealthCheckRequest request;
+    request.set_service(name);
+    reader = stub->Watch(&context, request);
+  }
+  // The next status, or nullopt at the stream's end.
+  std::optional<health_pb::HealthCheckResponse::ServingStatus> next() {
+    health_pb::HealthCheckResponse r;
+    if (!reader->Read(&r)) return std::nullopt;
+    return r.status();
+  }
+  // The statuses left, up to the stream's end.
+  std::vector<health_pb::HealthCheckResponse::ServingStatus> rest() {
+    std::vector<health_pb::HealthCheckResponse::ServingStatus> out;
+    while (auto s = next()) out.push_back(*s);
+    return out;
+  }
+
+  std::unique_ptr<health_pb::Health::Stub> stub;
+  ::grpc::ClientContext context;
+  std::unique_ptr<::grpc::ClientReader<health_pb::HealthCheckResponse>> reader;
+};
+
+// The health service runs on the server's own queues on both ports (two threads on the
+// main port): a Watch on each sends the status, then each change; changes made faster
+// than they are sent are coalesced (never the same status twice in a row); stop() ends
+// both watches with NOT_SERVING.
+TEST(EppServer, WatchOnBothPortsFollowsReadinessAndEndsAtStop) {
+  FakePicker picker;
+  std::unique_ptr<EppServer> server = start(picker, /*health_port=*/true, /*threads=*/2);
+  ASSERT_TRUE(server);
+  ASSERT_TRUE(server->health_port().has_value());
+  Watch on_main(channel_to(server->port()), "readiness");
+  Watch on_port(channel_to(*server->health_port()), "readiness");
+  for (Watch* w : {&on_main, &on_port}) {
+    EXPECT_EQ(w->next(), kServing);
+  }
+  server->set_ready(false);
+  for (Watch* w : {&on_main, &on_port}) {
+    EXPECT_EQ(w->next(), kNotServing);
+  }
+  server->set_ready(true);
+  for (Watch* w : {&on_main, &on_port}) {
+    EXPECT_EQ(w->next(), kServing);
+  }
+  // Quick changes, from this thread while the queues' threads write.
+  for (int i = 0; i < 50; ++i) server->set_ready(i % 2 == 1);
+  // Ext_proc beside them on the same queues.
+  bool answered = false;
+  EXPECT_TRUE(process_get(channel_to(server->port()), answered).ok());
+  EXPECT_TRUE(answered);
+  EXPECT_EQ(check(channel_to(server->port()), "readiness"), kServing);
+  EXPECT_EQ(check(channel_to(*server->health_port()), "readiness"), kServing);
+
+  const auto before = std::chrono::steady_clock::now();
+  server->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(5));
+  for (Watch* w : {&on_main, &on_port}) {
+    const std::vector<health_pb::HealthCheckResponse::ServingStatus> rest = w->rest();
+    for (size_t i = 1; i < rest.size(); ++i) {
+      EXPECT_NE(rest[i], rest[i - 1]) << i;
+    }
+    // Ended by the server (OK): NOT_SERVING last. The main port's watch may instead be
+    // cancelled by its short grace (100 ms) on a slow machine; the health port's has a
+    // second.
+    const ::grpc::Status s = w->reader->Finish();
+    if (w == &on_port) {
+      EXPECT_TRUE(s.ok()) << s.error_message();
+    }
+    if (s.ok()) {
+      ASSERT_FALSE(rest.empty());
+      EXPECT_EQ(rest.back(), kNotServing);
+    }
+  }
+}
+
+// A client that leaves its Watch: the watch ends on the server (later changes wake
+// nothing of it), the service still answers, and stop() does not wait for it.
+TEST(EppServer, AWatchTheClientLeavesEnds) {
+  FakePicker picker;
+  std::unique_ptr<EppServer> server = start(picker, /*health_port=*/true);
+  ASSERT_TRUE(server);
+  ASSERT_TRUE(server->health_port().has_value());
+  for (const uint16_t p : {server->port(), *server->health_port()}) {
+    Watch w(channel_to(p), "readiness");
+    EXPECT_EQ(w.next(), kServing);
+    w.context.TryCancel();
+    (void)w.rest();
+    EXPECT_EQ(w.reader->Finish().error_code(), ::grpc::StatusCode::CANCELLED);
+    server->set_ready(false);
+    server->set_ready(true);
+    EXPECT_EQ(check(channel_to(p), "readiness"), kServing);
+  }
+  // A new watch after them is served as the first was.
+  Watch again(channel_to(server->port()), "liveness");
+  EXPECT_EQ(again.next(), kServing);
+  const auto before = std::chrono::steady_clock::now();
+  server->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(5));
+  (void)again.rest();
+  (void)again.reader->Finish();
 }
 
 // The pick is decided on the picker's thread, after the handler returned: the answer
