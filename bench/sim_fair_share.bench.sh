@@ -20,7 +20,7 @@ BIN=${KVGATE_BIN:-build/release/kvgate}
 OUT=${1:-sim-out/fair-share}
 mkdir -p "$OUT"
 for s in fair-share-reference fair-share-3x fair-share-reference-kv-cost fair-share-3x-kv-cost; do
-  nice -n 10 "$BIN" sim "examples/sim/flow/$s.yaml" --no-progress --out "$OUT/$s" \
+  nice -n 10 "$BIN" sim "examples/sim/flow/$s.yaml" --no-progress --requests-csv --out "$OUT/$s" \
     >"$OUT/$s.log" 2>&1 || { echo "sim $s failed:" >&2; tail -20 "$OUT/$s.log" >&2; exit 1; }
 done
 python3 - "$OUT" <<'PY'
@@ -35,6 +35,25 @@ for routing, names in groups.items():
             r["routing"] = routing
             rows.append(r)
 
+# How long the gateway dispatched nothing (docs/flow-control.md, "Why B's tail was a second
+# long"): per run, the gaps over 0.2 s between consecutive dispatches (arrival + wait in the
+# gateway's queue) of the requests served, within the arrival window, summed.
+stalls = {}
+for routing, names in groups.items():
+    for name in names:
+        times, last_arrival = {}, {}
+        for q in csv.DictReader(open(f"{out}/{name}/requests.csv", newline="")):
+            arrival = float(q["arrival_s"])
+            run = q["policy"]
+            last_arrival[run] = max(last_arrival.get(run, 0.0), arrival)
+            if q["rejected"] != "0":
+                continue
+            times.setdefault(run, []).append(arrival + max(0.0, float(q["queue_wait_s"])))
+        for run, ts in times.items():
+            ts = sorted(t for t in ts if t <= last_arrival[run])
+            gaps = [b - a for a, b in zip(ts, ts[1:]) if b - a > 0.2]
+            stalls[(routing, run)] = (sum(gaps), len(gaps))
+
 def find(routing, run, tenant=None):
     for r in rows:
         if r["routing"] == routing and r["run"] == run and (tenant is None or r["tenant"] == tenant):
@@ -47,6 +66,8 @@ def suffix(run, prefix):
 results = []
 for r in rows:
     res = dict(r, b_p90_ref="", b_p90_vs_ref="", pool_vs_off="", b_target="", pool_target="")
+    stall_s, stall_n = stalls.get((r["routing"], r["run"]), (0.0, 0))
+    res.update(dispatch_gaps_s=f"{stall_s:.2f}", dispatch_gaps=stall_n)
     on = suffix(r["run"], "3x, flow on")
     if on is not None:
         ref = find(r["routing"], "reference" + on, r["tenant"])
@@ -62,15 +83,17 @@ for r in rows:
 
 fields = ["routing", "run", "tenant", "sent", "served", "refused", "ttft_p50_s", "ttft_p90_s",
           "ttft_p99_s", "queue_wait_p90_s", "served_tokens_per_s", "pool_output_tokens_per_s",
-          "b_p90_ref", "b_p90_vs_ref", "b_target", "pool_vs_off", "pool_target"]
+          "b_p90_ref", "b_p90_vs_ref", "b_target", "pool_vs_off", "pool_target",
+          "dispatch_gaps_s", "dispatch_gaps"]
 with open(f"{out}/fair-share.csv", "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
     w.writeheader()
     w.writerows(results)
 
 print("| routing | run | tenant | served | refused | TTFT p50 | TTFT p90 | TTFT p99 | "
-      "B p90 vs reference | pool output tokens/s | vs flow off | B p90 <= 1.5x | output >= 0.95x |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "B p90 vs reference | pool output tokens/s | vs flow off | B p90 <= 1.5x | output >= 0.95x | "
+      "no dispatch (gaps > 0.2 s) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 seen = set()
 for r in results:
     key = (r["routing"], r["run"])
@@ -80,9 +103,10 @@ for r in results:
     pool = f"{float(r['pool_output_tokens_per_s']):,.0f}" if first else ""
     vs_off = f"{float(r['pool_vs_off']):.3f}x" if first and r["pool_vs_off"] else ""
     pool_target = r["pool_target"] if first else ""
+    gaps = f"{float(r['dispatch_gaps_s']):.1f} s in {r['dispatch_gaps']}" if first else ""
     print(f"| {r['routing']} | {r['run']} | {r['tenant']} | {r['served']} / {r['sent']} | "
           f"{r['refused']} | {float(r['ttft_p50_s']):.3f} s | {float(r['ttft_p90_s']):.3f} s | "
           f"{float(r['ttft_p99_s']):.3f} s | {vs_ref} | {pool} | {vs_off} | "
-          f"{r['b_target']} | {pool_target} |")
+          f"{r['b_target']} | {pool_target} | {gaps} |")
 PY
 echo "wrote $OUT/fair-share.csv"
