@@ -437,13 +437,8 @@ for c in cases:
           f"{num(c['pool_tps'])} / {num(c['sim_pool_tps'])} | {times(c['pool_vs_off'], 3)} / "
           f"{times(c['sim_pool_vs_off'], 3)} | {c['b_target']} | {c['pool_target']} | "
           f"{c['cpu_busy']:.0%} |")
-notes = [f"{c['routing']}, {c['run']}: " + "; ".join(c["notes"]) for c in cases if c["notes"]]
-if notes:
-    print()
-    print("notes: " + " | ".join(notes))
-if any(c["cpu_busy"] > 0.9 for c in cases):
-    print("\nnote: the machine's CPUs were over 90% busy during a live run: the live latencies "
-          "include CPU contention (TIME_SCALE=2 halves the event rate, at twice the wall time).")
+lf.print_notes([f"{c['routing']}, {c['run']}: " + "; ".join(c["notes"]) for c in cases if c["notes"]],
+               any(c["cpu_busy"] > 0.9 for c in cases))
 
 # --- The CSV (RFC 4180: the csv module quotes the run names, which hold commas).
 fields = ["routing", "run", "engines", "duration_s", "time_scale"]

@@ -266,3 +266,14 @@ def start_gateway(bin_path, config, log):
     url = wait_line(log, r"listening on (http://[0-9.:]+)", p)
     wait_ok(url + "/ready", "kvgate serve")
     return p, url
+
+
+def print_notes(notes, busy):
+    """A study's closing lines: each run's notes, and a warning when a live run had the
+    machine's CPUs over 90% busy (`busy`)."""
+    if notes:
+        print()
+        print("notes: " + " | ".join(notes))
+    if busy:
+        print("\nnote: the machine's CPUs were over 90% busy during a live run: the live latencies "
+              "include CPU contention (TIME_SCALE=2 halves the event rate, at twice the wall time).")

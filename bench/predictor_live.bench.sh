@@ -310,13 +310,8 @@ for c in cases:
           f"{pct(L['tpot_mape'])} | {n(s['ttft_samples'])} / {n(L['ttft_samples'])} | "
           f"{pct(s['hit_rate'])} / {pct(L['hit_rate'])} | {sec(s['ttft_p90'])} / "
           f"{sec(L['ttft_p90'])} | {L['cpu_busy']:.0%} |")
-notes = [f"{c['tag']}: " + "; ".join(c["notes"]) for c in cases if c["notes"]]
-if notes:
-    print()
-    print("notes: " + " | ".join(notes))
-if any(c["live"]["cpu_busy"] > 0.9 for c in cases):
-    print("\nnote: the machine's CPUs were over 90% busy during a live run: the live latencies "
-          "include CPU contention (TIME_SCALE=2 halves the event rate, at twice the wall time).")
+lf.print_notes([f"{c['tag']}: " + "; ".join(c["notes"]) for c in cases if c["notes"]],
+               any(c["live"]["cpu_busy"] > 0.9 for c in cases))
 
 with open(f"{W}/predictor_live.csv", "w", newline="") as f:
     out = csv.writer(f, lineterminator="\n")

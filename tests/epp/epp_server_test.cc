@@ -141,6 +141,18 @@ std::optional<health_pb::HealthCheckResponse::ServingStatus> check(
   return response.status();
 }
 
+// A request's headers that end its stream (no body), with `method` as `:method` unless null.
+pb::ProcessingRequest headers_only(const char* method) {
+  pb::ProcessingRequest r;
+  if (method != nullptr) {
+    core_pb::HeaderValue* h = r.mutable_request_headers()->mutable_headers()->add_headers();
+    h->set_key(":method");
+    h->set_raw_value(method);
+  }
+  r.mutable_request_headers()->set_end_of_stream(true);
+  return r;
+}
+
 // One ext_proc stream of a GET's headers (end of stream): the call's final status, and
 // whether a response came.
 ::grpc::Status process_get(const std::shared_ptr<::grpc::Channel>& channel, bool& answered) {
@@ -148,12 +160,7 @@ std::optional<health_pb::HealthCheckResponse::ServingStatus> check(
   ::grpc::ClientContext context;
   with_deadline(context);
   auto stream = stub->Process(&context);
-  pb::ProcessingRequest r;
-  core_pb::HeaderValue* h = r.mutable_request_headers()->mutable_headers()->add_headers();
-  h->set_key(":method");
-  h->set_raw_value("GET");
-  r.mutable_request_headers()->set_end_of_stream(true);
-  stream->Write(r);
+  stream->Write(headers_only("GET"));
   stream->WritesDone();
   pb::ProcessingResponse response;
   answered = false;
@@ -382,12 +389,7 @@ TEST(EppServer, APickDecidedLaterOnAnotherThreadIsAnsweredOnTheStream) {
   ::grpc::ClientContext context;
   with_deadline(context);
   auto stream = stub->Process(&context);
-  pb::ProcessingRequest r;
-  core_pb::HeaderValue* h = r.mutable_request_headers()->mutable_headers()->add_headers();
-  h->set_key(":method");
-  h->set_raw_value("GET");
-  r.mutable_request_headers()->set_end_of_stream(true);
-  ASSERT_TRUE(stream->Write(r));
+  ASSERT_TRUE(stream->Write(headers_only("GET")));
   ASSERT_TRUE(picker.wait_for([&] { return picker.started == 1; }));
   picker.decide();
   pb::ProcessingResponse response;
@@ -426,9 +428,7 @@ TEST(EppServer, AClientThatLeavesDuringThePickCancelsIt) {
   ::grpc::ClientContext context;
   with_deadline(context);
   auto stream = stub->Process(&context);
-  pb::ProcessingRequest r;
-  r.mutable_request_headers()->set_end_of_stream(true);
-  ASSERT_TRUE(stream->Write(r));
+  ASSERT_TRUE(stream->Write(headers_only(nullptr)));
   ASSERT_TRUE(picker.wait_for([&] { return picker.started == 1; }));
   context.TryCancel();
   EXPECT_TRUE(picker.wait_for([&] { return picker.cancels == 1; }));
@@ -470,9 +470,7 @@ TEST(EppServer, SeveralThreadsAnswerConcurrentStreams) {
   ::grpc::ClientContext context;
   with_deadline(context);
   auto stream = stub->Process(&context);
-  pb::ProcessingRequest r;
-  r.mutable_request_headers()->set_end_of_stream(true);
-  ASSERT_TRUE(stream->Write(r));
+  ASSERT_TRUE(stream->Write(headers_only(nullptr)));
   ASSERT_TRUE(later.wait_for([&] { return later.started == 1; }));
   later.decide();
   pb::ProcessingResponse response;

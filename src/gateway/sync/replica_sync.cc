@@ -321,7 +321,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       }
       std::optional<cluster::EventBatch> b;
       if (events_due || report || demand) b = ps->outbox->take(now, heartbeat);
-      if (heartbeat && b) ps->last_heartbeat = now;
+      if (heartbeat) ps->last_heartbeat = now;  // a heartbeat always takes a batch
       self->next_flush(*ps, now);
       if (!b && !report && !demand) return;
       ps->last_sent = now;

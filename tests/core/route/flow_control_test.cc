@@ -56,6 +56,49 @@ class FlowControlTest : public ::testing::Test {
   }
 };
 
+// targets_first (flow_queue.h): a request's TTFT target reaches the queue with
+// latency_targets off, and the targeted request is dispatched first.
+TEST_F(FlowControlTest, TargetedRequestsAreDispatchedFirst) {
+  ASSERT_FALSE(config_.latency_targets.enabled);
+  flow_.input_weight = 1;
+  flow_.output_weight = 1;
+  auto admit_targeted = [this](std::string_view tenant, Nanos ttft_target, Nanos now) {
+    RouteRequest& rr = requests_.emplace_back();
+    rr.id = next_++;
+    rr.prompt_tokens = 64;
+    rr.expected_output_tokens = 16;
+    rr.ttft_target = ttft_target;
+    return fc_->admit({.request = &rr, .tenant = tenant}, now, rng_, out_);
+  };
+  for (const bool on : {false, true}) {
+    SCOPED_TRACE(on ? "targets_first" : "off");
+    fc_.reset();  // before the router and the requests it borrows
+    router_.reset();
+    requests_.clear();
+    out_.clear();
+    next_ = 1;
+    flow_.targets_first = on;
+    build();
+    const EndpointId id = add("http://a:1");
+    scrape(id, 5, 10, 0);                                                       // full
+    EXPECT_EQ(admit_targeted("a", 0, 0).kind, Kind::kQueued);                   // 1
+    EXPECT_EQ(admit_targeted("b", 0, 1).kind, Kind::kQueued);                   // 2
+    EXPECT_EQ(admit_targeted("c", 400 * kMillisecond, 2).kind, Kind::kQueued);  // 3
+    // The engine drained its queue: room for queue_threshold (2) requests.
+    scrape(id, 0, 10, kSecond);
+    fc_->dispatch(kSecond, rng_, out_);
+    ASSERT_EQ(out_.size(), 2u);
+    if (on) {
+      EXPECT_EQ(out_[0].id, 3u);
+      EXPECT_EQ(out_[1].id, 1u);
+    } else {
+      EXPECT_EQ(out_[0].id, 1u);
+      EXPECT_EQ(out_[1].id, 2u);
+    }
+    EXPECT_EQ(out_[0].kind, Kind::kDispatched);
+  }
+}
+
 TEST_F(FlowControlTest, DispatchesAtOnceWhileAnEndpointHasCapacityThenQueues) {
   build();
   EndpointId a = add("http://a:1");

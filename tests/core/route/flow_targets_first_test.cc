@@ -1,18 +1,15 @@
 // FlowQueueConfig::targets_first: within a band, requests with a TTFT target leave before
 // those without, the one due first (enqueued + target) first, whatever their tenants;
 // the untargeted keep the VTC order; bands, removal, timeouts, deadlines and evictions
-// keep the index consistent; off, the order is the old one exactly. And the flow
-// controller hands a request's target to the queue without latency_targets.
+// keep the index consistent; off, the order is the old one exactly. (The flow
+// controller's part: FlowControlTest.TargetedRequestsAreDispatchedFirst.)
 #include <gtest/gtest.h>
 
-#include <deque>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "core/route/flow_control.h"
 #include "core/route/flow_queue.h"
 
 namespace kvgate::route::flow_targets_first_test {
@@ -212,68 +209,6 @@ TEST(FlowTargetsFirstConfigTest, ParsesTheKey) {
   Status s = apply_flow_entries(bad, c);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().find("targets_first"), std::string::npos) << s.error();
-}
-
-// The flow controller: a target reaches the queue with latency_targets off.
-class FlowTargetsFirstControlTest : public ::testing::Test {
- protected:
-  RouterConfig config_;
-  std::unique_ptr<Router> router_;
-  std::unique_ptr<FlowController> fc_;
-  Rng rng_{3};
-  std::deque<RouteRequest> requests_;  // stable addresses: the queue borrows them
-  std::vector<FlowOutcome> out_;
-  RequestId next_ = 1;
-
-  void build(bool targets_first) {
-    config_.overlap_source = OverlapSource::kNone;
-    config_.policy = {"least-request", {}};
-    config_.saturation.queue_threshold = 2;
-    config_.saturation.metrics_max_age = 0;
-    ASSERT_FALSE(config_.latency_targets.enabled);
-    auto r = Router::create(config_, {});
-    ASSERT_TRUE(r.ok()) << r.error();
-    router_ = std::move(*r);
-    fc_ = std::make_unique<FlowController>(*router_, targets_config(targets_first));
-  }
-  FlowOutcome admit(std::string_view tenant, Nanos ttft_target, Nanos now) {
-    RouteRequest& rr = requests_.emplace_back();
-    rr.id = next_++;
-    rr.prompt_tokens = 64;
-    rr.expected_output_tokens = 16;
-    rr.ttft_target = ttft_target;
-    return fc_->admit({.request = &rr, .tenant = tenant}, now, rng_, out_);
-  }
-};
-
-TEST_F(FlowTargetsFirstControlTest, TargetedRequestsAreDispatchedFirst) {
-  for (const bool on : {false, true}) {
-    SCOPED_TRACE(on ? "targets_first" : "off");
-    fc_.reset();  // before the router and the requests it borrows
-    router_.reset();
-    requests_.clear();
-    out_.clear();
-    next_ = 1;
-    build(on);
-    auto id = router_->add_endpoint({.url = "http://a:1"}, 0);
-    ASSERT_TRUE(id.ok());
-    router_->pool().on_metrics(*id, {.waiting = 5, .running = 10, .kv_usage = 0}, 0);  // full
-    EXPECT_EQ(admit("a", 0, 0).kind, FlowOutcome::Kind::kQueued);                      // 1
-    EXPECT_EQ(admit("b", 0, 1).kind, FlowOutcome::Kind::kQueued);                      // 2
-    EXPECT_EQ(admit("c", 400 * kMs, 2).kind, FlowOutcome::Kind::kQueued);              // 3
-    // The engine drained its queue: room for queue_threshold (2) requests.
-    router_->pool().on_metrics(*id, {.waiting = 0, .running = 10, .kv_usage = 0}, kSecond);
-    fc_->dispatch(kSecond, rng_, out_);
-    ASSERT_EQ(out_.size(), 2u);
-    if (on) {
-      EXPECT_EQ(out_[0].id, 3u);
-      EXPECT_EQ(out_[1].id, 1u);
-    } else {
-      EXPECT_EQ(out_[0].id, 1u);
-      EXPECT_EQ(out_[1].id, 2u);
-    }
-    EXPECT_EQ(out_[0].kind, FlowOutcome::Kind::kDispatched);
-  }
 }
 
 }  // namespace kvgate::route::flow_targets_first_test
