@@ -26,6 +26,7 @@ FlowController::Fill FlowController::fill(const Endpoint& e, Nanos now) const {
   f.waiting =
       std::max(0.0, (e.metrics ? e.metrics->waiting : 0) +
                         std::min(routed_since, static_cast<double>(e.unstarted_since_scrape)));
+  f.prefill = e.load.active_prefill_tokens;
   f.kv = e.metrics ? e.metrics->kv_usage : 0;
   if (e.spec.kv_capacity_blocks > 0) {
     f.kv += (static_cast<double>(e.load.active_decode_blocks) -
@@ -40,7 +41,9 @@ bool FlowController::endpoint_has_room(const Endpoint& e, Nanos now, Room room) 
   const Fill f = fill(e, now);
   if (!f.usable) return false;
   if (room.requests == 0) {
-    return std::max(f.waiting / sat.queue_threshold, f.kv / sat.kv_threshold) < 1.0;
+    const uint64_t prefill_threshold = queue_.config().prefill_threshold;
+    return std::max(f.waiting / sat.queue_threshold, f.kv / sat.kv_threshold) < 1.0 &&
+           (prefill_threshold == 0 || f.prefill < prefill_threshold);
   }
   // The reserve: the request must fit in what is left of the KV cache, else it would
   // wait inside the engine, where it can no longer be re-placed.

@@ -173,6 +173,7 @@ class FlowController {
     bool usable = false;
     double waiting = 0;
     double kv = 0;
+    uint64_t prefill = 0;  // prompt tokens routed there without a first token yet
   };
   Fill fill(const Endpoint& e, Nanos now) const;
   // Room sharing: true while there are peers to share with.

@@ -186,6 +186,8 @@ Status apply_flow_entries(std::span<const std::pair<std::string, std::string>> e
       ok = r.has_value();
     } else if (key == "targets_first") {
       ok = parse_bool(value, c.targets_first);
+    } else if (key == "prefill_threshold") {
+      ok = parse_uint(value, c.prefill_threshold);
     } else {
       return Error(fmt::format("flow_control: unknown key '{}'", key));
     }

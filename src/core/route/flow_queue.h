@@ -133,6 +133,13 @@ struct FlowQueueConfig {
   // them in the usual order (VTC between tenants, then EDF/FCFS). Service is charged to
   // each tenant's counter as always. false: targets play no part in the order.
   bool targets_first = false;
+  // Prompt tokens routed to an endpoint whose first token has not come yet (its prefill
+  // still queued or under way: the router's own count, Endpoint::load.active_prefill_tokens)
+  // at which the endpoint has no room for a request leaving the queue, whatever its queue
+  // length and KV usage; 0 = off. A request released behind a long prefill waits inside the
+  // engine for it, where no order applies; held back here, it waits in the queue, where
+  // targets_first lets a targeted request pass it. The reserves (sparse, cache) ignore it.
+  uint64_t prefill_threshold = 0;
 
   // Error naming the first field out of range.
   Status validate() const;
@@ -145,7 +152,7 @@ struct FlowQueueConfig {
 //   max_wait.{critical,standard,sheddable} (seconds, 0 = unbounded),
 //   input_weight, output_weight, default_output_tokens, sparse_reserve,
 //   late_binding (room|any|cache), cache_reserve, room_share (split|demand|none),
-//   targets_first (true|false).
+//   targets_first (true|false), prefill_threshold (tokens, 0 = off).
 // Error naming the key on an unknown key or a malformed value; `config` may then be
 // partly changed. Does not validate().
 Status apply_flow_entries(std::span<const std::pair<std::string, std::string>> entries,

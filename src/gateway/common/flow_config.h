@@ -18,6 +18,8 @@
 //         default_output_tokens: 256     # charged when a request sets no max_tokens
 //         targets_first: false           # true: requests with a TTFT target leave first in
 //                                        # their band, due first first
+//         prefill_threshold: 0           # prompt tokens routed to an endpoint without a
+//                                        # first token at which it has no room (0: off)
 //
 // Errors are in the format of every config error (core/common/yaml_reader.h):
 //   "f.yaml:7:7: pools.main.flow_control.max_request: unknown field".

@@ -344,6 +344,42 @@ TEST_F(FlowControlTest, ARequestWithItsFirstTokenNoLongerCountsAsWaiting) {
   EXPECT_EQ(admit("t", Criticality::kStandard, 3).kind, Kind::kQueued);
 }
 
+// prefill_threshold: an endpoint with that many prompt tokens routed to it and not yet
+// started has no room, whatever its queue length; a first token makes room again.
+TEST_F(FlowControlTest, APrefillThresholdHoldsRequestsBehindALongPrefill) {
+  for (const uint64_t threshold : {uint64_t{0}, uint64_t{1000}}) {
+    SCOPED_TRACE(threshold);
+    fc_.reset();  // before the router and the requests it borrows
+    router_.reset();
+    requests_.clear();
+    out_.clear();
+    next_ = 1;
+    flow_.prefill_threshold = threshold;
+    build();
+    const EndpointId a = add("http://a:1");
+    scrape(a, 0, 0, 0);
+    // queue_threshold 2 would take two requests; a 2,000-token prompt fills the threshold.
+    const FlowOutcome doc = admit("docs", Criticality::kStandard, 0, 2000);
+    EXPECT_EQ(doc.kind, Kind::kDispatched);
+    const FlowOutcome chat = admit("chat", Criticality::kStandard, 1, 64);
+    if (threshold == 0) {
+      EXPECT_EQ(chat.kind, Kind::kDispatched);
+      continue;
+    }
+    EXPECT_EQ(chat.kind, Kind::kQueued);
+    EXPECT_FALSE(fc_->has_capacity(1));
+    EXPECT_EQ(fc_->dispatch(1, rng_, out_), 0u);
+    // The document's prefill is done: its tokens leave the count, the chat goes.
+    router_->pool().on_first_token(doc.id, 2);
+    EXPECT_EQ(fc_->dispatch(2, rng_, out_), 1u);
+    ASSERT_EQ(out_.size(), 1u);
+    EXPECT_EQ(out_[0].id, chat.id);
+    EXPECT_EQ(out_[0].decision.endpoint, a);
+    // 64 tokens under way: below the threshold, room for the next (queue_threshold 2).
+    EXPECT_TRUE(fc_->has_capacity(3));
+  }
+}
+
 // `a` is full by the queue's measure (two requests routed since its scrape, neither
 // started) but not by the router's (its scrape showed room); `b` has room by both but
 // more requests in flight. Least-request prefers `a`: late_binding room keeps the

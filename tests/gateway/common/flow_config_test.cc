@@ -30,7 +30,8 @@ TEST(FlowConfig, ParsesEveryKey) {
                                             "      input_weight: 1.5\n"
                                             "      output_weight: 3\n"
                                             "      default_output_tokens: 64\n"
-                                            "      targets_first: true\n"),
+                                            "      targets_first: true\n"
+                                            "      prefill_threshold: 8192\n"),
                                 "f.yaml");
   ASSERT_TRUE(c) << c.error();
   const route::FlowQueueConfig& f = c->pools[0].flow;
@@ -52,6 +53,7 @@ TEST(FlowConfig, ParsesEveryKey) {
   EXPECT_EQ(f.output_weight, 3);
   EXPECT_EQ(f.default_output_tokens, 64u);
   EXPECT_TRUE(f.targets_first);
+  EXPECT_EQ(f.prefill_threshold, 8192u);
 
   auto one = parse_gateway_config(config_with("      max_wait_s: 600\n"), "f.yaml");
   ASSERT_TRUE(one) << one.error();
@@ -59,7 +61,8 @@ TEST(FlowConfig, ParsesEveryKey) {
   auto off = parse_gateway_config(config_with("      enabled: false\n"), "f.yaml");
   ASSERT_TRUE(off) << off.error();
   EXPECT_FALSE(off->pools[0].flow.enabled);
-  EXPECT_FALSE(off->pools[0].flow.targets_first);  // the default
+  EXPECT_FALSE(off->pools[0].flow.targets_first);       // the default
+  EXPECT_EQ(off->pools[0].flow.prefill_threshold, 0u);  // off
 }
 
 TEST(FlowConfig, NoSectionNoQueue) {
@@ -92,6 +95,11 @@ TEST(FlowConfig, ErrorsNameFileLineAndField) {
   EXPECT_NE(first.error().find("fleet.yaml:7:"), std::string::npos) << first.error();
   EXPECT_NE(first.error().find("pools.main.flow_control.targets_first"), std::string::npos)
       << first.error();
+  auto prefill = parse_gateway_config(config_with("      prefill_threshold: -1\n"), "fleet.yaml");
+  ASSERT_FALSE(prefill);
+  EXPECT_NE(prefill.error().find("fleet.yaml:7:"), std::string::npos) << prefill.error();
+  EXPECT_NE(prefill.error().find("pools.main.flow_control.prefill_threshold"), std::string::npos)
+      << prefill.error();
 }
 
 TEST(FlowConfig, KeysCarryWeightAndDeadline) {
