@@ -34,11 +34,11 @@ TEST(SyncCycle, IdleWaitDoublesUpToItsBoundAndAnEventSnapsItBack) {
   SyncCycle c = defaults();
   Nanos start = 0;
   const Nanos expected[] = {50 * kMs, 100 * kMs, 100 * kMs, 100 * kMs};
-  for (Nanos wait : expected) {
+  for (Nanos want : expected) {
     c.started(start);
     const Nanos next = c.done(start + kMs, /*moved=*/false);
-    EXPECT_EQ(next - start, wait);
-    EXPECT_EQ(c.wait(), wait);
+    EXPECT_EQ(next - start, want);
+    EXPECT_EQ(c.wait(), want);
     start = next;
   }
   // A peer's event read by a cycle: the next one a tick later.
