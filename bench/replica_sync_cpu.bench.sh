@@ -36,7 +36,9 @@
 # Env: KVGATE_BIN (build/release/kvgate), RATE (100, per replica), REPLICAS (4), ENGINES (4),
 #   TIME_SCALE (0.1), OUTPUT_TOKENS (4), GROUPS (32), SHARED_BLOCKS (6), WARMUP_S (3),
 #   IDLE_S (5), THREADS (1), FLUSH_MS (5), FLUSH_MAX_MS (25; set to FLUSH_MS, every check
-#   publishes: the flush before the flush rule), FLUSH_BATCH (8), POLL_MS (5), GATEWAY_NICE
+#   publishes: the flush before the flush rule), FLUSH_BATCH (8), POLL_MS (5), SYNC_MODE
+#   (blocking; cycle: one pipelined publish-and-read per flush_max_ms tick),
+#   CYCLE_IDLE_MAX_MS (cycle mode's longest idle wait; default: kvgate's), GATEWAY_NICE
 #   (0; -10 as root keeps the load generators and engines from preempting the gateways),
 #   OUT (a directory to keep every run's requests.csv, configs and logs; default: a
 #   scratch directory removed at exit).
@@ -66,6 +68,8 @@ THREADS = int(env("THREADS", "1"))
 FLUSH_MS, POLL_MS = int(env("FLUSH_MS", "5")), int(env("POLL_MS", "5"))
 FLUSH_MAX_MS = int(env("FLUSH_MAX_MS", str(max(25, FLUSH_MS))))
 FLUSH_BATCH = int(env("FLUSH_BATCH", "8"))
+SYNC_MODE = env("SYNC_MODE", "blocking")
+CYCLE_IDLE_MAX_MS = env("CYCLE_IDLE_MAX_MS", "")
 NICE = int(env("GATEWAY_NICE", "0"))
 KEEP = env("OUT", "")
 W = os.path.abspath(KEEP) if KEEP else tempfile.mkdtemp(prefix="kvgate-syncpu.")
@@ -204,7 +208,10 @@ def gateway_yaml(port, replica, sync, prefix):
     if sync:
         y += (f"cluster:\n  redis: {{host: 127.0.0.1, port: {RP}}}\n  replica_id: gw-{replica}\n"
               f"  sync: on\n  stream_prefix: {prefix}\n  flush_ms: {FLUSH_MS}\n"
-              f"  flush_max_ms: {FLUSH_MAX_MS}\n  flush_batch: {FLUSH_BATCH}\n  poll_ms: {POLL_MS}\n")
+              f"  flush_max_ms: {FLUSH_MAX_MS}\n  flush_batch: {FLUSH_BATCH}\n  poll_ms: {POLL_MS}\n"
+              f"  sync_mode: {SYNC_MODE}\n")
+        if CYCLE_IDLE_MAX_MS:
+            y += f"  cycle_idle_max_ms: {CYCLE_IDLE_MAX_MS}\n"
     return y
 
 
@@ -359,7 +366,8 @@ print(f"== replica sync CPU: {REPLICAS} replicas, {RATE:g} requests/s each, {DUR
       f"{ROUNDS} round(s); {ENGINES} engines (sim, time scale {TIME_SCALE}); prompts "
       f"{(SHARED_BLOCKS + 1) * BLOCK_TOKENS} tokens ({SHARED_BLOCKS * BLOCK_TOKENS} shared, "
       f"{GROUPS} groups), {OUTPUT_TOKENS} out; threads {THREADS}, flush {FLUSH_MS} ms "
-      f"(at most {FLUSH_MAX_MS} ms or {FLUSH_BATCH} requests), poll {POLL_MS} ms")
+      f"(at most {FLUSH_MAX_MS} ms or {FLUSH_BATCH} requests), poll {POLL_MS} ms, "
+      f"sync_mode {SYNC_MODE}" + (f" (idle wait up to {CYCLE_IDLE_MAX_MS} ms)" if CYCLE_IDLE_MAX_MS else ""))
 for rnd in range(1, ROUNDS + 1):
     # No sync: A (one replica loaded), B (all loaded).
     fleet = start_fleet(f"r{rnd}-off", False, "")

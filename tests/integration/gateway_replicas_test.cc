@@ -550,5 +550,112 @@ TEST(GatewayReplicas, APeersEntryArrivesAtOnceAndABlockedReadDoesNotHoldTheStop)
   EXPECT_LT(std::chrono::steady_clock::now() - stopping, std::chrono::seconds(3));
 }
 
+// sync_mode: cycle (docs/replicas.md, "One cycle per tick"): two replicas that publish
+// and read in one pipelined round trip per tick (flush_max_ms, 25 ms here), their wait
+// doubling up to cycle_idle_max_ms (200 ms) while nothing moves. Idle, both reach the
+// bound; a request through A snaps A's wait back (an own event) and B's (it reads A's
+// event), B applies A's events and routes the group's follow-up to the engine A chose;
+// idle again, the waits lengthen again. Redis killed: both keep serving, count the
+// outage and the failed publish and read; restarted: sync resumes and B applies A's
+// events again.
+TEST(GatewayReplicas, CycleModeAppliesThePeersEventsAndAnIdleWaitLengthensAndSnapsBack) {
+  const int port = free_port();
+  auto redis = start_redis(port);
+  ASSERT_TRUE(redis) << redis.error();
+  std::vector<std::unique_ptr<EngineProcess>> engines;
+  const std::vector<std::string> urls = start_engines(2, engines);
+  ASSERT_EQ(urls.size(), 2u);
+  const std::string extra = "  sync_mode: cycle\n  cycle_idle_max_ms: 200\n";
+  GatewayProcess a(replica_yaml(urls, port, 0, true, extra));
+  GatewayProcess b(replica_yaml(urls, port, 1, true, extra));
+  ASSERT_FALSE(a.url.empty());
+  ASSERT_FALSE(b.url.empty());
+  for (GatewayProcess* gw : {&a, &b}) {
+    // Waits for the kvgate serve child's start (its first cycles caught the stream up).
+    ASSERT_TRUE(eventually([&] {
+      auto r = io::http_fetch("GET", gw->url + "/ready");
+      return r && r->status == 200;
+    }));
+  }
+  const metrics::Labels pool = {{"pool", "main"}};
+  auto idle = [](GatewayProcess& gw) {
+    return gw.metric("kvgate_cluster_cycle_wait_seconds") > 0.19;
+  };
+  // Heartbeats do not count as something moving: both waits reach the bound.
+  ASSERT_TRUE(eventually([&] { return idle(a) && idle(b); })) << a.proc->errors();
+  EXPECT_GT(a.metric("kvgate_cluster_cycles_total"), 0);
+
+  int on_first = 0;
+  constexpr int kCycleGroups = 6;
+  for (int g = 0; g < kCycleGroups; ++g) {
+    const double a_snaps = a.metric("kvgate_cluster_cycle_snaps_total");
+    const double b_snaps = b.metric("kvgate_cluster_cycle_snaps_total");
+    const double applied = b.metric("kvgate_cluster_events_applied_total", pool);
+    auto first = a.post("/v1/completions", body(900 + g, 0));
+    ASSERT_EQ(first.status, 200) << first.body;
+    const auto sent = std::chrono::steady_clock::now();
+    // routed + prefill done + finished. Waits for the kvgate serve child B to apply them.
+    ASSERT_TRUE(eventually(
+        [&] { return b.metric("kvgate_cluster_events_applied_total", pool) >= applied + 3; },
+        std::chrono::seconds(5), std::chrono::milliseconds(5)));
+    const double took_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - sent).count();
+    std::printf("[ replicas ] cycle mode: A's events applied by B %.1f ms after A answered\n",
+                took_ms);
+    if (g == 0) {
+      // Both were idle: A's own event and B's read of it snapped the waits back.
+      EXPECT_GT(a.metric("kvgate_cluster_cycle_snaps_total"), a_snaps);
+      EXPECT_GT(b.metric("kvgate_cluster_cycle_snaps_total"), b_snaps);
+    }
+    auto follow = b.post("/v1/completions", body(900 + g, 1));
+    ASSERT_EQ(follow.status, 200) << follow.body;
+    if (endpoint_of(follow) == endpoint_of(first)) ++on_first;
+  }
+  std::printf("[ replicas ] cycle mode: %d of %d follow-ups on the group's first engine\n",
+              on_first, kCycleGroups);
+  EXPECT_GE(on_first, kCycleGroups - 1);
+  // Idle again: the waits lengthen again.
+  EXPECT_TRUE(eventually([&] { return idle(a) && idle(b); }));
+  for (GatewayProcess* gw : {&a, &b}) {
+    EXPECT_EQ(gw->metric("kvgate_cluster_redis_up"), 1);
+    EXPECT_EQ(gw->metric("kvgate_cluster_decode_errors_total", pool), 0);
+    EXPECT_EQ(gw->metric("kvgate_cluster_read_failures_total", pool), 0);
+    EXPECT_EQ(gw->metric("kvgate_cluster_publish_failures_total", pool), 0);
+    EXPECT_GT(gw->metric("kvgate_cluster_live_peers", pool), 0);
+  }
+
+  // Redis dies: both keep serving on their own views, and count it.
+  (*redis)->signal(SIGKILL);
+  (*redis)->stop();
+  EXPECT_EQ(a.post("/v1/completions", body(950, 0)).status, 200);
+  for (GatewayProcess* gw : {&a, &b}) {
+    // Waits for the kvgate serve child to see that redis-server stopped.
+    EXPECT_TRUE(eventually([&] { return gw->metric("kvgate_cluster_redis_up") == 0; }));
+    EXPECT_GE(gw->metric("kvgate_cluster_redis_outages_total"), 1);
+    EXPECT_TRUE(
+        eventually([&] { return gw->metric("kvgate_cluster_read_failures_total", pool) >= 1; }));
+  }
+  // A's events of that request went out at its next cycle, and failed.
+  EXPECT_TRUE(
+      eventually([&] { return a.metric("kvgate_cluster_publish_failures_total", pool) >= 1; }));
+
+  // Redis is back: sync resumes (counted), and B applies A's events again.
+  auto again = start_redis(port);
+  ASSERT_TRUE(again) << again.error();
+  redis = std::move(again);
+  for (GatewayProcess* gw : {&a, &b}) {
+    // Waits for the kvgate serve child to reconnect to the restarted redis-server.
+    EXPECT_TRUE(eventually([&] { return gw->metric("kvgate_cluster_redis_up") == 1; }));
+    EXPECT_GE(gw->metric("kvgate_cluster_redis_recoveries_total"), 2);
+  }
+  const double applied = b.metric("kvgate_cluster_events_applied_total", pool);
+  EXPECT_EQ(a.post("/v1/completions", body(960, 0)).status, 200);
+  // Waits for the kvgate serve child B to apply A's events after the outage.
+  EXPECT_TRUE(eventually(
+      [&] { return b.metric("kvgate_cluster_events_applied_total", pool) >= applied + 3; }));
+  EXPECT_EQ(a.proc->stop(), 0) << a.proc->errors();
+  EXPECT_EQ(b.proc->stop(), 0) << b.proc->errors();
+}
+
 }  // namespace gateway_replicas_test
 }  // namespace kvgate::testing

@@ -92,7 +92,7 @@ class Parser : public YamlReader {
     only_keys(n, "cluster",
               {"redis", "replica_id", "sync", "stream_prefix", "flush_ms", "flush_max_ms",
                "flush_batch", "poll_ms", "max_len", "replay_ms", "peer_timeout_ms", "lease_ms",
-               "snapshot_ms", "fleet_fairness"});
+               "snapshot_ms", "fleet_fairness", "sync_mode", "cycle_idle_max_ms"});
     if (auto v = n["redis"]) redis(v, "cluster.redis", c.redis);
     if (auto v = n["replica_id"]) {
       c.replica_id = text(v, "cluster.replica_id");
@@ -126,6 +126,27 @@ class Parser : public YamlReader {
     // 0: a read that brought entries is followed by the next at once (replica_sync.h).
     if (auto v = n["poll_ms"]) {
       c.poll = std::chrono::milliseconds(integer(v, "cluster.poll_ms", 0, 24LL * 3600 * 1000));
+    }
+    if (auto v = n["sync_mode"]) {
+      const std::string s = text(v, "cluster.sync_mode");
+      if (s == "blocking") {
+        c.sync_mode = ClusterConfig::SyncMode::kBlocking;
+      } else if (s == "cycle") {
+        c.sync_mode = ClusterConfig::SyncMode::kCycle;
+      } else {
+        fail(v, "cluster.sync_mode", fmt::format("expected blocking or cycle, got '{}'", s));
+      }
+    }
+    // Cycle mode's longest idle wait: at least the tick (flush_max_ms). Left out, a config
+    // with a flush_max_ms above 100 keeps a fixed tick.
+    if (auto v = n["cycle_idle_max_ms"]) {
+      c.cycle_idle_max = millis(v, "cluster.cycle_idle_max_ms");
+      if (c.cycle_idle_max < c.flush_max) {
+        fail(v, "cluster.cycle_idle_max_ms",
+             fmt::format("must be at least flush_max_ms ({})", c.flush_max.count()));
+      }
+    } else {
+      c.cycle_idle_max = std::max(c.cycle_idle_max, c.flush_max);
     }
     if (auto v = n["max_len"]) c.max_len = integer(v, "cluster.max_len", 100, 100'000'000);
     if (auto v = n["replay_ms"]) c.replay = millis(v, "cluster.replay_ms");

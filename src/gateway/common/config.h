@@ -102,10 +102,20 @@ struct ClusterConfig {
   std::chrono::milliseconds flush{5};
   std::chrono::milliseconds flush_max{25};
   uint32_t flush_batch = 8;
-  // The peers' events are read with a blocking XREAD; after a read that brought some,
-  // the next is sent this long after it (0: at once), and a failed read is retried after
-  // this (5 ms at least).
+  // How the replica publishes and reads (docs/replicas.md, "Reading" and "One cycle per
+  // tick"). kBlocking: a blocking XREAD on a connection of its own wakes at each peer's
+  // entry, publishing runs under the flush rule's checks. kCycle: one timer; each tick
+  // pipelines the XADD of the pending batch and a non-blocking XREAD in one round trip,
+  // every flush_max (flush in a pool with room sharing), the wait doubling up to
+  // cycle_idle_max while nothing moves.
+  enum class SyncMode { kBlocking, kCycle };
+  SyncMode sync_mode = SyncMode::kBlocking;
+  // Blocking mode: after a read that brought entries the next is sent this long after it
+  // (0: at once), and a failed read is retried after this (5 ms at least).
   std::chrono::milliseconds poll{5};
+  // Cycle mode: the longest wait between two cycles while nothing moves (>= flush_max;
+  // left out of a config, 100 ms or flush_max, whichever is larger).
+  std::chrono::milliseconds cycle_idle_max{100};
   int64_t max_len = 100000;                       // batches kept per stream (XADD MAXLEN ~)
   std::chrono::milliseconds replay{120000};       // tail read at start and after an outage
   std::chrono::milliseconds peer_timeout{15000};  // a silent replica's load expires

@@ -23,6 +23,7 @@
 #include "core/cluster/hot_prefix_share.h"
 #include "core/cluster/index_snapshot.h"
 #include "core/cluster/peer_sync.h"
+#include "core/cluster/sync_cycle.h"
 #include "core/metrics/prometheus_text.h"
 #include "gateway/control/warmup.h"
 #include "gateway/data/pool_flow.h"
@@ -56,10 +57,30 @@ Nanos to_nanos(std::chrono::milliseconds ms) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(ms).count();
 }
 
+// One pool's stream entry, encoded on its strand (Impl::flush) and sent on the Redis
+// executor (Impl::publish).
+struct Outgoing {
+  size_t events = 0;
+  std::string wire;           // the routing batch (field "b"); empty: none
+  std::string sessions_wire;  // its session bindings (field "s"); empty: none
+  std::string fair_wire;      // the service report (field "f"); empty: none
+  std::string room_wire;      // the demand report (field "q"); empty: none
+  bool moved = false;         // it carries an event or a report, not a heartbeat alone
+};
+
+// What one XREAD reply brought (Impl::take_reply).
+struct ReadOutcome {
+  bool ok = false;     // Redis answered
+  bool any = false;    // some stream had new entries (own ones or heartbeats included)
+  bool moved = false;  // a peer's event or report came (not a heartbeat alone)
+  bool full = false;   // a stream's page was full: more may be waiting
+};
+
 // One pool's sync state. The Outbox and PeerSync live on the pool's strand; the stream
 // position on the Redis executor; the counters are read from anywhere.
 struct PoolSync {
   PoolRuntime* pool = nullptr;
+  size_t index = 0;  // in Impl::pools
   std::string stream;
   // On the pool's strand.
   std::unique_ptr<cluster::Outbox> outbox;
@@ -161,6 +182,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   Impl(const ClusterConfig& c, asio::any_io_executor ex, const Clock& clk)
       : config(c),
         id(c.replica_id.empty() ? default_replica_id() : c.replica_id),
+        cycle_mode(c.sync_mode == ClusterConfig::SyncMode::kCycle),
         clock(clk),
         executor(ex),
         redis(ex, {.host = c.redis.host,
@@ -184,6 +206,9 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
 
   const ClusterConfig config;
   const std::string id;
+  // `sync_mode: cycle`: one timer; each cycle pipelines the pools' XADDs and one
+  // non-blocking XREAD on `redis` (cycle()); `reader` and the flush timer stay unused.
+  const bool cycle_mode;
   // The gateway's: router times (on the pools' strands, the same clock as the pools'),
   // lease validity, and wall time to compare with Redis's stream ids (milliseconds since
   // the epoch on the Redis host).
@@ -216,6 +241,17 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   bool redis_link_up = false;
   bool reader_link_up = true;  // false from the start when there are reads (start())
   std::atomic<uint64_t> outages{0}, recoveries{0};
+  // Cycle mode, on `executor`: when the next cycle runs (cluster::SyncCycle, set in
+  // start()), its timer, and the cycle in flight: the pools' entries it waits for
+  // (flush() on each pool's strand) before it sends them and its read.
+  std::unique_ptr<cluster::SyncCycle> cycle_timing;
+  io::ClockTimer cycle_timer{executor, clock};
+  Nanos cycle_at = -1;       // when cycle_timer fires next; -1: not armed
+  bool cycling = false;      // the start's snapshot reads are done: cycles may run
+  size_t cycle_pending = 0;  // pools whose entry the cycle in flight still waits for
+  std::vector<std::optional<Outgoing>> cycle_out;
+  std::atomic<uint64_t> cycles{0}, cycle_snaps{0};
+  std::atomic<Nanos> cycle_wait{0};  // the current wait between cycles
 
   int64_t wall_millis() const { return clock.wall_now() / kMillisecond; }
 
@@ -271,16 +307,23 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   }
   // From a routing hook on `pool`'s strand: its Outbox got its first event or a full
   // batch, so its check may be due sooner than the one armed.
+  // In cycle mode: the next cycle runs within a tick (an idle wait snaps back), or, for a
+  // full batch, as soon as the last cycle is `flush` old.
   static void wake_flush(const std::weak_ptr<Impl>& weak, const PoolSync& pool, Nanos now) {
-    if (pool.periodic) return;
     const std::shared_ptr<Impl> self = weak.lock();
     if (!self) return;
+    if (self->cycle_mode) {
+      const bool full = pool.outbox->requests() >= pool.flush_rule.batch;
+      asio::dispatch(self->executor, [self, now, full] { self->wake_cycle(now, full); });
+      return;
+    }
+    if (pool.periodic) return;
     const Nanos at = std::max(now, pool.outbox->due_at(pool.flush_rule).value_or(now));
     asio::dispatch(self->executor, [self, at] { self->schedule_flush(at); });
   }
   // On `ps`'s strand, after its check: arms its next (unless the pool is periodic).
   void next_flush(const PoolSync& ps, Nanos now) {
-    if (ps.periodic) return;
+    if (ps.periodic || cycle_mode) return;
     Nanos at = ps.outbox ? ps.last_heartbeat + kHeartbeat : now + to_nanos(config.flush);
     if (ps.outbox) {
       if (std::optional<Nanos> due = ps.outbox->due_at(ps.flush_rule)) at = std::min(at, *due);
@@ -288,11 +331,15 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     at = std::max(at, now);
     asio::dispatch(executor, [self = shared_from_this(), at] { self->schedule_flush(at); });
   }
+  // A pool's check, on its strand: its stream entry when one is due, handed to
+  // flushed(). In cycle mode every cycle checks every pool and sends whatever waits (the
+  // tick is the batching: an entry wakes no peer), the reports with it when they changed.
   void flush(const std::shared_ptr<PoolSync>& ps) {
     ps->pool->post([self = shared_from_this(), ps](route::Router&, kv::PreciseIndex&) {
       const Nanos now = self->clock.now();
       if (!ps->outbox) {
         self->next_flush(*ps, now);
+        self->flushed(ps, std::nullopt);
         return;
       }
       const bool heartbeat = now - ps->last_heartbeat >= kHeartbeat;
@@ -302,8 +349,9 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       // old, so that a change waits no longer than an event does. An entry that goes out
       // takes everything waiting along: a peer wakes once for it all.
       const cluster::FlushRule& rule = ps->flush_rule;
-      const bool events_due = heartbeat || ps->outbox->due(now, rule);
-      const bool reports_due = events_due || rule.waited(ps->last_sent, now);
+      const bool events_due =
+          heartbeat || (self->cycle_mode ? !ps->outbox->empty() : ps->outbox->due(now, rule));
+      const bool reports_due = self->cycle_mode || events_due || rule.waited(ps->last_sent, now);
       std::optional<cluster::ServiceReport> report;
       if (ps->fair) {
         if (reports_due) report = ps->fair->take(heartbeat);
@@ -323,50 +371,67 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       if (events_due || report || demand) b = ps->outbox->take(now, heartbeat);
       if (heartbeat) ps->last_heartbeat = now;  // a heartbeat always takes a batch
       self->next_flush(*ps, now);
-      if (!b && !report && !demand) return;
+      if (!b && !report && !demand) {
+        self->flushed(ps, std::nullopt);
+        return;
+      }
       ps->last_sent = now;
-      const size_t events = b ? b->events.size() : 0;
-      std::string wire = b ? cluster::encode(*b) : std::string();
-      std::string sessions_wire;  // the batch's session bindings, when it has any
-      if (b) cluster::encode_sessions(*b, sessions_wire);
-      std::string fair_wire = report ? cluster::encode(*report) : std::string();
-      std::string room_wire = demand ? cluster::encode(*demand) : std::string();
+      Outgoing out;
+      out.events = b ? b->events.size() : 0;
+      if (b) {
+        out.wire = cluster::encode(*b);
+        cluster::encode_sessions(*b, out.sessions_wire);
+      }
+      if (report) out.fair_wire = cluster::encode(*report);
+      if (demand) out.room_wire = cluster::encode(*demand);
+      // A heartbeat's empty batch and report do not count: an idle fleet's cycles may
+      // lengthen (cluster::SyncCycle).
+      out.moved = out.events > 0 || (report && !report->tenants.empty()) || (demand && !heartbeat);
+      self->flushed(ps, std::move(out));
+    });
+  }
+  // On `ps`'s strand, after its check: the entry goes out at once (blocking mode), or
+  // joins the cycle in flight, which waits for every pool's check (cycle mode).
+  void flushed(const std::shared_ptr<PoolSync>& ps, std::optional<Outgoing> out) {
+    if (cycle_mode) {
       asio::dispatch(
-          self->executor,
-          [self, ps, events, wire = std::move(wire), sessions_wire = std::move(sessions_wire),
-           fair_wire = std::move(fair_wire), room_wire = std::move(room_wire)] {
-            self->publish(ps, events, wire, sessions_wire, fair_wire, room_wire);
+          executor, [self = shared_from_this(), index = ps->index, out = std::move(out)]() mutable {
+            self->cycle_collect(index, std::move(out));
           });
+      return;
+    }
+    if (!out) return;
+    asio::dispatch(executor, [self = shared_from_this(), ps, out = std::move(*out)] {
+      self->publish(ps, out);
     });
   }
   // One stream entry: the routing batch (field "b", when there is one), its session
   // bindings (field "s", when it has any: a field of its own, which replicas that know
   // no session affinity skip), the service report (field "f", when there is one) and the
   // demand report (field "q", when there is one).
-  void publish(const std::shared_ptr<PoolSync>& ps, size_t events, const std::string& wire,
-               const std::string& sessions_wire, const std::string& fair_wire,
-               const std::string& room_wire) {
+  void publish(const std::shared_ptr<PoolSync>& ps, const Outgoing& out) {
     const std::string max_len = std::to_string(config.max_len);
     std::vector<std::string_view> args = {"XADD", ps->stream, "MAXLEN", "~", max_len, "*"};
-    if (!wire.empty()) {
+    if (!out.wire.empty()) {
       args.push_back("b");
-      args.push_back(wire);
-      if (!sessions_wire.empty()) {
+      args.push_back(out.wire);
+      if (!out.sessions_wire.empty()) {
         args.push_back("s");
-        args.push_back(sessions_wire);
+        args.push_back(out.sessions_wire);
       }
     }
-    if (!fair_wire.empty()) {
+    if (!out.fair_wire.empty()) {
       args.push_back("f");
-      args.push_back(fair_wire);
+      args.push_back(out.fair_wire);
     }
-    if (!room_wire.empty()) {
+    if (!out.room_wire.empty()) {
       args.push_back("q");
-      args.push_back(room_wire);
+      args.push_back(out.room_wire);
     }
-    const bool batch = !wire.empty(), report = !fair_wire.empty(), demand = !room_wire.empty();
+    const bool batch = !out.wire.empty(), report = !out.fair_wire.empty(),
+               demand = !out.room_wire.empty();
     redis.command(std::span<const std::string_view>(args),
-                  [self = shared_from_this(), ps, events, batch, report, demand](
+                  [self = shared_from_this(), ps, events = out.events, batch, report, demand](
                       const redisReply* r, std::string_view error) {
                     if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
                       // Lost: peers learn of these requests' load only through their age
@@ -386,6 +451,79 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
                   });
   }
 
+  // Cycle mode (docs/replicas.md, "One cycle per tick"): every pool's check on its
+  // strand, then, on `redis`, their XADDs and one non-blocking XREAD of every pool's
+  // stream since the last id, pipelined: one round trip, one wake-up for the reply. The
+  // next cycle is armed when the reply is in (cluster::SyncCycle says when), so one runs
+  // at a time and the read's ids are the last ones seen.
+  void cycle() {
+    if (stopped || !cycling || cycle_timing->in_flight()) return;
+    cycle_timing->started(clock.now());
+    cycles.fetch_add(1, std::memory_order_relaxed);
+    cycle_out.assign(pools.size(), std::nullopt);
+    cycle_pending = pools.size();
+    for (const auto& ps : pools) flush(ps);
+  }
+  void cycle_collect(size_t index, std::optional<Outgoing> out) {
+    if (stopped || cycle_pending == 0) return;
+    cycle_out[index] = std::move(out);
+    if (--cycle_pending > 0) return;
+    bool moved = false;
+    for (size_t p = 0; p < pools.size(); ++p) {
+      if (!cycle_out[p]) continue;
+      moved = moved || cycle_out[p]->moved;
+      publish(pools[p], *cycle_out[p]);
+    }
+    cycle_out.clear();
+    send_read(redis, /*block=*/false,
+              [self = shared_from_this(), moved](const redisReply* r, std::string_view error) {
+                self->cycle_done(r, error, moved);
+              });
+  }
+  void cycle_done(const redisReply* r, std::string_view error, bool published) {
+    if (stopped) return;  // stop() closed the connection: no outage
+    const ReadOutcome o = take_reply(r, error, /*on_reader=*/false);
+    // A failed read: the next cycle retries it, at the cycle's pace.
+    const Nanos next = cycle_timing->done(clock.now(), published || o.moved, o.ok && o.full);
+    cycle_wait.store(cycle_timing->wait(), std::memory_order_relaxed);
+    cycle_snaps.store(cycle_timing->snaps(), std::memory_order_relaxed);
+    schedule_cycle(next);
+  }
+  // From a routing hook (through wake_flush): an own event came.
+  void wake_cycle(Nanos now, bool full) {
+    if (!cycle_timing) return;
+    const std::optional<Nanos> at = cycle_timing->woken(now, full);
+    cycle_wait.store(cycle_timing->wait(), std::memory_order_relaxed);
+    cycle_snaps.store(cycle_timing->snaps(), std::memory_order_relaxed);
+    if (at) schedule_cycle(*at);
+  }
+  // On `executor`: a cycle at `at`, unless one is armed for then or sooner.
+  void schedule_cycle(Nanos at) {
+    if (stopped || !cycling) return;
+    if (cycle_at >= 0 && cycle_at <= at) return;
+    cycle_at = at;
+    cycle_timer.expires_at(at);  // an armed later cycle is aborted: this one replaces it
+    cycle_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->stopped) return;
+      self->cycle_at = -1;
+      self->cycle();
+    });
+  }
+
+  // XREAD COUNT kReadCount [BLOCK kReadBlock] STREAMS <every pool's stream> <its last id>.
+  void send_read(io::RedisAsync& conn, bool block, io::RedisAsync::Callback done) {
+    const std::string count = std::to_string(kReadCount);
+    const std::string block_ms = std::to_string(kReadBlock / kMillisecond);
+    std::vector<std::string_view> args = {"XREAD", "COUNT", count};
+    if (block) {
+      args.push_back("BLOCK");
+      args.push_back(block_ms);
+    }
+    args.push_back("STREAMS");
+    for (const auto& ps : pools) args.push_back(ps->stream);
+    for (const auto& ps : pools) args.push_back(ps->last_id);
+    conn.command(std::span<const std::string_view>(args), std::move(done));
+  }
   // The peers' entries of every pool: one XREAD over the pools' streams, on `reader`.
   // Caught up, it blocks in Redis until an entry comes (or kReadBlock passes: an empty
   // reply, and it is sent again at once), so an idle replica does not wake every `poll`.
@@ -401,20 +539,10 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     if (read_in_flight || stopped || pools.empty()) return;
     read_in_flight = true;
     last_read_sent = clock.now();
-    const std::string count = std::to_string(kReadCount);
-    const std::string block = std::to_string(kReadBlock / kMillisecond);
-    std::vector<std::string_view> args = {"XREAD", "COUNT", count};
-    if (!catching_up) {
-      args.push_back("BLOCK");
-      args.push_back(block);
-    }
-    args.push_back("STREAMS");
-    for (const auto& ps : pools) args.push_back(ps->stream);
-    for (const auto& ps : pools) args.push_back(ps->last_id);
-    reader.command(std::span<const std::string_view>(args),
-                   [self = shared_from_this()](const redisReply* r, std::string_view error) {
-                     self->read_done(r, error);
-                   });
+    send_read(reader, /*block=*/!catching_up,
+              [self = shared_from_this()](const redisReply* r, std::string_view error) {
+                self->read_done(r, error);
+              });
   }
   // The next read after `delay`, on `clock` (a ManualClock moves it), or at once.
   void read_after(Nanos delay) {
@@ -431,21 +559,37 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   void read_done(const redisReply* r, std::string_view error) {
     read_in_flight = false;
     if (stopped) return;  // stop() closed the reader, cancelling a blocked read: no outage
-    if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
-      for (const auto& ps : pools) {
-        ps->started = true;  // Redis is away: route on the own view, do not wait for it
-        ps->read_failures.fetch_add(1, std::memory_order_relaxed);
-      }
+    const ReadOutcome o = take_reply(r, error, /*on_reader=*/true);
+    if (!o.ok) {
       catching_up = true;
-      redis_state(false, r ? std::string_view(r->str, r->len) : error, /*on_reader=*/true);
       // Never at once: this may run inside the connection's teardown, and while the
       // reader waits to reconnect every read fails at once.
       read_after(std::max(to_nanos(config.poll), kReadRetry));
       return;
     }
-    redis_state(true, {}, /*on_reader=*/true);
+    catching_up = o.full;
+    if (o.full || !o.any) {
+      read();
+    } else {
+      read_after(last_read_sent + to_nanos(config.poll) - clock.now());
+    }
+  }
+  // An XREAD's reply (either mode): the entries applied, the failure or the recovery
+  // counted, the pools caught up marked started.
+  ReadOutcome take_reply(const redisReply* r, std::string_view error, bool on_reader) {
+    ReadOutcome o;
+    if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
+      for (const auto& ps : pools) {
+        ps->started = true;  // Redis is away: route on the own view, do not wait for it
+        ps->read_failures.fetch_add(1, std::memory_order_relaxed);
+      }
+      redis_state(false, r ? std::string_view(r->str, r->len) : error, on_reader);
+      return o;
+    }
+    o.ok = true;
+    redis_state(true, {}, on_reader);
     // An array of [stream, entries] pairs, one per stream with new entries; nil when the
-    // BLOCK ran out with none.
+    // BLOCK ran out with none (or, not blocking, when there were none).
     std::vector<const redisReply*> entries_of(pools.size(), nullptr);
     if (r->type == REDIS_REPLY_ARRAY) {
       for (size_t i = 0; i < r->elements; ++i) {
@@ -460,33 +604,29 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
         }
       }
     }
-    bool any = false, full = false;
     for (size_t p = 0; p < pools.size(); ++p) {
       const size_t n = entries_of[p] != nullptr ? entries_of[p]->elements : 0;
       if (n > 0) {
-        any = true;
-        take_entries(pools[p], *entries_of[p]);
+        o.any = true;
+        if (take_entries(pools[p], *entries_of[p])) o.moved = true;
       }
       // A full page: more may be waiting, read on at once. Else this stream is caught up.
       if (n >= kReadCount) {
-        full = true;
+        o.full = true;
       } else {
         pools[p]->started = true;
       }
     }
-    catching_up = full;
-    if (full || !any) {
-      read();
-    } else {
-      read_after(last_read_sent + to_nanos(config.poll) - clock.now());
-    }
+    return o;
   }
   // One pool's new entries: the peers' batches and reports, applied on its strand.
-  void take_entries(const std::shared_ptr<PoolSync>& ps, const redisReply& entries) {
+  // Whether a peer's event or report came (not a heartbeat alone: cluster::SyncCycle).
+  bool take_entries(const std::shared_ptr<PoolSync>& ps, const redisReply& entries) {
     const std::shared_ptr<Impl> self = shared_from_this();
     std::vector<cluster::EventBatch> batches;
     std::vector<cluster::ServiceReport> reports;
     std::vector<cluster::DemandReport> demands;
+    bool moved = false;
     for (size_t i = 0; i < entries.elements; ++i) {
       const redisReply* e = entries.element[i];
       if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) continue;
@@ -502,6 +642,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
           if (!rep) {
             ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
           } else if (rep->replica != self->id) {
+            moved = moved || !rep->tenants.empty();
             reports.push_back(std::move(*rep));
           }
           continue;
@@ -512,6 +653,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
           if (!rep) {
             ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
           } else if (rep->replica != self->id) {
+            moved = true;
             demands.push_back(std::move(*rep));
           }
           continue;
@@ -530,10 +672,11 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
         if (sessions_wire && !cluster::decode_sessions(*sessions_wire, *b)) {
           ps->decode_errors.fetch_add(1, std::memory_order_relaxed);
         }
+        moved = moved || !b->events.empty();
         batches.push_back(std::move(*b));
       }
     }
-    if (batches.empty() && reports.empty() && demands.empty()) return;
+    if (batches.empty() && reports.empty() && demands.empty()) return false;
     ps->pool->post([self, ps, batches = std::move(batches), reports = std::move(reports),
                     demands = std::move(demands)](route::Router&, kv::PreciseIndex&) {
       const Nanos now = self->clock.now();
@@ -557,6 +700,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       ps->pool->publish_sessions();  // the peers' decisions bind their sessions here too
       self->copy_stats(*ps);
     });
+    return moved;
   }
 
   // Every third of the lease: take or renew each pool's lease.
@@ -646,9 +790,19 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
           self->redis_state(true, {});
           self->apply_snapshot(ps, std::string_view(r->str, r->len));
         }
-        if (--*pending == 0) self->read();
+        if (--*pending == 0) self->begin_reading();
       });
     }
+  }
+  // After the start's snapshots: the blocking reads, or the cycles (their first reads
+  // catch up: a full page runs the next cycle at once).
+  void begin_reading() {
+    if (!cycle_mode) {
+      read();
+      return;
+    }
+    cycling = true;
+    cycle();
   }
   void apply_snapshot(const std::shared_ptr<PoolSync>& ps, std::string_view wire) {
     Result<cluster::IndexSnapshot> snap = cluster::decode_snapshot(wire);
@@ -876,8 +1030,13 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
     // entry waits that long at most; a quiet fleet sees it sooner, but the window holds
     // the worst case); and Redis's round trips (the XADD, the read's reply) with the hop
     // onto the peer's strand (kRoomMargin). `poll` 0: flush + margin. The peers' `poll`
-    // is taken to be this replica's.
-    const Nanos room_window = to_nanos(config.flush) + to_nanos(config.poll) + kRoomMargin;
+    // is taken to be this replica's. In cycle mode a replica with a room-sharing pool
+    // cycles every `flush` (never longer): the release goes out at this replica's next
+    // cycle and is read at the peer's next, two `flush` + the margin (the peers' tick
+    // taken to be this replica's).
+    const Nanos room_window = impl->cycle_mode
+                                  ? 2 * to_nanos(config.flush) + kRoomMargin
+                                  : to_nanos(config.flush) + to_nanos(config.poll) + kRoomMargin;
     // The flush rule (cluster::FlushRule): a batch of `flush_batch` requests, or the
     // oldest event about to wait `flush_max`, checked every `flush`. A pool with room
     // sharing publishes at every check instead: its window (above) is how long its
@@ -905,20 +1064,37 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
       }
     });
     if (config.sync) impl->hook(ps);
+    ps->index = impl->pools.size();
     impl->pools.push_back(std::move(ps));
   }
   // With reads, Redis is up once the reader has answered too (before any handler runs).
-  impl->reader_link_up = !config.sync || impl->pools.empty();
+  // In cycle mode the reads go over `redis` with the rest.
+  impl->reader_link_up = !config.sync || impl->pools.empty() || impl->cycle_mode;
+  if (impl->cycle_mode && config.sync) {
+    // The tick: flush_max, the longest an own event waits in blocking mode too (each cycle
+    // sends whatever waits); `flush` with a room-sharing pool (its window, above), and
+    // then the wait never lengthens (a queue's demand changes without a routing event to
+    // snap it back). A full batch brings a cycle forward to `flush` after the last.
+    const bool any_room = std::any_of(impl->pools.begin(), impl->pools.end(),
+                                      [](const auto& ps) { return ps->room_enabled; });
+    const Nanos tick = to_nanos(any_room ? config.flush : config.flush_max);
+    impl->cycle_timing = std::make_unique<cluster::SyncCycle>(
+        cluster::SyncCycle::Options{.tick = tick,
+                                    .min_gap = to_nanos(config.flush),
+                                    .idle_max = any_room ? tick : to_nanos(config.cycle_idle_max)});
+    impl->cycle_wait = impl->cycle_timing->wait();
+  }
   if (config.sync) {
     asio::dispatch(impl->executor, [impl] {
-      impl->arm_flush();
+      if (!impl->cycle_mode) impl->arm_flush();
       if (impl->pools.empty()) return;
       impl->load_snapshots(std::make_shared<size_t>(impl->pools.size()));
       if (impl->config.snapshot.count() > 0) impl->arm_snapshot();
     });
   }
-  spdlog::info("cluster: replica {}, sync {}, Redis {}:{}", impl->id, config.sync ? "on" : "off",
-               config.redis.host, config.redis.port);
+  spdlog::info("cluster: replica {}, sync {}{}, Redis {}:{}", impl->id, config.sync ? "on" : "off",
+               config.sync && impl->cycle_mode ? " (cycle mode)" : "", config.redis.host,
+               config.redis.port);
   return std::unique_ptr<ReplicaSync>(new ReplicaSync(std::move(impl)));
 }
 
@@ -985,6 +1161,19 @@ std::string ReplicaSync::render_metrics() const {
            "Times the cluster's Redis answered again (the first connection counts)", "counter");
   w.sample("kvgate_cluster_redis_recoveries_total", {},
            static_cast<double>(impl_->recoveries.load()));
+  if (impl_->cycle_timing) {
+    w.header("kvgate_cluster_cycles_total",
+             "Publish-and-read cycles run (sync_mode: cycle; one round trip each)", "counter");
+    w.sample("kvgate_cluster_cycles_total", {}, static_cast<double>(impl_->cycles.load()));
+    w.header("kvgate_cluster_cycle_wait_seconds",
+             "The current wait between cycles (the tick, or longer while idle)", "gauge");
+    w.sample("kvgate_cluster_cycle_wait_seconds", {},
+             static_cast<double>(impl_->cycle_wait.load()) / kSecond);
+    w.header("kvgate_cluster_cycle_snaps_total",
+             "Times an idle replica's lengthened wait snapped back to the tick", "counter");
+    w.sample("kvgate_cluster_cycle_snaps_total", {},
+             static_cast<double>(impl_->cycle_snaps.load()));
+  }
   struct Counter {
     const char* name;
     const char* help;
@@ -1147,6 +1336,12 @@ std::string ReplicaSync::status_json() const {
   return boost::json::serialize(boost::json::object{
       {"replica_id", impl_->id},
       {"sync", impl_->config.sync},
+      {"sync_mode", impl_->cycle_mode ? "cycle" : "blocking"},
+      {"cycle", impl_->cycle_timing ? boost::json::value(boost::json::object{
+                                          {"cycles", impl_->cycles.load()},
+                                          {"wait_ms", impl_->cycle_wait.load() / kMillisecond},
+                                          {"snaps", impl_->cycle_snaps.load()}})
+                                    : boost::json::value(nullptr)},
       {"redis", fmt::format("{}:{}", impl_->config.redis.host, impl_->config.redis.port)},
       {"redis_up", impl_->redis_up.load()},
       {"routing_on_own_view", impl_->config.sync && !impl_->redis_up.load()},

@@ -20,9 +20,19 @@
 //     blind even when the stream is trimmed or Redis lost it; /ready waits for that;
 //   - after an outage resumes from the last id read; a peer silent for `peer_timeout`
 //     has its load released.
+// With `sync_mode: cycle` the publishing and the reading above are one cycle instead, on
+// one timer: each cycle checks every pool on its strand, then sends the pools' XADDs
+// (whatever waits in each Outbox, no flush rule: the cycle is the batching) and one
+// non-blocking XREAD of every stream since the last id, pipelined on the one connection:
+// one round trip and one wake-up per cycle however many peers publish. Cycles run every
+// `flush_max` (`flush` with a room-sharing pool), sooner for a full batch (never within
+// `flush` of the last), and while nothing moves the wait doubles up to `cycle_idle_max`;
+// an own event snaps it back at once, a peer's at the next cycle that reads one
+// (cluster::SyncCycle).
 // When Redis is away, each replica routes on its own view: publishing and reading fail
-// fast (RedisAsync's timeouts; a failed read is retried every `poll`), are counted, and
-// reading resumes from the last id once Redis answers again. stop() closes both
+// fast (RedisAsync's timeouts; a failed read is retried every `poll`, in cycle mode at
+// the next cycle), are counted, and reading resumes from the last id once Redis answers
+// again. stop() closes both
 // connections, which ends a blocked read at once. Redis calls run on one executor (a strand, or the
 // gateway's one thread); per-pool sync state lives on the pool's strand.
 //
@@ -48,7 +58,7 @@ class ReplicaSync {
  public:
   // Hooks into every pool and starts the timers on `redis_executor`. `pools` and `clock`
   // (the pools' own: the peers' events are applied in router time; the flush, poll,
-  // snapshot and lease timers run on it, io::ClockTimer) must outlive this object.
+  // cycle, snapshot and lease timers run on it, io::ClockTimer) must outlive this object.
   // `warmups` (optional, any order): the pools' warm-ups; with sync on, those enabled
   // share their hot prefixes every `snapshot` and warm new endpoints with the fleet's.
   static std::unique_ptr<ReplicaSync> start(const ClusterConfig& config,

@@ -306,6 +306,43 @@ TEST(GatewayConfig, ClusterFlushRule) {
             "f.yaml:1:24: cluster.flush_batch: -3 is outside [1, 1000000]");
 }
 
+// sync_mode: blocking (the default) or cycle; cycle_idle_max_ms bounds the idle wait of
+// cycle mode, at least flush_max_ms, and left out follows a larger flush_max_ms.
+TEST(GatewayConfig, ClusterSyncMode) {
+  auto defaults = parse_gateway_config("cluster: {sync: on}\n" + std::string(kGood), "f.yaml");
+  ASSERT_TRUE(defaults) << defaults.error();
+  EXPECT_EQ(defaults->cluster->sync_mode, ClusterConfig::SyncMode::kBlocking);
+  EXPECT_EQ(defaults->cluster->cycle_idle_max, std::chrono::milliseconds(100));
+
+  auto cycle = parse_gateway_config(
+      "cluster: {sync_mode: cycle, cycle_idle_max_ms: 400}\n" + std::string(kGood), "f.yaml");
+  ASSERT_TRUE(cycle) << cycle.error();
+  EXPECT_EQ(cycle->cluster->sync_mode, ClusterConfig::SyncMode::kCycle);
+  EXPECT_EQ(cycle->cluster->cycle_idle_max, std::chrono::milliseconds(400));
+
+  auto blocking =
+      parse_gateway_config("cluster: {sync_mode: blocking}\n" + std::string(kGood), "f.yaml");
+  ASSERT_TRUE(blocking) << blocking.error();
+  EXPECT_EQ(blocking->cluster->sync_mode, ClusterConfig::SyncMode::kBlocking);
+
+  // Equal to flush_max_ms: the wait never lengthens. Left out with a flush_max_ms above
+  // 100: the flush_max_ms.
+  auto fixed = parse_gateway_config(
+      "cluster: {sync_mode: cycle, cycle_idle_max_ms: 25}\n" + std::string(kGood), "f.yaml");
+  ASSERT_TRUE(fixed) << fixed.error();
+  EXPECT_EQ(fixed->cluster->cycle_idle_max, std::chrono::milliseconds(25));
+  auto slow = parse_gateway_config("cluster: {flush_max_ms: 300}\n" + std::string(kGood), "f.yaml");
+  ASSERT_TRUE(slow) << slow.error();
+  EXPECT_EQ(slow->cluster->cycle_idle_max, std::chrono::milliseconds(300));
+
+  EXPECT_EQ(error_of("cluster: {sync_mode: polling}\n" + std::string(kGood)),
+            "f.yaml:1:22: cluster.sync_mode: expected blocking or cycle, got 'polling'");
+  EXPECT_EQ(error_of("cluster: {cycle_idle_max_ms: 10}\n" + std::string(kGood)),
+            "f.yaml:1:30: cluster.cycle_idle_max_ms: must be at least flush_max_ms (25)");
+  EXPECT_EQ(error_of("cluster: {cycle_idle_max_ms: 0}\n" + std::string(kGood)),
+            "f.yaml:1:30: cluster.cycle_idle_max_ms: 0 is outside [1, 86400000]");
+}
+
 constexpr const char* kLive = R"(
 pools:
   main:
