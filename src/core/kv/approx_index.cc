@@ -1,6 +1,8 @@
 #include "core/kv/approx_index.h"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
 
 #include "core/kv/internal/flat_map.h"
 
@@ -15,11 +17,77 @@ struct Holder {
   Nanos last_use;
 };
 
+// The holders of one block, in the order they were added. Most blocks (the deep, unshared
+// ones) have one, and it sits in the entry itself: creating such a block allocates
+// nothing, and recording or matching it reads no memory beyond its arena slot. A second
+// holder moves them all to a heap array, so that they stay contiguous (a pointer walk).
+class Holders {
+ public:
+  Holders() = default;
+  Holders(Holders&& o) noexcept
+      : one_(o.one_), heap_(std::move(o.heap_)), size_(o.size_), capacity_(o.capacity_) {
+    o.reset();
+  }
+  Holders& operator=(Holders&& o) noexcept {
+    if (this != &o) {
+      one_ = o.one_;
+      heap_ = std::move(o.heap_);
+      size_ = o.size_;
+      capacity_ = o.capacity_;
+      o.reset();
+    }
+    return *this;
+  }
+  Holders(const Holders&) = delete;
+  Holders& operator=(const Holders&) = delete;
+  ~Holders() = default;
+
+  Holder* begin() { return heap_ ? heap_.get() : &one_; }
+  Holder* end() { return begin() + size_; }
+  const Holder* begin() const { return heap_ ? heap_.get() : &one_; }
+  const Holder* end() const { return begin() + size_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+  void push_back(const Holder& h) {
+    if (size_ == capacity_) grow();
+    begin()[size_++] = h;
+  }
+  // Removes the holders `drop` selects (called once per holder, in order), keeping the
+  // others' order, as std::erase_if does.
+  template <typename Pred>
+  void erase_if(Pred drop) {
+    size_ = static_cast<uint32_t>(std::remove_if(begin(), end(), drop) - begin());
+  }
+  // Empties the list and frees its heap array.
+  void reset() {
+    heap_.reset();
+    size_ = 0;
+    capacity_ = 1;
+  }
+  // Bytes held outside the entry.
+  size_t heap_bytes() const { return heap_ ? capacity_ * sizeof(Holder) : 0; }
+
+ private:
+  void grow() {
+    const uint32_t capacity = std::max<uint32_t>(4, capacity_ * 2);
+    auto bigger = std::make_unique<Holder[]>(capacity);
+    std::copy(begin(), end(), bigger.get());
+    heap_ = std::move(bigger);
+    capacity_ = capacity;
+  }
+
+  Holder one_{};                    // the only holder while heap_ is null
+  std::unique_ptr<Holder[]> heap_;  // every holder, once there were two
+  uint32_t size_ = 0;
+  uint32_t capacity_ = 1;
+};
+
 struct Entry {
   BlockKey key = 0;
   uint32_t depth = 0;  // block position in the requests that recorded it
   bool live = false;
-  std::vector<Holder> holders;
+  Holders holders;
 };
 
 }  // namespace
@@ -78,9 +146,23 @@ struct ApproxIndex::Impl {
     en.key = key;
     en.depth = depth;
     en.live = true;
-    en.holders.clear();
+    en.holders.reset();
     *slot = idx;
     return idx;
+  }
+
+  // find_or_create for a prompt's key whose predecessor in the prompt sits at `prev`
+  // (kNone for the first key). The blocks of a prompt recorded before usually lie in
+  // consecutive slots (find_or_create appends a new prompt's blocks in order; match()
+  // relies on it too), so the slot after `prev` is checked first: a live slot holding
+  // `key` is the one by_key names (a key has one live slot), and the hash map, a cache
+  // miss per key, is skipped.
+  uint32_t find_or_create_after(uint32_t prev, BlockKey key, uint32_t depth) {
+    if (prev != kNone) {
+      const uint32_t next = prev + 1;
+      if (next < arena.size() && arena[next].live && arena[next].key == key) return next;
+    }
+    return find_or_create(key, depth);
   }
 
   void free_entry(uint32_t idx) {
@@ -88,8 +170,7 @@ struct ApproxIndex::Impl {
     by_key.erase(en.key);
     held_pairs -= en.holders.size();
     for (const Holder& h : en.holders) host_pairs -= h.host ? 1 : 0;
-    en.holders.clear();
-    en.holders.shrink_to_fit();
+    en.holders.reset();
     en.live = false;
     free_list.push_back(idx);
   }
@@ -101,7 +182,7 @@ struct ApproxIndex::Impl {
     Entry& en = arena[idx];
     const size_t before = en.holders.size();
     size_t host = 0;
-    std::erase_if(en.holders, [&](const Holder& h) {
+    en.holders.erase_if([&](const Holder& h) {
       if (!drop(h)) return false;
       host += h.host ? 1 : 0;
       return true;
@@ -303,8 +384,10 @@ ApproxIndex::~ApproxIndex() = default;
 void ApproxIndex::record(EndpointId endpoint, std::span<const BlockKey> keys, Nanos now) {
   Impl& m = *impl_;
   const uint16_t e = static_cast<uint16_t>(endpoint);
+  uint32_t idx = kNone;
   for (size_t i = 0; i < keys.size(); ++i) {
-    Entry& en = m.arena[m.find_or_create(keys[i], static_cast<uint32_t>(i))];
+    idx = m.find_or_create_after(idx, keys[i], static_cast<uint32_t>(i));
+    Entry& en = m.arena[idx];
     auto it = std::find_if(en.holders.begin(), en.holders.end(),
                            [&](const Holder& h) { return h.endpoint == e; });
     if (it != en.holders.end()) {
@@ -442,7 +525,7 @@ size_t ApproxIndex::memory_bytes() const {
   const Impl& m = *impl_;
   size_t bytes =
       m.arena.capacity() * sizeof(Entry) + m.free_list.capacity() * 4 + m.by_key.memory_bytes();
-  for (const Entry& en : m.arena) bytes += en.holders.capacity() * sizeof(Holder);
+  for (const Entry& en : m.arena) bytes += en.holders.heap_bytes();
   return bytes;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "core/common/rng.h"
 
@@ -352,6 +353,111 @@ TEST(ApproxIndexHostTier, AgreesWithReferenceModel) {
     if (rng.below(100) == 0) index.expire(now);
   }
   EXPECT_GT(split, 50u);
+}
+
+// --- The layout: holders kept in the entry until a second one comes, and record()'s
+// walk along consecutive arena slots before the hash map.
+
+TEST(ApproxIndexLayout, BlocksHeldByManyEndpoints) {
+  ApproxIndex index({.ttl = 100 * kSecond, .capacity_pairs = 0});
+  for (EndpointId e = 0; e < 20; ++e) {
+    index.record(e, chain({1, 2, 3}), static_cast<Nanos>(e) * kSecond);
+  }
+  EXPECT_EQ(index.held_pairs(), 60u);
+  EXPECT_EQ(index.distinct_blocks(), 3u);
+  std::vector<EndpointMatch> want;
+  for (EndpointId e = 0; e < 20; ++e) want.push_back({e, 3, 3});
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3}), 50 * kSecond), want);
+  for (EndpointId e = 0; e < 20; e += 2) index.remove_endpoint(e);
+  EXPECT_EQ(index.held_pairs(), 30u);
+  want.clear();
+  for (EndpointId e = 1; e < 20; e += 2) want.push_back({e, 3, 3});
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3}), 50 * kSecond), want);
+  // Endpoints 1, 3, ..., 9 recorded before 10 s: gone at 110 s, the others stay.
+  index.expire(110 * kSecond);
+  EXPECT_EQ(index.held_pairs(), 15u);
+  want.clear();
+  for (EndpointId e = 11; e < 20; e += 2) want.push_back({e, 3, 3});
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3}), 110 * kSecond), want);
+  // Down to one holder, then none: the block is freed, and held again from scratch.
+  for (EndpointId e = 11; e < 19; e += 2) index.remove_endpoint(e);
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3}), 110 * kSecond),
+            (std::vector<EndpointMatch>{{19, 3, 3}}));
+  index.remove_endpoint(19);
+  EXPECT_EQ(index.held_pairs(), 0u);
+  EXPECT_EQ(index.distinct_blocks(), 0u);
+  index.record(4, chain({1, 2}), 120 * kSecond);
+  EXPECT_EQ(sorted_matches(index, chain({1, 2, 3}), 120 * kSecond),
+            (std::vector<EndpointMatch>{{4, 2, 2}}));
+}
+
+TEST(ApproxIndexLayout, RecordFindsKeysOutOfArenaOrder) {
+  ApproxIndex index({.capacity_pairs = 0});
+  index.record(0, chain({1, 2, 3}), 0);
+  index.record(1, chain({2}), 0);
+  index.remove_endpoint(0);           // frees 1 and 3; 2 stays (endpoint 1)
+  index.record(2, chain({8, 9}), 0);  // reuses the freed slots
+  index.record(3, chain({2, 8, 1, 9}), kSecond);
+  index.record(3, chain({9, 8}), kSecond);
+  EXPECT_EQ(index.distinct_blocks(), 4u);
+  EXPECT_EQ(index.held_pairs(), 1u + 2u + 4u);
+  EXPECT_EQ(sorted_matches(index, chain({2, 8, 1, 9}), 2 * kSecond),
+            (std::vector<EndpointMatch>{{1, 1, 1}, {3, 4, 4}}));
+  EXPECT_EQ(sorted_matches(index, chain({8, 9}), 2 * kSecond),
+            (std::vector<EndpointMatch>{{2, 2, 2}, {3, 2, 2}}));
+  // The approximate index knows blocks, not their order: endpoint 2 holds 9 and 8 too.
+  EXPECT_EQ(sorted_matches(index, chain({9, 8}), 2 * kSecond),
+            (std::vector<EndpointMatch>{{2, 2, 2}, {3, 2, 2}}));
+  EXPECT_TRUE(sorted_matches(index, chain({3}), 2 * kSecond).empty());
+}
+
+// Many endpoints per block (holders past the entry and growing), endpoints removed and
+// expiry freeing blocks whose slots new ones take: matches and counts as a reference
+// model has them.
+TEST(ApproxIndexRandomized, ManyEndpointsAndReusedSlotsAgreeWithReferenceModel) {
+  Rng rng(11);
+  const Nanos ttl = 30 * kSecond;
+  constexpr EndpointId kEndpoints = 12;
+  ApproxIndex index({.ttl = ttl, .capacity_pairs = 0});
+  std::map<std::pair<EndpointId, BlockKey>, Nanos> ref;
+  const std::vector<std::vector<BlockKey>> prompts = approx_index_test::random_prompts(rng);
+  Nanos now = 0;
+  size_t wide = 0;  // matches naming more than 4 endpoints
+  for (int step = 0; step < 8000; ++step) {
+    now += static_cast<Nanos>(rng.below(kSecond));
+    const auto& keys = prompts[rng.below(prompts.size())];
+    const uint64_t what = rng.below(100);
+    if (what < 50) {
+      const EndpointId e = static_cast<EndpointId>(rng.below(kEndpoints));
+      index.record(e, keys, now);
+      for (BlockKey k : keys) ref[{e, k}] = now;
+    } else if (what < 98) {
+      std::vector<EndpointMatch> want;
+      for (EndpointId e = 0; e < kEndpoints; ++e) {
+        uint32_t n = 0;
+        for (BlockKey k : keys) {
+          auto it = ref.find({e, k});
+          if (it == ref.end() || it->second < now - ttl) break;
+          ++n;
+        }
+        if (n > 0) want.push_back({e, n, n});
+      }
+      ASSERT_EQ(sorted_matches(index, keys, now), want) << "step " << step;
+      wide += want.size() > 4 ? 1 : 0;
+    } else if (what < 99) {
+      const EndpointId e = static_cast<EndpointId>(rng.below(kEndpoints));
+      index.remove_endpoint(e);
+      std::erase_if(ref, [&](const auto& held) { return held.first.first == e; });
+    } else {
+      index.expire(now);
+      std::erase_if(ref, [&](const auto& held) { return held.second < now - ttl; });
+    }
+    ASSERT_EQ(index.held_pairs(), ref.size()) << "step " << step;
+    std::set<BlockKey> distinct;
+    for (const auto& held : ref) distinct.insert(held.first.second);
+    ASSERT_EQ(index.distinct_blocks(), distinct.size()) << "step " << step;
+  }
+  EXPECT_GT(wide, 50u);
 }
 
 }  // namespace
