@@ -84,7 +84,9 @@ void PeerSync::apply_one(Peer& peer, const RoutingEvent& e, Nanos age, Nanos now
       ++stats_.unknown_endpoint;
       return;
     }
-    if (peer.requests.contains(e.request)) return;  // delivered twice
+    // One lookup for the check and the insertion; the slot goes if the commit fails.
+    const auto [tracked, fresh] = peer.requests.try_emplace(e.request);
+    if (!fresh) return;  // delivered twice
     route::RouteRequest r;
     r.id = next_id_++;
     r.keys = e.keys;
@@ -98,8 +100,11 @@ void PeerSync::apply_one(Peer& peer, const RoutingEvent& e, Nanos age, Nanos now
     d.prefill_tokens = e.prefill_tokens;
     // Part of the predicted prefill passed while the event travelled.
     d.predicted_prefill = std::max<Nanos>(0, e.predicted_prefill - age);
-    if (!router_.commit(r, d, now)) return;
-    peer.requests[e.request] = {r.id, now};
+    if (!router_.commit(r, d, now)) {
+      peer.requests.erase(tracked);
+      return;
+    }
+    tracked->second = {r.id, now};
     ++stats_.routed;
     return;
   }

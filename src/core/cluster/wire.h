@@ -34,6 +34,13 @@ inline void put_key(kv::BlockKey k, std::string& out) {
   for (int b = 0; b < 8; ++b) out.push_back(static_cast<char>((k >> (8 * b)) & 0xFF));
 }
 
+// A key as put_key() wrote it (8 bytes, little-endian). REQUIRES: 8 bytes at `p`.
+inline kv::BlockKey load_key(const char* p) {
+  uint64_t k = 0;
+  for (int b = 7; b >= 0; --b) k = (k << 8) | static_cast<uint8_t>(p[b]);
+  return k;
+}
+
 // Reads from a view, remembering the first failure.
 class Reader {
  public:
@@ -71,8 +78,7 @@ class Reader {
   }
   kv::BlockKey key() {
     if (in_.size() - pos_ < 8) return fail();
-    uint64_t k = 0;
-    for (int b = 7; b >= 0; --b) k = (k << 8) | static_cast<uint8_t>(in_[pos_ + b]);
+    const kv::BlockKey k = load_key(in_.data() + pos_);
     pos_ += 8;
     return k;
   }
@@ -92,12 +98,11 @@ class Reader {
     const uint64_t n = varint();
     if (!ok_ || n > kMaxKeys || n * 8 > in_.size() - pos_) return void(fail());
     out.resize(n);
-    for (uint64_t i = 0; i < n; ++i) {
-      uint64_t k = 0;
-      for (int b = 7; b >= 0; --b) k = (k << 8) | static_cast<uint8_t>(in_[pos_ + b]);
-      out[i] = k;
-      pos_ += 8;
-    }
+    // Through a local pointer: the stores to `out` could alias pos_ (both uint64_t), which
+    // would make the compiler reload it for every key.
+    const char* p = in_.data() + pos_;
+    for (uint64_t i = 0; i < n; ++i, p += 8) out[i] = load_key(p);
+    pos_ += n * 8;
   }
 
   // Marks the input malformed (a decoder's own check failed); returns 0.
