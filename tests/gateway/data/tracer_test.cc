@@ -139,6 +139,56 @@ TEST(Tracer, APartialBatchWaitsAndAFullOneGoesAtOnce) {
   EXPECT_EQ(tracer.spans_dropped(), 0u);
 }
 
+// What comes in while a batch is being sent goes out in full batches as soon as there is
+// one; the rest waits for flush_ms (here: the stop) rather than going at once as a small
+// batch of its own.
+TEST(Tracer, AfterAnExportOnlyFullBatchesGoBeforeFlush) {
+  ManualClock clock;
+  Recorder rec;
+  rec.hold_first = true;
+  Tracer tracer(config(2, 100, std::chrono::milliseconds(3'600'000)), clock, rec.sink());
+  tracer.submit(finished_request(tracer, 0));
+  tracer.submit(finished_request(tracer, 1));
+  ASSERT_TRUE(rec.wait_batches(1));  // the first export is in progress
+  for (uint64_t i = 2; i < 5; ++i) tracer.submit(finished_request(tracer, i));  // 3 spans
+  rec.release();
+  ASSERT_TRUE(rec.wait_batches(2));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(rec.sizes(), (std::vector<size_t>{2, 2})) << "a partial batch went before flush_ms";
+  // One more span makes the held one a full batch: it goes at once.
+  tracer.submit(finished_request(tracer, 5));
+  ASSERT_TRUE(rec.wait_batches(3));
+  EXPECT_EQ(rec.sizes(), (std::vector<size_t>{2, 2, 2}));
+  tracer.submit(finished_request(tracer, 6));
+  tracer.stop();
+  EXPECT_EQ(rec.sizes(), (std::vector<size_t>{2, 2, 2, 1}));
+  EXPECT_EQ(tracer.spans_exported(), 7u);
+  EXPECT_EQ(tracer.spans_dropped(), 0u);
+}
+
+// A request's spans split between batches: the part left waits for flush_ms like any
+// partial batch, and a new request's spans complete it into a full batch.
+TEST(Tracer, TheRestOfASplitRequestJoinsTheNextBatch) {
+  ManualClock clock;
+  Recorder rec;
+  Tracer tracer(config(3, 100, std::chrono::milliseconds(3'600'000)), clock, rec.sink());
+  tracer.submit(finished_request(tracer, 0, 4));  // 5 spans: one batch of 3, 2 wait
+  ASSERT_TRUE(rec.wait_batches(1));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(rec.sizes(), std::vector<size_t>{3});
+  tracer.submit(finished_request(tracer, 1));  // 1 span: with the 2 waiting, a full batch
+  ASSERT_TRUE(rec.wait_batches(2));
+  EXPECT_EQ(rec.sizes(), (std::vector<size_t>{3, 3}));
+  const std::vector<boost::json::object> spans = rec.spans();
+  ASSERT_EQ(spans.size(), 6u);
+  EXPECT_EQ(span_name(spans[3]), "kvgate.upstream");
+  EXPECT_EQ(span_name(spans[4]), "kvgate.request");
+  EXPECT_EQ(span_name(spans[5]), "kvgate.request");
+  EXPECT_EQ(spans[5].at("spanId").as_string(), trace::to_hex(trace::SpanId{2}));
+  tracer.stop();
+  EXPECT_EQ(tracer.spans_exported(), 6u);
+}
+
 TEST(Tracer, FlushSendsAPartialBatch) {
   ManualClock clock;
   Recorder rec;
