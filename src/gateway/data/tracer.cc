@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <iterator>
 #include <random>
 #include <tuple>
@@ -28,7 +29,7 @@ Rng& thread_rng() {
 }
 
 // The value of header `name` (as the gateway itself spells it) in `headers`, added empty
-// when absent: an earlier attempt's is rewritten in place, without an allocation.
+// when absent: an earlier attempt's is rewritten in place.
 std::string& header_value(io::UpstreamHeaders& headers, std::string_view name) {
   for (auto& [key, value] : headers) {
     if (key == name) return value;
@@ -52,7 +53,7 @@ RequestTrace::RequestTrace(Tracer& tracer, trace::TraceParent server, trace::Spa
 }
 
 HopStart RequestTrace::start_hop(std::string_view name, std::string_view endpoint_url,
-                                 io::UpstreamHeaders& headers) {
+                                 io::UpstreamRequest& request, TraceparentLine& traceparent) {
   HopStart hop;
   hop.span_id = tracer_.new_span_id();
   hop.name = name;
@@ -62,12 +63,16 @@ HopStart RequestTrace::start_hop(std::string_view name, std::string_view endpoin
                      : spans_.text.add(endpoint_url);
   hop.start_unix_nanos = tracer_.wall_now();
   hop.attempt = spans_.hops_started++;
-  // Each hop names its own span as the engine's parent (an earlier attempt's is replaced).
-  std::string& traceparent = header_value(headers, "traceparent");
-  traceparent.resize(trace::kTraceparentSize);
-  trace::write_traceparent(traceparent.data(), {spans_.trace_id, hop.span_id, spans_.trace_flags});
+  // Each hop names its own span as the engine's parent (an earlier attempt's line is
+  // replaced).
+  char* p = traceparent.line;
+  std::memcpy(p, TraceparentLine::kName.data(), TraceparentLine::kName.size());
+  p += TraceparentLine::kName.size();
+  trace::write_traceparent(p, {spans_.trace_id, hop.span_id, spans_.trace_flags});
+  std::memcpy(p + trace::kTraceparentSize, "\r\n", 2);
+  request.hop_headers = traceparent.text();
   if (const std::string_view state = spans_.text.view(spans_.trace_state); !state.empty()) {
-    header_value(headers, "tracestate").assign(state);
+    header_value(request.headers, "tracestate").assign(state);
   }
   return hop;
 }
