@@ -14,14 +14,16 @@
 //
 // Export: finished requests' records go to a bounded queue (max_queue spans; a request
 // whose spans do not fit is dropped and counted); a thread of the tracer's own takes the
-// whole queue at once and sends it in batches of at most batch_size spans every
-// flush_ms (or as soon as a batch is full) to the collector, encoded into one buffer it
-// reuses, with a blocking HTTP client: never on an I/O thread, never on a request's
-// path. A failed export drops its batch (counted) rather than holding memory for a
-// collector that is down. stop() (or the destructor) sends what waits, a batch at a
-// time, until an export fails: the rest is then dropped (counted), so a collector that
-// is down holds the shutdown for one export's timeout at most. A test passes a SpanSink
-// of its own instead of the collector.
+// whole queue at once and sends it in batches of at most batch_size spans to the
+// collector: full batches as soon as they are there, a partial one (a split request's
+// rest included) only every flush_ms, so that batches stay full however quick the
+// exports. Each is encoded into one buffer it reuses and posted from it, with a
+// blocking HTTP client: never on an I/O thread, never on a request's path. A failed
+// export drops its batch (counted) rather than holding memory for a collector that is
+// down. stop() (or the destructor) sends what waits, a batch at a time, until an export
+// fails: the rest is then dropped (counted), so a collector that is down holds the
+// shutdown for one export's timeout at most. A test passes a SpanSink of its own instead
+// of the collector.
 //
 //   auto tracer = std::make_unique<Tracer>(*config.tracing, clock);
 //   RequestTracePtr t = tracer->begin(req);            // null: not traced
