@@ -50,7 +50,9 @@ net::awaitable<void> exchange(beast::tcp_stream& stream, beast::flat_buffer& buf
                               std::string_view method, std::string_view body,
                               const std::vector<HttpHeader>& headers,
                               const std::function<bool(std::string_view)>* on_data, Exchange& ex) {
-  http::request<http::string_body> req{http::string_to_verb(method), url.target, 11};
+  // The body is sent from the caller's memory (a view, valid until fetch returns): no copy
+  // of it (the tracer's exports are hundreds of kilobytes).
+  http::request<http::span_body<const char>> req{http::string_to_verb(method), url.target, 11};
   req.set(http::field::host, url.host + ":" + url.port);
   req.set(http::field::user_agent, "kvgate");
   bool has_type = false;
@@ -59,7 +61,7 @@ net::awaitable<void> exchange(beast::tcp_stream& stream, beast::flat_buffer& buf
     if (find_header({h}, "content-type")) has_type = true;
   }
   if (!body.empty() && !has_type) req.set(http::field::content_type, "application/json");
-  req.body() = std::string(body);
+  req.body() = boost::span<const char>(body.data(), body.size());
   req.prepare_payload();
   auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
   (void)wn;

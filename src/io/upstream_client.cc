@@ -76,8 +76,8 @@ void take_plain_body(Connection& c) {
   c.plain_left -= wire::take_bytes(c.buffer, c.plain_left, c.body);
 }
 
-// The request head as sent: request line, Host, the caller's fixed and other headers,
-// Content-Length
+// The request head as sent: request line, Host, the caller's fixed headers, other headers
+// and hop headers, Content-Length
 // (written by hand: Beast's fields allocate per field).
 void write_head(std::string& out, const UpstreamRequest& r, std::string_view host_port) {
   using namespace std::string_view_literals;  // appends of literals without strlen
@@ -88,6 +88,7 @@ void write_head(std::string& out, const UpstreamRequest& r, std::string_view hos
   head << r.method << " "sv << r.target << " HTTP/1.1\r\nHost: "sv << host_port << "\r\n"sv
        << r.fixed_headers;
   for (const auto& [name, value] : r.headers) head << name << ": "sv << value << "\r\n"sv;
+  if (!r.hop_headers.empty()) head << r.hop_headers;
   head << "Content-Length: "sv << std::string_view(length, static_cast<size_t>(end - length))
        << "\r\n\r\n"sv;
   head.write_to(out);

@@ -81,6 +81,10 @@ struct UpstreamRequest {
   std::string_view fixed_headers;
   UpstreamHeaders headers;  // sent as given, after fixed_headers (Host and Content-Length
                             // are added)
+  // Header lines sent after `headers`, as given ("Name: value\r\n" each); borrowed until
+  // the send completes. A traced hop's `traceparent` line (gateway/data/tracer.h,
+  // TracedHop), written in a buffer of the hop's own: no string, no vector entry.
+  std::string_view hop_headers;
   std::string body;
   // Borrowed; must outlive the exchange. Null: not cancellable.
   UpstreamCancel* cancel = nullptr;

@@ -100,6 +100,26 @@ char* write_uint(char* p, uint64_t v) {
   return p + 8;
 }
 
+char* UnixNanosWriter::write(char* p, int64_t t) {
+  constexpr uint64_t k1e9 = 1'000'000'000;
+  if (t < static_cast<int64_t>(k1e9)) return write_int(p, t);
+  const auto u = static_cast<uint64_t>(t);
+  const uint64_t seconds = u / k1e9;
+  if (seconds != seconds_) {
+    seconds_ = seconds;
+    size_ = static_cast<size_t>(write_uint(digits_, seconds) - digits_);
+  }
+  // All 16 bytes (a constant size: two stores), the nanoseconds written over those past
+  // the seconds' digits: 16 <= kIntBound.
+  static_assert(sizeof digits_ <= kIntBound);
+  std::memcpy(p, digits_, sizeof digits_);
+  p += size_;
+  const auto nanos = static_cast<uint32_t>(u - seconds * k1e9);
+  *p = static_cast<char>('0' + nanos / 100'000'000);
+  write_8_digits(p + 1, nanos % 100'000'000);
+  return p + 9;
+}
+
 char* write_json_string(char* p, std::string_view s) {
   *p++ = '"';
   const char* const in = s.data();

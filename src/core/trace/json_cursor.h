@@ -44,6 +44,28 @@ inline char* write_int(char* p, int64_t v) {
   return write_uint(p, static_cast<uint64_t>(v));
 }
 
+// Unix nanosecond times in decimal, as write_int writes them, for a run of times that
+// mostly fall in the same second (a batch's spans): the digits of the last time's seconds
+// are kept, so a time in the same second is a copy of them and its nanoseconds' 9 digits
+// (zero-padded, 8 of them at once) rather than 19 digits made anew. A time before 1 s
+// past the epoch (or negative) is written by write_int. One writer per run of text (it
+// holds no view into it); not thread-safe.
+//
+//   UnixNanosWriter times;
+//   p = times.write(p, span.start_unix_nanos);  // within kIntBound characters
+//   p = times.write(p, span.end_unix_nanos);    // the same second: no division but one
+class UnixNanosWriter {
+ public:
+  // `t` in decimal at `p`; returns the end. Writes within kIntBound bytes from `p` (some
+  // past the end it returns, left for the caller to write over).
+  char* write(char* p, int64_t t);
+
+ private:
+  uint64_t seconds_ = 0;  // whose digits are kept; 0: none (a time below 1 s is not kept)
+  size_t size_ = 0;       // the digits' count
+  char digits_[16] = {};  // at most 10 digits ((2^63 - 1) / 10^9), then room for a copy
+};
+
 // The longest JSON string written for `size` bytes of text: the quotes, and 6 characters
 // per byte (a control byte's "\u00XX"; a quote or backslash takes 2, an invalid UTF-8
 // byte's U+FFFD 3, any other byte 1).

@@ -23,8 +23,9 @@
 // the span's text (its fixed text, and 6 characters per byte of its strings), in a buffer
 // the caller keeps between batches: kvgate's attribute keys and the JSON around them are
 // literals copied as a few stores, numbers written in place two digits (or eight) at a
-// time, ids 8 hex digits at a time, strings copied 8 bytes at a time where they need no
-// escape.
+// time, times as the digits of the batch's last second (kept) and 9 of nanoseconds
+// (UnixNanosWriter), ids 8 hex digits at a time, strings copied 8 bytes at a time where
+// they need no escape.
 //
 //   std::string body = otlp_json(spans, "kvgate");
 //   // {"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":

@@ -95,11 +95,11 @@ char* open_span(char* p, const RequestSpans& r, SpanId span_id, SpanId parent, u
 
 // After the name and the kind (and the start time's opening quote: one literal with
 // them): the times, then `,"attributes":` without the bracket (the first attribute's
-// leading comma is made the bracket).
-char* span_times(char* p, int64_t start, int64_t end) {
-  p = write_int(p, start);
+// leading comma is made the bracket). `times` keeps the batch's last second's digits.
+char* span_times(char* p, UnixNanosWriter& times, int64_t start, int64_t end) {
+  p = times.write(p, start);
   p = copy_literal(p, "\",\"endTimeUnixNano\":\"");
-  p = write_int(p, end);
+  p = times.write(p, end);
   return copy_literal(p, "\",\"attributes\":");
 }
 
@@ -155,12 +155,12 @@ char* double_attribute_value(char* p, double v) {
 
 bool succeeded(int32_t status) { return status > 0 && status < 500; }
 
-char* write_hop_span(char* p, const RequestSpans& r, const HopSpan& h) {
+char* write_hop_span(char* p, UnixNanosWriter& times, const RequestSpans& r, const HopSpan& h) {
   p = open_span(p, r, h.span_id, r.span_id, r.trace_flags | kSpanFlagsHasIsRemote);
   p = copy_literal(p, ",\"name\":");
   p = write_json_string(p, h.name);
   p = copy_literal(p, ",\"kind\":3,\"startTimeUnixNano\":\"");
-  p = span_times(p, h.start_unix_nanos, h.end_unix_nanos);
+  p = span_times(p, times, h.start_unix_nanos, h.end_unix_nanos);
   char* const first = p;  // the first attribute's comma: the list's opening bracket
   p = string_attribute(p, KVGATE_ATTRIBUTE("server.address", "stringValue"),
                        r.text.view(h.endpoint));
@@ -174,12 +174,12 @@ char* write_hop_span(char* p, const RequestSpans& r, const HopSpan& h) {
   return close_span_http_error(p, h.status);
 }
 
-char* write_server_span(char* p, const RequestSpans& r) {
+char* write_server_span(char* p, UnixNanosWriter& times, const RequestSpans& r) {
   const uint32_t flags = r.trace_flags | kSpanFlagsHasIsRemote |
                          (r.parent_span_id != 0 ? kSpanFlagsIsRemote : uint32_t{0});
   p = open_span(p, r, r.span_id, r.parent_span_id, flags);
   p = copy_literal(p, ",\"name\":\"kvgate.request\",\"kind\":2,\"startTimeUnixNano\":\"");
-  p = span_times(p, r.start_unix_nanos, r.end_unix_nanos);
+  p = span_times(p, times, r.start_unix_nanos, r.end_unix_nanos);
   // Each attribute opens with a comma; the first one's is then made the list's bracket
   // (there is always one: kvgate.hops).
   char* const first = p;
@@ -235,6 +235,7 @@ size_t write_request(std::string& buffer, size_t at, std::span<const SpanRun> ru
   c.p = write_json_string(c.p, service_name);
   c.p = copy_literal(c.p, "}}]},\"scopeSpans\":[{\"scope\":{\"name\":\"kvgate\"},\"spans\":[");
   bool first = true;
+  UnixNanosWriter times;  // the spans' times mostly share their second
   for (const SpanRun& run : runs) {
     const RequestSpans& r = *run.record;
     const size_t hops = r.hops.size();
@@ -244,7 +245,7 @@ size_t write_request(std::string& buffer, size_t at, std::span<const SpanRun> ru
       c.make_room(hop ? hop_span_bound(r, r.hops[k]) : server_span_bound(r));
       if (!first) *c.p++ = ',';
       first = false;
-      c.p = hop ? write_hop_span(c.p, r, r.hops[k]) : write_server_span(c.p, r);
+      c.p = hop ? write_hop_span(c.p, times, r, r.hops[k]) : write_server_span(c.p, times, r);
       assert(c.p <= c.end);  // the bound held
     }
   }

@@ -87,7 +87,7 @@ boost::asio::awaitable<PrefillHop> run_prefill_hop(PrefillHopContext ctx) {
   req.cancel = ctx.request.cancel;  // the client leaving ends this hop too
   set_rank_header(req.headers, prefill);
   ctx.metrics.pd_prefill(pool_name, prefill.url);
-  TracedHop traced(ctx.trace, "kvgate.prefill", prefill.url, req.headers);
+  TracedHop traced(ctx.trace, "kvgate.prefill", prefill.url, req);
   auto exchange = co_await ctx.upstream.send(prefill.host, prefill.port, req);
   traced.end(exchange);
   // The client left (UpstreamCancel): no failure of the endpoint's; the caller sees it.

@@ -211,7 +211,7 @@ asio::awaitable<EngineTokenizer::Answer> EngineTokenizer::exchange(
   };
   // Traced: the call is a hop of the request's (the request's coroutine awaits it, so the
   // trace is used by one thread at a time).
-  TracedHop traced(trace, "kvgate.tokenize", endpoint->url, req.headers);
+  TracedHop traced(trace, "kvgate.tokenize", endpoint->url, req);
   auto sent = co_await upstream_.send(endpoint->host, endpoint->port, req);
   traced.end(sent);
   if (!sent) co_return failed(sent.failure());

@@ -340,7 +340,7 @@ asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
     set_rank_header(to_send.headers, *endpoint);
     // Traced: the hop's own span id goes to the engine in its traceparent.
     TracedHop traced(call.trace.get(), decode_up ? "kvgate.decode" : "kvgate.upstream",
-                     endpoint->url, to_send.headers);
+                     endpoint->url, to_send);
     auto result = co_await upstream->send(endpoint->host, endpoint->port, to_send);
     traced.end(result);
     if (!result && result.code() == ErrorCode::kCancelled) break;
@@ -662,7 +662,7 @@ asio::awaitable<DataPlane::Migrated> DataPlane::migrate(StreamJob& job) {
     std::shared_ptr<const EndpointAddress> endpoint = std::move(now->endpoint);
     set_rank_header(up.headers, *endpoint);
     // Traced: the continuation is a hop of its own (a span, its id in the traceparent).
-    TracedHop traced(job.call.trace.get(), "kvgate.migration", endpoint->url, up.headers);
+    TracedHop traced(job.call.trace.get(), "kvgate.migration", endpoint->url, up);
     auto result = co_await upstream->send(endpoint->host, endpoint->port, up);
     traced.end(result);
     if (!result && result.code() == ErrorCode::kCancelled) {
@@ -722,7 +722,7 @@ asio::awaitable<void> DataPlane::relay(ProxyCall call) {
     if (!endpoint) break;
     tried.push_back(endpoint->id);
     set_rank_header(up.headers, *endpoint);
-    TracedHop traced(call.trace.get(), "kvgate.relay", endpoint->url, up.headers);
+    TracedHop traced(call.trace.get(), "kvgate.relay", endpoint->url, up);
     auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
     traced.end(sent);
     if (!sent && sent.code() == ErrorCode::kCancelled) break;
@@ -794,7 +794,7 @@ asio::awaitable<void> DataPlane::fetch_stored(ProxyCall call) {
     metrics.request_done({}, pool.name(), call.tenant, status, seconds_since(call.received));
   };
   set_rank_header(up.headers, *endpoint);
-  TracedHop traced(call.trace.get(), "kvgate.stored", endpoint->url, up.headers);
+  TracedHop traced(call.trace.get(), "kvgate.stored", endpoint->url, up);
   auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
   traced.end(sent);
   if (!sent && sent.code() == ErrorCode::kCancelled) {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <iterator>
 #include <random>
 #include <tuple>
 #include <utility>
@@ -27,7 +29,7 @@ Rng& thread_rng() {
 }
 
 // The value of header `name` (as the gateway itself spells it) in `headers`, added empty
-// when absent: an earlier attempt's is rewritten in place, without an allocation.
+// when absent: an earlier attempt's is rewritten in place.
 std::string& header_value(io::UpstreamHeaders& headers, std::string_view name) {
   for (auto& [key, value] : headers) {
     if (key == name) return value;
@@ -51,7 +53,7 @@ RequestTrace::RequestTrace(Tracer& tracer, trace::TraceParent server, trace::Spa
 }
 
 HopStart RequestTrace::start_hop(std::string_view name, std::string_view endpoint_url,
-                                 io::UpstreamHeaders& headers) {
+                                 io::UpstreamRequest& request, TraceparentLine& traceparent) {
   HopStart hop;
   hop.span_id = tracer_.new_span_id();
   hop.name = name;
@@ -61,12 +63,16 @@ HopStart RequestTrace::start_hop(std::string_view name, std::string_view endpoin
                      : spans_.text.add(endpoint_url);
   hop.start_unix_nanos = tracer_.wall_now();
   hop.attempt = spans_.hops_started++;
-  // Each hop names its own span as the engine's parent (an earlier attempt's is replaced).
-  std::string& traceparent = header_value(headers, "traceparent");
-  traceparent.resize(trace::kTraceparentSize);
-  trace::write_traceparent(traceparent.data(), {spans_.trace_id, hop.span_id, spans_.trace_flags});
+  // Each hop names its own span as the engine's parent (an earlier attempt's line is
+  // replaced).
+  char* p = traceparent.line;
+  std::memcpy(p, TraceparentLine::kName.data(), TraceparentLine::kName.size());
+  p += TraceparentLine::kName.size();
+  trace::write_traceparent(p, {spans_.trace_id, hop.span_id, spans_.trace_flags});
+  std::memcpy(p + trace::kTraceparentSize, "\r\n", 2);
+  request.hop_headers = traceparent.text();
   if (const std::string_view state = spans_.text.view(spans_.trace_state); !state.empty()) {
-    header_value(headers, "tracestate").assign(state);
+    header_value(request.headers, "tracestate").assign(state);
   }
   return hop;
 }
@@ -145,8 +151,10 @@ void Tracer::submit(std::unique_ptr<RequestTrace> trace) {
       dropped_.fetch_add(spans, std::memory_order_relaxed);
     } else {
       queue_.push_back(std::move(trace));
-      full_batch =
-          queued_spans_ < config_.batch_size && queued_spans_ + spans >= config_.batch_size;
+      // The exporter waits for a full batch of the spans waiting, those it holds (a
+      // record split between batches, a partial batch) included.
+      const size_t waiting = queued_spans_ + held_spans_;
+      full_batch = waiting < config_.batch_size && waiting + spans >= config_.batch_size;
       queued_spans_ += spans;
     }
   }
@@ -155,57 +163,79 @@ void Tracer::submit(std::unique_ptr<RequestTrace> trace) {
 }
 
 void Tracer::run() {
-  std::vector<std::unique_ptr<RequestTrace>> held;  // the queue, taken whole
+  // The records taken from the queue, in order, and not yet wholly sent: `next` is the
+  // first not wholly in a batch, `first` its first span not in one.
+  std::vector<std::unique_ptr<RequestTrace>> held;
+  size_t next = 0;
+  size_t first = 0;
   std::vector<trace::SpanRun> batch;
   std::string body;  // every batch's, its size and capacity kept (write_otlp_json)
   body.reserve(std::min<size_t>(config_.batch_size, 2048) * 640 + 256);
+  auto flush_at = std::chrono::steady_clock::now() + config_.flush;
   std::unique_lock lock(mu_);
   while (true) {
-    wake_.wait_for(lock, config_.flush,
-                   [this] { return stop_ || queued_spans_ >= config_.batch_size; });
-    // Everything waiting goes, a batch at a time (at stop too: the last spans).
-    while (!queue_.empty()) {
-      held.swap(queue_);  // `held` is empty: the queue gets its capacity back
-      held_spans_ = queued_spans_;
-      queued_spans_ = 0;
-      size_t next = 0;   // the first record not wholly in a batch yet
-      size_t first = 0;  // its first span not in a batch yet
-      bool failed_at_stop = false;
-      while (next < held.size() && !failed_at_stop) {
-        const size_t sent_from = next;
-        batch.clear();
-        size_t n = 0;
-        while (next < held.size() && n < config_.batch_size) {
-          const trace::RequestSpans& r = held[next]->spans();
-          const size_t take = std::min(r.span_count() - first, config_.batch_size - n);
-          batch.push_back({&r, first, take});
-          n += take;
-          first += take;
-          if (first == r.span_count()) {
-            ++next;
-            first = 0;
-          }
-        }
-        held_spans_ -= n;
-        lock.unlock();
-        const bool ok = export_batch(batch, n, body);
-        // The records wholly sent are freed now, outside the lock: the memory held stays
-        // within max_queue spans and a batch.
-        for (size_t i = sent_from; i < next; ++i) held[i].reset();
-        lock.lock();
-        if (stop_ && !ok) {
-          // Stopping and the collector failed: the rest goes too (the drain is bounded by
-          // one export's timeout, not one per batch).
-          dropped_.fetch_add(held_spans_ + queued_spans_, std::memory_order_relaxed);
-          held_spans_ = 0;
-          queued_spans_ = 0;
-          queue_.clear();
-          failed_at_stop = true;
+    wake_.wait_until(lock, flush_at,
+                     [this] { return stop_ || queued_spans_ + held_spans_ >= config_.batch_size; });
+    // Full batches go as soon as they are there; the rest waits for flush_ms (or the
+    // stop): sending whatever came in meanwhile after each export would make the
+    // batches as small as the exports are quick, multiplying the per-batch costs.
+    const bool flush = stop_ || std::chrono::steady_clock::now() >= flush_at;
+    if (flush) flush_at = std::chrono::steady_clock::now() + config_.flush;
+    // The whole queue is taken at once (one lock for every waiting record).
+    if (held.empty()) {
+      held.swap(queue_);  // the queue gets `held`'s capacity back
+    } else {
+      std::move(queue_.begin(), queue_.end(), std::back_inserter(held));
+      queue_.clear();
+    }
+    held_spans_ += queued_spans_;
+    queued_spans_ = 0;
+    bool failed_at_stop = false;
+    while (held_spans_ >= config_.batch_size || (flush && held_spans_ > 0)) {
+      const size_t sent_from = next;
+      batch.clear();
+      size_t n = 0;
+      while (next < held.size() && n < config_.batch_size) {
+        const trace::RequestSpans& r = held[next]->spans();
+        const size_t take = std::min(r.span_count() - first, config_.batch_size - n);
+        batch.push_back({&r, first, take});
+        n += take;
+        first += take;
+        if (first == r.span_count()) {
+          ++next;
+          first = 0;
         }
       }
-      held.clear();
+      held_spans_ -= n;
+      lock.unlock();
+      const bool ok = export_batch(batch, n, body);
+      // The records wholly sent are freed now, outside the lock: the memory held stays
+      // within max_queue spans and a batch.
+      for (size_t i = sent_from; i < next; ++i) held[i].reset();
+      lock.lock();
+      if (stop_ && !ok) {
+        // Stopping and the collector failed: the rest goes too (the drain is bounded by
+        // one export's timeout, not one per batch).
+        dropped_.fetch_add(held_spans_ + queued_spans_, std::memory_order_relaxed);
+        held_spans_ = 0;
+        queued_spans_ = 0;
+        queue_.clear();
+        failed_at_stop = true;
+        break;
+      }
     }
-    if (stop_) return;
+    if (failed_at_stop) {
+      held.clear();
+      next = 0;
+      first = 0;
+    } else {
+      // The records wholly sent (already freed) leave `held`.
+      held.erase(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(next));
+      next = 0;
+    }
+    // Stopping: done once nothing waits (a record submitted during the last export,
+    // before the stop, is still sent: the wait above returns at once).
+    if (stop_ && queue_.empty() && held.empty()) return;
   }
 }
 

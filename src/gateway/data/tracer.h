@@ -14,18 +14,20 @@
 //
 // Export: finished requests' records go to a bounded queue (max_queue spans; a request
 // whose spans do not fit is dropped and counted); a thread of the tracer's own takes the
-// whole queue at once and sends it in batches of at most batch_size spans every
-// flush_ms (or as soon as a batch is full) to the collector, encoded into one buffer it
-// reuses, with a blocking HTTP client: never on an I/O thread, never on a request's
-// path. A failed export drops its batch (counted) rather than holding memory for a
-// collector that is down. stop() (or the destructor) sends what waits, a batch at a
-// time, until an export fails: the rest is then dropped (counted), so a collector that
-// is down holds the shutdown for one export's timeout at most. A test passes a SpanSink
-// of its own instead of the collector.
+// whole queue at once and sends it in batches of at most batch_size spans to the
+// collector: full batches as soon as they are there, a partial one (a split request's
+// rest included) only every flush_ms, so that batches stay full however quick the
+// exports. Each is encoded into one buffer it reuses and posted from it, with a
+// blocking HTTP client: never on an I/O thread, never on a request's path. A failed
+// export drops its batch (counted) rather than holding memory for a collector that is
+// down. stop() (or the destructor) sends what waits, a batch at a time, until an export
+// fails: the rest is then dropped (counted), so a collector that is down holds the
+// shutdown for one export's timeout at most. A test passes a SpanSink of its own instead
+// of the collector.
 //
 //   auto tracer = std::make_unique<Tracer>(*config.tracing, clock);
-//   RequestTracePtr t = tracer->begin(req);                    // null: not traced
-//   TracedHop hop(t.get(), "kvgate.upstream", url, up.headers);  // null t: nothing
+//   RequestTracePtr t = tracer->begin(req);            // null: not traced
+//   TracedHop hop(t.get(), "kvgate.upstream", url, up);  // null t: nothing
 //   auto sent = co_await upstream.send(host, port, up);
 //   hop.end(sent);
 //   // t's end queues the request's spans.
@@ -79,6 +81,19 @@ struct HopStart {
   int32_t attempt = 0;
 };
 
+// A hop's `traceparent` header line as sent ("traceparent: 00-...-01\r\n"), written in
+// place: the upstream request borrows it (io::UpstreamRequest::hop_headers), so a hop
+// makes neither a string nor an entry in the request's header vector.
+struct TraceparentLine {
+  static constexpr std::string_view kName = "traceparent: ";
+  static constexpr size_t kSize = kName.size() + trace::kTraceparentSize + 2;  // and CRLF
+
+  std::string_view text() const { return {line, kSize}; }
+  std::string_view value() const { return {line + kName.size(), trace::kTraceparentSize}; }
+
+  char line[kSize];  // not initialised until written (a TracedHop of every request has one)
+};
+
 // One traced request: its spans' record, queued for export when the request ends.
 class RequestTrace {
  public:
@@ -103,10 +118,11 @@ class RequestTrace {
   // The answer's HTTP status: 5xx marks the server span failed.
   void set_status(int status) { spans_.http_status = status; }
 
-  // A new client span under the server span, and its `traceparent` (and the client's
-  // `tracestate`) put on `headers`, rewriting those of an earlier attempt in place.
+  // A new client span under the server span: its `traceparent` written in `traceparent`,
+  // which `request` then sends (hop_headers: it must outlive the send), and the client's
+  // `tracestate` put on the request's headers (an earlier attempt's rewritten in place).
   HopStart start_hop(std::string_view name, std::string_view endpoint_url,
-                     io::UpstreamHeaders& headers);
+                     io::UpstreamRequest& request, TraceparentLine& traceparent);
   // Records the hop: `status` the engine's answer, 0 when the exchange failed (`error`).
   void end_hop(const HopStart& hop, int status, std::string_view error = {});
 
@@ -121,21 +137,32 @@ class RequestTrace {
   trace::RequestSpans spans_;
 };
 
-// One upstream hop's client span around a send: started (the traceparent put on the
-// request's headers) when the request is traced, ended with the send's result. With a
-// null trace it holds nothing and does nothing (the untraced path tests one pointer).
-//   TracedHop traced(call.trace.get(), "kvgate.relay", endpoint->url, up.headers);
+// One upstream hop's client span around a send: started (its traceparent line, which it
+// holds, lent to the request) when the request is traced, ended with the send's result.
+// With a null trace it holds nothing and does nothing (the untraced path tests one
+// pointer). `request` must outlive it (it takes its line back at its end: a later send or
+// a copy of the request carries none), and it must outlive the send.
+//   TracedHop traced(call.trace.get(), "kvgate.relay", endpoint->url, up);
 //   auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
 //   traced.end(sent);
 class TracedHop {
  public:
   TracedHop(RequestTrace* trace, std::string_view name, std::string_view endpoint_url,
-            io::UpstreamHeaders& headers)
+            io::UpstreamRequest& request)
       : trace_(trace) {
     if (trace_) [[unlikely]] {
-      hop_ = trace_->start_hop(name, endpoint_url, headers);
+      request_ = &request;
+      hop_ = trace_->start_hop(name, endpoint_url, request, traceparent_);
     }
   }
+  ~TracedHop() {
+    if (request_) [[unlikely]] {
+      request_->hop_headers = {};
+    }
+  }
+  TracedHop(const TracedHop&) = delete;  // the request borrows traceparent_
+  TracedHop& operator=(const TracedHop&) = delete;
+
   // Records the hop: the engine's status, or the exchange's error. Once; later calls do
   // nothing. A hop never ended has no span (it still counts in kvgate.hops).
   void end(Result<std::unique_ptr<io::UpstreamExchange>>& result) {
@@ -147,8 +174,10 @@ class TracedHop {
  private:
   void finish(Result<std::unique_ptr<io::UpstreamExchange>>& result);
 
-  RequestTrace* trace_;  // null: not traced, or ended
+  RequestTrace* trace_;                     // null: not traced, or ended
+  io::UpstreamRequest* request_ = nullptr;  // traced: the request that borrows traceparent_
   HopStart hop_;
+  TraceparentLine traceparent_;
 };
 
 // Where the exporter sends a batch: the ExportTraceServiceRequest's JSON body and how

@@ -65,6 +65,70 @@ TEST(JsonCursor, IntegersAsToChars) {
   EXPECT_EQ(written_unsigned(std::numeric_limits<uint64_t>::max()), "18446744073709551615");
 }
 
+// What `times` wrote for `t`, in a buffer with guard bytes after the bound: none is touched.
+std::string written_time(UnixNanosWriter& times, int64_t t) {
+  std::string buf(kIntBound + 8, '#');
+  char* const end = times.write(buf.data(), t);
+  EXPECT_LE(end - buf.data(), static_cast<ptrdiff_t>(kIntBound));
+  EXPECT_EQ(buf.substr(kIntBound), std::string(8, '#'));
+  return buf.substr(0, static_cast<size_t>(end - buf.data()));
+}
+
+// Times written by one writer, in an order that keeps and changes its second: the same
+// text as std::to_chars for each (zero-padded nanoseconds, a second of another length of
+// digits, the second boundaries, below 1 s, 0 and negative times, the extremes).
+TEST(JsonCursor, UnixNanosAsToChars) {
+  constexpr int64_t k1e9 = 1'000'000'000;
+  const int64_t now = 1'700'000'000'000'000'000;
+  std::vector<int64_t> times = {
+      now,
+      now + 1,            // the same second
+      now + 999'999'999,  // its last nanosecond
+      now + k1e9,         // the next second, at its first nanosecond
+      now + k1e9 + 5,     // nanoseconds with leading zeros
+      now + 999'999'999,  // back to the earlier second
+      now + 100'000'000,  // one leading digit
+      now + 10,
+      0,         // the epoch: not kept
+      now + 42,  // the kept second is still now's
+      1,
+      999'999'999,  // below 1 s: no seconds' digits
+      k1e9,         // 1 s exactly: the first kept second (1 digit)
+      k1e9 + 1,
+      2 * k1e9 - 1,
+      9'999'999'999,  // 1 digit of seconds, then 2
+      10'000'000'000,
+      10'000'000'007,
+      -1,  // negative: write_int's
+      -now,
+      999'999'999'999'999'999,  // 9 digits of seconds, then 10
+      1'000'000'000'000'000'000,
+      now,
+      std::numeric_limits<int64_t>::max(),
+      std::numeric_limits<int64_t>::max() - 1,
+      std::numeric_limits<int64_t>::min(),
+      now + 3 * k1e9 + 123'456'789,
+  };
+  uint64_t x = 0x9e3779b97f4a7c15ULL;
+  for (int i = 0; i < 2000; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    // Mostly within a few seconds of `now` (as a batch's are), sometimes anywhere.
+    times.push_back(i % 10 == 9 ? static_cast<int64_t>(x >> (i % 64))
+                                : now + static_cast<int64_t>(x % (4 * 1'000'000'000ULL)));
+  }
+  UnixNanosWriter writer;
+  for (const int64_t t : times) EXPECT_EQ(written_time(writer, t), with_to_chars(t)) << t;
+  // A fresh writer's first time, at 1 s and at 0.
+  UnixNanosWriter fresh;
+  EXPECT_EQ(written_time(fresh, k1e9), "1000000000");
+  UnixNanosWriter zero;
+  EXPECT_EQ(written_time(zero, 0), "0");
+  EXPECT_EQ(written_time(zero, now), "1700000000000000000");
+  EXPECT_EQ(written_time(zero, now + 7), "1700000000000000007");
+}
+
 // What write_json_string wrote for `s`, within its bound (guard bytes after it untouched).
 std::string json(std::string_view s) {
   const size_t bound = json_string_bound(s.size());

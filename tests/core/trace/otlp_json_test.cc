@@ -376,6 +376,43 @@ TEST(OtlpJson, RequestSpansEncodeExactlyAsTheirSpans) {
   EXPECT_EQ(out_spans.at(5).at("status").at("message").as_string(), "no answer");
 }
 
+// Times in one batch: the records' encoder keeps the last second's digits (json_cursor.h,
+// UnixNanosWriter); across second boundaries, at a second's first and last nanosecond,
+// nanoseconds with leading zeros, times below 1 s between them, in one request and split
+// between two: the same bytes as the reference.
+TEST(OtlpJson, RequestSpansTimesAcrossSecondsAsTheirSpans) {
+  constexpr int64_t k1e9 = 1'000'000'000;
+  const int64_t base = 1'700'000'000 * k1e9;
+  std::vector<RequestSpans> records;
+  for (int64_t i = 0; i < 40; ++i) {
+    if (i % 7 == 3) {
+      records.push_back(stored_request());  // times 5, 6, 7: below 1 s
+      continue;
+    }
+    RequestSpans r = routed_request();
+    r.start_unix_nanos = base + i * 337'000'001 + (i % 5 == 0 ? k1e9 - 1 - i : i);
+    r.end_unix_nanos = r.start_unix_nanos + (i % 3) * 999'999'999 + 1;
+    if (i % 11 == 0) r.end_unix_nanos = (base / k1e9 + i) * k1e9;  // a second's first
+    records.push_back(r);
+  }
+  std::vector<Span> spans;
+  std::vector<SpanRun> runs;
+  for (const RequestSpans& r : records) {
+    spans = joined(std::move(spans), as_spans(r));
+    runs.push_back({&r, 0, r.span_count()});
+  }
+  std::string scratch;
+  EXPECT_EQ(write_otlp_json(scratch, runs, "kvgate"), otlp_json(spans, "kvgate"));
+  // Split in two requests (a new writer each, over the same buffer).
+  const size_t half = runs.size() / 2;
+  size_t first_spans = 0;
+  for (size_t i = 0; i < half; ++i) first_spans += runs[i].count;
+  EXPECT_EQ(write_otlp_json(scratch, std::span<const SpanRun>(runs).first(half), "kvgate"),
+            otlp_json(std::span<const Span>(spans).first(first_spans), "kvgate"));
+  EXPECT_EQ(write_otlp_json(scratch, std::span<const SpanRun>(runs).subspan(half), "kvgate"),
+            otlp_json(std::span<const Span>(spans).subspan(first_spans), "kvgate"));
+}
+
 // Past its inline room (text, hops) a record keeps everything, on the heap.
 TEST(OtlpJson, RequestSpansBeyondTheirInlineRoom) {
   RequestSpans r = stored_request();

@@ -94,9 +94,10 @@ TracingConfig config(size_t batch_size, size_t max_queue, std::chrono::milliseco
 std::unique_ptr<RequestTrace> finished_request(Tracer& tracer, uint64_t i, int hops = 0) {
   auto t = std::make_unique<RequestTrace>(
       tracer, trace::TraceParent{{1, 2}, i + 1, trace::kSampledFlag}, 0, "", 0);
-  io::UpstreamHeaders headers;
+  io::UpstreamRequest up;
+  TraceparentLine traceparent;
   for (int h = 0; h < hops; ++h) {
-    t->end_hop(t->start_hop("kvgate.upstream", "http://127.0.0.1:8001", headers), 200);
+    t->end_hop(t->start_hop("kvgate.upstream", "http://127.0.0.1:8001", up, traceparent), 200);
   }
   return t;
 }
@@ -137,6 +138,56 @@ TEST(Tracer, APartialBatchWaitsAndAFullOneGoesAtOnce) {
   EXPECT_EQ(rec.sizes(), std::vector<size_t>{3});
   EXPECT_TRUE(within_10s([&] { return tracer.spans_exported() == 3u; }));
   EXPECT_EQ(tracer.spans_dropped(), 0u);
+}
+
+// What comes in while a batch is being sent goes out in full batches as soon as there is
+// one; the rest waits for flush_ms (here: the stop) rather than going at once as a small
+// batch of its own.
+TEST(Tracer, AfterAnExportOnlyFullBatchesGoBeforeFlush) {
+  ManualClock clock;
+  Recorder rec;
+  rec.hold_first = true;
+  Tracer tracer(config(2, 100, std::chrono::milliseconds(3'600'000)), clock, rec.sink());
+  tracer.submit(finished_request(tracer, 0));
+  tracer.submit(finished_request(tracer, 1));
+  ASSERT_TRUE(rec.wait_batches(1));  // the first export is in progress
+  for (uint64_t i = 2; i < 5; ++i) tracer.submit(finished_request(tracer, i));  // 3 spans
+  rec.release();
+  ASSERT_TRUE(rec.wait_batches(2));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(rec.sizes(), (std::vector<size_t>{2, 2})) << "a partial batch went before flush_ms";
+  // One more span makes the held one a full batch: it goes at once.
+  tracer.submit(finished_request(tracer, 5));
+  ASSERT_TRUE(rec.wait_batches(3));
+  EXPECT_EQ(rec.sizes(), (std::vector<size_t>{2, 2, 2}));
+  tracer.submit(finished_request(tracer, 6));
+  tracer.stop();
+  EXPECT_EQ(rec.sizes(), (std::vector<size_t>{2, 2, 2, 1}));
+  EXPECT_EQ(tracer.spans_exported(), 7u);
+  EXPECT_EQ(tracer.spans_dropped(), 0u);
+}
+
+// A request's spans split between batches: the part left waits for flush_ms like any
+// partial batch, and a new request's spans complete it into a full batch.
+TEST(Tracer, TheRestOfASplitRequestJoinsTheNextBatch) {
+  ManualClock clock;
+  Recorder rec;
+  Tracer tracer(config(3, 100, std::chrono::milliseconds(3'600'000)), clock, rec.sink());
+  tracer.submit(finished_request(tracer, 0, 4));  // 5 spans: one batch of 3, 2 wait
+  ASSERT_TRUE(rec.wait_batches(1));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(rec.sizes(), std::vector<size_t>{3});
+  tracer.submit(finished_request(tracer, 1));  // 1 span: with the 2 waiting, a full batch
+  ASSERT_TRUE(rec.wait_batches(2));
+  EXPECT_EQ(rec.sizes(), (std::vector<size_t>{3, 3}));
+  const std::vector<boost::json::object> spans = rec.spans();
+  ASSERT_EQ(spans.size(), 6u);
+  EXPECT_EQ(span_name(spans[3]), "kvgate.upstream");
+  EXPECT_EQ(span_name(spans[4]), "kvgate.request");
+  EXPECT_EQ(span_name(spans[5]), "kvgate.request");
+  EXPECT_EQ(spans[5].at("spanId").as_string(), trace::to_hex(trace::SpanId{2}));
+  tracer.stop();
+  EXPECT_EQ(tracer.spans_exported(), 6u);
 }
 
 TEST(Tracer, FlushSendsAPartialBatch) {
@@ -229,7 +280,9 @@ TEST(Tracer, ARequestGoesOnceWithItsHopSpans) {
   io::HttpRequest req;
   req.fields.add("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
   req.fields.add("tracestate", "vendor=abc");
-  io::UpstreamHeaders headers{{"Content-Type", "application/json"}};
+  io::UpstreamRequest up;
+  up.headers = {{"Content-Type", "application/json"}};
+  TraceparentLine traceparent;
   trace::SpanId second_hop = 0;
   {
     RequestTracePtr t = tracer.begin(req);
@@ -239,30 +292,30 @@ TEST(Tracer, ARequestGoesOnceWithItsHopSpans) {
     t->set_pool("chat");
     t->set_path("/v1/chat/completions");
     t->set_routing("http://127.0.0.1:8001", {.route_us = 12, .matched_blocks = 3, .cost = 0.5});
-    const HopStart first = t->start_hop("kvgate.upstream", "http://127.0.0.1:8001", headers);
+    const HopStart first =
+        t->start_hop("kvgate.upstream", "http://127.0.0.1:8001", up, traceparent);
+    EXPECT_EQ(up.hop_headers, "traceparent: " +
+                                  trace::format_traceparent(
+                                      {t->server().trace_id, first.span_id, trace::kSampledFlag}) +
+                                  "\r\n");
     t->end_hop(first, 503);
-    const HopStart second = t->start_hop("kvgate.upstream", "http://127.0.0.1:8002", headers);
+    const HopStart second =
+        t->start_hop("kvgate.upstream", "http://127.0.0.1:8002", up, traceparent);
     second_hop = second.span_id;
     EXPECT_NE(second.span_id, first.span_id);
-    size_t traceparents = 0;
-    size_t tracestates = 0;
-    for (const auto& [key, value] : headers) {
-      if (key == "traceparent") {
-        ++traceparents;
-        EXPECT_EQ(value, trace::format_traceparent(
-                             {t->server().trace_id, second.span_id, trace::kSampledFlag}));
-      }
-      if (key == "tracestate") {
-        ++tracestates;
-        EXPECT_EQ(value, "vendor=abc");
-      }
-    }
-    EXPECT_EQ(traceparents, 1u);
-    EXPECT_EQ(tracestates, 1u);
-    EXPECT_EQ(headers.size(), 3u);
+    // The line is the request's hop header, the second hop's id in it; the vector holds
+    // the request's own headers and the client's tracestate, once.
+    const std::string expected =
+        trace::format_traceparent({t->server().trace_id, second.span_id, trace::kSampledFlag});
+    EXPECT_EQ(traceparent.value(), expected);
+    EXPECT_EQ(up.hop_headers, "traceparent: " + expected + "\r\n");
+    EXPECT_EQ(static_cast<const void*>(up.hop_headers.data()),
+              static_cast<const void*>(traceparent.line));
+    EXPECT_EQ(up.headers, (io::UpstreamHeaders{{"Content-Type", "application/json"},
+                                               {"tracestate", "vendor=abc"}}));
     t->end_hop(second, 200);
     // A hop that never ends (its coroutine went) has no span; it counts in kvgate.hops.
-    (void)t->start_hop("kvgate.migration", "http://127.0.0.1:8003", headers);
+    (void)t->start_hop("kvgate.migration", "http://127.0.0.1:8003", up, traceparent);
     t->set_status(200);
   }
   tracer.stop();
@@ -314,6 +367,43 @@ TEST(Tracer, ARequestGoesOnceWithItsHopSpans) {
   EXPECT_EQ(attrs[9].at("key").as_string(), "kvgate.cost");
   EXPECT_DOUBLE_EQ(attrs[9].at("value").at("doubleValue").to_number<double>(), 0.5);
   EXPECT_EQ(spans[2].at("status").at("code").as_int64(), 0);
+}
+
+// TracedHop lends its traceparent line to the request for the send and takes it back at
+// its end; untraced, it leaves the request alone.
+TEST(Tracer, ATracedHopLendsItsTraceparentLineForTheSend) {
+  ManualClock clock;
+  Recorder rec;
+  TracingConfig c = config(100, 1000, std::chrono::milliseconds(3'600'000));
+  c.ratio = 1.0;
+  Tracer tracer(c, clock, rec.sink());
+  io::HttpRequest req;
+  RequestTracePtr t = tracer.begin(req);
+  ASSERT_TRUE(t != nullptr);
+  io::UpstreamRequest up;
+  {
+    TracedHop hop(t.get(), "kvgate.upstream", "http://127.0.0.1:8001", up);
+    ASSERT_EQ(up.hop_headers.size(), TraceparentLine::kSize);
+    EXPECT_TRUE(up.hop_headers.starts_with("traceparent: 00-"));
+    EXPECT_TRUE(up.hop_headers.ends_with("-01\r\n"));
+    const auto parsed = trace::parse_traceparent(
+        up.hop_headers.substr(TraceparentLine::kName.size(), trace::kTraceparentSize));
+    ASSERT_TRUE(parsed.has_value());
+    EXPECT_EQ(parsed->trace_id, t->server().trace_id);
+    EXPECT_NE(parsed->span_id, t->server().span_id);
+    EXPECT_TRUE(up.headers.empty());  // no tracestate from the client: nothing there
+  }
+  EXPECT_TRUE(up.hop_headers.empty());
+  {
+    TracedHop untraced(nullptr, "kvgate.upstream", "http://127.0.0.1:8001", up);
+    EXPECT_TRUE(up.hop_headers.empty());
+  }
+  EXPECT_TRUE(up.hop_headers.empty());
+  EXPECT_TRUE(up.headers.empty());
+  t.reset();
+  tracer.stop();
+  // The hop never ended: the server span alone, with kvgate.hops 1.
+  EXPECT_EQ(tracer.spans_exported(), 1u);
 }
 
 // batch_size counts spans: a request with more spans than a batch has room for goes in
