@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/json.hpp>
 #include <charconv>
 #include <chrono>
@@ -250,8 +251,14 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   bool cycling = false;      // the start's snapshot reads are done: cycles may run
   size_t cycle_pending = 0;  // pools whose entry the cycle in flight still waits for
   std::vector<std::optional<Outgoing>> cycle_out;
-  std::atomic<uint64_t> cycles{0}, cycle_snaps{0};
+  std::atomic<uint64_t> cycles{0}, cycle_snaps{0}, cycles_on_event{0};
   std::atomic<Nanos> cycle_wait{0};  // the current wait between cycles
+  // When the next cycle is due (max: one is in flight). An own event at or after it runs
+  // the cycle on the thread it woke anyway (nudge_cycle); the timer, armed `backstop`
+  // later while own events flow, only runs it when no event comes.
+  std::atomic<Nanos> cycle_due{std::numeric_limits<Nanos>::max()};
+  std::atomic<bool> cycle_posted{false};  // a cycle_now() is posted and has not run
+  Nanos cycle_backstop = 0;               // half a tick (set in start())
 
   int64_t wall_millis() const { return clock.wall_now() / kMillisecond; }
 
@@ -268,13 +275,21 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
       if (!ep) return;
       const bool first = p->outbox->empty();
       p->outbox->routed(request, d, ep->spec.url, pre ? pre->spec.url : std::string_view(), now);
-      if (first || p->outbox->requests() == p->flush_rule.batch) wake_flush(weak, *p, now);
+      if (first || p->outbox->requests() == p->flush_rule.batch) {
+        wake_flush(weak, *p, now);
+      } else {
+        nudge_cycle(weak, now);
+      }
     };
     hooks.lifecycle = [p, weak](route::RequestId id, cluster::EventKind kind, Nanos now) {
       if (!p->outbox) return;
       const bool first = p->outbox->empty();
       p->outbox->load(kind, id, now);
-      if (first) wake_flush(weak, *p, now);
+      if (first) {
+        wake_flush(weak, *p, now);
+      } else {
+        nudge_cycle(weak, now);
+      }
     };
     ps->pool->set_routing_hooks(std::move(hooks));
   }
@@ -320,6 +335,20 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     if (pool.periodic) return;
     const Nanos at = std::max(now, pool.outbox->due_at(pool.flush_rule).value_or(now));
     asio::dispatch(self->executor, [self, at] { self->schedule_flush(at); });
+  }
+  // From a routing hook on a pool's strand, cycle mode: an own event came while a cycle
+  // is due (or overdue): the cycle runs after the handler that routed it, on a thread
+  // awake anyway, instead of waking the replica for its timer. Posted, never run inside
+  // the hook (the router is mid-operation there), and once until it has run.
+  static void nudge_cycle(const std::weak_ptr<Impl>& weak, Nanos now) {
+    const std::shared_ptr<Impl> self = weak.lock();
+    if (!self || !self->cycle_mode) return;
+    if (now < self->cycle_due.load(std::memory_order_relaxed)) return;
+    if (self->cycle_posted.exchange(true, std::memory_order_relaxed)) return;
+    asio::post(self->executor, [self] {
+      self->cycle_posted.store(false, std::memory_order_relaxed);
+      self->cycle_now();
+    });
   }
   // On `ps`'s strand, after its check: arms its next (unless the pool is periodic).
   void next_flush(const PoolSync& ps, Nanos now) {
@@ -458,6 +487,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   // at a time and the read's ids are the last ones seen.
   void cycle() {
     if (stopped || !cycling || cycle_timing->in_flight()) return;
+    cycle_due.store(std::numeric_limits<Nanos>::max(), std::memory_order_relaxed);
     cycle_timing->started(clock.now());
     cycles.fetch_add(1, std::memory_order_relaxed);
     cycle_out.assign(pools.size(), std::nullopt);
@@ -487,7 +517,19 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     const Nanos next = cycle_timing->done(clock.now(), published || o.moved, o.ok && o.full);
     cycle_wait.store(cycle_timing->wait(), std::memory_order_relaxed);
     cycle_snaps.store(cycle_timing->snaps(), std::memory_order_relaxed);
-    schedule_cycle(next);
+    cycle_due.store(next, std::memory_order_relaxed);
+    // Own events flowing (this cycle published some): the next is likely to be run by one
+    // of them (nudge_cycle); the timer is the backstop, half a tick later.
+    schedule_cycle(next > clock.now() && published ? next + cycle_backstop : next);
+  }
+  // Posted by nudge_cycle: the due cycle, now, the timer's wait cancelled.
+  void cycle_now() {
+    if (stopped || !cycling || cycle_timing->in_flight()) return;
+    if (clock.now() < cycle_due.load(std::memory_order_relaxed)) return;
+    cycles_on_event.fetch_add(1, std::memory_order_relaxed);
+    cycle_at = -1;
+    cycle_timer.cancel();
+    cycle();
   }
   // From a routing hook (through wake_flush): an own event came.
   void wake_cycle(Nanos now, bool full) {
@@ -495,7 +537,23 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     const std::optional<Nanos> at = cycle_timing->woken(now, full);
     cycle_wait.store(cycle_timing->wait(), std::memory_order_relaxed);
     cycle_snaps.store(cycle_timing->snaps(), std::memory_order_relaxed);
-    if (at) schedule_cycle(*at);
+    if (!at) return;  // a cycle is in flight: its end takes the event into account
+    cycle_due.store(std::min(cycle_due.load(std::memory_order_relaxed), *at),
+                    std::memory_order_relaxed);
+    if (*at <= now) {
+      // Due already (an idle wait snapped back past its tick, or a full batch): run it
+      // after the handler that routed the event, as nudge_cycle does.
+      if (!cycle_posted.exchange(true, std::memory_order_relaxed)) {
+        asio::post(executor, [self = shared_from_this()] {
+          self->cycle_posted.store(false, std::memory_order_relaxed);
+          self->cycle_now();
+        });
+      }
+      return;
+    }
+    // Later events may run it when due; the timer is the backstop for a full batch at
+    // its time, else half a tick after.
+    schedule_cycle(full ? *at : *at + cycle_backstop);
   }
   // On `executor`: a cycle at `at`, unless one is armed for then or sooner.
   void schedule_cycle(Nanos at) {
@@ -1083,6 +1141,9 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
                                     .min_gap = to_nanos(config.flush),
                                     .idle_max = any_room ? tick : to_nanos(config.cycle_idle_max)});
     impl->cycle_wait = impl->cycle_timing->wait();
+    // Half a tick: how much later than due the timer runs a cycle while own events flow
+    // (an event runs it first). None with room sharing: its window assumes the tick.
+    impl->cycle_backstop = any_room ? 0 : tick / 2;
   }
   if (config.sync) {
     asio::dispatch(impl->executor, [impl] {
@@ -1173,6 +1234,10 @@ std::string ReplicaSync::render_metrics() const {
              "Times an idle replica's lengthened wait snapped back to the tick", "counter");
     w.sample("kvgate_cluster_cycle_snaps_total", {},
              static_cast<double>(impl_->cycle_snaps.load()));
+    w.header("kvgate_cluster_cycles_on_event_total",
+             "Cycles run by an own routing event when due, not by the timer", "counter");
+    w.sample("kvgate_cluster_cycles_on_event_total", {},
+             static_cast<double>(impl_->cycles_on_event.load()));
   }
   struct Counter {
     const char* name;
@@ -1340,7 +1405,8 @@ std::string ReplicaSync::status_json() const {
       {"cycle", impl_->cycle_timing ? boost::json::value(boost::json::object{
                                           {"cycles", impl_->cycles.load()},
                                           {"wait_ms", impl_->cycle_wait.load() / kMillisecond},
-                                          {"snaps", impl_->cycle_snaps.load()}})
+                                          {"snaps", impl_->cycle_snaps.load()},
+                                          {"on_event", impl_->cycles_on_event.load()}})
                                     : boost::json::value(nullptr)},
       {"redis", fmt::format("{}:{}", impl_->config.redis.host, impl_->config.redis.port)},
       {"redis_up", impl_->redis_up.load()},
