@@ -657,5 +657,63 @@ TEST(GatewayReplicas, CycleModeAppliesThePeersEventsAndAnIdleWaitLengthensAndSna
   EXPECT_EQ(b.proc->stop(), 0) << b.proc->errors();
 }
 
+// sync_mode: cycle on two I/O threads (the default `threads: 2`: the cycles run on a strand,
+// the routing hooks on the pools' strands, on either thread). While requests flow through
+// A, its due cycles are run by its own routing events (kvgate_cluster_cycles_on_event_total,
+// docs/replicas.md "Cycles run by own events"), and B applies every event A routed.
+TEST(GatewayReplicas, CycleModeOnTwoThreadsRunsDueCyclesOnOwnEvents) {
+  const int port = free_port();
+  auto redis = start_redis(port);
+  ASSERT_TRUE(redis) << redis.error();
+  std::vector<std::unique_ptr<EngineProcess>> engines;
+  const std::vector<std::string> urls = start_engines(2, engines);
+  ASSERT_EQ(urls.size(), 2u);
+  auto two_threads = [](std::string y) {
+    const std::string one = "threads: 1\n";
+    y.replace(y.find(one), one.size(), "threads: 2\n");
+    return y;
+  };
+  const std::string extra = "  sync_mode: cycle\n";
+  GatewayProcess a(two_threads(replica_yaml(urls, port, 0, true, extra)));
+  GatewayProcess b(two_threads(replica_yaml(urls, port, 1, true, extra)));
+  ASSERT_FALSE(a.url.empty());
+  ASSERT_FALSE(b.url.empty());
+  for (GatewayProcess* gw : {&a, &b}) {
+    // Waits for the kvgate serve child's start (its first cycles caught the stream up).
+    ASSERT_TRUE(eventually([&] {
+      auto r = io::http_fetch("GET", gw->url + "/ready");
+      return r && r->status == 200;
+    }));
+  }
+  const metrics::Labels pool = {{"pool", "main"}};
+  const double applied = b.metric("kvgate_cluster_events_applied_total", pool);
+  // Requests one after another for up to ~3 s: each is three own events on A (routed, its
+  // first token, its end), a few milliseconds apart, so some come after a cycle is due.
+  int sent = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < until) {
+    auto r = a.post("/v1/completions", body(1000 + sent % kGroups, sent / kGroups));
+    ASSERT_EQ(r.status, 200) << r.body;
+    ++sent;
+    if (sent >= 40 && a.metric("kvgate_cluster_cycles_on_event_total") > 0) break;
+  }
+  const double on_event = a.metric("kvgate_cluster_cycles_on_event_total");
+  std::printf(
+      "[ replicas ] cycle mode, 2 threads: %d requests, %.0f of %.0f cycles run by own events\n",
+      sent, on_event, a.metric("kvgate_cluster_cycles_total"));
+  EXPECT_GT(on_event, 0);
+  // Waits for the kvgate serve child B to apply all of them.
+  EXPECT_TRUE(eventually([&] {
+    return b.metric("kvgate_cluster_events_applied_total", pool) >= applied + 3.0 * sent;
+  }));
+  for (GatewayProcess* gw : {&a, &b}) {
+    EXPECT_EQ(gw->metric("kvgate_cluster_decode_errors_total", pool), 0);
+    EXPECT_EQ(gw->metric("kvgate_cluster_publish_failures_total", pool), 0);
+    EXPECT_EQ(gw->metric("kvgate_cluster_read_failures_total", pool), 0);
+  }
+  EXPECT_EQ(a.proc->stop(), 0) << a.proc->errors();
+  EXPECT_EQ(b.proc->stop(), 0) << b.proc->errors();
+}
+
 }  // namespace gateway_replicas_test
 }  // namespace kvgate::testing
