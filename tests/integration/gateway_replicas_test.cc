@@ -53,9 +53,11 @@ std::string body(int group, int question) {
 struct Fleet {
   std::vector<std::unique_ptr<GatewayProcess>> replicas;
   explicit Fleet(const std::vector<std::string>& engines, int redis_port, bool sync) {
+    // The blocking reads (sync_mode: blocking); the default, cycle mode, has tests of its
+    // own below.
     for (int i = 0; i < 3; ++i) {
-      replicas.push_back(
-          std::make_unique<GatewayProcess>(replica_yaml(engines, redis_port, i, sync)));
+      replicas.push_back(std::make_unique<GatewayProcess>(
+          replica_yaml(engines, redis_port, i, sync, "  sync_mode: blocking\n")));
     }
   }
   bool ok() const {
@@ -512,7 +514,8 @@ TEST(GatewayReplicas, APeersEntryArrivesAtOnceAndABlockedReadDoesNotHoldTheStop)
   ASSERT_TRUE(redis) << redis.error();
   EngineProcess engine(kFast);
   ASSERT_FALSE(engine.url.empty());
-  GatewayProcess gw(replica_yaml({engine.url}, port, 0, true, "", /*poll_ms=*/800));
+  GatewayProcess gw(
+      replica_yaml({engine.url}, port, 0, true, "  sync_mode: blocking\n", /*poll_ms=*/800));
   ASSERT_FALSE(gw.url.empty());
   const metrics::Labels pool = {{"pool", "main"}};
   // Started (the start's reads are done) and two heartbeats out: its reads now block.

@@ -107,9 +107,9 @@ struct ClusterConfig {
   // entry, publishing runs under the flush rule's checks. kCycle: one timer; each tick
   // pipelines the XADD of the pending batch and a non-blocking XREAD in one round trip,
   // every flush_max (flush in a pool with room sharing), the wait doubling up to
-  // cycle_idle_max while nothing moves.
+  // cycle_idle_max while nothing moves (the default: half the CPU, docs/replicas.md).
   enum class SyncMode { kBlocking, kCycle };
-  SyncMode sync_mode = SyncMode::kBlocking;
+  SyncMode sync_mode = SyncMode::kCycle;
   // Blocking mode: after a read that brought entries the next is sent this long after it
   // (0: at once), and a failed read is retried after this (5 ms at least).
   std::chrono::milliseconds poll{5};

@@ -306,12 +306,12 @@ TEST(GatewayConfig, ClusterFlushRule) {
             "f.yaml:1:24: cluster.flush_batch: -3 is outside [1, 1000000]");
 }
 
-// sync_mode: blocking (the default) or cycle; cycle_idle_max_ms bounds the idle wait of
+// sync_mode: cycle (the default) or blocking; cycle_idle_max_ms bounds the idle wait of
 // cycle mode, at least flush_max_ms, and left out follows a larger flush_max_ms.
 TEST(GatewayConfig, ClusterSyncMode) {
   auto defaults = parse_gateway_config("cluster: {sync: on}\n" + std::string(kGood), "f.yaml");
   ASSERT_TRUE(defaults) << defaults.error();
-  EXPECT_EQ(defaults->cluster->sync_mode, ClusterConfig::SyncMode::kBlocking);
+  EXPECT_EQ(defaults->cluster->sync_mode, ClusterConfig::SyncMode::kCycle);
   EXPECT_EQ(defaults->cluster->cycle_idle_max, std::chrono::milliseconds(100));
 
   auto cycle = parse_gateway_config(
