@@ -37,7 +37,7 @@
 #   TIME_SCALE (0.1), OUTPUT_TOKENS (4), GROUPS (32), SHARED_BLOCKS (6), WARMUP_S (3),
 #   IDLE_S (5), THREADS (1), FLUSH_MS (5), FLUSH_MAX_MS (25; set to FLUSH_MS, every check
 #   publishes: the flush before the flush rule), FLUSH_BATCH (8), POLL_MS (5), SYNC_MODE
-#   (blocking; cycle: one pipelined publish-and-read per flush_max_ms tick),
+#   (cycle, kvgate's default: one pipelined publish-and-read per flush_max_ms tick; blocking),
 #   CYCLE_IDLE_MAX_MS (cycle mode's longest idle wait; default: kvgate's), GATEWAY_NICE
 #   (0; -10 as root keeps the load generators and engines from preempting the gateways),
 #   OUT (a directory to keep every run's requests.csv, configs and logs; default: a
@@ -68,7 +68,7 @@ THREADS = int(env("THREADS", "1"))
 FLUSH_MS, POLL_MS = int(env("FLUSH_MS", "5")), int(env("POLL_MS", "5"))
 FLUSH_MAX_MS = int(env("FLUSH_MAX_MS", str(max(25, FLUSH_MS))))
 FLUSH_BATCH = int(env("FLUSH_BATCH", "8"))
-SYNC_MODE = env("SYNC_MODE", "blocking")
+SYNC_MODE = env("SYNC_MODE", "cycle")
 CYCLE_IDLE_MAX_MS = env("CYCLE_IDLE_MAX_MS", "")
 NICE = int(env("GATEWAY_NICE", "0"))
 KEEP = env("OUT", "")
