@@ -29,9 +29,11 @@ const std::vector<std::string> kFast = {"--time-scale", "0.01", "--model", "sim"
 constexpr int kGroups = 12;
 
 std::string replica_yaml(const std::vector<std::string>& engines, int redis_port, int replica,
-                         bool sync, const std::string& cluster_extra = "", int poll_ms = 2) {
+                         bool sync, const std::string& cluster_extra = "", int poll_ms = 2,
+                         int threads = 1) {
   std::string y =
-      "listeners:\n  - address: 127.0.0.1\n    port: 0\nthreads: 1\n"
+      "listeners:\n  - address: 127.0.0.1\n    port: 0\nthreads: " + std::to_string(threads) +
+      "\n"
       "timeouts: {header_ms: 2000, drain_ms: 2000, connect_ms: 1000}\n"
       "cluster:\n  redis: {host: 127.0.0.1, port: " +
       std::to_string(redis_port) + ", timeout_ms: 100}\n  replica_id: gw-" +
@@ -48,6 +50,14 @@ std::string replica_yaml(const std::vector<std::string>& engines, int redis_port
 std::string body(int group, int question) {
   return R"({"model":"sim","prompt":")" + words_prompt("g" + std::to_string(group) + "w", 400) +
          words_prompt("q" + std::to_string(question) + "x", 20) + R"(","max_tokens":2})";
+}
+
+// Waits for the kvgate serve child's /ready (its start's reads caught the stream up).
+bool becomes_ready(GatewayProcess& gw) {
+  return eventually([&] {
+    auto r = io::http_fetch("GET", gw.url + "/ready");
+    return r && r->status == 200;
+  });
 }
 
 struct Fleet {
@@ -519,10 +529,7 @@ TEST(GatewayReplicas, APeersEntryArrivesAtOnceAndABlockedReadDoesNotHoldTheStop)
   ASSERT_FALSE(gw.url.empty());
   const metrics::Labels pool = {{"pool", "main"}};
   // Started (the start's reads are done) and two heartbeats out: its reads now block.
-  ASSERT_TRUE(eventually([&] {
-    auto r = io::http_fetch("GET", gw.url + "/ready");
-    return r && r->status == 200;
-  }));
+  ASSERT_TRUE(becomes_ready(gw));
   ASSERT_TRUE(
       eventually([&] { return gw.metric("kvgate_cluster_batches_published_total", pool) >= 2; }));
   ASSERT_EQ(gw.metric("kvgate_cluster_live_peers", pool), 0);
@@ -573,13 +580,8 @@ TEST(GatewayReplicas, CycleModeAppliesThePeersEventsAndAnIdleWaitLengthensAndSna
   GatewayProcess b(replica_yaml(urls, port, 1, true, extra));
   ASSERT_FALSE(a.url.empty());
   ASSERT_FALSE(b.url.empty());
-  for (GatewayProcess* gw : {&a, &b}) {
-    // Waits for the kvgate serve child's start (its first cycles caught the stream up).
-    ASSERT_TRUE(eventually([&] {
-      auto r = io::http_fetch("GET", gw->url + "/ready");
-      return r && r->status == 200;
-    }));
-  }
+  ASSERT_TRUE(becomes_ready(a));
+  ASSERT_TRUE(becomes_ready(b));
   const metrics::Labels pool = {{"pool", "main"}};
   auto idle = [](GatewayProcess& gw) {
     return gw.metric("kvgate_cluster_cycle_wait_seconds") > 0.19;
@@ -671,23 +673,13 @@ TEST(GatewayReplicas, CycleModeOnTwoThreadsRunsDueCyclesOnOwnEvents) {
   std::vector<std::unique_ptr<EngineProcess>> engines;
   const std::vector<std::string> urls = start_engines(2, engines);
   ASSERT_EQ(urls.size(), 2u);
-  auto two_threads = [](std::string y) {
-    const std::string one = "threads: 1\n";
-    y.replace(y.find(one), one.size(), "threads: 2\n");
-    return y;
-  };
   const std::string extra = "  sync_mode: cycle\n";
-  GatewayProcess a(two_threads(replica_yaml(urls, port, 0, true, extra)));
-  GatewayProcess b(two_threads(replica_yaml(urls, port, 1, true, extra)));
+  GatewayProcess a(replica_yaml(urls, port, 0, true, extra, /*poll_ms=*/2, /*threads=*/2));
+  GatewayProcess b(replica_yaml(urls, port, 1, true, extra, /*poll_ms=*/2, /*threads=*/2));
   ASSERT_FALSE(a.url.empty());
   ASSERT_FALSE(b.url.empty());
-  for (GatewayProcess* gw : {&a, &b}) {
-    // Waits for the kvgate serve child's start (its first cycles caught the stream up).
-    ASSERT_TRUE(eventually([&] {
-      auto r = io::http_fetch("GET", gw->url + "/ready");
-      return r && r->status == 200;
-    }));
-  }
+  ASSERT_TRUE(becomes_ready(a));
+  ASSERT_TRUE(becomes_ready(b));
   const metrics::Labels pool = {{"pool", "main"}};
   const double applied = b.metric("kvgate_cluster_events_applied_total", pool);
   // Requests one after another for up to ~3 s: each is three own events on A (routed, its

@@ -344,8 +344,12 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     const std::shared_ptr<Impl> self = weak.lock();
     if (!self || !self->cycle_mode) return;
     if (now < self->cycle_due.load(std::memory_order_relaxed)) return;
-    if (self->cycle_posted.exchange(true, std::memory_order_relaxed)) return;
-    asio::post(self->executor, [self] {
+    self->post_cycle_now();
+  }
+  // cycle_now() after the running handler, posted once until it has run.
+  void post_cycle_now() {
+    if (cycle_posted.exchange(true, std::memory_order_relaxed)) return;
+    asio::post(executor, [self = shared_from_this()] {
       self->cycle_posted.store(false, std::memory_order_relaxed);
       self->cycle_now();
     });
@@ -543,12 +547,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     if (*at <= now) {
       // Due already (an idle wait snapped back past its tick, or a full batch): run it
       // after the handler that routed the event, as nudge_cycle does.
-      if (!cycle_posted.exchange(true, std::memory_order_relaxed)) {
-        asio::post(executor, [self = shared_from_this()] {
-          self->cycle_posted.store(false, std::memory_order_relaxed);
-          self->cycle_now();
-        });
-      }
+      post_cycle_now();
       return;
     }
     // Later events may run it when due; the timer is the backstop for a full batch at

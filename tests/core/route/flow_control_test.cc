@@ -37,6 +37,14 @@ class FlowControlTest : public ::testing::Test {
     router_ = std::move(*r);
     fc_ = std::make_unique<FlowController>(*router_, flow_);
   }
+  // Drops the controller, the router and the requests, for a build() with other options.
+  void start_over() {
+    fc_.reset();  // before the router and the requests it borrows
+    router_.reset();
+    requests_.clear();
+    out_.clear();
+    next_ = 1;
+  }
   EndpointId add(std::string url, uint32_t kv_blocks = 0) {
     auto id = router_->add_endpoint({.url = std::move(url), .kv_capacity_blocks = kv_blocks}, 0);
     EXPECT_TRUE(id.ok());
@@ -72,11 +80,7 @@ TEST_F(FlowControlTest, TargetedRequestsAreDispatchedFirst) {
   };
   for (const bool on : {false, true}) {
     SCOPED_TRACE(on ? "targets_first" : "off");
-    fc_.reset();  // before the router and the requests it borrows
-    router_.reset();
-    requests_.clear();
-    out_.clear();
-    next_ = 1;
+    start_over();
     flow_.targets_first = on;
     build();
     const EndpointId id = add("http://a:1");
@@ -349,11 +353,7 @@ TEST_F(FlowControlTest, ARequestWithItsFirstTokenNoLongerCountsAsWaiting) {
 TEST_F(FlowControlTest, APrefillThresholdHoldsRequestsBehindALongPrefill) {
   for (const uint64_t threshold : {uint64_t{0}, uint64_t{1000}}) {
     SCOPED_TRACE(threshold);
-    fc_.reset();  // before the router and the requests it borrows
-    router_.reset();
-    requests_.clear();
-    out_.clear();
-    next_ = 1;
+    start_over();
     flow_.prefill_threshold = threshold;
     build();
     const EndpointId a = add("http://a:1");
