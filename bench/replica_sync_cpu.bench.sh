@@ -38,7 +38,8 @@
 #   IDLE_S (5), THREADS (1), FLUSH_MS (5), FLUSH_MAX_MS (25; set to FLUSH_MS, every check
 #   publishes: the flush before the flush rule), FLUSH_BATCH (8), POLL_MS (5), SYNC_MODE
 #   (cycle, kvgate's default: one pipelined publish-and-read per flush_max_ms tick; blocking),
-#   CYCLE_IDLE_MAX_MS (cycle mode's longest idle wait; default: kvgate's), GATEWAY_NICE
+#   CYCLE_IDLE_MAX_MS (cycle mode's longest idle wait; default: kvgate's), CYCLE_REPLIES
+#   (cycle mode's `cycle_replies`: deferred or prompt; default: kvgate's), GATEWAY_NICE
 #   (0; -10 as root keeps the load generators and engines from preempting the gateways),
 #   OUT (a directory to keep every run's requests.csv, configs and logs; default: a
 #   scratch directory removed at exit).
@@ -70,6 +71,7 @@ FLUSH_MAX_MS = int(env("FLUSH_MAX_MS", str(max(25, FLUSH_MS))))
 FLUSH_BATCH = int(env("FLUSH_BATCH", "8"))
 SYNC_MODE = env("SYNC_MODE", "cycle")
 CYCLE_IDLE_MAX_MS = env("CYCLE_IDLE_MAX_MS", "")
+CYCLE_REPLIES = env("CYCLE_REPLIES", "")
 NICE = int(env("GATEWAY_NICE", "0"))
 KEEP = env("OUT", "")
 W = os.path.abspath(KEEP) if KEEP else tempfile.mkdtemp(prefix="kvgate-syncpu.")
@@ -212,6 +214,8 @@ def gateway_yaml(port, replica, sync, prefix):
               f"  sync_mode: {SYNC_MODE}\n")
         if CYCLE_IDLE_MAX_MS:
             y += f"  cycle_idle_max_ms: {CYCLE_IDLE_MAX_MS}\n"
+        if CYCLE_REPLIES:
+            y += f"  cycle_replies: {CYCLE_REPLIES}\n"
     return y
 
 
@@ -367,7 +371,8 @@ print(f"== replica sync CPU: {REPLICAS} replicas, {RATE:g} requests/s each, {DUR
       f"{(SHARED_BLOCKS + 1) * BLOCK_TOKENS} tokens ({SHARED_BLOCKS * BLOCK_TOKENS} shared, "
       f"{GROUPS} groups), {OUTPUT_TOKENS} out; threads {THREADS}, flush {FLUSH_MS} ms "
       f"(at most {FLUSH_MAX_MS} ms or {FLUSH_BATCH} requests), poll {POLL_MS} ms, "
-      f"sync_mode {SYNC_MODE}" + (f" (idle wait up to {CYCLE_IDLE_MAX_MS} ms)" if CYCLE_IDLE_MAX_MS else ""))
+      f"sync_mode {SYNC_MODE}" + (f" (idle wait up to {CYCLE_IDLE_MAX_MS} ms)" if CYCLE_IDLE_MAX_MS else "")
+      + (f", cycle_replies {CYCLE_REPLIES}" if CYCLE_REPLIES else ""))
 for rnd in range(1, ROUNDS + 1):
     # No sync: A (one replica loaded), B (all loaded).
     fleet = start_fleet(f"r{rnd}-off", False, "")

@@ -159,10 +159,14 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
     c->ev.delWrite = &del_write;
     c->ev.cleanup = &cleanup;
     redisAsyncSetConnectCallback(c, &on_connect);
-    socket = std::make_unique<asio::posix::stream_descriptor>(ex, c->c.fd);
     connecting = true;
     connect_deadline = now + opt.connect_timeout;
-    arm_timer(connect_deadline);
+    // Deferred replies: the executor never watches the socket (flush() and poll() do the
+    // I/O), and the deadlines are looked at by poll().
+    if (!opt.deferred) {
+      socket = std::make_unique<asio::posix::stream_descriptor>(ex, c->c.fd);
+      arm_timer(connect_deadline);
+    }
     if (!opt.password.empty()) {
       const std::string_view auth[] = {"AUTH", opt.password};
       send(auth, [self = shared_from_this()](const redisReply* r, std::string_view) {
@@ -219,8 +223,25 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
     }
     pending.release();  // owned by hiredis until on_reply
     deadlines.push_back(clock.now() + opt.command_timeout);
-    arm_timer(deadlines.back());
+    if (!opt.deferred) arm_timer(deadlines.back());
     return true;
+  }
+
+  // Deferred replies: what waits to be written, then (poll) what came back.
+  void flush() {
+    if (ctx != nullptr && (want_write || connecting)) redisAsyncHandleWrite(ctx);
+  }
+  void poll() {
+    flush();
+    if (ctx == nullptr) return;  // the write found the connection gone
+    redisAsyncHandleRead(ctx);   // reads what is there (none: nothing), runs the callbacks
+    if (ctx == nullptr) return;
+    const Nanos now = clock.now();
+    if (connecting && now >= connect_deadline) {
+      drop("connect " + opt.host + ":" + std::to_string(opt.port) + ": timed out");
+    } else if (!deadlines.empty() && deadlines.front() <= now) {
+      drop("no reply within " + std::to_string(opt.command_timeout / kMillisecond) + " ms");
+    }
   }
 
   void fail_later(Callback done, std::string error) {
@@ -254,6 +275,20 @@ void RedisAsync::command(const std::vector<std::string>& args, Callback done) {
 
 void RedisAsync::command(std::span<const std::string_view> args, Callback done) {
   impl_->command(args, std::move(done));
+}
+
+void RedisAsync::flush() {
+  if (impl_->opt.deferred) impl_->flush();
+}
+
+void RedisAsync::poll() {
+  if (impl_->opt.deferred) impl_->poll();
+}
+
+void RedisAsync::set_deferred(bool deferred, Nanos command_timeout) {
+  if (impl_->ctx != nullptr) return;
+  impl_->opt.deferred = deferred;
+  impl_->opt.command_timeout = command_timeout;
 }
 
 bool RedisAsync::connected() const { return impl_->ctx != nullptr && !impl_->connecting; }

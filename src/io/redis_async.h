@@ -15,8 +15,17 @@
 //   RedisAsync redis(strand, {.port = 6379});
 //   redis.command({"INCRBY", "k", "1"}, [](const redisReply* r, std::string_view err) {...});
 //
+// Deferred replies (Options::deferred): a connection whose socket the executor never
+// watches. command() queues; flush() writes what is queued, and poll() reads what has
+// come back and runs its callbacks, and fails the commands past their deadline: nothing
+// wakes the executor for this connection, so an owner that polls when its thread is
+// awake anyway (replica sync's cycles, docs/replicas.md "Deferred replies") takes a
+// reply without a wake-up of its own. The owner must poll while commands wait; their
+// deadlines are only looked at then.
+//
 // Thread-safety: call every member on `executor`; callbacks run there too, never inside
-// command() itself (a failure known at once is posted).
+// command() itself (a failure known at once is posted); with deferred replies, inside
+// poll() (or flush(), for a connection that fails).
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -48,6 +57,8 @@ class RedisAsync {
     // to check them is still Asio's); null: env::system_clock(). Borrowed: it must
     // outlive the connection.
     const Clock* clock = nullptr;
+    // Replies read only by poll() (above); no socket wait, no timer.
+    bool deferred = false;
   };
   // The reply (never null on success; may be a Redis error reply, type REDIS_REPLY_ERROR),
   // or null and the reason the command failed (not connected, timeout, connection lost).
@@ -65,6 +76,16 @@ class RedisAsync {
   void command(const std::vector<std::string>& args, Callback done);
   // The same with arguments borrowed for the call's duration.
   void command(std::span<const std::string_view> args, Callback done);
+
+  // Deferred replies: writes what command() queued (connecting first when needed); what
+  // cannot be written now is written by the next flush() or poll().
+  void flush();
+  // Deferred replies: flush(), then reads the replies that came (their callbacks run
+  // here) and fails every waiting command once the oldest is past its deadline.
+  void poll();
+  // Before the first command: whether replies are deferred (Options::deferred), and the
+  // commands' timeout.
+  void set_deferred(bool deferred, Nanos command_timeout);
 
   bool connected() const;
   uint64_t failures() const;  // connections lost or refused, timeouts

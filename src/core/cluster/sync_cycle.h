@@ -50,6 +50,14 @@ class SyncCycle {
   // flight, nullopt: done() takes it into account.
   std::optional<Nanos> woken(Nanos now, bool full);
 
+  // The time an own event asked the next cycle for while one was in flight (woken()
+  // returned nullopt), until done(). A replica that takes a cycle's replies at the next
+  // cycle (deferred replies) looks at them by then.
+  std::optional<Nanos> pending_wake() const { return wake_at_; }
+  // When the cycle in flight's replies are due to be looked at with deferred replies:
+  // the current wait after its start (done() then says when the next one runs).
+  Nanos reply_due() const { return last_start_ + wait_; }
+
   // The current wait between cycles (`tick`, or longer while idle).
   Nanos wait() const { return wait_; }
   // Times the wait snapped back from a lengthened one to `tick`.

@@ -92,7 +92,7 @@ class Parser : public YamlReader {
     only_keys(n, "cluster",
               {"redis", "replica_id", "sync", "stream_prefix", "flush_ms", "flush_max_ms",
                "flush_batch", "poll_ms", "max_len", "replay_ms", "peer_timeout_ms", "lease_ms",
-               "snapshot_ms", "fleet_fairness", "sync_mode", "cycle_idle_max_ms"});
+               "snapshot_ms", "fleet_fairness", "sync_mode", "cycle_idle_max_ms", "cycle_replies"});
     if (auto v = n["redis"]) redis(v, "cluster.redis", c.redis);
     if (auto v = n["replica_id"]) {
       c.replica_id = text(v, "cluster.replica_id");
@@ -135,6 +135,16 @@ class Parser : public YamlReader {
         c.sync_mode = ClusterConfig::SyncMode::kCycle;
       } else {
         fail(v, "cluster.sync_mode", fmt::format("expected blocking or cycle, got '{}'", s));
+      }
+    }
+    if (auto v = n["cycle_replies"]) {
+      const std::string s = text(v, "cluster.cycle_replies");
+      if (s == "deferred") {
+        c.cycle_replies = ClusterConfig::CycleReplies::kDeferred;
+      } else if (s == "prompt") {
+        c.cycle_replies = ClusterConfig::CycleReplies::kPrompt;
+      } else {
+        fail(v, "cluster.cycle_replies", fmt::format("expected deferred or prompt, got '{}'", s));
       }
     }
     // Cycle mode's longest idle wait: at least the tick (flush_max_ms). Left out, a config

@@ -43,6 +43,9 @@ constexpr size_t kReadCount = 256;  // stream entries per stream and XREAD
 constexpr Nanos kReadBlock = kSecond;
 // A failed read is sent again after `poll`, and never sooner than this.
 constexpr Nanos kReadRetry = 5 * kMillisecond;
+// Deferred replies: a cycle whose replies were not all back when looked at is looked at
+// again this much later (a slow Redis; the connection's deadline ends the wait).
+constexpr Nanos kDeferredRetry = 2 * kMillisecond;
 // Room sharing's window beyond flush + poll: Redis's round trips (the XADD, then the
 // blocked or paced read's reply) and the hop onto the peer's strand
 // (docs/flow-control.md, "Sharing the room").
@@ -259,6 +262,11 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   std::atomic<Nanos> cycle_due{std::numeric_limits<Nanos>::max()};
   std::atomic<bool> cycle_posted{false};  // a cycle_now() is posted and has not run
   Nanos cycle_backstop = 0;               // half a tick (set in start())
+  // Deferred replies (`cycle_replies: deferred`, no room sharing; set in start()): the
+  // cycles go over `reader`, whose socket nothing watches, and a cycle's replies are
+  // taken when the next is due (cycle_attempt), on a thread awake for an own event.
+  bool deferred = false;
+  bool polling = false;  // cycle_attempt() is reading the deferred replies
 
   int64_t wall_millis() const { return clock.wall_now() / kMillisecond; }
 
@@ -442,7 +450,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   // bindings (field "s", when it has any: a field of its own, which replicas that know
   // no session affinity skip), the service report (field "f", when there is one) and the
   // demand report (field "q", when there is one).
-  void publish(const std::shared_ptr<PoolSync>& ps, const Outgoing& out) {
+  void publish(const std::shared_ptr<PoolSync>& ps, const Outgoing& out, bool on_reader = false) {
     const std::string max_len = std::to_string(config.max_len);
     std::vector<std::string_view> args = {"XADD", ps->stream, "MAXLEN", "~", max_len, "*"};
     if (!out.wire.empty()) {
@@ -463,25 +471,27 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     }
     const bool batch = !out.wire.empty(), report = !out.fair_wire.empty(),
                demand = !out.room_wire.empty();
-    redis.command(std::span<const std::string_view>(args),
-                  [self = shared_from_this(), ps, events = out.events, batch, report, demand](
-                      const redisReply* r, std::string_view error) {
-                    if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
-                      // Lost: peers learn of these requests' load only through their age
-                      // limit, of their prefixes from the next decisions, and never of
-                      // the service reported.
-                      ps->publish_failures.fetch_add(1, std::memory_order_relaxed);
-                      self->redis_state(false, r ? std::string_view(r->str, r->len) : error);
-                      return;
-                    }
-                    if (batch) {
-                      ps->batches_published.fetch_add(1, std::memory_order_relaxed);
-                      ps->events_published.fetch_add(events, std::memory_order_relaxed);
-                    }
-                    if (report) ps->fair_published.fetch_add(1, std::memory_order_relaxed);
-                    if (demand) ps->room_published.fetch_add(1, std::memory_order_relaxed);
-                    self->redis_state(true, {});
-                  });
+    (on_reader ? reader : redis)
+        .command(std::span<const std::string_view>(args),
+                 [self = shared_from_this(), ps, events = out.events, batch, report, demand,
+                  on_reader](const redisReply* r, std::string_view error) {
+                   if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
+                     // Lost: peers learn of these requests' load only through their age
+                     // limit, of their prefixes from the next decisions, and never of
+                     // the service reported.
+                     ps->publish_failures.fetch_add(1, std::memory_order_relaxed);
+                     self->redis_state(false, r ? std::string_view(r->str, r->len) : error,
+                                       on_reader);
+                     return;
+                   }
+                   if (batch) {
+                     ps->batches_published.fetch_add(1, std::memory_order_relaxed);
+                     ps->events_published.fetch_add(events, std::memory_order_relaxed);
+                   }
+                   if (report) ps->fair_published.fetch_add(1, std::memory_order_relaxed);
+                   if (demand) ps->room_published.fetch_add(1, std::memory_order_relaxed);
+                   self->redis_state(true, {}, on_reader);
+                 });
   }
 
   // Cycle mode (docs/replicas.md, "One cycle per tick"): every pool's check on its
@@ -506,42 +516,75 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     for (size_t p = 0; p < pools.size(); ++p) {
       if (!cycle_out[p]) continue;
       moved = moved || cycle_out[p]->moved;
-      publish(pools[p], *cycle_out[p]);
+      publish(pools[p], *cycle_out[p], deferred);
     }
     cycle_out.clear();
-    send_read(redis, /*block=*/false,
+    send_read(deferred ? reader : redis, /*block=*/false,
               [self = shared_from_this(), moved](const redisReply* r, std::string_view error) {
                 self->cycle_done(r, error, moved);
               });
+    if (!deferred) return;
+    // Deferred: written now; the replies are taken when the next cycle would be due (an own
+    // event's, sooner, included), by an own event then or the timer a little later.
+    reader.flush();
+    Nanos due = cycle_timing->reply_due();
+    if (const std::optional<Nanos> wake = cycle_timing->pending_wake()) due = std::min(due, *wake);
+    cycle_due.store(due, std::memory_order_relaxed);
+    schedule_cycle(moved ? due + cycle_backstop : due);
   }
   void cycle_done(const redisReply* r, std::string_view error, bool published) {
     if (stopped) return;  // stop() closed the connection: no outage
-    const ReadOutcome o = take_reply(r, error, /*on_reader=*/false);
+    const ReadOutcome o = take_reply(r, error, /*on_reader=*/deferred);
     // A failed read: the next cycle retries it, at the cycle's pace.
     const Nanos next = cycle_timing->done(clock.now(), published || o.moved, o.ok && o.full);
     cycle_wait.store(cycle_timing->wait(), std::memory_order_relaxed);
     cycle_snaps.store(cycle_timing->snaps(), std::memory_order_relaxed);
     cycle_due.store(next, std::memory_order_relaxed);
+    // Deferred replies taken by cycle_attempt(): a cycle due now runs right after.
+    if (polling && next <= clock.now()) return;
     // Own events flowing (this cycle published some): the next is likely to be run by one
     // of them (nudge_cycle); the timer is the backstop, half a tick later.
     schedule_cycle(next > clock.now() && published ? next + cycle_backstop : next);
   }
   // Posted by nudge_cycle: the due cycle, now, the timer's wait cancelled.
   void cycle_now() {
-    if (stopped || !cycling || cycle_timing->in_flight()) return;
+    if (stopped || !cycling || (!deferred && cycle_timing->in_flight())) return;
     if (clock.now() < cycle_due.load(std::memory_order_relaxed)) return;
     cycles_on_event.fetch_add(1, std::memory_order_relaxed);
     cycle_at = -1;
     cycle_timer.cancel();
+    cycle_attempt();
+  }
+  // A due cycle (its timer, or an own event): with deferred replies, the last cycle's
+  // replies first (they came meanwhile: taking them wakes nothing), then the cycle when
+  // done() says it is due.
+  void cycle_attempt() {
+    if (stopped || !cycling) return;
+    if (cycle_timing->in_flight()) {
+      if (!deferred) return;
+      polling = true;
+      reader.poll();  // cycle_done() runs in it when the read's reply is there
+      polling = false;
+      if (stopped) return;
+      if (cycle_timing->in_flight()) {
+        // Not all back yet (a slow Redis): again shortly; poll() fails it past its deadline.
+        schedule_cycle(clock.now() + kDeferredRetry);
+        return;
+      }
+      if (clock.now() < cycle_due.load(std::memory_order_relaxed)) return;  // armed by done
+    }
     cycle();
   }
   // From a routing hook (through wake_flush): an own event came.
   void wake_cycle(Nanos now, bool full) {
     if (!cycle_timing) return;
-    const std::optional<Nanos> at = cycle_timing->woken(now, full);
+    std::optional<Nanos> at = cycle_timing->woken(now, full);
     cycle_wait.store(cycle_timing->wait(), std::memory_order_relaxed);
     cycle_snaps.store(cycle_timing->snaps(), std::memory_order_relaxed);
-    if (!at) return;  // a cycle is in flight: its end takes the event into account
+    // A cycle in flight: its end takes the event into account; with deferred replies its
+    // replies are then taken by the time the event asks for.
+    if (!at && deferred) at = cycle_timing->pending_wake();
+    if (!at) return;
     cycle_due.store(std::min(cycle_due.load(std::memory_order_relaxed), *at),
                     std::memory_order_relaxed);
     if (*at <= now) {
@@ -563,7 +606,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
     cycle_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (ec || self->stopped) return;
       self->cycle_at = -1;
-      self->cycle();
+      self->cycle_attempt();
     });
   }
 
@@ -1143,6 +1186,9 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
     // Half a tick: how much later than due the timer runs a cycle while own events flow
     // (an event runs it first). None with room sharing: its window assumes the tick.
     impl->cycle_backstop = any_room ? 0 : tick / 2;
+    // Deferred replies: not with room sharing (its window assumes replies read at once).
+    impl->deferred = !any_room && config.cycle_replies == ClusterConfig::CycleReplies::kDeferred;
+    if (impl->deferred) impl->reader.set_deferred(true, to_nanos(config.redis.timeout));
   }
   if (config.sync) {
     asio::dispatch(impl->executor, [impl] {
@@ -1405,7 +1451,8 @@ std::string ReplicaSync::status_json() const {
                                           {"cycles", impl_->cycles.load()},
                                           {"wait_ms", impl_->cycle_wait.load() / kMillisecond},
                                           {"snaps", impl_->cycle_snaps.load()},
-                                          {"on_event", impl_->cycles_on_event.load()}})
+                                          {"on_event", impl_->cycles_on_event.load()},
+                                          {"replies", impl_->deferred ? "deferred" : "prompt"}})
                                     : boost::json::value(nullptr)},
       {"redis", fmt::format("{}:{}", impl_->config.redis.host, impl_->config.redis.port)},
       {"redis_up", impl_->redis_up.load()},
