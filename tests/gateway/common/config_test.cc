@@ -335,6 +335,19 @@ TEST(GatewayConfig, ClusterSyncMode) {
   ASSERT_TRUE(slow) << slow.error();
   EXPECT_EQ(slow->cluster->cycle_idle_max, std::chrono::milliseconds(300));
 
+  // A cycle's replies: deferred to the next cycle by default, or read as they come.
+  EXPECT_EQ(defaults->cluster->cycle_replies, ClusterConfig::CycleReplies::kDeferred);
+  auto prompt =
+      parse_gateway_config("cluster: {cycle_replies: prompt}\n" + std::string(kGood), "f.yaml");
+  ASSERT_TRUE(prompt) << prompt.error();
+  EXPECT_EQ(prompt->cluster->cycle_replies, ClusterConfig::CycleReplies::kPrompt);
+  auto deferred =
+      parse_gateway_config("cluster: {cycle_replies: deferred}\n" + std::string(kGood), "f.yaml");
+  ASSERT_TRUE(deferred) << deferred.error();
+  EXPECT_EQ(deferred->cluster->cycle_replies, ClusterConfig::CycleReplies::kDeferred);
+  EXPECT_EQ(error_of("cluster: {cycle_replies: later}\n" + std::string(kGood)),
+            "f.yaml:1:26: cluster.cycle_replies: expected deferred or prompt, got 'later'");
+
   EXPECT_EQ(error_of("cluster: {sync_mode: polling}\n" + std::string(kGood)),
             "f.yaml:1:22: cluster.sync_mode: expected blocking or cycle, got 'polling'");
   EXPECT_EQ(error_of("cluster: {cycle_idle_max_ms: 10}\n" + std::string(kGood)),
