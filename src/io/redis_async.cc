@@ -232,11 +232,17 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
     if (ctx != nullptr && (want_write || connecting)) redisAsyncHandleWrite(ctx);
   }
   void poll() {
+    // What flush() could not write (a connect still in progress) goes now: the commands'
+    // deadlines count from here, since nothing was waiting on Redis before.
+    const bool unwritten = want_write || connecting;
     flush();
     if (ctx == nullptr) return;  // the write found the connection gone
-    redisAsyncHandleRead(ctx);   // reads what is there (none: nothing), runs the callbacks
-    if (ctx == nullptr) return;
     const Nanos now = clock.now();
+    if (unwritten && !want_write) {
+      for (Nanos& d : deadlines) d = std::max(d, now + opt.command_timeout);
+    }
+    redisAsyncHandleRead(ctx);  // reads what is there (none: nothing), runs the callbacks
+    if (ctx == nullptr) return;
     if (connecting && now >= connect_deadline) {
       drop("connect " + opt.host + ":" + std::to_string(opt.port) + ": timed out");
     } else if (!deadlines.empty() && deadlines.front() <= now) {
