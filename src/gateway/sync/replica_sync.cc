@@ -1057,7 +1057,9 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   // apart, and one outage counts once.
   void redis_state(bool up, std::string_view error, bool on_reader = false) {
     (on_reader ? reader_link_up : redis_link_up) = up;
-    up = redis_link_up && reader_link_up;
+    // With deferred replies the cycles (every tick) go over `reader`, and `redis` carries
+    // only the occasional snapshot or lease: the cycles say whether Redis answers.
+    up = deferred ? reader_link_up : (redis_link_up && reader_link_up);
     const bool was = redis_up.exchange(up);
     if (was == up) return;
     if (!up) {
@@ -1168,7 +1170,8 @@ std::unique_ptr<ReplicaSync> ReplicaSync::start(const ClusterConfig& config,
     impl->pools.push_back(std::move(ps));
   }
   // With reads, Redis is up once the reader has answered too (before any handler runs).
-  // In cycle mode the reads go over `redis` with the rest.
+  // In cycle mode the reads go over `redis` with the rest, or, with deferred replies, over
+  // `reader` (set in start()): its first cycle's reply says so.
   impl->reader_link_up = !config.sync || impl->pools.empty() || impl->cycle_mode;
   if (impl->cycle_mode && config.sync) {
     // The tick: flush_max, the longest an own event waits in blocking mode too (each cycle
