@@ -1,7 +1,10 @@
 #include "core/trace/json_cursor.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <bit>
+#include <cmath>
 
 namespace kvgate::trace {
 namespace {
@@ -82,6 +85,26 @@ char* write_escape(char* p, unsigned char c) {
   return p + 2;
 }
 
+// The byte at s[i] that the 8-byte words found to need a look (or any byte past them):
+// copied as it is when plain, with its sequence when it starts valid UTF-8, else escaped;
+// `i` is moved past what was written.
+inline char* write_looked_at(char* p, std::string_view s, size_t& i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+    *p++ = s[i++];
+    return p;
+  }
+  if (c >= 0x80) {
+    if (const size_t len = utf8_length(s, i); len > 0) {
+      // A valid sequence: as it is (len bytes for len bytes).
+      for (const size_t end = i + len; i < end; ++i) *p++ = s[i];
+      return p;
+    }
+  }
+  ++i;
+  return write_escape(p, c);
+}
+
 }  // namespace
 
 char* write_uint(char* p, uint64_t v) {
@@ -125,35 +148,92 @@ char* write_json_string(char* p, std::string_view s) {
   const char* const in = s.data();
   const size_t n = s.size();
   size_t i = 0;
-  while (i < n) {
-    if (i + 8 <= n) {
-      uint64_t w;
-      std::memcpy(&w, in + i, 8);
-      if (!json_needs_look(w)) {
-        // 8 printable ASCII bytes, none a quote or a backslash: as they are.
-        std::memcpy(p, &w, 8);
-        p += 8;
-        i += 8;
-        continue;
+  if (n < 8) {
+    if (n >= 4) {
+      // Its first 4 bytes and its last 4 (overlapping) in one word: when none needs a
+      // look, the string is copied as two stores.
+      uint32_t head;
+      uint32_t tail;
+      std::memcpy(&head, in, 4);
+      std::memcpy(&tail, in + n - 4, 4);
+      if (!json_needs_look(uint64_t{head} | (uint64_t{tail} << 32))) {
+        std::memcpy(p, in, 4);
+        std::memcpy(p + n - 4, in + n - 4, 4);
+        p[n] = '"';
+        return p + n + 1;
       }
     }
-    const auto c = static_cast<unsigned char>(in[i]);
-    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-      *p++ = in[i++];
+    while (i < n) p = write_looked_at(p, s, i);
+    *p++ = '"';
+    return p;
+  }
+  while (i + 8 <= n) {
+    uint64_t w;
+    std::memcpy(&w, in + i, 8);
+    if (!json_needs_look(w)) {
+      // 8 printable ASCII bytes, none a quote or a backslash: as they are.
+      std::memcpy(p, &w, 8);
+      p += 8;
+      i += 8;
       continue;
     }
-    if (c >= 0x80) {
-      if (const size_t len = utf8_length(s, i); len > 0) {
-        // A valid sequence: as it is (len bytes for len bytes).
-        for (const size_t end = i + len; i < end; ++i) *p++ = in[i];
-        continue;
-      }
+    p = write_looked_at(p, s, i);
+  }
+  if (i < n) {
+    // Fewer than 8 bytes left (n - 8 < i < n): the string's last 8 bytes as one word,
+    // overlapping those written. When none needs a look, the bytes from n - 8 to i were
+    // plain, so each was written as it is, one for one (an escape or a UTF-8 sequence
+    // among them would need a look): they are the last i - (n - 8) bytes written, and the
+    // word is stored over them, the rest of the string with them.
+    uint64_t w;
+    std::memcpy(&w, in + n - 8, 8);
+    if (!json_needs_look(w)) {
+      const size_t written = i - (n - 8);  // 1 to 7
+      std::memcpy(p - written, &w, 8);
+      p += 8 - written;
+    } else {
+      while (i < n) p = write_looked_at(p, s, i);
     }
-    p = write_escape(p, c);
-    ++i;
   }
   *p++ = '"';
   return p;
+}
+
+char* write_double(char* p, double v) {
+  const double a = std::fabs(v);  // not below 1e15 when NaN
+  if (a < 1e15) {
+    const auto whole = static_cast<int64_t>(v);
+    if (static_cast<double>(whole) == v) {
+      // An integer below 1e15: {fmt} writes its digits (the shortest text that reads
+      // back as it, in fixed notation, without ".0"). Minus zero ("-0") is left to {fmt}.
+      if (whole != 0 || !std::signbit(v)) return write_int(p, whole);
+    } else if (a >= 1e-4 && a < 0x1p33) {
+      // At most 6 decimals: d = r / 10^6, when it reads back as `a` (r < 2^53 is exact,
+      // the division correctly rounded), is the text {fmt} writes. The numbers that read
+      // back as `a` span at most an ulp of it here, 2^-20 < 10^-6, and two numbers of at
+      // most 6 decimals differ by 10^-6 or more: d is the only one among them. The
+      // shortest that reads back has no more digits than d, so at most 6 decimals too,
+      // unless a power of 10 lies between it and d: that power (10^-4 or more) would be d,
+      // of 1 digit, and no other number of 1 digit is that close to it. {fmt} writes it
+      // in fixed notation (from 1e-4 to below 1e16), without trailing zeros.
+      const auto r = static_cast<uint64_t>(a * 1e6 + 0.5);
+      if (static_cast<double>(r) / 1e6 == a) {
+        if (v < 0) *p++ = '-';
+        p = write_uint(p, r / 1'000'000);
+        const auto decimals = static_cast<uint32_t>(r % 1'000'000);  // not 0: not an integer
+        *p = '.';
+        // The 6 decimals, zero-padded, then the trailing zeros dropped (there is a digit
+        // that is not 0).
+        std::memcpy(p + 1, &kDigitPairs[(decimals / 10000) * 2], 2);
+        std::memcpy(p + 3, &kDigitPairs[(decimals / 100 % 100) * 2], 2);
+        std::memcpy(p + 5, &kDigitPairs[(decimals % 100) * 2], 2);
+        p += 7;
+        while (p[-1] == '0') --p;
+        return p;
+      }
+    }
+  }
+  return fmt::format_to_n(p, kDoubleBound, "{}", v).out;
 }
 
 size_t utf8_length(std::string_view s, size_t i) {

@@ -11,11 +11,18 @@
 //   p = write_int(p, int64_t{-42});               // at most kIntBound characters
 //   p = copy_literal(p, "\",\"s\":");
 //   p = write_json_string(p, text);               // at most json_string_bound(text.size())
+//   p = copy_literal(p, ",\"name\":");
+//   p = write_plain_string(p, "a.name");          // text needing no escape: 2 + its size
+//   p = copy_literal(p, ",\"d\":");
+//   p = write_double(p, 0.25);                    // at most kDoubleBound characters
 //
 // Strings: a JSON string of valid UTF-8 (an invalid byte is written as U+FFFD, as a
 // protobuf string must be UTF-8), quotes, backslashes and control bytes escaped.
+// Doubles: the text of {fmt}'s "{}" (the shortest that reads back the same), written
+// without {fmt} where that is quick (integers, up to 6 decimals).
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -72,9 +79,44 @@ class UnixNanosWriter {
 inline constexpr size_t json_string_bound(size_t size) { return 2 + 6 * size; }
 
 // `s` as a JSON string (quoted), at most json_string_bound(s.size()) characters: the bytes
-// that need no escape are copied as they are (printable ASCII 8 bytes at a time), the rest
-// escaped in place.
+// that need no escape are copied as they are (printable ASCII 8 bytes at a time; the last
+// bytes, past the last whole word, as the string's last 8 bytes at once when those need
+// no escape, a string of 4 to 7 bytes as its first and last 4), the rest escaped in place.
 char* write_json_string(char* p, std::string_view s);
+
+// Whether every byte of `s` is written as it is by write_json_string, one for one:
+// ASCII from 0x20 (space) to 0x7f, neither a quote nor a backslash.
+constexpr bool json_plain(std::string_view s) {
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') return false;
+  }
+  return true;
+}
+
+// `s`, which must need no escape (json_plain: asserted in debug builds), as a JSON string:
+// the quotes and a copy of its bytes, 2 + s.size() characters (the same text as
+// write_json_string's). For the text of the program's own literals (span names).
+inline char* write_plain_string(char* p, std::string_view s) {
+  assert(json_plain(s));
+  *p++ = '"';
+  if (!s.empty()) std::memcpy(p, s.data(), s.size());  // (an empty view's data may be null)
+  p += s.size();
+  *p++ = '"';
+  return p;
+}
+
+// The longest text of write_double: {fmt}'s shortest round trip is at most 24 characters
+// ("-", 17 digits, ".", "e-308"), and format_to_n never writes more than this anyway.
+inline constexpr size_t kDoubleBound = 32;
+
+// A finite double as {fmt} writes it with "{}" (the shortest text that reads back as `v`:
+// fixed notation from 1e-4 to below 1e16, without a ".0" for an integer, "-0" for minus
+// zero; exponent notation outside), at most kDoubleBound characters. Written in place
+// without {fmt} for an integer below 1e15 in magnitude (as write_int) and a value from
+// 1e-4 to below 2^33 in magnitude with at most 6 decimals; {fmt} writes the rest. Not for
+// NaN and the infinities (JSON has none: the callers spell them).
+char* write_double(char* p, double v);
 
 // What the writer above and the reference encoder (otlp_json.cc) share.
 

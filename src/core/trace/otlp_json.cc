@@ -3,8 +3,6 @@
 // gateway's records (otlp_json_records.cc) to, byte for byte.
 #include "core/trace/otlp_json.h"
 
-#include <fmt/format.h>
-
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -92,9 +90,9 @@ void append_int(std::string& out, int64_t v) {
 // A double's AnyValue: {"doubleValue":...}.
 void append_double_value(std::string& out, double v) {
   if (std::isfinite(v)) {
-    char buf[32];
-    const auto r = fmt::format_to_n(buf, sizeof buf, "{}", v);
-    put(out, "{\"doubleValue\":").append(buf, r.out - buf).push_back('}');
+    char buf[kDoubleBound];
+    const char* const end = write_double(buf, v);  // {fmt}'s "{}"
+    put(out, "{\"doubleValue\":").append(buf, static_cast<size_t>(end - buf)).push_back('}');
   } else {
     // JSON has no NaN or infinity: proto3 JSON spells them as strings.
     out.append(std::isnan(v) ? "{\"doubleValue\":\"NaN\"}"

@@ -2,13 +2,14 @@
 // exporter's, for every traced request's spans. Written through a raw cursor
 // (json_cursor.h): each span's room is made sure of once, from a bound of its text, then
 // its pieces are plain stores (literals of constant size, numbers and hex ids written in
-// place, strings copied 8 bytes at a time). The reference encoder of Span records
-// (otlp_json.cc) is separate, and the tests hold the two to the same bytes.
-#include <fmt/format.h>
-
+// place, a record's trace id once for its spans, strings copied 8 bytes at a time where
+// they need no escape, a hop's name, a literal of the gateway's, with no look at all). The
+// reference encoder of Span records (otlp_json.cc) is separate, and the tests hold the two
+// to the same bytes.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 
 #include "core/trace/json_cursor.h"
 #include "core/trace/otlp_json.h"
@@ -46,9 +47,6 @@ struct Cursor {
 constexpr size_t kHopSpanBound = 1024;
 constexpr size_t kServerSpanBound = 2048;
 constexpr size_t kRequestBound = 256;
-// A double's text ({fmt}'s shortest round trip is at most 24 characters: "-" 17 digits,
-// ".", "e-308"); format_to_n never writes more than this anyway.
-constexpr size_t kDoubleBound = 32;
 
 size_t hop_span_bound(const RequestSpans& r, const HopSpan& h) {
   return kHopSpanBound + json_string_bound(r.trace_state.size) + json_string_bound(h.name.size()) +
@@ -64,6 +62,37 @@ size_t server_span_bound(const RequestSpans& r) {
   return n;
 }
 
+// The hex digits of the last trace id written: a record's spans (its hops and its server
+// span) share it, so it is written once a record, then copied.
+class TraceIdDigits {
+ public:
+  TraceIdDigits() { write(); }
+  // The 32 hex digits of `id`.
+  const char* of(const TraceId& id) {
+    if (!(id == id_)) {
+      id_ = id;
+      write();
+    }
+    return digits_;
+  }
+
+ private:
+  void write() {
+    write_hex16(digits_, id_.hi);
+    write_hex16(digits_ + 16, id_.lo);
+  }
+
+  TraceId id_;  // whose digits digits_ holds
+  char digits_[32] = {};
+};
+
+// What the spans of one request keep from one to the next: the digits of the last time's
+// second (UnixNanosWriter), those of the last trace id.
+struct Kept {
+  UnixNanosWriter times;
+  TraceIdDigits trace_id;
+};
+
 // `"<16 hex digits>` (the opening quote and the id; the caller closes it).
 char* write_id(char* p, uint64_t id) {
   *p = '"';
@@ -73,10 +102,10 @@ char* write_id(char* p, uint64_t id) {
 
 // A span's opening up to its flags: ids, traceState (the record's), parentSpanId (when
 // not 0), flags.
-char* open_span(char* p, const RequestSpans& r, SpanId span_id, SpanId parent, uint32_t flags) {
+char* open_span(char* p, Kept& kept, const RequestSpans& r, SpanId span_id, SpanId parent,
+                uint32_t flags) {
   p = copy_literal(p, "{\"traceId\":\"");
-  write_hex16(p, r.trace_id.hi);
-  write_hex16(p + 16, r.trace_id.lo);
+  std::memcpy(p, kept.trace_id.of(r.trace_id), 32);
   p = copy_literal(p + 32, "\",\"spanId\":");
   p = write_id(p, span_id);
   *p++ = '"';
@@ -145,7 +174,7 @@ char* int_attribute(char* p, const char (&open)[N], int64_t v) {
 char* double_attribute_value(char* p, double v) {
   if (std::isfinite(v)) {
     p = copy_literal(p, "{\"doubleValue\":");
-    p = fmt::format_to_n(p, kDoubleBound, "{}", v).out;
+    p = write_double(p, v);
     return copy_literal(p, "}");
   }
   if (std::isnan(v)) return copy_literal(p, "{\"doubleValue\":\"NaN\"}");
@@ -155,12 +184,12 @@ char* double_attribute_value(char* p, double v) {
 
 bool succeeded(int32_t status) { return status > 0 && status < 500; }
 
-char* write_hop_span(char* p, UnixNanosWriter& times, const RequestSpans& r, const HopSpan& h) {
-  p = open_span(p, r, h.span_id, r.span_id, r.trace_flags | kSpanFlagsHasIsRemote);
+char* write_hop_span(char* p, Kept& kept, const RequestSpans& r, const HopSpan& h) {
+  p = open_span(p, kept, r, h.span_id, r.span_id, r.trace_flags | kSpanFlagsHasIsRemote);
   p = copy_literal(p, ",\"name\":");
-  p = write_json_string(p, h.name);
+  p = write_plain_string(p, h.name);  // a literal of the gateway's: no escape (HopSpan::name)
   p = copy_literal(p, ",\"kind\":3,\"startTimeUnixNano\":\"");
-  p = span_times(p, times, h.start_unix_nanos, h.end_unix_nanos);
+  p = span_times(p, kept.times, h.start_unix_nanos, h.end_unix_nanos);
   char* const first = p;  // the first attribute's comma: the list's opening bracket
   p = string_attribute(p, KVGATE_ATTRIBUTE("server.address", "stringValue"),
                        r.text.view(h.endpoint));
@@ -174,12 +203,12 @@ char* write_hop_span(char* p, UnixNanosWriter& times, const RequestSpans& r, con
   return close_span_http_error(p, h.status);
 }
 
-char* write_server_span(char* p, UnixNanosWriter& times, const RequestSpans& r) {
+char* write_server_span(char* p, Kept& kept, const RequestSpans& r) {
   const uint32_t flags = r.trace_flags | kSpanFlagsHasIsRemote |
                          (r.parent_span_id != 0 ? kSpanFlagsIsRemote : uint32_t{0});
-  p = open_span(p, r, r.span_id, r.parent_span_id, flags);
+  p = open_span(p, kept, r, r.span_id, r.parent_span_id, flags);
   p = copy_literal(p, ",\"name\":\"kvgate.request\",\"kind\":2,\"startTimeUnixNano\":\"");
-  p = span_times(p, times, r.start_unix_nanos, r.end_unix_nanos);
+  p = span_times(p, kept.times, r.start_unix_nanos, r.end_unix_nanos);
   // Each attribute opens with a comma; the first one's is then made the list's bracket
   // (there is always one: kvgate.hops).
   char* const first = p;
@@ -235,7 +264,7 @@ size_t write_request(std::string& buffer, size_t at, std::span<const SpanRun> ru
   c.p = write_json_string(c.p, service_name);
   c.p = copy_literal(c.p, "}}]},\"scopeSpans\":[{\"scope\":{\"name\":\"kvgate\"},\"spans\":[");
   bool first = true;
-  UnixNanosWriter times;  // the spans' times mostly share their second
+  Kept kept;  // the spans' times mostly share their second, a record's spans their trace
   for (const SpanRun& run : runs) {
     const RequestSpans& r = *run.record;
     const size_t hops = r.hops.size();
@@ -245,7 +274,7 @@ size_t write_request(std::string& buffer, size_t at, std::span<const SpanRun> ru
       c.make_room(hop ? hop_span_bound(r, r.hops[k]) : server_span_bound(r));
       if (!first) *c.p++ = ',';
       first = false;
-      c.p = hop ? write_hop_span(c.p, times, r, r.hops[k]) : write_server_span(c.p, times, r);
+      c.p = hop ? write_hop_span(c.p, kept, r, r.hops[k]) : write_server_span(c.p, kept, r);
       assert(c.p <= c.end);  // the bound held
     }
   }

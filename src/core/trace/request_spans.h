@@ -82,8 +82,11 @@ class TextBuffer {
 // One upstream hop's client span (kind CLIENT, under the server span), once ended.
 struct HopSpan {
   SpanId span_id = 0;
-  std::string_view name;  // a literal's view ("kvgate.upstream", ...)
-  TextRef endpoint;       // server.address: the endpoint's URL
+  // A literal's view ("kvgate.upstream", ...) that must need no JSON escape (json_plain,
+  // json_cursor.h: ASCII from 0x20 to 0x7f, no quote, no backslash): the records' encoder
+  // copies it as it is (asserted in debug builds).
+  std::string_view name;
+  TextRef endpoint;  // server.address: the endpoint's URL
   int64_t start_unix_nanos = 0;
   int64_t end_unix_nanos = 0;
   int32_t attempt = 0;  // kvgate.attempt: the hop's index within the request

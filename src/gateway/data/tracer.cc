@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cstring>
 #include <iterator>
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "core/common/rng.h"
+#include "core/trace/json_cursor.h"
 #include "core/trace/otlp_json.h"
 #include "io/http_client.h"
 
@@ -54,6 +56,7 @@ RequestTrace::RequestTrace(Tracer& tracer, trace::TraceParent server, trace::Spa
 
 HopStart RequestTrace::start_hop(std::string_view name, std::string_view endpoint_url,
                                  io::UpstreamRequest& request, TraceparentLine& traceparent) {
+  assert(trace::json_plain(name));  // the exporter copies it as it is (HopSpan::name)
   HopStart hop;
   hop.span_id = tracer_.new_span_id();
   hop.name = name;

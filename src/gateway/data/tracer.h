@@ -75,7 +75,7 @@ using RequestTracePtr = std::unique_ptr<RequestTrace, EndRequestTrace>;
 // A hop in progress (RequestTrace::start_hop .. end_hop): what its span needs at its end.
 struct HopStart {
   trace::SpanId span_id = 0;
-  std::string_view name;    // a literal's view
+  std::string_view name;    // a literal's view, needing no JSON escape (trace::HopSpan::name)
   trace::TextRef endpoint;  // the URL, copied into the request's record
   int64_t start_unix_nanos = 0;
   int32_t attempt = 0;
@@ -118,7 +118,8 @@ class RequestTrace {
   // The answer's HTTP status: 5xx marks the server span failed.
   void set_status(int status) { spans_.http_status = status; }
 
-  // A new client span under the server span: its `traceparent` written in `traceparent`,
+  // A new client span under the server span, named `name` (a literal that needs no JSON
+  // escape: trace::HopSpan::name): its `traceparent` written in `traceparent`,
   // which `request` then sends (hop_headers: it must outlive the send), and the client's
   // `tracestate` put on the request's headers (an earlier attempt's rewritten in place).
   HopStart start_hop(std::string_view name, std::string_view endpoint_url,

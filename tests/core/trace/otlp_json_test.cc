@@ -462,9 +462,9 @@ TEST(OtlpJson, WrittenOverAScratchBuffer) {
   EXPECT_EQ(write_otlp_json(scratch, {}, "svc"), otlp_json({}, "svc"));
 }
 
-// The records' strings (tracestate, model, pool, path, endpoints, a hop's error and name)
-// with every byte that needs a look at every offset of the 8-byte scan: the same bytes as
-// the reference.
+// The records' strings (tracestate, model, pool, path, endpoints, a hop's error) with
+// every byte that needs a look at every offset of the 8-byte scan: the same bytes as the
+// reference. (A hop's name is a literal that needs no escape: HopSpan::name.)
 TEST(OtlpJson, RecordStringsEscapeAsTheReference) {
   const std::string kSpecials[] = {"\"",   "\\",       "\n",   "\x01",     "\x1f",
                                    "\x7f", "\xc3\xa9", "\xff", "\xe2\x82", "\xf0\x9f\x98\x80"};
@@ -479,7 +479,7 @@ TEST(OtlpJson, RecordStringsEscapeAsTheReference) {
         r.path = r.text.add(text);
         r.endpoint = r.text.add(text);
         r.hops.push_back({.span_id = 99,
-                          .name = text,
+                          .name = "kvgate.upstream",
                           .endpoint = r.text.add(text),
                           .attempt = 3,
                           .error = r.text.add(text)});
@@ -489,6 +489,50 @@ TEST(OtlpJson, RecordStringsEscapeAsTheReference) {
         EXPECT_EQ(out, otlp_json(as_spans(r), text)) << "before " << before << " after " << after;
       }
     }
+  }
+}
+
+// Hop names, copied as they are (no escape needed: HopSpan::name): the gateway's, and
+// plain text of every length, the edges of what needs no escape (space, '~', 0x7f)
+// included: the same bytes as the reference, which escapes what needs it.
+TEST(OtlpJson, HopNamesAsTheReference) {
+  std::vector<std::string> names = {
+      "kvgate.upstream",  "kvgate.decode", "kvgate.prefill", "kvgate.tokenize",
+      "kvgate.migration", "kvgate.relay",  "kvgate.stored",  ""};
+  for (size_t n = 1; n <= 40; ++n) {
+    std::string name;
+    for (size_t i = 0; i < n; ++i) {
+      const auto c = static_cast<char>(0x20 + (i * 7 + n) % 0x60);  // 0x20 to 0x7f
+      name += c == '"' || c == '\\' ? '_' : c;
+    }
+    names.push_back(name);
+  }
+  names.push_back(std::string(17, ' ') + "~\x7f");
+  for (const std::string& name : names) {
+    RequestSpans r = stored_request();
+    r.hops.push_back({.span_id = 99,
+                      .name = name,
+                      .endpoint = r.text.add("http://127.0.0.1:8003"),
+                      .attempt = 1,
+                      .status = 200});
+    std::string out;
+    const SpanRun runs[] = {{&r, 0, r.span_count()}};
+    append_otlp_json(out, runs, "kvgate");
+    EXPECT_EQ(out, otlp_json(as_spans(r), "kvgate")) << name;
+  }
+}
+
+// Costs (the server span's double, kvgate.cost) written without {fmt} and with it (an
+// exponent, many digits, minus zero): the same bytes as the reference.
+TEST(OtlpJson, CostsAsTheReference) {
+  for (const double cost : {0.0, -0.0, 1.0, -3.0, 0.1, 0.5, 123.456789, 1e-4, 9.99e-5, 1e15, 1e16,
+                            1e300, -1e-300, 0.30000000000000004, 1234567.25}) {
+    RequestSpans r = routed_request();
+    r.routing->cost = cost;
+    std::string out;
+    const SpanRun runs[] = {{&r, 0, r.span_count()}};
+    append_otlp_json(out, runs, "kvgate");
+    EXPECT_EQ(out, otlp_json(as_spans(r), "kvgate")) << cost;
   }
 }
 
