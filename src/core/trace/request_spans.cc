@@ -21,4 +21,23 @@ TextRef TextBuffer::add(std::string_view s) {
   return ref;
 }
 
+void RequestSpans::clear() {
+  trace_id = {};
+  span_id = 0;
+  parent_span_id = 0;
+  trace_flags = kSampledFlag;
+  trace_state = {};
+  start_unix_nanos = 0;
+  end_unix_nanos = 0;
+  model.reset();
+  pool.reset();
+  path.reset();
+  routing.reset();
+  endpoint = {};
+  http_status = 0;
+  hops_started = 0;
+  hops.clear();
+  text.clear();
+}
+
 }  // namespace kvgate::trace

@@ -19,7 +19,9 @@
 //                     .end_unix_nanos = t1, .attempt = 0, .status = 200});
 //
 // A plain value: copy or move it freely (its views into `text` are offsets, valid in a
-// copy).
+// copy). clear() makes it as new for reuse (the gateway recycles its records), keeping the
+// heap room its text and hops grew (up to a bound) so that a reused record does not
+// allocate again.
 #pragma once
 
 #include <algorithm>
@@ -67,9 +69,24 @@ class TextBuffer {
     return *this;
   }
 
+  // Room on the heap clear() keeps; more is given back.
+  static constexpr size_t kKeptHeap = 4096;
+
   TextRef add(std::string_view s);
   std::string_view view(TextRef r) const {
     return {(on_heap_ ? heap_.data() : inline_) + r.offset, r.size};
+  }
+
+  // Empty, as new (its strings inline again until they outgrow kInline), the heap
+  // string's room kept up to kKeptHeap bytes for when they do.
+  void clear() {
+    size_ = 0;
+    on_heap_ = false;
+    if (heap_.capacity() > kKeptHeap) {
+      std::string().swap(heap_);
+    } else {
+      heap_.clear();
+    }
   }
 
  private:
@@ -102,6 +119,8 @@ struct HopSpan {
 class HopList {
  public:
   static constexpr size_t kInline = 3;
+  // Hops past the inline ones whose room clear() keeps; more is given back.
+  static constexpr size_t kKeptMore = 16;
 
   HopList() = default;
   HopList(const HopList& other) : more_(other.more_), size_(other.size_) { copy_inline(other); }
@@ -126,6 +145,16 @@ class HopList {
       more_.push_back(hop);
     }
     ++size_;
+  }
+  // Empty, as new, the vector's room kept up to kKeptMore hops (nothing to destroy: a
+  // HopSpan is trivially destructible).
+  void clear() {
+    size_ = 0;
+    if (more_.capacity() > kKeptMore) {
+      std::vector<HopSpan>().swap(more_);
+    } else {
+      more_.clear();
+    }
   }
 
  private:
@@ -185,6 +214,11 @@ struct RequestSpans {
 
   // Spans in the record: its hops, then the server span.
   size_t span_count() const { return hops.size() + 1; }
+
+  // Every field as in a new record, what `hops` and `text` grew on the heap kept (up to
+  // their bounds): a cleared record reads, copies and encodes as a new one. A field added
+  // above must be reset here too.
+  void clear();
 };
 
 }  // namespace kvgate::trace

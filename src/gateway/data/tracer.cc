@@ -4,13 +4,16 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <chrono>
 #include <cstring>
 #include <iterator>
+#include <memory>
 #include <random>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "core/common/rng.h"
 #include "core/trace/json_cursor.h"
@@ -41,11 +44,49 @@ std::string& header_value(io::UpstreamHeaders& headers, std::string_view name) {
       .second;
 }
 
+// Tracers' ids, the tags of their spares: never reused (an address could be, by a later
+// tracer).
+std::atomic<uint64_t> next_tracer_id{1};
+
+// A thread's spare records: cleared records of one tracer, for the thread's next begins on
+// it. Freed at the thread's exit (RequestTrace's destructor does not look at its tracer).
+struct SpareRecords {
+  uint64_t tracer = 0;  // their tracer's id; 0: none yet
+  size_t count = 0;     // records[0, count) are there
+  std::unique_ptr<RequestTrace> records[Tracer::kThreadSpares];
+
+  // Ready for the records of tracer `id`: another tracer's are freed, never used.
+  void belong_to(uint64_t id) {
+    if (tracer == id) return;
+    for (size_t i = 0; i < count; ++i) records[i].reset();
+    count = 0;
+    tracer = id;
+  }
+};
+
+SpareRecords& thread_spares() {
+  thread_local SpareRecords spares;
+  return spares;
+}
+
+// An empty vector with room for `n` records.
+std::vector<std::unique_ptr<RequestTrace>> with_room(size_t n) {
+  std::vector<std::unique_ptr<RequestTrace>> v;
+  v.reserve(n);
+  return v;
+}
+
 }  // namespace
 
 RequestTrace::RequestTrace(Tracer& tracer, trace::TraceParent server, trace::SpanId client_parent,
                            std::string_view tracestate, int64_t start_unix_nanos)
     : tracer_(tracer) {
+  init(server, client_parent, tracestate, start_unix_nanos);
+}
+
+void RequestTrace::init(trace::TraceParent server, trace::SpanId client_parent,
+                        std::string_view tracestate, int64_t start_unix_nanos) {
+  // Every other field is at its default: the record is new or cleared.
   spans_.trace_id = server.trace_id;
   spans_.span_id = server.span_id;
   spans_.parent_span_id = client_parent;
@@ -114,6 +155,9 @@ Tracer::Tracer(TracingConfig config, const Clock& clock, SpanSink sink)
     : config_(std::move(config)),
       clock_(clock),
       sink_(std::move(sink)),
+      id_(next_tracer_id.fetch_add(1, std::memory_order_relaxed)),
+      free_limit_(std::min(config_.max_queue, std::max(kFreeRecords, 2 * config_.batch_size))),
+      free_(with_room(free_limit_)),  // before the exporter starts
       exporter_([this] { run(); }) {}
 
 Tracer::~Tracer() { stop(); }
@@ -139,8 +183,17 @@ RequestTracePtr Tracer::begin(const io::HttpRequest& req) {
   if (parent) {
     if (auto s = req.header("tracestate")) tracestate = *s;
   }
+  const trace::SpanId client_parent = parent ? parent->span_id : 0;
+  SpareRecords& spares = thread_spares();
+  spares.belong_to(id_);
+  if (spares.count > 0) {
+    // Cleared by the exporter: filled anew, no allocation.
+    RequestTrace* t = spares.records[--spares.count].release();
+    t->init(server, client_parent, tracestate, clock_.wall_now());
+    return RequestTracePtr(t);
+  }
   return RequestTracePtr(
-      new RequestTrace(*this, server, parent ? parent->span_id : 0, tracestate, clock_.wall_now()));
+      new RequestTrace(*this, server, client_parent, tracestate, clock_.wall_now()));
 }
 
 trace::SpanId Tracer::new_span_id() { return trace::new_span_id(thread_rng()); }
@@ -148,8 +201,16 @@ trace::SpanId Tracer::new_span_id() { return trace::new_span_id(thread_rng()); }
 void Tracer::submit(std::unique_ptr<RequestTrace> trace) {
   const size_t spans = trace->spans().span_count();
   bool full_batch = false;
+  SpareRecords& spares = thread_spares();
+  spares.belong_to(id_);  // outside the lock
   {
     std::lock_guard lock(mu_);
+    // This thread's spares are filled up from the free list for its next begins (usually
+    // the one the last begin took: one pointer moved under the lock taken anyway).
+    while (spares.count < kThreadSpares && !free_.empty()) {
+      spares.records[spares.count++] = std::move(free_.back());
+      free_.pop_back();
+    }
     if (stop_ || queued_spans_ + held_spans_ + spans > config_.max_queue) {
       dropped_.fetch_add(spans, std::memory_order_relaxed);
     } else {
@@ -165,6 +226,11 @@ void Tracer::submit(std::unique_ptr<RequestTrace> trace) {
   // A dropped record is freed here, outside the lock.
 }
 
+size_t Tracer::free_records() const {
+  std::lock_guard lock(mu_);
+  return free_.size();
+}
+
 void Tracer::run() {
   // The records taken from the queue, in order, and not yet wholly sent: `next` is the
   // first not wholly in a batch, `first` its first span not in one.
@@ -175,6 +241,8 @@ void Tracer::run() {
   std::string body;  // every batch's, its size and capacity kept (write_otlp_json)
   body.reserve(std::min<size_t>(config_.batch_size, 2048) * 640 + 256);
   auto flush_at = std::chrono::steady_clock::now() + config_.flush;
+  // Declared after `held`: on return, mu_ is released before what `held` still owns is
+  // freed.
   std::unique_lock lock(mu_);
   while (true) {
     wake_.wait_until(lock, flush_at,
@@ -193,7 +261,6 @@ void Tracer::run() {
     }
     held_spans_ += queued_spans_;
     queued_spans_ = 0;
-    bool failed_at_stop = false;
     while (held_spans_ >= config_.batch_size || (flush && held_spans_ > 0)) {
       const size_t sent_from = next;
       batch.clear();
@@ -210,32 +277,41 @@ void Tracer::run() {
         }
       }
       held_spans_ -= n;
+      // The free list's room: it only shrinks until the lock is taken again (submit takes
+      // from it, this thread alone puts back).
+      const size_t room = free_limit_ - free_.size();
       lock.unlock();
       const bool ok = export_batch(batch, n, body);
-      // The records wholly sent are freed now, outside the lock: the memory held stays
-      // within max_queue spans and a batch.
-      for (size_t i = sent_from; i < next; ++i) held[i].reset();
+      // The records wholly sent, outside the lock: cleared for reuse while the free list
+      // has room, freed past it (the memory held stays within max_queue spans, a batch and
+      // the free list's bound).
+      size_t kept = 0;
+      for (size_t i = sent_from; i < next; ++i) {
+        if (kept < room) {
+          held[i]->spans().clear();
+          ++kept;
+        } else {
+          held[i].reset();
+        }
+      }
       lock.lock();
+      // Onto the free list all at once (its room is reserved: no allocation under the lock).
+      for (size_t i = sent_from; i < sent_from + kept; ++i) free_.push_back(std::move(held[i]));
       if (stop_ && !ok) {
         // Stopping and the collector failed: the rest goes too (the drain is bounded by
-        // one export's timeout, not one per batch).
+        // one export's timeout, not one per batch), freed with `held` on return, after
+        // the lock is released.
         dropped_.fetch_add(held_spans_ + queued_spans_, std::memory_order_relaxed);
         held_spans_ = 0;
         queued_spans_ = 0;
+        std::move(queue_.begin(), queue_.end(), std::back_inserter(held));
         queue_.clear();
-        failed_at_stop = true;
-        break;
+        return;
       }
     }
-    if (failed_at_stop) {
-      held.clear();
-      next = 0;
-      first = 0;
-    } else {
-      // The records wholly sent (already freed) leave `held`.
-      held.erase(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(next));
-      next = 0;
-    }
+    // The records wholly sent (recycled or freed) leave `held`.
+    held.erase(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(next));
+    next = 0;
     // Stopping: done once nothing waits (a record submitted during the last export,
     // before the stop, is still sent: the wait above returns at once).
     if (stop_ && queue_.empty() && held.empty()) return;

@@ -9,12 +9,25 @@
 // P/D request), each with a span id of its own, which the engine receives as the parent
 // id in the hop's `traceparent` header (`tracestate` passed on as it came). A hop's span
 // goes into the request's record when the hop ends; the record goes to the export queue
-// once, when the request ends (one lock per request, one pointer moved). An untraced
+// once, when the request ends (one lock per request, under which its record is queued,
+// one pointer moved, and its thread's spares topped up, usually one more). An untraced
 // request has a null RequestTrace and costs nothing more.
 //
+// Records are recycled: in steady state a traced request neither allocates nor frees
+// its record. The exporter clears each record it has sent (RequestSpans::clear, which
+// keeps what its text and hops grew on the heap) and puts them back on the tracer's free
+// list together, under the lock it takes anyway; submit, under its one lock, tops up its
+// thread's spares (up to kThreadSpares records, usually the one its last begin took)
+// from the free list, and begin takes a spare without a lock instead of allocating
+// (and fills it anew: nothing of its last request is left). A thread's spares are
+// tagged with their tracer's id (unique in the process): another tracer's (an earlier
+// one, say before a configuration reload) are freed, never used. Without a spare
+// (start-up, more requests begun on a thread than it has spares before one ends), begin
+// allocates; past the free list's bound, the exporter frees.
+//
 // Export: finished requests' records go to a bounded queue (max_queue spans; a request
-// whose spans do not fit is dropped and counted); a thread of the tracer's own takes the
-// whole queue at once and sends it in batches of at most batch_size spans to the
+// whose spans do not fit is dropped, counted and freed); a thread of the tracer's own takes
+// the whole queue at once and sends it in batches of at most batch_size spans to the
 // collector: full batches as soon as they are there, a partial one (a split request's
 // rest included) only every flush_ms, so that batches stay full however quick the
 // exports. Each is encoded into one buffer it reuses and posted from it, with a
@@ -25,6 +38,12 @@
 // shutdown for one export's timeout at most. A test passes a SpanSink of its own instead
 // of the collector.
 //
+// Memory: the records of at most max_queue spans waiting or being sent, those of the
+// requests in progress, the free list's (at most free_limit(): min(max_queue,
+// max(kFreeRecords, 2 * batch_size)) records) and up to kThreadSpares spares per thread
+// that submitted; a kept record holds at most what RequestSpans::clear keeps on the heap
+// (TextBuffer::kKeptHeap bytes, HopList::kKeptMore hops) besides its own ~600 bytes.
+//
 //   auto tracer = std::make_unique<Tracer>(*config.tracing, clock);
 //   RequestTracePtr t = tracer->begin(req);            // null: not traced
 //   TracedHop hop(t.get(), "kvgate.upstream", url, up);  // null t: nothing
@@ -34,7 +53,9 @@
 //
 // Thread-safe: begin, submit and the counters may be used from every I/O thread; one
 // request's RequestTrace from one thread at a time. The Tracer must outlive every
-// RequestTrace it made.
+// RequestTrace it made, except the spares left with threads (freed, without a look at
+// their tracer, by that thread's next begin or submit on another tracer, or at the
+// thread's exit).
 #pragma once
 
 #include <atomic>
@@ -94,13 +115,16 @@ struct TraceparentLine {
   char line[kSize];  // not initialised until written (a TracedHop of every request has one)
 };
 
-// One traced request: its spans' record, queued for export when the request ends.
+// One traced request: its spans' record, queued for export when the request ends (and
+// then reused by a later request of the same tracer: Tracer's recycling). Its destructor
+// frees the record alone: it never looks at its tracer, which may be gone by then.
 class RequestTrace {
  public:
   RequestTrace(Tracer& tracer, trace::TraceParent server, trace::SpanId client_parent,
                std::string_view tracestate, int64_t start_unix_nanos);
   RequestTrace(const RequestTrace&) = delete;
   RequestTrace& operator=(const RequestTrace&) = delete;
+  ~RequestTrace() = default;
 
   // The server span's traceparent: its trace, its span id, the flags.
   trace::TraceParent server() const {
@@ -133,6 +157,12 @@ class RequestTrace {
 
  private:
   friend struct EndRequestTrace;
+  friend class Tracer;
+
+  // The record's server span for a new request: the constructor's work, on a record new
+  // or cleared (RequestSpans::clear) since its last request.
+  void init(trace::TraceParent server, trace::SpanId client_parent, std::string_view tracestate,
+            int64_t start_unix_nanos);
 
   Tracer& tracer_;
   trace::RequestSpans spans_;
@@ -188,6 +218,12 @@ using SpanSink = std::function<bool(std::string_view body, size_t spans)>;
 
 class Tracer {
  public:
+  // The free list's bound, unless max_queue is lower or 2 * batch_size higher.
+  static constexpr size_t kFreeRecords = 1024;
+  // Cleared records a thread keeps for its next begins (taken without a lock): as many
+  // requests as may begin on an I/O thread before one of them ends.
+  static constexpr size_t kThreadSpares = 16;
+
   Tracer(TracingConfig config, const Clock& clock, SpanSink sink = {});
   ~Tracer();  // stop()
   Tracer(const Tracer&) = delete;
@@ -197,12 +233,14 @@ class Tracer {
   // afterwards is dropped (its spans counted). Idempotent; not concurrent with itself.
   void stop();
 
-  // The request's trace, or null when it is not sampled.
+  // The request's trace, or null when it is not sampled: one of this thread's spare
+  // records when it has one of this tracer's, else a new one.
   RequestTracePtr begin(const io::HttpRequest& req);
 
   // A finished request's spans for export (its end, EndRequestTrace, submits it; a test
-  // may submit one of its own); dropped (and counted) when they do not fit in the queue
-  // or the tracer stopped.
+  // may submit one of its own); dropped (counted, freed) when they do not fit in the
+  // queue or the tracer stopped. Under the same lock, this thread's spares are topped up
+  // from the free list.
   void submit(std::unique_ptr<RequestTrace> trace);
 
   int64_t wall_now() const { return clock_.wall_now(); }
@@ -212,6 +250,10 @@ class Tracer {
   uint64_t spans_dropped() const { return dropped_.load(std::memory_order_relaxed); }
   // kvgate_trace_spans_exported_total, kvgate_trace_spans_dropped_total.
   std::string render_metrics() const;
+
+  // Records on the free list now, and its bound (tests).
+  size_t free_records() const;
+  size_t free_limit() const { return free_limit_; }
 
  private:
   void run();  // the exporter thread
@@ -223,18 +265,23 @@ class Tracer {
   const TracingConfig config_;
   const Clock& clock_;
   const SpanSink sink_;
+  const uint64_t id_;  // unique in the process: the tag of this tracer's spares
+  const size_t free_limit_;
 
   std::atomic<uint64_t> exported_{0};
   std::atomic<uint64_t> dropped_{0};
 
   // State below is protected by mu_.
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable wake_;
   std::vector<std::unique_ptr<RequestTrace>> queue_;
   size_t queued_spans_ = 0;  // the spans of queue_
   // The spans the exporter took from the queue and has not yet put in a batch: they
   // count against max_queue as if they still waited there.
   size_t held_spans_ = 0;
+  // Sent records, cleared, for reuse (at most free_limit_; its room reserved at the start:
+  // putting records back never allocates).
+  std::vector<std::unique_ptr<RequestTrace>> free_;
   bool stop_ = false;
 
   std::thread exporter_;  // last: started when the rest is ready

@@ -269,8 +269,8 @@ std::vector<Span> as_spans(const RequestSpans& r) {
 
 // A routed request continuing a client's trace: a hop the engine refused, one that failed
 // without an answer, one that answered; a hop that never ended counts in kvgate.hops.
-RequestSpans routed_request() {
-  RequestSpans r;
+// Filled into `r`, new or cleared.
+void fill_routed(RequestSpans& r) {
   r.trace_id = {0x4bf92f3577b34da6ULL, 0xa3ce929d0e0e4736ULL};
   r.span_id = 0x00f067aa0ba902b7ULL;
   r.parent_span_id = 0x1122334455667788ULL;
@@ -303,12 +303,17 @@ RequestSpans routed_request() {
                       .status = statuses[i],
                       .error = statuses[i] == 0 ? r.text.add("connect: refused") : TextRef{}});
   }
+}
+
+RequestSpans routed_request() {
+  RequestSpans r;
+  fill_routed(r);
   return r;
 }
 
 // A stored response's fetch: kvgate started the trace, no model, no routing, no answer.
-RequestSpans stored_request() {
-  RequestSpans r;
+// Filled into `r`, new or cleared.
+void fill_stored(RequestSpans& r) {
   r.trace_id = {1, 2};
   r.span_id = 3;
   r.trace_flags = kSampledFlag;
@@ -324,6 +329,11 @@ RequestSpans stored_request() {
                     .end_unix_nanos = 6,
                     .attempt = 0,
                     .status = 502});
+}
+
+RequestSpans stored_request() {
+  RequestSpans r;
+  fill_stored(r);
   return r;
 }
 
@@ -592,6 +602,101 @@ TEST(OtlpJson, RecordsAtTheirLongest) {
   r.routing->cost = -std::numeric_limits<double>::infinity();
   r.routing->disaggregated = true;
   EXPECT_EQ(write_otlp_json(scratch, runs, controls), otlp_json(as_spans(r), controls));
+}
+
+// How a record is used, for AClearedRecordIsAsNew: routed_request's or stored_request's
+// fields, and past them a path of `path_bytes` (past the inline text, past what clear()
+// keeps on the heap) and `more_hops` hops (past the inline ones, past what clear() keeps).
+struct Use {
+  bool routed = false;
+  size_t path_bytes = 0;
+  int32_t more_hops = 0;
+};
+
+void fill(RequestSpans& r, const Use& use) {
+  if (use.routed) {
+    fill_routed(r);
+  } else {
+    fill_stored(r);
+  }
+  if (use.path_bytes > 0) r.path = r.text.add("/v1/" + std::string(use.path_bytes, 'p'));
+  for (int32_t i = 0; i < use.more_hops; ++i) {
+    r.hops.push_back({.span_id = 500 + static_cast<uint64_t>(i),
+                      .name = "kvgate.upstream",
+                      .endpoint = r.text.add("http://10.0.1." + std::to_string(i) + ":8000"),
+                      .start_unix_nanos = 10 + i,
+                      .end_unix_nanos = 20 + i,
+                      .attempt = i,
+                      .status = i % 2 == 0 ? 200 : 0,
+                      .error = i % 2 == 0 ? TextRef{} : r.text.add("reset by peer")});
+  }
+}
+
+std::string encoded(const RequestSpans& r) {
+  std::string out;
+  const SpanRun runs[] = {{&r, 0, r.span_count()}};
+  append_otlp_json(out, runs, "kvgate");
+  return out;
+}
+
+// Every field of `r` as in a new record.
+void expect_as_new(const RequestSpans& r) {
+  RequestSpans fresh;  // not const: its inline text is not initialised
+  EXPECT_EQ(r.trace_id, fresh.trace_id);
+  EXPECT_EQ(r.span_id, fresh.span_id);
+  EXPECT_EQ(r.parent_span_id, fresh.parent_span_id);
+  EXPECT_EQ(r.trace_flags, fresh.trace_flags);
+  EXPECT_EQ(r.trace_state.offset, 0u);
+  EXPECT_EQ(r.trace_state.size, 0u);
+  EXPECT_EQ(r.start_unix_nanos, fresh.start_unix_nanos);
+  EXPECT_EQ(r.end_unix_nanos, fresh.end_unix_nanos);
+  EXPECT_FALSE(r.model.has_value());
+  EXPECT_FALSE(r.pool.has_value());
+  EXPECT_FALSE(r.path.has_value());
+  EXPECT_FALSE(r.routing.has_value());
+  EXPECT_EQ(r.endpoint.offset, 0u);
+  EXPECT_EQ(r.endpoint.size, 0u);
+  EXPECT_EQ(r.http_status, fresh.http_status);
+  EXPECT_EQ(r.hops_started, fresh.hops_started);
+  EXPECT_TRUE(r.hops.empty());
+  EXPECT_EQ(r.span_count(), 1u);
+  // Its text starts over at offset 0, inline.
+  RequestSpans probe = r;
+  const TextRef first = probe.text.add("x");
+  EXPECT_EQ(first.offset, 0u);
+  EXPECT_EQ(probe.text.view(first), "x");
+  EXPECT_EQ(encoded(r), encoded(fresh));
+}
+
+// A record cleared (RequestSpans::clear: the gateway recycles its records) after uses
+// large and small (text and hops inline, past their inline room, past what clear() keeps
+// on the heap) is as new: every field, and refilled it encodes byte for byte as the same
+// request in a new record, and as the reference; so does a copy of it.
+TEST(OtlpJson, AClearedRecordIsAsNew) {
+  const Use uses[] = {{true, 5000, 20}, {false, 0, 0},     {true, 300, 4},  {false, 300, 0},
+                      {true, 0, 0},     {false, 5000, 20}, {true, 300, 20}, {false, 0, 4},
+                      {true, 5000, 0},  {false, 0, 0}};
+  RequestSpans reused;
+  for (const Use& use : uses) {
+    SCOPED_TRACE(::testing::Message() << "routed " << use.routed << " path " << use.path_bytes
+                                      << " hops " << use.more_hops);
+    reused.clear();
+    expect_as_new(reused);
+    fill(reused, use);
+    RequestSpans fresh;
+    fill(fresh, use);
+    EXPECT_EQ(reused.span_count(), fresh.span_count());
+    EXPECT_EQ(encoded(reused), encoded(fresh));
+    EXPECT_EQ(encoded(reused), otlp_json(as_spans(fresh), "kvgate"));
+    const RequestSpans copy = reused;
+    EXPECT_EQ(encoded(copy), encoded(fresh));
+  }
+  // Cleared twice, and a copy of a cleared record: still as new.
+  reused.clear();
+  reused.clear();
+  expect_as_new(reused);
+  const RequestSpans copy = reused;
+  expect_as_new(copy);
 }
 
 }  // namespace otlp_json_test

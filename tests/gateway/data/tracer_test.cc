@@ -4,7 +4,9 @@
 // full queue drops and counts, stop() sends what waits, and a failed export at stop
 // drops the rest at once (one export, not one per batch). And a RequestTrace from
 // begin(): its hops' spans go with its server span in one submission, each hop's
-// traceparent replacing the last one's in the headers.
+// traceparent replacing the last one's in the headers. And the records' recycling: a
+// record reused after its export carries nothing of its last request, a tracer never uses
+// another's spare records, the free list is bounded.
 #include "gateway/data/tracer.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -440,6 +443,184 @@ TEST(Tracer, ARequestThatDoesNotFitIsDroppedWhole) {
   EXPECT_EQ(tracer.spans_exported(), 4u);
   EXPECT_EQ(tracer.spans_dropped(), 2u);
   EXPECT_EQ(rec.sizes(), std::vector<size_t>{4});
+}
+
+// A span's JSON text has none of `words` in it.
+void expect_none_of(const boost::json::object& span, const std::vector<std::string>& words) {
+  const std::string text = boost::json::serialize(span);
+  for (const std::string& w : words) {
+    EXPECT_EQ(text.find(w), std::string::npos) << w << " in " << text;
+  }
+}
+
+// A record is sent, cleared and reused by a later request on the same thread: the later
+// request's spans carry its own data alone, whatever the earlier one had (a client's
+// trace and tracestate, every attribute, more hops than the inline slots, more text than
+// the inline buffer, a failed hop).
+TEST(Tracer, AReusedRecordCarriesNothingOfItsLastRequest) {
+  ManualClock clock;
+  Recorder rec;
+  // A batch of one span: every span goes at once.
+  TracingConfig c = config(1, 1000, std::chrono::milliseconds(3'600'000));
+  c.ratio = 1.0;
+  Tracer tracer(c, clock, rec.sink());
+  const RequestTrace* first_record = nullptr;
+  {
+    io::HttpRequest req;
+    req.fields.add("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    req.fields.add("tracestate", "vendor=abc");
+    RequestTracePtr t = tracer.begin(req);
+    ASSERT_TRUE(t != nullptr);
+    first_record = t.get();
+    t->set_model("model-a");
+    t->set_pool("pool-a");
+    t->set_path("/v1/a/" + std::string(300, 'a'));  // past the inline text
+    t->set_routing("http://127.0.0.1:8001",
+                   {.route_us = 7, .matched_blocks = 2, .cost = 1.5, .disaggregated = true});
+    io::UpstreamRequest up;
+    TraceparentLine traceparent;
+    for (int h = 0; h < 5; ++h) {  // past the inline hops
+      const HopStart hop = t->start_hop(
+          "kvgate.upstream", "http://10.0.0." + std::to_string(h) + ":8000", up, traceparent);
+      if (h == 1) {
+        t->end_hop(hop, 0, "connect: refused");
+      } else {
+        t->end_hop(hop, 503);
+      }
+    }
+    t->set_status(503);
+  }
+  // Sent (6 spans), then cleared onto the free list.
+  ASSERT_TRUE(within_10s([&] { return tracer.free_records() == 1u; }));
+  io::HttpRequest plain;  // no traceparent: kvgate starts the trace
+  {
+    // A new record (this thread had no spare); its end moves the first one into this
+    // thread's spares.
+    RequestTracePtr t = tracer.begin(plain);
+    ASSERT_TRUE(t != nullptr);
+    EXPECT_NE(t.get(), first_record);
+  }
+  {
+    RequestTracePtr t = tracer.begin(plain);
+    ASSERT_TRUE(t != nullptr);
+    EXPECT_EQ(t.get(), first_record) << "the sent record was not reused";
+    t->set_path("/v1/c");
+    io::UpstreamRequest up;
+    TraceparentLine traceparent;
+    t->end_hop(t->start_hop("kvgate.upstream", "http://127.0.0.1:9000", up, traceparent), 200);
+    EXPECT_TRUE(up.headers.empty()) << "the last request's tracestate was sent";
+  }
+  tracer.stop();
+  EXPECT_EQ(tracer.spans_exported(), 9u);
+  const std::vector<boost::json::object> spans = rec.spans();
+  ASSERT_EQ(spans.size(), 9u);
+  EXPECT_EQ(span_name(spans[5]), "kvgate.request");
+  EXPECT_EQ(span_attributes(spans[5]).size(), 14u);
+  EXPECT_EQ(span_attributes(spans[5])["kvgate.hops"], R"({"intValue":"5"})");
+
+  // The second request: its server span alone, kvgate.hops 0.
+  EXPECT_EQ(span_attributes(spans[6]),
+            (std::map<std::string, std::string>{{"kvgate.hops", R"({"intValue":"0"})"}}));
+  // The third, in the reused record.
+  const boost::json::object& hop = spans[7];
+  const boost::json::object& server = spans[8];
+  EXPECT_EQ(span_name(hop), "kvgate.upstream");
+  EXPECT_EQ(span_name(server), "kvgate.request");
+  EXPECT_NE(server.at("traceId").as_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(hop.at("traceId").as_string(), server.at("traceId").as_string());
+  EXPECT_FALSE(server.contains("parentSpanId"));
+  EXPECT_FALSE(server.contains("traceState"));
+  EXPECT_FALSE(hop.contains("traceState"));
+  EXPECT_EQ(server.at("flags").as_int64(), 0x101);  // a root span: no remote parent
+  EXPECT_EQ(hop.at("parentSpanId").as_string(), server.at("spanId").as_string());
+  EXPECT_EQ(span_attributes(server),
+            (std::map<std::string, std::string>{{"url.path", R"({"stringValue":"/v1/c"})"},
+                                                {"kvgate.hops", R"({"intValue":"1"})"}}));
+  EXPECT_EQ(server.at("status").at("code").as_int64(), 2);
+  EXPECT_EQ(server.at("status").at("message").as_string(), "no answer");
+  EXPECT_EQ(span_attributes(hop),
+            (std::map<std::string, std::string>{
+                {"server.address", R"({"stringValue":"http://127.0.0.1:9000"})"},
+                {"kvgate.attempt", R"({"intValue":"0"})"},
+                {"http.response.status_code", R"({"intValue":"200"})"}}));
+  EXPECT_EQ(hop.at("status").at("code").as_int64(), 0);
+  EXPECT_FALSE(hop.at("status").as_object().contains("message"));
+  // Words only the first request's text has (ids and times are hex and digits alone).
+  const std::vector<std::string> first_words = {
+      "model-a", "pool-a",         "/v1/a/",          "vendor=abc",  "10.0.0.",
+      "connect", "127.0.0.1:8001", "kvgate.endpoint", "kvgate.model"};
+  expect_none_of(hop, first_words);
+  expect_none_of(server, first_words);
+  expect_none_of(spans[6], first_words);
+}
+
+// Tracers one after another on one thread (tests; a configuration reload): a tracer never
+// uses a record another left in the thread's spares, alive or gone (it frees it, without
+// a look at the tracer gone).
+TEST(Tracer, ATracerNeverUsesAnothersSpareRecords) {
+  ManualClock clock;
+  Recorder first_rec;
+  Recorder second_rec;
+  Recorder third_rec;
+  TracingConfig c = config(1, 1000, std::chrono::milliseconds(3'600'000));
+  c.ratio = 1.0;
+  io::HttpRequest req;
+  auto first = std::make_unique<Tracer>(c, clock, first_rec.sink());
+  first->begin(req).reset();  // sent and recycled
+  ASSERT_TRUE(within_10s([&] { return first->free_records() == 1u; }));
+  first->begin(req).reset();  // its end moves the first record into this thread's spares
+  {
+    // The first tracer alive: the second one's request is its own, not the spare's.
+    Tracer second(c, clock, second_rec.sink());
+    RequestTracePtr t = second.begin(req);
+    ASSERT_TRUE(t != nullptr);
+    t->set_path("/second");
+    t.reset();
+    second.stop();
+    EXPECT_EQ(second.spans_exported(), 1u);
+    const std::vector<boost::json::object> spans = second_rec.spans();
+    ASSERT_EQ(spans.size(), 1u);
+    EXPECT_EQ(span_attributes(spans[0])["url.path"], R"({"stringValue":"/second"})");
+  }
+  // The first tracer's record in this thread's spares again, then the tracer goes.
+  ASSERT_TRUE(within_10s([&] { return first->free_records() >= 1u; }));
+  first->begin(req).reset();
+  first->stop();
+  EXPECT_EQ(first->spans_exported(), 3u);  // its own three requests, not the second's
+  first.reset();
+  Tracer third(c, clock, third_rec.sink());
+  third.begin(req).reset();  // frees the spare of the tracer gone (ASan: never read)
+  third.stop();
+  EXPECT_EQ(third.spans_exported(), 1u);
+  EXPECT_EQ(third_rec.spans().size(), 1u);
+}
+
+// The free list keeps at most free_limit() records (min(max_queue, max(kFreeRecords,
+// 2 * batch_size))); the records past it are freed.
+TEST(Tracer, TheFreeListIsBounded) {
+  ManualClock clock;
+  Recorder rec;
+  const auto hour = std::chrono::milliseconds(3'600'000);
+  {
+    Tracer t(config(512, 8192, hour), clock, rec.sink());
+    EXPECT_EQ(t.free_limit(), Tracer::kFreeRecords);
+    EXPECT_EQ(t.free_limit(), 1024u);
+  }
+  {
+    Tracer t(config(2048, 8192, hour), clock, rec.sink());
+    EXPECT_EQ(t.free_limit(), 4096u);
+  }
+  {
+    Tracer t(config(4, 100, hour), clock, rec.sink());
+    EXPECT_EQ(t.free_limit(), 100u);
+  }
+  // 1,500 records through a tracer: at most 1,024 kept (and this thread's spares).
+  Tracer tracer(config(512, 2000, hour), clock, rec.sink());
+  for (uint64_t i = 0; i < 1500; ++i) tracer.submit(finished_request(tracer, i));
+  tracer.stop();
+  EXPECT_EQ(tracer.spans_exported(), 1500u);
+  EXPECT_EQ(tracer.spans_dropped(), 0u);
+  EXPECT_EQ(tracer.free_records(), 1024u);
 }
 
 }  // namespace tracer_test
