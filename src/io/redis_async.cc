@@ -2,6 +2,7 @@
 
 #include <async.h>
 #include <hiredis.h>
+#include <sys/ioctl.h>
 
 #include <algorithm>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -227,6 +228,11 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
     return true;
   }
 
+  // The bytes the socket holds unread (0 on an error: the next read sees it).
+  int bytes_waiting() const {
+    int n = 0;
+    return ::ioctl(ctx->c.fd, FIONREAD, &n) == 0 ? n : 0;
+  }
   // Deferred replies: what waits to be written, then (poll) what came back.
   void flush() {
     if (ctx != nullptr && (want_write || connecting)) redisAsyncHandleWrite(ctx);
@@ -241,7 +247,12 @@ struct RedisAsync::Impl : std::enable_shared_from_this<Impl> {
     if (unwritten && !want_write) {
       for (Nanos& d : deadlines) d = std::max(d, now + opt.command_timeout);
     }
-    redisAsyncHandleRead(ctx);  // reads what is there (none: nothing), runs the callbacks
+    // Reads what is there, runs the callbacks. hiredis reads 16 KB a call: a large reply (a
+    // catching-up read's page) takes several, all now (the bytes waiting say how many).
+    // Nothing there: one read that finds nothing, and a connection closed by Redis is seen.
+    do {
+      redisAsyncHandleRead(ctx);
+    } while (ctx != nullptr && bytes_waiting() > 0);
     if (ctx == nullptr) return;
     if (connecting && now >= connect_deadline) {
       drop("connect " + opt.host + ":" + std::to_string(opt.port) + ": timed out");
