@@ -568,14 +568,16 @@ TEST(GatewayReplicas, APeersEntryArrivesAtOnceAndABlockedReadDoesNotHoldTheStop)
 // idle again, the waits lengthen again. Redis killed: both keep serving, count the
 // outage and the failed publish and read; restarted: sync resumes and B applies A's
 // events again.
-TEST(GatewayReplicas, CycleModeAppliesThePeersEventsAndAnIdleWaitLengthensAndSnapsBack) {
+// Run with the replies read as they come, and deferred to the next cycle (`cycle_replies`).
+void cycle_mode_applies_peers_events_and_idles(const std::string& replies) {
   const int port = free_port();
   auto redis = start_redis(port);
   ASSERT_TRUE(redis) << redis.error();
   std::vector<std::unique_ptr<EngineProcess>> engines;
   const std::vector<std::string> urls = start_engines(2, engines);
   ASSERT_EQ(urls.size(), 2u);
-  const std::string extra = "  sync_mode: cycle\n  cycle_idle_max_ms: 200\n";
+  const std::string extra =
+      "  sync_mode: cycle\n  cycle_idle_max_ms: 200\n  cycle_replies: " + replies + "\n";
   GatewayProcess a(replica_yaml(urls, port, 0, true, extra));
   GatewayProcess b(replica_yaml(urls, port, 1, true, extra));
   ASSERT_FALSE(a.url.empty());
@@ -660,6 +662,16 @@ TEST(GatewayReplicas, CycleModeAppliesThePeersEventsAndAnIdleWaitLengthensAndSna
       [&] { return b.metric("kvgate_cluster_events_applied_total", pool) >= applied + 3; }));
   EXPECT_EQ(a.proc->stop(), 0) << a.proc->errors();
   EXPECT_EQ(b.proc->stop(), 0) << b.proc->errors();
+}
+
+TEST(GatewayReplicas, CycleModeAppliesThePeersEventsAndAnIdleWaitLengthensAndSnapsBack) {
+  cycle_mode_applies_peers_events_and_idles("prompt");
+}
+
+// The same with each cycle's replies taken at the next (docs/replicas.md, "Deferred
+// replies"): the replica's thread never wakes for them, and the rest holds.
+TEST(GatewayReplicas, CycleModeWithDeferredRepliesAppliesThePeersEventsAndSurvivesRedis) {
+  cycle_mode_applies_peers_events_and_idles("deferred");
 }
 
 // sync_mode: cycle on two I/O threads (the default `threads: 2`: the cycles run on a strand,

@@ -116,12 +116,12 @@ struct ClusterConfig {
   // Cycle mode: the longest wait between two cycles while nothing moves (>= flush_max;
   // left out of a config, 100 ms or flush_max, whichever is larger).
   std::chrono::milliseconds cycle_idle_max{100};
-  // Cycle mode (`cycle_replies`): kDeferred takes a cycle's replies at the next cycle,
-  // when the replica's thread is awake anyway (no wake-up for them: docs/replicas.md,
-  // "Deferred replies"), at the price of a tick's staleness for the peers' events;
-  // kPrompt reads them as they come. A pool with room sharing reads them promptly.
-  enum class CycleReplies { kDeferred, kPrompt };
-  CycleReplies cycle_replies = CycleReplies::kDeferred;
+  // Cycle mode (`cycle_replies`): kPrompt reads a cycle's replies as they come; kDeferred
+  // takes them at the next cycle, when the replica's thread is awake anyway (no wake-up
+  // for them: docs/replicas.md, "Deferred replies"), at the price of a tick's staleness
+  // for the peers' events. A pool with room sharing reads them promptly.
+  enum class CycleReplies { kPrompt, kDeferred };
+  CycleReplies cycle_replies = CycleReplies::kPrompt;
   int64_t max_len = 100000;                       // batches kept per stream (XADD MAXLEN ~)
   std::chrono::milliseconds replay{120000};       // tail read at start and after an outage
   std::chrono::milliseconds peer_timeout{15000};  // a silent replica's load expires

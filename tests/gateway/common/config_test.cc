@@ -335,8 +335,8 @@ TEST(GatewayConfig, ClusterSyncMode) {
   ASSERT_TRUE(slow) << slow.error();
   EXPECT_EQ(slow->cluster->cycle_idle_max, std::chrono::milliseconds(300));
 
-  // A cycle's replies: deferred to the next cycle by default, or read as they come.
-  EXPECT_EQ(defaults->cluster->cycle_replies, ClusterConfig::CycleReplies::kDeferred);
+  // A cycle's replies: read as they come by default, or deferred to the next cycle.
+  EXPECT_EQ(defaults->cluster->cycle_replies, ClusterConfig::CycleReplies::kPrompt);
   auto prompt =
       parse_gateway_config("cluster: {cycle_replies: prompt}\n" + std::string(kGood), "f.yaml");
   ASSERT_TRUE(prompt) << prompt.error();
