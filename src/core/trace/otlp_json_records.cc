@@ -10,6 +10,8 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "core/trace/json_cursor.h"
 #include "core/trace/otlp_json.h"
@@ -86,11 +88,42 @@ class TraceIdDigits {
   char digits_[32] = {};
 };
 
+// The record's strings that recur from request to request (the model, pool, path and the
+// endpoints' URLs are mostly the same few): per kind, the last one written that needed no
+// escape, so that the same text again is copied without a look. The test is exact: a
+// string written as its own bytes (its JSON text 2 longer than it: an escape only ever
+// lengthens) is the same JSON again whenever the same bytes come.
+class PlainStrings {
+ public:
+  enum Kind : size_t { kModel, kPool, kPath, kEndpoint, kKinds };
+
+  // `v` as a JSON string (as write_json_string writes it).
+  char* write(char* p, Kind kind, std::string_view v) {
+    std::string& last = last_[kind];
+    if (v.size() == last.size() &&
+        (v.empty() || std::memcmp(v.data(), last.data(), v.size()) == 0)) {
+      *p++ = '"';
+      if (!v.empty()) std::memcpy(p, v.data(), v.size());  // (an empty view's data may be null)
+      p += v.size();
+      *p++ = '"';
+      return p;
+    }
+    char* const start = p;
+    p = write_json_string(p, v);
+    if (static_cast<size_t>(p - start) == v.size() + 2) last.assign(v);
+    return p;
+  }
+
+ private:
+  std::string last_[kKinds];
+};
+
 // What the spans of one request keep from one to the next: the digits of the last time's
-// second (UnixNanosWriter), those of the last trace id.
+// second (UnixNanosWriter), those of the last trace id, the last plain strings.
 struct Kept {
   UnixNanosWriter times;
   TraceIdDigits trace_id;
+  PlainStrings strings;
 };
 
 // `"<16 hex digits>` (the opening quote and the id; the caller closes it).
@@ -156,9 +189,10 @@ char* close_span_http_error(char* p, int32_t status) {
 #define KVGATE_ATTRIBUTE(key, type) ",{\"key\":\"" key "\",\"value\":{\"" type "\":"
 
 template <size_t N>
-char* string_attribute(char* p, const char (&open)[N], std::string_view v) {
+char* string_attribute(char* p, Kept& kept, PlainStrings::Kind kind, const char (&open)[N],
+                       std::string_view v) {
   p = copy_literal(p, open);
-  p = write_json_string(p, v);
+  p = kept.strings.write(p, kind, v);
   return copy_literal(p, "}}");
 }
 
@@ -191,8 +225,8 @@ char* write_hop_span(char* p, Kept& kept, const RequestSpans& r, const HopSpan& 
   p = copy_literal(p, ",\"kind\":3,\"startTimeUnixNano\":\"");
   p = span_times(p, kept.times, h.start_unix_nanos, h.end_unix_nanos);
   char* const first = p;  // the first attribute's comma: the list's opening bracket
-  p = string_attribute(p, KVGATE_ATTRIBUTE("server.address", "stringValue"),
-                       r.text.view(h.endpoint));
+  p = string_attribute(p, kept, PlainStrings::kEndpoint,
+                       KVGATE_ATTRIBUTE("server.address", "stringValue"), r.text.view(h.endpoint));
   *first = '[';
   p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.attempt", "intValue"), h.attempt);
   if (h.status != 0) {
@@ -213,17 +247,21 @@ char* write_server_span(char* p, Kept& kept, const RequestSpans& r) {
   // (there is always one: kvgate.hops).
   char* const first = p;
   if (r.model) {
-    p = string_attribute(p, KVGATE_ATTRIBUTE("kvgate.model", "stringValue"), r.text.view(*r.model));
+    p = string_attribute(p, kept, PlainStrings::kModel,
+                         KVGATE_ATTRIBUTE("kvgate.model", "stringValue"), r.text.view(*r.model));
   }
   if (r.pool) {
-    p = string_attribute(p, KVGATE_ATTRIBUTE("kvgate.pool", "stringValue"), r.text.view(*r.pool));
+    p = string_attribute(p, kept, PlainStrings::kPool,
+                         KVGATE_ATTRIBUTE("kvgate.pool", "stringValue"), r.text.view(*r.pool));
   }
   if (r.path) {
-    p = string_attribute(p, KVGATE_ATTRIBUTE("url.path", "stringValue"), r.text.view(*r.path));
+    p = string_attribute(p, kept, PlainStrings::kPath, KVGATE_ATTRIBUTE("url.path", "stringValue"),
+                         r.text.view(*r.path));
   }
   if (r.routing) {
     const Routing& g = *r.routing;
-    p = string_attribute(p, KVGATE_ATTRIBUTE("kvgate.endpoint", "stringValue"),
+    p = string_attribute(p, kept, PlainStrings::kEndpoint,
+                         KVGATE_ATTRIBUTE("kvgate.endpoint", "stringValue"),
                          r.text.view(r.endpoint));
     p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.route_us", "intValue"), g.route_us);
     p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.matched_blocks", "intValue"), g.matched_blocks);

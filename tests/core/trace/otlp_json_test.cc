@@ -502,6 +502,44 @@ TEST(OtlpJson, RecordStringsEscapeAsTheReference) {
   }
 }
 
+// Many records in one batch whose strings recur (the encoder copies a string that is the
+// same as the last one of its kind and needed no escape, without a look): the same text
+// again, one that differs by a byte or in length, one that needs escapes twice in a row,
+// an empty one, and the endpoints of the hops and the server span alternating: the same
+// bytes as the reference.
+TEST(OtlpJson, RecurringRecordStringsAsTheReference) {
+  const std::vector<std::string> texts = {
+      "chat-model", "chat-model", "chat-modem", "chat-model",  "chat-mode",   "",
+      "",           "say \"hi\"", "say \"hi\"", "caf\xc3\xa9", "caf\xc3\xa9", "bad\xff",
+      "bad\xff",    "chat-model", "tab\there",  "chat-model"};
+  std::vector<RequestSpans> records;
+  records.reserve(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    RequestSpans r = routed_request();
+    const std::string& t = texts[i];
+    r.model = r.text.add(t);
+    r.pool = r.text.add(texts[(i + 3) % texts.size()]);
+    r.path = r.text.add(i % 2 == 0 ? "/v1/chat/completions" : t);
+    const std::string endpoint = "http://10.0.0." + std::to_string(i % 3) + ":8000";
+    r.endpoint = r.text.add(endpoint);
+    r.hops.push_back({.span_id = 500 + i,
+                      .name = "kvgate.upstream",
+                      .endpoint = r.text.add(i % 4 == 0 ? t : endpoint),
+                      .attempt = 0,
+                      .status = 200});
+    records.push_back(std::move(r));
+  }
+  std::vector<Span> spans;
+  std::vector<SpanRun> runs;
+  for (const RequestSpans& r : records) {
+    spans = joined(std::move(spans), as_spans(r));
+    runs.push_back({&r, 0, r.span_count()});
+  }
+  std::string out;
+  append_otlp_json(out, runs, "kvgate");
+  EXPECT_EQ(out, otlp_json(spans, "kvgate"));
+}
+
 // Hop names, copied as they are (no escape needed: HopSpan::name): the gateway's, and
 // plain text of every length, the edges of what needs no escape (space, '~', 0x7f)
 // included: the same bytes as the reference, which escapes what needs it.
