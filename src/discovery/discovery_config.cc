@@ -150,14 +150,8 @@ KubernetesSourceConfig kubernetes_source(const YamlReader& y, const YAML::Node& 
   KubernetesSourceConfig c;
   using Mode = KubernetesSourceConfig::Mode;
   if (auto v = n["mode"]) {
-    std::string m = y.text(v, f + ".mode");
-    if (m == "pods") {
-      c.mode = Mode::kPods;
-    } else if (m == "endpointslices") {
-      c.mode = Mode::kEndpointSlices;
-    } else {
-      y.fail(v, f + ".mode", fmt::format("expected pods or endpointslices, got '{}'", m));
-    }
+    c.mode = y.choice<Mode>(v, f + ".mode",
+                            {{"pods", Mode::kPods}, {"endpointslices", Mode::kEndpointSlices}});
   }
   const auto str = [&](const char* key, std::string& out) {
     if (auto v = n[key]) out = y.text(v, f + "." + key);

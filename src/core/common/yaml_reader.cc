@@ -120,6 +120,17 @@ double YamlReader::number(const YAML::Node& node, std::string_view field) const 
   return v;
 }
 
+void YamlReader::fail_choice(const YAML::Node& node, std::string_view field,
+                             const std::vector<std::string_view>& words,
+                             std::string_view got) const {
+  std::string expected;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) expected += i + 1 == words.size() ? " or " : ", ";
+    expected += words[i];
+  }
+  fail(node, field, fmt::format("expected {}, got '{}'", expected, got));
+}
+
 bool YamlReader::boolean(const YAML::Node& node, std::string_view field) const {
   const std::string s = text(node, field);
   if (s == "true") return true;

@@ -94,6 +94,11 @@ class YamlReader {
   void only_keys(const YAML::Node& node, std::string_view field,
                  std::initializer_list<std::string_view> known) const;
   std::string text(const YAML::Node& node, std::string_view field) const;
+  // The value of the word `node` holds, one of `choices` ({word, value} pairs); else
+  // "FIELD: expected A, B or C, got 'X'".
+  template <typename T>
+  T choice(const YAML::Node& node, std::string_view field,
+           std::initializer_list<std::pair<std::string_view, T>> choices) const;
   int64_t integer(const YAML::Node& node, std::string_view field, int64_t lo, int64_t hi) const;
   double number(const YAML::Node& node, std::string_view field) const;
   bool boolean(const YAML::Node& node, std::string_view field) const;
@@ -103,9 +108,26 @@ class YamlReader {
   std::vector<std::string> strings(const YAML::Node& node, std::string_view field) const;
 
  private:
+  // choice()'s error: the words it expected, and the one it got.
+  [[noreturn]] void fail_choice(const YAML::Node& node, std::string_view field,
+                                const std::vector<std::string_view>& words,
+                                std::string_view got) const;
+
   std::string file_;
   std::string dir_;
 };
+
+template <typename T>
+T YamlReader::choice(const YAML::Node& node, std::string_view field,
+                     std::initializer_list<std::pair<std::string_view, T>> choices) const {
+  const std::string s = text(node, field);
+  std::vector<std::string_view> words;
+  for (const auto& [word, value] : choices) {
+    if (s == word) return value;
+    words.push_back(word);
+  }
+  fail_choice(node, field, words, s);
+}
 
 template <typename T>
 Status YamlReader::read(const YAML::Node& map, std::string_view key, T& out,

@@ -51,26 +51,14 @@ class Parser : public YamlReader {
 
   void rate_limits(const YAML::Node& n, RateLimitConfig& r) const {
     only_keys(n, "rate_limits", {"store", "redis", "on_store_failure"});
+    using Store = RateLimitConfig::Store;
     if (auto v = n["store"]) {
-      std::string s = text(v, "rate_limits.store");
-      if (s == "memory") {
-        r.store = RateLimitConfig::Store::kMemory;
-      } else if (s == "redis") {
-        r.store = RateLimitConfig::Store::kRedis;
-      } else {
-        fail(v, "rate_limits.store", fmt::format("expected memory or redis, got '{}'", s));
-      }
+      r.store = choice<Store>(v, "rate_limits.store",
+                              {{"memory", Store::kMemory}, {"redis", Store::kRedis}});
     }
     if (auto v = n["on_store_failure"]) {
-      std::string s = text(v, "rate_limits.on_store_failure");
-      if (s == "fail-open") {
-        r.fail_closed = false;
-      } else if (s == "fail-closed") {
-        r.fail_closed = true;
-      } else {
-        fail(v, "rate_limits.on_store_failure",
-             fmt::format("expected fail-open or fail-closed, got '{}'", s));
-      }
+      r.fail_closed = choice<bool>(v, "rate_limits.on_store_failure",
+                                   {{"fail-open", false}, {"fail-closed", true}});
     }
     if (auto v = n["redis"]) redis(v, "rate_limits.redis", r.redis);
   }
@@ -127,25 +115,16 @@ class Parser : public YamlReader {
     if (auto v = n["poll_ms"]) {
       c.poll = std::chrono::milliseconds(integer(v, "cluster.poll_ms", 0, 24LL * 3600 * 1000));
     }
+    using SyncMode = ClusterConfig::SyncMode;
+    using CycleReplies = ClusterConfig::CycleReplies;
     if (auto v = n["sync_mode"]) {
-      const std::string s = text(v, "cluster.sync_mode");
-      if (s == "blocking") {
-        c.sync_mode = ClusterConfig::SyncMode::kBlocking;
-      } else if (s == "cycle") {
-        c.sync_mode = ClusterConfig::SyncMode::kCycle;
-      } else {
-        fail(v, "cluster.sync_mode", fmt::format("expected blocking or cycle, got '{}'", s));
-      }
+      c.sync_mode = choice<SyncMode>(
+          v, "cluster.sync_mode", {{"blocking", SyncMode::kBlocking}, {"cycle", SyncMode::kCycle}});
     }
     if (auto v = n["cycle_replies"]) {
-      const std::string s = text(v, "cluster.cycle_replies");
-      if (s == "deferred") {
-        c.cycle_replies = ClusterConfig::CycleReplies::kDeferred;
-      } else if (s == "prompt") {
-        c.cycle_replies = ClusterConfig::CycleReplies::kPrompt;
-      } else {
-        fail(v, "cluster.cycle_replies", fmt::format("expected deferred or prompt, got '{}'", s));
-      }
+      c.cycle_replies = choice<CycleReplies>(
+          v, "cluster.cycle_replies",
+          {{"deferred", CycleReplies::kDeferred}, {"prompt", CycleReplies::kPrompt}});
     }
     // Cycle mode's longest idle wait: at least the tick (flush_max_ms). Left out, a config
     // with a flush_max_ms above 100 keeps a fixed tick.
@@ -628,11 +607,10 @@ class Parser : public YamlReader {
   }
 
   TokenizeMode tokenize_mode(const YAML::Node& n, const std::string& field) const {
-    const std::string s = text(n, field);
-    if (s == "auto") return TokenizeMode::kAuto;
-    if (s == "local") return TokenizeMode::kLocal;
-    if (s == "engine") return TokenizeMode::kEngine;
-    fail(n, field, fmt::format("expected auto, local or engine, got '{}'", s));
+    return choice<TokenizeMode>(n, field,
+                                {{"auto", TokenizeMode::kAuto},
+                                 {"local", TokenizeMode::kLocal},
+                                 {"engine", TokenizeMode::kEngine}});
   }
 
   // `tokenize: MODE` or `tokenize: {mode, timeout_ms, cache_mb}`.

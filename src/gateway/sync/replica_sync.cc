@@ -314,18 +314,27 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
                            [](const std::shared_ptr<PoolSync>& ps) { return ps->periodic; });
     schedule_flush(clock.now() + to_nanos(config.flush));
   }
+  // On `executor`: `timer` armed for `at` (kept in `armed_at`, -1 when not armed) unless it
+  // is armed for then or sooner; when it fires (not aborted, not stopped), `armed_at` is
+  // -1 again and `fire` runs. A later time armed before is aborted: this one replaces it.
+  template <typename F>
+  void arm_sooner(io::ClockTimer& timer, Nanos& armed_at, Nanos at, F fire) {
+    if (armed_at >= 0 && armed_at <= at) return;
+    armed_at = at;
+    timer.expires_at(at);
+    timer.async_wait([self = shared_from_this(), &armed_at, fire](boost::system::error_code ec) {
+      if (ec || self->stopped) return;
+      armed_at = -1;
+      fire(*self);
+    });
+  }
   // On `executor`: a check at `at`, unless one is armed for then or sooner.
   void schedule_flush(Nanos at) {
     if (stopped) return;
-    if (flush_at >= 0 && flush_at <= at) return;
-    flush_at = at;
-    flush_timer.expires_at(at);  // an armed later check is aborted: this one replaces it
-    flush_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      if (ec || self->stopped) return;
-      self->flush_at = -1;
-      for (const auto& ps : self->pools) self->flush(ps);
+    arm_sooner(flush_timer, flush_at, at, [](Impl& self) {
+      for (const auto& ps : self.pools) self.flush(ps);
       // Without periodic pools, each pool's check arms its own next one (flush()).
-      if (self->periodic) self->schedule_flush(self->clock.now() + to_nanos(self->config.flush));
+      if (self.periodic) self.schedule_flush(self.clock.now() + to_nanos(self.config.flush));
     });
   }
   // From a routing hook on `pool`'s strand: its Outbox got its first event or a full
@@ -600,14 +609,7 @@ struct ReplicaSync::Impl : std::enable_shared_from_this<Impl> {
   // On `executor`: a cycle at `at`, unless one is armed for then or sooner.
   void schedule_cycle(Nanos at) {
     if (stopped || !cycling) return;
-    if (cycle_at >= 0 && cycle_at <= at) return;
-    cycle_at = at;
-    cycle_timer.expires_at(at);  // an armed later cycle is aborted: this one replaces it
-    cycle_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      if (ec || self->stopped) return;
-      self->cycle_at = -1;
-      self->cycle_attempt();
-    });
+    arm_sooner(cycle_timer, cycle_at, at, [](Impl& self) { self.cycle_attempt(); });
   }
 
   // XREAD COUNT kReadCount [BLOCK kReadBlock] STREAMS <every pool's stream> <its last id>.

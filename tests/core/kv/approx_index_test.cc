@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <span>
+#include <vector>
 
 #include "core/common/rng.h"
 
@@ -105,6 +107,24 @@ std::vector<std::vector<BlockKey>> random_prompts(Rng& rng) {
   return prompts;
 }
 
+// The reference model's matches for `keys` at `now`: each endpoint of [0, endpoints) with
+// the leading keys it recorded within `ttl`.
+using Reference = std::map<std::pair<EndpointId, BlockKey>, Nanos>;
+std::vector<EndpointMatch> reference_matches(const Reference& ref, std::span<const BlockKey> keys,
+                                             EndpointId endpoints, Nanos now, Nanos ttl) {
+  std::vector<EndpointMatch> want;
+  for (EndpointId e = 0; e < endpoints; ++e) {
+    uint32_t n = 0;
+    for (BlockKey k : keys) {
+      auto it = ref.find({e, k});
+      if (it == ref.end() || it->second < now - ttl) break;
+      ++n;
+    }
+    if (n > 0) want.push_back({e, n, n});
+  }
+  return want;
+}
+
 }  // namespace approx_index_test
 
 TEST(ApproxIndexRandomized, AgreesWithReferenceModel) {
@@ -123,16 +143,8 @@ TEST(ApproxIndexRandomized, AgreesWithReferenceModel) {
       index.record(e, keys, now);
       for (BlockKey k : keys) ref[{e, k}] = now;
     } else {
-      std::vector<EndpointMatch> want;
-      for (EndpointId e = 0; e < 5; ++e) {
-        uint32_t n = 0;
-        for (BlockKey k : keys) {
-          auto it = ref.find({e, k});
-          if (it == ref.end() || it->second < now - ttl) break;
-          ++n;
-        }
-        if (n > 0) want.push_back({e, n, n});
-      }
+      const std::vector<EndpointMatch> want =
+          approx_index_test::reference_matches(ref, keys, 5, now, ttl);
       ASSERT_EQ(sorted_matches(index, keys, now), want) << "step " << step;
       nonempty += !want.empty();
     }
@@ -432,16 +444,8 @@ TEST(ApproxIndexRandomized, ManyEndpointsAndReusedSlotsAgreeWithReferenceModel) 
       index.record(e, keys, now);
       for (BlockKey k : keys) ref[{e, k}] = now;
     } else if (what < 98) {
-      std::vector<EndpointMatch> want;
-      for (EndpointId e = 0; e < kEndpoints; ++e) {
-        uint32_t n = 0;
-        for (BlockKey k : keys) {
-          auto it = ref.find({e, k});
-          if (it == ref.end() || it->second < now - ttl) break;
-          ++n;
-        }
-        if (n > 0) want.push_back({e, n, n});
-      }
+      const std::vector<EndpointMatch> want =
+          approx_index_test::reference_matches(ref, keys, kEndpoints, now, ttl);
       ASSERT_EQ(sorted_matches(index, keys, now), want) << "step " << step;
       wide += want.size() > 4 ? 1 : 0;
     } else if (what < 99) {

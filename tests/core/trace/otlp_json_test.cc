@@ -342,6 +342,21 @@ std::vector<Span> joined(std::vector<Span> a, const std::vector<Span>& b) {
   return a;
 }
 
+// Whole records as one batch: their runs for the records' encoder, and the Spans they
+// stand for, for the reference.
+struct Batch {
+  std::vector<SpanRun> runs;
+  std::vector<Span> spans;
+};
+Batch batch_of(const std::vector<RequestSpans>& records) {
+  Batch b;
+  for (const RequestSpans& r : records) {
+    b.spans = joined(std::move(b.spans), as_spans(r));
+    b.runs.push_back({&r, 0, r.span_count()});
+  }
+  return b;
+}
+
 // The gateway's compact record encodes byte for byte as the Spans it stands for, in runs
 // that split a record or not, appended after what the buffer held.
 TEST(OtlpJson, RequestSpansEncodeExactlyAsTheirSpans) {
@@ -405,12 +420,7 @@ TEST(OtlpJson, RequestSpansTimesAcrossSecondsAsTheirSpans) {
     if (i % 11 == 0) r.end_unix_nanos = (base / k1e9 + i) * k1e9;  // a second's first
     records.push_back(r);
   }
-  std::vector<Span> spans;
-  std::vector<SpanRun> runs;
-  for (const RequestSpans& r : records) {
-    spans = joined(std::move(spans), as_spans(r));
-    runs.push_back({&r, 0, r.span_count()});
-  }
+  const auto [runs, spans] = batch_of(records);
   std::string scratch;
   EXPECT_EQ(write_otlp_json(scratch, runs, "kvgate"), otlp_json(spans, "kvgate"));
   // Split in two requests (a new writer each, over the same buffer).
@@ -529,12 +539,7 @@ TEST(OtlpJson, RecurringRecordStringsAsTheReference) {
                       .status = 200});
     records.push_back(std::move(r));
   }
-  std::vector<Span> spans;
-  std::vector<SpanRun> runs;
-  for (const RequestSpans& r : records) {
-    spans = joined(std::move(spans), as_spans(r));
-    runs.push_back({&r, 0, r.span_count()});
-  }
+  const auto [runs, spans] = batch_of(records);
   std::string out;
   append_otlp_json(out, runs, "kvgate");
   EXPECT_EQ(out, otlp_json(spans, "kvgate"));
