@@ -2,57 +2,65 @@
 
 #include <algorithm>
 #include <cassert>
-#include <iterator>
+#include <cstddef>
 
 namespace kvgate::route {
 namespace {
 constexpr uint32_t kNil = 0xffffffffu;
+constexpr uint32_t kRoot = 0;
 }  // namespace
 
-// Open addressing (linear probing, backward-shift deletion) from block key to the
-// endpoints holding it with their reference counts. The first holder sits in the slot
-// itself (most blocks have one); more go to a per-key overflow array, reused through
-// a free list, so that a widely shared block's holders are one contiguous read.
-// Block keys are hashes already, but tests use small integers, so they are mixed once
-// more (Fibonacci hashing).
-struct ActiveBlocks::Table {
+// The trie. Node 0 is the root (no edge, no holders). Every other node is reached from
+// its parent by its edge, a run of one or more keys; `refs` counts, per endpoint, the
+// in-flight requests whose key sequence runs through the whole edge (a request ends at
+// a node, never inside an edge: adding one splits the edge there). Along a path the
+// counts only shrink, so an endpoint holding a node's keys holds its ancestors' too.
+//
+// A child is found by (parent, its edge's first key) in an open-addressing table
+// (linear probing, backward-shift deletion); a node's children are also listed in it,
+// for the merges. Freed nodes keep their vectors' room for the next ones.
+struct ActiveBlocks::Trie {
   struct Holder {
     kv::EndpointId endpoint;
     uint32_t refs;
   };
+  struct Node {
+    uint32_t parent = kNil;
+    uint32_t total = 0;              // the holders' refs together; 0: a free node
+    std::vector<kv::BlockKey> edge;  // the keys from the parent to here
+    std::vector<Holder> holders;     // by endpoint, ascending
+    std::vector<uint32_t> children;  // in no order
+  };
   struct Slot {
     kv::BlockKey key = 0;
-    Holder first{0, 0};
-    uint32_t overflow = kNil;  // index into overflows, holders 2..n
-    uint32_t holders = 0;      // 0: empty slot
+    uint32_t parent = kNil;  // kNil: empty
+    uint32_t node = kNil;
   };
 
+  std::vector<Node> nodes = std::vector<Node>(1);
+  std::vector<uint32_t> free_nodes;
   std::vector<Slot> slots = std::vector<Slot>(64);
   uint32_t shift = 64 - 6;
   size_t used = 0;
-  std::vector<std::vector<Holder>> overflows;
-  std::vector<uint32_t> free_overflows;
+  size_t keys = 0;             // the live nodes' edges together
+  std::vector<uint32_t> path;  // scratch for release()
 
-  size_t home(kv::BlockKey key) const {
-    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ULL) >> shift);
+  static constexpr uint64_t kMul = 0x9E3779B97F4A7C15ULL;
+  size_t home(uint32_t parent, kv::BlockKey key) const {
+    return static_cast<size_t>(((key ^ (uint64_t{parent} * kMul)) * kMul) >> shift);
   }
   size_t mask() const { return slots.size() - 1; }
-  void prefetch(kv::BlockKey key) const { __builtin_prefetch(&slots[home(key)]); }
 
-  // Slot holding `key`, or the empty slot where it would go.
-  size_t find(kv::BlockKey key) const {
-    size_t i = home(key);
-    while (slots[i].holders != 0 && slots[i].key != key) i = (i + 1) & mask();
+  size_t find_slot(uint32_t parent, kv::BlockKey key) const {
+    size_t i = home(parent, key);
+    while (slots[i].parent != kNil && (slots[i].parent != parent || slots[i].key != key)) {
+      i = (i + 1) & mask();
+    }
     return i;
   }
-
-  template <typename F>
-  void for_each_holder(const Slot& s, F f) const {
-    if (s.holders == 0) return;
-    f(s.first.endpoint);
-    if (s.overflow != kNil) {
-      for (const Holder& h : overflows[s.overflow]) f(h.endpoint);
-    }
+  // The child of `parent` whose edge starts with `key`, or kNil.
+  uint32_t child(uint32_t parent, kv::BlockKey key) const {
+    return slots[find_slot(parent, key)].node;
   }
 
   void grow() {
@@ -60,19 +68,26 @@ struct ActiveBlocks::Table {
     slots.assign(old.size() * 2, Slot{});
     --shift;
     for (const Slot& s : old) {
-      if (s.holders != 0) slots[find(s.key)] = s;
+      if (s.parent != kNil) slots[find_slot(s.parent, s.key)] = s;
     }
   }
-
-  // Removes the (now holder-less) entry at slot i, shifting its probe run back.
-  void erase_slot(size_t i) {
+  void link(uint32_t parent, kv::BlockKey key, uint32_t node) {
+    if ((used + 1) * 2 > slots.size()) grow();
+    Slot& s = slots[find_slot(parent, key)];
+    assert(s.parent == kNil);
+    s = {key, parent, node};
+    ++used;
+  }
+  void unlink(uint32_t parent, kv::BlockKey key) {
+    size_t i = find_slot(parent, key);
+    assert(slots[i].parent != kNil);
     size_t j = i;
     for (;;) {
       j = (j + 1) & mask();
-      if (slots[j].holders == 0) break;
-      size_t h = home(slots[j].key);
+      if (slots[j].parent == kNil) break;
+      const size_t h = home(slots[j].parent, slots[j].key);
       // Move j back to i unless its home lies cyclically in (i, j].
-      bool between = i <= j ? (i < h && h <= j) : (i < h || h <= j);
+      const bool between = i <= j ? (i < h && h <= j) : (i < h || h <= j);
       if (!between) {
         slots[i] = slots[j];
         i = j;
@@ -82,104 +97,187 @@ struct ActiveBlocks::Table {
     --used;
   }
 
-  uint32_t new_overflow() {
-    if (!free_overflows.empty()) {
-      uint32_t o = free_overflows.back();
-      free_overflows.pop_back();
-      return o;
+  uint32_t new_node() {
+    if (!free_nodes.empty()) {
+      const uint32_t v = free_nodes.back();
+      free_nodes.pop_back();
+      return v;
     }
-    overflows.emplace_back();
-    return static_cast<uint32_t>(overflows.size() - 1);
+    nodes.emplace_back();
+    return static_cast<uint32_t>(nodes.size() - 1);
   }
-  void free_overflow(Slot& s) {
-    overflows[s.overflow].clear();
-    free_overflows.push_back(s.overflow);
-    s.overflow = kNil;
-  }
-
-  // Adds a reference; true if the endpoint did not hold the key.
-  bool add(kv::BlockKey key, kv::EndpointId endpoint) {
-    if ((used + 1) * 2 > slots.size()) grow();
-    size_t i = find(key);
-    Slot& s = slots[i];
-    if (s.holders == 0) {
-      s.key = key;
-      s.first = {endpoint, 1};
-      s.holders = 1;
-      ++used;
-      return true;
-    }
-    if (s.first.endpoint == endpoint) {
-      ++s.first.refs;
-      return false;
-    }
-    if (s.overflow == kNil) s.overflow = new_overflow();
-    for (Holder& h : overflows[s.overflow]) {
-      if (h.endpoint == endpoint) {
-        ++h.refs;
-        return false;
-      }
-    }
-    overflows[s.overflow].push_back({endpoint, 1});
-    ++s.holders;
-    return true;
+  void free_node(uint32_t v) {
+    Node& n = nodes[v];
+    n.parent = kNil;
+    n.total = 0;
+    n.edge.clear();
+    n.holders.clear();
+    n.children.clear();
+    free_nodes.push_back(v);
   }
 
-  // Takes `endpoint` out of slot i's holders (whatever its count); erases the slot when
-  // none remain. True if it was there.
-  bool drop(size_t i, kv::EndpointId endpoint, bool all_refs) {
-    Slot& s = slots[i];
-    if (s.holders == 0) return false;
-    std::vector<Holder>* more = s.overflow == kNil ? nullptr : &overflows[s.overflow];
-    if (s.first.endpoint == endpoint) {
-      if (!all_refs && --s.first.refs > 0) return false;
-      if (more && !more->empty()) {
-        s.first = more->back();
-        more->pop_back();
-      }
-    } else {
-      if (!more) return false;
-      auto it = std::find_if(more->begin(), more->end(),
-                             [&](const Holder& h) { return h.endpoint == endpoint; });
-      if (it == more->end()) return false;
-      if (!all_refs && --it->refs > 0) return false;
-      *it = more->back();
-      more->pop_back();
-    }
-    if (more && more->empty()) free_overflow(s);
-    if (--s.holders == 0) erase_slot(i);
-    return true;
+  static void replace_child(Node& parent, uint32_t from, uint32_t to) {
+    *std::find(parent.children.begin(), parent.children.end(), from) = to;
+  }
+  static void drop_child(Node& parent, uint32_t v) {
+    auto it = std::find(parent.children.begin(), parent.children.end(), v);
+    *it = parent.children.back();
+    parent.children.pop_back();
   }
 
-  // Drops a reference; true if the endpoint no longer holds the key.
-  bool release(kv::BlockKey key, kv::EndpointId endpoint) {
-    return drop(find(key), endpoint, /*all_refs=*/false);
+  static Holder* holder(Node& n, kv::EndpointId e) {
+    auto it = std::lower_bound(n.holders.begin(), n.holders.end(), e,
+                               [](const Holder& h, kv::EndpointId x) { return h.endpoint < x; });
+    return it != n.holders.end() && it->endpoint == e ? &*it : nullptr;
+  }
+
+  // A new leaf under `parent` with edge `rest`, held by no one yet.
+  uint32_t add_leaf(uint32_t parent, std::span<const kv::BlockKey> rest) {
+    const uint32_t v = new_node();
+    Node& n = nodes[v];
+    n.parent = parent;
+    n.edge.assign(rest.begin(), rest.end());
+    nodes[parent].children.push_back(v);
+    link(parent, rest[0], v);
+    keys += rest.size();
+    return v;
+  }
+
+  // Splits v's edge after its first m keys (0 < m < its size): a new node takes them,
+  // with v's holders, and v hangs under it with the rest. Returns the new node.
+  uint32_t split(uint32_t v, size_t m) {
+    const uint32_t w = new_node();
+    Node& upper = nodes[w];
+    Node& lower = nodes[v];
+    assert(m > 0 && m < lower.edge.size());
+    upper.parent = lower.parent;
+    upper.total = lower.total;
+    upper.holders = lower.holders;
+    upper.edge.assign(lower.edge.begin(), lower.edge.begin() + static_cast<ptrdiff_t>(m));
+    upper.children.push_back(v);
+    lower.edge.erase(lower.edge.begin(), lower.edge.begin() + static_cast<ptrdiff_t>(m));
+    // The parent's entry for the first key now leads to the upper node.
+    slots[find_slot(upper.parent, upper.edge[0])].node = w;
+    replace_child(nodes[upper.parent], v, w);
+    lower.parent = w;
+    link(w, lower.edge[0], v);
+    return w;
+  }
+
+  // Removes v (no request passes through it, nor through its children: there are none).
+  void remove(uint32_t v) {
+    Node& n = nodes[v];
+    assert(n.total == 0 && n.children.empty());
+    unlink(n.parent, n.edge[0]);
+    drop_child(nodes[n.parent], v);
+    keys -= n.edge.size();
+    free_node(v);
+  }
+
+  // Merges v into its only child when no request ends at v (then every request through
+  // v goes on into the child: the same holders): the child's edge takes v's in front.
+  void merge(uint32_t v) {
+    if (v == kRoot) return;
+    Node& n = nodes[v];
+    if (n.children.size() != 1) return;
+    const uint32_t c = n.children[0];
+    Node& ch = nodes[c];
+    if (ch.total != n.total) return;  // a request ends at v
+    unlink(v, ch.edge[0]);
+    ch.edge.insert(ch.edge.begin(), n.edge.begin(), n.edge.end());
+    ch.parent = n.parent;
+    slots[find_slot(n.parent, n.edge[0])].node = c;
+    replace_child(nodes[n.parent], v, c);
+    n.children.clear();
+    free_node(v);
   }
 };
 
-ActiveBlocks::ActiveBlocks() : table_(std::make_unique<Table>()) {}
+ActiveBlocks::ActiveBlocks() : trie_(std::make_unique<Trie>()) {}
 ActiveBlocks::~ActiveBlocks() = default;
+
+namespace {
+// How many leading keys of `edge` equal those of `keys` from `pos` on.
+size_t common(const std::vector<kv::BlockKey>& edge, std::span<const kv::BlockKey> keys,
+              size_t pos) {
+  const size_t n = std::min(edge.size(), keys.size() - pos);
+  const kv::BlockKey* a = edge.data();
+  const kv::BlockKey* b = keys.data() + pos;
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+}  // namespace
 
 uint32_t ActiveBlocks::add(kv::EndpointId endpoint, std::span<const kv::BlockKey> keys) {
   if (per_endpoint_.size() <= endpoint) per_endpoint_.resize(endpoint + 1, 0);
+  Trie& t = *trie_;
+  const size_t n = keys.size();
   uint32_t added = 0;
-  // Keys are hashes, so every lookup is a cache miss: ask for the slots a few keys
-  // ahead so the misses overlap.
-  constexpr size_t kAhead = 8;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (i + kAhead < keys.size()) table_->prefetch(keys[i + kAhead]);
-    added += table_->add(keys[i], endpoint) ? 1 : 0;
+  uint32_t at = kRoot;
+  size_t pos = 0;
+  while (pos < n) {
+    uint32_t v = t.child(at, keys[pos]);
+    size_t m;
+    if (v == kNil) {
+      v = t.add_leaf(at, keys.subspan(pos));
+      m = n - pos;
+    } else {
+      m = common(t.nodes[v].edge, keys, pos);
+      assert(m > 0);
+      if (m < t.nodes[v].edge.size()) v = t.split(v, m);
+    }
+    Trie::Node& node = t.nodes[v];
+    ++node.total;
+    if (Trie::Holder* h = Trie::holder(node, endpoint)) {
+      ++h->refs;
+    } else {
+      auto it =
+          std::lower_bound(node.holders.begin(), node.holders.end(), endpoint,
+                           [](const Trie::Holder& x, kv::EndpointId e) { return x.endpoint < e; });
+      node.holders.insert(it, {endpoint, 1});
+      added += static_cast<uint32_t>(m);
+    }
+    pos += m;
+    at = v;
   }
   per_endpoint_[endpoint] += added;
   return added;
 }
 
 uint32_t ActiveBlocks::release(kv::EndpointId endpoint, std::span<const kv::BlockKey> keys) {
+  Trie& t = *trie_;
+  const size_t n = keys.size();
   uint32_t freed = 0;
-  constexpr size_t kAhead = 8;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (i + kAhead < keys.size()) table_->prefetch(keys[i + kAhead]);
-    freed += table_->release(keys[i], endpoint) ? 1 : 0;
+  t.path.clear();
+  uint32_t at = kRoot;
+  size_t pos = 0;
+  while (pos < n) {
+    const uint32_t v = t.child(at, keys[pos]);
+    if (v == kNil) break;
+    Trie::Node& node = t.nodes[v];
+    const size_t m = node.edge.size();
+    if (m > n - pos || common(node.edge, keys, pos) != m) break;  // not a request's path
+    Trie::Holder* h = Trie::holder(node, endpoint);
+    if (h == nullptr) break;
+    if (--h->refs == 0) {
+      freed += static_cast<uint32_t>(m);
+      node.holders.erase(node.holders.begin() + (h - node.holders.data()));
+    }
+    --node.total;
+    t.path.push_back(v);
+    pos += m;
+    at = v;
+  }
+  // Deepest first: the nodes no request passes through any more go, then the ones left
+  // with a single child and no request ending there merge into it.
+  for (size_t i = t.path.size(); i-- > 0;) {
+    const uint32_t v = t.path[i];
+    if (t.nodes[v].total == 0) {
+      t.remove(v);
+    } else {
+      t.merge(v);
+    }
   }
   if (endpoint < per_endpoint_.size()) {
     assert(per_endpoint_[endpoint] >= freed);
@@ -189,84 +287,32 @@ uint32_t ActiveBlocks::release(kv::EndpointId endpoint, std::span<const kv::Bloc
 }
 
 void ActiveBlocks::prefix(std::span<const kv::BlockKey> keys, std::vector<Prefix>& out) const {
-  // holders(i), the endpoints holding keys[i], shrinks as i grows (holding key i implies
-  // holding keys 0..i-1), and one of the same size is the same set. So each endpoint's
-  // prefix length is where it drops out, and bisection on |holders| finds every drop
-  // with O(drops x log n) lookups instead of one per key: a 450-block prompt whose
-  // system prompt is in flight on many endpoints and the rest on one takes ~20.
+  const Trie& t = *trie_;
   const size_t n = keys.size();
-  if (n == 0) return;
-  const Table& t = *table_;
-  // The top levels of the bisection are known in advance: start loading their slots
-  // now, so that the first lookups overlap instead of missing the cache one by one.
-  {
-    size_t lo[16] = {0}, hi[16] = {n};
-    size_t count = 1;
-    for (int level = 0; level < 4; ++level) {
-      const size_t width = count;
-      for (size_t j = 0; j < width; ++j) {
-        if (hi[j] - lo[j] < 2) continue;
-        const size_t mid = lo[j] + (hi[j] - lo[j]) / 2;
-        t.prefetch(keys[mid]);
-        lo[count] = mid;
-        hi[count] = hi[j];
-        ++count;
-        hi[j] = mid;
+  uint32_t at = kRoot;
+  uint32_t first = kNil;  // the first node on the path: its holders are everyone's
+  size_t pos = 0;
+  while (pos < n) {
+    const uint32_t v = t.child(at, keys[pos]);
+    if (v == kNil) break;
+    const Trie::Node& node = t.nodes[v];
+    const size_t m = common(node.edge, keys, pos);
+    if (first == kNil) {
+      first = v;
+      for (const Trie::Holder& h : node.holders) {
+        if (reach_.size() <= h.endpoint) reach_.resize(h.endpoint + 1, 0);
       }
     }
+    // Every holder of this node holds the keys matched on its edge; deeper nodes' holders
+    // are among these, so the last value written is the endpoint's reach.
+    for (const Trie::Holder& h : node.holders) reach_[h.endpoint] = static_cast<uint32_t>(pos + m);
+    if (m < node.edge.size()) break;
+    pos += m;
+    at = v;
   }
-  struct Probe {
-    uint32_t slot, count;  // slot: kNil past the end
-  };
-  auto probe = [&](size_t i) -> Probe {
-    if (i >= n) return {kNil, 0};
-    const size_t slot = t.find(keys[i]);
-    return {static_cast<uint32_t>(slot), t.slots[slot].holders};
-  };
-  const Probe p0 = probe(0);
-  if (p0.count == 0) return;
-  if (stamp_.size() < per_endpoint_.size()) stamp_.resize(per_endpoint_.size(), 0);
-  // Endpoints in holders(lo) but not in holders(hi) hold exactly hi keys.
-  auto emit_drop = [&](uint32_t lo_slot, uint32_t hi_slot, size_t hi) {
-    if (++gen_ == 0) {
-      std::fill(stamp_.begin(), stamp_.end(), 0);
-      gen_ = 1;
-    }
-    if (hi_slot != kNil) {
-      t.for_each_holder(t.slots[hi_slot], [&](kv::EndpointId e) {
-        if (e < stamp_.size()) stamp_[e] = gen_;
-      });
-    }
-    t.for_each_holder(t.slots[lo_slot], [&](kv::EndpointId e) {
-      if (e >= stamp_.size() || stamp_[e] != gen_) out.push_back({e, static_cast<uint32_t>(hi)});
-    });
-  };
-  // Segments [lo, hi] with |holders(lo)| > |holders(hi)|; holders(n) is empty.
-  struct Segment {
-    size_t lo, hi;
-    uint32_t lo_slot, hi_slot, lo_count, hi_count;
-  };
-  Segment stack[128];
-  size_t depth = 0;
-  stack[depth++] = {0, n, p0.slot, kNil, p0.count, 0};
-  while (depth > 0) {
-    const Segment s = stack[--depth];
-    if (s.hi == s.lo + 1) {
-      emit_drop(s.lo_slot, s.hi_slot, s.hi);
-      continue;
-    }
-    const size_t mid = s.lo + (s.hi - s.lo) / 2;
-    const auto [mh, mc] = probe(mid);
-    // Keys that are not chained could break the monotony: clamp so it still ends.
-    if (mc < s.lo_count && mc > s.hi_count && depth + 2 <= std::size(stack)) {
-      stack[depth++] = {mid, s.hi, mh, s.hi_slot, mc, s.hi_count};
-      stack[depth++] = {s.lo, mid, s.lo_slot, mh, s.lo_count, mc};
-    } else if (mc >= s.lo_count && depth + 1 <= std::size(stack)) {
-      stack[depth++] = {mid, s.hi, mh, s.hi_slot, mc, s.hi_count};  // no drop in [lo, mid]
-    } else if (depth + 1 <= std::size(stack)) {
-      stack[depth++] = {s.lo, mid, s.lo_slot, mh, s.lo_count, mc};  // none in [mid, hi]
-    }
-  }
+  if (first == kNil) return;
+  for (const Trie::Holder& h : t.nodes[first].holders)
+    out.push_back({h.endpoint, reach_[h.endpoint]});
 }
 
 uint64_t ActiveBlocks::blocks(kv::EndpointId endpoint) const {
@@ -275,16 +321,41 @@ uint64_t ActiveBlocks::blocks(kv::EndpointId endpoint) const {
 
 void ActiveBlocks::remove_endpoint(kv::EndpointId endpoint) {
   if (endpoint >= per_endpoint_.size() || per_endpoint_[endpoint] == 0) return;
-  Table& t = *table_;
-  for (size_t i = 0; i < t.slots.size();) {
-    const bool erased = t.slots[i].holders == 1 && t.slots[i].first.endpoint == endpoint;
-    t.drop(i, endpoint, /*all_refs=*/true);
-    // An erased slot may have received a later entry by the backward shift: look again.
-    if (!erased) ++i;
+  Trie& t = *trie_;
+  // Its holders go; then the nodes nobody passes through (whole subtrees: counts shrink
+  // along a path), leaves first; then the merges the removals allow.
+  std::vector<uint32_t> emptied;
+  for (uint32_t v = 1; v < t.nodes.size(); ++v) {
+    Trie::Node& node = t.nodes[v];
+    if (node.total == 0) continue;
+    if (Trie::Holder* h = Trie::holder(node, endpoint)) {
+      node.total -= h->refs;
+      node.holders.erase(node.holders.begin() + (h - node.holders.data()));
+      if (node.total == 0) emptied.push_back(v);
+    }
+  }
+  // Children before parents: a node is removed once it has no children left.
+  while (!emptied.empty()) {
+    bool progress = false;
+    for (size_t i = 0; i < emptied.size();) {
+      if (t.nodes[emptied[i]].children.empty()) {
+        t.remove(emptied[i]);
+        emptied[i] = emptied.back();
+        emptied.pop_back();
+        progress = true;
+      } else {
+        ++i;
+      }
+    }
+    assert(progress);
+    if (!progress) break;
+  }
+  for (uint32_t v = 1; v < t.nodes.size(); ++v) {
+    if (t.nodes[v].total != 0) t.merge(v);
   }
   per_endpoint_[endpoint] = 0;
 }
 
-size_t ActiveBlocks::size() const { return table_->used; }
+size_t ActiveBlocks::size() const { return trie_->keys; }
 
 }  // namespace kvgate::route

@@ -5,10 +5,20 @@
 // the engine's paged cache, so a block counts once per endpoint however many requests
 // use it: this is a reference count per (block, endpoint).
 //
-// Because block keys are chained (kv/block_hash.h), a request holding key i holds keys
-// 0..i-1 as well; so the blocks an endpoint holds for a prompt always form a prefix of
-// it, and prefix() finds them for every endpoint by bisection, without walking the
-// whole prompt.
+// Because block keys are chained (kv/block_hash.h), a key stands for the whole prefix up
+// to it: the blocks an endpoint holds for a prompt always form a prefix of it, and the
+// prompts in flight form a tree. They are kept as one: a compressed trie of the prompts'
+// key sequences, whose nodes carry, per endpoint, how many of its in-flight requests
+// pass through them. A request's keys are compared against the trie's edges (a run of
+// equal 8-byte words) and counted once per node on its path (two or three: the shared
+// prefix, its own tail), not once per key; prefix() walks the same path. Nodes no
+// request passes through are removed, and a node left with one child and no request
+// ending at it is merged into that child, so the tree stays as small as the branching
+// of the prompts in flight.
+//
+// The counts are exactly a per-(key, endpoint) reference count's for chained keys. Keys
+// that are not chained (a test's small integers) are taken as sequences: a key counts
+// per position in the tree, not once wherever it occurs.
 //
 // Thread-safety: none; owned by the router's strand.
 #pragma once
@@ -38,11 +48,11 @@ class ActiveBlocks {
   // hold before.
   uint32_t add(kv::EndpointId endpoint, std::span<const kv::BlockKey> keys);
   // Drops one reference to each key on `endpoint`; returns how many it no longer holds.
-  // REQUIRES: the same keys were added to the same endpoint before.
+  // REQUIRES: the same keys were added to the same endpoint before (a release that
+  // matches no add changes nothing past where it stops matching).
   uint32_t release(kv::EndpointId endpoint, std::span<const kv::BlockKey> keys);
   // Appends, for every endpoint holding at least keys[0], how many leading keys it
-  // holds. Cost: O(log n) lookups per distinct prefix length among the endpoints, not
-  // one per key (bisection; see the .cc).
+  // holds. Cost: one lookup per node on the prompt's path and a comparison of its keys.
   void prefix(std::span<const kv::BlockKey> keys, std::vector<Prefix>& out) const;
   // Distinct keys `endpoint` holds.
   uint64_t blocks(kv::EndpointId endpoint) const;
@@ -52,11 +62,10 @@ class ActiveBlocks {
   size_t size() const;
 
  private:
-  struct Table;
-  std::unique_ptr<Table> table_;
+  struct Trie;
+  std::unique_ptr<Trie> trie_;
   std::vector<uint64_t> per_endpoint_;
-  mutable std::vector<uint32_t> stamp_;  // scratch for prefix()
-  mutable uint32_t gen_ = 0;
+  mutable std::vector<uint32_t> reach_;  // scratch for prefix()
 };
 
 }  // namespace kvgate::route

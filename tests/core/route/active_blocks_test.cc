@@ -126,5 +126,92 @@ TEST(ActiveBlocks, MatchesReferenceModel) {
   }
 }
 
+// Requests ending inside one another's prefixes, diverging at every depth and coming
+// back: the trie splits edges, removes the nodes nobody passes through and merges the
+// ones left with one child. Against the same reference model, with prompts cut at any
+// length from a three-level tree of chained segments, and everything released at the
+// end (nothing may be left over).
+TEST(ActiveBlocks, MatchesReferenceModelOnNestedPrefixes) {
+  Rng rng(11);
+  ActiveBlocks a;
+  std::map<std::pair<kv::EndpointId, kv::BlockKey>, int> ref;
+  struct Live {
+    kv::EndpointId ep;
+    std::vector<kv::BlockKey> keys;
+  };
+  std::vector<Live> live;
+  // Segment s of a path (a, b, c): its length and keys depend on the path up to it, so
+  // equal keys imply equal prefixes.
+  auto prompt = [&] {
+    std::vector<kv::BlockKey> k;
+    uint64_t id = 1;
+    for (int s = 0; s < 3; ++s) {
+      id = id * 8 + 1 + rng.below(3);
+      const size_t len = 1 + (id * 2654435761u) % 9;
+      for (size_t i = 0; i < len; ++i) k.push_back((id << 16) | k.size());
+    }
+    k.resize(1 + rng.below(k.size()));  // may end inside any segment
+    return k;
+  };
+  auto check = [&] {
+    std::set<kv::BlockKey> distinct;
+    for (auto& [k, n] : ref) distinct.insert(k.second);
+    ASSERT_EQ(a.size(), distinct.size());
+    for (kv::EndpointId ep = 0; ep < 5; ++ep) {
+      uint64_t n = 0;
+      for (auto& [k, c] : ref) n += k.first == ep;
+      ASSERT_EQ(a.blocks(ep), n) << "endpoint " << ep;
+    }
+    for (int q = 0; q < 3; ++q) {
+      auto p = prompt();
+      std::vector<ActiveBlocks::Prefix> out;
+      a.prefix(p, out);
+      std::map<kv::EndpointId, uint32_t> got, want;
+      for (auto x : out) ASSERT_TRUE(got.emplace(x.endpoint, x.blocks).second);
+      for (kv::EndpointId ep = 0; ep < 5; ++ep) {
+        uint32_t n = 0;
+        while (n < p.size() && ref.contains({ep, p[n]})) ++n;
+        if (n > 0) want[ep] = n;
+      }
+      ASSERT_EQ(got, want);
+    }
+  };
+  auto release = [&](size_t i) {
+    uint32_t freed = 0;
+    for (auto k : live[i].keys) {
+      if (--ref[{live[i].ep, k}] == 0) {
+        ref.erase({live[i].ep, k});
+        ++freed;
+      }
+    }
+    EXPECT_EQ(a.release(live[i].ep, live[i].keys), freed);
+    live[i] = std::move(live.back());
+    live.pop_back();
+  };
+  for (int step = 0; step < 6000; ++step) {
+    if (live.size() < 40 && (live.empty() || rng.below(2) == 0)) {
+      Live l{static_cast<kv::EndpointId>(rng.below(5)), prompt()};
+      uint32_t fresh = 0;
+      for (auto k : l.keys) fresh += ref[{l.ep, k}]++ == 0;
+      ASSERT_EQ(a.add(l.ep, l.keys), fresh);
+      live.push_back(std::move(l));
+    } else if (rng.below(100) == 0) {
+      kv::EndpointId ep = static_cast<kv::EndpointId>(rng.below(5));
+      a.remove_endpoint(ep);
+      std::erase_if(ref, [&](const auto& kv) { return kv.first.first == ep; });
+      std::erase_if(live, [&](const Live& l) { return l.ep == ep; });
+    } else {
+      release(rng.below(live.size()));
+    }
+    if (step % 13 == 0) check();
+  }
+  while (!live.empty()) release(rng.below(live.size()));
+  EXPECT_EQ(a.size(), 0u);
+  for (kv::EndpointId ep = 0; ep < 5; ++ep) EXPECT_EQ(a.blocks(ep), 0u);
+  std::vector<ActiveBlocks::Prefix> out;
+  a.prefix(prompt(), out);
+  EXPECT_TRUE(out.empty());
+}
+
 }  // namespace
 }  // namespace kvgate::route
