@@ -125,9 +125,13 @@ struct ActiveBlocks::Trie {
     parent.children.pop_back();
   }
 
+  // Where endpoint e's holder is in n, or would go.
+  static std::vector<Holder>::iterator holder_at(Node& n, kv::EndpointId e) {
+    return std::lower_bound(n.holders.begin(), n.holders.end(), e,
+                            [](const Holder& h, kv::EndpointId x) { return h.endpoint < x; });
+  }
   static Holder* holder(Node& n, kv::EndpointId e) {
-    auto it = std::lower_bound(n.holders.begin(), n.holders.end(), e,
-                               [](const Holder& h, kv::EndpointId x) { return h.endpoint < x; });
+    auto it = holder_at(n, e);
     return it != n.holders.end() && it->endpoint == e ? &*it : nullptr;
   }
 
@@ -188,7 +192,6 @@ struct ActiveBlocks::Trie {
     ch.parent = n.parent;
     slots[find_slot(n.parent, n.edge[0])].node = c;
     replace_child(nodes[n.parent], v, c);
-    n.children.clear();
     free_node(v);
   }
 };
@@ -229,12 +232,10 @@ uint32_t ActiveBlocks::add(kv::EndpointId endpoint, std::span<const kv::BlockKey
     }
     Trie::Node& node = t.nodes[v];
     ++node.total;
-    if (Trie::Holder* h = Trie::holder(node, endpoint)) {
-      ++h->refs;
+    if (auto it = Trie::holder_at(node, endpoint);
+        it != node.holders.end() && it->endpoint == endpoint) {
+      ++it->refs;
     } else {
-      auto it =
-          std::lower_bound(node.holders.begin(), node.holders.end(), endpoint,
-                           [](const Trie::Holder& x, kv::EndpointId e) { return x.endpoint < e; });
       node.holders.insert(it, {endpoint, 1});
       added += static_cast<uint32_t>(m);
     }

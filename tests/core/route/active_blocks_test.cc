@@ -54,18 +54,72 @@ TEST(ActiveBlocks, RemoveEndpointForgetsOnlyIt) {
   EXPECT_EQ(out[0].blocks, 3u);
 }
 
-// Randomized against a reference model: chained prompts drawn from a small tree of
-// prefixes, added and released in random order over several endpoints, with the
-// table growing and shrinking through many probe-chain deletions.
-TEST(ActiveBlocks, MatchesReferenceModel) {
-  Rng rng(7);
-  ActiveBlocks a;
-  std::map<std::pair<kv::EndpointId, kv::BlockKey>, int> ref;
+// The reference: a count per (endpoint, key), and the requests in flight. Each call does
+// the same to an ActiveBlocks and checks its answer against the model's.
+struct Model {
   struct Live {
     kv::EndpointId ep;
     std::vector<kv::BlockKey> keys;
   };
+  std::map<std::pair<kv::EndpointId, kv::BlockKey>, int> ref;
   std::vector<Live> live;
+
+  void add(ActiveBlocks& a, kv::EndpointId ep, std::vector<kv::BlockKey> keys) {
+    uint32_t fresh = 0;
+    for (auto k : keys) fresh += ref[{ep, k}]++ == 0;
+    ASSERT_EQ(a.add(ep, keys), fresh);
+    live.push_back({ep, std::move(keys)});
+  }
+  void release(ActiveBlocks& a, size_t i) {
+    uint32_t freed = 0;
+    for (auto k : live[i].keys) {
+      if (--ref[{live[i].ep, k}] == 0) {
+        ref.erase({live[i].ep, k});
+        ++freed;
+      }
+    }
+    EXPECT_EQ(a.release(live[i].ep, live[i].keys), freed);
+    live[i] = std::move(live.back());
+    live.pop_back();
+  }
+  void remove_endpoint(ActiveBlocks& a, kv::EndpointId ep) {
+    a.remove_endpoint(ep);
+    std::erase_if(ref, [&](const auto& kv) { return kv.first.first == ep; });
+    std::erase_if(live, [&](const Live& l) { return l.ep == ep; });
+  }
+  // Distinct keys in all and per endpoint (0 .. endpoints - 1).
+  void check_counts(const ActiveBlocks& a, kv::EndpointId endpoints) const {
+    std::set<kv::BlockKey> distinct;
+    for (auto& [k, n] : ref) distinct.insert(k.second);
+    ASSERT_EQ(a.size(), distinct.size());
+    for (kv::EndpointId ep = 0; ep < endpoints; ++ep) {
+      uint64_t n = 0;
+      for (auto& [k, c] : ref) n += k.first == ep;
+      ASSERT_EQ(a.blocks(ep), n) << "endpoint " << ep;
+    }
+  }
+  // Each endpoint's held prefix of `p`, once per endpoint.
+  void check_prefix(const ActiveBlocks& a, kv::EndpointId endpoints,
+                    const std::vector<kv::BlockKey>& p) const {
+    std::vector<ActiveBlocks::Prefix> out;
+    a.prefix(p, out);
+    std::map<kv::EndpointId, uint32_t> got, want;
+    for (auto x : out) ASSERT_TRUE(got.emplace(x.endpoint, x.blocks).second);
+    for (kv::EndpointId ep = 0; ep < endpoints; ++ep) {
+      uint32_t n = 0;
+      while (n < p.size() && ref.contains({ep, p[n]})) ++n;
+      if (n > 0) want[ep] = n;
+    }
+    ASSERT_EQ(got, want);
+  }
+};
+
+// Randomized against the reference model: chained prompts drawn from a small tree of
+// prefixes, added and released in random order over several endpoints.
+TEST(ActiveBlocks, MatchesReferenceModel) {
+  Rng rng(7);
+  ActiveBlocks a;
+  Model m;
   auto prompt = [&] {
     // Chained like real keys: a prompt is (branch, split); its blocks before `split`
     // are shared by every prompt (key i), the rest are its own. Equal keys at a
@@ -78,50 +132,17 @@ TEST(ActiveBlocks, MatchesReferenceModel) {
     return k;
   };
   for (int step = 0; step < 4000; ++step) {
-    if (live.empty() || rng.below(3) != 0) {
-      Live l{static_cast<kv::EndpointId>(rng.below(6)), prompt()};
-      uint32_t fresh = 0;
-      for (auto k : l.keys) fresh += ref[{l.ep, k}]++ == 0;
-      EXPECT_EQ(a.add(l.ep, l.keys), fresh);
-      live.push_back(std::move(l));
+    if (m.live.empty() || rng.below(3) != 0) {
+      const auto ep = static_cast<kv::EndpointId>(rng.below(6));
+      ASSERT_NO_FATAL_FAILURE(m.add(a, ep, prompt()));
     } else if (rng.below(50) == 0) {
-      kv::EndpointId ep = static_cast<kv::EndpointId>(rng.below(6));
-      a.remove_endpoint(ep);
-      std::erase_if(ref, [&](const auto& kv) { return kv.first.first == ep; });
-      std::erase_if(live, [&](const Live& l) { return l.ep == ep; });
+      m.remove_endpoint(a, static_cast<kv::EndpointId>(rng.below(6)));
     } else {
-      size_t i = rng.below(live.size());
-      uint32_t freed = 0;
-      for (auto k : live[i].keys) {
-        if (--ref[{live[i].ep, k}] == 0) {
-          ref.erase({live[i].ep, k});
-          ++freed;
-        }
-      }
-      EXPECT_EQ(a.release(live[i].ep, live[i].keys), freed);
-      live[i] = std::move(live.back());
-      live.pop_back();
+      m.release(a, rng.below(m.live.size()));
     }
     if (step % 97 == 0) {
-      std::set<kv::BlockKey> distinct;
-      for (auto& [k, n] : ref) distinct.insert(k.second);
-      ASSERT_EQ(a.size(), distinct.size());
-      for (kv::EndpointId ep = 0; ep < 6; ++ep) {
-        uint64_t n = 0;
-        for (auto& [k, c] : ref) n += k.first == ep;
-        ASSERT_EQ(a.blocks(ep), n) << "endpoint " << ep;
-      }
-      auto p = prompt();
-      std::vector<ActiveBlocks::Prefix> out;
-      a.prefix(p, out);
-      std::map<kv::EndpointId, uint32_t> got, want;
-      for (auto x : out) got[x.endpoint] = x.blocks;
-      for (kv::EndpointId ep = 0; ep < 6; ++ep) {
-        uint32_t n = 0;
-        while (n < p.size() && ref.contains({ep, p[n]})) ++n;
-        if (n > 0) want[ep] = n;
-      }
-      ASSERT_EQ(got, want);
+      ASSERT_NO_FATAL_FAILURE(m.check_counts(a, 6));
+      ASSERT_NO_FATAL_FAILURE(m.check_prefix(a, 6, prompt()));
     }
   }
 }
@@ -134,12 +155,7 @@ TEST(ActiveBlocks, MatchesReferenceModel) {
 TEST(ActiveBlocks, MatchesReferenceModelOnNestedPrefixes) {
   Rng rng(11);
   ActiveBlocks a;
-  std::map<std::pair<kv::EndpointId, kv::BlockKey>, int> ref;
-  struct Live {
-    kv::EndpointId ep;
-    std::vector<kv::BlockKey> keys;
-  };
-  std::vector<Live> live;
+  Model m;
   // Segment s of a path (a, b, c): its length and keys depend on the path up to it, so
   // equal keys imply equal prefixes.
   auto prompt = [&] {
@@ -153,59 +169,21 @@ TEST(ActiveBlocks, MatchesReferenceModelOnNestedPrefixes) {
     k.resize(1 + rng.below(k.size()));  // may end inside any segment
     return k;
   };
-  auto check = [&] {
-    std::set<kv::BlockKey> distinct;
-    for (auto& [k, n] : ref) distinct.insert(k.second);
-    ASSERT_EQ(a.size(), distinct.size());
-    for (kv::EndpointId ep = 0; ep < 5; ++ep) {
-      uint64_t n = 0;
-      for (auto& [k, c] : ref) n += k.first == ep;
-      ASSERT_EQ(a.blocks(ep), n) << "endpoint " << ep;
-    }
-    for (int q = 0; q < 3; ++q) {
-      auto p = prompt();
-      std::vector<ActiveBlocks::Prefix> out;
-      a.prefix(p, out);
-      std::map<kv::EndpointId, uint32_t> got, want;
-      for (auto x : out) ASSERT_TRUE(got.emplace(x.endpoint, x.blocks).second);
-      for (kv::EndpointId ep = 0; ep < 5; ++ep) {
-        uint32_t n = 0;
-        while (n < p.size() && ref.contains({ep, p[n]})) ++n;
-        if (n > 0) want[ep] = n;
-      }
-      ASSERT_EQ(got, want);
-    }
-  };
-  auto release = [&](size_t i) {
-    uint32_t freed = 0;
-    for (auto k : live[i].keys) {
-      if (--ref[{live[i].ep, k}] == 0) {
-        ref.erase({live[i].ep, k});
-        ++freed;
-      }
-    }
-    EXPECT_EQ(a.release(live[i].ep, live[i].keys), freed);
-    live[i] = std::move(live.back());
-    live.pop_back();
-  };
   for (int step = 0; step < 6000; ++step) {
-    if (live.size() < 40 && (live.empty() || rng.below(2) == 0)) {
-      Live l{static_cast<kv::EndpointId>(rng.below(5)), prompt()};
-      uint32_t fresh = 0;
-      for (auto k : l.keys) fresh += ref[{l.ep, k}]++ == 0;
-      ASSERT_EQ(a.add(l.ep, l.keys), fresh);
-      live.push_back(std::move(l));
+    if (m.live.size() < 40 && (m.live.empty() || rng.below(2) == 0)) {
+      const auto ep = static_cast<kv::EndpointId>(rng.below(5));
+      ASSERT_NO_FATAL_FAILURE(m.add(a, ep, prompt()));
     } else if (rng.below(100) == 0) {
-      kv::EndpointId ep = static_cast<kv::EndpointId>(rng.below(5));
-      a.remove_endpoint(ep);
-      std::erase_if(ref, [&](const auto& kv) { return kv.first.first == ep; });
-      std::erase_if(live, [&](const Live& l) { return l.ep == ep; });
+      m.remove_endpoint(a, static_cast<kv::EndpointId>(rng.below(5)));
     } else {
-      release(rng.below(live.size()));
+      m.release(a, rng.below(m.live.size()));
     }
-    if (step % 13 == 0) check();
+    if (step % 13 == 0) {
+      ASSERT_NO_FATAL_FAILURE(m.check_counts(a, 5));
+      for (int q = 0; q < 3; ++q) ASSERT_NO_FATAL_FAILURE(m.check_prefix(a, 5, prompt()));
+    }
   }
-  while (!live.empty()) release(rng.below(live.size()));
+  while (!m.live.empty()) m.release(a, rng.below(m.live.size()));
   EXPECT_EQ(a.size(), 0u);
   for (kv::EndpointId ep = 0; ep < 5; ++ep) EXPECT_EQ(a.blocks(ep), 0u);
   std::vector<ActiveBlocks::Prefix> out;

@@ -93,6 +93,14 @@ TracingConfig config(size_t batch_size, size_t max_queue, std::chrono::milliseco
   return c;
 }
 
+// Every request traced (ratio 1.0), batches of `batch_size` spans, no flush by time: what
+// the tests that trace requests through begin() use.
+TracingConfig traced(size_t batch_size) {
+  TracingConfig c = config(batch_size, 1000, std::chrono::milliseconds(3'600'000));
+  c.ratio = 1.0;
+  return c;
+}
+
 // A finished request of `hops` ended hops (1 + hops spans), as a test submits it.
 std::unique_ptr<RequestTrace> finished_request(Tracer& tracer, uint64_t i, int hops = 0) {
   auto t = std::make_unique<RequestTrace>(
@@ -277,8 +285,7 @@ TEST(Tracer, AFailedExportAtStopDropsTheRestAtOnce) {
 TEST(Tracer, ARequestGoesOnceWithItsHopSpans) {
   ManualClock clock;
   Recorder rec;
-  TracingConfig c = config(100, 1000, std::chrono::milliseconds(3'600'000));
-  c.ratio = 1.0;
+  TracingConfig c = traced(100);
   Tracer tracer(c, clock, rec.sink());
   io::HttpRequest req;
   req.fields.add("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
@@ -377,8 +384,7 @@ TEST(Tracer, ARequestGoesOnceWithItsHopSpans) {
 TEST(Tracer, ATracedHopLendsItsTraceparentLineForTheSend) {
   ManualClock clock;
   Recorder rec;
-  TracingConfig c = config(100, 1000, std::chrono::milliseconds(3'600'000));
-  c.ratio = 1.0;
+  TracingConfig c = traced(100);
   Tracer tracer(c, clock, rec.sink());
   io::HttpRequest req;
   RequestTracePtr t = tracer.begin(req);
@@ -461,8 +467,7 @@ TEST(Tracer, AReusedRecordCarriesNothingOfItsLastRequest) {
   ManualClock clock;
   Recorder rec;
   // A batch of one span: every span goes at once.
-  TracingConfig c = config(1, 1000, std::chrono::milliseconds(3'600'000));
-  c.ratio = 1.0;
+  TracingConfig c = traced(1);
   Tracer tracer(c, clock, rec.sink());
   const RequestTrace* first_record = nullptr;
   {
@@ -562,8 +567,7 @@ TEST(Tracer, ATracerNeverUsesAnothersSpareRecords) {
   Recorder first_rec;
   Recorder second_rec;
   Recorder third_rec;
-  TracingConfig c = config(1, 1000, std::chrono::milliseconds(3'600'000));
-  c.ratio = 1.0;
+  TracingConfig c = traced(1);
   io::HttpRequest req;
   auto first = std::make_unique<Tracer>(c, clock, first_rec.sink());
   first->begin(req).reset();  // sent and recycled
