@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "../integration/support/eventually.h"
+#include "../integration/support/refusing_port.h"
 #include "core/metrics/prometheus_text.h"
 #include "gateway/data/keys.h"
 #include "io/http_client.h"
@@ -128,12 +129,6 @@ class DyingEngine {
   std::thread thread_;
 };
 
-uint16_t dead_port() {
-  net::io_context io;
-  tcp::acceptor a(io, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
-  return a.local_endpoint().port();  // closed when `a` goes: connections are refused
-}
-
 GatewayConfig config_for(std::vector<uint16_t> ports, std::string policy = "round-robin") {
   GatewayConfig c;
   c.file = "test";
@@ -237,7 +232,8 @@ TEST_P(GatewayTest, RetriesConnectFailuresAnd503OnAnotherEndpoint) {
   std::atomic<int> busy_hits{0}, good_hits{0};
   auto busy = fake_engine("busy", &busy_hits, 503);
   auto good = fake_engine("good", &good_hits);
-  start(config_for({dead_port(), busy->port(), good->port()}));
+  testing::RefusingPort dead;
+  start(config_for({dead.port(), busy->port(), good->port()}));
   for (int i = 0; i < 6; ++i) {
     auto r = post("/v1/chat/completions", i % 2 ? kStream : kChat);
     ASSERT_EQ(r.status, 200) << r.body;
@@ -251,7 +247,8 @@ TEST_P(GatewayTest, RetriesConnectFailuresAnd503OnAnotherEndpoint) {
 }
 
 TEST_P(GatewayTest, AllEndpointsDownIs502) {
-  start(config_for({dead_port(), dead_port()}));
+  testing::RefusingPort dead_a, dead_b;
+  start(config_for({dead_a.port(), dead_b.port()}));
   auto r = post("/v1/chat/completions", kChat);
   EXPECT_EQ(r.status, 502);
   EXPECT_EQ(error_code(r.body), "upstream_unavailable");

@@ -5,8 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/json.hpp>
 #include <csignal>
 #include <cstdlib>
@@ -19,6 +17,7 @@
 #include <thread>
 
 #include "io/subprocess.h"
+#include "support/process.h"
 
 namespace kvgate {
 // Named after the file, not anonymous: the tests compile in unity batches, where two
@@ -68,17 +67,8 @@ void expect_phases_as_planned(const boost::json::array& rows,
   }
 }
 
-std::string kvgate_bin() {
-  const char* bin = std::getenv("KVGATE_BIN");
-  return bin != nullptr ? bin : "";
-}
-
-int free_port() {
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor a(
-      io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
-  return a.local_endpoint().port();
-}
+using testing::free_port;
+using testing::kvgate_bin;
 
 struct Output {
   int exit_code = -1;

@@ -9,6 +9,8 @@
 #include <boost/asio/write.hpp>
 #include <thread>
 
+#include "../integration/support/refusing_port.h"
+
 namespace kvgate::io {
 // Named after the file, not anonymous: the tests compile in unity batches, where two
 // files' helpers of one name would collide (docs/development.md).
@@ -87,11 +89,8 @@ TEST(HealthProbeTest, ReadsTheStatusCode) {
 }
 
 TEST(HealthProbeTest, RefusedConnectionIsNoAnswer) {
-  // Bind then close to get a port nothing listens on.
-  asio::io_context io;
-  tcp::acceptor a(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  std::string url = "http://127.0.0.1:" + std::to_string(a.local_endpoint().port()) + "/health";
-  a.close();
+  const kvgate::testing::RefusingPort dead;
+  const std::string url = dead.url() + "/health";
   auto before = std::chrono::steady_clock::now();
   EXPECT_EQ(probe_health(*parse_url(url), 2000ms), std::nullopt);
   EXPECT_LT(std::chrono::steady_clock::now() - before, 1500ms);

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "../../integration/support/refusing_port.h"
 #include "core/metrics/prometheus_text.h"
 #include "env/system_clock.h"
 #include "gateway/data/pool_runtime.h"
@@ -54,13 +55,6 @@ struct FakePrefill {
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server->port()); }
 };
-
-std::string dead_url() {
-  auto s = io::HttpServer::start({}, [](io::HttpRequest&&, std::shared_ptr<io::ResponseStream>) {});
-  std::string url = "http://127.0.0.1:" + std::to_string((*s)->port());
-  (*s)->stop(std::chrono::milliseconds(0));
-  return url;  // nothing listens there any more: connections are refused
-}
 
 class DisaggFlowTest : public ::testing::Test {
  protected:
@@ -206,7 +200,8 @@ TEST_F(DisaggFlowTest, PrefillThenDecodeRequestWithTheTransferParams) {
 }
 
 TEST_F(DisaggFlowTest, UnreachablePrefillEndpointIsRetriedAndReleasesBothEndpoints) {
-  const std::string url = dead_url();
+  const kvgate::testing::RefusingPort dead;
+  const std::string url = dead.url();
   make_pool(url);
   PrefillHop hop = run(kStreamBody);
   EXPECT_EQ(hop.outcome, PrefillHop::kRetry);
