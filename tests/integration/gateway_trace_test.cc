@@ -208,7 +208,7 @@ TEST(GatewayTrace, ClientTraceReachesBothEnginesOfAPdPairAndTheCollector) {
     keys.insert(std::string(a.at("key").as_string()));
   }
   for (const char* k : {"kvgate.endpoint", "kvgate.route_us", "kvgate.matched_blocks",
-                        "kvgate.cost", "http.response.status_code"}) {
+                        "kvgate.cost", "kvgate.disaggregated", "http.response.status_code"}) {
     EXPECT_TRUE(keys.contains(k)) << k;
   }
 

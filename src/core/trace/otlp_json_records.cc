@@ -264,18 +264,23 @@ char* write_server_span(char* p, Kept& kept, const RequestSpans& r) {
                          KVGATE_ATTRIBUTE("kvgate.endpoint", "stringValue"),
                          r.text.view(r.endpoint));
     p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.route_us", "intValue"), g.route_us);
-    p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.matched_blocks", "intValue"), g.matched_blocks);
-    p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.cached_blocks", "intValue"), g.cached_blocks);
-    p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.prompt_blocks", "intValue"), g.prompt_blocks);
+    // The prefix terms when the prompt was keyed (a round-robin pool's is not); the wait
+    // and the P/D split when there was one (Routing's comments).
+    if (g.prompt_blocks != 0) {
+      p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.matched_blocks", "intValue"), g.matched_blocks);
+      p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.cached_blocks", "intValue"), g.cached_blocks);
+      p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.prompt_blocks", "intValue"), g.prompt_blocks);
+    }
     p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.prefill_tokens", "intValue"), g.prefill_tokens);
     p = copy_literal(p, ",{\"key\":\"kvgate.cost\",\"value\":");
     p = double_attribute_value(p, g.cost);
     p = copy_literal(p, "}");
-    p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.queued_us", "intValue"), g.queued_us);
-    p = g.disaggregated
-            ? copy_literal(p, ",{\"key\":\"kvgate.disaggregated\",\"value\":{\"boolValue\":true}}")
-            : copy_literal(p,
-                           ",{\"key\":\"kvgate.disaggregated\",\"value\":{\"boolValue\":false}}");
+    if (g.queued_us != 0) {
+      p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.queued_us", "intValue"), g.queued_us);
+    }
+    if (g.disaggregated) {
+      p = copy_literal(p, ",{\"key\":\"kvgate.disaggregated\",\"value\":{\"boolValue\":true}}");
+    }
   }
   if (r.http_status != 0) {
     p = int_attribute(p, KVGATE_ATTRIBUTE("http.response.status_code", "intValue"), r.http_status);

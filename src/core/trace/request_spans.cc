@@ -4,19 +4,14 @@
 
 namespace kvgate::trace {
 
-TextRef TextBuffer::add(std::string_view s) {
+TextRef TextBuffer::add_on_heap(std::string_view s) {
   const TextRef ref{size_, static_cast<uint32_t>(s.size())};
-  if (s.empty()) return ref;
-  if (!on_heap_ && size_ + s.size() <= kInline) {
-    std::memcpy(inline_ + size_, s.data(), s.size());
-  } else {
-    if (!on_heap_) {
-      heap_.reserve(2 * (size_ + s.size()));
-      heap_.assign(inline_, size_);
-      on_heap_ = true;
-    }
-    heap_.append(s);
+  if (!on_heap_) {
+    heap_.reserve(2 * (size_ + s.size()));
+    heap_.assign(inline_, size_);
+    on_heap_ = true;
   }
+  heap_.append(s);
   size_ += ref.size;
   return ref;
 }

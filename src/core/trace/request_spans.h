@@ -72,7 +72,15 @@ class TextBuffer {
   // Room on the heap clear() keeps; more is given back.
   static constexpr size_t kKeptHeap = 4096;
 
-  TextRef add(std::string_view s);
+  // `s` appended; where it is in the buffer. Inline while the strings fit kInline (every
+  // request's usual few): a copy; past it, add_on_heap.
+  TextRef add(std::string_view s) {
+    const TextRef ref{size_, static_cast<uint32_t>(s.size())};
+    if (on_heap_ || size_ + s.size() > kInline) return add_on_heap(s);
+    if (!s.empty()) std::memcpy(inline_ + size_, s.data(), s.size());  // (null when empty)
+    size_ += ref.size;
+    return ref;
+  }
   std::string_view view(TextRef r) const {
     return {(on_heap_ ? heap_.data() : inline_) + r.offset, r.size};
   }
@@ -90,6 +98,8 @@ class TextBuffer {
   }
 
  private:
+  TextRef add_on_heap(std::string_view s);
+
   char inline_[kInline];  // the first size_ bytes, while !on_heap_
   uint32_t size_ = 0;
   bool on_heap_ = false;
@@ -176,15 +186,18 @@ class HopList {
 };
 
 // The routing decision's numbers, on the server span (its endpoint: RequestSpans::endpoint).
+// A span carries what the decision had: the prefix terms only when the prompt was keyed
+// (prompt_blocks not 0; a round-robin pool keys none), kvgate.queued_us only when the
+// request waited in the pool's queue, kvgate.disaggregated only when true.
 struct Routing {
   int64_t route_us = 0;        // kvgate.route_us
-  int64_t matched_blocks = 0;  // kvgate.matched_blocks
-  int64_t cached_blocks = 0;   // kvgate.cached_blocks
-  int64_t prompt_blocks = 0;   // kvgate.prompt_blocks
+  int64_t matched_blocks = 0;  // kvgate.matched_blocks, when prompt_blocks is not 0
+  int64_t cached_blocks = 0;   // kvgate.cached_blocks, when prompt_blocks is not 0
+  int64_t prompt_blocks = 0;   // kvgate.prompt_blocks, when not 0
   int64_t prefill_tokens = 0;  // kvgate.prefill_tokens
   double cost = 0;             // kvgate.cost
-  int64_t queued_us = 0;       // kvgate.queued_us
-  bool disaggregated = false;  // kvgate.disaggregated
+  int64_t queued_us = 0;       // kvgate.queued_us, when not 0
+  bool disaggregated = false;  // kvgate.disaggregated, when true
 };
 
 struct RequestSpans {

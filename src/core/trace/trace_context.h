@@ -25,6 +25,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/common/rng.h"
 
@@ -83,10 +86,24 @@ inline void write_hex8(char* out, uint32_t x) {
   if constexpr (std::endian::native == std::endian::little) y = __builtin_bswap64(y);
   std::memcpy(out, &y, sizeof y);
 }
-// The 16 lower-case hex digits of `v`, most significant first, at `out`.
+// The 16 lower-case hex digits of `v`, most significant first, at `out`. With SSE2 (every
+// x86-64) in one register: the bytes most significant first, each byte's high and low
+// nibble interleaved into bytes of their own, the gap to 'a' added where a nibble is
+// above 9, one 16-byte store: about 12 instructions where write_hex8 twice takes 30.
 inline void write_hex16(char* out, uint64_t v) {
+#if defined(__SSE2__)
+  const __m128i bytes = _mm_cvtsi64_si128(static_cast<long long>(__builtin_bswap64(v)));
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const __m128i nibbles =
+      _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low4), _mm_and_si128(bytes, low4));
+  const __m128i letters =
+      _mm_and_si128(_mm_cmpgt_epi8(nibbles, _mm_set1_epi8(9)), _mm_set1_epi8('a' - '0' - 10));
+  const __m128i digits = _mm_add_epi8(_mm_add_epi8(nibbles, _mm_set1_epi8('0')), letters);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), digits);
+#else
   write_hex8(out, static_cast<uint32_t>(v >> 32));
   write_hex8(out + 8, static_cast<uint32_t>(v));
+#endif
 }
 
 // Fresh ids from `rng`, never the invalid all-zero ones.

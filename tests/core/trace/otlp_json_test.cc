@@ -247,13 +247,17 @@ std::vector<Span> as_spans(const RequestSpans& r) {
   if (r.routing) {
     s.attributes.push_back({"kvgate.endpoint", text(r.endpoint)});
     s.attributes.push_back({"kvgate.route_us", r.routing->route_us});
-    s.attributes.push_back({"kvgate.matched_blocks", r.routing->matched_blocks});
-    s.attributes.push_back({"kvgate.cached_blocks", r.routing->cached_blocks});
-    s.attributes.push_back({"kvgate.prompt_blocks", r.routing->prompt_blocks});
+    if (r.routing->prompt_blocks != 0) {
+      s.attributes.push_back({"kvgate.matched_blocks", r.routing->matched_blocks});
+      s.attributes.push_back({"kvgate.cached_blocks", r.routing->cached_blocks});
+      s.attributes.push_back({"kvgate.prompt_blocks", r.routing->prompt_blocks});
+    }
     s.attributes.push_back({"kvgate.prefill_tokens", r.routing->prefill_tokens});
     s.attributes.push_back({"kvgate.cost", r.routing->cost});
-    s.attributes.push_back({"kvgate.queued_us", r.routing->queued_us});
-    s.attributes.push_back({"kvgate.disaggregated", r.routing->disaggregated});
+    if (r.routing->queued_us != 0) {
+      s.attributes.push_back({"kvgate.queued_us", r.routing->queued_us});
+    }
+    if (r.routing->disaggregated) s.attributes.push_back({"kvgate.disaggregated", true});
   }
   if (r.http_status != 0) {
     s.attributes.push_back({"http.response.status_code", int64_t{r.http_status}});
@@ -288,7 +292,7 @@ void fill_routed(RequestSpans& r) {
                       .prompt_blocks = 20,
                       .prefill_tokens = 128,
                       .cost = 0.1,
-                      .queued_us = 0,
+                      .queued_us = 250,
                       .disaggregated = true};
   r.http_status = 200;
   r.hops_started = 4;
@@ -399,6 +403,32 @@ TEST(OtlpJson, RequestSpansEncodeExactlyAsTheirSpans) {
   EXPECT_EQ(out_spans.at(1).at("status").at("message").as_string(), "connect: refused");
   EXPECT_EQ(out_spans.at(4).at("status").at("message").as_string(), "HTTP 502");
   EXPECT_EQ(out_spans.at(5).at("status").at("message").as_string(), "no answer");
+}
+
+// What the decision did not have is left out: a round-robin pool's unkeyed prompt has no
+// prefix terms, a request that did not wait no kvgate.queued_us, an aggregated one no
+// kvgate.disaggregated; the same bytes as the reference.
+TEST(OtlpJson, AttributesTheDecisionDidNotHaveAreLeftOut) {
+  RequestSpans r = routed_request();
+  r.routing->prompt_blocks = 0;
+  r.routing->matched_blocks = 0;
+  r.routing->cached_blocks = 0;
+  r.routing->queued_us = 0;
+  r.routing->disaggregated = false;
+  std::string scratch;
+  const SpanRun runs[] = {{&r, 0, r.span_count()}};
+  const std::string_view json = write_otlp_json(scratch, runs, "kvgate");
+  EXPECT_EQ(json, otlp_json(as_spans(r), "kvgate"));
+  const boost::json::value v = boost::json::parse(json);
+  const auto& server = v.at("resourceSpans").at(0).at("scopeSpans").at(0).at("spans").at(3);
+  std::vector<std::string> keys;
+  for (const auto& attr : server.at("attributes").as_array()) {
+    keys.emplace_back(attr.at("key").as_string());
+  }
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"kvgate.model", "kvgate.pool", "url.path", "kvgate.endpoint",
+                                      "kvgate.route_us", "kvgate.prefill_tokens", "kvgate.cost",
+                                      "http.response.status_code", "kvgate.hops"}));
 }
 
 // Times in one batch: the records' encoder keeps the last second's digits (json_cursor.h,

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 namespace kvgate::trace {
 // Named after the file, not anonymous: the tests compile in unity batches.
 namespace trace_context_test {
@@ -91,6 +93,25 @@ TEST(TraceIds, Hex) {
   write_traceparent(out,
                     {{0x4bf92f3577b34da6ULL, 0xa3ce929d0e0e4736ULL}, 0x00f067aa0ba902b7ULL, 1});
   EXPECT_EQ(std::string_view(out, sizeof out), kExample);
+}
+
+TEST(TraceIds, HexOfRandomIdsIsPrintfs) {
+  // write_hex16 (one register with SSE2) and write_hex8 twice (the portable path) against
+  // the C library's, for ids of every shape.
+  Rng rng(7);
+  for (int i = 0; i < 10'000; ++i) {
+    uint64_t v = rng.next();
+    if (i % 4 == 1) v >>= (i % 64);              // leading zeros
+    if (i % 4 == 2) v |= 0xa0a0a0a0a0a0a0a0ULL;  // letters in every high nibble
+    char want[17];
+    std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(v));
+    char got[16];
+    write_hex16(got, v);
+    ASSERT_EQ(std::string_view(got, 16), std::string_view(want, 16)) << v;
+    write_hex8(got, static_cast<uint32_t>(v >> 32));
+    write_hex8(got + 8, static_cast<uint32_t>(v));
+    ASSERT_EQ(std::string_view(got, 16), std::string_view(want, 16)) << v;
+  }
 }
 
 TEST(Sampling, ParentDecides) {

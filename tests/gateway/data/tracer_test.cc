@@ -301,7 +301,8 @@ TEST(Tracer, ARequestGoesOnceWithItsHopSpans) {
     t->set_model("m1");
     t->set_pool("chat");
     t->set_path("/v1/chat/completions");
-    t->set_routing("http://127.0.0.1:8001", {.route_us = 12, .matched_blocks = 3, .cost = 0.5});
+    t->set_routing("http://127.0.0.1:8001",
+                   {.route_us = 12, .matched_blocks = 3, .prompt_blocks = 8, .cost = 0.5});
     const HopStart first =
         t->start_hop("kvgate.upstream", "http://127.0.0.1:8001", up, traceparent);
     EXPECT_EQ(up.hop_headers, "traceparent: " +
@@ -362,18 +363,20 @@ TEST(Tracer, ARequestGoesOnceWithItsHopSpans) {
   EXPECT_EQ(spans[1].at("status").at("code").as_int64(), 0);
 
   auto server = span_attributes(spans[2]);
-  EXPECT_EQ(server.size(), 14u);
+  EXPECT_EQ(server.size(), 12u);  // no kvgate.queued_us (no wait), no kvgate.disaggregated
   EXPECT_EQ(server["kvgate.model"], R"({"stringValue":"m1"})");
   EXPECT_EQ(server["kvgate.pool"], R"({"stringValue":"chat"})");
   EXPECT_EQ(server["url.path"], R"({"stringValue":"/v1/chat/completions"})");
   EXPECT_EQ(server["kvgate.endpoint"], R"({"stringValue":"http://127.0.0.1:8001"})");
   EXPECT_EQ(server["kvgate.route_us"], R"({"intValue":"12"})");
   EXPECT_EQ(server["kvgate.matched_blocks"], R"({"intValue":"3"})");
-  EXPECT_EQ(server["kvgate.disaggregated"], R"({"boolValue":false})");
+  EXPECT_EQ(server["kvgate.prompt_blocks"], R"({"intValue":"8"})");
+  EXPECT_EQ(server.count("kvgate.disaggregated"), 0u);
+  EXPECT_EQ(server.count("kvgate.queued_us"), 0u);
   EXPECT_EQ(server["http.response.status_code"], R"({"intValue":"200"})");
   EXPECT_EQ(server["kvgate.hops"], R"({"intValue":"3"})");
   const auto& attrs = spans[2].at("attributes").as_array();
-  ASSERT_EQ(attrs.size(), 14u);
+  ASSERT_EQ(attrs.size(), 12u);
   EXPECT_EQ(attrs[9].at("key").as_string(), "kvgate.cost");
   EXPECT_DOUBLE_EQ(attrs[9].at("value").at("doubleValue").to_number<double>(), 0.5);
   EXPECT_EQ(spans[2].at("status").at("code").as_int64(), 0);
@@ -480,8 +483,12 @@ TEST(Tracer, AReusedRecordCarriesNothingOfItsLastRequest) {
     t->set_model("model-a");
     t->set_pool("pool-a");
     t->set_path("/v1/a/" + std::string(300, 'a'));  // past the inline text
-    t->set_routing("http://127.0.0.1:8001",
-                   {.route_us = 7, .matched_blocks = 2, .cost = 1.5, .disaggregated = true});
+    t->set_routing("http://127.0.0.1:8001", {.route_us = 7,
+                                             .matched_blocks = 2,
+                                             .prompt_blocks = 4,
+                                             .cost = 1.5,
+                                             .queued_us = 30,
+                                             .disaggregated = true});  // every attribute there
     io::UpstreamRequest up;
     TraceparentLine traceparent;
     for (int h = 0; h < 5; ++h) {  // past the inline hops
