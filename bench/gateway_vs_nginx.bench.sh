@@ -19,7 +19,8 @@
 # the upstream's port): the same binary with and without a feature in one run, e.g.
 #   KVGATE_BIN_B=build/release/kvgate KVGATE_B_YAML='tracing: {ratio: 1.0, collector:
 #   "http://127.0.0.1:{UP}/v1/traces"}' bench/gateway_vs_nginx.bench.sh
-# (the upstream nginx answers the OTLP POSTs with 200, so the exporter's work is real).
+# (the upstream nginx answers the OTLP POSTs with 200, so the exporter's work is real;
+# {COLLECTOR} instead of {UP}: a collector nginx of its own, as a deployment has).
 # P50=0 skips the latency rounds at the end (a CPU comparison needs only the first part).
 # PIN=N runs every process of the chain (wrk, proxies, upstream) on CPU N only: on a busy
 # machine this takes cross-core wake-ups out and compares the proxies' cost per request.
@@ -53,13 +54,23 @@ start_gateway() {
   write_gateway_yaml "$2" "$UP"
   [[ $3 == gateway ]] || mv "$W/gateway.yaml" "$W/$3.yaml"
   if [[ $3 == gateway-b && -n ${KVGATE_B_YAML:-} ]]; then
-    printf '%s\n' "${KVGATE_B_YAML//\{UP\}/$UP}" >>"$W/$3.yaml"
+    local extra=${KVGATE_B_YAML//\{UP\}/$UP}
+    printf '%s\n' "${extra//\{COLLECTOR\}/${COLLECTOR:-}}" >>"$W/$3.yaml"
   fi
   "${PINNED[@]}" "$1" serve "$W/$3.yaml" >"$W/$3.log" 2>&1 &
   GATEWAY_PID=$!
   pids+=($GATEWAY_PID)
   for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$2/ready" && break; sleep 0.1; done
 }
+# {COLLECTOR} in KVGATE_B_YAML: the port of an nginx of its own answering every POST with
+# 200 (an OTLP collector that accepts everything), so that the exports do not queue behind
+# the proxied requests in the upstream's one worker, as they do with {UP}.
+if [[ ${KVGATE_B_YAML:-} == *"{COLLECTOR}"* ]]; then
+  COLLECTOR=$(free_port)
+  write_nginx_conf collector "" "server { listen 127.0.0.1:$COLLECTOR;
+    location / { client_body_buffer_size 1m; default_type application/json; return 200 '{}'; } }"
+  start_nginx collector
+fi
 start_gateway "$BIN" "$GW" gateway
 GWPID=$GATEWAY_PID
 if [[ -n ${KVGATE_BIN_B:-} ]]; then
@@ -87,20 +98,40 @@ fi
 for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$GW/ready" && curl -fs -o /dev/null "http://127.0.0.1:$UP/" && break; sleep 0.1; done
 
 # rps URL PID [SCRIPT]: requests/s through URL, and the CPU time process PID (the proxy)
-# spent per request meanwhile (user and system microseconds, from /proc/PID/stat), as
-# "rps user sys".
+# spent per request meanwhile, as "rps user sys exporter cpu": user and system
+# microseconds per request from /proc/PID/stat (the kernel's tick samples: 100 a second,
+# so a 5-second round's figures move by several percent on sampling alone), then from the
+# threads' /proc/PID/task/*/schedstat (run time in nanoseconds, measured at every switch:
+# no sampling noise; user and system together) the span exporter thread's CPU
+# microseconds per request (0 without one) and the whole process's.
 rps() {
-  local t0 t1 out
+  local t0 t1 x0 x1 c0 c1 out
   t0=$(awk '{print $14, $15}' "/proc/$2/stat")
+  x0=$(tracer_cpu "$2")
+  c0=$(run_ns "$2")
   out=$("${PINNED[@]}" wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DUR}s" -s "$W/${3:-post}.lua" "$1")
+  c1=$(run_ns "$2")
   t1=$(awk '{print $14, $15}' "/proc/$2/stat")
+  x1=$(tracer_cpu "$2")
   python3 -c "
 import sys
 rps = float(sys.argv[1]); n = int(sys.argv[2]); hz = $(getconf CLK_TCK)
-u0, s0, u1, s1 = map(int, sys.argv[3:7])
-print(rps, round((u1 - u0) / hz * 1e6 / n, 1), round((s1 - s0) / hz * 1e6 / n, 1))" \
-    "$(awk '/Requests\/sec/ {print $2}' <<<"$out")" "$(awk '/requests in/ {print $1}' <<<"$out")" $t0 $t1
+u0, s0, u1, s1, x0, x1, c0, c1 = map(int, sys.argv[3:11])
+f = lambda ticks: round(ticks / hz * 1e6 / n, 1)
+print(rps, f(u1 - u0), f(s1 - s0), round((x1 - x0) / 1e3 / n, 2), round((c1 - c0) / 1e3 / n, 2))" \
+    "$(awk '/Requests\/sec/ {print $2}' <<<"$out")" "$(awk '/requests in/ {print $1}' <<<"$out")" $t0 $t1 $x0 $x1 $c0 $c1
 }
+# The run time in nanoseconds of process $1's span exporter thread (named kvgate-trace;
+# 0 without tracing): part of the process's CPU, shown on its own.
+tracer_cpu() {
+  local f
+  for f in /proc/"$1"/task/*/schedstat; do
+    [[ $(cat "${f%schedstat}comm" 2>/dev/null) == kvgate-trace ]] && { awk '{print $1}' "$f"; return; }
+  done
+  echo 0
+}
+# The run time of process $1's threads so far, in nanoseconds (schedstat's first field).
+run_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; }
 p50() { "${PINNED[@]}" wrk -t1 -c1 -d"${DUR}s" --latency -s "$W/post.lua" "$1" | awk '$1=="50%" {print $2}'; }
 
 # wrk's latency ("19.00us", "1.20ms") in microseconds.
@@ -108,38 +139,40 @@ us() { python3 -c "import sys; v=sys.argv[1]; print({'us':1,'ms':1e3,'s':1e6}[v.
 
 NGPID=$(pgrep -P "$NGMASTER" | head -1)  # nginx's proxy worker
 echo "== requests/s, small non-streaming chat requests, ${CONNS} connections, ${DUR}s each"
-echo "   (cpu: the proxy process's user+system CPU microseconds per request)"
+echo "   (cpu: the proxy process's CPU microseconds per request, from schedstat; in brackets"
+echo "   user+system from the tick samples of /proc/PID/stat)"
 ns=(); ks=(); ncs=(); kcs=(); bs=(); bcs=(); krs=(); brs=(); ms=(); rs=(); mcs=(); rcs=(); mrs=(); rrs=(); ys=(); ycs=(); yrs=()
-bks=()  # per round: B's CPU per request over kvgate's
+bks=(); bxs=()  # per round: B's CPU per request over kvgate's; its exporter thread's
 for round in $(seq "$ROUNDS"); do
-  read -r n nu nsys < <(rps "http://127.0.0.1:$NG/v1/chat/completions" "$NGPID")
+  read -r n nu nsys _ nc < <(rps "http://127.0.0.1:$NG/v1/chat/completions" "$NGPID")
   # With a B binary the two kvgates swap places every round (B first in even rounds), so
   # that neither always runs right after nginx: the order alone moves a gateway's figures
   # by about a microsecond on a busy machine.
   if [[ -n ${KVGATE_BIN_B:-} && $((round % 2)) == 0 ]]; then
-    read -r b bu bsys < <(rps "http://127.0.0.1:$GWB/v1/chat/completions" "$GWBPID")
-    read -r k ku ksys < <(rps "http://127.0.0.1:$GW/v1/chat/completions" "$GWPID")
+    read -r b bu bsys bx bc < <(rps "http://127.0.0.1:$GWB/v1/chat/completions" "$GWBPID")
+    read -r k ku ksys _ kc < <(rps "http://127.0.0.1:$GW/v1/chat/completions" "$GWPID")
   else
-    read -r k ku ksys < <(rps "http://127.0.0.1:$GW/v1/chat/completions" "$GWPID")
-    [[ -z ${KVGATE_BIN_B:-} ]] || read -r b bu bsys < <(rps "http://127.0.0.1:$GWB/v1/chat/completions" "$GWBPID")
+    read -r k ku ksys _ kc < <(rps "http://127.0.0.1:$GW/v1/chat/completions" "$GWPID")
+    [[ -z ${KVGATE_BIN_B:-} ]] || read -r b bu bsys bx bc < <(rps "http://127.0.0.1:$GWB/v1/chat/completions" "$GWBPID")
   fi
-  ns+=("$n"); ks+=("$k"); ncs+=("$(python3 -c "print($nu+$nsys)")"); kcs+=("$(python3 -c "print($ku+$ksys)")")
+  ns+=("$n"); ks+=("$k"); ncs+=("$nc"); kcs+=("$kc")
   krs+=("$(python3 -c "print(round($k/$n,3))")")
-  line="round $round: nginx $n req/s (cpu ${nu}+${nsys} us)   kvgate $k req/s (cpu ${ku}+${ksys} us)   ratio kvgate/nginx ${krs[-1]}"
+  line="round $round: nginx $n req/s (cpu $nc us [${nu}+${nsys}])   kvgate $k req/s (cpu $kc us [${ku}+${ksys}])   ratio kvgate/nginx ${krs[-1]}"
   if [[ -n ${KVGATE_BIN_B:-} ]]; then
-    bs+=("$b"); bcs+=("$(python3 -c "print($bu+$bsys)")"); brs+=("$(python3 -c "print(round($b/$n,3))")")
-    bks+=("$(python3 -c "print(round(($bu+$bsys)/($ku+$ksys),3))")")
-    line+="   B $b req/s (cpu ${bu}+${bsys} us)   ratio B/nginx ${brs[-1]}   cpu B/kvgate ${bks[-1]}"
+    bs+=("$b"); bcs+=("$bc"); brs+=("$(python3 -c "print(round($b/$n,3))")")
+    bks+=("$(python3 -c "print(round($bc/$kc,3))")")
+    bxs+=("$bx")
+    line+="   B $b req/s (cpu $bc us [${bu}+${bsys}], exporter thread ${bx} us)   ratio B/nginx ${brs[-1]}   cpu B/kvgate ${bks[-1]}"
   fi
   echo "$line"
   if [[ ${USER_CONFIG:-1} != 0 ]]; then
-    read -r m mu msys < <(rps "http://127.0.0.1:$GWM/v1/chat/completions" "$GWMPID" post-key)
-    read -r r ru rsys < <(rps "http://127.0.0.1:$GWR/v1/chat/completions" "$GWRPID" post-key)
-    read -r y yu ysys < <(rps "http://127.0.0.1:$GWS/v1/chat/completions" "$GWSPID" post-key)
-    ms+=("$m"); rs+=("$r"); mcs+=("$(python3 -c "print($mu+$msys)")"); rcs+=("$(python3 -c "print($ru+$rsys)")")
+    read -r m mu msys _ mc < <(rps "http://127.0.0.1:$GWM/v1/chat/completions" "$GWMPID" post-key)
+    read -r r ru rsys _ rc < <(rps "http://127.0.0.1:$GWR/v1/chat/completions" "$GWRPID" post-key)
+    read -r y yu ysys _ yc < <(rps "http://127.0.0.1:$GWS/v1/chat/completions" "$GWSPID" post-key)
+    ms+=("$m"); rs+=("$r"); mcs+=("$mc"); rcs+=("$rc")
     mrs+=("$(python3 -c "print(round($m/$n,3))")"); rrs+=("$(python3 -c "print(round($r/$m,3))")")
-    ys+=("$y"); ycs+=("$(python3 -c "print($yu+$ysys)")"); yrs+=("$(python3 -c "print(round($y/$r,3))")")
-    echo "         user-like: budget in memory $m req/s (cpu ${mu}+${msys} us, ${mrs[-1]}x nginx)   budget in Redis $r req/s (cpu ${ru}+${rsys} us)   ratio Redis/memory ${rrs[-1]}   + sync on $y req/s (cpu ${yu}+${ysys} us, ${yrs[-1]}x without)"
+    ys+=("$y"); ycs+=("$yc"); yrs+=("$(python3 -c "print(round($y/$r,3))")")
+    echo "         user-like: budget in memory $m req/s (cpu $mc us [${mu}+${msys}], ${mrs[-1]}x nginx)   budget in Redis $r req/s (cpu $rc us [${ru}+${rsys}])   ratio Redis/memory ${rrs[-1]}   + sync on $y req/s (cpu $yc us [${yu}+${ysys}], ${yrs[-1]}x without)"
   fi
 done
 mn=$(median "${ns[@]}"); mk=$(median "${ks[@]}")
@@ -150,6 +183,7 @@ if [[ -n ${KVGATE_BIN_B:-} ]]; then
   echo "B ($KVGATE_BIN_B): median $mb req/s   ratio B/nginx $(python3 -c "print(round($mb/$mn,3))")   (median of the per-round ratios $(median "${brs[@]}"))   median cpu per request $(median "${bcs[@]}") us"
   # CPU per request of B over kvgate: the medians' ratio, the per-round ratios' median, and
   # the ratio of the rounds' means (what a bound on "CPU per request" reads).
+  echo "B's exporter thread (kvgate-trace; part of B's cpu): median $(median "${bxs[@]}") us per request"
   echo "cpu B/kvgate: medians $(python3 -c "print(round($(median "${bcs[@]}")/$(median "${kcs[@]}"),3))")   per-round median $(median "${bks[@]}")   means $(python3 -c "import sys; b=list(map(float,sys.argv[1].split())); k=list(map(float,sys.argv[2].split())); print(round(sum(b)/sum(k),3))" "${bcs[*]}" "${kcs[*]}")"
 fi
 

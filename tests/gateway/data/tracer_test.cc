@@ -14,6 +14,8 @@
 #include <boost/json.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -134,6 +136,29 @@ bool within_10s(const std::function<bool()>& done) {
     std::this_thread::sleep_for(1ms);
   }
   return true;
+}
+
+// The exporter thread is named, so that top -H, perf and the gateway bench tell its CPU
+// from the I/O threads'.
+TEST(Tracer, TheExporterThreadIsNamed) {
+  const auto named = [] {
+    size_t n = 0;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      n += name == "kvgate-trace" ? 1 : 0;
+    }
+    return n;
+  };
+  const size_t before = named();
+  ManualClock clock;
+  Recorder rec;
+  auto tracer = std::make_unique<Tracer>(config(3, 100, std::chrono::milliseconds(3'600'000)),
+                                         clock, rec.sink());
+  EXPECT_TRUE(within_10s([&] { return named() == before + 1; }));
+  tracer.reset();
+  EXPECT_EQ(named(), before);
 }
 
 TEST(Tracer, APartialBatchWaitsAndAFullOneGoesAtOnce) {
