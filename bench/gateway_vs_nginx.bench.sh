@@ -2,7 +2,7 @@
 # kvgate serve vs nginx (Debian's nginx-light) as plain reverse proxies to the same
 # upstream, on loopback, driven by wrk in the same run:
 #   1. requests/s for small non-streaming chat requests (kvgate: round-robin policy);
-#   (and the CPU time each proxy process spends per request, from /proc);
+#   (and the CPU time each proxy process spends per request, from its threads' schedstat);
 #   2. the user-like configuration side by side in the same rounds (USER_CONFIG=0 skips it):
 #      API keys, a token budget charged per request, kv-cost routing on the approximate
 #      prefix index, the budget in memory and in Redis (a redis-server of its own), and
