@@ -7,7 +7,6 @@
 
 #include <boost/json.hpp>
 #include <csignal>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
