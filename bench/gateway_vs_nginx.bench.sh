@@ -21,6 +21,8 @@
 #   "http://127.0.0.1:{UP}/v1/traces"}' bench/gateway_vs_nginx.bench.sh
 # (the upstream nginx answers the OTLP POSTs with 200, so the exporter's work is real;
 # {COLLECTOR} instead of {UP}: a collector nginx of its own, as a deployment has).
+# KVGATE_A_YAML=TEXT appends TEXT to the first gateway's config (the user-like ones
+# aside) the same way: two builds of one feature compared with the feature on in both.
 # P50=0 skips the latency rounds at the end (a CPU comparison needs only the first part).
 # PIN=N runs every process of the chain (wrk, proxies, upstream) on CPU N only: on a busy
 # machine this takes cross-core wake-ups out and compares the proxies' cost per request.
@@ -53,8 +55,10 @@ NGMASTER=${pids[-1]}
 start_gateway() {
   write_gateway_yaml "$2" "$UP"
   [[ $3 == gateway ]] || mv "$W/gateway.yaml" "$W/$3.yaml"
-  if [[ $3 == gateway-b && -n ${KVGATE_B_YAML:-} ]]; then
-    local extra=${KVGATE_B_YAML//\{UP\}/$UP}
+  local extra=""
+  if [[ $3 == gateway-b ]]; then extra=${KVGATE_B_YAML:-}; else extra=${KVGATE_A_YAML:-}; fi
+  if [[ -n $extra ]]; then
+    extra=${extra//\{UP\}/$UP}
     printf '%s\n' "${extra//\{COLLECTOR\}/${COLLECTOR:-}}" >>"$W/$3.yaml"
   fi
   "${PINNED[@]}" "$1" serve "$W/$3.yaml" >"$W/$3.log" 2>&1 &
@@ -65,7 +69,7 @@ start_gateway() {
 # {COLLECTOR} in KVGATE_B_YAML: the port of an nginx of its own answering every POST with
 # 200 (an OTLP collector that accepts everything), so that the exports do not queue behind
 # the proxied requests in the upstream's one worker, as they do with {UP}.
-if [[ ${KVGATE_B_YAML:-} == *"{COLLECTOR}"* ]]; then
+if [[ ${KVGATE_B_YAML:-}${KVGATE_A_YAML:-} == *"{COLLECTOR}"* ]]; then
   COLLECTOR=$(free_port)
   write_nginx_conf collector "" "server { listen 127.0.0.1:$COLLECTOR;
     location / { client_body_buffer_size 1m; default_type application/json; return 200 '{}'; } }"

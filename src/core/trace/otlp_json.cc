@@ -173,9 +173,13 @@ void open_span(std::string& out, const SpanHead& h) {
   put(out, "\",\"attributes\":[");
 }
 
-// The attributes' closing bracket, the status (its message left out when empty), the
-// span's end.
+// The attributes' closing bracket, the status (left out when UNSET, its default; its
+// message left out when empty), the span's end.
 void close_span(std::string& out, SpanStatus status, std::string_view message) {
+  if (status == SpanStatus::kUnset && message.empty()) {
+    put(out, "]}");
+    return;
+  }
   put(out, "],\"status\":{\"code\":");
   append_int(out, static_cast<int>(status));
   if (!message.empty()) {

@@ -8,8 +8,9 @@
 // (times in Unix nanoseconds, intValue attributes) are decimal strings, a 32-bit one
 // (flags) a number, a double that is not finite "NaN", "Infinity" or "-Infinity", and
 // strings valid UTF-8 (an invalid byte is sent as U+FFFD). Fields at their default are
-// left out: parentSpanId of a root span, traceState when there is none, a status
-// message when there is none.
+// left out: parentSpanId of a root span, traceState when there is none, the status when
+// it is UNSET (a collector reads a span without one as UNSET), a status message when
+// there is none.
 //
 // Span.flags carries the W3C trace flags and whether the parent is remote (bits 8, 9:
 // kSpanFlagsHasIsRemote always set, kSpanFlagsIsRemote for a span whose parent is the

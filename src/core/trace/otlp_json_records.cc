@@ -165,9 +165,10 @@ char* span_times(char* p, UnixNanosWriter& times, int64_t start, int64_t end) {
   return copy_literal(p, "\",\"attributes\":");
 }
 
-// The attributes' closing bracket, the status and the span's end: UNSET; ERROR with a
-// message (left out when empty); ERROR with "HTTP <status>".
-char* close_span_unset(char* p) { return copy_literal(p, "],\"status\":{\"code\":0}}"); }
+// The attributes' closing bracket, the status and the span's end: UNSET (the status left
+// out: proto3 JSON leaves out a field at its default); ERROR with a message (left out when
+// empty); ERROR with "HTTP <status>".
+char* close_span_unset(char* p) { return copy_literal(p, "]}"); }
 
 char* close_span_error(char* p, std::string_view message) {
   p = copy_literal(p, "],\"status\":{\"code\":2");

@@ -81,6 +81,8 @@ class TextBuffer {
     size_ += ref.size;
     return ref;
   }
+  // Whether the strings are on the heap (they outgrew kInline).
+  bool on_heap() const { return on_heap_; }
   std::string_view view(TextRef r) const {
     return {(on_heap_ ? heap_.data() : inline_) + r.offset, r.size};
   }
@@ -227,6 +229,9 @@ struct RequestSpans {
 
   // Spans in the record: its hops, then the server span.
   size_t span_count() const { return hops.size() + 1; }
+  // Whether its text or its hops grew on the heap (clear() gives back what is past their
+  // bounds).
+  bool spilled() const { return text.on_heap() || hops.size() > HopList::kInline; }
 
   // Every field as in a new record, what `hops` and `text` grew on the heap kept (up to
   // their bounds): a cleared record reads, copies and encodes as a new one. A field added

@@ -188,8 +188,11 @@ RequestTracePtr Tracer::begin(const io::HttpRequest& req) {
   SpareRecords& spares = thread_spares();
   spares.belong_to(id_);
   if (spares.count > 0) {
-    // Cleared by the exporter: filled anew, no allocation.
+    // Sent: cleared here, on the thread that fills it (the exporter only read it: its
+    // lines are not taken back from another core's cache), then filled anew, no
+    // allocation.
     RequestTrace* t = spares.records[--spares.count].release();
+    t->spans_.clear();
     t->init(server, client_parent, tracestate, clock_.wall_now());
     return RequestTracePtr(t);
   }
@@ -286,18 +289,16 @@ void Tracer::run() {
       const size_t room = free_limit_ - free_.size();
       lock.unlock();
       const bool ok = export_batch(batch, n, body);
-      // The records wholly sent, outside the lock: cleared for reuse while the free list
-      // has room, freed past it (the memory held stays within max_queue spans, a batch and
-      // the free list's bound).
-      size_t kept = 0;
-      for (size_t i = sent_from; i < next; ++i) {
-        if (kept < room) {
-          held[i]->spans().clear();
-          ++kept;
-        } else {
-          held[i].reset();
-        }
+      // The records wholly sent, outside the lock: kept for reuse while the free list has
+      // room (begin clears one before it fills it), freed past it (the memory held stays
+      // within max_queue spans, a batch and the free list's bound).
+      // A record that grew on the heap is cleared here, so that a kept one holds no more
+      // than RequestSpans::clear keeps (rare: most records' text and hops are inline).
+      const size_t kept = std::min(room, next - sent_from);
+      for (size_t i = sent_from; i < sent_from + kept; ++i) {
+        if (held[i]->spans().spilled()) held[i]->spans().clear();
       }
+      for (size_t i = sent_from + kept; i < next; ++i) held[i].reset();
       lock.lock();
       // Onto the free list all at once (its room is reserved: no allocation under the lock).
       for (size_t i = sent_from; i < sent_from + kept; ++i) free_.push_back(std::move(held[i]));

@@ -14,12 +14,15 @@
 // request has a null RequestTrace and costs nothing more.
 //
 // Records are recycled: in steady state a traced request neither allocates nor frees
-// its record. The exporter clears each record it has sent (RequestSpans::clear, which
-// keeps what its text and hops grew on the heap) and puts them back on the tracer's free
-// list together, under the lock it takes anyway; submit, under its one lock, tops up its
-// thread's spares (up to kThreadSpares records, usually the one its last begin took)
-// from the free list, and begin takes a spare without a lock instead of allocating
-// (and fills it anew: nothing of its last request is left). A thread's spares are
+// its record. The exporter puts the records it has sent back on the tracer's free list
+// together, under the lock it takes anyway, as they are: it only reads a record, so that
+// the record's memory is not taken into the exporter's core's cache only to be taken back
+// by the I/O thread that fills it next (a record that grew on the heap is cleared there,
+// see Memory). submit, under its one lock, tops up its thread's spares (up to
+// kThreadSpares records, usually the one its last begin took) from the free list, and
+// begin takes a spare without a lock instead of allocating, clears it
+// (RequestSpans::clear, which keeps what its text and hops grew on the heap) and fills it
+// anew: nothing of its last request is left. A thread's spares are
 // tagged with their tracer's id (unique in the process): another tracer's (an earlier
 // one, say before a configuration reload) are freed, never used. Without a spare
 // (start-up, more requests begun on a thread than it has spares before one ends), begin
@@ -42,7 +45,9 @@
 // requests in progress, the free list's (at most free_limit(): min(max_queue,
 // max(kFreeRecords, 2 * batch_size)) records) and up to kThreadSpares spares per thread
 // that submitted; a kept record holds at most what RequestSpans::clear keeps on the heap
-// (TextBuffer::kKeptHeap bytes, HopList::kKeptMore hops) besides its own ~600 bytes.
+// (TextBuffer::kKeptHeap bytes, HopList::kKeptMore hops) besides its own ~600 bytes: the
+// exporter clears the few that spilled onto the heap (RequestSpans::spilled) before they
+// go back on the free list.
 //
 //   auto tracer = std::make_unique<Tracer>(*config.tracing, clock);
 //   RequestTracePtr t = tracer->begin(req);            // null: not traced
@@ -279,7 +284,7 @@ class Tracer {
   // The spans the exporter took from the queue and has not yet put in a batch: they
   // count against max_queue as if they still waited there.
   size_t held_spans_ = 0;
-  // Sent records, cleared, for reuse (at most free_limit_; its room reserved at the start:
+  // Sent records, for reuse (at most free_limit_; its room reserved at the start:
   // putting records back never allocates).
   std::vector<std::unique_ptr<RequestTrace>> free_;
   bool stop_ = false;
