@@ -44,7 +44,7 @@ struct Cursor {
 // The longest text of each part, its strings aside (json_string_bound of each is added to
 // it), with about twice the room: counted from the literals below, every number at its
 // longest (kIntBound, kDoubleBound) and every optional part there, a hop span (its comma
-// before it included) is at most 525 characters, the server span 1259 (its status message
+// before it included) is at most 576 characters, the server span 1259 (its status message
 // "no answer" included), a request's opening and end 151 (the service name aside).
 constexpr size_t kHopSpanBound = 1024;
 constexpr size_t kServerSpanBound = 2048;
@@ -95,7 +95,7 @@ class TraceIdDigits {
 // lengthens) is the same JSON again whenever the same bytes come.
 class PlainStrings {
  public:
-  enum Kind : size_t { kModel, kPool, kPath, kEndpoint, kKinds };
+  enum Kind : size_t { kModel, kPool, kPath, kEndpoint, kHost, kKinds };
 
   // `v` as a JSON string (as write_json_string writes it).
   char* write(char* p, Kind kind, std::string_view v) {
@@ -226,9 +226,12 @@ char* write_hop_span(char* p, Kept& kept, const RequestSpans& r, const HopSpan& 
   p = copy_literal(p, ",\"kind\":3,\"startTimeUnixNano\":\"");
   p = span_times(p, kept.times, h.start_unix_nanos, h.end_unix_nanos);
   char* const first = p;  // the first attribute's comma: the list's opening bracket
-  p = string_attribute(p, kept, PlainStrings::kEndpoint,
-                       KVGATE_ATTRIBUTE("server.address", "stringValue"), r.text.view(h.endpoint));
+  const ServerAddress server = server_address(r.text.view(h.endpoint));
+  p = string_attribute(p, kept, PlainStrings::kHost,
+                       KVGATE_ATTRIBUTE("server.address", "stringValue"), server.host);
   *first = '[';
+  if (server.port != 0)
+    p = int_attribute(p, KVGATE_ATTRIBUTE("server.port", "intValue"), server.port);
   p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.attempt", "intValue"), h.attempt);
   if (h.status != 0) {
     p = int_attribute(p, KVGATE_ATTRIBUTE("http.response.status_code", "intValue"), h.status);

@@ -108,6 +108,18 @@ class TextBuffer {
   std::string heap_;  // everything, once on_heap_
 };
 
+// An endpoint URL's host and port, as a client span's `server.address` and `server.port`
+// carry them (OpenTelemetry's HTTP conventions: the host name or IP address alone, an IPv6
+// one without its brackets; the port a number): "http://10.0.0.1:8000" is "10.0.0.1" and
+// 8000. Without a port in the URL, the scheme's (http 80, https 443; 0 for another scheme:
+// no server.port). A URL that is not "scheme://authority..." (no "://") is taken as the
+// authority itself. The host is a view into `url`.
+struct ServerAddress {
+  std::string_view host;
+  int32_t port = 0;  // 0: none
+};
+ServerAddress server_address(std::string_view url);
+
 // One upstream hop's client span (kind CLIENT, under the server span), once ended.
 struct HopSpan {
   SpanId span_id = 0;
@@ -115,7 +127,7 @@ struct HopSpan {
   // json_cursor.h: ASCII from 0x20 to 0x7f, no quote, no backslash): the records' encoder
   // copies it as it is (asserted in debug builds).
   std::string_view name;
-  TextRef endpoint;  // server.address: the endpoint's URL
+  TextRef endpoint;  // the endpoint's URL: server.address and server.port (server_address)
   int64_t start_unix_nanos = 0;
   int64_t end_unix_nanos = 0;
   int32_t attempt = 0;  // kvgate.attempt: the hop's index within the request

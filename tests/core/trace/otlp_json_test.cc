@@ -219,7 +219,9 @@ std::vector<Span> as_spans(const RequestSpans& r) {
     s.kind = SpanKind::kClient;
     s.start_unix_nanos = h.start_unix_nanos;
     s.end_unix_nanos = h.end_unix_nanos;
-    s.attributes.push_back({"server.address", text(h.endpoint)});
+    const ServerAddress server = server_address(r.text.view(h.endpoint));
+    s.attributes.push_back({"server.address", std::string(server.host)});
+    if (server.port != 0) s.attributes.push_back({"server.port", int64_t{server.port}});
     s.attributes.push_back({"kvgate.attempt", int64_t{h.attempt}});
     if (h.status != 0) s.attributes.push_back({"http.response.status_code", int64_t{h.status}});
     if (h.status <= 0 || h.status >= 500) {
@@ -617,6 +619,31 @@ TEST(OtlpJson, CostsAsTheReference) {
   }
 }
 
+// A hop's server.address and server.port from its endpoint's URL.
+TEST(ServerAddress, HostAndPortOfAnEndpointUrl) {
+  const auto is = [](std::string_view url, std::string_view host, int32_t port) {
+    const ServerAddress a = server_address(url);
+    EXPECT_EQ(a.host, host) << url;
+    EXPECT_EQ(a.port, port) << url;
+  };
+  is("http://10.0.0.1:8000", "10.0.0.1", 8000);
+  is("http://engine-0.engines.svc:8000/v1", "engine-0.engines.svc", 8000);
+  is("https://engine.example", "engine.example", 443);
+  is("http://engine/", "engine", 80);
+  is("http://[::1]:9000/v1", "::1", 9000);
+  is("http://[fe80::1]", "fe80::1", 80);
+  is("http://user:secret@engine:81", "engine", 81);
+  is("http://engine:8000?x=1", "engine", 8000);
+  is("10.0.0.1:8000", "10.0.0.1", 8000);  // no scheme: the authority itself
+  is("engine", "engine", 0);
+  is("grpc://engine", "engine", 0);        // a scheme without a known port
+  is("http://engine:70000", "engine", 0);  // not a port
+  is("http://engine:80a", "engine", 0);
+  is("http://engine:0", "engine", 0);
+  is("http://[::1", "[::1", 0);  // an unclosed bracket: the authority as it is
+  is("", "", 0);
+}
+
 // Every part of a record at its longest (all attributes, numbers at their extremes,
 // strings all of bytes written 6 characters each, many hops): the same bytes as the
 // reference, within the encoder's bounds (it asserts them in this build), in a buffer
@@ -648,10 +675,12 @@ TEST(OtlpJson, RecordsAtTheirLongest) {
   r.http_status = kMin32;  // neither 0 nor 5xx: UNSET, as the reference has it
   r.hops_started = kMin32;
   const int32_t statuses[] = {0, kMin32, 599, 200};
+  // Every other hop's URL with the longest port, its host an IPv6 literal's place.
+  const std::string with_port = "https://[" + controls + "]:65535";
   for (int32_t i = 0; i < 8; ++i) {
     r.hops.push_back({.span_id = ~0ULL,
                       .name = "kvgate.upstream",
-                      .endpoint = r.text.add(controls),
+                      .endpoint = r.text.add(i % 2 ? with_port : controls),
                       .start_unix_nanos = kMin,
                       .end_unix_nanos = kMin,
                       .attempt = kMin32,

@@ -376,13 +376,15 @@ TEST(Tracer, ARequestGoesOnceWithItsHopSpans) {
   EXPECT_EQ(spans[1].at("spanId").as_string(), trace::to_hex(second_hop));
 
   auto first = span_attributes(spans[0]);
-  EXPECT_EQ(first["server.address"], R"({"stringValue":"http://127.0.0.1:8001"})");
+  EXPECT_EQ(first["server.address"], R"({"stringValue":"127.0.0.1"})");
+  EXPECT_EQ(first["server.port"], R"({"intValue":"8001"})");
   EXPECT_EQ(first["kvgate.attempt"], R"({"intValue":"0"})");
   EXPECT_EQ(first["http.response.status_code"], R"({"intValue":"503"})");
   EXPECT_EQ(spans[0].at("status").at("code").as_int64(), 2);
   EXPECT_EQ(spans[0].at("status").at("message").as_string(), "HTTP 503");
   auto second = span_attributes(spans[1]);
-  EXPECT_EQ(second["server.address"], R"({"stringValue":"http://127.0.0.1:8002"})");
+  EXPECT_EQ(second["server.address"], R"({"stringValue":"127.0.0.1"})");
+  EXPECT_EQ(second["server.port"], R"({"intValue":"8002"})");
   EXPECT_EQ(second["kvgate.attempt"], R"({"intValue":"1"})");
   EXPECT_EQ(second["http.response.status_code"], R"({"intValue":"200"})");
   EXPECT_FALSE(spans[1].contains("status"));  // UNSET: left out
@@ -575,11 +577,11 @@ TEST(Tracer, AReusedRecordCarriesNothingOfItsLastRequest) {
                                                 {"kvgate.hops", R"({"intValue":"1"})"}}));
   EXPECT_EQ(server.at("status").at("code").as_int64(), 2);
   EXPECT_EQ(server.at("status").at("message").as_string(), "no answer");
-  EXPECT_EQ(span_attributes(hop),
-            (std::map<std::string, std::string>{
-                {"server.address", R"({"stringValue":"http://127.0.0.1:9000"})"},
-                {"kvgate.attempt", R"({"intValue":"0"})"},
-                {"http.response.status_code", R"({"intValue":"200"})"}}));
+  EXPECT_EQ(span_attributes(hop), (std::map<std::string, std::string>{
+                                      {"server.address", R"({"stringValue":"127.0.0.1"})"},
+                                      {"server.port", R"({"intValue":"9000"})"},
+                                      {"kvgate.attempt", R"({"intValue":"0"})"},
+                                      {"http.response.status_code", R"({"intValue":"200"})"}}));
   EXPECT_FALSE(hop.contains("status"));  // UNSET: left out
   // Words only the first request's text has (ids and times are hex and digits alone).
   const std::vector<std::string> first_words = {
