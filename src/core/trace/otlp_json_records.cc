@@ -118,12 +118,32 @@ class PlainStrings {
   std::string last_[kKinds];
 };
 
+// The host and port of the last hop URL seen (server_address): a batch's hops go to the
+// same few endpoints, so the URL is mostly compared, not parsed.
+class ServerAddresses {
+ public:
+  ServerAddress of(std::string_view url) {
+    if (url.size() != url_.size() ||
+        (!url.empty() && std::memcmp(url.data(), url_.data(), url.size()) != 0)) {
+      url_.assign(url);
+      last_ = server_address(url_);  // its host a view into url_
+    }
+    return last_;
+  }
+
+ private:
+  std::string url_;
+  ServerAddress last_;
+};
+
 // What the spans of one request keep from one to the next: the digits of the last time's
-// second (UnixNanosWriter), those of the last trace id, the last plain strings.
+// second (UnixNanosWriter), those of the last trace id, the last plain strings, the last
+// hop URL's host and port.
 struct Kept {
   UnixNanosWriter times;
   TraceIdDigits trace_id;
   PlainStrings strings;
+  ServerAddresses servers;
 };
 
 // `"<16 hex digits>` (the opening quote and the id; the caller closes it).
@@ -226,7 +246,7 @@ char* write_hop_span(char* p, Kept& kept, const RequestSpans& r, const HopSpan& 
   p = copy_literal(p, ",\"kind\":3,\"startTimeUnixNano\":\"");
   p = span_times(p, kept.times, h.start_unix_nanos, h.end_unix_nanos);
   char* const first = p;  // the first attribute's comma: the list's opening bracket
-  const ServerAddress server = server_address(r.text.view(h.endpoint));
+  const ServerAddress server = kept.servers.of(r.text.view(h.endpoint));
   p = string_attribute(p, kept, PlainStrings::kHost,
                        KVGATE_ATTRIBUTE("server.address", "stringValue"), server.host);
   *first = '[';

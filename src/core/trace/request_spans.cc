@@ -1,6 +1,5 @@
 #include "core/trace/request_spans.h"
 
-#include <algorithm>
 #include <cstring>
 
 namespace kvgate::trace {
@@ -18,46 +17,62 @@ TextRef TextBuffer::add_on_heap(std::string_view s) {
 }
 
 ServerAddress server_address(std::string_view url) {
+  // One pass over the URL's few bytes (the exporter runs this for every hop span it has
+  // not seen the URL of: OtlpJson's records encoder keeps the last one's answer).
+  const char* p = url.data();
+  const char* const end = p + url.size();
   std::string_view scheme;
-  std::string_view rest = url;
-  if (const size_t at = url.find("://"); at != std::string_view::npos) {
-    scheme = url.substr(0, at);
-    rest = url.substr(at + 3);
+  for (const char* q = p; q + 2 < end; ++q) {
+    if (*q == '/' || *q == '?' || *q == '#') break;  // no "://" before the path: none
+    if (q[0] == ':' && q[1] == '/' && q[2] == '/') {
+      scheme = {p, static_cast<size_t>(q - p)};
+      p = q + 3;
+      break;
+    }
   }
-  // The authority ends where the path, the query or the fragment begins; userinfo is not
-  // part of the host.
-  std::string_view authority = rest.substr(0, std::min(rest.find_first_of("/?#"), rest.size()));
-  if (const size_t at = authority.rfind('@'); at != std::string_view::npos) {
-    authority.remove_prefix(at + 1);
+  // The authority: up to the path, the query or the fragment; past any userinfo.
+  const char* host = p;
+  const char* colon = nullptr;  // the last ':' (outside an IPv6 literal's brackets)
+  const char* close = nullptr;  // an IPv6 literal's ']'
+  const char* q = p;
+  for (; q < end && *q != '/' && *q != '?' && *q != '#'; ++q) {
+    if (*q == '@') {
+      host = q + 1;
+      colon = nullptr;
+      close = nullptr;
+    } else if (*q == ']') {
+      close = q;
+      colon = nullptr;
+    } else if (*q == ':') {
+      colon = q;
+    }
   }
+  const char* const authority_end = q;
   ServerAddress out;
-  std::string_view port;
-  if (!authority.empty() && authority.front() == '[') {
-    // An IPv6 literal: "[::1]:8000".
-    const size_t close = authority.find(']');
-    if (close == std::string_view::npos) return {authority, 0};
-    out.host = authority.substr(1, close - 1);
-    const std::string_view after = authority.substr(close + 1);
-    if (!after.empty() && after.front() == ':') port = after.substr(1);
-  } else if (const size_t colon = authority.rfind(':'); colon != std::string_view::npos) {
-    out.host = authority.substr(0, colon);
-    port = authority.substr(colon + 1);
+  const char* port = nullptr;
+  if (host < authority_end && *host == '[') {
+    if (close == nullptr) return {{host, static_cast<size_t>(authority_end - host)}, 0};
+    out.host = {host + 1, static_cast<size_t>(close - host - 1)};
+    if (colon == close + 1) port = colon + 1;
+  } else if (colon != nullptr) {
+    out.host = {host, static_cast<size_t>(colon - host)};
+    port = colon + 1;
   } else {
-    out.host = authority;
+    out.host = {host, static_cast<size_t>(authority_end - host)};
   }
-  // A port of 1 to 5 digits, 1-65535; none given: the scheme's.
-  int32_t n = 0;
-  const bool digits =
-      !port.empty() && port.size() <= 5 &&
-      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (digits) {
-    for (const char c : port) n = n * 10 + (c - '0');
-  }
-  if (digits && n > 0 && n <= 65535) {
-    out.port = n;
-  } else if (port.empty()) {
+  if (port == nullptr || port == authority_end) {
+    // None given: the scheme's.
     out.port = scheme == "https" ? 443 : scheme == "http" ? 80 : 0;
+    return out;
   }
+  // A port of 1 to 5 digits, 1-65535; anything else is not one (no server.port).
+  int32_t n = 0;
+  if (authority_end - port > 5) return out;
+  for (const char* d = port; d < authority_end; ++d) {
+    if (*d < '0' || *d > '9') return out;
+    n = n * 10 + (*d - '0');
+  }
+  if (n > 0 && n <= 65535) out.port = n;
   return out;
 }
 
