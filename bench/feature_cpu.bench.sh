@@ -21,15 +21,10 @@ ROUNDS=${2:-5}
 OUT=$(mktemp -d /tmp/kvgate-feature.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 for i in $(seq "$RUNS"); do
-  if ((i % 2)); then
-    role=B
-    P50=0 USER_CONFIG=0 KVGATE_BIN=$BIN KVGATE_BIN_B=$BIN KVGATE_B_YAML="$FEATURE_YAML" \
-      bench/gateway_vs_nginx.bench.sh 5 "$ROUNDS" >"$OUT/run$i.$role.txt" 2>&1
-  else
-    role=A
-    P50=0 USER_CONFIG=0 KVGATE_BIN=$BIN KVGATE_A_YAML="$FEATURE_YAML" KVGATE_BIN_B=$BIN \
-      bench/gateway_vs_nginx.bench.sh 5 "$ROUNDS" >"$OUT/run$i.$role.txt" 2>&1
-  fi
+  # Odd runs: the feature in B (started second); even runs: in the first gateway.
+  role=$( ((i % 2)) && echo B || echo A)
+  env P50=0 USER_CONFIG=0 KVGATE_BIN="$BIN" KVGATE_BIN_B="$BIN" "KVGATE_${role}_YAML=$FEATURE_YAML" \
+    bench/gateway_vs_nginx.bench.sh 5 "$ROUNDS" >"$OUT/run$i.$role.txt" 2>&1
   echo "run $i of $RUNS (feature on in the gateway started $([[ $role == B ]] && echo second || echo first)):"
   grep '^round' "$OUT/run$i.$role.txt" | sed -E 's/.*kvgate [0-9.]+ req\/s \(cpu ([0-9.]+) us.* B [0-9.]+ req\/s \(cpu ([0-9.]+) us.*/  kvgate \1 us, B \2 us/'
 done

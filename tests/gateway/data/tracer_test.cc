@@ -489,6 +489,20 @@ void expect_none_of(const boost::json::object& span, const std::vector<std::stri
   }
 }
 
+// The first request of the reuse tests below: a client's trace (its traceparent and
+// tracestate "vendor=abc"), model "model-a" in pool "pool-a".
+RequestTracePtr begin_model_a(Tracer& tracer) {
+  io::HttpRequest req;
+  req.fields.add("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  req.fields.add("tracestate", "vendor=abc");
+  RequestTracePtr t = tracer.begin(req);
+  if (t) {
+    t->set_model("model-a");
+    t->set_pool("pool-a");
+  }
+  return t;
+}
+
 // A record is sent, cleared and reused by a later request on the same thread: the later
 // request's spans carry its own data alone, whatever the earlier one had (a client's
 // trace and tracestate, every attribute, more hops than the inline slots, more text than
@@ -501,14 +515,9 @@ TEST(Tracer, AReusedRecordCarriesNothingOfItsLastRequest) {
   Tracer tracer(c, clock, rec.sink());
   const RequestTrace* first_record = nullptr;
   {
-    io::HttpRequest req;
-    req.fields.add("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
-    req.fields.add("tracestate", "vendor=abc");
-    RequestTracePtr t = tracer.begin(req);
+    RequestTracePtr t = begin_model_a(tracer);
     ASSERT_TRUE(t != nullptr);
     first_record = t.get();
-    t->set_model("model-a");
-    t->set_pool("pool-a");
     t->set_path("/v1/a/" + std::string(300, 'a'));  // past the inline text
     t->set_routing("http://127.0.0.1:8001", {.route_us = 7,
                                              .matched_blocks = 2,
@@ -601,14 +610,9 @@ TEST(Tracer, AReusedRecordThatStayedInlineCarriesNothingOfItsLastRequest) {
   Tracer tracer(traced(1), clock, rec.sink());
   const RequestTrace* first_record = nullptr;
   {
-    io::HttpRequest req;
-    req.fields.add("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
-    req.fields.add("tracestate", "vendor=abc");
-    RequestTracePtr t = tracer.begin(req);
+    RequestTracePtr t = begin_model_a(tracer);
     ASSERT_TRUE(t != nullptr);
     first_record = t.get();
-    t->set_model("model-a");
-    t->set_pool("pool-a");
     t->set_routing("http://10.0.0.1:8001", {.route_us = 7, .prompt_blocks = 4, .queued_us = 30});
     io::UpstreamRequest up;
     TraceparentLine traceparent;
