@@ -39,6 +39,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -71,5 +72,47 @@ std::string_view write_otlp_json(std::string& scratch, std::span<const SpanRun> 
 // The same request, appended to `out` (which then ends with it, nothing after).
 void append_otlp_json(std::string& out, std::span<const SpanRun> runs,
                       std::string_view service_name);
+
+// The same request written as its spans come, a run at a time: the gateway writes each
+// request's spans into its I/O thread's batch when the request ends (its record still in
+// that core's cache), then sends the batch whole. take() returns the same bytes as
+// write_otlp_json of the runs appended since the last take() (the tests hold them to it).
+// What the encoding keeps from span to span (the last second's digits, the last trace id's,
+// the strings that recur) it keeps from batch to batch too.
+//
+//   OtlpJsonBatch batch("kvgate");
+//   batch.append({&record, 0, record.span_count()});
+//   if (batch.spans() >= 512) post(batch.take());
+//
+// Not thread-safe: one thread at a time.
+class OtlpJsonBatch {
+ public:
+  explicit OtlpJsonBatch(std::string service_name);
+  ~OtlpJsonBatch();
+  OtlpJsonBatch(const OtlpJsonBatch&) = delete;
+  OtlpJsonBatch& operator=(const OtlpJsonBatch&) = delete;
+
+  // The run's spans after those appended (the request opened with the first).
+  void append(const SpanRun& run);
+  // Spans appended since the last take().
+  size_t spans() const { return spans_; }
+  bool empty() const { return spans_ == 0; }
+
+  // The request, closed (with no span appended: a request with none), as a string of
+  // its size; the batch starts anew, writing into `room` next: a string that was a body
+  // before, whose bytes are written over (neither cleared nor reallocated while the next
+  // request fits in its size).
+  std::string take(std::string room = {});
+
+  // What the encoding keeps from span to span (defined with the encoder).
+  struct Kept;
+
+ private:
+  std::string service_name_;
+  std::string buffer_;  // the request from its start; its size is the room to write in
+  size_t size_ = 0;     // the bytes written in buffer_
+  size_t spans_ = 0;
+  std::unique_ptr<Kept> kept_;
+};
 
 }  // namespace kvgate::trace

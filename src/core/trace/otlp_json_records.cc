@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/trace/json_cursor.h"
 #include "core/trace/otlp_json.h"
@@ -63,6 +64,12 @@ size_t server_span_bound(const RequestSpans& r) {
   if (r.path) n += json_string_bound(r.path->size);
   return n;
 }
+
+}  // namespace
+
+// What OtlpJsonBatch::Kept holds (not in the unnamed namespace: a member of a class with
+// a name outside this file).
+namespace records_kept {
 
 // The hex digits of the last trace id written: a record's spans (its hops and its server
 // span) share it, so it is written once a record, then copied.
@@ -136,15 +143,23 @@ class ServerAddresses {
   ServerAddress last_;
 };
 
-// What the spans of one request keep from one to the next: the digits of the last time's
-// second (UnixNanosWriter), those of the last trace id, the last plain strings, the last
-// hop URL's host and port.
-struct Kept {
+}  // namespace records_kept
+
+// What the spans of one request keep from one to the next (and a batch's from one batch to
+// the next): the digits of the last time's second (UnixNanosWriter), those of the last
+// trace id, the last plain strings, the last hop URL's host and port.
+struct OtlpJsonBatch::Kept {
   UnixNanosWriter times;
-  TraceIdDigits trace_id;
-  PlainStrings strings;
-  ServerAddresses servers;
+  records_kept::TraceIdDigits trace_id;
+  records_kept::PlainStrings strings;
+  records_kept::ServerAddresses servers;
 };
+
+namespace {
+
+using Kept = OtlpJsonBatch::Kept;
+using records_kept::PlainStrings;
+using records_kept::ServerAddresses;
 
 // `"<16 hex digits>` (the opening quote and the id; the caller closes it).
 char* write_id(char* p, uint64_t id) {
@@ -318,11 +333,8 @@ char* write_server_span(char* p, Kept& kept, const RequestSpans& r) {
 
 #undef KVGATE_ATTRIBUTE
 
-// The request for `runs` written at `at` in `buffer` (grown when it needs room); returns
-// where it ends.
-size_t write_request(std::string& buffer, size_t at, std::span<const SpanRun> runs,
-                     std::string_view service_name) {
-  Cursor c(buffer, at);
+// A request's opening, up to its spans, at c.
+void open_request(Cursor& c, std::string_view service_name) {
   c.make_room(kRequestBound + json_string_bound(service_name.size()));
   c.p = copy_literal(
       c.p,
@@ -330,24 +342,41 @@ size_t write_request(std::string& buffer, size_t at, std::span<const SpanRun> ru
       "{\"stringValue\":");
   c.p = write_json_string(c.p, service_name);
   c.p = copy_literal(c.p, "}}]},\"scopeSpans\":[{\"scope\":{\"name\":\"kvgate\"},\"spans\":[");
-  bool first = true;
-  Kept kept;  // the spans' times mostly share their second, a record's spans their trace
-  for (const SpanRun& run : runs) {
-    const RequestSpans& r = *run.record;
-    const size_t hops = r.hops.size();
-    for (size_t k = run.first; k < run.first + run.count; ++k) {
-      const bool hop = k < hops;
-      // The room for the span (its comma included), then the span without a check.
-      c.make_room(hop ? hop_span_bound(r, r.hops[k]) : server_span_bound(r));
-      if (!first) *c.p++ = ',';
-      first = false;
-      c.p = hop ? write_hop_span(c.p, kept, r, r.hops[k]) : write_server_span(c.p, kept, r);
-      assert(c.p <= c.end);  // the bound held
-    }
+}
+
+// The run's spans at c, each after a comma unless it is the request's first (`first`: no
+// span before it; false after).
+void write_run(Cursor& c, Kept& kept, const SpanRun& run, bool& first) {
+  const RequestSpans& r = *run.record;
+  const size_t hops = r.hops.size();
+  for (size_t k = run.first; k < run.first + run.count; ++k) {
+    const bool hop = k < hops;
+    // The room for the span (its comma included), then the span without a check.
+    c.make_room(hop ? hop_span_bound(r, r.hops[k]) : server_span_bound(r));
+    if (!first) *c.p++ = ',';
+    first = false;
+    c.p = hop ? write_hop_span(c.p, kept, r, r.hops[k]) : write_server_span(c.p, kept, r);
+    assert(c.p <= c.end);  // the bound held
   }
+}
+
+// The request's end, after its spans.
+void close_request(Cursor& c) {
   c.make_room(6);
   c.p = copy_literal(c.p, "]}]}]}");
   assert(c.p <= c.end);
+}
+
+// The request for `runs` written at `at` in `buffer` (grown when it needs room); returns
+// where it ends.
+size_t write_request(std::string& buffer, size_t at, std::span<const SpanRun> runs,
+                     std::string_view service_name) {
+  Cursor c(buffer, at);
+  open_request(c, service_name);
+  bool first = true;
+  Kept kept;  // the spans' times mostly share their second, a record's spans their trace
+  for (const SpanRun& run : runs) write_run(c, kept, run, first);
+  close_request(c);
   return c.offset();
 }
 
@@ -362,6 +391,33 @@ std::string_view write_otlp_json(std::string& scratch, std::span<const SpanRun> 
                                  std::string_view service_name) {
   const size_t size = write_request(scratch, 0, runs, service_name);
   return {scratch.data(), size};
+}
+
+OtlpJsonBatch::OtlpJsonBatch(std::string service_name)
+    : service_name_(std::move(service_name)), kept_(std::make_unique<Kept>()) {}
+
+OtlpJsonBatch::~OtlpJsonBatch() = default;
+
+void OtlpJsonBatch::append(const SpanRun& run) {
+  if (run.count == 0) return;
+  Cursor c(buffer_, size_);
+  bool first = spans_ == 0;
+  if (first) open_request(c, service_name_);
+  write_run(c, *kept_, run, first);
+  size_ = c.offset();
+  spans_ += run.count;
+}
+
+std::string OtlpJsonBatch::take(std::string room) {
+  Cursor c(buffer_, size_);
+  if (spans_ == 0) open_request(c, service_name_);
+  close_request(c);
+  buffer_.resize(c.offset());  // a shrink: its capacity stays, nothing is written
+  std::string body = std::move(buffer_);
+  buffer_ = std::move(room);
+  size_ = 0;
+  spans_ = 0;
+  return body;
 }
 
 }  // namespace kvgate::trace

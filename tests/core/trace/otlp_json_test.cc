@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 #include <limits>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -797,6 +798,75 @@ TEST(OtlpJson, AClearedRecordIsAsNew) {
   expect_as_new(reused);
   const RequestSpans copy = reused;
   expect_as_new(copy);
+}
+
+// The gateway's form: a batch written a run at a time as requests end, taken whole. Its
+// bytes are write_otlp_json's for the same runs, batch after batch (what the encoding
+// keeps from one batch to the next changes nothing but the work), a record split between
+// two batches included; the next batch is written over the body given back as its room.
+TEST(OtlpJsonBatch, TakesWhatWriteOtlpJsonWritesForTheSameRuns) {
+  constexpr int64_t k1e9 = 1'000'000'000;
+  std::vector<RequestSpans> records;
+  for (int64_t i = 0; i < 30; ++i) {
+    RequestSpans r = i % 4 == 3 ? stored_request() : routed_request();
+    r.start_unix_nanos = 1'700'000'000 * k1e9 + i * 400'000'001;
+    r.end_unix_nanos = r.start_unix_nanos + 1'000;
+    records.push_back(r);
+  }
+  const auto [runs, spans] = batch_of(records);
+  OtlpJsonBatch batch("kvgate");
+  std::string room;
+  std::string scratch;
+  size_t at = 0;                   // the next run's index
+  std::optional<SpanRun> carried;  // the rest of the last batch's split record
+  for (const size_t size : {7u, 1u, 12u, 10u}) {
+    // The rest carried over, then `size` runs, the last one's spans split: its first in
+    // this batch, the rest carried to the next.
+    std::vector<SpanRun> taken;
+    if (carried) taken.push_back(*carried);
+    taken.insert(taken.end(), runs.begin() + static_cast<std::ptrdiff_t>(at),
+                 runs.begin() + static_cast<std::ptrdiff_t>(at + size));
+    SpanRun& last = taken.back();
+    carried = SpanRun{last.record, last.first + 1, last.count - 1};
+    last.count = 1;
+    size_t expected_spans = 0;
+    for (const SpanRun& run : taken) {
+      batch.append(run);
+      expected_spans += run.count;
+    }
+    EXPECT_EQ(batch.spans(), expected_spans);
+    const std::string body = batch.take(std::move(room));
+    EXPECT_TRUE(batch.empty());
+    EXPECT_EQ(body, write_otlp_json(scratch, taken, "kvgate"));
+    EXPECT_NO_THROW((void)boost::json::parse(body));
+    room = body;
+    at += size;
+  }
+  // What is left: the last split record's rest, then an empty batch.
+  batch.append(*carried);
+  EXPECT_EQ(batch.take(),
+            write_otlp_json(scratch, std::span<const SpanRun>(&*carried, 1), "kvgate"));
+  EXPECT_EQ(batch.take(std::string(5, 'x')), otlp_json({}, "kvgate"));
+  // A run of no spans adds nothing.
+  batch.append({&records[0], 0, 0});
+  EXPECT_TRUE(batch.empty());
+  EXPECT_EQ(batch.take(), otlp_json({}, "kvgate"));
+}
+
+// A body given back as room is written over in place: no reallocation while the next
+// request fits in its size.
+TEST(OtlpJsonBatch, WritesOverTheRoomItIsGiven) {
+  const RequestSpans a = routed_request();
+  OtlpJsonBatch batch("kvgate");
+  std::string room(64 * 1024, 'x');
+  const char* const data = room.data();
+  batch.take(std::move(room));  // the empty request; `room` becomes the next buffer
+  batch.append({&a, 0, a.span_count()});
+  const std::string body = batch.take();
+  EXPECT_EQ(body.data(), data);
+  const SpanRun runs[] = {{&a, 0, a.span_count()}};
+  std::string scratch;
+  EXPECT_EQ(body, write_otlp_json(scratch, runs, "kvgate"));
 }
 
 }  // namespace otlp_json_test
