@@ -191,6 +191,9 @@ Result<std::unique_ptr<Gateway>> Gateway::start(GatewayConfig config, GatewayOpt
                                                    .head_timeout = c.timeouts.upstream_header,
                                                    .lazy_idle_timers = true,
                                                    .single_threaded = c.threads == 1});
+  // Full span batches are POSTed on the I/O context, as the gateway sends anything else
+  // (tracer.h): no thread of the tracer's own in the steady state.
+  if (impl->tracer) impl->tracer->export_on(impl->io.get_executor(), *impl->upstream);
   for (const PoolConfig& p : c.pools) {
     auto pool = PoolRuntime::create(p, c.breaker, impl->io.get_executor(), impl->metrics, clock,
                                     /*one_thread=*/c.threads == 1);

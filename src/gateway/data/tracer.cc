@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <cassert>
+#include <charconv>
 #include <chrono>
 #include <cstring>
-#include <iterator>
 #include <memory>
 #include <random>
 #include <tuple>
@@ -70,12 +72,9 @@ SpareRecords& thread_spares() {
   return spares;
 }
 
-// An empty vector with room for `n` records.
-std::vector<std::unique_ptr<RequestTrace>> with_room(size_t n) {
-  std::vector<std::unique_ptr<RequestTrace>> v;
-  v.reserve(n);
-  return v;
-}
+// Buffers of sent bodies kept for the next batches (a batch's body is large: written over
+// rather than grown anew).
+constexpr size_t kKeptRooms = 4;
 
 }  // namespace
 
@@ -152,24 +151,58 @@ void TracedHop::finish(Result<std::unique_ptr<io::UpstreamExchange>>& result) {
   }
 }
 
+// One thread's open batch: the thread appends under its lock; the tracer's thread takes
+// it at a flush or stop. Tagged with its tracer's id, like the spares.
+struct Tracer::ThreadBatch {
+  explicit ThreadBatch(std::string service_name) : batch(std::move(service_name)) {}
+  std::mutex mu;
+  trace::OtlpJsonBatch batch;
+};
+
+namespace {
+
+// This thread's batch of one tracer (the last one it submitted to).
+struct ThreadBatchSlot {
+  uint64_t tracer = 0;  // its tracer's id; 0: none
+  std::shared_ptr<Tracer::ThreadBatch> batch;
+};
+
+ThreadBatchSlot& thread_batch_slot() {
+  thread_local ThreadBatchSlot slot;
+  return slot;
+}
+
+}  // namespace
+
 Tracer::Tracer(TracingConfig config, const Clock& clock, SpanSink sink)
     : config_(std::move(config)),
       clock_(clock),
       sink_(std::move(sink)),
       id_(next_tracer_id.fetch_add(1, std::memory_order_relaxed)),
-      free_limit_(std::min(config_.max_queue, std::max(kFreeRecords, 2 * config_.batch_size))),
-      free_(with_room(free_limit_)),  // before the exporter starts
-      exporter_([this] { run(); }) {}
+      thread_([this] { run(); }) {}
 
 Tracer::~Tracer() { stop(); }
+
+void Tracer::export_on(boost::asio::any_io_executor executor, io::UpstreamClient& client) {
+  auto url = io::parse_url(config_.collector);
+  if (!url || sink_) return;  // (the config checked the URL; a test's sink sends itself)
+  uint16_t port = 0;
+  std::from_chars(url->port.data(), url->port.data() + url->port.size(), port);
+  collector_host_ = url->host;
+  collector_port_ = port;
+  collector_target_ = url->target;
+  client_ = &client;
+  executor_ = std::move(executor);
+}
 
 void Tracer::stop() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
+  stopping_.store(true, std::memory_order_relaxed);
   wake_.notify_all();
-  if (exporter_.joinable()) exporter_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 RequestTracePtr Tracer::begin(const io::HttpRequest& req) {
@@ -188,9 +221,7 @@ RequestTracePtr Tracer::begin(const io::HttpRequest& req) {
   SpareRecords& spares = thread_spares();
   spares.belong_to(id_);
   if (spares.count > 0) {
-    // Sent: cleared here, on the thread that fills it (the exporter only read it: its
-    // lines are not taken back from another core's cache), then filled anew, no
-    // allocation.
+    // A record this thread ended, cleared here, then filled anew: no allocation.
     RequestTrace* t = spares.records[--spares.count].release();
     t->spans_.clear();
     t->init(server, client_parent, tracestate, clock_.wall_now());
@@ -202,134 +233,212 @@ RequestTracePtr Tracer::begin(const io::HttpRequest& req) {
 
 trace::SpanId Tracer::new_span_id() { return trace::new_span_id(thread_rng()); }
 
-void Tracer::submit(std::unique_ptr<RequestTrace> trace) {
-  const size_t spans = trace->spans().span_count();
-  bool full_batch = false;
-  SpareRecords& spares = thread_spares();
-  spares.belong_to(id_);  // outside the lock
-  {
+Tracer::ThreadBatch& Tracer::thread_batch() {
+  ThreadBatchSlot& slot = thread_batch_slot();
+  if (slot.tracer != id_) {
+    slot.batch = std::make_shared<ThreadBatch>(config_.service_name);
+    slot.tracer = id_;
     std::lock_guard lock(mu_);
-    // This thread's spares are filled up from the free list for its next begins (usually
-    // the one the last begin took: one pointer moved under the lock taken anyway).
-    while (spares.count < kThreadSpares && !free_.empty()) {
-      spares.records[spares.count++] = std::move(free_.back());
-      free_.pop_back();
-    }
-    if (stop_ || queued_spans_ + held_spans_ + spans > config_.max_queue) {
-      dropped_.fetch_add(spans, std::memory_order_relaxed);
-    } else {
-      queue_.push_back(std::move(trace));
-      // The exporter waits for a full batch of the spans waiting, those it holds (a
-      // record split between batches, a partial batch) included.
-      const size_t waiting = queued_spans_ + held_spans_;
-      full_batch = waiting < config_.batch_size && waiting + spans >= config_.batch_size;
-      queued_spans_ += spans;
-    }
+    threads_.push_back(slot.batch);
   }
-  if (full_batch) wake_.notify_one();
-  // A dropped record is freed here, outside the lock.
+  return *slot.batch;
 }
 
-size_t Tracer::free_records() const {
+void Tracer::submit(std::unique_ptr<RequestTrace> trace) {
+  const trace::RequestSpans& r = trace->spans();
+  const size_t spans = r.span_count();
+  bool spans_dropped_here = false;
+  const size_t waiting = waiting_spans_.fetch_add(spans, std::memory_order_relaxed);
+  if (waiting + spans > config_.max_queue) {
+    waiting_spans_.fetch_sub(spans, std::memory_order_relaxed);
+    dropped_.fetch_add(spans, std::memory_order_relaxed);
+  } else {
+    ThreadBatch& tb = thread_batch();
+    // Usually no full batch, or one; more only when a request has more spans than a batch.
+    std::vector<Body> full;
+    {
+      std::lock_guard lock(tb.mu);
+      // Checked under the batch's lock: the stop's last flush takes this lock after
+      // stopping_ is set, so a request either is in the batch by then or sees the stop.
+      if (stopping_.load(std::memory_order_relaxed)) {
+        waiting_spans_.fetch_sub(spans, std::memory_order_relaxed);
+        dropped_.fetch_add(spans, std::memory_order_relaxed);
+        spans_dropped_here = true;
+      }
+      size_t first = spans_dropped_here ? spans : 0;
+      while (first < spans) {
+        const size_t take = std::min(spans - first, config_.batch_size - tb.batch.spans());
+        tb.batch.append({&r, first, take});
+        first += take;
+        if (tb.batch.spans() == config_.batch_size) {
+          full.push_back({tb.batch.take(take_room()), config_.batch_size});
+        }
+      }
+    }
+    for (Body& body : full) enqueue(std::move(body));
+  }
+  // Kept for this thread's next request (cleared now when it grew on the heap, so that a
+  // kept record holds no more than RequestSpans::clear keeps), or freed.
+  SpareRecords& spares = thread_spares();
+  spares.belong_to(id_);
+  if (spares.count < kThreadSpares) {
+    if (trace->spans().spilled()) trace->spans().clear();
+    spares.records[spares.count++] = std::move(trace);
+  }
+}
+
+std::string Tracer::take_room() {
   std::lock_guard lock(mu_);
-  return free_.size();
+  if (rooms_.empty()) return {};
+  std::string room = std::move(rooms_.back());
+  rooms_.pop_back();
+  return room;
+}
+
+void Tracer::give_back(std::string room) {
+  std::lock_guard lock(mu_);
+  if (rooms_.size() < kKeptRooms) rooms_.push_back(std::move(room));
+}
+
+void Tracer::enqueue(Body body) {
+  bool start_sender = false;
+  {
+    std::lock_guard lock(mu_);
+    if (drained_) {
+      // Made full while the tracer stopped, after its last send: dropped, counted.
+      waiting_spans_.fetch_sub(body.spans, std::memory_order_relaxed);
+      dropped_.fetch_add(body.spans, std::memory_order_relaxed);
+      return;
+    }
+    queue_.push_back(std::move(body));
+    if (executor_ && !sending_ && !stop_) start_sender = sending_ = true;
+  }
+  if (start_sender) {
+    boost::asio::co_spawn(*executor_, send_queued(), boost::asio::detached);
+  } else if (!executor_) {
+    wake_.notify_one();
+  }
+}
+
+boost::asio::awaitable<void> Tracer::send_queued() {
+  while (true) {
+    Body body;
+    {
+      std::lock_guard lock(mu_);
+      if (queue_.empty() || stop_) {
+        // At a stop, the tracer's thread sends what is left.
+        sending_ = false;
+        co_return;
+      }
+      body = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    waiting_spans_.fetch_sub(body.spans, std::memory_order_relaxed);
+    io::UpstreamRequest request;
+    request.method = "POST";
+    request.target = collector_target_;
+    request.fixed_headers = "Content-Type: application/json\r\n";
+    request.body = std::move(body.json);
+    auto exchange = co_await client_->send(collector_host_, collector_port_, request);
+    std::string error;
+    if (!exchange) {
+      error = exchange.error();
+    } else {
+      const int status = (*exchange)->status();
+      auto answer = co_await (*exchange)->read_all(std::chrono::milliseconds(5'000), 64 << 10);
+      if (!answer) {
+        error = answer.error();
+      } else if (status < 200 || status >= 300) {
+        error = fmt::format("HTTP {}", status);
+      }
+    }
+    (error.empty() ? exported_ : dropped_).fetch_add(body.spans, std::memory_order_relaxed);
+    if (!error.empty()) {
+      spdlog::warn("tracing: export of {} spans to {} failed: {}", body.spans, config_.collector,
+                   error);
+    }
+    give_back(std::move(request.body));
+  }
+}
+
+bool Tracer::deliver(const Body& body) {
+  const bool ok = sink_ ? sink_(body.json, body.spans) : post_to_collector(body.json, body.spans);
+  (ok ? exported_ : dropped_).fetch_add(body.spans, std::memory_order_relaxed);
+  return ok;
 }
 
 void Tracer::run() {
   // Named, so that `top -H`, perf and bench/gateway_vs_nginx.bench.sh tell its CPU from the
   // I/O threads' (at most 15 characters).
   pthread_setname_np(pthread_self(), "kvgate-trace");
-  // The records taken from the queue, in order, and not yet wholly sent: `next` is the
-  // first not wholly in a batch, `first` its first span not in one.
-  std::vector<std::unique_ptr<RequestTrace>> held;
-  size_t next = 0;
-  size_t first = 0;
-  std::vector<trace::SpanRun> batch;
-  std::string body;  // every batch's, its size and capacity kept (write_otlp_json)
-  body.reserve(std::min<size_t>(config_.batch_size, 2048) * 640 + 256);
   auto flush_at = std::chrono::steady_clock::now() + config_.flush;
-  // Declared after `held`: on return, mu_ is released before what `held` still owns is
-  // freed.
   std::unique_lock lock(mu_);
   while (true) {
-    wake_.wait_until(lock, flush_at,
-                     [this] { return stop_ || queued_spans_ + held_spans_ >= config_.batch_size; });
-    // Full batches go as soon as they are there; the rest waits for flush_ms (or the
-    // stop): sending whatever came in meanwhile after each export would make the
-    // batches as small as the exports are quick, multiplying the per-batch costs.
+    wake_.wait_until(lock, flush_at, [this] { return stop_ || (!executor_ && !queue_.empty()); });
     const bool flush = stop_ || std::chrono::steady_clock::now() >= flush_at;
-    if (flush) flush_at = std::chrono::steady_clock::now() + config_.flush;
-    // The whole queue is taken at once (one lock for every waiting record).
-    if (held.empty()) {
-      held.swap(queue_);  // the queue gets `held`'s capacity back
-    } else {
-      std::move(queue_.begin(), queue_.end(), std::back_inserter(held));
-      queue_.clear();
-    }
-    held_spans_ += queued_spans_;
-    queued_spans_ = 0;
-    while (held_spans_ >= config_.batch_size || (flush && held_spans_ > 0)) {
-      const size_t sent_from = next;
-      batch.clear();
-      size_t n = 0;
-      while (next < held.size() && n < config_.batch_size) {
-        const trace::RequestSpans& r = held[next]->spans();
-        const size_t take = std::min(r.span_count() - first, config_.batch_size - n);
-        batch.push_back({&r, first, take});
-        n += take;
-        first += take;
-        if (first == r.span_count()) {
-          ++next;
-          first = 0;
+    // The open batches are taken after the stop was seen (a request that ends later sees
+    // it: submit).
+    const bool stop_flush = stop_;
+    if (flush) {
+      flush_at = std::chrono::steady_clock::now() + config_.flush;
+      // Every thread's open batch joins the queue (taken under its own lock, then this
+      // one's: the order submit takes them in).
+      const std::vector<std::shared_ptr<ThreadBatch>> threads = threads_;
+      lock.unlock();
+      std::vector<Body> partial;
+      for (const auto& tb : threads) {
+        std::lock_guard batch_lock(tb->mu);
+        if (!tb->batch.empty()) {
+          const size_t n = tb->batch.spans();
+          partial.push_back({tb->batch.take(), n});
         }
       }
-      held_spans_ -= n;
-      // The free list's room: it only shrinks until the lock is taken again (submit takes
-      // from it, this thread alone puts back).
-      const size_t room = free_limit_ - free_.size();
-      lock.unlock();
-      const bool ok = export_batch(batch, n, body);
-      // The records wholly sent, outside the lock: kept for reuse while the free list has
-      // room (begin clears one before it fills it), freed past it (the memory held stays
-      // within max_queue spans, a batch and the free list's bound).
-      // A record that grew on the heap is cleared here, so that a kept one holds no more
-      // than RequestSpans::clear keeps (rare: most records' text and hops are inline).
-      const size_t kept = std::min(room, next - sent_from);
-      for (size_t i = sent_from; i < sent_from + kept; ++i) {
-        if (held[i]->spans().spilled()) held[i]->spans().clear();
-      }
-      for (size_t i = sent_from + kept; i < next; ++i) held[i].reset();
       lock.lock();
-      // Onto the free list all at once (its room is reserved: no allocation under the lock).
-      for (size_t i = sent_from; i < sent_from + kept; ++i) free_.push_back(std::move(held[i]));
+      for (Body& body : partial) queue_.push_back(std::move(body));
+    }
+    // Sent from here: without export_on, everything; with it, at a stop what is left
+    // (its sender sends the rest, started here after a flush).
+    if (executor_ && !stop_) {
+      if (!queue_.empty() && !sending_) {
+        sending_ = true;
+        boost::asio::co_spawn(*executor_, send_queued(), boost::asio::detached);
+      }
+      continue;
+    }
+    while (!queue_.empty()) {
+      Body body = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      waiting_spans_.fetch_sub(body.spans, std::memory_order_relaxed);
+      const bool ok = deliver(body);
+      give_back(std::move(body.json));
+      lock.lock();
       if (stop_ && !ok) {
         // Stopping and the collector failed: the rest goes too (the drain is bounded by
-        // one export's timeout, not one per batch), freed with `held` on return, after
-        // the lock is released.
-        dropped_.fetch_add(held_spans_ + queued_spans_, std::memory_order_relaxed);
-        held_spans_ = 0;
-        queued_spans_ = 0;
-        std::move(queue_.begin(), queue_.end(), std::back_inserter(held));
+        // one export's timeout, not one per batch).
+        size_t rest = 0;
+        for (const Body& b : queue_) rest += b.spans;
         queue_.clear();
+        drained_ = true;
+        const std::vector<std::shared_ptr<ThreadBatch>> threads = threads_;
+        lock.unlock();
+        for (const auto& tb : threads) {
+          std::lock_guard batch_lock(tb->mu);
+          rest += tb->batch.spans();
+          tb->batch.take();
+        }
+        dropped_.fetch_add(rest, std::memory_order_relaxed);
+        waiting_spans_.fetch_sub(rest, std::memory_order_relaxed);
         return;
       }
     }
-    // The records wholly sent (recycled or freed) leave `held`.
-    held.erase(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(next));
-    next = 0;
-    // Stopping: done once nothing waits (a record submitted during the last export,
-    // before the stop, is still sent: the wait above returns at once).
-    if (stop_ && queue_.empty() && held.empty()) return;
+    // Stopping: done once nothing waits (what was submitted before the stop, flushed
+    // above, is sent; a batch made full after this is dropped by enqueue).
+    if (stop_flush) {
+      drained_ = true;
+      return;
+    }
   }
-}
-
-bool Tracer::export_batch(std::span<const trace::SpanRun> batch, size_t spans, std::string& body) {
-  // Written over the last batch's text: `body` keeps its size and capacity (no clearing,
-  // no reallocation once it is as large as a batch needs).
-  const std::string_view json = trace::write_otlp_json(body, batch, config_.service_name);
-  const bool ok = sink_ ? sink_(json, spans) : post_to_collector(json, spans);
-  (ok ? exported_ : dropped_).fetch_add(spans, std::memory_order_relaxed);
-  return ok;
 }
 
 bool Tracer::post_to_collector(std::string_view body, size_t spans) {

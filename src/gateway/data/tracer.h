@@ -8,64 +8,60 @@
 // one client span per upstream hop (each attempt; the prefill and the decode hop of a
 // P/D request), each with a span id of its own, which the engine receives as the parent
 // id in the hop's `traceparent` header (`tracestate` passed on as it came). A hop's span
-// goes into the request's record when the hop ends; the record goes to the export queue
-// once, when the request ends (one lock per request, under which its record is queued,
-// one pointer moved, and its thread's spares topped up, usually one more). An untraced
-// request has a null RequestTrace and costs nothing more.
+// goes into the request's record when the hop ends. An untraced request has a null
+// RequestTrace and costs nothing more.
 //
-// Records are recycled: in steady state a traced request neither allocates nor frees
-// its record. The exporter puts the records it has sent back on the tracer's free list
-// together, under the lock it takes anyway, as they are: it only reads a record, so that
-// the record's memory is not taken into the exporter's core's cache only to be taken back
-// by the I/O thread that fills it next (a record that grew on the heap is cleared there,
-// see Memory). submit, under its one lock, tops up its thread's spares (up to
-// kThreadSpares records, usually the one its last begin took) from the free list, and
-// begin takes a spare without a lock instead of allocating, clears it
-// (RequestSpans::clear, which keeps what its text and hops grew on the heap) and fills it
-// anew: nothing of its last request is left. A thread's spares are
-// tagged with their tracer's id (unique in the process): another tracer's (an earlier
-// one, say before a configuration reload) are freed, never used. Without a spare
-// (start-up, more requests begun on a thread than it has spares before one ends), begin
-// allocates; past the free list's bound, the exporter frees.
+// Export: when the request ends (after its answer), the thread that ends it writes its
+// spans into that thread's open batch (core/trace/otlp_json.h, OtlpJsonBatch: the
+// ExportTraceServiceRequest's JSON, written as requests end, the record still in that
+// core's cache), under the batch's own lock (only the flush below ever contends for it),
+// and keeps the record for its next request: records never cross threads, so the memory
+// a request writes is not pulled to another core and back. A batch that reaches
+// batch_size spans (a request's spans split between two batches if need be) is queued
+// whole for sending; with export_on() (the gateway: its I/O context and upstream client)
+// one coroutine on that context at a time sends the queued batches, POST after POST, as
+// the gateway's I/O threads send anything else (Envoy's tracers do the same: no thread
+// of the tracer's own in the steady state); without it (a SpanSink of a test's, or no
+// context) the tracer's thread sends them, with a blocking client. Either way never on a
+// request's path: a request only ever appends to its thread's batch. A partial batch goes
+// only every flush_ms (the tracer's thread takes every thread's open batch then), so that
+// batches stay full however quick the exports. A failed export drops its batch (counted)
+// rather than holding memory for a collector that is down. stop() (or the destructor)
+// sends what waits, a batch at a time from the tracer's thread, until an export fails:
+// the rest is then dropped (counted), so a collector that is down holds the shutdown for
+// one export's timeout at most.
 //
-// Export: finished requests' records go to a bounded queue (max_queue spans; a request
-// whose spans do not fit is dropped, counted and freed); a thread of the tracer's own takes
-// the whole queue at once and sends it in batches of at most batch_size spans to the
-// collector: full batches as soon as they are there, a partial one (a split request's
-// rest included) only every flush_ms, so that batches stay full however quick the
-// exports. Each is encoded into one buffer it reuses and posted from it, with a
-// blocking HTTP client: never on an I/O thread, never on a request's path. A failed
-// export drops its batch (counted) rather than holding memory for a collector that is
-// down. stop() (or the destructor) sends what waits, a batch at a time, until an export
-// fails: the rest is then dropped (counted), so a collector that is down holds the
-// shutdown for one export's timeout at most. A test passes a SpanSink of its own instead
-// of the collector.
-//
-// Memory: the records of at most max_queue spans waiting or being sent, those of the
-// requests in progress, the free list's (at most free_limit(): min(max_queue,
-// max(kFreeRecords, 2 * batch_size)) records) and up to kThreadSpares spares per thread
-// that submitted; a kept record holds at most what RequestSpans::clear keeps on the heap
-// (TextBuffer::kKeptHeap bytes, HopList::kKeptMore hops) besides its own ~600 bytes: the
-// exporter clears the few that spilled onto the heap (RequestSpans::spilled) before they
-// go back on the free list.
+// Memory: the spans of open and queued batches together are at most max_queue (a request
+// whose spans do not fit is dropped, counted); a batch being sent holds its body until
+// its POST ends (one at a time with export_on, plus the tracer thread's at a flush or
+// stop). Records are recycled per thread: up to kThreadSpares cleared records a thread
+// keeps for its next requests (a record that spilled onto the heap is cleared at once,
+// keeping at most what RequestSpans::clear keeps), tagged with their tracer's id (unique
+// in the process): another tracer's (an earlier one, say before a configuration reload)
+// are freed, never used.
 //
 //   auto tracer = std::make_unique<Tracer>(*config.tracing, clock);
+//   tracer->export_on(io.get_executor(), upstream);      // the gateway's I/O context
 //   RequestTracePtr t = tracer->begin(req);            // null: not traced
 //   TracedHop hop(t.get(), "kvgate.upstream", url, up);  // null t: nothing
 //   auto sent = co_await upstream.send(host, port, up);
 //   hop.end(sent);
-//   // t's end queues the request's spans.
+//   // t's end writes the request's spans into the thread's batch.
 //
 // Thread-safe: begin, submit and the counters may be used from every I/O thread; one
 // request's RequestTrace from one thread at a time. The Tracer must outlive every
 // RequestTrace it made, except the spares left with threads (freed, without a look at
 // their tracer, by that thread's next begin or submit on another tracer, or at the
-// thread's exit).
+// thread's exit), and the context given to export_on must not run its handlers after the
+// Tracer is gone (the gateway destroys its context first).
 #pragma once
 
 #include <atomic>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -223,8 +219,6 @@ using SpanSink = std::function<bool(std::string_view body, size_t spans)>;
 
 class Tracer {
  public:
-  // The free list's bound, unless max_queue is lower or 2 * batch_size higher.
-  static constexpr size_t kFreeRecords = 1024;
   // Cleared records a thread keeps for its next begins (taken without a lock): as many
   // requests as may begin on an I/O thread before one of them ends.
   static constexpr size_t kThreadSpares = 16;
@@ -234,18 +228,24 @@ class Tracer {
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
-  // Sends what waits (until an export fails) and stops the exporter; a request submitted
-  // afterwards is dropped (its spans counted). Idempotent; not concurrent with itself.
+  // Full batches are POSTed to the collector on `executor` (one at a time, through
+  // `client`, which must outlive the tracer's use of it) rather than by the tracer's
+  // thread. Before the first request; not with a SpanSink.
+  void export_on(boost::asio::any_io_executor executor, io::UpstreamClient& client);
+
+  // Sends what waits (until an export fails) and stops the tracer's thread; a request
+  // submitted afterwards is dropped (its spans counted). Idempotent; not concurrent with
+  // itself.
   void stop();
 
   // The request's trace, or null when it is not sampled: one of this thread's spare
   // records when it has one of this tracer's, else a new one.
   RequestTracePtr begin(const io::HttpRequest& req);
 
-  // A finished request's spans for export (its end, EndRequestTrace, submits it; a test
-  // may submit one of its own); dropped (counted, freed) when they do not fit in the
-  // queue or the tracer stopped. Under the same lock, this thread's spares are topped up
-  // from the free list.
+  // A finished request's spans, written into this thread's batch (its end,
+  // EndRequestTrace, submits it; a test may submit one of its own); dropped (counted)
+  // when they do not fit in max_queue or the tracer stopped. The record is then kept in
+  // this thread's spares (or freed).
   void submit(std::unique_ptr<RequestTrace> trace);
 
   int64_t wall_now() const { return clock_.wall_now(); }
@@ -256,40 +256,58 @@ class Tracer {
   // kvgate_trace_spans_exported_total, kvgate_trace_spans_dropped_total.
   std::string render_metrics() const;
 
-  // Records on the free list now, and its bound (tests).
-  size_t free_records() const;
-  size_t free_limit() const { return free_limit_; }
+  // One thread's open batch (the thread writes into it; the flush takes it).
+  struct ThreadBatch;
 
  private:
-  void run();  // the exporter thread
-  // Encodes `batch` (`spans` spans) into `body` and sends it; counts the outcome.
-  bool export_batch(std::span<const trace::SpanRun> batch, size_t spans, std::string& body);
-  bool post_to_collector(std::string_view body, size_t spans);
+  // A batch ready to send: its JSON body and how many spans it holds.
+  struct Body {
+    std::string json;
+    size_t spans = 0;
+  };
 
-  // Constant after construction.
+  void run();  // the tracer's thread: flushes, sends without export_on, stops
+  ThreadBatch& thread_batch();
+  // `body` onto the send queue (and the sender started when export_on is used).
+  void enqueue(Body body);
+  // Sends one batch from the calling thread (the sink, or a blocking POST); counts it.
+  bool deliver(const Body& body);
+  bool post_to_collector(std::string_view body, size_t spans);
+  // The export_on sender: sends the queued batches one after another until none is left.
+  boost::asio::awaitable<void> send_queued();
+  // A buffer for the next batch: a sent body's, or none.
+  std::string take_room();
+  void give_back(std::string room);
+
+  // Constant after construction (export_on's before the first request).
   const TracingConfig config_;
   const Clock& clock_;
   const SpanSink sink_;
-  const uint64_t id_;  // unique in the process: the tag of this tracer's spares
-  const size_t free_limit_;
+  const uint64_t id_;  // unique in the process: the tag of this tracer's spares and batches
+  std::optional<boost::asio::any_io_executor> executor_;
+  io::UpstreamClient* client_ = nullptr;
+  std::string collector_host_;
+  uint16_t collector_port_ = 0;
+  std::string collector_target_;
 
   std::atomic<uint64_t> exported_{0};
   std::atomic<uint64_t> dropped_{0};
+  // Spans in open and queued batches (against max_queue); a batch leaves it when its
+  // sending starts.
+  std::atomic<size_t> waiting_spans_{0};
+  std::atomic<bool> stopping_{false};
 
-  // State below is protected by mu_.
+  // State below is protected by mu_ (taken after a ThreadBatch's lock, never before).
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  std::vector<std::unique_ptr<RequestTrace>> queue_;
-  size_t queued_spans_ = 0;  // the spans of queue_
-  // The spans the exporter took from the queue and has not yet put in a batch: they
-  // count against max_queue as if they still waited there.
-  size_t held_spans_ = 0;
-  // Sent records, for reuse (at most free_limit_; its room reserved at the start:
-  // putting records back never allocates).
-  std::vector<std::unique_ptr<RequestTrace>> free_;
+  std::vector<std::shared_ptr<ThreadBatch>> threads_;  // every thread's batch
+  std::deque<Body> queue_;                             // full batches to send, in order
+  std::vector<std::string> rooms_;                     // sent bodies' buffers, for reuse
+  bool sending_ = false;                               // export_on's sender is running
   bool stop_ = false;
+  bool drained_ = false;  // stopped and sent what waited: the tracer's thread is done
 
-  std::thread exporter_;  // last: started when the rest is ready
+  std::thread thread_;  // last: started when the rest is ready
 };
 
 }  // namespace kvgate::gateway
