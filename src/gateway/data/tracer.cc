@@ -97,7 +97,7 @@ void RequestTrace::init(trace::TraceParent server, trace::SpanId client_parent,
 
 HopStart RequestTrace::start_hop(std::string_view name, std::string_view endpoint_url,
                                  io::UpstreamRequest& request, TraceparentLine& traceparent) {
-  assert(trace::json_plain(name));  // the exporter copies it as it is (HopSpan::name)
+  assert(trace::json_plain(name));  // the encoder copies it as it is (HopSpan::name)
   HopStart hop;
   hop.span_id = tracer_.new_span_id();
   hop.name = name;
@@ -247,11 +247,8 @@ Tracer::ThreadBatch& Tracer::thread_batch() {
 void Tracer::submit(std::unique_ptr<RequestTrace> trace) {
   const trace::RequestSpans& r = trace->spans();
   const size_t spans = r.span_count();
-  bool spans_dropped_here = false;
-  const size_t waiting = waiting_spans_.fetch_add(spans, std::memory_order_relaxed);
-  if (waiting + spans > config_.max_queue) {
-    waiting_spans_.fetch_sub(spans, std::memory_order_relaxed);
-    dropped_.fetch_add(spans, std::memory_order_relaxed);
+  if (waiting_spans_.fetch_add(spans, std::memory_order_relaxed) + spans > config_.max_queue) {
+    drop(spans);
   } else {
     ThreadBatch& tb = thread_batch();
     // Usually no full batch, or one; more only when a request has more spans than a batch.
@@ -261,17 +258,15 @@ void Tracer::submit(std::unique_ptr<RequestTrace> trace) {
       // Checked under the batch's lock: the stop's last flush takes this lock after
       // stopping_ is set, so a request either is in the batch by then or sees the stop.
       if (stopping_.load(std::memory_order_relaxed)) {
-        waiting_spans_.fetch_sub(spans, std::memory_order_relaxed);
-        dropped_.fetch_add(spans, std::memory_order_relaxed);
-        spans_dropped_here = true;
-      }
-      size_t first = spans_dropped_here ? spans : 0;
-      while (first < spans) {
-        const size_t take = std::min(spans - first, config_.batch_size - tb.batch.spans());
-        tb.batch.append({&r, first, take});
-        first += take;
-        if (tb.batch.spans() == config_.batch_size) {
-          full.push_back({tb.batch.take(take_room()), config_.batch_size});
+        drop(spans);
+      } else {
+        for (size_t first = 0; first < spans;) {
+          const size_t take = std::min(spans - first, config_.batch_size - tb.batch.spans());
+          tb.batch.append({&r, first, take});
+          first += take;
+          if (tb.batch.spans() == config_.batch_size) {
+            full.push_back({tb.batch.take(take_room()), config_.batch_size});
+          }
         }
       }
     }
@@ -285,6 +280,11 @@ void Tracer::submit(std::unique_ptr<RequestTrace> trace) {
     if (trace->spans().spilled()) trace->spans().clear();
     spares.records[spares.count++] = std::move(trace);
   }
+}
+
+void Tracer::drop(size_t spans) {
+  waiting_spans_.fetch_sub(spans, std::memory_order_relaxed);
+  dropped_.fetch_add(spans, std::memory_order_relaxed);
 }
 
 std::string Tracer::take_room() {
@@ -306,8 +306,7 @@ void Tracer::enqueue(Body body) {
     std::lock_guard lock(mu_);
     if (drained_) {
       // Made full while the tracer stopped, after its last send: dropped, counted.
-      waiting_spans_.fetch_sub(body.spans, std::memory_order_relaxed);
-      dropped_.fetch_add(body.spans, std::memory_order_relaxed);
+      drop(body.spans);
       return;
     }
     queue_.push_back(std::move(body));
@@ -427,8 +426,7 @@ void Tracer::run() {
           rest += tb->batch.spans();
           tb->batch.take();
         }
-        dropped_.fetch_add(rest, std::memory_order_relaxed);
-        waiting_spans_.fetch_sub(rest, std::memory_order_relaxed);
+        drop(rest);
         return;
       }
     }

@@ -85,8 +85,8 @@ namespace kvgate::gateway {
 class Tracer;
 class RequestTrace;
 
-// Ends a request's trace: hands its record to the tracer's export queue rather than
-// freeing it here.
+// Ends a request's trace: writes its spans into the thread's batch (Tracer::submit), which
+// keeps the record for the thread's next request rather than freeing it here.
 struct EndRequestTrace {
   void operator()(RequestTrace* trace) const;
 };
@@ -116,9 +116,10 @@ struct TraceparentLine {
   char line[kSize];  // not initialised until written (a TracedHop of every request has one)
 };
 
-// One traced request: its spans' record, queued for export when the request ends (and
-// then reused by a later request of the same tracer: Tracer's recycling). Its destructor
-// frees the record alone: it never looks at its tracer, which may be gone by then.
+// One traced request: its spans' record, written into its thread's batch when the request
+// ends (and then reused by a later request of the same tracer: Tracer's recycling). Its
+// destructor frees the record alone: it never looks at its tracer, which may be gone by
+// then.
 class RequestTrace {
  public:
   RequestTrace(Tracer& tracer, trace::TraceParent server, trace::SpanId client_parent,
@@ -152,7 +153,7 @@ class RequestTrace {
   // Records the hop: `status` the engine's answer, 0 when the exchange failed (`error`).
   void end_hop(const HopStart& hop, int status, std::string_view error = {});
 
-  // The record (the exporter reads it; a test fills it).
+  // The record (the batch's encoder reads it; a test fills it).
   const trace::RequestSpans& spans() const { return spans_; }
   trace::RequestSpans& spans() { return spans_; }
 
@@ -212,8 +213,8 @@ class TracedHop {
   TraceparentLine traceparent_;
 };
 
-// Where the exporter sends a batch: the ExportTraceServiceRequest's JSON body and how
-// many spans it holds; true when it was accepted. Called on the exporter thread only,
+// Where the tracer sends a batch: the ExportTraceServiceRequest's JSON body and how
+// many spans it holds; true when it was accepted. Called on the tracer's thread only,
 // one batch at a time. Empty: OTLP/HTTP JSON to the configured collector.
 using SpanSink = std::function<bool(std::string_view body, size_t spans)>;
 
@@ -273,6 +274,8 @@ class Tracer {
   // Sends one batch from the calling thread (the sink, or a blocking POST); counts it.
   bool deliver(const Body& body);
   bool post_to_collector(std::string_view body, size_t spans);
+  // `spans` no longer waiting, counted as dropped.
+  void drop(size_t spans);
   // The export_on sender: sends the queued batches one after another until none is left.
   boost::asio::awaitable<void> send_queued();
   // A buffer for the next batch: a sent body's, or none.
