@@ -12,6 +12,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <tuple>
@@ -51,18 +52,17 @@ std::string& header_value(io::UpstreamHeaders& headers, std::string_view name) {
 // tracer).
 std::atomic<uint64_t> next_tracer_id{1};
 
-// A thread's spare records: cleared records of one tracer, for the thread's next begins on
-// it. Freed at the thread's exit (RequestTrace's destructor does not look at its tracer).
+// A thread's spare records: records of one tracer its requests ended, for the thread's
+// next begins on it. Freed at the thread's exit (RequestTrace's destructor does not look
+// at its tracer).
 struct SpareRecords {
   uint64_t tracer = 0;  // their tracer's id; 0: none yet
-  size_t count = 0;     // records[0, count) are there
-  std::unique_ptr<RequestTrace> records[Tracer::kThreadSpares];
+  std::vector<std::unique_ptr<RequestTrace>> records;
 
   // Ready for the records of tracer `id`: another tracer's are freed, never used.
   void belong_to(uint64_t id) {
     if (tracer == id) return;
-    for (size_t i = 0; i < count; ++i) records[i].reset();
-    count = 0;
+    records.clear();
     tracer = id;
   }
 };
@@ -151,12 +151,18 @@ void TracedHop::finish(Result<std::unique_ptr<io::UpstreamExchange>>& result) {
   }
 }
 
-// One thread's open batch: the thread appends under its lock; the tracer's thread takes
-// it at a flush or stop. Tagged with its tracer's id, like the spares.
+// One thread's ended requests whose spans are not all in a batch yet, in the order they
+// ended: the thread adds under its lock and, once they hold batch_size spans, encodes a
+// batch from them (their records still in its core's cache) and keeps the records wholly
+// in it for its next requests; the tracer's thread takes the rest at a flush or stop.
+// Tagged with its tracer's id, like the spares.
 struct Tracer::ThreadBatch {
   explicit ThreadBatch(std::string service_name) : batch(std::move(service_name)) {}
   std::mutex mu;
-  trace::OtlpJsonBatch batch;
+  std::vector<std::unique_ptr<RequestTrace>> held;
+  size_t first = 0;            // held.front()'s first span not in a batch
+  size_t spans = 0;            // the spans of `held` not in a batch
+  trace::OtlpJsonBatch batch;  // the encoder (empty between batches)
 };
 
 namespace {
@@ -220,9 +226,10 @@ RequestTracePtr Tracer::begin(const io::HttpRequest& req) {
   const trace::SpanId client_parent = parent ? parent->span_id : 0;
   SpareRecords& spares = thread_spares();
   spares.belong_to(id_);
-  if (spares.count > 0) {
+  if (!spares.records.empty()) {
     // A record this thread ended, cleared here, then filled anew: no allocation.
-    RequestTrace* t = spares.records[--spares.count].release();
+    RequestTrace* t = spares.records.back().release();
+    spares.records.pop_back();
     t->spans_.clear();
     t->init(server, client_parent, tracestate, clock_.wall_now());
     return RequestTracePtr(t);
@@ -245,40 +252,62 @@ Tracer::ThreadBatch& Tracer::thread_batch() {
 }
 
 void Tracer::submit(std::unique_ptr<RequestTrace> trace) {
-  const trace::RequestSpans& r = trace->spans();
-  const size_t spans = r.span_count();
+  const size_t spans = trace->spans().span_count();
   if (waiting_spans_.fetch_add(spans, std::memory_order_relaxed) + spans > config_.max_queue) {
     drop(spans);
-  } else {
-    ThreadBatch& tb = thread_batch();
-    // Usually no full batch, or one; more only when a request has more spans than a batch.
-    std::vector<Body> full;
-    {
-      std::lock_guard lock(tb.mu);
-      // Checked under the batch's lock: the stop's last flush takes this lock after
-      // stopping_ is set, so a request either is in the batch by then or sees the stop.
-      if (stopping_.load(std::memory_order_relaxed)) {
-        drop(spans);
-      } else {
-        for (size_t first = 0; first < spans;) {
-          const size_t take = std::min(spans - first, config_.batch_size - tb.batch.spans());
-          tb.batch.append({&r, first, take});
-          first += take;
-          if (tb.batch.spans() == config_.batch_size) {
-            full.push_back({tb.batch.take(take_room()), config_.batch_size});
-          }
-        }
-      }
-    }
-    for (Body& body : full) enqueue(std::move(body));
+    recycle(std::move(trace));
+    return;
   }
+  ThreadBatch& tb = thread_batch();
+  // Usually no full batch, or one; more only when a request has more spans than a batch.
+  std::vector<Body> full;
+  std::vector<std::unique_ptr<RequestTrace>> done;  // wholly in a batch: for reuse
+  {
+    std::lock_guard lock(tb.mu);
+    // Checked under the batch's lock: the stop's last flush takes this lock after
+    // stopping_ is set, so a request either is held by then or sees the stop.
+    if (stopping_.load(std::memory_order_relaxed)) {
+      drop(spans);
+      done.push_back(std::move(trace));
+    } else {
+      tb.held.push_back(std::move(trace));
+      tb.spans += spans;
+      while (tb.spans >= config_.batch_size) full.push_back(encode(tb, config_.batch_size, done));
+    }
+  }
+  for (Body& body : full) enqueue(std::move(body));
+  for (auto& record : done) recycle(std::move(record));
+}
+
+Tracer::Body Tracer::encode(ThreadBatch& tb, size_t n,
+                            std::vector<std::unique_ptr<RequestTrace>>& done) {
+  size_t whole = 0;  // records wholly in the batch
+  for (size_t left = n; left > 0;) {
+    const trace::RequestSpans& r = tb.held[whole]->spans();
+    const size_t take = std::min(r.span_count() - tb.first, left);
+    tb.batch.append({&r, tb.first, take});
+    left -= take;
+    tb.first += take;
+    if (tb.first == r.span_count()) {
+      ++whole;
+      tb.first = 0;
+    }
+  }
+  const auto end = tb.held.begin() + static_cast<std::ptrdiff_t>(whole);
+  std::move(tb.held.begin(), end, std::back_inserter(done));
+  tb.held.erase(tb.held.begin(), end);
+  tb.spans -= n;
+  return {tb.batch.take(take_room()), n};
+}
+
+void Tracer::recycle(std::unique_ptr<RequestTrace> trace) {
   // Kept for this thread's next request (cleared now when it grew on the heap, so that a
   // kept record holds no more than RequestSpans::clear keeps), or freed.
   SpareRecords& spares = thread_spares();
   spares.belong_to(id_);
-  if (spares.count < kThreadSpares) {
+  if (spares.records.size() < spare_limit()) {
     if (trace->spans().spilled()) trace->spans().clear();
-    spares.records[spares.count++] = std::move(trace);
+    spares.records.push_back(std::move(trace));
   }
 }
 
@@ -385,13 +414,12 @@ void Tracer::run() {
       const std::vector<std::shared_ptr<ThreadBatch>> threads = threads_;
       lock.unlock();
       std::vector<Body> partial;
+      std::vector<std::unique_ptr<RequestTrace>> sent;  // freed here, outside the locks
       for (const auto& tb : threads) {
         std::lock_guard batch_lock(tb->mu);
-        if (!tb->batch.empty()) {
-          const size_t n = tb->batch.spans();
-          partial.push_back({tb->batch.take(), n});
-        }
+        if (tb->spans > 0) partial.push_back(encode(*tb, tb->spans, sent));
       }
+      sent.clear();
       lock.lock();
       for (Body& body : partial) queue_.push_back(std::move(body));
     }
@@ -421,10 +449,14 @@ void Tracer::run() {
         drained_ = true;
         const std::vector<std::shared_ptr<ThreadBatch>> threads = threads_;
         lock.unlock();
+        std::vector<std::unique_ptr<RequestTrace>> held;  // freed outside the locks
         for (const auto& tb : threads) {
           std::lock_guard batch_lock(tb->mu);
-          rest += tb->batch.spans();
-          tb->batch.take();
+          rest += tb->spans;
+          std::move(tb->held.begin(), tb->held.end(), std::back_inserter(held));
+          tb->held.clear();
+          tb->first = 0;
+          tb->spans = 0;
         }
         drop(rest);
         return;

@@ -220,8 +220,8 @@ using SpanSink = std::function<bool(std::string_view body, size_t spans)>;
 
 class Tracer {
  public:
-  // Cleared records a thread keeps for its next begins (taken without a lock): as many
-  // requests as may begin on an I/O thread before one of them ends.
+  // Records a thread keeps for its next begins (taken without a lock) besides a batch's:
+  // as many requests as may begin on an I/O thread before one of them ends.
   static constexpr size_t kThreadSpares = 16;
 
   Tracer(TracingConfig config, const Clock& clock, SpanSink sink = {});
@@ -257,7 +257,12 @@ class Tracer {
   // kvgate_trace_spans_exported_total, kvgate_trace_spans_dropped_total.
   std::string render_metrics() const;
 
-  // One thread's open batch (the thread writes into it; the flush takes it).
+  // The records a thread keeps for its next requests, at most: a batch's (a record has at
+  // least one span) and kThreadSpares more.
+  size_t spare_limit() const { return config_.batch_size + kThreadSpares; }
+
+  // One thread's ended requests not yet in a batch (the thread adds to it; the flush takes
+  // it).
   struct ThreadBatch;
 
  private:
@@ -269,6 +274,11 @@ class Tracer {
 
   void run();  // the tracer's thread: flushes, sends without export_on, stops
   ThreadBatch& thread_batch();
+  // The next `n` spans of `tb`'s held records (n <= tb.spans) as a batch, under tb's
+  // lock; the records wholly in it move to `done`.
+  Body encode(ThreadBatch& tb, size_t n, std::vector<std::unique_ptr<RequestTrace>>& done);
+  // A record whose spans are in a batch (or dropped) kept in this thread's spares, or freed.
+  void recycle(std::unique_ptr<RequestTrace> trace);
   // `body` onto the send queue (and the sender started when export_on is used).
   void enqueue(Body body);
   // Sends one batch from the calling thread (the sink, or a blocking POST); counts it.

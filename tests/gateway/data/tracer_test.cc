@@ -6,7 +6,7 @@
 // begin(): its hops' spans go with its server span in one submission, each hop's
 // traceparent replacing the last one's in the headers. And the records' recycling: a
 // record reused after its request ended carries nothing of that request, a tracer never
-// uses another's spare records, a thread keeps at most kThreadSpares of them.
+// uses another's spare records, a thread keeps at most spare_limit() of them.
 #include "gateway/data/tracer.h"
 
 #include <gtest/gtest.h>
@@ -678,31 +678,33 @@ TEST(Tracer, ATracerNeverUsesAnothersSpareRecords) {
   EXPECT_EQ(third_rec.spans().size(), 1u);
 }
 
-// A thread keeps at most kThreadSpares of the records its requests ended; past them,
-// records are freed, and the next requests past the spares get new ones.
+// A thread keeps at most spare_limit() of the records its requests ended (a batch's and
+// kThreadSpares more); past them, records are freed, and the next requests past the
+// spares get new ones.
 TEST(Tracer, AThreadKeepsAtMostItsSpareRecords) {
   ManualClock clock;
   Recorder rec;
-  Tracer tracer(traced(512), clock, rec.sink());
+  Tracer tracer(traced(1), clock, rec.sink());  // each request's one span: a batch at once
+  EXPECT_EQ(tracer.spare_limit(), 1 + Tracer::kThreadSpares);
   io::HttpRequest req;
-  constexpr size_t kRequests = Tracer::kThreadSpares + 4;
+  const size_t requests = tracer.spare_limit() + 4;
   std::vector<RequestTracePtr> open;
   std::set<const RequestTrace*> first_records;
-  for (size_t i = 0; i < kRequests; ++i) {
+  for (size_t i = 0; i < requests; ++i) {
     open.push_back(tracer.begin(req));
     first_records.insert(open.back().get());
   }
-  open.clear();  // all end: kThreadSpares kept, 4 freed
+  open.clear();  // all end: spare_limit() kept, 4 freed
   size_t reused = 0;
-  for (size_t i = 0; i < kRequests; ++i) {
+  for (size_t i = 0; i < requests; ++i) {
     open.push_back(tracer.begin(req));
     reused += first_records.count(open.back().get());
   }
   // (A freed record's memory may come back from the allocator: at least the spares.)
-  EXPECT_GE(reused, Tracer::kThreadSpares);
+  EXPECT_GE(reused, tracer.spare_limit());
   open.clear();
   tracer.stop();
-  EXPECT_EQ(tracer.spans_exported(), 2 * kRequests);
+  EXPECT_EQ(tracer.spans_exported(), 2 * requests);
 }
 
 }  // namespace tracer_test
