@@ -73,9 +73,10 @@ std::string_view write_otlp_json(std::string& scratch, std::span<const SpanRun> 
 void append_otlp_json(std::string& out, std::span<const SpanRun> runs,
                       std::string_view service_name);
 
-// The same request written as its spans come, a run at a time: the gateway writes each
-// request's spans into its I/O thread's batch when the request ends (its record still in
-// that core's cache), then sends the batch whole. take() returns the same bytes as
+// The same request written a run at a time: each I/O thread of the gateway encodes the
+// requests it ended into a batch of its own once they make one (their records still in
+// that core's cache), keeping what the encoding keeps from batch to batch, and sends it
+// whole. take() returns the same bytes as
 // write_otlp_json of the runs appended since the last take() (the tests hold them to it).
 // What the encoding keeps from span to span (the last second's digits, the last trace id's,
 // the strings that recur) it keeps from batch to batch too.

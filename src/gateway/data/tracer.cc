@@ -404,13 +404,13 @@ void Tracer::run() {
   while (true) {
     wake_.wait_until(lock, flush_at, [this] { return stop_ || (!executor_ && !queue_.empty()); });
     const bool flush = stop_ || std::chrono::steady_clock::now() >= flush_at;
-    // The open batches are taken after the stop was seen (a request that ends later sees
-    // it: submit).
+    // The threads' held requests are taken after the stop was seen (a request that ends
+    // later sees it: submit).
     const bool stop_flush = stop_;
     if (flush) {
       flush_at = std::chrono::steady_clock::now() + config_.flush;
-      // Every thread's open batch joins the queue (taken under its own lock, then this
-      // one's: the order submit takes them in).
+      // Every thread's held requests, encoded, join the queue (taken under the thread's
+      // lock, then this one's: the order submit takes them in).
       const std::vector<std::shared_ptr<ThreadBatch>> threads = threads_;
       lock.unlock();
       std::vector<Body> partial;

@@ -11,31 +11,31 @@
 // goes into the request's record when the hop ends. An untraced request has a null
 // RequestTrace and costs nothing more.
 //
-// Export: when the request ends (after its answer), the thread that ends it writes its
-// spans into that thread's open batch (core/trace/otlp_json.h, OtlpJsonBatch: the
-// ExportTraceServiceRequest's JSON, written as requests end, the record still in that
-// core's cache), under the batch's own lock (only the flush below ever contends for it),
-// and keeps the record for its next request: records never cross threads, so the memory
-// a request writes is not pulled to another core and back. A batch that reaches
-// batch_size spans (a request's spans split between two batches if need be) is queued
-// whole for sending; with export_on() (the gateway: its I/O context and upstream client)
-// one coroutine on that context at a time sends the queued batches, POST after POST, as
-// the gateway's I/O threads send anything else (Envoy's tracers do the same: no thread
-// of the tracer's own in the steady state); without it (a SpanSink of a test's, or no
-// context) the tracer's thread sends them, with a blocking client. Either way never on a
-// request's path: a request only ever appends to its thread's batch. A partial batch goes
-// only every flush_ms (the tracer's thread takes every thread's open batch then), so that
-// batches stay full however quick the exports. A failed export drops its batch (counted)
-// rather than holding memory for a collector that is down. stop() (or the destructor)
-// sends what waits, a batch at a time from the tracer's thread, until an export fails:
-// the rest is then dropped (counted), so a collector that is down holds the shutdown for
-// one export's timeout at most.
+// Export: when the request ends (after its answer), its record joins the ended requests
+// its thread holds (under that thread's own lock: only the flush below ever contends for
+// it); once they hold batch_size spans, the thread encodes them as one batch in one go
+// (core/trace/otlp_json.h, OtlpJsonBatch: the ExportTraceServiceRequest's JSON; a
+// request's spans split between two batches if need be), the records and the encoder's
+// code still in that core's caches, and keeps the records for its next requests: records
+// never cross threads, so the memory a request writes is not pulled to another core and
+// back. A full batch is queued for sending; with export_on() (the gateway: its I/O context
+// and upstream client) one coroutine on that context at a time sends the queued batches,
+// POST after POST, as the gateway's I/O threads send anything else (Envoy's tracers do the
+// same: no thread of the tracer's own in the steady state); without it (a SpanSink of a
+// test's, or no context) the tracer's thread sends them, with a blocking client. Never on
+// a request's path: no request waits for an encoding or an export. What a thread holds
+// short of a batch goes every flush_ms (the tracer's thread encodes every thread's then),
+// so that batches stay full however quick the exports. A failed export drops its batch
+// (counted) rather than holding memory for a collector that is down. stop() (or the
+// destructor) sends what waits, a batch at a time from the tracer's thread, until an
+// export fails: the rest is then dropped (counted), so a collector that is down holds the
+// shutdown for one export's timeout at most.
 //
-// Memory: the spans of open and queued batches together are at most max_queue (a request
-// whose spans do not fit is dropped, counted); a batch being sent holds its body until
-// its POST ends (one at a time with export_on, plus the tracer thread's at a flush or
-// stop). Records are recycled per thread: up to kThreadSpares cleared records a thread
-// keeps for its next requests (a record that spilled onto the heap is cleared at once,
+// Memory: the spans held and queued are at most max_queue (a request whose spans do not
+// fit is dropped, counted); a batch being sent holds its body until its POST ends (one at
+// a time with export_on, plus the tracer thread's at a flush or stop). Records are
+// recycled per thread: up to spare_limit() (a batch's and kThreadSpares more) a thread
+// keeps for its next requests (a record that spilled onto the heap is cleared first,
 // keeping at most what RequestSpans::clear keeps), tagged with their tracer's id (unique
 // in the process): another tracer's (an earlier one, say before a configuration reload)
 // are freed, never used.
@@ -46,7 +46,7 @@
 //   TracedHop hop(t.get(), "kvgate.upstream", url, up);  // null t: nothing
 //   auto sent = co_await upstream.send(host, port, up);
 //   hop.end(sent);
-//   // t's end writes the request's spans into the thread's batch.
+//   // t's end hands the request's record to its thread's batch.
 //
 // Thread-safe: begin, submit and the counters may be used from every I/O thread; one
 // request's RequestTrace from one thread at a time. The Tracer must outlive every
@@ -85,8 +85,9 @@ namespace kvgate::gateway {
 class Tracer;
 class RequestTrace;
 
-// Ends a request's trace: writes its spans into the thread's batch (Tracer::submit), which
-// keeps the record for the thread's next request rather than freeing it here.
+// Ends a request's trace: hands its record to the thread's batch (Tracer::submit), which
+// keeps it for the thread's next request once its spans are sent, rather than freeing it
+// here.
 struct EndRequestTrace {
   void operator()(RequestTrace* trace) const;
 };
@@ -116,7 +117,7 @@ struct TraceparentLine {
   char line[kSize];  // not initialised until written (a TracedHop of every request has one)
 };
 
-// One traced request: its spans' record, written into its thread's batch when the request
+// One traced request: its spans' record, held by its thread's batch when the request
 // ends (and then reused by a later request of the same tracer: Tracer's recycling). Its
 // destructor frees the record alone: it never looks at its tracer, which may be gone by
 // then.
@@ -243,10 +244,11 @@ class Tracer {
   // records when it has one of this tracer's, else a new one.
   RequestTracePtr begin(const io::HttpRequest& req);
 
-  // A finished request's spans, written into this thread's batch (its end,
-  // EndRequestTrace, submits it; a test may submit one of its own); dropped (counted)
-  // when they do not fit in max_queue or the tracer stopped. The record is then kept in
-  // this thread's spares (or freed).
+  // A finished request's spans, held by this thread's batch (its end, EndRequestTrace,
+  // submits it; a test may submit one of its own) and encoded with the others once they
+  // make a batch; dropped (counted) when they do not fit in max_queue or the tracer
+  // stopped. A record whose spans went (or were dropped) is kept in this thread's spares
+  // (or freed).
   void submit(std::unique_ptr<RequestTrace> trace);
 
   int64_t wall_now() const { return clock_.wall_now(); }
