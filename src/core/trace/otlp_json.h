@@ -75,11 +75,10 @@ void append_otlp_json(std::string& out, std::span<const SpanRun> runs,
 
 // The same request written a run at a time: each I/O thread of the gateway encodes the
 // requests it ended into a batch of its own once they make one (their records still in
-// that core's cache), keeping what the encoding keeps from batch to batch, and sends it
-// whole. take() returns the same bytes as
-// write_otlp_json of the runs appended since the last take() (the tests hold them to it).
-// What the encoding keeps from span to span (the last second's digits, the last trace id's,
-// the strings that recur) it keeps from batch to batch too.
+// that core's cache), and sends it whole. take() returns the same bytes as write_otlp_json
+// of the runs appended since the last take() (the tests hold them to it). What the
+// encoding keeps from span to span (the last second's digits, the last trace id's, the
+// strings that recur) it keeps from batch to batch too.
 //
 //   OtlpJsonBatch batch("kvgate");
 //   batch.append({&record, 0, record.span_count()});
