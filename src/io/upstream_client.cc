@@ -79,10 +79,15 @@ void take_plain_body(Connection& c) {
 // The request head as sent: request line, Host, the caller's fixed headers, other headers
 // and hop headers, Content-Length
 // (written by hand: Beast's fields allocate per field).
+// The body sent: `borrowed_body` when there is one, else `body`.
+std::string_view sent_body(const UpstreamRequest& r) {
+  return r.borrowed_body.empty() ? std::string_view(r.body) : r.borrowed_body;
+}
+
 void write_head(std::string& out, const UpstreamRequest& r, std::string_view host_port) {
   using namespace std::string_view_literals;  // appends of literals without strlen
   char length[24];
-  const auto [end, ec] = std::to_chars(length, length + sizeof(length), r.body.size());
+  const auto [end, ec] = std::to_chars(length, length + sizeof(length), sent_body(r).size());
   (void)ec;
   TextPieces<24> head;
   head << r.method << " "sv << r.target << " HTTP/1.1\r\nHost: "sv << host_port << "\r\n"sv
@@ -369,7 +374,7 @@ asio::awaitable<Result<std::unique_ptr<UpstreamExchange>>> UpstreamClient::send(
     conn->deadline.expires_after(options_.head_timeout);
     write_head(conn->head, request, key);
     const std::array<asio::const_buffer, 2> out{asio::buffer(conn->head),
-                                                asio::buffer(request.body)};
+                                                asio::buffer(sent_body(request))};
     std::tie(ec, std::ignore) =
         co_await asio::async_write(conn->socket, out, asio::as_tuple(asio::deferred));
     if (ec) {

@@ -86,6 +86,10 @@ struct UpstreamRequest {
   // TracedHop), written in a buffer of the hop's own: no string, no vector entry.
   std::string_view hop_headers;
   std::string body;
+  // Sent instead of `body` when not empty (`body` is then not sent): bytes borrowed until
+  // the send completes. For a body kept in a buffer of the caller's that holds more than
+  // it (the tracer's export batches, written over reused buffers that are never shrunk).
+  std::string_view borrowed_body;
   // Borrowed; must outlive the exchange. Null: not cancellable.
   UpstreamCancel* cancel = nullptr;
 };

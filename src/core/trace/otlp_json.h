@@ -82,7 +82,7 @@ void append_otlp_json(std::string& out, std::span<const SpanRun> runs,
 //
 //   OtlpJsonBatch batch("kvgate");
 //   batch.append({&record, 0, record.span_count()});
-//   if (batch.spans() >= 512) post(batch.take());
+//   if (batch.spans() >= 512) post(batch.take().text());
 //
 // Not thread-safe: one thread at a time.
 class OtlpJsonBatch {
@@ -98,11 +98,19 @@ class OtlpJsonBatch {
   size_t spans() const { return spans_; }
   bool empty() const { return spans_ == 0; }
 
-  // The request, closed (with no span appended: a request with none), as a string of
-  // its size; the batch starts anew, writing into `room` next: a string that was a body
-  // before, whose bytes are written over (neither cleared nor reallocated while the next
-  // request fits in its size).
-  std::string take(std::string room = {});
+  // A request taken: its text at the start of `buffer`, the bytes after it left as they
+  // were. Given back to take() as room, the whole of `buffer` (its size, not just the
+  // request's) is written over: a buffer is never shrunk, so that once it is as large as a
+  // batch needs it is neither grown, cleared nor reallocated again.
+  struct Taken {
+    std::string buffer;
+    size_t size = 0;  // the request's bytes
+    std::string_view text() const { return {buffer.data(), size}; }
+  };
+
+  // The request, closed (with no span appended: a request with none); the batch starts
+  // anew, writing into `room` next (a buffer taken before).
+  Taken take(std::string room = {});
 
   // What the encoding keeps from span to span (defined with the encoder).
   struct Kept;

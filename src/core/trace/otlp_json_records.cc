@@ -408,16 +408,18 @@ void OtlpJsonBatch::append(const SpanRun& run) {
   spans_ += run.count;
 }
 
-std::string OtlpJsonBatch::take(std::string room) {
+OtlpJsonBatch::Taken OtlpJsonBatch::take(std::string room) {
   Cursor c(buffer_, size_);
   if (spans_ == 0) open_request(c, service_name_);
   close_request(c);
-  buffer_.resize(c.offset());  // a shrink: its capacity stays, nothing is written
-  std::string body = std::move(buffer_);
+  // Not shrunk to the request: its size stays the room (a string grown again would have
+  // its new bytes zeroed first, a whole batch's each time).
+  const size_t size = c.offset();  // (before buffer_, which c points into, moves)
+  Taken taken{std::move(buffer_), size};
   buffer_ = std::move(room);
   size_ = 0;
   spans_ = 0;
-  return body;
+  return taken;
 }
 
 }  // namespace kvgate::trace

@@ -366,7 +366,7 @@ boost::asio::awaitable<void> Tracer::send_queued() {
     request.method = "POST";
     request.target = collector_target_;
     request.fixed_headers = "Content-Type: application/json\r\n";
-    request.body = std::move(body.json);
+    request.borrowed_body = body.json.text();  // body outlives the send
     auto exchange = co_await client_->send(collector_host_, collector_port_, request);
     std::string error;
     if (!exchange) {
@@ -385,12 +385,13 @@ boost::asio::awaitable<void> Tracer::send_queued() {
       spdlog::warn("tracing: export of {} spans to {} failed: {}", body.spans, config_.collector,
                    error);
     }
-    give_back(std::move(request.body));
+    give_back(std::move(body.json.buffer));
   }
 }
 
 bool Tracer::deliver(const Body& body) {
-  const bool ok = sink_ ? sink_(body.json, body.spans) : post_to_collector(body.json, body.spans);
+  const std::string_view json = body.json.text();
+  const bool ok = sink_ ? sink_(json, body.spans) : post_to_collector(json, body.spans);
   (ok ? exported_ : dropped_).fetch_add(body.spans, std::memory_order_relaxed);
   return ok;
 }
@@ -438,7 +439,7 @@ void Tracer::run() {
       lock.unlock();
       waiting_spans_.fetch_sub(body.spans, std::memory_order_relaxed);
       const bool ok = deliver(body);
-      give_back(std::move(body.json));
+      give_back(std::move(body.json.buffer));
       lock.lock();
       if (stop_ && !ok) {
         // Stopping and the collector failed: the rest goes too (the drain is bounded by

@@ -270,7 +270,7 @@ class Tracer {
  private:
   // A batch ready to send: its JSON body and how many spans it holds.
   struct Body {
-    std::string json;
+    trace::OtlpJsonBatch::Taken json;  // json.text(): the body; its buffer is reused
     size_t spans = 0;
   };
 

@@ -835,26 +835,27 @@ TEST(OtlpJsonBatch, TakesWhatWriteOtlpJsonWritesForTheSameRuns) {
       expected_spans += run.count;
     }
     EXPECT_EQ(batch.spans(), expected_spans);
-    const std::string body = batch.take(std::move(room));
+    OtlpJsonBatch::Taken body = batch.take(std::move(room));
     EXPECT_TRUE(batch.empty());
-    EXPECT_EQ(body, write_otlp_json(scratch, taken, "kvgate"));
-    EXPECT_NO_THROW((void)boost::json::parse(body));
-    room = body;
+    EXPECT_EQ(body.text(), write_otlp_json(scratch, taken, "kvgate"));
+    EXPECT_NO_THROW((void)boost::json::parse(body.text()));
+    room = std::move(body.buffer);
     at += size;
   }
   // What is left: the last split record's rest, then an empty batch.
   batch.append(*carried);
-  EXPECT_EQ(batch.take(),
+  EXPECT_EQ(batch.take().text(),
             write_otlp_json(scratch, std::span<const SpanRun>(&*carried, 1), "kvgate"));
-  EXPECT_EQ(batch.take(std::string(5, 'x')), otlp_json({}, "kvgate"));
+  EXPECT_EQ(batch.take(std::string(5, 'x')).text(), otlp_json({}, "kvgate"));
   // A run of no spans adds nothing.
   batch.append({&records[0], 0, 0});
   EXPECT_TRUE(batch.empty());
-  EXPECT_EQ(batch.take(), otlp_json({}, "kvgate"));
+  EXPECT_EQ(batch.take().text(), otlp_json({}, "kvgate"));
 }
 
 // A body given back as room is written over in place: no reallocation while the next
-// request fits in its size.
+// request fits in its size, and the buffer keeps its size (the room), the bytes past the
+// request as they were.
 TEST(OtlpJsonBatch, WritesOverTheRoomItIsGiven) {
   const RequestSpans a = routed_request();
   OtlpJsonBatch batch("kvgate");
@@ -862,11 +863,19 @@ TEST(OtlpJsonBatch, WritesOverTheRoomItIsGiven) {
   const char* const data = room.data();
   batch.take(std::move(room));  // the empty request; `room` becomes the next buffer
   batch.append({&a, 0, a.span_count()});
-  const std::string body = batch.take();
-  EXPECT_EQ(body.data(), data);
+  OtlpJsonBatch::Taken body = batch.take();
+  EXPECT_EQ(body.buffer.data(), data);
+  EXPECT_EQ(body.buffer.size(), 64u * 1024);
+  EXPECT_EQ(body.buffer.back(), 'x');
   const SpanRun runs[] = {{&a, 0, a.span_count()}};
   std::string scratch;
-  EXPECT_EQ(body, write_otlp_json(scratch, runs, "kvgate"));
+  EXPECT_EQ(body.text(), write_otlp_json(scratch, runs, "kvgate"));
+  // Given back, it is the room again: a smaller request leaves the rest of it.
+  batch.take(std::move(body.buffer));
+  OtlpJsonBatch::Taken empty = batch.take();
+  EXPECT_EQ(empty.buffer.data(), data);
+  EXPECT_EQ(empty.buffer.size(), 64u * 1024);
+  EXPECT_EQ(empty.text(), otlp_json({}, "kvgate"));
 }
 
 }  // namespace otlp_json_test
