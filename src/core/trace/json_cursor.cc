@@ -9,16 +9,6 @@
 namespace kvgate::trace {
 namespace {
 
-// "00" "01" ... "99": two digits per lookup.
-constexpr std::array<char, 200> kDigitPairs = [] {
-  std::array<char, 200> t{};
-  for (size_t i = 0; i < 100; ++i) {
-    t[2 * i] = static_cast<char>('0' + i / 10);
-    t[2 * i + 1] = static_cast<char>('0' + i % 10);
-  }
-  return t;
-}();
-
 // `x` < 10^8 in decimal, without leading zeros: its length first, then two digits at a
 // time from the end.
 char* write_below_1e8(char* p, uint32_t x) {
@@ -107,7 +97,7 @@ inline char* write_looked_at(char* p, std::string_view s, size_t& i) {
 
 }  // namespace
 
-char* write_uint(char* p, uint64_t v) {
+char* write_long_uint(char* p, uint64_t v) {
   constexpr uint64_t k1e8 = 100'000'000;
   if (v < k1e8) return write_below_1e8(p, static_cast<uint32_t>(v));
   // 9 to 20 digits: the head (up to 12 digits: in two parts past 8), then 8 digits.

@@ -22,11 +22,14 @@
 // without {fmt} where that is quick (integers, up to 6 decimals).
 #pragma once
 
+#include <array>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+
+#include "core/common/short_bytes.h"
 
 namespace kvgate::trace {
 
@@ -41,8 +44,38 @@ inline char* copy_literal(char* p, const char (&literal)[N]) {
 // The longest decimal text of an int64_t ("-9223372036854775808") or a uint64_t.
 inline constexpr size_t kIntBound = 20;
 
-// An integer in decimal (as std::to_chars writes it), at most kIntBound characters.
-char* write_uint(char* p, uint64_t v);
+// "00" "01" ... "99": two digits per lookup.
+inline constexpr std::array<char, 200> kDigitPairs = [] {
+  std::array<char, 200> t{};
+  for (size_t i = 0; i < 100; ++i) {
+    t[2 * i] = static_cast<char>('0' + i / 10);
+    t[2 * i + 1] = static_cast<char>('0' + i % 10);
+  }
+  return t;
+}();
+
+// write_uint of 1000 or more.
+char* write_long_uint(char* p, uint64_t v);
+
+// An integer in decimal (as std::to_chars writes it), at most kIntBound characters. Most
+// of a span's are below 1000 (a status, the flags, a hop's index, a count): written here,
+// without a call.
+inline char* write_uint(char* p, uint64_t v) {
+  if (v < 10) {
+    *p = static_cast<char>('0' + v);
+    return p + 1;
+  }
+  if (v < 100) {
+    std::memcpy(p, &kDigitPairs[2 * v], 2);
+    return p + 2;
+  }
+  if (v < 1000) {
+    *p = static_cast<char>('0' + v / 100);
+    std::memcpy(p + 1, &kDigitPairs[2 * (v % 100)], 2);
+    return p + 3;
+  }
+  return write_long_uint(p, v);
+}
 inline char* write_int(char* p, int64_t v) {
   if (v < 0) {
     *p++ = '-';
@@ -100,8 +133,7 @@ constexpr bool json_plain(std::string_view s) {
 inline char* write_plain_string(char* p, std::string_view s) {
   assert(json_plain(s));
   *p++ = '"';
-  if (!s.empty()) std::memcpy(p, s.data(), s.size());  // (an empty view's data may be null)
-  p += s.size();
+  p = copy_short(p, s.data(), s.size());
   *p++ = '"';
   return p;
 }

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/common/short_bytes.h"
 #include "core/trace/json_cursor.h"
 #include "core/trace/otlp_json.h"
 
@@ -107,11 +108,9 @@ class PlainStrings {
   // `v` as a JSON string (as write_json_string writes it).
   char* write(char* p, Kind kind, std::string_view v) {
     std::string& last = last_[kind];
-    if (v.size() == last.size() &&
-        (v.empty() || std::memcmp(v.data(), last.data(), v.size()) == 0)) {
+    if (v.size() == last.size() && equal_short(v.data(), last.data(), v.size())) {
       *p++ = '"';
-      if (!v.empty()) std::memcpy(p, v.data(), v.size());  // (an empty view's data may be null)
-      p += v.size();
+      p = copy_short(p, v.data(), v.size());
       *p++ = '"';
       return p;
     }
@@ -130,8 +129,7 @@ class PlainStrings {
 class ServerAddresses {
  public:
   ServerAddress of(std::string_view url) {
-    if (url.size() != url_.size() ||
-        (!url.empty() && std::memcmp(url.data(), url_.data(), url.size()) != 0)) {
+    if (url.size() != url_.size() || !equal_short(url.data(), url_.data(), url.size())) {
       url_.assign(url);
       last_ = server_address(url_);  // its host a view into url_
     }

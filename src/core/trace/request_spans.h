@@ -35,6 +35,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/common/short_bytes.h"
 #include "core/trace/trace_context.h"
 
 namespace kvgate::trace {
@@ -77,7 +78,7 @@ class TextBuffer {
   TextRef add(std::string_view s) {
     const TextRef ref{size_, static_cast<uint32_t>(s.size())};
     if (on_heap_ || size_ + s.size() > kInline) return add_on_heap(s);
-    if (!s.empty()) std::memcpy(inline_ + size_, s.data(), s.size());  // (null when empty)
+    copy_short(inline_ + size_, s.data(), s.size());  // (nothing read when empty)
     size_ += ref.size;
     return ref;
   }

@@ -50,7 +50,8 @@ TEST(JsonCursor, IntegersAsToChars) {
     values.insert(values.end(), {p - 1, p, p + 1, p * 3 + 7, p / 7 * 5});
     if (p == 10'000'000'000'000'000'000ULL) break;
   }
-  values.push_back(1'700'000'000'001'000'000ULL);  // a time in Unix nanoseconds
+  for (uint64_t v = 0; v < 10'000; ++v) values.push_back(v);  // the short ones, each
+  values.push_back(1'700'000'000'001'000'000ULL);             // a time in Unix nanoseconds
   values.push_back(std::numeric_limits<uint64_t>::max());
   uint64_t x = 0x9e3779b97f4a7c15ULL;
   for (int i = 0; i < 2000; ++i) {

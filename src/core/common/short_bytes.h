@@ -1,0 +1,81 @@
+// Short byte strings copied and compared without a call: the strings a traced request
+// keeps and the encoder writes (a model's name, a pool's, a path, an endpoint's URL) are
+// mostly a few bytes to a few dozen, which two overlapping loads (and stores) of 4, 8 or
+// 16 bytes cover, where std::memcpy and std::memcmp of a size known only at run time are a
+// call into the C library each. Past 32 bytes, those calls.
+//
+//   p = copy_short(p, s.data(), s.size());            // returns the end of the copy
+//   if (equal_short(a.data(), b.data(), a.size())) {  // the same n bytes
+//
+// The regions must not overlap. With n == 0 nothing is read (the pointers may be null).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace kvgate {
+
+// Copies `n` bytes from `from` to `to`; returns to + n.
+inline char* copy_short(char* to, const char* from, size_t n) {
+  if (n > 32) {
+    std::memcpy(to, from, n);
+  } else if (n > 16) {
+    char head[16];
+    char tail[16];
+    std::memcpy(head, from, 16);
+    std::memcpy(tail, from + n - 16, 16);
+    std::memcpy(to, head, 16);
+    std::memcpy(to + n - 16, tail, 16);
+  } else if (n >= 8) {
+    uint64_t head;
+    uint64_t tail;
+    std::memcpy(&head, from, 8);
+    std::memcpy(&tail, from + n - 8, 8);
+    std::memcpy(to, &head, 8);
+    std::memcpy(to + n - 8, &tail, 8);
+  } else if (n >= 4) {
+    uint32_t head;
+    uint32_t tail;
+    std::memcpy(&head, from, 4);
+    std::memcpy(&tail, from + n - 4, 4);
+    std::memcpy(to, &head, 4);
+    std::memcpy(to + n - 4, &tail, 4);
+  } else if (n > 0) {
+    // 1 to 3 bytes: the first, the middle and the last (some the same).
+    to[0] = from[0];
+    to[n / 2] = from[n / 2];
+    to[n - 1] = from[n - 1];
+  }
+  return to + n;
+}
+
+// Whether the `n` bytes at `a` and at `b` are the same.
+inline bool equal_short(const char* a, const char* b, size_t n) {
+  const auto differ8 = [](const char* x, const char* y) {
+    uint64_t u;
+    uint64_t v;
+    std::memcpy(&u, x, 8);
+    std::memcpy(&v, y, 8);
+    return u ^ v;
+  };
+  if (n > 32) return std::memcmp(a, b, n) == 0;
+  if (n > 16) {
+    return (differ8(a, b) | differ8(a + 8, b + 8) | differ8(a + n - 16, b + n - 16) |
+            differ8(a + n - 8, b + n - 8)) == 0;
+  }
+  if (n >= 8) return (differ8(a, b) | differ8(a + n - 8, b + n - 8)) == 0;
+  if (n >= 4) {
+    uint32_t u[2];
+    uint32_t v[2];
+    std::memcpy(&u[0], a, 4);
+    std::memcpy(&u[1], a + n - 4, 4);
+    std::memcpy(&v[0], b, 4);
+    std::memcpy(&v[1], b + n - 4, 4);
+    return ((u[0] ^ v[0]) | (u[1] ^ v[1])) == 0;
+  }
+  if (n == 0) return true;
+  return a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1];
+}
+
+}  // namespace kvgate
