@@ -21,6 +21,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/common/short_bytes.h"
+
 namespace kvgate::io {
 
 inline void assign_text(std::string& s, std::string_view v) {
@@ -61,32 +63,9 @@ class TextPieces {
     size_t size;
   };
 
-  // Copies n bytes to `to`, returns its end: a head's pieces are mostly a few bytes to a
-  // few dozen, which two overlapping loads and stores copy without a call.
-  static char* put(char* to, const char* from, size_t n) {
-    if (n >= 8) {
-      if (n > 16) {
-        std::memcpy(to, from, n);
-      } else {
-        uint64_t a, b;
-        std::memcpy(&a, from, 8);
-        std::memcpy(&b, from + n - 8, 8);
-        std::memcpy(to, &a, 8);
-        std::memcpy(to + n - 8, &b, 8);
-      }
-    } else if (n >= 4) {
-      uint32_t a, b;
-      std::memcpy(&a, from, 4);
-      std::memcpy(&b, from + n - 4, 4);
-      std::memcpy(to, &a, 4);
-      std::memcpy(to + n - 4, &b, 4);
-    } else if (n > 0) {
-      to[0] = from[0];
-      to[n / 2] = from[n / 2];
-      to[n - 1] = from[n - 1];
-    }
-    return to + n;
-  }
+  // A head's pieces are mostly a few bytes to a few dozen: copied without a call
+  // (copy_short).
+  static char* put(char* to, const char* from, size_t n) { return copy_short(to, from, n); }
 
   void spill() {
     for (size_t i = 0; i < count_; ++i) spilled_.append(pieces_[i].data, pieces_[i].size);

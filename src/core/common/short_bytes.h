@@ -16,31 +16,37 @@
 
 namespace kvgate {
 
+namespace short_bytes_detail {
+
+// The first and the last sizeof(Word) bytes of `from` (n of them, sizeof(Word) <= n <=
+// 2 * sizeof(Word)) copied to `to`: overlapping when n is less than twice the word.
+template <class Word>
+inline void copy_ends(char* to, const char* from, size_t n) {
+  Word head;
+  Word tail;
+  std::memcpy(&head, from, sizeof head);
+  std::memcpy(&tail, from + n - sizeof tail, sizeof tail);
+  std::memcpy(to, &head, sizeof head);
+  std::memcpy(to + n - sizeof tail, &tail, sizeof tail);
+}
+
+struct Bytes16 {
+  char bytes[16];
+};
+
+}  // namespace short_bytes_detail
+
 // Copies `n` bytes from `from` to `to`; returns to + n.
 inline char* copy_short(char* to, const char* from, size_t n) {
+  using namespace short_bytes_detail;
   if (n > 32) {
     std::memcpy(to, from, n);
   } else if (n > 16) {
-    char head[16];
-    char tail[16];
-    std::memcpy(head, from, 16);
-    std::memcpy(tail, from + n - 16, 16);
-    std::memcpy(to, head, 16);
-    std::memcpy(to + n - 16, tail, 16);
+    copy_ends<Bytes16>(to, from, n);
   } else if (n >= 8) {
-    uint64_t head;
-    uint64_t tail;
-    std::memcpy(&head, from, 8);
-    std::memcpy(&tail, from + n - 8, 8);
-    std::memcpy(to, &head, 8);
-    std::memcpy(to + n - 8, &tail, 8);
+    copy_ends<uint64_t>(to, from, n);
   } else if (n >= 4) {
-    uint32_t head;
-    uint32_t tail;
-    std::memcpy(&head, from, 4);
-    std::memcpy(&tail, from + n - 4, 4);
-    std::memcpy(to, &head, 4);
-    std::memcpy(to + n - 4, &tail, 4);
+    copy_ends<uint32_t>(to, from, n);
   } else if (n > 0) {
     // 1 to 3 bytes: the first, the middle and the last (some the same).
     to[0] = from[0];
