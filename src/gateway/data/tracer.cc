@@ -72,6 +72,18 @@ SpareRecords& thread_spares() {
   return spares;
 }
 
+// A record's cache lines fetched ahead of its use (for writing when kWrite, else for
+// reading). Records are used far apart: a thread's held records are encoded a batch at a
+// time, up to a batch of requests after they were written, and a record goes back to the
+// spares then, for a begin up to a batch of requests later; by then its lines are mostly
+// out of the core's first caches, and a record's first touch would stall on them. The
+// next one's fetched while this one is at work, neither stalls.
+template <bool kWrite>
+void prefetch_record(const RequestTrace* t) {
+  const char* p = reinterpret_cast<const char*>(t);
+  for (size_t at = 0; at < sizeof(RequestTrace); at += 64) __builtin_prefetch(p + at, kWrite);
+}
+
 // Buffers of sent bodies kept for the next batches (a batch's body is large: written over
 // rather than grown anew).
 constexpr size_t kKeptRooms = 4;
@@ -230,6 +242,7 @@ RequestTracePtr Tracer::begin(const io::HttpRequest& req) {
     // A record this thread ended, cleared here, then filled anew: no allocation.
     RequestTrace* t = spares.records.back().release();
     spares.records.pop_back();
+    if (!spares.records.empty()) prefetch_record<true>(spares.records.back().get());
     t->spans_.clear();
     t->init(server, client_parent, tracestate, clock_.wall_now());
     return RequestTracePtr(t);
@@ -283,6 +296,7 @@ Tracer::Body Tracer::encode(ThreadBatch& tb, size_t n,
                             std::vector<std::unique_ptr<RequestTrace>>& done) {
   size_t whole = 0;  // records wholly in the batch
   for (size_t left = n; left > 0;) {
+    if (whole + 1 < tb.held.size()) prefetch_record<false>(tb.held[whole + 1].get());
     const trace::RequestSpans& r = tb.held[whole]->spans();
     const size_t take = std::min(r.span_count() - tb.first, left);
     tb.batch.append({&r, tb.first, take});
