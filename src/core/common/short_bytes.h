@@ -30,6 +30,21 @@ inline void copy_ends(char* to, const char* from, size_t n) {
   std::memcpy(to + n - sizeof tail, &tail, sizeof tail);
 }
 
+// Whether the first and the last sizeof(Word) bytes of `a` and `b` (n of them, as
+// copy_ends has it) differ: not 0 when they do.
+template <class Word>
+inline Word ends_differ(const char* a, const char* b, size_t n) {
+  Word a_head;
+  Word a_tail;
+  Word b_head;
+  Word b_tail;
+  std::memcpy(&a_head, a, sizeof a_head);
+  std::memcpy(&a_tail, a + n - sizeof a_tail, sizeof a_tail);
+  std::memcpy(&b_head, b, sizeof b_head);
+  std::memcpy(&b_tail, b + n - sizeof b_tail, sizeof b_tail);
+  return (a_head ^ b_head) | (a_tail ^ b_tail);
+}
+
 struct Bytes16 {
   char bytes[16];
 };
@@ -58,28 +73,15 @@ inline char* copy_short(char* to, const char* from, size_t n) {
 
 // Whether the `n` bytes at `a` and at `b` are the same.
 inline bool equal_short(const char* a, const char* b, size_t n) {
-  const auto differ8 = [](const char* x, const char* y) {
-    uint64_t u;
-    uint64_t v;
-    std::memcpy(&u, x, 8);
-    std::memcpy(&v, y, 8);
-    return u ^ v;
-  };
+  using namespace short_bytes_detail;
   if (n > 32) return std::memcmp(a, b, n) == 0;
   if (n > 16) {
-    return (differ8(a, b) | differ8(a + 8, b + 8) | differ8(a + n - 16, b + n - 16) |
-            differ8(a + n - 8, b + n - 8)) == 0;
+    // The first 16 bytes and the last 16 (overlapping), 8 at a time.
+    return (ends_differ<uint64_t>(a, b, 16) | ends_differ<uint64_t>(a + n - 16, b + n - 16, 16)) ==
+           0;
   }
-  if (n >= 8) return (differ8(a, b) | differ8(a + n - 8, b + n - 8)) == 0;
-  if (n >= 4) {
-    uint32_t u[2];
-    uint32_t v[2];
-    std::memcpy(&u[0], a, 4);
-    std::memcpy(&u[1], a + n - 4, 4);
-    std::memcpy(&v[0], b, 4);
-    std::memcpy(&v[1], b + n - 4, 4);
-    return ((u[0] ^ v[0]) | (u[1] ^ v[1])) == 0;
-  }
+  if (n >= 8) return ends_differ<uint64_t>(a, b, n) == 0;
+  if (n >= 4) return ends_differ<uint32_t>(a, b, n) == 0;
   if (n == 0) return true;
   return a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1];
 }
