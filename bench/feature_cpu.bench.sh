@@ -9,9 +9,12 @@
 # Usage: [FEATURE_YAML=TEXT] bench/feature_cpu.bench.sh [RUNS=2] [ROUNDS=5]
 # FEATURE_YAML's default is tracing at ratio 1.0 ({UP}: the upstream nginx, which answers
 # the OTLP POSTs with 200), issue #41's bound (docs/tracing.md):
-#   PIN=1 bench/feature_cpu.bench.sh 4 9
-# KVGATE_BIN (default build/release/kvgate); PIN, CONNS and the rest pass through to
-# gateway_vs_nginx.bench.sh (its user-like configurations and latency rounds are skipped).
+#   TOGETHER=1 PIN=1 bench/feature_cpu.bench.sh 4 9
+# TOGETHER=1 loads the two gateways at once on the one CPU (PIN=1), a wrk each: the host's
+# load moves both alike, and the rounds' ratios agree within about 1% where rounds taken
+# one after the other (without TOGETHER) spread over 10% on this shared machine.
+# KVGATE_BIN (default build/release/kvgate); PIN, TOGETHER, CONNS and the rest pass through
+# to gateway_vs_nginx.bench.sh (its user-like configurations and latency rounds are skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FEATURE_YAML=${FEATURE_YAML:-'tracing: {ratio: 1.0, collector: "http://127.0.0.1:{UP}/v1/traces"}'}
