@@ -11,7 +11,7 @@
 # the OTLP POSTs with 200), issue #41's bound (docs/tracing.md):
 #   TOGETHER=1 PIN=1 bench/feature_cpu.bench.sh 4 9
 # TOGETHER=1 loads the two gateways at once on the one CPU (PIN=1), a wrk each: the host's
-# load moves both alike, and the rounds' ratios agree within about 1% where rounds taken
+# load moves both alike, and the rounds' ratios agree within about 1.5% where rounds taken
 # one after the other (without TOGETHER) spread over 10% on this shared machine.
 # KVGATE_BIN (default build/release/kvgate); PIN, TOGETHER, CONNS and the rest pass through
 # to gateway_vs_nginx.bench.sh (its user-like configurations and latency rounds are skipped).

@@ -27,9 +27,8 @@
 # TOGETHER=1 (with KVGATE_BIN_B) loads the two gateways at once, a wrk each, rather than
 # one after the other: both rounds see the same moments of the host's load (their req/s
 # are then each's share of the machine, not comparable with nginx's; their CPU per request
-# is what compares; the tick figures in brackets are not taken, shown as 0). PIN_A=N and
-# PIN_B=M (with TOGETHER=1, without PIN) run the first gateway and its wrk on CPU N, the
-# second and its wrk on CPU M, the upstream wherever the kernel puts it.
+# is what compares; the tick figures in brackets are not taken, shown as 0). With PIN=1:
+# unpinned, or each gateway on a CPU of its own, the two do not see the same host.
 # PIN=N runs every process of the chain (wrk, proxies, upstream) on CPU N only: on a busy
 # machine this takes cross-core wake-ups out and compares the proxies' cost per request.
 set -euo pipefail
@@ -67,10 +66,7 @@ start_gateway() {
     extra=${extra//\{UP\}/$UP}
     printf '%s\n' "${extra//\{COLLECTOR\}/${COLLECTOR:-}}" >>"$W/$3.yaml"
   fi
-  local pin=("${PINNED[@]}")
-  if [[ $3 == gateway && -n ${PIN_A:-} ]]; then pin=(taskset -c "$PIN_A"); fi
-  if [[ $3 == gateway-b && -n ${PIN_B:-} ]]; then pin=(taskset -c "$PIN_B"); fi
-  "${pin[@]}" "$1" serve "$W/$3.yaml" >"$W/$3.log" 2>&1 &
+  "${PINNED[@]}" "$1" serve "$W/$3.yaml" >"$W/$3.log" 2>&1 &
   GATEWAY_PID=$!
   pids+=($GATEWAY_PID)
   for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$2/ready" && break; sleep 0.1; done
@@ -126,13 +122,20 @@ rps() {
   c1=$(run_ns "$2")
   t1=$(awk '{print $14, $15}' "/proc/$2/stat")
   x1=$(tracer_cpu "$2")
+  per_request "$out" "$x0" "$x1" "$c0" "$c1" $t0 $t1
+}
+# per_request WRK_OUTPUT X0 X1 C0 C1 [U0 S0 U1 S1]: rps's line from wrk's output and the
+# counters taken around it (exporter thread and process run time in ns; user and system
+# ticks, 0 when not taken).
+per_request() {
   python3 -c "
 import sys
 rps = float(sys.argv[1]); n = int(sys.argv[2]); hz = $(getconf CLK_TCK)
-u0, s0, u1, s1, x0, x1, c0, c1 = map(int, sys.argv[3:11])
+x0, x1, c0, c1, u0, s0, u1, s1 = map(int, sys.argv[3:11])
 f = lambda ticks: round(ticks / hz * 1e6 / n, 1)
 print(rps, f(u1 - u0), f(s1 - s0), round((x1 - x0) / 1e3 / n, 2), round((c1 - c0) / 1e3 / n, 2))" \
-    "$(awk '/Requests\/sec/ {print $2}' <<<"$out")" "$(awk '/requests in/ {print $1}' <<<"$out")" $t0 $t1 $x0 $x1 $c0 $c1
+    "$(awk '/Requests\/sec/ {print $2}' <<<"$1")" "$(awk '/requests in/ {print $1}' <<<"$1")" \
+    "$2" "$3" "$4" "$5" "${6:-0}" "${7:-0}" "${8:-0}" "${9:-0}"
 }
 # rps_pair URL PID URL_B PID_B: rps for the two gateways loaded at once (TOGETHER=1), two
 # wrk processes side by side for the same seconds, as two lines: what the host's load does
@@ -141,23 +144,14 @@ print(rps, f(u1 - u0), f(s1 - s0), round((x1 - x0) / 1e3 / n, 2), round((c1 - c0
 rps_pair() {
   local x0 c0 xb0 cb0 x1 c1 xb1 cb1 wa wb
   x0=$(tracer_cpu "$2"); c0=$(run_ns "$2"); xb0=$(tracer_cpu "$4"); cb0=$(run_ns "$4")
-  local pa=("${PINNED[@]}") pb=("${PINNED[@]}") threads=$WRK_THREADS
-  [[ -z ${PIN_A:-} ]] || { pa=(taskset -c "$PIN_A"); threads=1; }
-  [[ -z ${PIN_B:-} ]] || { pb=(taskset -c "$PIN_B"); threads=1; }
-  "${pa[@]}" wrk -t"$threads" -c"$CONNS" -d"${DUR}s" -s "$W/post.lua" "$1" >"$W/wrk-a.txt" &
+  "${PINNED[@]}" wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DUR}s" -s "$W/post.lua" "$1" >"$W/wrk-a.txt" &
   wa=$!
-  "${pb[@]}" wrk -t"$threads" -c"$CONNS" -d"${DUR}s" -s "$W/post.lua" "$3" >"$W/wrk-b.txt" &
+  "${PINNED[@]}" wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DUR}s" -s "$W/post.lua" "$3" >"$W/wrk-b.txt" &
   wb=$!
   wait "$wa" "$wb"
   c1=$(run_ns "$2"); x1=$(tracer_cpu "$2"); cb1=$(run_ns "$4"); xb1=$(tracer_cpu "$4")
-  for side in "a $x0 $x1 $c0 $c1" "b $xb0 $xb1 $cb0 $cb1"; do
-    set -- $side
-    python3 -c "
-import sys
-rps = float(sys.argv[1]); n = int(sys.argv[2]); x0, x1, c0, c1 = map(int, sys.argv[3:7])
-print(rps, 0, 0, round((x1 - x0) / 1e3 / n, 2), round((c1 - c0) / 1e3 / n, 2))" \
-      "$(awk '/Requests\/sec/ {print $2}' "$W/wrk-$1.txt")" "$(awk '/requests in/ {print $1}' "$W/wrk-$1.txt")" "$2" "$3" "$4" "$5"
-  done
+  per_request "$(cat "$W/wrk-a.txt")" "$x0" "$x1" "$c0" "$c1"
+  per_request "$(cat "$W/wrk-b.txt")" "$xb0" "$xb1" "$cb0" "$cb1"
 }
 # The run time in nanoseconds of process $1's span exporter thread (named kvgate-trace;
 # 0 without tracing): part of the process's CPU, shown on its own.
