@@ -307,6 +307,9 @@ struct DataPlane {
   // The end of `call` in its trace and the metrics: the trace's status, the request
   // counted (its routing time with it, when it was routed).
   void record_done(const ProxyCall& call, int status);
+  // `call` answered with `status` at `at` (clock.now() when 0): its trace's status and
+  // end. Returns `at`, which the request's metrics time it by too (one reading for both).
+  Nanos answered_at(const ProxyCall& call, int status, Nanos at = 0) const;
   // After the stream's engine failed mid-stream: a continuation on another endpoint
   // (stream_migration.h). kResumed: job.exchange, endpoint and lease are the new leg's.
   enum class Migrated { kResumed, kComplete, kCancelled, kFailed };

@@ -203,7 +203,7 @@ void DataPlane::handle_stored_response(HttpRequest&& req, std::shared_ptr<Respon
   call.criticality = route::Criticality::kStandard;
   call.received = received;
   if (tracer) [[unlikely]] {
-    call.trace = tracer->begin(req);
+    call.trace = tracer->begin(req, received);
     if (call.trace) {
       call.trace->set_pool(holder->name());
       call.trace->set_path(call.target);
@@ -413,7 +413,7 @@ void DataPlane::handle_inference(HttpRequest&& req, std::shared_ptr<ResponseStre
   call.received = received;
   // Tracing off: this one branch is all (no header scan, no allocation).
   if (tracer) [[unlikely]] {
-    call.trace = tracer->begin(req);
+    call.trace = tracer->begin(req, received);
     if (call.trace) {
       call.trace->set_model(model->name);
       call.trace->set_pool(model->pool);

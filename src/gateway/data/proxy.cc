@@ -142,10 +142,7 @@ asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
   auto respond = [&](int status, HttpResponse r, bool answered = false,
                      const openai::Usage* u = nullptr, Nanos done = 0) {
     final_status = status;
-    if (call.trace) [[unlikely]] {
-      call.trace->set_status(status);
-    }
-    const double seconds = done ? to_seconds(done - call.received) : seconds_since(call.received);
+    const double seconds = to_seconds(answered_at(call, status, done) - call.received);
     GatewayMetrics::Finished f{.model = model,
                                .pool = pool.name(),
                                .tenant = call.tenant,
@@ -596,9 +593,13 @@ asio::awaitable<void> DataPlane::pump_stream(StreamJob job) {
       job.migrations == 0 && u.seen ? u.completion_tokens : leg_token_events;
   job.lease.finish(ok || client_left,
                    ok ? static_cast<uint32_t>(std::min<uint64_t>(leg_tokens, UINT32_MAX)) : 0);
+  const Nanos ended = clock.now();  // the stream's end: its trace's, its metrics'
+  if (call.trace) [[unlikely]] {
+    call.trace->set_end(ended);
+  }
   if (ok && first_token_at > 0 && (call.ttft_target > 0 || call.tpot_target > 0)) {
     const uint64_t tokens = u.seen ? u.completion_tokens : token_events;
-    slo_outcome(call, first_token_at, clock.now(), tokens);
+    slo_outcome(call, first_token_at, ended, tokens);
   }
   if (u.seen) charge(call.limited_tenant, model, u);
   if (u.seen && call.flow.charged_output_tokens > 0) {
@@ -609,7 +610,7 @@ asio::awaitable<void> DataPlane::pump_stream(StreamJob job) {
                             .pool = pool.name(),
                             .tenant = call.tenant,
                             .status = final_status,
-                            .seconds = seconds_since(call.received),
+                            .seconds = to_seconds(ended - call.received),
                             .routing_seconds = call.routing_seconds,
                             .has_tokens = u.seen,
                             .prompt_tokens = u.prompt_tokens,
@@ -767,10 +768,8 @@ std::optional<EndpointAddress> DataPlane::stored_endpoint(const ProxyCall& call,
 asio::awaitable<void> DataPlane::fetch_stored(ProxyCall call) {
   PoolRuntime& pool = *call.pool;
   auto respond = [&](HttpResponse r) {
-    if (call.trace) [[unlikely]] {
-      call.trace->set_status(r.status);
-    }
-    metrics.request_done({}, pool.name(), call.tenant, r.status, seconds_since(call.received));
+    const Nanos at = answered_at(call, r.status);
+    metrics.request_done({}, pool.name(), call.tenant, r.status, to_seconds(at - call.received));
     call.stream->respond(std::move(r));
   };
   std::string id;
@@ -788,10 +787,8 @@ asio::awaitable<void> DataPlane::fetch_stored(ProxyCall call) {
   auto client_left = [&] {
     fault_metrics.cancelled(pool.name(), /*after_first_byte=*/false);
     const int status = client_left_status(*call.stream);
-    if (call.trace) [[unlikely]] {
-      call.trace->set_status(status);
-    }
-    metrics.request_done({}, pool.name(), call.tenant, status, seconds_since(call.received));
+    const Nanos at = answered_at(call, status);
+    metrics.request_done({}, pool.name(), call.tenant, status, to_seconds(at - call.received));
   };
   set_rank_header(up.headers, *endpoint);
   TracedHop traced(call.trace.get(), "kvgate.stored", endpoint->url, up);
@@ -853,15 +850,22 @@ int DataPlane::finish_client_left(const ProxyCall& call) {
 }
 
 void DataPlane::record_done(const ProxyCall& call, int status) {
-  if (call.trace) [[unlikely]] {
-    call.trace->set_status(status);
-  }
+  const Nanos at = answered_at(call, status);
   metrics.request_finished({.model = call.model->name,
                             .pool = call.pool->name(),
                             .tenant = call.tenant,
                             .status = status,
-                            .seconds = seconds_since(call.received),
+                            .seconds = to_seconds(at - call.received),
                             .routing_seconds = call.routing_seconds});
+}
+
+Nanos DataPlane::answered_at(const ProxyCall& call, int status, Nanos at) const {
+  if (at == 0) at = clock.now();
+  if (call.trace) [[unlikely]] {
+    call.trace->set_status(status);
+    call.trace->set_end(at);
+  }
+  return at;
 }
 
 void DataPlane::slo_outcome(const ProxyCall& call, Nanos first_token, Nanos end, uint64_t tokens) {

@@ -91,20 +91,21 @@ constexpr size_t kKeptRooms = 4;
 }  // namespace
 
 RequestTrace::RequestTrace(Tracer& tracer, trace::TraceParent server, trace::SpanId client_parent,
-                           std::string_view tracestate, int64_t start_unix_nanos)
+                           std::string_view tracestate, Nanos received, int64_t wall_offset)
     : tracer_(tracer) {
-  init(server, client_parent, tracestate, start_unix_nanos);
+  init(server, client_parent, tracestate, received, wall_offset);
 }
 
 void RequestTrace::init(trace::TraceParent server, trace::SpanId client_parent,
-                        std::string_view tracestate, int64_t start_unix_nanos) {
+                        std::string_view tracestate, Nanos received, int64_t wall_offset) {
   // Every other field is at its default: the record is new or cleared.
   spans_.trace_id = server.trace_id;
   spans_.span_id = server.span_id;
   spans_.parent_span_id = client_parent;
   spans_.trace_flags = server.flags;
   spans_.trace_state = spans_.text.add(tracestate);
-  spans_.start_unix_nanos = start_unix_nanos;
+  wall_offset_ = wall_offset;
+  spans_.start_unix_nanos = received + wall_offset;
 }
 
 HopStart RequestTrace::start_hop(std::string_view name, std::string_view endpoint_url,
@@ -117,7 +118,7 @@ HopStart RequestTrace::start_hop(std::string_view name, std::string_view endpoin
   hop.endpoint = spans_.routing && spans_.text.view(spans_.endpoint) == endpoint_url
                      ? spans_.endpoint
                      : spans_.text.add(endpoint_url);
-  hop.start_unix_nanos = tracer_.wall_now();
+  hop.start_unix_nanos = tracer_.steady_now() + wall_offset_;
   hop.attempt = spans_.hops_started++;
   // Each hop names its own span as the engine's parent (an earlier attempt's line is
   // replaced).
@@ -139,7 +140,7 @@ void RequestTrace::end_hop(const HopStart& hop, int status, std::string_view err
   s.name = hop.name;
   s.endpoint = hop.endpoint;
   s.start_unix_nanos = hop.start_unix_nanos;
-  s.end_unix_nanos = tracer_.wall_now();
+  s.end_unix_nanos = tracer_.steady_now() + wall_offset_;
   s.attempt = hop.attempt;
   s.status = status;
   if (status == 0) s.error = spans_.text.add(error);
@@ -149,7 +150,10 @@ void RequestTrace::end_hop(const HopStart& hop, int status, std::string_view err
 void EndRequestTrace::operator()(RequestTrace* trace) const {
   std::unique_ptr<RequestTrace> owned(trace);
   Tracer& tracer = owned->tracer_;
-  owned->spans_.end_unix_nanos = tracer.wall_now();
+  // Its end when the gateway gave none (set_end): now.
+  if (owned->spans_.end_unix_nanos == 0) {
+    owned->spans_.end_unix_nanos = tracer.steady_now() + owned->wall_offset_;
+  }
   tracer.submit(std::move(owned));
 }
 
@@ -197,6 +201,7 @@ Tracer::Tracer(TracingConfig config, const Clock& clock, SpanSink sink)
       clock_(clock),
       sink_(std::move(sink)),
       id_(next_tracer_id.fetch_add(1, std::memory_order_relaxed)),
+      wall_offset_(clock.wall_now() - clock.now()),
       thread_([this] { run(); }) {}
 
 Tracer::~Tracer() { stop(); }
@@ -223,7 +228,7 @@ void Tracer::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-RequestTracePtr Tracer::begin(const io::HttpRequest& req) {
+RequestTracePtr Tracer::begin(const io::HttpRequest& req, Nanos received) {
   std::optional<trace::TraceParent> parent;
   if (auto h = req.header("traceparent")) parent = trace::parse_traceparent(*h);
   Rng& rng = thread_rng();
@@ -244,11 +249,11 @@ RequestTracePtr Tracer::begin(const io::HttpRequest& req) {
     spares.records.pop_back();
     if (!spares.records.empty()) prefetch_record<true>(spares.records.back().get());
     t->spans_.clear();
-    t->init(server, client_parent, tracestate, clock_.wall_now());
+    t->init(server, client_parent, tracestate, received, wall_offset());
     return RequestTracePtr(t);
   }
   return RequestTracePtr(
-      new RequestTrace(*this, server, client_parent, tracestate, clock_.wall_now()));
+      new RequestTrace(*this, server, client_parent, tracestate, received, wall_offset()));
 }
 
 trace::SpanId Tracer::new_span_id() { return trace::new_span_id(thread_rng()); }
@@ -424,6 +429,9 @@ void Tracer::run() {
     const bool stop_flush = stop_;
     if (flush) {
       flush_at = std::chrono::steady_clock::now() + config_.flush;
+      // The offset the next requests' spans take (Tracer::wall_offset): the wall clock as
+      // it stands now (moved by NTP or an operator since the last flush).
+      wall_offset_.store(clock_.wall_now() - clock_.now(), std::memory_order_relaxed);
       // Every thread's held requests, encoded, join the queue (taken under the thread's
       // lock, then this one's: the order submit takes them in).
       const std::vector<std::shared_ptr<ThreadBatch>> threads = threads_;

@@ -124,7 +124,7 @@ struct TraceparentLine {
 class RequestTrace {
  public:
   RequestTrace(Tracer& tracer, trace::TraceParent server, trace::SpanId client_parent,
-               std::string_view tracestate, int64_t start_unix_nanos);
+               std::string_view tracestate, Nanos received, int64_t wall_offset);
   RequestTrace(const RequestTrace&) = delete;
   RequestTrace& operator=(const RequestTrace&) = delete;
   ~RequestTrace() = default;
@@ -144,6 +144,9 @@ class RequestTrace {
   }
   // The answer's HTTP status: 5xx marks the server span failed.
   void set_status(int status) { spans_.http_status = status; }
+  // The request's end, on the clock's steady time (the gateway's reading when it gave the
+  // answer, which its metrics time too); without one, the end is read when the trace ends.
+  void set_end(Nanos steady) { spans_.end_unix_nanos = steady + wall_offset_; }
 
   // A new client span under the server span, named `name` (a literal that needs no JSON
   // escape: trace::HopSpan::name): its `traceparent` written in `traceparent`,
@@ -165,9 +168,12 @@ class RequestTrace {
   // The record's server span for a new request: the constructor's work, on a record new
   // or cleared (RequestSpans::clear) since its last request.
   void init(trace::TraceParent server, trace::SpanId client_parent, std::string_view tracestate,
-            int64_t start_unix_nanos);
+            Nanos received, int64_t wall_offset);
 
   Tracer& tracer_;
+  // The wall clock's time less the steady clock's, as the tracer last read them when the
+  // request began: its spans' times are steady readings moved by this one offset.
+  int64_t wall_offset_ = 0;
   trace::RequestSpans spans_;
 };
 
@@ -241,8 +247,10 @@ class Tracer {
   void stop();
 
   // The request's trace, or null when it is not sampled: one of this thread's spare
-  // records when it has one of this tracer's, else a new one.
-  RequestTracePtr begin(const io::HttpRequest& req);
+  // records when it has one of this tracer's, else a new one. `received`: when the request
+  // came, on the clock's steady time (the server span's start); now when not given.
+  RequestTracePtr begin(const io::HttpRequest& req, Nanos received);
+  RequestTracePtr begin(const io::HttpRequest& req) { return begin(req, clock_.now()); }
 
   // A finished request's spans, held by this thread's batch (its end, EndRequestTrace,
   // submits it; a test may submit one of its own) and encoded with the others once they
@@ -251,7 +259,14 @@ class Tracer {
   // (or freed).
   void submit(std::unique_ptr<RequestTrace> trace);
 
-  int64_t wall_now() const { return clock_.wall_now(); }
+  // The clock's steady time, which spans are timed by (RequestTrace::wall_offset_).
+  Nanos steady_now() const { return clock_.now(); }
+  // The wall clock's time less the steady clock's, read together at the start and again
+  // at every flush_ms (the tracer's thread): a span's wall times are steady readings moved
+  // by the offset its request began with, so the request's own readings serve (its
+  // receipt, its answer) and its spans' durations are the steady clock's even when the
+  // wall clock is stepped meanwhile.
+  int64_t wall_offset() const { return wall_offset_.load(std::memory_order_relaxed); }
   trace::SpanId new_span_id();
 
   uint64_t spans_exported() const { return exported_.load(std::memory_order_relaxed); }
@@ -311,6 +326,7 @@ class Tracer {
   // sending starts.
   std::atomic<size_t> waiting_spans_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> wall_offset_;
 
   // State below is protected by mu_ (taken after a ThreadBatch's lock, never before).
   mutable std::mutex mu_;

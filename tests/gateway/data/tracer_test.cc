@@ -6,7 +6,9 @@
 // begin(): its hops' spans go with its server span in one submission, each hop's
 // traceparent replacing the last one's in the headers. And the records' recycling: a
 // record reused after its request ended carries nothing of that request, a tracer never
-// uses another's spare records, a thread keeps at most spare_limit() of them.
+// uses another's spare records, a thread keeps at most spare_limit() of them. And the
+// spans' times: steady readings on the wall clock by the tracer's offset, which a wall
+// clock step moves for the requests after the next flush, not for one under way.
 #include "gateway/data/tracer.h"
 
 #include <gtest/gtest.h>
@@ -107,7 +109,7 @@ TracingConfig traced(size_t batch_size) {
 // A finished request of `hops` ended hops (1 + hops spans), as a test submits it.
 std::unique_ptr<RequestTrace> finished_request(Tracer& tracer, uint64_t i, int hops = 0) {
   auto t = std::make_unique<RequestTrace>(
-      tracer, trace::TraceParent{{1, 2}, i + 1, trace::kSampledFlag}, 0, "", 0);
+      tracer, trace::TraceParent{{1, 2}, i + 1, trace::kSampledFlag}, 0, "", 0, 0);
   io::UpstreamRequest up;
   TraceparentLine traceparent;
   for (int h = 0; h < hops; ++h) {
@@ -408,6 +410,97 @@ TEST(Tracer, ARequestGoesOnceWithItsHopSpans) {
   EXPECT_EQ(attrs[9].at("key").as_string(), "kvgate.cost");
   EXPECT_DOUBLE_EQ(attrs[9].at("value").at("doubleValue").to_number<double>(), 0.5);
   EXPECT_FALSE(spans[2].contains("status"));
+}
+
+// A span's times are the steady clock's readings placed on the wall clock by the offset
+// the tracer last read (at its start, then at every flush): the server span starts at the
+// request's receipt and ends at its answer as the gateway read them (set_end), or when
+// its trace ends without one; the hops in between at their own readings.
+TEST(Tracer, SpanTimesAreSteadyReadingsOnTheWallClock) {
+  constexpr Nanos kWall = ManualClock::kDefaultWallOrigin;
+  ManualClock clock(5 * kSecond);
+  Recorder rec;
+  Tracer tracer(traced(100), clock, rec.sink());
+  EXPECT_EQ(tracer.wall_offset(), kWall);
+  io::HttpRequest req;
+  io::UpstreamRequest up;
+  TraceparentLine traceparent;
+  {
+    RequestTracePtr t = tracer.begin(req, 4 * kSecond);  // received a second ago
+    clock.advance(kMillisecond);
+    const HopStart hop = t->start_hop("kvgate.upstream", "http://127.0.0.1:8001", up, traceparent);
+    clock.advance(2 * kMillisecond);
+    t->end_hop(hop, 200);
+    t->set_status(200);
+    t->set_end(clock.now() + 3 * kMillisecond);  // the answer's reading, as given
+    clock.advance(kSecond);                      // not this late
+  }
+  {
+    RequestTracePtr t = tracer.begin(req);  // received now; no set_end: its end is read
+    clock.advance(7 * kMillisecond);
+  }
+  tracer.stop();
+  const std::vector<boost::json::object> spans = rec.spans();
+  ASSERT_EQ(spans.size(), 3u);
+  auto nanos = [](const boost::json::object& span, const char* field) {
+    return std::stoll(std::string(span.at(field).as_string()));
+  };
+  EXPECT_EQ(nanos(spans[0], "startTimeUnixNano"), kWall + 5 * kSecond + kMillisecond);
+  EXPECT_EQ(nanos(spans[0], "endTimeUnixNano"), kWall + 5 * kSecond + 3 * kMillisecond);
+  EXPECT_EQ(nanos(spans[1], "startTimeUnixNano"), kWall + 4 * kSecond);
+  EXPECT_EQ(nanos(spans[1], "endTimeUnixNano"), kWall + 5 * kSecond + 6 * kMillisecond);
+  EXPECT_EQ(nanos(spans[2], "startTimeUnixNano"), kWall + 6 * kSecond + 3 * kMillisecond);
+  EXPECT_EQ(nanos(spans[2], "endTimeUnixNano"), kWall + 6 * kSecond + 10 * kMillisecond);
+}
+
+// A clock whose wall time an operator (or NTP) steps, its steady time moved by hand.
+class SteppedClock final : public Clock {
+ public:
+  Nanos now() const override { return steady.now(); }
+  Nanos wall_now() const override { return ManualClock::kDefaultWallOrigin + now() + step; }
+  ManualClock steady;
+  std::atomic<Nanos> step{0};
+};
+
+// A wall clock stepped mid-request moves none of that request's times (its spans keep
+// their steady durations, within their parent); the requests that begin after the
+// tracer's next flush read the new wall time.
+TEST(Tracer, AWallClockStepMovesTheNextRequestsNotOneUnderWay) {
+  constexpr Nanos kWall = ManualClock::kDefaultWallOrigin;
+  constexpr Nanos kAnHour = 3600 * kSecond;
+  SteppedClock clock;
+  Recorder rec;
+  Tracer tracer(config(100, 1000, 20ms), clock, rec.sink());
+  io::HttpRequest req;  // sampled by its client
+  req.fields.add("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  io::UpstreamRequest up;
+  TraceparentLine traceparent;
+  {
+    RequestTracePtr t = tracer.begin(req);
+    ASSERT_TRUE(t != nullptr);
+    clock.steady.advance(kMillisecond);
+    const HopStart hop = t->start_hop("kvgate.upstream", "http://127.0.0.1:8001", up, traceparent);
+    clock.step = kAnHour;  // stepped while the hop is under way
+    ASSERT_TRUE(within_10s([&] { return tracer.wall_offset() == kWall + kAnHour; }));
+    clock.steady.advance(2 * kMillisecond);
+    t->end_hop(hop, 200);
+  }
+  {
+    RequestTracePtr t = tracer.begin(req);
+    clock.steady.advance(kMillisecond);
+  }
+  tracer.stop();
+  const std::vector<boost::json::object> spans = rec.spans();
+  ASSERT_EQ(spans.size(), 3u);
+  auto nanos = [](const boost::json::object& span, const char* field) {
+    return std::stoll(std::string(span.at(field).as_string()));
+  };
+  EXPECT_EQ(nanos(spans[0], "startTimeUnixNano"), kWall + kMillisecond);
+  EXPECT_EQ(nanos(spans[0], "endTimeUnixNano"), kWall + 3 * kMillisecond);
+  EXPECT_EQ(nanos(spans[1], "startTimeUnixNano"), kWall);
+  EXPECT_EQ(nanos(spans[1], "endTimeUnixNano"), kWall + 3 * kMillisecond);
+  EXPECT_EQ(nanos(spans[2], "startTimeUnixNano"), kWall + kAnHour + 3 * kMillisecond);
+  EXPECT_EQ(nanos(spans[2], "endTimeUnixNano"), kWall + kAnHour + 4 * kMillisecond);
 }
 
 // TracedHop lends its traceparent line to the request for the send and takes it back at
