@@ -593,10 +593,7 @@ asio::awaitable<void> DataPlane::pump_stream(StreamJob job) {
       job.migrations == 0 && u.seen ? u.completion_tokens : leg_token_events;
   job.lease.finish(ok || client_left,
                    ok ? static_cast<uint32_t>(std::min<uint64_t>(leg_tokens, UINT32_MAX)) : 0);
-  const Nanos ended = clock.now();  // the stream's end: its trace's, its metrics'
-  if (call.trace) [[unlikely]] {
-    call.trace->set_end(ended);
-  }
+  const Nanos ended = answered_at(call, final_status);  // its trace's end, its metrics'
   if (ok && first_token_at > 0 && (call.ttft_target > 0 || call.tpot_target > 0)) {
     const uint64_t tokens = u.seen ? u.completion_tokens : token_events;
     slo_outcome(call, first_token_at, ended, tokens);

@@ -105,8 +105,10 @@ void RequestTrace::init(trace::TraceParent server, trace::SpanId client_parent,
   spans_.trace_flags = server.flags;
   spans_.trace_state = spans_.text.add(tracestate);
   wall_offset_ = wall_offset;
-  spans_.start_unix_nanos = received + wall_offset;
+  spans_.start_unix_nanos = wall_at(received);
 }
+
+int64_t RequestTrace::wall_now() const { return wall_at(tracer_.steady_now()); }
 
 HopStart RequestTrace::start_hop(std::string_view name, std::string_view endpoint_url,
                                  io::UpstreamRequest& request, TraceparentLine& traceparent) {
@@ -118,7 +120,7 @@ HopStart RequestTrace::start_hop(std::string_view name, std::string_view endpoin
   hop.endpoint = spans_.routing && spans_.text.view(spans_.endpoint) == endpoint_url
                      ? spans_.endpoint
                      : spans_.text.add(endpoint_url);
-  hop.start_unix_nanos = tracer_.steady_now() + wall_offset_;
+  hop.start_unix_nanos = wall_now();
   hop.attempt = spans_.hops_started++;
   // Each hop names its own span as the engine's parent (an earlier attempt's line is
   // replaced).
@@ -140,7 +142,7 @@ void RequestTrace::end_hop(const HopStart& hop, int status, std::string_view err
   s.name = hop.name;
   s.endpoint = hop.endpoint;
   s.start_unix_nanos = hop.start_unix_nanos;
-  s.end_unix_nanos = tracer_.steady_now() + wall_offset_;
+  s.end_unix_nanos = wall_now();
   s.attempt = hop.attempt;
   s.status = status;
   if (status == 0) s.error = spans_.text.add(error);
@@ -149,11 +151,9 @@ void RequestTrace::end_hop(const HopStart& hop, int status, std::string_view err
 
 void EndRequestTrace::operator()(RequestTrace* trace) const {
   std::unique_ptr<RequestTrace> owned(trace);
-  Tracer& tracer = owned->tracer_;
   // Its end when the gateway gave none (set_end): now.
-  if (owned->spans_.end_unix_nanos == 0) {
-    owned->spans_.end_unix_nanos = tracer.steady_now() + owned->wall_offset_;
-  }
+  if (owned->spans_.end_unix_nanos == 0) owned->spans_.end_unix_nanos = owned->wall_now();
+  Tracer& tracer = owned->tracer_;
   tracer.submit(std::move(owned));
 }
 
@@ -201,7 +201,7 @@ Tracer::Tracer(TracingConfig config, const Clock& clock, SpanSink sink)
       clock_(clock),
       sink_(std::move(sink)),
       id_(next_tracer_id.fetch_add(1, std::memory_order_relaxed)),
-      wall_offset_(clock.wall_now() - clock.now()),
+      wall_offset_(read_wall_offset(clock)),
       thread_([this] { run(); }) {}
 
 Tracer::~Tracer() { stop(); }
@@ -431,7 +431,7 @@ void Tracer::run() {
       flush_at = std::chrono::steady_clock::now() + config_.flush;
       // The offset the next requests' spans take (Tracer::wall_offset): the wall clock as
       // it stands now (moved by NTP or an operator since the last flush).
-      wall_offset_.store(clock_.wall_now() - clock_.now(), std::memory_order_relaxed);
+      wall_offset_.store(read_wall_offset(clock_), std::memory_order_relaxed);
       // Every thread's held requests, encoded, join the queue (taken under the thread's
       // lock, then this one's: the order submit takes them in).
       const std::vector<std::shared_ptr<ThreadBatch>> threads = threads_;

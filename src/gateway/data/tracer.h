@@ -146,7 +146,7 @@ class RequestTrace {
   void set_status(int status) { spans_.http_status = status; }
   // The request's end, on the clock's steady time (the gateway's reading when it gave the
   // answer, which its metrics time too); without one, the end is read when the trace ends.
-  void set_end(Nanos steady) { spans_.end_unix_nanos = steady + wall_offset_; }
+  void set_end(Nanos steady) { spans_.end_unix_nanos = wall_at(steady); }
 
   // A new client span under the server span, named `name` (a literal that needs no JSON
   // escape: trace::HopSpan::name): its `traceparent` written in `traceparent`,
@@ -169,6 +169,9 @@ class RequestTrace {
   // or cleared (RequestSpans::clear) since its last request.
   void init(trace::TraceParent server, trace::SpanId client_parent, std::string_view tracestate,
             Nanos received, int64_t wall_offset);
+  // A steady reading as this request's wall time; the wall time now.
+  int64_t wall_at(Nanos steady) const { return steady + wall_offset_; }
+  int64_t wall_now() const;
 
   Tracer& tracer_;
   // The wall clock's time less the steady clock's, as the tracer last read them when the
@@ -267,6 +270,8 @@ class Tracer {
   // receipt, its answer) and its spans' durations are the steady clock's even when the
   // wall clock is stepped meanwhile.
   int64_t wall_offset() const { return wall_offset_.load(std::memory_order_relaxed); }
+  // That offset as the clock reads it now.
+  static int64_t read_wall_offset(const Clock& clock) { return clock.wall_now() - clock.now(); }
   trace::SpanId new_span_id();
 
   uint64_t spans_exported() const { return exported_.load(std::memory_order_relaxed); }
