@@ -202,9 +202,18 @@ TEST(GatewayTrace, ClientTraceReachesBothEnginesOfAPdPairAndTheCollector) {
   EXPECT_EQ(server->at("parentSpanId").as_string(), client_span);
   EXPECT_TRUE(hop_ids.contains(trace::to_hex(p.parent.span_id)));
   EXPECT_TRUE(hop_ids.contains(trace::to_hex(d.parent.span_id)));
+  auto nanos = [](const boost::json::object& s, const char* field) {
+    return std::stoll(std::string(s.at(field).as_string()));
+  };
   for (const auto& s : spans) {
     if (s.at("kind").as_int64() == 3) {
       EXPECT_EQ(s.at("parentSpanId"), server->at("spanId"));
+      EXPECT_GE(nanos(s, "startTimeUnixNano"), nanos(*server, "startTimeUnixNano"));
+      EXPECT_LE(nanos(s, "endTimeUnixNano"), nanos(*server, "endTimeUnixNano"));
+    }
+    // The decode hop, whose answer is the client's, ends with it.
+    if (s.at("spanId").as_string() == trace::to_hex(d.parent.span_id)) {
+      EXPECT_EQ(nanos(s, "endTimeUnixNano"), nanos(*server, "endTimeUnixNano"));
     }
   }
   // The routing decision is on the server span.

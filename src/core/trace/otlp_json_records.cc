@@ -265,7 +265,9 @@ char* write_hop_span(char* p, Kept& kept, const RequestSpans& r, const HopSpan& 
   *first = '[';
   if (server.port != 0)
     p = int_attribute(p, KVGATE_ATTRIBUTE("server.port", "intValue"), server.port);
-  p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.attempt", "intValue"), h.attempt);
+  if (h.attempt != 0) {  // the first hop's 0 left out, as proto3's JSON leaves a default
+    p = int_attribute(p, KVGATE_ATTRIBUTE("kvgate.attempt", "intValue"), h.attempt);
+  }
   if (h.status != 0) {
     p = int_attribute(p, KVGATE_ATTRIBUTE("http.response.status_code", "intValue"), h.status);
   }

@@ -163,6 +163,8 @@ class HopList {
   const HopSpan& operator[](size_t i) const {
     return i < kInline ? slots_[i].hop : more_[i - kInline];
   }
+  // The last hop put (not empty).
+  HopSpan& back() { return size_ <= kInline ? slots_[size_ - 1].hop : more_.back(); }
   void push_back(const HopSpan& hop) {
     if (size_ < kInline) {
       std::construct_at(&slots_[size_].hop, hop);

@@ -283,8 +283,10 @@ asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
       break;
     }
     if (queue) call.flow.charged_output_tokens = pick.charged_output_tokens;
+    Nanos picked = 0;  // the first pick's end: its hop starts there (read anyway)
     if (attempt == 0) {
-      const Nanos took = clock.now() - route_start;
+      picked = clock.now();
+      const Nanos took = picked - route_start;
       call.routing_seconds = to_seconds(took);
       route_us = std::to_string((took + 500) / 1000);
       // Only now, so that the follow-up's own routing never waits behind it.
@@ -336,10 +338,12 @@ asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
     io::UpstreamRequest& to_send = decode_up ? *decode_up : up;  // borrowed by send
     set_rank_header(to_send.headers, *endpoint);
     // Traced: the hop's own span id goes to the engine in its traceparent.
+    // It starts at the pick (the prefill hop's end, a reading of its own, for a decode
+    // hop) and, when the engine's answer is to be the client's, ends with that answer.
     TracedHop traced(call.trace.get(), decode_up ? "kvgate.decode" : "kvgate.upstream",
-                     endpoint->url, to_send);
+                     endpoint->url, to_send, decode_up ? 0 : picked);
     auto result = co_await upstream->send(endpoint->host, endpoint->port, to_send);
-    traced.end(result);
+    traced.end(result, result && !route::failed_status((*result)->status(), false));
     if (!result && result.code() == ErrorCode::kCancelled) break;
     if (!result) {
       last_error = result.error();
@@ -662,7 +666,7 @@ asio::awaitable<DataPlane::Migrated> DataPlane::migrate(StreamJob& job) {
     // Traced: the continuation is a hop of its own (a span, its id in the traceparent).
     TracedHop traced(job.call.trace.get(), "kvgate.migration", endpoint->url, up);
     auto result = co_await upstream->send(endpoint->host, endpoint->port, up);
-    traced.end(result);
+    traced.end(result, result && !route::failed_status((*result)->status(), true));
     if (!result && result.code() == ErrorCode::kCancelled) {
       lease.finish(true);  // the client left: no failure of this endpoint's
       co_return Migrated::kCancelled;
@@ -722,7 +726,7 @@ asio::awaitable<void> DataPlane::relay(ProxyCall call) {
     set_rank_header(up.headers, *endpoint);
     TracedHop traced(call.trace.get(), "kvgate.relay", endpoint->url, up);
     auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
-    traced.end(sent);
+    traced.end(sent, sent && !route::failed_status((*sent)->status(), false));
     if (!sent && sent.code() == ErrorCode::kCancelled) break;
     if (!sent) {
       last_error = sent.error();
@@ -790,7 +794,7 @@ asio::awaitable<void> DataPlane::fetch_stored(ProxyCall call) {
   set_rank_header(up.headers, *endpoint);
   TracedHop traced(call.trace.get(), "kvgate.stored", endpoint->url, up);
   auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
-  traced.end(sent);
+  traced.end(sent, /*answers=*/true);
   if (!sent && sent.code() == ErrorCode::kCancelled) {
     client_left();
     co_return;

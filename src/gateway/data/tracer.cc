@@ -105,13 +105,15 @@ void RequestTrace::init(trace::TraceParent server, trace::SpanId client_parent,
   spans_.trace_flags = server.flags;
   spans_.trace_state = spans_.text.add(tracestate);
   wall_offset_ = wall_offset;
+  answer_hop_open_ = false;
   spans_.start_unix_nanos = wall_at(received);
 }
 
 int64_t RequestTrace::wall_now() const { return wall_at(tracer_.steady_now()); }
 
 HopStart RequestTrace::start_hop(std::string_view name, std::string_view endpoint_url,
-                                 io::UpstreamRequest& request, TraceparentLine& traceparent) {
+                                 io::UpstreamRequest& request, TraceparentLine& traceparent,
+                                 Nanos at) {
   assert(trace::json_plain(name));  // the encoder copies it as it is (HopSpan::name)
   HopStart hop;
   hop.span_id = tracer_.new_span_id();
@@ -120,7 +122,8 @@ HopStart RequestTrace::start_hop(std::string_view name, std::string_view endpoin
   hop.endpoint = spans_.routing && spans_.text.view(spans_.endpoint) == endpoint_url
                      ? spans_.endpoint
                      : spans_.text.add(endpoint_url);
-  hop.start_unix_nanos = wall_now();
+  hop.start_unix_nanos = wall_at(at != 0 ? at : tracer_.steady_now());
+  close_answer_hop(hop.start_unix_nanos);
   hop.attempt = spans_.hops_started++;
   // Each hop names its own span as the engine's parent (an earlier attempt's line is
   // replaced).
@@ -136,31 +139,47 @@ HopStart RequestTrace::start_hop(std::string_view name, std::string_view endpoin
   return hop;
 }
 
-void RequestTrace::end_hop(const HopStart& hop, int status, std::string_view error) {
+trace::HopSpan RequestTrace::ended_hop(const HopStart& hop, int status) const {
   trace::HopSpan s;
   s.span_id = hop.span_id;
   s.name = hop.name;
   s.endpoint = hop.endpoint;
   s.start_unix_nanos = hop.start_unix_nanos;
-  s.end_unix_nanos = wall_now();
   s.attempt = hop.attempt;
   s.status = status;
+  return s;
+}
+
+void RequestTrace::end_hop(const HopStart& hop, int status, std::string_view error) {
+  trace::HopSpan s = ended_hop(hop, status);
+  s.end_unix_nanos = wall_now();
   if (status == 0) s.error = spans_.text.add(error);
   spans_.hops.push_back(s);
+}
+
+void RequestTrace::end_hop_with_answer(const HopStart& hop, int status) {
+  spans_.hops.push_back(ended_hop(hop, status));  // its end: close_answer_hop
+  answer_hop_open_ = true;
 }
 
 void EndRequestTrace::operator()(RequestTrace* trace) const {
   std::unique_ptr<RequestTrace> owned(trace);
   // Its end when the gateway gave none (set_end): now.
-  if (owned->spans_.end_unix_nanos == 0) owned->spans_.end_unix_nanos = owned->wall_now();
+  if (owned->spans_.end_unix_nanos == 0) {
+    owned->set_end(owned->tracer_.steady_now());
+  } else {
+    owned->close_answer_hop(owned->spans_.end_unix_nanos);  // opened after the answer
+  }
   Tracer& tracer = owned->tracer_;
   tracer.submit(std::move(owned));
 }
 
-void TracedHop::finish(Result<std::unique_ptr<io::UpstreamExchange>>& result) {
+void TracedHop::finish(Result<std::unique_ptr<io::UpstreamExchange>>& result, bool answers) {
   RequestTrace* trace = trace_;
   trace_ = nullptr;
-  if (result) {
+  if (result && answers) {
+    trace->end_hop_with_answer(hop_, (*result)->status());
+  } else if (result) {
     trace->end_hop(hop_, (*result)->status());
   } else {
     trace->end_hop(hop_, 0, result.error());

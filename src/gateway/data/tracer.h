@@ -56,6 +56,7 @@
 // Tracer is gone (the gateway destroys its context first).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -146,16 +147,30 @@ class RequestTrace {
   void set_status(int status) { spans_.http_status = status; }
   // The request's end, on the clock's steady time (the gateway's reading when it gave the
   // answer, which its metrics time too); without one, the end is read when the trace ends.
-  void set_end(Nanos steady) { spans_.end_unix_nanos = wall_at(steady); }
+  // A hop the answer came from (end_hop_with_answer) ends there too.
+  void set_end(Nanos steady) {
+    spans_.end_unix_nanos = wall_at(steady);
+    close_answer_hop(spans_.end_unix_nanos);
+  }
 
   // A new client span under the server span, named `name` (a literal that needs no JSON
   // escape: trace::HopSpan::name): its `traceparent` written in `traceparent`,
   // which `request` then sends (hop_headers: it must outlive the send), and the client's
   // `tracestate` put on the request's headers (an earlier attempt's rewritten in place).
+  // It starts at `at` (the clock's steady time: a reading the gateway just took, say its
+  // pick's), or now when 0; a hop the answer was to come from ends there (a stream broken
+  // and migrated, a 503's body read before the retry).
   HopStart start_hop(std::string_view name, std::string_view endpoint_url,
-                     io::UpstreamRequest& request, TraceparentLine& traceparent);
-  // Records the hop: `status` the engine's answer, 0 when the exchange failed (`error`).
+                     io::UpstreamRequest& request, TraceparentLine& traceparent, Nanos at = 0);
+  // Records the hop, ended now: `status` the engine's answer, 0 when the exchange failed
+  // (`error`).
   void end_hop(const HopStart& hop, int status, std::string_view error = {});
+  // Records the hop whose exchange the answer comes from (the engine answered `status`):
+  // its span ends with the answer (set_end, or the trace's end) or when a next hop starts,
+  // whichever is first, at a reading the gateway takes then anyway. So it covers the
+  // answer's body too, which OpenTelemetry's HTTP client conventions allow (a client span
+  // ends after the response head, with or without the body).
+  void end_hop_with_answer(const HopStart& hop, int status);
 
   // The record (the batch's encoder reads it; a test fills it).
   const trace::RequestSpans& spans() const { return spans_; }
@@ -172,11 +187,22 @@ class RequestTrace {
   // A steady reading as this request's wall time; the wall time now.
   int64_t wall_at(Nanos steady) const { return steady + wall_offset_; }
   int64_t wall_now() const;
+  trace::HopSpan ended_hop(const HopStart& hop, int status) const;
+  // The hop the answer comes from, if one is open, ended at `end_unix_nanos`.
+  void close_answer_hop(int64_t end_unix_nanos) {
+    if (answer_hop_open_) [[likely]] {
+      trace::HopSpan& hop = spans_.hops.back();
+      hop.end_unix_nanos = std::max(end_unix_nanos, hop.start_unix_nanos);
+      answer_hop_open_ = false;
+    }
+  }
 
   Tracer& tracer_;
   // The wall clock's time less the steady clock's, as the tracer last read them when the
   // request began: its spans' times are steady readings moved by this one offset.
   int64_t wall_offset_ = 0;
+  // The last hop is the answer's and has no end yet (end_hop_with_answer).
+  bool answer_hop_open_ = false;
   trace::RequestSpans spans_;
 };
 
@@ -190,12 +216,13 @@ class RequestTrace {
 //   traced.end(sent);
 class TracedHop {
  public:
+  // `at`: when the hop starts, a steady reading just taken (0: now; RequestTrace::start_hop).
   TracedHop(RequestTrace* trace, std::string_view name, std::string_view endpoint_url,
-            io::UpstreamRequest& request)
+            io::UpstreamRequest& request, Nanos at = 0)
       : trace_(trace) {
     if (trace_) [[unlikely]] {
       request_ = &request;
-      hop_ = trace_->start_hop(name, endpoint_url, request, traceparent_);
+      hop_ = trace_->start_hop(name, endpoint_url, request, traceparent_, at);
     }
   }
   ~TracedHop() {
@@ -207,15 +234,17 @@ class TracedHop {
   TracedHop& operator=(const TracedHop&) = delete;
 
   // Records the hop: the engine's status, or the exchange's error. Once; later calls do
-  // nothing. A hop never ended has no span (it still counts in kvgate.hops).
-  void end(Result<std::unique_ptr<io::UpstreamExchange>>& result) {
+  // nothing. A hop never ended has no span (it still counts in kvgate.hops). `answers`:
+  // the engine answered and its answer is to be the request's (RequestTrace::
+  // end_hop_with_answer: the span ends with the answer, or at the next hop's start).
+  void end(Result<std::unique_ptr<io::UpstreamExchange>>& result, bool answers = false) {
     if (trace_) [[unlikely]] {
-      finish(result);
+      finish(result, answers);
     }
   }
 
  private:
-  void finish(Result<std::unique_ptr<io::UpstreamExchange>>& result);
+  void finish(Result<std::unique_ptr<io::UpstreamExchange>>& result, bool answers);
 
   RequestTrace* trace_;                     // null: not traced, or ended
   io::UpstreamRequest* request_ = nullptr;  // traced: the request that borrows traceparent_

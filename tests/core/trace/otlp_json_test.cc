@@ -223,7 +223,7 @@ std::vector<Span> as_spans(const RequestSpans& r) {
     const ServerAddress server = server_address(r.text.view(h.endpoint));
     s.attributes.push_back({"server.address", std::string(server.host)});
     if (server.port != 0) s.attributes.push_back({"server.port", int64_t{server.port}});
-    s.attributes.push_back({"kvgate.attempt", int64_t{h.attempt}});
+    if (h.attempt != 0) s.attributes.push_back({"kvgate.attempt", int64_t{h.attempt}});
     if (h.status != 0) s.attributes.push_back({"http.response.status_code", int64_t{h.status}});
     if (h.status <= 0 || h.status >= 500) {
       s.status = SpanStatus::kError;
