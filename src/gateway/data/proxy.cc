@@ -343,7 +343,7 @@ asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
     TracedHop traced(call.trace.get(), decode_up ? "kvgate.decode" : "kvgate.upstream",
                      endpoint->url, to_send, decode_up ? 0 : picked);
     auto result = co_await upstream->send(endpoint->host, endpoint->port, to_send);
-    traced.end(result, result && !route::failed_status((*result)->status(), false));
+    traced.end_with_answer(result);
     if (!result && result.code() == ErrorCode::kCancelled) break;
     if (!result) {
       last_error = result.error();
@@ -666,7 +666,7 @@ asio::awaitable<DataPlane::Migrated> DataPlane::migrate(StreamJob& job) {
     // Traced: the continuation is a hop of its own (a span, its id in the traceparent).
     TracedHop traced(job.call.trace.get(), "kvgate.migration", endpoint->url, up);
     auto result = co_await upstream->send(endpoint->host, endpoint->port, up);
-    traced.end(result, result && !route::failed_status((*result)->status(), true));
+    traced.end_with_answer(result, /*continuation=*/true);
     if (!result && result.code() == ErrorCode::kCancelled) {
       lease.finish(true);  // the client left: no failure of this endpoint's
       co_return Migrated::kCancelled;
@@ -726,7 +726,7 @@ asio::awaitable<void> DataPlane::relay(ProxyCall call) {
     set_rank_header(up.headers, *endpoint);
     TracedHop traced(call.trace.get(), "kvgate.relay", endpoint->url, up);
     auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
-    traced.end(sent, sent && !route::failed_status((*sent)->status(), false));
+    traced.end_with_answer(sent);
     if (!sent && sent.code() == ErrorCode::kCancelled) break;
     if (!sent) {
       last_error = sent.error();
@@ -794,7 +794,7 @@ asio::awaitable<void> DataPlane::fetch_stored(ProxyCall call) {
   set_rank_header(up.headers, *endpoint);
   TracedHop traced(call.trace.get(), "kvgate.stored", endpoint->url, up);
   auto sent = co_await upstream->send(endpoint->host, endpoint->port, up);
-  traced.end(sent, /*answers=*/true);
+  traced.end_with_answer(sent);
   if (!sent && sent.code() == ErrorCode::kCancelled) {
     client_left();
     co_return;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/common/rng.h"
+#include "core/route/failover.h"
 #include "core/trace/json_cursor.h"
 #include "core/trace/otlp_json.h"
 #include "io/http_client.h"
@@ -174,10 +175,11 @@ void EndRequestTrace::operator()(RequestTrace* trace) const {
   tracer.submit(std::move(owned));
 }
 
-void TracedHop::finish(Result<std::unique_ptr<io::UpstreamExchange>>& result, bool answers) {
+void TracedHop::finish(Result<std::unique_ptr<io::UpstreamExchange>>& result, Answer answer) {
   RequestTrace* trace = trace_;
   trace_ = nullptr;
-  if (result && answers) {
+  if (result && answer != Answer::kNo &&
+      !route::failed_status((*result)->status(), answer == Answer::kContinuation)) {
     trace->end_hop_with_answer(hop_, (*result)->status());
   } else if (result) {
     trace->end_hop(hop_, (*result)->status());

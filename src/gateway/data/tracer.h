@@ -233,18 +233,28 @@ class TracedHop {
   TracedHop(const TracedHop&) = delete;  // the request borrows traceparent_
   TracedHop& operator=(const TracedHop&) = delete;
 
-  // Records the hop: the engine's status, or the exchange's error. Once; later calls do
-  // nothing. A hop never ended has no span (it still counts in kvgate.hops). `answers`:
-  // the engine answered and its answer is to be the request's (RequestTrace::
-  // end_hop_with_answer: the span ends with the answer, or at the next hop's start).
-  void end(Result<std::unique_ptr<io::UpstreamExchange>>& result, bool answers = false) {
+  // Records the hop, ended now: the engine's status, or the exchange's error. Once (with
+  // end_with_answer); later calls do nothing. A hop never ended has no span (it still
+  // counts in kvgate.hops).
+  void end(Result<std::unique_ptr<io::UpstreamExchange>>& result) {
     if (trace_) [[unlikely]] {
-      finish(result, answers);
+      finish(result, Answer::kNo);
+    }
+  }
+  // Records the hop whose engine's answer is to be the client's: its span ends with the
+  // answer or at the next hop's start (RequestTrace::end_hop_with_answer), unless the
+  // exchange failed or its status is one the gateway acts on (route::failed_status, by a
+  // continuation leg's rule when `continuation`: a migrated stream's), which end it now.
+  void end_with_answer(Result<std::unique_ptr<io::UpstreamExchange>>& result,
+                       bool continuation = false) {
+    if (trace_) [[unlikely]] {
+      finish(result, continuation ? Answer::kContinuation : Answer::kYes);
     }
   }
 
  private:
-  void finish(Result<std::unique_ptr<io::UpstreamExchange>>& result, bool answers);
+  enum class Answer { kNo, kYes, kContinuation };
+  void finish(Result<std::unique_ptr<io::UpstreamExchange>>& result, Answer answer);
 
   RequestTrace* trace_;                     // null: not traced, or ended
   io::UpstreamRequest* request_ = nullptr;  // traced: the request that borrows traceparent_
