@@ -338,8 +338,8 @@ asio::awaitable<void> DataPlane::proxy(ProxyCall call) {
     io::UpstreamRequest& to_send = decode_up ? *decode_up : up;  // borrowed by send
     set_rank_header(to_send.headers, *endpoint);
     // Traced: the hop's own span id goes to the engine in its traceparent.
-    // It starts at the pick (the prefill hop's end, a reading of its own, for a decode
-    // hop) and, when the engine's answer is to be the client's, ends with that answer.
+    // It starts at the first pick's reading (a retry's or a decode hop's at one of its
+    // own) and, when the engine's answer is to be the client's, ends with that answer.
     TracedHop traced(call.trace.get(), decode_up ? "kvgate.decode" : "kvgate.upstream",
                      endpoint->url, to_send, decode_up ? 0 : picked);
     auto result = co_await upstream->send(endpoint->host, endpoint->port, to_send);

@@ -178,13 +178,15 @@ void EndRequestTrace::operator()(RequestTrace* trace) const {
 void TracedHop::finish(Result<std::unique_ptr<io::UpstreamExchange>>& result, Answer answer) {
   RequestTrace* trace = trace_;
   trace_ = nullptr;
-  if (result && answer != Answer::kNo &&
-      !route::failed_status((*result)->status(), answer == Answer::kContinuation)) {
-    trace->end_hop_with_answer(hop_, (*result)->status());
-  } else if (result) {
-    trace->end_hop(hop_, (*result)->status());
-  } else {
+  if (!result) {
     trace->end_hop(hop_, 0, result.error());
+    return;
+  }
+  const int status = (*result)->status();
+  if (answer != Answer::kNo && !route::failed_status(status, answer == Answer::kContinuation)) {
+    trace->end_hop_with_answer(hop_, status);
+  } else {
+    trace->end_hop(hop_, status);
   }
 }
 

@@ -159,7 +159,7 @@ class RequestTrace {
   // `tracestate` put on the request's headers (an earlier attempt's rewritten in place).
   // It starts at `at` (the clock's steady time: a reading the gateway just took, say its
   // pick's), or now when 0; a hop the answer was to come from ends there (a stream broken
-  // and migrated, a 503's body read before the retry).
+  // and migrated).
   HopStart start_hop(std::string_view name, std::string_view endpoint_url,
                      io::UpstreamRequest& request, TraceparentLine& traceparent, Nanos at = 0);
   // Records the hop, ended now: `status` the engine's answer, 0 when the exchange failed
@@ -190,7 +190,7 @@ class RequestTrace {
   trace::HopSpan ended_hop(const HopStart& hop, int status) const;
   // The hop the answer comes from, if one is open, ended at `end_unix_nanos`.
   void close_answer_hop(int64_t end_unix_nanos) {
-    if (answer_hop_open_) [[likely]] {
+    if (answer_hop_open_) {
       trace::HopSpan& hop = spans_.hops.back();
       hop.end_unix_nanos = std::max(end_unix_nanos, hop.start_unix_nanos);
       answer_hop_open_ = false;
